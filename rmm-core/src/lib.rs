@@ -1,0 +1,1 @@
+//! rmm-core (in progress)

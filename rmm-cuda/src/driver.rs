@@ -1,0 +1,68 @@
+//! Is there a driver, is there a GPU: answered without touching anything that could panic.
+
+use crate::error::{CudaError, Result};
+use once_cell::sync::OnceCell;
+
+static INIT: OnceCell<std::result::Result<usize, CudaError>> = OnceCell::new();
+
+/// Loads libcuda (if present), initialises the driver and counts devices, once per process.
+fn init() -> &'static std::result::Result<usize, CudaError> {
+    INIT.get_or_init(|| {
+        // cudarc panics on the first driver call when libcuda is missing: look first.
+        // SAFETY: only tries to load the shared library.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(CudaError::NoDriver);
+        }
+        match cudarc::driver::result::init() {
+            Ok(()) => {}
+            // CUDA_ERROR_NO_DEVICE (100): a driver without a GPU.
+            Err(e) if e.0 as u32 == 100 => return Ok(0),
+            Err(e) => return Err(CudaError::driver("cuInit", e)),
+        }
+        cudarc::driver::result::device::get_count()
+            .map(|n| n.max(0) as usize)
+            .map_err(|e| CudaError::driver("cuDeviceGetCount", e))
+    })
+}
+
+/// True when libcuda can be loaded and initialised.
+pub fn driver_available() -> bool {
+    init().is_ok()
+}
+
+/// Number of CUDA devices; `Err(NoDriver)` when there is no driver at all.
+pub fn device_count() -> Result<usize> {
+    init().clone()
+}
+
+/// True when at least one GPU is usable.
+pub fn gpu_available() -> bool {
+    matches!(init(), Ok(n) if *n > 0)
+}
+
+/// What a GPU test should do on this machine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuPresence {
+    /// A GPU is present: run.
+    Present,
+    /// No GPU and none required: skip, saying so.
+    Skip,
+}
+
+/// Decides whether a GPU test runs: with a GPU it runs; without one it is skipped with a visible
+/// message, unless `REQUIRE_GPU=1` is set, in which case the absence is an error (the test fails).
+pub fn require_gpu_from_env(test: &str) -> std::result::Result<GpuPresence, String> {
+    if gpu_available() {
+        return Ok(GpuPresence::Present);
+    }
+    let why = match device_count() {
+        Err(e) => e.to_string(),
+        Ok(_) => CudaError::NoDevice.to_string(),
+    };
+    if std::env::var("REQUIRE_GPU").map(|v| v == "1").unwrap_or(false) {
+        Err(format!("{test}: REQUIRE_GPU=1 but {why}"))
+    } else {
+        eprintln!("SKIPPED (no GPU): {test}: {why}");
+        Ok(GpuPresence::Skip)
+    }
+}

@@ -1,0 +1,145 @@
+//! A simulated device: host memory with the capacity of a GPU, and streams and events that run
+//! synchronously and record every ordering operation, so tests can check what was asked.
+
+use crate::error::{CudaError, Result};
+use crate::ALIGNMENT;
+use parking_lot::Mutex;
+use std::alloc::Layout;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+/// An ordering operation issued on a simulated device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SimOp {
+    /// `event` recorded on `stream`.
+    Record { event: u64, stream: u64 },
+    /// `stream` made to wait for `event`.
+    Wait { stream: u64, event: u64 },
+    /// The host waited for `stream`.
+    StreamSync { stream: u64 },
+    /// The host waited for `event`.
+    EventSync { event: u64 },
+    /// The host waited for the whole device.
+    DeviceSync,
+    /// `bytes` at `ptr` prefetched to the device on `stream`.
+    Prefetch { ptr: u64, bytes: usize, stream: u64 },
+}
+
+pub(crate) struct SimDevice {
+    pub(crate) index: usize,
+    capacity: usize,
+    used: AtomicUsize,
+    live: Mutex<BTreeMap<u64, usize>>,
+    ops: Mutex<Vec<SimOp>>,
+    next_id: AtomicU64,
+}
+
+static NEXT_SIM_INDEX: AtomicUsize = AtomicUsize::new(0);
+
+impl SimDevice {
+    pub(crate) fn new(capacity: usize) -> Self {
+        SimDevice {
+            index: NEXT_SIM_INDEX.fetch_add(1, Ordering::Relaxed),
+            capacity,
+            used: AtomicUsize::new(0),
+            live: Mutex::new(BTreeMap::new()),
+            ops: Mutex::new(Vec::new()),
+            // Stream ids start above the real driver's special handles (0 = legacy, 2 = per-thread).
+            next_id: AtomicU64::new(16),
+        }
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    pub(crate) fn used(&self) -> usize {
+        self.used.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub(crate) fn log(&self, op: SimOp) {
+        self.ops.lock().push(op);
+    }
+
+    pub(crate) fn ops(&self) -> Vec<SimOp> {
+        self.ops.lock().clone()
+    }
+
+    pub(crate) fn clear_ops(&self) {
+        self.ops.lock().clear();
+    }
+
+    /// Takes `bytes` of host memory (256-aligned) if the simulated capacity allows.
+    pub(crate) fn alloc(&self, call: &'static str, bytes: usize) -> Result<u64> {
+        // Reserve capacity first, so a huge request fails without touching the host allocator.
+        let mut used = self.used.load(Ordering::Relaxed);
+        loop {
+            let free = self.capacity - used;
+            if bytes > free {
+                return Err(CudaError::simulated_out_of_memory(call, bytes, free));
+            }
+            match self.used.compare_exchange_weak(used, used + bytes, Ordering::AcqRel, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(now) => used = now,
+            }
+        }
+        let layout = Layout::from_size_align(bytes.max(1), ALIGNMENT)
+            .map_err(|e| CudaError::invalid(call, e.to_string()))?;
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc(layout) };
+        if ptr.is_null() {
+            self.used.fetch_sub(bytes, Ordering::AcqRel);
+            return Err(CudaError::simulated_out_of_memory(call, bytes, self.capacity - self.used()));
+        }
+        self.live.lock().insert(ptr as u64, bytes);
+        Ok(ptr as u64)
+    }
+
+    /// Frees what `alloc` returned; a pointer it did not return is an error, as with the driver.
+    pub(crate) fn free(&self, call: &'static str, ptr: u64) -> Result<()> {
+        let bytes = self
+            .live
+            .lock()
+            .remove(&ptr)
+            .ok_or_else(|| CudaError::invalid(call, format!("{ptr:#x} is not a live allocation of this simulated device")))?;
+        // SAFETY: `ptr` came from `alloc` with exactly this layout and is removed from `live`.
+        unsafe { std::alloc::dealloc(ptr as *mut u8, Layout::from_size_align_unchecked(bytes.max(1), ALIGNMENT)) };
+        self.used.fetch_sub(bytes, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Size of a live allocation, if `ptr` is one.
+    pub(crate) fn allocation_size(&self, ptr: u64) -> Option<usize> {
+        self.live.lock().get(&ptr).copied()
+    }
+
+    /// Checks that `[ptr, ptr + bytes)` lies inside one live allocation (catches wild copies).
+    pub(crate) fn check_range(&self, call: &'static str, ptr: u64, bytes: usize) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        let live = self.live.lock();
+        let inside = live
+            .range(..=ptr)
+            .next_back()
+            .is_some_and(|(&base, &len)| ptr + bytes as u64 <= base + len as u64);
+        if inside {
+            Ok(())
+        } else {
+            Err(CudaError::invalid(call, format!("{bytes} bytes at {ptr:#x} are not inside a live allocation")))
+        }
+    }
+}
+
+impl Drop for SimDevice {
+    fn drop(&mut self) {
+        for (ptr, bytes) in std::mem::take(self.live.get_mut()) {
+            // SAFETY: every entry came from `alloc` with this layout.
+            unsafe { std::alloc::dealloc(ptr as *mut u8, Layout::from_size_align_unchecked(bytes.max(1), ALIGNMENT)) };
+        }
+    }
+}

@@ -1,0 +1,248 @@
+//! Streams: ordered queues of device work, real or simulated.
+
+use crate::device::{Backend, Device};
+use crate::error::{Checked, CudaError, Result};
+use crate::event::Event;
+use crate::sim::SimOp;
+use cudarc::driver::{result, sys, CudaStream};
+use std::fmt;
+use std::sync::Arc;
+
+/// A stream's identity: the raw `CUstream` value for real streams (0 is the legacy default
+/// stream, 2 the per-thread default stream), a device-unique number for simulated ones. Cheap to
+/// copy and hash: the memory resources key their per-stream state by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct StreamId(pub u64);
+
+impl StreamId {
+    pub const LEGACY_DEFAULT: StreamId = StreamId(0);
+    pub const PER_THREAD_DEFAULT: StreamId = StreamId(2);
+}
+
+#[derive(Clone)]
+enum Inner {
+    Cuda(Arc<CudaStream>),
+    Sim(u64),
+}
+
+/// A stream of a device. Cheap to clone (clones share the stream); a created stream is destroyed
+/// when its last clone drops.
+#[derive(Clone)]
+pub struct Stream {
+    device: Device,
+    inner: Inner,
+}
+
+impl fmt::Debug for Stream {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Stream({:#x} on {})", self.id().0, self.device.id())
+    }
+}
+
+impl PartialEq for Stream {
+    fn eq(&self, other: &Self) -> bool {
+        self.device == other.device && self.id() == other.id()
+    }
+}
+impl Eq for Stream {}
+
+impl Stream {
+    pub(crate) fn default_of(device: &Device) -> Stream {
+        let inner = match &*device.inner {
+            Backend::Cuda(ctx) => Inner::Cuda(ctx.default_stream()),
+            Backend::Sim(_) => Inner::Sim(StreamId::LEGACY_DEFAULT.0),
+        };
+        Stream { device: device.clone(), inner }
+    }
+
+    pub(crate) fn per_thread_of(device: &Device) -> Stream {
+        let inner = match &*device.inner {
+            Backend::Cuda(ctx) => Inner::Cuda(ctx.per_thread_stream()),
+            Backend::Sim(_) => Inner::Sim(StreamId::PER_THREAD_DEFAULT.0),
+        };
+        Stream { device: device.clone(), inner }
+    }
+
+    pub(crate) fn new_on(device: &Device) -> Result<Stream> {
+        let inner = match &*device.inner {
+            Backend::Cuda(ctx) => Inner::Cuda(ctx.new_stream().checked("cuStreamCreate")?),
+            Backend::Sim(sim) => Inner::Sim(sim.next_id()),
+        };
+        Ok(Stream { device: device.clone(), inner })
+    }
+
+    /// Wraps a cudarc stream (e.g. one a library created) so our resources can order on it.
+    pub fn from_cuda(device: &Device, stream: Arc<CudaStream>) -> Result<Stream> {
+        match &*device.inner {
+            Backend::Cuda(ctx) if Arc::ptr_eq(ctx, stream.context()) => {
+                Ok(Stream { device: device.clone(), inner: Inner::Cuda(stream) })
+            }
+            _ => Err(CudaError::invalid("Stream::from_cuda", "the stream belongs to another device")),
+        }
+    }
+
+    pub fn id(&self) -> StreamId {
+        match &self.inner {
+            Inner::Cuda(s) => StreamId(s.cu_stream() as u64),
+            Inner::Sim(id) => StreamId(*id),
+        }
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The cudarc stream, to launch kernels or call libraries on (None when simulated).
+    pub fn cuda(&self) -> Option<&Arc<CudaStream>> {
+        match &self.inner {
+            Inner::Cuda(s) => Some(s),
+            Inner::Sim(_) => None,
+        }
+    }
+
+    pub(crate) fn raw(&self) -> sys::CUstream {
+        match &self.inner {
+            Inner::Cuda(s) => s.cu_stream(),
+            Inner::Sim(id) => *id as sys::CUstream,
+        }
+    }
+
+    /// Blocks the host until all work queued on this stream is done.
+    pub fn synchronize(&self) -> Result<()> {
+        match &self.inner {
+            Inner::Cuda(s) => s.synchronize().checked("cuStreamSynchronize"),
+            Inner::Sim(id) => {
+                self.sim_log(SimOp::StreamSync { stream: *id });
+                Ok(())
+            }
+        }
+    }
+
+    /// Records `event` at the current end of this stream.
+    pub fn record(&self, event: &Event) -> Result<()> {
+        event.record_on(self)
+    }
+
+    /// Makes later work on this stream wait (on the device) for `event`.
+    pub fn wait(&self, event: &Event) -> Result<()> {
+        event.wait_on(self)
+    }
+
+    /// Makes later work on this stream wait for all work queued on `other` so far, using `event`
+    /// as the marker. No host synchronisation.
+    pub fn wait_for(&self, other: &Stream, event: &Event) -> Result<()> {
+        if self.id() == other.id() {
+            return Ok(());
+        }
+        other.record(event)?;
+        self.wait(event)
+    }
+
+    pub(crate) fn sim_log(&self, op: SimOp) {
+        if let Some(sim) = self.device.sim() {
+            sim.log(op);
+        }
+    }
+
+    fn bind(&self) -> Result<()> {
+        self.device.bind()
+    }
+
+    /// Copies host bytes to device memory at `dst`, then waits for the copy to finish, so `src`
+    /// may be reused at once.
+    ///
+    /// # Safety
+    /// `dst .. dst + src.len()` must be device (or managed/pinned) memory that nothing else uses.
+    pub unsafe fn copy_from_host(&self, dst: u64, src: &[u8]) -> Result<()> {
+        self.copy_from_host_async(dst, src)?;
+        self.synchronize()
+    }
+
+    /// As [`Stream::copy_from_host`] without the wait.
+    ///
+    /// # Safety
+    /// Also: `src` must stay valid and unchanged until the stream has executed the copy (it may be
+    /// pinned memory, which the driver reads asynchronously).
+    pub unsafe fn copy_from_host_async(&self, dst: u64, src: &[u8]) -> Result<()> {
+        if src.is_empty() {
+            return Ok(());
+        }
+        match &self.inner {
+            Inner::Cuda(s) => {
+                self.bind()?;
+                result::memcpy_htod_async(dst, src, s.cu_stream()).checked("cuMemcpyHtoDAsync")
+            }
+            Inner::Sim(_) => {
+                self.device.sim().unwrap().check_range("cuMemcpyHtoDAsync", dst, src.len())?;
+                std::ptr::copy_nonoverlapping(src.as_ptr(), dst as *mut u8, src.len());
+                Ok(())
+            }
+        }
+    }
+
+    /// Copies device memory at `src` into `dst` and waits for the copy.
+    ///
+    /// # Safety
+    /// `src .. src + dst.len()` must be readable device memory.
+    pub unsafe fn copy_to_host(&self, dst: &mut [u8], src: u64) -> Result<()> {
+        if dst.is_empty() {
+            return Ok(());
+        }
+        match &self.inner {
+            Inner::Cuda(s) => {
+                self.bind()?;
+                result::memcpy_dtoh_async(dst, src, s.cu_stream()).checked("cuMemcpyDtoHAsync")?;
+                self.synchronize()
+            }
+            Inner::Sim(_) => {
+                self.device.sim().unwrap().check_range("cuMemcpyDtoHAsync", src, dst.len())?;
+                std::ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr(), dst.len());
+                Ok(())
+            }
+        }
+    }
+
+    /// Queues a device-to-device copy of `bytes`.
+    ///
+    /// # Safety
+    /// Both ranges must be valid device memory and must not overlap.
+    pub unsafe fn copy_device(&self, dst: u64, src: u64, bytes: usize) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        match &self.inner {
+            Inner::Cuda(s) => {
+                self.bind()?;
+                result::memcpy_dtod_async(dst, src, bytes, s.cu_stream()).checked("cuMemcpyDtoDAsync")
+            }
+            Inner::Sim(_) => {
+                let sim = self.device.sim().unwrap();
+                sim.check_range("cuMemcpyDtoDAsync", src, bytes)?;
+                sim.check_range("cuMemcpyDtoDAsync", dst, bytes)?;
+                std::ptr::copy(src as *const u8, dst as *mut u8, bytes);
+                Ok(())
+            }
+        }
+    }
+
+    /// Queues a byte memset.
+    ///
+    /// # Safety
+    /// `dst .. dst + bytes` must be valid device memory.
+    pub unsafe fn memset(&self, dst: u64, value: u8, bytes: usize) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        match &self.inner {
+            Inner::Cuda(s) => {
+                self.bind()?;
+                result::memset_d8_async(dst, value, bytes, s.cu_stream()).checked("cuMemsetD8Async")
+            }
+            Inner::Sim(_) => {
+                self.device.sim().unwrap().check_range("cuMemsetD8Async", dst, bytes)?;
+                std::ptr::write_bytes(dst as *mut u8, value, bytes);
+                Ok(())
+            }
+        }
+    }
+}

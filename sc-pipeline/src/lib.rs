@@ -1,0 +1,1 @@
+//! Single-cell pipeline.
