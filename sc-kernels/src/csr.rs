@@ -87,6 +87,209 @@ impl<T> CsrMatrix<T> {
     }
 }
 
+use crate::error::KernelError;
+type KResult<T> = crate::error::Result<T>;
+use crate::real::Real;
+use rayon::prelude::*;
+
+/// Rows per parallel task in the row-parallel loops.
+pub(crate) const ROW_BLOCK: usize = 512;
+
+/// Splits `indices`/`data` into the stored ranges of consecutive row blocks, so that blocks can
+/// be filled in parallel. Returns `(first_row, indices_part, data_part)` per block.
+pub(crate) fn split_row_blocks<'a, T>(
+    indptr: &[u64],
+    mut indices: &'a mut [u32],
+    mut data: &'a mut [T],
+    block: usize,
+) -> Vec<(usize, &'a mut [u32], &'a mut [T])> {
+    let n_rows = indptr.len() - 1;
+    let mut out = Vec::with_capacity(n_rows.div_ceil(block.max(1)));
+    let mut start = 0;
+    while start < n_rows {
+        let end = (start + block).min(n_rows);
+        let len = (indptr[end] - indptr[start]) as usize;
+        let (a, rest_i) = std::mem::take(&mut indices).split_at_mut(len);
+        let (b, rest_d) = std::mem::take(&mut data).split_at_mut(len);
+        indices = rest_i;
+        data = rest_d;
+        out.push((start, a, b));
+        start = end;
+    }
+    out
+}
+
+/// Builds a CSR matrix row by row in parallel: `count(i)` says how many values row `i` stores and
+/// `fill(i, indices, data)` writes them.
+pub(crate) fn build_csr<T, C, F>(n_rows: usize, n_cols: usize, count: C, fill: F) -> CsrMatrix<T>
+where
+    T: Copy + Default + Send + Sync,
+    C: Fn(usize) -> usize + Sync,
+    F: Fn(usize, &mut [u32], &mut [T]) + Sync,
+{
+    let counts: Vec<usize> = (0..n_rows).into_par_iter().map(&count).collect();
+    let mut indptr = Vec::with_capacity(n_rows + 1);
+    let mut acc = 0u64;
+    indptr.push(0);
+    for c in &counts {
+        acc += *c as u64;
+        indptr.push(acc);
+    }
+    let nnz = acc as usize;
+    let mut indices = vec![0u32; nnz];
+    let mut data = vec![T::default(); nnz];
+    split_row_blocks(&indptr, &mut indices, &mut data, ROW_BLOCK).into_par_iter().for_each(|(first, idx, dat)| {
+        let base = indptr[first] as usize;
+        let last = (first + ROW_BLOCK).min(n_rows);
+        for i in first..last {
+            let r = indptr[i] as usize - base..indptr[i + 1] as usize - base;
+            fill(i, &mut idx[r.clone()], &mut dat[r]);
+        }
+    });
+    CsrMatrix { n_rows, n_cols, indptr, indices, data }
+}
+
+impl<T: Real> CsrMatrix<T> {
+    /// Fails on the first NaN or infinite stored value.
+    pub fn check_finite(&self) -> KResult<()> {
+        self.find_bad(|v| !v.is_finite()).map_or(Ok(()), |(row, col, v)| Err(KernelError::NonFinite { row, col, value: v }))
+    }
+
+    /// Fails on the first stored value that is not a finite non-negative number (what counts must be).
+    pub fn check_counts(&self) -> KResult<()> {
+        self.check_finite()?;
+        self.find_bad(|v| v < T::ZERO).map_or(Ok(()), |(row, col, v)| Err(KernelError::Negative { row, col, value: v }))
+    }
+
+    fn find_bad(&self, bad: impl Fn(T) -> bool + Sync) -> Option<(usize, usize, f64)> {
+        (0..self.n_rows).into_par_iter().find_first(|&i| self.row(i).1.iter().any(|&v| bad(v))).map(|i| {
+            let (c, v) = self.row(i);
+            let k = v.iter().position(|&x| bad(x)).unwrap();
+            (i, c[k] as usize, v[k].to_f64())
+        })
+    }
+
+    /// The rows whose mask entry is true (AnnData's `adata[mask]`).
+    pub fn select_rows(&self, mask: &[bool]) -> KResult<Self> {
+        if mask.len() != self.n_rows {
+            return Err(KernelError::Shape(format!("row mask has {} entries for {} rows", mask.len(), self.n_rows)));
+        }
+        let rows: Vec<usize> = (0..self.n_rows).filter(|&i| mask[i]).collect();
+        Ok(self.take_rows(&rows))
+    }
+
+    /// The listed rows, in the given order.
+    pub fn take_rows(&self, rows: &[usize]) -> Self {
+        build_csr(
+            rows.len(),
+            self.n_cols,
+            |k| self.row_range(rows[k]).len(),
+            |k, idx, dat| {
+                let (c, v) = self.row(rows[k]);
+                idx.copy_from_slice(c);
+                dat.copy_from_slice(v);
+            },
+        )
+    }
+
+    /// The columns whose mask entry is true (AnnData's `adata[:, mask]`), keeping the order of the
+    /// stored values within each row.
+    pub fn select_cols(&self, mask: &[bool]) -> KResult<Self> {
+        if mask.len() != self.n_cols {
+            return Err(KernelError::Shape(format!("column mask has {} entries for {} columns", mask.len(), self.n_cols)));
+        }
+        let mut new_index = vec![u32::MAX; self.n_cols];
+        let mut n = 0u32;
+        for (j, &m) in mask.iter().enumerate() {
+            if m {
+                new_index[j] = n;
+                n += 1;
+            }
+        }
+        Ok(build_csr(
+            self.n_rows,
+            n as usize,
+            |i| self.row(i).0.iter().filter(|&&c| mask[c as usize]).count(),
+            |i, idx, dat| {
+                let (c, v) = self.row(i);
+                let mut k = 0;
+                for (&cc, &vv) in c.iter().zip(v) {
+                    let ni = new_index[cc as usize];
+                    if ni != u32::MAX {
+                        idx[k] = ni;
+                        dat[k] = vv;
+                        k += 1;
+                    }
+                }
+            },
+        ))
+    }
+
+    /// The dense row-major form.
+    pub fn to_dense(&self) -> crate::dense::DenseMatrix<T> {
+        let mut out = crate::dense::DenseMatrix::zeros(self.n_rows, self.n_cols);
+        let nc = self.n_cols;
+        if nc > 0 {
+            out.data.par_chunks_mut(nc).enumerate().for_each(|(i, row)| {
+                let (c, v) = self.row(i);
+                for (&cc, &vv) in c.iter().zip(v) {
+                    row[cc as usize] = vv;
+                }
+            });
+        }
+        out
+    }
+
+    /// A CSR matrix from a dense one, storing the non-zero values.
+    pub fn from_dense(m: &crate::dense::DenseMatrix<T>) -> Self {
+        build_csr(
+            m.n_rows,
+            m.n_cols,
+            |i| m.row(i).iter().filter(|&&v| v != T::ZERO).count(),
+            |i, idx, dat| {
+                let mut k = 0;
+                for (j, &v) in m.row(i).iter().enumerate() {
+                    if v != T::ZERO {
+                        idx[k] = j as u32;
+                        dat[k] = v;
+                        k += 1;
+                    }
+                }
+            },
+        )
+    }
+
+    /// The transpose (equivalently, this matrix in CSC form), with sorted indices.
+    pub fn transpose(&self) -> Self {
+        let mut counts = vec![0u64; self.n_cols + 1];
+        for &c in &self.indices {
+            counts[c as usize + 1] += 1;
+        }
+        for j in 0..self.n_cols {
+            counts[j + 1] += counts[j];
+        }
+        let indptr = counts.clone();
+        let mut next = counts;
+        let mut indices = vec![0u32; self.nnz()];
+        let mut data = vec![T::ZERO; self.nnz()];
+        for i in 0..self.n_rows {
+            let (c, v) = self.row(i);
+            for (&cc, &vv) in c.iter().zip(v) {
+                let p = next[cc as usize] as usize;
+                indices[p] = i as u32;
+                data[p] = vv;
+                next[cc as usize] += 1;
+            }
+        }
+        CsrMatrix { n_rows: self.n_cols, n_cols: self.n_rows, indptr, indices, data }
+    }
+
+    /// Applies `f` to every stored value, in parallel.
+    pub fn map_values_inplace(&mut self, f: impl Fn(T) -> T + Sync) {
+        self.data.par_chunks_mut(1 << 16).for_each(|ch| ch.iter_mut().for_each(|v| *v = f(*v)));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,34 @@
 //! Single-cell kernels. Each step has a CPU reference implementation that follows scanpy's
-//! definitions (see `../shared/DESIGN.md`, section 3); GPU kernels are checked against them.
+//! definitions (see `../shared/DESIGN.md`, section 3, and each module's documentation for the
+//! exact formulas, dtypes and rounding); GPU kernels are checked against them.
+//!
+//! | step (scanpy name) | module |
+//! |---|---|
+//! | `calculate_qc_metrics` | [`qc`] |
+//! | `filter_cells`, `filter_genes` | [`filter`] |
+//! | `normalize_total` | [`normalize`] |
+//! | `log1p` | [`mod@log1p`] |
+//! | `highly_variable_genes` (seurat, cell_ranger, seurat_v3; `batch_key`) | [`hvg`] |
+//! | `scale` | [`scale`] |
+//! | `pca` (covariance route, dense and sparse input) | [`pca`] |
+//! | `neighbors` (exact kNN, UMAP connectivities) | [`neighbors`] |
+//!
+//! Every step is multithreaded with rayon (it runs in the current rayon pool).
 
+pub mod columns;
 pub mod csr;
+pub mod dense;
+pub mod error;
+pub mod filter;
+pub mod log1p;
+pub mod normalize;
+pub mod qc;
+pub mod real;
+pub mod scale;
+pub mod stats;
 
+pub use columns::{Column, NamedColumns};
 pub use csr::{CsrError, CsrMatrix};
+pub use dense::DenseMatrix;
+pub use error::{KernelError, Result};
+pub use real::Real;

@@ -1,0 +1,34 @@
+//! The error type shared by every step.
+
+use crate::csr::CsrError;
+
+/// Why a step refused its input or parameters.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum KernelError {
+    /// The input matrix is malformed.
+    #[error("malformed matrix: {0}")]
+    Csr(#[from] CsrError),
+    /// A stored value is NaN or infinite where counts or finite values are expected.
+    #[error("non-finite value {value} at row {row}, column {col}")]
+    NonFinite { row: usize, col: usize, value: f64 },
+    /// A stored value is negative where counts are expected.
+    #[error("negative value {value} at row {row}, column {col} where counts are expected")]
+    Negative { row: usize, col: usize, value: f64 },
+    /// A parameter is out of its domain.
+    #[error("invalid parameter `{name}`: {reason}")]
+    InvalidParameter { name: &'static str, reason: String },
+    /// Two inputs disagree in shape.
+    #[error("shape mismatch: {0}")]
+    Shape(String),
+    /// The step cannot run on this input (for example too few cells or genes).
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+impl KernelError {
+    pub(crate) fn param(name: &'static str, reason: impl Into<String>) -> Self {
+        KernelError::InvalidParameter { name, reason: reason.into() }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, KernelError>;

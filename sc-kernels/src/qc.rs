@@ -1,0 +1,293 @@
+//! `calculate_qc_metrics`: per-cell and per-gene quality-control metrics, with scanpy's names,
+//! definitions and dtypes (`scanpy.pp.calculate_qc_metrics`, `expr_type="counts"`,
+//! `var_type="genes"`).
+//!
+//! Per cell (`obs`): `n_genes_by_counts` (stored non-zero values), `log1p_n_genes_by_counts`,
+//! `total_counts`, `log1p_total_counts`, `pct_counts_in_top_{n}_genes` for each `n` of
+//! `percent_top` (ascending), and per QC variable `q`: `total_counts_{q}`, `log1p_total_counts_{q}`,
+//! `pct_counts_{q}`.
+//! Per gene (`var`): `n_cells_by_counts`, `mean_counts`, `log1p_mean_counts`,
+//! `pct_dropout_by_counts`, `total_counts`, `log1p_total_counts`.
+//!
+//! Sums are accumulated in `f64` and rounded to the element type, where scanpy keeps the matrix's
+//! dtype (float32 columns stay float32); for integer counts below 2^24 per sum this is bit-exact.
+
+use crate::columns::{Column, NamedColumns};
+use crate::csr::CsrMatrix;
+use crate::error::{KernelError, Result};
+use crate::real::Real;
+use crate::stats;
+use rayon::prelude::*;
+
+/// Parameters of [`calculate_qc_metrics`].
+#[derive(Debug, Clone)]
+pub struct QcParams {
+    /// Boolean gene masks whose share of counts is reported (`qc_vars`), e.g. `("mt", is_mito)`.
+    pub qc_vars: Vec<(String, Vec<bool>)>,
+    /// Ranks at which the cumulative share of the top genes is reported (scanpy: 50, 100, 200, 500).
+    pub percent_top: Vec<usize>,
+    /// Add the `log1p_` columns.
+    pub log1p: bool,
+}
+
+impl Default for QcParams {
+    fn default() -> Self {
+        QcParams { qc_vars: Vec::new(), percent_top: vec![50, 100, 200, 500], log1p: true }
+    }
+}
+
+/// The metrics, as named columns in scanpy's order and dtypes.
+#[derive(Debug, Clone)]
+pub struct QcMetrics {
+    pub obs: NamedColumns,
+    pub var: NamedColumns,
+}
+
+impl QcMetrics {
+    /// The `obs` column called `name`.
+    pub fn obs_column(&self, name: &str) -> Option<&Column> {
+        self.obs.iter().find(|(n, _)| n == name).map(|(_, c)| c)
+    }
+    /// The `var` column called `name`.
+    pub fn var_column(&self, name: &str) -> Option<&Column> {
+        self.var.iter().find(|(n, _)| n == name).map(|(_, c)| c)
+    }
+}
+
+fn f32_or_f64<T: Real>(v: Vec<f64>) -> Column {
+    if std::mem::size_of::<T>() == 4 {
+        Column::F32(v.into_iter().map(|x| x as f32).collect())
+    } else {
+        Column::F64(v)
+    }
+}
+
+/// The `log1p` of a column of the element type, computed in that type.
+fn log1p_col<T: Real>(c: &Column) -> Column {
+    match c {
+        Column::F32(v) => Column::F32(v.iter().map(|x| x.ln_1p()).collect()),
+        Column::F64(v) => Column::F64(v.iter().map(|x| x.ln_1p()).collect()),
+        _ => unreachable!("totals are floating point"),
+    }
+}
+
+struct RowQc {
+    n_genes: i32,
+    total: f64,
+    top: Vec<f64>,
+    qc: Vec<f64>,
+}
+
+/// Computes the QC metrics of a cells x genes count matrix. Rejects NaN and infinite values.
+pub fn calculate_qc_metrics<T: Real>(x: &CsrMatrix<T>, params: &QcParams) -> Result<QcMetrics> {
+    x.check_finite()?;
+    for (name, mask) in &params.qc_vars {
+        if mask.len() != x.n_cols {
+            return Err(KernelError::Shape(format!("qc_var `{name}` has {} entries for {} genes", mask.len(), x.n_cols)));
+        }
+    }
+    let mut ns = params.percent_top.clone();
+    ns.sort_unstable();
+    if let (Some(&lo), Some(&hi)) = (ns.first(), ns.last()) {
+        if lo == 0 || hi > x.n_cols {
+            return Err(KernelError::param("percent_top", format!("positions outside range of features (1..={})", x.n_cols)));
+        }
+    }
+    let nmax = ns.last().copied().unwrap_or(0);
+
+    let rows: Vec<RowQc> = (0..x.n_rows)
+        .into_par_iter()
+        .map_init(Vec::<f64>::new, |buf, i| {
+            let (c, v) = x.row(i);
+            let n_genes = v.iter().filter(|&&a| a != T::ZERO).count() as i32;
+            let total: f64 = v.iter().map(|a| a.to_f64()).sum();
+            let mut top = vec![0.0; ns.len()];
+            if nmax > 0 {
+                buf.clear();
+                buf.extend(v.iter().map(|a| a.to_f64()));
+                let desc = |a: &f64, b: &f64| b.partial_cmp(a).unwrap();
+                let mut lim = buf.len();
+                // Partition so that buf[..n] holds the n largest values, largest n first.
+                for (k, &n) in ns.iter().enumerate().rev() {
+                    if n < lim {
+                        buf[..lim].select_nth_unstable_by(n - 1, desc);
+                        lim = n;
+                    }
+                    top[k] = buf[..n.min(buf.len())].iter().sum();
+                }
+            }
+            let qc = params
+                .qc_vars
+                .iter()
+                .map(|(_, mask)| c.iter().zip(v).filter(|(&cc, _)| mask[cc as usize]).map(|(_, a)| a.to_f64()).sum())
+                .collect();
+            RowQc { n_genes, total, top, qc }
+        })
+        .collect();
+
+    let mut obs: NamedColumns = Vec::new();
+    let n_genes: Vec<i32> = rows.iter().map(|r| r.n_genes).collect();
+    if params.log1p {
+        let l = n_genes.iter().map(|&n| (n as f64).ln_1p()).collect();
+        obs.push(("n_genes_by_counts".into(), Column::I32(n_genes)));
+        obs.push(("log1p_n_genes_by_counts".into(), Column::F64(l)));
+    } else {
+        obs.push(("n_genes_by_counts".into(), Column::I32(n_genes)));
+    }
+    // Totals rounded to the element type, as scanpy keeps them.
+    let total_t: Vec<T> = rows.iter().map(|r| T::from_f64(r.total)).collect();
+    let total = f32_or_f64::<T>(rows.iter().map(|r| r.total).collect());
+    obs.push(("total_counts".into(), total.clone()));
+    if params.log1p {
+        obs.push(("log1p_total_counts".into(), log1p_col::<T>(&total)));
+    }
+    for (k, n) in ns.iter().enumerate() {
+        let pct = rows
+            .iter()
+            .zip(&total_t)
+            .map(|(r, &t)| T::from_f64(r.top[k]).to_f64() / t.to_f64() * 100.0)
+            .collect();
+        obs.push((format!("pct_counts_in_top_{n}_genes"), Column::F64(pct)));
+    }
+    for (q, (name, _)) in params.qc_vars.iter().enumerate() {
+        let tq: Vec<T> = rows.iter().map(|r| T::from_f64(r.qc[q])).collect();
+        let col = f32_or_f64::<T>(tq.iter().map(|t| t.to_f64()).collect());
+        obs.push((format!("total_counts_{name}"), col.clone()));
+        if params.log1p {
+            obs.push((format!("log1p_total_counts_{name}"), log1p_col::<T>(&col)));
+        }
+        // Computed in the element type, as pandas does on float32 Series.
+        let pct: Vec<f64> =
+            tq.iter().zip(&total_t).map(|(&a, &t)| (a / t * T::from_f64(100.0)).to_f64()).collect();
+        obs.push((format!("pct_counts_{name}"), f32_or_f64::<T>(pct)));
+    }
+
+    // Per gene.
+    let n_cells = stats::col_counts(x, false);
+    let (sums, _) = stats::col_sums_sq(x, None);
+    let nobs = x.n_rows as f64;
+    let mean: Vec<f64> = sums.iter().map(|s| s / nobs).collect();
+    let mut var: NamedColumns = Vec::new();
+    let dropout = n_cells.iter().map(|&c| (1.0 - c as f64 / nobs) * 100.0).collect();
+    var.push(("n_cells_by_counts".into(), Column::I64(n_cells)));
+    if params.log1p {
+        let l = mean.iter().map(|m| m.ln_1p()).collect();
+        var.push(("mean_counts".into(), Column::F64(mean)));
+        var.push(("log1p_mean_counts".into(), Column::F64(l)));
+    } else {
+        var.push(("mean_counts".into(), Column::F64(mean)));
+    }
+    var.push(("pct_dropout_by_counts".into(), Column::F64(dropout)));
+    let gt = f32_or_f64::<T>(sums);
+    var.push(("total_counts".into(), gt.clone()));
+    if params.log1p {
+        var.push(("log1p_total_counts".into(), log1p_col::<T>(&gt)));
+    }
+    Ok(QcMetrics { obs, var })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn m(rows: &[&[f32]]) -> CsrMatrix<f32> {
+        let d = crate::dense::DenseMatrix::new(rows.len(), rows[0].len(), rows.concat()).unwrap();
+        CsrMatrix::from_dense(&d)
+    }
+
+    fn f(c: &Column) -> Vec<f64> {
+        c.to_f64()
+    }
+
+    #[test]
+    fn hand_checked_small_matrix() {
+        let x = m(&[&[1.0, 0.0, 3.0, 6.0], &[0.0, 0.0, 0.0, 0.0], &[2.0, 2.0, 0.0, 0.0]]);
+        let p = QcParams { qc_vars: vec![("mt".into(), vec![false, false, true, true])], percent_top: vec![2, 1], log1p: true };
+        let q = calculate_qc_metrics(&x, &p).unwrap();
+        let names: Vec<&str> = q.obs.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "n_genes_by_counts",
+                "log1p_n_genes_by_counts",
+                "total_counts",
+                "log1p_total_counts",
+                "pct_counts_in_top_1_genes",
+                "pct_counts_in_top_2_genes",
+                "total_counts_mt",
+                "log1p_total_counts_mt",
+                "pct_counts_mt"
+            ]
+        );
+        assert_eq!(q.obs_column("n_genes_by_counts"), Some(&Column::I32(vec![3, 0, 2])));
+        assert_eq!(f(q.obs_column("total_counts").unwrap()), [10.0, 0.0, 4.0]);
+        let top1 = f(q.obs_column("pct_counts_in_top_1_genes").unwrap());
+        assert_eq!(top1[0], 60.0);
+        assert!(top1[1].is_nan());
+        assert_eq!(top1[2], 50.0);
+        let top2 = f(q.obs_column("pct_counts_in_top_2_genes").unwrap());
+        assert_eq!(top2[0], 90.0);
+        assert_eq!(top2[2], 100.0);
+        assert_eq!(f(q.obs_column("total_counts_mt").unwrap()), [9.0, 0.0, 0.0]);
+        let pct = f(q.obs_column("pct_counts_mt").unwrap());
+        assert!((pct[0] - 90.0).abs() < 1e-5 && pct[1].is_nan() && pct[2] == 0.0);
+        assert_eq!(q.var_column("n_cells_by_counts"), Some(&Column::I64(vec![2, 1, 1, 1])));
+        assert_eq!(f(q.var_column("mean_counts").unwrap()), [1.0, 2.0 / 3.0, 1.0, 2.0]);
+        assert_eq!(f(q.var_column("pct_dropout_by_counts").unwrap())[0], (1.0 - 2.0 / 3.0) * 100.0);
+        assert_eq!(f(q.var_column("total_counts").unwrap()), [3.0, 2.0, 3.0, 6.0]);
+        assert!((f(q.var_column("log1p_total_counts").unwrap())[3] - 7f64.ln()).abs() < 1e-6);
+    }
+
+    #[test]
+    fn explicit_zeros_are_not_genes() {
+        let x = CsrMatrix::new(1, 3, vec![0, 3], vec![0, 1, 2], vec![1.0f32, 0.0, 2.0]).unwrap();
+        let q = calculate_qc_metrics(&x, &QcParams { percent_top: vec![], ..Default::default() }).unwrap();
+        assert_eq!(q.obs_column("n_genes_by_counts"), Some(&Column::I32(vec![2])));
+        assert_eq!(q.var_column("n_cells_by_counts"), Some(&Column::I64(vec![1, 0, 1])));
+    }
+
+    #[test]
+    fn rejects_non_finite_and_bad_parameters() {
+        let x = CsrMatrix::new(1, 3, vec![0, 1], vec![1], vec![f32::NAN]).unwrap();
+        assert!(matches!(calculate_qc_metrics(&x, &QcParams::default()), Err(KernelError::NonFinite { row: 0, col: 1, .. })));
+        let x = CsrMatrix::new(1, 3, vec![0, 1], vec![1], vec![1.0f32]).unwrap();
+        assert!(matches!(calculate_qc_metrics(&x, &QcParams::default()), Err(KernelError::InvalidParameter { .. })));
+        let p = QcParams { qc_vars: vec![("mt".into(), vec![true])], percent_top: vec![], log1p: false };
+        assert!(matches!(calculate_qc_metrics(&x, &p), Err(KernelError::Shape(_))));
+        let q = calculate_qc_metrics(&x, &QcParams { percent_top: vec![], log1p: false, qc_vars: vec![] }).unwrap();
+        assert_eq!(q.obs.len(), 2);
+        assert_eq!(q.var.len(), 4);
+    }
+
+    proptest! {
+        #[test]
+        fn matches_naive_dense(rows in 1usize..12, cols in 1usize..15, seed in any::<u64>()) {
+            use rand::{Rng, SeedableRng};
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let dense: Vec<f32> = (0..rows * cols).map(|_| if rng.random_bool(0.4) { rng.random_range(1..20) as f32 } else { 0.0 }).collect();
+            let x = CsrMatrix::from_dense(&crate::dense::DenseMatrix::new(rows, cols, dense.clone()).unwrap());
+            let mask: Vec<bool> = (0..cols).map(|j| j % 3 == 0).collect();
+            let n = cols.min(3);
+            let q = calculate_qc_metrics(&x, &QcParams { qc_vars: vec![("a".into(), mask.clone())], percent_top: vec![n], log1p: true }).unwrap();
+            for i in 0..rows {
+                let r = &dense[i * cols..(i + 1) * cols];
+                let tot: f32 = r.iter().sum();
+                let mut s = r.to_vec();
+                s.sort_by(|a, b| b.partial_cmp(a).unwrap());
+                let topn: f32 = s[..n].iter().sum();
+                let pt = f(q.obs_column(&format!("pct_counts_in_top_{n}_genes")).unwrap())[i];
+                let want = topn as f64 / tot as f64 * 100.0;
+                prop_assert!(pt == want || (pt.is_nan() && want.is_nan()));
+                prop_assert_eq!(f(q.obs_column("total_counts").unwrap())[i], tot as f64);
+                let ta: f32 = r.iter().zip(&mask).filter(|(_, &m)| m).map(|(v, _)| v).sum();
+                prop_assert_eq!(f(q.obs_column("total_counts_a").unwrap())[i], ta as f64);
+            }
+            for j in 0..cols {
+                let colv: Vec<f32> = (0..rows).map(|i| dense[i * cols + j]).collect();
+                prop_assert_eq!(f(q.var_column("n_cells_by_counts").unwrap())[j], colv.iter().filter(|&&v| v != 0.0).count() as f64);
+                prop_assert_eq!(f(q.var_column("total_counts").unwrap())[j], colv.iter().sum::<f32>() as f64);
+            }
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! Per-row and per-column sums, means and variances, accumulated as scanpy does: in `f64`, with
+//! each square formed in the element type first (scanpy's numba kernels square a float32 value in
+//! float32 before adding it to a float64 sum), and the variance corrected to ddof = 1.
+
+use crate::csr::CsrMatrix;
+use crate::real::Real;
+use rayon::prelude::*;
+
+/// Splits `0..n` into contiguous ranges, several per thread, for folds whose accumulators are large.
+pub(crate) fn ranges(n: usize) -> Vec<std::ops::Range<usize>> {
+    let parts = (rayon::current_num_threads() * 4).max(1).min(n.max(1));
+    let step = n.div_ceil(parts).max(1);
+    (0..n).step_by(step).map(|s| s..(s + step).min(n)).collect()
+}
+
+/// Adds `b` into `a` element-wise.
+pub(crate) fn add_into<T: Copy + std::ops::AddAssign>(a: &mut [T], b: &[T]) {
+    for (x, y) in a.iter_mut().zip(b) {
+        *x += *y;
+    }
+}
+
+/// Column sums and sums of squares over the given rows (all rows when `rows` is `None`), in `f64`.
+pub fn col_sums_sq<T: Real>(x: &CsrMatrix<T>, rows: Option<&[usize]>) -> (Vec<f64>, Vec<f64>) {
+    let n = rows.map_or(x.n_rows, |r| r.len());
+    let nc = x.n_cols;
+    ranges(n)
+        .into_par_iter()
+        .map(|range| {
+            let mut s = vec![0.0f64; nc];
+            let mut q = vec![0.0f64; nc];
+            for k in range {
+                let i = rows.map_or(k, |r| r[k]);
+                let (c, v) = x.row(i);
+                for (&cc, &vv) in c.iter().zip(v) {
+                    s[cc as usize] += vv.to_f64();
+                    q[cc as usize] += (vv * vv).to_f64();
+                }
+            }
+            (s, q)
+        })
+        .reduce(
+            || (vec![0.0; nc], vec![0.0; nc]),
+            |mut a, b| {
+                add_into(&mut a.0, &b.0);
+                add_into(&mut a.1, &b.1);
+                a
+            },
+        )
+}
+
+/// Turns sums and sums of squares over `n` rows into means and variances (ddof = 1 unless n = 1),
+/// the way scanpy's `_get_mean_var` does: `var = (sq/n - mean^2) * n/(n-1)`.
+pub fn mean_var_from_sums(sums: &[f64], sq: &[f64], n: usize) -> (Vec<f64>, Vec<f64>) {
+    let nf = n as f64;
+    let mut mean = Vec::with_capacity(sums.len());
+    let mut var = Vec::with_capacity(sums.len());
+    for (&s, &q) in sums.iter().zip(sq) {
+        let m = s / nf;
+        let mut v = q / nf - m * m;
+        if n != 1 {
+            v *= nf / (nf - 1.0);
+        }
+        mean.push(m);
+        var.push(v);
+    }
+    (mean, var)
+}
+
+/// Column means and variances (ddof = 1) over the given rows, as scanpy's `_get_mean_var(X, axis=0)`.
+pub fn col_mean_var<T: Real>(x: &CsrMatrix<T>, rows: Option<&[usize]>) -> (Vec<f64>, Vec<f64>) {
+    let n = rows.map_or(x.n_rows, |r| r.len());
+    let (s, q) = col_sums_sq(x, rows);
+    mean_var_from_sums(&s, &q, n)
+}
+
+/// Column means and variances (ddof = 1) of a dense row-major matrix.
+pub fn dense_col_mean_var<T: Real>(x: &crate::dense::DenseMatrix<T>) -> (Vec<f64>, Vec<f64>) {
+    let nc = x.n_cols;
+    let (s, q) = ranges(x.n_rows)
+        .into_par_iter()
+        .map(|range| {
+            let mut s = vec![0.0f64; nc];
+            let mut q = vec![0.0f64; nc];
+            for i in range {
+                for (j, &v) in x.row(i).iter().enumerate() {
+                    s[j] += v.to_f64();
+                    q[j] += (v * v).to_f64();
+                }
+            }
+            (s, q)
+        })
+        .reduce(
+            || (vec![0.0; nc], vec![0.0; nc]),
+            |mut a, b| {
+                add_into(&mut a.0, &b.0);
+                add_into(&mut a.1, &b.1);
+                a
+            },
+        );
+    mean_var_from_sums(&s, &q, x.n_rows)
+}
+
+/// Row sums in `f64`.
+pub fn row_sums<T: Real>(x: &CsrMatrix<T>) -> Vec<f64> {
+    (0..x.n_rows).into_par_iter().map(|i| x.row(i).1.iter().map(|v| v.to_f64()).sum()).collect()
+}
+
+/// Number of stored values per column that are non-zero (scanpy's `axis_nnz(X, 0)` after
+/// `eliminate_zeros`), optionally only those above zero (scanpy's `X > 0` in `filter_genes`).
+pub fn col_counts<T: Real>(x: &CsrMatrix<T>, positive_only: bool) -> Vec<i64> {
+    let nc = x.n_cols;
+    ranges(x.n_rows)
+        .into_par_iter()
+        .map(|range| {
+            let mut cnt = vec![0i64; nc];
+            for i in range {
+                let (c, v) = x.row(i);
+                for (&cc, &vv) in c.iter().zip(v) {
+                    let keep = if positive_only { vv > T::ZERO } else { vv != T::ZERO };
+                    cnt[cc as usize] += keep as i64;
+                }
+            }
+            cnt
+        })
+        .reduce(
+            || vec![0; nc],
+            |mut a, b| {
+                add_into(&mut a, &b);
+                a
+            },
+        )
+}
+
+/// The median as numpy computes it: the middle value, or the mean of the two middle values.
+/// NaN for an empty slice.
+pub fn median(values: &[f64]) -> f64 {
+    let n = values.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    let mut v = values.to_vec();
+    if v.iter().any(|x| x.is_nan()) {
+        return f64::NAN;
+    }
+    let mid = n / 2;
+    let (_, &mut hi, _) = v.select_nth_unstable_by(mid, |a, b| a.partial_cmp(b).unwrap());
+    if n % 2 == 1 {
+        hi
+    } else {
+        let lo = v[..mid].iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        (lo + hi) / 2.0
+    }
+}
