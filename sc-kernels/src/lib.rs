@@ -20,6 +20,7 @@ pub mod csr;
 pub mod dense;
 pub mod error;
 pub mod filter;
+pub mod hvg;
 pub mod log1p;
 pub mod normalize;
 pub mod qc;
