@@ -1,1 +1,4 @@
-fn main() {}
+//! `scpipe`: see `sc_pipeline::cli`.
+fn main() -> std::process::ExitCode {
+    sc_pipeline::cli::main()
+}

@@ -1,0 +1,283 @@
+//! `obs` / `var` tables: a string index and named, typed columns in a fixed order.
+
+use super::array::ArrayData;
+use crate::{Error, Result};
+
+/// One column of a dataframe.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Column {
+    /// Plain values: numbers, booleans or strings.
+    Values(ArrayData),
+    /// pandas' categorical: `codes[i]` indexes `categories`, -1 is missing.
+    Categorical {
+        codes: Vec<i32>,
+        categories: ArrayData,
+        ordered: bool,
+    },
+    /// pandas' nullable arrays (Int64, boolean, string): `mask[i]` true means missing.
+    Nullable { values: ArrayData, mask: Vec<bool> },
+}
+
+impl Column {
+    pub fn len(&self) -> usize {
+        match self {
+            Column::Values(v) => v.len(),
+            Column::Categorical { codes, .. } => codes.len(),
+            Column::Nullable { mask, .. } => mask.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Builds a categorical column from labels, categories in order of first appearance.
+    pub fn categorical_from_labels<S: AsRef<str>>(labels: &[S]) -> Column {
+        let mut categories: Vec<String> = Vec::new();
+        let mut lookup = std::collections::HashMap::new();
+        let codes = labels
+            .iter()
+            .map(|l| {
+                let l = l.as_ref();
+                *lookup.entry(l.to_string()).or_insert_with(|| {
+                    categories.push(l.to_string());
+                    categories.len() as i32 - 1
+                })
+            })
+            .collect();
+        Column::Categorical {
+            codes,
+            categories: ArrayData::Str(categories),
+            ordered: false,
+        }
+    }
+
+    /// Rows picked by `keep`. Categories are kept as they are (as pandas does on subsetting).
+    pub fn select(&self, keep: &[bool]) -> Column {
+        match self {
+            Column::Values(v) => Column::Values(v.select(keep)),
+            Column::Categorical {
+                codes,
+                categories,
+                ordered,
+            } => Column::Categorical {
+                codes: codes
+                    .iter()
+                    .zip(keep)
+                    .filter(|(_, &k)| k)
+                    .map(|(&c, _)| c)
+                    .collect(),
+                categories: categories.clone(),
+                ordered: *ordered,
+            },
+            Column::Nullable { values, mask } => Column::Nullable {
+                values: values.select(keep),
+                mask: mask
+                    .iter()
+                    .zip(keep)
+                    .filter(|(_, &k)| k)
+                    .map(|(&m, _)| m)
+                    .collect(),
+            },
+        }
+    }
+
+    /// The value of each row as a group label (for batch keys): categorical codes, or the
+    /// distinct values of a string / integer / boolean column numbered in order of first
+    /// appearance. Returns the per-row group index and the group names. Missing values are an
+    /// error, since a cell without a group cannot be assigned.
+    pub fn group_labels(&self, name: &str) -> Result<(Vec<u32>, Vec<String>)> {
+        let labels: Vec<String> = match self {
+            Column::Categorical {
+                codes, categories, ..
+            } => {
+                let names = array_as_strings(categories);
+                let mut out = Vec::with_capacity(codes.len());
+                for (row, &c) in codes.iter().enumerate() {
+                    if c < 0 || c as usize >= names.len() {
+                        return Err(Error::invalid(
+                            format!("column '{name}'"),
+                            format!("row {row} has no category (code {c})"),
+                        ));
+                    }
+                    out.push(names[c as usize].clone());
+                }
+                out
+            }
+            Column::Values(ArrayData::F32(_)) | Column::Values(ArrayData::F64(_)) => {
+                return Err(Error::invalid(
+                    format!("column '{name}'"),
+                    "floating-point values cannot be used as group labels",
+                ))
+            }
+            Column::Values(v) => array_as_strings(v),
+            Column::Nullable { values, mask } => {
+                if let Some(row) = mask.iter().position(|&m| m) {
+                    return Err(Error::invalid(
+                        format!("column '{name}'"),
+                        format!("row {row} is missing"),
+                    ));
+                }
+                array_as_strings(values)
+            }
+        };
+        let mut groups: Vec<String> = Vec::new();
+        let mut lookup = std::collections::HashMap::new();
+        let index = labels
+            .into_iter()
+            .map(|l| {
+                *lookup.entry(l.clone()).or_insert_with(|| {
+                    groups.push(l);
+                    groups.len() as u32 - 1
+                })
+            })
+            .collect();
+        Ok((index, groups))
+    }
+}
+
+/// Every element rendered as text (for labels and messages).
+pub fn array_as_strings(a: &ArrayData) -> Vec<String> {
+    match a {
+        ArrayData::Bool(v) => v.iter().map(|x| x.to_string()).collect(),
+        ArrayData::I32(v) => v.iter().map(|x| x.to_string()).collect(),
+        ArrayData::I64(v) => v.iter().map(|x| x.to_string()).collect(),
+        ArrayData::F32(v) => v.iter().map(|x| x.to_string()).collect(),
+        ArrayData::F64(v) => v.iter().map(|x| x.to_string()).collect(),
+        ArrayData::Str(v) => v.clone(),
+    }
+}
+
+/// A table with one row per cell (`obs`) or per gene (`var`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DataFrame {
+    /// Name of the index column in the file (`_index` attribute); anndata uses "_index" or the
+    /// pandas index name.
+    pub index_name: String,
+    pub index: Vec<String>,
+    columns: Vec<(String, Column)>,
+}
+
+impl DataFrame {
+    /// A table with the given row names and no columns.
+    pub fn with_index(index: Vec<String>) -> Self {
+        DataFrame {
+            index_name: "_index".to_string(),
+            index,
+            columns: Vec::new(),
+        }
+    }
+
+    /// A table of `n` rows named "0", "1", ... (anndata's default names).
+    pub fn with_default_index(n: usize) -> Self {
+        Self::with_index((0..n).map(|i| i.to_string()).collect())
+    }
+
+    pub fn n_rows(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Column names in order.
+    pub fn column_names(&self) -> impl Iterator<Item = &str> {
+        self.columns.iter().map(|(n, _)| n.as_str())
+    }
+
+    pub fn columns(&self) -> impl Iterator<Item = (&str, &Column)> {
+        self.columns.iter().map(|(n, c)| (n.as_str(), c))
+    }
+
+    pub fn column(&self, name: &str) -> Option<&Column> {
+        self.columns.iter().find(|(n, _)| n == name).map(|(_, c)| c)
+    }
+
+    /// Inserts or replaces a column (a replaced column keeps its position, as in pandas).
+    pub fn set(&mut self, name: impl Into<String>, column: Column) -> Result<()> {
+        let name = name.into();
+        if column.len() != self.n_rows() {
+            return Err(Error::invalid(
+                format!("column '{name}'"),
+                format!(
+                    "{} values for a table of {} rows",
+                    column.len(),
+                    self.n_rows()
+                ),
+            ));
+        }
+        if name == self.index_name && name != "_index" {
+            return Err(Error::invalid(
+                format!("column '{name}'"),
+                "has the name of the index",
+            ));
+        }
+        match self.columns.iter_mut().find(|(n, _)| *n == name) {
+            Some((_, c)) => *c = column,
+            None => self.columns.push((name, column)),
+        }
+        Ok(())
+    }
+
+    /// Shorthand for a column of plain values.
+    pub fn set_values(&mut self, name: impl Into<String>, values: ArrayData) -> Result<()> {
+        self.set(name, Column::Values(values))
+    }
+
+    pub fn remove(&mut self, name: &str) -> Option<Column> {
+        let pos = self.columns.iter().position(|(n, _)| n == name)?;
+        Some(self.columns.remove(pos).1)
+    }
+
+    /// Rows picked by `keep` (one flag per row).
+    pub fn select_rows(&self, keep: &[bool]) -> DataFrame {
+        assert_eq!(keep.len(), self.n_rows(), "row mask length");
+        DataFrame {
+            index_name: self.index_name.clone(),
+            index: self
+                .index
+                .iter()
+                .zip(keep)
+                .filter(|(_, &k)| k)
+                .map(|(s, _)| s.clone())
+                .collect(),
+            columns: self
+                .columns
+                .iter()
+                .map(|(n, c)| (n.clone(), c.select(keep)))
+                .collect(),
+        }
+    }
+
+    /// Checks that every column has one value per row and category codes are in range.
+    pub fn validate(&self, what: &str) -> Result<()> {
+        for (name, c) in &self.columns {
+            if c.len() != self.n_rows() {
+                return Err(Error::invalid(
+                    format!("{what} column '{name}'"),
+                    format!("{} values for {} rows", c.len(), self.n_rows()),
+                ));
+            }
+            if let Column::Categorical {
+                codes, categories, ..
+            } = c
+            {
+                if let Some(&bad) = codes
+                    .iter()
+                    .find(|&&k| k < -1 || k >= categories.len() as i32)
+                {
+                    return Err(Error::invalid(
+                        format!("{what} column '{name}'"),
+                        format!("category code {bad} outside -1..{}", categories.len()),
+                    ));
+                }
+            }
+            if let Column::Nullable { values, mask } = c {
+                if values.len() != mask.len() {
+                    return Err(Error::invalid(
+                        format!("{what} column '{name}'"),
+                        format!("{} values but {} mask entries", values.len(), mask.len()),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}

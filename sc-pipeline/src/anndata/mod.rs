@@ -1,0 +1,143 @@
+//! The AnnData-like data model: a cells x genes matrix with its annotations.
+
+mod array;
+mod dataframe;
+mod matrix;
+mod subset;
+mod value;
+
+pub use array::{ArrayData, DenseArray};
+pub use dataframe::{array_as_strings, Column, DataFrame};
+pub use matrix::Matrix;
+pub use sc_kernels::dense::DenseMatrix;
+pub use value::{Scalar, Value};
+
+use crate::{Error, Result};
+use sc_kernels::CsrMatrix;
+use std::collections::BTreeMap;
+
+/// `adata.raw`: a frozen copy of the matrix over a (usually larger) set of genes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Raw {
+    pub x: Matrix,
+    pub var: DataFrame,
+    pub varm: BTreeMap<String, DenseArray>,
+}
+
+/// Cells x genes data with per-cell (`obs`) and per-gene (`var`) tables, multi-dimensional
+/// annotations (`obsm`, `varm`), pairwise graphs (`obsp`, `varp`), extra matrices (`layers`),
+/// unstructured results (`uns`) and an optional `raw`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnnData {
+    pub x: Matrix,
+    pub obs: DataFrame,
+    pub var: DataFrame,
+    pub obsm: BTreeMap<String, DenseArray>,
+    pub varm: BTreeMap<String, DenseArray>,
+    pub obsp: BTreeMap<String, CsrMatrix<f32>>,
+    pub varp: BTreeMap<String, CsrMatrix<f32>>,
+    pub layers: BTreeMap<String, Matrix>,
+    pub uns: BTreeMap<String, Value>,
+    pub raw: Option<Raw>,
+}
+
+impl AnnData {
+    /// An object around `x` with default row and column names and nothing else.
+    pub fn new(x: Matrix) -> Self {
+        let (n_obs, n_vars) = x.shape();
+        AnnData {
+            x,
+            obs: DataFrame::with_default_index(n_obs),
+            var: DataFrame::with_default_index(n_vars),
+            obsm: BTreeMap::new(),
+            varm: BTreeMap::new(),
+            obsp: BTreeMap::new(),
+            varp: BTreeMap::new(),
+            layers: BTreeMap::new(),
+            uns: BTreeMap::new(),
+            raw: None,
+        }
+    }
+
+    /// A `raw` snapshot of the current X and var (what `adata.raw = adata` stores).
+    pub fn to_raw(&self) -> Raw {
+        Raw {
+            x: self.x.clone(),
+            var: self.var.clone(),
+            varm: BTreeMap::new(),
+        }
+    }
+
+    pub fn n_obs(&self) -> usize {
+        self.x.shape().0
+    }
+
+    pub fn n_vars(&self) -> usize {
+        self.x.shape().1
+    }
+
+    /// Checks that every part agrees with the shape of `X`, and that sparse matrices are
+    /// well formed.
+    pub fn validate(&self) -> Result<()> {
+        let (n_obs, n_vars) = self.x.shape();
+        if let Matrix::Sparse(m) = &self.x {
+            m.validate()
+                .map_err(|e| Error::invalid("X", e.to_string()))?;
+        }
+        check_len("obs", self.obs.n_rows(), n_obs)?;
+        check_len("var", self.var.n_rows(), n_vars)?;
+        self.obs.validate("obs")?;
+        self.var.validate("var")?;
+        for (k, a) in &self.obsm {
+            check_len(
+                &format!("obsm['{k}']"),
+                a.shape.first().copied().unwrap_or(0),
+                n_obs,
+            )?;
+        }
+        for (k, a) in &self.varm {
+            check_len(
+                &format!("varm['{k}']"),
+                a.shape.first().copied().unwrap_or(0),
+                n_vars,
+            )?;
+        }
+        for (what, map, n) in [("obsp", &self.obsp, n_obs), ("varp", &self.varp, n_vars)] {
+            for (k, m) in map {
+                if (m.n_rows, m.n_cols) != (n, n) {
+                    return Err(Error::invalid(
+                        format!("{what}['{k}']"),
+                        format!("shape {} x {}, expected {n} x {n}", m.n_rows, m.n_cols),
+                    ));
+                }
+                m.validate()
+                    .map_err(|e| Error::invalid(format!("{what}['{k}']"), e.to_string()))?;
+            }
+        }
+        for (k, l) in &self.layers {
+            if l.shape() != (n_obs, n_vars) {
+                return Err(Error::invalid(
+                    format!("layers['{k}']"),
+                    format!("shape {:?}, X is {n_obs} x {n_vars}", l.shape()),
+                ));
+            }
+        }
+        if let Some(raw) = &self.raw {
+            let (r_obs, r_vars) = raw.x.shape();
+            check_len("raw.X rows", r_obs, n_obs)?;
+            check_len("raw.var", raw.var.n_rows(), r_vars)?;
+            raw.var.validate("raw.var")?;
+        }
+        Ok(())
+    }
+}
+
+fn check_len(what: &str, got: usize, expected: usize) -> Result<()> {
+    if got != expected {
+        return Err(Error::invalid(
+            what,
+            format!("has {got} rows, expected {expected}"),
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,56 @@
+//! The `scpipe` command: `run` (the preprocessing pipeline on a file or a generated demo
+//! dataset) and `generate` (a synthetic h5ad file).
+
+pub mod device;
+mod generate;
+pub mod progress;
+mod run;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "scpipe",
+    version,
+    about = "Single-cell RNA-seq preprocessing (the scanpy recipe), CPU or GPU"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    /// Worker threads (default: all cores).
+    #[arg(long, global = true)]
+    pub threads: Option<usize>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the pipeline: QC, filters, normalize, log1p, HVG, scale, PCA, neighbors.
+    Run(run::RunArgs),
+    /// Write a synthetic counts dataset (BENCHMARKS.md section B) as h5ad.
+    Generate(generate::GenerateArgs),
+}
+
+/// Parses the command line and runs it; returns the process exit code.
+pub fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    if let Some(n) = cli.threads {
+        if let Err(e) = rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build_global()
+        {
+            eprintln!("error: cannot start {n} threads: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    }
+    let result = match cli.command {
+        Command::Run(args) => run::run(args),
+        Command::Generate(args) => generate::generate(args),
+    };
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! `scpipe run INPUT -o OUT.h5ad [options]` and `scpipe run --demo`.
+
+use super::device::{resolve, DeviceChoice};
+use super::progress::Spinner;
+use crate::pipeline::{run_pipeline, PipelineConfig, StepObserver};
+use crate::report::{RunReport, StepTimer};
+use crate::steps::{Flavor, HvgOptions};
+use crate::synthetic::SyntheticParams;
+use crate::{AnnData, Error, Result};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Where `--demo` writes when no `-o` is given.
+pub const DEMO_OUTPUT: &str = "scpipe_demo.h5ad";
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// Input: an h5ad file, or a 10x Genomics HDF5 matrix (.h5).
+    #[arg(required_unless_present = "demo")]
+    pub input: Option<PathBuf>,
+    /// Output h5ad file (with --demo: default scpipe_demo.h5ad).
+    #[arg(short, long, required_unless_present = "demo")]
+    pub output: Option<PathBuf>,
+    /// Run on a generated dataset instead of a file.
+    #[arg(long, conflicts_with = "input")]
+    pub demo: bool,
+    /// Cells of the --demo dataset.
+    #[arg(long, default_value_t = 5000)]
+    pub demo_cells: usize,
+    /// Genes of the --demo dataset.
+    #[arg(long, default_value_t = 20000)]
+    pub demo_genes: usize,
+    /// Seed of the --demo dataset.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// Genome to read from a 10x file holding several.
+    #[arg(long)]
+    pub genome: Option<String>,
+    /// Device: auto (GPU when present, else CPU), cpu, gpu.
+    #[arg(long, value_enum, default_value_t = DeviceChoice::Auto)]
+    pub device: DeviceChoice,
+    /// Write the per-step measurements as JSON here.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+
+    /// Prefix of the mitochondrial genes (the `mt` QC variable).
+    #[arg(long, default_value = "MT-")]
+    pub mito_prefix: String,
+    #[arg(long, help = "Skip calculate_qc_metrics")]
+    pub no_qc: bool,
+    /// filter_cells(min_genes=...).
+    #[arg(long, default_value_t = 200)]
+    pub min_genes: u64,
+    #[arg(long, help = "Skip filter_cells")]
+    pub no_filter_cells: bool,
+    /// filter_genes(min_cells=...).
+    #[arg(long, default_value_t = 10)]
+    pub min_cells: u64,
+    #[arg(long, help = "Skip filter_genes")]
+    pub no_filter_genes: bool,
+    /// normalize_total(target_sum=...); 0 means the median of the cell totals.
+    #[arg(long, default_value_t = 1e4)]
+    pub target_sum: f64,
+    #[arg(long, help = "Skip normalize_total")]
+    pub no_normalize: bool,
+    #[arg(long, help = "Skip log1p")]
+    pub no_log1p: bool,
+    /// highly_variable_genes flavour: cell_ranger, seurat, seurat_v3.
+    #[arg(long, default_value = "cell_ranger")]
+    pub hvg_flavor: String,
+    /// highly_variable_genes(n_top_genes=...).
+    #[arg(long, default_value_t = 2000)]
+    pub n_top_genes: usize,
+    /// obs column with the batch of each cell (batch-aware HVG).
+    #[arg(long)]
+    pub batch_key: Option<String>,
+    #[arg(long, help = "Skip highly_variable_genes (and the subset)")]
+    pub no_hvg: bool,
+    #[arg(long, help = "Keep all genes in X after highly_variable_genes")]
+    pub no_subset: bool,
+    /// scale(max_value=...).
+    #[arg(long, default_value_t = 10.0)]
+    pub max_value: f64,
+    #[arg(long, help = "Scale without clipping")]
+    pub no_clip: bool,
+    #[arg(long, help = "Skip scale")]
+    pub no_scale: bool,
+    /// pca(n_comps=...).
+    #[arg(long, default_value_t = 50)]
+    pub n_comps: usize,
+    #[arg(long, help = "Skip pca (and neighbors)")]
+    pub no_pca: bool,
+    /// neighbors(n_neighbors=...).
+    #[arg(long, default_value_t = 15)]
+    pub n_neighbors: usize,
+    #[arg(long, help = "Skip neighbors")]
+    pub no_neighbors: bool,
+}
+
+impl RunArgs {
+    /// The pipeline configuration the options describe.
+    pub fn config(&self) -> Result<PipelineConfig> {
+        let flavor = Flavor::from_name(&self.hvg_flavor)
+            .map_err(|e| Error::param("--hvg-flavor", e.to_string()))?;
+        if !(self.target_sum >= 0.0 && self.target_sum.is_finite()) {
+            return Err(Error::param(
+                "--target-sum",
+                format!("{} is not a non-negative number", self.target_sum),
+            ));
+        }
+        if !(self.max_value > 0.0) {
+            return Err(Error::param(
+                "--max-value",
+                format!("{} must be positive", self.max_value),
+            ));
+        }
+        if self.n_top_genes == 0 {
+            return Err(Error::param("--n-top-genes", "must be at least 1"));
+        }
+        if self.n_comps == 0 {
+            return Err(Error::param("--n-comps", "must be at least 1"));
+        }
+        if self.n_neighbors < 2 {
+            return Err(Error::param(
+                "--n-neighbors",
+                "must be at least 2 (the cell itself counts as one)",
+            ));
+        }
+        Ok(PipelineConfig {
+            qc_mito_prefix: (!self.no_qc).then(|| self.mito_prefix.clone()),
+            min_genes: (!self.no_filter_cells).then_some(self.min_genes),
+            min_cells: (!self.no_filter_genes).then_some(self.min_cells),
+            target_sum: (!self.no_normalize)
+                .then_some((self.target_sum > 0.0).then_some(self.target_sum)),
+            log1p: !self.no_log1p,
+            hvg: (!self.no_hvg).then(|| HvgOptions {
+                flavor,
+                n_top_genes: Some(self.n_top_genes),
+                batch_key: self.batch_key.clone(),
+                layer: None,
+            }),
+            subset_hvg: !self.no_subset,
+            scale_max_value: (!self.no_scale).then_some((!self.no_clip).then_some(self.max_value)),
+            n_comps: (!self.no_pca).then_some(self.n_comps),
+            n_neighbors: (!self.no_pca && !self.no_neighbors).then_some(self.n_neighbors),
+        })
+    }
+}
+
+/// Reads an h5ad file or, for a 10x HDF5 file (no `/X`), the 10x matrix.
+pub fn read_input(path: &Path, genome: Option<&str>) -> Result<AnnData> {
+    let is_10x = path.extension().is_some_and(|e| e == "h5")
+        || hdf5::File::open(path)
+            .map(|f| !f.link_exists("X"))
+            .unwrap_or(false);
+    if is_10x {
+        crate::io::read_10x_h5(path, genome)
+    } else {
+        crate::io::read_h5ad(path)
+    }
+}
+
+pub fn run(args: RunArgs) -> Result<()> {
+    let config = args.config()?;
+    let device = resolve(args.device)?;
+    if let Some(n) = &device.notice {
+        eprintln!("{n}");
+    }
+    let output = match (&args.output, args.demo) {
+        (Some(o), _) => o.clone(),
+        (None, true) => PathBuf::from(DEMO_OUTPUT),
+        (None, false) => return Err(Error::param("run", "an output file (-o) is needed")),
+    };
+    let mut spinner = Spinner::default();
+    let start = Instant::now();
+    let mut report = RunReport {
+        device: device.device.to_string(),
+        threads: rayon::current_num_threads(),
+        output: Some(output.display().to_string()),
+        ..Default::default()
+    };
+
+    let (mut adata, load_record) = if args.demo {
+        let params = SyntheticParams::new(args.demo_cells, args.demo_genes, args.seed);
+        report.input = format!(
+            "generated: {} cells x {} genes, seed {}",
+            args.demo_cells, args.demo_genes, args.seed
+        );
+        spinner.started("generate demo data");
+        let timer = StepTimer::start("generate demo data");
+        let adata = crate::synthetic::generate(&params);
+        spinner.stop();
+        let adata = adata?;
+        let rec = timer.finish(
+            adata.n_obs(),
+            adata.n_vars(),
+            format!("{} stored counts", adata.x.stored_values()),
+        );
+        (adata, rec)
+    } else {
+        let input = args
+            .input
+            .as_ref()
+            .expect("clap requires INPUT without --demo");
+        report.input = input.display().to_string();
+        spinner.started("read input");
+        let timer = StepTimer::start("read input");
+        let adata = read_input(input, args.genome.as_deref());
+        spinner.stop();
+        let adata = adata?;
+        let rec = timer.finish(
+            adata.n_obs(),
+            adata.n_vars(),
+            format!("{} stored values", adata.x.stored_values()),
+        );
+        (adata, rec)
+    };
+    report.steps.push(load_record);
+
+    report
+        .steps
+        .extend(run_pipeline(&mut adata, &config, &mut spinner)?);
+
+    spinner.started("write h5ad");
+    let timer = StepTimer::start("write h5ad");
+    let written = crate::io::write_h5ad(&adata, &output);
+    spinner.stop();
+    written?;
+    report
+        .steps
+        .push(timer.finish(adata.n_obs(), adata.n_vars(), output.display().to_string()));
+
+    report.total_seconds = start.elapsed().as_secs_f64();
+    report.peak_rss_bytes = report.steps.iter().filter_map(|s| s.peak_rss_bytes).max();
+    print!("{}", report.table());
+    println!("output: {}", output.display());
+    if let Some(path) = &args.report {
+        std::fs::write(path, report.to_json()).map_err(|e| Error::File {
+            path: path.clone(),
+            message: format!("cannot write the report: {e}"),
+        })?;
+        println!("report: {}", path.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,412 @@
+//! Writing h5ad files that `anndata.read_h5ad` opens: every group and array carries anndata's
+//! `encoding-type` / `encoding-version` attributes, strings are variable-length UTF-8, sparse
+//! matrices are `csr_matrix` groups with a `shape` attribute, dataframes have `_index` and
+//! `column-order`, categoricals are `categories` + `codes` groups.
+
+use super::hdf5_access::{u32_as_i32, u64_as_i64, H5Ctx};
+use crate::anndata::{AnnData, ArrayData, Column, DataFrame, DenseArray, Matrix, Scalar, Value};
+use crate::{Error, Result};
+use hdf5::types::VarLenUnicode;
+use hdf5::{Extents, File, Group, H5Type, Location};
+use sc_kernels::CsrMatrix;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Writes `adata` to `path`, replacing any existing file. The file is written under a
+/// temporary name and renamed at the end, so a failed write never leaves a truncated h5ad.
+pub fn write_h5ad(adata: &AnnData, path: impl AsRef<Path>) -> Result<()> {
+    let path = path.as_ref();
+    adata.validate()?;
+    let tmp = temporary_path(path);
+    let result = write_to(adata, &tmp);
+    match result {
+        Ok(()) => std::fs::rename(&tmp, path).map_err(|e| Error::File {
+            path: path.to_path_buf(),
+            message: format!("cannot move the written file into place: {e}"),
+        }),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+pub(crate) fn temporary_path(path: &Path) -> std::path::PathBuf {
+    let mut name = path
+        .file_name()
+        .map(|n| n.to_os_string())
+        .unwrap_or_default();
+    name.push(".partial");
+    path.with_file_name(name)
+}
+
+/// Creates an h5ad file and writes its root attributes.
+pub(crate) fn create_file(ctx: &H5Ctx) -> Result<File> {
+    hdf5::silence_errors(true);
+    let file = File::create(&ctx.path).map_err(|e| Error::File {
+        path: ctx.path.clone(),
+        message: format!("cannot create file ({e})"),
+    })?;
+    set_encoding(ctx, &file, "anndata", "0.1.0", "/")?;
+    Ok(file)
+}
+
+fn write_to(adata: &AnnData, path: &Path) -> Result<()> {
+    let ctx = H5Ctx::new(path);
+    let file = create_file(&ctx)?;
+    write_matrix(&ctx, &file, "X", &adata.x)?;
+    write_dataframe(&ctx, &file, "obs", &adata.obs)?;
+    write_dataframe(&ctx, &file, "var", &adata.var)?;
+    write_dense_dict(&ctx, &file, "obsm", &adata.obsm)?;
+    write_dense_dict(&ctx, &file, "varm", &adata.varm)?;
+    write_sparse_dict(&ctx, &file, "obsp", &adata.obsp)?;
+    write_sparse_dict(&ctx, &file, "varp", &adata.varp)?;
+    let layers = new_group(&ctx, &file, "layers", "dict", "0.1.0")?;
+    for (k, m) in &adata.layers {
+        write_matrix(&ctx, &layers, k, m)?;
+    }
+    write_dict(&ctx, &file, "uns", &adata.uns)?;
+    if let Some(raw) = &adata.raw {
+        let g = new_group(&ctx, &file, "raw", "raw", "0.1.0")?;
+        write_matrix(&ctx, &g, "X", &raw.x)?;
+        write_dataframe(&ctx, &g, "var", &raw.var)?;
+        write_dense_dict(&ctx, &g, "varm", &raw.varm)?;
+    }
+    file.close().map_err(ctx.h5("/"))?;
+    Ok(())
+}
+
+fn element_path(parent: &Location, name: &str) -> String {
+    format!("{}/{name}", parent.name().trim_end_matches('/'))
+}
+
+pub(crate) fn set_encoding(
+    ctx: &H5Ctx,
+    loc: &Location,
+    kind: &str,
+    version: &str,
+    element: &str,
+) -> Result<()> {
+    write_string_attr(ctx, loc, "encoding-type", kind, element)?;
+    write_string_attr(ctx, loc, "encoding-version", version, element)
+}
+
+pub(crate) fn new_group(
+    ctx: &H5Ctx,
+    parent: &Group,
+    name: &str,
+    kind: &str,
+    version: &str,
+) -> Result<Group> {
+    let element = element_path(parent, name);
+    let g = parent.create_group(name).map_err(ctx.h5(&element))?;
+    set_encoding(ctx, &g, kind, version, &element)?;
+    Ok(g)
+}
+
+/// Strings as HDF5 variable-length UTF-8 values (interior NUL bytes cannot be stored).
+pub(crate) fn to_varlen(values: &[String]) -> std::result::Result<Vec<VarLenUnicode>, String> {
+    values
+        .iter()
+        .map(|s| {
+            s.parse::<VarLenUnicode>()
+                .map_err(|_| format!("string {s:?} contains a NUL byte"))
+        })
+        .collect()
+}
+
+fn write_string_attr(
+    ctx: &H5Ctx,
+    loc: &Location,
+    name: &str,
+    value: &str,
+    element: &str,
+) -> Result<()> {
+    let v = to_varlen(&[value.to_string()])
+        .map_err(|p| ctx.format(element, p))?
+        .remove(0);
+    loc.new_attr::<VarLenUnicode>()
+        .create(name)
+        .and_then(|a| a.write_scalar(&v))
+        .map_err(ctx.h5(element))
+}
+
+fn write_string_list_attr(
+    ctx: &H5Ctx,
+    loc: &Location,
+    name: &str,
+    values: &[String],
+    element: &str,
+) -> Result<()> {
+    let v = to_varlen(values).map_err(|p| ctx.format(element, p))?;
+    loc.new_attr::<VarLenUnicode>()
+        .shape(v.len())
+        .create(name)
+        .and_then(|a| a.write_raw(&v))
+        .map_err(ctx.h5(element))
+}
+
+fn write_int_list_attr(
+    ctx: &H5Ctx,
+    loc: &Location,
+    name: &str,
+    values: &[i64],
+    element: &str,
+) -> Result<()> {
+    loc.new_attr::<i64>()
+        .shape(values.len())
+        .create(name)
+        .and_then(|a| a.write_raw(values))
+        .map_err(ctx.h5(element))
+}
+
+/// A plain dataset of `values` with the given shape, uncompressed and contiguous (fast to read
+/// back in large slabs).
+pub(crate) fn write_plain<T: H5Type>(
+    ctx: &H5Ctx,
+    parent: &Group,
+    name: &str,
+    shape: &[usize],
+    values: &[T],
+) -> Result<hdf5::Dataset> {
+    let element = element_path(parent, name);
+    let extents = if shape.is_empty() {
+        Extents::Scalar
+    } else {
+        Extents::from(shape.to_vec())
+    };
+    let ds = parent
+        .new_dataset::<T>()
+        .shape(extents)
+        .create(name)
+        .map_err(ctx.h5(&element))?;
+    if !values.is_empty() {
+        ds.write_raw(values).map_err(ctx.h5(&element))?;
+    }
+    Ok(ds)
+}
+
+/// An array with anndata's `array` / `string-array` encoding (`shape` empty for a scalar,
+/// which gets `numeric-scalar` / `string`).
+pub(crate) fn write_array(
+    ctx: &H5Ctx,
+    parent: &Group,
+    name: &str,
+    shape: &[usize],
+    data: &ArrayData,
+) -> Result<()> {
+    let element = element_path(parent, name);
+    let ds = match data {
+        ArrayData::Bool(v) => write_plain(ctx, parent, name, shape, v)?,
+        ArrayData::I32(v) => write_plain(ctx, parent, name, shape, v)?,
+        ArrayData::I64(v) => write_plain(ctx, parent, name, shape, v)?,
+        ArrayData::F32(v) => write_plain(ctx, parent, name, shape, v)?,
+        ArrayData::F64(v) => write_plain(ctx, parent, name, shape, v)?,
+        ArrayData::Str(v) => {
+            let s = to_varlen(v).map_err(|p| ctx.format(&element, p))?;
+            write_plain(ctx, parent, name, shape, &s)?
+        }
+    };
+    let (kind, version) = match (shape.is_empty(), data) {
+        (true, ArrayData::Str(_)) => ("string", "0.2.0"),
+        (true, _) => ("numeric-scalar", "0.2.0"),
+        (false, ArrayData::Str(_)) => ("string-array", "0.2.0"),
+        (false, _) => ("array", "0.2.0"),
+    };
+    set_encoding(ctx, &ds, kind, version, &element)
+}
+
+/// A CSR matrix as anndata's `csr_matrix` group (int32 column indices, int64 row offsets).
+pub(crate) fn write_csr(ctx: &H5Ctx, parent: &Group, name: &str, m: &CsrMatrix<f32>) -> Result<()> {
+    let element = element_path(parent, name);
+    if m.n_cols > i32::MAX as usize {
+        return Err(ctx.format(
+            &element,
+            format!("{} columns do not fit int32 indices", m.n_cols),
+        ));
+    }
+    let g = new_group(ctx, parent, name, "csr_matrix", "0.1.0")?;
+    write_int_list_attr(
+        ctx,
+        &g,
+        "shape",
+        &[m.n_rows as i64, m.n_cols as i64],
+        &element,
+    )?;
+    write_plain(ctx, &g, "data", &[m.data.len()], &m.data)?;
+    write_plain(
+        ctx,
+        &g,
+        "indices",
+        &[m.indices.len()],
+        u32_as_i32(&m.indices),
+    )?;
+    write_plain(ctx, &g, "indptr", &[m.indptr.len()], u64_as_i64(&m.indptr))?;
+    Ok(())
+}
+
+pub(crate) fn write_matrix(ctx: &H5Ctx, parent: &Group, name: &str, m: &Matrix) -> Result<()> {
+    match m {
+        Matrix::Sparse(csr) => write_csr(ctx, parent, name, csr),
+        Matrix::Dense(d) => write_array(
+            ctx,
+            parent,
+            name,
+            &[d.n_rows, d.n_cols],
+            &ArrayData::F32(d.data.clone()),
+        ),
+    }
+}
+
+/// A dataframe group: index dataset named by `_index`, columns in `column-order`.
+pub(crate) fn write_dataframe(
+    ctx: &H5Ctx,
+    parent: &Group,
+    name: &str,
+    df: &DataFrame,
+) -> Result<()> {
+    let element = element_path(parent, name);
+    let g = new_group(ctx, parent, name, "dataframe", "0.2.0")?;
+    let index_name = if df.index_name.is_empty() {
+        "_index"
+    } else {
+        df.index_name.as_str()
+    };
+    write_string_attr(ctx, &g, "_index", index_name, &element)?;
+    let order: Vec<String> = df.column_names().map(str::to_string).collect();
+    write_string_list_attr(ctx, &g, "column-order", &order, &element)?;
+    write_array(
+        ctx,
+        &g,
+        index_name,
+        &[df.n_rows()],
+        &ArrayData::Str(df.index.clone()),
+    )?;
+    for (col_name, col) in df.columns() {
+        write_column(ctx, &g, col_name, col)?;
+    }
+    Ok(())
+}
+
+fn write_column(ctx: &H5Ctx, g: &Group, name: &str, col: &Column) -> Result<()> {
+    let element = element_path(g, name);
+    match col {
+        Column::Values(v) => write_array(ctx, g, name, &[v.len()], v),
+        Column::Categorical {
+            codes,
+            categories,
+            ordered,
+        } => {
+            let cg = new_group(ctx, g, name, "categorical", "0.2.0")?;
+            cg.new_attr::<bool>()
+                .create("ordered")
+                .and_then(|a| a.write_scalar(ordered))
+                .map_err(ctx.h5(&element))?;
+            write_array(ctx, &cg, "categories", &[categories.len()], categories)?;
+            // pandas picks the smallest code type that fits; int8 / int16 / int32 all read back.
+            let codes_data = if categories.len() < i8::MAX as usize {
+                let c: Vec<i8> = codes.iter().map(|&c| c as i8).collect();
+                write_plain(ctx, &cg, "codes", &[c.len()], &c)?
+            } else if categories.len() < i16::MAX as usize {
+                let c: Vec<i16> = codes.iter().map(|&c| c as i16).collect();
+                write_plain(ctx, &cg, "codes", &[c.len()], &c)?
+            } else {
+                write_plain(ctx, &cg, "codes", &[codes.len()], codes)?
+            };
+            set_encoding(
+                ctx,
+                &codes_data,
+                "array",
+                "0.2.0",
+                &format!("{element}/codes"),
+            )
+        }
+        Column::Nullable { values, mask } => {
+            let kind = match values {
+                ArrayData::Bool(_) => "nullable-boolean",
+                ArrayData::Str(_) => "nullable-string-array",
+                ArrayData::I32(_) | ArrayData::I64(_) => "nullable-integer",
+                other => {
+                    return Err(ctx.format(
+                        &element,
+                        format!(
+                            "nullable columns of {} are not an anndata encoding",
+                            other.type_name()
+                        ),
+                    ))
+                }
+            };
+            let cg = new_group(ctx, g, name, kind, "0.1.0")?;
+            write_array(ctx, &cg, "values", &[values.len()], values)?;
+            write_array(
+                ctx,
+                &cg,
+                "mask",
+                &[mask.len()],
+                &ArrayData::Bool(mask.clone()),
+            )
+        }
+    }
+}
+
+fn write_dense_dict(
+    ctx: &H5Ctx,
+    parent: &Group,
+    name: &str,
+    map: &BTreeMap<String, DenseArray>,
+) -> Result<()> {
+    let g = new_group(ctx, parent, name, "dict", "0.1.0")?;
+    for (k, a) in map {
+        write_array(ctx, &g, k, &a.shape, &a.data)?;
+    }
+    Ok(())
+}
+
+fn write_sparse_dict(
+    ctx: &H5Ctx,
+    parent: &Group,
+    name: &str,
+    map: &BTreeMap<String, CsrMatrix<f32>>,
+) -> Result<()> {
+    let g = new_group(ctx, parent, name, "dict", "0.1.0")?;
+    for (k, m) in map {
+        write_csr(ctx, &g, k, m)?;
+    }
+    Ok(())
+}
+
+fn write_dict(
+    ctx: &H5Ctx,
+    parent: &Group,
+    name: &str,
+    map: &BTreeMap<String, Value>,
+) -> Result<()> {
+    let g = new_group(ctx, parent, name, "dict", "0.1.0")?;
+    for (k, v) in map {
+        write_value(ctx, &g, k, v)?;
+    }
+    Ok(())
+}
+
+fn write_value(ctx: &H5Ctx, parent: &Group, name: &str, v: &Value) -> Result<()> {
+    match v {
+        Value::Scalar(s) => {
+            let data = match s {
+                Scalar::Bool(b) => ArrayData::Bool(vec![*b]),
+                Scalar::Int(i) => ArrayData::I64(vec![*i]),
+                Scalar::Float(f) => ArrayData::F64(vec![*f]),
+                Scalar::Str(s) => ArrayData::Str(vec![s.clone()]),
+            };
+            write_array(ctx, parent, name, &[], &data)
+        }
+        Value::Array(a) => write_array(ctx, parent, name, &a.shape, &a.data),
+        Value::Dict(d) => write_dict(ctx, parent, name, d),
+        Value::DataFrame(df) => write_dataframe(ctx, parent, name, df),
+        Value::Sparse(m) => write_csr(ctx, parent, name, m),
+        Value::Records(fields) => {
+            let element = element_path(parent, name);
+            let ds = super::rec_array::write_rec_array(ctx, parent, name, fields, &element)?;
+            set_encoding(ctx, &ds, "rec-array", "0.2.0", &element)
+        }
+    }
+}

@@ -1,0 +1,13 @@
+//! File formats: h5ad (read, write, read in row chunks) and 10x Genomics HDF5 matrices.
+
+mod h5ad_chunks;
+mod h5ad_read;
+mod h5ad_write;
+pub(crate) mod hdf5_access;
+mod rec_array;
+mod tenx;
+
+pub use h5ad_chunks::H5adRowChunks;
+pub use h5ad_read::read_h5ad;
+pub use h5ad_write::write_h5ad;
+pub use tenx::read_10x_h5;

@@ -1,0 +1,28 @@
+//! `filter_cells` and `filter_genes` (scanpy's `pp.filter_cells` / `pp.filter_genes`).
+//!
+//! `filter_cells` writes `obs['n_genes']` (or `obs['n_counts']`) and keeps the passing cells;
+//! `filter_genes` writes `var['n_cells']` (or `var['n_counts']`) and keeps the passing genes.
+
+use super::kernel_error;
+use crate::{AnnData, Result};
+use sc_kernels::filter::{CellFilter, GeneFilter};
+
+/// Keeps the cells that pass `filter`; returns how many were removed.
+pub fn filter_cells(adata: &mut AnnData, filter: CellFilter) -> Result<usize> {
+    let result = sc_kernels::filter::filter_cells(adata.x.to_csr().as_ref(), filter)
+        .map_err(kernel_error("filter_cells"))?;
+    let removed = result.keep.len() - result.n_kept();
+    adata.obs.set_values(result.name, result.values.into())?;
+    adata.select_obs(&result.keep)?;
+    Ok(removed)
+}
+
+/// Keeps the genes that pass `filter`; returns how many were removed.
+pub fn filter_genes(adata: &mut AnnData, filter: GeneFilter) -> Result<usize> {
+    let result = sc_kernels::filter::filter_genes(adata.x.to_csr().as_ref(), filter)
+        .map_err(kernel_error("filter_genes"))?;
+    let removed = result.keep.len() - result.n_kept();
+    adata.var.set_values(result.name, result.values.into())?;
+    adata.select_var(&result.keep)?;
+    Ok(removed)
+}

@@ -1,0 +1,112 @@
+//! `highly_variable_genes` (scanpy's `pp.highly_variable_genes`), flavours seurat, cell_ranger
+//! and seurat_v3, optionally per batch (`batch_key`).
+//!
+//! Writes into `var` the columns scanpy writes for the flavour (`highly_variable`, `means`,
+//! `dispersions`, `dispersions_norm`; seurat_v3: `variances`, `variances_norm`,
+//! `highly_variable_rank`; with a batch key also `highly_variable_nbatches` and
+//! `highly_variable_intersection`), and `uns['hvg'] = {'flavor': ...}`.
+
+use super::kernel_error;
+use crate::anndata::{ArrayData, Column, Matrix, Value};
+use crate::{AnnData, Error, Result};
+use sc_kernels::hvg::{Batches, Flavor, HvgParams};
+
+/// What to compute, with the pipeline's defaults (cell_ranger, 2000 genes, no batch key).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HvgOptions {
+    pub flavor: Flavor,
+    pub n_top_genes: Option<usize>,
+    /// `obs` column with the batch of each cell.
+    pub batch_key: Option<String>,
+    /// Layer to compute on instead of X (seurat_v3 needs counts).
+    pub layer: Option<String>,
+}
+
+impl Default for HvgOptions {
+    fn default() -> Self {
+        HvgOptions {
+            flavor: Flavor::CellRanger,
+            n_top_genes: Some(2000),
+            batch_key: None,
+            layer: None,
+        }
+    }
+}
+
+impl HvgOptions {
+    /// seurat_v3 works on raw counts, the other flavours on log-normalized data.
+    pub fn needs_counts(&self) -> bool {
+        matches!(self.flavor, Flavor::SeuratV3 | Flavor::SeuratV3Paper)
+    }
+}
+
+/// Annotates the highly variable genes; returns how many were selected.
+pub fn highly_variable_genes(adata: &mut AnnData, options: &HvgOptions) -> Result<usize> {
+    const STEP: &str = "highly_variable_genes";
+    let batches = match &options.batch_key {
+        None => None,
+        Some(key) => {
+            let column = adata.obs.column(key).ok_or_else(|| Error::Missing {
+                step: STEP,
+                problem: format!("batch_key: obs has no column '{key}'"),
+            })?;
+            let (codes, categories) = column.group_labels(key)?;
+            Some(Batches { codes, categories })
+        }
+    };
+    let matrix: &Matrix = match &options.layer {
+        None => &adata.x,
+        Some(l) => adata.layers.get(l).ok_or_else(|| Error::Missing {
+            step: STEP,
+            problem: format!("layer '{l}' does not exist"),
+        })?,
+    };
+    let params = HvgParams {
+        flavor: options.flavor,
+        n_top_genes: options.n_top_genes,
+        log1p_base: log1p_base(adata),
+        ..HvgParams::default()
+    };
+    let x = matrix.to_csr();
+    let result = sc_kernels::hvg::highly_variable_genes(
+        x.as_ref(),
+        &params,
+        batches.as_ref(),
+        Some(&adata.var.index),
+    )
+    .map_err(kernel_error(STEP))?;
+    drop(x);
+    let n = result.highly_variable.iter().filter(|&&h| h).count();
+    for (name, col) in result.columns {
+        adata.var.set_values(name, col.into())?;
+    }
+    adata.uns.insert(
+        "hvg".to_string(),
+        Value::dict([("flavor", Value::str(options.flavor.name()))]),
+    );
+    Ok(n)
+}
+
+/// The base recorded by a previous `log1p` (`uns['log1p']['base']`), if any.
+fn log1p_base(adata: &AnnData) -> Option<f64> {
+    match adata.uns.get("log1p")?.get("base")? {
+        Value::Scalar(crate::anndata::Scalar::Float(b)) => Some(*b),
+        Value::Scalar(crate::anndata::Scalar::Int(b)) => Some(*b as f64),
+        _ => None,
+    }
+}
+
+/// `var['highly_variable']` as a mask, for subsetting.
+pub fn highly_variable_mask(adata: &AnnData) -> Result<Vec<bool>> {
+    match adata.var.column("highly_variable") {
+        Some(Column::Values(ArrayData::Bool(v))) => Ok(v.clone()),
+        Some(_) => Err(Error::invalid(
+            "var['highly_variable']",
+            "is not a boolean column",
+        )),
+        None => Err(Error::Missing {
+            step: "subset to highly variable genes",
+            problem: "var has no 'highly_variable' column: run highly_variable_genes first".into(),
+        }),
+    }
+}

@@ -1,0 +1,72 @@
+//! `calculate_qc_metrics` (scanpy's `pp.calculate_qc_metrics`).
+//!
+//! Writes into `obs`: `n_genes_by_counts`, `log1p_n_genes_by_counts`, `total_counts`,
+//! `log1p_total_counts`, `pct_counts_in_top_{n}_genes`, and for each QC variable `q`:
+//! `total_counts_{q}`, `log1p_total_counts_{q}`, `pct_counts_{q}`. Into `var`:
+//! `n_cells_by_counts`, `mean_counts`, `log1p_mean_counts`, `pct_dropout_by_counts`,
+//! `total_counts`, `log1p_total_counts`.
+
+use super::kernel_error;
+use crate::anndata::{ArrayData, Column};
+use crate::{AnnData, Error, Result};
+use sc_kernels::qc::QcParams;
+
+/// Adds the boolean `var[name]`: genes whose name starts with `prefix` (scanpy's recipe
+/// `adata.var['mt'] = adata.var_names.str.startswith('MT-')`). Returns how many genes match.
+pub fn annotate_gene_prefix(adata: &mut AnnData, name: &str, prefix: &str) -> Result<usize> {
+    let flags: Vec<bool> = adata
+        .var
+        .index
+        .iter()
+        .map(|g| g.starts_with(prefix))
+        .collect();
+    let n = flags.iter().filter(|&&f| f).count();
+    adata.var.set_values(name, ArrayData::Bool(flags))?;
+    Ok(n)
+}
+
+/// Computes the QC metrics of the counts in X. `qc_vars` names boolean `var` columns (such as
+/// the `mt` column of [`annotate_gene_prefix`]).
+pub fn calculate_qc_metrics(
+    adata: &mut AnnData,
+    qc_vars: &[&str],
+    percent_top: &[usize],
+    log1p: bool,
+) -> Result<()> {
+    const STEP: &str = "calculate_qc_metrics";
+    let mut masks = Vec::with_capacity(qc_vars.len());
+    for &q in qc_vars {
+        let mask = match adata.var.column(q) {
+            Some(Column::Values(ArrayData::Bool(v))) => v.clone(),
+            Some(_) => {
+                return Err(Error::param(
+                    STEP,
+                    format!("qc_vars: var['{q}'] is not a boolean column"),
+                ))
+            }
+            None => {
+                return Err(Error::Missing {
+                    step: STEP,
+                    problem: format!("qc_vars: var has no column '{q}'"),
+                })
+            }
+        };
+        masks.push((q.to_string(), mask));
+    }
+    let params = QcParams {
+        qc_vars: masks,
+        percent_top: percent_top.to_vec(),
+        log1p,
+    };
+    let x = adata.x.to_csr();
+    let metrics =
+        sc_kernels::qc::calculate_qc_metrics(x.as_ref(), &params).map_err(kernel_error(STEP))?;
+    drop(x);
+    for (name, col) in metrics.obs {
+        adata.obs.set_values(name, col.into())?;
+    }
+    for (name, col) in metrics.var {
+        adata.var.set_values(name, col.into())?;
+    }
+    Ok(())
+}

@@ -1,0 +1,33 @@
+//! `scale` (scanpy's `pp.scale`): each gene to zero mean and unit variance (ddof 1), clipped at
+//! `max_value`. X becomes dense float32 (zero-centred data is dense); writes `var['mean']` and
+//! `var['std']`. Without zero-centring a sparse X stays sparse.
+
+use super::kernel_error;
+use crate::anndata::{ArrayData, Matrix};
+use crate::{AnnData, Result};
+use sc_kernels::scale::ScaleParams;
+
+pub fn scale(adata: &mut AnnData, params: &ScaleParams) -> Result<()> {
+    const STEP: &str = "scale";
+    let stats = match &mut adata.x {
+        Matrix::Sparse(m) if params.zero_center => {
+            let (dense, stats) = sc_kernels::scale::scale_csr_to_dense::<f32, f32>(m, params)
+                .map_err(kernel_error(STEP))?;
+            adata.x = Matrix::Dense(dense);
+            stats
+        }
+        Matrix::Sparse(m) => {
+            let (scaled, stats) =
+                sc_kernels::scale::scale_csr_no_center::<f32, f32>(m, params.max_value)
+                    .map_err(kernel_error(STEP))?;
+            adata.x = Matrix::Sparse(scaled);
+            stats
+        }
+        Matrix::Dense(d) => {
+            sc_kernels::scale::scale_dense(d, params).map_err(kernel_error(STEP))?
+        }
+    };
+    adata.var.set_values("mean", ArrayData::F64(stats.mean))?;
+    adata.var.set_values("std", ArrayData::F64(stats.std))?;
+    Ok(())
+}

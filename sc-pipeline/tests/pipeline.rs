@@ -1,0 +1,167 @@
+//! The whole pipeline on generated and real data: what each step leaves in the AnnData object,
+//! as scanpy lays it out.
+
+mod common;
+
+use sc_pipeline::anndata::{ArrayData, Column, Matrix, Value};
+use sc_pipeline::io::{read_h5ad, write_h5ad};
+use sc_pipeline::pipeline::{run_pipeline, PipelineConfig, Silent};
+use sc_pipeline::steps::{self, Flavor, HvgOptions};
+use sc_pipeline::synthetic::{generate, SyntheticParams};
+use sc_pipeline::AnnData;
+
+fn small() -> AnnData {
+    generate(&SyntheticParams::new(1200, 3000, 3)).unwrap()
+}
+
+fn f64_column(a: &AnnData, table: &str, name: &str) -> Vec<f64> {
+    let df = if table == "obs" { &a.obs } else { &a.var };
+    match df.column(name) {
+        Some(Column::Values(v)) => v.to_f64().unwrap(),
+        other => panic!("{table}['{name}']: {other:?}"),
+    }
+}
+
+#[test]
+fn the_default_run_lays_out_results_as_scanpy() {
+    let mut a = small();
+    let config = PipelineConfig {
+        hvg: n_top_genes_override(),
+        ..PipelineConfig::default()
+    };
+    let records = run_pipeline(&mut a, &config, &mut Silent).unwrap();
+    let names: Vec<&str> = records.iter().map(|r| r.step.as_str()).collect();
+    assert!(
+        names.contains(&"calculate_qc_metrics") && names.contains(&"scale"),
+        "{names:?}"
+    );
+
+    // QC columns in obs, mt genes found.
+    for c in [
+        "n_genes_by_counts",
+        "total_counts",
+        "total_counts_mt",
+        "pct_counts_mt",
+        "n_genes",
+    ] {
+        assert!(a.obs.column(c).is_some(), "obs['{c}']");
+    }
+    assert!(f64_column(&a, "obs", "total_counts_mt")
+        .iter()
+        .any(|&v| v > 0.0));
+    // filter_cells(min_genes=200) removed the low-quality cells.
+    assert!(f64_column(&a, "obs", "n_genes").iter().all(|&v| v >= 200.0));
+    // raw: log-normalized over all genes kept by the filters, with the HVG columns in its var.
+    let raw = a.raw.as_ref().expect(".raw is frozen before the subset");
+    assert!(raw.x.shape().1 > a.n_vars());
+    assert!(raw.var.column("highly_variable").is_some() && raw.var.column("n_cells").is_some());
+    let raw_max = raw.x.values().iter().fold(0f32, |m, &v| m.max(v));
+    assert!(
+        raw_max > 0.0 && raw_max < 12.0,
+        "log1p of normalized counts: max {raw_max}"
+    );
+    // X: the scaled highly variable genes, dense, clipped at 10.
+    let Matrix::Dense(x) = &a.x else {
+        panic!("scaled X is dense")
+    };
+    assert!(x.data.iter().all(|&v| (-10.0..=10.0).contains(&v)));
+    let hv = f64_column(&a, "var", "highly_variable");
+    assert!(hv.iter().all(|&h| h == 1.0));
+    assert!(a.var.column("mean").is_some() && a.var.column("std").is_some());
+    assert_eq!(a.uns["hvg"].get("flavor"), Some(&Value::str("cell_ranger")));
+    assert!(a.uns.contains_key("log1p"));
+    assert!(a.layers.is_empty(), "no counts layer is left behind");
+
+    let path = common::scratch("pipeline.h5ad");
+    write_h5ad(&a, &path).unwrap();
+    assert_eq!(read_h5ad(&path).unwrap().n_vars(), a.n_vars());
+}
+
+fn n_top_genes_override() -> Option<HvgOptions> {
+    Some(HvgOptions {
+        n_top_genes: Some(500),
+        ..HvgOptions::default()
+    })
+}
+
+#[test]
+fn seurat_v3_runs_on_counts_and_batches() {
+    let mut a = small();
+    let hvg = HvgOptions {
+        flavor: Flavor::SeuratV3,
+        n_top_genes: Some(300),
+        batch_key: Some("batch".into()),
+        layer: None,
+    };
+    let config = PipelineConfig {
+        hvg: Some(hvg),
+        scale_max_value: None,
+        n_comps: None,
+        n_neighbors: None,
+        ..PipelineConfig::default()
+    };
+    run_pipeline(&mut a, &config, &mut Silent).unwrap();
+    assert_eq!(a.n_vars(), 300);
+    for c in [
+        "variances",
+        "variances_norm",
+        "highly_variable_rank",
+        "highly_variable_nbatches",
+    ] {
+        assert!(a.var.column(c).is_some(), "var['{c}']");
+    }
+    assert!(a.layers.is_empty());
+}
+
+#[test]
+fn an_unknown_batch_key_is_named() {
+    let mut a = small();
+    steps::normalize_total(&mut a, &Default::default()).unwrap();
+    steps::log1p(&mut a, None).unwrap();
+    let opts = HvgOptions {
+        batch_key: Some("donor".into()),
+        ..HvgOptions::default()
+    };
+    let e = steps::highly_variable_genes(&mut a, &opts)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("donor"), "{e}");
+}
+
+#[test]
+fn qc_vars_must_name_boolean_gene_columns() {
+    let mut a = small();
+    let e = steps::calculate_qc_metrics(&mut a, &["ribo"], &[], true)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("ribo"), "{e}");
+    a.var
+        .set_values("label", ArrayData::Str(vec!["x".into(); a.n_vars()]))
+        .unwrap();
+    let e = steps::calculate_qc_metrics(&mut a, &["label"], &[], true)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("not a boolean"), "{e}");
+}
+
+#[test]
+fn the_real_two_batch_dataset_runs_batch_aware() {
+    let mut a = read_h5ad(common::shared_data(
+        "scvi_pbmc5k_pbmc10k_400cells_2batches_counts.h5ad",
+    ))
+    .unwrap();
+    let hvg = HvgOptions {
+        flavor: Flavor::Seurat,
+        n_top_genes: Some(500),
+        batch_key: Some("batch".into()),
+        layer: None,
+    };
+    let config = PipelineConfig {
+        hvg: Some(hvg),
+        min_cells: Some(3),
+        ..PipelineConfig::default()
+    };
+    run_pipeline(&mut a, &config, &mut Silent).unwrap();
+    assert_eq!(a.n_vars(), 500);
+    assert!(a.var.column("highly_variable_intersection").is_some());
+}
