@@ -272,3 +272,73 @@ fn scale_matches_scanpy() {
     let sums: Vec<f64> = (0..s.n_cols).map(|j| (0..s.n_rows).map(|i| s.get(i, j)).sum()).collect();
     assert_close("scale col sums", &sums, &r.f64("scale_col_sums"), 1e-5, 1e-3);
 }
+
+/// Scaled seurat genes as in the reference script, as f64 (what scanpy's scale produces).
+fn scaled_hvg(inp: &Input, r: &Records) -> sc_kernels::DenseMatrix<f64> {
+    let (x, _, _) = pipeline_lognorm(inp, r);
+    let res = hvg::highly_variable_genes(&x, &HvgParams { n_top_genes: Some(300), ..Default::default() }, None, None).unwrap();
+    let hv = x.select_cols(&res.highly_variable).unwrap();
+    scale::scale_csr_to_dense::<f32, f64>(&hv, &scale::ScaleParams { zero_center: true, max_value: Some(10.0) }).unwrap().0
+}
+
+#[test]
+fn pca_matches_scanpy() {
+    let inp = input();
+    let r = reference();
+    let s = scaled_hvg(&inp, &r);
+    let p = sc_kernels::pca::pca_dense(&s, &sc_kernels::pca::PcaParams { n_comps: 20, zero_center: true }).unwrap();
+    assert_close("pca variance", &p.variance, &r.f64("pca_variance"), 1e-5, 1e-9);
+    assert_close("pca variance_ratio", &p.variance_ratio, &r.f64("pca_variance_ratio"), 1e-5, 1e-9);
+    // The same from the sparse route (log data subset, then scaled is dense: use the dense here,
+    // sparse PCA is checked against the dense one in the unit tests).
+    let want = r.f64("pca_components_top10");
+    let g = s.n_cols;
+    for k in 0..10 {
+        let ours = p.components.row(k);
+        let theirs = &want[k * g..(k + 1) * g];
+        let dot: f64 = ours.iter().zip(theirs).map(|(a, b)| a * b).sum();
+        let n2: f64 = theirs.iter().map(|b| b * b).sum::<f64>().sqrt();
+        assert!(dot / n2 > 0.9999, "component {k}: cosine {}", dot / n2);
+        // Same sign convention as sklearn's svd_flip.
+        for (a, b) in ours.iter().zip(theirs) {
+            assert!((a - b).abs() < 1e-4, "component {k}: {a} vs {b}");
+        }
+    }
+    let xp = r.f64("pca_x_pca");
+    for i in 0..s.n_rows {
+        for k in 0..5 {
+            let (a, b) = (p.x_pca.get(i, k) as f64, xp[i * 20 + k]);
+            assert!((a - b).abs() < 1e-3 * (1.0 + b.abs()), "X_pca[{i}, {k}]: {a} vs {b}");
+        }
+    }
+}
+
+#[test]
+fn neighbors_match_scanpy() {
+    let r = reference();
+    let xp: Vec<f32> = r.f64("pca_x_pca").iter().map(|&v| v as f32).collect();
+    let n = xp.len() / 20;
+    let x = sc_kernels::DenseMatrix::new(n, 20, xp).unwrap();
+    let res = sc_kernels::neighbors::neighbors(&x, &sc_kernels::neighbors::NeighborsParams::default()).unwrap();
+    let csr = |p: &str| {
+        CsrMatrix::new(
+            n,
+            n,
+            r.usize(&format!("{p}_indptr")).iter().map(|&v| v as u64).collect(),
+            r.usize(&format!("{p}_indices")).iter().map(|&v| v as u32).collect(),
+            r.f64(&format!("{p}_data")).iter().map(|&v| v as f32).collect(),
+        )
+        .unwrap()
+    };
+    let (d_ref, c_ref) = (csr("nn_dist"), csr("nn_conn"));
+    assert_eq!(res.distances.indptr, d_ref.indptr);
+    assert_eq!(res.distances.indices, d_ref.indices, "same neighbour sets");
+    for (a, b) in res.distances.data.iter().zip(&d_ref.data) {
+        assert!((a - b).abs() <= 1e-5 * b.abs().max(1.0), "distance {a} vs {b}");
+    }
+    assert_eq!(res.connectivities.indptr, c_ref.indptr);
+    assert_eq!(res.connectivities.indices, c_ref.indices);
+    let worst = res.connectivities.data.iter().zip(&c_ref.data).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+    assert!(worst <= 1e-4, "connectivities differ by {worst}");
+    eprintln!("connectivities: largest difference {worst:e}");
+}

@@ -1,0 +1,370 @@
+//! `pca` (scanpy's `pp.pca`) by the covariance route: the Gram matrix `G = X^T X` and the column
+//! means `mu` are accumulated in `f64` over blocks of rows (a sparse matrix is densified one
+//! block at a time, never whole), the covariance `C = (G - n mu mu^T) / (n - 1)` is formed in
+//! `f64`, and its symmetric eigendecomposition (faer) gives the top `n_comps` components.
+//!
+//! Outputs as scanpy stores them: `X_pca = (X - mu) V` (`obsm['X_pca']`, float32),
+//! the components (`varm['PCs']` is their transpose), `variance` (eigenvalues of `C`, i.e. with
+//! ddof 1 as sklearn) and `variance_ratio` (against the total variance, the trace of `C`).
+//! Signs follow sklearn's `svd_flip(u_based_decision=False)`: the largest-magnitude loading of
+//! each component is positive.
+//!
+//! Without zero-centring (scanpy's `TruncatedSVD` path), `C = G`, and `variance` is the
+//! variance (ddof 0) of each score column, `variance_ratio` its share of the summed variances
+//! (ddof 0) of the features, as sklearn's `TruncatedSVD` defines them.
+
+use crate::csr::CsrMatrix;
+use crate::dense::DenseMatrix;
+use crate::error::{KernelError, Result};
+use crate::real::Real;
+use faer::linalg::matmul::triangular::{matmul as tri_matmul, BlockStructure};
+use faer::{Accum, Mat, MatRef, Par, Side};
+use rayon::prelude::*;
+
+/// Parameters of [`pca_dense`] / [`pca_sparse`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PcaParams {
+    /// Number of components; clipped to `min(n_obs, n_vars) - 1` as scanpy does.
+    pub n_comps: usize,
+    pub zero_center: bool,
+}
+
+impl Default for PcaParams {
+    fn default() -> Self {
+        PcaParams { n_comps: 50, zero_center: true }
+    }
+}
+
+/// The result, in scanpy's layout.
+#[derive(Debug, Clone)]
+pub struct PcaResult {
+    /// `n_obs x n_comps` scores (`obsm['X_pca']`).
+    pub x_pca: DenseMatrix<f32>,
+    /// `n_comps x n_vars` components (rows are principal axes; `varm['PCs']` is the transpose).
+    pub components: DenseMatrix<f64>,
+    /// Explained variance of each component (`uns['pca']['variance']`).
+    pub variance: Vec<f64>,
+    /// Its share of the total variance (`uns['pca']['variance_ratio']`).
+    pub variance_ratio: Vec<f64>,
+    /// Column means that were subtracted (zeros without centring).
+    pub mean: Vec<f64>,
+}
+
+/// Rows per block of the Gram accumulation.
+const BLOCK: usize = 1024;
+
+/// Accumulates the lower triangle of `X^T X` and the column sums, with `fill(start, end, block)`
+/// writing rows `start..end` of `X` (row-major, `f64`) into `block`.
+fn gram<F>(n: usize, g: usize, fill: F) -> (Mat<f64>, Vec<f64>)
+where
+    F: Fn(usize, usize, &mut [f64]) + Sync,
+{
+    let mut gm = Mat::<f64>::zeros(g, g);
+    let mut sums = vec![0.0f64; g];
+    let mut block = vec![0.0f64; BLOCK.min(n.max(1)) * g];
+    let mut start = 0;
+    while start < n {
+        let end = (start + BLOCK).min(n);
+        let b = end - start;
+        let blk = &mut block[..b * g];
+        fill(start, end, blk);
+        let bm = MatRef::from_row_major_slice(blk, b, g);
+        tri_matmul(
+            gm.as_mut(),
+            BlockStructure::TriangularLower,
+            Accum::Add,
+            bm.transpose(),
+            BlockStructure::Rectangular,
+            bm,
+            BlockStructure::Rectangular,
+            1.0,
+            Par::rayon(0),
+        );
+        // Column sums of the block.
+        let part: Vec<f64> = blk
+            .par_chunks(g * 64)
+            .map(|rows| {
+                let mut s = vec![0.0; g];
+                for r in rows.chunks(g) {
+                    crate::stats::add_into(&mut s, r);
+                }
+                s
+            })
+            .reduce(|| vec![0.0; g], |mut a, b| {
+                crate::stats::add_into(&mut a, &b);
+                a
+            });
+        crate::stats::add_into(&mut sums, &part);
+        start = end;
+    }
+    (gm, sums)
+}
+
+/// Eigendecomposition of the (lower-stored) covariance, top `k`, signs flipped.
+fn top_components(mut c: Mat<f64>, k: usize) -> Result<(Vec<f64>, Mat<f64>, f64)> {
+    let g = c.nrows();
+    for j in 0..g {
+        for i in 0..j {
+            c[(i, j)] = c[(j, i)];
+        }
+    }
+    let total: f64 = (0..g).map(|i| c[(i, i)]).sum();
+    let evd = c.self_adjoint_eigen(Side::Lower).map_err(|e| KernelError::Unsupported(format!("eigendecomposition failed: {e:?}")))?;
+    let s = evd.S().column_vector();
+    let u = evd.U();
+    let mut vals = Vec::with_capacity(k);
+    let mut comps = Mat::<f64>::zeros(g, k);
+    for c_ in 0..k {
+        let src = g - 1 - c_;
+        vals.push(s[src]);
+        // svd_flip(u_based_decision=False): largest |loading| positive (first one on ties).
+        let mut best = 0;
+        for i in 1..g {
+            if u[(i, src)].abs() > u[(best, src)].abs() {
+                best = i;
+            }
+        }
+        let sign = if u[(best, src)] < 0.0 { -1.0 } else { 1.0 };
+        for i in 0..g {
+            comps[(i, c_)] = sign * u[(i, src)];
+        }
+    }
+    Ok((vals, comps, total))
+}
+
+fn n_comps(params: &PcaParams, n: usize, g: usize) -> Result<usize> {
+    if params.n_comps == 0 {
+        return Err(KernelError::param("n_comps", "must be at least 1"));
+    }
+    let min_dim = n.min(g);
+    if min_dim < 2 {
+        return Err(KernelError::Unsupported(format!("pca needs at least 2 cells and 2 genes, got {n} x {g}")));
+    }
+    Ok(params.n_comps.min(min_dim - 1))
+}
+
+/// The shared tail: covariance, eigendecomposition, scores via `project(V, mu) -> n x k f64`.
+fn finish<P>(n: usize, g: usize, k: usize, zero_center: bool, gm: Mat<f64>, sums: Vec<f64>, sq_sums: Vec<f64>, project: P) -> Result<PcaResult>
+where
+    P: Fn(&Mat<f64>, &[f64]) -> Vec<f64>,
+{
+    let nf = n as f64;
+    let mean: Vec<f64> = if zero_center { sums.iter().map(|s| s / nf).collect() } else { vec![0.0; g] };
+    let mut c = gm;
+    if zero_center {
+        for j in 0..g {
+            for i in j..g {
+                c[(i, j)] = (c[(i, j)] - nf * mean[i] * mean[j]) / (nf - 1.0);
+            }
+        }
+    }
+    let (vals, comps, total) = top_components(c, k)?;
+    let scores = project(&comps, &mean);
+    let (variance, variance_ratio) = if zero_center {
+        let ratio = vals.iter().map(|v| v / total).collect();
+        (vals, ratio)
+    } else {
+        // TruncatedSVD: variance (ddof 0) of each score column over the summed feature variances.
+        let var: Vec<f64> = (0..k)
+            .map(|c_| {
+                let m = (0..n).map(|i| scores[i * k + c_]).sum::<f64>() / nf;
+                (0..n).map(|i| (scores[i * k + c_] - m).powi(2)).sum::<f64>() / nf
+            })
+            .collect();
+        let total_var: f64 = (0..g).map(|j| sq_sums[j] / nf - (sums[j] / nf).powi(2)).sum();
+        let ratio = var.iter().map(|v| v / total_var).collect();
+        (var, ratio)
+    };
+    let mut components = DenseMatrix::zeros(k, g);
+    for c_ in 0..k {
+        for j in 0..g {
+            components.data[c_ * g + j] = comps[(j, c_)];
+        }
+    }
+    let x_pca = DenseMatrix { n_rows: n, n_cols: k, data: scores.iter().map(|&v| v as f32).collect() };
+    Ok(PcaResult { x_pca, components, variance, variance_ratio, mean })
+}
+
+/// PCA of a dense cells x genes matrix.
+pub fn pca_dense<T: Real>(x: &DenseMatrix<T>, params: &PcaParams) -> Result<PcaResult> {
+    let (n, g) = (x.n_rows, x.n_cols);
+    let k = n_comps(params, n, g)?;
+    if let Some(p) = x.data.iter().position(|v| !v.is_finite()) {
+        return Err(KernelError::NonFinite { row: p / g, col: p % g, value: x.data[p].to_f64() });
+    }
+    let fill = |s: usize, e: usize, blk: &mut [f64]| {
+        blk.par_chunks_mut(g).zip(x.data[s * g..e * g].par_chunks(g)).for_each(|(d, r)| {
+            for (a, b) in d.iter_mut().zip(r) {
+                *a = b.to_f64();
+            }
+        });
+    };
+    let (gm, sums) = gram(n, g, fill);
+    let sq_sums: Vec<f64> = (0..g).map(|j| gm[(j, j)]).collect();
+    finish(n, g, k, params.zero_center, gm, sums, sq_sums, |v, mean| {
+        let mv: Vec<f64> = (0..k).map(|c| (0..g).map(|j| mean[j] * v[(j, c)]).sum()).collect();
+        let mut out = vec![0.0f64; n * k];
+        out.par_chunks_mut(BLOCK * k).enumerate().for_each(|(bi, o)| {
+            let s = bi * BLOCK;
+            let b = o.len() / k;
+            let blk: Vec<f64> = x.data[s * g..(s + b) * g].iter().map(|v| v.to_f64()).collect();
+            let bm = MatRef::from_row_major_slice(&blk, b, g);
+            let mut res = Mat::<f64>::zeros(b, k);
+            faer::linalg::matmul::matmul(res.as_mut(), Accum::Replace, bm, v.as_ref(), 1.0, Par::Seq);
+            for i in 0..b {
+                for c in 0..k {
+                    o[i * k + c] = res[(i, c)] - mv[c];
+                }
+            }
+        });
+        out
+    })
+}
+
+/// PCA of a sparse cells x genes matrix, without densifying it (blocks of rows only).
+pub fn pca_sparse<T: Real>(x: &CsrMatrix<T>, params: &PcaParams) -> Result<PcaResult> {
+    let (n, g) = (x.n_rows, x.n_cols);
+    let k = n_comps(params, n, g)?;
+    x.check_finite()?;
+    let fill = |s: usize, _e: usize, blk: &mut [f64]| {
+        blk.par_chunks_mut(g).enumerate().for_each(|(r, d)| {
+            d.iter_mut().for_each(|v| *v = 0.0);
+            let (c, v) = x.row(s + r);
+            for (&cc, &vv) in c.iter().zip(v) {
+                d[cc as usize] += vv.to_f64();
+            }
+        });
+    };
+    let (gm, sums) = gram(n, g, fill);
+    let sq_sums: Vec<f64> = (0..g).map(|j| gm[(j, j)]).collect();
+    finish(n, g, k, params.zero_center, gm, sums, sq_sums, |v, mean| {
+        let mv: Vec<f64> = (0..k).map(|c| (0..g).map(|j| mean[j] * v[(j, c)]).sum()).collect();
+        // Row-major copy of V for the sparse products.
+        let vr: Vec<f64> = (0..g).flat_map(|j| (0..k).map(move |c| (j, c))).map(|(j, c)| v[(j, c)]).collect();
+        let mut out = vec![0.0f64; n * k];
+        out.par_chunks_mut(k).enumerate().for_each(|(i, o)| {
+            o.copy_from_slice(&mv);
+            o.iter_mut().for_each(|a| *a = -*a);
+            let (c, vals) = x.row(i);
+            for (&cc, &vv) in c.iter().zip(vals) {
+                let row = &vr[cc as usize * k..(cc as usize + 1) * k];
+                let f = vv.to_f64();
+                for (a, b) in o.iter_mut().zip(row) {
+                    *a += f * b;
+                }
+            }
+        });
+        out
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn random(n: usize, g: usize, seed: u64, density: f64) -> DenseMatrix<f64> {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let data = (0..n * g).map(|_| if rng.random_bool(density) { rng.random_range(-2.0..5.0) } else { 0.0 }).collect();
+        DenseMatrix::new(n, g, data).unwrap()
+    }
+
+    /// Naive reference: covariance by definition, eigen via faer on it.
+    fn naive_cov(x: &DenseMatrix<f64>) -> (Mat<f64>, Vec<f64>) {
+        let (n, g) = (x.n_rows, x.n_cols);
+        let mean: Vec<f64> = (0..g).map(|j| (0..n).map(|i| x.get(i, j)).sum::<f64>() / n as f64).collect();
+        let c = Mat::from_fn(g, g, |a, b| (0..n).map(|i| (x.get(i, a) - mean[a]) * (x.get(i, b) - mean[b])).sum::<f64>() / (n as f64 - 1.0));
+        (c, mean)
+    }
+
+    #[test]
+    fn matches_the_definition() {
+        let x = random(60, 7, 1, 0.6);
+        let r = pca_dense(&x, &PcaParams { n_comps: 3, zero_center: true }).unwrap();
+        let (c, mean) = naive_cov(&x);
+        let total: f64 = (0..7).map(|i| c[(i, i)]).sum();
+        for k in 0..3 {
+            // C v = lambda v, unit norm, sign rule.
+            let v: Vec<f64> = r.components.row(k).to_vec();
+            let lam = r.variance[k];
+            for i in 0..7 {
+                let cv: f64 = (0..7).map(|j| c[(i, j)] * v[j]).sum();
+                assert!((cv - lam * v[i]).abs() < 1e-10);
+            }
+            assert!((v.iter().map(|a| a * a).sum::<f64>() - 1.0).abs() < 1e-12);
+            let big = v.iter().copied().fold(0.0f64, |a, b| if b.abs() > a.abs() { b } else { a });
+            assert!(big > 0.0);
+            assert!((r.variance_ratio[k] - lam / total).abs() < 1e-14);
+            // Scores.
+            for i in 0..60 {
+                let s: f64 = (0..7).map(|j| (x.get(i, j) - mean[j]) * v[j]).sum();
+                assert!((r.x_pca.get(i, k) as f64 - s).abs() < 1e-5 * (1.0 + s.abs()));
+            }
+        }
+        assert!(r.variance[0] >= r.variance[1] && r.variance[1] >= r.variance[2]);
+    }
+
+    #[test]
+    fn clips_components_and_rejects_bad_input() {
+        let x = random(5, 3, 2, 1.0);
+        assert_eq!(pca_dense(&x, &PcaParams::default()).unwrap().variance.len(), 2);
+        assert!(pca_dense(&x, &PcaParams { n_comps: 0, zero_center: true }).is_err());
+        let one = random(1, 3, 2, 1.0);
+        assert!(pca_dense(&one, &PcaParams::default()).is_err());
+        let mut bad = random(4, 3, 2, 1.0);
+        bad.data[5] = f64::NAN;
+        assert!(matches!(pca_dense(&bad, &PcaParams::default()), Err(KernelError::NonFinite { row: 1, col: 2, .. })));
+    }
+
+    #[test]
+    fn constant_and_all_zero_genes() {
+        let mut x = random(30, 5, 3, 0.7);
+        for i in 0..30 {
+            x.data[i * 5] = 2.0; // constant
+            x.data[i * 5 + 1] = 0.0; // all zero
+        }
+        let r = pca_dense(&x, &PcaParams { n_comps: 2, zero_center: true }).unwrap();
+        for k in 0..2 {
+            assert!(r.components.get(k, 0).abs() < 1e-10 && r.components.get(k, 1).abs() < 1e-10);
+        }
+        assert!((r.variance_ratio.iter().sum::<f64>()) <= 1.0 + 1e-12);
+    }
+
+    #[test]
+    fn uncentred_truncated_svd() {
+        let x = random(40, 6, 4, 0.5);
+        let r = pca_dense(&x, &PcaParams { n_comps: 2, zero_center: false }).unwrap();
+        // Components are right singular vectors of X: X^T X v = s^2 v.
+        for k in 0..2 {
+            let v = r.components.row(k);
+            let xv: Vec<f64> = (0..40).map(|i| (0..6).map(|j| x.get(i, j) * v[j]).sum()).collect();
+            let s2: f64 = xv.iter().map(|a| a * a).sum();
+            for j in 0..6 {
+                let xtxv: f64 = (0..40).map(|i| x.get(i, j) * xv[i]).sum();
+                assert!((xtxv - s2 * v[j]).abs() < 1e-8 * s2);
+            }
+        }
+        assert!(r.variance_ratio[0] > 0.0 && r.variance_ratio[0] < 1.0);
+    }
+
+    proptest! {
+        #[test]
+        fn sparse_equals_dense(n in 3usize..40, g in 2usize..9, seed in any::<u64>()) {
+            let x = random(n, g, seed, 0.3);
+            let p = PcaParams { n_comps: 2, zero_center: true };
+            let d = pca_dense(&x, &p).unwrap();
+            let s = pca_sparse(&CsrMatrix::from_dense(&x), &p).unwrap();
+            for k in 0..d.variance.len() {
+                prop_assert!((d.variance[k] - s.variance[k]).abs() <= 1e-9 * (1.0 + d.variance[k].abs()));
+            }
+            // Components agree where the eigenvalue is separated from the next.
+            let sep = d.variance.len() == 1 || (d.variance[0] - d.variance[1]).abs() > 1e-6 * d.variance[0].abs().max(1e-12);
+            if sep && d.variance[0] > 1e-9 {
+                for j in 0..g {
+                    prop_assert!((d.components.get(0, j) - s.components.get(0, j)).abs() < 1e-6);
+                }
+            }
+        }
+    }
+}
