@@ -180,7 +180,18 @@ pub fn run_pipeline(
             ))
         })?;
     }
-    // PCA_AND_NEIGHBORS
+    if let Some(n_comps) = config.n_comps {
+        r.step("pca", adata, |a| {
+            let used = steps::pca(a, n_comps)?;
+            Ok(((), format!("n_comps={used}")))
+        })?;
+    }
+    if let Some(k) = config.n_neighbors {
+        r.step("neighbors", adata, |a| {
+            steps::neighbors(a, k)?;
+            Ok(((), format!("n_neighbors={k}, exact, euclidean")))
+        })?;
+    }
     Ok(r.records)
 }
 

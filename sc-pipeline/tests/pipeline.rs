@@ -71,6 +71,40 @@ fn the_default_run_lays_out_results_as_scanpy() {
     assert_eq!(a.uns["hvg"].get("flavor"), Some(&Value::str("cell_ranger")));
     assert!(a.uns.contains_key("log1p"));
     assert!(a.layers.is_empty(), "no counts layer is left behind");
+    // PCA: 50 components, scores per cell, loadings per gene, variances.
+    assert_eq!(a.obsm["X_pca"].shape, vec![a.n_obs(), 50]);
+    assert_eq!(a.varm["PCs"].shape, vec![a.n_vars(), 50]);
+    let pca = &a.uns["pca"];
+    match pca.get("variance_ratio") {
+        Some(Value::Array(v)) => {
+            let r = v.data.to_f64().unwrap();
+            assert!(r.windows(2).all(|w| w[0] >= w[1]) && r.iter().sum::<f64>() <= 1.0 + 1e-9);
+        }
+        other => panic!("uns['pca']['variance_ratio']: {other:?}"),
+    }
+    assert!(pca
+        .get("params")
+        .and_then(|p| p.get("zero_center"))
+        .is_some());
+    // neighbors: 14 non-self neighbours per cell, symmetric connectivities, scanpy's keys.
+    let d = &a.obsp["distances"];
+    assert_eq!((d.n_rows, d.nnz()), (a.n_obs(), a.n_obs() * 14));
+    let c = &a.obsp["connectivities"];
+    assert_eq!(c.n_rows, a.n_obs());
+    assert!(c.data.iter().all(|&w| w > 0.0 && w <= 1.0));
+    let neighbors = &a.uns["neighbors"];
+    assert_eq!(
+        neighbors.get("connectivities_key"),
+        Some(&Value::str("connectivities"))
+    );
+    assert_eq!(
+        neighbors.get("distances_key"),
+        Some(&Value::str("distances"))
+    );
+    let params = neighbors.get("params").unwrap();
+    assert_eq!(params.get("n_neighbors"), Some(&Value::int(15)));
+    assert_eq!(params.get("method"), Some(&Value::str("umap")));
+    assert_eq!(params.get("metric"), Some(&Value::str("euclidean")));
 
     let path = common::scratch("pipeline.h5ad");
     write_h5ad(&a, &path).unwrap();
@@ -111,6 +145,17 @@ fn seurat_v3_runs_on_counts_and_batches() {
         assert!(a.var.column(c).is_some(), "var['{c}']");
     }
     assert!(a.layers.is_empty());
+}
+
+#[test]
+fn neighbors_without_pca_on_many_genes_is_refused() {
+    let mut a = small();
+    let e = steps::neighbors(&mut a, 15).unwrap_err().to_string();
+    assert!(e.contains("run pca first"), "{e}");
+    let e = steps::neighbors(&mut a, 1).unwrap_err().to_string();
+    assert!(e.contains("n_neighbors"), "{e}");
+    let e = steps::pca(&mut a, 0).unwrap_err().to_string();
+    assert!(e.contains("n_comps"), "{e}");
 }
 
 #[test]

@@ -5,14 +5,18 @@
 mod filter;
 mod hvg;
 mod log1p;
+mod neighbors;
 mod normalize;
+mod pca;
 mod qc;
 mod scale;
 
 pub use filter::{filter_cells, filter_genes};
 pub use hvg::{highly_variable_genes, highly_variable_mask, HvgOptions};
 pub use log1p::log1p;
+pub use neighbors::neighbors;
 pub use normalize::normalize_total;
+pub use pca::pca;
 pub use qc::{annotate_gene_prefix, calculate_qc_metrics};
 pub use sc_kernels::filter::{CellFilter, GeneFilter};
 pub use sc_kernels::hvg::Flavor;

@@ -1,0 +1,105 @@
+//! `neighbors` (scanpy's `pp.neighbors`, `method='umap'`): exact k nearest neighbours
+//! (euclidean, the cell itself included) on `obsm['X_pca']`, and UMAP connectivities.
+//!
+//! Writes `obsp['distances']`, `obsp['connectivities']` and `uns['neighbors']` with scanpy's
+//! keys: `connectivities_key`, `distances_key` and `params` (`n_neighbors`, `method`, `metric`,
+//! `random_state`, `use_rep`).
+
+use super::kernel_error;
+use crate::anndata::{ArrayData, DenseArray, Matrix, Value};
+use crate::{AnnData, Error, Result};
+use sc_kernels::neighbors::NeighborsParams;
+use sc_kernels::DenseMatrix;
+
+/// Representation used: `X_pca` when present; otherwise X when it has at most 50 genes (as
+/// scanpy decides); otherwise an error asking for PCA first.
+fn representation(adata: &AnnData) -> Result<(DenseMatrix<f32>, &'static str)> {
+    if let Some(DenseArray { shape, data }) = adata.obsm.get("X_pca") {
+        if shape.len() != 2 {
+            return Err(Error::invalid(
+                "obsm['X_pca']",
+                format!("must be 2-dimensional, has shape {shape:?}"),
+            ));
+        }
+        let values: Vec<f32> = match data {
+            ArrayData::F32(v) => v.clone(),
+            ArrayData::F64(v) => v.iter().map(|&x| x as f32).collect(),
+            other => {
+                return Err(Error::invalid(
+                    "obsm['X_pca']",
+                    format!("holds {}, not numbers", other.type_name()),
+                ))
+            }
+        };
+        return Ok((
+            DenseMatrix {
+                n_rows: shape[0],
+                n_cols: shape[1],
+                data: values,
+            },
+            "X_pca",
+        ));
+    }
+    if adata.n_vars() <= 50 {
+        let dense = match &adata.x {
+            Matrix::Dense(d) => d.clone(),
+            Matrix::Sparse(s) => s.to_dense(),
+        };
+        return Ok((dense, "X"));
+    }
+    Err(Error::Missing {
+        step: "neighbors",
+        problem: format!(
+            "obsm has no 'X_pca' and X has {} genes (> 50): run pca first",
+            adata.n_vars()
+        ),
+    })
+}
+
+/// Computes the neighbourhood graph with `n_neighbors` neighbours per cell.
+pub fn neighbors(adata: &mut AnnData, n_neighbors: usize) -> Result<()> {
+    const STEP: &str = "neighbors";
+    if n_neighbors < 2 {
+        return Err(Error::param(
+            STEP,
+            format!("n_neighbors = {n_neighbors}: at least 2 (the cell itself counts)"),
+        ));
+    }
+    if n_neighbors > adata.n_obs() {
+        return Err(Error::param(
+            STEP,
+            format!(
+                "n_neighbors = {n_neighbors} exceeds the {} cells",
+                adata.n_obs()
+            ),
+        ));
+    }
+    let (rep, rep_name) = representation(adata)?;
+    let params = NeighborsParams {
+        n_neighbors,
+        ..NeighborsParams::default()
+    };
+    let result = sc_kernels::neighbors::neighbors(&rep, &params).map_err(kernel_error(STEP))?;
+    adata.obsp.insert("distances".into(), result.distances);
+    adata
+        .obsp
+        .insert("connectivities".into(), result.connectivities);
+    let mut p = vec![
+        ("n_neighbors", Value::int(n_neighbors as i64)),
+        ("method", Value::str("umap")),
+        ("metric", Value::str("euclidean")),
+        ("random_state", Value::int(0)),
+    ];
+    if rep_name == "X_pca" {
+        p.push(("use_rep", Value::str("X_pca")));
+    }
+    adata.uns.insert(
+        "neighbors".into(),
+        Value::dict([
+            ("connectivities_key", Value::str("connectivities")),
+            ("distances_key", Value::str("distances")),
+            ("params", Value::dict(p)),
+        ]),
+    );
+    Ok(())
+}

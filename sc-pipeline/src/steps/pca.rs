@@ -1,0 +1,86 @@
+//! `pca` (scanpy's `pp.pca`), by the covariance route of `sc-kernels`, on dense or sparse X.
+//!
+//! As scanpy (1.10+), when `var['highly_variable']` exists only those genes are used
+//! (`mask_var`). Writes `obsm['X_pca']` (float32, cells x comps), `varm['PCs']` (genes x
+//! comps; zero rows for genes outside the mask) and `uns['pca']` with `variance`,
+//! `variance_ratio` and `params` (`zero_center`, `use_highly_variable`, `mask_var`).
+
+use super::kernel_error;
+use crate::anndata::{ArrayData, Column, DenseArray, Matrix, Value};
+use crate::{AnnData, Error, Result};
+use sc_kernels::pca::{pca_dense, pca_sparse, PcaParams};
+
+/// Runs PCA with `n_comps` components (clipped to min(cells, genes) - 1 as scanpy does);
+/// returns the number of components computed.
+pub fn pca(adata: &mut AnnData, n_comps: usize) -> Result<usize> {
+    const STEP: &str = "pca";
+    if n_comps == 0 {
+        return Err(Error::param(STEP, "n_comps must be at least 1"));
+    }
+    let mask = match adata.var.column("highly_variable") {
+        Some(Column::Values(ArrayData::Bool(m))) => Some(m.clone()),
+        _ => None,
+    };
+    let params = PcaParams {
+        n_comps,
+        zero_center: true,
+    };
+    let masked;
+    let x: &Matrix = match &mask {
+        Some(m) if m.iter().any(|&k| !k) => {
+            masked = adata.x.select_cols(m)?;
+            &masked
+        }
+        _ => &adata.x,
+    };
+    let result = match x {
+        Matrix::Dense(d) => pca_dense(d, &params),
+        Matrix::Sparse(s) => pca_sparse(s, &params),
+    }
+    .map_err(kernel_error(STEP))?;
+    let k = result.x_pca.n_cols;
+
+    // varm['PCs']: genes x comps, genes outside the mask get zero loadings.
+    let n_vars = adata.n_vars();
+    let used: Vec<usize> = match &mask {
+        Some(m) => (0..n_vars).filter(|&j| m[j]).collect(),
+        None => (0..n_vars).collect(),
+    };
+    let mut loadings = vec![0f32; n_vars * k];
+    for (c, comp) in result
+        .components
+        .data
+        .chunks(result.components.n_cols)
+        .enumerate()
+    {
+        for (pos, &j) in used.iter().enumerate() {
+            loadings[j * k + c] = comp[pos] as f32;
+        }
+    }
+    adata.obsm.insert(
+        "X_pca".into(),
+        DenseArray::matrix_f32(result.x_pca.n_rows, k, result.x_pca.data)?,
+    );
+    adata
+        .varm
+        .insert("PCs".into(), DenseArray::matrix_f32(n_vars, k, loadings)?);
+    let mut params = vec![
+        ("zero_center", Value::bool(true)),
+        ("use_highly_variable", Value::bool(mask.is_some())),
+    ];
+    if mask.is_some() {
+        params.push(("mask_var", Value::str("highly_variable")));
+    }
+    adata.uns.insert(
+        "pca".into(),
+        Value::dict([
+            ("params", Value::dict(params)),
+            ("variance", Value::vector(ArrayData::F64(result.variance))),
+            (
+                "variance_ratio",
+                Value::vector(ArrayData::F64(result.variance_ratio)),
+            ),
+        ]),
+    );
+    Ok(k)
+}
