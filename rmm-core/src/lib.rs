@@ -12,14 +12,18 @@
 
 mod containers;
 mod error;
+mod free_list;
+mod pool;
 mod registry;
 mod reinitialize;
 mod resource;
 pub mod resources;
+mod stream_ordered;
 pub mod testing;
 
 pub use containers::{DeviceBuffer, DeviceScalar, DeviceVec};
 pub use error::{human_bytes, MemoryError, OutOfMemory, Result};
+pub use pool::{PoolOptions, PoolResource};
 pub use registry::{
     current_device, get_current_device_resource, get_per_device_resource, set_current_device,
     set_current_device_resource, set_per_device_resource,
