@@ -65,7 +65,9 @@ pub fn require_gpu_from_env(test: &str) -> std::result::Result<GpuPresence, Stri
     {
         Err(format!("{test}: REQUIRE_GPU=1 but {why}"))
     } else {
-        eprintln!("SKIPPED (no GPU): {test}: {why}");
+        // Written to the process's stderr directly: the test harness captures `eprintln!`.
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "SKIPPED (no GPU): {test}: {why}");
         Ok(GpuPresence::Skip)
     }
 }
