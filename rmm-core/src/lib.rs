@@ -10,8 +10,11 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod arena;
+mod binning;
 mod containers;
 mod error;
+mod fixed_size;
 mod free_list;
 mod pool;
 mod registry;
@@ -21,8 +24,11 @@ pub mod resources;
 mod stream_ordered;
 pub mod testing;
 
+pub use arena::{ArenaOptions, ArenaResource};
+pub use binning::{BinningResource, DEFAULT_BIN_BLOCKS};
 pub use containers::{DeviceBuffer, DeviceScalar, DeviceVec};
 pub use error::{human_bytes, MemoryError, OutOfMemory, Result};
+pub use fixed_size::FixedSizeResource;
 pub use pool::{PoolOptions, PoolResource};
 pub use registry::{
     current_device, get_current_device_resource, get_per_device_resource, set_current_device,

@@ -84,15 +84,21 @@ pub fn aligned_size(bytes: usize) -> usize {
 }
 
 /// Checks that `stream` belongs to the resource's device (a cheap guard against cross-device use).
-pub fn check_stream(resource: &dyn MemoryResource, stream: &Stream) -> Result<()> {
+/// Generic so that a resource checking itself compiles to one pointer comparison.
+#[inline]
+pub fn check_stream<R: MemoryResource + ?Sized>(resource: &R, stream: &Stream) -> Result<()> {
     if stream.device() == resource.device() {
         Ok(())
     } else {
-        Err(crate::MemoryError::InvalidArgument(format!(
-            "stream of {} used with resource {} of {}",
-            stream.device().id(),
-            resource.name(),
-            resource.device().id()
-        )))
+        Err(wrong_device(stream, &resource.name(), resource.device()))
     }
+}
+
+#[cold]
+fn wrong_device(stream: &Stream, name: &str, device: &Device) -> crate::MemoryError {
+    crate::MemoryError::InvalidArgument(format!(
+        "stream of {} used with resource {name} of {}",
+        stream.device().id(),
+        device.id()
+    ))
 }

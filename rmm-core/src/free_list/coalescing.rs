@@ -37,12 +37,15 @@ struct Node {
 pub(crate) struct CoalescingFreeList {
     nodes: Vec<Node>,
     vacant: Vec<u32>,
-    by_start: AddrMap<u32>,
-    by_end: AddrMap<u32>,
+    by_start: AddrMap,
+    by_end: AddrMap,
     heads: Box<[u32]>,
     bitmap: BinBitmap,
-    /// Blocks above `SMALL_MAX`: (size, address, node).
+    /// Blocks above `SMALL_MAX`: (size, address, node), except `top`.
     large: BTreeSet<(usize, u64, u32)>,
+    /// One large block kept outside `large` (dlmalloc's "top chunk"): typically the rest of the
+    /// portion being carved up, which then shrinks without any tree update.
+    top: u32,
     free_bytes: usize,
     /// Chunk boundaries of the owning resource, and this list's copy of them.
     boundaries: Option<Arc<ChunkBoundaries>>,
@@ -76,6 +79,7 @@ impl CoalescingFreeList {
             heads: vec![NIL; BINS].into_boxed_slice(),
             bitmap: BinBitmap::new(),
             large: BTreeSet::new(),
+            top: NIL,
             free_bytes: 0,
             boundaries: None,
             barrier_copy: Vec::new(),
@@ -100,16 +104,16 @@ impl CoalescingFreeList {
     pub(crate) fn blocks(&self) -> impl Iterator<Item = (u64, usize)> + '_ {
         self.by_start
             .values()
-            .map(|&i| (self.nodes[i as usize].addr, self.nodes[i as usize].size))
+            .map(|i| (self.nodes[i as usize].addr, self.nodes[i as usize].size))
     }
 
     /// Removes the free block `[addr, addr + size)` if exactly that block is free here.
     pub(crate) fn remove_exact(&mut self, addr: u64, size: usize) -> bool {
-        match self.by_start.get(&addr) {
-            Some(&i) if self.nodes[i as usize].size == size => {
+        match self.by_start.get(addr) {
+            Some(i) if self.nodes[i as usize].size == size => {
                 self.unlink(i);
-                self.by_start.remove(&addr);
-                self.by_end.remove(&(addr + size as u64));
+                self.by_start.remove(addr);
+                self.by_end.remove(addr + size as u64);
                 self.release_node(i);
                 self.free_bytes -= size;
                 true
@@ -168,6 +172,8 @@ impl CoalescingFreeList {
                 self.nodes[head as usize].prev = i;
             }
             self.heads[bin] = i;
+        } else if self.top == NIL {
+            self.top = i;
         } else {
             self.large.insert((size, addr, i));
         }
@@ -195,6 +201,8 @@ impl CoalescingFreeList {
             if next != NIL {
                 self.nodes[next as usize].prev = prev;
             }
+        } else if self.top == i {
+            self.top = NIL;
         } else {
             self.large.remove(&(size, addr, i));
         }
@@ -205,10 +213,21 @@ impl CoalescingFreeList {
     fn best_fit(&self, size: usize) -> Option<u32> {
         if size <= SMALL_MAX {
             if let Some(bin) = self.bitmap.first_from(bin_of(size)) {
+                // Binned blocks are all smaller than any large one, `top` included.
                 return Some(self.heads[bin]);
             }
         }
-        self.large.range((size, 0, 0)..).next().map(|&(_, _, i)| i)
+        let top = (self.top != NIL && self.nodes[self.top as usize].size >= size)
+            .then(|| (self.nodes[self.top as usize].size, self.top));
+        let tree = self
+            .large
+            .range((size, 0, 0)..)
+            .next()
+            .map(|&(s, _, i)| (s, i));
+        match (tree, top) {
+            (Some(t), Some(c)) => Some(if t.0 <= c.0 { t.1 } else { c.1 }),
+            (t, c) => t.or(c).map(|(_, i)| i),
+        }
     }
 
     /// True when blocks must not merge at `addr`.
@@ -236,7 +255,7 @@ impl FreeStore for CoalescingFreeList {
         let Node {
             addr, size: have, ..
         } = self.nodes[i as usize];
-        self.by_start.remove(&addr);
+        self.by_start.remove(addr);
         if have > size {
             // Hand out the front; the rest keeps its end (and its `by_end` entry).
             let rest = addr + size as u64;
@@ -245,7 +264,7 @@ impl FreeStore for CoalescingFreeList {
             self.by_start.insert(rest, i);
             self.link(i);
         } else {
-            self.by_end.remove(&(addr + size as u64));
+            self.by_end.remove(addr + size as u64);
             self.release_node(i);
         }
         self.free_bytes -= size;
@@ -260,12 +279,12 @@ impl FreeStore for CoalescingFreeList {
         let before = if self.is_barrier(addr) {
             None
         } else {
-            self.by_end.get(&addr).copied()
+            self.by_end.get(addr)
         };
         let after = if self.is_barrier(end) {
             None
         } else {
-            self.by_start.get(&end).copied()
+            self.by_start.get(end)
         };
         match (before, after) {
             (Some(p), Some(n)) => {
@@ -273,8 +292,8 @@ impl FreeStore for CoalescingFreeList {
                 self.unlink(n);
                 let n_node = self.nodes[n as usize];
                 let n_end = n_node.addr + n_node.size as u64;
-                self.by_end.remove(&addr);
-                self.by_start.remove(&end);
+                self.by_end.remove(addr);
+                self.by_start.remove(end);
                 self.by_end.insert(n_end, p);
                 self.nodes[p as usize].size += size + n_node.size;
                 self.release_node(n);
@@ -282,14 +301,14 @@ impl FreeStore for CoalescingFreeList {
             }
             (Some(p), None) => {
                 self.unlink(p);
-                self.by_end.remove(&addr);
+                self.by_end.remove(addr);
                 self.by_end.insert(end, p);
                 self.nodes[p as usize].size += size;
                 self.link(p);
             }
             (None, Some(n)) => {
                 self.unlink(n);
-                self.by_start.remove(&end);
+                self.by_start.remove(end);
                 self.by_start.insert(addr, n);
                 self.nodes[n as usize].addr = addr;
                 self.nodes[n as usize].size += size;
@@ -314,6 +333,7 @@ impl FreeStore for CoalescingFreeList {
         self.heads.fill(NIL);
         self.bitmap.reset();
         self.large.clear();
+        self.top = NIL;
         self.free_bytes = 0;
     }
 
@@ -323,8 +343,14 @@ impl FreeStore for CoalescingFreeList {
     }
 
     fn largest(&self) -> usize {
-        if let Some(&(size, _, _)) = self.large.last() {
-            return size;
+        let top = if self.top == NIL {
+            0
+        } else {
+            self.nodes[self.top as usize].size
+        };
+        let tree = self.large.last().map_or(0, |&(size, _, _)| size);
+        if top > 0 || tree > 0 {
+            return top.max(tree);
         }
         self.bitmap.last().map_or(0, |bin| (bin + 1) * ALIGNMENT)
     }
@@ -356,7 +382,7 @@ mod tests {
         l.give(0x4000_0000, 16 << 20);
         assert_eq!(l.largest(), 16 << 20);
         assert_eq!(l.take(1536), Some(0x30_0000)); // the 2 KiB block, split
-        assert_eq!(sorted(&l)[1], (0x30_0000 + 1536, 512));
+        assert_eq!(sorted(&l)[2], (0x30_0000 + 1536, 512));
         assert_eq!(l.take(K), Some(0x10_0000)); // exact fit
         assert_eq!(l.take(5 << 20), Some(0x4000_0000)); // only the large block fits
         assert_eq!(l.take(12 << 20), None);

@@ -8,7 +8,6 @@ mod boundaries;
 mod coalescing;
 mod fixed;
 
-pub(crate) use addr_map::AddrMap;
 pub(crate) use boundaries::{touching_points, ChunkBoundaries};
 pub(crate) use coalescing::CoalescingFreeList;
 pub(crate) use fixed::FixedBlocks;

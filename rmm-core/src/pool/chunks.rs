@@ -54,10 +54,6 @@ impl Chunks {
         self.map.iter().map(|(&a, c)| (a, c))
     }
 
-    pub(crate) fn len(&self) -> usize {
-        self.map.len()
-    }
-
     pub(crate) fn take_all(&mut self) -> BTreeMap<u64, Chunk> {
         let all = std::mem::take(&mut self.map);
         self.republish();

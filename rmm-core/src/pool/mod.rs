@@ -17,12 +17,13 @@ mod chunks;
 mod growth;
 
 use crate::error::{human_bytes, MemoryError, OutOfMemory, Result};
-use crate::free_list::{AddrMap, ChunkBoundaries, CoalescingFreeList, FreeStore};
+use crate::free_list::{ChunkBoundaries, CoalescingFreeList, FreeStore};
 use crate::resource::{aligned_size, check_stream, MemoryKind, MemoryResource, SharedResource};
 use crate::stream_ordered::{Entry, StreamList, StreamLists};
 use chunks::{Chunk, Chunks};
 use parking_lot::Mutex;
 use rmm_cuda::{Device, Stream, ALIGNMENT};
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -76,7 +77,7 @@ pub struct PoolResource<U: MemoryResource = SharedResource> {
     /// Serialises growth and release, so the maximum holds and growth is not repeated by
     /// threads that failed at the same moment.
     growth: Mutex<()>,
-    live: Option<Mutex<AddrMap<usize>>>,
+    live: Option<Mutex<HashMap<u64, usize>>>,
 }
 
 impl<U: MemoryResource> fmt::Debug for PoolResource<U> {
@@ -129,7 +130,7 @@ impl<U: MemoryResource> PoolResource<U> {
             growth: Mutex::new(()),
             live: options
                 .validate_deallocations
-                .then(|| Mutex::new(AddrMap::default())),
+                .then(|| Mutex::new(HashMap::new())),
         };
         if initial > 0 {
             let stream = pool.device.default_stream();
@@ -259,6 +260,18 @@ impl<U: MemoryResource> PoolResource<U> {
         Some(addr)
     }
 
+    /// Moves the whole reservoir into `list` (where it may coalesce with blocks stolen from
+    /// other streams), then takes `size` bytes from the list.
+    fn merge_reservoir(&self, size: usize, list: &StreamList<CoalescingFreeList>) -> Option<u64> {
+        let mut blocks = Vec::new();
+        self.reservoir.lock().drain_into(&mut blocks);
+        if blocks.is_empty() {
+            return None;
+        }
+        list.give_fresh_many(&blocks);
+        list.take(size)
+    }
+
     #[cold]
     fn allocate_slow(
         &self,
@@ -273,6 +286,10 @@ impl<U: MemoryResource> PoolResource<U> {
             if let Some(ptr) = list.take(size) {
                 return Ok(ptr);
             }
+        }
+        // Fragments left in the reservoir may complete what the other streams gave.
+        if let Some(ptr) = self.merge_reservoir(size, list) {
+            return Ok(ptr);
         }
         let _growth = self.growth.lock();
         // Another thread may have grown the pool while this one waited.
@@ -335,6 +352,7 @@ impl<U: MemoryResource> PoolResource<U> {
         oom.into()
     }
 
+    #[cold]
     fn check_deallocation(&self, ptr: u64, bytes: usize, size: usize) -> Result<()> {
         let Some(live) = &self.live else {
             return Ok(());
@@ -385,7 +403,9 @@ impl<U: MemoryResource> MemoryResource for PoolResource<U> {
         }
         check_stream(self, stream)?;
         let size = aligned_size(bytes);
-        self.check_deallocation(ptr, bytes, size)?;
+        if self.live.is_some() {
+            self.check_deallocation(ptr, bytes, size)?;
+        }
         self.list(stream)?.give(ptr, size)
     }
 

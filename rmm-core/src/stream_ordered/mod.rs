@@ -10,6 +10,7 @@
 //! on them later, and their owner records as it frees.
 
 mod key;
+mod lock;
 mod slots;
 
 pub(crate) use key::stream_key;
@@ -18,16 +19,15 @@ pub(crate) use slots::Entry;
 use crate::error::Result;
 use crate::free_list::FreeStore;
 use key::is_per_thread;
-use parking_lot::{Mutex, MutexGuard};
+use lock::ListLock;
 use rmm_cuda::{Event, Stream};
 use slots::Slots;
-use std::sync::Arc;
 
 /// The free list of one stream.
 pub(crate) struct StreamList<F> {
     key: u64,
     stream: Stream,
-    state: Mutex<ListState<F>>,
+    state: ListLock<ListState<F>>,
 }
 
 pub(crate) struct ListState<F> {
@@ -79,6 +79,14 @@ impl<F: FreeStore> StreamList<F> {
         self.state.lock().free.give(addr, size);
     }
 
+    /// Several blocks of fresh memory at once (see [`StreamList::give_fresh`]).
+    pub(crate) fn give_fresh_many(&self, blocks: &[(u64, usize)]) {
+        let mut st = self.state.lock();
+        for &(a, s) in blocks {
+            st.free.give(a, s);
+        }
+    }
+
     /// Blocks this stream has already been ordered after (see [`StreamLists::steal_into`]).
     fn give_ordered(&self, blocks: &[(u64, usize)]) -> Result<()> {
         let mut st = self.state.lock();
@@ -91,11 +99,6 @@ impl<F: FreeStore> StreamList<F> {
             self.stream.record(ev)?;
         }
         Ok(())
-    }
-
-    /// Locks the list (for queries and bulk moves).
-    pub(crate) fn lock(&self) -> MutexGuard<'_, ListState<F>> {
-        self.state.lock()
     }
 
     /// Makes later work on `thief` wait for everything freed into this list so far. The caller
@@ -159,7 +162,7 @@ impl<F: FreeStore> StreamLists<F> {
             Ok(StreamList {
                 key,
                 stream: stream.clone(),
-                state: Mutex::new(ListState {
+                state: ListLock::new(ListState {
                     free: make(),
                     event: None,
                 }),
@@ -256,10 +259,5 @@ impl<F: FreeStore> StreamLists<F> {
                 }
             })
             .collect()
-    }
-
-    /// Every list (for resources that need more than the operations above).
-    pub(crate) fn all(&self) -> Vec<Arc<StreamList<F>>> {
-        self.slots.all()
     }
 }
