@@ -10,6 +10,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod adaptors;
 mod arena;
 mod binning;
 mod containers;
@@ -24,6 +25,10 @@ pub mod resources;
 mod stream_ordered;
 pub mod testing;
 
+pub use adaptors::{
+    AlignedAdaptor, FailureCallbackAdaptor, LimitingAdaptor, LoggingAdaptor, PrefetchAdaptor,
+    StatisticsAdaptor, TrackingAdaptor,
+};
 pub use arena::{ArenaOptions, ArenaResource};
 pub use binning::{BinningResource, DEFAULT_BIN_BLOCKS};
 pub use containers::{DeviceBuffer, DeviceScalar, DeviceVec};

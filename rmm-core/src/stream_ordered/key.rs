@@ -13,6 +13,12 @@ thread_local! {
     static THREAD_INDEX: u64 = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
 }
 
+/// A small number unique to the calling thread (for keys, logs and allocation records).
+#[inline]
+pub(crate) fn thread_index() -> u64 {
+    THREAD_INDEX.with(|i| *i)
+}
+
 /// The key of `stream`'s state. The per-thread default stream has one handle value but is a
 /// different stream on every thread, so its key includes the calling thread (RMM's per-thread
 /// arenas and per-thread events come from the same fact).
@@ -20,7 +26,7 @@ thread_local! {
 pub(crate) fn stream_key(stream: &Stream) -> u64 {
     let id = stream.id();
     if id == StreamId::PER_THREAD_DEFAULT {
-        PER_THREAD | THREAD_INDEX.with(|i| *i)
+        PER_THREAD | thread_index()
     } else {
         id.0
     }

@@ -13,7 +13,7 @@ mod key;
 mod lock;
 mod slots;
 
-pub(crate) use key::stream_key;
+pub(crate) use key::{stream_key, thread_index};
 pub(crate) use slots::Entry;
 
 use crate::error::Result;
@@ -23,7 +23,9 @@ use lock::ListLock;
 use rmm_cuda::{Event, Stream};
 use slots::Slots;
 
-/// The free list of one stream.
+/// The free list of one stream. Aligned to two cache lines so that the lists of different
+/// streams, used by different threads, never share one.
+#[repr(align(128))]
 pub(crate) struct StreamList<F> {
     key: u64,
     stream: Stream,
