@@ -82,7 +82,7 @@ fn check_everything_comes_back(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
 
     /// Random traces on three streams, frees often on another stream than the allocation's, in a
     /// pool that must grow and may hit its maximum.

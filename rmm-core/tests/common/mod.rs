@@ -82,6 +82,19 @@ impl Live {
         self.by_addr.remove(&ptr)
     }
 
+    /// Forgets the block at `ptr` (its owner is about to free it).
+    pub fn remove_ptr(&mut self, ptr: u64) -> Option<Block> {
+        let b = self.by_addr.remove(&ptr)?;
+        if let Some(i) = self.order.iter().position(|&p| p == ptr) {
+            self.order.swap_remove(i);
+        }
+        Some(b)
+    }
+
+    pub fn blocks(&self) -> impl Iterator<Item = &Block> {
+        self.by_addr.values()
+    }
+
     pub fn bytes(&self) -> usize {
         self.by_addr.values().map(|b| b.bytes).sum()
     }
