@@ -12,7 +12,7 @@ use std::fmt;
 pub const DEFAULT_BIN_BLOCKS: usize = 128;
 
 enum BinResource<U: MemoryResource> {
-    Fixed(FixedSizeResource<U>),
+    Fixed(Box<FixedSizeResource<U>>),
     Custom(SharedResource),
 }
 
@@ -96,11 +96,11 @@ impl<U: MemoryResource + Clone> BinningResource<U> {
                 }
                 BinResource::Custom(r)
             }
-            None => BinResource::Fixed(FixedSizeResource::new(
+            None => BinResource::Fixed(Box::new(FixedSizeResource::new(
                 self.upstream.clone(),
                 size,
                 DEFAULT_BIN_BLOCKS,
-            )?),
+            )?)),
         };
         let at = self.bins.partition_point(|b| b.size < size);
         self.bins.insert(at, Bin { size, resource });

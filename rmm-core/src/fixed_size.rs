@@ -90,7 +90,7 @@ impl<U: MemoryResource> FixedSizeResource<U> {
     }
 
     /// One block from the reservoir, and up to a batch more into `list`.
-    fn from_reservoir(&self, list: &StreamList<FixedBlocks>) -> Option<u64> {
+    fn take_from_reservoir(&self, list: &StreamList<FixedBlocks>) -> Option<u64> {
         let mut batch = Vec::new();
         self.reservoir.lock().take_many(BATCH, &mut batch);
         let first = batch.pop()?;
@@ -146,7 +146,7 @@ impl<U: MemoryResource> FixedSizeResource<U> {
 
     #[cold]
     fn allocate_slow(&self, bytes: usize, list: &StreamList<FixedBlocks>) -> Result<u64> {
-        if let Some(p) = self.from_reservoir(list) {
+        if let Some(p) = self.take_from_reservoir(list) {
             return Ok(p);
         }
         if self.lists.steal_into(list, self.block_size, false)? {
@@ -155,11 +155,11 @@ impl<U: MemoryResource> FixedSizeResource<U> {
             }
         }
         let _growth = self.growth.lock();
-        if let Some(p) = self.from_reservoir(list) {
+        if let Some(p) = self.take_from_reservoir(list) {
             return Ok(p);
         }
         self.grow(bytes, list.stream())?;
-        self.from_reservoir(list).ok_or_else(|| {
+        self.take_from_reservoir(list).ok_or_else(|| {
             self.out_of_memory(bytes, "the blocks just added went to another stream".into())
         })
     }

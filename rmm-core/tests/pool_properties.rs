@@ -264,7 +264,7 @@ fn the_pool_composes_through_shared_handles() {
     let s = device.default_stream();
     let (mut live, _) = run(
         &*pool,
-        &[s.clone()],
+        std::slice::from_ref(&s),
         &[Step::Alloc {
             bytes: 300,
             stream: 0,

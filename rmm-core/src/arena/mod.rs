@@ -177,7 +177,7 @@ impl<U: MemoryResource> ArenaResource<U> {
 
     /// `size` bytes from the global arena: exactly that for large requests, else cut from a
     /// superblock whose rest goes to `arena`.
-    fn from_global(&self, size: usize, arena: &StreamList<CoalescingFreeList>) -> Option<u64> {
+    fn take_from_global(&self, size: usize, arena: &StreamList<CoalescingFreeList>) -> Option<u64> {
         if size >= self.superblock {
             return self.global.lock().take(size);
         }
@@ -195,11 +195,14 @@ impl<U: MemoryResource> ArenaResource<U> {
         size: usize,
         arena: &StreamList<CoalescingFreeList>,
     ) -> Result<u64> {
-        if let Some(p) = self.from_global(size, arena) {
+        if let Some(p) = self.take_from_global(size, arena) {
             return Ok(p);
         }
         self.defragment()?;
-        if let Some(p) = arena.take(size).or_else(|| self.from_global(size, arena)) {
+        if let Some(p) = arena
+            .take(size)
+            .or_else(|| self.take_from_global(size, arena))
+        {
             return Ok(p);
         }
         let mut detail = "no room in the arena after defragmentation".to_string();

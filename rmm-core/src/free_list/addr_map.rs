@@ -73,7 +73,7 @@ impl AddrMap {
     #[inline]
     pub(crate) fn insert(&mut self, key: u64, value: u32) {
         debug_assert!(key != EMPTY);
-        if (self.len + 1) * 2 > self.keys.len() {
+        if (self.len + 1) * 4 > self.keys.len() {
             self.grow();
         }
         let mask = self.mask();

@@ -73,12 +73,6 @@ impl BinBitmap {
         }
         None
     }
-
-    /// Empties every bin.
-    pub(crate) fn reset(&mut self) {
-        self.words.fill(0);
-        self.summary = [0; SUMMARY];
-    }
 }
 
 #[cfg(test)]
@@ -107,7 +101,5 @@ mod tests {
         b.clear(4095);
         assert_eq!(b.first_from(65), None);
         assert_eq!(b.last(), Some(64));
-        b.reset();
-        assert_eq!(b.first_from(0), None);
     }
 }

@@ -325,13 +325,19 @@ impl FreeStore for CoalescingFreeList {
     }
 
     fn drain_into(&mut self, out: &mut Vec<(u64, usize)>) {
+        let first = out.len();
         out.extend(self.blocks());
+        // Empty only the bins in use: cheaper than wiping all of them when a list is stolen.
+        for &(_, size) in &out[first..] {
+            if size <= SMALL_MAX {
+                self.heads[bin_of(size)] = NIL;
+                self.bitmap.clear(bin_of(size));
+            }
+        }
         self.nodes.clear();
         self.vacant.clear();
         self.by_start.clear();
         self.by_end.clear();
-        self.heads.fill(NIL);
-        self.bitmap.reset();
         self.large.clear();
         self.top = NIL;
         self.free_bytes = 0;
