@@ -1,1 +1,72 @@
-//! Benchmarks live in `benches/`; this library holds their shared helpers.
+//! Helpers shared by the benchmarks: device choice, GPU description, result tables and JSON.
+
+use rmm_cuda::Device;
+use serde_json::{json, Value};
+
+/// The device to benchmark on: `--device sim` (or no GPU present, with a notice) gives a
+/// simulated device of `sim_capacity` bytes; otherwise CUDA device 0.
+pub fn bench_device(args: &[String], sim_capacity: usize) -> Result<Device, String> {
+    let wants_sim = args.windows(2).any(|w| w[0] == "--device" && w[1] == "sim")
+        || args.iter().any(|a| a == "--device=sim");
+    if wants_sim {
+        return Ok(Device::simulated(sim_capacity));
+    }
+    match Device::cuda(0) {
+        Ok(d) => Ok(d),
+        Err(e) if std::env::var("REQUIRE_GPU").as_deref() == Ok("1") => {
+            Err(format!("REQUIRE_GPU=1 but {e}"))
+        }
+        Err(e) => {
+            eprintln!("no GPU ({e}): benchmarking on a simulated device instead (host memory; CPU cost only)");
+            Ok(Device::simulated(sim_capacity))
+        }
+    }
+}
+
+/// Name, compute capability, memory and driver of the device, for result files.
+pub fn describe_device(device: &Device) -> Value {
+    let driver = if device.is_simulated() {
+        "simulated".to_string()
+    } else {
+        let mut v = 0i32;
+        // SAFETY: the driver is loaded (a CUDA device exists); writes one int.
+        unsafe { rmm_cuda::cudarc::driver::sys::cuDriverGetVersion(&mut v) };
+        format!("{}.{}", v / 1000, (v % 1000) / 10)
+    };
+    json!({
+        "name": device.name().unwrap_or_default(),
+        "compute_capability": device.compute_capability().map(|(a, b)| format!("{a}.{b}")).unwrap_or_default(),
+        "total_memory_bytes": device.memory_info().map(|m| m.total).unwrap_or(0),
+        "driver_version": driver,
+    })
+}
+
+/// Prints rows as an aligned text table.
+pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
+    let widths: Vec<usize> = (0..header.len())
+        .map(|c| {
+            rows.iter()
+                .map(|r| r[c].len())
+                .chain([header[c].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let line = |cells: Vec<&str>| {
+        cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:>w$}"))
+            .collect::<Vec<_>>()
+            .join("  ")
+    };
+    println!("{}", line(header.to_vec()));
+    for r in rows {
+        println!("{}", line(r.iter().map(String::as_str).collect()));
+    }
+}
+
+/// The value following `flag` in the arguments, e.g. `--json PATH`.
+pub fn flag_value(args: &[String], flag: &str) -> Option<String> {
+    args.windows(2).find(|w| w[0] == flag).map(|w| w[1].clone())
+}

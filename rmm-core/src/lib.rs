@@ -1,1 +1,49 @@
-//! rmm-core (in progress)
+//! `rmm-core`: composable, stream-ordered GPU memory resources (the ideas of the RAPIDS Memory
+//! Manager), their adaptors, and containers of device memory.
+//!
+//! ```no_run
+//! use rmm_core::{DeviceVec, get_per_device_resource};
+//! let device = rmm_cuda::Device::cuda(0)?;
+//! let stream = device.new_stream()?;
+//! let v = DeviceVec::from_host(&[1.0f32, 2.0, 3.0], &stream)?;
+//! assert_eq!(v.to_host()?, vec![1.0, 2.0, 3.0]);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod adaptors;
+mod arena;
+mod binning;
+mod containers;
+mod error;
+mod fixed_size;
+mod free_list;
+mod pool;
+mod registry;
+mod reinitialize;
+mod resource;
+pub mod resources;
+mod stream_ordered;
+pub mod testing;
+
+pub use adaptors::{
+    AlignedAdaptor, FailureCallbackAdaptor, LimitingAdaptor, LoggingAdaptor, PrefetchAdaptor,
+    StatisticsAdaptor, TrackingAdaptor,
+};
+pub use arena::{ArenaOptions, ArenaResource};
+pub use binning::{BinningResource, DEFAULT_BIN_BLOCKS};
+pub use containers::{DeviceBuffer, DeviceScalar, DeviceVec};
+pub use error::{human_bytes, MemoryError, OutOfMemory, Result};
+pub use fixed_size::FixedSizeResource;
+pub use pool::{PoolOptions, PoolResource};
+pub use registry::{
+    current_device, get_current_device_resource, get_per_device_resource, set_current_device,
+    set_current_device_resource, set_per_device_resource,
+};
+pub use reinitialize::{reinitialize, ReinitializeOptions};
+pub use resource::{
+    align_up, aligned_size, check_stream, MemoryKind, MemoryResource, SharedResource,
+};
+pub use resources::{
+    AsyncResource, AsyncResourceOptions, CudaResource, ManagedResource, PinnedHostResource,
+};
+pub use rmm_cuda::{Device, Stream, ALIGNMENT};

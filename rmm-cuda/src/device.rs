@@ -84,19 +84,25 @@ impl Device {
         if ordinal >= count {
             return Err(CudaError::InvalidDevice { ordinal, count });
         }
-        let mut cache = CUDA_DEVICES.get_or_init(|| Mutex::new(vec![None; count])).lock();
+        let mut cache = CUDA_DEVICES
+            .get_or_init(|| Mutex::new(vec![None; count]))
+            .lock();
         if let Some(dev) = &cache[ordinal] {
             return Ok(dev.clone());
         }
         let ctx = CudaContext::new(ordinal).checked("cuDevicePrimaryCtxRetain")?;
-        let dev = Device { inner: Arc::new(Backend::Cuda(ctx)) };
+        let dev = Device {
+            inner: Arc::new(Backend::Cuda(ctx)),
+        };
         cache[ordinal] = Some(dev.clone());
         Ok(dev)
     }
 
     /// A simulated device with `capacity` bytes of (host) memory.
     pub fn simulated(capacity: usize) -> Device {
-        Device { inner: Arc::new(Backend::Sim(SimDevice::new(capacity))) }
+        Device {
+            inner: Arc::new(Backend::Sim(SimDevice::new(capacity))),
+        }
     }
 
     pub fn id(&self) -> DeviceId {
@@ -140,13 +146,20 @@ impl Device {
             Backend::Sim(_) => None,
         };
         self.bind()?;
-        Ok(DeviceGuard { previous: previous.map(|c| c as usize), _not_send: std::marker::PhantomData })
+        Ok(DeviceGuard {
+            previous: previous.map(|c| c as usize),
+            _not_send: std::marker::PhantomData,
+        })
     }
 
     pub fn name(&self) -> Result<String> {
         match &*self.inner {
             Backend::Cuda(ctx) => ctx.name().checked("cuDeviceGetName"),
-            Backend::Sim(sim) => Ok(format!("simulated device {} ({} bytes)", sim.index, sim.capacity())),
+            Backend::Sim(sim) => Ok(format!(
+                "simulated device {} ({} bytes)",
+                sim.index,
+                sim.capacity()
+            )),
         }
     }
 
@@ -168,7 +181,10 @@ impl Device {
                 let (free, total) = ctx.mem_get_info().checked("cuMemGetInfo")?;
                 Ok(MemoryInfo { free, total })
             }
-            Backend::Sim(sim) => Ok(MemoryInfo { free: sim.capacity() - sim.used(), total: sim.capacity() }),
+            Backend::Sim(sim) => Ok(MemoryInfo {
+                free: sim.capacity() - sim.used(),
+                total: sim.capacity(),
+            }),
         }
     }
 
@@ -256,8 +272,10 @@ impl Device {
             Backend::Cuda(ctx) => {
                 ctx.bind_to_thread().checked("cuCtxSetCurrent")?;
                 // SAFETY: a context is current.
-                unsafe { result::malloc_managed(bytes, sys::CUmemAttach_flags::CU_MEM_ATTACH_GLOBAL) }
-                    .checked("cuMemAllocManaged")
+                unsafe {
+                    result::malloc_managed(bytes, sys::CUmemAttach_flags::CU_MEM_ATTACH_GLOBAL)
+                }
+                .checked("cuMemAllocManaged")
             }
             Backend::Sim(sim) => sim.alloc("cuMemAllocManaged", bytes),
         }
@@ -272,7 +290,9 @@ impl Device {
             Backend::Cuda(ctx) => {
                 ctx.bind_to_thread().checked("cuCtxSetCurrent")?;
                 // SAFETY: a context is current. CU_MEMHOSTALLOC_PORTABLE = 1.
-                unsafe { result::malloc_host(bytes, 1) }.map(|p| p as u64).checked("cuMemHostAlloc")
+                unsafe { result::malloc_host(bytes, 1) }
+                    .map(|p| p as u64)
+                    .checked("cuMemHostAlloc")
             }
             Backend::Sim(sim) => sim.alloc("cuMemHostAlloc", bytes),
         }
@@ -300,7 +320,10 @@ impl Device {
             DeviceId::Cuda(n) => n as i32,
             DeviceId::Simulated(_) => 0,
         };
-        sys::CUmemLocation { type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE, id }
+        sys::CUmemLocation {
+            type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+            id,
+        }
     }
 
     /// Migrates managed memory to this device, ordered on `stream`.
@@ -317,7 +340,11 @@ impl Device {
             }
             Backend::Sim(sim) => {
                 sim.check_range("cuMemPrefetchAsync", ptr, bytes)?;
-                sim.log(SimOp::Prefetch { ptr, bytes, stream: stream.id().0 });
+                sim.log(SimOp::Prefetch {
+                    ptr,
+                    bytes,
+                    stream: stream.id().0,
+                });
                 Ok(())
             }
         }
@@ -338,7 +365,8 @@ impl Device {
             Backend::Cuda(ctx) => {
                 ctx.bind_to_thread().checked("cuCtxSetCurrent")?;
                 // SAFETY: the driver validates the range.
-                unsafe { result::mem_advise(ptr, bytes, raw, self.location()) }.checked("cuMemAdvise")
+                unsafe { result::mem_advise(ptr, bytes, raw, self.location()) }
+                    .checked("cuMemAdvise")
             }
             Backend::Sim(sim) => sim.check_range("cuMemAdvise", ptr, bytes),
         }

@@ -59,10 +59,15 @@ pub fn require_gpu_from_env(test: &str) -> std::result::Result<GpuPresence, Stri
         Err(e) => e.to_string(),
         Ok(_) => CudaError::NoDevice.to_string(),
     };
-    if std::env::var("REQUIRE_GPU").map(|v| v == "1").unwrap_or(false) {
+    if std::env::var("REQUIRE_GPU")
+        .map(|v| v == "1")
+        .unwrap_or(false)
+    {
         Err(format!("{test}: REQUIRE_GPU=1 but {why}"))
     } else {
-        eprintln!("SKIPPED (no GPU): {test}: {why}");
+        // Written to the process's stderr directly: the test harness captures `eprintln!`.
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "SKIPPED (no GPU): {test}: {why}");
         Ok(GpuPresence::Skip)
     }
 }

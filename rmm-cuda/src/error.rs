@@ -19,7 +19,12 @@ pub enum CudaError {
     InvalidDevice { ordinal: usize, count: usize },
     /// A driver call failed; `name` is the driver's error name (e.g. `CUDA_ERROR_OUT_OF_MEMORY`).
     #[error("{call} failed: {name} ({description})")]
-    Driver { call: &'static str, code: u32, name: String, description: String },
+    Driver {
+        call: &'static str,
+        code: u32,
+        name: String,
+        description: String,
+    },
     /// A call that makes no sense for its arguments (e.g. a copy longer than its host slice).
     #[error("invalid argument to {call}: {reason}")]
     InvalidArgument { call: &'static str, reason: String },
@@ -28,9 +33,20 @@ pub enum CudaError {
 impl CudaError {
     /// Wraps a driver error with the call that produced it.
     pub fn driver(call: &'static str, err: DriverError) -> Self {
-        let name = err.error_name().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|_| format!("CUDA error {}", err.0 as u32));
-        let description = err.error_string().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-        CudaError::Driver { call, code: err.0 as u32, name, description }
+        let name = err
+            .error_name()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|_| format!("CUDA error {}", err.0 as u32));
+        let description = err
+            .error_string()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        CudaError::Driver {
+            call,
+            code: err.0 as u32,
+            name,
+            description,
+        }
     }
 
     /// The error the simulated device returns when its capacity is exhausted; it looks like the
@@ -50,7 +66,10 @@ impl CudaError {
     }
 
     pub(crate) fn invalid(call: &'static str, reason: impl Into<String>) -> Self {
-        CudaError::InvalidArgument { call, reason: reason.into() }
+        CudaError::InvalidArgument {
+            call,
+            reason: reason.into(),
+        }
     }
 }
 

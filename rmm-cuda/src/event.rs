@@ -28,11 +28,15 @@ impl Event {
     pub(crate) fn new_on(device: &Device) -> Result<Event> {
         let inner = match &*device.inner {
             Backend::Cuda(ctx) => Inner::Cuda(
-                ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING)).checked("cuEventCreate")?,
+                ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DISABLE_TIMING))
+                    .checked("cuEventCreate")?,
             ),
             Backend::Sim(sim) => Inner::Sim(sim.next_id()),
         };
-        Ok(Event { device: device.clone(), inner })
+        Ok(Event {
+            device: device.clone(),
+            inner,
+        })
     }
 
     /// The simulated event's number (for tests reading [`Device::sim_ops`]).
@@ -47,16 +51,24 @@ impl Event {
         if stream.device() == &self.device {
             Ok(())
         } else {
-            Err(CudaError::invalid(call, "the event and the stream belong to different devices"))
+            Err(CudaError::invalid(
+                call,
+                "the event and the stream belong to different devices",
+            ))
         }
     }
 
     pub(crate) fn record_on(&self, stream: &Stream) -> Result<()> {
         self.same_device(stream, "cuEventRecord")?;
         match &self.inner {
-            Inner::Cuda(ev) => ev.record(stream.cuda().expect("real event on real stream")).checked("cuEventRecord"),
+            Inner::Cuda(ev) => ev
+                .record(stream.cuda().expect("real event on real stream"))
+                .checked("cuEventRecord"),
             Inner::Sim(id) => {
-                stream.sim_log(SimOp::Record { event: *id, stream: stream.id().0 });
+                stream.sim_log(SimOp::Record {
+                    event: *id,
+                    stream: stream.id().0,
+                });
                 Ok(())
             }
         }
@@ -65,9 +77,16 @@ impl Event {
     pub(crate) fn wait_on(&self, stream: &Stream) -> Result<()> {
         self.same_device(stream, "cuStreamWaitEvent")?;
         match &self.inner {
-            Inner::Cuda(ev) => stream.cuda().expect("real event on real stream").wait(ev).checked("cuStreamWaitEvent"),
+            Inner::Cuda(ev) => stream
+                .cuda()
+                .expect("real event on real stream")
+                .wait(ev)
+                .checked("cuStreamWaitEvent"),
             Inner::Sim(id) => {
-                stream.sim_log(SimOp::Wait { stream: stream.id().0, event: *id });
+                stream.sim_log(SimOp::Wait {
+                    stream: stream.id().0,
+                    event: *id,
+                });
                 Ok(())
             }
         }

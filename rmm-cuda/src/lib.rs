@@ -19,7 +19,9 @@ mod sim;
 mod stream;
 
 pub use device::{Device, DeviceGuard, DeviceId, MemAdvice, MemoryInfo};
-pub use driver::{device_count, driver_available, gpu_available, require_gpu_from_env, GpuPresence};
+pub use driver::{
+    device_count, driver_available, gpu_available, require_gpu_from_env, GpuPresence,
+};
 pub use error::{CudaError, Result};
 pub use event::Event;
 pub use mem_pool::{MemPool, MemPoolOptions};

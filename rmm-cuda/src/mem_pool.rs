@@ -25,6 +25,12 @@ pub struct MemPool {
     sim_reserved: AtomicU64,
 }
 
+impl std::fmt::Debug for MemPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MemPool(on {})", self.device.id())
+    }
+}
+
 // SAFETY: CUmemoryPool handles may be used from any thread.
 unsafe impl Send for MemPool {}
 unsafe impl Sync for MemPool {}
@@ -44,7 +50,11 @@ impl MemPool {
             }
             Backend::Sim(_) => std::ptr::null_mut(),
         };
-        let pool = MemPool { device: device.clone(), raw, sim_reserved: AtomicU64::new(0) };
+        let pool = MemPool {
+            device: device.clone(),
+            raw,
+            sim_reserved: AtomicU64::new(0),
+        };
         pool.set_release_threshold(options.release_threshold.unwrap_or(u64::MAX))?;
         Ok(pool)
     }
@@ -58,21 +68,28 @@ impl MemPool {
             return Ok(());
         }
         // SAFETY: the pool is live; the u64 matches the attribute's type (cuuint64_t).
-        unsafe { result::mem_pool::set_attribute(self.raw, attr, &mut value as *mut u64 as *mut c_void) }
-            .checked("cuMemPoolSetAttribute")
+        unsafe {
+            result::mem_pool::set_attribute(self.raw, attr, &mut value as *mut u64 as *mut c_void)
+        }
+        .checked("cuMemPoolSetAttribute")
     }
 
     fn get_attr(&self, attr: sys::CUmemPool_attribute) -> Result<u64> {
         let mut value = 0u64;
         // SAFETY: as above.
-        unsafe { result::mem_pool::get_attribute(self.raw, attr, &mut value as *mut u64 as *mut c_void) }
-            .checked("cuMemPoolGetAttribute")?;
+        unsafe {
+            result::mem_pool::get_attribute(self.raw, attr, &mut value as *mut u64 as *mut c_void)
+        }
+        .checked("cuMemPoolGetAttribute")?;
         Ok(value)
     }
 
     /// Bytes kept reserved when idle.
     pub fn set_release_threshold(&self, bytes: u64) -> Result<()> {
-        self.set_attr(sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, bytes)
+        self.set_attr(
+            sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+            bytes,
+        )
     }
 
     /// Bytes the pool holds from the driver now.
@@ -116,7 +133,8 @@ impl MemPool {
             None => {
                 self.device.bind()?;
                 // SAFETY: pool and stream are live and of this device.
-                unsafe { result::mem_pool::alloc_async(self.raw, bytes, stream.raw()) }.checked("cuMemAllocFromPoolAsync")
+                unsafe { result::mem_pool::alloc_async(self.raw, bytes, stream.raw()) }
+                    .checked("cuMemAllocFromPoolAsync")
             }
         }
     }
@@ -148,7 +166,10 @@ impl MemPool {
         if stream.device() == &self.device {
             Ok(())
         } else {
-            Err(CudaError::invalid(call, "the stream belongs to another device than the pool"))
+            Err(CudaError::invalid(
+                call,
+                "the stream belongs to another device than the pool",
+            ))
         }
     }
 }

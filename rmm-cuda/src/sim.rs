@@ -82,7 +82,12 @@ impl SimDevice {
             if bytes > free {
                 return Err(CudaError::simulated_out_of_memory(call, bytes, free));
             }
-            match self.used.compare_exchange_weak(used, used + bytes, Ordering::AcqRel, Ordering::Relaxed) {
+            match self.used.compare_exchange_weak(
+                used,
+                used + bytes,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
                 Ok(_) => break,
                 Err(now) => used = now,
             }
@@ -93,7 +98,11 @@ impl SimDevice {
         let ptr = unsafe { std::alloc::alloc(layout) };
         if ptr.is_null() {
             self.used.fetch_sub(bytes, Ordering::AcqRel);
-            return Err(CudaError::simulated_out_of_memory(call, bytes, self.capacity - self.used()));
+            return Err(CudaError::simulated_out_of_memory(
+                call,
+                bytes,
+                self.capacity - self.used(),
+            ));
         }
         self.live.lock().insert(ptr as u64, bytes);
         Ok(ptr as u64)
@@ -101,13 +110,19 @@ impl SimDevice {
 
     /// Frees what `alloc` returned; a pointer it did not return is an error, as with the driver.
     pub(crate) fn free(&self, call: &'static str, ptr: u64) -> Result<()> {
-        let bytes = self
-            .live
-            .lock()
-            .remove(&ptr)
-            .ok_or_else(|| CudaError::invalid(call, format!("{ptr:#x} is not a live allocation of this simulated device")))?;
+        let bytes = self.live.lock().remove(&ptr).ok_or_else(|| {
+            CudaError::invalid(
+                call,
+                format!("{ptr:#x} is not a live allocation of this simulated device"),
+            )
+        })?;
         // SAFETY: `ptr` came from `alloc` with exactly this layout and is removed from `live`.
-        unsafe { std::alloc::dealloc(ptr as *mut u8, Layout::from_size_align_unchecked(bytes.max(1), ALIGNMENT)) };
+        unsafe {
+            std::alloc::dealloc(
+                ptr as *mut u8,
+                Layout::from_size_align_unchecked(bytes.max(1), ALIGNMENT),
+            )
+        };
         self.used.fetch_sub(bytes, Ordering::AcqRel);
         Ok(())
     }
@@ -130,7 +145,10 @@ impl SimDevice {
         if inside {
             Ok(())
         } else {
-            Err(CudaError::invalid(call, format!("{bytes} bytes at {ptr:#x} are not inside a live allocation")))
+            Err(CudaError::invalid(
+                call,
+                format!("{bytes} bytes at {ptr:#x} are not inside a live allocation"),
+            ))
         }
     }
 }
@@ -139,7 +157,12 @@ impl Drop for SimDevice {
     fn drop(&mut self) {
         for (ptr, bytes) in std::mem::take(self.live.get_mut()) {
             // SAFETY: every entry came from `alloc` with this layout.
-            unsafe { std::alloc::dealloc(ptr as *mut u8, Layout::from_size_align_unchecked(bytes.max(1), ALIGNMENT)) };
+            unsafe {
+                std::alloc::dealloc(
+                    ptr as *mut u8,
+                    Layout::from_size_align_unchecked(bytes.max(1), ALIGNMENT),
+                )
+            };
         }
     }
 }

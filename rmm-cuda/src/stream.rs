@@ -52,7 +52,10 @@ impl Stream {
             Backend::Cuda(ctx) => Inner::Cuda(ctx.default_stream()),
             Backend::Sim(_) => Inner::Sim(StreamId::LEGACY_DEFAULT.0),
         };
-        Stream { device: device.clone(), inner }
+        Stream {
+            device: device.clone(),
+            inner,
+        }
     }
 
     pub(crate) fn per_thread_of(device: &Device) -> Stream {
@@ -60,7 +63,10 @@ impl Stream {
             Backend::Cuda(ctx) => Inner::Cuda(ctx.per_thread_stream()),
             Backend::Sim(_) => Inner::Sim(StreamId::PER_THREAD_DEFAULT.0),
         };
-        Stream { device: device.clone(), inner }
+        Stream {
+            device: device.clone(),
+            inner,
+        }
     }
 
     pub(crate) fn new_on(device: &Device) -> Result<Stream> {
@@ -68,16 +74,23 @@ impl Stream {
             Backend::Cuda(ctx) => Inner::Cuda(ctx.new_stream().checked("cuStreamCreate")?),
             Backend::Sim(sim) => Inner::Sim(sim.next_id()),
         };
-        Ok(Stream { device: device.clone(), inner })
+        Ok(Stream {
+            device: device.clone(),
+            inner,
+        })
     }
 
     /// Wraps a cudarc stream (e.g. one a library created) so our resources can order on it.
     pub fn from_cuda(device: &Device, stream: Arc<CudaStream>) -> Result<Stream> {
         match &*device.inner {
-            Backend::Cuda(ctx) if Arc::ptr_eq(ctx, stream.context()) => {
-                Ok(Stream { device: device.clone(), inner: Inner::Cuda(stream) })
-            }
-            _ => Err(CudaError::invalid("Stream::from_cuda", "the stream belongs to another device")),
+            Backend::Cuda(ctx) if Arc::ptr_eq(ctx, stream.context()) => Ok(Stream {
+                device: device.clone(),
+                inner: Inner::Cuda(stream),
+            }),
+            _ => Err(CudaError::invalid(
+                "Stream::from_cuda",
+                "the stream belongs to another device",
+            )),
         }
     }
 
@@ -173,7 +186,10 @@ impl Stream {
                 result::memcpy_htod_async(dst, src, s.cu_stream()).checked("cuMemcpyHtoDAsync")
             }
             Inner::Sim(_) => {
-                self.device.sim().unwrap().check_range("cuMemcpyHtoDAsync", dst, src.len())?;
+                self.device
+                    .sim()
+                    .unwrap()
+                    .check_range("cuMemcpyHtoDAsync", dst, src.len())?;
                 std::ptr::copy_nonoverlapping(src.as_ptr(), dst as *mut u8, src.len());
                 Ok(())
             }
@@ -195,7 +211,10 @@ impl Stream {
                 self.synchronize()
             }
             Inner::Sim(_) => {
-                self.device.sim().unwrap().check_range("cuMemcpyDtoHAsync", src, dst.len())?;
+                self.device
+                    .sim()
+                    .unwrap()
+                    .check_range("cuMemcpyDtoHAsync", src, dst.len())?;
                 std::ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr(), dst.len());
                 Ok(())
             }
@@ -213,7 +232,8 @@ impl Stream {
         match &self.inner {
             Inner::Cuda(s) => {
                 self.bind()?;
-                result::memcpy_dtod_async(dst, src, bytes, s.cu_stream()).checked("cuMemcpyDtoDAsync")
+                result::memcpy_dtod_async(dst, src, bytes, s.cu_stream())
+                    .checked("cuMemcpyDtoDAsync")
             }
             Inner::Sim(_) => {
                 let sim = self.device.sim().unwrap();
@@ -239,7 +259,10 @@ impl Stream {
                 result::memset_d8_async(dst, value, bytes, s.cu_stream()).checked("cuMemsetD8Async")
             }
             Inner::Sim(_) => {
-                self.device.sim().unwrap().check_range("cuMemsetD8Async", dst, bytes)?;
+                self.device
+                    .sim()
+                    .unwrap()
+                    .check_range("cuMemsetD8Async", dst, bytes)?;
                 std::ptr::write_bytes(dst as *mut u8, value, bytes);
                 Ok(())
             }

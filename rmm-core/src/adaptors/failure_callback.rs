@@ -1,0 +1,79 @@
+//! Failure callback (RMM's `failure_callback_resource_adaptor`): on out-of-memory, calls a
+//! callback that may free memory (drop caches, spill, synchronise) and retries while it says so.
+
+use crate::error::{MemoryError, OutOfMemory, Result};
+use crate::resource::{MemoryKind, MemoryResource};
+use rmm_cuda::{Device, Stream};
+use std::fmt;
+
+/// Calls `callback(bytes, &error)` when the upstream runs out of memory; `true` retries the
+/// allocation, `false` returns the error. Other errors pass through untouched.
+pub struct FailureCallbackAdaptor<U, F>
+where
+    U: MemoryResource,
+    F: Fn(usize, &OutOfMemory) -> bool + Send + Sync,
+{
+    upstream: U,
+    callback: F,
+}
+
+impl<U, F> FailureCallbackAdaptor<U, F>
+where
+    U: MemoryResource,
+    F: Fn(usize, &OutOfMemory) -> bool + Send + Sync,
+{
+    pub fn new(upstream: U, callback: F) -> Self {
+        FailureCallbackAdaptor { upstream, callback }
+    }
+
+    pub fn upstream(&self) -> &U {
+        &self.upstream
+    }
+}
+
+impl<U, F> fmt::Debug for FailureCallbackAdaptor<U, F>
+where
+    U: MemoryResource,
+    F: Fn(usize, &OutOfMemory) -> bool + Send + Sync,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FailureCallbackAdaptor")
+            .field("upstream", &self.upstream)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<U, F> MemoryResource for FailureCallbackAdaptor<U, F>
+where
+    U: MemoryResource,
+    F: Fn(usize, &OutOfMemory) -> bool + Send + Sync,
+{
+    fn allocate(&self, bytes: usize, stream: &Stream) -> Result<u64> {
+        loop {
+            match self.upstream.allocate(bytes, stream) {
+                Err(MemoryError::OutOfMemory(oom)) => {
+                    if !(self.callback)(bytes, &oom) {
+                        return Err(MemoryError::OutOfMemory(oom));
+                    }
+                }
+                other => return other,
+            }
+        }
+    }
+
+    unsafe fn deallocate(&self, ptr: u64, bytes: usize, stream: &Stream) -> Result<()> {
+        self.upstream.deallocate(ptr, bytes, stream)
+    }
+
+    fn device(&self) -> &Device {
+        self.upstream.device()
+    }
+
+    fn kind(&self) -> MemoryKind {
+        self.upstream.kind()
+    }
+
+    fn name(&self) -> String {
+        format!("failure_callback({})", self.upstream.name())
+    }
+}

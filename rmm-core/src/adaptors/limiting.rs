@@ -1,0 +1,82 @@
+//! Limiting (RMM's `limiting_resource_adaptor`): refuses allocations that would take the bytes
+//! handed out past a limit.
+
+use crate::error::{human_bytes, OutOfMemory, Result};
+use crate::resource::{aligned_size, MemoryKind, MemoryResource, SharedResource};
+use rmm_cuda::{Device, Stream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Caps the bytes outstanding through it (counted rounded up to 256, as the upstream hands them
+/// out) at `limit`.
+#[derive(Debug)]
+pub struct LimitingAdaptor<U: MemoryResource = SharedResource> {
+    upstream: U,
+    limit: usize,
+    allocated: AtomicUsize,
+}
+
+impl<U: MemoryResource> LimitingAdaptor<U> {
+    pub fn new(upstream: U, limit: usize) -> Self {
+        LimitingAdaptor {
+            upstream,
+            limit,
+            allocated: AtomicUsize::new(0),
+        }
+    }
+
+    /// Bytes outstanding (rounded up to 256 each).
+    pub fn allocated_bytes(&self) -> usize {
+        self.allocated.load(Ordering::Relaxed)
+    }
+
+    /// The limit.
+    pub fn allocation_limit(&self) -> usize {
+        self.limit
+    }
+
+    pub fn upstream(&self) -> &U {
+        &self.upstream
+    }
+}
+
+impl<U: MemoryResource> MemoryResource for LimitingAdaptor<U> {
+    fn allocate(&self, bytes: usize, stream: &Stream) -> Result<u64> {
+        let size = aligned_size(bytes.min(usize::MAX - 255));
+        // Reserve first, so that concurrent callers cannot pass the limit together.
+        let before = self.allocated.fetch_add(size, Ordering::AcqRel);
+        if before.saturating_add(size) > self.limit {
+            self.allocated.fetch_sub(size, Ordering::AcqRel);
+            return Err(OutOfMemory::new("limiting", bytes)
+                .held(before)
+                .free(self.limit.saturating_sub(before))
+                .maximum(self.limit)
+                .detail(format!(
+                    "the byte limit of {} would be exceeded",
+                    human_bytes(self.limit)
+                ))
+                .into());
+        }
+        self.upstream.allocate(bytes, stream).inspect_err(|_| {
+            self.allocated.fetch_sub(size, Ordering::AcqRel);
+        })
+    }
+
+    unsafe fn deallocate(&self, ptr: u64, bytes: usize, stream: &Stream) -> Result<()> {
+        self.upstream.deallocate(ptr, bytes, stream)?;
+        self.allocated
+            .fetch_sub(aligned_size(bytes), Ordering::AcqRel);
+        Ok(())
+    }
+
+    fn device(&self) -> &Device {
+        self.upstream.device()
+    }
+
+    fn kind(&self) -> MemoryKind {
+        self.upstream.kind()
+    }
+
+    fn name(&self) -> String {
+        format!("limiting({})", self.upstream.name())
+    }
+}

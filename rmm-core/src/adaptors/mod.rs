@@ -1,0 +1,21 @@
+//! Adaptors: resources that wrap an upstream resource to limit, count, track, log, retry, align or
+//! prefetch what goes through it. Each owns its upstream (`U`, any [`crate::MemoryResource`]).
+
+mod aligned;
+mod failure_callback;
+mod limiting;
+mod logging;
+mod prefetch;
+mod statistics;
+mod tracking;
+
+pub use aligned::AlignedAdaptor;
+pub use failure_callback::FailureCallbackAdaptor;
+pub use limiting::LimitingAdaptor;
+pub use logging::{
+    parse_log, replay_file, replay_log, LogAction, LogRecord, LoggingAdaptor, ReplayReport,
+    LOG_HEADER,
+};
+pub use prefetch::PrefetchAdaptor;
+pub use statistics::{Counter, Statistics, StatisticsAdaptor};
+pub use tracking::{AllocationRecord, TrackingAdaptor};

@@ -1,0 +1,61 @@
+//! Prefetch (RMM's `prefetch_resource_adaptor`): migrates each new allocation of managed memory to
+//! the device on its stream, so kernels do not fault the pages in one by one.
+
+use crate::error::Result;
+use crate::resource::{MemoryKind, MemoryResource, SharedResource};
+use rmm_cuda::{Device, Stream};
+
+/// `CUDA_ERROR_INVALID_VALUE`: what the driver answers when asked to prefetch memory that is not
+/// managed. As in RMM, that makes the prefetch a no-op rather than a failed allocation.
+const CUDA_ERROR_INVALID_VALUE: u32 = 1;
+
+#[derive(Debug)]
+pub struct PrefetchAdaptor<U: MemoryResource = SharedResource> {
+    upstream: U,
+}
+
+impl<U: MemoryResource> PrefetchAdaptor<U> {
+    pub fn new(upstream: U) -> Self {
+        PrefetchAdaptor { upstream }
+    }
+
+    pub fn upstream(&self) -> &U {
+        &self.upstream
+    }
+}
+
+impl<U: MemoryResource> MemoryResource for PrefetchAdaptor<U> {
+    fn allocate(&self, bytes: usize, stream: &Stream) -> Result<u64> {
+        let ptr = self.upstream.allocate(bytes, stream)?;
+        if bytes == 0 {
+            return Ok(ptr);
+        }
+        match self.upstream.device().prefetch(ptr, bytes, stream) {
+            Ok(()) => Ok(ptr),
+            Err(rmm_cuda::CudaError::Driver { code, .. }) if code == CUDA_ERROR_INVALID_VALUE => {
+                Ok(ptr)
+            }
+            Err(e) => {
+                // SAFETY: just allocated on this stream and not handed out.
+                let _ = unsafe { self.upstream.deallocate(ptr, bytes, stream) };
+                Err(e.into())
+            }
+        }
+    }
+
+    unsafe fn deallocate(&self, ptr: u64, bytes: usize, stream: &Stream) -> Result<()> {
+        self.upstream.deallocate(ptr, bytes, stream)
+    }
+
+    fn device(&self) -> &Device {
+        self.upstream.device()
+    }
+
+    fn kind(&self) -> MemoryKind {
+        self.upstream.kind()
+    }
+
+    fn name(&self) -> String {
+        format!("prefetch({})", self.upstream.name())
+    }
+}

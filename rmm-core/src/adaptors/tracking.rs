@@ -1,0 +1,154 @@
+//! Tracking (RMM's `tracking_resource_adaptor`): remembers every outstanding allocation (with the
+//! stack that made it, optionally), so leaks can be listed and bad frees refused.
+
+use crate::error::{human_bytes, MemoryError, Result};
+use crate::resource::{MemoryKind, MemoryResource, SharedResource};
+use crate::stream_ordered::thread_index;
+use parking_lot::Mutex;
+use rmm_cuda::{Device, Stream, StreamId};
+use std::backtrace::Backtrace;
+use std::collections::HashMap;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// One outstanding allocation.
+#[derive(Debug, Clone)]
+pub struct AllocationRecord {
+    pub ptr: u64,
+    pub bytes: usize,
+    /// The stream it was allocated on.
+    pub stream: StreamId,
+    /// The allocating thread (a small number unique in the process).
+    pub thread: u64,
+    /// Where it was allocated, when the adaptor captures stacks.
+    pub backtrace: Option<Arc<Backtrace>>,
+}
+
+/// Tracks what goes through it.
+#[derive(Debug)]
+pub struct TrackingAdaptor<U: MemoryResource = SharedResource> {
+    upstream: U,
+    capture_backtraces: bool,
+    live: Mutex<HashMap<u64, AllocationRecord>>,
+    allocated: AtomicUsize,
+}
+
+impl<U: MemoryResource> TrackingAdaptor<U> {
+    /// `capture_backtraces`: record the stack of every allocation (costly; for hunting leaks).
+    pub fn new(upstream: U, capture_backtraces: bool) -> Self {
+        TrackingAdaptor {
+            upstream,
+            capture_backtraces,
+            live: Mutex::new(HashMap::new()),
+            allocated: AtomicUsize::new(0),
+        }
+    }
+
+    /// Bytes outstanding.
+    pub fn allocated_bytes(&self) -> usize {
+        self.allocated.load(Ordering::Relaxed)
+    }
+
+    /// The outstanding allocations, by address.
+    pub fn outstanding_allocations(&self) -> Vec<AllocationRecord> {
+        let mut all: Vec<_> = self.live.lock().values().cloned().collect();
+        all.sort_unstable_by_key(|r| r.ptr);
+        all
+    }
+
+    /// A readable list of the outstanding allocations (what RMM's
+    /// `get_outstanding_allocations_str` prints); "no outstanding allocations" when clean.
+    pub fn leak_report(&self) -> String {
+        let all = self.outstanding_allocations();
+        if all.is_empty() {
+            return format!("{}: no outstanding allocations", self.name());
+        }
+        let mut out = format!(
+            "{}: {} outstanding allocations, {}\n",
+            self.name(),
+            all.len(),
+            human_bytes(all.iter().map(|r| r.bytes).sum())
+        );
+        for r in &all {
+            let _ = writeln!(
+                out,
+                "  {:#x}: {} bytes on stream {:#x}, thread {}",
+                r.ptr, r.bytes, r.stream.0, r.thread
+            );
+            if let Some(bt) = &r.backtrace {
+                for line in bt.to_string().lines() {
+                    let _ = writeln!(out, "      {line}");
+                }
+            }
+        }
+        out
+    }
+
+    pub fn upstream(&self) -> &U {
+        &self.upstream
+    }
+}
+
+impl<U: MemoryResource> MemoryResource for TrackingAdaptor<U> {
+    fn allocate(&self, bytes: usize, stream: &Stream) -> Result<u64> {
+        let ptr = self.upstream.allocate(bytes, stream)?;
+        if bytes > 0 {
+            let record = AllocationRecord {
+                ptr,
+                bytes,
+                stream: stream.id(),
+                thread: thread_index(),
+                backtrace: self
+                    .capture_backtraces
+                    .then(|| Arc::new(Backtrace::force_capture())),
+            };
+            self.live.lock().insert(ptr, record);
+            self.allocated.fetch_add(bytes, Ordering::Relaxed);
+        }
+        Ok(ptr)
+    }
+
+    unsafe fn deallocate(&self, ptr: u64, bytes: usize, stream: &Stream) -> Result<()> {
+        if bytes == 0 {
+            return self.upstream.deallocate(ptr, bytes, stream);
+        }
+        let record = {
+            let mut live = self.live.lock();
+            match live.remove(&ptr) {
+                Some(r) if r.bytes == bytes => r,
+                Some(r) => {
+                    let allocated = r.bytes;
+                    live.insert(ptr, r);
+                    return Err(MemoryError::InvalidDeallocation(format!(
+                        "{ptr:#x} was allocated with {allocated} bytes and is freed with {bytes}"
+                    )));
+                }
+                None => {
+                    return Err(MemoryError::InvalidDeallocation(format!(
+                        "{ptr:#x} ({bytes} bytes) is not an outstanding allocation of {}",
+                        self.name()
+                    )))
+                }
+            }
+        };
+        if let Err(e) = self.upstream.deallocate(ptr, bytes, stream) {
+            self.live.lock().insert(ptr, record);
+            return Err(e);
+        }
+        self.allocated.fetch_sub(bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn device(&self) -> &Device {
+        self.upstream.device()
+    }
+
+    fn kind(&self) -> MemoryKind {
+        self.upstream.kind()
+    }
+
+    fn name(&self) -> String {
+        format!("tracking({})", self.upstream.name())
+    }
+}

@@ -1,0 +1,293 @@
+//! The arena (RMM's `arena_memory_resource`): one global arena taken from the upstream once, and
+//! per-stream arenas (per-thread ones for the per-thread default stream) that take superblocks
+//! from it and serve small requests without touching the global lock.
+//!
+//! - A request looks in its stream's arena first (best fit, coalescing: the free list of the pool,
+//!   [`crate::free_list`]); then takes a superblock from the global arena, or, for a request of a
+//!   superblock or more, exactly the request.
+//! - Freed memory goes to the arena of the stream it is freed on and is reused there at once; it
+//!   reaches other streams only through defragmentation, which waits on the host for the streams
+//!   of all arenas and returns all their free memory to the global arena, where it coalesces.
+//!   Unlike RMM, large blocks are freed without a host synchronisation.
+//! - When both fail, the arena defragments and retries once before the out-of-memory error, which
+//!   says what the global and the per-stream arenas hold; with `dump_on_failure` the whole state
+//!   is also written to a file.
+
+mod dump;
+
+use crate::error::{human_bytes, MemoryError, OutOfMemory, Result};
+use crate::free_list::{CoalescingFreeList, FreeStore};
+use crate::resource::{aligned_size, check_stream, MemoryKind, MemoryResource, SharedResource};
+use crate::stream_ordered::{Entry, StreamList, StreamLists};
+use parking_lot::Mutex;
+use rmm_cuda::{Device, Stream, ALIGNMENT};
+use std::fmt;
+use std::path::PathBuf;
+
+/// Sizes and diagnostics of an [`ArenaResource`].
+#[derive(Debug, Clone)]
+pub struct ArenaOptions {
+    /// Bytes of the global arena. `None`: half of the device's free memory (as in RMM).
+    pub arena_size: Option<usize>,
+    /// Bytes a per-stream arena takes from the global one at a time; requests of this size or
+    /// more are served by the global arena directly. RMM's minimum superblock is 1 MiB.
+    pub superblock_size: usize,
+    /// On failure, write the arena's state to this file (RMM writes `rmm_arena_memory_dump.log`).
+    pub dump_on_failure: Option<PathBuf>,
+}
+
+impl Default for ArenaOptions {
+    fn default() -> Self {
+        ArenaOptions {
+            arena_size: None,
+            superblock_size: 1 << 20,
+            dump_on_failure: None,
+        }
+    }
+}
+
+/// An arena allocator over the upstream `U`.
+pub struct ArenaResource<U: MemoryResource = SharedResource> {
+    upstream: U,
+    device: Device,
+    base: u64,
+    size: usize,
+    stream: Stream,
+    superblock: usize,
+    global: Mutex<CoalescingFreeList>,
+    arenas: StreamLists<CoalescingFreeList>,
+    dump_path: Option<PathBuf>,
+    /// Serialises defragmentation (one at a time is enough for everyone waiting).
+    defrag: Mutex<()>,
+}
+
+impl<U: MemoryResource> fmt::Debug for ArenaResource<U> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ArenaResource")
+            .field("upstream", &self.upstream.name())
+            .field("size", &self.size)
+            .field("superblock", &self.superblock)
+            .finish()
+    }
+}
+
+impl<U: MemoryResource> ArenaResource<U> {
+    /// An arena over `upstream`; the global arena is allocated at once.
+    pub fn new(upstream: U, options: ArenaOptions) -> Result<Self> {
+        let device = upstream.device().clone();
+        let superblock = aligned_size(options.superblock_size.max(ALIGNMENT));
+        let size = match options.arena_size {
+            Some(s) => s,
+            None => device.memory_info()?.free / 2,
+        } / ALIGNMENT
+            * ALIGNMENT;
+        if size < superblock {
+            return Err(MemoryError::InvalidArgument(format!(
+                "arena size {} is smaller than its superblock size {}",
+                human_bytes(size),
+                human_bytes(superblock)
+            )));
+        }
+        let stream = device.default_stream();
+        let base = upstream.allocate(size, &stream).map_err(|e| match e {
+            MemoryError::OutOfMemory(oom) => OutOfMemory::new("arena", size)
+                .maximum(size)
+                .detail(format!(
+                    "the upstream {} refused the global arena: {oom}",
+                    upstream.name()
+                ))
+                .into(),
+            other => other,
+        })?;
+        let mut global = CoalescingFreeList::new();
+        global.give(base, size);
+        Ok(ArenaResource {
+            upstream,
+            device,
+            base,
+            size,
+            stream,
+            superblock,
+            global: Mutex::new(global),
+            arenas: StreamLists::default(),
+            dump_path: options.dump_on_failure,
+            defrag: Mutex::new(()),
+        })
+    }
+
+    /// Bytes of the global arena (all the arena ever holds).
+    pub fn arena_size(&self) -> usize {
+        self.size
+    }
+
+    /// The superblock size.
+    pub fn superblock_size(&self) -> usize {
+        self.superblock
+    }
+
+    /// The upstream resource.
+    pub fn upstream(&self) -> &U {
+        &self.upstream
+    }
+
+    /// Free bytes in the global arena only.
+    pub fn global_free_bytes(&self) -> usize {
+        self.global.lock().free_bytes()
+    }
+
+    /// Free bytes in the global and every per-stream arena.
+    pub fn free_bytes(&self) -> usize {
+        self.global_free_bytes() + self.arenas.free_bytes()
+    }
+
+    /// The largest free block anywhere in the arena.
+    pub fn largest_free_block(&self) -> usize {
+        self.global.lock().largest().max(self.arenas.largest())
+    }
+
+    /// Returns the free memory of every per-stream arena to the global arena (waiting on the host
+    /// for their streams first), where it coalesces and becomes available to every stream.
+    pub fn defragment(&self) -> Result<()> {
+        let _one = self.defrag.lock();
+        let mut blocks = Vec::new();
+        self.arenas.drain_synchronized(&mut blocks)?;
+        let mut global = self.global.lock();
+        for (addr, size) in blocks {
+            global.give(addr, size);
+        }
+        Ok(())
+    }
+
+    /// A readable report of the arena's state (what `dump_on_failure` writes).
+    pub fn state_report(&self) -> String {
+        let global = self.global.lock();
+        dump::report(
+            self.base,
+            self.size,
+            self.superblock,
+            &global,
+            &self.arenas.summaries(),
+        )
+    }
+
+    #[inline]
+    fn arena(&self, stream: &Stream) -> Result<Entry<'_, StreamList<CoalescingFreeList>>> {
+        self.arenas.get(stream, CoalescingFreeList::new)
+    }
+
+    /// `size` bytes from the global arena: exactly that for large requests, else cut from a
+    /// superblock whose rest goes to `arena`.
+    fn take_from_global(&self, size: usize, arena: &StreamList<CoalescingFreeList>) -> Option<u64> {
+        if size >= self.superblock {
+            return self.global.lock().take(size);
+        }
+        let (addr, len) = self.global.lock().take_between(size, self.superblock)?;
+        if len > size {
+            arena.give_fresh(addr + size as u64, len - size);
+        }
+        Some(addr)
+    }
+
+    #[cold]
+    fn allocate_slow(
+        &self,
+        bytes: usize,
+        size: usize,
+        arena: &StreamList<CoalescingFreeList>,
+    ) -> Result<u64> {
+        if let Some(p) = self.take_from_global(size, arena) {
+            return Ok(p);
+        }
+        self.defragment()?;
+        if let Some(p) = arena
+            .take(size)
+            .or_else(|| self.take_from_global(size, arena))
+        {
+            return Ok(p);
+        }
+        let mut detail = "no room in the arena after defragmentation".to_string();
+        if let Some(path) = &self.dump_path {
+            let report = format!(
+                "out of memory allocating {}\n{}",
+                human_bytes(bytes),
+                self.state_report()
+            );
+            match std::fs::write(path, report) {
+                Ok(()) => detail.push_str(&format!("; state written to {}", path.display())),
+                Err(e) => detail.push_str(&format!(
+                    "; writing the state to {} failed: {e}",
+                    path.display()
+                )),
+            }
+        }
+        Err(OutOfMemory::new("arena", bytes)
+            .held(self.size)
+            .free(self.free_bytes())
+            .largest_free_block(self.largest_free_block())
+            .maximum(self.size)
+            .detail(detail)
+            .into())
+    }
+}
+
+impl<U: MemoryResource> MemoryResource for ArenaResource<U> {
+    #[inline]
+    fn allocate(&self, bytes: usize, stream: &Stream) -> Result<u64> {
+        if bytes == 0 {
+            return Ok(0);
+        }
+        check_stream(self, stream)?;
+        if bytes > self.size {
+            return Err(OutOfMemory::new("arena", bytes)
+                .held(self.size)
+                .maximum(self.size)
+                .detail("larger than the whole arena")
+                .into());
+        }
+        let size = aligned_size(bytes);
+        let arena = self.arena(stream)?;
+        match arena.take(size) {
+            Some(p) => Ok(p),
+            None => self.allocate_slow(bytes, size, &arena),
+        }
+    }
+
+    #[inline]
+    unsafe fn deallocate(&self, ptr: u64, bytes: usize, stream: &Stream) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        check_stream(self, stream)?;
+        let size = aligned_size(bytes);
+        if ptr < self.base || ptr + size as u64 > self.base + self.size as u64 {
+            return Err(MemoryError::InvalidDeallocation(format!(
+                "{ptr:#x} ({bytes} bytes) is outside this arena"
+            )));
+        }
+        self.arena(stream)?.give(ptr, size)
+    }
+
+    fn device(&self) -> &Device {
+        &self.device
+    }
+
+    fn kind(&self) -> MemoryKind {
+        self.upstream.kind()
+    }
+
+    fn name(&self) -> String {
+        format!("arena({})", self.upstream.name())
+    }
+}
+
+impl<U: MemoryResource> Drop for ArenaResource<U> {
+    fn drop(&mut self) {
+        if let Err(e) = self.arenas.drain_synchronized(&mut Vec::new()) {
+            eprintln!("rmm-core: arena drop: synchronising before release failed: {e}");
+        }
+        // SAFETY: the global arena came from this upstream with this size; the arena is going away.
+        if let Err(e) = unsafe { self.upstream.deallocate(self.base, self.size, &self.stream) } {
+            eprintln!("rmm-core: arena drop: returning the global arena failed: {e}");
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! Binning (RMM's `binning_memory_resource`): requests up to a bin's size go to that bin's
+//! resource (by default a fixed-size resource of blocks of that size), larger ones to the
+//! upstream. A request goes to the smallest bin that holds it.
+
+use crate::error::{human_bytes, MemoryError, Result};
+use crate::fixed_size::FixedSizeResource;
+use crate::resource::{aligned_size, MemoryKind, MemoryResource, SharedResource};
+use rmm_cuda::{Device, Stream};
+use std::fmt;
+
+/// Blocks each default (fixed-size) bin takes from the upstream at a time, as in RMM.
+pub const DEFAULT_BIN_BLOCKS: usize = 128;
+
+enum BinResource<U: MemoryResource> {
+    Fixed(Box<FixedSizeResource<U>>),
+    Custom(SharedResource),
+}
+
+struct Bin<U: MemoryResource> {
+    size: usize,
+    resource: BinResource<U>,
+}
+
+/// Where a request goes (an enum rather than `&dyn`, so default bins are called directly).
+enum Target<'a, U: MemoryResource> {
+    Fixed(&'a FixedSizeResource<U>),
+    Custom(&'a SharedResource),
+    Upstream(&'a U),
+}
+
+/// Size bins in front of the upstream `U`. `U` is cloned into every default bin, so it should be a
+/// shared handle (`Arc<...>`, [`SharedResource`]) or a resource without state of its own.
+pub struct BinningResource<U: MemoryResource + Clone = SharedResource> {
+    upstream: U,
+    /// Sorted by size.
+    bins: Vec<Bin<U>>,
+}
+
+impl<U: MemoryResource + Clone> fmt::Debug for BinningResource<U> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BinningResource")
+            .field("upstream", &self.upstream.name())
+            .field("bins", &self.bin_sizes())
+            .finish()
+    }
+}
+
+impl<U: MemoryResource + Clone> BinningResource<U> {
+    /// No bins yet: everything goes to the upstream until bins are added.
+    pub fn new(upstream: U) -> Self {
+        BinningResource {
+            upstream,
+            bins: Vec::new(),
+        }
+    }
+
+    /// Fixed-size bins of 2^`min_exponent` .. 2^`max_exponent` bytes (RMM's range constructor;
+    /// e.g. 18..=22 for 256 KiB to 4 MiB).
+    pub fn with_range(upstream: U, min_exponent: u32, max_exponent: u32) -> Result<Self> {
+        if min_exponent > max_exponent || max_exponent >= usize::BITS - 1 {
+            return Err(MemoryError::InvalidArgument(format!(
+                "bin exponents {min_exponent}..={max_exponent} are not a valid range"
+            )));
+        }
+        let mut r = Self::new(upstream);
+        for e in min_exponent..=max_exponent {
+            r.add_bin(1 << e, None)?;
+        }
+        Ok(r)
+    }
+
+    /// Adds a bin for requests up to `size` bytes (rounded up to 256), served by `resource`, or by
+    /// a new fixed-size resource over the upstream when `None`.
+    pub fn add_bin(&mut self, size: usize, resource: Option<SharedResource>) -> Result<()> {
+        let size = aligned_size(size);
+        if size == 0 {
+            return Err(MemoryError::InvalidArgument(
+                "a bin needs a non-zero size".into(),
+            ));
+        }
+        if self.bins.iter().any(|b| b.size == size) {
+            return Err(MemoryError::InvalidArgument(format!(
+                "a bin of {} exists already",
+                human_bytes(size)
+            )));
+        }
+        let resource = match resource {
+            Some(r) => {
+                if r.device() != self.upstream.device() {
+                    return Err(MemoryError::InvalidArgument(format!(
+                        "bin resource {} is on {}, the upstream on {}",
+                        r.name(),
+                        r.device().id(),
+                        self.upstream.device().id()
+                    )));
+                }
+                BinResource::Custom(r)
+            }
+            None => BinResource::Fixed(Box::new(FixedSizeResource::new(
+                self.upstream.clone(),
+                size,
+                DEFAULT_BIN_BLOCKS,
+            )?)),
+        };
+        let at = self.bins.partition_point(|b| b.size < size);
+        self.bins.insert(at, Bin { size, resource });
+        Ok(())
+    }
+
+    /// The bin sizes, ascending.
+    pub fn bin_sizes(&self) -> Vec<usize> {
+        self.bins.iter().map(|b| b.size).collect()
+    }
+
+    /// The upstream resource.
+    pub fn upstream(&self) -> &U {
+        &self.upstream
+    }
+
+    /// The resource that serves `bytes`.
+    #[inline]
+    fn target(&self, bytes: usize) -> Target<'_, U> {
+        // Few bins: a scan beats a binary search.
+        match self.bins.iter().find(|b| bytes <= b.size) {
+            Some(Bin {
+                resource: BinResource::Fixed(r),
+                ..
+            }) => Target::Fixed(r),
+            Some(Bin {
+                resource: BinResource::Custom(r),
+                ..
+            }) => Target::Custom(r),
+            None => Target::Upstream(&self.upstream),
+        }
+    }
+}
+
+impl<U: MemoryResource + Clone> MemoryResource for BinningResource<U> {
+    #[inline]
+    fn allocate(&self, bytes: usize, stream: &Stream) -> Result<u64> {
+        if bytes == 0 {
+            return Ok(0);
+        }
+        match self.target(bytes) {
+            Target::Fixed(r) => r.allocate(bytes, stream),
+            Target::Custom(r) => r.allocate(bytes, stream),
+            Target::Upstream(r) => r.allocate(bytes, stream),
+        }
+    }
+
+    #[inline]
+    unsafe fn deallocate(&self, ptr: u64, bytes: usize, stream: &Stream) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        match self.target(bytes) {
+            Target::Fixed(r) => r.deallocate(ptr, bytes, stream),
+            Target::Custom(r) => r.deallocate(ptr, bytes, stream),
+            Target::Upstream(r) => r.deallocate(ptr, bytes, stream),
+        }
+    }
+
+    fn device(&self) -> &Device {
+        self.upstream.device()
+    }
+
+    fn kind(&self) -> MemoryKind {
+        self.upstream.kind()
+    }
+
+    fn name(&self) -> String {
+        format!("binning({})", self.upstream.name())
+    }
+}

@@ -1,0 +1,236 @@
+//! `DeviceBuffer`: untyped, stream-ordered device memory from a memory resource.
+
+use crate::error::{MemoryError, Result};
+use crate::registry::get_per_device_resource;
+use crate::resource::SharedResource;
+use rmm_cuda::Stream;
+use std::fmt;
+
+/// Untyped device memory with a size and a capacity, tied to a stream (RMM's `device_buffer`).
+///
+/// All its work (copies, reallocation, the final free) is queued on its stream; the memory goes
+/// back to the resource it came from, on its last stream, when it drops (on any thread).
+pub struct DeviceBuffer {
+    ptr: u64,
+    size: usize,
+    capacity: usize,
+    stream: Stream,
+    resource: SharedResource,
+}
+
+impl fmt::Debug for DeviceBuffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DeviceBuffer")
+            .field("ptr", &format_args!("{:#x}", self.ptr))
+            .field("size", &self.size)
+            .field("capacity", &self.capacity)
+            .field("stream", &self.stream)
+            .field("resource", &self.resource.name())
+            .finish()
+    }
+}
+
+impl DeviceBuffer {
+    /// `size` uninitialised bytes from the current resource of the stream's device.
+    pub fn new(size: usize, stream: &Stream) -> Result<Self> {
+        Self::with_resource(size, stream, get_per_device_resource(stream.device()))
+    }
+
+    /// `size` uninitialised bytes from `resource`.
+    pub fn with_resource(size: usize, stream: &Stream, resource: SharedResource) -> Result<Self> {
+        if resource.device() != stream.device() {
+            return Err(MemoryError::InvalidArgument(format!(
+                "buffer on a stream of {} with a resource of {}",
+                stream.device().id(),
+                resource.device().id()
+            )));
+        }
+        let ptr = resource.allocate(size, stream)?;
+        Ok(DeviceBuffer {
+            ptr,
+            size,
+            capacity: size,
+            stream: stream.clone(),
+            resource,
+        })
+    }
+
+    /// A buffer holding a copy of `bytes` (from the current resource).
+    pub fn from_host(bytes: &[u8], stream: &Stream) -> Result<Self> {
+        Self::from_host_with_resource(bytes, stream, get_per_device_resource(stream.device()))
+    }
+
+    /// A buffer holding a copy of `bytes`, from `resource`.
+    pub fn from_host_with_resource(
+        bytes: &[u8],
+        stream: &Stream,
+        resource: SharedResource,
+    ) -> Result<Self> {
+        let mut buf = Self::with_resource(bytes.len(), stream, resource)?;
+        buf.copy_from_host(bytes)?;
+        Ok(buf)
+    }
+
+    /// Device address of the first byte (0 when empty).
+    pub fn ptr(&self) -> u64 {
+        self.ptr
+    }
+
+    /// The address as a reference, for kernel-argument lists that take pointers to arguments.
+    pub(crate) fn ptr_ref(&self) -> &u64 {
+        &self.ptr
+    }
+
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.size == 0
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    pub fn stream(&self) -> &Stream {
+        &self.stream
+    }
+
+    pub fn resource(&self) -> &SharedResource {
+        &self.resource
+    }
+
+    /// Overwrites the whole buffer with `src` (which must have exactly `size` bytes); returns once
+    /// `src` may be reused.
+    pub fn copy_from_host(&mut self, src: &[u8]) -> Result<()> {
+        if src.len() != self.size {
+            return Err(MemoryError::InvalidArgument(format!(
+                "copy of {} host bytes into a buffer of {} bytes",
+                src.len(),
+                self.size
+            )));
+        }
+        // SAFETY: `ptr .. ptr + size` is ours.
+        unsafe { self.stream.copy_from_host(self.ptr, src)? };
+        Ok(())
+    }
+
+    /// Copies the buffer into `dst` (exactly `size` bytes), waiting for the copy.
+    pub fn copy_to_host(&self, dst: &mut [u8]) -> Result<()> {
+        if dst.len() != self.size {
+            return Err(MemoryError::InvalidArgument(format!(
+                "copy of a buffer of {} bytes into {} host bytes",
+                self.size,
+                dst.len()
+            )));
+        }
+        // SAFETY: `ptr .. ptr + size` is ours.
+        unsafe { self.stream.copy_to_host(dst, self.ptr)? };
+        Ok(())
+    }
+
+    /// The buffer's bytes, copied to the host.
+    pub fn to_host(&self) -> Result<Vec<u8>> {
+        let mut out = vec![0u8; self.size];
+        self.copy_to_host(&mut out)?;
+        Ok(out)
+    }
+
+    /// Sets every byte to `value` (queued on the stream).
+    pub fn memset(&mut self, value: u8) -> Result<()> {
+        // SAFETY: `ptr .. ptr + size` is ours.
+        unsafe { self.stream.memset(self.ptr, value, self.size)? };
+        Ok(())
+    }
+
+    /// Moves the buffer to `stream`: later work (and the final free) is ordered there, after all
+    /// work already queued on the old stream.
+    pub fn set_stream(&mut self, stream: &Stream) -> Result<()> {
+        if stream.device() != self.stream.device() {
+            return Err(MemoryError::InvalidArgument(
+                "set_stream to a stream of another device".into(),
+            ));
+        }
+        if stream.id() != self.stream.id() {
+            let event = stream.device().new_event()?;
+            stream.wait_for(&self.stream, &event)?;
+            self.stream = stream.clone();
+        }
+        Ok(())
+    }
+
+    /// Makes the capacity at least `new_capacity`, keeping the contents.
+    pub fn reserve(&mut self, new_capacity: usize) -> Result<()> {
+        if new_capacity > self.capacity {
+            self.reallocate(new_capacity)?;
+        }
+        Ok(())
+    }
+
+    /// Changes the size, keeping the first `min(old, new)` bytes; grows the capacity if needed.
+    pub fn resize(&mut self, new_size: usize) -> Result<()> {
+        self.reserve(new_size)?;
+        self.size = new_size;
+        Ok(())
+    }
+
+    /// Makes the capacity equal to the size, keeping the contents.
+    pub fn shrink_to_fit(&mut self) -> Result<()> {
+        if self.capacity != self.size {
+            self.reallocate(self.size)?;
+        }
+        Ok(())
+    }
+
+    fn reallocate(&mut self, new_capacity: usize) -> Result<()> {
+        let new_ptr = self.resource.allocate(new_capacity, &self.stream)?;
+        let keep = self.size.min(new_capacity);
+        // SAFETY: both ranges are ours and distinct; the copy is ordered on our stream.
+        let copied = unsafe { self.stream.copy_device(new_ptr, self.ptr, keep) };
+        if let Err(e) = copied {
+            // SAFETY: just allocated, unused.
+            let _ = unsafe {
+                self.resource
+                    .deallocate(new_ptr, new_capacity, &self.stream)
+            };
+            return Err(e.into());
+        }
+        // SAFETY: the old memory is ours; the copy reading it is queued before the free.
+        unsafe {
+            self.resource
+                .deallocate(self.ptr, self.capacity, &self.stream)?
+        };
+        self.ptr = new_ptr;
+        self.capacity = new_capacity;
+        Ok(())
+    }
+
+    /// A deep copy whose memory and work belong to `stream` (same resource).
+    pub fn try_clone_on(&self, stream: &Stream) -> Result<DeviceBuffer> {
+        let copy = DeviceBuffer::with_resource(self.size, stream, self.resource.clone())?;
+        if stream.id() != self.stream.id() {
+            // The copy must see everything already queued on our stream.
+            let event = stream.device().new_event()?;
+            stream.wait_for(&self.stream, &event)?;
+        }
+        // SAFETY: both ranges are live and distinct.
+        unsafe { stream.copy_device(copy.ptr, self.ptr, self.size)? };
+        Ok(copy)
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        // SAFETY: allocated by this resource with this capacity; all our work is on our stream.
+        if let Err(e) = unsafe {
+            self.resource
+                .deallocate(self.ptr, self.capacity, &self.stream)
+        } {
+            eprintln!(
+                "rmm-core: DeviceBuffer of {} bytes could not be freed: {e}",
+                self.capacity
+            );
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! `DeviceVec<T>`: a typed array of plain-old-data values in device memory.
+
+use super::DeviceBuffer;
+use crate::error::{MemoryError, Result};
+use crate::registry::get_per_device_resource;
+use crate::resource::SharedResource;
+use bytemuck::Pod;
+use rmm_cuda::Stream;
+use std::marker::PhantomData;
+
+/// `len` values of `T` in device memory (RMM's `device_uvector`): uninitialised on creation
+/// unless made from host data or zeroed.
+pub struct DeviceVec<T: Pod> {
+    buf: DeviceBuffer,
+    _t: PhantomData<T>,
+}
+
+impl<T: Pod> std::fmt::Debug for DeviceVec<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "DeviceVec<{}>(len {}, {:?})",
+            std::any::type_name::<T>(),
+            self.len(),
+            self.buf
+        )
+    }
+}
+
+fn bytes_for<T>(len: usize) -> Result<usize> {
+    len.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
+        MemoryError::InvalidArgument(format!(
+            "{len} elements of {} overflow usize",
+            std::any::type_name::<T>()
+        ))
+    })
+}
+
+impl<T: Pod> DeviceVec<T> {
+    /// `len` uninitialised values from the current resource.
+    pub fn new(len: usize, stream: &Stream) -> Result<Self> {
+        Self::with_resource(len, stream, get_per_device_resource(stream.device()))
+    }
+
+    /// `len` uninitialised values from `resource`.
+    pub fn with_resource(len: usize, stream: &Stream, resource: SharedResource) -> Result<Self> {
+        Ok(DeviceVec {
+            buf: DeviceBuffer::with_resource(bytes_for::<T>(len)?, stream, resource)?,
+            _t: PhantomData,
+        })
+    }
+
+    /// `len` zero values from the current resource.
+    pub fn zeros(len: usize, stream: &Stream) -> Result<Self> {
+        let mut v = Self::new(len, stream)?;
+        v.buf.memset(0)?;
+        Ok(v)
+    }
+
+    /// A copy of `values` from the current resource.
+    pub fn from_host(values: &[T], stream: &Stream) -> Result<Self> {
+        Self::from_host_with_resource(values, stream, get_per_device_resource(stream.device()))
+    }
+
+    /// A copy of `values` from `resource`.
+    pub fn from_host_with_resource(
+        values: &[T],
+        stream: &Stream,
+        resource: SharedResource,
+    ) -> Result<Self> {
+        Ok(DeviceVec {
+            buf: DeviceBuffer::from_host_with_resource(
+                bytemuck::cast_slice(values),
+                stream,
+                resource,
+            )?,
+            _t: PhantomData,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.buf.size() / std::mem::size_of::<T>().max(1)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn ptr(&self) -> u64 {
+        self.buf.ptr()
+    }
+
+    pub fn stream(&self) -> &Stream {
+        self.buf.stream()
+    }
+
+    /// The untyped buffer underneath.
+    pub fn buffer(&self) -> &DeviceBuffer {
+        &self.buf
+    }
+
+    pub fn into_buffer(self) -> DeviceBuffer {
+        self.buf
+    }
+
+    /// The values, copied to the host.
+    pub fn to_host(&self) -> Result<Vec<T>> {
+        let mut out = vec![T::zeroed(); self.len()];
+        self.buf.copy_to_host(bytemuck::cast_slice_mut(&mut out))?;
+        Ok(out)
+    }
+
+    /// Overwrites all values from `values` (same length).
+    pub fn copy_from_host(&mut self, values: &[T]) -> Result<()> {
+        self.buf.copy_from_host(bytemuck::cast_slice(values))
+    }
+
+    /// Changes the length, keeping the first `min(old, new)` values.
+    pub fn resize(&mut self, len: usize) -> Result<()> {
+        self.buf.resize(bytes_for::<T>(len)?)
+    }
+
+    pub fn reserve(&mut self, capacity: usize) -> Result<()> {
+        self.buf.reserve(bytes_for::<T>(capacity)?)
+    }
+
+    pub fn shrink_to_fit(&mut self) -> Result<()> {
+        self.buf.shrink_to_fit()
+    }
+
+    pub fn set_stream(&mut self, stream: &Stream) -> Result<()> {
+        self.buf.set_stream(stream)
+    }
+
+    /// A deep copy on `stream`.
+    pub fn try_clone_on(&self, stream: &Stream) -> Result<Self> {
+        Ok(DeviceVec {
+            buf: self.buf.try_clone_on(stream)?,
+            _t: PhantomData,
+        })
+    }
+}

@@ -1,0 +1,10 @@
+//! Containers of device memory from a memory resource.
+
+mod cudarc_interop;
+mod device_buffer;
+mod device_scalar;
+mod device_vec;
+
+pub use device_buffer::DeviceBuffer;
+pub use device_scalar::DeviceScalar;
+pub use device_vec::DeviceVec;

@@ -1,0 +1,456 @@
+//! The coalescing best-fit free list shared by the pool and the arena.
+//!
+//! Free blocks are indexed three ways, so that every operation is O(1) or O(log n), never a scan:
+//! - by start and by end address (hash maps): a freed block finds the free blocks touching it on
+//!   either side in O(1) and merges with them (RMM scans an address-sorted list for this);
+//! - by size: blocks up to 4 MiB sit in exact-size bins (one per 256-byte step) found through a
+//!   two-level bitmap, so "the smallest block that fits" costs a few word operations; larger blocks
+//!   sit in an ordered set keyed by (size, address), searched in O(log n).
+//!
+//! The fit is exact best fit: the smallest free block that is large enough. Among blocks of that
+//! size a bin hands out the one freed last (its memory is the most likely to be in use by work
+//! already ordered on the stream, and the choice costs nothing); the large set hands out the
+//! lowest address.
+
+use super::addr_map::AddrMap;
+use super::bitmap::{BinBitmap, BINS};
+use super::boundaries::ChunkBoundaries;
+use super::FreeStore;
+use rmm_cuda::ALIGNMENT;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+const NIL: u32 = u32::MAX;
+/// Largest size held in the exact-size bins.
+const SMALL_MAX: usize = BINS * ALIGNMENT;
+
+#[derive(Debug, Clone, Copy)]
+struct Node {
+    addr: u64,
+    size: usize,
+    /// Neighbours in the size bin (unused for large blocks).
+    prev: u32,
+    next: u32,
+}
+
+/// Free blocks of 256-byte-multiple sizes, coalesced on insertion.
+pub(crate) struct CoalescingFreeList {
+    nodes: Vec<Node>,
+    vacant: Vec<u32>,
+    by_start: AddrMap,
+    by_end: AddrMap,
+    heads: Box<[u32]>,
+    bitmap: BinBitmap,
+    /// Blocks above `SMALL_MAX`: (size, address, node), except `top`.
+    large: BTreeSet<(usize, u64, u32)>,
+    /// One large block kept outside `large` (dlmalloc's "top chunk"): typically the rest of the
+    /// portion being carved up, which then shrinks without any tree update.
+    top: u32,
+    free_bytes: usize,
+    /// Chunk boundaries of the owning resource, and this list's copy of them.
+    boundaries: Option<Arc<ChunkBoundaries>>,
+    barrier_copy: Vec<u64>,
+    barrier_generation: u64,
+}
+
+impl std::fmt::Debug for CoalescingFreeList {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CoalescingFreeList")
+            .field("blocks", &self.by_start.len())
+            .field("free_bytes", &self.free_bytes)
+            .field("largest", &self.largest())
+            .finish()
+    }
+}
+
+#[inline]
+fn bin_of(size: usize) -> usize {
+    size / ALIGNMENT - 1
+}
+
+impl CoalescingFreeList {
+    /// An empty list whose blocks may coalesce anywhere (one upstream allocation).
+    pub(crate) fn new() -> Self {
+        CoalescingFreeList {
+            nodes: Vec::new(),
+            vacant: Vec::new(),
+            by_start: AddrMap::default(),
+            by_end: AddrMap::default(),
+            heads: vec![NIL; BINS].into_boxed_slice(),
+            bitmap: BinBitmap::new(),
+            large: BTreeSet::new(),
+            top: NIL,
+            free_bytes: 0,
+            boundaries: None,
+            barrier_copy: Vec::new(),
+            barrier_generation: u64::MAX,
+        }
+    }
+
+    /// An empty list that never merges across the boundaries of `boundaries`.
+    pub(crate) fn with_boundaries(boundaries: Arc<ChunkBoundaries>) -> Self {
+        CoalescingFreeList {
+            boundaries: Some(boundaries),
+            ..Self::new()
+        }
+    }
+
+    /// Number of free blocks.
+    pub(crate) fn len(&self) -> usize {
+        self.by_start.len()
+    }
+
+    /// The free blocks, in no particular order.
+    pub(crate) fn blocks(&self) -> impl Iterator<Item = (u64, usize)> + '_ {
+        self.by_start
+            .values()
+            .map(|i| (self.nodes[i as usize].addr, self.nodes[i as usize].size))
+    }
+
+    /// Removes the free block `[addr, addr + size)` if exactly that block is free here.
+    pub(crate) fn remove_exact(&mut self, addr: u64, size: usize) -> bool {
+        match self.by_start.get(addr) {
+            Some(i) if self.nodes[i as usize].size == size => {
+                self.unlink(i);
+                self.by_start.remove(addr);
+                self.by_end.remove(addr + size as u64);
+                self.release_node(i);
+                self.free_bytes -= size;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// A block of `min` bytes at least and `preferred` bytes at most: `preferred` cut from the best
+    /// fitting block when one is that large, else the whole largest block. Returns (address, size).
+    pub(crate) fn take_between(&mut self, min: usize, preferred: usize) -> Option<(u64, usize)> {
+        let largest = self.largest();
+        if largest < min {
+            return None;
+        }
+        let want = preferred.max(min).min(largest);
+        self.take(want).map(|addr| (addr, want))
+    }
+
+    fn alloc_node(&mut self, addr: u64, size: usize) -> u32 {
+        let node = Node {
+            addr,
+            size,
+            prev: NIL,
+            next: NIL,
+        };
+        match self.vacant.pop() {
+            Some(i) => {
+                self.nodes[i as usize] = node;
+                i
+            }
+            None => {
+                self.nodes.push(node);
+                (self.nodes.len() - 1) as u32
+            }
+        }
+    }
+
+    #[inline]
+    fn release_node(&mut self, i: u32) {
+        self.vacant.push(i);
+    }
+
+    /// Files node `i` under its size.
+    #[inline]
+    fn link(&mut self, i: u32) {
+        let Node { addr, size, .. } = self.nodes[i as usize];
+        if size <= SMALL_MAX {
+            let bin = bin_of(size);
+            let head = self.heads[bin];
+            self.nodes[i as usize].prev = NIL;
+            self.nodes[i as usize].next = head;
+            if head == NIL {
+                self.bitmap.set(bin);
+            } else {
+                self.nodes[head as usize].prev = i;
+            }
+            self.heads[bin] = i;
+        } else if self.top == NIL {
+            self.top = i;
+        } else {
+            self.large.insert((size, addr, i));
+        }
+    }
+
+    /// Takes node `i` out of its size index.
+    #[inline]
+    fn unlink(&mut self, i: u32) {
+        let Node {
+            addr,
+            size,
+            prev,
+            next,
+        } = self.nodes[i as usize];
+        if size <= SMALL_MAX {
+            let bin = bin_of(size);
+            if prev == NIL {
+                self.heads[bin] = next;
+                if next == NIL {
+                    self.bitmap.clear(bin);
+                }
+            } else {
+                self.nodes[prev as usize].next = next;
+            }
+            if next != NIL {
+                self.nodes[next as usize].prev = prev;
+            }
+        } else if self.top == i {
+            self.top = NIL;
+        } else {
+            self.large.remove(&(size, addr, i));
+        }
+    }
+
+    /// The smallest block of at least `size` bytes.
+    #[inline]
+    fn best_fit(&self, size: usize) -> Option<u32> {
+        if size <= SMALL_MAX {
+            if let Some(bin) = self.bitmap.first_from(bin_of(size)) {
+                // Binned blocks are all smaller than any large one, `top` included.
+                return Some(self.heads[bin]);
+            }
+        }
+        let top = (self.top != NIL && self.nodes[self.top as usize].size >= size)
+            .then(|| (self.nodes[self.top as usize].size, self.top));
+        let tree = self
+            .large
+            .range((size, 0, 0)..)
+            .next()
+            .map(|&(s, _, i)| (s, i));
+        match (tree, top) {
+            (Some(t), Some(c)) => Some(if t.0 <= c.0 { t.1 } else { c.1 }),
+            (t, c) => t.or(c).map(|(_, i)| i),
+        }
+    }
+
+    /// True when blocks must not merge at `addr`.
+    #[inline]
+    fn is_barrier(&self, addr: u64) -> bool {
+        !self.barrier_copy.is_empty() && self.barrier_copy.contains(&addr)
+    }
+
+    #[inline]
+    fn refresh_barriers(&mut self) {
+        if let Some(b) = &self.boundaries {
+            if b.generation() != self.barrier_generation {
+                self.barrier_generation = b.copy_into(&mut self.barrier_copy);
+            }
+        }
+    }
+}
+
+impl FreeStore for CoalescingFreeList {
+    #[inline]
+    fn take(&mut self, size: usize) -> Option<u64> {
+        debug_assert!(size > 0 && size % ALIGNMENT == 0);
+        let i = self.best_fit(size)?;
+        self.unlink(i);
+        let Node {
+            addr, size: have, ..
+        } = self.nodes[i as usize];
+        self.by_start.remove(addr);
+        if have > size {
+            // Hand out the front; the rest keeps its end (and its `by_end` entry).
+            let rest = addr + size as u64;
+            self.nodes[i as usize].addr = rest;
+            self.nodes[i as usize].size = have - size;
+            self.by_start.insert(rest, i);
+            self.link(i);
+        } else {
+            self.by_end.remove(addr + size as u64);
+            self.release_node(i);
+        }
+        self.free_bytes -= size;
+        Some(addr)
+    }
+
+    #[inline]
+    fn give(&mut self, addr: u64, size: usize) {
+        debug_assert!(size > 0 && size % ALIGNMENT == 0);
+        self.refresh_barriers();
+        let end = addr + size as u64;
+        let before = if self.is_barrier(addr) {
+            None
+        } else {
+            self.by_end.get(addr)
+        };
+        let after = if self.is_barrier(end) {
+            None
+        } else {
+            self.by_start.get(end)
+        };
+        match (before, after) {
+            (Some(p), Some(n)) => {
+                self.unlink(p);
+                self.unlink(n);
+                let n_node = self.nodes[n as usize];
+                let n_end = n_node.addr + n_node.size as u64;
+                self.by_end.remove(addr);
+                self.by_start.remove(end);
+                self.by_end.insert(n_end, p);
+                self.nodes[p as usize].size += size + n_node.size;
+                self.release_node(n);
+                self.link(p);
+            }
+            (Some(p), None) => {
+                self.unlink(p);
+                self.by_end.remove(addr);
+                self.by_end.insert(end, p);
+                self.nodes[p as usize].size += size;
+                self.link(p);
+            }
+            (None, Some(n)) => {
+                self.unlink(n);
+                self.by_start.remove(end);
+                self.by_start.insert(addr, n);
+                self.nodes[n as usize].addr = addr;
+                self.nodes[n as usize].size += size;
+                self.link(n);
+            }
+            (None, None) => {
+                let i = self.alloc_node(addr, size);
+                self.by_start.insert(addr, i);
+                self.by_end.insert(end, i);
+                self.link(i);
+            }
+        }
+        self.free_bytes += size;
+    }
+
+    fn drain_into(&mut self, out: &mut Vec<(u64, usize)>) {
+        let first = out.len();
+        out.extend(self.blocks());
+        // Empty only the bins in use: cheaper than wiping all of them when a list is stolen.
+        for &(_, size) in &out[first..] {
+            if size <= SMALL_MAX {
+                self.heads[bin_of(size)] = NIL;
+                self.bitmap.clear(bin_of(size));
+            }
+        }
+        self.nodes.clear();
+        self.vacant.clear();
+        self.by_start.clear();
+        self.by_end.clear();
+        self.large.clear();
+        self.top = NIL;
+        self.free_bytes = 0;
+    }
+
+    #[inline]
+    fn free_bytes(&self) -> usize {
+        self.free_bytes
+    }
+
+    fn largest(&self) -> usize {
+        let top = if self.top == NIL {
+            0
+        } else {
+            self.nodes[self.top as usize].size
+        };
+        let tree = self.large.last().map_or(0, |&(size, _, _)| size);
+        if top > 0 || tree > 0 {
+            return top.max(tree);
+        }
+        self.bitmap.last().map_or(0, |bin| (bin + 1) * ALIGNMENT)
+    }
+
+    fn block_count(&self) -> usize {
+        self.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const K: usize = 1024;
+
+    fn sorted(list: &CoalescingFreeList) -> Vec<(u64, usize)> {
+        let mut v: Vec<_> = list.blocks().collect();
+        v.sort_unstable();
+        v
+    }
+
+    #[test]
+    fn best_fit_picks_the_smallest_block_that_fits() {
+        let mut l = CoalescingFreeList::new();
+        // Separated blocks of 1 KiB, 8 KiB, 2 KiB, 16 MiB.
+        l.give(0x10_0000, K);
+        l.give(0x20_0000, 8 * K);
+        l.give(0x30_0000, 2 * K);
+        l.give(0x4000_0000, 16 << 20);
+        assert_eq!(l.largest(), 16 << 20);
+        assert_eq!(l.take(1536), Some(0x30_0000)); // the 2 KiB block, split
+        assert_eq!(sorted(&l)[2], (0x30_0000 + 1536, 512));
+        assert_eq!(l.take(K), Some(0x10_0000)); // exact fit
+        assert_eq!(l.take(5 << 20), Some(0x4000_0000)); // only the large block fits
+        assert_eq!(l.take(12 << 20), None);
+        assert_eq!(l.free_bytes(), 8 * K + 512 + (11 << 20));
+    }
+
+    #[test]
+    fn freeing_coalesces_with_both_neighbours() {
+        let mut l = CoalescingFreeList::new();
+        l.give(0x1000, 256);
+        l.give(0x1200, 256);
+        assert_eq!(l.len(), 2);
+        l.give(0x1100, 256); // bridges the two
+        assert_eq!(sorted(&l), vec![(0x1000, 768)]);
+        l.give(0x0f00, 256); // before
+        l.give(0x1300, 256); // after
+        assert_eq!(sorted(&l), vec![(0x0f00, 1280)]);
+        assert_eq!(l.free_bytes(), 1280);
+        assert_eq!(l.take(1280), Some(0x0f00));
+        assert_eq!(l.len(), 0);
+        assert_eq!(l.largest(), 0);
+    }
+
+    #[test]
+    fn blocks_do_not_merge_across_chunk_boundaries() {
+        let b = Arc::new(ChunkBoundaries::default());
+        b.set(vec![0x2000]);
+        let mut l = CoalescingFreeList::with_boundaries(b.clone());
+        l.give(0x1000, 0x1000);
+        l.give(0x2000, 0x1000);
+        assert_eq!(sorted(&l), vec![(0x1000, 0x1000), (0x2000, 0x1000)]);
+        // Once the boundary is gone, new frees merge again.
+        b.set(Vec::new());
+        let a = l.take(0x1000).unwrap();
+        l.give(a, 0x1000);
+        assert_eq!(sorted(&l), vec![(0x1000, 0x2000)]);
+    }
+
+    #[test]
+    fn take_between_prefers_the_portion_and_settles_for_the_largest() {
+        let mut l = CoalescingFreeList::new();
+        l.give(0x10_0000, 64 * K);
+        assert_eq!(l.take_between(K, 16 * K), Some((0x10_0000, 16 * K)));
+        assert_eq!(
+            l.take_between(K, 1 << 20),
+            Some((0x10_0000 + 16 * K as u64, 48 * K))
+        );
+        assert_eq!(l.take_between(K, 16 * K), None);
+    }
+
+    #[test]
+    fn remove_exact_and_drain() {
+        let mut l = CoalescingFreeList::new();
+        l.give(0x1000, 0x1000);
+        l.give(0x8000, 0x800_0000);
+        assert!(!l.remove_exact(0x1000, 0x800));
+        assert!(l.remove_exact(0x1000, 0x1000));
+        let mut out = Vec::new();
+        l.drain_into(&mut out);
+        assert_eq!(out, vec![(0x8000, 0x800_0000)]);
+        assert_eq!((l.len(), l.free_bytes(), l.largest()), (0, 0, 0));
+        l.give(0x1000, 256);
+        assert_eq!(l.take(256), Some(0x1000));
+    }
+}

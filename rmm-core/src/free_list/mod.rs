@@ -1,0 +1,29 @@
+//! Free-block stores of the sub-allocators: the coalescing best-fit list (pool, arena) and the
+//! fixed-size block stack (fixed-size resource), behind one small trait so the stream-ordered
+//! machinery (`crate::stream_ordered`) serves both.
+
+mod addr_map;
+mod bitmap;
+mod boundaries;
+mod coalescing;
+mod fixed;
+
+pub(crate) use boundaries::{touching_points, ChunkBoundaries};
+pub(crate) use coalescing::CoalescingFreeList;
+pub(crate) use fixed::FixedBlocks;
+
+/// A set of free blocks. Sizes are multiples of 256 bytes and non-zero.
+pub(crate) trait FreeStore: Send + 'static {
+    /// Takes a block of at least `size` bytes, of which the caller owns exactly `size`.
+    fn take(&mut self, size: usize) -> Option<u64>;
+    /// Puts back a block of `size` bytes.
+    fn give(&mut self, addr: u64, size: usize);
+    /// Moves every block into `out` as (address, size), leaving the store empty.
+    fn drain_into(&mut self, out: &mut Vec<(u64, usize)>);
+    /// Bytes held.
+    fn free_bytes(&self) -> usize;
+    /// Size of the largest block (0 when empty).
+    fn largest(&self) -> usize;
+    /// Number of blocks.
+    fn block_count(&self) -> usize;
+}

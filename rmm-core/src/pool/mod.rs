@@ -1,0 +1,440 @@
+//! The pool: coalescing best-fit sub-allocation of memory taken from an upstream in large chunks
+//! (RMM's `pool_memory_resource`, faster and easier to diagnose).
+//!
+//! Where the memory is:
+//! - each stream's free list (`crate::stream_ordered`): blocks freed on that stream, reused at
+//!   once by it, by other streams after an event wait;
+//! - the reservoir: memory no work has touched yet (new chunks, and everything after
+//!   [`PoolResource::release`] synchronised). A stream takes a *portion* of it at a time (1/16 of
+//!   the pool, at least what it asked), so streams rarely come back for more.
+//!
+//! An allocation looks in its stream's list (the only step on the common path: one uncontended
+//! lock, a bitmap search, two hash-map updates); then carves a portion from the reservoir; then
+//! steals other streams' lists (one event record/wait per list); then grows the pool from the
+//! upstream; then fails with an [`OutOfMemory`] that says what the pool holds.
+
+mod chunks;
+mod growth;
+
+use crate::error::{human_bytes, MemoryError, OutOfMemory, Result};
+use crate::free_list::{ChunkBoundaries, CoalescingFreeList, FreeStore};
+use crate::resource::{aligned_size, check_stream, MemoryKind, MemoryResource, SharedResource};
+use crate::stream_ordered::{Entry, StreamList, StreamLists};
+use chunks::{Chunk, Chunks};
+use parking_lot::Mutex;
+use rmm_cuda::{Device, Stream, ALIGNMENT};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Sizes of a [`PoolResource`].
+#[derive(Debug, Clone)]
+pub struct PoolOptions {
+    /// Bytes taken from the upstream at construction. `None`: half of the device's free memory
+    /// (the default of RMM's `reinitialize`).
+    pub initial_pool_size: Option<usize>,
+    /// The pool never holds more than this. `None`: no maximum.
+    pub maximum_pool_size: Option<usize>,
+    /// Keep a map of live blocks so that a double free, a foreign pointer or a wrong size is an
+    /// [`MemoryError::InvalidDeallocation`] instead of corruption. Costs a locked map update per
+    /// operation; on by default in debug builds only.
+    pub validate_deallocations: bool,
+}
+
+impl Default for PoolOptions {
+    fn default() -> Self {
+        PoolOptions {
+            initial_pool_size: None,
+            maximum_pool_size: None,
+            validate_deallocations: cfg!(debug_assertions),
+        }
+    }
+}
+
+impl PoolOptions {
+    /// A pool of `initial` bytes that may grow up to `maximum`.
+    pub fn sized(initial: usize, maximum: Option<usize>) -> Self {
+        PoolOptions {
+            initial_pool_size: Some(initial),
+            maximum_pool_size: maximum,
+            ..Default::default()
+        }
+    }
+}
+
+/// A pool sub-allocator over the upstream `U` (any [`MemoryResource`], e.g. [`SharedResource`] or
+/// a concrete resource for static dispatch).
+pub struct PoolResource<U: MemoryResource = SharedResource> {
+    upstream: U,
+    device: Device,
+    maximum: Option<usize>,
+    lists: StreamLists<CoalescingFreeList>,
+    reservoir: Mutex<CoalescingFreeList>,
+    boundaries: Arc<ChunkBoundaries>,
+    chunks: Mutex<Chunks>,
+    pool_size: AtomicUsize,
+    /// Serialises growth and release, so the maximum holds and growth is not repeated by
+    /// threads that failed at the same moment.
+    growth: Mutex<()>,
+    live: Option<Mutex<HashMap<u64, usize>>>,
+}
+
+impl<U: MemoryResource> fmt::Debug for PoolResource<U> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PoolResource")
+            .field("upstream", &self.upstream.name())
+            .field("pool_size", &self.pool_size())
+            .field("maximum", &self.maximum)
+            .finish()
+    }
+}
+
+/// Smallest and largest portion a stream takes from the reservoir at once.
+const MIN_PORTION: usize = 1 << 20;
+const MAX_PORTION: usize = 1 << 30;
+
+impl<U: MemoryResource> PoolResource<U> {
+    /// A pool over `upstream`, taking the initial size from it at once (on the device's default
+    /// stream).
+    pub fn new(upstream: U, options: PoolOptions) -> Result<Self> {
+        let device = upstream.device().clone();
+        let maximum = options.maximum_pool_size.map(|m| m / ALIGNMENT * ALIGNMENT);
+        let initial = match options.initial_pool_size {
+            Some(bytes) => aligned_size(bytes),
+            None => {
+                let half = device.memory_info()?.free / 2;
+                let half = half / ALIGNMENT * ALIGNMENT;
+                maximum.map_or(half, |m| half.min(m))
+            }
+        };
+        if let Some(max) = maximum {
+            if initial > max {
+                return Err(MemoryError::InvalidArgument(format!(
+                    "initial pool size {} exceeds the maximum pool size {}",
+                    human_bytes(initial),
+                    human_bytes(max)
+                )));
+            }
+        }
+        let boundaries = Arc::new(ChunkBoundaries::default());
+        let pool = PoolResource {
+            upstream,
+            device,
+            maximum,
+            lists: StreamLists::default(),
+            reservoir: Mutex::new(CoalescingFreeList::with_boundaries(boundaries.clone())),
+            chunks: Mutex::new(Chunks::new(boundaries.clone())),
+            boundaries,
+            pool_size: AtomicUsize::new(0),
+            growth: Mutex::new(()),
+            live: options
+                .validate_deallocations
+                .then(|| Mutex::new(HashMap::new())),
+        };
+        if initial > 0 {
+            let stream = pool.device.default_stream();
+            let ptr = pool
+                .upstream
+                .allocate(initial, &stream)
+                .map_err(|e| match e {
+                    MemoryError::OutOfMemory(oom) => MemoryError::OutOfMemory(
+                        OutOfMemory::new("pool", initial)
+                            .maximum(maximum.unwrap_or(initial))
+                            .detail(format!(
+                                "the upstream {} refused the initial pool: {oom}",
+                                pool.upstream.name()
+                            )),
+                    ),
+                    other => other,
+                })?;
+            pool.add_chunk(ptr, initial, stream);
+        }
+        Ok(pool)
+    }
+
+    /// The upstream resource.
+    pub fn upstream(&self) -> &U {
+        &self.upstream
+    }
+
+    /// Bytes held from the upstream.
+    pub fn pool_size(&self) -> usize {
+        self.pool_size.load(Ordering::Relaxed)
+    }
+
+    /// The maximum pool size, if any.
+    pub fn maximum_pool_size(&self) -> Option<usize> {
+        self.maximum
+    }
+
+    /// Bytes free in the pool (in every stream's list and in the reservoir).
+    pub fn free_bytes(&self) -> usize {
+        self.reservoir.lock().free_bytes() + self.lists.free_bytes()
+    }
+
+    /// The largest block that one allocation could get without growing the pool.
+    pub fn largest_free_block(&self) -> usize {
+        self.reservoir.lock().largest().max(self.lists.largest())
+    }
+
+    /// The upstream allocations held, as (address, size), by address.
+    pub fn chunks(&self) -> Vec<(u64, usize)> {
+        self.chunks
+            .lock()
+            .iter()
+            .map(|(a, c)| (a, c.size))
+            .collect()
+    }
+
+    /// Gives every chunk whose memory is entirely free back to the upstream; returns the bytes
+    /// given back. Waits on the host for the streams that freed memory (release is maintenance,
+    /// not a hot path), which also lets every stream reuse what stays in the pool.
+    pub fn release(&self) -> Result<usize> {
+        let _growth = self.growth.lock();
+        let mut blocks = Vec::new();
+        self.lists.drain_synchronized(&mut blocks)?;
+        let mut reservoir = self.reservoir.lock();
+        for (addr, size) in blocks {
+            reservoir.give(addr, size);
+        }
+        let mut chunks = self.chunks.lock();
+        let whole: Vec<(u64, Chunk)> = chunks
+            .iter()
+            .map(|(a, c)| (a, c.clone()))
+            .collect::<Vec<_>>()
+            .into_iter()
+            .filter(|(a, c)| reservoir.remove_exact(*a, c.size))
+            .collect();
+        let mut released = 0;
+        let mut failure = None;
+        for (addr, chunk) in whole {
+            if failure.is_some() {
+                reservoir.give(addr, chunk.size);
+                continue;
+            }
+            // SAFETY: the chunk came from this upstream with this size, no block of it is live
+            // (all of it was free) and the streams that used it were synchronised above.
+            match unsafe { self.upstream.deallocate(addr, chunk.size, &chunk.stream) } {
+                Ok(()) => {
+                    chunks.remove(addr);
+                    released += chunk.size;
+                }
+                Err(e) => {
+                    reservoir.give(addr, chunk.size);
+                    failure = Some(e);
+                }
+            }
+        }
+        self.pool_size.fetch_sub(released, Ordering::Relaxed);
+        match failure {
+            Some(e) => Err(e),
+            None => Ok(released),
+        }
+    }
+
+    #[inline]
+    fn list(&self, stream: &Stream) -> Result<Entry<'_, StreamList<CoalescingFreeList>>> {
+        self.lists.get(stream, || {
+            CoalescingFreeList::with_boundaries(self.boundaries.clone())
+        })
+    }
+
+    fn portion(&self) -> usize {
+        (self.pool_size() / 16).clamp(MIN_PORTION, MAX_PORTION) / ALIGNMENT * ALIGNMENT
+    }
+
+    /// Records a new chunk and puts it in the reservoir (boundaries first, see [`Chunks`]).
+    fn add_chunk(&self, addr: u64, size: usize, stream: Stream) {
+        self.chunks.lock().insert(addr, Chunk { size, stream });
+        self.pool_size.fetch_add(size, Ordering::Relaxed);
+        self.reservoir.lock().give(addr, size);
+    }
+
+    /// `size` bytes cut from a reservoir portion; the rest of the portion goes to `list`.
+    fn carve(&self, size: usize, list: &StreamList<CoalescingFreeList>) -> Option<u64> {
+        let (addr, len) = self.reservoir.lock().take_between(size, self.portion())?;
+        if len > size {
+            list.give_fresh(addr + size as u64, len - size);
+        }
+        Some(addr)
+    }
+
+    /// Moves the whole reservoir into `list` (where it may coalesce with blocks stolen from
+    /// other streams), then takes `size` bytes from the list.
+    fn merge_reservoir(&self, size: usize, list: &StreamList<CoalescingFreeList>) -> Option<u64> {
+        let mut blocks = Vec::new();
+        self.reservoir.lock().drain_into(&mut blocks);
+        if blocks.is_empty() {
+            return None;
+        }
+        list.give_fresh_many(&blocks);
+        list.take(size)
+    }
+
+    #[cold]
+    fn allocate_slow(
+        &self,
+        bytes: usize,
+        size: usize,
+        list: &StreamList<CoalescingFreeList>,
+    ) -> Result<u64> {
+        if let Some(ptr) = self.carve(size, list) {
+            return Ok(ptr);
+        }
+        if self.lists.steal_into(list, size, true)? {
+            if let Some(ptr) = list.take(size) {
+                return Ok(ptr);
+            }
+        }
+        // Fragments left in the reservoir may complete what the other streams gave.
+        if let Some(ptr) = self.merge_reservoir(size, list) {
+            return Ok(ptr);
+        }
+        let _growth = self.growth.lock();
+        // Another thread may have grown the pool while this one waited.
+        if let Some(ptr) = self.carve(size, list) {
+            return Ok(ptr);
+        }
+        self.grow(bytes, size, list.stream())?;
+        self.carve(size, list).ok_or_else(|| {
+            self.out_of_memory(bytes, "the memory just added went to another stream")
+        })
+    }
+
+    /// Adds a chunk of at least `size` bytes. The caller holds `growth`.
+    fn grow(&self, bytes: usize, size: usize, stream: &Stream) -> Result<()> {
+        let mut attempt = match growth::first_attempt(size, self.pool_size(), self.maximum) {
+            Ok(a) => a,
+            Err(reached) => {
+                return Err(self.out_of_memory(
+                    bytes,
+                    &format!(
+                        "maximum pool size reached: the pool may grow by {} only",
+                        human_bytes(reached.headroom)
+                    ),
+                ))
+            }
+        };
+        loop {
+            match self.upstream.allocate(attempt, stream) {
+                Ok(ptr) => {
+                    self.add_chunk(ptr, attempt, stream.clone());
+                    return Ok(());
+                }
+                Err(MemoryError::OutOfMemory(refusal)) => match growth::next_attempt(attempt, size)
+                {
+                    Some(next) => attempt = next,
+                    None => {
+                        return Err(self.out_of_memory(
+                            bytes,
+                            &format!(
+                                "the upstream {} refused to grow the pool ({refusal})",
+                                self.upstream.name()
+                            ),
+                        ))
+                    }
+                },
+                Err(other) => return Err(other),
+            }
+        }
+    }
+
+    fn out_of_memory(&self, bytes: usize, detail: &str) -> MemoryError {
+        let mut oom = OutOfMemory::new("pool", bytes)
+            .held(self.pool_size())
+            .free(self.free_bytes())
+            .largest_free_block(self.largest_free_block())
+            .detail(detail);
+        if let Some(max) = self.maximum {
+            oom = oom.maximum(max);
+        }
+        oom.into()
+    }
+
+    #[cold]
+    fn check_deallocation(&self, ptr: u64, bytes: usize, size: usize) -> Result<()> {
+        let Some(live) = &self.live else {
+            return Ok(());
+        };
+        let mut live = live.lock();
+        match live.remove(&ptr) {
+            Some(s) if s == size => Ok(()),
+            Some(s) => {
+                live.insert(ptr, s);
+                Err(MemoryError::InvalidDeallocation(format!(
+                    "{ptr:#x} was allocated as {} and is freed as {bytes} bytes",
+                    human_bytes(s)
+                )))
+            }
+            None => Err(MemoryError::InvalidDeallocation(format!(
+                "{ptr:#x} is not a live allocation of this pool (freed twice, or from another resource)"
+            ))),
+        }
+    }
+}
+
+impl<U: MemoryResource> MemoryResource for PoolResource<U> {
+    #[inline]
+    fn allocate(&self, bytes: usize, stream: &Stream) -> Result<u64> {
+        if bytes == 0 {
+            return Ok(0);
+        }
+        check_stream(self, stream)?;
+        if bytes > isize::MAX as usize {
+            return Err(self.out_of_memory(bytes, "larger than any device memory"));
+        }
+        let size = aligned_size(bytes);
+        let list = self.list(stream)?;
+        let ptr = match list.take(size) {
+            Some(p) => p,
+            None => self.allocate_slow(bytes, size, &list)?,
+        };
+        if let Some(live) = &self.live {
+            live.lock().insert(ptr, size);
+        }
+        Ok(ptr)
+    }
+
+    #[inline]
+    unsafe fn deallocate(&self, ptr: u64, bytes: usize, stream: &Stream) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        check_stream(self, stream)?;
+        let size = aligned_size(bytes);
+        if self.live.is_some() {
+            self.check_deallocation(ptr, bytes, size)?;
+        }
+        self.list(stream)?.give(ptr, size)
+    }
+
+    fn device(&self) -> &Device {
+        &self.device
+    }
+
+    fn kind(&self) -> MemoryKind {
+        self.upstream.kind()
+    }
+
+    fn name(&self) -> String {
+        format!("pool({})", self.upstream.name())
+    }
+}
+
+impl<U: MemoryResource> Drop for PoolResource<U> {
+    fn drop(&mut self) {
+        // Let the work that freed blocks finish, then give every chunk back. Blocks still live
+        // (leaked by their owner) go back too, as in RMM: the pool owns its chunks.
+        let mut blocks = Vec::new();
+        if let Err(e) = self.lists.drain_synchronized(&mut blocks) {
+            eprintln!("rmm-core: pool drop: synchronising before release failed: {e}");
+        }
+        for (addr, chunk) in self.chunks.lock().take_all() {
+            // SAFETY: each chunk came from this upstream with this size; the pool is going away.
+            if let Err(e) = unsafe { self.upstream.deallocate(addr, chunk.size, &chunk.stream) } {
+                eprintln!("rmm-core: pool drop: returning a chunk to the upstream failed: {e}");
+            }
+        }
+    }
+}

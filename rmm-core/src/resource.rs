@@ -1,0 +1,104 @@
+//! The memory-resource contract every resource and adaptor implements.
+
+use crate::error::Result;
+use rmm_cuda::{Device, Stream, ALIGNMENT};
+use std::fmt;
+use std::sync::Arc;
+
+/// What kind of memory a resource hands out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemoryKind {
+    /// Device memory, usable by kernels of its device only.
+    Device,
+    /// Managed (unified) memory, usable from host and device.
+    Managed,
+    /// Page-locked host memory, usable by the host and by copies/kernels through mapping.
+    PinnedHost,
+}
+
+/// A source of memory, stream-ordered.
+///
+/// - `allocate(bytes, stream)` returns an address aligned to [`ALIGNMENT`] (256 bytes) that may be
+///   used by work queued on `stream` from now on. Zero bytes is legal and returns 0.
+/// - `deallocate(ptr, bytes, stream)` gives it back; work already queued on `stream` may still use
+///   it, so the resource reuses it for `stream` at once but for another stream only after ordering
+///   (an event wait on the device, never a host sync where avoidable).
+/// - Resources are `Send + Sync` and shared through [`SharedResource`] (`Arc`); an adaptor or
+///   sub-allocator owns its upstream.
+/// - Out-of-memory is [`crate::MemoryError::OutOfMemory`], never a panic or abort.
+pub trait MemoryResource: Send + Sync + fmt::Debug {
+    /// Allocates `bytes` for use on `stream`.
+    fn allocate(&self, bytes: usize, stream: &Stream) -> Result<u64>;
+
+    /// Returns memory obtained from [`MemoryResource::allocate`].
+    ///
+    /// # Safety
+    /// `ptr` must have come from `allocate` of this resource with the same `bytes`, must not have
+    /// been returned already, and no work not ordered before `stream`'s current end may use it.
+    unsafe fn deallocate(&self, ptr: u64, bytes: usize, stream: &Stream) -> Result<()>;
+
+    /// The device whose memory this is.
+    fn device(&self) -> &Device;
+
+    /// What kind of memory this is.
+    fn kind(&self) -> MemoryKind {
+        MemoryKind::Device
+    }
+
+    /// A short name for messages (e.g. `pool(cuda)`).
+    fn name(&self) -> String;
+}
+
+/// A resource shared between owners: the form resources are stored, composed and registered in.
+pub type SharedResource = Arc<dyn MemoryResource>;
+
+impl<R: MemoryResource + ?Sized> MemoryResource for Arc<R> {
+    fn allocate(&self, bytes: usize, stream: &Stream) -> Result<u64> {
+        (**self).allocate(bytes, stream)
+    }
+    unsafe fn deallocate(&self, ptr: u64, bytes: usize, stream: &Stream) -> Result<()> {
+        (**self).deallocate(ptr, bytes, stream)
+    }
+    fn device(&self) -> &Device {
+        (**self).device()
+    }
+    fn kind(&self) -> MemoryKind {
+        (**self).kind()
+    }
+    fn name(&self) -> String {
+        (**self).name()
+    }
+}
+
+/// Rounds `bytes` up to a multiple of `align` (a power of two).
+#[inline]
+pub fn align_up(bytes: usize, align: usize) -> usize {
+    debug_assert!(align.is_power_of_two());
+    (bytes + align - 1) & !(align - 1)
+}
+
+/// Rounds `bytes` up to the resources' alignment, 256.
+#[inline]
+pub fn aligned_size(bytes: usize) -> usize {
+    align_up(bytes, ALIGNMENT)
+}
+
+/// Checks that `stream` belongs to the resource's device (a cheap guard against cross-device use).
+/// Generic so that a resource checking itself compiles to one pointer comparison.
+#[inline]
+pub fn check_stream<R: MemoryResource + ?Sized>(resource: &R, stream: &Stream) -> Result<()> {
+    if stream.device() == resource.device() {
+        Ok(())
+    } else {
+        Err(wrong_device(stream, &resource.name(), resource.device()))
+    }
+}
+
+#[cold]
+fn wrong_device(stream: &Stream, name: &str, device: &Device) -> crate::MemoryError {
+    crate::MemoryError::InvalidArgument(format!(
+        "stream of {} used with resource {name} of {}",
+        stream.device().id(),
+        device.id()
+    ))
+}

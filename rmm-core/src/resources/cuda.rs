@@ -1,0 +1,43 @@
+//! Plain device memory: every allocation is a `cuMemAlloc`, every free a `cuMemFree`.
+
+use super::driver_alloc_error;
+use crate::error::Result;
+use crate::resource::{check_stream, MemoryResource};
+use rmm_cuda::{Device, Stream};
+
+/// Device memory straight from the driver (RMM's `cuda_memory_resource`). Slow (the driver call
+/// synchronises the device on free) but the simplest upstream.
+#[derive(Debug, Clone)]
+pub struct CudaResource {
+    device: Device,
+}
+
+impl CudaResource {
+    pub fn new(device: &Device) -> Self {
+        CudaResource {
+            device: device.clone(),
+        }
+    }
+}
+
+impl MemoryResource for CudaResource {
+    fn allocate(&self, bytes: usize, stream: &Stream) -> Result<u64> {
+        check_stream(self, stream)?;
+        self.device
+            .alloc(bytes)
+            .map_err(|e| driver_alloc_error("cuda", &self.device, bytes, e))
+    }
+
+    unsafe fn deallocate(&self, ptr: u64, _bytes: usize, stream: &Stream) -> Result<()> {
+        check_stream(self, stream)?;
+        Ok(self.device.free(ptr)?)
+    }
+
+    fn device(&self) -> &Device {
+        &self.device
+    }
+
+    fn name(&self) -> String {
+        "cuda".into()
+    }
+}

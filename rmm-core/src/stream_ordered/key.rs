@@ -1,0 +1,39 @@
+//! Which per-stream state a stream maps to.
+
+use rmm_cuda::{Stream, StreamId};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Keys of per-thread default streams carry this bit (real stream handles are user-space
+/// pointers, far below it).
+const PER_THREAD: u64 = 1 << 63;
+
+static NEXT_THREAD: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    static THREAD_INDEX: u64 = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
+}
+
+/// A small number unique to the calling thread (for keys, logs and allocation records).
+#[inline]
+pub(crate) fn thread_index() -> u64 {
+    THREAD_INDEX.with(|i| *i)
+}
+
+/// The key of `stream`'s state. The per-thread default stream has one handle value but is a
+/// different stream on every thread, so its key includes the calling thread (RMM's per-thread
+/// arenas and per-thread events come from the same fact).
+#[inline]
+pub(crate) fn stream_key(stream: &Stream) -> u64 {
+    let id = stream.id();
+    if id == StreamId::PER_THREAD_DEFAULT {
+        PER_THREAD | thread_index()
+    } else {
+        id.0
+    }
+}
+
+/// True for keys of per-thread default streams.
+#[inline]
+pub(crate) fn is_per_thread(key: u64) -> bool {
+    key & PER_THREAD != 0
+}

@@ -1,0 +1,156 @@
+//! The conformance suite against every sub-allocator and adaptor on a simulated device (runs in
+//! CI). Pools start small so the sweep to 1 GiB exercises growth.
+
+use rmm_core::testing::conformance::ConformanceConfig;
+use rmm_core::*;
+use std::sync::Arc;
+
+/// A simulated GPU of 8 GiB: host memory, reserved lazily.
+fn sim() -> Device {
+    Device::simulated(8 << 30)
+}
+
+fn cuda(device: &Device) -> SharedResource {
+    Arc::new(CudaResource::new(device))
+}
+
+rmm_core::conformance_tests!(
+    pool_on_sim,
+    Some((
+        Arc::new(PoolResource::new(cuda(&sim()), PoolOptions::sized(64 << 20, None)).unwrap())
+            as SharedResource,
+        ConformanceConfig::default()
+    ))
+);
+
+rmm_core::conformance_tests!(
+    pool_with_maximum_on_sim,
+    Some((
+        Arc::new(
+            PoolResource::new(
+                CudaResource::new(&sim()),
+                PoolOptions::sized(0, Some(1536 << 20))
+            )
+            .unwrap()
+        ) as SharedResource,
+        ConformanceConfig::default()
+    ))
+);
+
+/// Fixed-size blocks of 1 MiB: the sweep stops at the block size; a larger request is refused.
+fn fixed_config() -> ConformanceConfig {
+    ConformanceConfig {
+        max_size: 1 << 20,
+        random_max_size: 1 << 20,
+        random_max_live: 64 << 20,
+        ..ConformanceConfig::default()
+    }
+}
+
+rmm_core::conformance_tests!(
+    fixed_size_on_sim,
+    Some((
+        Arc::new(FixedSizeResource::new(cuda(&sim()), 1 << 20, 16).unwrap()) as SharedResource,
+        fixed_config()
+    ))
+);
+
+rmm_core::conformance_tests!(
+    binning_over_pool_on_sim,
+    Some((
+        Arc::new(
+            BinningResource::with_range(
+                Arc::new(
+                    PoolResource::new(cuda(&sim()), PoolOptions::sized(64 << 20, None)).unwrap()
+                ),
+                18,
+                22
+            )
+            .unwrap()
+        ) as SharedResource,
+        ConformanceConfig::default()
+    ))
+);
+
+rmm_core::conformance_tests!(
+    arena_on_sim,
+    Some((
+        Arc::new(
+            ArenaResource::new(
+                cuda(&sim()),
+                ArenaOptions {
+                    arena_size: Some(2 << 30),
+                    ..Default::default()
+                }
+            )
+            .unwrap()
+        ) as SharedResource,
+        ConformanceConfig::default()
+    ))
+);
+
+fn pool(device: &Device) -> SharedResource {
+    Arc::new(PoolResource::new(cuda(device), PoolOptions::sized(64 << 20, None)).unwrap())
+}
+
+rmm_core::conformance_tests!(
+    limiting_on_sim,
+    Some((
+        Arc::new(LimitingAdaptor::new(pool(&sim()), 4 << 30)) as SharedResource,
+        ConformanceConfig::default()
+    ))
+);
+
+rmm_core::conformance_tests!(
+    statistics_on_sim,
+    Some((
+        Arc::new(StatisticsAdaptor::new(pool(&sim()))) as SharedResource,
+        ConformanceConfig::default()
+    ))
+);
+
+rmm_core::conformance_tests!(
+    tracking_on_sim,
+    Some((
+        Arc::new(TrackingAdaptor::new(pool(&sim()), false)) as SharedResource,
+        ConformanceConfig::default()
+    ))
+);
+
+rmm_core::conformance_tests!(
+    logging_on_sim,
+    Some((
+        Arc::new(LoggingAdaptor::with_writer(pool(&sim()), std::io::sink()).unwrap())
+            as SharedResource,
+        ConformanceConfig::default()
+    ))
+);
+
+rmm_core::conformance_tests!(
+    failure_callback_on_sim,
+    Some((
+        Arc::new(FailureCallbackAdaptor::new(pool(&sim()), |_, _| false)) as SharedResource,
+        ConformanceConfig::default()
+    ))
+);
+
+rmm_core::conformance_tests!(
+    aligned_on_sim,
+    Some((
+        Arc::new(AlignedAdaptor::new(pool(&sim()), 4096, 0).unwrap()) as SharedResource,
+        ConformanceConfig::default()
+    ))
+);
+
+rmm_core::conformance_tests!(
+    prefetch_over_managed_pool_on_sim,
+    Some((
+        {
+            let device = sim();
+            let managed: SharedResource = Arc::new(ManagedResource::new(&device));
+            let pool = PoolResource::new(managed, PoolOptions::sized(64 << 20, None)).unwrap();
+            Arc::new(PrefetchAdaptor::new(pool)) as SharedResource
+        },
+        ConformanceConfig::default()
+    ))
+);
