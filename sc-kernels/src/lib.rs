@@ -19,6 +19,7 @@ pub mod columns;
 pub mod csr;
 pub mod dense;
 pub mod error;
+pub mod fastmath;
 pub mod filter;
 pub mod hvg;
 pub mod log1p;

@@ -24,8 +24,11 @@ pub fn log1p_values<T: Real>(values: &mut [T], base: Option<f64>) -> Result<()> 
     }
     let lb = base.map(f64::ln);
     values.par_chunks_mut(1 << 15).for_each(|ch| match lb {
-        None => ch.iter_mut().for_each(|v| *v = v.ln_1p()),
-        Some(l) => ch.iter_mut().for_each(|v| *v = T::from_f64(v.ln_1p().to_f64() / l)),
+        None => T::ln_1p_slice(ch),
+        Some(l) => {
+            T::ln_1p_slice(ch);
+            ch.iter_mut().for_each(|v| *v = T::from_f64(v.to_f64() / l));
+        }
     });
     Ok(())
 }

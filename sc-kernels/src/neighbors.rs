@@ -238,66 +238,60 @@ pub fn umap_connectivities(knn: &Knn, set_op_mix_ratio: f64, local_connectivity:
     }
     let (sigmas, rhos) = smooth_knn_dist(knn, local_connectivity, 1.0);
     let n = knn.n_obs;
-    let k = knn.k;
     // Membership strengths, one row per cell, zeros (and the cell itself) left out.
-    let a = crate::csr::build_csr::<f32, _, _>(
-        n,
-        n,
-        |i| {
-            let (idx, dist) = knn.row(i);
-            idx.iter().zip(dist).filter(|(&j, &dd)| membership(i, j, dd, rhos[i], sigmas[i]) != 0.0).count()
-        },
-        |i, ci, vi| {
+    let rows: Vec<Vec<(u32, f32)>> = (0..n)
+        .into_par_iter()
+        .map(|i| {
             let (idx, dist) = knn.row(i);
             let mut e: Vec<(u32, f32)> =
                 idx.iter().zip(dist).map(|(&j, &dd)| (j, membership(i, j, dd, rhos[i], sigmas[i]))).filter(|e| e.1 != 0.0).collect();
-            e.sort_by_key(|e| e.0);
-            for (t, (j, v)) in e.into_iter().enumerate() {
-                ci[t] = j;
-                vi[t] = v;
-            }
-        },
-    );
+            e.sort_unstable_by_key(|e| e.0);
+            e
+        })
+        .collect();
+    let a = csr_from_rows(n, &rows);
     let at = a.transpose();
     let mix = set_op_mix_ratio as f32;
     // Union of the patterns of A and A^T, row by row (both have sorted indices).
-    let merged = |i: usize| -> Vec<(u32, f32)> {
-        let (ca, va) = a.row(i);
-        let (cb, vb) = at.row(i);
-        let mut out = Vec::with_capacity(ca.len() + cb.len());
-        let (mut p, mut q) = (0, 0);
-        while p < ca.len() || q < cb.len() {
-            let (j, x, y) = if q >= cb.len() || (p < ca.len() && ca[p] < cb[q]) {
-                p += 1;
-                (ca[p - 1], va[p - 1], 0.0f32)
-            } else if p >= ca.len() || cb[q] < ca[p] {
-                q += 1;
-                (cb[q - 1], 0.0f32, vb[q - 1])
-            } else {
-                p += 1;
-                q += 1;
-                (ca[p - 1], va[p - 1], vb[q - 1])
-            };
-            let prod = x * y;
-            let v = if mix == 1.0 { (x + y) - prod } else { mix * ((x + y) - prod) + (1.0 - mix) * prod };
-            if v != 0.0 {
-                out.push((j, v));
+    let merged: Vec<Vec<(u32, f32)>> = (0..n)
+        .into_par_iter()
+        .map(|i| {
+            let (ca, va) = a.row(i);
+            let (cb, vb) = at.row(i);
+            let mut out = Vec::with_capacity(ca.len() + cb.len());
+            let (mut p, mut q) = (0, 0);
+            while p < ca.len() || q < cb.len() {
+                let (j, x, y) = if q >= cb.len() || (p < ca.len() && ca[p] < cb[q]) {
+                    p += 1;
+                    (ca[p - 1], va[p - 1], 0.0f32)
+                } else if p >= ca.len() || cb[q] < ca[p] {
+                    q += 1;
+                    (cb[q - 1], 0.0f32, vb[q - 1])
+                } else {
+                    p += 1;
+                    q += 1;
+                    (ca[p - 1], va[p - 1], vb[q - 1])
+                };
+                let prod = x * y;
+                let v = if mix == 1.0 { (x + y) - prod } else { mix * ((x + y) - prod) + (1.0 - mix) * prod };
+                if v != 0.0 {
+                    out.push((j, v));
+                }
             }
+            out
+        })
+        .collect();
+    Ok(csr_from_rows(n, &merged))
+}
+
+/// A square CSR matrix from per-row sorted entries.
+fn csr_from_rows(n: usize, rows: &[Vec<(u32, f32)>]) -> CsrMatrix<f32> {
+    crate::csr::build_csr(n, n, |i| rows[i].len(), |i, ci, vi| {
+        for (t, &(j, v)) in rows[i].iter().enumerate() {
+            ci[t] = j;
+            vi[t] = v;
         }
-        out
-    };
-    let _ = k;
-    Ok(crate::csr::build_csr(
-        n,
-        n,
-        |i| merged(i).len(),
-        |i, ci, vi| {
-            for (t, (j, v)) in merged(i).into_iter().enumerate() {
-                ci[t] = j;
-                vi[t] = v;
-            }
-        },
-    ))
+    })
 }
 
 #[inline]

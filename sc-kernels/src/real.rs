@@ -28,6 +28,14 @@ pub trait Real:
     fn ln_1p(self) -> Self;
     fn exp_m1(self) -> Self;
     fn is_finite(self) -> bool;
+    /// `ln_1p` of every value, in place (vectorized for `f32`).
+    fn ln_1p_slice(values: &mut [Self]) {
+        values.iter_mut().for_each(|v| *v = v.ln_1p());
+    }
+    /// `exp_m1` of `src` into `dst` (vectorized for `f32`).
+    fn exp_m1_into(src: &[Self], dst: &mut [Self]) {
+        dst.iter_mut().zip(src).for_each(|(d, s)| *d = s.exp_m1());
+    }
 }
 
 impl Real for f32 {
@@ -41,17 +49,41 @@ impl Real for f32 {
     fn from_f64(v: f64) -> Self {
         v as f32
     }
+    /// Vectorizable and correctly rounded but in rare cases (see [`crate::fastmath`]); libm
+    /// outside the fast domain.
     #[inline(always)]
     fn ln_1p(self) -> Self {
-        f32::ln_1p(self)
+        if self > -0.5 && self < 1e30 {
+            crate::fastmath::ln_1p_f32(self)
+        } else {
+            f32::ln_1p(self)
+        }
     }
     #[inline(always)]
     fn exp_m1(self) -> Self {
-        f32::exp_m1(self)
+        if self.is_finite() {
+            crate::fastmath::exp_m1_f32(self)
+        } else {
+            f32::exp_m1(self)
+        }
     }
     #[inline(always)]
     fn is_finite(self) -> bool {
         f32::is_finite(self)
+    }
+    fn ln_1p_slice(values: &mut [Self]) {
+        if crate::fastmath::all_in_fast_domain(values) {
+            values.iter_mut().for_each(|v| *v = crate::fastmath::ln_1p_f32(*v));
+        } else {
+            values.iter_mut().for_each(|v| *v = v.ln_1p());
+        }
+    }
+    fn exp_m1_into(src: &[Self], dst: &mut [Self]) {
+        if src.iter().fold(true, |ok, &x| ok & (x.abs() < 80.0)) {
+            dst.iter_mut().zip(src).for_each(|(d, s)| *d = crate::fastmath::exp_m1_f32(*s));
+        } else {
+            dst.iter_mut().zip(src).for_each(|(d, s)| *d = s.exp_m1());
+        }
     }
 }
 

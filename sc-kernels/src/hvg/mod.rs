@@ -180,6 +180,42 @@ where
         )
 }
 
+/// As [`col_pass`] for `expm1(x)`, each row transformed in one vectorized call.
+pub(crate) fn col_pass_expm1<T: Real>(x: &CsrMatrix<T>, rows: Option<&[usize]>) -> (Vec<f64>, Vec<f64>, Vec<i64>) {
+    let n = rows.map_or(x.n_rows, |r| r.len());
+    let nc = x.n_cols;
+    ranges(n)
+        .into_par_iter()
+        .map(|range| {
+            let mut s = vec![0.0f64; nc];
+            let mut q = vec![0.0f64; nc];
+            let mut c = vec![0i64; nc];
+            let mut buf: Vec<T> = Vec::new();
+            for k in range {
+                let i = rows.map_or(k, |r| r[k]);
+                let (ci, vi) = x.row(i);
+                buf.resize(vi.len(), T::ZERO);
+                T::exp_m1_into(vi, &mut buf);
+                for ((&cc, &e), &vv) in ci.iter().zip(&buf).zip(vi) {
+                    let j = cc as usize;
+                    s[j] += e.to_f64();
+                    q[j] += (e * e).to_f64();
+                    c[j] += (vv > T::ZERO) as i64;
+                }
+            }
+            (s, q, c)
+        })
+        .reduce(
+            || (vec![0.0; nc], vec![0.0; nc], vec![0; nc]),
+            |mut a, b| {
+                add_into(&mut a.0, &b.0);
+                add_into(&mut a.1, &b.1);
+                add_into(&mut a.2, &b.2);
+                a
+            },
+        )
+}
+
 /// One batch (or all cells) of the dispersion-based flavours. With `filter_unexpressed`, genes
 /// without a positive value in these cells get zeros and are not selected (scanpy's per-batch
 /// behaviour).
@@ -191,10 +227,7 @@ pub(crate) fn dispersion_batch<T: Real>(
 ) -> Result<Dispersions> {
     let n = rows.map_or(x.n_rows, |r| r.len());
     let (sums, sq, pos) = match (params.flavor, params.log1p_base) {
-        (Flavor::Seurat, None) => col_pass(x, rows, |v: T| {
-            let e = v.exp_m1();
-            (e.to_f64(), (e * e).to_f64())
-        }),
+        (Flavor::Seurat, None) => col_pass_expm1(x, rows),
         (Flavor::Seurat, Some(b)) => {
             let lb = b.ln();
             col_pass(x, rows, move |v: T| {
