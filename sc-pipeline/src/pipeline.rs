@@ -159,9 +159,8 @@ pub fn run_pipeline(
     }
     if config.hvg.is_some() && config.subset_hvg {
         r.step("subset to HVG (raw frozen)", adata, |a| {
-            a.raw = Some(a.to_raw());
             let keep = steps::highly_variable_mask(a)?;
-            a.select_var(&keep)?;
+            a.freeze_raw_and_select_var(&keep)?;
             Ok(((), ".raw = log-normalized, all filtered genes".to_string()))
         })?;
     }

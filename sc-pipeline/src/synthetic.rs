@@ -199,10 +199,14 @@ impl AliasTable {
         AliasTable { prob, alias }
     }
 
+    /// One draw from one 64-bit random number: the high 32 bits pick the slot (multiply-shift,
+    /// bias below 2^-32 per slot), the low 24 bits decide between the slot and its alias.
     #[inline]
-    fn draw(&self, rng: &mut impl Rng) -> usize {
-        let i = rng.random_range(0..self.prob.len());
-        if rng.random::<f32>() < self.prob[i] {
+    fn draw(&self, rng: &mut impl RngCore) -> usize {
+        let r = rng.next_u64();
+        let i = (((r >> 32) * self.prob.len() as u64) >> 32) as usize;
+        let u = (r & 0xff_ffff) as f32 * (1.0 / 16_777_216.0);
+        if u < self.prob[i] {
             i
         } else {
             self.alias[i] as usize
@@ -265,7 +269,13 @@ fn count(rng: &mut impl Rng, r: f64, mu: f64) -> f32 {
     }
     if mu < 30.0 {
         let p = mu / (r + mu);
-        let mut pk = (r / (r + mu)).powf(r);
+        let q = r / (r + mu);
+        // P(0) = q^r; an integral shape (the default 2) avoids the much slower powf.
+        let mut pk = if r.fract() == 0.0 && r <= 16.0 {
+            q.powi(r as i32)
+        } else {
+            q.powf(r)
+        };
         let mut cdf = pk;
         let u: f64 = rng.random();
         let mut k = 0.0f64;

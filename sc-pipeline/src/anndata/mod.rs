@@ -59,15 +59,6 @@ impl AnnData {
         }
     }
 
-    /// A `raw` snapshot of the current X and var (what `adata.raw = adata` stores).
-    pub fn to_raw(&self) -> Raw {
-        Raw {
-            x: self.x.clone(),
-            var: self.var.clone(),
-            varm: BTreeMap::new(),
-        }
-    }
-
     pub fn n_obs(&self) -> usize {
         self.x.shape().0
     }

@@ -33,6 +33,32 @@ impl AnnData {
             return Ok(());
         }
         self.x = self.x.select_cols(keep)?;
+        self.select_var_annotations(keep)
+    }
+
+    /// scanpy's `adata.raw = adata; adata = adata[:, keep]` without copying X twice: X moves
+    /// into `raw` (with the current `var`) and the kept genes are taken from it.
+    pub fn freeze_raw_and_select_var(&mut self, keep: &[bool]) -> Result<()> {
+        check_mask("gene", keep.len(), self.n_vars())?;
+        let x = std::mem::replace(&mut self.x, super::Matrix::Sparse(CsrMatrix::zeros(0, 0)));
+        let raw = self.raw.insert(super::Raw {
+            x,
+            var: self.var.clone(),
+            varm: BTreeMap::new(),
+        });
+        self.x = if keep.iter().all(|&k| k) {
+            raw.x.clone()
+        } else {
+            raw.x.select_cols(keep)?
+        };
+        self.select_var_annotations(keep)
+    }
+
+    /// Everything per gene except X.
+    fn select_var_annotations(&mut self, keep: &[bool]) -> Result<()> {
+        if keep.iter().all(|&k| k) {
+            return Ok(());
+        }
         self.var = self.var.select_rows(keep);
         self.varm = select_dense(&self.varm, keep);
         self.varp = select_square(&self.varp, keep)?;
