@@ -61,8 +61,8 @@ pub(crate) fn cut_edges(values: &[f64], edges: &[f64]) -> Vec<Option<usize>> {
 pub(crate) fn percentile(sorted: &[f64], q: f64) -> f64 {
     let n = sorted.len();
     let quantile = q / 100.0;
-    // numpy's _compute_virtual_index with alpha = beta = 1.
-    let virtual_index = n as f64 * quantile + (1.0 + quantile * (1.0 - 1.0 - 1.0)) - 1.0;
+    // numpy's "linear" method: virtual index (n - 1) * q.
+    let virtual_index = (n - 1) as f64 * quantile;
     let prev = virtual_index.floor();
     let gamma = virtual_index - prev;
     let lo = (prev.max(0.0) as usize).min(n - 1);
@@ -209,6 +209,10 @@ mod tests {
         assert_eq!(percentile(&v, 100.0), 4.0);
         assert_eq!(percentile(&v, 10.0), 1.3);
         assert_eq!(percentile(&[7.0], 35.0), 7.0);
+        // Values numpy gives (np.percentile(np.arange(9781) / 7, q)).
+        let w: Vec<f64> = (0..9781).map(|i| i as f64 / 7.0).collect();
+        assert_eq!(percentile(&w, 95.0), 1327.2857142857142);
+        assert_eq!(percentile(&w, 15.0), 209.57142857142858);
     }
 
     #[test]
