@@ -9,6 +9,28 @@
 //! assert_eq!(v.to_host()?, vec![1.0, 2.0, 3.0]);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! Resources: base ([`CudaResource`], [`ManagedResource`], [`AsyncResource`],
+//! [`PinnedHostResource`]), sub-allocators ([`PoolResource`], [`FixedSizeResource`],
+//! [`BinningResource`], [`ArenaResource`]) and adaptors ([`LimitingAdaptor`],
+//! [`StatisticsAdaptor`], [`TrackingAdaptor`], [`LoggingAdaptor`], [`FailureCallbackAdaptor`],
+//! [`AlignedAdaptor`], [`PrefetchAdaptor`]). Each wraps its upstream by value, so a stack of them
+//! is one type without dynamic dispatch, or `Arc<dyn MemoryResource>` ([`SharedResource`]) where
+//! it is shared:
+//!
+//! ```
+//! use rmm_core::{CudaResource, Device, MemoryResource, PoolOptions, PoolResource, StatisticsAdaptor};
+//! let device = Device::simulated(1 << 30);
+//! let pool = PoolResource::new(CudaResource::new(&device), PoolOptions::sized(64 << 20, None))?;
+//! let stats = StatisticsAdaptor::new(pool);
+//! let stream = device.new_stream()?;
+//! let ptr = stats.allocate(1000, &stream)?;
+//! assert_eq!(stats.bytes_counter().value, 1000);
+//! // SAFETY: allocated just above with this size.
+//! unsafe { stats.deallocate(ptr, 1000, &stream)? };
+//! assert_eq!(stats.upstream().free_bytes(), 64 << 20);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 pub mod adaptors;
 mod arena;

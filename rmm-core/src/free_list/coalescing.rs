@@ -158,7 +158,7 @@ impl CoalescingFreeList {
     }
 
     /// Files node `i` under its size.
-    #[inline]
+    #[inline(always)]
     fn link(&mut self, i: u32) {
         let Node { addr, size, .. } = self.nodes[i as usize];
         if size <= SMALL_MAX {
@@ -175,12 +175,23 @@ impl CoalescingFreeList {
         } else if self.top == NIL {
             self.top = i;
         } else {
-            self.large.insert((size, addr, i));
+            self.insert_large(size, addr, i);
         }
     }
 
+    // The tree updates stay out of line, so that `link` and `unlink` inline into the hot paths.
+    #[inline(never)]
+    fn insert_large(&mut self, size: usize, addr: u64, i: u32) {
+        self.large.insert((size, addr, i));
+    }
+
+    #[inline(never)]
+    fn remove_large(&mut self, size: usize, addr: u64, i: u32) {
+        self.large.remove(&(size, addr, i));
+    }
+
     /// Takes node `i` out of its size index.
-    #[inline]
+    #[inline(always)]
     fn unlink(&mut self, i: u32) {
         let Node {
             addr,
@@ -204,7 +215,7 @@ impl CoalescingFreeList {
         } else if self.top == i {
             self.top = NIL;
         } else {
-            self.large.remove(&(size, addr, i));
+            self.remove_large(size, addr, i);
         }
     }
 

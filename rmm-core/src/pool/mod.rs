@@ -6,12 +6,17 @@
 //!   once by it, by other streams after an event wait;
 //! - the reservoir: memory no work has touched yet (new chunks, and everything after
 //!   [`PoolResource::release`] synchronised). A stream takes a *portion* of it at a time (1/16 of
-//!   the pool, at least what it asked), so streams rarely come back for more.
+//!   the pool within 1 MiB .. 1 GiB, at least what it asked), so streams rarely come back for more.
 //!
 //! An allocation looks in its stream's list (the only step on the common path: one uncontended
 //! lock, a bitmap search, two hash-map updates); then carves a portion from the reservoir; then
-//! steals other streams' lists (one event record/wait per list); then grows the pool from the
-//! upstream; then fails with an [`OutOfMemory`] that says what the pool holds.
+//! steals the list of another stream that has a large enough block (one event record and wait);
+//! when none has, takes every list and the reservoir's fragments so they coalesce; then grows the
+//! pool from the upstream; then fails with an [`OutOfMemory`] that says what the pool holds.
+//!
+//! Free blocks are found by address through hash maps of their starts and ends (O(1) coalescing)
+//! rather than kept in an address-sorted list: the same merges as RMM's address-ordered list,
+//! without its linear scans.
 
 mod chunks;
 mod growth;

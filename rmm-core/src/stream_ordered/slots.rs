@@ -49,7 +49,7 @@ impl<T> Default for Slots<T> {
 }
 
 impl<T> Slots<T> {
-    #[inline]
+    #[inline(always)]
     fn find(&self, key: u64) -> Option<Entry<'_, T>> {
         // Acquire: keys and values below `len` were written before it was published.
         let n = self.len.load(Ordering::Acquire);
@@ -59,9 +59,14 @@ impl<T> Slots<T> {
             }
         }
         if n == FAST {
-            return self.overflow.lock().get(&key).cloned().map(Entry::Overflow);
+            return self.find_overflow(key);
         }
         None
+    }
+
+    #[cold]
+    fn find_overflow(&self, key: u64) -> Option<Entry<'_, T>> {
+        self.overflow.lock().get(&key).cloned().map(Entry::Overflow)
     }
 
     /// The entry of `key`, made by `make` if there is none yet.
