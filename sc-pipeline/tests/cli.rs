@@ -1,0 +1,194 @@
+//! The `scpipe` command end to end: generate, run (file, 10x, demo), reports and refusals.
+
+mod common;
+
+use sc_pipeline::anndata::Matrix;
+use sc_pipeline::io::read_h5ad;
+use std::process::{Command, Output};
+
+fn scpipe(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_scpipe"))
+        .args(args)
+        .output()
+        .expect("scpipe runs")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn generate_is_deterministic_and_readable() {
+    let a = common::scratch("gen-a.h5ad");
+    let b = common::scratch("gen-b.h5ad");
+    for p in [&a, &b] {
+        let o = scpipe(&[
+            "generate",
+            "300",
+            "2000",
+            "-o",
+            p.to_str().unwrap(),
+            "--seed",
+            "3",
+        ]);
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    let (x, y) = (read_h5ad(&a).unwrap(), read_h5ad(&b).unwrap());
+    assert_eq!((x.n_obs(), x.n_vars()), (300, 2000));
+    assert_eq!(x, y);
+}
+
+#[test]
+fn run_writes_the_output_and_a_report() {
+    let input = common::scratch("in.h5ad");
+    let output = common::scratch("out.h5ad");
+    let report = common::scratch("report.json");
+    let o = scpipe(&["generate", "800", "5000", "-o", input.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = scpipe(&[
+        "run",
+        input.to_str().unwrap(),
+        "-o",
+        output.to_str().unwrap(),
+        "--device",
+        "cpu",
+        "--n-top-genes",
+        "400",
+        "--n-comps",
+        "20",
+        "--report",
+        report.to_str().unwrap(),
+    ]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    for step in [
+        "read input",
+        "filter_cells",
+        "highly_variable_genes",
+        "pca",
+        "neighbors",
+        "write h5ad",
+        "total",
+    ] {
+        assert!(out.contains(step), "summary table lists {step}: {out}");
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let steps = json["steps"].as_array().unwrap();
+    assert!(steps
+        .iter()
+        .all(|s| s["seconds"].as_f64().unwrap() >= 0.0 && s["n_obs"].as_u64().is_some()));
+    let a = read_h5ad(&output).unwrap();
+    assert_eq!(a.n_vars(), 400);
+    assert_eq!(a.obsm["X_pca"].shape[1], 20);
+    assert!(a.raw.is_some() && a.obsp.contains_key("connectivities"));
+}
+
+#[test]
+fn steps_can_be_switched_off() {
+    let input = common::scratch("in2.h5ad");
+    let output = common::scratch("out2.h5ad");
+    assert!(
+        scpipe(&["generate", "400", "5000", "-o", input.to_str().unwrap()])
+            .status
+            .success()
+    );
+    let o = scpipe(&[
+        "run",
+        input.to_str().unwrap(),
+        "-o",
+        output.to_str().unwrap(),
+        "--no-scale",
+        "--no-pca",
+        "--no-subset",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let a = read_h5ad(&output).unwrap();
+    assert!(a.obsm.is_empty() && a.obsp.is_empty());
+    assert!(matches!(a.x, Matrix::Sparse(_)), "unscaled X stays sparse");
+    assert!(a.var.column("highly_variable").is_some());
+}
+
+#[test]
+fn a_10x_file_runs() {
+    let output = common::scratch("tenx.h5ad");
+    let input = common::shared_data("10x/v3_filtered_feature_bc_matrix.h5");
+    let o = scpipe(&[
+        "run",
+        input.to_str().unwrap(),
+        "-o",
+        output.to_str().unwrap(),
+        "--min-genes",
+        "1",
+        "--min-cells",
+        "1",
+        "--n-top-genes",
+        "100",
+        "--n-comps",
+        "10",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(read_h5ad(&output).unwrap().n_vars(), 100);
+}
+
+#[test]
+fn the_demo_runs_without_an_input_file() {
+    let output = common::scratch("demo.h5ad");
+    let o = scpipe(&[
+        "run",
+        "--demo",
+        "--demo-cells",
+        "600",
+        "--demo-genes",
+        "5000",
+        "-o",
+        output.to_str().unwrap(),
+    ]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains("output:") && out.contains("generate demo data"),
+        "{out}"
+    );
+    assert!(
+        out.contains("running on the CPU"),
+        "the device choice is announced: {out}"
+    );
+    assert!(read_h5ad(&output).unwrap().n_obs() > 500);
+}
+
+#[test]
+fn bad_options_are_refused_clearly() {
+    let input = common::shared_data("10x/v2_filtered_gene_bc_matrices_h5.h5");
+    let inp = input.to_str().unwrap();
+    let out = common::scratch("never.h5ad");
+    let o = out.to_str().unwrap();
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["run", inp, "-o", o, "--hvg-flavor", "seurat_v9"],
+            "unknown flavor",
+        ),
+        (
+            &["run", inp, "-o", o, "--n-neighbors", "1"],
+            "--n-neighbors",
+        ),
+        (&["run", inp, "-o", o, "--target-sum=-5"], "--target-sum"),
+        (&["run", "/no/such/file.h5ad", "-o", o], "no such file"),
+        (&["run", inp, "-o", o, "--device", "gpu"], "--device gpu"),
+        (&["generate", "0", "100", "-o", o], "N_CELLS"),
+    ];
+    for (args, expected) in cases {
+        let r = scpipe(args);
+        assert!(!r.status.success(), "{args:?} should fail");
+        assert!(
+            text(&r).contains(expected),
+            "{args:?}: expected '{expected}' in {}",
+            text(&r)
+        );
+    }
+    assert!(!out.exists());
+}
