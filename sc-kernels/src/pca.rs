@@ -31,7 +31,10 @@ pub struct PcaParams {
 
 impl Default for PcaParams {
     fn default() -> Self {
-        PcaParams { n_comps: 50, zero_center: true }
+        PcaParams {
+            n_comps: 50,
+            zero_center: true,
+        }
     }
 }
 
@@ -114,10 +117,13 @@ where
                 }
                 s
             })
-            .reduce(|| vec![0.0; g], |mut a, b| {
-                crate::stats::add_into(&mut a, &b);
-                a
-            });
+            .reduce(
+                || vec![0.0; g],
+                |mut a, b| {
+                    crate::stats::add_into(&mut a, &b);
+                    a
+                },
+            );
         crate::stats::add_into(&mut sums, &colsum);
         start = end;
     }
@@ -149,7 +155,9 @@ fn top_components(mut c: Mat<f64>, k: usize) -> Result<(Vec<f64>, Mat<f64>, f64)
         }
     }
     let total: f64 = (0..g).map(|i| c[(i, i)]).sum();
-    let evd = c.self_adjoint_eigen(Side::Lower).map_err(|e| KernelError::Unsupported(format!("eigendecomposition failed: {e:?}")))?;
+    let evd = c
+        .self_adjoint_eigen(Side::Lower)
+        .map_err(|e| KernelError::Unsupported(format!("eigendecomposition failed: {e:?}")))?;
     let s = evd.S().column_vector();
     let u = evd.U();
     let mut vals = Vec::with_capacity(k);
@@ -157,18 +165,68 @@ fn top_components(mut c: Mat<f64>, k: usize) -> Result<(Vec<f64>, Mat<f64>, f64)
     for c_ in 0..k {
         let src = g - 1 - c_;
         vals.push(s[src]);
-        // svd_flip(u_based_decision=False): largest |loading| positive (first one on ties).
+        for i in 0..g {
+            comps[(i, c_)] = u[(i, src)];
+        }
+    }
+    flip_signs(&mut comps);
+    Ok((vals, comps, total))
+}
+
+/// sklearn's `svd_flip(u_based_decision=False)`: the largest |loading| of each component is
+/// made positive (the first one on ties).
+fn flip_signs(comps: &mut Mat<f64>) {
+    let g = comps.nrows();
+    for c in 0..comps.ncols() {
         let mut best = 0;
         for i in 1..g {
-            if u[(i, src)].abs() > u[(best, src)].abs() {
+            if comps[(i, c)].abs() > comps[(best, c)].abs() {
                 best = i;
             }
         }
-        let sign = if u[(best, src)] < 0.0 { -1.0 } else { 1.0 };
-        for i in 0..g {
-            comps[(i, c_)] = sign * u[(i, src)];
+        if comps[(best, c)] < 0.0 {
+            for i in 0..g {
+                comps[(i, c)] = -comps[(i, c)];
+            }
         }
     }
+}
+
+/// Cells below this many (and fewer than genes) take the dual route: the eigendecomposition of
+/// the `n x n` matrix `Xc Xc^T` instead of the `g x g` covariance (same nonzero eigenvalues;
+/// components `Xc^T u / sqrt((n-1) lambda)`), with `Xc` densified (it is small then).
+const DUAL_MAX_CELLS: usize = 8192;
+
+/// The top `k` components by the dual route from a dense row-major `n x g` (centred) matrix.
+fn dual_components(xc: &[f64], n: usize, g: usize, k: usize, denom: f64) -> Result<(Vec<f64>, Mat<f64>, f64)> {
+    let xm = MatRef::from_row_major_slice(xc, n, g);
+    let mut kmat = Mat::<f64>::zeros(n, n);
+    faer::linalg::matmul::matmul(kmat.as_mut(), Accum::Replace, xm, xm.transpose(), 1.0 / denom, Par::rayon(0));
+    let total: f64 = (0..n).map(|i| kmat[(i, i)]).sum();
+    let evd = kmat
+        .self_adjoint_eigen(Side::Lower)
+        .map_err(|e| KernelError::Unsupported(format!("eigendecomposition failed: {e:?}")))?;
+    let s = evd.S().column_vector();
+    let u = evd.U();
+    let mut vals = Vec::with_capacity(k);
+    let mut ucols = Mat::<f64>::zeros(n, k);
+    for c in 0..k {
+        let src = n - 1 - c;
+        vals.push(s[src]);
+        for i in 0..n {
+            ucols[(i, c)] = u[(i, src)];
+        }
+    }
+    let mut comps = Mat::<f64>::zeros(g, k);
+    faer::linalg::matmul::matmul(comps.as_mut(), Accum::Replace, xm.transpose(), ucols.as_ref(), 1.0, Par::rayon(0));
+    for c in 0..k {
+        let norm = (0..g).map(|i| comps[(i, c)].powi(2)).sum::<f64>().sqrt();
+        let f = if norm > 0.0 && vals[c] > 0.0 { 1.0 / norm } else { 0.0 };
+        for i in 0..g {
+            comps[(i, c)] *= f;
+        }
+    }
+    flip_signs(&mut comps);
     Ok((vals, comps, total))
 }
 
@@ -178,18 +236,34 @@ fn n_comps(params: &PcaParams, n: usize, g: usize) -> Result<usize> {
     }
     let min_dim = n.min(g);
     if min_dim < 2 {
-        return Err(KernelError::Unsupported(format!("pca needs at least 2 cells and 2 genes, got {n} x {g}")));
+        return Err(KernelError::Unsupported(format!(
+            "pca needs at least 2 cells and 2 genes, got {n} x {g}"
+        )));
     }
     Ok(params.n_comps.min(min_dim - 1))
 }
 
 /// The shared tail: covariance, eigendecomposition, scores via `project(V, mu) -> n x k f64`.
-fn finish<P>(n: usize, g: usize, k: usize, zero_center: bool, gm: Mat<f64>, sums: Vec<f64>, sq_sums: Vec<f64>, project: P) -> Result<PcaResult>
+#[allow(clippy::too_many_arguments)]
+fn finish<P>(
+    n: usize,
+    g: usize,
+    k: usize,
+    zero_center: bool,
+    gm: Mat<f64>,
+    sums: Vec<f64>,
+    sq_sums: Vec<f64>,
+    project: P,
+) -> Result<PcaResult>
 where
     P: Fn(&Mat<f64>, &[f64]) -> Vec<f64>,
 {
     let nf = n as f64;
-    let mean: Vec<f64> = if zero_center { sums.iter().map(|s| s / nf).collect() } else { vec![0.0; g] };
+    let mean: Vec<f64> = if zero_center {
+        sums.iter().map(|s| s / nf).collect()
+    } else {
+        vec![0.0; g]
+    };
     let mut c = gm;
     if zero_center {
         for j in 0..g {
@@ -199,6 +273,28 @@ where
         }
     }
     let (vals, comps, total) = top_components(c, k)?;
+    assemble(n, g, k, zero_center, vals, comps, total, mean, &sums, &sq_sums, project)
+}
+
+/// Scores, variances and the result from the components.
+#[allow(clippy::too_many_arguments)]
+fn assemble<P>(
+    n: usize,
+    g: usize,
+    k: usize,
+    zero_center: bool,
+    vals: Vec<f64>,
+    comps: Mat<f64>,
+    total: f64,
+    mean: Vec<f64>,
+    sums: &[f64],
+    sq_sums: &[f64],
+    project: P,
+) -> Result<PcaResult>
+where
+    P: Fn(&Mat<f64>, &[f64]) -> Vec<f64>,
+{
+    let nf = n as f64;
     let scores = project(&comps, &mean);
     let (variance, variance_ratio) = if zero_center {
         let ratio = vals.iter().map(|v| v / total).collect();
@@ -221,8 +317,49 @@ where
             components.data[c_ * g + j] = comps[(j, c_)];
         }
     }
-    let x_pca = DenseMatrix { n_rows: n, n_cols: k, data: scores.iter().map(|&v| v as f32).collect() };
-    Ok(PcaResult { x_pca, components, variance, variance_ratio, mean })
+    let x_pca = DenseMatrix {
+        n_rows: n,
+        n_cols: k,
+        data: scores.iter().map(|&v| v as f32).collect(),
+    };
+    Ok(PcaResult {
+        x_pca,
+        components,
+        variance,
+        variance_ratio,
+        mean,
+    })
+}
+
+/// The dual route for few cells: `get(i, j)` reads `X`.
+fn pca_dual<G, P>(n: usize, g: usize, k: usize, zero_center: bool, get_row: G, project: P) -> Result<PcaResult>
+where
+    G: Fn(usize, &mut [f64]) + Sync,
+    P: Fn(&Mat<f64>, &[f64]) -> Vec<f64>,
+{
+    let mut xc = vec![0.0f64; n * g];
+    xc.par_chunks_mut(g).enumerate().for_each(|(i, r)| get_row(i, r));
+    let nf = n as f64;
+    let mut sums = vec![0.0; g];
+    let mut sq = vec![0.0; g];
+    for r in xc.chunks(g) {
+        for j in 0..g {
+            sums[j] += r[j];
+            sq[j] += r[j] * r[j];
+        }
+    }
+    let mean: Vec<f64> = if zero_center {
+        sums.iter().map(|s| s / nf).collect()
+    } else {
+        vec![0.0; g]
+    };
+    if zero_center {
+        xc.par_chunks_mut(g)
+            .for_each(|r| r.iter_mut().zip(&mean).for_each(|(v, m)| *v -= m));
+    }
+    let denom = if zero_center { nf - 1.0 } else { 1.0 };
+    let (vals, comps, total) = dual_components(&xc, n, g, k, denom)?;
+    assemble(n, g, k, zero_center, vals, comps, total, mean, &sums, &sq, project)
 }
 
 /// PCA of a dense cells x genes matrix.
@@ -230,7 +367,16 @@ pub fn pca_dense<T: Real>(x: &DenseMatrix<T>, params: &PcaParams) -> Result<PcaR
     let (n, g) = (x.n_rows, x.n_cols);
     let k = n_comps(params, n, g)?;
     if let Some(p) = x.data.iter().position(|v| !v.is_finite()) {
-        return Err(KernelError::NonFinite { row: p / g, col: p % g, value: x.data[p].to_f64() });
+        return Err(KernelError::NonFinite {
+            row: p / g,
+            col: p % g,
+            value: x.data[p].to_f64(),
+        });
+    }
+    let project_dense = |v: &Mat<f64>, mean: &[f64]| project_dense_rows(x, v, mean);
+    if n < g && n <= DUAL_MAX_CELLS {
+        let get = |i: usize, r: &mut [f64]| r.iter_mut().zip(x.row(i)).for_each(|(a, b)| *a = b.to_f64());
+        return pca_dual(n, g, k, params.zero_center, get, project_dense);
     }
     fn fill<T: Real, E: Real>(x: &DenseMatrix<T>, s: usize, e: usize, blk: &mut [E]) {
         let g = x.n_cols;
@@ -242,24 +388,28 @@ pub fn pca_dense<T: Real>(x: &DenseMatrix<T>, params: &PcaParams) -> Result<PcaR
     }
     let (gm, sums) = gram(n, g, |s, e, b: &mut [f32]| fill(x, s, e, b), |s, e, b: &mut [f64]| fill(x, s, e, b));
     let sq_sums: Vec<f64> = (0..g).map(|j| gm[(j, j)]).collect();
-    finish(n, g, k, params.zero_center, gm, sums, sq_sums, |v, mean| {
-        let mv: Vec<f64> = (0..k).map(|c| (0..g).map(|j| mean[j] * v[(j, c)]).sum()).collect();
-        let mut out = vec![0.0f64; n * k];
-        out.par_chunks_mut(BLOCK * k).enumerate().for_each(|(bi, o)| {
-            let s = bi * BLOCK;
-            let b = o.len() / k;
-            let blk: Vec<f64> = x.data[s * g..(s + b) * g].iter().map(|v| v.to_f64()).collect();
-            let bm = MatRef::from_row_major_slice(&blk, b, g);
-            let mut res = Mat::<f64>::zeros(b, k);
-            faer::linalg::matmul::matmul(res.as_mut(), Accum::Replace, bm, v.as_ref(), 1.0, Par::Seq);
-            for i in 0..b {
-                for c in 0..k {
-                    o[i * k + c] = res[(i, c)] - mv[c];
-                }
+    finish(n, g, k, params.zero_center, gm, sums, sq_sums, project_dense)
+}
+
+/// Scores `(X - mu) V` of a dense matrix, blocks of rows through faer products.
+fn project_dense_rows<T: Real>(x: &DenseMatrix<T>, v: &Mat<f64>, mean: &[f64]) -> Vec<f64> {
+    let (n, g, k) = (x.n_rows, x.n_cols, v.ncols());
+    let mv: Vec<f64> = (0..k).map(|c| (0..g).map(|j| mean[j] * v[(j, c)]).sum()).collect();
+    let mut out = vec![0.0f64; n * k];
+    out.par_chunks_mut(BLOCK * k).enumerate().for_each(|(bi, o)| {
+        let s = bi * BLOCK;
+        let b = o.len() / k;
+        let blk: Vec<f64> = x.data[s * g..(s + b) * g].iter().map(|v| v.to_f64()).collect();
+        let bm = MatRef::from_row_major_slice(&blk, b, g);
+        let mut res = Mat::<f64>::zeros(b, k);
+        faer::linalg::matmul::matmul(res.as_mut(), Accum::Replace, bm, v.as_ref(), 1.0, Par::Seq);
+        for i in 0..b {
+            for c in 0..k {
+                o[i * k + c] = res[(i, c)] - mv[c];
             }
-        });
-        out
-    })
+        }
+    });
+    out
 }
 
 /// PCA of a sparse cells x genes matrix, without densifying it (blocks of rows only).
@@ -267,6 +417,17 @@ pub fn pca_sparse<T: Real>(x: &CsrMatrix<T>, params: &PcaParams) -> Result<PcaRe
     let (n, g) = (x.n_rows, x.n_cols);
     let k = n_comps(params, n, g)?;
     x.check_finite()?;
+    let project_sparse = |v: &Mat<f64>, mean: &[f64]| project_sparse_rows(x, v, mean);
+    if n < g && n <= DUAL_MAX_CELLS {
+        let get = |i: usize, r: &mut [f64]| {
+            r.iter_mut().for_each(|a| *a = 0.0);
+            let (c, v) = x.row(i);
+            for (&cc, &vv) in c.iter().zip(v) {
+                r[cc as usize] += vv.to_f64();
+            }
+        };
+        return pca_dual(n, g, k, params.zero_center, get, project_sparse);
+    }
     fn fill<T: Real, E: Real>(x: &CsrMatrix<T>, s: usize, blk: &mut [E]) {
         let g = x.n_cols;
         blk.par_chunks_mut(g).enumerate().for_each(|(r, d)| {
@@ -279,25 +440,29 @@ pub fn pca_sparse<T: Real>(x: &CsrMatrix<T>, params: &PcaParams) -> Result<PcaRe
     }
     let (gm, sums) = gram(n, g, |s, _e, b: &mut [f32]| fill(x, s, b), |s, _e, b: &mut [f64]| fill(x, s, b));
     let sq_sums: Vec<f64> = (0..g).map(|j| gm[(j, j)]).collect();
-    finish(n, g, k, params.zero_center, gm, sums, sq_sums, |v, mean| {
-        let mv: Vec<f64> = (0..k).map(|c| (0..g).map(|j| mean[j] * v[(j, c)]).sum()).collect();
-        // Row-major copy of V for the sparse products.
-        let vr: Vec<f64> = (0..g).flat_map(|j| (0..k).map(move |c| (j, c))).map(|(j, c)| v[(j, c)]).collect();
-        let mut out = vec![0.0f64; n * k];
-        out.par_chunks_mut(k).enumerate().for_each(|(i, o)| {
-            o.copy_from_slice(&mv);
-            o.iter_mut().for_each(|a| *a = -*a);
-            let (c, vals) = x.row(i);
-            for (&cc, &vv) in c.iter().zip(vals) {
-                let row = &vr[cc as usize * k..(cc as usize + 1) * k];
-                let f = vv.to_f64();
-                for (a, b) in o.iter_mut().zip(row) {
-                    *a += f * b;
-                }
+    finish(n, g, k, params.zero_center, gm, sums, sq_sums, project_sparse)
+}
+
+/// Scores `(X - mu) V` of a sparse matrix, in `f64`.
+fn project_sparse_rows<T: Real>(x: &CsrMatrix<T>, v: &Mat<f64>, mean: &[f64]) -> Vec<f64> {
+    let (n, g, k) = (x.n_rows, x.n_cols, v.ncols());
+    let mv: Vec<f64> = (0..k).map(|c| (0..g).map(|j| mean[j] * v[(j, c)]).sum()).collect();
+    // Row-major copy of V for the sparse products.
+    let vr: Vec<f64> = (0..g).flat_map(|j| (0..k).map(move |c| (j, c))).map(|(j, c)| v[(j, c)]).collect();
+    let mut out = vec![0.0f64; n * k];
+    out.par_chunks_mut(k).enumerate().for_each(|(i, o)| {
+        o.copy_from_slice(&mv);
+        o.iter_mut().for_each(|a| *a = -*a);
+        let (c, vals) = x.row(i);
+        for (&cc, &vv) in c.iter().zip(vals) {
+            let row = &vr[cc as usize * k..(cc as usize + 1) * k];
+            let f = vv.to_f64();
+            for (a, b) in o.iter_mut().zip(row) {
+                *a += f * b;
             }
-        });
-        out
-    })
+        }
+    });
+    out
 }
 
 #[cfg(test)]
@@ -308,7 +473,15 @@ mod tests {
     fn random(n: usize, g: usize, seed: u64, density: f64) -> DenseMatrix<f64> {
         use rand::{Rng, SeedableRng};
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-        let data = (0..n * g).map(|_| if rng.random_bool(density) { rng.random_range(-2.0..5.0) } else { 0.0 }).collect();
+        let data = (0..n * g)
+            .map(|_| {
+                if rng.random_bool(density) {
+                    rng.random_range(-2.0..5.0)
+                } else {
+                    0.0
+                }
+            })
+            .collect();
         DenseMatrix::new(n, g, data).unwrap()
     }
 
@@ -316,14 +489,23 @@ mod tests {
     fn naive_cov(x: &DenseMatrix<f64>) -> (Mat<f64>, Vec<f64>) {
         let (n, g) = (x.n_rows, x.n_cols);
         let mean: Vec<f64> = (0..g).map(|j| (0..n).map(|i| x.get(i, j)).sum::<f64>() / n as f64).collect();
-        let c = Mat::from_fn(g, g, |a, b| (0..n).map(|i| (x.get(i, a) - mean[a]) * (x.get(i, b) - mean[b])).sum::<f64>() / (n as f64 - 1.0));
+        let c = Mat::from_fn(g, g, |a, b| {
+            (0..n).map(|i| (x.get(i, a) - mean[a]) * (x.get(i, b) - mean[b])).sum::<f64>() / (n as f64 - 1.0)
+        });
         (c, mean)
     }
 
     #[test]
     fn matches_the_definition() {
         let x = random(60, 7, 1, 0.6);
-        let r = pca_dense(&x, &PcaParams { n_comps: 3, zero_center: true }).unwrap();
+        let r = pca_dense(
+            &x,
+            &PcaParams {
+                n_comps: 3,
+                zero_center: true,
+            },
+        )
+        .unwrap();
         let (c, mean) = naive_cov(&x);
         let total: f64 = (0..7).map(|i| c[(i, i)]).sum();
         for k in 0..3 {
@@ -348,15 +530,66 @@ mod tests {
     }
 
     #[test]
+    fn dual_route_for_few_cells_matches_the_definition() {
+        let x = random(12, 30, 5, 0.5);
+        let r = pca_dense(
+            &x,
+            &PcaParams {
+                n_comps: 5,
+                zero_center: true,
+            },
+        )
+        .unwrap();
+        let rs = pca_sparse(
+            &CsrMatrix::from_dense(&x),
+            &PcaParams {
+                n_comps: 5,
+                zero_center: true,
+            },
+        )
+        .unwrap();
+        let (c, _) = naive_cov(&x);
+        let total: f64 = (0..30).map(|i| c[(i, i)]).sum();
+        for k in 0..5 {
+            let v = r.components.row(k);
+            for i in 0..30 {
+                let cv: f64 = (0..30).map(|j| c[(i, j)] * v[j]).sum();
+                assert!((cv - r.variance[k] * v[i]).abs() < 1e-9, "component {k}");
+            }
+            assert!((r.variance_ratio[k] - r.variance[k] / total).abs() < 1e-12);
+            assert!((r.variance[k] - rs.variance[k]).abs() < 1e-10);
+        }
+        let u = pca_dense(
+            &x,
+            &PcaParams {
+                n_comps: 3,
+                zero_center: false,
+            },
+        )
+        .unwrap();
+        assert!(u.variance_ratio.iter().all(|v| *v > 0.0 && *v < 1.0));
+    }
+
+    #[test]
     fn clips_components_and_rejects_bad_input() {
         let x = random(5, 3, 2, 1.0);
         assert_eq!(pca_dense(&x, &PcaParams::default()).unwrap().variance.len(), 2);
-        assert!(pca_dense(&x, &PcaParams { n_comps: 0, zero_center: true }).is_err());
+        assert!(pca_dense(
+            &x,
+            &PcaParams {
+                n_comps: 0,
+                zero_center: true
+            }
+        )
+        .is_err());
         let one = random(1, 3, 2, 1.0);
         assert!(pca_dense(&one, &PcaParams::default()).is_err());
         let mut bad = random(4, 3, 2, 1.0);
         bad.data[5] = f64::NAN;
-        assert!(matches!(pca_dense(&bad, &PcaParams::default()), Err(KernelError::NonFinite { row: 1, col: 2, .. })));
+        assert!(matches!(
+            pca_dense(&bad, &PcaParams::default()),
+            Err(KernelError::NonFinite { row: 1, col: 2, .. })
+        ));
     }
 
     #[test]
@@ -366,7 +599,14 @@ mod tests {
             x.data[i * 5] = 2.0; // constant
             x.data[i * 5 + 1] = 0.0; // all zero
         }
-        let r = pca_dense(&x, &PcaParams { n_comps: 2, zero_center: true }).unwrap();
+        let r = pca_dense(
+            &x,
+            &PcaParams {
+                n_comps: 2,
+                zero_center: true,
+            },
+        )
+        .unwrap();
         for k in 0..2 {
             assert!(r.components.get(k, 0).abs() < 1e-10 && r.components.get(k, 1).abs() < 1e-10);
         }
@@ -376,7 +616,14 @@ mod tests {
     #[test]
     fn uncentred_truncated_svd() {
         let x = random(40, 6, 4, 0.5);
-        let r = pca_dense(&x, &PcaParams { n_comps: 2, zero_center: false }).unwrap();
+        let r = pca_dense(
+            &x,
+            &PcaParams {
+                n_comps: 2,
+                zero_center: false,
+            },
+        )
+        .unwrap();
         // Components are right singular vectors of X: X^T X v = s^2 v.
         for k in 0..2 {
             let v = r.components.row(k);
