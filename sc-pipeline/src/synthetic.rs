@@ -12,7 +12,7 @@
 //! seeded from (seed, block index), in parallel; the output is identical whatever the number of
 //! threads.
 
-use crate::anndata::{AnnData, Column, DataFrame, Matrix};
+use crate::anndata::{AnnData, ArrayData, Column, DataFrame, Matrix};
 use crate::{Error, Result};
 use rand::{Rng, RngCore};
 use rand_distr::{Distribution, Gamma, LogNormal, Poisson};
@@ -379,27 +379,89 @@ fn gene_names(p: &SyntheticParams, rng: &mut Xoshiro256pp) -> Vec<String> {
     names
 }
 
-/// Generates the dataset in memory: raw counts in CSR `X`, `obs['batch']` and
-/// `obs['cell_type']` as categoricals, gene names in `var`.
-pub fn generate(p: &SyntheticParams) -> Result<AnnData> {
+impl Block {
+    /// The block's rows as a CSR matrix.
+    fn into_csr(self, n_cols: usize) -> CsrMatrix<f32> {
+        let mut indptr = Vec::with_capacity(self.row_lengths.len() + 1);
+        indptr.push(0u64);
+        for len in &self.row_lengths {
+            indptr.push(indptr.last().unwrap() + len);
+        }
+        CsrMatrix {
+            n_rows: self.row_lengths.len(),
+            n_cols,
+            indptr,
+            indices: self.indices,
+            data: self.data,
+        }
+    }
+}
+
+/// The model and gene names, drawn from the seed before any cell.
+fn prepare(p: &SyntheticParams) -> Result<(Model, Vec<String>)> {
     p.check()?;
     let mut rng = Xoshiro256pp::seed(p.seed, 0);
     let model = build_model(p, &mut rng);
     let genes = gene_names(p, &mut rng);
+    Ok((model, genes))
+}
+
+/// `obs` (cell names, `batch` and `cell_type` categoricals) and `var` (gene names).
+fn annotations(
+    p: &SyntheticParams,
+    groups: &[(u8, u8)],
+    genes: Vec<String>,
+) -> Result<(DataFrame, DataFrame)> {
+    let categorical = |codes: Vec<i32>, prefix: &str, n: usize| Column::Categorical {
+        codes,
+        categories: ArrayData::Str((0..n).map(|k| format!("{prefix}{k}")).collect()),
+        ordered: false,
+    };
+    let width = p.n_cells.to_string().len();
+    let mut obs = DataFrame::with_index(
+        (0..p.n_cells)
+            .map(|i| format!("cell{:0width$}", i))
+            .collect(),
+    );
+    obs.set(
+        "batch",
+        categorical(
+            groups.iter().map(|g| g.0 as i32).collect(),
+            "batch",
+            p.n_batches,
+        ),
+    )?;
+    obs.set(
+        "cell_type",
+        categorical(
+            groups.iter().map(|g| g.1 as i32).collect(),
+            "type",
+            p.n_cell_types,
+        ),
+    )?;
+    Ok((obs, DataFrame::with_index(genes)))
+}
+
+/// Generates the dataset in memory: raw counts in CSR `X`, `obs['batch']` and
+/// `obs['cell_type']` as categoricals, gene names in `var`.
+pub fn generate(p: &SyntheticParams) -> Result<AnnData> {
+    let (model, genes) = prepare(p)?;
     let n_blocks = p.n_cells.div_ceil(CELLS_PER_BLOCK);
     let blocks: Vec<Block> = (0..n_blocks)
         .into_par_iter()
         .map(|b| generate_block(p, &model, b))
         .collect();
+    let groups: Vec<(u8, u8)> = blocks
+        .iter()
+        .flat_map(|b| b.groups.iter().copied())
+        .collect();
 
     let nnz: usize = blocks.iter().map(|b| b.indices.len()).sum();
     let mut indptr = Vec::with_capacity(p.n_cells + 1);
     indptr.push(0u64);
-    let mut total = 0u64;
     for b in &blocks {
         for &len in &b.row_lengths {
-            total += len;
-            indptr.push(total);
+            indptr.push(indptr.last().unwrap() + len);
         }
     }
     // Concatenate the blocks' values in parallel into their final positions.
@@ -421,6 +483,7 @@ pub fn generate(p: &SyntheticParams) -> Result<AnnData> {
             d.copy_from_slice(&b.data);
         });
     }
+    drop(blocks);
     let x = CsrMatrix {
         n_rows: p.n_cells,
         n_cols: p.n_genes,
@@ -428,36 +491,40 @@ pub fn generate(p: &SyntheticParams) -> Result<AnnData> {
         indices,
         data,
     };
-
-    let batch_labels: Vec<String> = (0..p.n_batches).map(|b| format!("batch{b}")).collect();
-    let type_labels: Vec<String> = (0..p.n_cell_types).map(|t| format!("type{t}")).collect();
-    let groups: Vec<(u8, u8)> = blocks
-        .iter()
-        .flat_map(|b| b.groups.iter().copied())
-        .collect();
     let mut adata = AnnData::new(Matrix::Sparse(x));
-    let width = p.n_cells.to_string().len();
-    adata.obs = DataFrame::with_index(
-        (0..p.n_cells)
-            .map(|i| format!("cell{:0width$}", i))
-            .collect(),
-    );
-    adata.obs.set(
-        "batch",
-        Column::Categorical {
-            codes: groups.iter().map(|g| g.0 as i32).collect(),
-            categories: crate::anndata::ArrayData::Str(batch_labels),
-            ordered: false,
-        },
-    )?;
-    adata.obs.set(
-        "cell_type",
-        Column::Categorical {
-            codes: groups.iter().map(|g| g.1 as i32).collect(),
-            categories: crate::anndata::ArrayData::Str(type_labels),
-            ordered: false,
-        },
-    )?;
-    adata.var = DataFrame::with_index(genes);
+    (adata.obs, adata.var) = annotations(p, &groups, genes)?;
     Ok(adata)
+}
+
+/// Blocks generated at once by [`generate_to_h5ad`] (then written in order): bounds the memory
+/// to about this many blocks of cells whatever the size of the dataset.
+const BLOCKS_PER_BATCH: usize = 32;
+
+/// Generates the same dataset as [`generate`] straight into an h5ad file, holding only a batch
+/// of blocks at a time (any number of cells, more than 2^31 stored values included). Returns
+/// the number of stored values. `progress` is told the cells written so far.
+pub fn generate_to_h5ad(
+    p: &SyntheticParams,
+    path: &std::path::Path,
+    progress: &dyn Fn(usize),
+) -> Result<u64> {
+    let (model, genes) = prepare(p)?;
+    let mut writer = crate::io::H5adStreamWriter::create(path, p.n_genes)?;
+    let n_blocks = p.n_cells.div_ceil(CELLS_PER_BLOCK);
+    let mut groups = Vec::with_capacity(p.n_cells);
+    for first in (0..n_blocks).step_by(BLOCKS_PER_BATCH) {
+        let batch: Vec<Block> = (first..(first + BLOCKS_PER_BATCH).min(n_blocks))
+            .into_par_iter()
+            .map(|b| generate_block(p, &model, b))
+            .collect();
+        for block in batch {
+            groups.extend_from_slice(&block.groups);
+            writer.append_rows(&block.into_csr(p.n_genes))?;
+        }
+        progress(writer.n_rows());
+    }
+    let nnz = writer.stored_values();
+    let (obs, var) = annotations(p, &groups, genes)?;
+    writer.finish(&obs, &var)?;
+    Ok(nnz)
 }

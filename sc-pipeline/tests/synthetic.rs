@@ -92,3 +92,23 @@ fn bad_parameters_are_refused() {
         .to_string()
         .contains("popularity_sigma"));
 }
+
+#[test]
+fn streaming_to_a_file_gives_the_in_memory_dataset() {
+    let p = SyntheticParams::new(2 * CELLS_PER_BLOCK + 5, 900, 11);
+    let path = common::scratch("streamed.h5ad");
+    let cells_seen = std::sync::Mutex::new(Vec::new());
+    let nnz = sc_pipeline::synthetic::generate_to_h5ad(&p, &path, &|n| {
+        cells_seen.lock().unwrap().push(n)
+    })
+    .unwrap();
+    let streamed = read_h5ad(&path).unwrap();
+    let in_memory = generate(&p).unwrap();
+    assert_eq!(streamed, in_memory);
+    assert_eq!(nnz as usize, in_memory.x.stored_values());
+    assert_eq!(cells_seen.into_inner().unwrap().last(), Some(&p.n_cells));
+    assert!(sc_pipeline::io::H5adRowChunks::open(&path)
+        .unwrap()
+        .chunks(1000)
+        .all(|c| c.is_ok()));
+}

@@ -1,8 +1,8 @@
 //! `scpipe generate N_CELLS N_GENES -o FILE.h5ad [--seed S]`.
 
-use super::progress::Spinner;
-use crate::synthetic::{generate as generate_data, SyntheticParams};
+use crate::synthetic::{generate_to_h5ad, SyntheticParams};
 use crate::{Error, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -47,28 +47,26 @@ pub fn generate(args: GenerateArgs) -> Result<()> {
     }
     let mut params = SyntheticParams::new(args.n_cells, args.n_genes, args.seed);
     params.genes_per_cell = args.genes_per_cell;
-    let mut spinner = Spinner::default();
     let start = Instant::now();
-    spinner.start(&format!(
-        "generating {} cells x {} genes",
-        args.n_cells, args.n_genes
-    ));
-    let adata = generate_data(&params);
-    spinner.stop();
-    let adata = adata?;
-    let generated = start.elapsed().as_secs_f64();
-    spinner.start(&format!("writing {}", args.output.display()));
-    let written = crate::io::write_h5ad(&adata, &args.output);
-    spinner.stop();
-    written?;
+    let bar =
+        ProgressBar::with_draw_target(Some(args.n_cells as u64), ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template(
+            "generating {bar:40} {pos}/{len} cells ({elapsed}, eta {eta})",
+        )
+        .expect("valid template"),
+    );
+    let written = generate_to_h5ad(&params, &args.output, &|cells| {
+        bar.set_position(cells as u64)
+    });
+    bar.finish_and_clear();
+    let nnz = written?;
     println!(
-        "wrote {}: {} cells x {} genes, {} stored counts (generated in {:.2} s, written in {:.2} s)",
+        "wrote {}: {} cells x {} genes, {nnz} stored counts in {:.2} s",
         args.output.display(),
-        adata.n_obs(),
-        adata.n_vars(),
-        adata.x.stored_values(),
-        generated,
-        start.elapsed().as_secs_f64() - generated
+        args.n_cells,
+        args.n_genes,
+        start.elapsed().as_secs_f64()
     );
     Ok(())
 }

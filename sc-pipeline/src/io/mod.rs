@@ -2,6 +2,7 @@
 
 mod h5ad_chunks;
 mod h5ad_read;
+mod h5ad_stream_write;
 mod h5ad_write;
 pub(crate) mod hdf5_access;
 mod rec_array;
@@ -9,5 +10,6 @@ mod tenx;
 
 pub use h5ad_chunks::H5adRowChunks;
 pub use h5ad_read::read_h5ad;
+pub use h5ad_stream_write::H5adStreamWriter;
 pub use h5ad_write::write_h5ad;
 pub use tenx::read_10x_h5;

@@ -1,0 +1,168 @@
+//! Writing an h5ad file whose `X` arrives as consecutive blocks of CSR rows, so a matrix larger
+//! than memory (more than 2^31 stored values included) can be written: only the row offsets are
+//! kept until the end. `data` and `indices` are chunked, growable datasets; the file is written
+//! under a temporary name and moved into place by [`H5adStreamWriter::finish`].
+
+use super::h5ad_write::{create_file, new_group, temporary_path, write_dataframe, write_plain};
+use super::hdf5_access::{u32_as_i32, u64_as_i64, H5Ctx};
+use crate::anndata::DataFrame;
+use crate::{Error, Result};
+use hdf5::{Dataset, File, Group, SimpleExtents};
+use sc_kernels::CsrMatrix;
+use std::path::{Path, PathBuf};
+
+/// Elements per HDF5 chunk of the growable datasets (4 MiB of float32): large enough for
+/// fast sequential reads, small enough not to waste space at the end.
+const CHUNK_ELEMENTS: usize = 1 << 20;
+
+pub struct H5adStreamWriter {
+    ctx: H5Ctx,
+    final_path: PathBuf,
+    file: File,
+    x: Group,
+    data: Dataset,
+    indices: Dataset,
+    indptr: Vec<u64>,
+    n_cols: usize,
+}
+
+impl H5adStreamWriter {
+    /// Starts a file whose X has `n_cols` columns.
+    pub fn create(path: impl AsRef<Path>, n_cols: usize) -> Result<Self> {
+        let final_path = path.as_ref().to_path_buf();
+        if n_cols > i32::MAX as usize {
+            return Err(Error::param(
+                "write h5ad",
+                format!("{n_cols} columns do not fit int32 indices"),
+            ));
+        }
+        let ctx = H5Ctx::new(&temporary_path(&final_path));
+        let file = create_file(&ctx)?;
+        let x = new_group(&ctx, &file, "X", "csr_matrix", "0.1.0")?;
+        let growable = |name: &str, f32_values: bool| {
+            let builder = x.new_dataset_builder();
+            let builder = if f32_values {
+                builder.empty::<f32>()
+            } else {
+                builder.empty::<i32>()
+            };
+            builder
+                .chunk(CHUNK_ELEMENTS)
+                .shape(SimpleExtents::resizable([0usize]))
+                .create(name)
+                .map_err(ctx.h5(&format!("/X/{name}")))
+        };
+        let data = growable("data", true)?;
+        let indices = growable("indices", false)?;
+        Ok(H5adStreamWriter {
+            ctx,
+            final_path,
+            file,
+            x,
+            data,
+            indices,
+            indptr: vec![0],
+            n_cols,
+        })
+    }
+
+    /// Rows written so far.
+    pub fn n_rows(&self) -> usize {
+        self.indptr.len() - 1
+    }
+
+    /// Stored values written so far.
+    pub fn stored_values(&self) -> u64 {
+        *self.indptr.last().expect("indptr starts with 0")
+    }
+
+    /// Appends the rows of `block` (which must have the writer's number of columns).
+    pub fn append_rows(&mut self, block: &CsrMatrix<f32>) -> Result<()> {
+        if block.n_cols != self.n_cols {
+            return Err(Error::invalid(
+                "row block",
+                format!("{} columns, the file has {}", block.n_cols, self.n_cols),
+            ));
+        }
+        block
+            .validate()
+            .map_err(|e| Error::invalid("row block", e.to_string()))?;
+        let start = *self.indptr.last().expect("indptr starts with 0") as usize;
+        let end = start + block.nnz();
+        for (ds, name) in [(&self.data, "/X/data"), (&self.indices, "/X/indices")] {
+            ds.resize([end]).map_err(self.ctx.h5(name))?;
+        }
+        if end > start {
+            self.data
+                .write_slice(&block.data[..], start..end)
+                .map_err(self.ctx.h5("/X/data"))?;
+            self.indices
+                .write_slice(u32_as_i32(&block.indices), start..end)
+                .map_err(self.ctx.h5("/X/indices"))?;
+        }
+        self.indptr
+            .extend(block.indptr[1..].iter().map(|&p| p + start as u64));
+        Ok(())
+    }
+
+    /// Writes the row offsets, the shape, `obs` and `var` (one row per written row and column)
+    /// and the empty mappings anndata expects, then moves the file into place.
+    pub fn finish(self, obs: &DataFrame, var: &DataFrame) -> Result<()> {
+        let result = self.finish_inner(obs, var);
+        let H5adStreamWriter {
+            ctx,
+            final_path,
+            file,
+            x,
+            data,
+            indices,
+            ..
+        } = self;
+        // Every object must be released before the file can really close.
+        drop((data, indices, x));
+        let closed = file.close().map_err(ctx.h5("/"));
+        if let Err(e) = result.and(closed) {
+            let _ = std::fs::remove_file(&ctx.path);
+            return Err(e);
+        }
+        std::fs::rename(&ctx.path, &final_path).map_err(|e| Error::File {
+            path: final_path.clone(),
+            message: format!("cannot move the written file into place: {e}"),
+        })
+    }
+
+    fn finish_inner(&self, obs: &DataFrame, var: &DataFrame) -> Result<()> {
+        let (ctx, n_rows) = (&self.ctx, self.n_rows());
+        if obs.n_rows() != n_rows || var.n_rows() != self.n_cols {
+            return Err(Error::invalid(
+                "obs / var",
+                format!(
+                    "{} x {} rows for a {n_rows} x {} matrix",
+                    obs.n_rows(),
+                    var.n_rows(),
+                    self.n_cols
+                ),
+            ));
+        }
+        write_plain(
+            ctx,
+            &self.x,
+            "indptr",
+            &[self.indptr.len()],
+            u64_as_i64(&self.indptr),
+        )?;
+        let shape = [n_rows as i64, self.n_cols as i64];
+        self.x
+            .new_attr::<i64>()
+            .shape(2)
+            .create("shape")
+            .and_then(|a| a.write_raw(&shape))
+            .map_err(ctx.h5("/X"))?;
+        write_dataframe(ctx, &self.file, "obs", obs)?;
+        write_dataframe(ctx, &self.file, "var", var)?;
+        for name in ["obsm", "varm", "obsp", "varp", "layers", "uns"] {
+            new_group(ctx, &self.file, name, "dict", "0.1.0")?;
+        }
+        Ok(())
+    }
+}
