@@ -123,33 +123,92 @@ rmm_core::conformance_tests!(
     })
 );
 
+/// Stream A writes a block and frees it; stream B gets the same memory and writes it after A's
+/// work (the pool made B wait on an event): B's bytes must be what the host reads back.
 #[test]
-fn pool_cross_stream_reuse_on_gpu_keeps_data_ordered() {
-    // A block freed on stream A after a large memset is reused by stream B: B must see the memset
-    // finished before its own writes (the pool orders B after A with an event, not a host sync).
-    let Some(d) = gpu("gpu pool cross-stream reuse") else {
+fn cross_stream_reuse_is_ordered_on_the_device() {
+    let Some(d) = gpu("gpu cross-stream reuse") else {
+        return;
+    };
+    const MIB: usize = 1 << 20;
+    // One portion: B can only get memory A freed.
+    let pool =
+        PoolResource::new(CudaResource::new(&d), PoolOptions::sized(MIB, Some(MIB))).unwrap();
+    let (a, b) = (d.new_stream().unwrap(), d.new_stream().unwrap());
+    for round in 0..20u8 {
+        let p = pool.allocate(MIB, &a).unwrap();
+        // SAFETY: `p` is a live block of MIB bytes; the memsets are queued on its streams.
+        unsafe {
+            a.memset(p, round, MIB).unwrap();
+            pool.deallocate(p, MIB, &a).unwrap();
+        }
+        let q = pool.allocate(MIB, &b).unwrap();
+        assert_eq!(p, q, "B reuses A's block");
+        let mut host = vec![0u8; MIB];
+        // SAFETY: as above.
+        unsafe {
+            b.memset(q, round.wrapping_add(100), MIB).unwrap();
+            b.copy_to_host(&mut host, q).unwrap();
+            pool.deallocate(q, MIB, &b).unwrap();
+        }
+        assert!(
+            host.iter().all(|&x| x == round.wrapping_add(100)),
+            "round {round}"
+        );
+        // Give the block back to A's side for the next round.
+        let r = pool.allocate(MIB, &a).unwrap();
+        unsafe { pool.deallocate(r, MIB, &a) }.unwrap();
+    }
+}
+
+#[test]
+fn release_returns_every_chunk_to_the_driver() {
+    let Some(d) = gpu("gpu pool release") else {
         return;
     };
     let r = PoolResource::new(cuda(&d), PoolOptions::sized(512 << 20, None)).unwrap();
-    let (a, b) = (d.new_stream().unwrap(), d.new_stream().unwrap());
-    let bytes = 256 << 20;
-    let p = r.allocate(bytes, &a).unwrap();
-    unsafe {
-        a.memset(p, 1, bytes).unwrap();
-        r.deallocate(p, bytes, &a).unwrap();
-    }
-    let q = r.allocate(bytes, &b).unwrap();
-    unsafe { b.memset(q, 2, 4096).unwrap() };
-    let mut head = vec![0u8; 4096];
-    unsafe { b.copy_to_host(&mut head, q).unwrap() };
+    let s = d.new_stream().unwrap();
+    let blocks: Vec<u64> = (0..8).map(|_| r.allocate(100 << 20, &s).unwrap()).collect();
     assert!(
-        head.iter().all(|&x| x == 2),
-        "stream B's write was overtaken by stream A's memset"
+        r.pool_size() >= 800 << 20,
+        "the pool grew past its initial size"
     );
-    unsafe { r.deallocate(q, bytes, &b).unwrap() };
-    b.synchronize().unwrap();
-    // Everything is free again: release gives every chunk back to cudaMalloc.
-    let released = r.release().unwrap();
-    assert!(released >= 512 << 20, "released {released} bytes");
+    for p in blocks {
+        unsafe { r.deallocate(p, 100 << 20, &s).unwrap() };
+    }
+    let size = r.pool_size();
+    assert_eq!(r.release().unwrap(), size);
     assert_eq!(r.pool_size(), 0);
+}
+
+#[test]
+fn pool_under_eight_threads_on_gpu() {
+    let Some(d) = gpu("gpu pool, 8 threads") else {
+        return;
+    };
+    rmm_core::testing::stress::pool_under_eight_threads(&d).unwrap();
+}
+
+#[test]
+fn arena_under_eight_threads_on_gpu() {
+    let Some(d) = gpu("gpu arena, 8 threads") else {
+        return;
+    };
+    rmm_core::testing::stress::arena_under_eight_threads(&d).unwrap();
+}
+
+#[test]
+fn fixed_size_under_eight_threads_on_gpu() {
+    let Some(d) = gpu("gpu fixed-size, 8 threads") else {
+        return;
+    };
+    rmm_core::testing::stress::fixed_size_under_eight_threads(&d).unwrap();
+}
+
+#[test]
+fn binning_under_eight_threads_on_gpu() {
+    let Some(d) = gpu("gpu binning, 8 threads") else {
+        return;
+    };
+    rmm_core::testing::stress::binning_under_eight_threads(&d).unwrap();
 }

@@ -7,12 +7,12 @@
 //! Each check returns `Err(description)` on a violation. [`crate::conformance_tests!`] turns the
 //! whole suite into `#[test]` functions for one resource.
 
+use super::live_set::LiveSet;
 use super::SplitMix64;
 use crate::resource::{MemoryKind, MemoryResource};
 use crate::MemoryError;
 use parking_lot::Mutex;
 use rmm_cuda::{Stream, ALIGNMENT};
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// Sizes and limits of a conformance run, so small resources (fixed-size blocks, capped pools)
@@ -50,36 +50,6 @@ type Check = std::result::Result<(), String>;
 
 fn fail<T: std::fmt::Display>(what: &str) -> impl FnOnce(T) -> String + '_ {
     move |e| format!("{what}: {e}")
-}
-
-/// Live blocks of a run, checked for overlap on every insert.
-#[derive(Default)]
-struct LiveSet {
-    blocks: BTreeMap<u64, u64>,
-}
-
-impl LiveSet {
-    fn insert(&mut self, ptr: u64, bytes: usize) -> Check {
-        if bytes == 0 {
-            return Ok(());
-        }
-        let end = ptr + bytes as u64;
-        if let Some((&s, &e)) = self.blocks.range(..end).next_back() {
-            if e > ptr {
-                return Err(format!(
-                    "block [{ptr:#x}, {end:#x}) overlaps live block [{s:#x}, {e:#x})"
-                ));
-            }
-        }
-        self.blocks.insert(ptr, end);
-        Ok(())
-    }
-
-    fn remove(&mut self, ptr: u64, bytes: usize) {
-        if bytes > 0 {
-            self.blocks.remove(&ptr);
-        }
-    }
 }
 
 fn check_pointer(ptr: u64, bytes: usize) -> Check {

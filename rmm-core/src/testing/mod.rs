@@ -1,7 +1,9 @@
-//! Test support shared by every crate: the generic resource conformance suite and a seeded
-//! generator (SplitMix64, as the benchmark traces use).
+//! Test support shared by every crate: the generic resource conformance suite, the multi-thread
+//! hand-over stress test, and a seeded generator (SplitMix64, as the benchmark traces use).
 
 pub mod conformance;
+mod live_set;
 mod splitmix;
+pub mod stress;
 
 pub use splitmix::SplitMix64;
