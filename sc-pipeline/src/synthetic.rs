@@ -496,6 +496,13 @@ pub fn generate(p: &SyntheticParams) -> Result<AnnData> {
     Ok(adata)
 }
 
+/// An upper bound on the stored values: every cell at the top of its range.
+fn max_stored_values(p: &SyntheticParams) -> u64 {
+    let density = (p.n_genes as f64 / REFERENCE_GENES).min(1.0);
+    let most = (p.genes_per_cell.1.max(p.low_quality_genes.1) as f64 * density).round() as u64;
+    p.n_cells as u64 * most.clamp(1, p.n_genes as u64)
+}
+
 /// Blocks generated at once by [`generate_to_h5ad`] (then written in order): bounds the memory
 /// to about this many blocks of cells whatever the size of the dataset.
 const BLOCKS_PER_BATCH: usize = 32;
@@ -509,7 +516,7 @@ pub fn generate_to_h5ad(
     progress: &dyn Fn(usize),
 ) -> Result<u64> {
     let (model, genes) = prepare(p)?;
-    let mut writer = crate::io::H5adStreamWriter::create(path, p.n_genes)?;
+    let mut writer = crate::io::H5adStreamWriter::create(path, p.n_genes, max_stored_values(p))?;
     let n_blocks = p.n_cells.div_ceil(CELLS_PER_BLOCK);
     let mut groups = Vec::with_capacity(p.n_cells);
     for first in (0..n_blocks).step_by(BLOCKS_PER_BATCH) {

@@ -208,3 +208,42 @@ fn a_failed_write_leaves_no_file() {
     assert!(err.contains("NUL"), "{err}");
     assert!(!path.exists());
 }
+
+/// scipy needs `indices` and `indptr` of one integer type: int32 for ordinary matrices, int64
+/// when the stored values may pass 2^31 (here announced to the streaming writer).
+#[test]
+fn sparse_index_types_match_as_scipy_needs() {
+    use sc_pipeline::io::H5adStreamWriter;
+    let dtype = |path: &std::path::Path, name: &str| {
+        let f = hdf5::File::open(path).unwrap();
+        let ds = f.dataset(name).unwrap();
+        ds.dtype().unwrap().to_descriptor().unwrap().to_string()
+    };
+    let a = sample();
+    let narrow = common::scratch("narrow.h5ad");
+    write_h5ad(&a, &narrow).unwrap();
+    assert_eq!(
+        (dtype(&narrow, "X/indices"), dtype(&narrow, "X/indptr")),
+        ("int32".into(), "int32".into())
+    );
+
+    let Matrix::Sparse(x) = &a.x else {
+        unreachable!()
+    };
+    let wide = common::scratch("wide.h5ad");
+    let mut w = H5adStreamWriter::create(&wide, x.n_cols, 1 << 32).unwrap();
+    w.append_rows(&x.select_rows(&[true, true, false, false]).unwrap())
+        .unwrap();
+    w.append_rows(&x.select_rows(&[false, false, true, true]).unwrap())
+        .unwrap();
+    w.finish(&a.obs, &a.var).unwrap();
+    assert_eq!(
+        (dtype(&wide, "X/indices"), dtype(&wide, "X/indptr")),
+        ("int64".into(), "int64".into())
+    );
+    assert_eq!(read_h5ad(&wide).unwrap().x, a.x);
+
+    let mut w = H5adStreamWriter::create(common::scratch("bound.h5ad"), x.n_cols, 2).unwrap();
+    let e = w.append_rows(x).unwrap_err().to_string();
+    assert!(e.contains("exceed the announced maximum"), "{e}");
+}

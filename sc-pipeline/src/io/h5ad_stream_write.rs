@@ -3,8 +3,11 @@
 //! kept until the end. `data` and `indices` are chunked, growable datasets; the file is written
 //! under a temporary name and moved into place by [`H5adStreamWriter::finish`].
 
-use super::h5ad_write::{create_file, new_group, temporary_path, write_dataframe, write_plain};
-use super::hdf5_access::{u32_as_i32, u64_as_i64, H5Ctx};
+use super::h5ad_write::{
+    create_file, new_group, temporary_path, write_dataframe, write_indices_at, write_indptr,
+    IndexWidth,
+};
+use super::hdf5_access::H5Ctx;
 use crate::anndata::DataFrame;
 use crate::{Error, Result};
 use hdf5::{Dataset, File, Group, SimpleExtents};
@@ -24,27 +27,25 @@ pub struct H5adStreamWriter {
     indices: Dataset,
     indptr: Vec<u64>,
     n_cols: usize,
+    width: IndexWidth,
+    max_stored_values: u64,
 }
 
 impl H5adStreamWriter {
-    /// Starts a file whose X has `n_cols` columns.
-    pub fn create(path: impl AsRef<Path>, n_cols: usize) -> Result<Self> {
+    /// Starts a file whose X has `n_cols` columns and at most `max_stored_values` stored
+    /// values (the bound fixes the on-disk index type before the first row arrives).
+    pub fn create(path: impl AsRef<Path>, n_cols: usize, max_stored_values: u64) -> Result<Self> {
         let final_path = path.as_ref().to_path_buf();
-        if n_cols > i32::MAX as usize {
-            return Err(Error::param(
-                "write h5ad",
-                format!("{n_cols} columns do not fit int32 indices"),
-            ));
-        }
+        let width = IndexWidth::for_matrix(max_stored_values, n_cols);
         let ctx = H5Ctx::new(&temporary_path(&final_path));
         let file = create_file(&ctx)?;
         let x = new_group(&ctx, &file, "X", "csr_matrix", "0.1.0")?;
         let growable = |name: &str, f32_values: bool| {
             let builder = x.new_dataset_builder();
-            let builder = if f32_values {
-                builder.empty::<f32>()
-            } else {
-                builder.empty::<i32>()
+            let builder = match (f32_values, width) {
+                (true, _) => builder.empty::<f32>(),
+                (false, IndexWidth::I32) => builder.empty::<i32>(),
+                (false, IndexWidth::I64) => builder.empty::<i64>(),
             };
             builder
                 .chunk(CHUNK_ELEMENTS)
@@ -63,6 +64,8 @@ impl H5adStreamWriter {
             indices,
             indptr: vec![0],
             n_cols,
+            width,
+            max_stored_values,
         })
     }
 
@@ -89,6 +92,15 @@ impl H5adStreamWriter {
             .map_err(|e| Error::invalid("row block", e.to_string()))?;
         let start = *self.indptr.last().expect("indptr starts with 0") as usize;
         let end = start + block.nnz();
+        if end as u64 > self.max_stored_values {
+            return Err(Error::invalid(
+                "row block",
+                format!(
+                    "{end} stored values exceed the announced maximum {}",
+                    self.max_stored_values
+                ),
+            ));
+        }
         for (ds, name) in [(&self.data, "/X/data"), (&self.indices, "/X/indices")] {
             ds.resize([end]).map_err(self.ctx.h5(name))?;
         }
@@ -96,9 +108,14 @@ impl H5adStreamWriter {
             self.data
                 .write_slice(&block.data[..], start..end)
                 .map_err(self.ctx.h5("/X/data"))?;
-            self.indices
-                .write_slice(u32_as_i32(&block.indices), start..end)
-                .map_err(self.ctx.h5("/X/indices"))?;
+            write_indices_at(
+                &self.ctx,
+                &self.indices,
+                self.width,
+                start,
+                &block.indices,
+                "/X/indices",
+            )?;
         }
         self.indptr
             .extend(block.indptr[1..].iter().map(|&p| p + start as u64));
@@ -144,13 +161,7 @@ impl H5adStreamWriter {
                 ),
             ));
         }
-        write_plain(
-            ctx,
-            &self.x,
-            "indptr",
-            &[self.indptr.len()],
-            u64_as_i64(&self.indptr),
-        )?;
+        write_indptr(ctx, &self.x, self.width, &self.indptr)?;
         let shape = [n_rows as i64, self.n_cols as i64];
         self.x
             .new_attr::<i64>()

@@ -216,15 +216,97 @@ pub(crate) fn write_array(
     set_encoding(ctx, &ds, kind, version, &element)
 }
 
-/// A CSR matrix as anndata's `csr_matrix` group (int32 column indices, int64 row offsets).
+/// Integer type of a sparse matrix's `indices` and `indptr` on disk. scipy's sparse routines need
+/// both of one type, and pick int32 while every offset and column fits, int64 beyond: so do we.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum IndexWidth {
+    I32,
+    I64,
+}
+
+impl IndexWidth {
+    pub fn for_matrix(max_stored_values: u64, n_cols: usize) -> Self {
+        if max_stored_values <= i32::MAX as u64 && n_cols <= i32::MAX as usize {
+            IndexWidth::I32
+        } else {
+            IndexWidth::I64
+        }
+    }
+}
+
+/// Values converted per write when indices are widened to int64 (bounds the extra memory).
+const WIDEN_BLOCK: usize = 1 << 24;
+
+/// Writes `indices` at `offset` of `ds`, widening to int64 block by block when `ds` is int64.
+pub(crate) fn write_indices_at(
+    ctx: &H5Ctx,
+    ds: &hdf5::Dataset,
+    width: IndexWidth,
+    offset: usize,
+    indices: &[u32],
+    element: &str,
+) -> Result<()> {
+    if indices.is_empty() {
+        return Ok(());
+    }
+    match width {
+        IndexWidth::I32 => ds
+            .write_slice(u32_as_i32(indices), offset..offset + indices.len())
+            .map_err(ctx.h5(element)),
+        IndexWidth::I64 => {
+            for (k, block) in indices.chunks(WIDEN_BLOCK).enumerate() {
+                let wide: Vec<i64> = block.iter().map(|&c| c as i64).collect();
+                let start = offset + k * WIDEN_BLOCK;
+                ds.write_slice(&wide[..], start..start + block.len())
+                    .map_err(ctx.h5(element))?;
+            }
+            Ok(())
+        }
+    }
+}
+
+/// Writes the row offsets with the given width.
+pub(crate) fn write_indptr(
+    ctx: &H5Ctx,
+    g: &Group,
+    width: IndexWidth,
+    indptr: &[u64],
+) -> Result<()> {
+    match width {
+        IndexWidth::I32 => {
+            let narrow: Vec<i32> = indptr.iter().map(|&p| p as i32).collect();
+            write_plain(ctx, g, "indptr", &[narrow.len()], &narrow)?;
+        }
+        IndexWidth::I64 => {
+            write_plain(ctx, g, "indptr", &[indptr.len()], u64_as_i64(indptr))?;
+        }
+    }
+    Ok(())
+}
+
+/// Creates an empty `indices` dataset of `len` values of the given width.
+pub(crate) fn create_indices(
+    ctx: &H5Ctx,
+    g: &Group,
+    width: IndexWidth,
+    len: usize,
+    element: &str,
+) -> Result<hdf5::Dataset> {
+    let builder = g.new_dataset_builder();
+    let builder = match width {
+        IndexWidth::I32 => builder.empty::<i32>(),
+        IndexWidth::I64 => builder.empty::<i64>(),
+    };
+    builder
+        .shape(len)
+        .create("indices")
+        .map_err(ctx.h5(element))
+}
+
+/// A CSR matrix as anndata's `csr_matrix` group.
 pub(crate) fn write_csr(ctx: &H5Ctx, parent: &Group, name: &str, m: &CsrMatrix<f32>) -> Result<()> {
     let element = element_path(parent, name);
-    if m.n_cols > i32::MAX as usize {
-        return Err(ctx.format(
-            &element,
-            format!("{} columns do not fit int32 indices", m.n_cols),
-        ));
-    }
+    let width = IndexWidth::for_matrix(m.nnz() as u64, m.n_cols);
     let g = new_group(ctx, parent, name, "csr_matrix", "0.1.0")?;
     write_int_list_attr(
         ctx,
@@ -234,15 +316,10 @@ pub(crate) fn write_csr(ctx: &H5Ctx, parent: &Group, name: &str, m: &CsrMatrix<f
         &element,
     )?;
     write_plain(ctx, &g, "data", &[m.data.len()], &m.data)?;
-    write_plain(
-        ctx,
-        &g,
-        "indices",
-        &[m.indices.len()],
-        u32_as_i32(&m.indices),
-    )?;
-    write_plain(ctx, &g, "indptr", &[m.indptr.len()], u64_as_i64(&m.indptr))?;
-    Ok(())
+    let indices_el = format!("{element}/indices");
+    let ds = create_indices(ctx, &g, width, m.indices.len(), &indices_el)?;
+    write_indices_at(ctx, &ds, width, 0, &m.indices, &indices_el)?;
+    write_indptr(ctx, &g, width, &m.indptr)
 }
 
 pub(crate) fn write_matrix(ctx: &H5Ctx, parent: &Group, name: &str, m: &Matrix) -> Result<()> {
