@@ -196,6 +196,8 @@ fn flip_signs(comps: &mut Mat<f64>) {
 /// the `n x n` matrix `Xc Xc^T` instead of the `g x g` covariance (same nonzero eigenvalues;
 /// components `Xc^T u / sqrt((n-1) lambda)`), with `Xc` densified (it is small then).
 const DUAL_MAX_CELLS: usize = 8192;
+/// ... and while the densified matrix stays small (`n * g` values, 8 bytes each).
+const DUAL_MAX_VALUES: usize = 20_000_000;
 
 /// The top `k` components by the dual route from a dense row-major `n x g` (centred) matrix.
 fn dual_components(xc: &[f64], n: usize, g: usize, k: usize, denom: f64) -> Result<(Vec<f64>, Mat<f64>, f64)> {
@@ -374,7 +376,7 @@ pub fn pca_dense<T: Real>(x: &DenseMatrix<T>, params: &PcaParams) -> Result<PcaR
         });
     }
     let project_dense = |v: &Mat<f64>, mean: &[f64]| project_dense_rows(x, v, mean);
-    if n < g && n <= DUAL_MAX_CELLS {
+    if n < g && n <= DUAL_MAX_CELLS && n * g <= DUAL_MAX_VALUES {
         let get = |i: usize, r: &mut [f64]| r.iter_mut().zip(x.row(i)).for_each(|(a, b)| *a = b.to_f64());
         return pca_dual(n, g, k, params.zero_center, get, project_dense);
     }
@@ -418,7 +420,7 @@ pub fn pca_sparse<T: Real>(x: &CsrMatrix<T>, params: &PcaParams) -> Result<PcaRe
     let k = n_comps(params, n, g)?;
     x.check_finite()?;
     let project_sparse = |v: &Mat<f64>, mean: &[f64]| project_sparse_rows(x, v, mean);
-    if n < g && n <= DUAL_MAX_CELLS {
+    if n < g && n <= DUAL_MAX_CELLS && n * g <= DUAL_MAX_VALUES {
         let get = |i: usize, r: &mut [f64]| {
             r.iter_mut().for_each(|a| *a = 0.0);
             let (c, v) = x.row(i);

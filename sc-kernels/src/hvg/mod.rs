@@ -313,3 +313,83 @@ pub fn highly_variable_genes<T: Real>(
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dense::DenseMatrix;
+
+    /// Log-normalized-like data with an all-zero gene (0), a constant gene (1) and a gene seen in
+    /// one cell only (2).
+    fn data(cells: usize, genes: usize, seed: u64) -> CsrMatrix<f32> {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut d = vec![0f32; cells * genes];
+        for i in 0..cells {
+            for j in 3..genes {
+                if rng.random_bool(0.3 + 0.5 * (j as f64 / genes as f64)) {
+                    d[i * genes + j] = rng.random_range(1..(2 + j / 3)) as f32;
+                }
+            }
+            d[i * genes + 1] = 2.0;
+        }
+        d[genes + 2] = 5.0;
+        CsrMatrix::from_dense(&DenseMatrix::new(cells, genes, d).unwrap())
+    }
+
+    #[test]
+    fn every_flavour_handles_zero_constant_and_rare_genes() {
+        let counts = data(60, 80, 1);
+        let mut lognorm = counts.clone();
+        crate::normalize::normalize_total(&mut lognorm, &crate::normalize::NormalizeParams { target_sum: Some(1e4), ..Default::default() }).unwrap();
+        crate::log1p::log1p(&mut lognorm, None).unwrap();
+        let batches = Batches { codes: (0..60).map(|i| (i % 3) as u32).collect(), categories: vec!["c".into(), "a".into(), "b".into()] };
+        for flavor in [Flavor::Seurat, Flavor::CellRanger, Flavor::SeuratV3, Flavor::SeuratV3Paper] {
+            let x = if matches!(flavor, Flavor::SeuratV3 | Flavor::SeuratV3Paper) { &counts } else { &lognorm };
+            for b in [None, Some(&batches)] {
+                for n_top in [Some(10), None] {
+                    let p = HvgParams { flavor, n_top_genes: n_top, ..Default::default() };
+                    let r = highly_variable_genes(x, &p, b, None).unwrap_or_else(|e| panic!("{flavor:?} {b:?} {n_top:?}: {e}"));
+                    assert_eq!(r.highly_variable.len(), 80);
+                    // The all-zero gene is never selected by the dispersion flavours.
+                    if matches!(flavor, Flavor::Seurat | Flavor::CellRanger) {
+                        assert!(!r.highly_variable[0], "{flavor:?}");
+                    }
+                    if let Some(n) = n_top {
+                        let k = r.highly_variable.iter().filter(|&&h| h).count();
+                        if b.is_some() || matches!(flavor, Flavor::SeuratV3 | Flavor::SeuratV3Paper) {
+                            assert_eq!(k, n, "{flavor:?} {b:?}");
+                        } else {
+                            assert!(k >= n, "{flavor:?}: ties are kept");
+                        }
+                    }
+                    for (name, c) in &r.columns {
+                        assert_eq!(c.len(), 80, "{name}");
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn refuses_bad_input() {
+        let x = data(10, 20, 2);
+        let p = HvgParams { n_top_genes: Some(0), ..Default::default() };
+        assert!(highly_variable_genes(&x, &p, None, None).is_err());
+        let one = x.select_rows(&[true, false, false, false, false, false, false, false, false, false]).unwrap();
+        assert!(highly_variable_genes(&one, &HvgParams::default(), None, None).is_err());
+        let b = Batches { codes: vec![0; 9], categories: vec!["a".into()] };
+        assert!(matches!(highly_variable_genes(&x, &HvgParams::default(), Some(&b), None), Err(KernelError::Shape(_))));
+        let b = Batches { codes: vec![3; 10], categories: vec!["a".into()] };
+        assert!(highly_variable_genes(&x, &HvgParams::default(), Some(&b), None).is_err());
+        let mut bad = x.clone();
+        bad.data[0] = f32::NAN;
+        assert!(matches!(highly_variable_genes(&bad, &HvgParams::default(), None, None), Err(KernelError::NonFinite { .. })));
+        assert!(Flavor::from_name("pearson").is_err());
+        assert_eq!(Flavor::from_name("seurat_v3").unwrap().name(), "seurat_v3");
+        // seurat_v3 with too few non-constant genes for the loess.
+        let tiny = data(10, 5, 3);
+        let p = HvgParams { flavor: Flavor::SeuratV3, ..Default::default() };
+        assert!(highly_variable_genes(&tiny, &p, None, None).is_err());
+    }
+}
