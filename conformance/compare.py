@@ -10,9 +10,10 @@ parameters, then compares every output with the tolerances of issue 4:
   integer counts) bit for bit; derived float columns (log1p, percentages) to the last unit of
   their float type (numpy's SIMD log1p is not libm's);
 - log-normalized values (`.raw.X`) to 1e-5 relative;
-- highly variable gene sets identical for seurat and cell_ranger; for seurat_v3 identical up to
-  ties at the cut-off (genes whose normalized variance ties, in some batch, with another gene:
-  numpy's argsort orders ties arbitrarily);
+- highly variable gene sets identical for seurat and cell_ranger; for seurat_v3 identical to
+  scanpy's with tied genes ranked in gene order (numpy's default argsort orders ties
+  arbitrarily: scanpy is run under a stable argsort for the reference, and its default run is
+  checked to differ only in genes whose normalized variance ties with another gene's);
 - scaled values (`X`) to 1e-5;
 - PCA variance ratios to 1e-3 relative, components and scores up to sign (1e-3);
 - kNN sets overlapping >= 99%, connectivities to 1e-4 (on cells whose kNN sets agree).
@@ -25,6 +26,7 @@ Usage: python compare.py [--scpipe PATH] [--data DIR] [--work DIR] [--quick]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
@@ -130,6 +132,21 @@ def run_scpipe(scpipe: Path, src: Path, out: Path, flavor: str, batch_key: str |
     return time.perf_counter() - t
 
 
+@contextlib.contextmanager
+def stable_argsort():
+    """numpy's argsort with kind="stable": ties in gene order, the order scpipe uses."""
+    orig = np.argsort
+
+    def stable(a, axis=-1, kind=None, order=None, **kw):
+        return orig(a, axis=axis, kind="stable", order=order, **kw)
+
+    np.argsort = stable
+    try:
+        yield
+    finally:
+        np.argsort = orig
+
+
 def run_scanpy(src: Path, flavor: str, batch_key: str | None) -> tuple[ad.AnnData, float]:
     t = time.perf_counter()
     a = ad.read_h5ad(src)
@@ -144,9 +161,17 @@ def run_scanpy(src: Path, flavor: str, batch_key: str | None) -> tuple[ad.AnnDat
         a.layers["counts"] = a.X.copy()
     sc.pp.normalize_total(a, target_sum=TARGET_SUM)
     sc.pp.log1p(a)
-    sc.pp.highly_variable_genes(
-        a, flavor=flavor, n_top_genes=N_TOP, batch_key=batch_key, layer="counts" if v3 else None
-    )
+    default_hv = None
+    if v3:
+        # scanpy ranks genes with numpy's default (unstable) argsort, whose order of tied genes
+        # is arbitrary; the reference run breaks ties in gene order (stable argsort), scanpy's
+        # default run is kept to show that every difference from it is a tie.
+        df = sc.pp.highly_variable_genes(a, flavor=flavor, n_top_genes=N_TOP, batch_key=batch_key, layer="counts", inplace=False)
+        default_hv = df["highly_variable"].to_numpy().astype(bool)
+        with stable_argsort():
+            sc.pp.highly_variable_genes(a, flavor=flavor, n_top_genes=N_TOP, batch_key=batch_key, layer="counts")
+    else:
+        sc.pp.highly_variable_genes(a, flavor=flavor, n_top_genes=N_TOP, batch_key=batch_key)
     counts = a.layers.pop("counts") if v3 else None
     a.raw = a
     keep = a.var["highly_variable"].to_numpy()
@@ -155,6 +180,7 @@ def run_scanpy(src: Path, flavor: str, batch_key: str | None) -> tuple[ad.AnnDat
     sc.pp.pca(a, n_comps=N_COMPS)
     sc.pp.neighbors(a, n_neighbors=N_NEIGHBORS)
     a.uns["_counts"] = counts  # for the seurat_v3 tie analysis
+    a.uns["_default_hv"] = default_hv
     return a, time.perf_counter() - t
 
 
@@ -292,14 +318,21 @@ def compare_runs(rep: Report, tag: str, ours: ad.AnnData, theirs: ad.AnnData, fl
     th = theirs.raw.var["highly_variable"].to_numpy().astype(bool)
     diff = np.flatnonzero(oh != th)
     if flavor.startswith("seurat_v3"):
+        rep.check(
+            f"{tag} HVG set ({flavor}) identical to scanpy's with ties in gene order",
+            len(diff) == 0,
+            f"{len(diff)} genes differ, {int(th.sum())} selected",
+        )
+        dh = theirs.uns["_default_hv"]
+        ddiff = np.flatnonzero(oh != dh)
         counts = theirs.uns.get("_counts")
         labels = None if batch_key is None else theirs.obs[batch_key].astype(str).to_numpy()
-        per = per_batch_normalized_variance(sp.csr_matrix(counts), labels, theirs.n_obs) if len(diff) else []
-        untied = [g for g in diff if not any((np.sum(v == v[g]) > 1) for v in per)]
+        per = per_batch_normalized_variance(sp.csr_matrix(counts), labels, theirs.n_obs) if len(ddiff) else []
+        untied = [g for g in ddiff if not any((np.sum(v == v[g]) > 1) for v in per)]
         rep.check(
-            f"{tag} HVG set ({flavor}) identical up to ties at the cut-off",
-            not untied and len(diff) <= max(2, N_TOP // 100),
-            f"{len(diff)} genes differ, {len(untied)} of them without a tie",
+            f"{tag} HVG set ({flavor}) identical to scanpy's default run up to ties",
+            not untied,
+            f"{len(ddiff)} genes differ, all tied in some batch" if not untied else f"{len(untied)} genes differ without a tie",
         )
         ok, worst = close(ours.raw.var["variances_norm"], theirs.raw.var["variances_norm"], 1e-6, 1e-9)
         rep.check(f"{tag} variances_norm to 1e-6", ok, f"largest difference {worst:.2e}")
@@ -311,13 +344,10 @@ def compare_runs(rep: Report, tag: str, ours: ad.AnnData, theirs: ad.AnnData, fl
         rep.check(f"{tag} means to 1e-6", ok, f"largest difference {worst:.2e}")
     if batch_key is not None and "highly_variable_nbatches" in theirs.raw.var:
         nb_diff = int((ours.raw.var["highly_variable_nbatches"].to_numpy() != theirs.raw.var["highly_variable_nbatches"].to_numpy()).sum())
-        if flavor.startswith("seurat_v3"):
-            rep.check(f"{tag} highly_variable_nbatches (up to ties)", nb_diff <= max(2, N_TOP // 100), f"{nb_diff} differ")
-        else:
-            rep.check(f"{tag} highly_variable_nbatches", nb_diff == 0, f"{nb_diff} differ")
+        rep.check(f"{tag} highly_variable_nbatches", nb_diff == 0, f"{nb_diff} differ")
 
     if list(ours.var_names) != list(theirs.var_names):
-        rep.skip(f"{tag} scale / PCA / neighbors", "the HVG sets differ (ties), so X holds different genes")
+        rep.skip(f"{tag} scale / PCA / neighbors", "the HVG sets differ, so X holds different genes")
         return
 
     # Scale.
