@@ -9,6 +9,8 @@ use parking_lot::Mutex;
 use std::sync::mpsc;
 use std::sync::{Arc, Barrier};
 
+const STOPPED_EARLY: &str = "the next thread stopped early";
+
 /// Blocks in flight between two threads at most (bounds the memory live at once).
 const IN_FLIGHT: usize = 64;
 
@@ -68,7 +70,7 @@ pub fn hand_over(
                                 std::thread::yield_now();
                             }
                             Err(mpsc::TrySendError::Disconnected(_)) => {
-                                return Err("the next thread stopped early".into())
+                                return Err(STOPPED_EARLY.into())
                             }
                         }
                     }
@@ -88,9 +90,19 @@ pub fn hand_over(
         })
         .collect();
     drop(senders);
+    // Report the root cause: a thread that failed on its own, not one that only saw its
+    // neighbour stop.
+    let mut errors: Vec<String> = Vec::new();
     for h in handles {
-        h.join()
-            .map_err(|_| "a worker thread panicked".to_string())??;
+        match h.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => errors.push(e),
+            Err(_) => errors.push("a worker thread panicked".into()),
+        }
+    }
+    errors.sort_by_key(|e| e == STOPPED_EARLY);
+    if let Some(first) = errors.into_iter().next() {
+        return Err(first);
     }
     let left = live.lock().len();
     if left == 0 {
