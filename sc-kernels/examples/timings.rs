@@ -135,5 +135,7 @@ fn main() {
 fn run_knn(x: &DenseMatrix<f32>) {
     println!("kNN input: {} x {}", x.n_rows, x.n_cols);
     let knn = time("exact kNN (k=15)", || neighbors::knn_exact(x, 15).unwrap());
+    time("  smooth_knn_dist (part of the next)", || neighbors::smooth_knn_dist(&knn, 1.0, 1.0));
     time("UMAP connectivities", || neighbors::umap_connectivities(&knn, 1.0, 1.0).unwrap());
+    time("distances matrix", || neighbors::distance_matrix(&knn));
 }

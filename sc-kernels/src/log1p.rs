@@ -16,12 +16,17 @@ fn check_base(base: Option<f64>) -> Result<()> {
 }
 
 /// `ln(1 + v)` (in the element type), then divided by `ln(base)` in `f64` when a base is given,
-/// as numpy does.
+/// as numpy does. Rejects NaN and infinite values (reported with `row` 0 and `col` the position).
 pub fn log1p_values<T: Real>(values: &mut [T], base: Option<f64>) -> Result<()> {
     check_base(base)?;
-    if let Some(k) = values.iter().position(|v| !v.is_finite()) {
+    if let Some(k) = values.par_iter().position_first(|v| !v.is_finite()) {
         return Err(KernelError::NonFinite { row: 0, col: k, value: values[k].to_f64() });
     }
+    transform(values, base);
+    Ok(())
+}
+
+fn transform<T: Real>(values: &mut [T], base: Option<f64>) {
     let lb = base.map(f64::ln);
     values.par_chunks_mut(1 << 15).for_each(|ch| match lb {
         None => T::ln_1p_slice(ch),
@@ -30,13 +35,14 @@ pub fn log1p_values<T: Real>(values: &mut [T], base: Option<f64>) -> Result<()> 
             ch.iter_mut().for_each(|v| *v = T::from_f64(v.to_f64() / l));
         }
     });
-    Ok(())
 }
 
 /// Log-transforms the stored values of `x` in place. Rejects NaN and infinite values.
 pub fn log1p<T: Real>(x: &mut CsrMatrix<T>, base: Option<f64>) -> Result<()> {
+    check_base(base)?;
     x.check_finite()?;
-    log1p_values(&mut x.data, base)
+    transform(&mut x.data, base);
+    Ok(())
 }
 
 #[cfg(test)]

@@ -73,14 +73,14 @@ impl Real for f32 {
     }
     fn ln_1p_slice(values: &mut [Self]) {
         if crate::fastmath::all_in_fast_domain(values) {
-            values.iter_mut().for_each(|v| *v = crate::fastmath::ln_1p_f32(*v));
+            crate::fastmath::ln_1p_slice(values);
         } else {
             values.iter_mut().for_each(|v| *v = v.ln_1p());
         }
     }
     fn exp_m1_into(src: &[Self], dst: &mut [Self]) {
         if src.iter().fold(true, |ok, &x| ok & (x.abs() < 80.0)) {
-            dst.iter_mut().zip(src).for_each(|(d, s)| *d = crate::fastmath::exp_m1_f32(*s));
+            crate::fastmath::exp_m1_slice(src, dst);
         } else {
             dst.iter_mut().zip(src).for_each(|(d, s)| *d = s.exp_m1());
         }
