@@ -244,13 +244,13 @@ fn build_model(p: &SyntheticParams, rng: &mut Xoshiro256pp) -> Model {
         .collect();
     let mut relative = Vec::new();
     let mut tables = Vec::new();
-    for b in 0..p.n_batches {
-        for t in 0..p.n_cell_types {
+    for batch in &batch_genes {
+        for markers in &type_genes {
             let mut w = base.clone();
-            for &g in &batch_genes[b] {
+            for &g in batch {
                 w[g] *= p.batch_factor;
             }
-            for &g in &type_genes[t] {
+            for &g in markers {
                 w[g] *= p.cell_type_factor;
             }
             let mean = w.iter().sum::<f64>() / w.len() as f64;

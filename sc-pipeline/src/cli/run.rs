@@ -108,7 +108,7 @@ impl RunArgs {
                 format!("{} is not a non-negative number", self.target_sum),
             ));
         }
-        if !(self.max_value > 0.0) {
+        if self.max_value.is_nan() || self.max_value <= 0.0 {
             return Err(Error::param(
                 "--max-value",
                 format!("{} must be positive", self.max_value),
