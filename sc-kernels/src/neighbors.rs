@@ -197,7 +197,7 @@ pub fn smooth_knn_dist(knn: &Knn, local_connectivity: f64, bandwidth: f64) -> (V
                 let mut psum = 0f32;
                 for &dj in &dist[1..] {
                     let dd = dj - rho;
-                    psum += if dd > 0.0 { (-(dd / mid)).exp() } else { 1.0 };
+                    psum += if dd > 0.0 { exp_neg(dd / mid) } else { 1.0 };
                 }
                 if (psum as f64 - target).abs() < TOL {
                     break;
@@ -292,6 +292,18 @@ fn csr_from_rows(n: usize, rows: &[Vec<(u32, f32)>]) -> CsrMatrix<f32> {
             vi[t] = v;
         }
     })
+}
+
+/// `exp(-z)` in `f32`, skipping libm (whose underflow path is very slow) where the result is a
+/// subnormal or zero: those add nothing to a sum that is at least 1 (the nearest neighbour
+/// always contributes 1).
+#[inline(always)]
+fn exp_neg(z: f32) -> f32 {
+    if z > 87.0 {
+        0.0
+    } else {
+        (-z).exp()
+    }
 }
 
 #[inline]

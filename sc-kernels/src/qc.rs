@@ -78,6 +78,33 @@ struct RowQc {
     qc: Vec<f64>,
 }
 
+/// Per column: stored non-zero values and their sum (`f64`), in one pass.
+fn col_counts_sums<T: Real>(x: &CsrMatrix<T>) -> (Vec<i64>, Vec<f64>) {
+    let nc = x.n_cols;
+    stats::ranges(x.n_rows)
+        .into_par_iter()
+        .map(|range| {
+            let mut cnt = vec![0i64; nc];
+            let mut sum = vec![0.0f64; nc];
+            for i in range {
+                let (c, v) = x.row(i);
+                for (&cc, &vv) in c.iter().zip(v) {
+                    cnt[cc as usize] += (vv != T::ZERO) as i64;
+                    sum[cc as usize] += vv.to_f64();
+                }
+            }
+            (cnt, sum)
+        })
+        .reduce(
+            || (vec![0; nc], vec![0.0; nc]),
+            |mut a, b| {
+                stats::add_into(&mut a.0, &b.0);
+                stats::add_into(&mut a.1, &b.1);
+                a
+            },
+        )
+}
+
 /// Sums of the `ns[k]` largest values of a row of small non-negative integers, by counting sort.
 /// Returns false (leaving `top` alone) when the row holds anything else.
 fn top_by_counting<T: Real>(v: &[T], ns: &[usize], hist: &mut Vec<u32>, top: &mut [f64]) -> bool {
@@ -205,8 +232,7 @@ pub fn calculate_qc_metrics<T: Real>(x: &CsrMatrix<T>, params: &QcParams) -> Res
     }
 
     // Per gene.
-    let n_cells = stats::col_counts(x, false);
-    let (sums, _) = stats::col_sums_sq(x, None);
+    let (n_cells, sums) = col_counts_sums(x);
     let nobs = x.n_rows as f64;
     let mean: Vec<f64> = sums.iter().map(|s| s / nobs).collect();
     let mut var: NamedColumns = Vec::new();
