@@ -43,7 +43,6 @@ def recipe(path, record):
     step("scale", lambda: sc.pp.scale(adata, max_value=10))
     step("pca", lambda: sc.tl.pca(adata, n_comps=50))
     step("neighbors", lambda: sc.pp.neighbors(adata, n_neighbors=15))
-    step("write h5ad", lambda: adata.write_h5ad("/tmp/scanpy_reference_out.h5ad"))
 
 
 def main():
