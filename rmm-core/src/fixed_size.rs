@@ -14,6 +14,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 /// Blocks a stream takes from the reservoir at once.
 const BATCH: usize = 64;
 
+/// Why [`FixedSizeResource::grow`] added nothing.
+enum Refused {
+    /// The upstream's memory: what the out-of-memory error says.
+    OutOfMemory(String),
+    /// Any other error of the upstream, passed on as it is.
+    Upstream(MemoryError),
+}
+
 /// A fixed-size block allocator over the upstream `U`.
 pub struct FixedSizeResource<U: MemoryResource = SharedResource> {
     upstream: U,
@@ -60,7 +68,12 @@ impl<U: MemoryResource> FixedSizeResource<U> {
             device,
         };
         if blocks_to_preallocate > 0 {
-            r.grow(r.block_size, &r.device.default_stream())?;
+            let block_size = r.block_size;
+            r.grow(false, &r.device.default_stream())
+                .map_err(|refused| match refused {
+                    Refused::Upstream(e) => e,
+                    Refused::OutOfMemory(detail) => r.out_of_memory(block_size, detail),
+                })?;
         }
         Ok(r)
     }
@@ -91,18 +104,22 @@ impl<U: MemoryResource> FixedSizeResource<U> {
 
     /// One block from the reservoir, and up to a batch more into `list`.
     fn take_from_reservoir(&self, list: &StreamList<FixedBlocks>) -> Option<u64> {
+        // The batch is in no list until it reaches `list`.
+        let _moving = self.lists.moving();
         let mut batch = Vec::new();
         self.reservoir.lock().take_many(BATCH, &mut batch);
         let first = batch.pop()?;
-        for b in batch {
-            list.give_fresh(b, self.block_size);
+        if !batch.is_empty() {
+            let blocks: Vec<_> = batch.into_iter().map(|b| (b, self.block_size)).collect();
+            list.give_fresh_many(&blocks);
         }
         Some(first)
     }
 
-    /// Takes a chunk from the upstream into the reservoir: `blocks_per_chunk` blocks, fewer (down
-    /// to one) when the upstream refuses.
-    fn grow(&self, bytes: usize, stream: &Stream) -> Result<()> {
+    /// Takes a chunk from the upstream: `blocks_per_chunk` blocks, fewer (down to one) when the
+    /// upstream refuses. Returns its first block when `take_one` is set (so that no other stream
+    /// can take the new blocks first), and puts the others into the reservoir.
+    fn grow(&self, take_one: bool, stream: &Stream) -> std::result::Result<Option<u64>, Refused> {
         let mut blocks = self.blocks_per_chunk;
         loop {
             let size = blocks * self.block_size;
@@ -110,27 +127,36 @@ impl<U: MemoryResource> FixedSizeResource<U> {
                 Ok(ptr) => {
                     self.chunks.lock().push((ptr, size, stream.clone()));
                     self.held.fetch_add(size, Ordering::Relaxed);
+                    let first = usize::from(take_one);
                     let mut reservoir = self.reservoir.lock();
                     // Pushed from the top down, so the lowest addresses are handed out first.
-                    for i in (0..blocks).rev() {
+                    for i in (first..blocks).rev() {
                         reservoir.give(ptr + (i * self.block_size) as u64, self.block_size);
                     }
-                    return Ok(());
+                    return Ok(take_one.then_some(ptr));
                 }
                 Err(MemoryError::OutOfMemory(_)) if blocks > 1 => blocks /= 2,
                 Err(MemoryError::OutOfMemory(refusal)) => {
-                    return Err(self.out_of_memory(
-                        bytes,
-                        format!(
-                            "the upstream {} refused a block of {} ({refusal})",
-                            self.upstream.name(),
-                            human_bytes(self.block_size)
-                        ),
-                    ))
+                    return Err(Refused::OutOfMemory(format!(
+                        "the upstream {} refused a block of {} ({refusal})",
+                        self.upstream.name(),
+                        human_bytes(self.block_size)
+                    )))
                 }
-                Err(other) => return Err(other),
+                Err(other) => return Err(Refused::Upstream(other)),
             }
         }
+    }
+
+    /// Every free block (every stream's list, the reservoir) gathered into `list`, then one of
+    /// them: `None` only when no block is free anywhere. The caller holds `growth`.
+    fn gather(&self, list: &StreamList<FixedBlocks>) -> Result<Option<u64>> {
+        self.lists.gather_and_take(list, self.block_size, |out| {
+            let size = self.block_size;
+            let mut blocks = Vec::new();
+            self.reservoir.lock().take_many(usize::MAX, &mut blocks);
+            out.extend(blocks.into_iter().map(|b| (b, size)));
+        })
     }
 
     fn out_of_memory(&self, bytes: usize, detail: String) -> MemoryError {
@@ -144,24 +170,34 @@ impl<U: MemoryResource> FixedSizeResource<U> {
             .into()
     }
 
+    /// The stream's list was empty. In order: a batch from the reservoir; another stream's list
+    /// (stolen); then, holding `growth`, every free block gathered (no move between lists under
+    /// way, so none is missed); only then a new chunk; when the upstream refuses, every free block
+    /// once more (some may have been freed meanwhile) before out-of-memory.
     #[cold]
     fn allocate_slow(&self, bytes: usize, list: &StreamList<FixedBlocks>) -> Result<u64> {
         if let Some(p) = self.take_from_reservoir(list) {
             return Ok(p);
         }
-        if self.lists.steal_into(list, self.block_size, false)? {
-            if let Some(p) = list.take(self.block_size) {
-                return Ok(p);
-            }
+        if let Some(p) = self.lists.steal(list, self.block_size, false)? {
+            return Ok(p);
         }
         let _growth = self.growth.lock();
         if let Some(p) = self.take_from_reservoir(list) {
             return Ok(p);
         }
-        self.grow(bytes, list.stream())?;
-        self.take_from_reservoir(list).ok_or_else(|| {
-            self.out_of_memory(bytes, "the blocks just added went to another stream".into())
-        })
+        if let Some(p) = self.gather(list)? {
+            return Ok(p);
+        }
+        let refusal = match self.grow(true, list.stream()) {
+            Ok(p) => return Ok(p.expect("grow(true) returns a block")),
+            Err(Refused::Upstream(e)) => return Err(e),
+            Err(Refused::OutOfMemory(detail)) => detail,
+        };
+        if let Some(p) = self.gather(list)? {
+            return Ok(p);
+        }
+        Err(self.out_of_memory(bytes, refusal))
     }
 }
 

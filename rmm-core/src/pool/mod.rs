@@ -11,8 +11,11 @@
 //! An allocation looks in its stream's list (the only step on the common path: one uncontended
 //! lock, a bitmap search, two hash-map updates); then carves a portion from the reservoir; then
 //! steals the list of another stream that has a large enough block (one event record and wait);
-//! when none has, takes every list and the reservoir's fragments so they coalesce; then grows the
-//! pool from the upstream; then fails with an [`OutOfMemory`] that says what the pool holds.
+//! when none has, takes every list and the reservoir's fragments so they coalesce. Then, one thread
+//! at a time and while no blocks are on their way between lists, it gathers every free block of
+//! the pool; only when no block fits anywhere does it grow the pool from the upstream, taking its
+//! block from the new chunk before any other stream can. When the upstream refuses, it gathers once
+//! more, then fails with an [`OutOfMemory`] that says what the pool holds.
 //!
 //! Free blocks are found by address through hash maps of their starts and ends (O(1) coalescing)
 //! rather than kept in an address-sorted list: the same merges as RMM's address-ordered list,
@@ -93,6 +96,14 @@ impl<U: MemoryResource> fmt::Debug for PoolResource<U> {
             .field("maximum", &self.maximum)
             .finish()
     }
+}
+
+/// Why [`PoolResource::grow`] added nothing.
+enum Refused {
+    /// The maximum pool size, or the upstream's memory: what the out-of-memory error says.
+    OutOfMemory(String),
+    /// Any other error of the upstream, passed on as it is.
+    Upstream(MemoryError),
 }
 
 /// Smallest and largest portion a stream takes from the reservoir at once.
@@ -251,13 +262,20 @@ impl<U: MemoryResource> PoolResource<U> {
 
     /// Records a new chunk and puts it in the reservoir (boundaries first, see [`Chunks`]).
     fn add_chunk(&self, addr: u64, size: usize, stream: Stream) {
+        self.record_chunk(addr, size, stream);
+        self.reservoir.lock().give(addr, size);
+    }
+
+    /// Records a chunk (boundaries first, see [`Chunks`]) before its memory enters any list.
+    fn record_chunk(&self, addr: u64, size: usize, stream: Stream) {
         self.chunks.lock().insert(addr, Chunk { size, stream });
         self.pool_size.fetch_add(size, Ordering::Relaxed);
-        self.reservoir.lock().give(addr, size);
     }
 
     /// `size` bytes cut from a reservoir portion; the rest of the portion goes to `list`.
     fn carve(&self, size: usize, list: &StreamList<CoalescingFreeList>) -> Option<u64> {
+        // The rest of the portion is in no list until `give_fresh`.
+        let _moving = self.lists.moving();
         let (addr, len) = self.reservoir.lock().take_between(size, self.portion())?;
         if len > size {
             list.give_fresh(addr + size as u64, len - size);
@@ -268,15 +286,29 @@ impl<U: MemoryResource> PoolResource<U> {
     /// Moves the whole reservoir into `list` (where it may coalesce with blocks stolen from
     /// other streams), then takes `size` bytes from the list.
     fn merge_reservoir(&self, size: usize, list: &StreamList<CoalescingFreeList>) -> Option<u64> {
+        let _moving = self.lists.moving();
         let mut blocks = Vec::new();
         self.reservoir.lock().drain_into(&mut blocks);
         if blocks.is_empty() {
             return None;
         }
-        list.give_fresh_many(&blocks);
-        list.take(size)
+        list.give_fresh_many_and_take(&blocks, size)
     }
 
+    /// Every free block of the pool (every stream's list, the reservoir) gathered into `list`,
+    /// then `size` bytes from it: `None` only when no block of `size` bytes is free anywhere.
+    /// The caller holds `growth`.
+    fn gather(&self, size: usize, list: &StreamList<CoalescingFreeList>) -> Result<Option<u64>> {
+        self.lists
+            .gather_and_take(list, size, |out| self.reservoir.lock().drain_into(out))
+    }
+
+    /// A stream's list had no block of `size` bytes. In order: a portion of the reservoir; a
+    /// block stolen from other streams (all of them merged when no one list has one); the
+    /// reservoir's fragments merged with the stream's list; then, holding `growth`, every free
+    /// block of the pool gathered (no move between lists under way, so none is missed); only then
+    /// a new chunk; when the upstream refuses, every free block once more (some may have been
+    /// freed meanwhile) before out-of-memory.
     #[cold]
     fn allocate_slow(
         &self,
@@ -287,10 +319,8 @@ impl<U: MemoryResource> PoolResource<U> {
         if let Some(ptr) = self.carve(size, list) {
             return Ok(ptr);
         }
-        if self.lists.steal_into(list, size, true)? {
-            if let Some(ptr) = list.take(size) {
-                return Ok(ptr);
-            }
+        if let Some(ptr) = self.lists.steal(list, size, true)? {
+            return Ok(ptr);
         }
         // Fragments left in the reservoir may complete what the other streams gave.
         if let Some(ptr) = self.merge_reservoir(size, list) {
@@ -301,46 +331,64 @@ impl<U: MemoryResource> PoolResource<U> {
         if let Some(ptr) = self.carve(size, list) {
             return Ok(ptr);
         }
-        self.grow(bytes, size, list.stream())?;
-        self.carve(size, list).ok_or_else(|| {
-            self.out_of_memory(bytes, "the memory just added went to another stream")
-        })
+        if let Some(ptr) = self.gather(size, list)? {
+            return Ok(ptr);
+        }
+        let refusal = match self.grow(size, list) {
+            Ok(ptr) => return Ok(ptr),
+            Err(Refused::Upstream(e)) => return Err(e),
+            Err(Refused::OutOfMemory(detail)) => detail,
+        };
+        if let Some(ptr) = self.gather(size, list)? {
+            return Ok(ptr);
+        }
+        Err(self.out_of_memory(bytes, &refusal))
     }
 
-    /// Adds a chunk of at least `size` bytes. The caller holds `growth`.
-    fn grow(&self, bytes: usize, size: usize, stream: &Stream) -> Result<()> {
+    /// Adds a chunk of at least `size` bytes and takes `size` bytes from its start for the
+    /// caller (the rest of a portion goes to `list`, the rest of the chunk to the reservoir), so
+    /// that no other stream can take the new memory first. The caller holds `growth`.
+    fn grow(
+        &self,
+        size: usize,
+        list: &StreamList<CoalescingFreeList>,
+    ) -> std::result::Result<u64, Refused> {
+        let stream = list.stream();
         let mut attempt = match growth::first_attempt(size, self.pool_size(), self.maximum) {
             Ok(a) => a,
             Err(reached) => {
-                return Err(self.out_of_memory(
-                    bytes,
-                    &format!(
-                        "maximum pool size reached: the pool may grow by {} only",
-                        human_bytes(reached.headroom)
-                    ),
-                ))
+                return Err(Refused::OutOfMemory(format!(
+                    "maximum pool size reached: the pool may grow by {} only",
+                    human_bytes(reached.headroom)
+                )))
             }
         };
         loop {
             match self.upstream.allocate(attempt, stream) {
-                Ok(ptr) => {
-                    self.add_chunk(ptr, attempt, stream.clone());
-                    return Ok(());
+                Ok(addr) => {
+                    self.record_chunk(addr, attempt, stream.clone());
+                    let portion = self.portion().max(size).min(attempt);
+                    if portion > size {
+                        list.give_fresh(addr + size as u64, portion - size);
+                    }
+                    if attempt > portion {
+                        self.reservoir
+                            .lock()
+                            .give(addr + portion as u64, attempt - portion);
+                    }
+                    return Ok(addr);
                 }
                 Err(MemoryError::OutOfMemory(refusal)) => match growth::next_attempt(attempt, size)
                 {
                     Some(next) => attempt = next,
                     None => {
-                        return Err(self.out_of_memory(
-                            bytes,
-                            &format!(
-                                "the upstream {} refused to grow the pool ({refusal})",
-                                self.upstream.name()
-                            ),
-                        ))
+                        return Err(Refused::OutOfMemory(format!(
+                            "the upstream {} refused to grow the pool ({refusal})",
+                            self.upstream.name()
+                        )))
                     }
                 },
-                Err(other) => return Err(other),
+                Err(other) => return Err(Refused::Upstream(other)),
             }
         }
     }

@@ -8,6 +8,12 @@
 //! recorded on the free path (RMM records an event on every free), except for per-thread default
 //! streams: their handle means a different stream on every thread, so no other thread can record
 //! on them later, and their owner records as it frees.
+//!
+//! A thief takes the block it needs while it holds the victim's lock, so no other thief can take
+//! it from under it. Blocks on their way between lists (a steal, a carve from an owner's
+//! reservoir) are in no list for a moment; such moves hold [`StreamLists::moving`] shared, and
+//! [`StreamLists::gather_and_take`], the last resort before an owner grows or reports out of
+//! memory, holds it exclusively, so that it sees every free block.
 
 mod key;
 mod lock;
@@ -20,8 +26,10 @@ use crate::error::Result;
 use crate::free_list::FreeStore;
 use key::is_per_thread;
 use lock::ListLock;
+use parking_lot::{RwLock, RwLockReadGuard};
 use rmm_cuda::{Event, Stream};
 use slots::Slots;
+use std::sync::Arc;
 
 /// The free list of one stream. Aligned to two cache lines so that the lists of different
 /// streams, used by different threads, never share one.
@@ -89,18 +97,38 @@ impl<F: FreeStore> StreamList<F> {
         }
     }
 
-    /// Blocks this stream has already been ordered after (see [`StreamLists::steal_into`]).
-    fn give_ordered(&self, blocks: &[(u64, usize)]) -> Result<()> {
+    /// Several blocks of fresh memory at once (see [`StreamList::give_fresh`]), then a block of
+    /// `size` bytes taken in the same critical section (so no thief takes them in between).
+    pub(crate) fn give_fresh_many_and_take(
+        &self,
+        blocks: &[(u64, usize)],
+        size: usize,
+    ) -> Option<u64> {
         let mut st = self.state.lock();
         for &(a, s) in blocks {
             st.free.give(a, s);
         }
-        if self.per_thread() {
+        st.free.take(size)
+    }
+
+    /// Blocks this stream has already been ordered after (see [`StreamLists::steal`]); then, when
+    /// `size` is given, a block of that many bytes taken in the same critical section (so that the
+    /// blocks just gathered, coalesced with this list's own, are not stolen before the take).
+    fn give_ordered_and_take(
+        &self,
+        blocks: &[(u64, usize)],
+        size: Option<usize>,
+    ) -> Result<Option<u64>> {
+        let mut st = self.state.lock();
+        for &(a, s) in blocks {
+            st.free.give(a, s);
+        }
+        if self.per_thread() && !blocks.is_empty() {
             // A later thief waits on this event only: it must cover the wait just made too.
             let ev = st.event(&self.stream)?;
             self.stream.record(ev)?;
         }
-        Ok(())
+        Ok(size.and_then(|size| st.free.take(size)))
     }
 
     /// Makes later work on `thief` wait for everything freed into this list so far. The caller
@@ -141,12 +169,18 @@ pub(crate) struct ListSummary {
 /// The free lists of every stream a resource has seen.
 pub(crate) struct StreamLists<F> {
     slots: Slots<StreamList<F>>,
+    /// Held shared by every move that takes free blocks out of one place (a list, the owner's
+    /// reservoir) before it puts them into another, so that they are in no list meanwhile;
+    /// exclusively by [`StreamLists::gather_and_take`], which must find every free block.
+    /// Allocations and frees on a stream's own list never touch it.
+    moving: RwLock<()>,
 }
 
 impl<F> Default for StreamLists<F> {
     fn default() -> Self {
         StreamLists {
             slots: Slots::default(),
+            moving: RwLock::new(()),
         }
     }
 }
@@ -172,46 +206,112 @@ impl<F: FreeStore> StreamLists<F> {
         })
     }
 
-    /// Moves other streams' free blocks into `me` after ordering `me`'s stream behind the work
-    /// that freed them (one event record and wait per list taken, no host synchronisation).
-    /// First the list of one stream that holds a block of `size` bytes; when no single list does
-    /// and `merge_all` is set, every list (so fragments of several streams can coalesce in `me`).
-    /// Returns whether anything moved.
-    pub(crate) fn steal_into(
+    /// Held while free blocks are out of every list on their way to another one (the owner's
+    /// carves from its reservoir take it; steals take it themselves). Never held twice by one
+    /// thread, and never while waiting for the owner's growth lock.
+    pub(crate) fn moving(&self) -> RwLockReadGuard<'_, ()> {
+        self.moving.read()
+    }
+
+    /// The other streams' lists, starting after `me`'s (so that thieves spread over the lists
+    /// rather than all trying the first one, and in a ring of streams handing blocks on, each
+    /// first takes back what it handed to the next).
+    fn others(&self, me: &StreamList<F>) -> Vec<Arc<StreamList<F>>> {
+        let mut all = self.slots.all();
+        if let Some(at) = all.iter().position(|l| l.key == me.key) {
+            all.rotate_left(at + 1);
+            all.pop();
+        }
+        all
+    }
+
+    /// Takes a block of `size` bytes from other streams' free blocks, after ordering `me`'s
+    /// stream behind the work that freed them (one event record and wait per list taken, no host
+    /// synchronisation). First the list of one stream that holds a block of `size` bytes: the
+    /// block is taken under that list's lock and the rest of the list moves to `me`. When no
+    /// single list has one and `merge_all` is set, every list moves to `me`, where fragments of
+    /// several streams may coalesce, and the block is taken in the same critical section.
+    /// `None` when nothing fitted: other threads may have been moving blocks at that moment,
+    /// which only [`StreamLists::gather_and_take`] rules out.
+    pub(crate) fn steal(
         &self,
         me: &StreamList<F>,
         size: usize,
         merge_all: bool,
-    ) -> Result<bool> {
-        let others: Vec<_> = self
-            .slots
-            .all()
-            .into_iter()
-            .filter(|l| l.key != me.key)
-            .collect();
+    ) -> Result<Option<u64>> {
+        let _moving = self.moving();
+        let others = self.others(me);
         let mut moved = Vec::new();
         for victim in &others {
             let mut st = victim.state.lock();
             if st.free.largest() >= size {
                 victim.order_before(&mut st, &me.stream)?;
+                let ptr = st.free.take(size);
                 st.free.drain_into(&mut moved);
-                break;
-            }
-        }
-        if moved.is_empty() && merge_all {
-            for victim in &others {
-                let mut st = victim.state.lock();
-                if st.free.block_count() > 0 {
-                    victim.order_before(&mut st, &me.stream)?;
-                    st.free.drain_into(&mut moved);
+                drop(st);
+                if let Err(e) = me.give_ordered_and_take(&moved, None) {
+                    if let Some(p) = ptr {
+                        // Ordered for `me` already: keep it there rather than lose it.
+                        me.give_fresh(p, size);
+                    }
+                    return Err(e);
                 }
+                if ptr.is_some() {
+                    return Ok(ptr);
+                }
+                // (`largest` promised a fit; should a store not keep that promise, the blocks
+                // are in `me` now and the search goes on.)
+                moved.clear();
             }
         }
-        if moved.is_empty() {
-            return Ok(false);
+        if !merge_all {
+            return Ok(None);
         }
-        me.give_ordered(&moved)?;
-        Ok(true)
+        Self::drain_others(&others, me, &mut moved)?;
+        if moved.is_empty() {
+            return Ok(None);
+        }
+        me.give_ordered_and_take(&moved, Some(size))
+    }
+
+    /// The last resort before the owner grows or reports that it is out of memory: while no other
+    /// move is under way, gathers every free block into `me`'s list, the other streams' (ordered
+    /// as for a steal) and what `extra` adds (the owner's reservoir, memory no work has used),
+    /// so that they coalesce there, then takes `size` bytes from it. `None` means that no block
+    /// of `size` bytes was free anywhere (the frees made while this runs aside). Each list is
+    /// taken in turn, so owners keep allocating and freeing meanwhile.
+    pub(crate) fn gather_and_take(
+        &self,
+        me: &StreamList<F>,
+        size: usize,
+        extra: impl FnOnce(&mut Vec<(u64, usize)>),
+    ) -> Result<Option<u64>> {
+        let _all = self.moving.write();
+        let mut moved = Vec::new();
+        Self::drain_others(&self.others(me), me, &mut moved)?;
+        extra(&mut moved);
+        me.give_ordered_and_take(&moved, Some(size))
+    }
+
+    /// Moves every block of `others` into `moved`, ordering `me`'s stream after each list taken.
+    /// Should ordering fail, what was taken so far goes to `me` before the error returns.
+    fn drain_others(
+        others: &[Arc<StreamList<F>>],
+        me: &StreamList<F>,
+        moved: &mut Vec<(u64, usize)>,
+    ) -> Result<()> {
+        for victim in others {
+            let mut st = victim.state.lock();
+            if st.free.block_count() > 0 {
+                if let Err(e) = victim.order_before(&mut st, &me.stream) {
+                    drop(st);
+                    me.give_ordered_and_take(moved, None)?;
+                    return Err(e);
+                }
+                st.free.drain_into(moved);
+            }
+        }
+        Ok(())
     }
 
     /// Empties every list into `out`, waiting on the host first for the streams that freed the

@@ -2,10 +2,13 @@
 
 use std::collections::BTreeMap;
 
-/// Live blocks by start address (value: end address).
+/// Live blocks by start address (value: end address), with the bytes live now and at most.
 #[derive(Default)]
 pub(crate) struct LiveSet {
     blocks: BTreeMap<u64, u64>,
+    bytes: usize,
+    peak_bytes: usize,
+    peak_blocks: usize,
 }
 
 impl LiveSet {
@@ -23,13 +26,26 @@ impl LiveSet {
             }
         }
         self.blocks.insert(ptr, end);
+        self.bytes += bytes;
+        self.peak_bytes = self.peak_bytes.max(self.bytes);
+        self.peak_blocks = self.peak_blocks.max(self.blocks.len());
         Ok(())
     }
 
     pub(crate) fn remove(&mut self, ptr: u64, bytes: usize) {
-        if bytes > 0 {
-            self.blocks.remove(&ptr);
+        if bytes > 0 && self.blocks.remove(&ptr).is_some() {
+            self.bytes -= bytes;
         }
+    }
+
+    /// The most bytes live at once so far (as requested, before alignment).
+    pub(crate) fn peak_bytes(&self) -> usize {
+        self.peak_bytes
+    }
+
+    /// The most blocks live at once so far.
+    pub(crate) fn peak_blocks(&self) -> usize {
+        self.peak_blocks
     }
 
     pub(crate) fn len(&self) -> usize {

@@ -12,11 +12,26 @@ use std::sync::{Arc, Barrier};
 const STOPPED_EARLY: &str = "the next thread stopped early";
 
 /// Blocks in flight between two threads at most (bounds the memory live at once).
-const IN_FLIGHT: usize = 64;
+pub const IN_FLIGHT: usize = 64;
+
+/// The most blocks a resource can have live at once under [`hand_over`] with `threads` threads:
+/// each thread's queue to the next, the block it is trying to hand on, and the one it is freeing.
+pub fn most_live_blocks(threads: usize) -> usize {
+    threads * (IN_FLIGHT + 2)
+}
 
 struct Block {
     ptr: u64,
     bytes: usize,
+}
+
+/// What a hand-over run saw.
+#[derive(Debug, Clone, Copy)]
+pub struct HandOverStats {
+    /// The most bytes live at once (as requested), over all threads.
+    pub peak_live_bytes: usize,
+    /// The most blocks live at once, over all threads.
+    pub peak_live_blocks: usize,
 }
 
 /// Runs the hand-over workload: `allocations` requests of 1 ..= `max_size` bytes per thread.
@@ -26,6 +41,16 @@ pub fn hand_over(
     allocations: usize,
     max_size: usize,
 ) -> Result<(), String> {
+    hand_over_measured(r, threads, allocations, max_size).map(|_| ())
+}
+
+/// [`hand_over`], returning what the run saw (to bound what the resource held against it).
+pub fn hand_over_measured(
+    r: Arc<dyn MemoryResource>,
+    threads: usize,
+    allocations: usize,
+    max_size: usize,
+) -> Result<HandOverStats, String> {
     let live = Arc::new(Mutex::new(LiveSet::default()));
     let barrier = Arc::new(Barrier::new(threads));
     let (senders, receivers): (Vec<_>, Vec<_>) = (0..threads)
@@ -104,9 +129,13 @@ pub fn hand_over(
     if let Some(first) = errors.into_iter().next() {
         return Err(first);
     }
-    let left = live.lock().len();
+    let live = live.lock();
+    let left = live.len();
     if left == 0 {
-        Ok(())
+        Ok(HandOverStats {
+            peak_live_bytes: live.peak_bytes(),
+            peak_live_blocks: live.peak_blocks(),
+        })
     } else {
         Err(format!(
             "{left} blocks still live after every thread finished"
