@@ -52,6 +52,12 @@ fn exp_f64(x: f64) -> f64 {
     p * f64::from_bits(((k + 1023) as u64) << 52)
 }
 
+/// `exp(x)` rounded to `f32` (0 below about -708, infinite above 88.7).
+#[inline(always)]
+pub fn exp_f32(x: f32) -> f32 {
+    exp_f64(x as f64) as f32
+}
+
 /// `ln(1 + x)` for `x > -1`, rounded to `f32`.
 #[inline(always)]
 pub fn ln_1p_f32(x: f32) -> f32 {
@@ -174,6 +180,7 @@ mod tests {
         #[test]
         fn exp_within_one_ulp(x in -80f32..80.0) {
             prop_assert!(ulps(exp_m1_f32(x), (x as f64).exp_m1() as f32) <= 1);
+            prop_assert!(ulps(exp_f32(x), (x as f64).exp() as f32) <= 1);
         }
     }
 }

@@ -163,69 +163,73 @@ pub fn knn_exact<T: Real>(x: &DenseMatrix<T>, k: usize) -> Result<Knn> {
 
 /// UMAP's `smooth_knn_dist` (float32 arithmetic as umap's numba code): `(sigmas, rhos)`.
 pub fn smooth_knn_dist(knn: &Knn, local_connectivity: f64, bandwidth: f64) -> (Vec<f32>, Vec<f32>) {
-    const N_ITER: usize = 64;
-    const TOL: f64 = 1e-5;
-    const MIN_K_DIST_SCALE: f32 = 1e-3;
     let k = knn.k;
     let target = (k as f64).log2() * bandwidth;
     let mean_all: f32 = {
         let s: f64 = knn.distances.iter().map(|&v| v as f64).sum();
         (s / knn.distances.len().max(1) as f64) as f32
     };
-    (0..knn.n_obs)
+    let pairs: Vec<(f32, f32)> = (0..knn.n_obs)
         .into_par_iter()
-        .map(|i| {
-            let (_, dist) = knn.row(i);
-            let nz: Vec<f32> = dist.iter().copied().filter(|&v| v > 0.0).collect();
-            let mut rho = 0f32;
-            if nz.len() as f64 >= local_connectivity {
-                let index = local_connectivity.floor() as usize;
-                let interp = (local_connectivity - index as f64) as f32;
-                if index > 0 {
-                    rho = nz[index - 1];
-                    if interp as f64 > TOL {
-                        rho += interp * (nz[index] - nz[index - 1]);
-                    }
-                } else {
-                    rho = interp * nz[0];
-                }
-            } else if !nz.is_empty() {
-                rho = nz.iter().copied().fold(f32::MIN, f32::max);
+        .map(|i| smooth_row(knn.row(i).1, k, target, local_connectivity, mean_all))
+        .collect();
+    pairs.into_iter().unzip()
+}
+
+/// `smooth_knn_dist` of one cell: `(sigma, rho)`.
+#[inline(never)]
+fn smooth_row(dist: &[f32], k: usize, target: f64, local_connectivity: f64, mean_all: f32) -> (f32, f32) {
+    const N_ITER: usize = 64;
+    const TOL: f64 = 1e-5;
+    const MIN_K_DIST_SCALE: f32 = 1e-3;
+    let nz: Vec<f32> = dist.iter().copied().filter(|&v| v > 0.0).collect();
+    let mut rho = 0f32;
+    if nz.len() as f64 >= local_connectivity {
+        let index = local_connectivity.floor() as usize;
+        let interp = (local_connectivity - index as f64) as f32;
+        if index > 0 {
+            rho = nz[index - 1];
+            if interp as f64 > TOL {
+                rho += interp * (nz[index] - nz[index - 1]);
             }
-            let (mut lo, mut hi, mut mid) = (0f32, f32::MAX, 1f32);
-            for _ in 0..N_ITER {
-                let mut psum = 0f32;
-                for &dj in &dist[1..] {
-                    let dd = dj - rho;
-                    psum += if dd > 0.0 { exp_neg(dd / mid) } else { 1.0 };
-                }
-                if (psum as f64 - target).abs() < TOL {
-                    break;
-                }
-                if psum as f64 > target {
-                    hi = mid;
-                    mid = ((lo as f64 + hi as f64) / 2.0) as f32;
-                } else {
-                    lo = mid;
-                    if hi >= f32::MAX {
-                        mid *= 2.0;
-                    } else {
-                        mid = ((lo as f64 + hi as f64) / 2.0) as f32;
-                    }
-                }
+        } else {
+            rho = interp * nz[0];
+        }
+    } else if !nz.is_empty() {
+        rho = nz.iter().copied().fold(f32::MIN, f32::max);
+    }
+    let (mut lo, mut hi, mut mid) = (0f32, f32::MAX, 1f32);
+    for _ in 0..N_ITER {
+        let mut psum = 0f32;
+        for &dj in &dist[1..] {
+            let dd = dj - rho;
+            psum += if dd > 0.0 { exp_neg(dd / mid) } else { 1.0 };
+        }
+        if (psum as f64 - target).abs() < TOL {
+            break;
+        }
+        if psum as f64 > target {
+            hi = mid;
+            mid = ((lo as f64 + hi as f64) / 2.0) as f32;
+        } else {
+            lo = mid;
+            if hi >= f32::MAX {
+                mid *= 2.0;
+            } else {
+                mid = ((lo as f64 + hi as f64) / 2.0) as f32;
             }
-            let mut sigma = mid;
-            if rho > 0.0 {
-                let mean_i = (dist.iter().map(|&v| v as f64).sum::<f64>() / k as f64) as f32;
-                if sigma < MIN_K_DIST_SCALE * mean_i {
-                    sigma = MIN_K_DIST_SCALE * mean_i;
-                }
-            } else if sigma < MIN_K_DIST_SCALE * mean_all {
-                sigma = MIN_K_DIST_SCALE * mean_all;
-            }
-            (sigma, rho)
-        })
-        .unzip()
+        }
+    }
+    let mut sigma = mid;
+    if rho > 0.0 {
+        let mean_i = (dist.iter().map(|&v| v as f64).sum::<f64>() / k as f64) as f32;
+        if sigma < MIN_K_DIST_SCALE * mean_i {
+            sigma = MIN_K_DIST_SCALE * mean_i;
+        }
+    } else if sigma < MIN_K_DIST_SCALE * mean_all {
+        sigma = MIN_K_DIST_SCALE * mean_all;
+    }
+    (sigma, rho)
 }
 
 /// UMAP's fuzzy simplicial set of the kNN graph, symmetrized (scanpy's connectivities).
@@ -294,15 +298,16 @@ fn csr_from_rows(n: usize, rows: &[Vec<(u32, f32)>]) -> CsrMatrix<f32> {
     })
 }
 
-/// `exp(-z)` in `f32`, skipping libm (whose underflow path is very slow) where the result is a
-/// subnormal or zero: those add nothing to a sum that is at least 1 (the nearest neighbour
+/// `exp(-z)` in `f32` (evaluated in `f64` and rounded once, see [`crate::fastmath`]; libm's
+/// `expf` proved many times slower on rayon's worker threads here). Results below the smallest
+/// normal float are 0: they add nothing to a sum that is at least 1 (the nearest neighbour
 /// always contributes 1).
 #[inline(always)]
 fn exp_neg(z: f32) -> f32 {
     if z > 87.0 {
         0.0
     } else {
-        (-z).exp()
+        crate::fastmath::exp_f32(-z)
     }
 }
 
@@ -313,7 +318,7 @@ fn membership(i: usize, j: u32, d: f32, rho: f32, sigma: f32) -> f32 {
     } else if d - rho <= 0.0 || sigma == 0.0 {
         1.0
     } else {
-        (-((d - rho) / sigma)).exp()
+        crate::fastmath::exp_f32(-((d - rho) / sigma))
     }
 }
 
