@@ -247,3 +247,49 @@ fn sparse_index_types_match_as_scipy_needs() {
     let e = w.append_rows(x).unwrap_err().to_string();
     assert!(e.contains("exceed the announced maximum"), "{e}");
 }
+
+/// Large arrays are read straight from the file with parallel reads (contiguous and chunked
+/// layouts); the values must be exactly what the library reads.
+#[test]
+fn large_arrays_read_directly_match_the_library() {
+    use sc_pipeline::synthetic::{generate, generate_to_h5ad, SyntheticParams};
+    let p = SyntheticParams::new(3000, 8000, 5);
+    let in_memory = generate(&p).unwrap();
+    assert!(
+        in_memory.x.stored_values() > 1 << 20,
+        "large enough for the direct path"
+    );
+    let contiguous = common::scratch("contiguous.h5ad");
+    write_h5ad(&in_memory, &contiguous).unwrap();
+    let chunked = common::scratch("chunked.h5ad");
+    generate_to_h5ad(&p, &chunked, &|_| {}).unwrap();
+    for path in [&contiguous, &chunked] {
+        let f = hdf5::File::open(path).unwrap();
+        let data: Vec<f32> = f.dataset("X/data").unwrap().read_raw().unwrap();
+        let indices: Vec<i32> = f.dataset("X/indices").unwrap().read_raw().unwrap();
+        let a = read_h5ad(path).unwrap();
+        let Matrix::Sparse(x) = &a.x else {
+            panic!("sparse")
+        };
+        assert_eq!(x.data, data);
+        assert!(x
+            .indices
+            .iter()
+            .zip(&indices)
+            .all(|(&u, &i)| u as i64 == i as i64));
+        assert_eq!(a, in_memory);
+        let chunks = H5adRowChunks::open(path).unwrap();
+        let Matrix::Sparse(rows) = chunks.read_rows(100..2900).unwrap() else {
+            panic!("sparse")
+        };
+        assert_eq!(
+            rows,
+            x.select_rows(
+                &(0..3000)
+                    .map(|i| (100..2900).contains(&i))
+                    .collect::<Vec<_>>()
+            )
+            .unwrap()
+        );
+    }
+}

@@ -210,3 +210,41 @@ fn the_real_two_batch_dataset_runs_batch_aware() {
     assert_eq!(a.n_vars(), 500);
     assert!(a.var.column("highly_variable_intersection").is_some());
 }
+
+#[test]
+fn out_of_range_step_parameters_are_refused() {
+    use sc_pipeline::steps::{CellFilter, NormalizeParams};
+    let mut a = small();
+    let e = steps::normalize_total(
+        &mut a,
+        &NormalizeParams {
+            target_sum: Some(f64::NAN),
+            ..Default::default()
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("target_sum"), "{e}");
+    let e = steps::log1p(&mut a, Some(1.0)).unwrap_err().to_string();
+    assert!(e.contains("base"), "{e}");
+    let e = steps::filter_cells(&mut a, CellFilter::MinCounts(f64::NAN))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("NaN"), "{e}");
+    let opts = HvgOptions {
+        n_top_genes: Some(0),
+        ..HvgOptions::default()
+    };
+    let e = steps::highly_variable_genes(&mut a, &opts)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("n_top_genes"), "{e}");
+    let mut tiny = generate(&SyntheticParams::new(10, 200, 1)).unwrap();
+    tiny.obsm.insert(
+        "X_pca".into(),
+        sc_pipeline::anndata::DenseArray::matrix_f32(10, 2, vec![0.5; 20]).unwrap(),
+    );
+    let e = steps::neighbors(&mut tiny, 11).unwrap_err().to_string();
+    assert!(e.contains("exceeds the 10 cells"), "{e}");
+    assert_eq!(a.n_obs(), 1200, "failed steps leave the cells in place");
+}

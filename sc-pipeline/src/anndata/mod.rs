@@ -70,11 +70,17 @@ impl AnnData {
     /// Checks that every part agrees with the shape of `X`, and that sparse matrices are
     /// well formed.
     pub fn validate(&self) -> Result<()> {
-        let (n_obs, n_vars) = self.x.shape();
         if let Matrix::Sparse(m) = &self.x {
             m.validate()
                 .map_err(|e| Error::invalid("X", e.to_string()))?;
         }
+        self.validate_shapes()
+    }
+
+    /// As [`AnnData::validate`] without the pass over X's stored values (for readers that
+    /// checked them while reading).
+    pub fn validate_shapes(&self) -> Result<()> {
+        let (n_obs, n_vars) = self.x.shape();
         check_len("obs", self.obs.n_rows(), n_obs)?;
         check_len("var", self.var.n_rows(), n_vars)?;
         self.obs.validate("obs")?;

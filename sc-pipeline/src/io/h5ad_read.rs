@@ -50,8 +50,9 @@ pub fn read_h5ad(path: impl AsRef<Path>) -> Result<AnnData> {
     if root.link_exists("raw") {
         adata.raw = Some(read_raw(&ctx, root)?);
     }
+    // X's offsets and indices were checked while reading.
     adata
-        .validate()
+        .validate_shapes()
         .map_err(|e| ctx.format("/", e.to_string()))?;
     Ok(adata)
 }

@@ -264,14 +264,14 @@ impl H5Ctx {
         let d = self.descriptor(ds, element)?;
         let values: Vec<f32> = match d {
             TypeDescriptor::Float(FloatSize::U4) => {
-                read_range::<f32>(ds, range).map_err(self.h5(element))?
+                read_range::<f32>(&self.path, ds, range).map_err(self.h5(element))?
             }
             TypeDescriptor::Float(FloatSize::U8) => {
-                let v = read_range::<f64>(ds, range).map_err(self.h5(element))?;
+                let v = read_range::<f64>(&self.path, ds, range).map_err(self.h5(element))?;
                 v.par_iter().map(|&x| x as f32).collect()
             }
             TypeDescriptor::Integer(_) | TypeDescriptor::Unsigned(_) | TypeDescriptor::Boolean => {
-                let v = read_range::<i64>(ds, range).map_err(self.h5(element))?;
+                let v = read_range::<i64>(&self.path, ds, range).map_err(self.h5(element))?;
                 if let Some(&big) = v
                     .par_iter()
                     .find_any(|&&x| (x as f64).abs() > F32_EXACT_INT)
@@ -313,14 +313,14 @@ impl H5Ctx {
         let offset = range.as_ref().map_or(0, |r| r.start);
         match d {
             TypeDescriptor::Integer(IntSize::U4) => {
-                let v = read_range::<i32>(ds, range).map_err(self.h5(element))?;
+                let v = read_range::<i32>(&self.path, ds, range).map_err(self.h5(element))?;
                 if let Some(pos) = v.par_iter().position_any(|&x| x < 0 || x as usize >= bound) {
                     return Err(out_of_range(offset + pos, v[pos] as i64));
                 }
                 Ok(reinterpret_i32_as_u32(v))
             }
             TypeDescriptor::Integer(_) | TypeDescriptor::Unsigned(_) => {
-                let v = read_range::<i64>(ds, range).map_err(self.h5(element))?;
+                let v = read_range::<i64>(&self.path, ds, range).map_err(self.h5(element))?;
                 if let Some(pos) = v
                     .par_iter()
                     .position_any(|&x| x < 0 || x as u64 >= bound as u64)
@@ -411,8 +411,16 @@ fn read_fixed<T: H5Type + AsBytes>(c: &Container) -> hdf5::Result<Vec<String>> {
         .collect())
 }
 
-/// The whole dataset, or one contiguous hyperslab of a 1-D dataset.
-fn read_range<T: H5Type>(ds: &Dataset, range: Option<Range<usize>>) -> hdf5::Result<Vec<T>> {
+/// The whole dataset, or one contiguous hyperslab of a 1-D dataset: straight from the file with
+/// parallel reads where the layout allows (see `direct_read`), else through the library.
+fn read_range<T: H5Type + Copy + PartialEq + Send + Sync>(
+    path: &Path,
+    ds: &Dataset,
+    range: Option<Range<usize>>,
+) -> hdf5::Result<Vec<T>> {
+    if let Some(v) = super::direct_read::read_direct::<T>(path, ds, range.clone()) {
+        return Ok(v);
+    }
     match range {
         None => ds.read_raw::<T>(),
         Some(r) if r.is_empty() => Ok(Vec::new()),

@@ -1,5 +1,6 @@
 //! File formats: h5ad (read, write, read in row chunks) and 10x Genomics HDF5 matrices.
 
+mod direct_read;
 mod h5ad_chunks;
 mod h5ad_read;
 mod h5ad_stream_write;
