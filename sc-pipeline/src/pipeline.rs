@@ -1,8 +1,8 @@
 //! The classic scanpy preprocessing flow as one configurable run, timing every step.
 //!
 //! Order (each step can be switched off): QC metrics (with the `mt` genes), filter cells,
-//! filter genes, keep a copy of the counts (only for seurat_v3 HVG, which needs counts),
-//! normalize_total, log1p, highly_variable_genes, freeze `.raw` (log-normalized, all genes that
+//! filter genes, normalize_total, log1p, highly_variable_genes (seurat_v3, which needs the
+//! counts, runs before normalize_total instead), freeze `.raw` (log-normalized, all genes that
 //! passed the filters), subset to the highly variable genes, scale, pca, neighbors.
 
 use crate::report::{StepRecord, StepTimer};
@@ -79,6 +79,16 @@ impl Runner<'_> {
     }
 }
 
+fn hvg_step(r: &mut Runner<'_>, adata: &mut AnnData, hvg: &steps::HvgOptions) -> Result<()> {
+    r.step("highly_variable_genes", adata, |a| {
+        let n = steps::highly_variable_genes(a, hvg)?;
+        Ok((
+            (),
+            format!("flavor={}: {n} genes selected", hvg.flavor.name()),
+        ))
+    })
+}
+
 /// Runs the configured steps on `adata` (raw counts in X); returns one record per step.
 pub fn run_pipeline(
     adata: &mut AnnData,
@@ -118,12 +128,12 @@ pub fn run_pipeline(
             ))
         })?;
     }
-    let needs_counts = config.hvg.as_ref().is_some_and(|h| h.needs_counts());
-    if needs_counts {
-        r.step("keep counts layer", adata, |a| {
-            a.layers.insert("counts".to_string(), a.x.clone());
-            Ok(((), "layers['counts'] for seurat_v3".to_string()))
-        })?;
+    // seurat_v3 needs the counts: it runs before normalisation (its results are per gene and
+    // survive normalize_total and log1p), which spares a copy of X. The other flavours run on
+    // the log-normalized data.
+    let counts_hvg = config.hvg.as_ref().filter(|h| h.needs_counts());
+    if let Some(hvg) = counts_hvg {
+        hvg_step(&mut r, adata, hvg)?;
     }
     if let Some(target_sum) = config.target_sum {
         r.step("normalize_total", adata, |a| {
@@ -142,20 +152,8 @@ pub fn run_pipeline(
             steps::log1p(a, None).map(|()| ((), String::new()))
         })?;
     }
-    if let Some(hvg) = &config.hvg {
-        r.step("highly_variable_genes", adata, |a| {
-            let mut options = hvg.clone();
-            if needs_counts {
-                options.layer = Some("counts".to_string());
-            }
-            let n = steps::highly_variable_genes(a, &options)?;
-            Ok((
-                (),
-                format!("flavor={}: {n} genes selected", hvg.flavor.name()),
-            ))
-        })?;
-        // The counts copy only served seurat_v3; it would otherwise be written to the output.
-        adata.layers.remove("counts");
+    if let Some(hvg) = config.hvg.as_ref().filter(|h| !h.needs_counts()) {
+        hvg_step(&mut r, adata, hvg)?;
     }
     if config.hvg.is_some() && config.subset_hvg {
         r.step("subset to HVG (raw frozen)", adata, |a| {
