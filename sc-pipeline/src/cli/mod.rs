@@ -33,6 +33,8 @@ pub enum Command {
 /// Parses the command line and runs it; returns the process exit code.
 pub fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
+    // HDF5 would print its own error stack; every failure is reported by our error instead.
+    hdf5::silence_errors(true);
     if let Some(n) = cli.threads {
         if let Err(e) = rayon::ThreadPoolBuilder::new()
             .num_threads(n)
