@@ -40,7 +40,11 @@ impl Column {
     /// The entries whose mask value is true.
     pub fn select(&self, mask: &[bool]) -> Column {
         fn pick<T: Copy>(v: &[T], mask: &[bool]) -> Vec<T> {
-            v.iter().zip(mask).filter(|(_, &m)| m).map(|(&x, _)| x).collect()
+            v.iter()
+                .zip(mask)
+                .filter(|(_, &m)| m)
+                .map(|(&x, _)| x)
+                .collect()
         }
         match self {
             Column::Bool(v) => Column::Bool(pick(v, mask)),

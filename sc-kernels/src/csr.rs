@@ -24,24 +24,50 @@ pub enum CsrError {
     #[error("indptr decreases at row {row}: {from} -> {to}")]
     IndptrDecreasing { row: usize, from: u64, to: u64 },
     #[error("indptr ends at {end} but there are {nnz} stored values (indices: {indices})")]
-    IndptrEnd { end: u64, nnz: usize, indices: usize },
+    IndptrEnd {
+        end: u64,
+        nnz: usize,
+        indices: usize,
+    },
     #[error("column index {index} out of range at stored value {position} (n_cols = {n_cols})")]
-    IndexOutOfRange { position: usize, index: u32, n_cols: usize },
+    IndexOutOfRange {
+        position: usize,
+        index: u32,
+        n_cols: usize,
+    },
     #[error("n_cols = {0} does not fit 32-bit column indices")]
     TooManyColumns(usize),
 }
 
 impl<T> CsrMatrix<T> {
     /// Builds a matrix after checking every invariant.
-    pub fn new(n_rows: usize, n_cols: usize, indptr: Vec<u64>, indices: Vec<u32>, data: Vec<T>) -> Result<Self, CsrError> {
-        let m = CsrMatrix { n_rows, n_cols, indptr, indices, data };
+    pub fn new(
+        n_rows: usize,
+        n_cols: usize,
+        indptr: Vec<u64>,
+        indices: Vec<u32>,
+        data: Vec<T>,
+    ) -> Result<Self, CsrError> {
+        let m = CsrMatrix {
+            n_rows,
+            n_cols,
+            indptr,
+            indices,
+            data,
+        };
         m.validate()?;
         Ok(m)
     }
 
     /// An all-zero matrix.
     pub fn zeros(n_rows: usize, n_cols: usize) -> Self {
-        CsrMatrix { n_rows, n_cols, indptr: vec![0; n_rows + 1], indices: Vec::new(), data: Vec::new() }
+        CsrMatrix {
+            n_rows,
+            n_cols,
+            indptr: vec![0; n_rows + 1],
+            indices: Vec::new(),
+            data: Vec::new(),
+        }
     }
 
     /// Checks the invariants listed on the fields.
@@ -50,22 +76,42 @@ impl<T> CsrMatrix<T> {
             return Err(CsrError::TooManyColumns(self.n_cols));
         }
         if self.indptr.len() != self.n_rows + 1 {
-            return Err(CsrError::IndptrLength { got: self.indptr.len(), expected: self.n_rows + 1 });
+            return Err(CsrError::IndptrLength {
+                got: self.indptr.len(),
+                expected: self.n_rows + 1,
+            });
         }
         if self.indptr[0] != 0 {
             return Err(CsrError::IndptrStart(self.indptr[0]));
         }
         for (row, w) in self.indptr.windows(2).enumerate() {
             if w[1] < w[0] {
-                return Err(CsrError::IndptrDecreasing { row, from: w[0], to: w[1] });
+                return Err(CsrError::IndptrDecreasing {
+                    row,
+                    from: w[0],
+                    to: w[1],
+                });
             }
         }
         let end = *self.indptr.last().unwrap();
         if end as usize != self.data.len() || self.indices.len() != self.data.len() {
-            return Err(CsrError::IndptrEnd { end, nnz: self.data.len(), indices: self.indices.len() });
+            return Err(CsrError::IndptrEnd {
+                end,
+                nnz: self.data.len(),
+                indices: self.indices.len(),
+            });
         }
-        if let Some((position, &index)) = self.indices.iter().enumerate().find(|(_, &c)| c as usize >= self.n_cols) {
-            return Err(CsrError::IndexOutOfRange { position, index, n_cols: self.n_cols });
+        if let Some((position, &index)) = self
+            .indices
+            .iter()
+            .enumerate()
+            .find(|(_, &c)| c as usize >= self.n_cols)
+        {
+            return Err(CsrError::IndexOutOfRange {
+                position,
+                index,
+                n_cols: self.n_cols,
+            });
         }
         Ok(())
     }
@@ -138,41 +184,62 @@ where
     let nnz = acc as usize;
     let mut indices = vec![0u32; nnz];
     let mut data = vec![T::default(); nnz];
-    split_row_blocks(&indptr, &mut indices, &mut data, ROW_BLOCK).into_par_iter().for_each(|(first, idx, dat)| {
-        let base = indptr[first] as usize;
-        let last = (first + ROW_BLOCK).min(n_rows);
-        for i in first..last {
-            let r = indptr[i] as usize - base..indptr[i + 1] as usize - base;
-            fill(i, &mut idx[r.clone()], &mut dat[r]);
-        }
-    });
-    CsrMatrix { n_rows, n_cols, indptr, indices, data }
+    split_row_blocks(&indptr, &mut indices, &mut data, ROW_BLOCK)
+        .into_par_iter()
+        .for_each(|(first, idx, dat)| {
+            let base = indptr[first] as usize;
+            let last = (first + ROW_BLOCK).min(n_rows);
+            for i in first..last {
+                let r = indptr[i] as usize - base..indptr[i + 1] as usize - base;
+                fill(i, &mut idx[r.clone()], &mut dat[r]);
+            }
+        });
+    CsrMatrix {
+        n_rows,
+        n_cols,
+        indptr,
+        indices,
+        data,
+    }
 }
 
 impl<T: Real> CsrMatrix<T> {
     /// Fails on the first NaN or infinite stored value.
     pub fn check_finite(&self) -> KResult<()> {
-        self.find_bad(|v| !v.is_finite()).map_or(Ok(()), |(row, col, v)| Err(KernelError::NonFinite { row, col, value: v }))
+        self.find_bad(|v| !v.is_finite())
+            .map_or(Ok(()), |(row, col, v)| {
+                Err(KernelError::NonFinite { row, col, value: v })
+            })
     }
 
     /// Fails on the first stored value that is not a finite non-negative number (what counts must be).
     pub fn check_counts(&self) -> KResult<()> {
         self.check_finite()?;
-        self.find_bad(|v| v < T::ZERO).map_or(Ok(()), |(row, col, v)| Err(KernelError::Negative { row, col, value: v }))
+        self.find_bad(|v| v < T::ZERO)
+            .map_or(Ok(()), |(row, col, v)| {
+                Err(KernelError::Negative { row, col, value: v })
+            })
     }
 
     fn find_bad(&self, bad: impl Fn(T) -> bool + Sync) -> Option<(usize, usize, f64)> {
-        (0..self.n_rows).into_par_iter().find_first(|&i| self.row(i).1.iter().any(|&v| bad(v))).map(|i| {
-            let (c, v) = self.row(i);
-            let k = v.iter().position(|&x| bad(x)).unwrap();
-            (i, c[k] as usize, v[k].to_f64())
-        })
+        (0..self.n_rows)
+            .into_par_iter()
+            .find_first(|&i| self.row(i).1.iter().any(|&v| bad(v)))
+            .map(|i| {
+                let (c, v) = self.row(i);
+                let k = v.iter().position(|&x| bad(x)).unwrap();
+                (i, c[k] as usize, v[k].to_f64())
+            })
     }
 
     /// The rows whose mask entry is true (AnnData's `adata[mask]`).
     pub fn select_rows(&self, mask: &[bool]) -> KResult<Self> {
         if mask.len() != self.n_rows {
-            return Err(KernelError::Shape(format!("row mask has {} entries for {} rows", mask.len(), self.n_rows)));
+            return Err(KernelError::Shape(format!(
+                "row mask has {} entries for {} rows",
+                mask.len(),
+                self.n_rows
+            )));
         }
         let rows: Vec<usize> = (0..self.n_rows).filter(|&i| mask[i]).collect();
         Ok(self.take_rows(&rows))
@@ -196,7 +263,11 @@ impl<T: Real> CsrMatrix<T> {
     /// stored values within each row.
     pub fn select_cols(&self, mask: &[bool]) -> KResult<Self> {
         if mask.len() != self.n_cols {
-            return Err(KernelError::Shape(format!("column mask has {} entries for {} columns", mask.len(), self.n_cols)));
+            return Err(KernelError::Shape(format!(
+                "column mask has {} entries for {} columns",
+                mask.len(),
+                self.n_cols
+            )));
         }
         let mut new_index = vec![u32::MAX; self.n_cols];
         let mut n = 0u32;
@@ -230,12 +301,15 @@ impl<T: Real> CsrMatrix<T> {
         let mut out = crate::dense::DenseMatrix::zeros(self.n_rows, self.n_cols);
         let nc = self.n_cols;
         if nc > 0 {
-            out.data.par_chunks_mut(nc).enumerate().for_each(|(i, row)| {
-                let (c, v) = self.row(i);
-                for (&cc, &vv) in c.iter().zip(v) {
-                    row[cc as usize] = vv;
-                }
-            });
+            out.data
+                .par_chunks_mut(nc)
+                .enumerate()
+                .for_each(|(i, row)| {
+                    let (c, v) = self.row(i);
+                    for (&cc, &vv) in c.iter().zip(v) {
+                        row[cc as usize] = vv;
+                    }
+                });
         }
         out
     }
@@ -281,12 +355,20 @@ impl<T: Real> CsrMatrix<T> {
                 next[cc as usize] += 1;
             }
         }
-        CsrMatrix { n_rows: self.n_cols, n_cols: self.n_rows, indptr, indices, data }
+        CsrMatrix {
+            n_rows: self.n_cols,
+            n_cols: self.n_rows,
+            indptr,
+            indices,
+            data,
+        }
     }
 
     /// Applies `f` to every stored value, in parallel.
     pub fn map_values_inplace(&mut self, f: impl Fn(T) -> T + Sync) {
-        self.data.par_chunks_mut(1 << 16).for_each(|ch| ch.iter_mut().for_each(|v| *v = f(*v)));
+        self.data
+            .par_chunks_mut(1 << 16)
+            .for_each(|ch| ch.iter_mut().for_each(|v| *v = f(*v)));
     }
 }
 
@@ -304,10 +386,25 @@ mod tests {
 
     #[test]
     fn names_each_malformation() {
-        assert!(matches!(CsrMatrix::new(2, 3, vec![0, 1], vec![0], vec![1.0]), Err(CsrError::IndptrLength { .. })));
-        assert!(matches!(CsrMatrix::new(1, 3, vec![1, 1], vec![], Vec::<f32>::new()), Err(CsrError::IndptrStart(1))));
-        assert!(matches!(CsrMatrix::new(2, 3, vec![0, 2, 1], vec![0, 1], vec![1.0, 2.0]), Err(CsrError::IndptrDecreasing { .. })));
-        assert!(matches!(CsrMatrix::new(1, 3, vec![0, 2], vec![0], vec![1.0]), Err(CsrError::IndptrEnd { .. })));
-        assert!(matches!(CsrMatrix::new(1, 3, vec![0, 1], vec![3], vec![1.0]), Err(CsrError::IndexOutOfRange { index: 3, .. })));
+        assert!(matches!(
+            CsrMatrix::new(2, 3, vec![0, 1], vec![0], vec![1.0]),
+            Err(CsrError::IndptrLength { .. })
+        ));
+        assert!(matches!(
+            CsrMatrix::new(1, 3, vec![1, 1], vec![], Vec::<f32>::new()),
+            Err(CsrError::IndptrStart(1))
+        ));
+        assert!(matches!(
+            CsrMatrix::new(2, 3, vec![0, 2, 1], vec![0, 1], vec![1.0, 2.0]),
+            Err(CsrError::IndptrDecreasing { .. })
+        ));
+        assert!(matches!(
+            CsrMatrix::new(1, 3, vec![0, 2], vec![0], vec![1.0]),
+            Err(CsrError::IndptrEnd { .. })
+        ));
+        assert!(matches!(
+            CsrMatrix::new(1, 3, vec![0, 1], vec![3], vec![1.0]),
+            Err(CsrError::IndexOutOfRange { index: 3, .. })
+        ));
     }
 }

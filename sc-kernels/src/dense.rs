@@ -20,12 +20,20 @@ impl<T: Copy + Default> DenseMatrix<T> {
                 data.len()
             )));
         }
-        Ok(DenseMatrix { n_rows, n_cols, data })
+        Ok(DenseMatrix {
+            n_rows,
+            n_cols,
+            data,
+        })
     }
 
     /// An all-zero matrix.
     pub fn zeros(n_rows: usize, n_cols: usize) -> Self {
-        DenseMatrix { n_rows, n_cols, data: vec![T::default(); n_rows * n_cols] }
+        DenseMatrix {
+            n_rows,
+            n_cols,
+            data: vec![T::default(); n_rows * n_cols],
+        }
     }
 
     /// Row `i`.
@@ -50,21 +58,37 @@ impl<T: Copy + Default> DenseMatrix<T> {
     /// The rows whose mask entry is true.
     pub fn select_rows(&self, mask: &[bool]) -> Result<Self> {
         if mask.len() != self.n_rows {
-            return Err(KernelError::Shape(format!("row mask has {} entries for {} rows", mask.len(), self.n_rows)));
+            return Err(KernelError::Shape(format!(
+                "row mask has {} entries for {} rows",
+                mask.len(),
+                self.n_rows
+            )));
         }
         let mut data = Vec::with_capacity(mask.iter().filter(|&&m| m).count() * self.n_cols);
         for (i, _) in mask.iter().enumerate().filter(|(_, &m)| m) {
             data.extend_from_slice(self.row(i));
         }
         let n = data.len() / self.n_cols.max(1);
-        let n_rows = if self.n_cols == 0 { mask.iter().filter(|&&m| m).count() } else { n };
-        Ok(DenseMatrix { n_rows, n_cols: self.n_cols, data })
+        let n_rows = if self.n_cols == 0 {
+            mask.iter().filter(|&&m| m).count()
+        } else {
+            n
+        };
+        Ok(DenseMatrix {
+            n_rows,
+            n_cols: self.n_cols,
+            data,
+        })
     }
 
     /// The columns whose mask entry is true.
     pub fn select_cols(&self, mask: &[bool]) -> Result<Self> {
         if mask.len() != self.n_cols {
-            return Err(KernelError::Shape(format!("column mask has {} entries for {} columns", mask.len(), self.n_cols)));
+            return Err(KernelError::Shape(format!(
+                "column mask has {} entries for {} columns",
+                mask.len(),
+                self.n_cols
+            )));
         }
         let keep: Vec<usize> = (0..self.n_cols).filter(|&j| mask[j]).collect();
         let mut data = Vec::with_capacity(self.n_rows * keep.len());
@@ -72,6 +96,10 @@ impl<T: Copy + Default> DenseMatrix<T> {
             let r = self.row(i);
             data.extend(keep.iter().map(|&j| r[j]));
         }
-        Ok(DenseMatrix { n_rows: self.n_rows, n_cols: keep.len(), data })
+        Ok(DenseMatrix {
+            n_rows: self.n_rows,
+            n_cols: keep.len(),
+            data,
+        })
     }
 }

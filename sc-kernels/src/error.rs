@@ -27,7 +27,10 @@ pub enum KernelError {
 
 impl KernelError {
     pub(crate) fn param(name: &'static str, reason: impl Into<String>) -> Self {
-        KernelError::InvalidParameter { name, reason: reason.into() }
+        KernelError::InvalidParameter {
+            name,
+            reason: reason.into(),
+        }
     }
 }
 

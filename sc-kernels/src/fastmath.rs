@@ -12,7 +12,8 @@ fn ln_pos(y: f64) -> f64 {
     let bits = y.to_bits();
     // Biased exponent as an exact f64 without an integer-to-float conversion (AVX2 has none
     // for 64-bit integers): 2^52 + e, minus 2^52.
-    let e = f64::from_bits(0x4330_0000_0000_0000 | ((bits >> 52) & 0x7ff)) - (4503599627370496.0 + 1023.0);
+    let e = f64::from_bits(0x4330_0000_0000_0000 | ((bits >> 52) & 0x7ff))
+        - (4503599627370496.0 + 1023.0);
     let m = f64::from_bits((bits & ((1u64 << 52) - 1)) | (1023u64 << 52));
     let big = m > SQRT2;
     let m = if big { m * 0.5 } else { m };
@@ -22,7 +23,10 @@ fn ln_pos(y: f64) -> f64 {
     let p = 1.0
         + s2 * (1.0 / 3.0
             + s2 * (1.0 / 5.0
-                + s2 * (1.0 / 7.0 + s2 * (1.0 / 9.0 + s2 * (1.0 / 11.0 + s2 * (1.0 / 13.0 + s2 * (1.0 / 15.0 + s2 * (1.0 / 17.0))))))));
+                + s2 * (1.0 / 7.0
+                    + s2 * (1.0 / 9.0
+                        + s2 * (1.0 / 11.0
+                            + s2 * (1.0 / 13.0 + s2 * (1.0 / 15.0 + s2 * (1.0 / 17.0))))))));
     e * LN2 + 2.0 * s * p
 }
 
@@ -93,7 +97,9 @@ fn ln_1p_loop(v: &mut [f32]) {
 
 #[inline(always)]
 fn exp_m1_loop(src: &[f32], dst: &mut [f32]) {
-    dst.iter_mut().zip(src).for_each(|(d, s)| *d = exp_m1_f32(*s));
+    dst.iter_mut()
+        .zip(src)
+        .for_each(|(d, s)| *d = exp_m1_f32(*s));
 }
 
 #[cfg(target_arch = "x86_64")]

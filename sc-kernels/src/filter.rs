@@ -53,7 +53,12 @@ pub fn cell_filter_from_options(
     max_counts: Option<f64>,
     max_genes: Option<u64>,
 ) -> Result<CellFilter> {
-    let given = [min_counts.is_some(), min_genes.is_some(), max_counts.is_some(), max_genes.is_some()];
+    let given = [
+        min_counts.is_some(),
+        min_genes.is_some(),
+        max_counts.is_some(),
+        max_genes.is_some(),
+    ];
     if given.iter().filter(|&&g| g).count() != 1 {
         return Err(KernelError::param(
             "filter_cells",
@@ -78,7 +83,12 @@ pub fn gene_filter_from_options(
     max_counts: Option<f64>,
     max_cells: Option<u64>,
 ) -> Result<GeneFilter> {
-    let given = [min_counts.is_some(), min_cells.is_some(), max_counts.is_some(), max_cells.is_some()];
+    let given = [
+        min_counts.is_some(),
+        min_cells.is_some(),
+        max_counts.is_some(),
+        max_cells.is_some(),
+    ];
     if given.iter().filter(|&&g| g).count() != 1 {
         return Err(KernelError::param(
             "filter_genes",
@@ -119,15 +129,42 @@ pub fn filter_cells<T: Real>(x: &CsrMatrix<T>, filter: CellFilter) -> Result<Fil
         CellFilter::MinCounts(b) | CellFilter::MaxCounts(b) => {
             check_bound("counts bound", b)?;
             let (vals, col) = sums_column::<T>(stats::row_sums(x));
-            let keep = vals.iter().map(|&v| if matches!(filter, CellFilter::MinCounts(_)) { v >= b } else { v <= b }).collect();
-            Ok(FilterResult { keep, name: "n_counts", values: col })
+            let keep = vals
+                .iter()
+                .map(|&v| {
+                    if matches!(filter, CellFilter::MinCounts(_)) {
+                        v >= b
+                    } else {
+                        v <= b
+                    }
+                })
+                .collect();
+            Ok(FilterResult {
+                keep,
+                name: "n_counts",
+                values: col,
+            })
         }
         CellFilter::MinGenes(b) | CellFilter::MaxGenes(b) => {
-            let n: Vec<i64> =
-                (0..x.n_rows).into_par_iter().map(|i| x.row(i).1.iter().filter(|&&v| v > T::ZERO).count() as i64).collect();
-            let keep =
-                n.iter().map(|&v| if matches!(filter, CellFilter::MinGenes(_)) { v as u64 >= b } else { v as u64 <= b }).collect();
-            Ok(FilterResult { keep, name: "n_genes", values: Column::I64(n) })
+            let n: Vec<i64> = (0..x.n_rows)
+                .into_par_iter()
+                .map(|i| x.row(i).1.iter().filter(|&&v| v > T::ZERO).count() as i64)
+                .collect();
+            let keep = n
+                .iter()
+                .map(|&v| {
+                    if matches!(filter, CellFilter::MinGenes(_)) {
+                        v as u64 >= b
+                    } else {
+                        v as u64 <= b
+                    }
+                })
+                .collect();
+            Ok(FilterResult {
+                keep,
+                name: "n_genes",
+                values: Column::I64(n),
+            })
         }
     }
 }
@@ -139,14 +176,39 @@ pub fn filter_genes<T: Real>(x: &CsrMatrix<T>, filter: GeneFilter) -> Result<Fil
         GeneFilter::MinCounts(b) | GeneFilter::MaxCounts(b) => {
             check_bound("counts bound", b)?;
             let (vals, col) = sums_column::<T>(stats::col_sums_sq(x, None).0);
-            let keep = vals.iter().map(|&v| if matches!(filter, GeneFilter::MinCounts(_)) { v >= b } else { v <= b }).collect();
-            Ok(FilterResult { keep, name: "n_counts", values: col })
+            let keep = vals
+                .iter()
+                .map(|&v| {
+                    if matches!(filter, GeneFilter::MinCounts(_)) {
+                        v >= b
+                    } else {
+                        v <= b
+                    }
+                })
+                .collect();
+            Ok(FilterResult {
+                keep,
+                name: "n_counts",
+                values: col,
+            })
         }
         GeneFilter::MinCells(b) | GeneFilter::MaxCells(b) => {
             let n = stats::col_counts(x, true);
-            let keep =
-                n.iter().map(|&v| if matches!(filter, GeneFilter::MinCells(_)) { v as u64 >= b } else { v as u64 <= b }).collect();
-            Ok(FilterResult { keep, name: "n_cells", values: Column::I64(n) })
+            let keep = n
+                .iter()
+                .map(|&v| {
+                    if matches!(filter, GeneFilter::MinCells(_)) {
+                        v as u64 >= b
+                    } else {
+                        v as u64 <= b
+                    }
+                })
+                .collect();
+            Ok(FilterResult {
+                keep,
+                name: "n_cells",
+                values: Column::I64(n),
+            })
         }
     }
 }
@@ -158,7 +220,12 @@ mod tests {
     use proptest::prelude::*;
 
     fn x() -> CsrMatrix<f32> {
-        let d = DenseMatrix::new(3, 4, vec![1.0, 0.0, 3.0, 0.0, 0.0, 0.0, 0.0, 0.0, 2.0, 5.0, 1.0, 0.0]).unwrap();
+        let d = DenseMatrix::new(
+            3,
+            4,
+            vec![1.0, 0.0, 3.0, 0.0, 0.0, 0.0, 0.0, 0.0, 2.0, 5.0, 1.0, 0.0],
+        )
+        .unwrap();
         CsrMatrix::from_dense(&d)
     }
 
@@ -173,7 +240,10 @@ mod tests {
         assert_eq!(r.values, Column::F32(vec![4.0, 0.0, 8.0]));
         let r = filter_cells(&x(), CellFilter::MinCounts(4.0)).unwrap();
         assert_eq!(r.keep, [true, false, true]);
-        assert_eq!(filter_cells(&x(), CellFilter::MaxGenes(2)).unwrap().keep, [true, true, false]);
+        assert_eq!(
+            filter_cells(&x(), CellFilter::MaxGenes(2)).unwrap().keep,
+            [true, true, false]
+        );
     }
 
     #[test]
@@ -185,28 +255,52 @@ mod tests {
         let r = filter_genes(&x(), GeneFilter::MinCounts(4.0)).unwrap();
         assert_eq!(r.keep, [false, true, true, false]);
         assert_eq!(r.values, Column::F32(vec![3.0, 5.0, 4.0, 0.0]));
-        assert_eq!(filter_genes(&x(), GeneFilter::MaxCells(1)).unwrap().keep, [false, true, false, true]);
-        assert_eq!(filter_genes(&x(), GeneFilter::MaxCounts(3.0)).unwrap().keep, [true, false, false, true]);
+        assert_eq!(
+            filter_genes(&x(), GeneFilter::MaxCells(1)).unwrap().keep,
+            [false, true, false, true]
+        );
+        assert_eq!(
+            filter_genes(&x(), GeneFilter::MaxCounts(3.0)).unwrap().keep,
+            [true, false, false, true]
+        );
     }
 
     #[test]
     fn options_must_name_exactly_one_bound() {
         assert!(cell_filter_from_options(None, None, None, None).is_err());
         assert!(cell_filter_from_options(Some(1.0), Some(2), None, None).is_err());
-        assert_eq!(cell_filter_from_options(None, Some(200), None, None).unwrap(), CellFilter::MinGenes(200));
+        assert_eq!(
+            cell_filter_from_options(None, Some(200), None, None).unwrap(),
+            CellFilter::MinGenes(200)
+        );
         assert!(gene_filter_from_options(None, Some(3), Some(1.0), None).is_err());
-        assert_eq!(gene_filter_from_options(None, None, None, Some(9)).unwrap(), GeneFilter::MaxCells(9));
+        assert_eq!(
+            gene_filter_from_options(None, None, None, Some(9)).unwrap(),
+            GeneFilter::MaxCells(9)
+        );
         assert!(filter_cells(&x(), CellFilter::MinCounts(f64::NAN)).is_err());
     }
 
     #[test]
     fn empty_matrix_and_non_finite() {
         let e = CsrMatrix::<f32>::zeros(0, 5);
-        assert_eq!(filter_genes(&e, GeneFilter::MinCells(1)).unwrap().keep, vec![false; 5]);
-        assert!(filter_cells(&e, CellFilter::MinGenes(1)).unwrap().keep.is_empty());
+        assert_eq!(
+            filter_genes(&e, GeneFilter::MinCells(1)).unwrap().keep,
+            vec![false; 5]
+        );
+        assert!(filter_cells(&e, CellFilter::MinGenes(1))
+            .unwrap()
+            .keep
+            .is_empty());
         let bad = CsrMatrix::new(1, 2, vec![0, 1], vec![0], vec![f32::INFINITY]).unwrap();
-        assert!(matches!(filter_cells(&bad, CellFilter::MinGenes(1)), Err(KernelError::NonFinite { .. })));
-        assert!(matches!(filter_genes(&bad, GeneFilter::MinCells(1)), Err(KernelError::NonFinite { .. })));
+        assert!(matches!(
+            filter_cells(&bad, CellFilter::MinGenes(1)),
+            Err(KernelError::NonFinite { .. })
+        ));
+        assert!(matches!(
+            filter_genes(&bad, GeneFilter::MinCells(1)),
+            Err(KernelError::NonFinite { .. })
+        ));
     }
 
     proptest! {

@@ -9,7 +9,10 @@ use rayon::prelude::*;
 fn check_base(base: Option<f64>) -> Result<()> {
     if let Some(b) = base {
         if !(b.is_finite() && b > 0.0 && b != 1.0) {
-            return Err(KernelError::param("base", format!("must be positive, finite and not 1, got {b}")));
+            return Err(KernelError::param(
+                "base",
+                format!("must be positive, finite and not 1, got {b}"),
+            ));
         }
     }
     Ok(())
@@ -20,7 +23,11 @@ fn check_base(base: Option<f64>) -> Result<()> {
 pub fn log1p_values<T: Real>(values: &mut [T], base: Option<f64>) -> Result<()> {
     check_base(base)?;
     if let Some(k) = values.par_iter().position_first(|v| !v.is_finite()) {
-        return Err(KernelError::NonFinite { row: 0, col: k, value: values[k].to_f64() });
+        return Err(KernelError::NonFinite {
+            row: 0,
+            col: k,
+            value: values[k].to_f64(),
+        });
     }
     transform(values, base);
     Ok(())
@@ -51,7 +58,8 @@ mod tests {
 
     #[test]
     fn natural_and_other_bases() {
-        let mut x = CsrMatrix::new(2, 3, vec![0, 2, 3], vec![0, 2, 1], vec![1.0f32, 0.0, 9.0]).unwrap();
+        let mut x =
+            CsrMatrix::new(2, 3, vec![0, 2, 3], vec![0, 2, 1], vec![1.0f32, 0.0, 9.0]).unwrap();
         log1p(&mut x, None).unwrap();
         assert_eq!(x.data, [2f32.ln(), 0.0, 10f32.ln()]);
         let mut x = CsrMatrix::new(1, 2, vec![0, 1], vec![0], vec![1.0f64]).unwrap();
@@ -62,7 +70,10 @@ mod tests {
     #[test]
     fn rejects_bad_input() {
         let mut x = CsrMatrix::new(1, 2, vec![0, 1], vec![1], vec![f32::INFINITY]).unwrap();
-        assert!(matches!(log1p(&mut x, None), Err(KernelError::NonFinite { row: 0, col: 1, .. })));
+        assert!(matches!(
+            log1p(&mut x, None),
+            Err(KernelError::NonFinite { row: 0, col: 1, .. })
+        ));
         let mut x = CsrMatrix::new(1, 2, vec![0, 1], vec![1], vec![1.0f32]).unwrap();
         assert!(log1p(&mut x, Some(1.0)).is_err());
         assert!(log1p(&mut x, Some(-2.0)).is_err());

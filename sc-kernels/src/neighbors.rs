@@ -34,7 +34,11 @@ pub struct NeighborsParams {
 
 impl Default for NeighborsParams {
     fn default() -> Self {
-        NeighborsParams { n_neighbors: 15, set_op_mix_ratio: 1.0, local_connectivity: 1.0 }
+        NeighborsParams {
+            n_neighbors: 15,
+            set_op_mix_ratio: 1.0,
+            local_connectivity: 1.0,
+        }
     }
 }
 
@@ -50,7 +54,10 @@ pub struct Knn {
 impl Knn {
     /// Neighbours of cell `i`.
     pub fn row(&self, i: usize) -> (&[u32], &[f32]) {
-        (&self.indices[i * self.k..(i + 1) * self.k], &self.distances[i * self.k..(i + 1) * self.k])
+        (
+            &self.indices[i * self.k..(i + 1) * self.k],
+            &self.distances[i * self.k..(i + 1) * self.k],
+        )
     }
 }
 
@@ -74,91 +81,125 @@ const EXTRA: usize = 8;
 pub fn knn_exact<T: Real>(x: &DenseMatrix<T>, k: usize) -> Result<Knn> {
     let (n, d) = (x.n_rows, x.n_cols);
     if k == 0 || k > n {
-        return Err(KernelError::param("n_neighbors", format!("must be between 1 and the number of cells ({n}), got {k}")));
+        return Err(KernelError::param(
+            "n_neighbors",
+            format!("must be between 1 and the number of cells ({n}), got {k}"),
+        ));
     }
     if let Some(p) = x.data.iter().position(|v| !v.is_finite()) {
-        return Err(KernelError::NonFinite { row: p / d.max(1), col: p % d.max(1), value: x.data[p].to_f64() });
+        return Err(KernelError::NonFinite {
+            row: p / d.max(1),
+            col: p % d.max(1),
+            value: x.data[p].to_f64(),
+        });
     }
     let xf: Vec<f32> = x.data.iter().map(|v| v.to_f64() as f32).collect();
-    let norms: Vec<f32> = (0..n).map(|i| xf[i * d..(i + 1) * d].iter().map(|v| v * v).sum()).collect();
+    let norms: Vec<f32> = (0..n)
+        .map(|i| xf[i * d..(i + 1) * d].iter().map(|v| v * v).sum())
+        .collect();
     let kc = (k + EXTRA).min(n);
     let mut indices = vec![0u32; n * k];
     let mut distances = vec![0f32; n * k];
-    indices.par_chunks_mut(QUERY_BLOCK * k).zip(distances.par_chunks_mut(QUERY_BLOCK * k)).enumerate().for_each(|(qb, (oi, od))| {
-        let q0 = qb * QUERY_BLOCK;
-        let nq = oi.len() / k;
-        let a = MatRef::from_row_major_slice(&xf[q0 * d..(q0 + nq) * d], nq, d);
-        // Candidate lists: sorted (approx distance, index), at most kc.
-        let mut cand: Vec<Vec<(f32, u32)>> = vec![Vec::with_capacity(kc + 1); nq];
-        let mut thr = vec![f32::INFINITY; nq];
-        let mut prod = Mat::<f32>::zeros(REF_BLOCK, nq);
-        let mut r0 = 0;
-        while r0 < n {
-            let nr = REF_BLOCK.min(n - r0);
-            let b = MatRef::from_row_major_slice(&xf[r0 * d..(r0 + nr) * d], nr, d);
-            let mut pm = prod.as_mut().submatrix_mut(0, 0, nr, nq);
-            faer::linalg::matmul::matmul(pm.rb_mut(), Accum::Replace, b, a.transpose(), 1.0, Par::Seq);
-            let nb = &norms[r0..r0 + nr];
-            for q in 0..nq {
-                let col = pm.rb().col(q).try_as_col_major().unwrap().as_slice();
-                let c = &mut cand[q];
-                let mut t = thr[q];
-                let mut j = 0;
-                while j < nr {
-                    let end = (j + 16).min(nr);
-                    // Cheap vectorizable test first; most chunks hold no candidate.
-                    let mut any = false;
-                    for jj in j..end {
-                        any |= nb[jj] - 2.0 * col[jj] < t;
-                    }
-                    if any {
+    indices
+        .par_chunks_mut(QUERY_BLOCK * k)
+        .zip(distances.par_chunks_mut(QUERY_BLOCK * k))
+        .enumerate()
+        .for_each(|(qb, (oi, od))| {
+            let q0 = qb * QUERY_BLOCK;
+            let nq = oi.len() / k;
+            let a = MatRef::from_row_major_slice(&xf[q0 * d..(q0 + nq) * d], nq, d);
+            // Candidate lists: sorted (approx distance, index), at most kc.
+            let mut cand: Vec<Vec<(f32, u32)>> = vec![Vec::with_capacity(kc + 1); nq];
+            let mut thr = vec![f32::INFINITY; nq];
+            let mut prod = Mat::<f32>::zeros(REF_BLOCK, nq);
+            let mut r0 = 0;
+            while r0 < n {
+                let nr = REF_BLOCK.min(n - r0);
+                let b = MatRef::from_row_major_slice(&xf[r0 * d..(r0 + nr) * d], nr, d);
+                let mut pm = prod.as_mut().submatrix_mut(0, 0, nr, nq);
+                faer::linalg::matmul::matmul(
+                    pm.rb_mut(),
+                    Accum::Replace,
+                    b,
+                    a.transpose(),
+                    1.0,
+                    Par::Seq,
+                );
+                let nb = &norms[r0..r0 + nr];
+                for q in 0..nq {
+                    let col = pm.rb().col(q).try_as_col_major().unwrap().as_slice();
+                    let c = &mut cand[q];
+                    let mut t = thr[q];
+                    let mut j = 0;
+                    while j < nr {
+                        let end = (j + 16).min(nr);
+                        // Cheap vectorizable test first; most chunks hold no candidate.
+                        let mut any = false;
                         for jj in j..end {
-                            let dist = nb[jj] - 2.0 * col[jj];
-                            if dist < t {
-                                let pos = c.partition_point(|e| e.0 <= dist);
-                                c.insert(pos, (dist, (r0 + jj) as u32));
-                                if c.len() > kc {
-                                    c.pop();
-                                }
-                                if c.len() == kc {
-                                    t = c[kc - 1].0;
+                            any |= nb[jj] - 2.0 * col[jj] < t;
+                        }
+                        if any {
+                            for jj in j..end {
+                                let dist = nb[jj] - 2.0 * col[jj];
+                                if dist < t {
+                                    let pos = c.partition_point(|e| e.0 <= dist);
+                                    c.insert(pos, (dist, (r0 + jj) as u32));
+                                    if c.len() > kc {
+                                        c.pop();
+                                    }
+                                    if c.len() == kc {
+                                        t = c[kc - 1].0;
+                                    }
                                 }
                             }
                         }
+                        j = end;
                     }
-                    j = end;
+                    thr[q] = t;
                 }
-                thr[q] = t;
+                r0 += nr;
             }
-            r0 += nr;
-        }
-        // Exact distances of the candidates, best k.
-        for q in 0..nq {
-            let i = q0 + q;
-            let xi = &xf[i * d..(i + 1) * d];
-            let mut exact: Vec<(f64, bool, u32)> = cand[q]
-                .iter()
-                .map(|&(_, j)| {
-                    let xj = &xf[j as usize * d..(j as usize + 1) * d];
-                    let s: f64 = xi.iter().zip(xj).map(|(a, b)| (*a as f64 - *b as f64).powi(2)).sum();
-                    (s.sqrt(), j as usize != i, j)
-                })
-                .collect();
-            if !exact.iter().any(|e| !e.1) {
-                exact.push((0.0, false, i as u32));
+            // Exact distances of the candidates, best k.
+            for q in 0..nq {
+                let i = q0 + q;
+                let xi = &xf[i * d..(i + 1) * d];
+                let mut exact: Vec<(f64, bool, u32)> = cand[q]
+                    .iter()
+                    .map(|&(_, j)| {
+                        let xj = &xf[j as usize * d..(j as usize + 1) * d];
+                        let s: f64 = xi
+                            .iter()
+                            .zip(xj)
+                            .map(|(a, b)| (*a as f64 - *b as f64).powi(2))
+                            .sum();
+                        (s.sqrt(), j as usize != i, j)
+                    })
+                    .collect();
+                if !exact.iter().any(|e| !e.1) {
+                    exact.push((0.0, false, i as u32));
+                }
+                exact.sort_by(|a, b| {
+                    a.0.partial_cmp(&b.0)
+                        .unwrap()
+                        .then(a.1.cmp(&b.1))
+                        .then(a.2.cmp(&b.2))
+                });
+                // The cell itself first (scanpy requires it), then the nearest others.
+                let self_pos = exact.iter().position(|e| !e.1).unwrap();
+                let me = exact.remove(self_pos);
+                exact.insert(0, (0.0, false, me.2));
+                for (t, e) in exact.iter().take(k).enumerate() {
+                    oi[q * k + t] = e.2;
+                    od[q * k + t] = e.0 as f32;
+                }
             }
-            exact.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap().then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
-            // The cell itself first (scanpy requires it), then the nearest others.
-            let self_pos = exact.iter().position(|e| !e.1).unwrap();
-            let me = exact.remove(self_pos);
-            exact.insert(0, (0.0, false, me.2));
-            for (t, e) in exact.iter().take(k).enumerate() {
-                oi[q * k + t] = e.2;
-                od[q * k + t] = e.0 as f32;
-            }
-        }
-    });
-    Ok(Knn { n_obs: n, k, indices, distances })
+        });
+    Ok(Knn {
+        n_obs: n,
+        k,
+        indices,
+        distances,
+    })
 }
 
 /// UMAP's `smooth_knn_dist` (float32 arithmetic as umap's numba code): `(sigmas, rhos)`.
@@ -178,7 +219,13 @@ pub fn smooth_knn_dist(knn: &Knn, local_connectivity: f64, bandwidth: f64) -> (V
 
 /// `smooth_knn_dist` of one cell: `(sigma, rho)`.
 #[inline(never)]
-fn smooth_row(dist: &[f32], k: usize, target: f64, local_connectivity: f64, mean_all: f32) -> (f32, f32) {
+fn smooth_row(
+    dist: &[f32],
+    k: usize,
+    target: f64,
+    local_connectivity: f64,
+    mean_all: f32,
+) -> (f32, f32) {
     const N_ITER: usize = 64;
     const TOL: f64 = 1e-5;
     const MIN_K_DIST_SCALE: f32 = 1e-3;
@@ -233,12 +280,22 @@ fn smooth_row(dist: &[f32], k: usize, target: f64, local_connectivity: f64, mean
 }
 
 /// UMAP's fuzzy simplicial set of the kNN graph, symmetrized (scanpy's connectivities).
-pub fn umap_connectivities(knn: &Knn, set_op_mix_ratio: f64, local_connectivity: f64) -> Result<CsrMatrix<f32>> {
+pub fn umap_connectivities(
+    knn: &Knn,
+    set_op_mix_ratio: f64,
+    local_connectivity: f64,
+) -> Result<CsrMatrix<f32>> {
     if !(0.0..=1.0).contains(&set_op_mix_ratio) {
-        return Err(KernelError::param("set_op_mix_ratio", "must be between 0 and 1"));
+        return Err(KernelError::param(
+            "set_op_mix_ratio",
+            "must be between 0 and 1",
+        ));
     }
     if !(local_connectivity >= 0.0) {
-        return Err(KernelError::param("local_connectivity", "must be non-negative"));
+        return Err(KernelError::param(
+            "local_connectivity",
+            "must be non-negative",
+        ));
     }
     let (sigmas, rhos) = smooth_knn_dist(knn, local_connectivity, 1.0);
     let n = knn.n_obs;
@@ -247,8 +304,12 @@ pub fn umap_connectivities(knn: &Knn, set_op_mix_ratio: f64, local_connectivity:
         .into_par_iter()
         .map(|i| {
             let (idx, dist) = knn.row(i);
-            let mut e: Vec<(u32, f32)> =
-                idx.iter().zip(dist).map(|(&j, &dd)| (j, membership(i, j, dd, rhos[i], sigmas[i]))).filter(|e| e.1 != 0.0).collect();
+            let mut e: Vec<(u32, f32)> = idx
+                .iter()
+                .zip(dist)
+                .map(|(&j, &dd)| (j, membership(i, j, dd, rhos[i], sigmas[i])))
+                .filter(|e| e.1 != 0.0)
+                .collect();
             e.sort_unstable_by_key(|e| e.0);
             e
         })
@@ -277,7 +338,11 @@ pub fn umap_connectivities(knn: &Knn, set_op_mix_ratio: f64, local_connectivity:
                     (ca[p - 1], va[p - 1], vb[q - 1])
                 };
                 let prod = x * y;
-                let v = if mix == 1.0 { (x + y) - prod } else { mix * ((x + y) - prod) + (1.0 - mix) * prod };
+                let v = if mix == 1.0 {
+                    (x + y) - prod
+                } else {
+                    mix * ((x + y) - prod) + (1.0 - mix) * prod
+                };
                 if v != 0.0 {
                     out.push((j, v));
                 }
@@ -290,12 +355,17 @@ pub fn umap_connectivities(knn: &Knn, set_op_mix_ratio: f64, local_connectivity:
 
 /// A square CSR matrix from per-row sorted entries.
 fn csr_from_rows(n: usize, rows: &[Vec<(u32, f32)>]) -> CsrMatrix<f32> {
-    crate::csr::build_csr(n, n, |i| rows[i].len(), |i, ci, vi| {
-        for (t, &(j, v)) in rows[i].iter().enumerate() {
-            ci[t] = j;
-            vi[t] = v;
-        }
-    })
+    crate::csr::build_csr(
+        n,
+        n,
+        |i| rows[i].len(),
+        |i, ci, vi| {
+            for (t, &(j, v)) in rows[i].iter().enumerate() {
+                ci[t] = j;
+                vi[t] = v;
+            }
+        },
+    )
 }
 
 /// `exp(-z)` in `f32` (evaluated in `f64` and rounded once, see [`crate::fastmath`]; libm's
@@ -331,7 +401,11 @@ pub fn distance_matrix(knn: &Knn) -> CsrMatrix<f32> {
         |_| k.saturating_sub(1),
         |i, ci, vi| {
             let (idx, dist) = knn.row(i);
-            let mut e: Vec<(u32, f32)> = idx[1..].iter().copied().zip(dist[1..].iter().copied()).collect();
+            let mut e: Vec<(u32, f32)> = idx[1..]
+                .iter()
+                .copied()
+                .zip(dist[1..].iter().copied())
+                .collect();
             e.sort_by_key(|e| e.0);
             for (t, (j, v)) in e.into_iter().enumerate() {
                 ci[t] = j;
@@ -346,16 +420,31 @@ pub fn distance_matrix(knn: &Knn) -> CsrMatrix<f32> {
 pub fn neighbors<T: Real>(x: &DenseMatrix<T>, params: &NeighborsParams) -> Result<NeighborsResult> {
     let n = x.n_rows;
     if params.n_neighbors < 2 {
-        return Err(KernelError::param("n_neighbors", "must be at least 2 (the cell itself and one other)"));
+        return Err(KernelError::param(
+            "n_neighbors",
+            "must be at least 2 (the cell itself and one other)",
+        ));
     }
     if n < 2 {
-        return Err(KernelError::Unsupported(format!("neighbors needs at least 2 cells, got {n}")));
+        return Err(KernelError::Unsupported(format!(
+            "neighbors needs at least 2 cells, got {n}"
+        )));
     }
-    let k = if params.n_neighbors > n { 1 + n / 2 } else { params.n_neighbors };
+    let k = if params.n_neighbors > n {
+        1 + n / 2
+    } else {
+        params.n_neighbors
+    };
     let knn = knn_exact(x, k)?;
-    let connectivities = umap_connectivities(&knn, params.set_op_mix_ratio, params.local_connectivity)?;
+    let connectivities =
+        umap_connectivities(&knn, params.set_op_mix_ratio, params.local_connectivity)?;
     let distances = distance_matrix(&knn);
-    Ok(NeighborsResult { n_neighbors: k, knn, distances, connectivities })
+    Ok(NeighborsResult {
+        n_neighbors: k,
+        knn,
+        distances,
+        connectivities,
+    })
 }
 
 #[cfg(test)]
@@ -366,16 +455,34 @@ mod tests {
     fn random(n: usize, d: usize, seed: u64) -> DenseMatrix<f32> {
         use rand::{Rng, SeedableRng};
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-        DenseMatrix::new(n, d, (0..n * d).map(|_| rng.random_range(-3.0f32..3.0)).collect()).unwrap()
+        DenseMatrix::new(
+            n,
+            d,
+            (0..n * d).map(|_| rng.random_range(-3.0f32..3.0)).collect(),
+        )
+        .unwrap()
     }
 
     fn brute(x: &DenseMatrix<f32>, k: usize) -> Vec<Vec<(f64, u32)>> {
         (0..x.n_rows)
             .map(|i| {
                 let mut v: Vec<(f64, u32)> = (0..x.n_rows)
-                    .map(|j| ((0..x.n_cols).map(|c| (x.get(i, c) as f64 - x.get(j, c) as f64).powi(2)).sum::<f64>().sqrt(), j as u32))
+                    .map(|j| {
+                        (
+                            (0..x.n_cols)
+                                .map(|c| (x.get(i, c) as f64 - x.get(j, c) as f64).powi(2))
+                                .sum::<f64>()
+                                .sqrt(),
+                            j as u32,
+                        )
+                    })
                     .collect();
-                v.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap().then(((a.1 as usize) != i).cmp(&((b.1 as usize) != i))).then(a.1.cmp(&b.1)));
+                v.sort_by(|a, b| {
+                    a.0.partial_cmp(&b.0)
+                        .unwrap()
+                        .then(((a.1 as usize) != i).cmp(&((b.1 as usize) != i)))
+                        .then(a.1.cmp(&b.1))
+                });
                 v.truncate(k);
                 v
             })
@@ -419,9 +526,16 @@ mod tests {
         assert_eq!(r.knn.row(0).0, [0, 1]);
         assert_eq!(r.knn.row(1).0, [1, 0]);
         assert!(r.connectivities.data.iter().all(|v| v.is_finite()));
-        assert!(neighbors(&DenseMatrix::new(1, 2, vec![0.0f32, 0.0]).unwrap(), &NeighborsParams::default()).is_err());
+        assert!(neighbors(
+            &DenseMatrix::new(1, 2, vec![0.0f32, 0.0]).unwrap(),
+            &NeighborsParams::default()
+        )
+        .is_err());
         let bad = DenseMatrix::new(2, 1, vec![0.0f32, f32::NAN]).unwrap();
-        assert!(matches!(knn_exact(&bad, 2), Err(KernelError::NonFinite { .. })));
+        assert!(matches!(
+            knn_exact(&bad, 2),
+            Err(KernelError::NonFinite { .. })
+        ));
         assert!(knn_exact(&x, 4).is_err());
         assert!(umap_connectivities(&r.knn, 2.0, 1.0).is_err());
     }

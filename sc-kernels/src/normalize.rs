@@ -26,7 +26,11 @@ pub struct NormalizeParams {
 
 impl Default for NormalizeParams {
     fn default() -> Self {
-        NormalizeParams { target_sum: None, exclude_highly_expressed: false, max_fraction: 0.05 }
+        NormalizeParams {
+            target_sum: None,
+            exclude_highly_expressed: false,
+            max_fraction: 0.05,
+        }
     }
 }
 
@@ -52,31 +56,51 @@ fn median_t<T: Real>(values: &mut [T]) -> T {
     if n % 2 == 1 {
         hi
     } else {
-        let lo = values[..mid].iter().copied().fold(values[..mid][0], |a, b| if b > a { b } else { a });
+        let lo = values[..mid]
+            .iter()
+            .copied()
+            .fold(values[..mid][0], |a, b| if b > a { b } else { a });
         (lo + hi) / T::from_f64(2.0)
     }
 }
 
 /// Normalizes `x` in place. Rejects NaN and infinite values.
-pub fn normalize_total<T: Real>(x: &mut CsrMatrix<T>, params: &NormalizeParams) -> Result<NormalizeResult> {
+pub fn normalize_total<T: Real>(
+    x: &mut CsrMatrix<T>,
+    params: &NormalizeParams,
+) -> Result<NormalizeResult> {
     x.check_finite()?;
     if !(0.0..=1.0).contains(&params.max_fraction) {
-        return Err(KernelError::param("max_fraction", "choose max_fraction between 0 and 1"));
+        return Err(KernelError::param(
+            "max_fraction",
+            "choose max_fraction between 0 and 1",
+        ));
     }
     if let Some(t) = params.target_sum {
         if !(t.is_finite() && t > 0.0) {
-            return Err(KernelError::param("target_sum", format!("must be a positive finite number, got {t}")));
+            return Err(KernelError::param(
+                "target_sum",
+                format!("must be a positive finite number, got {t}"),
+            ));
         }
     }
     let row_total = |i: usize, keep: Option<&[bool]>| -> T {
         let (c, v) = x.row(i);
         let s: f64 = match keep {
             None => v.iter().map(|a| a.to_f64()).sum(),
-            Some(k) => c.iter().zip(v).filter(|(&cc, _)| k[cc as usize]).map(|(_, a)| a.to_f64()).sum(),
+            Some(k) => c
+                .iter()
+                .zip(v)
+                .filter(|(&cc, _)| k[cc as usize])
+                .map(|(_, a)| a.to_f64())
+                .sum(),
         };
         T::from_f64(s)
     };
-    let mut counts: Vec<T> = (0..x.n_rows).into_par_iter().map(|i| row_total(i, None)).collect();
+    let mut counts: Vec<T> = (0..x.n_rows)
+        .into_par_iter()
+        .map(|i| row_total(i, None))
+        .collect();
     let mut excluded = None;
     if params.exclude_highly_expressed {
         let mut high = vec![false; x.n_cols];
@@ -90,7 +114,10 @@ pub fn normalize_total<T: Real>(x: &mut CsrMatrix<T>, params: &NormalizeParams) 
             }
         }
         let keep: Vec<bool> = high.iter().map(|h| !h).collect();
-        counts = (0..x.n_rows).into_par_iter().map(|i| row_total(i, Some(&keep))).collect();
+        counts = (0..x.n_rows)
+            .into_par_iter()
+            .map(|i| row_total(i, Some(&keep)))
+            .collect();
         excluded = Some(high);
     }
     let target: T = match params.target_sum {
@@ -107,11 +134,16 @@ pub fn normalize_total<T: Real>(x: &mut CsrMatrix<T>, params: &NormalizeParams) 
     let factor: Vec<T> = counts.iter().map(|&c| c / target).collect();
     let indptr = &x.indptr;
     let n_rows = x.n_rows;
-    let blocks = crate::csr::split_row_blocks(indptr, &mut x.indices, &mut x.data, crate::csr::ROW_BLOCK);
+    let blocks =
+        crate::csr::split_row_blocks(indptr, &mut x.indices, &mut x.data, crate::csr::ROW_BLOCK);
     blocks.into_par_iter().for_each(|(first, _, dat)| {
         let base = indptr[first] as usize;
         for i in first..(first + crate::csr::ROW_BLOCK).min(n_rows) {
-            let f = if factor[i] == T::ZERO { T::ONE } else { factor[i] };
+            let f = if factor[i] == T::ZERO {
+                T::ONE
+            } else {
+                factor[i]
+            };
             for v in &mut dat[indptr[i] as usize - base..indptr[i + 1] as usize - base] {
                 *v = *v / f;
             }
@@ -140,16 +172,30 @@ mod tests {
         // The example in scanpy's normalize_total docstring.
         let d = vec![3., 3., 3., 6., 6., 1., 1., 1., 2., 2., 1., 22., 1., 2., 2.];
         let mut x = csr(3, 5, d.clone());
-        normalize_total(&mut x, &NormalizeParams { target_sum: Some(1.0), ..Default::default() }).unwrap();
+        normalize_total(
+            &mut x,
+            &NormalizeParams {
+                target_sum: Some(1.0),
+                ..Default::default()
+            },
+        )
+        .unwrap();
         let r = x.to_dense();
         assert!((r.get(0, 0) - 1.0 / 7.0).abs() < 1e-7 && (r.get(2, 1) - 22.0 / 28.0).abs() < 1e-7);
         let mut x = csr(3, 5, d);
         let res = normalize_total(
             &mut x,
-            &NormalizeParams { target_sum: Some(1.0), exclude_highly_expressed: true, max_fraction: 0.2 },
+            &NormalizeParams {
+                target_sum: Some(1.0),
+                exclude_highly_expressed: true,
+                max_fraction: 0.2,
+            },
         )
         .unwrap();
-        assert_eq!(res.excluded_genes.unwrap(), [false, true, false, true, true]);
+        assert_eq!(
+            res.excluded_genes.unwrap(),
+            [false, true, false, true, true]
+        );
         let r = x.to_dense();
         assert_eq!(r.row(0), [0.5, 0.5, 0.5, 1.0, 1.0]);
         assert_eq!(r.row(2), [0.5, 11.0, 0.5, 1.0, 1.0]);
@@ -167,7 +213,12 @@ mod tests {
         assert_eq!(r.norm_factor, [0.5, 0.0, 1.5, 1.0]);
         // Even count of non-zero totals: mean of the two middle ones.
         let mut x = csr(2, 1, vec![2., 5.]);
-        assert_eq!(normalize_total(&mut x, &NormalizeParams::default()).unwrap().target_sum, 3.5);
+        assert_eq!(
+            normalize_total(&mut x, &NormalizeParams::default())
+                .unwrap()
+                .target_sum,
+            3.5
+        );
         let mut e = CsrMatrix::<f32>::zeros(0, 3);
         assert!(normalize_total(&mut e, &NormalizeParams::default()).is_ok());
     }
@@ -175,11 +226,20 @@ mod tests {
     #[test]
     fn rejects_bad_input() {
         let mut x = CsrMatrix::new(1, 2, vec![0, 1], vec![0], vec![f32::NAN]).unwrap();
-        assert!(matches!(normalize_total(&mut x, &NormalizeParams::default()), Err(KernelError::NonFinite { .. })));
+        assert!(matches!(
+            normalize_total(&mut x, &NormalizeParams::default()),
+            Err(KernelError::NonFinite { .. })
+        ));
         let mut x = csr(1, 1, vec![1.0]);
-        let p = NormalizeParams { max_fraction: 2.0, ..Default::default() };
+        let p = NormalizeParams {
+            max_fraction: 2.0,
+            ..Default::default()
+        };
         assert!(normalize_total(&mut x, &p).is_err());
-        let p = NormalizeParams { target_sum: Some(-1.0), ..Default::default() };
+        let p = NormalizeParams {
+            target_sum: Some(-1.0),
+            ..Default::default()
+        };
         assert!(normalize_total(&mut x, &p).is_err());
     }
 

@@ -200,10 +200,23 @@ const DUAL_MAX_CELLS: usize = 8192;
 const DUAL_MAX_VALUES: usize = 20_000_000;
 
 /// The top `k` components by the dual route from a dense row-major `n x g` (centred) matrix.
-fn dual_components(xc: &[f64], n: usize, g: usize, k: usize, denom: f64) -> Result<(Vec<f64>, Mat<f64>, f64)> {
+fn dual_components(
+    xc: &[f64],
+    n: usize,
+    g: usize,
+    k: usize,
+    denom: f64,
+) -> Result<(Vec<f64>, Mat<f64>, f64)> {
     let xm = MatRef::from_row_major_slice(xc, n, g);
     let mut kmat = Mat::<f64>::zeros(n, n);
-    faer::linalg::matmul::matmul(kmat.as_mut(), Accum::Replace, xm, xm.transpose(), 1.0 / denom, Par::rayon(0));
+    faer::linalg::matmul::matmul(
+        kmat.as_mut(),
+        Accum::Replace,
+        xm,
+        xm.transpose(),
+        1.0 / denom,
+        Par::rayon(0),
+    );
     let total: f64 = (0..n).map(|i| kmat[(i, i)]).sum();
     let evd = kmat
         .self_adjoint_eigen(Side::Lower)
@@ -220,10 +233,21 @@ fn dual_components(xc: &[f64], n: usize, g: usize, k: usize, denom: f64) -> Resu
         }
     }
     let mut comps = Mat::<f64>::zeros(g, k);
-    faer::linalg::matmul::matmul(comps.as_mut(), Accum::Replace, xm.transpose(), ucols.as_ref(), 1.0, Par::rayon(0));
+    faer::linalg::matmul::matmul(
+        comps.as_mut(),
+        Accum::Replace,
+        xm.transpose(),
+        ucols.as_ref(),
+        1.0,
+        Par::rayon(0),
+    );
     for c in 0..k {
         let norm = (0..g).map(|i| comps[(i, c)].powi(2)).sum::<f64>().sqrt();
-        let f = if norm > 0.0 && vals[c] > 0.0 { 1.0 / norm } else { 0.0 };
+        let f = if norm > 0.0 && vals[c] > 0.0 {
+            1.0 / norm
+        } else {
+            0.0
+        };
         for i in 0..g {
             comps[(i, c)] *= f;
         }
@@ -275,7 +299,19 @@ where
         }
     }
     let (vals, comps, total) = top_components(c, k)?;
-    assemble(n, g, k, zero_center, vals, comps, total, mean, &sums, &sq_sums, project)
+    assemble(
+        n,
+        g,
+        k,
+        zero_center,
+        vals,
+        comps,
+        total,
+        mean,
+        &sums,
+        &sq_sums,
+        project,
+    )
 }
 
 /// Scores, variances and the result from the components.
@@ -306,10 +342,15 @@ where
         let var: Vec<f64> = (0..k)
             .map(|c_| {
                 let m = (0..n).map(|i| scores[i * k + c_]).sum::<f64>() / nf;
-                (0..n).map(|i| (scores[i * k + c_] - m).powi(2)).sum::<f64>() / nf
+                (0..n)
+                    .map(|i| (scores[i * k + c_] - m).powi(2))
+                    .sum::<f64>()
+                    / nf
             })
             .collect();
-        let total_var: f64 = (0..g).map(|j| sq_sums[j] / nf - (sums[j] / nf).powi(2)).sum();
+        let total_var: f64 = (0..g)
+            .map(|j| sq_sums[j] / nf - (sums[j] / nf).powi(2))
+            .sum();
         let ratio = var.iter().map(|v| v / total_var).collect();
         (var, ratio)
     };
@@ -334,13 +375,22 @@ where
 }
 
 /// The dual route for few cells: `get(i, j)` reads `X`.
-fn pca_dual<G, P>(n: usize, g: usize, k: usize, zero_center: bool, get_row: G, project: P) -> Result<PcaResult>
+fn pca_dual<G, P>(
+    n: usize,
+    g: usize,
+    k: usize,
+    zero_center: bool,
+    get_row: G,
+    project: P,
+) -> Result<PcaResult>
 where
     G: Fn(usize, &mut [f64]) + Sync,
     P: Fn(&Mat<f64>, &[f64]) -> Vec<f64>,
 {
     let mut xc = vec![0.0f64; n * g];
-    xc.par_chunks_mut(g).enumerate().for_each(|(i, r)| get_row(i, r));
+    xc.par_chunks_mut(g)
+        .enumerate()
+        .for_each(|(i, r)| get_row(i, r));
     let nf = n as f64;
     let mut sums = vec![0.0; g];
     let mut sq = vec![0.0; g];
@@ -361,7 +411,19 @@ where
     }
     let denom = if zero_center { nf - 1.0 } else { 1.0 };
     let (vals, comps, total) = dual_components(&xc, n, g, k, denom)?;
-    assemble(n, g, k, zero_center, vals, comps, total, mean, &sums, &sq, project)
+    assemble(
+        n,
+        g,
+        k,
+        zero_center,
+        vals,
+        comps,
+        total,
+        mean,
+        &sums,
+        &sq,
+        project,
+    )
 }
 
 /// PCA of a dense cells x genes matrix.
@@ -377,40 +439,74 @@ pub fn pca_dense<T: Real>(x: &DenseMatrix<T>, params: &PcaParams) -> Result<PcaR
     }
     let project_dense = |v: &Mat<f64>, mean: &[f64]| project_dense_rows(x, v, mean);
     if n < g && n <= DUAL_MAX_CELLS && n * g <= DUAL_MAX_VALUES {
-        let get = |i: usize, r: &mut [f64]| r.iter_mut().zip(x.row(i)).for_each(|(a, b)| *a = b.to_f64());
+        let get = |i: usize, r: &mut [f64]| {
+            r.iter_mut()
+                .zip(x.row(i))
+                .for_each(|(a, b)| *a = b.to_f64())
+        };
         return pca_dual(n, g, k, params.zero_center, get, project_dense);
     }
     fn fill<T: Real, E: Real>(x: &DenseMatrix<T>, s: usize, e: usize, blk: &mut [E]) {
         let g = x.n_cols;
-        blk.par_chunks_mut(g).zip(x.data[s * g..e * g].par_chunks(g)).for_each(|(d, r)| {
-            for (a, b) in d.iter_mut().zip(r) {
-                *a = E::from_f64(b.to_f64());
-            }
-        });
+        blk.par_chunks_mut(g)
+            .zip(x.data[s * g..e * g].par_chunks(g))
+            .for_each(|(d, r)| {
+                for (a, b) in d.iter_mut().zip(r) {
+                    *a = E::from_f64(b.to_f64());
+                }
+            });
     }
-    let (gm, sums) = gram(n, g, |s, e, b: &mut [f32]| fill(x, s, e, b), |s, e, b: &mut [f64]| fill(x, s, e, b));
+    let (gm, sums) = gram(
+        n,
+        g,
+        |s, e, b: &mut [f32]| fill(x, s, e, b),
+        |s, e, b: &mut [f64]| fill(x, s, e, b),
+    );
     let sq_sums: Vec<f64> = (0..g).map(|j| gm[(j, j)]).collect();
-    finish(n, g, k, params.zero_center, gm, sums, sq_sums, project_dense)
+    finish(
+        n,
+        g,
+        k,
+        params.zero_center,
+        gm,
+        sums,
+        sq_sums,
+        project_dense,
+    )
 }
 
 /// Scores `(X - mu) V` of a dense matrix, blocks of rows through faer products.
 fn project_dense_rows<T: Real>(x: &DenseMatrix<T>, v: &Mat<f64>, mean: &[f64]) -> Vec<f64> {
     let (n, g, k) = (x.n_rows, x.n_cols, v.ncols());
-    let mv: Vec<f64> = (0..k).map(|c| (0..g).map(|j| mean[j] * v[(j, c)]).sum()).collect();
+    let mv: Vec<f64> = (0..k)
+        .map(|c| (0..g).map(|j| mean[j] * v[(j, c)]).sum())
+        .collect();
     let mut out = vec![0.0f64; n * k];
-    out.par_chunks_mut(BLOCK * k).enumerate().for_each(|(bi, o)| {
-        let s = bi * BLOCK;
-        let b = o.len() / k;
-        let blk: Vec<f64> = x.data[s * g..(s + b) * g].iter().map(|v| v.to_f64()).collect();
-        let bm = MatRef::from_row_major_slice(&blk, b, g);
-        let mut res = Mat::<f64>::zeros(b, k);
-        faer::linalg::matmul::matmul(res.as_mut(), Accum::Replace, bm, v.as_ref(), 1.0, Par::Seq);
-        for i in 0..b {
-            for c in 0..k {
-                o[i * k + c] = res[(i, c)] - mv[c];
+    out.par_chunks_mut(BLOCK * k)
+        .enumerate()
+        .for_each(|(bi, o)| {
+            let s = bi * BLOCK;
+            let b = o.len() / k;
+            let blk: Vec<f64> = x.data[s * g..(s + b) * g]
+                .iter()
+                .map(|v| v.to_f64())
+                .collect();
+            let bm = MatRef::from_row_major_slice(&blk, b, g);
+            let mut res = Mat::<f64>::zeros(b, k);
+            faer::linalg::matmul::matmul(
+                res.as_mut(),
+                Accum::Replace,
+                bm,
+                v.as_ref(),
+                1.0,
+                Par::Seq,
+            );
+            for i in 0..b {
+                for c in 0..k {
+                    o[i * k + c] = res[(i, c)] - mv[c];
+                }
             }
-        }
-    });
+        });
     out
 }
 
@@ -440,17 +536,36 @@ pub fn pca_sparse<T: Real>(x: &CsrMatrix<T>, params: &PcaParams) -> Result<PcaRe
             }
         });
     }
-    let (gm, sums) = gram(n, g, |s, _e, b: &mut [f32]| fill(x, s, b), |s, _e, b: &mut [f64]| fill(x, s, b));
+    let (gm, sums) = gram(
+        n,
+        g,
+        |s, _e, b: &mut [f32]| fill(x, s, b),
+        |s, _e, b: &mut [f64]| fill(x, s, b),
+    );
     let sq_sums: Vec<f64> = (0..g).map(|j| gm[(j, j)]).collect();
-    finish(n, g, k, params.zero_center, gm, sums, sq_sums, project_sparse)
+    finish(
+        n,
+        g,
+        k,
+        params.zero_center,
+        gm,
+        sums,
+        sq_sums,
+        project_sparse,
+    )
 }
 
 /// Scores `(X - mu) V` of a sparse matrix, in `f64`.
 fn project_sparse_rows<T: Real>(x: &CsrMatrix<T>, v: &Mat<f64>, mean: &[f64]) -> Vec<f64> {
     let (n, g, k) = (x.n_rows, x.n_cols, v.ncols());
-    let mv: Vec<f64> = (0..k).map(|c| (0..g).map(|j| mean[j] * v[(j, c)]).sum()).collect();
+    let mv: Vec<f64> = (0..k)
+        .map(|c| (0..g).map(|j| mean[j] * v[(j, c)]).sum())
+        .collect();
     // Row-major copy of V for the sparse products.
-    let vr: Vec<f64> = (0..g).flat_map(|j| (0..k).map(move |c| (j, c))).map(|(j, c)| v[(j, c)]).collect();
+    let vr: Vec<f64> = (0..g)
+        .flat_map(|j| (0..k).map(move |c| (j, c)))
+        .map(|(j, c)| v[(j, c)])
+        .collect();
     let mut out = vec![0.0f64; n * k];
     out.par_chunks_mut(k).enumerate().for_each(|(i, o)| {
         o.copy_from_slice(&mv);
@@ -490,9 +605,14 @@ mod tests {
     /// Naive reference: covariance by definition, eigen via faer on it.
     fn naive_cov(x: &DenseMatrix<f64>) -> (Mat<f64>, Vec<f64>) {
         let (n, g) = (x.n_rows, x.n_cols);
-        let mean: Vec<f64> = (0..g).map(|j| (0..n).map(|i| x.get(i, j)).sum::<f64>() / n as f64).collect();
+        let mean: Vec<f64> = (0..g)
+            .map(|j| (0..n).map(|i| x.get(i, j)).sum::<f64>() / n as f64)
+            .collect();
         let c = Mat::from_fn(g, g, |a, b| {
-            (0..n).map(|i| (x.get(i, a) - mean[a]) * (x.get(i, b) - mean[b])).sum::<f64>() / (n as f64 - 1.0)
+            (0..n)
+                .map(|i| (x.get(i, a) - mean[a]) * (x.get(i, b) - mean[b]))
+                .sum::<f64>()
+                / (n as f64 - 1.0)
         });
         (c, mean)
     }
@@ -519,7 +639,10 @@ mod tests {
                 assert!((cv - lam * v[i]).abs() < 1e-10);
             }
             assert!((v.iter().map(|a| a * a).sum::<f64>() - 1.0).abs() < 1e-12);
-            let big = v.iter().copied().fold(0.0f64, |a, b| if b.abs() > a.abs() { b } else { a });
+            let big = v
+                .iter()
+                .copied()
+                .fold(0.0f64, |a, b| if b.abs() > a.abs() { b } else { a });
             assert!(big > 0.0);
             assert!((r.variance_ratio[k] - lam / total).abs() < 1e-14);
             // Scores.
@@ -575,7 +698,10 @@ mod tests {
     #[test]
     fn clips_components_and_rejects_bad_input() {
         let x = random(5, 3, 2, 1.0);
-        assert_eq!(pca_dense(&x, &PcaParams::default()).unwrap().variance.len(), 2);
+        assert_eq!(
+            pca_dense(&x, &PcaParams::default()).unwrap().variance.len(),
+            2
+        );
         assert!(pca_dense(
             &x,
             &PcaParams {
@@ -629,7 +755,9 @@ mod tests {
         // Components are right singular vectors of X: X^T X v = s^2 v.
         for k in 0..2 {
             let v = r.components.row(k);
-            let xv: Vec<f64> = (0..40).map(|i| (0..6).map(|j| x.get(i, j) * v[j]).sum()).collect();
+            let xv: Vec<f64> = (0..40)
+                .map(|i| (0..6).map(|j| x.get(i, j) * v[j]).sum())
+                .collect();
             let s2: f64 = xv.iter().map(|a| a * a).sum();
             for j in 0..6 {
                 let xtxv: f64 = (0..40).map(|i| x.get(i, j) * xv[i]).sum();
@@ -654,7 +782,10 @@ mod tests {
         for j in 0..40 {
             assert!((s32[j] - s64[j]).abs() < 1e-9 * s64[j].abs().max(1.0));
             for i in j..40 {
-                assert!((g32[(i, j)] - g64[(i, j)]).abs() < 1e-5 * g64[(j, j)].abs().max(1.0), "{i} {j}");
+                assert!(
+                    (g32[(i, j)] - g64[(i, j)]).abs() < 1e-5 * g64[(j, j)].abs().max(1.0),
+                    "{i} {j}"
+                );
             }
         }
     }

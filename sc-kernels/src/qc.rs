@@ -32,7 +32,11 @@ pub struct QcParams {
 
 impl Default for QcParams {
     fn default() -> Self {
-        QcParams { qc_vars: Vec::new(), percent_top: vec![50, 100, 200, 500], log1p: true }
+        QcParams {
+            qc_vars: Vec::new(),
+            percent_top: vec![50, 100, 200, 500],
+            log1p: true,
+        }
     }
 }
 
@@ -150,48 +154,69 @@ pub fn calculate_qc_metrics<T: Real>(x: &CsrMatrix<T>, params: &QcParams) -> Res
     x.check_finite()?;
     for (name, mask) in &params.qc_vars {
         if mask.len() != x.n_cols {
-            return Err(KernelError::Shape(format!("qc_var `{name}` has {} entries for {} genes", mask.len(), x.n_cols)));
+            return Err(KernelError::Shape(format!(
+                "qc_var `{name}` has {} entries for {} genes",
+                mask.len(),
+                x.n_cols
+            )));
         }
     }
     let mut ns = params.percent_top.clone();
     ns.sort_unstable();
     if let (Some(&lo), Some(&hi)) = (ns.first(), ns.last()) {
         if lo == 0 || hi > x.n_cols {
-            return Err(KernelError::param("percent_top", format!("positions outside range of features (1..={})", x.n_cols)));
+            return Err(KernelError::param(
+                "percent_top",
+                format!("positions outside range of features (1..={})", x.n_cols),
+            ));
         }
     }
     let nmax = ns.last().copied().unwrap_or(0);
 
     let rows: Vec<RowQc> = (0..x.n_rows)
         .into_par_iter()
-        .map_init(|| (Vec::<f64>::new(), Vec::<u32>::new()), |(buf, hist), i| {
-            let (c, v) = x.row(i);
-            let n_genes = v.iter().filter(|&&a| a != T::ZERO).count() as i32;
-            let total: f64 = v.iter().map(|a| a.to_f64()).sum();
-            let mut top = vec![0.0; ns.len()];
-            if nmax > 0 && top_by_counting(v, &ns, hist, &mut top) {
-                // done: small non-negative integer counts
-            } else if nmax > 0 {
-                buf.clear();
-                buf.extend(v.iter().map(|a| a.to_f64()));
-                let desc = |a: &f64, b: &f64| b.partial_cmp(a).unwrap();
-                let mut lim = buf.len();
-                // Partition so that buf[..n] holds the n largest values, largest n first.
-                for (k, &n) in ns.iter().enumerate().rev() {
-                    if n < lim {
-                        buf[..lim].select_nth_unstable_by(n - 1, desc);
-                        lim = n;
+        .map_init(
+            || (Vec::<f64>::new(), Vec::<u32>::new()),
+            |(buf, hist), i| {
+                let (c, v) = x.row(i);
+                let n_genes = v.iter().filter(|&&a| a != T::ZERO).count() as i32;
+                let total: f64 = v.iter().map(|a| a.to_f64()).sum();
+                let mut top = vec![0.0; ns.len()];
+                if nmax > 0 && top_by_counting(v, &ns, hist, &mut top) {
+                    // done: small non-negative integer counts
+                } else if nmax > 0 {
+                    buf.clear();
+                    buf.extend(v.iter().map(|a| a.to_f64()));
+                    let desc = |a: &f64, b: &f64| b.partial_cmp(a).unwrap();
+                    let mut lim = buf.len();
+                    // Partition so that buf[..n] holds the n largest values, largest n first.
+                    for (k, &n) in ns.iter().enumerate().rev() {
+                        if n < lim {
+                            buf[..lim].select_nth_unstable_by(n - 1, desc);
+                            lim = n;
+                        }
+                        top[k] = buf[..n.min(buf.len())].iter().sum();
                     }
-                    top[k] = buf[..n.min(buf.len())].iter().sum();
                 }
-            }
-            let qc = params
-                .qc_vars
-                .iter()
-                .map(|(_, mask)| c.iter().zip(v).filter(|(&cc, _)| mask[cc as usize]).map(|(_, a)| a.to_f64()).sum())
-                .collect();
-            RowQc { n_genes, total, top, qc }
-        })
+                let qc = params
+                    .qc_vars
+                    .iter()
+                    .map(|(_, mask)| {
+                        c.iter()
+                            .zip(v)
+                            .filter(|(&cc, _)| mask[cc as usize])
+                            .map(|(_, a)| a.to_f64())
+                            .sum()
+                    })
+                    .collect();
+                RowQc {
+                    n_genes,
+                    total,
+                    top,
+                    qc,
+                }
+            },
+        )
         .collect();
 
     let mut obs: NamedColumns = Vec::new();
@@ -226,8 +251,11 @@ pub fn calculate_qc_metrics<T: Real>(x: &CsrMatrix<T>, params: &QcParams) -> Res
             obs.push((format!("log1p_total_counts_{name}"), log1p_col::<T>(&col)));
         }
         // Computed in the element type, as pandas does on float32 Series.
-        let pct: Vec<f64> =
-            tq.iter().zip(&total_t).map(|(&a, &t)| (a / t * T::from_f64(100.0)).to_f64()).collect();
+        let pct: Vec<f64> = tq
+            .iter()
+            .zip(&total_t)
+            .map(|(&a, &t)| (a / t * T::from_f64(100.0)).to_f64())
+            .collect();
         obs.push((format!("pct_counts_{name}"), f32_or_f64::<T>(pct)));
     }
 
@@ -236,7 +264,10 @@ pub fn calculate_qc_metrics<T: Real>(x: &CsrMatrix<T>, params: &QcParams) -> Res
     let nobs = x.n_rows as f64;
     let mean: Vec<f64> = sums.iter().map(|s| s / nobs).collect();
     let mut var: NamedColumns = Vec::new();
-    let dropout = n_cells.iter().map(|&c| (1.0 - c as f64 / nobs) * 100.0).collect();
+    let dropout = n_cells
+        .iter()
+        .map(|&c| (1.0 - c as f64 / nobs) * 100.0)
+        .collect();
     var.push(("n_cells_by_counts".into(), Column::I64(n_cells)));
     if params.log1p {
         let l = mean.iter().map(|m| m.ln_1p()).collect();
@@ -270,8 +301,16 @@ mod tests {
 
     #[test]
     fn hand_checked_small_matrix() {
-        let x = m(&[&[1.0, 0.0, 3.0, 6.0], &[0.0, 0.0, 0.0, 0.0], &[2.0, 2.0, 0.0, 0.0]]);
-        let p = QcParams { qc_vars: vec![("mt".into(), vec![false, false, true, true])], percent_top: vec![2, 1], log1p: true };
+        let x = m(&[
+            &[1.0, 0.0, 3.0, 6.0],
+            &[0.0, 0.0, 0.0, 0.0],
+            &[2.0, 2.0, 0.0, 0.0],
+        ]);
+        let p = QcParams {
+            qc_vars: vec![("mt".into(), vec![false, false, true, true])],
+            percent_top: vec![2, 1],
+            log1p: true,
+        };
         let q = calculate_qc_metrics(&x, &p).unwrap();
         let names: Vec<&str> = q.obs.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(
@@ -288,7 +327,10 @@ mod tests {
                 "pct_counts_mt"
             ]
         );
-        assert_eq!(q.obs_column("n_genes_by_counts"), Some(&Column::I32(vec![3, 0, 2])));
+        assert_eq!(
+            q.obs_column("n_genes_by_counts"),
+            Some(&Column::I32(vec![3, 0, 2]))
+        );
         assert_eq!(f(q.obs_column("total_counts").unwrap()), [10.0, 0.0, 4.0]);
         let top1 = f(q.obs_column("pct_counts_in_top_1_genes").unwrap());
         assert_eq!(top1[0], 60.0);
@@ -300,30 +342,76 @@ mod tests {
         assert_eq!(f(q.obs_column("total_counts_mt").unwrap()), [9.0, 0.0, 0.0]);
         let pct = f(q.obs_column("pct_counts_mt").unwrap());
         assert!((pct[0] - 90.0).abs() < 1e-5 && pct[1].is_nan() && pct[2] == 0.0);
-        assert_eq!(q.var_column("n_cells_by_counts"), Some(&Column::I64(vec![2, 1, 1, 1])));
-        assert_eq!(f(q.var_column("mean_counts").unwrap()), [1.0, 2.0 / 3.0, 1.0, 2.0]);
-        assert_eq!(f(q.var_column("pct_dropout_by_counts").unwrap())[0], (1.0 - 2.0 / 3.0) * 100.0);
-        assert_eq!(f(q.var_column("total_counts").unwrap()), [3.0, 2.0, 3.0, 6.0]);
+        assert_eq!(
+            q.var_column("n_cells_by_counts"),
+            Some(&Column::I64(vec![2, 1, 1, 1]))
+        );
+        assert_eq!(
+            f(q.var_column("mean_counts").unwrap()),
+            [1.0, 2.0 / 3.0, 1.0, 2.0]
+        );
+        assert_eq!(
+            f(q.var_column("pct_dropout_by_counts").unwrap())[0],
+            (1.0 - 2.0 / 3.0) * 100.0
+        );
+        assert_eq!(
+            f(q.var_column("total_counts").unwrap()),
+            [3.0, 2.0, 3.0, 6.0]
+        );
         assert!((f(q.var_column("log1p_total_counts").unwrap())[3] - 7f64.ln()).abs() < 1e-6);
     }
 
     #[test]
     fn explicit_zeros_are_not_genes() {
         let x = CsrMatrix::new(1, 3, vec![0, 3], vec![0, 1, 2], vec![1.0f32, 0.0, 2.0]).unwrap();
-        let q = calculate_qc_metrics(&x, &QcParams { percent_top: vec![], ..Default::default() }).unwrap();
-        assert_eq!(q.obs_column("n_genes_by_counts"), Some(&Column::I32(vec![2])));
-        assert_eq!(q.var_column("n_cells_by_counts"), Some(&Column::I64(vec![1, 0, 1])));
+        let q = calculate_qc_metrics(
+            &x,
+            &QcParams {
+                percent_top: vec![],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            q.obs_column("n_genes_by_counts"),
+            Some(&Column::I32(vec![2]))
+        );
+        assert_eq!(
+            q.var_column("n_cells_by_counts"),
+            Some(&Column::I64(vec![1, 0, 1]))
+        );
     }
 
     #[test]
     fn rejects_non_finite_and_bad_parameters() {
         let x = CsrMatrix::new(1, 3, vec![0, 1], vec![1], vec![f32::NAN]).unwrap();
-        assert!(matches!(calculate_qc_metrics(&x, &QcParams::default()), Err(KernelError::NonFinite { row: 0, col: 1, .. })));
+        assert!(matches!(
+            calculate_qc_metrics(&x, &QcParams::default()),
+            Err(KernelError::NonFinite { row: 0, col: 1, .. })
+        ));
         let x = CsrMatrix::new(1, 3, vec![0, 1], vec![1], vec![1.0f32]).unwrap();
-        assert!(matches!(calculate_qc_metrics(&x, &QcParams::default()), Err(KernelError::InvalidParameter { .. })));
-        let p = QcParams { qc_vars: vec![("mt".into(), vec![true])], percent_top: vec![], log1p: false };
-        assert!(matches!(calculate_qc_metrics(&x, &p), Err(KernelError::Shape(_))));
-        let q = calculate_qc_metrics(&x, &QcParams { percent_top: vec![], log1p: false, qc_vars: vec![] }).unwrap();
+        assert!(matches!(
+            calculate_qc_metrics(&x, &QcParams::default()),
+            Err(KernelError::InvalidParameter { .. })
+        ));
+        let p = QcParams {
+            qc_vars: vec![("mt".into(), vec![true])],
+            percent_top: vec![],
+            log1p: false,
+        };
+        assert!(matches!(
+            calculate_qc_metrics(&x, &p),
+            Err(KernelError::Shape(_))
+        ));
+        let q = calculate_qc_metrics(
+            &x,
+            &QcParams {
+                percent_top: vec![],
+                log1p: false,
+                qc_vars: vec![],
+            },
+        )
+        .unwrap();
         assert_eq!(q.obs.len(), 2);
         assert_eq!(q.var.len(), 4);
     }
@@ -331,7 +419,11 @@ mod tests {
     #[test]
     fn counting_and_selection_agree() {
         // Integer rows take the counting path, the same rows plus 0.5 the selection path.
-        let rows: Vec<Vec<f32>> = vec![vec![3.0, 1.0, 3.0, 7.0, 0.0, 2.0, 2.0, 9.0], vec![1.0; 8], vec![0.0, 4000.0, 1.0, 0.0, 5.0, 5.0, 5.0, 1.0]];
+        let rows: Vec<Vec<f32>> = vec![
+            vec![3.0, 1.0, 3.0, 7.0, 0.0, 2.0, 2.0, 9.0],
+            vec![1.0; 8],
+            vec![0.0, 4000.0, 1.0, 0.0, 5.0, 5.0, 5.0, 1.0],
+        ];
         for r in rows {
             let mut top = vec![0.0; 3];
             let mut hist = Vec::new();
@@ -346,9 +438,22 @@ mod tests {
         assert!(!top_by_counting(&[1.5f32], &[1], &mut hist, &mut [0.0]));
         assert!(!top_by_counting(&[5000.0f32], &[1], &mut hist, &mut [0.0]));
         let x = CsrMatrix::new(1, 4, vec![0, 3], vec![0, 1, 3], vec![1.5f32, 2.5, 0.5]).unwrap();
-        let q = calculate_qc_metrics(&x, &QcParams { percent_top: vec![1, 2], ..Default::default() }).unwrap();
-        assert_eq!(f(q.obs_column("pct_counts_in_top_1_genes").unwrap())[0], 2.5 / 4.5 * 100.0);
-        assert_eq!(f(q.obs_column("pct_counts_in_top_2_genes").unwrap())[0], 4.0 / 4.5 * 100.0);
+        let q = calculate_qc_metrics(
+            &x,
+            &QcParams {
+                percent_top: vec![1, 2],
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            f(q.obs_column("pct_counts_in_top_1_genes").unwrap())[0],
+            2.5 / 4.5 * 100.0
+        );
+        assert_eq!(
+            f(q.obs_column("pct_counts_in_top_2_genes").unwrap())[0],
+            4.0 / 4.5 * 100.0
+        );
     }
 
     proptest! {

@@ -25,7 +25,10 @@ pub struct ScaleParams {
 
 impl Default for ScaleParams {
     fn default() -> Self {
-        ScaleParams { zero_center: true, max_value: None }
+        ScaleParams {
+            zero_center: true,
+            max_value: None,
+        }
     }
 }
 
@@ -73,12 +76,18 @@ fn clip(v: f64, p: &ScaleParams) -> f64 {
 /// Per-gene statistics of a sparse matrix.
 pub fn scale_stats<T: Real>(x: &CsrMatrix<T>) -> ScaleStats {
     let (mean, var) = stats::col_mean_var(x, None);
-    ScaleStats { mean, std: std_of(var) }
+    ScaleStats {
+        mean,
+        std: std_of(var),
+    }
 }
 
 /// Scales a sparse matrix with zero-centring into a dense matrix of type `O`
 /// (`(x - mean) / std` in `f64`, clipped, rounded to `O`).
-pub fn scale_csr_to_dense<T: Real, O: Real>(x: &CsrMatrix<T>, params: &ScaleParams) -> Result<(DenseMatrix<O>, ScaleStats)> {
+pub fn scale_csr_to_dense<T: Real, O: Real>(
+    x: &CsrMatrix<T>,
+    params: &ScaleParams,
+) -> Result<(DenseMatrix<O>, ScaleStats)> {
     check(params)?;
     x.check_finite()?;
     let st = scale_stats(x);
@@ -87,25 +96,39 @@ pub fn scale_csr_to_dense<T: Real, O: Real>(x: &CsrMatrix<T>, params: &ScalePara
     let p = *params;
     let center = params.zero_center;
     // Value of a zero entry in each column.
-    let zero_val: Vec<O> =
-        (0..nc).map(|j| O::from_f64(clip(if center { -st.mean[j] / st.std[j] } else { 0.0 }, &p))).collect();
+    let zero_val: Vec<O> = (0..nc)
+        .map(|j| O::from_f64(clip(if center { -st.mean[j] / st.std[j] } else { 0.0 }, &p)))
+        .collect();
     if nc > 0 {
-        out.data.par_chunks_mut(nc).enumerate().for_each(|(i, row)| {
-            row.copy_from_slice(&zero_val);
-            let (c, v) = x.row(i);
-            for (&cc, &vv) in c.iter().zip(v) {
-                let j = cc as usize;
-                let centred = if center { vv.to_f64() - st.mean[j] } else { vv.to_f64() };
-                row[j] = O::from_f64(clip(centred / st.std[j], &p));
-            }
-        });
+        out.data
+            .par_chunks_mut(nc)
+            .enumerate()
+            .for_each(|(i, row)| {
+                row.copy_from_slice(&zero_val);
+                let (c, v) = x.row(i);
+                for (&cc, &vv) in c.iter().zip(v) {
+                    let j = cc as usize;
+                    let centred = if center {
+                        vv.to_f64() - st.mean[j]
+                    } else {
+                        vv.to_f64()
+                    };
+                    row[j] = O::from_f64(clip(centred / st.std[j], &p));
+                }
+            });
     }
     Ok((out, st))
 }
 
 /// Scales a sparse matrix without zero-centring, keeping it sparse: `x / std`, clipped above.
-pub fn scale_csr_no_center<T: Real, O: Real>(x: &CsrMatrix<T>, max_value: Option<f64>) -> Result<(CsrMatrix<O>, ScaleStats)> {
-    let params = ScaleParams { zero_center: false, max_value };
+pub fn scale_csr_no_center<T: Real, O: Real>(
+    x: &CsrMatrix<T>,
+    max_value: Option<f64>,
+) -> Result<(CsrMatrix<O>, ScaleStats)> {
+    let params = ScaleParams {
+        zero_center: false,
+        max_value,
+    };
     check(&params)?;
     x.check_finite()?;
     let st = scale_stats(x);
@@ -115,7 +138,13 @@ pub fn scale_csr_no_center<T: Real, O: Real>(x: &CsrMatrix<T>, max_value: Option
         .zip(x.data.par_iter())
         .map(|(&c, &v)| O::from_f64(clip(v.to_f64() / st.std[c as usize], &params)))
         .collect();
-    let out = CsrMatrix { n_rows: x.n_rows, n_cols: x.n_cols, indptr: x.indptr.clone(), indices: x.indices.clone(), data };
+    let out = CsrMatrix {
+        n_rows: x.n_rows,
+        n_cols: x.n_cols,
+        indptr: x.indptr.clone(),
+        indices: x.indices.clone(),
+        data,
+    };
     Ok((out, st))
 }
 
@@ -123,10 +152,17 @@ pub fn scale_csr_no_center<T: Real, O: Real>(x: &CsrMatrix<T>, max_value: Option
 pub fn scale_dense<T: Real>(x: &mut DenseMatrix<T>, params: &ScaleParams) -> Result<ScaleStats> {
     check(params)?;
     if let Some(k) = x.data.iter().position(|v| !v.is_finite()) {
-        return Err(KernelError::NonFinite { row: k / x.n_cols, col: k % x.n_cols, value: x.data[k].to_f64() });
+        return Err(KernelError::NonFinite {
+            row: k / x.n_cols,
+            col: k % x.n_cols,
+            value: x.data[k].to_f64(),
+        });
     }
     let (mean, var) = stats::dense_col_mean_var(x);
-    let st = ScaleStats { mean, std: std_of(var) };
+    let st = ScaleStats {
+        mean,
+        std: std_of(var),
+    };
     let nc = x.n_cols;
     let p = *params;
     if nc > 0 {
@@ -154,7 +190,11 @@ mod tests {
         for j in 0..cols {
             let col: Vec<f64> = (0..rows).map(|i| d[i * cols + j]).collect();
             let m = col.iter().sum::<f64>() / rows as f64;
-            let var = if rows > 1 { col.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (rows - 1) as f64 } else { 0.0 };
+            let var = if rows > 1 {
+                col.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (rows - 1) as f64
+            } else {
+                0.0
+            };
             let s = if var.sqrt() == 0.0 { 1.0 } else { var.sqrt() };
             for i in 0..rows {
                 let mut v = (col[i] - m) / s;
@@ -169,14 +209,20 @@ mod tests {
 
     #[test]
     fn constant_and_all_zero_genes_get_std_one() {
-        let d = DenseMatrix::new(3, 3, vec![1.0f32, 0.0, 5.0, 1.0, 0.0, 6.0, 1.0, 0.0, 7.0]).unwrap();
+        let d =
+            DenseMatrix::new(3, 3, vec![1.0f32, 0.0, 5.0, 1.0, 0.0, 6.0, 1.0, 0.0, 7.0]).unwrap();
         let x = CsrMatrix::from_dense(&d);
         let (o, st) = scale_csr_to_dense::<f32, f64>(&x, &ScaleParams::default()).unwrap();
         assert_eq!(st.std[0], 1.0);
         assert_eq!(st.std[1], 1.0);
         assert_eq!(st.mean, [1.0, 0.0, 6.0]);
         // scanpy's one-pass variance: (sum of squares / n - mean^2) * n / (n - 1).
-        for (a, b) in o.row(0).iter().zip([0.0, 0.0, -1.0]).chain(o.row(2).iter().zip([0.0, 0.0, 1.0])) {
+        for (a, b) in o
+            .row(0)
+            .iter()
+            .zip([0.0, 0.0, -1.0])
+            .chain(o.row(2).iter().zip([0.0, 0.0, 1.0]))
+        {
             assert!((a - b).abs() < 1e-12);
         }
     }
@@ -188,10 +234,17 @@ mod tests {
         assert_eq!(o.data, [0.0, 0.0]);
         assert_eq!(st.std, [1.0, 1.0]);
         let d = DenseMatrix::new(4, 1, vec![0.0f32, 0.0, 0.0, 100.0]).unwrap();
-        let (o, _) =
-            scale_csr_to_dense::<f32, f64>(&CsrMatrix::from_dense(&d), &ScaleParams { zero_center: true, max_value: Some(1.0) }).unwrap();
+        let (o, _) = scale_csr_to_dense::<f32, f64>(
+            &CsrMatrix::from_dense(&d),
+            &ScaleParams {
+                zero_center: true,
+                max_value: Some(1.0),
+            },
+        )
+        .unwrap();
         assert_eq!(o.data, [-0.5, -0.5, -0.5, 1.0]);
-        let (s, _) = scale_csr_no_center::<f32, f64>(&CsrMatrix::from_dense(&d), Some(1.0)).unwrap();
+        let (s, _) =
+            scale_csr_no_center::<f32, f64>(&CsrMatrix::from_dense(&d), Some(1.0)).unwrap();
         assert_eq!(s.data, [1.0]);
     }
 
@@ -200,7 +253,10 @@ mod tests {
         let x = CsrMatrix::new(1, 2, vec![0, 1], vec![0], vec![f32::NAN]).unwrap();
         assert!(scale_csr_to_dense::<f32, f32>(&x, &ScaleParams::default()).is_err());
         let mut d = DenseMatrix::new(1, 2, vec![1.0f32, f32::INFINITY]).unwrap();
-        assert!(matches!(scale_dense(&mut d, &ScaleParams::default()), Err(KernelError::NonFinite { col: 1, .. })));
+        assert!(matches!(
+            scale_dense(&mut d, &ScaleParams::default()),
+            Err(KernelError::NonFinite { col: 1, .. })
+        ));
     }
 
     #[test]
@@ -208,7 +264,9 @@ mod tests {
         let d: Vec<f32> = (0..60).map(|k| ((k * 7) % 11) as f32).collect();
         let x = CsrMatrix::from_dense(&DenseMatrix::new(12, 5, d.clone()).unwrap());
         let (o32, s32) = scale_csr_to_dense::<f32, f64>(&x, &ScaleParams::default()).unwrap();
-        let x64 = CsrMatrix::from_dense(&DenseMatrix::new(12, 5, d.iter().map(|&v| v as f64).collect()).unwrap());
+        let x64 = CsrMatrix::from_dense(
+            &DenseMatrix::new(12, 5, d.iter().map(|&v| v as f64).collect()).unwrap(),
+        );
         let (o64, s64) = scale_csr_to_dense::<f64, f64>(&x64, &ScaleParams::default()).unwrap();
         assert_eq!(o32, o64);
         assert_eq!(s32, s64);

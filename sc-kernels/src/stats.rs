@@ -103,7 +103,10 @@ pub fn dense_col_mean_var<T: Real>(x: &crate::dense::DenseMatrix<T>) -> (Vec<f64
 
 /// Row sums in `f64`.
 pub fn row_sums<T: Real>(x: &CsrMatrix<T>) -> Vec<f64> {
-    (0..x.n_rows).into_par_iter().map(|i| x.row(i).1.iter().map(|v| v.to_f64()).sum()).collect()
+    (0..x.n_rows)
+        .into_par_iter()
+        .map(|i| x.row(i).1.iter().map(|v| v.to_f64()).sum())
+        .collect()
 }
 
 /// Number of stored values per column that are non-zero (scanpy's `axis_nnz(X, 0)` after
@@ -117,7 +120,11 @@ pub fn col_counts<T: Real>(x: &CsrMatrix<T>, positive_only: bool) -> Vec<i64> {
             for i in range {
                 let (c, v) = x.row(i);
                 for (&cc, &vv) in c.iter().zip(v) {
-                    let keep = if positive_only { vv > T::ZERO } else { vv != T::ZERO };
+                    let keep = if positive_only {
+                        vv > T::ZERO
+                    } else {
+                        vv != T::ZERO
+                    };
                     cnt[cc as usize] += keep as i64;
                 }
             }

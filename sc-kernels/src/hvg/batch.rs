@@ -32,7 +32,10 @@ pub(crate) fn dispersion_batched<T: Real>(
     gene_names: Option<&[String]>,
 ) -> Result<HvgResult> {
     let groups = rows_by_category(b);
-    let per = groups.iter().map(|rows| dispersion_batch(x, Some(rows), params, true)).collect::<Result<Vec<_>>>()?;
+    let per = groups
+        .iter()
+        .map(|rows| dispersion_batch(x, Some(rows), params, true))
+        .collect::<Result<Vec<_>>>()?;
     let nb = per.len();
     let ng = x.n_cols;
     let mut means = vec![0.0; ng];
@@ -77,7 +80,12 @@ pub(crate) fn dispersion_batched<T: Real>(
             }
             hv
         }
-        Selection::Cutoffs { min_disp, max_disp, min_mean, max_mean } => means
+        Selection::Cutoffs {
+            min_disp,
+            max_disp,
+            min_mean,
+            max_mean,
+        } => means
             .iter()
             .zip(&disp_norm)
             .map(|(&m, &d)| {
@@ -92,9 +100,15 @@ pub(crate) fn dispersion_batched<T: Real>(
             ("highly_variable".into(), Column::Bool(hv)),
             ("means".into(), Column::F64(means)),
             ("dispersions".into(), Column::F64(disp)),
-            ("dispersions_norm".into(), Column::F32(disp_norm.iter().map(|&v| v as f32).collect())),
+            (
+                "dispersions_norm".into(),
+                Column::F32(disp_norm.iter().map(|&v| v as f32).collect()),
+            ),
             ("highly_variable_nbatches".into(), Column::I64(nbatches)),
-            ("highly_variable_intersection".into(), Column::Bool(intersection)),
+            (
+                "highly_variable_intersection".into(),
+                Column::Bool(intersection),
+            ),
         ],
     })
 }

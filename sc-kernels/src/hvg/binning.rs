@@ -9,7 +9,13 @@ pub(crate) fn linspace(start: f64, stop: f64, num: usize) -> Vec<f64> {
     let delta = stop - start;
     let step = delta / div as f64;
     let mut y: Vec<f64> = (0..num)
-        .map(|k| if step == 0.0 { (k as f64 / div as f64) * delta } else { k as f64 * step })
+        .map(|k| {
+            if step == 0.0 {
+                (k as f64 / div as f64) * delta
+            } else {
+                k as f64 * step
+            }
+        })
         .map(|v| v + start)
         .collect();
     y[num - 1] = stop;
@@ -174,10 +180,18 @@ pub(crate) fn select(mean: &[f64], disp_norm: &[f64], cutoff: &super::Selection)
             let n = n.min(disp_norm.len());
             match nth_highest(disp_norm, n) {
                 None => vec![false; disp_norm.len()],
-                Some(cut) => disp_norm.iter().map(|&d| nan_to_num(d, f64::NEG_INFINITY) >= cut).collect(),
+                Some(cut) => disp_norm
+                    .iter()
+                    .map(|&d| nan_to_num(d, f64::NEG_INFINITY) >= cut)
+                    .collect(),
             }
         }
-        super::Selection::Cutoffs { min_disp, max_disp, min_mean, max_mean } => mean
+        super::Selection::Cutoffs {
+            min_disp,
+            max_disp,
+            min_mean,
+            max_mean,
+        } => mean
             .iter()
             .zip(disp_norm)
             .map(|(&m, &d)| {
@@ -196,10 +210,19 @@ mod tests {
     fn linspace_and_cut_follow_numpy_and_pandas() {
         assert_eq!(linspace(0.0, 1.0, 5), [0.0, 0.25, 0.5, 0.75, 1.0]);
         // Right-closed: 0.5 falls in the first of two bins; the minimum is inside the first.
-        assert_eq!(cut_equal_width(&[0.0, 0.5, 0.51, 1.0, f64::NAN], 2), [Some(0), Some(0), Some(1), Some(1), None]);
+        assert_eq!(
+            cut_equal_width(&[0.0, 0.5, 0.51, 1.0, f64::NAN], 2),
+            [Some(0), Some(0), Some(1), Some(1), None]
+        );
         // All equal: bins are widened around the value.
         assert_eq!(cut_equal_width(&[2.0, 2.0], 3), [Some(1), Some(1)]);
-        assert_eq!(cut_edges(&[1.0, 2.0, 3.0], &[f64::NEG_INFINITY, 1.0, 1.0, 2.5, f64::INFINITY]), [Some(0), Some(1), Some(2)]);
+        assert_eq!(
+            cut_edges(
+                &[1.0, 2.0, 3.0],
+                &[f64::NEG_INFINITY, 1.0, 1.0, 2.5, f64::INFINITY]
+            ),
+            [Some(0), Some(1), Some(2)]
+        );
     }
 
     #[test]
@@ -228,9 +251,20 @@ mod tests {
     fn selection_keeps_ties_and_handles_nan() {
         let d = [1.0, f64::NAN, 3.0, 3.0, 2.0];
         let m = [0.1; 5];
-        assert_eq!(select(&m, &d, &crate::hvg::Selection::NTop(1)), [false, false, true, true, false]);
-        assert_eq!(select(&m, &d, &crate::hvg::Selection::NTop(10)), [true, false, true, true, true]);
-        let c = crate::hvg::Selection::Cutoffs { min_disp: 0.5, max_disp: f64::INFINITY, min_mean: 0.0125, max_mean: 3.0 };
+        assert_eq!(
+            select(&m, &d, &crate::hvg::Selection::NTop(1)),
+            [false, false, true, true, false]
+        );
+        assert_eq!(
+            select(&m, &d, &crate::hvg::Selection::NTop(10)),
+            [true, false, true, true, true]
+        );
+        let c = crate::hvg::Selection::Cutoffs {
+            min_disp: 0.5,
+            max_disp: f64::INFINITY,
+            min_mean: 0.0125,
+            max_mean: 3.0,
+        };
         assert_eq!(select(&m, &d, &c), [true, false, true, true, true]);
     }
 }

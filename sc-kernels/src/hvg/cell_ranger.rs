@@ -10,8 +10,14 @@ use super::binning::{cut_edges, group, mad, np_median, percentile};
 use crate::error::Result;
 
 /// `(means, dispersions, dispersions_norm)` from per-gene means and variances of `X`.
-pub(crate) fn normalized_dispersion(mean: &[f64], var: &[f64]) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>)> {
-    let m: Vec<f64> = mean.iter().map(|&v| if v == 0.0 { 1e-12 } else { v }).collect();
+pub(crate) fn normalized_dispersion(
+    mean: &[f64],
+    var: &[f64],
+) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>)> {
+    let m: Vec<f64> = mean
+        .iter()
+        .map(|&v| if v == 0.0 { 1e-12 } else { v })
+        .collect();
     let disp: Vec<f64> = m.iter().zip(var).map(|(&mm, &vv)| vv / mm).collect();
     if m.is_empty() {
         return Ok((m, disp, Vec::new()));
@@ -50,7 +56,9 @@ mod tests {
     fn median_and_mad_per_bin() {
         // 40 genes with distinct means: two per bin of the 20 percentile bins.
         let mean: Vec<f64> = (1..=40).map(|k| k as f64).collect();
-        let var: Vec<f64> = (1..=40).map(|k| (k * k) as f64 * if k % 2 == 0 { 2.0 } else { 1.0 }).collect();
+        let var: Vec<f64> = (1..=40)
+            .map(|k| (k * k) as f64 * if k % 2 == 0 { 2.0 } else { 1.0 })
+            .collect();
         let (m, d, n) = normalized_dispersion(&mean, &var).unwrap();
         assert_eq!(m, mean);
         assert_eq!(d[1], 4.0);
@@ -58,7 +66,8 @@ mod tests {
             assert!(v.is_finite());
         }
         // Zero-count genes get mean 1e-12 and share a bin without failing.
-        let (_, _, n) = normalized_dispersion(&[0.0, 0.0, 0.0, 1.0, 2.0], &[0.0, 0.0, 0.0, 1.0, 3.0]).unwrap();
+        let (_, _, n) =
+            normalized_dispersion(&[0.0, 0.0, 0.0, 1.0, 2.0], &[0.0, 0.0, 0.0, 1.0, 3.0]).unwrap();
         assert_eq!(n.len(), 5);
     }
 }

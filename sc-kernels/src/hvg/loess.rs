@@ -16,10 +16,17 @@ use crate::error::{KernelError, Result};
 pub fn loess_fitted(x: &[f64], y: &[f64], span: f64) -> Result<Vec<f64>> {
     let n = x.len();
     if y.len() != n {
-        return Err(KernelError::Shape(format!("loess: {} x values, {} y values", n, y.len())));
+        return Err(KernelError::Shape(format!(
+            "loess: {} x values, {} y values",
+            n,
+            y.len()
+        )));
     }
     if !(span > 0.0 && span.is_finite()) {
-        return Err(KernelError::param("span", format!("must be positive, got {span}")));
+        return Err(KernelError::param(
+            "span",
+            format!("must be positive, got {span}"),
+        ));
     }
     if x.iter().chain(y).any(|v| !v.is_finite()) {
         return Err(KernelError::Unsupported("loess: non-finite input".into()));
@@ -67,15 +74,30 @@ impl KdTree {
         let ncmax = nvmax;
         let mut sorted: Vec<f64> = x.to_vec();
         sorted.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        let mut tree = KdTree { vertices, cells: vec![Cell { split: None, lo: 0, hi: 0, v_lo: 0, v_hi: 1 }] };
+        let mut tree = KdTree {
+            vertices,
+            cells: vec![Cell {
+                split: None,
+                lo: 0,
+                hi: 0,
+                v_lo: 0,
+                v_hi: 1,
+            }],
+        };
         // Point ranges of the cells (0-based, inclusive) in `sorted`.
         let mut ranges = vec![(0usize, n - 1)];
         let mut p = 0;
         while p < tree.cells.len() {
             let (l, u) = ranges[p];
-            let (vl, vh) = (tree.vertices[tree.cells[p].v_lo], tree.vertices[tree.cells[p].v_hi]);
+            let (vl, vh) = (
+                tree.vertices[tree.cells[p].v_lo],
+                tree.vertices[tree.cells[p].v_hi],
+            );
             let diam = vh - vl;
-            let mut leaf = u + 1 - l <= fc || diam <= 0.0 || ncmax < tree.cells.len() + 2 || (nvmax as f64) < tree.vertices.len() as f64 + 1.0;
+            let mut leaf = u + 1 - l <= fc
+                || diam <= 0.0
+                || ncmax < tree.cells.len() + 2
+                || (nvmax as f64) < tree.vertices.len() as f64 + 1.0;
             let mut m = 0;
             if !leaf {
                 // Median position (1-based (l+u)/2 in the original), moved off ties.
@@ -108,9 +130,21 @@ impl KdTree {
                 let nv = tree.vertices.len() - 1;
                 let (v_lo, v_hi) = (tree.cells[p].v_lo, tree.cells[p].v_hi);
                 let lo = tree.cells.len();
-                tree.cells.push(Cell { split: None, lo: 0, hi: 0, v_lo, v_hi: nv });
+                tree.cells.push(Cell {
+                    split: None,
+                    lo: 0,
+                    hi: 0,
+                    v_lo,
+                    v_hi: nv,
+                });
                 ranges.push((l, m));
-                tree.cells.push(Cell { split: None, lo: 0, hi: 0, v_lo: nv, v_hi });
+                tree.cells.push(Cell {
+                    split: None,
+                    lo: 0,
+                    hi: 0,
+                    v_lo: nv,
+                    v_hi,
+                });
                 ranges.push((m + 1, u));
                 let c = &mut tree.cells[p];
                 c.split = Some(s);
@@ -125,7 +159,11 @@ impl KdTree {
     fn eval(&self, z: f64, vval: &[(f64, f64)]) -> f64 {
         let mut j = 0;
         while let Some(s) = self.cells[j].split {
-            j = if z <= s { self.cells[j].lo } else { self.cells[j].hi };
+            j = if z <= s {
+                self.cells[j].lo
+            } else {
+                self.cells[j].hi
+            };
         }
         let c = &self.cells[j];
         let (v0, v1) = (self.vertices[c.v_lo], self.vertices[c.v_hi]);
@@ -141,13 +179,25 @@ impl KdTree {
 }
 
 /// Value and slope of the local quadratic fit at `q`.
-fn local_fit(x: &[f64], y: &[f64], q: f64, nf: usize, scratch: &mut Vec<(f64, usize)>) -> Result<(f64, f64)> {
+fn local_fit(
+    x: &[f64],
+    y: &[f64],
+    q: f64,
+    nf: usize,
+    scratch: &mut Vec<(f64, usize)>,
+) -> Result<(f64, f64)> {
     scratch.clear();
-    scratch.extend(x.iter().enumerate().map(|(i, &xi)| ((xi - q) * (xi - q), i)));
+    scratch.extend(
+        x.iter()
+            .enumerate()
+            .map(|(i, &xi)| ((xi - q) * (xi - q), i)),
+    );
     scratch.select_nth_unstable_by(nf - 1, |a, b| a.0.partial_cmp(&b.0).unwrap());
     let rho = scratch[nf - 1].0;
     if !(rho > 0.0) {
-        return Err(KernelError::Unsupported("loess: span too small (all neighbours at distance zero)".into()));
+        return Err(KernelError::Unsupported(
+            "loess: span too small (all neighbours at distance zero)".into(),
+        ));
     }
     let near = &scratch[..nf];
     // Design matrix b (nf x 3) and response eta, with sqrt-of-tricube weights.
@@ -161,7 +211,9 @@ fn local_fit(x: &[f64], y: &[f64], q: f64, nf: usize, scratch: &mut Vec<(f64, us
         eta[r] = w * y[i];
     }
     if b.iter().all(|row| row[0] == 0.0) {
-        return Err(KernelError::Unsupported("loess: all local weights are zero".into()));
+        return Err(KernelError::Unsupported(
+            "loess: all local weights are zero".into(),
+        ));
     }
     // Equilibrate columns.
     let mut colnorm = [1.0f64; 3];
@@ -250,7 +302,10 @@ fn pinv_solve3(r: [[f64; 3]; 3], rhs: [f64; 3]) -> [f64; 3] {
             break;
         }
     }
-    let sigma: Vec<f64> = a.iter().map(|c| c.iter().map(|x| x * x).sum::<f64>().sqrt()).collect();
+    let sigma: Vec<f64> = a
+        .iter()
+        .map(|c| c.iter().map(|x| x * x).sum::<f64>().sqrt())
+        .collect();
     let smax = sigma.iter().copied().fold(0.0, f64::max);
     let tol = smax * 100.0 * f64::EPSILON;
     let mut out = [0.0f64; 3];
@@ -287,7 +342,11 @@ mod tests {
         assert_eq!(pinv_solve3(r, [4.0, 0.0, 0.0]), [2.0, 0.0, 0.0]);
         let r = [[1.0, 2.0, 0.5], [0.0, 3.0, 1.0], [0.0, 0.0, 4.0]];
         let c = pinv_solve3(r, [1.0, 2.0, 3.0]);
-        let back = [r[0][0] * c[0] + r[0][1] * c[1] + r[0][2] * c[2], r[1][1] * c[1] + r[1][2] * c[2], r[2][2] * c[2]];
+        let back = [
+            r[0][0] * c[0] + r[0][1] * c[1] + r[0][2] * c[2],
+            r[1][1] * c[1] + r[1][2] * c[2],
+            r[2][2] * c[2],
+        ];
         for (a, b) in back.iter().zip([1.0, 2.0, 3.0]) {
             assert!((a - b).abs() < 1e-12);
         }

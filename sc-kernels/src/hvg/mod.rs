@@ -54,7 +54,14 @@ impl Flavor {
             "cell_ranger" => Flavor::CellRanger,
             "seurat_v3" => Flavor::SeuratV3,
             "seurat_v3_paper" => Flavor::SeuratV3Paper,
-            _ => return Err(KernelError::param("flavor", format!("unknown flavor `{s}` (seurat, cell_ranger, seurat_v3, seurat_v3_paper)"))),
+            _ => {
+                return Err(KernelError::param(
+                    "flavor",
+                    format!(
+                        "unknown flavor `{s}` (seurat, cell_ranger, seurat_v3, seurat_v3_paper)"
+                    ),
+                ))
+            }
         })
     }
 }
@@ -66,7 +73,12 @@ pub enum Selection {
     /// across batches, where exactly `n` are taken as scanpy does).
     NTop(usize),
     /// Genes with `min_mean < mean < max_mean` and `min_disp < normalized dispersion < max_disp`.
-    Cutoffs { min_disp: f64, max_disp: f64, min_mean: f64, max_mean: f64 },
+    Cutoffs {
+        min_disp: f64,
+        max_disp: f64,
+        min_mean: f64,
+        max_mean: f64,
+    },
 }
 
 /// Parameters, with scanpy's defaults.
@@ -107,7 +119,12 @@ impl HvgParams {
     pub(crate) fn selection(&self) -> Selection {
         match self.n_top_genes {
             Some(n) => Selection::NTop(n),
-            None => Selection::Cutoffs { min_disp: self.min_disp, max_disp: self.max_disp, min_mean: self.min_mean, max_mean: self.max_mean },
+            None => Selection::Cutoffs {
+                min_disp: self.min_disp,
+                max_disp: self.max_disp,
+                min_mean: self.min_mean,
+                max_mean: self.max_mean,
+            },
         }
     }
 }
@@ -144,7 +161,11 @@ pub(crate) struct Dispersions {
 
 /// Column sums of `f(x)` and of its square (squared in the element type for the plain case),
 /// plus the number of values `> 0`, over the given rows.
-pub(crate) fn col_pass<T: Real, F>(x: &CsrMatrix<T>, rows: Option<&[usize]>, f: F) -> (Vec<f64>, Vec<f64>, Vec<i64>)
+pub(crate) fn col_pass<T: Real, F>(
+    x: &CsrMatrix<T>,
+    rows: Option<&[usize]>,
+    f: F,
+) -> (Vec<f64>, Vec<f64>, Vec<i64>)
 where
     F: Fn(T) -> (f64, f64) + Sync,
 {
@@ -181,7 +202,10 @@ where
 }
 
 /// As [`col_pass`] for `expm1(x)`, each row transformed in one vectorized call.
-pub(crate) fn col_pass_expm1<T: Real>(x: &CsrMatrix<T>, rows: Option<&[usize]>) -> (Vec<f64>, Vec<f64>, Vec<i64>) {
+pub(crate) fn col_pass_expm1<T: Real>(
+    x: &CsrMatrix<T>,
+    rows: Option<&[usize]>,
+) -> (Vec<f64>, Vec<f64>, Vec<i64>) {
     let n = rows.map_or(x.n_rows, |r| r.len());
     let nc = x.n_cols;
     ranges(n)
@@ -237,7 +261,9 @@ pub(crate) fn dispersion_batch<T: Real>(
         }
         _ => col_pass(x, rows, |v: T| (v.to_f64(), (v * v).to_f64())),
     };
-    let genes: Vec<usize> = (0..x.n_cols).filter(|&j| !filter_unexpressed || pos[j] > 0).collect();
+    let genes: Vec<usize> = (0..x.n_cols)
+        .filter(|&j| !filter_unexpressed || pos[j] > 0)
+        .collect();
     let s: Vec<f64> = genes.iter().map(|&j| sums[j]).collect();
     let q: Vec<f64> = genes.iter().map(|&j| sq[j]).collect();
     let (mean, var) = crate::stats::mean_var_from_sums(&s, &q, n);
@@ -274,15 +300,26 @@ pub fn highly_variable_genes<T: Real>(
     x.check_finite()?;
     if let Some(b) = batches {
         if b.codes.len() != x.n_rows {
-            return Err(KernelError::Shape(format!("batch key has {} entries for {} cells", b.codes.len(), x.n_rows)));
+            return Err(KernelError::Shape(format!(
+                "batch key has {} entries for {} cells",
+                b.codes.len(),
+                x.n_rows
+            )));
         }
         if let Some(&c) = b.codes.iter().find(|&&c| c as usize >= b.categories.len()) {
-            return Err(KernelError::Shape(format!("batch code {c} out of range ({} categories)", b.categories.len())));
+            return Err(KernelError::Shape(format!(
+                "batch code {c} out of range ({} categories)",
+                b.categories.len()
+            )));
         }
     }
     if let Some(g) = gene_names {
         if g.len() != x.n_cols {
-            return Err(KernelError::Shape(format!("{} gene names for {} genes", g.len(), x.n_cols)));
+            return Err(KernelError::Shape(format!(
+                "{} gene names for {} genes",
+                g.len(),
+                x.n_cols
+            )));
         }
     }
     if params.n_top_genes == Some(0) {
@@ -292,10 +329,14 @@ pub fn highly_variable_genes<T: Real>(
         return Err(KernelError::param("n_bins", "must be at least 1"));
     }
     if x.n_rows < 2 {
-        return Err(KernelError::Unsupported("highly_variable_genes needs at least two cells".into()));
+        return Err(KernelError::Unsupported(
+            "highly_variable_genes needs at least two cells".into(),
+        ));
     }
     match params.flavor {
-        Flavor::SeuratV3 | Flavor::SeuratV3Paper => seurat_v3::highly_variable_genes_seurat_v3(x, params, batches),
+        Flavor::SeuratV3 | Flavor::SeuratV3Paper => {
+            seurat_v3::highly_variable_genes_seurat_v3(x, params, batches)
+        }
         Flavor::Seurat | Flavor::CellRanger => match batches {
             None => {
                 let d = dispersion_batch(x, None, params, false)?;
@@ -305,7 +346,10 @@ pub fn highly_variable_genes<T: Real>(
                         ("highly_variable".into(), Column::Bool(d.highly_variable)),
                         ("means".into(), Column::F64(d.means)),
                         ("dispersions".into(), Column::F64(d.dispersions)),
-                        ("dispersions_norm".into(), Column::F32(d.dispersions_norm.iter().map(|&v| v as f32).collect())),
+                        (
+                            "dispersions_norm".into(),
+                            Column::F32(d.dispersions_norm.iter().map(|&v| v as f32).collect()),
+                        ),
                     ],
                 })
             }
@@ -341,15 +385,39 @@ mod tests {
     fn every_flavour_handles_zero_constant_and_rare_genes() {
         let counts = data(60, 80, 1);
         let mut lognorm = counts.clone();
-        crate::normalize::normalize_total(&mut lognorm, &crate::normalize::NormalizeParams { target_sum: Some(1e4), ..Default::default() }).unwrap();
+        crate::normalize::normalize_total(
+            &mut lognorm,
+            &crate::normalize::NormalizeParams {
+                target_sum: Some(1e4),
+                ..Default::default()
+            },
+        )
+        .unwrap();
         crate::log1p::log1p(&mut lognorm, None).unwrap();
-        let batches = Batches { codes: (0..60).map(|i| (i % 3) as u32).collect(), categories: vec!["c".into(), "a".into(), "b".into()] };
-        for flavor in [Flavor::Seurat, Flavor::CellRanger, Flavor::SeuratV3, Flavor::SeuratV3Paper] {
-            let x = if matches!(flavor, Flavor::SeuratV3 | Flavor::SeuratV3Paper) { &counts } else { &lognorm };
+        let batches = Batches {
+            codes: (0..60).map(|i| (i % 3) as u32).collect(),
+            categories: vec!["c".into(), "a".into(), "b".into()],
+        };
+        for flavor in [
+            Flavor::Seurat,
+            Flavor::CellRanger,
+            Flavor::SeuratV3,
+            Flavor::SeuratV3Paper,
+        ] {
+            let x = if matches!(flavor, Flavor::SeuratV3 | Flavor::SeuratV3Paper) {
+                &counts
+            } else {
+                &lognorm
+            };
             for b in [None, Some(&batches)] {
                 for n_top in [Some(10), None] {
-                    let p = HvgParams { flavor, n_top_genes: n_top, ..Default::default() };
-                    let r = highly_variable_genes(x, &p, b, None).unwrap_or_else(|e| panic!("{flavor:?} {b:?} {n_top:?}: {e}"));
+                    let p = HvgParams {
+                        flavor,
+                        n_top_genes: n_top,
+                        ..Default::default()
+                    };
+                    let r = highly_variable_genes(x, &p, b, None)
+                        .unwrap_or_else(|e| panic!("{flavor:?} {b:?} {n_top:?}: {e}"));
                     assert_eq!(r.highly_variable.len(), 80);
                     // The all-zero gene is never selected by the dispersion flavours.
                     if matches!(flavor, Flavor::Seurat | Flavor::CellRanger) {
@@ -357,7 +425,8 @@ mod tests {
                     }
                     if let Some(n) = n_top {
                         let k = r.highly_variable.iter().filter(|&&h| h).count();
-                        if b.is_some() || matches!(flavor, Flavor::SeuratV3 | Flavor::SeuratV3Paper) {
+                        if b.is_some() || matches!(flavor, Flavor::SeuratV3 | Flavor::SeuratV3Paper)
+                        {
                             assert_eq!(k, n, "{flavor:?} {b:?}");
                         } else {
                             assert!(k >= n, "{flavor:?}: ties are kept");
@@ -374,22 +443,44 @@ mod tests {
     #[test]
     fn refuses_bad_input() {
         let x = data(10, 20, 2);
-        let p = HvgParams { n_top_genes: Some(0), ..Default::default() };
+        let p = HvgParams {
+            n_top_genes: Some(0),
+            ..Default::default()
+        };
         assert!(highly_variable_genes(&x, &p, None, None).is_err());
-        let one = x.select_rows(&[true, false, false, false, false, false, false, false, false, false]).unwrap();
+        let one = x
+            .select_rows(&[
+                true, false, false, false, false, false, false, false, false, false,
+            ])
+            .unwrap();
         assert!(highly_variable_genes(&one, &HvgParams::default(), None, None).is_err());
-        let b = Batches { codes: vec![0; 9], categories: vec!["a".into()] };
-        assert!(matches!(highly_variable_genes(&x, &HvgParams::default(), Some(&b), None), Err(KernelError::Shape(_))));
-        let b = Batches { codes: vec![3; 10], categories: vec!["a".into()] };
+        let b = Batches {
+            codes: vec![0; 9],
+            categories: vec!["a".into()],
+        };
+        assert!(matches!(
+            highly_variable_genes(&x, &HvgParams::default(), Some(&b), None),
+            Err(KernelError::Shape(_))
+        ));
+        let b = Batches {
+            codes: vec![3; 10],
+            categories: vec!["a".into()],
+        };
         assert!(highly_variable_genes(&x, &HvgParams::default(), Some(&b), None).is_err());
         let mut bad = x.clone();
         bad.data[0] = f32::NAN;
-        assert!(matches!(highly_variable_genes(&bad, &HvgParams::default(), None, None), Err(KernelError::NonFinite { .. })));
+        assert!(matches!(
+            highly_variable_genes(&bad, &HvgParams::default(), None, None),
+            Err(KernelError::NonFinite { .. })
+        ));
         assert!(Flavor::from_name("pearson").is_err());
         assert_eq!(Flavor::from_name("seurat_v3").unwrap().name(), "seurat_v3");
         // seurat_v3 with too few non-constant genes for the loess.
         let tiny = data(10, 5, 3);
-        let p = HvgParams { flavor: Flavor::SeuratV3, ..Default::default() };
+        let p = HvgParams {
+            flavor: Flavor::SeuratV3,
+            ..Default::default()
+        };
         assert!(highly_variable_genes(&tiny, &p, None, None).is_err());
     }
 }

@@ -7,8 +7,15 @@ use super::binning::{cut_equal_width, group, kahan_mean, welford_std};
 use crate::error::Result;
 
 /// `(means, dispersions, dispersions_norm)` from per-gene means and variances of `expm1(X)`.
-pub(crate) fn normalized_dispersion(mean: &[f64], var: &[f64], n_bins: usize) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>)> {
-    let mut m: Vec<f64> = mean.iter().map(|&v| if v == 0.0 { 1e-12 } else { v }).collect();
+pub(crate) fn normalized_dispersion(
+    mean: &[f64],
+    var: &[f64],
+    n_bins: usize,
+) -> Result<(Vec<f64>, Vec<f64>, Vec<f64>)> {
+    let mut m: Vec<f64> = mean
+        .iter()
+        .map(|&v| if v == 0.0 { 1e-12 } else { v })
+        .collect();
     let disp: Vec<f64> = m
         .iter()
         .zip(var)

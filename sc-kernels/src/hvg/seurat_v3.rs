@@ -25,8 +25,12 @@ fn normalized_variance<T: Real>(x: &CsrMatrix<T>, rows: &[usize], span: f64) -> 
     let not_const: Vec<usize> = (0..x.n_cols).filter(|&j| var[j] > 0.0).collect();
     let xs: Vec<f64> = not_const.iter().map(|&j| mean[j].log10()).collect();
     let ys: Vec<f64> = not_const.iter().map(|&j| var[j].log10()).collect();
-    let fitted = loess_fitted(&xs, &ys, span)
-        .map_err(|e| KernelError::Unsupported(format!("seurat_v3 loess fit over {} non-constant genes failed: {e}", xs.len())))?;
+    let fitted = loess_fitted(&xs, &ys, span).map_err(|e| {
+        KernelError::Unsupported(format!(
+            "seurat_v3 loess fit over {} non-constant genes failed: {e}",
+            xs.len()
+        ))
+    })?;
     let mut estimat = vec![0.0f64; x.n_cols];
     for (k, &j) in not_const.iter().enumerate() {
         estimat[j] = fitted[k];
@@ -34,7 +38,11 @@ fn normalized_variance<T: Real>(x: &CsrMatrix<T>, rows: &[usize], span: f64) -> 
     let reg_std: Vec<f64> = estimat.iter().map(|&e| 10f64.powf(e).sqrt()).collect();
     let n = rows.len();
     let vmax = (n as f64).sqrt();
-    let clip: Vec<f64> = reg_std.iter().zip(&mean).map(|(&s, &m)| s * vmax + m).collect();
+    let clip: Vec<f64> = reg_std
+        .iter()
+        .zip(&mean)
+        .map(|(&s, &m)| s * vmax + m)
+        .collect();
     let nc = x.n_cols;
     let (sq, s) = ranges(n)
         .into_par_iter()
@@ -116,26 +124,46 @@ fn batch_groups(n_rows: usize, batches: Option<&Batches>) -> Result<Vec<Vec<usiz
                 }
                 rows
             };
-            cats.into_iter().map(|c| by_code[c].clone()).filter(|r| !r.is_empty()).collect()
+            cats.into_iter()
+                .map(|c| by_code[c].clone())
+                .filter(|r| !r.is_empty())
+                .collect()
         }
     };
     if let Some(r) = groups.iter().find(|r| r.len() < 2) {
-        return Err(KernelError::Unsupported(format!("seurat_v3 needs at least two cells per batch, a batch has {}", r.len())));
+        return Err(KernelError::Unsupported(format!(
+            "seurat_v3 needs at least two cells per batch, a batch has {}",
+            r.len()
+        )));
     }
     Ok(groups)
 }
 
 /// The normalized variance of every gene in each batch (batches in scanpy's order), before ranking.
-pub fn normalized_variances<T: Real>(x: &CsrMatrix<T>, span: f64, batches: Option<&Batches>) -> Result<Vec<Vec<f64>>> {
-    batch_groups(x.n_rows, batches)?.iter().map(|rows| normalized_variance(x, rows, span)).collect()
+pub fn normalized_variances<T: Real>(
+    x: &CsrMatrix<T>,
+    span: f64,
+    batches: Option<&Batches>,
+) -> Result<Vec<Vec<f64>>> {
+    batch_groups(x.n_rows, batches)?
+        .iter()
+        .map(|rows| normalized_variance(x, rows, span))
+        .collect()
 }
 
-pub(crate) fn highly_variable_genes_seurat_v3<T: Real>(x: &CsrMatrix<T>, params: &HvgParams, batches: Option<&Batches>) -> Result<HvgResult> {
+pub(crate) fn highly_variable_genes_seurat_v3<T: Real>(
+    x: &CsrMatrix<T>,
+    params: &HvgParams,
+    batches: Option<&Batches>,
+) -> Result<HvgResult> {
     let n_top = params.n_top_genes.unwrap_or(2000);
     let ng = x.n_cols;
     let (means, variances) = col_mean_var(x, None);
     let groups = batch_groups(x.n_rows, batches)?;
-    let ngv = groups.iter().map(|rows| normalized_variance(x, rows, params.span)).collect::<Result<Vec<_>>>()?;
+    let ngv = groups
+        .iter()
+        .map(|rows| normalized_variance(x, rows, params.span))
+        .collect::<Result<Vec<_>>>()?;
     let ranks: Vec<Vec<usize>> = ngv.iter().map(|v| ranks_desc(v)).collect();
     let mut nbatches = vec![0i64; ng];
     let mut median_rank = vec![0f32; ng];
@@ -163,7 +191,9 @@ pub(crate) fn highly_variable_genes_seurat_v3<T: Real>(x: &CsrMatrix<T>, params:
     };
     let mut order: Vec<usize> = (0..ng).collect();
     match params.flavor {
-        Flavor::SeuratV3Paper => order.sort_by(|&a, &b| nbatches[b].cmp(&nbatches[a]).then_with(|| cmp_rank(a, b))),
+        Flavor::SeuratV3Paper => {
+            order.sort_by(|&a, &b| nbatches[b].cmp(&nbatches[a]).then_with(|| cmp_rank(a, b)))
+        }
         _ => order.sort_by(|&a, &b| cmp_rank(a, b).then_with(|| nbatches[b].cmp(&nbatches[a]))),
     }
     let mut hv = vec![false; ng];
@@ -178,9 +208,15 @@ pub(crate) fn highly_variable_genes_seurat_v3<T: Real>(x: &CsrMatrix<T>, params:
         ("variances_norm".to_string(), Column::F64(variances_norm)),
     ];
     if batches.is_some() {
-        columns.push(("highly_variable_nbatches".to_string(), Column::I64(nbatches)));
+        columns.push((
+            "highly_variable_nbatches".to_string(),
+            Column::I64(nbatches),
+        ));
     }
-    Ok(HvgResult { highly_variable: hv, columns })
+    Ok(HvgResult {
+        highly_variable: hv,
+        columns,
+    })
 }
 
 #[cfg(test)]
