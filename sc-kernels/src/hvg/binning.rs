@@ -148,6 +148,21 @@ pub(crate) fn group(values: &[f64], bins: &[Option<usize>], n_bins: usize) -> Ve
 }
 
 /// `np.nan_to_num(v, nan=nan)`: NaN to `nan`, infinities to the largest finite values.
+/// Normalised dispersion of each gene against its bin's (centre, scale); NaN for genes in no bin.
+pub(crate) fn normalize_by_bin(
+    disp: &[f64],
+    bins: &[Option<usize>],
+    stats: &[(f64, f64)],
+) -> Vec<f64> {
+    disp.iter()
+        .zip(bins)
+        .map(|(&d, b)| match b {
+            Some(b) => (d - stats[*b].0) / stats[*b].1,
+            None => f64::NAN,
+        })
+        .collect()
+}
+
 pub(crate) fn nan_to_num(v: f64, nan: f64) -> f64 {
     if v.is_nan() {
         nan

@@ -6,7 +6,7 @@
 //! all 1e-12); here duplicate edges are merged instead (pandas' `duplicates="drop"`), which gives
 //! the same bins whenever scanpy succeeds.
 
-use super::binning::{cut_edges, group, mad, np_median, percentile};
+use super::binning::{cut_edges, group, mad, normalize_by_bin, np_median, percentile};
 use crate::error::Result;
 
 /// `(means, dispersions, dispersions_norm)` from per-gene means and variances of `X`.
@@ -37,14 +37,7 @@ pub(crate) fn normalized_dispersion(
             (np_median(&vals), mad(g))
         })
         .collect();
-    let norm = disp
-        .iter()
-        .zip(&bins)
-        .map(|(&d, b)| match b {
-            Some(b) => (d - stats[*b].0) / stats[*b].1,
-            None => f64::NAN,
-        })
-        .collect();
+    let norm = normalize_by_bin(&disp, &bins, &stats);
     Ok((m, disp, norm))
 }
 

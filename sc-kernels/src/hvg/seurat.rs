@@ -3,7 +3,7 @@
 //! normalized dispersion = (d - bin mean) / bin std (ddof 1); a bin whose std is undefined (one
 //! gene) gets mean 0 and std = its mean, so its gene scores 1.
 
-use super::binning::{cut_equal_width, group, kahan_mean, welford_std};
+use super::binning::{cut_equal_width, group, kahan_mean, normalize_by_bin, welford_std};
 use crate::error::Result;
 
 /// `(means, dispersions, dispersions_norm)` from per-gene means and variances of `expm1(X)`.
@@ -43,14 +43,7 @@ pub(crate) fn normalized_dispersion(
             }
         })
         .collect();
-    let norm = disp
-        .iter()
-        .zip(&bins)
-        .map(|(&d, b)| match b {
-            Some(b) => (d - stats[*b].0) / stats[*b].1,
-            None => f64::NAN,
-        })
-        .collect();
+    let norm = normalize_by_bin(&disp, &bins, &stats);
     Ok((m, disp, norm))
 }
 
