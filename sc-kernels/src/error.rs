@@ -23,6 +23,12 @@ pub enum KernelError {
     /// The step cannot run on this input (for example too few cells or genes).
     #[error("{0}")]
     Unsupported(String),
+    /// The memory resource refused an allocation (out of memory carries what was asked and held).
+    #[error(transparent)]
+    Memory(#[from] rmm_core::MemoryError),
+    /// A CUDA call, kernel compilation or launch failed.
+    #[error("GPU: {0}")]
+    Gpu(String),
 }
 
 impl KernelError {
@@ -30,6 +36,16 @@ impl KernelError {
         KernelError::InvalidParameter {
             name,
             reason: reason.into(),
+        }
+    }
+}
+
+impl KernelError {
+    /// The out-of-memory report, when this is one.
+    pub fn out_of_memory(&self) -> Option<&rmm_core::OutOfMemory> {
+        match self {
+            KernelError::Memory(rmm_core::MemoryError::OutOfMemory(o)) => Some(o),
+            _ => None,
         }
     }
 }

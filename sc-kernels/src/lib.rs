@@ -21,6 +21,7 @@ pub mod dense;
 pub mod error;
 pub mod fastmath;
 pub mod filter;
+pub mod gpu;
 pub mod hvg;
 pub mod log1p;
 pub mod neighbors;

@@ -57,6 +57,22 @@ impl<T: Pod> DeviceVec<T> {
         Ok(v)
     }
 
+    /// `len` zero values from `resource`.
+    pub fn zeros_with_resource(
+        len: usize,
+        stream: &Stream,
+        resource: SharedResource,
+    ) -> Result<Self> {
+        let mut v = Self::with_resource(len, stream, resource)?;
+        v.buf.memset(0)?;
+        Ok(v)
+    }
+
+    /// Sets every value to zero bytes (queued on the stream).
+    pub fn fill_zero(&mut self) -> Result<()> {
+        self.buf.memset(0)
+    }
+
     /// A copy of `values` from the current resource.
     pub fn from_host(values: &[T], stream: &Stream) -> Result<Self> {
         Self::from_host_with_resource(values, stream, get_per_device_resource(stream.device()))

@@ -10,6 +10,9 @@ use crate::real::Real;
 use crate::stats;
 use rayon::prelude::*;
 
+mod gpu;
+pub use gpu::{filter_cells_gpu, filter_genes_gpu};
+
 /// Which bound to filter on; the numbers are inclusive bounds as in scanpy.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum CellFilter {
@@ -122,95 +125,117 @@ fn sums_column<T: Real>(sums: Vec<f64>) -> (Vec<f64>, Column) {
     }
 }
 
+/// Per-cell or per-gene statistics a filter thresholds, computed on demand (on the CPU or the
+/// GPU): sums of the values, and counts of the values above zero.
+pub(crate) struct Stats<S, P> {
+    pub sums: S,
+    pub positive: P,
+}
+
+fn threshold<V: Copy>(vals: &[V], min: bool, pass: impl Fn(V) -> (bool, bool)) -> Vec<bool> {
+    vals.iter()
+        .map(|&v| {
+            let (ge, le) = pass(v);
+            if min {
+                ge
+            } else {
+                le
+            }
+        })
+        .collect()
+}
+
+/// The keep mask of a cell filter from its statistics (`T`: element type of the matrix).
+pub(crate) fn cells_from_stats<T: Real, S, P>(
+    filter: CellFilter,
+    st: Stats<S, P>,
+) -> Result<FilterResult>
+where
+    S: FnOnce() -> Result<Vec<f64>>,
+    P: FnOnce() -> Result<Vec<i64>>,
+{
+    Ok(match filter {
+        CellFilter::MinCounts(b) | CellFilter::MaxCounts(b) => {
+            check_bound("counts bound", b)?;
+            let (vals, col) = sums_column::<T>((st.sums)()?);
+            let min = matches!(filter, CellFilter::MinCounts(_));
+            FilterResult {
+                keep: threshold(&vals, min, |v| (v >= b, v <= b)),
+                name: "n_counts",
+                values: col,
+            }
+        }
+        CellFilter::MinGenes(b) | CellFilter::MaxGenes(b) => {
+            let n = (st.positive)()?;
+            let min = matches!(filter, CellFilter::MinGenes(_));
+            FilterResult {
+                keep: threshold(&n, min, |v| (v as u64 >= b, v as u64 <= b)),
+                name: "n_genes",
+                values: Column::I64(n),
+            }
+        }
+    })
+}
+
+/// The keep mask of a gene filter from its statistics.
+pub(crate) fn genes_from_stats<T: Real, S, P>(
+    filter: GeneFilter,
+    st: Stats<S, P>,
+) -> Result<FilterResult>
+where
+    S: FnOnce() -> Result<Vec<f64>>,
+    P: FnOnce() -> Result<Vec<i64>>,
+{
+    Ok(match filter {
+        GeneFilter::MinCounts(b) | GeneFilter::MaxCounts(b) => {
+            check_bound("counts bound", b)?;
+            let (vals, col) = sums_column::<T>((st.sums)()?);
+            let min = matches!(filter, GeneFilter::MinCounts(_));
+            FilterResult {
+                keep: threshold(&vals, min, |v| (v >= b, v <= b)),
+                name: "n_counts",
+                values: col,
+            }
+        }
+        GeneFilter::MinCells(b) | GeneFilter::MaxCells(b) => {
+            let n = (st.positive)()?;
+            let min = matches!(filter, GeneFilter::MinCells(_));
+            FilterResult {
+                keep: threshold(&n, min, |v| (v as u64 >= b, v as u64 <= b)),
+                name: "n_cells",
+                values: Column::I64(n),
+            }
+        }
+    })
+}
+
 /// Which cells pass `filter`. Rejects NaN and infinite values.
 pub fn filter_cells<T: Real>(x: &CsrMatrix<T>, filter: CellFilter) -> Result<FilterResult> {
     x.check_finite()?;
-    match filter {
-        CellFilter::MinCounts(b) | CellFilter::MaxCounts(b) => {
-            check_bound("counts bound", b)?;
-            let (vals, col) = sums_column::<T>(stats::row_sums(x));
-            let keep = vals
-                .iter()
-                .map(|&v| {
-                    if matches!(filter, CellFilter::MinCounts(_)) {
-                        v >= b
-                    } else {
-                        v <= b
-                    }
-                })
-                .collect();
-            Ok(FilterResult {
-                keep,
-                name: "n_counts",
-                values: col,
-            })
-        }
-        CellFilter::MinGenes(b) | CellFilter::MaxGenes(b) => {
-            let n: Vec<i64> = (0..x.n_rows)
-                .into_par_iter()
-                .map(|i| x.row(i).1.iter().filter(|&&v| v > T::ZERO).count() as i64)
-                .collect();
-            let keep = n
-                .iter()
-                .map(|&v| {
-                    if matches!(filter, CellFilter::MinGenes(_)) {
-                        v as u64 >= b
-                    } else {
-                        v as u64 <= b
-                    }
-                })
-                .collect();
-            Ok(FilterResult {
-                keep,
-                name: "n_genes",
-                values: Column::I64(n),
-            })
-        }
-    }
+    cells_from_stats::<T, _, _>(
+        filter,
+        Stats {
+            sums: || Ok(stats::row_sums(x)),
+            positive: || {
+                Ok((0..x.n_rows)
+                    .into_par_iter()
+                    .map(|i| x.row(i).1.iter().filter(|&&v| v > T::ZERO).count() as i64)
+                    .collect())
+            },
+        },
+    )
 }
 
 /// Which genes pass `filter`. Rejects NaN and infinite values.
 pub fn filter_genes<T: Real>(x: &CsrMatrix<T>, filter: GeneFilter) -> Result<FilterResult> {
     x.check_finite()?;
-    match filter {
-        GeneFilter::MinCounts(b) | GeneFilter::MaxCounts(b) => {
-            check_bound("counts bound", b)?;
-            let (vals, col) = sums_column::<T>(stats::col_sums_sq(x, None).0);
-            let keep = vals
-                .iter()
-                .map(|&v| {
-                    if matches!(filter, GeneFilter::MinCounts(_)) {
-                        v >= b
-                    } else {
-                        v <= b
-                    }
-                })
-                .collect();
-            Ok(FilterResult {
-                keep,
-                name: "n_counts",
-                values: col,
-            })
-        }
-        GeneFilter::MinCells(b) | GeneFilter::MaxCells(b) => {
-            let n = stats::col_counts(x, true);
-            let keep = n
-                .iter()
-                .map(|&v| {
-                    if matches!(filter, GeneFilter::MinCells(_)) {
-                        v as u64 >= b
-                    } else {
-                        v as u64 <= b
-                    }
-                })
-                .collect();
-            Ok(FilterResult {
-                keep,
-                name: "n_cells",
-                values: Column::I64(n),
-            })
-        }
-    }
+    genes_from_stats::<T, _, _>(
+        filter,
+        Stats {
+            sums: || Ok(stats::col_sums_sq(x, None).0),
+            positive: || Ok(stats::col_counts(x, true)),
+        },
+    )
 }
 
 #[cfg(test)]

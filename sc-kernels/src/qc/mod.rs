@@ -19,6 +19,9 @@ use crate::real::Real;
 use crate::stats;
 use rayon::prelude::*;
 
+mod gpu;
+pub use gpu::{calculate_qc_metrics_gpu, qc_sums_gpu};
+
 /// Parameters of [`calculate_qc_metrics`].
 #[derive(Debug, Clone)]
 pub struct QcParams {
@@ -149,30 +152,59 @@ fn top_by_counting<T: Real>(v: &[T], ns: &[usize], hist: &mut Vec<u32>, top: &mu
     true
 }
 
-/// Computes the QC metrics of a cells x genes count matrix. Rejects NaN and infinite values.
-pub fn calculate_qc_metrics<T: Real>(x: &CsrMatrix<T>, params: &QcParams) -> Result<QcMetrics> {
-    x.check_finite()?;
+/// The sums QC is made of, per cell and per gene (what the CPU and the GPU compute; the
+/// columns are assembled from them by [`assemble`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct QcSums {
+    /// Stored non-zero values per cell.
+    pub n_genes: Vec<i32>,
+    /// Sum of each cell's values.
+    pub total: Vec<f64>,
+    /// `top[k][i]`: sum of cell `i`'s `ns[k]` largest values (`ns` = `percent_top` ascending).
+    pub top: Vec<Vec<f64>>,
+    /// `qc[q][i]`: sum of cell `i`'s values in the genes of QC variable `q`.
+    pub qc: Vec<Vec<f64>>,
+    /// Cells with a non-zero value, per gene.
+    pub gene_n_cells: Vec<i64>,
+    /// Sum of each gene's values.
+    pub gene_sums: Vec<f64>,
+}
+
+/// Checks the parameters against an `n_cols`-gene matrix; returns `percent_top` ascending.
+pub fn check_params(n_cols: usize, params: &QcParams) -> Result<Vec<usize>> {
     for (name, mask) in &params.qc_vars {
-        if mask.len() != x.n_cols {
+        if mask.len() != n_cols {
             return Err(KernelError::Shape(format!(
                 "qc_var `{name}` has {} entries for {} genes",
                 mask.len(),
-                x.n_cols
+                n_cols
             )));
         }
     }
     let mut ns = params.percent_top.clone();
     ns.sort_unstable();
     if let (Some(&lo), Some(&hi)) = (ns.first(), ns.last()) {
-        if lo == 0 || hi > x.n_cols {
+        if lo == 0 || hi > n_cols {
             return Err(KernelError::param(
                 "percent_top",
-                format!("positions outside range of features (1..={})", x.n_cols),
+                format!("positions outside range of features (1..={})", n_cols),
             ));
         }
     }
-    let nmax = ns.last().copied().unwrap_or(0);
+    Ok(ns)
+}
 
+/// Computes the QC metrics of `x` (counts) on the CPU. Rejects NaN and infinite values.
+pub fn calculate_qc_metrics<T: Real>(x: &CsrMatrix<T>, params: &QcParams) -> Result<QcMetrics> {
+    x.check_finite()?;
+    let ns = check_params(x.n_cols, params)?;
+    let sums = qc_sums(x, params, &ns);
+    Ok(assemble::<T>(&sums, params, &ns, x.n_rows))
+}
+
+/// The per-cell and per-gene sums on the CPU.
+pub fn qc_sums<T: Real>(x: &CsrMatrix<T>, params: &QcParams, ns: &[usize]) -> QcSums {
+    let nmax = ns.last().copied().unwrap_or(0);
     let rows: Vec<RowQc> = (0..x.n_rows)
         .into_par_iter()
         .map_init(
@@ -182,7 +214,7 @@ pub fn calculate_qc_metrics<T: Real>(x: &CsrMatrix<T>, params: &QcParams) -> Res
                 let n_genes = v.iter().filter(|&&a| a != T::ZERO).count() as i32;
                 let total: f64 = v.iter().map(|a| a.to_f64()).sum();
                 let mut top = vec![0.0; ns.len()];
-                if nmax > 0 && top_by_counting(v, &ns, hist, &mut top) {
+                if nmax > 0 && top_by_counting(v, ns, hist, &mut top) {
                     // done: small non-negative integer counts
                 } else if nmax > 0 {
                     buf.clear();
@@ -218,9 +250,26 @@ pub fn calculate_qc_metrics<T: Real>(x: &CsrMatrix<T>, params: &QcParams) -> Res
             },
         )
         .collect();
+    let (gene_n_cells, gene_sums) = col_counts_sums(x);
+    QcSums {
+        n_genes: rows.iter().map(|r| r.n_genes).collect(),
+        total: rows.iter().map(|r| r.total).collect(),
+        top: (0..ns.len())
+            .map(|k| rows.iter().map(|r| r.top[k]).collect())
+            .collect(),
+        qc: (0..params.qc_vars.len())
+            .map(|q| rows.iter().map(|r| r.qc[q]).collect())
+            .collect(),
+        gene_n_cells,
+        gene_sums,
+    }
+}
 
+/// The `obs` and `var` columns from the sums, in scanpy's order and dtypes (`T` is the
+/// matrix's element type).
+pub fn assemble<T: Real>(s: &QcSums, params: &QcParams, ns: &[usize], n_rows: usize) -> QcMetrics {
     let mut obs: NamedColumns = Vec::new();
-    let n_genes: Vec<i32> = rows.iter().map(|r| r.n_genes).collect();
+    let n_genes = s.n_genes.clone();
     if params.log1p {
         let l = n_genes.iter().map(|&n| (n as f64).ln_1p()).collect();
         obs.push(("n_genes_by_counts".into(), Column::I32(n_genes)));
@@ -229,22 +278,22 @@ pub fn calculate_qc_metrics<T: Real>(x: &CsrMatrix<T>, params: &QcParams) -> Res
         obs.push(("n_genes_by_counts".into(), Column::I32(n_genes)));
     }
     // Totals rounded to the element type, as scanpy keeps them.
-    let total_t: Vec<T> = rows.iter().map(|r| T::from_f64(r.total)).collect();
-    let total = f32_or_f64::<T>(rows.iter().map(|r| r.total).collect());
+    let total_t: Vec<T> = s.total.iter().map(|&t| T::from_f64(t)).collect();
+    let total = f32_or_f64::<T>(s.total.clone());
     obs.push(("total_counts".into(), total.clone()));
     if params.log1p {
         obs.push(("log1p_total_counts".into(), log1p_col::<T>(&total)));
     }
     for (k, n) in ns.iter().enumerate() {
-        let pct = rows
+        let pct = s.top[k]
             .iter()
             .zip(&total_t)
-            .map(|(r, &t)| T::from_f64(r.top[k]).to_f64() / t.to_f64() * 100.0)
+            .map(|(&top, &t)| T::from_f64(top).to_f64() / t.to_f64() * 100.0)
             .collect();
         obs.push((format!("pct_counts_in_top_{n}_genes"), Column::F64(pct)));
     }
     for (q, (name, _)) in params.qc_vars.iter().enumerate() {
-        let tq: Vec<T> = rows.iter().map(|r| T::from_f64(r.qc[q])).collect();
+        let tq: Vec<T> = s.qc[q].iter().map(|&v| T::from_f64(v)).collect();
         let col = f32_or_f64::<T>(tq.iter().map(|t| t.to_f64()).collect());
         obs.push((format!("total_counts_{name}"), col.clone()));
         if params.log1p {
@@ -260,15 +309,18 @@ pub fn calculate_qc_metrics<T: Real>(x: &CsrMatrix<T>, params: &QcParams) -> Res
     }
 
     // Per gene.
-    let (n_cells, sums) = col_counts_sums(x);
-    let nobs = x.n_rows as f64;
-    let mean: Vec<f64> = sums.iter().map(|s| s / nobs).collect();
+    let nobs = n_rows as f64;
+    let mean: Vec<f64> = s.gene_sums.iter().map(|v| v / nobs).collect();
     let mut var: NamedColumns = Vec::new();
-    let dropout = n_cells
+    let dropout = s
+        .gene_n_cells
         .iter()
         .map(|&c| (1.0 - c as f64 / nobs) * 100.0)
         .collect();
-    var.push(("n_cells_by_counts".into(), Column::I64(n_cells)));
+    var.push((
+        "n_cells_by_counts".into(),
+        Column::I64(s.gene_n_cells.clone()),
+    ));
     if params.log1p {
         let l = mean.iter().map(|m| m.ln_1p()).collect();
         var.push(("mean_counts".into(), Column::F64(mean)));
@@ -277,12 +329,12 @@ pub fn calculate_qc_metrics<T: Real>(x: &CsrMatrix<T>, params: &QcParams) -> Res
         var.push(("mean_counts".into(), Column::F64(mean)));
     }
     var.push(("pct_dropout_by_counts".into(), Column::F64(dropout)));
-    let gt = f32_or_f64::<T>(sums);
+    let gt = f32_or_f64::<T>(s.gene_sums.clone());
     var.push(("total_counts".into(), gt.clone()));
     if params.log1p {
         var.push(("log1p_total_counts".into(), log1p_col::<T>(&gt)));
     }
-    Ok(QcMetrics { obs, var })
+    QcMetrics { obs, var }
 }
 
 #[cfg(test)]

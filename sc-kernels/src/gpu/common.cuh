@@ -1,0 +1,44 @@
+// Shared by every kernel module (prepended by the module cache). NVRTC sees no system headers:
+// fixed-width names are spelled out here.
+typedef unsigned long long u64;
+typedef long long i64;
+typedef unsigned int u32;
+typedef int i32;
+
+#define FULL_MASK 0xffffffffu
+
+__device__ __forceinline__ double warp_sum_f64(double v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(FULL_MASK, v, o);
+    return v;
+}
+
+__device__ __forceinline__ u64 warp_sum_u64(u64 v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(FULL_MASK, v, o);
+    return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024); the result is valid in
+// thread 0. `scratch` holds 32 doubles of shared memory.
+__device__ __forceinline__ double block_sum_f64(double v, double* scratch) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = warp_sum_f64(v);
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    int nw = blockDim.x >> 5;
+    v = (threadIdx.x < nw) ? scratch[threadIdx.x] : 0.0;
+    if (warp == 0) v = warp_sum_f64(v);
+    return v;
+}
+
+__device__ __forceinline__ u64 block_sum_u64(u64 v, u64* scratch) {
+    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    v = warp_sum_u64(v);
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    int nw = blockDim.x >> 5;
+    v = (threadIdx.x < nw) ? scratch[threadIdx.x] : 0ull;
+    if (warp == 0) v = warp_sum_u64(v);
+    return v;
+}

@@ -1,0 +1,227 @@
+//! `GpuContext`: the one value a step's GPU twin is handed.
+
+use super::module_cache::{KernelSource, ModuleCache};
+use crate::error::{KernelError, Result};
+use bytemuck::Pod;
+use rmm_core::{DeviceVec, SharedResource};
+use rmm_cuda::cudarc::cublas::CudaBlas;
+use rmm_cuda::cudarc::cusolver::DnHandle;
+use rmm_cuda::cudarc::driver::{CudaFunction, CudaStream, LaunchArgs, LaunchConfig};
+use rmm_cuda::{Device, Stream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+/// Bytes copied between host and device through a context.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Transfers {
+    pub host_to_device: u64,
+    pub device_to_host: u64,
+}
+
+/// Device, stream and memory resource of a step, with the modules and library handles bound to
+/// that stream. Every buffer a kernel allocates comes from [`GpuContext::alloc`] and friends.
+pub struct GpuContext {
+    device: Device,
+    stream: Stream,
+    resource: SharedResource,
+    arch: String,
+    multiprocessors: u32,
+    modules: ModuleCache,
+    blas: OnceLock<CudaBlas>,
+    solver: OnceLock<DnHandle>,
+    h2d: AtomicU64,
+    d2h: AtomicU64,
+}
+
+impl std::fmt::Debug for GpuContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "GpuContext({:?}, {}, {})",
+            self.device,
+            self.arch,
+            self.resource.name()
+        )
+    }
+}
+
+impl GpuContext {
+    /// A context on a real device. `resource` must belong to `device` and `stream` to it too.
+    pub fn new(device: &Device, stream: &Stream, resource: SharedResource) -> Result<Self> {
+        if device.is_simulated() {
+            return Err(KernelError::Gpu(
+                "a simulated device cannot run kernels; use the CPU implementation".into(),
+            ));
+        }
+        if resource.device() != device || stream.device() != device {
+            return Err(KernelError::Gpu(
+                "the stream and the resource must belong to the context's device".into(),
+            ));
+        }
+        let (major, minor) = device
+            .compute_capability()
+            .map_err(|e| KernelError::Gpu(e.to_string()))?;
+        let ctx = device.cuda_context().expect("real device");
+        let multiprocessors = ctx
+            .attribute(rmm_cuda::cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(|e| KernelError::Gpu(format!("reading the multiprocessor count: {e:?}")))?
+            as u32;
+        Ok(GpuContext {
+            device: device.clone(),
+            stream: stream.clone(),
+            resource,
+            arch: format!("sm_{major}{minor}"),
+            multiprocessors,
+            modules: ModuleCache::default(),
+            blas: OnceLock::new(),
+            solver: OnceLock::new(),
+            h2d: AtomicU64::new(0),
+            d2h: AtomicU64::new(0),
+        })
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    pub fn stream(&self) -> &Stream {
+        &self.stream
+    }
+
+    pub fn resource(&self) -> &SharedResource {
+        &self.resource
+    }
+
+    /// `sm_XY` of the device.
+    pub fn arch(&self) -> &str {
+        &self.arch
+    }
+
+    pub fn multiprocessors(&self) -> u32 {
+        self.multiprocessors
+    }
+
+    pub(crate) fn cuda_stream(&self) -> &Arc<CudaStream> {
+        self.stream.cuda().expect("real device")
+    }
+
+    /// `len` uninitialised values from the context's resource, on its stream.
+    pub fn alloc<T: Pod>(&self, len: usize) -> Result<DeviceVec<T>> {
+        Ok(DeviceVec::with_resource(
+            len,
+            &self.stream,
+            self.resource.clone(),
+        )?)
+    }
+
+    /// `len` zeros from the context's resource.
+    pub fn zeros<T: Pod>(&self, len: usize) -> Result<DeviceVec<T>> {
+        Ok(DeviceVec::zeros_with_resource(
+            len,
+            &self.stream,
+            self.resource.clone(),
+        )?)
+    }
+
+    /// A device copy of `values` (counted in [`GpuContext::transfers`]).
+    pub fn upload<T: Pod>(&self, values: &[T]) -> Result<DeviceVec<T>> {
+        let v = DeviceVec::from_host_with_resource(values, &self.stream, self.resource.clone())?;
+        self.count_h2d(std::mem::size_of_val(values));
+        Ok(v)
+    }
+
+    /// The values of `v`, copied to the host (waits for the stream).
+    pub fn download<T: Pod>(&self, v: &DeviceVec<T>) -> Result<Vec<T>> {
+        let out = v.to_host()?;
+        self.d2h
+            .fetch_add(std::mem::size_of_val(&out[..]) as u64, Ordering::Relaxed);
+        Ok(out)
+    }
+
+    pub(crate) fn count_h2d(&self, bytes: usize) {
+        self.h2d.fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// Bytes moved between host and device so far.
+    pub fn transfers(&self) -> Transfers {
+        Transfers {
+            host_to_device: self.h2d.load(Ordering::Relaxed),
+            device_to_host: self.d2h.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The kernel `name` of module `src` (compiled or loaded from the disk cache on first use).
+    pub fn function(&self, src: KernelSource, name: &str) -> Result<CudaFunction> {
+        let ctx = self.device.cuda_context().expect("real device");
+        let module = self
+            .modules
+            .get(ctx, &self.arch, src)
+            .map_err(KernelError::Gpu)?;
+        module
+            .load_function(name)
+            .map_err(|e| KernelError::Gpu(format!("kernel `{}::{name}`: {e:?}", src.name)))
+    }
+
+    /// A launch of `f` on the context's stream; push the arguments, then [`GpuContext::launch`].
+    pub fn launcher<'a>(&'a self, f: &'a CudaFunction) -> LaunchArgs<'a> {
+        self.cuda_stream().launch_builder(f)
+    }
+
+    /// Launches (an empty grid launches nothing) and checks the launch.
+    pub fn launch(&self, mut args: LaunchArgs<'_>, cfg: LaunchConfig, what: &str) -> Result<()> {
+        if cfg.grid_dim.0 == 0 || cfg.grid_dim.1 == 0 || cfg.grid_dim.2 == 0 {
+            return Ok(());
+        }
+        // SAFETY: each kernel's launch code pushes the arguments its CUDA signature declares,
+        // with buffers sized for the grid it launches.
+        unsafe { args.launch(cfg) }
+            .map(|_| ())
+            .map_err(|e| KernelError::Gpu(format!("launching `{what}`: {e:?}")))
+    }
+
+    /// Waits for everything queued on the stream; surfaces asynchronous kernel faults.
+    pub fn synchronize(&self) -> Result<()> {
+        self.stream
+            .synchronize()
+            .map_err(|e| KernelError::Gpu(format!("synchronizing the step's stream: {e}")))
+    }
+
+    /// cuBLAS on the context's stream.
+    pub fn blas(&self) -> Result<&CudaBlas> {
+        if let Some(b) = self.blas.get() {
+            return Ok(b);
+        }
+        let b = CudaBlas::new(self.cuda_stream().clone())
+            .map_err(|e| KernelError::Gpu(format!("creating the cuBLAS handle: {e:?}")))?;
+        Ok(self.blas.get_or_init(|| b))
+    }
+
+    /// cuSOLVER (dense) on the context's stream.
+    pub fn solver(&self) -> Result<&DnHandle> {
+        if let Some(s) = self.solver.get() {
+            return Ok(s);
+        }
+        let s = DnHandle::new(self.cuda_stream().clone())
+            .map_err(|e| KernelError::Gpu(format!("creating the cuSOLVER handle: {e:?}")))?;
+        Ok(self.solver.get_or_init(|| s))
+    }
+}
+
+/// One thread per item, [`super::BLOCK`] threads a block.
+pub fn grid_for(items: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (items.div_ceil(super::BLOCK as usize) as u32, 1, 1),
+        block_dim: (super::BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// One block of `threads` per row (grids larger than 2^31 - 1 blocks are folded by the kernels'
+/// grid-stride loops).
+pub fn blocks_for_rows(rows: usize, threads: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (rows.min(i32::MAX as usize) as u32, 1, 1),
+        block_dim: (threads, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}

@@ -1,0 +1,94 @@
+//! Device-resident matrices: CSR with 64-bit row offsets, 32-bit column indices and f32 values,
+//! and dense row-major f32; their storage is `rmm-core` [`DeviceVec`]s from the context.
+
+use super::GpuContext;
+use crate::csr::CsrMatrix;
+use crate::dense::DenseMatrix;
+use crate::error::Result;
+use rmm_core::DeviceVec;
+
+/// A CSR matrix on the device (the layout of [`CsrMatrix`]).
+#[derive(Debug)]
+pub struct DeviceCsr {
+    pub n_rows: usize,
+    pub n_cols: usize,
+    /// `n_rows + 1` offsets.
+    pub indptr: DeviceVec<u64>,
+    pub indices: DeviceVec<u32>,
+    pub data: DeviceVec<f32>,
+}
+
+impl DeviceCsr {
+    /// A device copy of a (valid) host matrix.
+    pub fn upload(ctx: &GpuContext, m: &CsrMatrix<f32>) -> Result<Self> {
+        Ok(DeviceCsr {
+            n_rows: m.n_rows,
+            n_cols: m.n_cols,
+            indptr: ctx.upload(&m.indptr)?,
+            indices: ctx.upload(&m.indices)?,
+            data: ctx.upload(&m.data)?,
+        })
+    }
+
+    /// The host copy.
+    pub fn download(&self, ctx: &GpuContext) -> Result<CsrMatrix<f32>> {
+        Ok(CsrMatrix {
+            n_rows: self.n_rows,
+            n_cols: self.n_cols,
+            indptr: ctx.download(&self.indptr)?,
+            indices: ctx.download(&self.indices)?,
+            data: ctx.download(&self.data)?,
+        })
+    }
+
+    /// Stored values.
+    pub fn nnz(&self) -> usize {
+        self.data.len()
+    }
+
+    /// A deep copy (for `.raw`), from the context's resource.
+    pub fn try_clone(&self, ctx: &GpuContext) -> Result<Self> {
+        Ok(DeviceCsr {
+            n_rows: self.n_rows,
+            n_cols: self.n_cols,
+            indptr: self.indptr.try_clone_on(ctx.stream())?,
+            indices: self.indices.try_clone_on(ctx.stream())?,
+            data: self.data.try_clone_on(ctx.stream())?,
+        })
+    }
+
+    /// Device bytes held.
+    pub fn bytes(&self) -> usize {
+        self.indptr.len() * 8 + self.indices.len() * 4 + self.data.len() * 4
+    }
+}
+
+/// A dense row-major matrix on the device (the layout of [`DenseMatrix`]).
+#[derive(Debug)]
+pub struct DeviceDense {
+    pub n_rows: usize,
+    pub n_cols: usize,
+    pub data: DeviceVec<f32>,
+}
+
+impl DeviceDense {
+    pub fn upload(ctx: &GpuContext, m: &DenseMatrix<f32>) -> Result<Self> {
+        Ok(DeviceDense {
+            n_rows: m.n_rows,
+            n_cols: m.n_cols,
+            data: ctx.upload(&m.data)?,
+        })
+    }
+
+    pub fn download(&self, ctx: &GpuContext) -> Result<DenseMatrix<f32>> {
+        Ok(DenseMatrix {
+            n_rows: self.n_rows,
+            n_cols: self.n_cols,
+            data: ctx.download(&self.data)?,
+        })
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.data.len() * 4
+    }
+}

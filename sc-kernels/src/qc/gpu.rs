@@ -1,0 +1,89 @@
+//! The GPU twin of [`super::calculate_qc_metrics`]: the sums on the device (`qc.cu`), the
+//! columns assembled by the same host code as the CPU's.
+
+use super::{assemble, check_params, QcMetrics, QcParams, QcSums};
+use crate::error::Result;
+use crate::gpu::module_cache::KernelSource;
+use crate::gpu::{blocks_for_rows, DeviceCsr, GpuContext};
+use rmm_cuda::cudarc::driver::PushKernelArg;
+
+const SRC: KernelSource = KernelSource {
+    name: "qc",
+    source: include_str!("qc.cu"),
+};
+
+/// The per-cell and per-gene sums of a device matrix (`ns`: `percent_top` ascending).
+pub fn qc_sums_gpu(
+    ctx: &GpuContext,
+    x: &DeviceCsr,
+    params: &QcParams,
+    ns: &[usize],
+) -> Result<QcSums> {
+    let (n, g) = (x.n_rows, x.n_cols);
+    let n_qc = params.qc_vars.len();
+    let mut masks = vec![0u8; n_qc * g];
+    for (q, (_, m)) in params.qc_vars.iter().enumerate() {
+        for (j, &b) in m.iter().enumerate() {
+            masks[q * g + j] = b as u8;
+        }
+    }
+    let ns32: Vec<u32> = ns.iter().map(|&v| v as u32).collect();
+    // Empty device arrays still need a valid (non-null) allocation for the kernel signature.
+    let d_masks = ctx.upload(if masks.is_empty() { &[0u8][..] } else { &masks })?;
+    let d_ns = ctx.upload(if ns32.is_empty() { &[0u32][..] } else { &ns32 })?;
+    let n_genes = ctx.alloc::<i32>(n)?;
+    let total = ctx.alloc::<f64>(n)?;
+    let qc = ctx.alloc::<f64>((n_qc * n).max(1))?;
+    let top = ctx.alloc::<f64>((ns.len() * n).max(1))?;
+    let gene_n_cells = ctx.zeros::<u64>(g)?;
+    let gene_sums = ctx.zeros::<f64>(g)?;
+    let f = ctx.function(SRC, "qc_rows")?;
+    let (n64, g64, nq, nt) = (n as u64, g as u64, n_qc as u32, ns.len() as u32);
+    let mut l = ctx.launcher(&f);
+    l.arg(&x.indptr)
+        .arg(&x.indices)
+        .arg(&x.data)
+        .arg(&n64)
+        .arg(&g64)
+        .arg(&d_masks)
+        .arg(&nq)
+        .arg(&d_ns)
+        .arg(&nt)
+        .arg(&n_genes)
+        .arg(&total)
+        .arg(&qc)
+        .arg(&top)
+        .arg(&gene_n_cells)
+        .arg(&gene_sums);
+    ctx.launch(l, blocks_for_rows(n, 256), "qc_rows")?;
+    let qc_h = ctx.download(&qc)?;
+    let top_h = ctx.download(&top)?;
+    Ok(QcSums {
+        n_genes: ctx.download(&n_genes)?,
+        total: ctx.download(&total)?,
+        top: (0..ns.len())
+            .map(|k| top_h[k * n..(k + 1) * n].to_vec())
+            .collect(),
+        qc: (0..n_qc)
+            .map(|q| qc_h[q * n..(q + 1) * n].to_vec())
+            .collect(),
+        gene_n_cells: ctx
+            .download(&gene_n_cells)?
+            .into_iter()
+            .map(|c| c as i64)
+            .collect(),
+        gene_sums: ctx.download(&gene_sums)?,
+    })
+}
+
+/// `calculate_qc_metrics` of a device matrix of counts (finite values, as the pipeline checks
+/// before uploading).
+pub fn calculate_qc_metrics_gpu(
+    ctx: &GpuContext,
+    x: &DeviceCsr,
+    params: &QcParams,
+) -> Result<QcMetrics> {
+    let ns = check_params(x.n_cols, params)?;
+    let sums = qc_sums_gpu(ctx, x, params, &ns)?;
+    Ok(assemble::<f32>(&sums, params, &ns, x.n_rows))
+}
