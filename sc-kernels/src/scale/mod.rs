@@ -15,6 +15,9 @@ use crate::real::Real;
 use crate::stats;
 use rayon::prelude::*;
 
+mod gpu;
+pub use gpu::scale_csr_to_dense_gpu;
+
 /// Parameters of the scaling functions.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ScaleParams {

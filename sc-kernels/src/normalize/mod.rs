@@ -15,6 +15,9 @@ use crate::error::{KernelError, Result};
 use crate::real::Real;
 use rayon::prelude::*;
 
+mod gpu;
+pub use gpu::normalize_total_gpu;
+
 /// Parameters of [`normalize_total`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct NormalizeParams {
@@ -64,12 +67,7 @@ fn median_t<T: Real>(values: &mut [T]) -> T {
     }
 }
 
-/// Normalizes `x` in place. Rejects NaN and infinite values.
-pub fn normalize_total<T: Real>(
-    x: &mut CsrMatrix<T>,
-    params: &NormalizeParams,
-) -> Result<NormalizeResult> {
-    x.check_finite()?;
+fn check_params(params: &NormalizeParams) -> Result<()> {
     if !(0.0..=1.0).contains(&params.max_fraction) {
         return Err(KernelError::param(
             "max_fraction",
@@ -84,6 +82,57 @@ pub fn normalize_total<T: Real>(
             ));
         }
     }
+    Ok(())
+}
+
+/// The target and each cell's divisor (`c_i / target`, 1 for empty cells) from the totals.
+fn target_and_factors<T: Real>(counts: &[T], params: &NormalizeParams) -> (T, Vec<T>) {
+    let target: T = match params.target_sum {
+        Some(t) => T::from_f64(t),
+        None => {
+            let mut nz: Vec<T> = counts.iter().copied().filter(|&c| c > T::ZERO).collect();
+            if nz.is_empty() {
+                T::ONE
+            } else {
+                median_t(&mut nz)
+            }
+        }
+    };
+    let factor = counts.iter().map(|&c| c / target).collect();
+    (target, factor)
+}
+
+/// The divisor actually applied to a row (an empty row is left as it is).
+#[inline]
+fn divisor<T: Real>(f: T) -> T {
+    if f == T::ZERO {
+        T::ONE
+    } else {
+        f
+    }
+}
+
+fn result<T: Real>(
+    target: T,
+    counts: &[T],
+    factor: &[T],
+    excluded: Option<Vec<bool>>,
+) -> NormalizeResult {
+    NormalizeResult {
+        target_sum: target.to_f64(),
+        counts_per_cell: counts.iter().map(|c| c.to_f64()).collect(),
+        norm_factor: factor.iter().map(|c| c.to_f64()).collect(),
+        excluded_genes: excluded,
+    }
+}
+
+/// Normalizes `x` in place. Rejects NaN and infinite values.
+pub fn normalize_total<T: Real>(
+    x: &mut CsrMatrix<T>,
+    params: &NormalizeParams,
+) -> Result<NormalizeResult> {
+    x.check_finite()?;
+    check_params(params)?;
     let row_total = |i: usize, keep: Option<&[bool]>| -> T {
         let (c, v) = x.row(i);
         let s: f64 = match keep {
@@ -120,18 +169,7 @@ pub fn normalize_total<T: Real>(
             .collect();
         excluded = Some(high);
     }
-    let target: T = match params.target_sum {
-        Some(t) => T::from_f64(t),
-        None => {
-            let mut nz: Vec<T> = counts.iter().copied().filter(|&c| c > T::ZERO).collect();
-            if nz.is_empty() {
-                T::ONE
-            } else {
-                median_t(&mut nz)
-            }
-        }
-    };
-    let factor: Vec<T> = counts.iter().map(|&c| c / target).collect();
+    let (target, factor) = target_and_factors(&counts, params);
     let indptr = &x.indptr;
     let n_rows = x.n_rows;
     let blocks =
@@ -139,22 +177,13 @@ pub fn normalize_total<T: Real>(
     blocks.into_par_iter().for_each(|(first, _, dat)| {
         let base = indptr[first] as usize;
         for i in first..(first + crate::csr::ROW_BLOCK).min(n_rows) {
-            let f = if factor[i] == T::ZERO {
-                T::ONE
-            } else {
-                factor[i]
-            };
+            let f = divisor(factor[i]);
             for v in &mut dat[indptr[i] as usize - base..indptr[i + 1] as usize - base] {
                 *v = *v / f;
             }
         }
     });
-    Ok(NormalizeResult {
-        target_sum: target.to_f64(),
-        counts_per_cell: counts.iter().map(|c| c.to_f64()).collect(),
-        norm_factor: factor.iter().map(|c| c.to_f64()).collect(),
-        excluded_genes: excluded,
-    })
+    Ok(result(target, &counts, &factor, excluded))
 }
 
 #[cfg(test)]

@@ -6,6 +6,9 @@ use crate::error::{KernelError, Result};
 use crate::real::Real;
 use rayon::prelude::*;
 
+mod gpu;
+pub use gpu::log1p_gpu;
+
 fn check_base(base: Option<f64>) -> Result<()> {
     if let Some(b) = base {
         if !(b.is_finite() && b > 0.0 && b != 1.0) {

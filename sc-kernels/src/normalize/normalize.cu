@@ -1,0 +1,37 @@
+// normalize_total: per-cell totals (f64, rounded to f32 as the CPU does), the genes above
+// max_fraction of some cell's total, and the division of each row by its factor. One warp a row.
+
+#define WARP_ROWS_LOOP(n) \
+    u64 warps = ((u64)gridDim.x * blockDim.x) >> 5; \
+    u32 lane = threadIdx.x & 31; \
+    for (u64 r = (((u64)blockIdx.x * blockDim.x) + threadIdx.x) >> 5; r < (n); r += warps)
+
+// keep: per gene, 0 = left out of the totals; null = every gene counts.
+extern "C" __global__ void row_totals(const u64* indptr, const u32* indices, const float* data,
+                                      u64 n_rows, const unsigned char* keep, float* counts) {
+    WARP_ROWS_LOOP(n_rows) {
+        double s = 0.0;
+        for (u64 p = indptr[r] + lane; p < indptr[r + 1]; p += 32)
+            if (!keep || keep[indices[p]]) s += (double)data[p];
+        s = warp_sum_f64(s);
+        if (lane == 0) counts[r] = (float)s;
+    }
+}
+
+extern "C" __global__ void mark_high(const u64* indptr, const u32* indices, const float* data,
+                                     u64 n_rows, const float* counts, double max_fraction,
+                                     unsigned char* high) {
+    WARP_ROWS_LOOP(n_rows) {
+        double lim = max_fraction * (double)counts[r];
+        for (u64 p = indptr[r] + lane; p < indptr[r + 1]; p += 32)
+            if ((double)data[p] > lim) high[indices[p]] = 1;
+    }
+}
+
+extern "C" __global__ void divide_rows(const u64* indptr, float* data, u64 n_rows, const float* factor) {
+    WARP_ROWS_LOOP(n_rows) {
+        float f = factor[r];
+        if (f == 0.0f) f = 1.0f;
+        for (u64 p = indptr[r] + lane; p < indptr[r + 1]; p += 32) data[p] = data[p] / f;
+    }
+}
