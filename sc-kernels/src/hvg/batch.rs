@@ -9,35 +9,29 @@
 //! (NaN -> 0) are tested.
 
 use super::binning::kahan_mean;
-use super::{dispersion_batch, Batches, HvgParams, HvgResult, Selection};
+use super::{
+    dispersion_transform, dispersions, group_sizes, Batches, ColumnPasses, HvgParams, HvgResult,
+    Selection,
+};
 use crate::columns::Column;
-use crate::csr::CsrMatrix;
 use crate::error::Result;
-use crate::real::Real;
 use std::cmp::Ordering;
 
-/// The rows of each non-empty category, in category order.
-pub(crate) fn rows_by_category(b: &Batches) -> Vec<Vec<usize>> {
-    let mut rows = vec![Vec::new(); b.categories.len()];
-    for (i, &c) in b.codes.iter().enumerate() {
-        rows[c as usize].push(i);
-    }
-    rows.into_iter().filter(|r| !r.is_empty()).collect()
-}
-
-pub(crate) fn dispersion_batched<T: Real>(
-    x: &CsrMatrix<T>,
+pub(crate) fn dispersion_batched<P: ColumnPasses>(
+    p: &P,
     params: &HvgParams,
     b: &Batches,
     gene_names: Option<&[String]>,
 ) -> Result<HvgResult> {
-    let groups = rows_by_category(b);
-    let per = groups
-        .iter()
-        .map(|rows| dispersion_batch(x, Some(rows), params, true))
+    let moments = p.moments(dispersion_transform(params), true)?;
+    let sizes = group_sizes(p.n_rows(), Some(b));
+    // Non-empty categories, in category order.
+    let per = (0..b.categories.len())
+        .filter(|&c| sizes[c] > 0)
+        .map(|c| dispersions(&moments[c], sizes[c], params, true))
         .collect::<Result<Vec<_>>>()?;
     let nb = per.len();
-    let ng = x.n_cols;
+    let ng = p.n_cols();
     let mut means = vec![0.0; ng];
     let mut disp = vec![0.0; ng];
     let mut disp_norm = vec![0.0; ng];

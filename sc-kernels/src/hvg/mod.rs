@@ -12,6 +12,9 @@
 //!   `highly_variable_intersection`, ranking by number of batches then normalized dispersion).
 //!
 //! The result carries the `var` columns scanpy writes, in its order and dtypes.
+//!
+//! [`highly_variable_genes_gpu`] is the GPU twin: the column passes run on the device, the rest
+//! is the same host code (the crate-private `ColumnPasses` trait is the seam).
 
 pub mod batch;
 pub mod binning;
@@ -20,9 +23,13 @@ pub mod loess;
 pub mod seurat;
 pub mod seurat_v3;
 
+mod gpu;
+pub use gpu::highly_variable_genes_gpu;
+
 use crate::columns::{Column, NamedColumns};
 use crate::csr::CsrMatrix;
 use crate::error::{KernelError, Result};
+use crate::gpu::reduce::Transform;
 use crate::real::Real;
 use crate::stats::{add_into, ranges};
 use rayon::prelude::*;
@@ -240,47 +247,186 @@ pub(crate) fn col_pass_expm1<T: Real>(
         )
 }
 
-/// One batch (or all cells) of the dispersion-based flavours. With `filter_unexpressed`, genes
-/// without a positive value in these cells get zeros and are not selected (scanpy's per-batch
-/// behaviour).
-pub(crate) fn dispersion_batch<T: Real>(
-    x: &CsrMatrix<T>,
-    rows: Option<&[usize]>,
+/// Column sums of `transform(x)`, sums of its squares and counts of values above zero (of `x`)
+/// over one group of cells.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Moments {
+    pub sums: Vec<f64>,
+    pub sq: Vec<f64>,
+    pub positive: Vec<i64>,
+}
+
+impl Moments {
+    fn zeros(n_cols: usize) -> Self {
+        Moments {
+            sums: vec![0.0; n_cols],
+            sq: vec![0.0; n_cols],
+            positive: vec![0; n_cols],
+        }
+    }
+}
+
+/// The passes over the matrix that `highly_variable_genes` needs; everything else (binning,
+/// loess, selection, batch merge) is shared host code. Implemented over a host matrix
+/// ([`CpuPasses`]) and over a device matrix (`gpu::GpuPasses`).
+///
+/// Groups: with batches, one per batch category, indexed by code (an empty category gives
+/// zeros); without, one group of all cells.
+pub(crate) trait ColumnPasses {
+    fn n_rows(&self) -> usize;
+    fn n_cols(&self) -> usize;
+    /// The moments of `t(x)` over all cells (one entry) or, with `per_group`, of each group.
+    fn moments(&self, t: Transform, per_group: bool) -> Result<Vec<Moments>>;
+    /// Per group, the sums and sums of squares over the stored values of
+    /// `min(x, clip[group * n_cols + gene])` (seurat_v3's clipped pass); `clip` and both outputs
+    /// are groups x genes, row-major.
+    fn clipped_sums(&self, clip: &[f64]) -> Result<(Vec<f64>, Vec<f64>)>;
+}
+
+/// The rows of each batch category, by code (empty categories included).
+pub(crate) fn rows_by_code(b: &Batches) -> Vec<Vec<usize>> {
+    let mut rows = vec![Vec::new(); b.categories.len()];
+    for (i, &c) in b.codes.iter().enumerate() {
+        rows[c as usize].push(i);
+    }
+    rows
+}
+
+/// The number of cells of each group of [`ColumnPasses`].
+pub(crate) fn group_sizes(n_rows: usize, batches: Option<&Batches>) -> Vec<usize> {
+    match batches {
+        None => vec![n_rows],
+        Some(b) => {
+            let mut n = vec![0; b.categories.len()];
+            for &c in &b.codes {
+                n[c as usize] += 1;
+            }
+            n
+        }
+    }
+}
+
+/// [`ColumnPasses`] over a host matrix: one rayon pass per group, over its row list.
+pub(crate) struct CpuPasses<'a, T: Real> {
+    x: &'a CsrMatrix<T>,
+    /// Rows by batch code; `None` without batches.
+    groups: Option<Vec<Vec<usize>>>,
+}
+
+impl<'a, T: Real> CpuPasses<'a, T> {
+    /// `batches` must have been checked against `x` ([`check_inputs`]).
+    pub(crate) fn new(x: &'a CsrMatrix<T>, batches: Option<&Batches>) -> Self {
+        CpuPasses {
+            x,
+            groups: batches.map(rows_by_code),
+        }
+    }
+
+    /// The row list of each group (`None`: all rows).
+    fn group_rows(&self) -> Vec<Option<&[usize]>> {
+        match &self.groups {
+            None => vec![None],
+            Some(g) => g.iter().map(|r| Some(&r[..])).collect(),
+        }
+    }
+}
+
+impl<T: Real> ColumnPasses for CpuPasses<'_, T> {
+    fn n_rows(&self) -> usize {
+        self.x.n_rows
+    }
+
+    fn n_cols(&self) -> usize {
+        self.x.n_cols
+    }
+
+    fn moments(&self, t: Transform, per_group: bool) -> Result<Vec<Moments>> {
+        let x = self.x;
+        let groups = if per_group {
+            self.group_rows()
+        } else {
+            vec![None]
+        };
+        Ok(groups
+            .into_iter()
+            .map(|rows| {
+                if rows.is_some_and(|r| r.is_empty()) {
+                    return Moments::zeros(x.n_cols);
+                }
+                let (sums, sq, positive) = match t {
+                    Transform::Identity => col_pass(x, rows, |v: T| (v.to_f64(), (v * v).to_f64())),
+                    Transform::Expm1 => col_pass_expm1(x, rows),
+                    Transform::Expm1Base(b) => {
+                        let lb = b.ln();
+                        col_pass(x, rows, move |v: T| {
+                            let e = (v.to_f64() * lb).exp_m1();
+                            (e, e * e)
+                        })
+                    }
+                };
+                Moments { sums, sq, positive }
+            })
+            .collect())
+    }
+
+    fn clipped_sums(&self, clip: &[f64]) -> Result<(Vec<f64>, Vec<f64>)> {
+        let g = self.x.n_cols;
+        let groups = self.group_rows();
+        let mut sums = vec![0.0; groups.len() * g];
+        let mut sq = vec![0.0; groups.len() * g];
+        for (k, rows) in groups.into_iter().enumerate() {
+            if rows.is_some_and(|r| r.is_empty()) {
+                continue;
+            }
+            let part = k * g..(k + 1) * g;
+            let (s, q) = seurat_v3::clipped_pass(self.x, rows, &clip[part.clone()]);
+            sums[part.clone()].copy_from_slice(&s);
+            sq[part].copy_from_slice(&q);
+        }
+        Ok((sums, sq))
+    }
+}
+
+/// What the dispersion-based flavours take the moments of: `expm1(X)` for seurat (in the base
+/// of the preceding `log1p`), `X` for cell_ranger.
+pub(crate) fn dispersion_transform(params: &HvgParams) -> Transform {
+    match (params.flavor, params.log1p_base) {
+        (Flavor::Seurat, None) => Transform::Expm1,
+        (Flavor::Seurat, Some(b)) => Transform::Expm1Base(b),
+        _ => Transform::Identity,
+    }
+}
+
+/// One batch (or all cells, `n` of them) of the dispersion-based flavours, from its moments.
+/// With `filter_unexpressed`, genes without a positive value in these cells get zeros and are
+/// not selected (scanpy's per-batch behaviour).
+pub(crate) fn dispersions(
+    m: &Moments,
+    n: usize,
     params: &HvgParams,
     filter_unexpressed: bool,
 ) -> Result<Dispersions> {
-    let n = rows.map_or(x.n_rows, |r| r.len());
-    let (sums, sq, pos) = match (params.flavor, params.log1p_base) {
-        (Flavor::Seurat, None) => col_pass_expm1(x, rows),
-        (Flavor::Seurat, Some(b)) => {
-            let lb = b.ln();
-            col_pass(x, rows, move |v: T| {
-                let e = (v.to_f64() * lb).exp_m1();
-                (e, e * e)
-            })
-        }
-        _ => col_pass(x, rows, |v: T| (v.to_f64(), (v * v).to_f64())),
-    };
-    let genes: Vec<usize> = (0..x.n_cols)
-        .filter(|&j| !filter_unexpressed || pos[j] > 0)
+    let ng = m.sums.len();
+    let genes: Vec<usize> = (0..ng)
+        .filter(|&j| !filter_unexpressed || m.positive[j] > 0)
         .collect();
-    let s: Vec<f64> = genes.iter().map(|&j| sums[j]).collect();
-    let q: Vec<f64> = genes.iter().map(|&j| sq[j]).collect();
+    let s: Vec<f64> = genes.iter().map(|&j| m.sums[j]).collect();
+    let q: Vec<f64> = genes.iter().map(|&j| m.sq[j]).collect();
     let (mean, var) = crate::stats::mean_var_from_sums(&s, &q, n);
-    let (m, d, dn) = match params.flavor {
+    let (mm, d, dn) = match params.flavor {
         Flavor::Seurat => seurat::normalized_dispersion(&mean, &var, params.n_bins)?,
         Flavor::CellRanger => cell_ranger::normalized_dispersion(&mean, &var)?,
         _ => unreachable!("seurat_v3 is handled by its own module"),
     };
-    let hv = binning::select(&m, &dn, &params.selection());
+    let hv = binning::select(&mm, &dn, &params.selection());
     let mut out = Dispersions {
-        means: vec![0.0; x.n_cols],
-        dispersions: vec![0.0; x.n_cols],
-        dispersions_norm: vec![0.0; x.n_cols],
-        highly_variable: vec![false; x.n_cols],
+        means: vec![0.0; ng],
+        dispersions: vec![0.0; ng],
+        dispersions_norm: vec![0.0; ng],
+        highly_variable: vec![false; ng],
     };
     for (k, &j) in genes.iter().enumerate() {
-        out.means[j] = m[k];
+        out.means[j] = mm[k];
         out.dispersions[j] = d[k];
         out.dispersions_norm[j] = dn[k];
         out.highly_variable[j] = hv[k];
@@ -298,12 +444,24 @@ pub fn highly_variable_genes<T: Real>(
     gene_names: Option<&[String]>,
 ) -> Result<HvgResult> {
     x.check_finite()?;
+    check_inputs(x.n_rows, x.n_cols, params, batches, gene_names)?;
+    run(&CpuPasses::new(x, batches), params, batches, gene_names)
+}
+
+/// The checks of the parameters and of the shapes of the batch key and gene names.
+pub(crate) fn check_inputs(
+    n_rows: usize,
+    n_cols: usize,
+    params: &HvgParams,
+    batches: Option<&Batches>,
+    gene_names: Option<&[String]>,
+) -> Result<()> {
     if let Some(b) = batches {
-        if b.codes.len() != x.n_rows {
+        if b.codes.len() != n_rows {
             return Err(KernelError::Shape(format!(
                 "batch key has {} entries for {} cells",
                 b.codes.len(),
-                x.n_rows
+                n_rows
             )));
         }
         if let Some(&c) = b.codes.iter().find(|&&c| c as usize >= b.categories.len()) {
@@ -314,11 +472,11 @@ pub fn highly_variable_genes<T: Real>(
         }
     }
     if let Some(g) = gene_names {
-        if g.len() != x.n_cols {
+        if g.len() != n_cols {
             return Err(KernelError::Shape(format!(
                 "{} gene names for {} genes",
                 g.len(),
-                x.n_cols
+                n_cols
             )));
         }
     }
@@ -328,18 +486,29 @@ pub fn highly_variable_genes<T: Real>(
     if params.n_bins == 0 {
         return Err(KernelError::param("n_bins", "must be at least 1"));
     }
-    if x.n_rows < 2 {
+    if n_rows < 2 {
         return Err(KernelError::Unsupported(
             "highly_variable_genes needs at least two cells".into(),
         ));
     }
+    Ok(())
+}
+
+/// Every flavour, from the passes of `p` (inputs already checked).
+pub(crate) fn run<P: ColumnPasses>(
+    p: &P,
+    params: &HvgParams,
+    batches: Option<&Batches>,
+    gene_names: Option<&[String]>,
+) -> Result<HvgResult> {
     match params.flavor {
         Flavor::SeuratV3 | Flavor::SeuratV3Paper => {
-            seurat_v3::highly_variable_genes_seurat_v3(x, params, batches)
+            seurat_v3::highly_variable_genes_seurat_v3(p, params, batches)
         }
         Flavor::Seurat | Flavor::CellRanger => match batches {
             None => {
-                let d = dispersion_batch(x, None, params, false)?;
+                let m = p.moments(dispersion_transform(params), false)?;
+                let d = dispersions(&m[0], p.n_rows(), params, false)?;
                 Ok(HvgResult {
                     highly_variable: d.highly_variable.clone(),
                     columns: vec![
@@ -353,7 +522,7 @@ pub fn highly_variable_genes<T: Real>(
                     ],
                 })
             }
-            Some(b) => batch::dispersion_batched(x, params, b, gene_names),
+            Some(b) => batch::dispersion_batched(p, params, b, gene_names),
         },
     }
 }
@@ -482,5 +651,176 @@ mod tests {
             ..Default::default()
         };
         assert!(highly_variable_genes(&tiny, &p, None, None).is_err());
+    }
+
+    /// The GPU's way on the host: one sequential pass over all rows, each row adding into its
+    /// batch's slot (codes per row instead of row lists per batch).
+    struct CodePasses<'a> {
+        x: &'a CsrMatrix<f32>,
+        codes: Option<(&'a [u32], usize)>,
+    }
+
+    impl CodePasses<'_> {
+        fn pass(&self, per_group: bool, f: impl Fn(f32, usize) -> (f64, f64)) -> Vec<Moments> {
+            let g = self.x.n_cols;
+            let codes = self.codes.filter(|_| per_group);
+            let nb = codes.map_or(1, |c| c.1);
+            let mut m = Moments::zeros(nb * g);
+            for i in 0..self.x.n_rows {
+                let off = codes.map_or(0, |c| c.0[i] as usize * g);
+                let (c, v) = self.x.row(i);
+                for (&cc, &vv) in c.iter().zip(v) {
+                    let j = off + cc as usize;
+                    let (a, b) = f(vv, j);
+                    m.sums[j] += a;
+                    m.sq[j] += b;
+                    m.positive[j] += (vv > 0.0) as i64;
+                }
+            }
+            (0..nb)
+                .map(|k| Moments {
+                    sums: m.sums[k * g..(k + 1) * g].to_vec(),
+                    sq: m.sq[k * g..(k + 1) * g].to_vec(),
+                    positive: m.positive[k * g..(k + 1) * g].to_vec(),
+                })
+                .collect()
+        }
+    }
+
+    impl ColumnPasses for CodePasses<'_> {
+        fn n_rows(&self) -> usize {
+            self.x.n_rows
+        }
+        fn n_cols(&self) -> usize {
+            self.x.n_cols
+        }
+        fn moments(&self, t: Transform, per_group: bool) -> Result<Vec<Moments>> {
+            Ok(self.pass(per_group, |v, _| match t {
+                Transform::Identity => (v as f64, (v * v) as f64),
+                Transform::Expm1 => {
+                    let e = v.exp_m1();
+                    (e as f64, (e * e) as f64)
+                }
+                Transform::Expm1Base(b) => {
+                    let e = (v as f64 * b.ln()).exp_m1();
+                    (e, e * e)
+                }
+            }))
+        }
+        fn clipped_sums(&self, clip: &[f64]) -> Result<(Vec<f64>, Vec<f64>)> {
+            let m = self.pass(true, |v, j| {
+                let e = (v as f64).min(clip[j]);
+                (e, e * e)
+            });
+            Ok((
+                m.iter().flat_map(|m| m.sums.clone()).collect(),
+                m.iter().flat_map(|m| m.sq.clone()).collect(),
+            ))
+        }
+    }
+
+    fn close(a: &Column, b: &Column, what: &str) {
+        let f = |c: &Column| -> Vec<f64> {
+            match c {
+                Column::Bool(v) => v.iter().map(|&x| x as u8 as f64).collect(),
+                Column::I32(v) => v.iter().map(|&x| x as f64).collect(),
+                Column::I64(v) => v.iter().map(|&x| x as f64).collect(),
+                Column::F32(v) => v.iter().map(|&x| x as f64).collect(),
+                Column::F64(v) => v.clone(),
+            }
+        };
+        for (k, (x, y)) in f(a).iter().zip(f(b)).enumerate() {
+            assert!(
+                (x.is_nan() && y.is_nan()) || (x - y).abs() <= 1e-5 * (1.0 + x.abs()),
+                "{what}[{k}]: {x} vs {y}"
+            );
+        }
+    }
+
+    #[test]
+    fn per_row_codes_give_the_result_of_per_batch_row_lists() {
+        let counts = data(90, 70, 4);
+        let mut lognorm = counts.clone();
+        crate::normalize::normalize_total(&mut lognorm, &Default::default()).unwrap();
+        crate::log1p::log1p(&mut lognorm, None).unwrap();
+        // An empty category (1) and names out of code order.
+        let codes: Vec<u32> = (0..90).map(|i| [0, 2, 3][i % 3]).collect();
+        let b = Batches {
+            codes: codes.clone(),
+            categories: vec!["z".into(), "empty".into(), "a".into(), "m".into()],
+        };
+        for (flavor, base) in [
+            (Flavor::Seurat, None),
+            (Flavor::Seurat, Some(2.0)),
+            (Flavor::CellRanger, None),
+            (Flavor::SeuratV3, None),
+            (Flavor::SeuratV3Paper, None),
+        ] {
+            let x = if matches!(flavor, Flavor::SeuratV3 | Flavor::SeuratV3Paper) {
+                &counts
+            } else {
+                &lognorm
+            };
+            for batched in [false, true] {
+                for n_top in [Some(12), None] {
+                    let p = HvgParams {
+                        flavor,
+                        n_top_genes: n_top,
+                        log1p_base: base,
+                        ..Default::default()
+                    };
+                    let batches = batched.then_some(&b);
+                    let cpu = highly_variable_genes(x, &p, batches, None).unwrap();
+                    let passes = CodePasses {
+                        x,
+                        codes: batched.then_some((&codes[..], 4)),
+                    };
+                    let other = run(&passes, &p, batches, None).unwrap();
+                    let what = format!("{flavor:?} {base:?} {batched} {n_top:?}");
+                    assert_eq!(cpu.highly_variable, other.highly_variable, "{what}");
+                    assert_eq!(cpu.columns.len(), other.columns.len());
+                    for ((na, ca), (nb, cb)) in cpu.columns.iter().zip(&other.columns) {
+                        assert_eq!(na, nb);
+                        close(ca, cb, &format!("{what} {na}"));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn cpu_groups_follow_codes_and_sizes() {
+        let x = data(12, 9, 5);
+        let b = Batches {
+            codes: vec![2, 0, 2, 2, 0, 2, 0, 0, 2, 2, 0, 2],
+            categories: vec!["x".into(), "none".into(), "y".into()],
+        };
+        assert_eq!(group_sizes(12, Some(&b)), [5, 0, 7]);
+        assert_eq!(group_sizes(12, None), [12]);
+        let rows = rows_by_code(&b);
+        assert_eq!(rows[0], [1, 4, 6, 7, 10]);
+        assert!(rows[1].is_empty());
+        let p = CpuPasses::new(&x, Some(&b));
+        let m = p.moments(Transform::Identity, true).unwrap();
+        assert_eq!(m.len(), 3);
+        assert_eq!(m[1], Moments::zeros(9));
+        let (s, q, c) = col_pass(&x, Some(&rows[2]), |v: f32| (v as f64, (v * v) as f64));
+        assert_eq!((&m[2].sums, &m[2].sq, &m[2].positive), (&s, &q, &c));
+        let all = p.moments(Transform::Identity, false).unwrap();
+        assert_eq!(all.len(), 1);
+        for j in 0..9 {
+            assert!((all[0].sums[j] - m[0].sums[j] - m[2].sums[j]).abs() < 1e-9);
+        }
+        // Clipped sums: group 1 is empty; a clip of +inf is the plain sum.
+        let mut clip = vec![f64::INFINITY; 27];
+        clip[18..].iter_mut().for_each(|c| *c = 1.0);
+        let (cs, cq) = p.clipped_sums(&clip).unwrap();
+        assert_eq!(&cs[..9], &m[0].sums[..]);
+        assert!(cs[9..18].iter().chain(&cq[9..18]).all(|&v| v == 0.0));
+        let d = x.to_dense();
+        for j in 0..9 {
+            let ones = rows[2].iter().filter(|&&i| d.get(i, j) > 0.0).count() as f64;
+            assert_eq!((cs[18 + j], cq[18 + j]), (ones, ones));
+        }
     }
 }

@@ -10,19 +10,20 @@
 //! unstable argsort may order them differently: "up to ties").
 
 use super::loess::loess_fitted;
-use super::{Batches, Flavor, HvgParams, HvgResult};
+use super::{group_sizes, Batches, ColumnPasses, CpuPasses, Flavor, HvgParams, HvgResult, Moments};
 use crate::columns::Column;
 use crate::csr::CsrMatrix;
 use crate::error::{KernelError, Result};
+use crate::gpu::reduce::Transform;
 use crate::real::Real;
-use crate::stats::{add_into, col_mean_var, ranges};
+use crate::stats::{add_into, mean_var_from_sums, ranges};
 use rayon::prelude::*;
 use std::cmp::Ordering;
 
-/// Normalized variances of the genes over `rows`.
-fn normalized_variance<T: Real>(x: &CsrMatrix<T>, rows: &[usize], span: f64) -> Result<Vec<f64>> {
-    let (mean, var) = col_mean_var(x, Some(rows));
-    let not_const: Vec<usize> = (0..x.n_cols).filter(|&j| var[j] > 0.0).collect();
+/// The regularized standard deviation `sqrt(10^fit)` of each gene from the loess fit of log10
+/// variance on log10 mean over the non-constant genes (1 for constant genes).
+fn regularized_std(mean: &[f64], var: &[f64], span: f64) -> Result<Vec<f64>> {
+    let not_const: Vec<usize> = (0..mean.len()).filter(|&j| var[j] > 0.0).collect();
     let xs: Vec<f64> = not_const.iter().map(|&j| mean[j].log10()).collect();
     let ys: Vec<f64> = not_const.iter().map(|&j| var[j].log10()).collect();
     let fitted = loess_fitted(&xs, &ys, span).map_err(|e| {
@@ -31,25 +32,29 @@ fn normalized_variance<T: Real>(x: &CsrMatrix<T>, rows: &[usize], span: f64) -> 
             xs.len()
         ))
     })?;
-    let mut estimat = vec![0.0f64; x.n_cols];
+    let mut estimat = vec![0.0f64; mean.len()];
     for (k, &j) in not_const.iter().enumerate() {
         estimat[j] = fitted[k];
     }
-    let reg_std: Vec<f64> = estimat.iter().map(|&e| 10f64.powf(e).sqrt()).collect();
-    let n = rows.len();
-    let vmax = (n as f64).sqrt();
-    let clip: Vec<f64> = reg_std
-        .iter()
-        .zip(&mean)
-        .map(|(&s, &m)| s * vmax + m)
-        .collect();
+    Ok(estimat.iter().map(|&e| 10f64.powf(e).sqrt()).collect())
+}
+
+/// Column sums and sums of squares of `min(x, clip[col])` over the stored values of the given
+/// rows (all when `None`): the CPU's clipped pass.
+pub(crate) fn clipped_pass<T: Real>(
+    x: &CsrMatrix<T>,
+    rows: Option<&[usize]>,
+    clip: &[f64],
+) -> (Vec<f64>, Vec<f64>) {
+    let n = rows.map_or(x.n_rows, |r| r.len());
     let nc = x.n_cols;
-    let (sq, s) = ranges(n)
+    ranges(n)
         .into_par_iter()
         .map(|range| {
-            let mut sq = vec![0.0f64; nc];
             let mut s = vec![0.0f64; nc];
-            for &i in &rows[range] {
+            let mut sq = vec![0.0f64; nc];
+            for k in range {
+                let i = rows.map_or(k, |r| r[k]);
                 let (c, v) = x.row(i);
                 for (&cc, &vv) in c.iter().zip(v) {
                     let j = cc as usize;
@@ -58,7 +63,7 @@ fn normalized_variance<T: Real>(x: &CsrMatrix<T>, rows: &[usize], span: f64) -> 
                     s[j] += e;
                 }
             }
-            (sq, s)
+            (s, sq)
         })
         .reduce(
             || (vec![0.0; nc], vec![0.0; nc]),
@@ -67,12 +72,47 @@ fn normalized_variance<T: Real>(x: &CsrMatrix<T>, rows: &[usize], span: f64) -> 
                 add_into(&mut a.1, &b.1);
                 a
             },
-        );
-    let nf = n as f64;
-    Ok((0..nc)
-        .map(|j| {
-            let rs2 = reg_std[j] * reg_std[j];
-            (1.0 / ((nf - 1.0) * rs2)) * ((nf * (mean[j] * mean[j])) + sq[j] - 2.0 * s[j] * mean[j])
+        )
+}
+
+/// Normalized variances of the genes of each group `(group, cells)` of `groups`, from the
+/// groups' moments (`per_group`, as [`ColumnPasses::moments`] gives them) and one clipped pass:
+/// values are clipped at `mean + sqrt(n) * sd` and the result is the variance of
+/// `(x - mean) / sd` (ddof 1).
+fn normalized_variances_of<P: ColumnPasses>(
+    p: &P,
+    per_group: &[Moments],
+    groups: &[(usize, usize)],
+    span: f64,
+) -> Result<Vec<Vec<f64>>> {
+    let ng = p.n_cols();
+    let mut clip = vec![0.0f64; per_group.len() * ng];
+    let mut fits = Vec::with_capacity(groups.len());
+    for &(g, n) in groups {
+        let (mean, var) = mean_var_from_sums(&per_group[g].sums, &per_group[g].sq, n);
+        let reg_std = regularized_std(&mean, &var, span)?;
+        let vmax = (n as f64).sqrt();
+        for (c, (&s, &m)) in clip[g * ng..(g + 1) * ng]
+            .iter_mut()
+            .zip(reg_std.iter().zip(&mean))
+        {
+            *c = s * vmax + m;
+        }
+        fits.push((g, n, mean, reg_std));
+    }
+    let (sums, sq) = p.clipped_sums(&clip)?;
+    Ok(fits
+        .into_iter()
+        .map(|(g, n, mean, reg_std)| {
+            let (s, q) = (&sums[g * ng..(g + 1) * ng], &sq[g * ng..(g + 1) * ng]);
+            let nf = n as f64;
+            (0..ng)
+                .map(|j| {
+                    let rs2 = reg_std[j] * reg_std[j];
+                    (1.0 / ((nf - 1.0) * rs2))
+                        * ((nf * (mean[j] * mean[j])) + q[j] - 2.0 * s[j] * mean[j])
+                })
+                .collect()
         })
         .collect())
 }
@@ -108,32 +148,24 @@ fn nan_median_f32(v: &mut Vec<f32>) -> f32 {
     }
 }
 
-/// The cells of each batch in the order scanpy takes them (`np.unique` of the batch names: sorted).
-fn batch_groups(n_rows: usize, batches: Option<&Batches>) -> Result<Vec<Vec<usize>>> {
-    let x_rows = n_rows;
-    // np.unique over the batch labels: sorted by name.
-    let groups: Vec<Vec<usize>> = match batches {
-        None => vec![(0..x_rows).collect()],
+/// The groups `(group, cells)` of each batch in the order scanpy takes them (`np.unique` of the
+/// batch names: sorted), empty ones left out; all cells as group 0 without batches.
+fn batch_groups(n_rows: usize, batches: Option<&Batches>) -> Result<Vec<(usize, usize)>> {
+    let sizes = group_sizes(n_rows, batches);
+    let groups: Vec<(usize, usize)> = match batches {
+        None => vec![(0, n_rows)],
         Some(b) => {
             let mut cats: Vec<usize> = (0..b.categories.len()).collect();
             cats.sort_by(|&a, &c| b.categories[a].cmp(&b.categories[c]));
-            let by_code = {
-                let mut rows = vec![Vec::new(); b.categories.len()];
-                for (i, &c) in b.codes.iter().enumerate() {
-                    rows[c as usize].push(i);
-                }
-                rows
-            };
             cats.into_iter()
-                .map(|c| by_code[c].clone())
-                .filter(|r| !r.is_empty())
+                .filter(|&c| sizes[c] > 0)
+                .map(|c| (c, sizes[c]))
                 .collect()
         }
     };
-    if let Some(r) = groups.iter().find(|r| r.len() < 2) {
+    if let Some(&(_, n)) = groups.iter().find(|g| g.1 < 2) {
         return Err(KernelError::Unsupported(format!(
-            "seurat_v3 needs at least two cells per batch, a batch has {}",
-            r.len()
+            "seurat_v3 needs at least two cells per batch, a batch has {n}"
         )));
     }
     Ok(groups)
@@ -145,25 +177,27 @@ pub fn normalized_variances<T: Real>(
     span: f64,
     batches: Option<&Batches>,
 ) -> Result<Vec<Vec<f64>>> {
-    batch_groups(x.n_rows, batches)?
-        .iter()
-        .map(|rows| normalized_variance(x, rows, span))
-        .collect()
+    let groups = batch_groups(x.n_rows, batches)?;
+    let p = CpuPasses::new(x, batches);
+    let per_group = p.moments(Transform::Identity, true)?;
+    normalized_variances_of(&p, &per_group, &groups, span)
 }
 
-pub(crate) fn highly_variable_genes_seurat_v3<T: Real>(
-    x: &CsrMatrix<T>,
+pub(crate) fn highly_variable_genes_seurat_v3<P: ColumnPasses>(
+    p: &P,
     params: &HvgParams,
     batches: Option<&Batches>,
 ) -> Result<HvgResult> {
     let n_top = params.n_top_genes.unwrap_or(2000);
-    let ng = x.n_cols;
-    let (means, variances) = col_mean_var(x, None);
-    let groups = batch_groups(x.n_rows, batches)?;
-    let ngv = groups
-        .iter()
-        .map(|rows| normalized_variance(x, rows, params.span))
-        .collect::<Result<Vec<_>>>()?;
+    let ng = p.n_cols();
+    let groups = batch_groups(p.n_rows(), batches)?;
+    let per_group = p.moments(Transform::Identity, true)?;
+    let all = match batches {
+        Some(_) => p.moments(Transform::Identity, false)?.swap_remove(0),
+        None => per_group[0].clone(),
+    };
+    let (means, variances) = mean_var_from_sums(&all.sums, &all.sq, p.n_rows());
+    let ngv = normalized_variances_of(p, &per_group, &groups, params.span)?;
     let ranks: Vec<Vec<usize>> = ngv.iter().map(|v| ranks_desc(v)).collect();
     let mut nbatches = vec![0i64; ng];
     let mut median_rank = vec![0f32; ng];

@@ -1,0 +1,109 @@
+//! The GPU twin of [`super::highly_variable_genes`]: the column passes on the device
+//! ([`crate::gpu::reduce::col_moments`] and `hvg.cu`'s clipped pass, batch codes uploaded once),
+//! everything else by the CPU's host code through [`ColumnPasses`].
+
+use super::{check_inputs, run, Batches, ColumnPasses, HvgParams, HvgResult, Moments};
+use crate::error::{KernelError, Result};
+use crate::gpu::module_cache::KernelSource;
+use crate::gpu::reduce::{self, warps_for_rows, Transform};
+use crate::gpu::{DeviceCsr, DeviceVec, GpuContext};
+use rmm_cuda::cudarc::driver::PushKernelArg;
+
+const SRC: KernelSource = KernelSource {
+    name: "hvg",
+    source: include_str!("hvg.cu"),
+};
+
+/// [`ColumnPasses`] over a device matrix: one kernel per pass, all groups at once (each row
+/// accumulates into its batch's slot).
+struct GpuPasses<'a> {
+    ctx: &'a GpuContext,
+    x: &'a DeviceCsr,
+    /// Batch code of each row and the number of categories.
+    codes: Option<(DeviceVec<u32>, usize)>,
+}
+
+impl GpuPasses<'_> {
+    fn n_groups(&self) -> usize {
+        self.codes.as_ref().map_or(1, |c| c.1)
+    }
+}
+
+impl ColumnPasses for GpuPasses<'_> {
+    fn n_rows(&self) -> usize {
+        self.x.n_rows
+    }
+
+    fn n_cols(&self) -> usize {
+        self.x.n_cols
+    }
+
+    fn moments(&self, t: Transform, per_group: bool) -> Result<Vec<Moments>> {
+        let codes = match (&self.codes, per_group) {
+            (Some((c, nb)), true) => Some((c, *nb)),
+            _ => None,
+        };
+        let m = reduce::col_moments(self.ctx, self.x, t, codes)?;
+        let g = self.x.n_cols;
+        let groups = codes.map_or(1, |c| c.1);
+        Ok((0..groups)
+            .map(|k| Moments {
+                sums: m.sums[k * g..(k + 1) * g].to_vec(),
+                sq: m.sq[k * g..(k + 1) * g].to_vec(),
+                positive: m.positive[k * g..(k + 1) * g].to_vec(),
+            })
+            .collect())
+    }
+
+    fn clipped_sums(&self, clip: &[f64]) -> Result<(Vec<f64>, Vec<f64>)> {
+        let (ctx, x) = (self.ctx, self.x);
+        let len = self.n_groups() * x.n_cols;
+        if clip.len() != len {
+            return Err(KernelError::Shape(format!(
+                "{} clip values for {len} groups x genes",
+                clip.len()
+            )));
+        }
+        if len == 0 {
+            return Ok((Vec::new(), Vec::new()));
+        }
+        let d_clip = ctx.upload(clip)?;
+        let sums = ctx.zeros::<f64>(len)?;
+        let sq = ctx.zeros::<f64>(len)?;
+        let f = ctx.function(SRC, "clipped_moments")?;
+        let (n, g) = (x.n_rows as u64, x.n_cols as u64);
+        let null: u64 = 0;
+        let mut l = ctx.launcher(&f);
+        l.arg(&x.indptr)
+            .arg(&x.indices)
+            .arg(&x.data)
+            .arg(&n)
+            .arg(&g);
+        match &self.codes {
+            Some((c, _)) => l.arg(c),
+            None => l.arg(&null),
+        };
+        l.arg(&d_clip).arg(&sums).arg(&sq);
+        ctx.launch(l, warps_for_rows(x.n_rows), "clipped_moments")?;
+        Ok((ctx.download(&sums)?, ctx.download(&sq)?))
+    }
+}
+
+/// `highly_variable_genes` of a device matrix, every flavour, with or without batches; the same
+/// result as the CPU function up to the order of floating-point sums. The values are not checked
+/// for being finite (the pipeline checks X before uploading it); the shapes of `batches` and
+/// `gene_names` and the parameters are.
+pub fn highly_variable_genes_gpu(
+    ctx: &GpuContext,
+    x: &DeviceCsr,
+    params: &HvgParams,
+    batches: Option<&Batches>,
+    gene_names: Option<&[String]>,
+) -> Result<HvgResult> {
+    check_inputs(x.n_rows, x.n_cols, params, batches, gene_names)?;
+    let codes = match batches {
+        Some(b) => Some((ctx.upload(&b.codes)?, b.categories.len())),
+        None => None,
+    };
+    run(&GpuPasses { ctx, x, codes }, params, batches, gene_names)
+}
