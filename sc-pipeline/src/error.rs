@@ -35,6 +35,15 @@ pub enum Error {
     /// The requested device cannot run the pipeline.
     #[error("{0}")]
     Device(String),
+    /// The GPU's memory resource could not give a step what it asked for.
+    #[error("{step}: out of GPU memory: {oom}. Try --allocator managed (pages to host memory), a higher --pool-max, or a smaller input")]
+    OutOfMemory {
+        step: &'static str,
+        oom: rmm_core::OutOfMemory,
+    },
+    /// A CUDA call, kernel compilation or launch failed inside a step.
+    #[error("{step}: {problem}")]
+    Gpu { step: &'static str, problem: String },
 }
 
 pub type Result<T> = std::result::Result<T, Error>;

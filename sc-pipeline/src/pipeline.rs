@@ -5,9 +5,14 @@
 //! counts, runs before normalize_total instead), freeze `.raw` (log-normalized, all genes that
 //! passed the filters), subset to the highly variable genes, scale, pca, neighbors.
 
-use crate::report::{StepRecord, StepTimer};
+use crate::anndata::Matrix;
+use crate::report::{DeviceStepStats, StepRecord, StepTimer};
 use crate::steps::{self, CellFilter, GeneFilter, NormalizeParams, ScaleParams};
+use crate::Error;
 use crate::{AnnData, Result};
+use rmm_core::{Device, SharedResource, StatisticsAdaptor, Stream};
+use sc_kernels::gpu::GpuContext;
+use std::sync::Arc;
 
 /// Parameters of a run; [`PipelineConfig::default`] is BENCHMARKS.md section B.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,9 +62,33 @@ impl StepObserver for Silent {
     fn finished(&mut self, _: &StepRecord) {}
 }
 
+/// What a GPU run needs: the context every step runs on and the statistics adaptor that the
+/// context's resource is (for each step's peak device memory and allocation count).
+#[derive(Clone)]
+pub struct GpuRun {
+    pub ctx: Arc<GpuContext>,
+    pub stats: Arc<StatisticsAdaptor<SharedResource>>,
+}
+
+impl GpuRun {
+    /// A context on `stream` whose every allocation goes through a statistics adaptor over
+    /// `resource`.
+    pub fn new(device: &Device, stream: &Stream, resource: SharedResource) -> Result<Self> {
+        let stats = Arc::new(StatisticsAdaptor::new(resource));
+        let shared: SharedResource = stats.clone();
+        let ctx =
+            GpuContext::new(device, stream, shared).map_err(|e| Error::Device(e.to_string()))?;
+        Ok(GpuRun {
+            ctx: Arc::new(ctx),
+            stats,
+        })
+    }
+}
+
 struct Runner<'a> {
     records: Vec<StepRecord>,
     observer: &'a mut dyn StepObserver,
+    gpu: Option<GpuRun>,
 }
 
 impl Runner<'_> {
@@ -70,9 +99,44 @@ impl Runner<'_> {
         f: impl FnOnce(&mut AnnData) -> Result<(T, String)>,
     ) -> Result<T> {
         self.observer.started(name);
+        let on_gpu = matches!(adata.x, Matrix::Device(_));
+        let before = self
+            .gpu
+            .as_ref()
+            .map(|g| (g.stats.push_counters(), g.ctx.transfers()));
         let timer = StepTimer::start(name);
-        let (out, note) = f(adata)?;
-        let record = timer.finish(adata.n_obs(), adata.n_vars(), note);
+        let result = f(adata);
+        let synced = match &self.gpu {
+            // Device work is asynchronous: the step ends when its stream is idle.
+            Some(g) => g.ctx.synchronize().map_err(|e| Error::Gpu {
+                step: "pipeline",
+                problem: format!("{name}: {e}"),
+            }),
+            None => Ok(()),
+        };
+        let mut device_stats = None;
+        if let (Some(g), Some((outer, t0))) = (&self.gpu, before) {
+            let inner = g.stats.pop_counters().expect("pushed above");
+            let t1 = g.ctx.transfers();
+            device_stats = Some(DeviceStepStats {
+                peak_bytes: (outer.bytes.value + inner.bytes.peak).max(0) as u64,
+                allocations: inner.allocations.total.max(0) as u64,
+                host_to_device_bytes: t1.host_to_device - t0.host_to_device,
+                device_to_host_bytes: t1.device_to_host - t0.device_to_host,
+            });
+        }
+        let (out, note) = result?;
+        synced?;
+        let mut record = timer.finish(adata.n_obs(), adata.n_vars(), note);
+        record.device = Some(
+            if on_gpu || matches!(adata.x, Matrix::Device(_)) {
+                "gpu"
+            } else {
+                "cpu"
+            }
+            .into(),
+        );
+        record.gpu = device_stats;
         self.observer.finished(&record);
         self.records.push(record);
         Ok(out)
@@ -89,17 +153,37 @@ fn hvg_step(r: &mut Runner<'_>, adata: &mut AnnData, hvg: &steps::HvgOptions) ->
     })
 }
 
-/// Runs the configured steps on `adata` (raw counts in X); returns one record per step.
+/// Runs the configured steps on `adata` (raw counts in X) on the CPU; returns one record per
+/// step.
 pub fn run_pipeline(
     adata: &mut AnnData,
     config: &PipelineConfig,
     observer: &mut dyn StepObserver,
 ) -> Result<Vec<StepRecord>> {
+    run_pipeline_on(adata, config, None, observer)
+}
+
+/// Runs the configured steps; with `gpu`, X is moved to the GPU first, every step runs there
+/// (neighbors on the CPU, from the downloaded `X_pca`), and X and `.raw` come back to the host
+/// at the end (ready to write).
+pub fn run_pipeline_on(
+    adata: &mut AnnData,
+    config: &PipelineConfig,
+    gpu: Option<&GpuRun>,
+    observer: &mut dyn StepObserver,
+) -> Result<Vec<StepRecord>> {
     let mut r = Runner {
         records: Vec::new(),
         observer,
+        gpu: gpu.cloned(),
     };
     check_counts(adata)?;
+    if let Some(g) = gpu {
+        r.step("move X to the GPU", adata, |a| {
+            let bytes = a.to_device(&g.ctx)?;
+            Ok(((), format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)))
+        })?;
+    }
     if let Some(prefix) = &config.qc_mito_prefix {
         r.step("calculate_qc_metrics", adata, |a| {
             let n_mt = steps::annotate_gene_prefix(a, "mt", prefix)?;
@@ -189,6 +273,12 @@ pub fn run_pipeline(
             Ok(((), format!("n_neighbors={k}, exact, euclidean")))
         })?;
     }
+    if gpu.is_some() {
+        r.step("move results to the host", adata, |a| {
+            a.to_host()?;
+            Ok(((), "X and .raw".to_string()))
+        })?;
+    }
     Ok(r.records)
 }
 
@@ -196,7 +286,7 @@ pub fn run_pipeline(
 fn check_counts(adata: &AnnData) -> Result<()> {
     adata
         .x
-        .to_csr()
+        .to_csr()?
         .check_counts()
         .map_err(|e| crate::Error::invalid("X", format!("the pipeline needs raw counts in X: {e}")))
 }

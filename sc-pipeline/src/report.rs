@@ -15,6 +15,23 @@ pub struct StepRecord {
     pub peak_rss_bytes: Option<u64>,
     /// A short note (parameters or what the step found).
     pub note: String,
+    /// Where the step ran (`cpu` or `gpu`), in a run that has a GPU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// Device memory and transfers of the step, in a GPU run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<DeviceStepStats>,
+}
+
+/// What a step did with the GPU's memory (from the statistics adaptor) and the bus.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct DeviceStepStats {
+    /// Peak bytes allocated on the device during the step (everything live, not only the step's).
+    pub peak_bytes: u64,
+    /// Allocations the step made.
+    pub allocations: u64,
+    pub host_to_device_bytes: u64,
+    pub device_to_host_bytes: u64,
 }
 
 /// The whole run.
@@ -27,6 +44,28 @@ pub struct RunReport {
     pub steps: Vec<StepRecord>,
     pub total_seconds: f64,
     pub peak_rss_bytes: Option<u64>,
+    /// The GPU of a GPU run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_name: Option<String>,
+    /// The memory resource of a GPU run (`--allocator`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allocator: Option<String>,
+    /// Whole-run GPU figures: peak device bytes (statistics adaptor), allocations, transfers,
+    /// and the NVRTC compile time of this process (zero when every module came from the cache).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<GpuTotals>,
+}
+
+/// Whole-run GPU figures.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct GpuTotals {
+    pub peak_device_bytes: u64,
+    pub allocations: u64,
+    pub host_to_device_bytes: u64,
+    pub device_to_host_bytes: u64,
+    pub kernels_compiled: u64,
+    pub kernel_compile_seconds: f64,
+    pub kernels_from_disk_cache: u64,
 }
 
 /// Peak resident memory since the last [`reset_peak_rss`] (Linux: `VmHWM`).
@@ -66,6 +105,8 @@ impl StepTimer {
             n_vars,
             peak_rss_bytes: peak_rss_bytes(),
             note: note.into(),
+            device: None,
+            gpu: None,
         }
     }
 }
@@ -77,6 +118,22 @@ fn gib(bytes: Option<u64>) -> String {
 }
 
 impl RunReport {
+    /// Fills the whole-run GPU figures from the run's statistics and compile counters.
+    pub fn record_gpu(&mut self, g: &crate::pipeline::GpuRun) {
+        let stats = g.stats.statistics();
+        let t = g.ctx.transfers();
+        let c = sc_kernels::gpu::module_cache::compile_stats();
+        self.gpu = Some(GpuTotals {
+            peak_device_bytes: stats.bytes.peak.max(0) as u64,
+            allocations: stats.allocations.total.max(0) as u64,
+            host_to_device_bytes: t.host_to_device,
+            device_to_host_bytes: t.device_to_host,
+            kernels_compiled: c.compiled,
+            kernel_compile_seconds: c.compile_seconds,
+            kernels_from_disk_cache: c.disk_hits,
+        });
+    }
+
     /// The summary table: one line per step and a total.
     pub fn table(&self) -> String {
         let width = self
@@ -87,28 +144,45 @@ impl RunReport {
             .unwrap_or(4)
             .max(5);
         let mut out = format!(
-            "{:<width$}  {:>9}  {:>9}  {:>7}  {:>8}  note\n",
-            "step", "seconds", "cells", "genes", "peak GiB"
+            "{:<width$}  {:>9}  {:>9}  {:>7}  {:>8}  {:>6}  {:>8}  note\n",
+            "step", "seconds", "cells", "genes", "peak GiB", "device", "dev GiB"
         );
         for s in &self.steps {
             out += &format!(
-                "{:<width$}  {:>9.3}  {:>9}  {:>7}  {:>8}  {}\n",
+                "{:<width$}  {:>9.3}  {:>9}  {:>7}  {:>8}  {:>6}  {:>8}  {}\n",
                 s.step,
                 s.seconds,
                 s.n_obs,
                 s.n_vars,
                 gib(s.peak_rss_bytes),
+                s.device.as_deref().unwrap_or("cpu"),
+                gib(s.gpu.map(|g| g.peak_bytes)),
                 s.note
             );
         }
         out += &format!(
-            "{:<width$}  {:>9.3}  {:>9}  {:>7}  {:>8}\n",
+            "{:<width$}  {:>9.3}  {:>9}  {:>7}  {:>8}  {:>6}  {:>8}\n",
             "total",
             self.total_seconds,
             "",
             "",
-            gib(self.peak_rss_bytes)
+            gib(self.peak_rss_bytes),
+            "",
+            gib(self.gpu.as_ref().map(|g| g.peak_device_bytes))
         );
+        if let Some(g) = &self.gpu {
+            out += &format!(
+                "GPU {} ({} allocator): {} allocations, {:.2} GB to the device, {:.2} GB back; kernels: {} compiled in {:.2} s, {} from the disk cache\n",
+                self.gpu_name.as_deref().unwrap_or("?"),
+                self.allocator.as_deref().unwrap_or("?"),
+                g.allocations,
+                g.host_to_device_bytes as f64 / 1e9,
+                g.device_to_host_bytes as f64 / 1e9,
+                g.kernels_compiled,
+                g.kernel_compile_seconds,
+                g.kernels_from_disk_cache
+            );
+        }
         out
     }
 

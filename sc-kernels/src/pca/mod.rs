@@ -12,6 +12,12 @@
 //! Without zero-centring (scanpy's `TruncatedSVD` path), `C = G`, and `variance` is the
 //! variance (ddof 0) of each score column, `variance_ratio` its share of the summed variances
 //! (ddof 0) of the features, as sklearn's `TruncatedSVD` defines them.
+//!
+//! [`pca_dense_gpu`] is the GPU twin for a dense device matrix (Gram matrix, eigendecomposition
+//! and scores on the device; the covariance, sign rule and variances by the same host code).
+
+mod gpu;
+pub use gpu::pca_dense_gpu;
 
 use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
@@ -146,15 +152,11 @@ where
 /// Rows per block of the score products.
 const BLOCK: usize = 1024;
 
-/// Eigendecomposition of the (lower-stored) covariance, top `k`, signs flipped.
-fn top_components(mut c: Mat<f64>, k: usize) -> Result<(Vec<f64>, Mat<f64>, f64)> {
+/// The `k` largest eigenvalues of a symmetric matrix (descending) and their unit eigenvectors
+/// (the columns of a `g x k` matrix), by faer: the CPU's eigensolver of [`top_components`]
+/// (the GPU's is cuSOLVER's).
+fn faer_top_eigen(c: Mat<f64>, k: usize) -> Result<(Vec<f64>, Mat<f64>)> {
     let g = c.nrows();
-    for j in 0..g {
-        for i in 0..j {
-            c[(i, j)] = c[(j, i)];
-        }
-    }
-    let total: f64 = (0..g).map(|i| c[(i, i)]).sum();
     let evd = c
         .self_adjoint_eigen(Side::Lower)
         .map_err(|e| KernelError::Unsupported(format!("eigendecomposition failed: {e:?}")))?;
@@ -169,6 +171,24 @@ fn top_components(mut c: Mat<f64>, k: usize) -> Result<(Vec<f64>, Mat<f64>, f64)
             comps[(i, c_)] = u[(i, src)];
         }
     }
+    Ok((vals, comps))
+}
+
+/// Top `k` components of the (lower-stored) covariance by the eigensolver `eig` (given the full
+/// symmetric matrix, it returns what [`faer_top_eigen`] does), signs flipped, with the total
+/// variance (the trace).
+fn top_components<E>(mut c: Mat<f64>, k: usize, eig: E) -> Result<(Vec<f64>, Mat<f64>, f64)>
+where
+    E: FnOnce(Mat<f64>, usize) -> Result<(Vec<f64>, Mat<f64>)>,
+{
+    let g = c.nrows();
+    for j in 0..g {
+        for i in 0..j {
+            c[(i, j)] = c[(j, i)];
+        }
+    }
+    let total: f64 = (0..g).map(|i| c[(i, i)]).sum();
+    let (vals, mut comps) = eig(c, k)?;
     flip_signs(&mut comps);
     Ok((vals, comps, total))
 }
@@ -198,6 +218,11 @@ fn flip_signs(comps: &mut Mat<f64>) {
 const DUAL_MAX_CELLS: usize = 8192;
 /// ... and while the densified matrix stays small (`n * g` values, 8 bytes each).
 const DUAL_MAX_VALUES: usize = 20_000_000;
+
+/// Whether an `n x g` input takes the dual route.
+fn use_dual(n: usize, g: usize) -> bool {
+    n < g && n <= DUAL_MAX_CELLS && n * g <= DUAL_MAX_VALUES
+}
 
 /// The top `k` components by the dual route from a dense row-major `n x g` (centred) matrix.
 fn dual_components(
@@ -269,9 +294,11 @@ fn n_comps(params: &PcaParams, n: usize, g: usize) -> Result<usize> {
     Ok(params.n_comps.min(min_dim - 1))
 }
 
-/// The shared tail: covariance, eigendecomposition, scores via `project(V, mu) -> n x k f64`.
+/// The shared tail of the covariance route, from the lower triangle of the Gram matrix `gm`, the
+/// column sums and sums of squares: covariance, top components by `eig` (see [`top_components`]), scores
+/// by `project(V, mu)` (`n x k`, row-major, f32 or f64), variances.
 #[allow(clippy::too_many_arguments)]
-fn finish<P>(
+fn finish_covariance<E, P, S>(
     n: usize,
     g: usize,
     k: usize,
@@ -279,10 +306,13 @@ fn finish<P>(
     gm: Mat<f64>,
     sums: Vec<f64>,
     sq_sums: Vec<f64>,
+    eig: E,
     project: P,
 ) -> Result<PcaResult>
 where
-    P: Fn(&Mat<f64>, &[f64]) -> Vec<f64>,
+    E: FnOnce(Mat<f64>, usize) -> Result<(Vec<f64>, Mat<f64>)>,
+    P: FnOnce(&Mat<f64>, &[f64]) -> Result<Vec<S>>,
+    S: Real,
 {
     let nf = n as f64;
     let mean: Vec<f64> = if zero_center {
@@ -298,7 +328,7 @@ where
             }
         }
     }
-    let (vals, comps, total) = top_components(c, k)?;
+    let (vals, comps, total) = top_components(c, k, eig)?;
     assemble(
         n,
         g,
@@ -316,7 +346,7 @@ where
 
 /// Scores, variances and the result from the components.
 #[allow(clippy::too_many_arguments)]
-fn assemble<P>(
+fn assemble<P, S>(
     n: usize,
     g: usize,
     k: usize,
@@ -330,10 +360,11 @@ fn assemble<P>(
     project: P,
 ) -> Result<PcaResult>
 where
-    P: Fn(&Mat<f64>, &[f64]) -> Vec<f64>,
+    P: FnOnce(&Mat<f64>, &[f64]) -> Result<Vec<S>>,
+    S: Real,
 {
     let nf = n as f64;
-    let scores = project(&comps, &mean);
+    let scores = project(&comps, &mean)?;
     let (variance, variance_ratio) = if zero_center {
         let ratio = vals.iter().map(|v| v / total).collect();
         (vals, ratio)
@@ -341,9 +372,9 @@ where
         // TruncatedSVD: variance (ddof 0) of each score column over the summed feature variances.
         let var: Vec<f64> = (0..k)
             .map(|c_| {
-                let m = (0..n).map(|i| scores[i * k + c_]).sum::<f64>() / nf;
+                let m = (0..n).map(|i| scores[i * k + c_].to_f64()).sum::<f64>() / nf;
                 (0..n)
-                    .map(|i| (scores[i * k + c_] - m).powi(2))
+                    .map(|i| (scores[i * k + c_].to_f64() - m).powi(2))
                     .sum::<f64>()
                     / nf
             })
@@ -363,7 +394,7 @@ where
     let x_pca = DenseMatrix {
         n_rows: n,
         n_cols: k,
-        data: scores.iter().map(|&v| v as f32).collect(),
+        data: scores.iter().map(|&v| v.to_f64() as f32).collect(),
     };
     Ok(PcaResult {
         x_pca,
@@ -385,7 +416,7 @@ fn pca_dual<G, P>(
 ) -> Result<PcaResult>
 where
     G: Fn(usize, &mut [f64]) + Sync,
-    P: Fn(&Mat<f64>, &[f64]) -> Vec<f64>,
+    P: FnOnce(&Mat<f64>, &[f64]) -> Result<Vec<f64>>,
 {
     let mut xc = vec![0.0f64; n * g];
     xc.par_chunks_mut(g)
@@ -437,8 +468,8 @@ pub fn pca_dense<T: Real>(x: &DenseMatrix<T>, params: &PcaParams) -> Result<PcaR
             value: x.data[p].to_f64(),
         });
     }
-    let project_dense = |v: &Mat<f64>, mean: &[f64]| project_dense_rows(x, v, mean);
-    if n < g && n <= DUAL_MAX_CELLS && n * g <= DUAL_MAX_VALUES {
+    let project_dense = |v: &Mat<f64>, mean: &[f64]| Ok(project_dense_rows(x, v, mean));
+    if use_dual(n, g) {
         let get = |i: usize, r: &mut [f64]| {
             r.iter_mut()
                 .zip(x.row(i))
@@ -463,7 +494,7 @@ pub fn pca_dense<T: Real>(x: &DenseMatrix<T>, params: &PcaParams) -> Result<PcaR
         |s, e, b: &mut [f64]| fill(x, s, e, b),
     );
     let sq_sums: Vec<f64> = (0..g).map(|j| gm[(j, j)]).collect();
-    finish(
+    finish_covariance(
         n,
         g,
         k,
@@ -471,16 +502,22 @@ pub fn pca_dense<T: Real>(x: &DenseMatrix<T>, params: &PcaParams) -> Result<PcaR
         gm,
         sums,
         sq_sums,
+        faer_top_eigen,
         project_dense,
     )
+}
+
+/// `mu^T V`: what centring subtracts from each row of the scores `X V`.
+fn mean_times_v(mean: &[f64], v: &Mat<f64>) -> Vec<f64> {
+    (0..v.ncols())
+        .map(|c| (0..v.nrows()).map(|j| mean[j] * v[(j, c)]).sum())
+        .collect()
 }
 
 /// Scores `(X - mu) V` of a dense matrix, blocks of rows through faer products.
 fn project_dense_rows<T: Real>(x: &DenseMatrix<T>, v: &Mat<f64>, mean: &[f64]) -> Vec<f64> {
     let (n, g, k) = (x.n_rows, x.n_cols, v.ncols());
-    let mv: Vec<f64> = (0..k)
-        .map(|c| (0..g).map(|j| mean[j] * v[(j, c)]).sum())
-        .collect();
+    let mv = mean_times_v(mean, v);
     let mut out = vec![0.0f64; n * k];
     out.par_chunks_mut(BLOCK * k)
         .enumerate()
@@ -515,8 +552,8 @@ pub fn pca_sparse<T: Real>(x: &CsrMatrix<T>, params: &PcaParams) -> Result<PcaRe
     let (n, g) = (x.n_rows, x.n_cols);
     let k = n_comps(params, n, g)?;
     x.check_finite()?;
-    let project_sparse = |v: &Mat<f64>, mean: &[f64]| project_sparse_rows(x, v, mean);
-    if n < g && n <= DUAL_MAX_CELLS && n * g <= DUAL_MAX_VALUES {
+    let project_sparse = |v: &Mat<f64>, mean: &[f64]| Ok(project_sparse_rows(x, v, mean));
+    if use_dual(n, g) {
         let get = |i: usize, r: &mut [f64]| {
             r.iter_mut().for_each(|a| *a = 0.0);
             let (c, v) = x.row(i);
@@ -543,7 +580,7 @@ pub fn pca_sparse<T: Real>(x: &CsrMatrix<T>, params: &PcaParams) -> Result<PcaRe
         |s, _e, b: &mut [f64]| fill(x, s, b),
     );
     let sq_sums: Vec<f64> = (0..g).map(|j| gm[(j, j)]).collect();
-    finish(
+    finish_covariance(
         n,
         g,
         k,
@@ -551,6 +588,7 @@ pub fn pca_sparse<T: Real>(x: &CsrMatrix<T>, params: &PcaParams) -> Result<PcaRe
         gm,
         sums,
         sq_sums,
+        faer_top_eigen,
         project_sparse,
     )
 }
@@ -558,9 +596,7 @@ pub fn pca_sparse<T: Real>(x: &CsrMatrix<T>, params: &PcaParams) -> Result<PcaRe
 /// Scores `(X - mu) V` of a sparse matrix, in `f64`.
 fn project_sparse_rows<T: Real>(x: &CsrMatrix<T>, v: &Mat<f64>, mean: &[f64]) -> Vec<f64> {
     let (n, g, k) = (x.n_rows, x.n_cols, v.ncols());
-    let mv: Vec<f64> = (0..k)
-        .map(|c| (0..g).map(|j| mean[j] * v[(j, c)]).sum())
-        .collect();
+    let mv = mean_times_v(mean, v);
     // Row-major copy of V for the sparse products.
     let vr: Vec<f64> = (0..g)
         .flat_map(|j| (0..k).map(move |c| (j, c)))

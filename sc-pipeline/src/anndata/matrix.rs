@@ -3,14 +3,18 @@
 //! Values are held as float32, the type every step computes in (scanpy's default as well);
 //! reading converts other types, refusing integers that float32 cannot hold exactly.
 
+use super::device::{DeviceData, DeviceMatrix};
 use sc_kernels::dense::DenseMatrix;
+use sc_kernels::gpu::compact;
 use sc_kernels::CsrMatrix;
 
 /// `X`, a layer or `raw.X`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, PartialEq)]
 pub enum Matrix {
     Sparse(CsrMatrix<f32>),
     Dense(DenseMatrix<f32>),
+    /// On the GPU; steps run their GPU twins on it, writing moves it to the host.
+    Device(DeviceMatrix),
 }
 
 impl Matrix {
@@ -18,6 +22,24 @@ impl Matrix {
         match self {
             Matrix::Sparse(m) => (m.n_rows, m.n_cols),
             Matrix::Dense(m) => (m.n_rows, m.n_cols),
+            Matrix::Device(m) => m.shape(),
+        }
+    }
+
+    /// A copy (a deep copy on the device for a device matrix).
+    pub fn try_clone(&self) -> crate::Result<Matrix> {
+        Ok(match self {
+            Matrix::Sparse(m) => Matrix::Sparse(m.clone()),
+            Matrix::Dense(m) => Matrix::Dense(m.clone()),
+            Matrix::Device(m) => Matrix::Device(m.try_clone().map_err(device_err)?),
+        })
+    }
+
+    /// The matrix on the host (a device matrix is downloaded, a host one moved).
+    pub fn into_host(self) -> crate::Result<Matrix> {
+        match self {
+            Matrix::Device(m) => m.download().map_err(device_err),
+            host => Ok(host),
         }
     }
 
@@ -26,23 +48,21 @@ impl Matrix {
         match self {
             Matrix::Sparse(m) => m.nnz(),
             Matrix::Dense(m) => m.data.len(),
+            Matrix::Device(m) => m.stored_values(),
         }
     }
 
-    /// All stored values, for checks over the whole matrix.
-    pub fn values(&self) -> &[f32] {
-        match self {
-            Matrix::Sparse(m) => &m.data,
-            Matrix::Dense(m) => &m.data,
-        }
-    }
-
-    /// The matrix as CSR, converting a dense one.
-    pub fn to_csr(&self) -> std::borrow::Cow<'_, CsrMatrix<f32>> {
-        match self {
+    /// The matrix as CSR, converting a dense one and downloading a device one.
+    pub fn to_csr(&self) -> crate::Result<std::borrow::Cow<'_, CsrMatrix<f32>>> {
+        Ok(match self {
             Matrix::Sparse(m) => std::borrow::Cow::Borrowed(m),
             Matrix::Dense(m) => std::borrow::Cow::Owned(CsrMatrix::from_dense(m)),
-        }
+            Matrix::Device(m) => match m.download().map_err(device_err)? {
+                Matrix::Sparse(c) => std::borrow::Cow::Owned(c),
+                Matrix::Dense(d) => std::borrow::Cow::Owned(CsrMatrix::from_dense(&d)),
+                Matrix::Device(_) => unreachable!("downloaded"),
+            },
+        })
     }
 
     /// The rows picked by `keep`.
@@ -50,6 +70,13 @@ impl Matrix {
         Ok(match self {
             Matrix::Sparse(m) => Matrix::Sparse(m.select_rows(keep).map_err(kernel_err)?),
             Matrix::Dense(m) => Matrix::Dense(m.select_rows(keep).map_err(kernel_err)?),
+            Matrix::Device(m) => match &m.data {
+                DeviceData::Csr(c) => Matrix::Device(DeviceMatrix::csr(
+                    &m.ctx,
+                    compact::select_rows(&m.ctx, c, keep).map_err(device_err)?,
+                )),
+                DeviceData::Dense(_) => return Err(dense_device("row selection")),
+            },
         })
     }
 
@@ -58,10 +85,28 @@ impl Matrix {
         Ok(match self {
             Matrix::Sparse(m) => Matrix::Sparse(m.select_cols(keep).map_err(kernel_err)?),
             Matrix::Dense(m) => Matrix::Dense(m.select_cols(keep).map_err(kernel_err)?),
+            Matrix::Device(m) => match &m.data {
+                DeviceData::Csr(c) => Matrix::Device(DeviceMatrix::csr(
+                    &m.ctx,
+                    compact::select_cols(&m.ctx, c, keep).map_err(device_err)?,
+                )),
+                DeviceData::Dense(_) => return Err(dense_device("column selection")),
+            },
         })
     }
 }
 
 fn kernel_err(e: sc_kernels::error::KernelError) -> crate::Error {
     crate::Error::invalid("matrix", e.to_string())
+}
+
+/// A failure of a device operation outside a step (the steps name themselves).
+fn device_err(e: sc_kernels::error::KernelError) -> crate::Error {
+    crate::Error::Device(format!("GPU matrix: {e}"))
+}
+
+fn dense_device(what: &str) -> crate::Error {
+    crate::Error::Device(format!(
+        "{what} of a dense matrix on the GPU is not implemented (it only arises after scale)"
+    ))
 }

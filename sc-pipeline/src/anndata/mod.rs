@@ -2,12 +2,14 @@
 
 mod array;
 mod dataframe;
+mod device;
 mod matrix;
 mod subset;
 mod value;
 
 pub use array::{ArrayData, DenseArray};
 pub use dataframe::{array_as_strings, Column, DataFrame};
+pub use device::{DeviceData, DeviceMatrix};
 pub use matrix::Matrix;
 pub use sc_kernels::dense::DenseMatrix;
 pub use value::{Scalar, Value};
@@ -17,7 +19,7 @@ use sc_kernels::CsrMatrix;
 use std::collections::BTreeMap;
 
 /// `adata.raw`: a frozen copy of the matrix over a (usually larger) set of genes.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, PartialEq)]
 pub struct Raw {
     pub x: Matrix,
     pub var: DataFrame,
@@ -27,7 +29,7 @@ pub struct Raw {
 /// Cells x genes data with per-cell (`obs`) and per-gene (`var`) tables, multi-dimensional
 /// annotations (`obsm`, `varm`), pairwise graphs (`obsp`, `varp`), extra matrices (`layers`),
 /// unstructured results (`uns`) and an optional `raw`.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, PartialEq)]
 pub struct AnnData {
     pub x: Matrix,
     pub obs: DataFrame,
@@ -57,6 +59,56 @@ impl AnnData {
             uns: BTreeMap::new(),
             raw: None,
         }
+    }
+
+    /// Moves X (and `.raw.X`) to the GPU of `ctx` as CSR; returns the bytes uploaded.
+    pub fn to_device(
+        &mut self,
+        ctx: &std::sync::Arc<sc_kernels::gpu::GpuContext>,
+    ) -> Result<usize> {
+        fn up(
+            ctx: &std::sync::Arc<sc_kernels::gpu::GpuContext>,
+            m: Matrix,
+        ) -> Result<(Matrix, usize)> {
+            let csr = match m {
+                Matrix::Device(d) => return Ok((Matrix::Device(d), 0)),
+                Matrix::Sparse(c) => c,
+                Matrix::Dense(d) => CsrMatrix::from_dense(&d),
+            };
+            let dev = sc_kernels::gpu::DeviceCsr::upload(ctx, &csr).map_err(|e| {
+                match e.out_of_memory() {
+                    Some(oom) => Error::OutOfMemory {
+                        step: "move X to the GPU",
+                        oom: oom.clone(),
+                    },
+                    None => Error::Device(format!("moving X to the GPU: {e}")),
+                }
+            })?;
+            let bytes = dev.bytes();
+            Ok((Matrix::Device(DeviceMatrix::csr(ctx, dev)), bytes))
+        }
+        let empty = || Matrix::Sparse(CsrMatrix::zeros(0, 0));
+        let (x, mut bytes) = up(ctx, std::mem::replace(&mut self.x, empty()))?;
+        self.x = x;
+        if let Some(raw) = &mut self.raw {
+            let (x, b) = up(ctx, std::mem::replace(&mut raw.x, empty()))?;
+            raw.x = x;
+            bytes += b;
+        }
+        Ok(bytes)
+    }
+
+    /// Moves X, `.raw.X` and the layers to the host (writing needs them there).
+    pub fn to_host(&mut self) -> Result<()> {
+        let empty = || Matrix::Sparse(CsrMatrix::zeros(0, 0));
+        self.x = std::mem::replace(&mut self.x, empty()).into_host()?;
+        if let Some(raw) = &mut self.raw {
+            raw.x = std::mem::replace(&mut raw.x, empty()).into_host()?;
+        }
+        for l in self.layers.values_mut() {
+            *l = std::mem::replace(l, empty()).into_host()?;
+        }
+        Ok(())
     }
 
     pub fn n_obs(&self) -> usize {

@@ -47,7 +47,7 @@ impl AnnData {
             varm: BTreeMap::new(),
         });
         self.x = if keep.iter().all(|&k| k) {
-            raw.x.clone()
+            raw.x.try_clone()?
         } else {
             raw.x.select_cols(keep)?
         };

@@ -1,7 +1,5 @@
-//! `--device auto|cpu|gpu`: which device runs the steps.
-//!
-//! Only CPU implementations of the steps exist so far, so a GPU is detected and reported but
-//! not used: `auto` runs on the CPU with a notice saying why, `gpu` is refused with that reason.
+//! `--device auto|cpu|gpu`: which device runs the steps. `auto` takes the GPU when there is
+//! one (saying so), else the CPU with the reason; `gpu` without a GPU is refused with the reason.
 
 use crate::Error;
 
@@ -34,25 +32,23 @@ pub fn resolve(choice: DeviceChoice) -> Result<Resolved, Error> {
 
 /// The decision for a given GPU presence (`Ok(devices)` or `Err(why there is none)`).
 pub fn resolve_with(choice: DeviceChoice, gpus: Result<usize, String>) -> Result<Resolved, Error> {
-    const NOT_BUILT: &str = "the GPU implementations of the pipeline steps are not built yet";
     match (choice, gpus) {
         (DeviceChoice::Cpu, _) => Ok(Resolved {
             device: "cpu",
             notice: None,
         }),
         (DeviceChoice::Auto, Ok(n)) => Ok(Resolved {
-            device: "cpu",
-            notice: Some(format!(
-                "notice: {n} GPU(s) found, but {NOT_BUILT}: running on the CPU"
-            )),
+            device: "gpu",
+            notice: Some(format!("notice: {n} GPU(s) found: running on GPU 0")),
         }),
         (DeviceChoice::Auto, Err(why)) => Ok(Resolved {
             device: "cpu",
             notice: Some(format!("notice: no GPU ({why}): running on the CPU")),
         }),
-        (DeviceChoice::Gpu, Ok(n)) => Err(Error::Device(format!(
-            "--device gpu: {n} GPU(s) found, but {NOT_BUILT}; use --device cpu (or auto)"
-        ))),
+        (DeviceChoice::Gpu, Ok(_)) => Ok(Resolved {
+            device: "gpu",
+            notice: None,
+        }),
         (DeviceChoice::Gpu, Err(why)) => Err(Error::Device(format!(
             "--device gpu: no GPU is available ({why}); use --device cpu (or auto)"
         ))),
@@ -64,17 +60,16 @@ mod tests {
     use super::*;
 
     #[test]
-    fn auto_falls_back_to_the_cpu_and_says_why() {
+    fn auto_takes_the_gpu_when_there_is_one_and_says_why_not() {
         let r = resolve_with(DeviceChoice::Auto, Err("no CUDA driver".into())).unwrap();
         assert_eq!(r.device, "cpu");
         assert!(r.notice.unwrap().contains("no CUDA driver"));
         let r = resolve_with(DeviceChoice::Auto, Ok(1)).unwrap();
-        assert_eq!(r.device, "cpu");
-        assert!(r.notice.unwrap().contains("not built yet"));
+        assert_eq!(r.device, "gpu");
     }
 
     #[test]
-    fn gpu_is_refused_with_the_reason() {
+    fn gpu_without_one_is_refused_with_the_reason() {
         let e = resolve_with(DeviceChoice::Gpu, Err("no CUDA driver".into()))
             .unwrap_err()
             .to_string();
@@ -82,10 +77,10 @@ mod tests {
             e.contains("no GPU is available") && e.contains("no CUDA driver"),
             "{e}"
         );
-        let e = resolve_with(DeviceChoice::Gpu, Ok(2))
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("not built yet"), "{e}");
+        assert_eq!(
+            resolve_with(DeviceChoice::Gpu, Ok(2)).unwrap().device,
+            "gpu"
+        );
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The `scpipe` command: `run` (the preprocessing pipeline on a file or a generated demo
 //! dataset) and `generate` (a synthetic h5ad file).
 
+pub mod allocator;
 pub mod device;
 mod generate;
 pub mod progress;

@@ -1,8 +1,9 @@
 //! `scpipe run INPUT -o OUT.h5ad [options]` and `scpipe run --demo`.
 
+use super::allocator::{self, parse_size, AllocatorChoice};
 use super::device::{resolve, DeviceChoice};
 use super::progress::Spinner;
-use crate::pipeline::{run_pipeline, PipelineConfig, StepObserver};
+use crate::pipeline::{run_pipeline_on, GpuRun, PipelineConfig, StepObserver};
 use crate::report::{RunReport, StepTimer};
 use crate::steps::{Flavor, HvgOptions};
 use crate::synthetic::SyntheticParams;
@@ -42,6 +43,15 @@ pub struct RunArgs {
     /// Write the per-step measurements as JSON here.
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// GPU memory resource (the allocator every device allocation of the run goes through).
+    #[arg(long, value_enum, default_value_t = AllocatorChoice::Pool)]
+    pub allocator: AllocatorChoice,
+    /// Initial size of the pool (pool, binning, async), e.g. 4GiB; default: half the free GPU memory (RMM's).
+    #[arg(long, value_parser = parse_size)]
+    pub pool_initial: Option<usize>,
+    /// Maximum size of the pool (pool, binning, async; the arena's size), e.g. 16GiB; default: no maximum.
+    #[arg(long, value_parser = parse_size)]
+    pub pool_max: Option<usize>,
 
     /// Prefix of the mitochondrial genes (the `mt` QC variable).
     #[arg(long, default_value = "MT-")]
@@ -160,6 +170,18 @@ pub fn read_input(path: &Path, genome: Option<&str>) -> Result<AnnData> {
     }
 }
 
+/// GPU 0 with the chosen allocator behind a statistics adaptor, and a stream for the steps.
+fn gpu_run(args: &RunArgs, report: &mut RunReport) -> Result<GpuRun> {
+    let device = rmm_core::Device::cuda(0).map_err(|e| Error::Device(format!("GPU 0: {e}")))?;
+    let resource = allocator::build(args.allocator, &device, args.pool_initial, args.pool_max)?;
+    let stream = device
+        .new_stream()
+        .map_err(|e| Error::Device(format!("creating a stream on GPU 0: {e}")))?;
+    report.gpu_name = device.name().ok();
+    report.allocator = Some(format!("{:?}", args.allocator).to_lowercase());
+    GpuRun::new(&device, &stream, resource)
+}
+
 pub fn run(args: RunArgs) -> Result<()> {
     let config = args.config()?;
     let device = resolve(args.device)?;
@@ -217,9 +239,19 @@ pub fn run(args: RunArgs) -> Result<()> {
     };
     report.steps.push(load_record);
 
-    report
-        .steps
-        .extend(run_pipeline(&mut adata, &config, &mut spinner)?);
+    let gpu = match device.device {
+        "gpu" => Some(gpu_run(&args, &mut report)?),
+        _ => None,
+    };
+    report.steps.extend(run_pipeline_on(
+        &mut adata,
+        &config,
+        gpu.as_ref(),
+        &mut spinner,
+    )?);
+    if let Some(g) = &gpu {
+        report.record_gpu(g);
+    }
 
     spinner.started("write h5ad");
     let timer = StepTimer::start("write h5ad");

@@ -440,6 +440,7 @@ fn read_sparse_dict(
         let m = match read_matrix(ctx, &g, &key, &el)? {
             Matrix::Sparse(m) => m,
             Matrix::Dense(d) => CsrMatrix::from_dense(&d),
+            Matrix::Device(_) => unreachable!("the reader makes host matrices"),
         };
         out.insert(key, m);
     }

@@ -332,6 +332,9 @@ pub(crate) fn write_matrix(ctx: &H5Ctx, parent: &Group, name: &str, m: &Matrix) 
             &[d.n_rows, d.n_cols],
             &ArrayData::F32(d.data.clone()),
         ),
+        Matrix::Device(_) => Err(crate::Error::Device(format!(
+            "cannot write '{name}' while it is on the GPU: move it to the host first (AnnData::to_host)"
+        ))),
     }
 }
 

@@ -9,8 +9,11 @@ use sc_kernels::filter::{CellFilter, GeneFilter};
 
 /// Keeps the cells that pass `filter`; returns how many were removed.
 pub fn filter_cells(adata: &mut AnnData, filter: CellFilter) -> Result<usize> {
-    let result = sc_kernels::filter::filter_cells(adata.x.to_csr().as_ref(), filter)
-        .map_err(kernel_error("filter_cells"))?;
+    let result = match super::device_csr(adata) {
+        Some((ctx, x)) => sc_kernels::filter::filter_cells_gpu(&ctx, x, filter),
+        None => sc_kernels::filter::filter_cells(adata.x.to_csr()?.as_ref(), filter),
+    }
+    .map_err(kernel_error("filter_cells"))?;
     let removed = result.keep.len() - result.n_kept();
     adata.obs.set_values(result.name, result.values.into())?;
     adata.select_obs(&result.keep)?;
@@ -19,8 +22,11 @@ pub fn filter_cells(adata: &mut AnnData, filter: CellFilter) -> Result<usize> {
 
 /// Keeps the genes that pass `filter`; returns how many were removed.
 pub fn filter_genes(adata: &mut AnnData, filter: GeneFilter) -> Result<usize> {
-    let result = sc_kernels::filter::filter_genes(adata.x.to_csr().as_ref(), filter)
-        .map_err(kernel_error("filter_genes"))?;
+    let result = match super::device_csr(adata) {
+        Some((ctx, x)) => sc_kernels::filter::filter_genes_gpu(&ctx, x, filter),
+        None => sc_kernels::filter::filter_genes(adata.x.to_csr()?.as_ref(), filter),
+    }
+    .map_err(kernel_error("filter_genes"))?;
     let removed = result.keep.len() - result.n_kept();
     adata.var.set_values(result.name, result.values.into())?;
     adata.select_var(&result.keep)?;

@@ -67,7 +67,7 @@ pub fn highly_variable_genes(adata: &mut AnnData, options: &HvgOptions) -> Resul
         log1p_base: log1p_base(adata),
         ..HvgParams::default()
     };
-    let x = matrix.to_csr();
+    let x = matrix.to_csr()?;
     let result = sc_kernels::hvg::highly_variable_genes(
         x.as_ref(),
         &params,

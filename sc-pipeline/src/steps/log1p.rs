@@ -6,7 +6,11 @@ use crate::anndata::Value;
 use crate::{AnnData, Result};
 
 pub fn log1p(adata: &mut AnnData, base: Option<f64>) -> Result<()> {
-    sc_kernels::log1p::log1p(x_csr_mut(adata), base).map_err(kernel_error("log1p"))?;
+    match super::device_csr_mut(adata) {
+        Some((ctx, x)) => sc_kernels::log1p::log1p_gpu(&ctx, x, base),
+        None => sc_kernels::log1p::log1p(x_csr_mut(adata), base),
+    }
+    .map_err(kernel_error("log1p"))?;
     let entries: Vec<(&str, Value)> = base
         .map(|b| ("base", Value::float(b)))
         .into_iter()

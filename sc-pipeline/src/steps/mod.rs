@@ -24,9 +24,11 @@ pub use sc_kernels::normalize::NormalizeParams;
 pub use sc_kernels::scale::ScaleParams;
 pub use scale::scale;
 
-use crate::anndata::Matrix;
+use crate::anndata::{DeviceData, DeviceMatrix, Matrix};
 use crate::{AnnData, Error};
+use sc_kernels::gpu::{DeviceCsr, GpuContext};
 use sc_kernels::CsrMatrix;
+use std::sync::Arc;
 
 /// Wraps a kernel's refusal into the step's error.
 pub(crate) fn kernel_error(step: &'static str) -> impl Fn(sc_kernels::KernelError) -> Error {
@@ -35,10 +37,39 @@ pub(crate) fn kernel_error(step: &'static str) -> impl Fn(sc_kernels::KernelErro
             step,
             problem: format!("{name}: {reason}"),
         },
+        sc_kernels::KernelError::Memory(rmm_core::MemoryError::OutOfMemory(oom)) => {
+            Error::OutOfMemory { step, oom }
+        }
+        e @ (sc_kernels::KernelError::Memory(_) | sc_kernels::KernelError::Gpu(_)) => Error::Gpu {
+            step,
+            problem: e.to_string(),
+        },
         other => Error::InvalidData {
             what: format!("{step} input"),
             problem: other.to_string(),
         },
+    }
+}
+
+/// X when it lives on the GPU as CSR: its context and the matrix.
+pub(crate) fn device_csr(adata: &AnnData) -> Option<(Arc<GpuContext>, &DeviceCsr)> {
+    match &adata.x {
+        Matrix::Device(DeviceMatrix {
+            ctx,
+            data: DeviceData::Csr(m),
+        }) => Some((ctx.clone(), m)),
+        _ => None,
+    }
+}
+
+/// As [`device_csr`], mutable.
+pub(crate) fn device_csr_mut(adata: &mut AnnData) -> Option<(Arc<GpuContext>, &mut DeviceCsr)> {
+    match &mut adata.x {
+        Matrix::Device(DeviceMatrix {
+            ctx,
+            data: DeviceData::Csr(m),
+        }) => Some((ctx.clone(), m)),
+        _ => None,
     }
 }
 
@@ -50,6 +81,8 @@ pub(crate) fn x_csr_mut(adata: &mut AnnData) -> &mut CsrMatrix<f32> {
     }
     match &mut adata.x {
         Matrix::Sparse(m) => m,
-        Matrix::Dense(_) => unreachable!("converted above"),
+        Matrix::Dense(_) | Matrix::Device(_) => {
+            unreachable!("converted above; device matrices take their GPU branch first")
+        }
     }
 }

@@ -44,6 +44,11 @@ fn representation(adata: &AnnData) -> Result<(DenseMatrix<f32>, &'static str)> {
         let dense = match &adata.x {
             Matrix::Dense(d) => d.clone(),
             Matrix::Sparse(s) => s.to_dense(),
+            Matrix::Device(d) => match d.download().map_err(super::kernel_error("neighbors"))? {
+                Matrix::Dense(d) => d,
+                Matrix::Sparse(s) => s.to_dense(),
+                Matrix::Device(_) => unreachable!("downloaded"),
+            },
         };
         return Ok((dense, "X"));
     }

@@ -6,7 +6,7 @@
 //! `variance_ratio` and `params` (`zero_center`, `use_highly_variable`, `mask_var`).
 
 use super::kernel_error;
-use crate::anndata::{ArrayData, Column, DenseArray, Matrix, Value};
+use crate::anndata::{ArrayData, Column, DenseArray, DeviceData, Matrix, Value};
 use crate::{AnnData, Error, Result};
 use sc_kernels::pca::{pca_dense, pca_sparse, PcaParams};
 
@@ -36,6 +36,12 @@ pub fn pca(adata: &mut AnnData, n_comps: usize) -> Result<usize> {
     let result = match x {
         Matrix::Dense(d) => pca_dense(d, &params),
         Matrix::Sparse(s) => pca_sparse(s, &params),
+        Matrix::Device(d) => match &d.data {
+            DeviceData::Dense(m) => sc_kernels::pca_gpu::pca_dense_gpu(&d.ctx, m, &params),
+            DeviceData::Csr(_) => match x.to_csr()? {
+                c => pca_sparse(c.as_ref(), &params),
+            },
+        },
     }
     .map_err(kernel_error(STEP))?;
     let k = result.x_pca.n_cols;

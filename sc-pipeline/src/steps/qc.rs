@@ -58,10 +58,11 @@ pub fn calculate_qc_metrics(
         percent_top: percent_top.to_vec(),
         log1p,
     };
-    let x = adata.x.to_csr();
-    let metrics =
-        sc_kernels::qc::calculate_qc_metrics(x.as_ref(), &params).map_err(kernel_error(STEP))?;
-    drop(x);
+    let metrics = match super::device_csr(adata) {
+        Some((ctx, x)) => sc_kernels::qc::calculate_qc_metrics_gpu(&ctx, x, &params),
+        None => sc_kernels::qc::calculate_qc_metrics(adata.x.to_csr()?.as_ref(), &params),
+    }
+    .map_err(kernel_error(STEP))?;
     for (name, col) in metrics.obs {
         adata.obs.set_values(name, col.into())?;
     }

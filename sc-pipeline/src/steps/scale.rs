@@ -3,13 +3,30 @@
 //! `var['std']`. Without zero-centring a sparse X stays sparse.
 
 use super::kernel_error;
-use crate::anndata::{ArrayData, Matrix};
+use crate::anndata::{ArrayData, DeviceMatrix, Matrix};
 use crate::{AnnData, Result};
 use sc_kernels::scale::ScaleParams;
 
 pub fn scale(adata: &mut AnnData, params: &ScaleParams) -> Result<()> {
     const STEP: &str = "scale";
+    if let Some((ctx, m)) = super::device_csr(adata).filter(|_| params.zero_center) {
+        let (dense, stats) = sc_kernels::scale::scale_csr_to_dense_gpu(&ctx, m, params)
+            .map_err(kernel_error(STEP))?;
+        adata.x = Matrix::Device(DeviceMatrix::dense(&ctx, dense));
+        adata.var.set_values("mean", ArrayData::F64(stats.mean))?;
+        adata.var.set_values("std", ArrayData::F64(stats.std))?;
+        return Ok(());
+    }
+    if let Matrix::Device(_) = &adata.x {
+        // Without centring (or on a dense device X) the CPU implementation runs on a host copy.
+        adata.x = std::mem::replace(
+            &mut adata.x,
+            Matrix::Sparse(sc_kernels::CsrMatrix::zeros(0, 0)),
+        )
+        .into_host()?;
+    }
     let stats = match &mut adata.x {
+        Matrix::Device(_) => unreachable!("moved to the host above"),
         Matrix::Sparse(m) if params.zero_center => {
             let (dense, stats) = sc_kernels::scale::scale_csr_to_dense::<f32, f32>(m, params)
                 .map_err(kernel_error(STEP))?;

@@ -1,0 +1,356 @@
+//! Every GPU kernel against its CPU twin, on random inputs (proptest, a fixed number of cases)
+//! and on the real datasets of ../shared/data; and the whole GPU pipeline against the CPU one,
+//! with every allocation checked through a tracking adaptor. Tolerances are stated per check.
+
+use integration_tests::gpu_or_skip;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestRunner};
+use rmm_core::{CudaResource, PoolOptions, PoolResource, SharedResource, TrackingAdaptor};
+use sc_kernels::filter::{CellFilter, GeneFilter};
+use sc_kernels::gpu::{compact, scan, DeviceCsr, GpuContext};
+use sc_kernels::normalize::NormalizeParams;
+use sc_kernels::pca::PcaParams;
+use sc_kernels::qc::QcParams;
+use sc_kernels::scale::ScaleParams;
+use sc_kernels::CsrMatrix;
+use sc_pipeline::anndata::Matrix;
+use sc_pipeline::pipeline::{run_pipeline, run_pipeline_on, GpuRun, PipelineConfig, Silent};
+use std::sync::Arc;
+
+fn context(d: &rmm_core::Device) -> GpuContext {
+    let r: SharedResource = Arc::new(
+        PoolResource::new(CudaResource::new(d), PoolOptions::sized(1 << 28, None)).unwrap(),
+    );
+    GpuContext::new(d, &d.new_stream().unwrap(), r).unwrap()
+}
+
+/// Random counts: `rows x cols`, about `density` stored, small integers with a few large ones.
+fn counts(seed: u64, rows: usize, cols: usize, density: f64) -> CsrMatrix<f32> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut indptr = vec![0u64];
+    let (mut indices, mut data) = (vec![], vec![]);
+    for _ in 0..rows {
+        for j in 0..cols {
+            if rng.random::<f64>() < density {
+                indices.push(j as u32);
+                let v = if rng.random::<f64>() < 0.05 {
+                    rng.random_range(20..3000)
+                } else {
+                    rng.random_range(1..6)
+                };
+                data.push(v as f32);
+            }
+        }
+        indptr.push(data.len() as u64);
+    }
+    CsrMatrix::new(rows, cols, indptr, indices, data).unwrap()
+}
+
+fn max_rel(a: &[f32], b: &[f32]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    a.iter()
+        .zip(b)
+        .map(|(&x, &y)| (x as f64 - y as f64).abs() / (y as f64).abs().max(1e-6))
+        .fold(0.0, f64::max)
+}
+
+fn real_counts() -> Vec<CsrMatrix<f32>> {
+    // SCPIPE_DATA: where the datasets are on a machine without ../shared (the GPU machine).
+    let dir = std::env::var_os("SCPIPE_DATA").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"),
+        std::path::PathBuf::from,
+    );
+    [
+        "celltypist_sample_559x32786_counts.h5ad",
+        "scvi_pbmc5k_pbmc10k_400cells_2batches_counts.h5ad",
+    ]
+    .iter()
+    .map(|f| {
+        let a = sc_pipeline::io::read_h5ad(dir.join(f)).unwrap_or_else(|e| panic!("{f}: {e}"));
+        a.x.to_csr().unwrap().into_owned()
+    })
+    .collect()
+}
+
+fn inputs(seed: u64, rows: usize, cols: usize) -> CsrMatrix<f32> {
+    counts(seed, rows, cols, 0.1)
+}
+
+fn cases() -> TestRunner {
+    TestRunner::new(Config {
+        cases: 12,
+        ..Config::default()
+    })
+}
+
+#[test]
+fn scan_and_compaction_match_the_host() {
+    let Some(d) = gpu_or_skip("gpu scan/compaction") else {
+        return;
+    };
+    let ctx = context(&d);
+    cases()
+        .run(&(any::<u64>(), 0usize..20_000), |(seed, n)| {
+            use rand::{Rng, SeedableRng};
+            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+            let c: Vec<u64> = (0..n).map(|_| rng.random_range(0..5000)).collect();
+            let (dev, total) = scan::exclusive_scan(&ctx, &ctx.upload(&c).unwrap()).unwrap();
+            let host = scan::exclusive_scan_host(&c);
+            prop_assert_eq!(ctx.download(&dev).unwrap(), host.clone());
+            prop_assert_eq!(total, *host.last().unwrap());
+            Ok(())
+        })
+        .unwrap();
+    cases()
+        .run(&(any::<u64>(), 1usize..400, 1usize..300), |(seed, r, c)| {
+            let x = inputs(seed, r, c);
+            let dx = DeviceCsr::upload(&ctx, &x).unwrap();
+            let keep_r: Vec<bool> = (0..r).map(|i| (i as u64 ^ seed) % 3 != 0).collect();
+            let keep_c: Vec<bool> = (0..c).map(|j| (j as u64 ^ seed) % 4 != 1).collect();
+            let rows = compact::select_rows(&ctx, &dx, &keep_r)
+                .unwrap()
+                .download(&ctx)
+                .unwrap();
+            prop_assert_eq!(rows, x.select_rows(&keep_r).unwrap());
+            let cols = compact::select_cols(&ctx, &dx, &keep_c)
+                .unwrap()
+                .download(&ctx)
+                .unwrap();
+            prop_assert_eq!(cols, x.select_cols(&keep_c).unwrap());
+            Ok(())
+        })
+        .unwrap();
+}
+
+#[test]
+fn qc_and_filters_equal_the_cpu_exactly() {
+    let Some(d) = gpu_or_skip("gpu qc/filters") else {
+        return;
+    };
+    let ctx = context(&d);
+    let check = |x: &CsrMatrix<f32>| {
+        let g = x.n_cols;
+        let params = QcParams {
+            qc_vars: vec![("mt".into(), (0..g).map(|j| j % 7 == 0).collect())],
+            percent_top: vec![1, 5, 50, g.min(200)],
+            log1p: true,
+        };
+        let ns = sc_kernels::qc::check_params(g, &params).unwrap();
+        let dx = DeviceCsr::upload(&ctx, x).unwrap();
+        // Integer counts: f64 sums are exact in any order, so equality is the tolerance.
+        let gpu = sc_kernels::qc::qc_sums_gpu(&ctx, &dx, &params, &ns).unwrap();
+        let cpu = sc_kernels::qc::qc_sums(x, &params, &ns);
+        assert_eq!(gpu, cpu);
+        for f in [
+            CellFilter::MinGenes(3),
+            CellFilter::MinCounts(10.0),
+            CellFilter::MaxGenes(20),
+        ] {
+            assert_eq!(
+                sc_kernels::filter::filter_cells_gpu(&ctx, &dx, f).unwrap(),
+                sc_kernels::filter::filter_cells(x, f).unwrap()
+            );
+        }
+        for f in [GeneFilter::MinCells(3), GeneFilter::MinCounts(5.0)] {
+            assert_eq!(
+                sc_kernels::filter::filter_genes_gpu(&ctx, &dx, f).unwrap(),
+                sc_kernels::filter::filter_genes(x, f).unwrap()
+            );
+        }
+    };
+    cases()
+        .run(&(any::<u64>(), 1usize..300, 1usize..400), |(seed, r, c)| {
+            check(&inputs(seed, r, c));
+            Ok(())
+        })
+        .unwrap();
+    for x in real_counts() {
+        check(&x);
+    }
+}
+
+#[test]
+fn normalize_log1p_scale_match_the_cpu() {
+    let Some(d) = gpu_or_skip("gpu normalize/log1p/scale") else {
+        return;
+    };
+    let ctx = context(&d);
+    let check = |x: &CsrMatrix<f32>| {
+        for params in [
+            NormalizeParams {
+                target_sum: Some(1e4),
+                ..Default::default()
+            },
+            NormalizeParams::default(),
+            NormalizeParams {
+                exclude_highly_expressed: true,
+                max_fraction: 0.1,
+                ..Default::default()
+            },
+        ] {
+            let mut cpu = x.clone();
+            let rc = sc_kernels::normalize::normalize_total(&mut cpu, &params).unwrap();
+            let mut dx = DeviceCsr::upload(&ctx, x).unwrap();
+            let rg = sc_kernels::normalize::normalize_total_gpu(&ctx, &mut dx, &params).unwrap();
+            // Same f32 totals, same IEEE division: identical.
+            assert_eq!(rg, rc);
+            assert_eq!(dx.download(&ctx).unwrap(), cpu);
+            sc_kernels::log1p::log1p(&mut cpu, None).unwrap();
+            sc_kernels::log1p::log1p_gpu(&ctx, &mut dx, None).unwrap();
+            // log1pf and the CPU's ln_1p: within 2 ulp (2.4e-7 relative).
+            let lg = dx.download(&ctx).unwrap();
+            assert!(
+                max_rel(&lg.data, &cpu.data) <= 2.4e-7,
+                "log1p {}",
+                max_rel(&lg.data, &cpu.data)
+            );
+            let p = ScaleParams {
+                zero_center: true,
+                max_value: Some(10.0),
+            };
+            let (sc, _) = sc_kernels::scale::scale_csr_to_dense::<f32, f32>(&cpu, &p).unwrap();
+            let (sg, _) = sc_kernels::scale::scale_csr_to_dense_gpu(&ctx, &dx, &p).unwrap();
+            let sg = sg.download(&ctx).unwrap();
+            // The inputs differ by the log1p ulps above; the means/variances by f64 rounding.
+            let diff = sg
+                .data
+                .iter()
+                .zip(&sc.data)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            assert!(diff <= 1e-4, "scale differs by {diff}");
+        }
+    };
+    cases()
+        .run(&(any::<u64>(), 2usize..300, 1usize..300), |(seed, r, c)| {
+            check(&inputs(seed, r, c));
+            Ok(())
+        })
+        .unwrap();
+    for x in real_counts() {
+        check(&x);
+    }
+}
+
+#[test]
+fn pca_matches_the_cpu_up_to_sign() {
+    let Some(d) = gpu_or_skip("gpu pca") else {
+        return;
+    };
+    let ctx = context(&d);
+    for (seed, n, g) in [(1u64, 3000usize, 300usize), (2, 20_000, 500)] {
+        let mut x = inputs(seed, n, g);
+        sc_kernels::normalize::normalize_total(&mut x, &NormalizeParams::default()).unwrap();
+        sc_kernels::log1p::log1p(&mut x, None).unwrap();
+        let p = ScaleParams {
+            zero_center: true,
+            max_value: Some(10.0),
+        };
+        let (dense, _) = sc_kernels::scale::scale_csr_to_dense::<f32, f32>(&x, &p).unwrap();
+        let params = PcaParams {
+            n_comps: 30,
+            zero_center: true,
+        };
+        let cpu = sc_kernels::pca::pca_dense(&dense, &params).unwrap();
+        let dd = sc_kernels::gpu::DeviceDense::upload(&ctx, &dense).unwrap();
+        let gpu = sc_kernels::pca_gpu::pca_dense_gpu(&ctx, &dd, &params).unwrap();
+        for c in 0..30 {
+            let rel = (gpu.variance[c] - cpu.variance[c]).abs() / cpu.variance[c];
+            assert!(
+                rel < 1e-4,
+                "variance {c}: {} vs {}",
+                gpu.variance[c],
+                cpu.variance[c]
+            );
+        }
+        // Components of well-separated eigenvalues agree up to sign (same sign rule).
+        for c in 0..10 {
+            let a = &gpu.components.data[c * g..(c + 1) * g];
+            let b = &cpu.components.data[c * g..(c + 1) * g];
+            let dot: f64 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+            let gap = (cpu.variance[c] - cpu.variance[c + 1]) / cpu.variance[c];
+            if gap > 1e-3 {
+                assert!(dot > 0.999, "component {c}: dot {dot}");
+            }
+        }
+    }
+}
+
+/// The whole pipeline on the GPU, every allocation through a tracking adaptor: the same output
+/// as the CPU run, and nothing left allocated once the results are back on the host.
+#[test]
+fn gpu_pipeline_matches_cpu_and_releases_everything() {
+    let Some(d) = gpu_or_skip("gpu pipeline") else {
+        return;
+    };
+    let params = sc_pipeline::synthetic::SyntheticParams::new(4000, 3000, 7);
+    let mut cpu = sc_pipeline::synthetic::generate(&params).unwrap();
+    let mut gpu = sc_pipeline::synthetic::generate(&params).unwrap();
+    let config = PipelineConfig {
+        n_neighbors: Some(15),
+        ..PipelineConfig::default()
+    };
+    run_pipeline(&mut cpu, &config, &mut Silent).unwrap();
+    let tracking = Arc::new(TrackingAdaptor::new(
+        Arc::new(CudaResource::new(&d)) as SharedResource,
+        false,
+    ));
+    let run = GpuRun::new(&d, &d.new_stream().unwrap(), tracking.clone()).unwrap();
+    let records = run_pipeline_on(&mut gpu, &config, Some(&run), &mut Silent).unwrap();
+    assert!(
+        records
+            .iter()
+            .filter(|r| r.device.as_deref() == Some("gpu"))
+            .count()
+            >= 8
+    );
+    assert!(
+        run.stats.statistics().allocations.total > 20,
+        "allocations went through the adaptor"
+    );
+    assert!(
+        tracking.outstanding_allocations().is_empty(),
+        "{}",
+        tracking.leak_report()
+    );
+    assert_eq!(gpu.n_obs(), cpu.n_obs());
+    assert_eq!(gpu.n_vars(), cpu.n_vars());
+    assert_eq!(gpu.var.index, cpu.var.index, "same highly variable genes");
+    for col in [
+        "n_genes_by_counts",
+        "total_counts",
+        "pct_counts_mt",
+        "n_genes",
+    ] {
+        assert_eq!(gpu.obs.column(col), cpu.obs.column(col), "obs['{col}']");
+    }
+    let (Matrix::Dense(xg), Matrix::Dense(xc)) = (&gpu.x, &cpu.x) else {
+        panic!("dense scaled X")
+    };
+    let diff = xg
+        .data
+        .iter()
+        .zip(&xc.data)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
+    assert!(diff <= 1e-3, "scaled X differs by {diff}");
+    let rows = |a: &sc_pipeline::anndata::DenseArray| -> Vec<Vec<f64>> {
+        let v = a.data.to_f64().unwrap();
+        v.chunks(a.shape[1]).map(|r| r.to_vec()).collect()
+    };
+    let pg = rows(&gpu.obsm["X_pca"]);
+    let pc = rows(&cpu.obsm["X_pca"]);
+    for c in 0..10 {
+        let col = |m: &Vec<Vec<f64>>| m.iter().map(|r| r[c]).collect::<Vec<f64>>();
+        let (a, b) = (col(&pg), col(&pc));
+        let dot: f64 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
+        let na: f64 = a.iter().map(|x| x * x).sum::<f64>().sqrt();
+        let nb: f64 = b.iter().map(|x| x * x).sum::<f64>().sqrt();
+        assert!(
+            dot / (na * nb) > 0.999,
+            "X_pca column {c}: correlation {}",
+            dot / (na * nb)
+        );
+    }
+}
