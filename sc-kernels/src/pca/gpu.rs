@@ -1,0 +1,361 @@
+//! The GPU twin of [`super::pca_dense`] for a dense device matrix (the pipeline's scaled
+//! cells x genes matrix): the column sums (`pca.cu`), the Gram matrix `X^T X` (cuBLAS `ssyrk`
+//! over blocks of rows, each block's f32 product added into an f64 total on the device, as the
+//! CPU accumulates), the symmetric eigendecomposition (cuSOLVER `dsyevd`, f64) and the scores
+//! `X V - mu V` (cuBLAS `sgemm`) run on the device; the covariance, the sign rule and the
+//! variances are the CPU's shared host code on the `g x g` and `g x k` matrices.
+//!
+//! Conventions: `X` is row-major `n x g`, which cuBLAS reads as the column-major `g x n` matrix
+//! `X^T` with leading dimension `g`; the `g x g` matrices are column-major with leading dimension
+//! `g` (symmetric, so only the lower triangle matters); the scores, column-major `k x n` with
+//! leading dimension `k`, are the row-major `n x k` result.
+
+use super::{finish_covariance, mean_times_v, n_comps, pca_dense, use_dual, PcaParams, PcaResult};
+use crate::error::{KernelError, Result};
+use crate::gpu::module_cache::KernelSource;
+use crate::gpu::{grid_for, DeviceDense, GpuContext, BLOCK};
+use faer::Mat;
+use rmm_cuda::cudarc::cublas::sys as cublas;
+use rmm_cuda::cudarc::cusolver::sys as cusolver;
+use rmm_cuda::cudarc::driver::{result as driver, LaunchConfig, PushKernelArg};
+
+const SRC: KernelSource = KernelSource {
+    name: "pca",
+    source: include_str!("pca.cu"),
+};
+
+/// Rows per `ssyrk` block of the Gram matrix: f32 sums over at most this many rows, then f64
+/// (the CPU's `BLOCK_F32`).
+const GRAM_ROWS: usize = super::BLOCK_F32;
+
+/// A grid-stride launch over `items` (at most 2^16 blocks).
+fn grid_stride(items: usize) -> LaunchConfig {
+    let mut cfg = grid_for(items.max(1));
+    cfg.grid_dim.0 = cfg.grid_dim.0.min(1 << 16);
+    cfg
+}
+
+/// Makes the context's CUDA context current on this thread (cuBLAS and cuSOLVER calls use it).
+fn bind(ctx: &GpuContext) -> Result<()> {
+    ctx.device()
+        .cuda_context()
+        .expect("a GpuContext is on a real device")
+        .bind_to_thread()
+        .map_err(|e| KernelError::Gpu(format!("binding the CUDA context: {e:?}")))
+}
+
+/// PCA (covariance route) of a dense device matrix: the result of the CPU's [`pca_dense`] up to
+/// f32 rounding of the Gram blocks and scores (and the signs/order of components with equal
+/// eigenvalues). Values are not checked for being finite (the pipeline checks X earlier).
+///
+/// Small inputs with fewer cells than genes (where the CPU takes its dual route: at most 8192
+/// cells and 2e7 values) are downloaded and handed to [`pca_dense`]; every other input,
+/// e.g. 200,000 x 2,000, runs on the device apart from the `O(g^2)` covariance and `O(g k)`
+/// host steps.
+pub fn pca_dense_gpu(ctx: &GpuContext, x: &DeviceDense, params: &PcaParams) -> Result<PcaResult> {
+    let (n, g) = (x.n_rows, x.n_cols);
+    let k = n_comps(params, n, g)?;
+    if use_dual(n, g) {
+        return pca_dense(&x.download(ctx)?, params);
+    }
+    // cuSOLVER's workspace size (about 2 g^2) is an i32.
+    if n > i32::MAX as usize || g > 32_000 {
+        return Err(KernelError::Unsupported(format!(
+            "pca on the GPU: {n} x {g} exceeds the 32-bit sizes of cuBLAS / cuSOLVER"
+        )));
+    }
+    bind(ctx)?;
+    let sums = col_sums(ctx, x)?;
+    let gm = gram(ctx, x)?;
+    let sq_sums: Vec<f64> = (0..g).map(|j| gm[(j, j)]).collect();
+    finish_covariance(
+        n,
+        g,
+        k,
+        params.zero_center,
+        gm,
+        sums,
+        sq_sums,
+        |c, k| top_eigen(ctx, c, k),
+        |v, mean| project(ctx, x, v, mean),
+    )
+}
+
+/// Column sums of `X` in f64.
+fn col_sums(ctx: &GpuContext, x: &DeviceDense) -> Result<Vec<f64>> {
+    let (n, g) = (x.n_rows, x.n_cols);
+    let sums = ctx.zeros::<f64>(g)?;
+    let slices = n.div_ceil(2048).clamp(1, 65535);
+    let rows_per_slice = n.div_ceil(slices) as u64;
+    let f = ctx.function(SRC, "dense_col_sums")?;
+    let (n64, g64) = (n as u64, g as u64);
+    let mut l = ctx.launcher(&f);
+    l.arg(&x.data)
+        .arg(&n64)
+        .arg(&g64)
+        .arg(&rows_per_slice)
+        .arg(&sums);
+    let cfg = LaunchConfig {
+        grid_dim: (g.div_ceil(BLOCK as usize) as u32, slices as u32, 1),
+        block_dim: (BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    ctx.launch(l, cfg, "dense_col_sums")?;
+    ctx.download(&sums)
+}
+
+/// The lower triangle of `X^T X` (f64, the upper triangle zero).
+///
+/// Per block of `b` rows starting at row `s`: `ssyrk(uplo = lower, trans = N, n = g, k = b,
+/// A = X + s g, lda = g, C = part, ldc = g)`, i.e. `part = A A^T` with `A` the column-major
+/// `g x b` view of the block (`X_block^T`), so `part = X_block^T X_block`; then `add_lower`.
+fn gram(ctx: &GpuContext, x: &DeviceDense) -> Result<Mat<f64>> {
+    let (n, g) = (x.n_rows, x.n_cols);
+    let acc = ctx.zeros::<f64>(g * g)?;
+    let part = ctx.alloc::<f32>(g * g)?;
+    let handle = *ctx.blas()?.handle();
+    let add = ctx.function(SRC, "add_lower")?;
+    let g64 = g as u64;
+    let (one, zero) = (1.0f32, 0.0f32);
+    for s in (0..n).step_by(GRAM_ROWS) {
+        let b = (n - s).min(GRAM_ROWS);
+        let a = (x.data.ptr() + (s * g * 4) as u64) as *const f32;
+        // SAFETY: `a` points at rows s..s+b of X (b*g values, lda g), `part` holds g*g values;
+        // alpha and beta are host values (the handle's default pointer mode).
+        unsafe {
+            cublas::cublasSsyrk_v2(
+                handle,
+                cublas::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER,
+                cublas::cublasOperation_t::CUBLAS_OP_N,
+                g as i32,
+                b as i32,
+                &one,
+                a,
+                g as i32,
+                &zero,
+                part.ptr() as *mut f32,
+                g as i32,
+            )
+        }
+        .result()
+        .map_err(|e| KernelError::Gpu(format!("cublasSsyrk_v2 (Gram matrix): {e:?}")))?;
+        let mut l = ctx.launcher(&add);
+        l.arg(&part).arg(&g64).arg(&acc);
+        ctx.launch(l, grid_stride(g * g), "add_lower")?;
+    }
+    let h = ctx.download(&acc)?;
+    Ok(lower_from_col_major(&h, g))
+}
+
+/// A column-major `g x g` buffer's lower triangle as a matrix (upper triangle zero).
+fn lower_from_col_major(h: &[f64], g: usize) -> Mat<f64> {
+    Mat::from_fn(g, g, |i, j| if i >= j { h[j * g + i] } else { 0.0 })
+}
+
+/// The `k` largest eigenvalues (descending) and their eigenvectors of the symmetric `c` by
+/// `cusolverDnDsyevd` (lower triangle, column-major, lda = g); it returns all eigenvalues
+/// ascending with the eigenvectors as the columns of `A` in the same order, so the top `k` are
+/// the last `k` columns, copied out on the device before the download.
+fn top_eigen(ctx: &GpuContext, c: Mat<f64>, k: usize) -> Result<(Vec<f64>, Mat<f64>)> {
+    let g = c.nrows();
+    let a = ctx.upload(&to_col_major(&c))?;
+    drop(c);
+    let w = ctx.alloc::<f64>(g)?;
+    let info = ctx.zeros::<i32>(1)?;
+    let handle = ctx.solver()?.cu();
+    let jobz = cusolver::cusolverEigMode_t::CUSOLVER_EIG_MODE_VECTOR;
+    let uplo = cusolver::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER;
+    let (gi, a_ptr, w_ptr) = (g as i32, a.ptr() as *mut f64, w.ptr() as *mut f64);
+    let mut lwork = 0i32;
+    // SAFETY: `a` holds g*g values (lda g) and `w` g values.
+    unsafe {
+        cusolver::cusolverDnDsyevd_bufferSize(handle, jobz, uplo, gi, a_ptr, gi, w_ptr, &mut lwork)
+    }
+    .result()
+    .map_err(|e| KernelError::Gpu(format!("cusolverDnDsyevd_bufferSize: {e:?}")))?;
+    let work = ctx.alloc::<f64>((lwork as usize).max(1))?;
+    // SAFETY: as above; `work` holds lwork values and `info` one int.
+    unsafe {
+        cusolver::cusolverDnDsyevd(
+            handle,
+            jobz,
+            uplo,
+            gi,
+            a_ptr,
+            gi,
+            w_ptr,
+            work.ptr() as *mut f64,
+            lwork,
+            info.ptr() as *mut i32,
+        )
+    }
+    .result()
+    .map_err(|e| KernelError::Gpu(format!("cusolverDnDsyevd: {e:?}")))?;
+    let top = ctx.alloc::<f64>(g * k)?;
+    // SAFETY: the last k columns of `a` (g*k values from offset (g-k)*g) fit `top`; both
+    // buffers are on the context's stream, which orders the copy after the solver.
+    unsafe {
+        driver::memcpy_dtod_async(
+            top.ptr(),
+            a.ptr() + ((g - k) * g * 8) as u64,
+            g * k * 8,
+            ctx.cuda_stream().cu_stream(),
+        )
+    }
+    .map_err(|e| KernelError::Gpu(format!("cuMemcpyDtoDAsync (eigenvectors): {e:?}")))?;
+    let status = ctx.download(&info)?[0];
+    if status != 0 {
+        return Err(KernelError::Gpu(format!(
+            "cusolverDnDsyevd: devInfo = {status} ({})",
+            if status > 0 {
+                "the eigensolver did not converge"
+            } else {
+                "an invalid argument"
+            }
+        )));
+    }
+    Ok(top_k_descending(
+        &ctx.download(&w)?,
+        &ctx.download(&top)?,
+        g,
+        k,
+    ))
+}
+
+/// Column-major copy of a matrix.
+fn to_col_major(m: &Mat<f64>) -> Vec<f64> {
+    (0..m.ncols())
+        .flat_map(|j| (0..m.nrows()).map(move |i| (i, j)))
+        .map(|(i, j)| m[(i, j)])
+        .collect()
+}
+
+/// From all eigenvalues ascending (`w`) and the eigenvectors of the top `k` as column-major
+/// `g x k` (ascending too): the top `k`, largest first.
+fn top_k_descending(w: &[f64], top: &[f64], g: usize, k: usize) -> (Vec<f64>, Mat<f64>) {
+    let vals = (0..k).map(|c| w[g - 1 - c]).collect();
+    let vecs = Mat::from_fn(g, k, |i, c| top[(k - 1 - c) * g + i]);
+    (vals, vecs)
+}
+
+/// Scores `X V - 1 (mu^T V)` as f32: `sgemm(transa = T, transb = N, m = k, n = n, k = g,
+/// A = V (column-major g x k, lda = g), B = X^T (lda = g), C = scores (ldc = k))` gives the
+/// column-major `k x n` matrix `V^T X^T = (X V)^T`, i.e. row-major `X V`; then `subtract_cols`.
+fn project(ctx: &GpuContext, x: &DeviceDense, v: &Mat<f64>, mean: &[f64]) -> Result<Vec<f32>> {
+    let (n, g, k) = (x.n_rows, x.n_cols, v.ncols());
+    let vf: Vec<f32> = to_col_major(v).into_iter().map(|a| a as f32).collect();
+    let v_d = ctx.upload(&vf)?;
+    let scores = ctx.alloc::<f32>(n * k)?;
+    let handle = *ctx.blas()?.handle();
+    let (one, zero) = (1.0f32, 0.0f32);
+    // SAFETY: V holds g*k values (lda g), X n*g (lda g), scores n*k (ldc k); host alpha/beta.
+    unsafe {
+        cublas::cublasSgemm_v2(
+            handle,
+            cublas::cublasOperation_t::CUBLAS_OP_T,
+            cublas::cublasOperation_t::CUBLAS_OP_N,
+            k as i32,
+            n as i32,
+            g as i32,
+            &one,
+            v_d.ptr() as *const f32,
+            g as i32,
+            x.data.ptr() as *const f32,
+            g as i32,
+            &zero,
+            scores.ptr() as *mut f32,
+            k as i32,
+        )
+    }
+    .result()
+    .map_err(|e| KernelError::Gpu(format!("cublasSgemm_v2 (scores): {e:?}")))?;
+    let mv = mean_times_v(mean, v);
+    if mv.iter().any(|&m| m != 0.0) {
+        let mv_d = ctx.upload(&mv)?;
+        let f = ctx.function(SRC, "subtract_cols")?;
+        let (n64, k64) = (n as u64, k as u64);
+        let mut l = ctx.launcher(&f);
+        l.arg(&scores).arg(&n64).arg(&k64).arg(&mv_d);
+        ctx.launch(l, grid_stride(n * k), "subtract_cols")?;
+    }
+    ctx.download(&scores)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Naive column-major BLAS semantics, to check the argument conventions used above.
+    fn gemm_cm(
+        ta: bool,
+        tb: bool,
+        m: usize,
+        n: usize,
+        k: usize,
+        a: &[f32],
+        lda: usize,
+        b: &[f32],
+        ldb: usize,
+        ldc: usize,
+    ) -> Vec<f32> {
+        let at = |i: usize, l: usize| if ta { a[i * lda + l] } else { a[l * lda + i] };
+        let bt = |l: usize, j: usize| if tb { b[l * ldb + j] } else { b[j * ldb + l] };
+        let mut c = vec![0.0f32; ldc * n];
+        for j in 0..n {
+            for i in 0..m {
+                c[j * ldc + i] = (0..k).map(|l| at(i, l) * bt(l, j)).sum();
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn blas_conventions_give_gram_and_scores_of_row_major_x() {
+        let (n, g, k) = (7, 4, 2);
+        let x: Vec<f32> = (0..n * g).map(|t| ((t * 37 % 11) as f32) - 5.0).collect();
+        let v = Mat::from_fn(g, k, |i, c| {
+            (i as f64 + 1.0) * if c == 0 { 1.0 } else { -0.5 }
+        });
+        // ssyrk(N, n = g, k = rows, lda = g) is gemm(N, T) of the g x rows view with itself.
+        let (s, b) = (2, 4);
+        let blk = &x[s * g..(s + b) * g];
+        let part = gemm_cm(false, true, g, g, b, blk, g, blk, g, g);
+        let lower = lower_from_col_major(&part.iter().map(|&p| p as f64).collect::<Vec<_>>(), g);
+        for i in 0..g {
+            for j in 0..=i {
+                let want: f32 = (s..s + b).map(|r| x[r * g + i] * x[r * g + j]).sum();
+                assert_eq!(lower[(i, j)], want as f64);
+            }
+        }
+        // sgemm(T, N, m = k, n = n, k = g, lda = g, ldb = g, ldc = k) is row-major X V.
+        let vf: Vec<f32> = to_col_major(&v).into_iter().map(|a| a as f32).collect();
+        let sc = gemm_cm(true, false, k, n, g, &vf, g, &x, g, k);
+        for r in 0..n {
+            for c in 0..k {
+                let want: f32 = (0..g).map(|j| x[r * g + j] * v[(j, c)] as f32).sum();
+                assert_eq!(sc[r * k + c], want);
+            }
+        }
+    }
+
+    #[test]
+    fn top_k_of_an_ascending_eigendecomposition() {
+        let g = 5;
+        let c = Mat::from_fn(g, g, |i, j| {
+            1.0 / (1.0 + i as f64 + j as f64) + (i == j) as u8 as f64
+        });
+        // What dsyevd returns: ascending eigenvalues, eigenvectors as columns (column-major).
+        let evd = c.self_adjoint_eigen(faer::Side::Lower).unwrap();
+        let w: Vec<f64> = (0..g).map(|i| evd.S().column_vector()[i]).collect();
+        let all = to_col_major(&evd.U().to_owned());
+        let k = 3;
+        let (vals, vecs) = top_k_descending(&w, &all[(g - k) * g..], g, k);
+        let (want_vals, want_vecs) = super::super::faer_top_eigen(c, k).unwrap();
+        assert_eq!(vals, want_vals);
+        for c_ in 0..k {
+            for i in 0..g {
+                assert_eq!(vecs[(i, c_)], want_vecs[(i, c_)]);
+            }
+        }
+    }
+}
