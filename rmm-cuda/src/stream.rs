@@ -221,6 +221,31 @@ impl Stream {
         }
     }
 
+    /// As [`Stream::copy_to_host`] without the wait.
+    ///
+    /// # Safety
+    /// Also: `dst` must stay valid and untouched until the stream has executed the copy (pinned
+    /// memory, which the driver writes asynchronously).
+    pub unsafe fn copy_to_host_async(&self, dst: &mut [u8], src: u64) -> Result<()> {
+        if dst.is_empty() {
+            return Ok(());
+        }
+        match &self.inner {
+            Inner::Cuda(s) => {
+                self.bind()?;
+                result::memcpy_dtoh_async(dst, src, s.cu_stream()).checked("cuMemcpyDtoHAsync")
+            }
+            Inner::Sim(_) => {
+                self.device
+                    .sim()
+                    .unwrap()
+                    .check_range("cuMemcpyDtoHAsync", src, dst.len())?;
+                std::ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr(), dst.len());
+                Ok(())
+            }
+        }
+    }
+
     /// Queues a device-to-device copy of `bytes`.
     ///
     /// # Safety

@@ -1,6 +1,7 @@
 //! `GpuContext`: the one value a step's GPU twin is handed.
 
 use super::module_cache::{KernelSource, ModuleCache};
+use super::staging::{fill_from, Staging, CHUNK_BYTES};
 use crate::error::{KernelError, Result};
 use bytemuck::Pod;
 use rmm_core::{DeviceVec, SharedResource};
@@ -9,7 +10,10 @@ use rmm_cuda::cudarc::cusolver::DnHandle;
 use rmm_cuda::cudarc::driver::{CudaFunction, CudaStream, LaunchArgs, LaunchConfig};
 use rmm_cuda::{Device, Stream};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// Transfers at least this large go through the pinned staging buffers.
+const STAGED_BYTES: usize = 4 << 20;
 
 /// Bytes copied between host and device through a context.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -29,6 +33,8 @@ pub struct GpuContext {
     modules: ModuleCache,
     blas: OnceLock<CudaBlas>,
     solver: OnceLock<DnHandle>,
+    /// Pinned buffers for large transfers (made on first use; one transfer at a time).
+    staging: Mutex<Option<Staging>>,
     h2d: AtomicU64,
     d2h: AtomicU64,
 }
@@ -75,6 +81,7 @@ impl GpuContext {
             modules: ModuleCache::default(),
             blas: OnceLock::new(),
             solver: OnceLock::new(),
+            staging: Mutex::new(None),
             h2d: AtomicU64::new(0),
             d2h: AtomicU64::new(0),
         })
@@ -123,18 +130,53 @@ impl GpuContext {
         )?)
     }
 
-    /// A device copy of `values` (counted in [`GpuContext::transfers`]).
-    pub fn upload<T: Pod>(&self, values: &[T]) -> Result<DeviceVec<T>> {
-        let v = DeviceVec::from_host_with_resource(values, &self.stream, self.resource.clone())?;
-        self.count_h2d(std::mem::size_of_val(values));
+    /// Runs `f` with the staging buffers (made on first use).
+    fn with_staging<R>(&self, f: impl FnOnce(&Staging) -> Result<R>) -> Result<R> {
+        let mut guard = self.staging.lock().unwrap();
+        if guard.is_none() {
+            *guard = Some(Staging::new(&self.device, &self.stream, CHUNK_BYTES)?);
+        }
+        f(guard.as_ref().expect("made above"))
+    }
+
+    /// A device copy of `values` (counted in [`GpuContext::transfers`]); large arrays go
+    /// through the pinned staging buffers.
+    pub fn upload<T: Pod + Send + Sync>(&self, values: &[T]) -> Result<DeviceVec<T>> {
+        let bytes = std::mem::size_of_val(values);
+        let v = if bytes >= STAGED_BYTES {
+            self.upload_with(values.len(), fill_from(values))?
+        } else {
+            DeviceVec::from_host_with_resource(values, &self.stream, self.resource.clone())?
+        };
+        self.count_h2d(bytes);
         Ok(v)
     }
 
-    /// The values of `v`, copied to the host (waits for the stream).
-    pub fn download<T: Pod>(&self, v: &DeviceVec<T>) -> Result<Vec<T>> {
-        let out = v.to_host()?;
-        self.d2h
-            .fetch_add(std::mem::size_of_val(&out[..]) as u64, Ordering::Relaxed);
+    /// A new device array of `len` values produced chunk by chunk by `fill(first, chunk)` into
+    /// pinned memory, each chunk copied while the next is produced (e.g. read from a file).
+    pub fn upload_with<T: Pod + Send + Sync>(
+        &self,
+        len: usize,
+        fill: impl FnMut(usize, &mut [T]) -> Result<()>,
+    ) -> Result<DeviceVec<T>> {
+        let v = self.alloc::<T>(len)?;
+        // SAFETY: `v` is a fresh allocation of `len` values on the context's stream, which the
+        // staging copies are queued on.
+        self.with_staging(|s| unsafe { s.upload(v.ptr(), len, fill) })?;
+        Ok(v)
+    }
+
+    /// The values of `v`, copied to the host (waits for the stream); large arrays go through
+    /// the pinned staging buffers.
+    pub fn download<T: Pod + Send + Sync>(&self, v: &DeviceVec<T>) -> Result<Vec<T>> {
+        let bytes = v.len() * std::mem::size_of::<T>();
+        let out = if bytes >= STAGED_BYTES {
+            // SAFETY: `v` holds `len` values; the copies are queued on the context's stream.
+            self.with_staging(|s| unsafe { s.download(v.ptr(), v.len()) })?
+        } else {
+            v.to_host()?
+        };
+        self.d2h.fetch_add(bytes as u64, Ordering::Relaxed);
         Ok(out)
     }
 

@@ -16,6 +16,7 @@ mod matrix;
 pub mod module_cache;
 pub mod reduce;
 pub mod scan;
+pub mod staging;
 
 pub use context::{blocks_for_rows, grid_for, GpuContext, Transfers};
 pub use matrix::{DeviceCsr, DeviceDense};
