@@ -4,6 +4,7 @@ mod common;
 
 use sc_pipeline::anndata::Matrix;
 use sc_pipeline::io::read_h5ad;
+use sc_pipeline::steps::Flavor;
 use std::process::{Command, Output};
 
 fn scpipe(args: &[&str]) -> Output {
@@ -170,7 +171,7 @@ fn bad_options_are_refused_clearly() {
     let cases: [(&[&str], &str); 6] = [
         (
             &["run", inp, "-o", o, "--hvg-flavor", "seurat_v9"],
-            "unknown flavor",
+            "invalid value 'seurat_v9' for '--hvg-flavor",
         ),
         (
             &["run", inp, "-o", o, "--n-neighbors", "1"],
@@ -191,4 +192,16 @@ fn bad_options_are_refused_clearly() {
         );
     }
     assert!(!out.exists());
+}
+
+#[test]
+fn help_lists_the_hvg_flavors() {
+    let o = scpipe(&["run", "--help"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let names: Vec<&str> = Flavor::ALL.iter().map(|f| f.name()).collect();
+    let listed = format!("[possible values: {}]", names.join(", "));
+    assert!(text(&o).contains(&listed), "{listed} in {}", text(&o));
+    let r = scpipe(&["run", "x.h5ad", "-o", "y.h5ad", "--hvg-flavor", "pearson"]);
+    assert_eq!(r.status.code(), Some(2), "a usage error: {}", text(&r));
+    assert!(text(&r).contains(&listed), "{}", text(&r));
 }

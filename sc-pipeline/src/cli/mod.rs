@@ -3,6 +3,7 @@
 
 pub mod device;
 mod generate;
+mod hvg_flavor;
 pub mod progress;
 mod run;
 

@@ -65,8 +65,8 @@ pub struct RunArgs {
     pub no_normalize: bool,
     #[arg(long, help = "Skip log1p")]
     pub no_log1p: bool,
-    /// highly_variable_genes flavour: cell_ranger, seurat, seurat_v3.
-    #[arg(long, default_value = "cell_ranger")]
+    /// highly_variable_genes flavour.
+    #[arg(long, default_value = "cell_ranger", value_parser = super::hvg_flavor::parser())]
     pub hvg_flavor: String,
     /// highly_variable_genes(n_top_genes=...).
     #[arg(long, default_value_t = 2000)]
