@@ -5,6 +5,7 @@ mod common;
 use sc_pipeline::anndata::Matrix;
 use sc_pipeline::io::read_h5ad;
 use sc_pipeline::steps::Flavor;
+use std::path::Path;
 use std::process::{Command, Output};
 
 fn scpipe(args: &[&str]) -> Output {
@@ -204,4 +205,117 @@ fn help_lists_the_hvg_flavors() {
     let r = scpipe(&["run", "x.h5ad", "-o", "y.h5ad", "--hvg-flavor", "pearson"]);
     assert_eq!(r.status.code(), Some(2), "a usage error: {}", text(&r));
     assert!(text(&r).contains(&listed), "{}", text(&r));
+}
+
+/// The names in `dir`, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// A fresh empty directory.
+fn scratch_dir(name: &str) -> std::path::PathBuf {
+    let dir = common::scratch(name);
+    std::fs::create_dir(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn a_failed_generate_leaves_nothing_behind() {
+    let dir = scratch_dir("gen-fail");
+    // A directory where the file should go: everything is written, then the move fails.
+    std::fs::create_dir(dir.join("taken.h5ad")).unwrap();
+    let o = scpipe(&[
+        "generate",
+        "300",
+        "2000",
+        "-o",
+        dir.join("taken.h5ad").to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("cannot move the written file into place"),
+        "{}",
+        text(&o)
+    );
+    // A directory that does not exist: nothing can be created.
+    let o = scpipe(&[
+        "generate",
+        "300",
+        "2000",
+        "-o",
+        dir.join("no/out.h5ad").to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("cannot create file"), "{}", text(&o));
+    // Writing X fails mid-way: a file-size limit of 1024 blocks, at most 1 MiB (SIGXFSZ ignored, so the write
+    // returns an error), far below the data of 10,000 cells, which HDF5 writes while rows are
+    // appended.
+    let out = dir.join("big.h5ad");
+    let o = Command::new("sh")
+        .args(["-c", "ulimit -f 1024 && trap '' XFSZ && exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_scpipe"))
+        .args(["generate", "10000", "5000", "-o", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("error at '/X/data'"),
+        "fails while writing X: {}",
+        text(&o)
+    );
+    assert_eq!(listing(&dir), ["taken.h5ad"]);
+    assert!(listing(&dir.join("taken.h5ad")).is_empty());
+}
+
+#[test]
+fn a_failed_run_leaves_no_output() {
+    let dir = scratch_dir("run-fail");
+    let input = dir.join("in.h5ad");
+    let o = scpipe(&["generate", "400", "3000", "-o", input.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let before = std::fs::read(&input).unwrap();
+    let run = |output: &Path, report: &Path| {
+        scpipe(&[
+            "run",
+            input.to_str().unwrap(),
+            "-o",
+            output.to_str().unwrap(),
+            "--report",
+            report.to_str().unwrap(),
+            "--n-top-genes",
+            "300",
+            "--n-comps",
+            "10",
+        ])
+    };
+    // The report cannot be written, after the output was.
+    let o = run(&dir.join("out.h5ad"), &dir.join("no/report.json"));
+    assert!(!o.status.success());
+    assert!(text(&o).contains("cannot write the report"), "{}", text(&o));
+    assert_eq!(listing(&dir), ["in.h5ad"]);
+    // The output cannot be moved into place (a directory is there), after the report was.
+    std::fs::create_dir(dir.join("taken.h5ad")).unwrap();
+    let o = run(&dir.join("taken.h5ad"), &dir.join("report.json"));
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("cannot move the written file into place"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(listing(&dir), ["in.h5ad", "taken.h5ad"]);
+    // The output may not be the input.
+    let o = run(&input, &dir.join("report.json"));
+    assert!(!o.status.success());
+    assert!(text(&o).contains("is the input file"), "{}", text(&o));
+    assert_eq!(listing(&dir), ["in.h5ad", "taken.h5ad"]);
+    assert_eq!(
+        std::fs::read(&input).unwrap(),
+        before,
+        "the input is untouched"
+    );
 }
