@@ -319,3 +319,35 @@ fn a_failed_run_leaves_no_output() {
         "the input is untouched"
     );
 }
+
+#[test]
+fn a_float64_x_is_noticed_once() {
+    let input = common::scratch("f64-in.h5ad");
+    let output = common::scratch("f64-out.h5ad");
+    let o = scpipe(&["generate", "400", "3000", "-o", input.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let run = || {
+        scpipe(&[
+            "run",
+            input.to_str().unwrap(),
+            "-o",
+            output.to_str().unwrap(),
+            "--no-pca",
+            "--n-top-genes",
+            "300",
+        ])
+    };
+    let o = run();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!text(&o).contains("float64"), "{}", text(&o));
+    common::store_values_as_float64(&input, "X");
+    let o = run();
+    assert!(o.status.success(), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        err.matches("notice: X is float64 in the file; scpipe computes in float32")
+            .count(),
+        1,
+        "{err}"
+    );
+}

@@ -148,16 +148,17 @@ impl RunArgs {
     }
 }
 
-/// Reads an h5ad file or, for a 10x HDF5 file (no `/X`), the 10x matrix.
-pub fn read_input(path: &Path, genome: Option<&str>) -> Result<AnnData> {
+/// Reads an h5ad file or, for a 10x HDF5 file (no `/X`), the 10x matrix, with the reader's
+/// notices.
+pub fn read_input(path: &Path, genome: Option<&str>) -> Result<(AnnData, Vec<String>)> {
     let is_10x = path.extension().is_some_and(|e| e == "h5")
         || hdf5::File::open(path)
             .map(|f| !f.link_exists("X"))
             .unwrap_or(false);
     if is_10x {
-        crate::io::read_10x_h5(path, genome)
+        crate::io::read_10x_h5_with_notices(path, genome)
     } else {
-        crate::io::read_h5ad(path)
+        crate::io::read_h5ad_with_notices(path)
     }
 }
 
@@ -209,7 +210,10 @@ pub fn run(args: RunArgs) -> Result<()> {
         let timer = StepTimer::start("read input");
         let adata = read_input(input, args.genome.as_deref());
         spinner.stop();
-        let adata = adata?;
+        let (adata, notices) = adata?;
+        for notice in notices {
+            eprintln!("{notice}");
+        }
         let rec = timer.finish(
             adata.n_obs(),
             adata.n_vars(),

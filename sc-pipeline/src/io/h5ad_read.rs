@@ -14,6 +14,12 @@ use std::path::Path;
 
 /// Reads a whole h5ad file into memory.
 pub fn read_h5ad(path: impl AsRef<Path>) -> Result<AnnData> {
+    read_h5ad_with_notices(path).map(|(adata, _)| adata)
+}
+
+/// [`read_h5ad`], also returning what the user should be told (one `notice: ...` line each),
+/// such as a float64 `X` read as float32.
+pub fn read_h5ad_with_notices(path: impl AsRef<Path>) -> Result<(AnnData, Vec<String>)> {
     let ctx = H5Ctx::new(path.as_ref());
     let file = ctx.open()?;
     let root: &Group = &file;
@@ -54,7 +60,7 @@ pub fn read_h5ad(path: impl AsRef<Path>) -> Result<AnnData> {
     adata
         .validate_shapes()
         .map_err(|e| ctx.format("/", e.to_string()))?;
-    Ok(adata)
+    Ok((adata, ctx.notices.lines()))
 }
 
 fn read_raw(ctx: &H5Ctx, root: &Group) -> Result<Raw> {
