@@ -321,6 +321,49 @@ fn a_failed_run_leaves_no_output() {
 }
 
 #[test]
+fn an_h5ad_file_without_x_is_reported_as_such() {
+    let dir = scratch_dir("no-x");
+    let write = |name: &str, anndata_root: bool| {
+        let path = dir.join(name);
+        let f = hdf5::File::create(&path).unwrap();
+        if anndata_root {
+            for (attr, value) in [("encoding-type", "anndata"), ("encoding-version", "0.1.0")] {
+                let v: hdf5::types::VarLenUnicode = value.parse().unwrap();
+                f.new_attr::<hdf5::types::VarLenUnicode>()
+                    .create(attr)
+                    .unwrap()
+                    .write_scalar(&v)
+                    .unwrap();
+            }
+        }
+        f.create_group("obs").unwrap();
+        f.create_group("var").unwrap();
+        path
+    };
+    // Named .h5ad, or anndata's attributes at the root under any name.
+    for input in [
+        write("plain.h5ad", false),
+        write("anndata.hdf5", true),
+        write("anndata.h5", true),
+    ] {
+        let o = scpipe(&[
+            "run",
+            input.to_str().unwrap(),
+            "-o",
+            dir.join("out.h5ad").to_str().unwrap(),
+        ]);
+        assert!(!o.status.success());
+        let out = text(&o);
+        assert!(
+            out.contains("the h5ad file has no X matrix") && !out.contains("10x"),
+            "{input:?}: {out}"
+        );
+        assert!(!out.contains("genome"), "not sent to the 10x reader: {out}");
+    }
+    assert!(!dir.join("out.h5ad").exists());
+}
+
+#[test]
 fn a_float64_x_is_noticed_once() {
     let input = common::scratch("f64-in.h5ad");
     let output = common::scratch("f64-out.h5ad");

@@ -148,14 +148,10 @@ impl RunArgs {
     }
 }
 
-/// Reads an h5ad file or, for a 10x HDF5 file (no `/X`), the 10x matrix, with the reader's
+/// Reads an h5ad file or a 10x HDF5 matrix (see [`crate::io::is_10x_h5`]), with the reader's
 /// notices.
 pub fn read_input(path: &Path, genome: Option<&str>) -> Result<(AnnData, Vec<String>)> {
-    let is_10x = path.extension().is_some_and(|e| e == "h5")
-        || hdf5::File::open(path)
-            .map(|f| !f.link_exists("X"))
-            .unwrap_or(false);
-    if is_10x {
+    if crate::io::is_10x_h5(path) {
         crate::io::read_10x_h5_with_notices(path, genome)
     } else {
         crate::io::read_h5ad_with_notices(path)

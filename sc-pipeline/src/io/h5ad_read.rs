@@ -24,10 +24,7 @@ pub fn read_h5ad_with_notices(path: impl AsRef<Path>) -> Result<(AnnData, Vec<St
     let file = ctx.open()?;
     let root: &Group = &file;
     if !root.link_exists("X") {
-        return Err(ctx.format(
-            "/X",
-            "missing: the file has no main matrix (is it an h5ad file?)",
-        ));
+        return Err(ctx.format("/X", "missing: the h5ad file has no X matrix"));
     }
     let x = read_matrix(&ctx, root, "X", "/X")?;
     let (n_obs, n_vars) = x.shape();

@@ -1,5 +1,6 @@
 //! File formats: h5ad (read, write, read in row chunks) and 10x Genomics HDF5 matrices.
 
+mod detect;
 mod direct_read;
 mod h5ad_chunks;
 mod h5ad_read;
@@ -11,6 +12,7 @@ mod rec_array;
 mod staged_file;
 mod tenx;
 
+pub use detect::is_10x_h5;
 pub use h5ad_chunks::H5adRowChunks;
 pub use h5ad_read::{read_h5ad, read_h5ad_with_notices};
 pub use h5ad_stream_write::H5adStreamWriter;
