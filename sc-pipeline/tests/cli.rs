@@ -4,6 +4,8 @@ mod common;
 
 use sc_pipeline::anndata::Matrix;
 use sc_pipeline::io::read_h5ad;
+use sc_pipeline::steps::Flavor;
+use std::path::Path;
 use std::process::{Command, Output};
 
 fn scpipe(args: &[&str]) -> Output {
@@ -170,7 +172,7 @@ fn bad_options_are_refused_clearly() {
     let cases: [(&[&str], &str); 6] = [
         (
             &["run", inp, "-o", o, "--hvg-flavor", "seurat_v9"],
-            "unknown flavor",
+            "invalid value 'seurat_v9' for '--hvg-flavor",
         ),
         (
             &["run", inp, "-o", o, "--n-neighbors", "1"],
@@ -191,4 +193,204 @@ fn bad_options_are_refused_clearly() {
         );
     }
     assert!(!out.exists());
+}
+
+#[test]
+fn help_lists_the_hvg_flavors() {
+    let o = scpipe(&["run", "--help"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let names: Vec<&str> = Flavor::ALL.iter().map(|f| f.name()).collect();
+    let listed = format!("[possible values: {}]", names.join(", "));
+    assert!(text(&o).contains(&listed), "{listed} in {}", text(&o));
+    let r = scpipe(&["run", "x.h5ad", "-o", "y.h5ad", "--hvg-flavor", "pearson"]);
+    assert_eq!(r.status.code(), Some(2), "a usage error: {}", text(&r));
+    assert!(text(&r).contains(&listed), "{}", text(&r));
+}
+
+/// The names in `dir`, sorted.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// A fresh empty directory.
+fn scratch_dir(name: &str) -> std::path::PathBuf {
+    let dir = common::scratch(name);
+    std::fs::create_dir(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn a_failed_generate_leaves_nothing_behind() {
+    let dir = scratch_dir("gen-fail");
+    // A directory where the file should go: everything is written, then the move fails.
+    std::fs::create_dir(dir.join("taken.h5ad")).unwrap();
+    let o = scpipe(&[
+        "generate",
+        "300",
+        "2000",
+        "-o",
+        dir.join("taken.h5ad").to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("cannot move the written file into place"),
+        "{}",
+        text(&o)
+    );
+    // A directory that does not exist: nothing can be created.
+    let o = scpipe(&[
+        "generate",
+        "300",
+        "2000",
+        "-o",
+        dir.join("no/out.h5ad").to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("cannot create file"), "{}", text(&o));
+    // Writing X fails mid-way: a file-size limit of 1024 blocks, at most 1 MiB (SIGXFSZ ignored, so the write
+    // returns an error), far below the data of 10,000 cells, which HDF5 writes while rows are
+    // appended.
+    let out = dir.join("big.h5ad");
+    let o = Command::new("sh")
+        .args(["-c", "ulimit -f 1024 && trap '' XFSZ && exec \"$0\" \"$@\""])
+        .arg(env!("CARGO_BIN_EXE_scpipe"))
+        .args(["generate", "10000", "5000", "-o", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("error at '/X/data'"),
+        "fails while writing X: {}",
+        text(&o)
+    );
+    assert_eq!(listing(&dir), ["taken.h5ad"]);
+    assert!(listing(&dir.join("taken.h5ad")).is_empty());
+}
+
+#[test]
+fn a_failed_run_leaves_no_output() {
+    let dir = scratch_dir("run-fail");
+    let input = dir.join("in.h5ad");
+    let o = scpipe(&["generate", "400", "3000", "-o", input.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let before = std::fs::read(&input).unwrap();
+    let run = |output: &Path, report: &Path| {
+        scpipe(&[
+            "run",
+            input.to_str().unwrap(),
+            "-o",
+            output.to_str().unwrap(),
+            "--report",
+            report.to_str().unwrap(),
+            "--n-top-genes",
+            "300",
+            "--n-comps",
+            "10",
+        ])
+    };
+    // The report cannot be written, after the output was.
+    let o = run(&dir.join("out.h5ad"), &dir.join("no/report.json"));
+    assert!(!o.status.success());
+    assert!(text(&o).contains("cannot write the report"), "{}", text(&o));
+    assert_eq!(listing(&dir), ["in.h5ad"]);
+    // The output cannot be moved into place (a directory is there), after the report was.
+    std::fs::create_dir(dir.join("taken.h5ad")).unwrap();
+    let o = run(&dir.join("taken.h5ad"), &dir.join("report.json"));
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("cannot move the written file into place"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(listing(&dir), ["in.h5ad", "taken.h5ad"]);
+    // The output may not be the input.
+    let o = run(&input, &dir.join("report.json"));
+    assert!(!o.status.success());
+    assert!(text(&o).contains("is the input file"), "{}", text(&o));
+    assert_eq!(listing(&dir), ["in.h5ad", "taken.h5ad"]);
+    assert_eq!(
+        std::fs::read(&input).unwrap(),
+        before,
+        "the input is untouched"
+    );
+}
+
+#[test]
+fn an_h5ad_file_without_x_is_reported_as_such() {
+    let dir = scratch_dir("no-x");
+    let write = |name: &str, anndata_root: bool| {
+        let path = dir.join(name);
+        let f = hdf5::File::create(&path).unwrap();
+        if anndata_root {
+            for (attr, value) in [("encoding-type", "anndata"), ("encoding-version", "0.1.0")] {
+                let v: hdf5::types::VarLenUnicode = value.parse().unwrap();
+                f.new_attr::<hdf5::types::VarLenUnicode>()
+                    .create(attr)
+                    .unwrap()
+                    .write_scalar(&v)
+                    .unwrap();
+            }
+        }
+        f.create_group("obs").unwrap();
+        f.create_group("var").unwrap();
+        path
+    };
+    // Named .h5ad, or anndata's attributes at the root under any name.
+    for input in [
+        write("plain.h5ad", false),
+        write("anndata.hdf5", true),
+        write("anndata.h5", true),
+    ] {
+        let o = scpipe(&[
+            "run",
+            input.to_str().unwrap(),
+            "-o",
+            dir.join("out.h5ad").to_str().unwrap(),
+        ]);
+        assert!(!o.status.success());
+        let out = text(&o);
+        assert!(
+            out.contains("the h5ad file has no X matrix") && !out.contains("10x"),
+            "{input:?}: {out}"
+        );
+        assert!(!out.contains("genome"), "not sent to the 10x reader: {out}");
+    }
+    assert!(!dir.join("out.h5ad").exists());
+}
+
+#[test]
+fn a_float64_x_is_noticed_once() {
+    let input = common::scratch("f64-in.h5ad");
+    let output = common::scratch("f64-out.h5ad");
+    let o = scpipe(&["generate", "400", "3000", "-o", input.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let run = || {
+        scpipe(&[
+            "run",
+            input.to_str().unwrap(),
+            "-o",
+            output.to_str().unwrap(),
+            "--no-pca",
+            "--n-top-genes",
+            "300",
+        ])
+    };
+    let o = run();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(!text(&o).contains("float64"), "{}", text(&o));
+    common::store_values_as_float64(&input, "X");
+    let o = run();
+    assert!(o.status.success(), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        err.matches("notice: X is float64 in the file; scpipe computes in float32")
+            .count(),
+        1,
+        "{err}"
+    );
 }

@@ -3,7 +3,7 @@
 mod common;
 
 use sc_pipeline::anndata::{array_as_strings, Column, Matrix};
-use sc_pipeline::io::read_10x_h5;
+use sc_pipeline::io::{is_10x_h5, read_10x_h5};
 
 #[test]
 fn cell_ranger_3_is_read_as_cells_by_genes() {
@@ -75,4 +75,26 @@ fn cell_ranger_2_several_genomes_need_a_choice() {
     assert_eq!(b.var.index[0], "DSCAM");
     let e = read_10x_h5(&path, Some("mm10")).unwrap_err().to_string();
     assert!(e.contains("mm10") && e.contains("hg19_chr21"), "{e}");
+}
+
+#[test]
+fn ten_x_files_are_told_from_h5ad_files() {
+    for name in [
+        "10x/v3_filtered_feature_bc_matrix.h5",
+        "10x/v2_filtered_gene_bc_matrices_h5.h5",
+        "10x/v2_multiple_genomes.h5",
+    ] {
+        assert!(is_10x_h5(&common::shared_data(name)), "{name}");
+    }
+    for name in [
+        "celltypist_sample_559x32786_counts.h5ad",
+        "pbmc68k_reduced.h5ad",
+    ] {
+        assert!(!is_10x_h5(&common::shared_data(name)), "{name}");
+    }
+    // An h5ad file under another name is still recognised by its content.
+    let renamed = common::scratch("pbmc.h5");
+    std::fs::copy(common::shared_data("pbmc68k_reduced.h5ad"), &renamed).unwrap();
+    assert!(!is_10x_h5(&renamed));
+    std::fs::remove_file(&renamed).unwrap();
 }

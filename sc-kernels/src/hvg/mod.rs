@@ -44,6 +44,15 @@ pub enum Flavor {
 }
 
 impl Flavor {
+    /// Every flavour, the default (`cell_ranger`) first: what `from_name` accepts and what
+    /// command lines offer.
+    pub const ALL: [Flavor; 4] = [
+        Flavor::CellRanger,
+        Flavor::Seurat,
+        Flavor::SeuratV3,
+        Flavor::SeuratV3Paper,
+    ];
+
     /// scanpy's name.
     pub fn name(self) -> &'static str {
         match self {
@@ -56,20 +65,16 @@ impl Flavor {
 
     /// Parses scanpy's name.
     pub fn from_name(s: &str) -> Result<Self> {
-        Ok(match s {
-            "seurat" => Flavor::Seurat,
-            "cell_ranger" => Flavor::CellRanger,
-            "seurat_v3" => Flavor::SeuratV3,
-            "seurat_v3_paper" => Flavor::SeuratV3Paper,
-            _ => {
-                return Err(KernelError::param(
+        Flavor::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Flavor::ALL.iter().map(|f| f.name()).collect();
+                KernelError::param(
                     "flavor",
-                    format!(
-                        "unknown flavor `{s}` (seurat, cell_ranger, seurat_v3, seurat_v3_paper)"
-                    ),
-                ))
-            }
-        })
+                    format!("unknown flavor `{s}` ({})", names.join(", ")),
+                )
+            })
     }
 }
 
@@ -644,6 +649,9 @@ mod tests {
         ));
         assert!(Flavor::from_name("pearson").is_err());
         assert_eq!(Flavor::from_name("seurat_v3").unwrap().name(), "seurat_v3");
+        for f in Flavor::ALL {
+            assert_eq!(Flavor::from_name(f.name()).unwrap(), f);
+        }
         // seurat_v3 with too few non-constant genes for the loess.
         let tiny = data(10, 5, 3);
         let p = HvgParams {

@@ -4,6 +4,7 @@
 pub mod allocator;
 pub mod device;
 mod generate;
+mod hvg_flavor;
 pub mod progress;
 mod run;
 

@@ -3,6 +3,7 @@
 use super::allocator::{self, parse_size, AllocatorChoice};
 use super::device::{resolve, DeviceChoice};
 use super::progress::Spinner;
+use crate::io::StagedFile;
 use crate::pipeline::{run_pipeline_on, GpuRun, PipelineConfig, StepObserver};
 use crate::report::{RunReport, StepTimer};
 use crate::steps::{Flavor, HvgOptions};
@@ -75,8 +76,8 @@ pub struct RunArgs {
     pub no_normalize: bool,
     #[arg(long, help = "Skip log1p")]
     pub no_log1p: bool,
-    /// highly_variable_genes flavour: cell_ranger, seurat, seurat_v3.
-    #[arg(long, default_value = "cell_ranger")]
+    /// highly_variable_genes flavour.
+    #[arg(long, default_value = "cell_ranger", value_parser = super::hvg_flavor::parser())]
     pub hvg_flavor: String,
     /// highly_variable_genes(n_top_genes=...).
     #[arg(long, default_value_t = 2000)]
@@ -157,16 +158,13 @@ impl RunArgs {
     }
 }
 
-/// Reads an h5ad file or, for a 10x HDF5 file (no `/X`), the 10x matrix.
-pub fn read_input(path: &Path, genome: Option<&str>) -> Result<AnnData> {
-    let is_10x = path.extension().is_some_and(|e| e == "h5")
-        || hdf5::File::open(path)
-            .map(|f| !f.link_exists("X"))
-            .unwrap_or(false);
-    if is_10x {
-        crate::io::read_10x_h5(path, genome)
+/// Reads an h5ad file or a 10x HDF5 matrix (see [`crate::io::is_10x_h5`]), with the reader's
+/// notices.
+pub fn read_input(path: &Path, genome: Option<&str>) -> Result<(AnnData, Vec<String>)> {
+    if crate::io::is_10x_h5(path) {
+        crate::io::read_10x_h5_with_notices(path, genome)
     } else {
-        crate::io::read_h5ad(path)
+        crate::io::read_h5ad_with_notices(path)
     }
 }
 
@@ -193,6 +191,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         (None, true) => PathBuf::from(DEMO_OUTPUT),
         (None, false) => return Err(Error::param("run", "an output file (-o) is needed")),
     };
+    check_output_is_not_input(args.input.as_deref(), &output)?;
     let mut spinner = Spinner::default();
     let start = Instant::now();
     let mut report = RunReport {
@@ -229,7 +228,10 @@ pub fn run(args: RunArgs) -> Result<()> {
         let timer = StepTimer::start("read input");
         let adata = read_input(input, args.genome.as_deref());
         spinner.stop();
-        let adata = adata?;
+        let (adata, notices) = adata?;
+        for notice in notices {
+            eprintln!("{notice}");
+        }
         let rec = timer.finish(
             adata.n_obs(),
             adata.n_vars(),
@@ -255,23 +257,67 @@ pub fn run(args: RunArgs) -> Result<()> {
 
     spinner.started("write h5ad");
     let timer = StepTimer::start("write h5ad");
-    let written = crate::io::write_h5ad(&adata, &output);
+    let written = crate::io::write_h5ad_staged(&adata, &output);
     spinner.stop();
-    written?;
+    let written = written?;
     report
         .steps
         .push(timer.finish(adata.n_obs(), adata.n_vars(), output.display().to_string()));
 
     report.total_seconds = start.elapsed().as_secs_f64();
     report.peak_rss_bytes = report.steps.iter().filter_map(|s| s.peak_rss_bytes).max();
+    let report_file = match &args.report {
+        Some(path) => Some(stage_report(&report, path)?),
+        None => None,
+    };
+    commit_outputs(written, report_file)?;
     print!("{}", report.table());
     println!("output: {}", output.display());
     if let Some(path) = &args.report {
-        std::fs::write(path, report.to_json()).map_err(|e| Error::File {
-            path: path.clone(),
-            message: format!("cannot write the report: {e}"),
-        })?;
         println!("report: {}", path.display());
     }
     Ok(())
+}
+
+/// Refuses an output that is the input file itself (or a link to it): the input is never
+/// replaced.
+fn check_output_is_not_input(input: Option<&Path>, output: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let (Some(input), Ok(out)) = (input, std::fs::metadata(output)) else {
+        return Ok(());
+    };
+    match std::fs::metadata(input) {
+        Ok(inp) if (inp.dev(), inp.ino()) == (out.dev(), out.ino()) => Err(Error::param(
+            "-o",
+            format!(
+                "{} is the input file; scpipe does not replace its input",
+                output.display()
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Writes the report under a temporary name next to `path`, to be moved into place with the
+/// output.
+fn stage_report(report: &RunReport, path: &Path) -> Result<StagedFile> {
+    let staged = StagedFile::new(path);
+    std::fs::write(staged.path(), report.to_json()).map_err(|e| Error::File {
+        path: path.to_path_buf(),
+        message: format!("cannot write the report: {e}"),
+    })?;
+    Ok(staged)
+}
+
+/// Moves the written files to their final names, the output last: a run that fails on the way
+/// leaves neither an output nor a report.
+fn commit_outputs(output: StagedFile, report: Option<StagedFile>) -> Result<()> {
+    let Some(report) = report else {
+        return output.commit();
+    };
+    let report_path = report.destination().to_path_buf();
+    report.commit()?;
+    output.commit().inspect_err(|_| {
+        let _ = std::fs::remove_file(&report_path);
+    })
 }

@@ -39,7 +39,7 @@ impl H5adRowChunks {
         let ctx = H5Ctx::new(path.as_ref());
         let file = ctx.open()?;
         if !file.link_exists("X") {
-            return Err(ctx.format("/X", "missing: the file has no main matrix"));
+            return Err(ctx.format("/X", "missing: the h5ad file has no X matrix"));
         }
         let (layout, n_obs, n_vars) = if let Ok(g) = file.group("X") {
             let sparse = SparseGroup::open(&ctx, &g, "/X")?;

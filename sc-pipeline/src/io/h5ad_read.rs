@@ -14,14 +14,17 @@ use std::path::Path;
 
 /// Reads a whole h5ad file into memory.
 pub fn read_h5ad(path: impl AsRef<Path>) -> Result<AnnData> {
+    read_h5ad_with_notices(path).map(|(adata, _)| adata)
+}
+
+/// [`read_h5ad`], also returning what the user should be told (one `notice: ...` line each),
+/// such as a float64 `X` read as float32.
+pub fn read_h5ad_with_notices(path: impl AsRef<Path>) -> Result<(AnnData, Vec<String>)> {
     let ctx = H5Ctx::new(path.as_ref());
     let file = ctx.open()?;
     let root: &Group = &file;
     if !root.link_exists("X") {
-        return Err(ctx.format(
-            "/X",
-            "missing: the file has no main matrix (is it an h5ad file?)",
-        ));
+        return Err(ctx.format("/X", "missing: the h5ad file has no X matrix"));
     }
     let x = read_matrix(&ctx, root, "X", "/X")?;
     let (n_obs, n_vars) = x.shape();
@@ -54,7 +57,7 @@ pub fn read_h5ad(path: impl AsRef<Path>) -> Result<AnnData> {
     adata
         .validate_shapes()
         .map_err(|e| ctx.format("/", e.to_string()))?;
-    Ok(adata)
+    Ok((adata, ctx.notices.lines()))
 }
 
 fn read_raw(ctx: &H5Ctx, root: &Group) -> Result<Raw> {

@@ -1,18 +1,19 @@
 //! Writing an h5ad file whose `X` arrives as consecutive blocks of CSR rows, so a matrix larger
 //! than memory (more than 2^31 stored values included) can be written: only the row offsets are
 //! kept until the end. `data` and `indices` are chunked, growable datasets; the file is written
-//! under a temporary name and moved into place by [`H5adStreamWriter::finish`].
+//! under a temporary name, moved into place by [`H5adStreamWriter::finish`] and removed when the
+//! writer is dropped without finishing (an error on the way).
 
 use super::h5ad_write::{
-    create_file, new_group, temporary_path, write_dataframe, write_indices_at, write_indptr,
-    IndexWidth,
+    create_file, new_group, write_dataframe, write_indices_at, write_indptr, IndexWidth,
 };
 use super::hdf5_access::H5Ctx;
+use super::staged_file::StagedFile;
 use crate::anndata::DataFrame;
 use crate::{Error, Result};
 use hdf5::{Dataset, File, Group, SimpleExtents};
 use sc_kernels::CsrMatrix;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// Elements per HDF5 chunk of the growable datasets (4 MiB of float32): large enough for
 /// fast sequential reads, small enough not to waste space at the end.
@@ -20,7 +21,6 @@ const CHUNK_ELEMENTS: usize = 1 << 20;
 
 pub struct H5adStreamWriter {
     ctx: H5Ctx,
-    final_path: PathBuf,
     file: File,
     x: Group,
     data: Dataset,
@@ -29,15 +29,17 @@ pub struct H5adStreamWriter {
     n_cols: usize,
     width: IndexWidth,
     max_stored_values: u64,
+    /// Last, so that the HDF5 objects above are released before an unfinished file is removed.
+    staged: StagedFile,
 }
 
 impl H5adStreamWriter {
     /// Starts a file whose X has `n_cols` columns and at most `max_stored_values` stored
     /// values (the bound fixes the on-disk index type before the first row arrives).
     pub fn create(path: impl AsRef<Path>, n_cols: usize, max_stored_values: u64) -> Result<Self> {
-        let final_path = path.as_ref().to_path_buf();
+        let staged = StagedFile::new(path);
         let width = IndexWidth::for_matrix(max_stored_values, n_cols);
-        let ctx = H5Ctx::new(&temporary_path(&final_path));
+        let ctx = H5Ctx::new(staged.path());
         let file = create_file(&ctx)?;
         let x = new_group(&ctx, &file, "X", "csr_matrix", "0.1.0")?;
         let growable = |name: &str, f32_values: bool| {
@@ -57,7 +59,6 @@ impl H5adStreamWriter {
         let indices = growable("indices", false)?;
         Ok(H5adStreamWriter {
             ctx,
-            final_path,
             file,
             x,
             data,
@@ -66,6 +67,7 @@ impl H5adStreamWriter {
             n_cols,
             width,
             max_stored_values,
+            staged,
         })
     }
 
@@ -128,24 +130,19 @@ impl H5adStreamWriter {
         let result = self.finish_inner(obs, var);
         let H5adStreamWriter {
             ctx,
-            final_path,
             file,
             x,
             data,
             indices,
+            staged,
             ..
         } = self;
         // Every object must be released before the file can really close.
         drop((data, indices, x));
         let closed = file.close().map_err(ctx.h5("/"));
-        if let Err(e) = result.and(closed) {
-            let _ = std::fs::remove_file(&ctx.path);
-            return Err(e);
-        }
-        std::fs::rename(&ctx.path, &final_path).map_err(|e| Error::File {
-            path: final_path.clone(),
-            message: format!("cannot move the written file into place: {e}"),
-        })
+        // On an error `staged` is dropped here, which removes the file.
+        result.and(closed)?;
+        staged.commit()
     }
 
     fn finish_inner(&self, obs: &DataFrame, var: &DataFrame) -> Result<()> {

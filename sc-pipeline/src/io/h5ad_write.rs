@@ -4,6 +4,7 @@
 //! `column-order`, categoricals are `categories` + `codes` groups.
 
 use super::hdf5_access::{u32_as_i32, u64_as_i64, H5Ctx};
+use super::staged_file::StagedFile;
 use crate::anndata::{AnnData, ArrayData, Column, DataFrame, DenseArray, Matrix, Scalar, Value};
 use crate::{Error, Result};
 use hdf5::types::VarLenUnicode;
@@ -15,29 +16,17 @@ use std::path::Path;
 /// Writes `adata` to `path`, replacing any existing file. The file is written under a
 /// temporary name and renamed at the end, so a failed write never leaves a truncated h5ad.
 pub fn write_h5ad(adata: &AnnData, path: impl AsRef<Path>) -> Result<()> {
-    let path = path.as_ref();
-    adata.validate()?;
-    let tmp = temporary_path(path);
-    let result = write_to(adata, &tmp);
-    match result {
-        Ok(()) => std::fs::rename(&tmp, path).map_err(|e| Error::File {
-            path: path.to_path_buf(),
-            message: format!("cannot move the written file into place: {e}"),
-        }),
-        Err(e) => {
-            let _ = std::fs::remove_file(&tmp);
-            Err(e)
-        }
-    }
+    write_h5ad_staged(adata, path)?.commit()
 }
 
-pub(crate) fn temporary_path(path: &Path) -> std::path::PathBuf {
-    let mut name = path
-        .file_name()
-        .map(|n| n.to_os_string())
-        .unwrap_or_default();
-    name.push(".partial");
-    path.with_file_name(name)
+/// Writes `adata` under a temporary name next to `path` and leaves it there: the caller moves it
+/// into place with [`StagedFile::commit`] once everything else has succeeded (dropping it removes
+/// the file).
+pub fn write_h5ad_staged(adata: &AnnData, path: impl AsRef<Path>) -> Result<StagedFile> {
+    adata.validate()?;
+    let staged = StagedFile::new(path);
+    write_to(adata, staged.path())?;
+    Ok(staged)
 }
 
 /// Creates an h5ad file and writes its root attributes.

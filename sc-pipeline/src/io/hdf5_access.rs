@@ -2,6 +2,7 @@
 //! lookup with clear errors, element-type dispatch, strings of every HDF5 flavour, and the
 //! checked conversions of sparse-matrix arrays.
 
+use super::notices::Notices;
 use crate::anndata::ArrayData;
 use crate::{Error, Result};
 use hdf5::types::{
@@ -15,16 +16,18 @@ use std::path::{Path, PathBuf};
 /// Largest integer a float32 holds exactly: counts above it would be silently rounded.
 const F32_EXACT_INT: f64 = 16_777_216.0;
 
-/// A file being read or written, so every error can name the file and the element.
-#[derive(Clone)]
+/// A file being read or written, so every error can name the file and the element, and what
+/// reading it noticed.
 pub(crate) struct H5Ctx {
     pub path: PathBuf,
+    pub notices: Notices,
 }
 
 impl H5Ctx {
     pub fn new(path: &Path) -> Self {
         H5Ctx {
             path: path.to_path_buf(),
+            notices: Notices::default(),
         }
     }
 
@@ -254,7 +257,8 @@ impl H5Ctx {
     }
 
     /// Stored matrix values (all of them, or `range`) as float32. Integers are converted
-    /// exactly; values float32 cannot hold exactly are refused rather than rounded.
+    /// exactly (values float32 cannot hold exactly are refused rather than rounded); float64
+    /// values are rounded, which is recorded in `notices`.
     pub fn matrix_values(
         &self,
         ds: &Dataset,
@@ -268,6 +272,8 @@ impl H5Ctx {
             }
             TypeDescriptor::Float(FloatSize::U8) => {
                 let v = read_range::<f64>(&self.path, ds, range).map_err(self.h5(element))?;
+                self.notices
+                    .float64_read_as_float32(matrix_name(element, ds));
                 v.par_iter().map(|&x| x as f32).collect()
             }
             TypeDescriptor::Integer(_) | TypeDescriptor::Unsigned(_) | TypeDescriptor::Boolean => {
@@ -376,6 +382,16 @@ impl H5Ctx {
             ));
         }
         Ok(v.into_iter().map(|x| x as u64).collect())
+    }
+}
+
+/// The matrix whose values `ds` holds: the element of a dense matrix (2-D), the group of a sparse
+/// matrix's `data` (1-D), without the leading `/` (`X`, `raw/X`, `layers/counts`).
+fn matrix_name<'a>(element: &'a str, ds: &Dataset) -> &'a str {
+    let name = element.trim_start_matches('/');
+    match ds.ndim() {
+        1 => name.strip_suffix("/data").unwrap_or(name),
+        _ => name,
     }
 }
 

@@ -1,16 +1,21 @@
 //! File formats: h5ad (read, write, read in row chunks) and 10x Genomics HDF5 matrices.
 
+mod detect;
 mod direct_read;
 mod h5ad_chunks;
 mod h5ad_read;
 mod h5ad_stream_write;
 mod h5ad_write;
 pub(crate) mod hdf5_access;
+mod notices;
 mod rec_array;
+mod staged_file;
 mod tenx;
 
+pub use detect::is_10x_h5;
 pub use h5ad_chunks::H5adRowChunks;
-pub use h5ad_read::read_h5ad;
+pub use h5ad_read::{read_h5ad, read_h5ad_with_notices};
 pub use h5ad_stream_write::H5adStreamWriter;
-pub use h5ad_write::write_h5ad;
-pub use tenx::read_10x_h5;
+pub use h5ad_write::{write_h5ad, write_h5ad_staged};
+pub use staged_file::StagedFile;
+pub use tenx::{read_10x_h5, read_10x_h5_with_notices};

@@ -19,11 +19,25 @@ use std::path::Path;
 /// `var` is indexed by gene symbol (scanpy's default) with columns `gene_ids`,
 /// `feature_types` and `genome`; `obs` is indexed by barcode.
 pub fn read_10x_h5(path: impl AsRef<Path>, genome: Option<&str>) -> Result<AnnData> {
+    read_10x_h5_with_notices(path, genome).map(|(adata, _)| adata)
+}
+
+/// [`read_10x_h5`], also returning what the user should be told (one `notice: ...` line each),
+/// such as float64 counts read as float32.
+pub fn read_10x_h5_with_notices(
+    path: impl AsRef<Path>,
+    genome: Option<&str>,
+) -> Result<(AnnData, Vec<String>)> {
     let ctx = H5Ctx::new(path.as_ref());
+    let adata = read_file(&ctx, genome)?;
+    Ok((adata, ctx.notices.lines()))
+}
+
+fn read_file(ctx: &H5Ctx, genome: Option<&str>) -> Result<AnnData> {
     let file = ctx.open()?;
     if file.link_exists("matrix") {
         let g = ctx.group(&file, "matrix", "/matrix")?;
-        read_v3(&ctx, &g, genome)
+        read_v3(ctx, &g, genome)
     } else {
         let genomes = file.member_names().map_err(ctx.h5("/"))?;
         let name = match (genome, genomes.as_slice()) {
@@ -55,7 +69,7 @@ pub fn read_10x_h5(path: impl AsRef<Path>, genome: Option<&str>) -> Result<AnnDa
             }
         };
         let g = ctx.group(&file, &name, &format!("/{name}"))?;
-        read_v2(&ctx, &g, &name)
+        read_v2(ctx, &g, &name)
     }
 }
 

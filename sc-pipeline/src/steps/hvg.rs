@@ -7,6 +7,7 @@
 //! `highly_variable_intersection`), and `uns['hvg'] = {'flavor': ...}`.
 
 use super::kernel_error;
+use crate::anndata::{DeviceData, DeviceMatrix};
 use crate::anndata::{ArrayData, Column, Matrix, Value};
 use crate::{AnnData, Error, Result};
 use sc_kernels::hvg::{Batches, Flavor, HvgParams};
@@ -67,15 +68,25 @@ pub fn highly_variable_genes(adata: &mut AnnData, options: &HvgOptions) -> Resul
         log1p_base: log1p_base(adata),
         ..HvgParams::default()
     };
-    let x = matrix.to_csr()?;
-    let result = sc_kernels::hvg::highly_variable_genes(
-        x.as_ref(),
-        &params,
-        batches.as_ref(),
-        Some(&adata.var.index),
-    )
+    let result = match matrix {
+        Matrix::Device(DeviceMatrix {
+            ctx,
+            data: DeviceData::Csr(x),
+        }) => sc_kernels::hvg::highly_variable_genes_gpu(
+            ctx,
+            x,
+            &params,
+            batches.as_ref(),
+            Some(&adata.var.index),
+        ),
+        _ => sc_kernels::hvg::highly_variable_genes(
+            matrix.to_csr()?.as_ref(),
+            &params,
+            batches.as_ref(),
+            Some(&adata.var.index),
+        ),
+    }
     .map_err(kernel_error(STEP))?;
-    drop(x);
     let n = result.highly_variable.iter().filter(|&&h| h).count();
     for (name, col) in result.columns {
         adata.var.set_values(name, col.into())?;

@@ -17,3 +17,33 @@ pub fn scratch(name: &str) -> PathBuf {
 pub fn shared_data(name: &str) -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/")).join(name)
 }
+
+/// Rewrites the values of the matrix `matrix` (`X`, `raw/X`, ...; sparse or dense) of an h5ad
+/// file as float64, as files written by other tools often store them.
+pub fn store_values_as_float64(path: &std::path::Path, matrix: &str) {
+    let f = hdf5::File::open_rw(path).unwrap();
+    let (parent, name) = match f.group(matrix) {
+        Ok(sparse) => (sparse, "data".to_string()),
+        Err(_) => {
+            let (dir, name) = matrix.rsplit_once('/').unwrap_or(("/", matrix));
+            (f.group(dir).unwrap(), name.to_string())
+        }
+    };
+    let ds = parent.dataset(&name).unwrap();
+    let shape = ds.shape();
+    let values: Vec<f64> = ds
+        .read_raw::<f32>()
+        .unwrap()
+        .into_iter()
+        .map(f64::from)
+        .collect();
+    drop(ds);
+    parent.unlink(&name).unwrap();
+    parent
+        .new_dataset::<f64>()
+        .shape(shape)
+        .create(name.as_str())
+        .unwrap()
+        .write_raw(&values)
+        .unwrap();
+}
