@@ -83,6 +83,13 @@ impl GpuRun {
             stats,
         })
     }
+
+    /// Starts loading the kernels and the GPU libraries on a background thread (see
+    /// [`sc_kernels::gpu::warm_up_in_background`]); a failure there resurfaces in the step that
+    /// needs what failed.
+    pub fn warm_up(&self) {
+        drop(sc_kernels::gpu::warm_up_in_background(&self.ctx));
+    }
 }
 
 struct Runner<'a> {
@@ -98,8 +105,28 @@ impl Runner<'_> {
         adata: &mut AnnData,
         f: impl FnOnce(&mut AnnData) -> Result<(T, String)>,
     ) -> Result<T> {
-        self.observer.started(name);
         let on_gpu = matches!(adata.x, Matrix::Device(_));
+        self.step_on(name, on_gpu, adata, f)
+    }
+
+    /// A step that runs on the CPU whatever X is (its input is a small host array).
+    fn cpu_step<T>(
+        &mut self,
+        name: &str,
+        adata: &mut AnnData,
+        f: impl FnOnce(&mut AnnData) -> Result<(T, String)>,
+    ) -> Result<T> {
+        self.step_on(name, false, adata, f)
+    }
+
+    fn step_on<T>(
+        &mut self,
+        name: &str,
+        on_gpu: bool,
+        adata: &mut AnnData,
+        f: impl FnOnce(&mut AnnData) -> Result<(T, String)>,
+    ) -> Result<T> {
+        self.observer.started(name);
         let before = self
             .gpu
             .as_ref()
@@ -179,7 +206,7 @@ pub fn run_pipeline_on(
     };
     check_counts(adata)?;
     if let Some(g) = gpu {
-        r.step("move X to the GPU", adata, |a| {
+        r.step_on("move X to the GPU", true, adata, |a| {
             let bytes = a.to_device(&g.ctx)?;
             Ok(((), format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)))
         })?;
@@ -268,7 +295,7 @@ pub fn run_pipeline_on(
         })?;
     }
     if let Some(k) = config.n_neighbors {
-        r.step("neighbors", adata, |a| {
+        r.cpu_step("neighbors", adata, |a| {
             steps::neighbors(a, k)?;
             Ok(((), format!("n_neighbors={k}, exact, euclidean")))
         })?;

@@ -7,7 +7,7 @@ use super::{grid_for, scan, DeviceCsr, GpuContext};
 use crate::error::{KernelError, Result};
 use rmm_cuda::cudarc::driver::PushKernelArg;
 
-const SRC: KernelSource = KernelSource {
+pub(crate) const SRC: KernelSource = KernelSource {
     name: "compact",
     source: include_str!("compact.cu"),
 };

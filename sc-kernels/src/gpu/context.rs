@@ -7,7 +7,7 @@ use bytemuck::Pod;
 use rmm_core::{DeviceVec, SharedResource};
 use rmm_cuda::cudarc::cublas::CudaBlas;
 use rmm_cuda::cudarc::cusolver::DnHandle;
-use rmm_cuda::cudarc::driver::{CudaFunction, CudaStream, LaunchArgs, LaunchConfig};
+use rmm_cuda::cudarc::driver::{CudaFunction, CudaModule, CudaStream, LaunchArgs, LaunchConfig};
 use rmm_cuda::{Device, Stream};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -192,13 +192,17 @@ impl GpuContext {
         }
     }
 
+    /// Module `src`, compiled or loaded from the disk cache on first use.
+    pub fn load_module(&self, src: KernelSource) -> Result<Arc<CudaModule>> {
+        let ctx = self.device.cuda_context().expect("real device");
+        self.modules
+            .get(ctx, &self.arch, src)
+            .map_err(KernelError::Gpu)
+    }
+
     /// The kernel `name` of module `src` (compiled or loaded from the disk cache on first use).
     pub fn function(&self, src: KernelSource, name: &str) -> Result<CudaFunction> {
-        let ctx = self.device.cuda_context().expect("real device");
-        let module = self
-            .modules
-            .get(ctx, &self.arch, src)
-            .map_err(KernelError::Gpu)?;
+        let module = self.load_module(src)?;
         module
             .load_function(name)
             .map_err(|e| KernelError::Gpu(format!("kernel `{}::{name}`: {e:?}", src.name)))

@@ -27,3 +27,36 @@ pub const BLOCK: u32 = 256;
 
 /// Common device helpers, prepended to every module's source.
 pub(crate) const COMMON: &str = include_str!("common.cuh");
+
+/// Every kernel module, in the order the pipeline first uses them.
+pub fn all_modules() -> Vec<module_cache::KernelSource> {
+    vec![
+        reduce::SRC,
+        crate::qc::gpu::SRC,
+        scan::SRC,
+        compact::SRC,
+        crate::normalize::gpu::SRC,
+        crate::log1p::gpu::SRC,
+        crate::hvg::gpu::SRC,
+        crate::scale::gpu::SRC,
+        crate::pca::gpu::SRC,
+    ]
+}
+
+/// Loads (or compiles) every module and creates the cuBLAS and cuSOLVER handles on a background
+/// thread, so a pipeline that starts by reading a file finds them ready: library start-up
+/// (hundreds of milliseconds for cuSOLVER) overlaps the read instead of the first step.
+pub fn warm_up_in_background(ctx: &std::sync::Arc<GpuContext>) -> std::thread::JoinHandle<crate::Result<()>> {
+    let ctx = ctx.clone();
+    std::thread::spawn(move || {
+        ctx.device()
+            .bind()
+            .map_err(|e| crate::KernelError::Gpu(format!("binding the device: {e}")))?;
+        for m in all_modules() {
+            ctx.load_module(m)?;
+        }
+        ctx.blas()?;
+        ctx.solver()?;
+        Ok(())
+    })
+}

@@ -6,7 +6,7 @@ use super::{DeviceCsr, DeviceVec, GpuContext};
 use crate::error::Result;
 use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 
-const SRC: KernelSource = KernelSource {
+pub(crate) const SRC: KernelSource = KernelSource {
     name: "reduce",
     source: include_str!("reduce.cu"),
 };

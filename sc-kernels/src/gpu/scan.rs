@@ -7,7 +7,7 @@ use crate::error::Result;
 use rmm_core::DeviceVec;
 use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 
-const SRC: KernelSource = KernelSource {
+pub(crate) const SRC: KernelSource = KernelSource {
     name: "scan",
     source: include_str!("scan.cu"),
 };

@@ -9,7 +9,7 @@ use crate::gpu::reduce::{self, warps_for_rows, Transform};
 use crate::gpu::{DeviceCsr, DeviceVec, GpuContext};
 use rmm_cuda::cudarc::driver::PushKernelArg;
 
-const SRC: KernelSource = KernelSource {
+pub(crate) const SRC: KernelSource = KernelSource {
     name: "hvg",
     source: include_str!("hvg.cu"),
 };

@@ -23,7 +23,7 @@ pub mod loess;
 pub mod seurat;
 pub mod seurat_v3;
 
-mod gpu;
+pub(crate) mod gpu;
 pub use gpu::highly_variable_genes_gpu;
 
 use crate::columns::{Column, NamedColumns};

@@ -6,7 +6,7 @@ use crate::gpu::module_cache::KernelSource;
 use crate::gpu::{DeviceCsr, GpuContext};
 use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 
-const SRC: KernelSource = KernelSource {
+pub(crate) const SRC: KernelSource = KernelSource {
     name: "log1p",
     source: include_str!("log1p.cu"),
 };

@@ -6,7 +6,7 @@ use crate::error::{KernelError, Result};
 use crate::real::Real;
 use rayon::prelude::*;
 
-mod gpu;
+pub(crate) mod gpu;
 pub use gpu::log1p_gpu;
 
 fn check_base(base: Option<f64>) -> Result<()> {

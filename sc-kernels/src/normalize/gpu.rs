@@ -8,7 +8,7 @@ use crate::gpu::reduce::warps_for_rows;
 use crate::gpu::{DeviceCsr, DeviceVec, GpuContext};
 use rmm_cuda::cudarc::driver::PushKernelArg;
 
-const SRC: KernelSource = KernelSource {
+pub(crate) const SRC: KernelSource = KernelSource {
     name: "normalize",
     source: include_str!("normalize.cu"),
 };

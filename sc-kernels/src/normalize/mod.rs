@@ -15,7 +15,7 @@ use crate::error::{KernelError, Result};
 use crate::real::Real;
 use rayon::prelude::*;
 
-mod gpu;
+pub(crate) mod gpu;
 pub use gpu::normalize_total_gpu;
 
 /// Parameters of [`normalize_total`].

@@ -19,7 +19,7 @@ use rmm_cuda::cudarc::cublas::sys as cublas;
 use rmm_cuda::cudarc::cusolver::sys as cusolver;
 use rmm_cuda::cudarc::driver::{result as driver, LaunchConfig, PushKernelArg};
 
-const SRC: KernelSource = KernelSource {
+pub(crate) const SRC: KernelSource = KernelSource {
     name: "pca",
     source: include_str!("pca.cu"),
 };

@@ -16,7 +16,7 @@
 //! [`pca_dense_gpu`] is the GPU twin for a dense device matrix (Gram matrix, eigendecomposition
 //! and scores on the device; the covariance, sign rule and variances by the same host code).
 
-mod gpu;
+pub(crate) mod gpu;
 pub use gpu::pca_dense_gpu;
 
 use crate::csr::CsrMatrix;

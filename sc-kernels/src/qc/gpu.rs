@@ -7,7 +7,7 @@ use crate::gpu::module_cache::KernelSource;
 use crate::gpu::{blocks_for_rows, DeviceCsr, GpuContext};
 use rmm_cuda::cudarc::driver::PushKernelArg;
 
-const SRC: KernelSource = KernelSource {
+pub(crate) const SRC: KernelSource = KernelSource {
     name: "qc",
     source: include_str!("qc.cu"),
 };

@@ -19,7 +19,7 @@ use crate::real::Real;
 use crate::stats;
 use rayon::prelude::*;
 
-mod gpu;
+pub(crate) mod gpu;
 pub use gpu::{calculate_qc_metrics_gpu, qc_sums_gpu};
 
 /// Parameters of [`calculate_qc_metrics`].

@@ -10,7 +10,7 @@ use crate::gpu::{blocks_for_rows, DeviceCsr, DeviceDense, GpuContext};
 use crate::stats::mean_var_from_sums;
 use rmm_cuda::cudarc::driver::PushKernelArg;
 
-const SRC: KernelSource = KernelSource {
+pub(crate) const SRC: KernelSource = KernelSource {
     name: "scale",
     source: include_str!("scale.cu"),
 };

@@ -15,7 +15,7 @@ use crate::real::Real;
 use crate::stats;
 use rayon::prelude::*;
 
-mod gpu;
+pub(crate) mod gpu;
 pub use gpu::scale_csr_to_dense_gpu;
 
 /// Parameters of the scaling functions.

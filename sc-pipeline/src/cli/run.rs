@@ -201,6 +201,16 @@ pub fn run(args: RunArgs) -> Result<()> {
         ..Default::default()
     };
 
+    // The GPU is set up before the input is read, so that kernels and libraries load while it
+    // is read.
+    let gpu = match device.device {
+        "gpu" => {
+            let g = gpu_run(&args, &mut report)?;
+            g.warm_up();
+            Some(g)
+        }
+        _ => None,
+    };
     let (mut adata, load_record) = if args.demo {
         let params = SyntheticParams::new(args.demo_cells, args.demo_genes, args.seed);
         report.input = format!(
@@ -241,10 +251,6 @@ pub fn run(args: RunArgs) -> Result<()> {
     };
     report.steps.push(load_record);
 
-    let gpu = match device.device {
-        "gpu" => Some(gpu_run(&args, &mut report)?),
-        _ => None,
-    };
     report.steps.extend(run_pipeline_on(
         &mut adata,
         &config,
