@@ -27,7 +27,6 @@ pub mod log1p;
 pub mod neighbors;
 pub mod normalize;
 pub mod pca;
-pub mod pca_gpu;
 pub mod qc;
 pub mod real;
 pub mod scale;

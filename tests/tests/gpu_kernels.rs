@@ -254,7 +254,7 @@ fn pca_matches_the_cpu_up_to_sign() {
         };
         let cpu = sc_kernels::pca::pca_dense(&dense, &params).unwrap();
         let dd = sc_kernels::gpu::DeviceDense::upload(&ctx, &dense).unwrap();
-        let gpu = sc_kernels::pca_gpu::pca_dense_gpu(&ctx, &dd, &params).unwrap();
+        let gpu = sc_kernels::pca::pca_dense_gpu(&ctx, &dd, &params).unwrap();
         for c in 0..30 {
             let rel = (gpu.variance[c] - cpu.variance[c]).abs() / cpu.variance[c];
             assert!(

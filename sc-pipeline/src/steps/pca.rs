@@ -37,7 +37,7 @@ pub fn pca(adata: &mut AnnData, n_comps: usize) -> Result<usize> {
         Matrix::Dense(d) => pca_dense(d, &params),
         Matrix::Sparse(s) => pca_sparse(s, &params),
         Matrix::Device(d) => match &d.data {
-            DeviceData::Dense(m) => sc_kernels::pca_gpu::pca_dense_gpu(&d.ctx, m, &params),
+            DeviceData::Dense(m) => sc_kernels::pca::pca_dense_gpu(&d.ctx, m, &params),
             DeviceData::Csr(_) => match x.to_csr()? {
                 c => pca_sparse(c.as_ref(), &params),
             },
