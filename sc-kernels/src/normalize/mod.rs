@@ -126,40 +126,6 @@ fn result<T: Real>(
     }
 }
 
-/// `v` summed in `f64` in order, as `v.iter().map(to_f64).sum()` gives, but fast for counts:
-/// when every value is an integer below 2^31 in magnitude (and there are fewer than 2^22), every
-/// partial sum is exact, so eight interleaved partial sums (which vectorize, where the in-order
-/// chain waits on each addition) give the same bits. Otherwise the in-order sum is taken.
-pub(crate) fn sum_f64<T: Real>(v: &[T]) -> f64 {
-    let in_order = || v.iter().map(|a| a.to_f64()).sum();
-    if v.len() >= 1 << 22 {
-        return in_order();
-    }
-    // std's float sum starts at -0.0 (an all -0.0 row sums to -0.0): start the lanes there too.
-    let zero: f64 = std::iter::empty::<f64>().sum();
-    let mut lanes = [zero; 8];
-    let mut integral = true;
-    let chunks = v.chunks_exact(8);
-    let tail = chunks.remainder();
-    for c in chunks {
-        for (l, &a) in lanes.iter_mut().zip(c) {
-            let a = a.to_f64();
-            *l += a;
-            integral &= (a as i32) as f64 == a;
-        }
-    }
-    for &a in tail {
-        let a = a.to_f64();
-        lanes[0] += a;
-        integral &= (a as i32) as f64 == a;
-    }
-    if integral {
-        lanes.iter().sum()
-    } else {
-        in_order()
-    }
-}
-
 /// Normalizes `x` in place. Rejects NaN and infinite values.
 pub fn normalize_total<T: Real>(
     x: &mut CsrMatrix<T>,
@@ -168,7 +134,7 @@ pub fn normalize_total<T: Real>(
     let row_total = |i: usize, keep: Option<&[bool]>| -> T {
         let (c, v) = x.row(i);
         let s: f64 = match keep {
-            None => sum_f64(v),
+            None => v.iter().map(|a| a.to_f64()).sum(),
             Some(k) => c
                 .iter()
                 .zip(v)
@@ -309,26 +275,6 @@ mod tests {
             ..Default::default()
         };
         assert!(normalize_total(&mut x, &p).is_err());
-    }
-
-    proptest! {
-        #[test]
-        fn sum_f64_equals_the_in_order_sum(seed in any::<u64>(), n in 0usize..300, kind in 0u8..5) {
-            use rand::{Rng, SeedableRng};
-            let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-            let v: Vec<f32> = (0..n)
-                .map(|_| match kind {
-                    0 => rng.random_range(0..100) as f32,
-                    1 => rng.random_range(-3e9..3e9f64).round() as f32,
-                    2 => rng.random_range(0.0..10.0f32),
-                    3 => [-0.0, 0.0, 1.0, -1.0, 2.5][rng.random_range(0..5)],
-                    _ => [0.0, 7.0, f32::NAN, f32::INFINITY][rng.random_range(0..4)],
-                })
-                .collect();
-            let want: f64 = v.iter().map(|&a| a as f64).sum();
-            let got = sum_f64(&v);
-            prop_assert!(got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()), "{got} {want}");
-        }
     }
 
     proptest! {
