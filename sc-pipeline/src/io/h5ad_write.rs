@@ -205,6 +205,19 @@ pub(crate) fn write_array(
     set_encoding(ctx, &ds, kind, version, &element)
 }
 
+/// A numeric `array` written straight from a slice: a dense X is GBs, which an `ArrayData`
+/// copy would double in memory and time (fresh pages are costly to fault in).
+pub(crate) fn write_numeric_array<T: H5Type>(
+    ctx: &H5Ctx,
+    parent: &Group,
+    name: &str,
+    shape: &[usize],
+    values: &[T],
+) -> Result<()> {
+    let ds = write_plain(ctx, parent, name, shape, values)?;
+    set_encoding(ctx, &ds, "array", "0.2.0", &element_path(parent, name))
+}
+
 /// Integer type of a sparse matrix's `indices` and `indptr` on disk. scipy's sparse routines need
 /// both of one type, and pick int32 while every offset and column fits, int64 beyond: so do we.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -314,13 +327,7 @@ pub(crate) fn write_csr(ctx: &H5Ctx, parent: &Group, name: &str, m: &CsrMatrix<f
 pub(crate) fn write_matrix(ctx: &H5Ctx, parent: &Group, name: &str, m: &Matrix) -> Result<()> {
     match m {
         Matrix::Sparse(csr) => write_csr(ctx, parent, name, csr),
-        Matrix::Dense(d) => write_array(
-            ctx,
-            parent,
-            name,
-            &[d.n_rows, d.n_cols],
-            &ArrayData::F32(d.data.clone()),
-        ),
+        Matrix::Dense(d) => write_numeric_array(ctx, parent, name, &[d.n_rows, d.n_cols], &d.data),
         Matrix::Device(_) => Err(crate::Error::Device(format!(
             "cannot write '{name}' while it is on the GPU: move it to the host first (AnnData::to_host)"
         ))),
