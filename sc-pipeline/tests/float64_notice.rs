@@ -12,7 +12,7 @@ fn float64_matrices_are_named_in_one_notice() {
     let path = common::scratch("float64.h5ad");
     let mut a = generate(&SyntheticParams::new(200, 500, 1)).unwrap();
     a.raw = Some(Raw {
-        x: a.x.clone(),
+        x: a.x.try_clone().unwrap(),
         var: a.var.clone(),
         varm: Default::default(),
     });
@@ -48,7 +48,7 @@ fn a_dense_float64_x_is_noticed_and_rounded() {
     let Matrix::Sparse(x) = &a.x else {
         panic!("generated X is sparse")
     };
-    let mut d = a.clone();
+    let mut d = generate(&SyntheticParams::new(20, 50, 2)).unwrap();
     d.x = Matrix::Dense(x.to_dense());
     write_h5ad(&d, &path).unwrap();
     common::store_values_as_float64(&path, "X");

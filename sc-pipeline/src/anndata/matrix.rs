@@ -52,6 +52,15 @@ impl Matrix {
         }
     }
 
+    /// All stored values of a host matrix (`None` for a device matrix: download it first).
+    pub fn values(&self) -> Option<&[f32]> {
+        match self {
+            Matrix::Sparse(m) => Some(&m.data),
+            Matrix::Dense(m) => Some(&m.data),
+            Matrix::Device(_) => None,
+        }
+    }
+
     /// The matrix as CSR, converting a dense one and downloading a device one.
     pub fn to_csr(&self) -> crate::Result<std::borrow::Cow<'_, CsrMatrix<f32>>> {
         Ok(match self {
