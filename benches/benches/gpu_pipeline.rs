@@ -53,7 +53,7 @@ fn run() -> Result<(), String> {
     let resource = build(allocator, &device, None, None).map_err(|e| e.to_string())?;
     let stream = device.new_stream().map_err(|e| e.to_string())?;
     let gpu = GpuRun::new(&device, &stream, resource).map_err(|e| e.to_string())?;
-    gpu.warm_up();
+    gpu.warm_up(Some(&config));
     for run in 1..=runs {
         let start = Instant::now();
         let timer = StepTimer::start("read input");

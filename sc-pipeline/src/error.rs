@@ -39,7 +39,7 @@ pub enum Error {
     #[error("{step}: out of GPU memory: {oom}. Try --allocator managed (pages to host memory), a higher --pool-max, or a smaller input")]
     OutOfMemory {
         step: &'static str,
-        oom: rmm_core::OutOfMemory,
+        oom: Box<rmm_core::OutOfMemory>,
     },
     /// A CUDA call, kernel compilation or launch failed inside a step.
     #[error("{step}: {problem}")]

@@ -87,8 +87,13 @@ impl GpuRun {
     /// Starts loading the kernels and the GPU libraries on a background thread (see
     /// [`sc_kernels::gpu::warm_up_in_background`]); a failure there resurfaces in the step that
     /// needs what failed.
-    pub fn warm_up(&self) {
-        drop(sc_kernels::gpu::warm_up_in_background(&self.ctx));
+    /// With `config`, the PCA of the run is rehearsed at its size (see there).
+    pub fn warm_up(&self, config: Option<&PipelineConfig>) {
+        let pca_shape = config.and_then(|c| {
+            let genes = c.hvg.as_ref().filter(|_| c.subset_hvg)?.n_top_genes?;
+            Some((genes, c.n_comps?.min(genes.saturating_sub(1))))
+        });
+        drop(sc_kernels::gpu::warm_up_in_background(&self.ctx, pca_shape));
     }
 }
 

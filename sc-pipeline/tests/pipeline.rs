@@ -55,7 +55,12 @@ fn the_default_run_lays_out_results_as_scanpy() {
     let raw = a.raw.as_ref().expect(".raw is frozen before the subset");
     assert!(raw.x.shape().1 > a.n_vars());
     assert!(raw.var.column("highly_variable").is_some() && raw.var.column("n_cells").is_some());
-    let raw_max = raw.x.values().expect("host matrix").iter().fold(0f32, |m, &v| m.max(v));
+    let raw_max = raw
+        .x
+        .values()
+        .expect("host matrix")
+        .iter()
+        .fold(0f32, |m, &v| m.max(v));
     assert!(
         raw_max > 0.0 && raw_max < 12.0,
         "log1p of normalized counts: max {raw_max}"

@@ -63,7 +63,10 @@ fn gzip_compressed_files_with_nullable_indexes_are_read() {
     assert_eq!((a.n_obs(), a.n_vars()), (559, 32786));
     assert_eq!(a.x.stored_values(), 1_027_859);
     assert!(
-        a.x.values().expect("host matrix").iter().all(|&v| v >= 0.0 && v.fract() == 0.0),
+        a.x.values()
+            .expect("host matrix")
+            .iter()
+            .all(|&v| v >= 0.0 && v.fract() == 0.0),
         "raw UMI counts"
     );
     assert_eq!(a.var.index.len(), 32786);

@@ -358,7 +358,9 @@ fn gpu_pipeline_matches_cpu_and_releases_everything() {
 #[test]
 fn hvg_matches_the_cpu_for_every_flavour() {
     use sc_kernels::hvg::{Batches, Flavor, HvgParams};
-    let Some(d) = gpu_or_skip("gpu hvg") else { return };
+    let Some(d) = gpu_or_skip("gpu hvg") else {
+        return;
+    };
     let ctx = context(&d);
     for (seed, n, g) in [(3u64, 2000usize, 800usize), (4, 500, 3000)] {
         let raw = inputs(seed, n, g);
@@ -370,12 +372,21 @@ fn hvg_matches_the_cpu_for_every_flavour() {
             categories: vec!["a".into(), "b".into(), "c".into()],
         };
         for flavor in [Flavor::CellRanger, Flavor::Seurat, Flavor::SeuratV3] {
-            let x = if flavor == Flavor::SeuratV3 { &raw } else { &logn };
+            let x = if flavor == Flavor::SeuratV3 {
+                &raw
+            } else {
+                &logn
+            };
             let dx = DeviceCsr::upload(&ctx, x).unwrap();
             for b in [None, Some(&batches)] {
-                let p = HvgParams { flavor, n_top_genes: Some(200), ..HvgParams::default() };
+                let p = HvgParams {
+                    flavor,
+                    n_top_genes: Some(200),
+                    ..HvgParams::default()
+                };
                 let cpu = sc_kernels::hvg::highly_variable_genes(x, &p, b, None).unwrap();
-                let gpu = sc_kernels::hvg::highly_variable_genes_gpu(&ctx, &dx, &p, b, None).unwrap();
+                let gpu =
+                    sc_kernels::hvg::highly_variable_genes_gpu(&ctx, &dx, &p, b, None).unwrap();
                 // f64 sums in another order (and expm1f for seurat): the selection may differ
                 // only where two genes tie to 1e-6; count the disagreements.
                 let differ = cpu
@@ -384,7 +395,11 @@ fn hvg_matches_the_cpu_for_every_flavour() {
                     .zip(&gpu.highly_variable)
                     .filter(|(a, b)| a != b)
                     .count();
-                assert!(differ <= 2, "{flavor:?} batches={}: {differ} genes differ", b.is_some());
+                assert!(
+                    differ <= 2,
+                    "{flavor:?} batches={}: {differ} genes differ",
+                    b.is_some()
+                );
             }
         }
     }

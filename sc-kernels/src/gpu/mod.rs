@@ -45,18 +45,49 @@ pub fn all_modules() -> Vec<module_cache::KernelSource> {
 
 /// Loads (or compiles) every module and creates the cuBLAS and cuSOLVER handles on a background
 /// thread, so a pipeline that starts by reading a file finds them ready: library start-up
-/// (hundreds of milliseconds for cuSOLVER) overlaps the read instead of the first step.
-pub fn warm_up_in_background(ctx: &std::sync::Arc<GpuContext>) -> std::thread::JoinHandle<crate::Result<()>> {
+/// (hundreds of milliseconds for cuSOLVER) overlaps the read instead of the first step. With
+/// `pca_shape = (genes, comps)`, it also runs a small PCA of that many genes on a scratch
+/// stream and resource of its own: CUDA loads the library kernels a solver size needs on their
+/// first launch, which would otherwise land in the pipeline's PCA step.
+pub fn warm_up_in_background(
+    ctx: &std::sync::Arc<GpuContext>,
+    pca_shape: Option<(usize, usize)>,
+) -> std::thread::JoinHandle<crate::Result<()>> {
     let ctx = ctx.clone();
     std::thread::spawn(move || {
-        ctx.device()
-            .bind()
-            .map_err(|e| crate::KernelError::Gpu(format!("binding the device: {e}")))?;
+        let gpu = |e: rmm_cuda::CudaError| crate::KernelError::Gpu(format!("warm-up: {e}"));
+        ctx.device().bind().map_err(gpu)?;
         for m in all_modules() {
             ctx.load_module(m)?;
         }
         ctx.blas()?;
         ctx.solver()?;
+        if let Some((genes, comps)) = pca_shape.filter(|&(g, k)| g >= 2 && k >= 1) {
+            let stream = ctx.device().new_stream().map_err(gpu)?;
+            let scratch: rmm_core::SharedResource =
+                std::sync::Arc::new(rmm_core::CudaResource::new(ctx.device()));
+            let sctx = GpuContext::new(ctx.device(), &stream, scratch)?;
+            let n = (2 * genes).max(1024);
+            let mut state = 0x9e37_79b9_7f4a_7c15u64;
+            let data: Vec<f32> = (0..n * genes)
+                .map(|_| {
+                    state = state
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    (state >> 40) as f32 / (1u64 << 24) as f32
+                })
+                .collect();
+            let x = DeviceDense {
+                n_rows: n,
+                n_cols: genes,
+                data: sctx.upload(&data)?,
+            };
+            let params = crate::pca::PcaParams {
+                n_comps: comps,
+                zero_center: true,
+            };
+            crate::pca::pca_dense_gpu(&sctx, &x, &params)?;
+        }
         Ok(())
     })
 }

@@ -37,6 +37,22 @@ pub fn normalize_total_gpu(
 ) -> Result<NormalizeResult> {
     check_params(params)?;
     let n = x.n_rows as u64;
+    if let (Some(t), false) = (params.target_sum, params.exclude_highly_expressed) {
+        // One fused pass; the factors are then the CPU's own formula on the same totals.
+        let counts = ctx.alloc::<f32>(x.n_rows)?;
+        let target = t as f32;
+        let f = ctx.function(SRC, "normalize_rows")?;
+        let mut l = ctx.launcher(&f);
+        l.arg(&x.indptr)
+            .arg(&x.data)
+            .arg(&n)
+            .arg(&target)
+            .arg(&counts);
+        ctx.launch(l, warps_for_rows(x.n_rows), "normalize_rows")?;
+        let counts_h = ctx.download(&counts)?;
+        let (target, factor) = target_and_factors(&counts_h, params);
+        return Ok(result(target, &counts_h, &factor, None));
+    }
     let mut counts = totals(ctx, x, None)?;
     let mut excluded = None;
     if params.exclude_highly_expressed {

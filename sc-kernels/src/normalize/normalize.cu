@@ -35,3 +35,20 @@ extern "C" __global__ void divide_rows(const u64* indptr, float* data, u64 n_row
         for (u64 p = indptr[r] + lane; p < indptr[r + 1]; p += 32) data[p] = data[p] / f;
     }
 }
+
+// With a given target and no gene excluded: totals and division in one pass per row (the row is
+// still in cache for the second read). Same f32 arithmetic as row_totals + divide_rows.
+extern "C" __global__ void normalize_rows(const u64* indptr, float* data, u64 n_rows, float target,
+                                          float* counts) {
+    WARP_ROWS_LOOP(n_rows) {
+        double s = 0.0;
+        for (u64 p = indptr[r] + lane; p < indptr[r + 1]; p += 32) s += (double)data[p];
+        s = warp_sum_f64(s);
+        s = __shfl_sync(FULL_MASK, s, 0);
+        float c = (float)s;
+        if (lane == 0) counts[r] = c;
+        float f = c / target;
+        if (f == 0.0f) f = 1.0f;
+        for (u64 p = indptr[r] + lane; p < indptr[r + 1]; p += 32) data[p] = data[p] / f;
+    }
+}

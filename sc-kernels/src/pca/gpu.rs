@@ -1,7 +1,7 @@
 //! The GPU twin of [`super::pca_dense`] for a dense device matrix (the pipeline's scaled
 //! cells x genes matrix): the column sums (`pca.cu`), the Gram matrix `X^T X` (cuBLAS `ssyrk`
 //! over blocks of rows, each block's f32 product added into an f64 total on the device, as the
-//! CPU accumulates), the symmetric eigendecomposition (cuSOLVER `dsyevd`, f64) and the scores
+//! CPU accumulates), the top of the symmetric eigendecomposition (cuSOLVER `dsyevdx`, f64) and the scores
 //! `X V - mu V` (cuBLAS `sgemm`) run on the device; the covariance, the sign rule and the
 //! variances are the CPU's shared host code on the `g x g` and `g x k` matrices.
 //!
@@ -17,7 +17,7 @@ use crate::gpu::{grid_for, DeviceDense, GpuContext, BLOCK};
 use faer::Mat;
 use rmm_cuda::cudarc::cublas::sys as cublas;
 use rmm_cuda::cudarc::cusolver::sys as cusolver;
-use rmm_cuda::cudarc::driver::{result as driver, LaunchConfig, PushKernelArg};
+use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 
 pub(crate) const SRC: KernelSource = KernelSource {
     name: "pca",
@@ -153,9 +153,9 @@ fn lower_from_col_major(h: &[f64], g: usize) -> Mat<f64> {
 }
 
 /// The `k` largest eigenvalues (descending) and their eigenvectors of the symmetric `c` by
-/// `cusolverDnDsyevd` (lower triangle, column-major, lda = g); it returns all eigenvalues
-/// ascending with the eigenvectors as the columns of `A` in the same order, so the top `k` are
-/// the last `k` columns, copied out on the device before the download.
+/// `cusolverDnDsyevdx` asked for the index range `g-k+1 ..= g` (1-based, ascending): only the
+/// top `k` eigenvectors are formed (lower triangle, column-major, lda = g). It returns those
+/// eigenvalues ascending in `W[..k]` and their eigenvectors as the first `k` columns of `A`.
 fn top_eigen(ctx: &GpuContext, c: Mat<f64>, k: usize) -> Result<(Vec<f64>, Mat<f64>)> {
     let g = c.nrows();
     let a = ctx.upload(&to_col_major(&c))?;
@@ -164,25 +164,36 @@ fn top_eigen(ctx: &GpuContext, c: Mat<f64>, k: usize) -> Result<(Vec<f64>, Mat<f
     let info = ctx.zeros::<i32>(1)?;
     let handle = ctx.solver()?.cu();
     let jobz = cusolver::cusolverEigMode_t::CUSOLVER_EIG_MODE_VECTOR;
+    let range = cusolver::cusolverEigRange_t::CUSOLVER_EIG_RANGE_I;
     let uplo = cusolver::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER;
     let (gi, a_ptr, w_ptr) = (g as i32, a.ptr() as *mut f64, w.ptr() as *mut f64);
-    let mut lwork = 0i32;
+    let (il, iu) = ((g - k + 1) as i32, g as i32);
+    let (mut lwork, mut meig) = (0i32, 0i32);
     // SAFETY: `a` holds g*g values (lda g) and `w` g values.
     unsafe {
-        cusolver::cusolverDnDsyevd_bufferSize(handle, jobz, uplo, gi, a_ptr, gi, w_ptr, &mut lwork)
+        cusolver::cusolverDnDsyevdx_bufferSize(
+            handle, jobz, range, uplo, gi, a_ptr, gi, 0.0, 0.0, il, iu, &mut meig, w_ptr,
+            &mut lwork,
+        )
     }
     .result()
-    .map_err(|e| KernelError::Gpu(format!("cusolverDnDsyevd_bufferSize: {e:?}")))?;
+    .map_err(|e| KernelError::Gpu(format!("cusolverDnDsyevdx_bufferSize: {e:?}")))?;
     let work = ctx.alloc::<f64>((lwork as usize).max(1))?;
     // SAFETY: as above; `work` holds lwork values and `info` one int.
     unsafe {
-        cusolver::cusolverDnDsyevd(
+        cusolver::cusolverDnDsyevdx(
             handle,
             jobz,
+            range,
             uplo,
             gi,
             a_ptr,
             gi,
+            0.0,
+            0.0,
+            il,
+            iu,
+            &mut meig,
             w_ptr,
             work.ptr() as *mut f64,
             lwork,
@@ -190,23 +201,11 @@ fn top_eigen(ctx: &GpuContext, c: Mat<f64>, k: usize) -> Result<(Vec<f64>, Mat<f
         )
     }
     .result()
-    .map_err(|e| KernelError::Gpu(format!("cusolverDnDsyevd: {e:?}")))?;
-    let top = ctx.alloc::<f64>(g * k)?;
-    // SAFETY: the last k columns of `a` (g*k values from offset (g-k)*g) fit `top`; both
-    // buffers are on the context's stream, which orders the copy after the solver.
-    unsafe {
-        driver::memcpy_dtod_async(
-            top.ptr(),
-            a.ptr() + ((g - k) * g * 8) as u64,
-            g * k * 8,
-            ctx.cuda_stream().cu_stream(),
-        )
-    }
-    .map_err(|e| KernelError::Gpu(format!("cuMemcpyDtoDAsync (eigenvectors): {e:?}")))?;
+    .map_err(|e| KernelError::Gpu(format!("cusolverDnDsyevdx: {e:?}")))?;
     let status = ctx.download(&info)?[0];
     if status != 0 {
         return Err(KernelError::Gpu(format!(
-            "cusolverDnDsyevd: devInfo = {status} ({})",
+            "cusolverDnDsyevdx: devInfo = {status} ({})",
             if status > 0 {
                 "the eigensolver did not converge"
             } else {
@@ -214,12 +213,17 @@ fn top_eigen(ctx: &GpuContext, c: Mat<f64>, k: usize) -> Result<(Vec<f64>, Mat<f
             }
         )));
     }
-    Ok(top_k_descending(
-        &ctx.download(&w)?,
-        &ctx.download(&top)?,
-        g,
-        k,
-    ))
+    if meig as usize != k {
+        return Err(KernelError::Gpu(format!(
+            "cusolverDnDsyevdx returned {meig} eigenpairs, {k} were asked"
+        )));
+    }
+    // The top k as the last k of g ascending values, the layout `top_k_descending` reads.
+    let mut w_all = vec![0.0; g];
+    w_all[g - k..].copy_from_slice(&ctx.download(&w)?[..k]);
+    let mut a = a;
+    a.resize(g * k)?;
+    Ok(top_k_descending(&w_all, &ctx.download(&a)?, g, k))
 }
 
 /// Column-major copy of a matrix.

@@ -79,7 +79,7 @@ impl AnnData {
                 match e.out_of_memory() {
                     Some(oom) => Error::OutOfMemory {
                         step: "move X to the GPU",
-                        oom: oom.clone(),
+                        oom: Box::new(oom.clone()),
                     },
                     None => Error::Device(format!("moving X to the GPU: {e}")),
                 }

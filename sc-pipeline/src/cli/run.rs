@@ -206,7 +206,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     let gpu = match device.device {
         "gpu" => {
             let g = gpu_run(&args, &mut report)?;
-            g.warm_up();
+            g.warm_up(Some(&config));
             Some(g)
         }
         _ => None,

@@ -38,7 +38,10 @@ pub(crate) fn kernel_error(step: &'static str) -> impl Fn(sc_kernels::KernelErro
             problem: format!("{name}: {reason}"),
         },
         sc_kernels::KernelError::Memory(rmm_core::MemoryError::OutOfMemory(oom)) => {
-            Error::OutOfMemory { step, oom }
+            Error::OutOfMemory {
+                step,
+                oom: Box::new(oom),
+            }
         }
         e @ (sc_kernels::KernelError::Memory(_) | sc_kernels::KernelError::Gpu(_)) => Error::Gpu {
             step,
@@ -84,5 +87,39 @@ pub(crate) fn x_csr_mut(adata: &mut AnnData) -> &mut CsrMatrix<f32> {
         Matrix::Dense(_) | Matrix::Device(_) => {
             unreachable!("converted above; device matrices take their GPU branch first")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_out_of_memory_names_the_step_the_request_and_what_to_try() {
+        let oom = rmm_core::OutOfMemory::new("pool", 3 << 30)
+            .held(8 << 30)
+            .maximum(8 << 30);
+        let e = kernel_error("filter_cells")(sc_kernels::KernelError::Memory(
+            rmm_core::MemoryError::OutOfMemory(oom),
+        ))
+        .to_string();
+        for part in [
+            "filter_cells",
+            "3.00 GiB requested",
+            "holds 8.00 GiB",
+            "--allocator managed",
+            "--pool-max",
+            "smaller input",
+        ] {
+            assert!(e.contains(part), "{part:?} missing from: {e}");
+        }
+        let g = kernel_error("pca")(sc_kernels::KernelError::Gpu(
+            "cusolverDnDsyevdx: boom".into(),
+        ))
+        .to_string();
+        assert!(
+            g.starts_with("pca: ") && g.contains("cusolverDnDsyevdx"),
+            "{g}"
+        );
     }
 }
