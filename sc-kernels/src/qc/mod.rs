@@ -72,8 +72,8 @@ fn f32_or_f64<T: Real>(v: Vec<f64>) -> Column {
 /// The `log1p` of a column of the element type, computed in that type.
 fn log1p_col<T: Real>(c: &Column) -> Column {
     match c {
-        Column::F32(v) => Column::F32(v.iter().map(|x| x.ln_1p()).collect()),
-        Column::F64(v) => Column::F64(v.iter().map(|x| x.ln_1p()).collect()),
+        Column::F32(v) => Column::F32(v.par_iter().map(|x| x.ln_1p()).collect()),
+        Column::F64(v) => Column::F64(v.par_iter().map(|x| x.ln_1p()).collect()),
         _ => unreachable!("totals are floating point"),
     }
 }
@@ -271,14 +271,14 @@ pub fn assemble<T: Real>(s: &QcSums, params: &QcParams, ns: &[usize], n_rows: us
     let mut obs: NamedColumns = Vec::new();
     let n_genes = s.n_genes.clone();
     if params.log1p {
-        let l = n_genes.iter().map(|&n| (n as f64).ln_1p()).collect();
+        let l = n_genes.par_iter().map(|&n| (n as f64).ln_1p()).collect();
         obs.push(("n_genes_by_counts".into(), Column::I32(n_genes)));
         obs.push(("log1p_n_genes_by_counts".into(), Column::F64(l)));
     } else {
         obs.push(("n_genes_by_counts".into(), Column::I32(n_genes)));
     }
     // Totals rounded to the element type, as scanpy keeps them.
-    let total_t: Vec<T> = s.total.iter().map(|&t| T::from_f64(t)).collect();
+    let total_t: Vec<T> = s.total.par_iter().map(|&t| T::from_f64(t)).collect();
     let total = f32_or_f64::<T>(s.total.clone());
     obs.push(("total_counts".into(), total.clone()));
     if params.log1p {
@@ -286,14 +286,14 @@ pub fn assemble<T: Real>(s: &QcSums, params: &QcParams, ns: &[usize], n_rows: us
     }
     for (k, n) in ns.iter().enumerate() {
         let pct = s.top[k]
-            .iter()
+            .par_iter()
             .zip(&total_t)
             .map(|(&top, &t)| T::from_f64(top).to_f64() / t.to_f64() * 100.0)
             .collect();
         obs.push((format!("pct_counts_in_top_{n}_genes"), Column::F64(pct)));
     }
     for (q, (name, _)) in params.qc_vars.iter().enumerate() {
-        let tq: Vec<T> = s.qc[q].iter().map(|&v| T::from_f64(v)).collect();
+        let tq: Vec<T> = s.qc[q].par_iter().map(|&v| T::from_f64(v)).collect();
         let col = f32_or_f64::<T>(tq.iter().map(|t| t.to_f64()).collect());
         obs.push((format!("total_counts_{name}"), col.clone()));
         if params.log1p {
@@ -301,7 +301,7 @@ pub fn assemble<T: Real>(s: &QcSums, params: &QcParams, ns: &[usize], n_rows: us
         }
         // Computed in the element type, as pandas does on float32 Series.
         let pct: Vec<f64> = tq
-            .iter()
+            .par_iter()
             .zip(&total_t)
             .map(|(&a, &t)| (a / t * T::from_f64(100.0)).to_f64())
             .collect();
