@@ -1,7 +1,7 @@
 //! GPU twins of the filters: the statistics on the device ([`crate::gpu::reduce`]), the
 //! thresholds by the CPU's code. The compaction itself is [`crate::gpu::compact`].
 
-use super::{cells_from_stats, genes_from_stats, CellFilter, FilterResult, GeneFilter, Stats};
+use super::{from_stats, CellFilter, FilterResult, GeneFilter, Stats};
 use crate::error::Result;
 use crate::gpu::{reduce, DeviceCsr, GpuContext};
 
@@ -11,8 +11,8 @@ pub fn filter_cells_gpu(
     x: &DeviceCsr,
     filter: CellFilter,
 ) -> Result<FilterResult> {
-    cells_from_stats::<f32, _, _>(
-        filter,
+    from_stats::<f32, _, _>(
+        filter.rule(),
         Stats {
             sums: || Ok(reduce::row_stats(ctx, x)?.0),
             positive: || Ok(reduce::row_stats(ctx, x)?.1),
@@ -26,8 +26,8 @@ pub fn filter_genes_gpu(
     x: &DeviceCsr,
     filter: GeneFilter,
 ) -> Result<FilterResult> {
-    genes_from_stats::<f32, _, _>(
-        filter,
+    from_stats::<f32, _, _>(
+        filter.rule(),
         Stats {
             sums: || Ok(reduce::col_stats(ctx, x)?.0),
             positive: || Ok(reduce::col_stats(ctx, x)?.1),

@@ -145,64 +145,81 @@ fn threshold<V: Copy>(vals: &[V], min: bool, pass: impl Fn(V) -> (bool, bool)) -
         .collect()
 }
 
-/// The keep mask of a cell filter from its statistics (`T`: element type of the matrix).
-pub(crate) fn cells_from_stats<T: Real, S, P>(
-    filter: CellFilter,
-    st: Stats<S, P>,
-) -> Result<FilterResult>
-where
-    S: FnOnce() -> Result<Vec<f64>>,
-    P: FnOnce() -> Result<Vec<i64>>,
-{
-    Ok(match filter {
-        CellFilter::MinCounts(b) | CellFilter::MaxCounts(b) => {
-            check_bound("counts bound", b)?;
-            let (vals, col) = sums_column::<T>((st.sums)()?);
-            let min = matches!(filter, CellFilter::MinCounts(_));
-            FilterResult {
-                keep: threshold(&vals, min, |v| (v >= b, v <= b)),
-                name: "n_counts",
-                values: col,
-            }
-        }
-        CellFilter::MinGenes(b) | CellFilter::MaxGenes(b) => {
-            let n = (st.positive)()?;
-            let min = matches!(filter, CellFilter::MinGenes(_));
-            FilterResult {
-                keep: threshold(&n, min, |v| (v as u64 >= b, v as u64 <= b)),
-                name: "n_genes",
-                values: Column::I64(n),
-            }
-        }
-    })
+/// What a filter thresholds: the sums (`n_counts`) or the numbers of values above zero
+/// (`n_genes` for cells, `n_cells` for genes), from below (`min`) or above.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Rule {
+    Sums {
+        min: bool,
+        bound: f64,
+    },
+    Positive {
+        min: bool,
+        bound: u64,
+        name: &'static str,
+    },
 }
 
-/// The keep mask of a gene filter from its statistics.
-pub(crate) fn genes_from_stats<T: Real, S, P>(
-    filter: GeneFilter,
-    st: Stats<S, P>,
-) -> Result<FilterResult>
+impl CellFilter {
+    pub(crate) fn rule(self) -> Rule {
+        match self {
+            CellFilter::MinCounts(bound) => Rule::Sums { min: true, bound },
+            CellFilter::MaxCounts(bound) => Rule::Sums { min: false, bound },
+            CellFilter::MinGenes(bound) => Rule::Positive {
+                min: true,
+                bound,
+                name: "n_genes",
+            },
+            CellFilter::MaxGenes(bound) => Rule::Positive {
+                min: false,
+                bound,
+                name: "n_genes",
+            },
+        }
+    }
+}
+
+impl GeneFilter {
+    pub(crate) fn rule(self) -> Rule {
+        match self {
+            GeneFilter::MinCounts(bound) => Rule::Sums { min: true, bound },
+            GeneFilter::MaxCounts(bound) => Rule::Sums { min: false, bound },
+            GeneFilter::MinCells(bound) => Rule::Positive {
+                min: true,
+                bound,
+                name: "n_cells",
+            },
+            GeneFilter::MaxCells(bound) => Rule::Positive {
+                min: false,
+                bound,
+                name: "n_cells",
+            },
+        }
+    }
+}
+
+/// The keep mask of a filter from its statistics (`T`: element type of the matrix); only the
+/// statistic the rule needs is computed.
+pub(crate) fn from_stats<T: Real, S, P>(rule: Rule, st: Stats<S, P>) -> Result<FilterResult>
 where
     S: FnOnce() -> Result<Vec<f64>>,
     P: FnOnce() -> Result<Vec<i64>>,
 {
-    Ok(match filter {
-        GeneFilter::MinCounts(b) | GeneFilter::MaxCounts(b) => {
-            check_bound("counts bound", b)?;
+    Ok(match rule {
+        Rule::Sums { min, bound } => {
+            check_bound("counts bound", bound)?;
             let (vals, col) = sums_column::<T>((st.sums)()?);
-            let min = matches!(filter, GeneFilter::MinCounts(_));
             FilterResult {
-                keep: threshold(&vals, min, |v| (v >= b, v <= b)),
+                keep: threshold(&vals, min, |v| (v >= bound, v <= bound)),
                 name: "n_counts",
                 values: col,
             }
         }
-        GeneFilter::MinCells(b) | GeneFilter::MaxCells(b) => {
+        Rule::Positive { min, bound, name } => {
             let n = (st.positive)()?;
-            let min = matches!(filter, GeneFilter::MinCells(_));
             FilterResult {
-                keep: threshold(&n, min, |v| (v as u64 >= b, v as u64 <= b)),
-                name: "n_cells",
+                keep: threshold(&n, min, |v| (v as u64 >= bound, v as u64 <= bound)),
+                name,
                 values: Column::I64(n),
             }
         }
@@ -212,8 +229,8 @@ where
 /// Which cells pass `filter`. Rejects NaN and infinite values.
 pub fn filter_cells<T: Real>(x: &CsrMatrix<T>, filter: CellFilter) -> Result<FilterResult> {
     x.check_finite()?;
-    cells_from_stats::<T, _, _>(
-        filter,
+    from_stats::<T, _, _>(
+        filter.rule(),
         Stats {
             sums: || Ok(stats::row_sums(x)),
             positive: || {
@@ -229,8 +246,8 @@ pub fn filter_cells<T: Real>(x: &CsrMatrix<T>, filter: CellFilter) -> Result<Fil
 /// Which genes pass `filter`. Rejects NaN and infinite values.
 pub fn filter_genes<T: Real>(x: &CsrMatrix<T>, filter: GeneFilter) -> Result<FilterResult> {
     x.check_finite()?;
-    genes_from_stats::<T, _, _>(
-        filter,
+    from_stats::<T, _, _>(
+        filter.rule(),
         Stats {
             sums: || Ok(stats::col_sums_sq(x, None).0),
             positive: || Ok(stats::col_counts(x, true)),

@@ -243,20 +243,7 @@ fn dual_components(
         Par::rayon(0),
     );
     let total: f64 = (0..n).map(|i| kmat[(i, i)]).sum();
-    let evd = kmat
-        .self_adjoint_eigen(Side::Lower)
-        .map_err(|e| KernelError::Unsupported(format!("eigendecomposition failed: {e:?}")))?;
-    let s = evd.S().column_vector();
-    let u = evd.U();
-    let mut vals = Vec::with_capacity(k);
-    let mut ucols = Mat::<f64>::zeros(n, k);
-    for c in 0..k {
-        let src = n - 1 - c;
-        vals.push(s[src]);
-        for i in 0..n {
-            ucols[(i, c)] = u[(i, src)];
-        }
-    }
+    let (vals, ucols) = faer_top_eigen(kmat, k)?;
     let mut comps = Mat::<f64>::zeros(g, k);
     faer::linalg::matmul::matmul(
         comps.as_mut(),
