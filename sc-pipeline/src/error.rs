@@ -38,7 +38,8 @@ pub enum Error {
     /// The GPU's memory resource could not give a step what it asked for.
     #[error("{step}: out of GPU memory: {oom}. Try --allocator managed (pages to host memory), a higher --pool-max, or a smaller input")]
     OutOfMemory {
-        step: &'static str,
+        /// The pipeline step (or the operation, outside a step).
+        step: String,
         oom: Box<rmm_core::OutOfMemory>,
     },
     /// A CUDA call, kernel compilation or launch failed inside a step.
@@ -47,6 +48,20 @@ pub enum Error {
 }
 
 pub type Result<T> = std::result::Result<T, Error>;
+
+impl Error {
+    /// The error as raised inside pipeline step `step`: an out-of-memory error names the step
+    /// (the operation that ran out, e.g. a matrix selection, may not know it).
+    pub fn in_step(self, step: &str) -> Self {
+        match self {
+            Error::OutOfMemory { oom, .. } => Error::OutOfMemory {
+                step: step.to_string(),
+                oom,
+            },
+            other => other,
+        }
+    }
+}
 
 impl Error {
     pub(crate) fn format(

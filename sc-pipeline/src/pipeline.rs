@@ -68,6 +68,22 @@ impl StepObserver for Silent {
 pub struct GpuRun {
     pub ctx: Arc<GpuContext>,
     pub stats: Arc<StatisticsAdaptor<SharedResource>>,
+    /// The warm-up thread, joined when the last clone of the run is dropped.
+    background: Arc<Background>,
+}
+
+/// A thread that uses the GPU: it must end before the process does (a thread inside a CUDA call
+/// while the driver tears down at exit crashes the process), so dropping this joins it.
+#[derive(Default)]
+struct Background(parking_lot::Mutex<Option<std::thread::JoinHandle<sc_kernels::Result<()>>>>);
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(h) = self.0.lock().take() {
+            // Its failure (if any) already surfaced, or will not matter, in the steps.
+            let _ = h.join();
+        }
+    }
 }
 
 impl GpuRun {
@@ -81,6 +97,7 @@ impl GpuRun {
         Ok(GpuRun {
             ctx: Arc::new(ctx),
             stats,
+            background: Arc::default(),
         })
     }
 
@@ -93,7 +110,10 @@ impl GpuRun {
             let genes = c.hvg.as_ref().filter(|_| c.subset_hvg)?.n_top_genes?;
             Some((genes, c.n_comps?.min(genes.saturating_sub(1))))
         });
-        drop(sc_kernels::gpu::warm_up_in_background(&self.ctx, pca_shape));
+        let handle = sc_kernels::gpu::warm_up_in_background(&self.ctx, pca_shape);
+        if let Some(previous) = self.background.0.lock().replace(handle) {
+            let _ = previous.join();
+        }
     }
 }
 
@@ -157,7 +177,7 @@ impl Runner<'_> {
                 device_to_host_bytes: t1.device_to_host - t0.device_to_host,
             });
         }
-        let (out, note) = result?;
+        let (out, note) = result.map_err(|e| e.in_step(name))?;
         synced?;
         let mut record = timer.finish(adata.n_obs(), adata.n_vars(), note);
         record.device = Some(

@@ -111,7 +111,13 @@ fn kernel_err(e: sc_kernels::error::KernelError) -> crate::Error {
 
 /// A failure of a device operation outside a step (the steps name themselves).
 fn device_err(e: sc_kernels::error::KernelError) -> crate::Error {
-    crate::Error::Device(format!("GPU matrix: {e}"))
+    match e.out_of_memory() {
+        Some(oom) => crate::Error::OutOfMemory {
+            step: "GPU matrix".into(),
+            oom: Box::new(oom.clone()),
+        },
+        None => crate::Error::Device(format!("GPU matrix: {e}")),
+    }
 }
 
 fn dense_device(what: &str) -> crate::Error {

@@ -78,7 +78,7 @@ impl AnnData {
             let dev = sc_kernels::gpu::DeviceCsr::upload(ctx, &csr).map_err(|e| {
                 match e.out_of_memory() {
                     Some(oom) => Error::OutOfMemory {
-                        step: "move X to the GPU",
+                        step: "move X to the GPU".into(),
                         oom: Box::new(oom.clone()),
                     },
                     None => Error::Device(format!("moving X to the GPU: {e}")),

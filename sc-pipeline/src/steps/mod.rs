@@ -39,7 +39,7 @@ pub(crate) fn kernel_error(step: &'static str) -> impl Fn(sc_kernels::KernelErro
         },
         sc_kernels::KernelError::Memory(rmm_core::MemoryError::OutOfMemory(oom)) => {
             Error::OutOfMemory {
-                step,
+                step: step.to_string(),
                 oom: Box::new(oom),
             }
         }
@@ -113,6 +113,13 @@ mod tests {
         ] {
             assert!(e.contains(part), "{part:?} missing from: {e}");
         }
+        // An out-of-memory error raised below a step (a matrix selection) names the step.
+        let inner = Error::OutOfMemory {
+            step: "GPU matrix".into(),
+            oom: Box::new(rmm_core::OutOfMemory::new("pool", 1 << 20)),
+        };
+        let e = inner.in_step("filter_cells").to_string();
+        assert!(e.starts_with("filter_cells: out of GPU memory"), "{e}");
         let g = kernel_error("pca")(sc_kernels::KernelError::Gpu(
             "cusolverDnDsyevdx: boom".into(),
         ))
