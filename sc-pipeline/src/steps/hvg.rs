@@ -7,8 +7,7 @@
 //! `highly_variable_intersection`), and `uns['hvg'] = {'flavor': ...}`.
 
 use super::kernel_error;
-use crate::anndata::{ArrayData, Column, Matrix, Value};
-use crate::anndata::{DeviceData, DeviceMatrix};
+use crate::anndata::{ArrayData, Column, DeviceData, DeviceMatrix, Matrix, Value};
 use crate::{AnnData, Error, Result};
 use sc_kernels::hvg::{Batches, Flavor, HvgParams};
 
