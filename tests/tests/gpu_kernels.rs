@@ -84,6 +84,24 @@ fn cases() -> TestRunner {
     })
 }
 
+/// `check` on random count matrices (rows and columns drawn from the ranges), then on the real
+/// datasets.
+fn on_random_and_real(
+    rows: std::ops::Range<usize>,
+    cols: std::ops::Range<usize>,
+    check: impl Fn(&CsrMatrix<f32>),
+) {
+    cases()
+        .run(&(any::<u64>(), rows, cols), |(seed, r, c)| {
+            check(&inputs(seed, r, c));
+            Ok(())
+        })
+        .unwrap();
+    for x in real_counts() {
+        check(&x);
+    }
+}
+
 #[test]
 fn scan_and_compaction_match_the_host() {
     let Some(d) = gpu_or_skip("gpu scan/compaction") else {
@@ -159,15 +177,7 @@ fn qc_and_filters_equal_the_cpu_exactly() {
             );
         }
     };
-    cases()
-        .run(&(any::<u64>(), 1usize..300, 1usize..400), |(seed, r, c)| {
-            check(&inputs(seed, r, c));
-            Ok(())
-        })
-        .unwrap();
-    for x in real_counts() {
-        check(&x);
-    }
+    on_random_and_real(1..300, 1..400, check);
 }
 
 #[test]
@@ -222,15 +232,7 @@ fn normalize_log1p_scale_match_the_cpu() {
             assert!(diff <= 1e-4, "scale differs by {diff}");
         }
     };
-    cases()
-        .run(&(any::<u64>(), 2usize..300, 1usize..300), |(seed, r, c)| {
-            check(&inputs(seed, r, c));
-            Ok(())
-        })
-        .unwrap();
-    for x in real_counts() {
-        check(&x);
-    }
+    on_random_and_real(2..300, 1..300, check);
 }
 
 #[test]

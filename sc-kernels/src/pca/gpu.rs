@@ -67,7 +67,6 @@ pub fn pca_dense_gpu(ctx: &GpuContext, x: &DeviceDense, params: &PcaParams) -> R
     bind(ctx)?;
     let sums = col_sums(ctx, x)?;
     let gm = gram(ctx, x)?;
-    let sq_sums: Vec<f64> = (0..g).map(|j| gm[(j, j)]).collect();
     finish_covariance(
         n,
         g,
@@ -75,7 +74,6 @@ pub fn pca_dense_gpu(ctx: &GpuContext, x: &DeviceDense, params: &PcaParams) -> R
         params.zero_center,
         gm,
         sums,
-        sq_sums,
         |c, k| top_eigen(ctx, c, k),
         |v, mean| project(ctx, x, v, mean),
     )

@@ -281,8 +281,8 @@ fn n_comps(params: &PcaParams, n: usize, g: usize) -> Result<usize> {
     Ok(params.n_comps.min(min_dim - 1))
 }
 
-/// The shared tail of the covariance route, from the lower triangle of the Gram matrix `gm`, the
-/// column sums and sums of squares: covariance, top components by `eig` (see [`top_components`]), scores
+/// The shared tail of the covariance route, from the lower triangle of the Gram matrix `gm` (its
+/// diagonal is the column sums of squares) and the column sums: covariance, top components by `eig` (see [`top_components`]), scores
 /// by `project(V, mu)` (`n x k`, row-major, f32 or f64), variances.
 #[allow(clippy::too_many_arguments)]
 fn finish_covariance<E, P, S>(
@@ -292,7 +292,6 @@ fn finish_covariance<E, P, S>(
     zero_center: bool,
     gm: Mat<f64>,
     sums: Vec<f64>,
-    sq_sums: Vec<f64>,
     eig: E,
     project: P,
 ) -> Result<PcaResult>
@@ -301,6 +300,7 @@ where
     P: FnOnce(&Mat<f64>, &[f64]) -> Result<Vec<S>>,
     S: Real,
 {
+    let sq_sums: Vec<f64> = (0..g).map(|j| gm[(j, j)]).collect();
     let nf = n as f64;
     let mean: Vec<f64> = if zero_center {
         sums.iter().map(|s| s / nf).collect()
@@ -480,7 +480,6 @@ pub fn pca_dense<T: Real>(x: &DenseMatrix<T>, params: &PcaParams) -> Result<PcaR
         |s, e, b: &mut [f32]| fill(x, s, e, b),
         |s, e, b: &mut [f64]| fill(x, s, e, b),
     );
-    let sq_sums: Vec<f64> = (0..g).map(|j| gm[(j, j)]).collect();
     finish_covariance(
         n,
         g,
@@ -488,7 +487,6 @@ pub fn pca_dense<T: Real>(x: &DenseMatrix<T>, params: &PcaParams) -> Result<PcaR
         params.zero_center,
         gm,
         sums,
-        sq_sums,
         faer_top_eigen,
         project_dense,
     )
@@ -566,7 +564,6 @@ pub fn pca_sparse<T: Real>(x: &CsrMatrix<T>, params: &PcaParams) -> Result<PcaRe
         |s, _e, b: &mut [f32]| fill(x, s, b),
         |s, _e, b: &mut [f64]| fill(x, s, b),
     );
-    let sq_sums: Vec<f64> = (0..g).map(|j| gm[(j, j)]).collect();
     finish_covariance(
         n,
         g,
@@ -574,7 +571,6 @@ pub fn pca_sparse<T: Real>(x: &CsrMatrix<T>, params: &PcaParams) -> Result<PcaRe
         params.zero_center,
         gm,
         sums,
-        sq_sums,
         faer_top_eigen,
         project_sparse,
     )
