@@ -9,10 +9,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 fn scpipe(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_scpipe"))
-        .args(args)
-        .output()
-        .expect("scpipe runs")
+    common::output_of(Command::new(env!("CARGO_BIN_EXE_scpipe")).args(args))
 }
 
 fn text(o: &Output) -> String {
@@ -256,12 +253,12 @@ fn a_failed_generate_leaves_nothing_behind() {
     // returns an error), far below the data of 10,000 cells, which HDF5 writes while rows are
     // appended.
     let out = dir.join("big.h5ad");
-    let o = Command::new("sh")
-        .args(["-c", "ulimit -f 1024 && trap '' XFSZ && exec \"$0\" \"$@\""])
-        .arg(env!("CARGO_BIN_EXE_scpipe"))
-        .args(["generate", "10000", "5000", "-o", out.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let o = common::output_of(
+        Command::new("sh")
+            .args(["-c", "ulimit -f 1024 && trap '' XFSZ && exec \"$0\" \"$@\""])
+            .arg(env!("CARGO_BIN_EXE_scpipe"))
+            .args(["generate", "10000", "5000", "-o", out.to_str().unwrap()]),
+    );
     assert!(!o.status.success(), "{}", text(&o));
     assert!(
         text(&o).contains("error at '/X/data'"),
@@ -325,6 +322,9 @@ fn an_h5ad_file_without_x_is_reported_as_such() {
     let dir = scratch_dir("no-x");
     let write = |name: &str, anndata_root: bool| {
         let path = dir.join(name);
+        let _guard = common::HDF5_OR_SPAWN
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
         let f = hdf5::File::create(&path).unwrap();
         if anndata_root {
             for (attr, value) in [("encoding-type", "anndata"), ("encoding-version", "0.1.0")] {

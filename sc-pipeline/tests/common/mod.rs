@@ -4,6 +4,24 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+/// Held while this test process has an HDF5 file open and while it starts a child process. A
+/// child inherits the open file descriptors of the moment it is started, and with them HDF5's
+/// lock on the file: a `scpipe` started by another test in the middle of a write here would keep
+/// the file locked for its whole run, and a later `scpipe` reading it would be refused.
+pub static HDF5_OR_SPAWN: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Runs `cmd` to completion, started while no HDF5 file of this process is open.
+pub fn output_of(cmd: &mut std::process::Command) -> std::process::Output {
+    let child = {
+        let _guard = HDF5_OR_SPAWN.lock().unwrap_or_else(|e| e.into_inner());
+        cmd.stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("the command starts")
+    };
+    child.wait_with_output().expect("the command runs")
+}
+
 /// A fresh path in a per-process scratch directory (removed by the OS's temp cleaning; tests
 /// remove what they can).
 pub fn scratch(name: &str) -> PathBuf {
@@ -21,6 +39,7 @@ pub fn shared_data(name: &str) -> PathBuf {
 /// Rewrites the values of the matrix `matrix` (`X`, `raw/X`, ...; sparse or dense) of an h5ad
 /// file as float64, as files written by other tools often store them.
 pub fn store_values_as_float64(path: &std::path::Path, matrix: &str) {
+    let _guard = HDF5_OR_SPAWN.lock().unwrap_or_else(|e| e.into_inner());
     let f = hdf5::File::open_rw(path).unwrap();
     let (parent, name) = match f.group(matrix) {
         Ok(sparse) => (sparse, "data".to_string()),
