@@ -49,7 +49,7 @@ pub mod testing;
 
 pub use adaptors::{
     AlignedAdaptor, FailureCallbackAdaptor, LimitingAdaptor, LoggingAdaptor, PrefetchAdaptor,
-    StatisticsAdaptor, TrackingAdaptor,
+    StatisticsAdaptor, TimelineAdaptor, TrackingAdaptor,
 };
 pub use arena::{ArenaOptions, ArenaResource};
 pub use binning::{BinningResource, DEFAULT_BIN_BLOCKS};

@@ -134,16 +134,6 @@ impl Runner<'_> {
         self.step_on(name, on_gpu, adata, f)
     }
 
-    /// A step that runs on the CPU whatever X is (its input is a small host array).
-    fn cpu_step<T>(
-        &mut self,
-        name: &str,
-        adata: &mut AnnData,
-        f: impl FnOnce(&mut AnnData) -> Result<(T, String)>,
-    ) -> Result<T> {
-        self.step_on(name, false, adata, f)
-    }
-
     fn step_on<T>(
         &mut self,
         name: &str,
@@ -215,8 +205,8 @@ pub fn run_pipeline(
     run_pipeline_on(adata, config, None, observer)
 }
 
-/// Runs the configured steps; with `gpu`, X is moved to the GPU first, every step runs there
-/// (neighbors on the CPU, from the downloaded `X_pca`), and X and `.raw` come back to the host
+/// Runs the configured steps; with `gpu`, X is moved to the GPU first, every step runs there,
+/// and X and `.raw` come back to the host
 /// at the end (ready to write).
 pub fn run_pipeline_on(
     adata: &mut AnnData,
@@ -320,7 +310,7 @@ pub fn run_pipeline_on(
         })?;
     }
     if let Some(k) = config.n_neighbors {
-        r.cpu_step("neighbors", adata, |a| {
+        r.step("neighbors", adata, |a| {
             steps::neighbors(a, k)?;
             Ok(((), format!("n_neighbors={k}, exact, euclidean")))
         })?;

@@ -406,3 +406,126 @@ fn hvg_matches_the_cpu_for_every_flavour() {
         }
     }
 }
+
+/// Gaussian clusters in `d` dimensions (so that neighbourhoods mean something), a few exact
+/// duplicates among them (distance ties at 0).
+fn clustered_points(seed: u64, n: usize, d: usize) -> sc_kernels::DenseMatrix<f32> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let centres: Vec<Vec<f32>> = (0..8)
+        .map(|_| (0..d).map(|_| rng.random_range(-10.0f32..10.0)).collect())
+        .collect();
+    let mut data = Vec::with_capacity(n * d);
+    for i in 0..n {
+        if i % 97 == 5 {
+            let j = rng.random_range(0..i);
+            let row: Vec<f32> = data[j * d..(j + 1) * d].to_vec();
+            data.extend(row);
+            continue;
+        }
+        let c = &centres[rng.random_range(0..8)];
+        data.extend(c.iter().map(|&m| m + rng.random_range(-1.5f32..1.5)));
+    }
+    sc_kernels::DenseMatrix::new(n, d, data).unwrap()
+}
+
+/// The GPU neighbours against the CPU's: identical distances row by row, the same neighbour
+/// sets apart from ties at a row's last distance, and then the same connectivities.
+fn check_neighbors(ctx: &GpuContext, x: &sc_kernels::DenseMatrix<f32>, k: usize) {
+    use sc_kernels::neighbors::{neighbors, neighbors_gpu, NeighborsParams};
+    let params = NeighborsParams {
+        n_neighbors: k,
+        ..NeighborsParams::default()
+    };
+    let cpu = neighbors(x, &params).unwrap();
+    let gpu = neighbors_gpu(ctx, x, &params).unwrap();
+    let what = format!("{} x {}, k {k}", x.n_rows, x.n_cols);
+    assert_eq!(gpu.n_neighbors, cpu.n_neighbors, "{what}");
+    let k = cpu.n_neighbors;
+    let mut same_sets = true;
+    for i in 0..x.n_rows {
+        let (ci, cd) = cpu.knn.row(i);
+        let (gi, gd) = gpu.knn.row(i);
+        assert_eq!(gd, cd, "{what}: distances of row {i}");
+        assert_eq!(
+            gi[0], i as u32,
+            "{what}: row {i} starts with the cell itself"
+        );
+        if gi != ci {
+            // Only neighbours at the row's largest distance (a tie) may differ.
+            let last = cd[k - 1];
+            for t in 0..k {
+                if gi[t] != ci[t] {
+                    assert_eq!(cd[t], gd[t], "{what}: row {i}");
+                    assert!(
+                        cd[t] == last || cd.iter().filter(|&&v| v == cd[t]).count() > 1,
+                        "{what}: row {i} neighbour {t}: {} vs {} at distance {}",
+                        gi[t],
+                        ci[t],
+                        cd[t]
+                    );
+                }
+            }
+            same_sets = false;
+        }
+    }
+    assert_eq!(gpu.distances.indptr, cpu.distances.indptr, "{what}");
+    if same_sets {
+        assert_eq!(gpu.distances.indices, cpu.distances.indices, "{what}");
+        assert_eq!(gpu.distances.data, cpu.distances.data, "{what}");
+        let (a, b) = (&gpu.connectivities, &cpu.connectivities);
+        assert_eq!(a.indptr, b.indptr, "{what}: connectivity pattern");
+        assert_eq!(a.indices, b.indices, "{what}: connectivity pattern");
+        let worst = a
+            .data
+            .iter()
+            .zip(&b.data)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0f32, f32::max);
+        assert!(worst <= 1e-6, "{what}: connectivities differ by {worst}");
+    }
+}
+
+#[test]
+fn neighbors_match_the_cpu() {
+    let Some(d) = gpu_or_skip("gpu neighbors") else {
+        return;
+    };
+    let ctx = context(&d);
+    // Ragged sizes (not multiples of the 64-query and 128-reference tiles), odd dimensions,
+    // k from 2 to 100, and n = k (every cell a neighbour of every other).
+    for (seed, n, dims, k) in [
+        (1u64, 3usize, 2usize, 2usize),
+        (2, 40, 3, 40),
+        (3, 1000, 7, 15),
+        (4, 5003, 50, 15),
+        (5, 2500, 33, 100),
+        (6, 777, 100, 30),
+        (7, 20_000, 50, 15),
+    ] {
+        check_neighbors(&ctx, &clustered_points(seed, n, dims), k);
+    }
+    cases()
+        .run(
+            &(any::<u64>(), 2usize..400, 1usize..40, 2usize..40),
+            |(s, n, dims, k)| {
+                check_neighbors(&ctx, &clustered_points(s, n, dims), k.min(n));
+                Ok(())
+            },
+        )
+        .unwrap();
+    // Real data: the PCA embedding scanpy stored in pbmc68k_reduced.
+    let dir = std::env::var_os("SCPIPE_DATA").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"),
+        std::path::PathBuf::from,
+    );
+    let a = sc_pipeline::io::read_h5ad(dir.join("pbmc68k_reduced.h5ad")).unwrap();
+    let pcs = a.obsm.get("X_pca").expect("pbmc68k_reduced has X_pca");
+    let values: Vec<f32> = match &pcs.data {
+        sc_pipeline::anndata::ArrayData::F32(v) => v.clone(),
+        sc_pipeline::anndata::ArrayData::F64(v) => v.iter().map(|&x| x as f32).collect(),
+        other => panic!("X_pca holds {}", other.type_name()),
+    };
+    let x = sc_kernels::DenseMatrix::new(pcs.shape[0], pcs.shape[1], values).unwrap();
+    check_neighbors(&ctx, &x, 15);
+}

@@ -7,6 +7,7 @@ mod limiting;
 mod logging;
 mod prefetch;
 mod statistics;
+mod timeline;
 mod tracking;
 
 pub use aligned::AlignedAdaptor;
@@ -18,4 +19,5 @@ pub use logging::{
 };
 pub use prefetch::PrefetchAdaptor;
 pub use statistics::{Counter, Statistics, StatisticsAdaptor};
+pub use timeline::{FreeSpace, Timeline, TimelineAdaptor, TimelinePoint};
 pub use tracking::{AllocationRecord, TrackingAdaptor};

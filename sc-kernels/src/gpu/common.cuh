@@ -4,6 +4,7 @@ typedef unsigned long long u64;
 typedef long long i64;
 typedef unsigned int u32;
 typedef int i32;
+typedef unsigned char u8;
 
 #define FULL_MASK 0xffffffffu
 

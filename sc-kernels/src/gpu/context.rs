@@ -262,6 +262,14 @@ pub fn grid_for(items: usize) -> LaunchConfig {
     }
 }
 
+/// A grid-stride launch over `items` (at most 2^16 blocks of [`super::BLOCK`] threads; the
+/// kernel loops over the rest).
+pub fn grid_stride(items: usize) -> LaunchConfig {
+    let mut cfg = grid_for(items.max(1));
+    cfg.grid_dim.0 = cfg.grid_dim.0.min(1 << 16);
+    cfg
+}
+
 /// One block of `threads` per row (grids larger than 2^31 - 1 blocks are folded by the kernels'
 /// grid-stride loops).
 pub fn blocks_for_rows(rows: usize, threads: u32) -> LaunchConfig {

@@ -18,7 +18,7 @@ pub mod reduce;
 pub mod scan;
 pub mod staging;
 
-pub use context::{blocks_for_rows, grid_for, GpuContext, Transfers};
+pub use context::{blocks_for_rows, grid_for, grid_stride, GpuContext, Transfers};
 pub use matrix::{DeviceCsr, DeviceDense};
 pub use rmm_core::DeviceVec;
 
@@ -40,6 +40,7 @@ pub fn all_modules() -> Vec<module_cache::KernelSource> {
         crate::hvg::gpu::SRC,
         crate::scale::gpu::SRC,
         crate::pca::gpu::SRC,
+        crate::neighbors::gpu::SRC,
     ]
 }
 

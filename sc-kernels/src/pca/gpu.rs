@@ -13,7 +13,7 @@
 use super::{finish_covariance, mean_times_v, n_comps, pca_dense, use_dual, PcaParams, PcaResult};
 use crate::error::{KernelError, Result};
 use crate::gpu::module_cache::KernelSource;
-use crate::gpu::{grid_for, DeviceDense, GpuContext, BLOCK};
+use crate::gpu::{grid_stride, DeviceDense, GpuContext, BLOCK};
 use faer::Mat;
 use rmm_cuda::cudarc::cublas::sys as cublas;
 use rmm_cuda::cudarc::cusolver::sys as cusolver;
@@ -27,13 +27,6 @@ pub(crate) const SRC: KernelSource = KernelSource {
 /// Rows per `ssyrk` block of the Gram matrix: f32 sums over at most this many rows, then f64
 /// (the CPU's `BLOCK_F32`).
 const GRAM_ROWS: usize = super::BLOCK_F32;
-
-/// A grid-stride launch over `items` (at most 2^16 blocks).
-fn grid_stride(items: usize) -> LaunchConfig {
-    let mut cfg = grid_for(items.max(1));
-    cfg.grid_dim.0 = cfg.grid_dim.0.min(1 << 16);
-    cfg
-}
 
 /// Makes the context's CUDA context current on this thread (cuBLAS and cuSOLVER calls use it).
 fn bind(ctx: &GpuContext) -> Result<()> {

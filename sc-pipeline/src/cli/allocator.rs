@@ -3,6 +3,7 @@
 //! describe it (pool, cuda, managed) and from the resources directly otherwise.
 
 use crate::{Error, Result};
+use rmm_core::adaptors::FreeSpace;
 use rmm_core::{
     reinitialize, set_per_device_resource, ArenaOptions, ArenaResource, AsyncResource,
     AsyncResourceOptions, BinningResource, CudaResource, Device, PoolOptions, PoolResource,
@@ -62,6 +63,20 @@ pub fn build(
     pool_initial: Option<usize>,
     pool_max: Option<usize>,
 ) -> Result<SharedResource> {
+    build_with_probe(choice, device, pool_initial, pool_max).map(|(r, _)| r)
+}
+
+/// Reads the free space of a pool or arena: free bytes and the largest free block.
+pub type FreeSpaceProbe = Arc<dyn Fn() -> FreeSpace + Send + Sync>;
+
+/// [`build`], plus a probe of the free space where the resource keeps one (pool, binning's
+/// pool, arena), for fragmentation figures.
+pub fn build_with_probe(
+    choice: AllocatorChoice,
+    device: &Device,
+    pool_initial: Option<usize>,
+    pool_max: Option<usize>,
+) -> Result<(SharedResource, Option<FreeSpaceProbe>)> {
     let err = |e: rmm_core::MemoryError| Error::Device(format!("--allocator {choice:?}: {e}"));
     if let (Some(i), Some(m)) = (pool_initial, pool_max) {
         if i > m {
@@ -71,48 +86,74 @@ pub fn build(
             ));
         }
     }
-    let resource: SharedResource = match choice {
-        AllocatorChoice::Pool | AllocatorChoice::Cuda | AllocatorChoice::Managed => {
+    let pool_probe = |p: &Arc<PoolResource<CudaResource>>| -> FreeSpaceProbe {
+        let p = p.clone();
+        Arc::new(move || FreeSpace {
+            free_bytes: p.free_bytes(),
+            largest_free_block: p.largest_free_block(),
+        })
+    };
+    let (resource, probe): (SharedResource, Option<FreeSpaceProbe>) = match choice {
+        AllocatorChoice::Cuda | AllocatorChoice::Managed => {
             let built = reinitialize(ReinitializeOptions {
-                pool_allocator: choice == AllocatorChoice::Pool,
+                pool_allocator: false,
                 managed_memory: choice == AllocatorChoice::Managed,
-                initial_pool_size: pool_initial,
-                maximum_pool_size: pool_max,
                 devices: vec![device.clone()],
                 ..Default::default()
             })
             .map_err(err)?;
-            return Ok(built.into_iter().next().expect("one device asked"));
+            return Ok((built.into_iter().next().expect("one device asked"), None));
         }
-        AllocatorChoice::Async => Arc::new(
-            AsyncResource::new(
-                device,
-                AsyncResourceOptions {
-                    initial_pool_size: pool_initial,
-                    release_threshold: None,
-                    maximum_pool_size: pool_max,
-                },
-            )
-            .map_err(err)?,
+        // The pool reinitialize(pool_allocator=True) builds, kept typed for its probe.
+        AllocatorChoice::Pool => {
+            let pool = Arc::new(pool_over_cuda(device, pool_initial, pool_max).map_err(err)?);
+            let probe = pool_probe(&pool);
+            (pool, Some(probe))
+        }
+        AllocatorChoice::Async => (
+            Arc::new(
+                AsyncResource::new(
+                    device,
+                    AsyncResourceOptions {
+                        initial_pool_size: pool_initial,
+                        release_threshold: None,
+                        maximum_pool_size: pool_max,
+                    },
+                )
+                .map_err(err)?,
+            ),
+            None,
         ),
         AllocatorChoice::Binning => {
-            let pool: SharedResource =
-                Arc::new(pool_over_cuda(device, pool_initial, pool_max).map_err(err)?);
-            Arc::new(BinningResource::with_range(pool, 18, 22).map_err(err)?)
-        }
-        AllocatorChoice::Arena => Arc::new(
-            ArenaResource::new(
-                CudaResource::new(device),
-                ArenaOptions {
-                    arena_size: pool_max.or(pool_initial),
-                    ..Default::default()
-                },
+            let pool = Arc::new(pool_over_cuda(device, pool_initial, pool_max).map_err(err)?);
+            let probe = pool_probe(&pool);
+            let upstream: SharedResource = pool;
+            (
+                Arc::new(BinningResource::with_range(upstream, 18, 22).map_err(err)?),
+                Some(probe),
             )
-            .map_err(err)?,
-        ),
+        }
+        AllocatorChoice::Arena => {
+            let arena = Arc::new(
+                ArenaResource::new(
+                    CudaResource::new(device),
+                    ArenaOptions {
+                        arena_size: pool_max.or(pool_initial),
+                        ..Default::default()
+                    },
+                )
+                .map_err(err)?,
+            );
+            let a = arena.clone();
+            let probe: FreeSpaceProbe = Arc::new(move || FreeSpace {
+                free_bytes: a.free_bytes(),
+                largest_free_block: a.largest_free_block(),
+            });
+            (arena, Some(probe))
+        }
     };
     set_per_device_resource(device, resource.clone()).map_err(err)?;
-    Ok(resource)
+    Ok((resource, probe))
 }
 
 fn pool_over_cuda(

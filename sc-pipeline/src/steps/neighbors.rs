@@ -8,8 +8,10 @@
 use super::kernel_error;
 use crate::anndata::{ArrayData, DenseArray, Matrix, Value};
 use crate::{AnnData, Error, Result};
+use sc_kernels::gpu::GpuContext;
 use sc_kernels::neighbors::NeighborsParams;
 use sc_kernels::DenseMatrix;
+use std::sync::Arc;
 
 /// Representation used: `X_pca` when present; otherwise X when it has at most 50 genes (as
 /// scanpy decides); otherwise an error asking for PCA first.
@@ -61,7 +63,21 @@ fn representation(adata: &AnnData) -> Result<(DenseMatrix<f32>, &'static str)> {
     })
 }
 
-/// Computes the neighbourhood graph with `n_neighbors` neighbours per cell.
+/// The GPU to run on: X's, when X lives on a GPU and the GPU kNN takes the shape.
+fn gpu_context(adata: &AnnData, rep: &DenseMatrix<f32>, k: usize) -> Option<Arc<GpuContext>> {
+    match &adata.x {
+        Matrix::Device(d)
+            if rep.n_cols <= sc_kernels::neighbors::GPU_MAX_DIMS
+                && k <= sc_kernels::neighbors::GPU_MAX_K =>
+        {
+            Some(d.ctx.clone())
+        }
+        _ => None,
+    }
+}
+
+/// Computes the neighbourhood graph with `n_neighbors` neighbours per cell, on the GPU when X
+/// lives there (the same result as the CPU's, see `sc_kernels::neighbors::gpu`).
 pub fn neighbors(adata: &mut AnnData, n_neighbors: usize) -> Result<()> {
     const STEP: &str = "neighbors";
     if n_neighbors < 2 {
@@ -84,7 +100,11 @@ pub fn neighbors(adata: &mut AnnData, n_neighbors: usize) -> Result<()> {
         n_neighbors,
         ..NeighborsParams::default()
     };
-    let result = sc_kernels::neighbors::neighbors(&rep, &params).map_err(kernel_error(STEP))?;
+    let result = match gpu_context(adata, &rep, n_neighbors) {
+        Some(ctx) => sc_kernels::neighbors::neighbors_gpu(&ctx, &rep, &params),
+        None => sc_kernels::neighbors::neighbors(&rep, &params),
+    }
+    .map_err(kernel_error(STEP))?;
     adata.obsp.insert("distances".into(), result.distances);
     adata
         .obsp

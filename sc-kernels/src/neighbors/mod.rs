@@ -14,6 +14,8 @@
 //! then the fuzzy union `A + A^T - A o A^T` (with `set_op_mix_ratio` mixing in the intersection).
 //!
 //! `distances` is scanpy's `obsp['distances']`: the `k - 1` non-self neighbours of each cell.
+//!
+//! [`neighbors_gpu`] is the GPU twin (same results; see `gpu.rs` for how).
 
 use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
@@ -22,6 +24,11 @@ use crate::real::Real;
 use faer::reborrow::{Reborrow, ReborrowMut};
 use faer::{Accum, Mat, MatRef, Par};
 use rayon::prelude::*;
+
+pub(crate) mod gpu;
+pub use gpu::{
+    knn_exact_gpu, neighbors_gpu, neighbors_on_device, MAX_DIMS as GPU_MAX_DIMS, MAX_K as GPU_MAX_K,
+};
 
 /// Parameters, with scanpy's defaults.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -75,24 +82,38 @@ pub struct NeighborsResult {
 
 const QUERY_BLOCK: usize = 256;
 const REF_BLOCK: usize = 2048;
-const EXTRA: usize = 8;
+/// Candidates kept per query beyond `k` before the exact distances decide.
+pub(crate) const EXTRA: usize = 8;
 
-/// Exact k nearest neighbours (self included) of the rows of `x`.
-pub fn knn_exact<T: Real>(x: &DenseMatrix<T>, k: usize) -> Result<Knn> {
-    let (n, d) = (x.n_rows, x.n_cols);
+/// `k` must be 1 to `n`.
+pub(crate) fn check_k(n: usize, k: usize) -> Result<()> {
     if k == 0 || k > n {
         return Err(KernelError::param(
             "n_neighbors",
             format!("must be between 1 and the number of cells ({n}), got {k}"),
         ));
     }
-    if let Some(p) = x.data.iter().position(|v| !v.is_finite()) {
-        return Err(KernelError::NonFinite {
+    Ok(())
+}
+
+/// Every coordinate must be finite.
+pub(crate) fn check_finite<T: Real>(x: &DenseMatrix<T>) -> Result<()> {
+    let d = x.n_cols;
+    match x.data.iter().position(|v| !v.is_finite()) {
+        Some(p) => Err(KernelError::NonFinite {
             row: p / d.max(1),
             col: p % d.max(1),
             value: x.data[p].to_f64(),
-        });
+        }),
+        None => Ok(()),
     }
+}
+
+/// Exact k nearest neighbours (self included) of the rows of `x`.
+pub fn knn_exact<T: Real>(x: &DenseMatrix<T>, k: usize) -> Result<Knn> {
+    let (n, d) = (x.n_rows, x.n_cols);
+    check_k(n, k)?;
+    check_finite(x)?;
     let xf: Vec<f32> = x.data.iter().map(|v| v.to_f64() as f32).collect();
     let norms: Vec<f32> = (0..n)
         .map(|i| xf[i * d..(i + 1) * d].iter().map(|v| v * v).sum())
@@ -279,12 +300,7 @@ fn smooth_row(
     (sigma, rho)
 }
 
-/// UMAP's fuzzy simplicial set of the kNN graph, symmetrized (scanpy's connectivities).
-pub fn umap_connectivities(
-    knn: &Knn,
-    set_op_mix_ratio: f64,
-    local_connectivity: f64,
-) -> Result<CsrMatrix<f32>> {
+pub(crate) fn check_union_params(set_op_mix_ratio: f64, local_connectivity: f64) -> Result<()> {
     if !(0.0..=1.0).contains(&set_op_mix_ratio) {
         return Err(KernelError::param(
             "set_op_mix_ratio",
@@ -297,6 +313,16 @@ pub fn umap_connectivities(
             "must be non-negative",
         ));
     }
+    Ok(())
+}
+
+/// UMAP's fuzzy simplicial set of the kNN graph, symmetrized (scanpy's connectivities).
+pub fn umap_connectivities(
+    knn: &Knn,
+    set_op_mix_ratio: f64,
+    local_connectivity: f64,
+) -> Result<CsrMatrix<f32>> {
+    check_union_params(set_op_mix_ratio, local_connectivity)?;
     let (sigmas, rhos) = smooth_knn_dist(knn, local_connectivity, 1.0);
     let n = knn.n_obs;
     // Membership strengths, one row per cell, zeros (and the cell itself) left out.
@@ -418,7 +444,21 @@ pub fn distance_matrix(knn: &Knn) -> CsrMatrix<f32> {
 /// kNN graph and UMAP connectivities of the rows of `x` (e.g. `X_pca`). As scanpy, when
 /// `n_neighbors` exceeds the number of cells it becomes `1 + n_obs / 2`.
 pub fn neighbors<T: Real>(x: &DenseMatrix<T>, params: &NeighborsParams) -> Result<NeighborsResult> {
-    let n = x.n_rows;
+    let k = effective_k(x.n_rows, params)?;
+    let knn = knn_exact(x, k)?;
+    let connectivities =
+        umap_connectivities(&knn, params.set_op_mix_ratio, params.local_connectivity)?;
+    let distances = distance_matrix(&knn);
+    Ok(NeighborsResult {
+        n_neighbors: k,
+        knn,
+        distances,
+        connectivities,
+    })
+}
+
+/// The `k` scanpy uses for `n` cells (`1 + n / 2` when `n_neighbors` exceeds `n`).
+pub(crate) fn effective_k(n: usize, params: &NeighborsParams) -> Result<usize> {
     if params.n_neighbors < 2 {
         return Err(KernelError::param(
             "n_neighbors",
@@ -430,20 +470,10 @@ pub fn neighbors<T: Real>(x: &DenseMatrix<T>, params: &NeighborsParams) -> Resul
             "neighbors needs at least 2 cells, got {n}"
         )));
     }
-    let k = if params.n_neighbors > n {
+    Ok(if params.n_neighbors > n {
         1 + n / 2
     } else {
         params.n_neighbors
-    };
-    let knn = knn_exact(x, k)?;
-    let connectivities =
-        umap_connectivities(&knn, params.set_op_mix_ratio, params.local_connectivity)?;
-    let distances = distance_matrix(&knn);
-    Ok(NeighborsResult {
-        n_neighbors: k,
-        knn,
-        distances,
-        connectivities,
     })
 }
 

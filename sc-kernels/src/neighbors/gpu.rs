@@ -1,0 +1,338 @@
+//! The GPU twin of [`super::neighbors`]: the same exact kNN and UMAP connectivities, computed
+//! on the device.
+//!
+//! kNN (`knn_scan`): a block holds 64 queries in shared memory and streams every reference past
+//! them in tiles of 128 (from a reference-major copy of X, so tile loads are coalesced). Each
+//! thread forms 4 x 8 inner products in registers; `|r|^2 - 2 q.r` values that beat a query's
+//! current threshold go to a per-query buffer and one thread per query merges them into its
+//! sorted list of `k + 8` candidates. Nothing of size `n x n` is ever stored, so the memory is
+//! `O(n (d + k))` whatever `n` is, and no tile has to be sized from what the resource can give.
+//! `knn_refine` then recomputes the candidates' distances exactly in f64 and keeps the best `k`
+//! with the CPU's order (distance, the cell itself first, index): the same neighbours and the
+//! same distances, bit for bit, whenever the candidate lists agree.
+//!
+//! Connectivities: `smooth_knn` runs the CPU's per-cell binary search in the same f32 steps and
+//! writes the membership strengths; `union_count` pairs each edge with its reverse (a scan of
+//! `k` entries), counts the entries of every row of `A + A^T - A o A^T`, a prefix sum gives the
+//! row offsets, `union_fill` writes the entries and `sort_rows` orders each row by column.
+
+use super::{check_k, effective_k, Knn, NeighborsParams, NeighborsResult, EXTRA};
+use crate::csr::CsrMatrix;
+use crate::dense::DenseMatrix;
+use crate::error::{KernelError, Result};
+use crate::gpu::module_cache::KernelSource;
+use crate::gpu::scan::exclusive_scan;
+use crate::gpu::{grid_stride, DeviceVec, GpuContext};
+use crate::real::Real;
+use rmm_cuda::cudarc::driver::sys::CUfunction_attribute_enum;
+use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
+
+pub(crate) const SRC: KernelSource = KernelSource {
+    name: "neighbors",
+    source: include_str!("neighbors.cu"),
+};
+
+// Must match the defines of neighbors.cu.
+const QT: usize = 64;
+const RT: usize = 128;
+const DK: usize = 32;
+const THREADS: u32 = 256;
+
+/// Largest `k` (with the cell itself) and dimension count the GPU kNN takes (shared memory).
+pub const MAX_K: usize = 100;
+pub const MAX_DIMS: usize = 256;
+
+/// Shared memory of `knn_scan` for `dpad` padded dimensions and `kc` candidates per query.
+fn scan_shared_bytes(dpad: usize, kc: usize) -> usize {
+    4 * (dpad * QT + DK * RT + RT + QT + QT + 2 * QT * RT + 2 * QT * kc + QT)
+}
+
+/// The kNN of the rows of a device matrix `x` (`n x d`, row-major), self included.
+pub fn knn_exact_gpu(
+    ctx: &GpuContext,
+    x: &DeviceVec<f32>,
+    n: usize,
+    d: usize,
+    k: usize,
+) -> Result<Knn> {
+    let (idx, dist) = knn_on_device(ctx, x, n, d, k)?;
+    Ok(Knn {
+        n_obs: n,
+        k,
+        indices: ctx.download(&idx)?,
+        distances: ctx.download(&dist)?,
+    })
+}
+
+/// kNN left on the device: `(indices, distances)`, `n * k` each.
+fn knn_on_device(
+    ctx: &GpuContext,
+    x: &DeviceVec<f32>,
+    n: usize,
+    d: usize,
+    k: usize,
+) -> Result<(DeviceVec<u32>, DeviceVec<f32>)> {
+    check_k(n, k)?;
+    if d == 0 || d > MAX_DIMS || k > MAX_K {
+        return Err(KernelError::Unsupported(format!(
+            "the GPU kNN takes 1 to {MAX_DIMS} dimensions and k up to {MAX_K} (got {d} and {k})"
+        )));
+    }
+    if x.len() != n * d {
+        return Err(KernelError::param(
+            "x",
+            format!("holds {} values, not {n} x {d}", x.len()),
+        ));
+    }
+    let kc = (k + EXTRA).min(n);
+    let ld = n.div_ceil(RT) * RT;
+    let dpad = d.div_ceil(DK) * DK;
+    let (n64, d32, ld64, dpad32, kc32, k32) = (
+        n as u64,
+        d as u32,
+        ld as u64,
+        dpad as u32,
+        kc as u32,
+        k as u32,
+    );
+
+    let xt = ctx.alloc::<f32>(dpad.max(d) * ld)?;
+    let f = ctx.function(SRC, "transpose_pad")?;
+    let mut l = ctx.launcher(&f);
+    l.arg(x).arg(&n64).arg(&d32).arg(&ld64).arg(&xt);
+    ctx.launch(l, grid_stride(d * ld), "transpose_pad")?;
+
+    let norms = ctx.alloc::<f32>(n)?;
+    let f = ctx.function(SRC, "row_norms")?;
+    let mut l = ctx.launcher(&f);
+    l.arg(x).arg(&n64).arg(&d32).arg(&norms);
+    ctx.launch(l, grid_stride(n), "row_norms")?;
+
+    let cand = ctx.alloc::<u32>(n * kc)?;
+    let f = ctx.function(SRC, "knn_scan")?;
+    let smem = scan_shared_bytes(dpad, kc);
+    f.set_attribute(
+        CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        smem as i32,
+    )
+    .map_err(|e| KernelError::Gpu(format!("knn_scan: {smem} bytes of shared memory: {e:?}")))?;
+    let mut l = ctx.launcher(&f);
+    l.arg(x)
+        .arg(&xt)
+        .arg(&norms)
+        .arg(&n64)
+        .arg(&d32)
+        .arg(&dpad32)
+        .arg(&ld64)
+        .arg(&kc32)
+        .arg(&cand);
+    let cfg = LaunchConfig {
+        grid_dim: (n.div_ceil(QT) as u32, 1, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: smem as u32,
+    };
+    ctx.launch(l, cfg, "knn_scan")?;
+    drop(xt);
+
+    let idx = ctx.alloc::<u32>(n * k)?;
+    let dist = ctx.alloc::<f32>(n * k)?;
+    let sd = ctx.alloc::<f64>(n * (kc + 1))?;
+    let si = ctx.alloc::<u32>(n * (kc + 1))?;
+    let f = ctx.function(SRC, "knn_refine")?;
+    let mut l = ctx.launcher(&f);
+    l.arg(x)
+        .arg(&cand)
+        .arg(&n64)
+        .arg(&d32)
+        .arg(&kc32)
+        .arg(&k32)
+        .arg(&sd)
+        .arg(&si)
+        .arg(&idx)
+        .arg(&dist);
+    ctx.launch(l, grid_stride(n), "knn_refine")?;
+    Ok((idx, dist))
+}
+
+/// A CSR matrix left on the device.
+struct DeviceGraph {
+    indptr: DeviceVec<u64>,
+    indices: DeviceVec<u32>,
+    data: DeviceVec<f32>,
+}
+
+impl DeviceGraph {
+    fn sort_rows(&self, ctx: &GpuContext, n: usize) -> Result<()> {
+        let n64 = n as u64;
+        let f = ctx.function(SRC, "sort_rows")?;
+        let mut l = ctx.launcher(&f);
+        l.arg(&self.indptr)
+            .arg(&n64)
+            .arg(&self.indices)
+            .arg(&self.data);
+        ctx.launch(l, grid_stride(n), "sort_rows")
+    }
+
+    fn download(&self, ctx: &GpuContext, n: usize) -> Result<CsrMatrix<f32>> {
+        Ok(CsrMatrix {
+            n_rows: n,
+            n_cols: n,
+            indptr: ctx.download(&self.indptr)?,
+            indices: ctx.download(&self.indices)?,
+            data: ctx.download(&self.data)?,
+        })
+    }
+}
+
+/// Sum of `v` in f64 (block partial sums on the device, added on the host).
+fn sum_f64(ctx: &GpuContext, v: &DeviceVec<f32>) -> Result<f64> {
+    let cfg = grid_stride(v.len());
+    let cfg = LaunchConfig {
+        grid_dim: (cfg.grid_dim.0.min(1024), 1, 1),
+        ..cfg
+    };
+    let partial = ctx.zeros::<f64>(cfg.grid_dim.0 as usize)?;
+    let len = v.len() as u64;
+    let f = ctx.function(SRC, "sum_f32_as_f64")?;
+    let mut l = ctx.launcher(&f);
+    l.arg(v).arg(&len).arg(&partial);
+    ctx.launch(l, cfg, "sum_f32_as_f64")?;
+    Ok(ctx.download(&partial)?.iter().sum())
+}
+
+/// UMAP connectivities of a device kNN (the CPU's [`super::umap_connectivities`]).
+fn connectivities_on_device(
+    ctx: &GpuContext,
+    idx: &DeviceVec<u32>,
+    dist: &DeviceVec<f32>,
+    n: usize,
+    k: usize,
+    params: &NeighborsParams,
+) -> Result<DeviceGraph> {
+    super::check_union_params(params.set_op_mix_ratio, params.local_connectivity)?;
+    let (n64, k32) = (n as u64, k as u32);
+    let mean_all = (sum_f64(ctx, dist)? / (n * k).max(1) as f64) as f32;
+    let target = (k as f64).log2();
+    let sigmas = ctx.alloc::<f32>(n)?;
+    let rhos = ctx.alloc::<f32>(n)?;
+    let w = ctx.alloc::<f32>(n * k)?;
+    let f = ctx.function(SRC, "smooth_knn")?;
+    let mut l = ctx.launcher(&f);
+    l.arg(idx)
+        .arg(dist)
+        .arg(&n64)
+        .arg(&k32)
+        .arg(&params.local_connectivity)
+        .arg(&target)
+        .arg(&mean_all)
+        .arg(&sigmas)
+        .arg(&rhos)
+        .arg(&w);
+    ctx.launch(l, grid_stride(n), "smooth_knn")?;
+
+    let mix = params.set_op_mix_ratio as f32;
+    let val = ctx.alloc::<f32>(n * k)?;
+    let rev_only = ctx.alloc::<u8>(n * k)?;
+    let counts = ctx.zeros::<u64>(n)?;
+    let f = ctx.function(SRC, "union_count")?;
+    let mut l = ctx.launcher(&f);
+    l.arg(idx)
+        .arg(&w)
+        .arg(&n64)
+        .arg(&k32)
+        .arg(&mix)
+        .arg(&val)
+        .arg(&rev_only)
+        .arg(&counts);
+    ctx.launch(l, grid_stride(n * k), "union_count")?;
+    let (indptr, nnz) = exclusive_scan(ctx, &counts)?;
+    drop(counts);
+
+    let graph = DeviceGraph {
+        indptr,
+        indices: ctx.alloc::<u32>(nnz as usize)?,
+        data: ctx.alloc::<f32>(nnz as usize)?,
+    };
+    let cursor = ctx.zeros::<u32>(n)?;
+    let f = ctx.function(SRC, "union_fill")?;
+    let mut l = ctx.launcher(&f);
+    l.arg(idx)
+        .arg(&val)
+        .arg(&rev_only)
+        .arg(&n64)
+        .arg(&k32)
+        .arg(&graph.indptr)
+        .arg(&cursor)
+        .arg(&graph.indices)
+        .arg(&graph.data);
+    ctx.launch(l, grid_stride(n * k), "union_fill")?;
+    graph.sort_rows(ctx, n)?;
+    Ok(graph)
+}
+
+/// scanpy's `obsp['distances']` on the device (the CPU's [`super::distance_matrix`]).
+fn distances_on_device(
+    ctx: &GpuContext,
+    idx: &DeviceVec<u32>,
+    dist: &DeviceVec<f32>,
+    n: usize,
+    k: usize,
+) -> Result<DeviceGraph> {
+    let per_row = k - 1;
+    let offsets: Vec<u64> = (0..=n as u64).map(|i| i * per_row as u64).collect();
+    let graph = DeviceGraph {
+        indptr: ctx.upload(&offsets)?,
+        indices: ctx.alloc::<u32>(n * per_row)?,
+        data: ctx.alloc::<f32>(n * per_row)?,
+    };
+    let (n64, k32) = (n as u64, k as u32);
+    let f = ctx.function(SRC, "distance_rows")?;
+    let mut l = ctx.launcher(&f);
+    l.arg(idx)
+        .arg(dist)
+        .arg(&n64)
+        .arg(&k32)
+        .arg(&graph.indices)
+        .arg(&graph.data);
+    ctx.launch(l, grid_stride(n * per_row), "distance_rows")?;
+    graph.sort_rows(ctx, n)?;
+    Ok(graph)
+}
+
+/// [`super::neighbors`] on the GPU: the same parameters, checks and result.
+pub fn neighbors_gpu<T: Real>(
+    ctx: &GpuContext,
+    x: &DenseMatrix<T>,
+    params: &NeighborsParams,
+) -> Result<NeighborsResult> {
+    let k = effective_k(x.n_rows, params)?;
+    super::check_finite(x)?;
+    let values: Vec<f32> = x.data.iter().map(|v| v.to_f64() as f32).collect();
+    let xd = ctx.upload(&values)?;
+    neighbors_on_device(ctx, &xd, x.n_rows, x.n_cols, k, params)
+}
+
+/// Neighbors of a device matrix (`n x d` row-major, finite values) with `k` already settled.
+pub fn neighbors_on_device(
+    ctx: &GpuContext,
+    x: &DeviceVec<f32>,
+    n: usize,
+    d: usize,
+    k: usize,
+    params: &NeighborsParams,
+) -> Result<NeighborsResult> {
+    let (idx, dist) = knn_on_device(ctx, x, n, d, k)?;
+    let conn = connectivities_on_device(ctx, &idx, &dist, n, k, params)?;
+    let distances = distances_on_device(ctx, &idx, &dist, n, k)?;
+    Ok(NeighborsResult {
+        n_neighbors: k,
+        knn: Knn {
+            n_obs: n,
+            k,
+            indices: ctx.download(&idx)?,
+            distances: ctx.download(&dist)?,
+        },
+        distances: distances.download(ctx, n)?,
+        connectivities: conn.download(ctx, n)?,
+    })
+}

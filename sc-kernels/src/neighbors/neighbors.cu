@@ -1,0 +1,428 @@
+// Exact kNN and UMAP connectivities (see gpu.rs for the plan). Products that decide a result
+// the CPU also computes use explicit `__f*_rn` / `fma` calls so NVRTC cannot contract them
+// differently from the CPU's arithmetic.
+
+// ---- kNN scan: a block owns KNN_QT queries and streams every reference past them ----
+#define KNN_QT 64        // queries per block
+#define KNN_RT 128       // references per chunk
+#define KNN_DK 32        // dimensions of the reference tile held in shared memory
+#define KNN_THREADS 256  // 16 x 16 threads, each 4 queries x 8 references
+
+// Reference-major copy: xt[dim * ld + i] = x[i * d + dim], zero in the padding (i >= n).
+extern "C" __global__ void transpose_pad(const float* __restrict__ x, u64 n, u32 d, u64 ld,
+                                         float* __restrict__ xt) {
+    u64 total = (u64)d * ld;
+    for (u64 t = blockIdx.x * (u64)blockDim.x + threadIdx.x; t < total;
+         t += (u64)gridDim.x * blockDim.x) {
+        u64 dim = t / ld, i = t % ld;
+        xt[t] = i < n ? x[i * d + dim] : 0.0f;
+    }
+}
+
+// Squared norms in f32, dimensions in order (the CPU's `norms`).
+extern "C" __global__ void row_norms(const float* __restrict__ x, u64 n, u32 d,
+                                     float* __restrict__ norms) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
+         i += (u64)gridDim.x * blockDim.x) {
+        float s = 0.0f;
+        for (u32 t = 0; t < d; ++t) {
+            float v = x[i * d + t];
+            s = __fadd_rn(s, __fmul_rn(v, v));
+        }
+        norms[i] = s;
+    }
+}
+
+// (value, index) order: smaller value first, ties by smaller index.
+__device__ __forceinline__ bool knn_before(float a, u32 ia, float b, u32 ib) {
+    return a < b || (a == b && ia < ib);
+}
+
+// For each query, the `kc` references of smallest |r|^2 - 2 q.r (which ranks references by
+// distance to q), in that order: cand[q * kc + t]. Shared memory (dynamic):
+//   qs[dpad][KNN_QT], rs[KNN_DK][KNN_RT], rn[KNN_RT], thr[KNN_QT], cnt[KNN_QT],
+//   cv/ci[KNN_QT][KNN_RT] (this chunk's candidates), tv/ti[KNN_QT][kc], len[KNN_QT].
+extern "C" __global__ void __launch_bounds__(KNN_THREADS)
+knn_scan(const float* __restrict__ x, const float* __restrict__ xt, const float* __restrict__ norms,
+         u64 n, u32 d, u32 dpad, u64 ld, u32 kc, u32* __restrict__ cand) {
+    extern __shared__ float smem[];
+    float* qs = smem;                                   // dpad * QT
+    float* rs = qs + (u64)dpad * KNN_QT;                // DK * RT
+    float* rn = rs + KNN_DK * KNN_RT;                   // RT
+    float* thr = rn + KNN_RT;                           // QT
+    u32* cnt = (u32*)(thr + KNN_QT);                    // QT
+    float* cv = (float*)(cnt + KNN_QT);                 // QT * RT
+    u32* ci = (u32*)(cv + KNN_QT * KNN_RT);             // QT * RT
+    float* tv = (float*)(ci + KNN_QT * KNN_RT);         // QT * kc
+    u32* ti = (u32*)(tv + (u64)KNN_QT * kc);            // QT * kc
+    u32* len = ti + (u64)KNN_QT * kc;                   // QT
+
+    const u32 tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+    const u64 q0 = (u64)blockIdx.x * KNN_QT;
+
+    // The block's queries, dimension-major, zero past d and past n.
+    for (u32 t = tid; t < dpad * KNN_QT; t += KNN_THREADS) {
+        u32 dim = t / KNN_QT, q = t % KNN_QT;
+        u64 qi = q0 + q;
+        qs[t] = (dim < d && qi < n) ? x[qi * d + dim] : 0.0f;
+    }
+    for (u32 q = tid; q < KNN_QT; q += KNN_THREADS) {
+        thr[q] = __int_as_float(0x7f800000);  // +inf
+        cnt[q] = 0;
+        len[q] = 0;
+    }
+    __syncthreads();
+
+    for (u64 r0 = 0; r0 < n; r0 += KNN_RT) {
+        float acc[4][8];
+#pragma unroll
+        for (int a = 0; a < 4; ++a)
+#pragma unroll
+            for (int b = 0; b < 8; ++b) acc[a][b] = 0.0f;
+
+        for (u32 d0 = 0; d0 < dpad; d0 += KNN_DK) {
+            // Reference tile: KNN_DK dims x KNN_RT refs, float4 loads along references.
+            for (u32 t = tid; t < KNN_DK * KNN_RT / 4; t += KNN_THREADS) {
+                u32 dim = t / (KNN_RT / 4), r4 = t % (KNN_RT / 4);
+                float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+                if (d0 + dim < d) v = *(const float4*)(xt + (u64)(d0 + dim) * ld + r0 + r4 * 4);
+                *(float4*)(rs + dim * KNN_RT + r4 * 4) = v;
+            }
+            if (d0 == 0)
+                for (u32 r = tid; r < KNN_RT; r += KNN_THREADS)
+                    rn[r] = (r0 + r < n) ? norms[r0 + r] : 0.0f;
+            __syncthreads();
+            u32 dend = min(KNN_DK, d - min(d, d0));
+            for (u32 dd = 0; dd < dend; ++dd) {
+                float4 qa = *(const float4*)(qs + (u64)(d0 + dd) * KNN_QT + ty * 4);
+                float4 ra = *(const float4*)(rs + dd * KNN_RT + tx * 4);
+                float4 rb = *(const float4*)(rs + dd * KNN_RT + 64 + tx * 4);
+                float qv[4] = {qa.x, qa.y, qa.z, qa.w};
+                float rv[8] = {ra.x, ra.y, ra.z, ra.w, rb.x, rb.y, rb.z, rb.w};
+#pragma unroll
+                for (int a = 0; a < 4; ++a)
+#pragma unroll
+                    for (int b = 0; b < 8; ++b) acc[a][b] = fmaf(qv[a], rv[b], acc[a][b]);
+            }
+            __syncthreads();
+        }
+
+        // Candidates that beat their query's current threshold go to the chunk buffer.
+#pragma unroll
+        for (int a = 0; a < 4; ++a) {
+            u32 q = ty * 4 + a;
+            float t = thr[q];
+#pragma unroll
+            for (int b = 0; b < 8; ++b) {
+                u32 r = (b < 4) ? tx * 4 + b : 64 + tx * 4 + (b - 4);
+                u64 ri = r0 + r;
+                float v = __fsub_rn(rn[r], __fmul_rn(2.0f, acc[a][b]));
+                if (ri < n && v < t) {
+                    u32 p = atomicAdd(&cnt[q], 1u);
+                    cv[q * KNN_RT + p] = v;
+                    ci[q * KNN_RT + p] = (u32)ri;
+                }
+            }
+        }
+        __syncthreads();
+
+        // Merge each query's candidates into its sorted list (one thread per query).
+        if (tid < KNN_QT) {
+            u32 q = tid, c = cnt[q], l = len[q];
+            float* lv = tv + (u64)q * kc;
+            u32* li = ti + (u64)q * kc;
+            for (u32 e = 0; e < c; ++e) {
+                float v = cv[q * KNN_RT + e];
+                u32 vi = ci[q * KNN_RT + e];
+                if (l == kc && !knn_before(v, vi, lv[kc - 1], li[kc - 1])) continue;
+                u32 p = (l < kc) ? l : kc - 1;
+                while (p > 0 && knn_before(v, vi, lv[p - 1], li[p - 1])) {
+                    lv[p] = lv[p - 1];
+                    li[p] = li[p - 1];
+                    --p;
+                }
+                lv[p] = v;
+                li[p] = vi;
+                if (l < kc) ++l;
+            }
+            len[q] = l;
+            cnt[q] = 0;
+            if (l == kc) thr[q] = lv[kc - 1];
+        }
+        __syncthreads();
+    }
+
+    for (u32 t = tid; t < KNN_QT * kc; t += KNN_THREADS) {
+        u32 q = t / kc, s = t % kc;
+        u64 qi = q0 + q;
+        if (qi < n) cand[qi * kc + s] = ti[q * kc + s];
+    }
+}
+
+// Exact distances of the candidates (f64, dimensions in order, as the CPU), the best k by
+// (distance, not-self, index) with the cell itself moved first. One thread per query.
+// `scratch` holds (kc + 1) doubles and u32s per query.
+extern "C" __global__ void knn_refine(const float* __restrict__ x, const u32* __restrict__ cand,
+                                      u64 n, u32 d, u32 kc, u32 k, double* __restrict__ sd,
+                                      u32* __restrict__ si, u32* __restrict__ out_idx,
+                                      float* __restrict__ out_dist) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
+         i += (u64)gridDim.x * blockDim.x) {
+        double* dv = sd + i * (kc + 1);
+        u32* dj = si + i * (kc + 1);
+        const float* xi = x + i * d;
+        u32 m = 0;
+        bool has_self = false;
+        for (u32 t = 0; t < kc; ++t) {
+            u32 j = cand[i * kc + t];
+            const float* xj = x + (u64)j * d;
+            double s = 0.0;
+            for (u32 u = 0; u < d; ++u) {
+                double diff = (double)xi[u] - (double)xj[u];
+                s = __dadd_rn(s, __dmul_rn(diff, diff));
+            }
+            has_self |= (j == i);
+            dv[m] = sqrt(s);
+            dj[m] = j;
+            ++m;
+        }
+        if (!has_self) {
+            dv[m] = 0.0;
+            dj[m] = (u32)i;
+            ++m;
+        }
+        // Insertion sort by (distance, j != i, j).
+        for (u32 a = 1; a < m; ++a) {
+            double v = dv[a];
+            u32 j = dj[a];
+            u32 b = a;
+            while (b > 0) {
+                double pv = dv[b - 1];
+                u32 pj = dj[b - 1];
+                bool before = v < pv || (v == pv && ((j != i) < (pj != i) ||
+                                                     ((j != i) == (pj != i) && j < pj)));
+                if (!before) break;
+                dv[b] = pv;
+                dj[b] = pj;
+                --b;
+            }
+            dv[b] = v;
+            dj[b] = j;
+        }
+        // The cell itself first, then the nearest others.
+        u32 self_pos = 0;
+        while (dj[self_pos] != (u32)i) ++self_pos;
+        out_idx[i * k] = (u32)i;
+        out_dist[i * k] = 0.0f;
+        u32 w = 1;
+        for (u32 a = 0; a < m && w < k; ++a) {
+            if (a == self_pos) continue;
+            out_idx[i * k + w] = dj[a];
+            out_dist[i * k + w] = (float)dv[a];
+            ++w;
+        }
+    }
+}
+
+// ---- UMAP connectivities ----
+
+// Sum of the kNN distances in f64 (for the mean distance); one value per block, summed by the host.
+extern "C" __global__ void sum_f32_as_f64(const float* __restrict__ v, u64 len,
+                                          double* __restrict__ partial) {
+    __shared__ double scratch[32];
+    double s = 0.0;
+    for (u64 t = blockIdx.x * (u64)blockDim.x + threadIdx.x; t < len;
+         t += (u64)gridDim.x * blockDim.x)
+        s += (double)v[t];
+    s = block_sum_f64(s, scratch);
+    if (threadIdx.x == 0) partial[blockIdx.x] = s;
+}
+
+__device__ __forceinline__ float exp_f32(float z) { return (float)exp((double)z); }
+
+// umap's smooth_knn_dist per cell (the CPU's `smooth_row`, same f32 steps), then the membership
+// strengths w[i * k + t] (0 for the cell itself).
+extern "C" __global__ void smooth_knn(const u32* __restrict__ idx, const float* __restrict__ dist,
+                                      u64 n, u32 k, double local_connectivity, double target,
+                                      float mean_all, float* __restrict__ sigmas,
+                                      float* __restrict__ rhos, float* __restrict__ w) {
+    const int N_ITER = 64;
+    const double TOL = 1e-5;
+    const float MIN_K_DIST_SCALE = 1e-3f;
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
+         i += (u64)gridDim.x * blockDim.x) {
+        const float* di = dist + i * k;
+        // rho: the local_connectivity-th non-zero distance (interpolated).
+        u32 nnz = 0;
+        float maxnz = -3.402823466e38f;
+        for (u32 t = 0; t < k; ++t)
+            if (di[t] > 0.0f) {
+                ++nnz;
+                maxnz = fmaxf(maxnz, di[t]);
+            }
+        float rho = 0.0f;
+        if ((double)nnz >= local_connectivity) {
+            u32 index = (u32)floor(local_connectivity);
+            float interp = (float)(local_connectivity - (double)index);
+            // nz[m] = the m-th non-zero distance in row order
+            float prev = 0.0f, cur = 0.0f;
+            u32 seen = 0;
+            for (u32 t = 0; t < k; ++t)
+                if (di[t] > 0.0f) {
+                    if (index > 0 && seen == index - 1) prev = di[t];
+                    if (seen == index) cur = di[t];
+                    ++seen;
+                }
+            if (index > 0) {
+                rho = prev;
+                if ((double)interp > TOL) rho = __fadd_rn(rho, __fmul_rn(interp, __fsub_rn(cur, prev)));
+            } else {
+                rho = __fmul_rn(interp, cur);
+            }
+        } else if (nnz > 0) {
+            rho = maxnz;
+        }
+        float lo = 0.0f, hi = 3.402823466e38f, mid = 1.0f;
+        for (int it = 0; it < N_ITER; ++it) {
+            float psum = 0.0f;
+            for (u32 t = 1; t < k; ++t) {
+                float dd = __fsub_rn(di[t], rho);
+                psum = __fadd_rn(psum, dd > 0.0f ? (dd / mid > 87.0f ? 0.0f : exp_f32(-(dd / mid))) : 1.0f);
+            }
+            if (fabs((double)psum - target) < TOL) break;
+            if ((double)psum > target) {
+                hi = mid;
+                mid = (float)(((double)lo + (double)hi) / 2.0);
+            } else {
+                lo = mid;
+                if (hi >= 3.402823466e38f) mid = __fmul_rn(mid, 2.0f);
+                else mid = (float)(((double)lo + (double)hi) / 2.0);
+            }
+        }
+        float sigma = mid;
+        if (rho > 0.0f) {
+            double s = 0.0;
+            for (u32 t = 0; t < k; ++t) s += (double)di[t];
+            float mean_i = (float)(s / (double)k);
+            if (sigma < __fmul_rn(MIN_K_DIST_SCALE, mean_i)) sigma = __fmul_rn(MIN_K_DIST_SCALE, mean_i);
+        } else if (sigma < __fmul_rn(MIN_K_DIST_SCALE, mean_all)) {
+            sigma = __fmul_rn(MIN_K_DIST_SCALE, mean_all);
+        }
+        sigmas[i] = sigma;
+        rhos[i] = rho;
+        for (u32 t = 0; t < k; ++t) {
+            u32 j = idx[i * k + t];
+            float dd = di[t];
+            float m;
+            if (j == (u32)i) m = 0.0f;
+            else if (__fsub_rn(dd, rho) <= 0.0f || sigma == 0.0f) m = 1.0f;
+            else m = exp_f32(-(__fsub_rn(dd, rho) / sigma));
+            w[i * k + t] = m;
+        }
+    }
+}
+
+__device__ __forceinline__ float fuzzy_union(float x, float y, float mix) {
+    float prod = __fmul_rn(x, y);
+    float u = __fsub_rn(__fadd_rn(x, y), prod);
+    if (mix == 1.0f) return u;
+    return __fadd_rn(__fmul_rn(mix, u), __fmul_rn(__fsub_rn(1.0f, mix), prod));
+}
+
+// Weight of edge j -> i (0 when i is not among j's neighbours).
+__device__ __forceinline__ float reverse_weight(const u32* idx, const float* w, u32 k, u64 j, u32 i,
+                                                bool* found) {
+    for (u32 s = 0; s < k; ++s)
+        if (idx[j * k + s] == i) {
+            *found = true;
+            return w[j * k + s];
+        }
+    *found = false;
+    return 0.0f;
+}
+
+// Per directed edge e = (i, t) to j = idx[e]: the union value val[e] of the pair {i, j} (0 for
+// the cell itself) and the entry counts per row. Row i holds (i, j) for each of its own edges
+// with a non-zero value; row j also gets (j, i) from this edge when i is not in j's own list
+// (rev_only[e] = 1), since no edge of row j produces it.
+extern "C" __global__ void union_count(const u32* __restrict__ idx, const float* __restrict__ w,
+                                       u64 n, u32 k, float mix, float* __restrict__ val,
+                                       u8* __restrict__ rev_only, u64* __restrict__ counts) {
+    for (u64 e = blockIdx.x * (u64)blockDim.x + threadIdx.x; e < n * k;
+         e += (u64)gridDim.x * blockDim.x) {
+        u64 i = e / k;
+        u32 j = idx[e];
+        float v = 0.0f;
+        u8 ro = 0;
+        if (j != (u32)i) {
+            bool found;
+            float b = reverse_weight(idx, w, k, j, (u32)i, &found);
+            v = fuzzy_union(w[e], b, mix);
+            if (v != 0.0f) atomicAdd(&counts[i], 1ull);
+            // Row j gets (j, i) from this edge only when i is not in j's own list.
+            if (!found && v != 0.0f) {
+                ro = 1;
+                atomicAdd(&counts[j], 1ull);
+            }
+        }
+        val[e] = v;
+        rev_only[e] = ro;
+    }
+}
+
+// Writes the entries: row i's own edges first, then reverse-only edges from other rows through
+// a per-row cursor (order fixed afterwards by `sort_rows`).
+extern "C" __global__ void union_fill(const u32* __restrict__ idx, const float* __restrict__ val,
+                                      const u8* __restrict__ rev_only, u64 n, u32 k,
+                                      const u64* __restrict__ indptr, u32* __restrict__ cursor,
+                                      u32* __restrict__ out_idx, float* __restrict__ out_val) {
+    for (u64 e = blockIdx.x * (u64)blockDim.x + threadIdx.x; e < n * k;
+         e += (u64)gridDim.x * blockDim.x) {
+        u64 i = e / k;
+        u32 j = idx[e];
+        float v = val[e];
+        if (v == 0.0f) continue;
+        u64 p = indptr[i] + atomicAdd(&cursor[i], 1u);
+        out_idx[p] = j;
+        out_val[p] = v;
+        if (rev_only[e]) {
+            u64 q = indptr[j] + atomicAdd(&cursor[j], 1u);
+            out_idx[q] = (u32)i;
+            out_val[q] = v;
+        }
+    }
+}
+
+// Sorts every row of a CSR matrix by column (insertion sort: rows hold about k entries).
+extern "C" __global__ void sort_rows(const u64* __restrict__ indptr, u64 n, u32* __restrict__ idx,
+                                     float* __restrict__ val) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
+         i += (u64)gridDim.x * blockDim.x) {
+        u64 s = indptr[i], e = indptr[i + 1];
+        for (u64 a = s + 1; a < e; ++a) {
+            u32 j = idx[a];
+            float v = val[a];
+            u64 b = a;
+            while (b > s && idx[b - 1] > j) {
+                idx[b] = idx[b - 1];
+                val[b] = val[b - 1];
+                --b;
+            }
+            idx[b] = j;
+            val[b] = v;
+        }
+    }
+}
+
+// scanpy's distances: the k - 1 non-self neighbours of row i at [i * (k - 1), ...), sorted by
+// column afterwards with `sort_rows`.
+extern "C" __global__ void distance_rows(const u32* __restrict__ idx, const float* __restrict__ dist,
+                                         u64 n, u32 k, u32* __restrict__ out_idx,
+                                         float* __restrict__ out_val) {
+    for (u64 e = blockIdx.x * (u64)blockDim.x + threadIdx.x; e < n * (k - 1);
+         e += (u64)gridDim.x * blockDim.x) {
+        u64 i = e / (k - 1), t = e % (k - 1) + 1;
+        out_idx[e] = idx[i * k + t];
+        out_val[e] = dist[i * k + t];
+    }
+}
