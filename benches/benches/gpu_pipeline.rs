@@ -1,5 +1,5 @@
 //! GPU pipeline benchmark (BENCHMARKS.md section B, GPU side): in one process, reads an h5ad file
-//! and runs the GPU pipeline (every step on the device through `rmm-core`, neighbors on the CPU)
+//! and runs the GPU pipeline (every step on the device through `rmm-core`)
 //! `--runs` times; run 1 is cold (first use of every kernel module and GPU library, from the
 //! disk cache or compiled), later runs are warm, as rapids-singlecell's harness measures it.
 //! Each run reads the file again, so every run's "read input" and "move X to the GPU" count.

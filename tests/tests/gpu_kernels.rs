@@ -55,12 +55,17 @@ fn max_rel(a: &[f32], b: &[f32]) -> f64 {
         .fold(0.0, f64::max)
 }
 
-fn real_counts() -> Vec<CsrMatrix<f32>> {
-    // SCPIPE_DATA: where the datasets are on a machine without ../shared (the GPU machine).
-    let dir = std::env::var_os("SCPIPE_DATA").map_or_else(
+/// The datasets: `$SCPIPE_DATA` (on a machine without ../shared, the GPU machine), else
+/// ../shared/data.
+fn data_dir() -> std::path::PathBuf {
+    std::env::var_os("SCPIPE_DATA").map_or_else(
         || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"),
         std::path::PathBuf::from,
-    );
+    )
+}
+
+fn real_counts() -> Vec<CsrMatrix<f32>> {
+    let dir = data_dir();
     [
         "celltypist_sample_559x32786_counts.h5ad",
         "scvi_pbmc5k_pbmc10k_400cells_2batches_counts.h5ad",
@@ -355,6 +360,23 @@ fn gpu_pipeline_matches_cpu_and_releases_everything() {
             dot / (na * nb)
         );
     }
+    // Neighbors ran on the GPU; from an X_pca equal up to f32 rounding, the neighbour sets
+    // agree (a few cells at near-ties may swap their last neighbour).
+    let nb = records.iter().find(|r| r.step == "neighbors").unwrap();
+    assert_eq!(nb.device.as_deref(), Some("gpu"));
+    let (dg, dc) = (&gpu.obsp["distances"], &cpu.obsp["distances"]);
+    assert_eq!(dg.indptr, dc.indptr);
+    let same = dg
+        .indices
+        .iter()
+        .zip(&dc.indices)
+        .filter(|(a, b)| a == b)
+        .count();
+    let share = same as f64 / dc.indices.len() as f64;
+    assert!(
+        share > 0.99,
+        "neighbour sets agree for {share} of the entries"
+    );
 }
 
 #[test]
@@ -515,11 +537,7 @@ fn neighbors_match_the_cpu() {
         )
         .unwrap();
     // Real data: the PCA embedding scanpy stored in pbmc68k_reduced.
-    let dir = std::env::var_os("SCPIPE_DATA").map_or_else(
-        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"),
-        std::path::PathBuf::from,
-    );
-    let a = sc_pipeline::io::read_h5ad(dir.join("pbmc68k_reduced.h5ad")).unwrap();
+    let a = sc_pipeline::io::read_h5ad(data_dir().join("pbmc68k_reduced.h5ad")).unwrap();
     let pcs = a.obsm.get("X_pca").expect("pbmc68k_reduced has X_pca");
     let values: Vec<f32> = match &pcs.data {
         sc_pipeline::anndata::ArrayData::F32(v) => v.clone(),

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# BENCHMARKS.md C: neighbors and harmony once per allocator mode at 200k and 1M cells x 50
+# components (4 batches, k = 15), beside PyTorch's exact kNN and our CPU kNN on the same points.
+# Carry .gpu-nb (bench-allocator_modes, knn_torch.py). Results: $OUT/modes/ (JSON + SVGs, tarred).
+set -o pipefail
+cd "$(dirname "$0")/.."
+export SCPIPE_KERNEL_CACHE=/tmp/scpipe-kernels
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+B=.gpu-nb/bench-allocator_modes
+timeout 200 $B --cells 200000 --runs 3 --cpu-knn --dump-data /tmp/pts --out /tmp/modes/200k 2>&1 | tail -16
+timeout 330 $B --cells 1000000 --runs 2 --dump-data /tmp/pts --out /tmp/modes/1m 2>&1 | tail -16
+for n in 200000 1000000; do timeout 60 python3 .gpu-nb/knn_torch.py /tmp/pts/points_$n.f32 50 15 2 | tail -1; done | tee /tmp/modes/torch.jsonl
+tar -C /tmp -czf $OUT/modes.tgz modes
