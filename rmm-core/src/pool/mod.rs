@@ -79,7 +79,6 @@ pub struct PoolResource<U: MemoryResource = SharedResource> {
     maximum: Option<usize>,
     lists: StreamLists<CoalescingFreeList>,
     reservoir: Mutex<CoalescingFreeList>,
-    boundaries: Arc<ChunkBoundaries>,
     chunks: Mutex<Chunks>,
     pool_size: AtomicUsize,
     /// Serialises growth and release, so the maximum holds and growth is not repeated by
@@ -138,10 +137,12 @@ impl<U: MemoryResource> PoolResource<U> {
             upstream,
             device,
             maximum,
-            lists: StreamLists::default(),
+            lists: StreamLists::new({
+                let boundaries = boundaries.clone();
+                move || CoalescingFreeList::with_boundaries(boundaries.clone())
+            }),
             reservoir: Mutex::new(CoalescingFreeList::with_boundaries(boundaries.clone())),
-            chunks: Mutex::new(Chunks::new(boundaries.clone())),
-            boundaries,
+            chunks: Mutex::new(Chunks::new(boundaries)),
             pool_size: AtomicUsize::new(0),
             growth: Mutex::new(()),
             live: options
@@ -205,15 +206,20 @@ impl<U: MemoryResource> PoolResource<U> {
 
     /// Gives every chunk whose memory is entirely free back to the upstream; returns the bytes
     /// given back. Waits on the host for the streams that freed memory (release is maintenance,
-    /// not a hot path), which also lets every stream reuse what stays in the pool.
+    /// not a hot path), which also lets every stream reuse what stays in the pool; the wait holds
+    /// no lock that allocations and frees on other streams (or on the same one) need.
     pub fn release(&self) -> Result<usize> {
         let _growth = self.growth.lock();
         let mut blocks = Vec::new();
-        self.lists.drain_synchronized(&mut blocks)?;
+        // No lock of the pool is held while it waits for the streams (only `growth`, which
+        // allocations take only to grow): other threads keep allocating and freeing meanwhile.
+        let drained = self.lists.drain_synchronized(&mut blocks);
         let mut reservoir = self.reservoir.lock();
+        // What was waited for is free of its streams' work even when a later wait failed.
         for (addr, size) in blocks {
             reservoir.give(addr, size);
         }
+        drained?;
         let mut chunks = self.chunks.lock();
         let whole: Vec<(u64, Chunk)> = chunks
             .iter()
@@ -249,11 +255,17 @@ impl<U: MemoryResource> PoolResource<U> {
         }
     }
 
+    /// Streams whose free lists the pool keeps. The list of a stream that no handle refers to any
+    /// more is retired when another stream is first used (or at [`PoolResource::release`]): its
+    /// free blocks stay in the pool, usable by every stream, so a program that uses a stream per
+    /// task does not accumulate lists.
+    pub fn stream_count(&self) -> usize {
+        self.lists.stream_count()
+    }
+
     #[inline]
     fn list(&self, stream: &Stream) -> Result<Entry<'_, StreamList<CoalescingFreeList>>> {
-        self.lists.get(stream, || {
-            CoalescingFreeList::with_boundaries(self.boundaries.clone())
-        })
+        self.lists.get(stream)
     }
 
     fn portion(&self) -> usize {
@@ -298,9 +310,15 @@ impl<U: MemoryResource> PoolResource<U> {
     /// Every free block of the pool (every stream's list, the reservoir) gathered into `list`,
     /// then `size` bytes from it: `None` only when no block of `size` bytes is free anywhere.
     /// The caller holds `growth`.
-    fn gather(&self, size: usize, list: &StreamList<CoalescingFreeList>) -> Result<Option<u64>> {
-        self.lists
-            .gather_and_take(list, size, |out| self.reservoir.lock().drain_into(out))
+    fn gather(
+        &self,
+        size: usize,
+        list: &StreamList<CoalescingFreeList>,
+        stream: &Stream,
+    ) -> Result<Option<u64>> {
+        self.lists.gather_and_take(list, stream, size, |out| {
+            self.reservoir.lock().drain_into(out)
+        })
     }
 
     /// A stream's list had no block of `size` bytes. In order: a portion of the reservoir; a
@@ -315,11 +333,12 @@ impl<U: MemoryResource> PoolResource<U> {
         bytes: usize,
         size: usize,
         list: &StreamList<CoalescingFreeList>,
+        stream: &Stream,
     ) -> Result<u64> {
         if let Some(ptr) = self.carve(size, list) {
             return Ok(ptr);
         }
-        if let Some(ptr) = self.lists.steal(list, size, true)? {
+        if let Some(ptr) = self.lists.steal(list, stream, size, true)? {
             return Ok(ptr);
         }
         // Fragments left in the reservoir may complete what the other streams gave.
@@ -331,29 +350,30 @@ impl<U: MemoryResource> PoolResource<U> {
         if let Some(ptr) = self.carve(size, list) {
             return Ok(ptr);
         }
-        if let Some(ptr) = self.gather(size, list)? {
+        if let Some(ptr) = self.gather(size, list, stream)? {
             return Ok(ptr);
         }
-        let refusal = match self.grow(size, list) {
+        let refusal = match self.grow(size, list, stream) {
             Ok(ptr) => return Ok(ptr),
             Err(Refused::Upstream(e)) => return Err(e),
             Err(Refused::OutOfMemory(detail)) => detail,
         };
-        if let Some(ptr) = self.gather(size, list)? {
+        if let Some(ptr) = self.gather(size, list, stream)? {
             return Ok(ptr);
         }
         Err(self.out_of_memory(bytes, &refusal))
     }
 
     /// Adds a chunk of at least `size` bytes and takes `size` bytes from its start for the
-    /// caller (the rest of a portion goes to `list`, the rest of the chunk to the reservoir), so
-    /// that no other stream can take the new memory first. The caller holds `growth`.
+    /// caller (the rest of a portion goes to `list`, the list of `stream`, the rest of the chunk
+    /// to the reservoir), so that no other stream can take the new memory first. The caller holds
+    /// `growth`.
     fn grow(
         &self,
         size: usize,
         list: &StreamList<CoalescingFreeList>,
+        stream: &Stream,
     ) -> std::result::Result<u64, Refused> {
-        let stream = list.stream();
         let mut attempt = match growth::first_attempt(size, self.pool_size(), self.maximum) {
             Ok(a) => a,
             Err(reached) => {
@@ -441,7 +461,7 @@ impl<U: MemoryResource> MemoryResource for PoolResource<U> {
         let list = self.list(stream)?;
         let ptr = match list.take(size) {
             Some(p) => p,
-            None => self.allocate_slow(bytes, size, &list)?,
+            None => self.allocate_slow(bytes, size, &list, stream)?,
         };
         if let Some(live) = &self.live {
             live.lock().insert(ptr, size);
