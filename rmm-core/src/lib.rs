@@ -53,7 +53,7 @@ pub use adaptors::{
 };
 pub use arena::{ArenaOptions, ArenaResource};
 pub use binning::{BinningResource, DEFAULT_BIN_BLOCKS};
-pub use containers::{DeviceBuffer, DeviceScalar, DeviceVec};
+pub use containers::{DeviceBuffer, DeviceScalar, DeviceVec, PinnedHostVec};
 pub use error::{human_bytes, MemoryError, OutOfMemory, Result};
 pub use fixed_size::FixedSizeResource;
 pub use pool::{PoolOptions, PoolResource};

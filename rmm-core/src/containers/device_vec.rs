@@ -1,6 +1,6 @@
 //! `DeviceVec<T>`: a typed array of plain-old-data values in device memory.
 
-use super::DeviceBuffer;
+use super::{DeviceBuffer, PinnedHostVec};
 use crate::error::{MemoryError, Result};
 use crate::registry::get_per_device_resource;
 use crate::resource::SharedResource;
@@ -92,6 +92,47 @@ impl<T: Pod> DeviceVec<T> {
             )?,
             _t: PhantomData,
         })
+    }
+
+    /// A copy of `values` (in pinned host memory) from the current resource, queued on `stream`
+    /// without waiting for it, unlike [`DeviceVec::from_host`], which must wait before its source
+    /// may be reused. `values` waits for the copy before it lets its memory be changed or freed
+    /// (see [`PinnedHostVec`]), so the copy cannot outlive its source.
+    ///
+    /// ```
+    /// use rmm_core::{Device, DeviceVec, PinnedHostResource, PinnedHostVec};
+    /// let device = Device::simulated(1 << 30);
+    /// let stream = device.new_stream()?;
+    /// let values = PinnedHostVec::from_slice(&[1u32, 2, 3], &PinnedHostResource::new(&device), &stream)?;
+    /// let v = DeviceVec::from_pinned_async(&values, &stream)?;
+    /// drop(values); // waits for the copy, then frees the pinned memory
+    /// assert_eq!(v.to_host()?, vec![1, 2, 3]);
+    /// # Ok::<(), rmm_core::MemoryError>(())
+    /// ```
+    pub fn from_pinned_async(values: &PinnedHostVec<T>, stream: &Stream) -> Result<Self> {
+        Self::from_pinned_async_with_resource(
+            values,
+            stream,
+            get_per_device_resource(stream.device()),
+        )
+    }
+
+    /// As [`DeviceVec::from_pinned_async`], from `resource`.
+    pub fn from_pinned_async_with_resource(
+        values: &PinnedHostVec<T>,
+        stream: &Stream,
+        resource: SharedResource,
+    ) -> Result<Self> {
+        Ok(DeviceVec {
+            buf: DeviceBuffer::from_pinned_async_with_resource(values, stream, resource)?,
+            _t: PhantomData,
+        })
+    }
+
+    /// Overwrites all values from `values` (same length, in pinned host memory), queued on the
+    /// vector's stream without waiting: see [`DeviceBuffer::copy_from_pinned_async`].
+    pub fn copy_from_pinned_async(&mut self, values: &PinnedHostVec<T>) -> Result<()> {
+        self.buf.copy_from_pinned_async(values)
     }
 
     pub fn len(&self) -> usize {
