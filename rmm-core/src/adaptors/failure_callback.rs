@@ -2,6 +2,7 @@
 //! callback that may free memory (drop caches, spill, synchronise) and retries while it says so.
 
 use crate::error::{MemoryError, OutOfMemory, Result};
+use crate::identity::ResourceIdentity;
 use crate::resource::{MemoryKind, MemoryResource};
 use rmm_cuda::{Device, Stream};
 use std::fmt;
@@ -75,5 +76,11 @@ where
 
     fn name(&self) -> String {
         format!("failure_callback({})", self.upstream.name())
+    }
+
+    /// The upstream's: this adaptor adds nothing to a free, so the upstream (or anything equal to
+    /// it) frees what this allocated, and the other way round.
+    fn identity(&self) -> ResourceIdentity {
+        self.upstream.identity()
     }
 }

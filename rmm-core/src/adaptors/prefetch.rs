@@ -2,6 +2,7 @@
 //! the device on its stream, so kernels do not fault the pages in one by one.
 
 use crate::error::Result;
+use crate::identity::ResourceIdentity;
 use crate::resource::{MemoryKind, MemoryResource, SharedResource};
 use rmm_cuda::{Device, Stream};
 
@@ -57,5 +58,11 @@ impl<U: MemoryResource> MemoryResource for PrefetchAdaptor<U> {
 
     fn name(&self) -> String {
         format!("prefetch({})", self.upstream.name())
+    }
+
+    /// The upstream's: this adaptor adds nothing to a free, so the upstream (or anything equal to
+    /// it) frees what this allocated, and the other way round.
+    fn identity(&self) -> ResourceIdentity {
+        self.upstream.identity()
     }
 }

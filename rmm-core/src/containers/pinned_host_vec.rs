@@ -213,7 +213,8 @@ impl<T: Pod> Drop for PinnedHostVec<T> {
         if let Err(e) = self.wait_for_copies() {
             // Freeing memory that a copy may still read is not an option: leak it.
             eprintln!(
-                "rmm-core: PinnedHostVec: waiting for the copies from it failed ({e}); its {} bytes are leaked",
+                "rmm-core: PinnedHostVec: waiting for the copies from it failed ({e}); \
+                 its {} bytes are leaked",
                 self.len * std::mem::size_of::<T>()
             );
             return;

@@ -2,6 +2,7 @@
 
 use super::driver_alloc_error;
 use crate::error::Result;
+use crate::identity::ResourceIdentity;
 use crate::resource::{check_stream, MemoryKind, MemoryResource};
 use rmm_cuda::{Device, Stream};
 
@@ -66,6 +67,15 @@ impl MemoryResource for ManagedResource {
             "managed(prefetch)".into()
         } else {
             "managed".into()
+        }
+    }
+
+    /// Any `ManagedResource` (with or without prefetch) of the same device frees this one's
+    /// memory (each allocation is its own driver allocation).
+    fn identity(&self) -> ResourceIdentity {
+        ResourceIdentity::Driver {
+            device: self.device.id(),
+            kind: MemoryKind::Managed,
         }
     }
 }

@@ -2,6 +2,7 @@
 
 use super::driver_alloc_error;
 use crate::error::Result;
+use crate::identity::ResourceIdentity;
 use crate::resource::{check_stream, MemoryKind, MemoryResource};
 use rmm_cuda::{Device, Stream};
 
@@ -45,5 +46,14 @@ impl MemoryResource for PinnedHostResource {
 
     fn name(&self) -> String {
         "pinned_host".into()
+    }
+
+    /// Any `PinnedHostResource` of the same device frees this one's memory (each
+    /// allocation is its own driver allocation).
+    fn identity(&self) -> ResourceIdentity {
+        ResourceIdentity::Driver {
+            device: self.device.id(),
+            kind: MemoryKind::PinnedHost,
+        }
     }
 }

@@ -3,8 +3,9 @@
 //! shared write (so threads on different streams never contend), later ones in a locked map.
 //!
 //! Entries can be removed (the state of a stream that is gone): a removed array entry becomes
-//! *vacant*, its value stays where it is (readers may hold references to it for as long as the map
-//! lives) and is handed to the next key inserted, through a `reuse` callback that re-initialises it.
+//! *vacant*, its value stays where it is (readers may hold references to it for as long as the
+//! map lives) and is handed to the next key inserted, through a `reuse` callback that
+//! re-initialises it.
 //! Removed overflow entries leave the map. The owner guarantees that nobody looks up a key while
 //! it is removed (here: the key of a stream nobody holds a handle to any more); a reader of
 //! another key never dereferences a value whose key it did not match.
