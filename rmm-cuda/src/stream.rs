@@ -15,7 +15,9 @@ use std::sync::Arc;
 pub struct StreamId(pub u64);
 
 impl StreamId {
+    /// The legacy default stream (handle 0), which synchronises with blocking streams.
     pub const LEGACY_DEFAULT: StreamId = StreamId(0);
+    /// The per-thread default stream (handle 2): a different stream on every thread.
     pub const PER_THREAD_DEFAULT: StreamId = StreamId(2);
 }
 
@@ -96,6 +98,7 @@ impl Stream {
         }
     }
 
+    /// This stream's identity (the same for every clone).
     pub fn id(&self) -> StreamId {
         match &self.inner {
             Inner::Cuda(s) => StreamId(s.cu_stream() as u64),
@@ -103,6 +106,7 @@ impl Stream {
         }
     }
 
+    /// The device the stream belongs to.
     pub fn device(&self) -> &Device {
         &self.device
     }

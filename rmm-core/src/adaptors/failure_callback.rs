@@ -23,10 +23,12 @@ where
     U: MemoryResource,
     F: Fn(usize, &OutOfMemory) -> bool + Send + Sync,
 {
+    /// Calls `callback` when `upstream` runs out of memory.
     pub fn new(upstream: U, callback: F) -> Self {
         FailureCallbackAdaptor { upstream, callback }
     }
 
+    /// The resource the allocations come from.
     pub fn upstream(&self) -> &U {
         &self.upstream
     }

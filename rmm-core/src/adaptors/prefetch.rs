@@ -10,16 +10,19 @@ use rmm_cuda::{Device, Stream};
 /// managed. As in RMM, that makes the prefetch a no-op rather than a failed allocation.
 const CUDA_ERROR_INVALID_VALUE: u32 = 1;
 
+/// Prefetches every allocation of its upstream to the device, on the allocation's stream.
 #[derive(Debug)]
 pub struct PrefetchAdaptor<U: MemoryResource = SharedResource> {
     upstream: U,
 }
 
 impl<U: MemoryResource> PrefetchAdaptor<U> {
+    /// Prefetches what `upstream` hands out.
     pub fn new(upstream: U) -> Self {
         PrefetchAdaptor { upstream }
     }
 
+    /// The resource the allocations come from.
     pub fn upstream(&self) -> &U {
         &self.upstream
     }

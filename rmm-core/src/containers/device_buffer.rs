@@ -133,22 +133,27 @@ impl DeviceBuffer {
         &self.ptr
     }
 
+    /// Bytes in use (what copies and `to_host` cover).
     pub fn size(&self) -> usize {
         self.size
     }
 
+    /// True when the size is 0.
     pub fn is_empty(&self) -> bool {
         self.size == 0
     }
 
+    /// Bytes allocated (at least the size).
     pub fn capacity(&self) -> usize {
         self.capacity
     }
 
+    /// The stream all the buffer's work (and its final free) is queued on.
     pub fn stream(&self) -> &Stream {
         &self.stream
     }
 
+    /// The resource the memory came from and goes back to.
     pub fn resource(&self) -> &SharedResource {
         &self.resource
     }

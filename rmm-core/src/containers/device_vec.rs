@@ -135,18 +135,22 @@ impl<T: Pod> DeviceVec<T> {
         self.buf.copy_from_pinned_async(values)
     }
 
+    /// Number of values.
     pub fn len(&self) -> usize {
         self.buf.size() / std::mem::size_of::<T>().max(1)
     }
 
+    /// True when there are no values.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// Device address of the first value (0 when empty).
     pub fn ptr(&self) -> u64 {
         self.buf.ptr()
     }
 
+    /// The stream the vector's work (and its final free) is queued on.
     pub fn stream(&self) -> &Stream {
         self.buf.stream()
     }
@@ -156,6 +160,7 @@ impl<T: Pod> DeviceVec<T> {
         &self.buf
     }
 
+    /// The untyped buffer underneath, taken out of the vector.
     pub fn into_buffer(self) -> DeviceBuffer {
         self.buf
     }
@@ -177,14 +182,17 @@ impl<T: Pod> DeviceVec<T> {
         self.buf.resize(bytes_for::<T>(len)?)
     }
 
+    /// Makes room for at least `capacity` values, keeping the contents.
     pub fn reserve(&mut self, capacity: usize) -> Result<()> {
         self.buf.reserve(bytes_for::<T>(capacity)?)
     }
 
+    /// Makes the capacity equal to the length, keeping the contents.
     pub fn shrink_to_fit(&mut self) -> Result<()> {
         self.buf.shrink_to_fit()
     }
 
+    /// Moves the vector to `stream` (see [`DeviceBuffer::set_stream`]).
     pub fn set_stream(&mut self, stream: &Stream) -> Result<()> {
         self.buf.set_stream(stream)
     }

@@ -14,6 +14,7 @@ pub struct CudaResource {
 }
 
 impl CudaResource {
+    /// Device memory of `device`.
     pub fn new(device: &Device) -> Self {
         CudaResource {
             device: device.clone(),

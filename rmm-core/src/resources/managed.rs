@@ -16,6 +16,7 @@ pub struct ManagedResource {
 }
 
 impl ManagedResource {
+    /// Managed memory, attached globally, for `device`; not prefetched.
     pub fn new(device: &Device) -> Self {
         ManagedResource {
             device: device.clone(),

@@ -14,6 +14,7 @@ pub struct PinnedHostResource {
 }
 
 impl PinnedHostResource {
+    /// Pinned host memory, allocated through `device`'s context (portable to every device).
     pub fn new(device: &Device) -> Self {
         PinnedHostResource {
             device: device.clone(),
