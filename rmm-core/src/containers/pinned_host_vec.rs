@@ -60,12 +60,6 @@ pub struct PinnedHostVec<T: Pod> {
     _t: PhantomData<T>,
 }
 
-// SAFETY: the vector owns its memory like a `Vec<T>`; `T: Pod` values are plain bytes, and the
-// shared state (`reads`) is behind a lock.
-unsafe impl<T: Pod> Send for PinnedHostVec<T> {}
-// SAFETY: `&PinnedHostVec` only reads the values or adds reads under the lock.
-unsafe impl<T: Pod> Sync for PinnedHostVec<T> {}
-
 impl<T: Pod> fmt::Debug for PinnedHostVec<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
