@@ -51,11 +51,12 @@ pub struct PoolOptions {
     /// lists. Without it the pool trusts [`MemoryResource::deallocate`]'s contract, as RMM does.
     ///
     /// It works the same in every build. Its cost is one uncontended lock (the map is split into
-    /// 64 shards by address) and one hash-map update per allocation and per free: about 15 to
-    /// 20 ns per event on the random-allocation trace, on top of the pool's 35 to 60 ns (1.2x to
-    /// 1.6x; `tests/validation_cost.rs` measures it). That is why it is on by default only in
-    /// debug builds of this crate: turn it on in release where a misbehaving caller is suspected,
-    /// or put a [`crate::TrackingAdaptor`] in front of any resource, which checks the same.
+    /// 64 shards by address) and one hash-map update per allocation and per free: about 10 to
+    /// 20 ns per event on the random-allocation trace, on top of the pool's 25 to 45 ns (1.2x to
+    /// 1.7x, one and two threads, simulated device; `tests/validation_cost.rs` measures it). That
+    /// is why it is on by default only in debug builds of this crate: turn it on in release where
+    /// a misbehaving caller is suspected, or put a [`crate::TrackingAdaptor`] in front of any
+    /// resource, which checks the same.
     ///
     /// ```
     /// use rmm_core::{CudaResource, Device, MemoryError, MemoryResource, PoolOptions, PoolResource};
