@@ -59,7 +59,10 @@ impl<U: MemoryResource> FixedSizeResource<U> {
         let r = FixedSizeResource {
             block_size: aligned_size(block_size),
             blocks_per_chunk: blocks_to_preallocate.max(1),
-            lists: StreamLists::default(),
+            lists: {
+                let block_size = aligned_size(block_size);
+                StreamLists::new(move || FixedBlocks::new(block_size))
+            },
             reservoir: Mutex::new(FixedBlocks::new(aligned_size(block_size))),
             chunks: Mutex::new(Vec::new()),
             held: AtomicUsize::new(0),
@@ -98,8 +101,14 @@ impl<U: MemoryResource> FixedSizeResource<U> {
         self.reservoir.lock().free_bytes() + self.lists.free_bytes()
     }
 
+    /// Streams whose free lists the resource keeps (those of streams no handle refers to any more
+    /// are retired as in [`crate::PoolResource::stream_count`]).
+    pub fn stream_count(&self) -> usize {
+        self.lists.stream_count()
+    }
+
     fn list(&self, stream: &Stream) -> Result<Entry<'_, StreamList<FixedBlocks>>> {
-        self.lists.get(stream, || FixedBlocks::new(self.block_size))
+        self.lists.get(stream)
     }
 
     /// One block from the reservoir, and up to a batch more into `list`.
@@ -150,13 +159,14 @@ impl<U: MemoryResource> FixedSizeResource<U> {
 
     /// Every free block (every stream's list, the reservoir) gathered into `list`, then one of
     /// them: `None` only when no block is free anywhere. The caller holds `growth`.
-    fn gather(&self, list: &StreamList<FixedBlocks>) -> Result<Option<u64>> {
-        self.lists.gather_and_take(list, self.block_size, |out| {
-            let size = self.block_size;
-            let mut blocks = Vec::new();
-            self.reservoir.lock().take_many(usize::MAX, &mut blocks);
-            out.extend(blocks.into_iter().map(|b| (b, size)));
-        })
+    fn gather(&self, list: &StreamList<FixedBlocks>, stream: &Stream) -> Result<Option<u64>> {
+        self.lists
+            .gather_and_take(list, stream, self.block_size, |out| {
+                let size = self.block_size;
+                let mut blocks = Vec::new();
+                self.reservoir.lock().take_many(usize::MAX, &mut blocks);
+                out.extend(blocks.into_iter().map(|b| (b, size)));
+            })
     }
 
     fn out_of_memory(&self, bytes: usize, detail: String) -> MemoryError {
@@ -175,26 +185,31 @@ impl<U: MemoryResource> FixedSizeResource<U> {
     /// way, so none is missed); only then a new chunk; when the upstream refuses, every free block
     /// once more (some may have been freed meanwhile) before out-of-memory.
     #[cold]
-    fn allocate_slow(&self, bytes: usize, list: &StreamList<FixedBlocks>) -> Result<u64> {
+    fn allocate_slow(
+        &self,
+        bytes: usize,
+        list: &StreamList<FixedBlocks>,
+        stream: &Stream,
+    ) -> Result<u64> {
         if let Some(p) = self.take_from_reservoir(list) {
             return Ok(p);
         }
-        if let Some(p) = self.lists.steal(list, self.block_size, false)? {
+        if let Some(p) = self.lists.steal(list, stream, self.block_size, false)? {
             return Ok(p);
         }
         let _growth = self.growth.lock();
         if let Some(p) = self.take_from_reservoir(list) {
             return Ok(p);
         }
-        if let Some(p) = self.gather(list)? {
+        if let Some(p) = self.gather(list, stream)? {
             return Ok(p);
         }
-        let refusal = match self.grow(true, list.stream()) {
+        let refusal = match self.grow(true, stream) {
             Ok(p) => return Ok(p.expect("grow(true) returns a block")),
             Err(Refused::Upstream(e)) => return Err(e),
             Err(Refused::OutOfMemory(detail)) => detail,
         };
-        if let Some(p) = self.gather(list)? {
+        if let Some(p) = self.gather(list, stream)? {
             return Ok(p);
         }
         Err(self.out_of_memory(bytes, refusal))
@@ -220,7 +235,7 @@ impl<U: MemoryResource> MemoryResource for FixedSizeResource<U> {
         let list = self.list(stream)?;
         match list.take(self.block_size) {
             Some(p) => Ok(p),
-            None => self.allocate_slow(bytes, &list),
+            None => self.allocate_slow(bytes, &list, stream),
         }
     }
 

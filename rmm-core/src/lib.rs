@@ -39,6 +39,7 @@ mod containers;
 mod error;
 mod fixed_size;
 mod free_list;
+mod identity;
 mod pool;
 mod registry;
 mod reinitialize;
@@ -53,9 +54,10 @@ pub use adaptors::{
 };
 pub use arena::{ArenaOptions, ArenaResource};
 pub use binning::{BinningResource, DEFAULT_BIN_BLOCKS};
-pub use containers::{DeviceBuffer, DeviceScalar, DeviceVec};
+pub use containers::{DeviceBuffer, DeviceScalar, DeviceVec, PinnedHostVec};
 pub use error::{human_bytes, MemoryError, OutOfMemory, Result};
 pub use fixed_size::FixedSizeResource;
+pub use identity::ResourceIdentity;
 pub use pool::{PoolOptions, PoolResource};
 pub use registry::{
     current_device, get_current_device_resource, get_per_device_resource, set_current_device,

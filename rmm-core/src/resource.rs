@@ -1,12 +1,13 @@
 //! The memory-resource contract every resource and adaptor implements.
 
 use crate::error::Result;
+use crate::identity::ResourceIdentity;
 use rmm_cuda::{Device, Stream, ALIGNMENT};
 use std::fmt;
 use std::sync::Arc;
 
 /// What kind of memory a resource hands out.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MemoryKind {
     /// Device memory, usable by kernels of its device only.
     Device,
@@ -47,6 +48,39 @@ pub trait MemoryResource: Send + Sync + fmt::Debug {
 
     /// A short name for messages (e.g. `pool(cuda)`).
     fn name(&self) -> String;
+
+    /// What this resource's memory is interchangeable with, for [`MemoryResource::is_equal`].
+    /// The default is this object alone ([`ResourceIdentity::Object`]): right for every resource
+    /// that keeps state about what it handed out (pools, arenas, counting adaptors). Resources
+    /// whose memory any other of their kind can free (driver allocations:
+    /// [`ResourceIdentity::Driver`]) and adaptors that add nothing to a free (they answer their
+    /// upstream's identity) override it.
+    fn identity(&self) -> ResourceIdentity {
+        ResourceIdentity::of_object(self)
+    }
+
+    /// True when `other` can free what this resource allocated, and the other way round (RMM's
+    /// `is_equal`): the same object, through any handle (two clones of one [`SharedResource`]),
+    /// or two resources whose memory is interchangeable, such as two [`crate::CudaResource`]s of
+    /// one device. Compares [`MemoryResource::identity`]; a resource overrides that, not this, so
+    /// that the answer is the same both ways.
+    ///
+    /// ```
+    /// use rmm_core::{CudaResource, Device, MemoryResource, PoolOptions, PoolResource, SharedResource};
+    /// use std::sync::Arc;
+    /// let device = Device::simulated(1 << 30);
+    /// assert!(CudaResource::new(&device).is_equal(&CudaResource::new(&device)));
+    /// let pool: SharedResource =
+    ///     Arc::new(PoolResource::new(CudaResource::new(&device), PoolOptions::sized(1 << 20, None))?);
+    /// let other: SharedResource =
+    ///     Arc::new(PoolResource::new(CudaResource::new(&device), PoolOptions::sized(1 << 20, None))?);
+    /// assert!(pool.is_equal(&pool.clone()));
+    /// assert!(!pool.is_equal(&other));
+    /// # Ok::<(), rmm_core::MemoryError>(())
+    /// ```
+    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
+        self.identity() == other.identity()
+    }
 }
 
 /// A resource shared between owners: the form resources are stored, composed and registered in.
@@ -67,6 +101,12 @@ impl<R: MemoryResource + ?Sized> MemoryResource for Arc<R> {
     }
     fn name(&self) -> String {
         (**self).name()
+    }
+    fn identity(&self) -> ResourceIdentity {
+        (**self).identity()
+    }
+    fn is_equal(&self, other: &dyn MemoryResource) -> bool {
+        (**self).is_equal(other)
     }
 }
 

@@ -118,6 +118,61 @@ fn tracking_lists_leaks_with_their_stacks_and_refuses_bad_frees() {
     assert_eq!(tracking.allocated_bytes(), 0);
 }
 
+#[test]
+fn tracking_keeps_bad_frees_from_an_unchecked_pool() {
+    let device = Device::simulated(1 << 30);
+    // The pool's own checked mode off, as in release builds: the adaptor is the only guard.
+    let pool = PoolResource::new(
+        CudaResource::new(&device),
+        PoolOptions {
+            validate_deallocations: false,
+            ..PoolOptions::sized(4 * MIB, Some(4 * MIB))
+        },
+    )
+    .unwrap();
+    let tracking = TrackingAdaptor::new(pool, false);
+    let s = device.new_stream().unwrap();
+    let a = tracking.allocate(3000, &s).unwrap();
+    let b = tracking.allocate(256, &s).unwrap();
+    let free_before = tracking.upstream().free_bytes();
+    let refused = |ptr: u64, bytes: usize, what: &str| {
+        // SAFETY: each of these frees is wrong on purpose; the adaptor must stop it.
+        let err = unsafe { tracking.deallocate(ptr, bytes, &s) }.unwrap_err();
+        assert!(
+            matches!(&err, MemoryError::InvalidDeallocation(m) if m.contains(what)),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("did not pass the free on"),
+            "{err}"
+        );
+    };
+    refused(a, 300, "allocated with 3000 bytes");
+    refused(a, 0, "allocated with 3000 bytes");
+    refused(a + 256, 256, "not an outstanding allocation");
+    refused(0, 256, "not an outstanding allocation");
+    free(&tracking, b, 256, &s);
+    refused(b, 256, "freed already");
+    assert_eq!(
+        tracking.upstream().free_bytes(),
+        free_before + 256,
+        "the pool saw the one good free only"
+    );
+    // Nothing is corrupted: the pool hands out distinct blocks and takes everything back.
+    let c = tracking.allocate(256, &s).unwrap();
+    let d = tracking.allocate(256, &s).unwrap();
+    assert!(c != d && c != a && d != a);
+    for (p, n) in [(a, 3000), (c, 256), (d, 256)] {
+        free(&tracking, p, n, &s);
+    }
+    assert_eq!(tracking.allocated_bytes(), 0);
+    assert_eq!(tracking.upstream().free_bytes(), 4 * MIB);
+    // Zero bytes: the null pointer comes and goes without a record.
+    assert_eq!(tracking.allocate(0, &s).unwrap(), 0);
+    free(&tracking, 0, 0, &s);
+    assert!(tracking.outstanding_allocations().is_empty());
+}
+
 /// A writer whose bytes the test can read back.
 #[derive(Clone, Default)]
 struct SharedBuf(Arc<Mutex<Vec<u8>>>);

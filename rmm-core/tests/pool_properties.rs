@@ -247,6 +247,44 @@ fn bad_deallocations_are_errors_not_corruption() {
 }
 
 #[test]
+fn the_checked_mode_is_on_by_default_in_debug_builds_only_and_works_in_any_when_set() {
+    assert_eq!(
+        PoolOptions::default().validate_deallocations,
+        cfg!(debug_assertions)
+    );
+    // Set explicitly, as a release build would: many threads, each block freed right, then twice.
+    let device = Device::simulated(1 << 30);
+    let pool = Arc::new(pool_on(&device, 16 * MIB, Some(16 * MIB)));
+    let handles: Vec<_> = (0..4)
+        .map(|t| {
+            let (pool, device) = (pool.clone(), device.clone());
+            std::thread::spawn(move || {
+                let s = device.new_stream().unwrap();
+                let sizes: Vec<usize> = (0..500).map(|i| 256 * (1 + (i + t) % 7)).collect();
+                let blocks: Vec<u64> = sizes
+                    .iter()
+                    .map(|&n| pool.allocate(n, &s).unwrap())
+                    .collect();
+                for (&p, &n) in blocks.iter().zip(&sizes) {
+                    unsafe { pool.deallocate(p, n, &s) }.unwrap();
+                }
+                for (&p, &n) in blocks.iter().zip(&sizes) {
+                    let err = unsafe { pool.deallocate(p, n, &s) }.unwrap_err();
+                    assert!(matches!(err, MemoryError::InvalidDeallocation(_)), "{err}");
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(pool.free_bytes(), pool.pool_size(), "nothing freed twice");
+    let s = device.new_stream().unwrap();
+    let whole = pool.allocate(16 * MIB, &s).unwrap();
+    unsafe { pool.deallocate(whole, 16 * MIB, &s) }.unwrap();
+}
+
+#[test]
 fn a_stream_of_another_device_is_refused() {
     let pool = pool_on(&Device::simulated(1 << 30), MIB, None);
     let other = Device::simulated(1 << 30).new_stream().unwrap();

@@ -4,7 +4,7 @@ use crate::driver::device_count;
 use crate::error::{Checked, CudaError, Result};
 use crate::event::Event;
 use crate::mem_pool::{MemPool, MemPoolOptions};
-use crate::sim::{SimDevice, SimOp};
+use crate::sim::{SimDevice, SimOp, SimWaitHook};
 use crate::stream::Stream;
 use cudarc::driver::{result, sys, CudaContext};
 use once_cell::sync::OnceCell;
@@ -193,7 +193,7 @@ impl Device {
         match &*self.inner {
             Backend::Cuda(ctx) => ctx.synchronize().checked("cuCtxSynchronize"),
             Backend::Sim(sim) => {
-                sim.log(SimOp::DeviceSync);
+                sim.host_wait(SimOp::DeviceSync);
                 Ok(())
             }
         }
@@ -222,6 +222,31 @@ impl Device {
     /// The ordering operations a simulated device was asked for so far (empty for a real device).
     pub fn sim_ops(&self) -> Vec<SimOp> {
         self.sim().map(SimDevice::ops).unwrap_or_default()
+    }
+
+    /// Installs (or, with `None`, removes) a test hook that runs on every host wait of a
+    /// simulated device (stream, event and device synchronisation), on the waiting thread, after
+    /// the wait is logged in [`Device::sim_ops`]. A test can make a wait slow or observable with
+    /// it, e.g. block a synchronisation until another thread has done something. No-op on a real
+    /// device.
+    ///
+    /// ```
+    /// use rmm_cuda::{Device, SimOp};
+    /// use std::sync::{Arc, Mutex};
+    /// let device = Device::simulated(1 << 20);
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let log = seen.clone();
+    /// device.set_sim_wait_hook(Some(Arc::new(move |op| log.lock().unwrap().push(op))));
+    /// let stream = device.new_stream()?;
+    /// stream.synchronize()?;
+    /// device.set_sim_wait_hook(None);
+    /// assert_eq!(*seen.lock().unwrap(), vec![SimOp::StreamSync { stream: stream.id().0 }]);
+    /// # Ok::<(), rmm_cuda::CudaError>(())
+    /// ```
+    pub fn set_sim_wait_hook(&self, hook: Option<SimWaitHook>) {
+        if let Some(sim) = self.sim() {
+            sim.set_wait_hook(hook);
+        }
     }
 
     /// Forgets the simulated device's recorded operations.

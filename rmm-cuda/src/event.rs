@@ -98,7 +98,7 @@ impl Event {
             Inner::Cuda(ev) => ev.synchronize().checked("cuEventSynchronize"),
             Inner::Sim(id) => {
                 if let Some(sim) = self.device.sim() {
-                    sim.log(SimOp::EventSync { event: *id });
+                    sim.host_wait(SimOp::EventSync { event: *id });
                 }
                 Ok(())
             }

@@ -25,7 +25,7 @@ pub use driver::{
 pub use error::{CudaError, Result};
 pub use event::Event;
 pub use mem_pool::{MemPool, MemPoolOptions};
-pub use sim::SimOp;
+pub use sim::{SimOp, SimWaitHook};
 pub use stream::{Stream, StreamId};
 
 /// Every pointer handed out by the memory resources is aligned to this many bytes (as in RMM).

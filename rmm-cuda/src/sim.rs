@@ -7,6 +7,7 @@ use parking_lot::Mutex;
 use std::alloc::Layout;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// An ordering operation issued on a simulated device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +26,11 @@ pub enum SimOp {
     Prefetch { ptr: u64, bytes: usize, stream: u64 },
 }
 
+/// A test hook of a simulated device, called on the host thread that waits (a stream, event or
+/// device synchronisation) with the wait, after it is logged: it can make the wait slow (block
+/// until the test says so) or observe it. See [`crate::Device::set_sim_wait_hook`].
+pub type SimWaitHook = Arc<dyn Fn(SimOp) + Send + Sync>;
+
 pub(crate) struct SimDevice {
     pub(crate) index: usize,
     capacity: usize,
@@ -32,6 +38,7 @@ pub(crate) struct SimDevice {
     live: Mutex<BTreeMap<u64, usize>>,
     ops: Mutex<Vec<SimOp>>,
     next_id: AtomicU64,
+    wait_hook: Mutex<Option<SimWaitHook>>,
 }
 
 static NEXT_SIM_INDEX: AtomicUsize = AtomicUsize::new(0);
@@ -46,6 +53,7 @@ impl SimDevice {
             ops: Mutex::new(Vec::new()),
             // Stream ids start above the real driver's special handles (0 = legacy, 2 = per-thread).
             next_id: AtomicU64::new(16),
+            wait_hook: Mutex::new(None),
         }
     }
 
@@ -63,6 +71,19 @@ impl SimDevice {
 
     pub(crate) fn log(&self, op: SimOp) {
         self.ops.lock().push(op);
+    }
+
+    /// A host wait: logged, then the test hook (if any) runs on the waiting thread.
+    pub(crate) fn host_wait(&self, op: SimOp) {
+        self.log(op);
+        let hook = self.wait_hook.lock().clone();
+        if let Some(hook) = hook {
+            hook(op);
+        }
+    }
+
+    pub(crate) fn set_wait_hook(&self, hook: Option<SimWaitHook>) {
+        *self.wait_hook.lock() = hook;
     }
 
     pub(crate) fn ops(&self) -> Vec<SimOp> {

@@ -15,14 +15,18 @@ use std::sync::Arc;
 pub struct StreamId(pub u64);
 
 impl StreamId {
+    /// The legacy default stream (handle 0), which synchronises with blocking streams.
     pub const LEGACY_DEFAULT: StreamId = StreamId(0);
+    /// The per-thread default stream (handle 2): a different stream on every thread.
     pub const PER_THREAD_DEFAULT: StreamId = StreamId(2);
 }
 
 #[derive(Clone)]
 enum Inner {
     Cuda(Arc<CudaStream>),
-    Sim(u64),
+    /// A simulated stream's number, shared by its clones (so that, as for a real stream, one can
+    /// tell whether other clones exist).
+    Sim(Arc<u64>),
 }
 
 /// A stream of a device. Cheap to clone (clones share the stream); a created stream is destroyed
@@ -50,7 +54,7 @@ impl Stream {
     pub(crate) fn default_of(device: &Device) -> Stream {
         let inner = match &*device.inner {
             Backend::Cuda(ctx) => Inner::Cuda(ctx.default_stream()),
-            Backend::Sim(_) => Inner::Sim(StreamId::LEGACY_DEFAULT.0),
+            Backend::Sim(_) => Inner::Sim(Arc::new(StreamId::LEGACY_DEFAULT.0)),
         };
         Stream {
             device: device.clone(),
@@ -61,7 +65,7 @@ impl Stream {
     pub(crate) fn per_thread_of(device: &Device) -> Stream {
         let inner = match &*device.inner {
             Backend::Cuda(ctx) => Inner::Cuda(ctx.per_thread_stream()),
-            Backend::Sim(_) => Inner::Sim(StreamId::PER_THREAD_DEFAULT.0),
+            Backend::Sim(_) => Inner::Sim(Arc::new(StreamId::PER_THREAD_DEFAULT.0)),
         };
         Stream {
             device: device.clone(),
@@ -72,7 +76,7 @@ impl Stream {
     pub(crate) fn new_on(device: &Device) -> Result<Stream> {
         let inner = match &*device.inner {
             Backend::Cuda(ctx) => Inner::Cuda(ctx.new_stream().checked("cuStreamCreate")?),
-            Backend::Sim(sim) => Inner::Sim(sim.next_id()),
+            Backend::Sim(sim) => Inner::Sim(Arc::new(sim.next_id())),
         };
         Ok(Stream {
             device: device.clone(),
@@ -94,15 +98,54 @@ impl Stream {
         }
     }
 
+    /// This stream's identity (the same for every clone).
     pub fn id(&self) -> StreamId {
         match &self.inner {
             Inner::Cuda(s) => StreamId(s.cu_stream() as u64),
-            Inner::Sim(id) => StreamId(*id),
+            Inner::Sim(id) => StreamId(**id),
         }
     }
 
+    /// The device the stream belongs to.
     pub fn device(&self) -> &Device {
         &self.device
+    }
+
+    /// True when this handle is the only one left to a stream created by [`Device::new_stream`]
+    /// (or wrapped by [`Stream::from_cuda`]): no clone of it exists anywhere else, so no other
+    /// code can queue work on it, and the stream is destroyed when this handle drops. Always false
+    /// for the legacy and per-thread default streams, which live as long as their device.
+    ///
+    /// The memory resources use it to retire the state they keep for streams that are gone.
+    ///
+    /// ```
+    /// let device = rmm_cuda::Device::simulated(1 << 20);
+    /// let stream = device.new_stream()?;
+    /// assert!(stream.is_sole_handle());
+    /// let clone = stream.clone();
+    /// assert!(!stream.is_sole_handle());
+    /// drop(clone);
+    /// assert!(stream.is_sole_handle());
+    /// assert!(!device.default_stream().is_sole_handle());
+    /// # Ok::<(), rmm_cuda::CudaError>(())
+    /// ```
+    pub fn is_sole_handle(&self) -> bool {
+        let id = self.id();
+        if id == StreamId::LEGACY_DEFAULT || id == StreamId::PER_THREAD_DEFAULT {
+            return false;
+        }
+        let count = match &self.inner {
+            Inner::Cuda(s) => Arc::strong_count(s),
+            Inner::Sim(n) => Arc::strong_count(n),
+        };
+        if count == 1 {
+            // Pairs with the release decrement of the clone dropped last, so everything its
+            // holder did with the stream happens before what the caller does next.
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+            true
+        } else {
+            false
+        }
     }
 
     /// The cudarc stream, to launch kernels or call libraries on (None when simulated).
@@ -116,7 +159,7 @@ impl Stream {
     pub(crate) fn raw(&self) -> sys::CUstream {
         match &self.inner {
             Inner::Cuda(s) => s.cu_stream(),
-            Inner::Sim(id) => *id as sys::CUstream,
+            Inner::Sim(id) => **id as sys::CUstream,
         }
     }
 
@@ -125,7 +168,9 @@ impl Stream {
         match &self.inner {
             Inner::Cuda(s) => s.synchronize().checked("cuStreamSynchronize"),
             Inner::Sim(id) => {
-                self.sim_log(SimOp::StreamSync { stream: *id });
+                if let Some(sim) = self.device.sim() {
+                    sim.host_wait(SimOp::StreamSync { stream: **id });
+                }
                 Ok(())
             }
         }

@@ -2,6 +2,7 @@
 //! callback that may free memory (drop caches, spill, synchronise) and retries while it says so.
 
 use crate::error::{MemoryError, OutOfMemory, Result};
+use crate::identity::ResourceIdentity;
 use crate::resource::{MemoryKind, MemoryResource};
 use rmm_cuda::{Device, Stream};
 use std::fmt;
@@ -22,10 +23,12 @@ where
     U: MemoryResource,
     F: Fn(usize, &OutOfMemory) -> bool + Send + Sync,
 {
+    /// Calls `callback` when `upstream` runs out of memory.
     pub fn new(upstream: U, callback: F) -> Self {
         FailureCallbackAdaptor { upstream, callback }
     }
 
+    /// The resource the allocations come from.
     pub fn upstream(&self) -> &U {
         &self.upstream
     }
@@ -75,5 +78,11 @@ where
 
     fn name(&self) -> String {
         format!("failure_callback({})", self.upstream.name())
+    }
+
+    /// The upstream's: this adaptor adds nothing to a free, so the upstream (or anything equal to
+    /// it) frees what this allocated, and the other way round.
+    fn identity(&self) -> ResourceIdentity {
+        self.upstream.identity()
     }
 }

@@ -2,6 +2,7 @@
 //! the device on its stream, so kernels do not fault the pages in one by one.
 
 use crate::error::Result;
+use crate::identity::ResourceIdentity;
 use crate::resource::{MemoryKind, MemoryResource, SharedResource};
 use rmm_cuda::{Device, Stream};
 
@@ -9,16 +10,19 @@ use rmm_cuda::{Device, Stream};
 /// managed. As in RMM, that makes the prefetch a no-op rather than a failed allocation.
 const CUDA_ERROR_INVALID_VALUE: u32 = 1;
 
+/// Prefetches every allocation of its upstream to the device, on the allocation's stream.
 #[derive(Debug)]
 pub struct PrefetchAdaptor<U: MemoryResource = SharedResource> {
     upstream: U,
 }
 
 impl<U: MemoryResource> PrefetchAdaptor<U> {
+    /// Prefetches what `upstream` hands out.
     pub fn new(upstream: U) -> Self {
         PrefetchAdaptor { upstream }
     }
 
+    /// The resource the allocations come from.
     pub fn upstream(&self) -> &U {
         &self.upstream
     }
@@ -57,5 +61,11 @@ impl<U: MemoryResource> MemoryResource for PrefetchAdaptor<U> {
 
     fn name(&self) -> String {
         format!("prefetch({})", self.upstream.name())
+    }
+
+    /// The upstream's: this adaptor adds nothing to a free, so the upstream (or anything equal to
+    /// it) frees what this allocated, and the other way round.
+    fn identity(&self) -> ResourceIdentity {
+        self.upstream.identity()
     }
 }

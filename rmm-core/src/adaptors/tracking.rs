@@ -1,5 +1,11 @@
 //! Tracking (RMM's `tracking_resource_adaptor`): remembers every outstanding allocation (with the
 //! stack that made it, optionally), so leaks can be listed and bad frees refused.
+//!
+//! A free of a pointer that is not outstanding (freed already, or never allocated here) or with
+//! another size than it was allocated with is refused with [`MemoryError::InvalidDeallocation`]
+//! and never reaches the upstream, so a sub-allocator without a checked mode of its own (a
+//! [`crate::PoolResource`] built for speed, an arena) is protected from corruption by putting one
+//! of these in front of it.
 
 use crate::error::{human_bytes, MemoryError, Result};
 use crate::resource::{MemoryKind, MemoryResource, SharedResource};
@@ -15,7 +21,9 @@ use std::sync::Arc;
 /// One outstanding allocation.
 #[derive(Debug, Clone)]
 pub struct AllocationRecord {
+    /// Its address.
     pub ptr: u64,
+    /// Its size as asked (what the free must give).
     pub bytes: usize,
     /// The stream it was allocated on.
     pub stream: StreamId,
@@ -25,7 +33,25 @@ pub struct AllocationRecord {
     pub backtrace: Option<Arc<Backtrace>>,
 }
 
-/// Tracks what goes through it.
+/// Tracks what goes through it, and refuses bad frees before they reach the upstream.
+///
+/// ```
+/// use rmm_core::{CudaResource, Device, MemoryError, MemoryResource, PoolOptions, PoolResource, TrackingAdaptor};
+/// let device = Device::simulated(1 << 30);
+/// // A pool without its own checks, as in release builds.
+/// let options = PoolOptions { validate_deallocations: false, ..PoolOptions::sized(1 << 20, None) };
+/// let tracked = TrackingAdaptor::new(PoolResource::new(CudaResource::new(&device), options)?, false);
+/// let stream = device.new_stream()?;
+/// let p = tracked.allocate(1000, &stream)?;
+/// // SAFETY: the tracking adaptor checks the pointer and size of every free before the pool sees it.
+/// let wrong_size = unsafe { tracked.deallocate(p, 4000, &stream) };
+/// assert!(matches!(wrong_size, Err(MemoryError::InvalidDeallocation(_))));
+/// unsafe { tracked.deallocate(p, 1000, &stream)? };
+/// let twice = unsafe { tracked.deallocate(p, 1000, &stream) };
+/// assert!(matches!(twice, Err(MemoryError::InvalidDeallocation(_))));
+/// assert_eq!(tracked.upstream().free_bytes(), 1 << 20, "the pool saw one free only");
+/// # Ok::<(), MemoryError>(())
+/// ```
 #[derive(Debug)]
 pub struct TrackingAdaptor<U: MemoryResource = SharedResource> {
     upstream: U,
@@ -85,6 +111,7 @@ impl<U: MemoryResource> TrackingAdaptor<U> {
         out
     }
 
+    /// The resource the allocations come from.
     pub fn upstream(&self) -> &U {
         &self.upstream
     }
@@ -93,7 +120,9 @@ impl<U: MemoryResource> TrackingAdaptor<U> {
 impl<U: MemoryResource> MemoryResource for TrackingAdaptor<U> {
     fn allocate(&self, bytes: usize, stream: &Stream) -> Result<u64> {
         let ptr = self.upstream.allocate(bytes, stream)?;
-        if bytes > 0 {
+        // Zero bytes give the null pointer, which is never outstanding (an upstream that hands
+        // out a real address for zero bytes has it tracked like any other).
+        if ptr != 0 {
             let record = AllocationRecord {
                 ptr,
                 bytes,
@@ -110,7 +139,7 @@ impl<U: MemoryResource> MemoryResource for TrackingAdaptor<U> {
     }
 
     unsafe fn deallocate(&self, ptr: u64, bytes: usize, stream: &Stream) -> Result<()> {
-        if bytes == 0 {
+        if ptr == 0 && bytes == 0 {
             return self.upstream.deallocate(ptr, bytes, stream);
         }
         let record = {
@@ -121,12 +150,15 @@ impl<U: MemoryResource> MemoryResource for TrackingAdaptor<U> {
                     let allocated = r.bytes;
                     live.insert(ptr, r);
                     return Err(MemoryError::InvalidDeallocation(format!(
-                        "{ptr:#x} was allocated with {allocated} bytes and is freed with {bytes}"
+                        "{ptr:#x} was allocated with {allocated} bytes and is freed with {bytes}; \
+                         {} did not pass the free on",
+                        self.name()
                     )));
                 }
                 None => {
                     return Err(MemoryError::InvalidDeallocation(format!(
-                        "{ptr:#x} ({bytes} bytes) is not an outstanding allocation of {}",
+                        "{ptr:#x} ({bytes} bytes) is not an outstanding allocation of {} \
+                         (freed already, or never allocated here); it did not pass the free on",
                         self.name()
                     )))
                 }

@@ -109,7 +109,7 @@ impl<U: MemoryResource> ArenaResource<U> {
             stream,
             superblock,
             global: Mutex::new(global),
-            arenas: StreamLists::default(),
+            arenas: StreamLists::new(CoalescingFreeList::new),
             dump_path: options.dump_on_failure,
             defrag: Mutex::new(()),
         })
@@ -150,12 +150,13 @@ impl<U: MemoryResource> ArenaResource<U> {
     pub fn defragment(&self) -> Result<()> {
         let _one = self.defrag.lock();
         let mut blocks = Vec::new();
-        self.arenas.drain_synchronized(&mut blocks)?;
+        let drained = self.arenas.drain_synchronized(&mut blocks);
         let mut global = self.global.lock();
+        // What was waited for is free of its streams' work even when a later wait failed.
         for (addr, size) in blocks {
             global.give(addr, size);
         }
-        Ok(())
+        drained
     }
 
     /// A readable report of the arena's state (what `dump_on_failure` writes).
@@ -170,9 +171,16 @@ impl<U: MemoryResource> ArenaResource<U> {
         )
     }
 
+    /// Streams whose arenas are kept. The arena of a stream that no handle refers to any more is
+    /// retired when another stream is first used (or at [`ArenaResource::defragment`]); its free
+    /// memory reaches the global arena at the next defragmentation.
+    pub fn stream_count(&self) -> usize {
+        self.arenas.stream_count()
+    }
+
     #[inline]
     fn arena(&self, stream: &Stream) -> Result<Entry<'_, StreamList<CoalescingFreeList>>> {
-        self.arenas.get(stream, CoalescingFreeList::new)
+        self.arenas.get(stream)
     }
 
     /// `size` bytes from the global arena: exactly that for large requests, else cut from a

@@ -1,8 +1,10 @@
 //! `DeviceBuffer`: untyped, stream-ordered device memory from a memory resource.
 
+use super::PinnedHostVec;
 use crate::error::{MemoryError, Result};
 use crate::registry::get_per_device_resource;
 use crate::resource::SharedResource;
+use bytemuck::Pod;
 use rmm_cuda::Stream;
 use std::fmt;
 
@@ -71,6 +73,56 @@ impl DeviceBuffer {
         Ok(buf)
     }
 
+    /// A buffer holding a copy of `src`'s bytes (from the current resource), queued on `stream`
+    /// without waiting for it: see [`DeviceBuffer::copy_from_pinned_async`].
+    pub fn from_pinned_async<T: Pod>(src: &PinnedHostVec<T>, stream: &Stream) -> Result<Self> {
+        Self::from_pinned_async_with_resource(src, stream, get_per_device_resource(stream.device()))
+    }
+
+    /// As [`DeviceBuffer::from_pinned_async`], from `resource`.
+    pub fn from_pinned_async_with_resource<T: Pod>(
+        src: &PinnedHostVec<T>,
+        stream: &Stream,
+        resource: SharedResource,
+    ) -> Result<Self> {
+        let mut buf = Self::with_resource(src.bytes().len(), stream, resource)?;
+        buf.copy_from_pinned_async(src)?;
+        Ok(buf)
+    }
+
+    /// Overwrites the whole buffer with `src`'s bytes (exactly `size` of them), queued on the
+    /// buffer's stream; returns without waiting for the copy (unlike
+    /// [`DeviceBuffer::copy_from_host`]). Work queued later on the stream sees the new contents.
+    /// `src` records the copy, and waits for it before it lets its memory be changed or freed,
+    /// so the copy cannot outlive its source.
+    ///
+    /// ```
+    /// use rmm_core::{Device, DeviceBuffer, PinnedHostResource, PinnedHostVec};
+    /// let device = Device::simulated(1 << 30);
+    /// let stream = device.new_stream()?;
+    /// let src = PinnedHostVec::from_slice(&[7u8; 512], &PinnedHostResource::new(&device), &stream)?;
+    /// let mut buf = DeviceBuffer::new(512, &stream)?;
+    /// buf.copy_from_pinned_async(&src)?;
+    /// assert_eq!(buf.to_host()?, vec![7u8; 512]);
+    /// # Ok::<(), rmm_core::MemoryError>(())
+    /// ```
+    pub fn copy_from_pinned_async<T: Pod>(&mut self, src: &PinnedHostVec<T>) -> Result<()> {
+        let bytes = src.bytes();
+        if bytes.len() != self.size {
+            return Err(MemoryError::InvalidArgument(format!(
+                "copy of {} pinned host bytes into a buffer of {} bytes",
+                bytes.len(),
+                self.size
+            )));
+        }
+        src.queue_read(&self.stream, || {
+            // SAFETY: `ptr .. ptr + size` is ours; `src` stays valid and unchanged until the copy
+            // has run (it waits for the read recorded by `queue_read` before any change or free).
+            unsafe { self.stream.copy_from_host_async(self.ptr, bytes)? };
+            Ok(())
+        })
+    }
+
     /// Device address of the first byte (0 when empty).
     pub fn ptr(&self) -> u64 {
         self.ptr
@@ -81,22 +133,27 @@ impl DeviceBuffer {
         &self.ptr
     }
 
+    /// Bytes in use (what copies and `to_host` cover).
     pub fn size(&self) -> usize {
         self.size
     }
 
+    /// True when the size is 0.
     pub fn is_empty(&self) -> bool {
         self.size == 0
     }
 
+    /// Bytes allocated (at least the size).
     pub fn capacity(&self) -> usize {
         self.capacity
     }
 
+    /// The stream all the buffer's work (and its final free) is queued on.
     pub fn stream(&self) -> &Stream {
         &self.stream
     }
 
+    /// The resource the memory came from and goes back to.
     pub fn resource(&self) -> &SharedResource {
         &self.resource
     }

@@ -1,6 +1,6 @@
 //! `DeviceVec<T>`: a typed array of plain-old-data values in device memory.
 
-use super::DeviceBuffer;
+use super::{DeviceBuffer, PinnedHostVec};
 use crate::error::{MemoryError, Result};
 use crate::registry::get_per_device_resource;
 use crate::resource::SharedResource;
@@ -94,18 +94,63 @@ impl<T: Pod> DeviceVec<T> {
         })
     }
 
+    /// A copy of `values` (in pinned host memory) from the current resource, queued on `stream`
+    /// without waiting for it, unlike [`DeviceVec::from_host`], which must wait before its source
+    /// may be reused. `values` waits for the copy before it lets its memory be changed or freed
+    /// (see [`PinnedHostVec`]), so the copy cannot outlive its source.
+    ///
+    /// ```
+    /// use rmm_core::{Device, DeviceVec, PinnedHostResource, PinnedHostVec};
+    /// let device = Device::simulated(1 << 30);
+    /// let stream = device.new_stream()?;
+    /// let values = PinnedHostVec::from_slice(&[1u32, 2, 3], &PinnedHostResource::new(&device), &stream)?;
+    /// let v = DeviceVec::from_pinned_async(&values, &stream)?;
+    /// drop(values); // waits for the copy, then frees the pinned memory
+    /// assert_eq!(v.to_host()?, vec![1, 2, 3]);
+    /// # Ok::<(), rmm_core::MemoryError>(())
+    /// ```
+    pub fn from_pinned_async(values: &PinnedHostVec<T>, stream: &Stream) -> Result<Self> {
+        Self::from_pinned_async_with_resource(
+            values,
+            stream,
+            get_per_device_resource(stream.device()),
+        )
+    }
+
+    /// As [`DeviceVec::from_pinned_async`], from `resource`.
+    pub fn from_pinned_async_with_resource(
+        values: &PinnedHostVec<T>,
+        stream: &Stream,
+        resource: SharedResource,
+    ) -> Result<Self> {
+        Ok(DeviceVec {
+            buf: DeviceBuffer::from_pinned_async_with_resource(values, stream, resource)?,
+            _t: PhantomData,
+        })
+    }
+
+    /// Overwrites all values from `values` (same length, in pinned host memory), queued on the
+    /// vector's stream without waiting: see [`DeviceBuffer::copy_from_pinned_async`].
+    pub fn copy_from_pinned_async(&mut self, values: &PinnedHostVec<T>) -> Result<()> {
+        self.buf.copy_from_pinned_async(values)
+    }
+
+    /// Number of values.
     pub fn len(&self) -> usize {
         self.buf.size() / std::mem::size_of::<T>().max(1)
     }
 
+    /// True when there are no values.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    /// Device address of the first value (0 when empty).
     pub fn ptr(&self) -> u64 {
         self.buf.ptr()
     }
 
+    /// The stream the vector's work (and its final free) is queued on.
     pub fn stream(&self) -> &Stream {
         self.buf.stream()
     }
@@ -115,6 +160,7 @@ impl<T: Pod> DeviceVec<T> {
         &self.buf
     }
 
+    /// The untyped buffer underneath, taken out of the vector.
     pub fn into_buffer(self) -> DeviceBuffer {
         self.buf
     }
@@ -136,14 +182,17 @@ impl<T: Pod> DeviceVec<T> {
         self.buf.resize(bytes_for::<T>(len)?)
     }
 
+    /// Makes room for at least `capacity` values, keeping the contents.
     pub fn reserve(&mut self, capacity: usize) -> Result<()> {
         self.buf.reserve(bytes_for::<T>(capacity)?)
     }
 
+    /// Makes the capacity equal to the length, keeping the contents.
     pub fn shrink_to_fit(&mut self) -> Result<()> {
         self.buf.shrink_to_fit()
     }
 
+    /// Moves the vector to `stream` (see [`DeviceBuffer::set_stream`]).
     pub fn set_stream(&mut self, stream: &Stream) -> Result<()> {
         self.buf.set_stream(stream)
     }

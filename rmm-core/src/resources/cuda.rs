@@ -2,7 +2,8 @@
 
 use super::driver_alloc_error;
 use crate::error::Result;
-use crate::resource::{check_stream, MemoryResource};
+use crate::identity::ResourceIdentity;
+use crate::resource::{check_stream, MemoryKind, MemoryResource};
 use rmm_cuda::{Device, Stream};
 
 /// Device memory straight from the driver (RMM's `cuda_memory_resource`). Slow (the driver call
@@ -13,6 +14,7 @@ pub struct CudaResource {
 }
 
 impl CudaResource {
+    /// Device memory of `device`.
     pub fn new(device: &Device) -> Self {
         CudaResource {
             device: device.clone(),
@@ -39,5 +41,14 @@ impl MemoryResource for CudaResource {
 
     fn name(&self) -> String {
         "cuda".into()
+    }
+
+    /// Any `CudaResource` of the same device frees this one's memory (each
+    /// allocation is its own driver allocation).
+    fn identity(&self) -> ResourceIdentity {
+        ResourceIdentity::Driver {
+            device: self.device.id(),
+            kind: MemoryKind::Device,
+        }
     }
 }

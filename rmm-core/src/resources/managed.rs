@@ -2,6 +2,7 @@
 
 use super::driver_alloc_error;
 use crate::error::Result;
+use crate::identity::ResourceIdentity;
 use crate::resource::{check_stream, MemoryKind, MemoryResource};
 use rmm_cuda::{Device, Stream};
 
@@ -15,6 +16,7 @@ pub struct ManagedResource {
 }
 
 impl ManagedResource {
+    /// Managed memory, attached globally, for `device`; not prefetched.
     pub fn new(device: &Device) -> Self {
         ManagedResource {
             device: device.clone(),
@@ -66,6 +68,15 @@ impl MemoryResource for ManagedResource {
             "managed(prefetch)".into()
         } else {
             "managed".into()
+        }
+    }
+
+    /// Any `ManagedResource` (with or without prefetch) of the same device frees this one's
+    /// memory (each allocation is its own driver allocation).
+    fn identity(&self) -> ResourceIdentity {
+        ResourceIdentity::Driver {
+            device: self.device.id(),
+            kind: MemoryKind::Managed,
         }
     }
 }

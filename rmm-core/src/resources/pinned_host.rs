@@ -2,6 +2,7 @@
 
 use super::driver_alloc_error;
 use crate::error::Result;
+use crate::identity::ResourceIdentity;
 use crate::resource::{check_stream, MemoryKind, MemoryResource};
 use rmm_cuda::{Device, Stream};
 
@@ -13,6 +14,7 @@ pub struct PinnedHostResource {
 }
 
 impl PinnedHostResource {
+    /// Pinned host memory, allocated through `device`'s context (portable to every device).
     pub fn new(device: &Device) -> Self {
         PinnedHostResource {
             device: device.clone(),
@@ -45,5 +47,14 @@ impl MemoryResource for PinnedHostResource {
 
     fn name(&self) -> String {
         "pinned_host".into()
+    }
+
+    /// Any `PinnedHostResource` of the same device frees this one's memory (each
+    /// allocation is its own driver allocation).
+    fn identity(&self) -> ResourceIdentity {
+        ResourceIdentity::Driver {
+            device: self.device.id(),
+            kind: MemoryKind::PinnedHost,
+        }
     }
 }

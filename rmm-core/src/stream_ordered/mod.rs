@@ -11,9 +11,22 @@
 //!
 //! A thief takes the block it needs while it holds the victim's lock, so no other thief can take
 //! it from under it. Blocks on their way between lists (a steal, a carve from an owner's
-//! reservoir) are in no list for a moment; such moves hold [`StreamLists::moving`] shared, and
-//! [`StreamLists::gather_and_take`], the last resort before an owner grows or reports out of
-//! memory, holds it exclusively, so that it sees every free block.
+//! reservoir, a host wait before a release) are in no list for a moment; such moves hold
+//! [`StreamLists::moving`] shared, and [`StreamLists::gather_and_take`], the last resort before an
+//! owner grows or reports out of memory, holds it exclusively, so that it sees every free block.
+//! No list lock is ever held across a host wait: [`StreamLists::drain_synchronized`] takes a
+//! list's blocks out under its lock, waits for their stream without it, then hands them on.
+//!
+//! Streams come and go (a program may use a stream per task): when a list's stream has no handle
+//! left but the list's own (see [`rmm_cuda::Stream::is_sole_handle`]), nobody can allocate or free
+//! on it any more, so the list is *retired* the next time a stream is added (or the owner
+//! releases or defragments): its blocks go to the *retired list*, one list shared by every retired
+//! stream, whose own stream (the resource's) is made to wait (on the device) for each retired
+//! stream's work; other streams steal from it as from any list. The retired stream's handle is
+//! dropped then (so the stream itself is destroyed), and its entry is reused by the next new
+//! stream. The number of lists is thus bounded by the streams alive (plus the per-thread default
+//! streams of threads that have used the resource: only their own thread can order work on them,
+//! so they are never retired).
 
 mod key;
 mod lock;
@@ -26,43 +39,102 @@ use crate::error::Result;
 use crate::free_list::FreeStore;
 use key::is_per_thread;
 use lock::ListLock;
+use once_cell::sync::OnceCell;
 use parking_lot::{RwLock, RwLockReadGuard};
 use rmm_cuda::{Event, Stream};
-use slots::Slots;
+use slots::{Slots, Writer};
 use std::sync::Arc;
 
 /// The free list of one stream. Aligned to two cache lines so that the lists of different
 /// streams, used by different threads, never share one.
 #[repr(align(128))]
 pub(crate) struct StreamList<F> {
-    key: u64,
-    stream: Stream,
     state: ListLock<ListState<F>>,
 }
 
 pub(crate) struct ListState<F> {
     pub(crate) free: F,
-    /// Marks this stream's frees for the streams that steal them (made on first need).
-    event: Option<Event>,
+    /// The stream whose frees this list holds; `None` once the stream is retired (the list is
+    /// empty then, and waits in its entry for the next new stream).
+    stream: Option<Stream>,
+    /// The stream is a per-thread default stream: only its own thread may record on it.
+    per_thread: bool,
+    /// Marks this stream's frees for the streams that steal them (made on first need). Shared so
+    /// that a host wait on it can happen without this list's lock.
+    event: Option<Arc<Event>>,
 }
 
 impl<F> ListState<F> {
-    fn event(&mut self, stream: &Stream) -> Result<&Event> {
+    /// Records this list's event at the current end of its stream (nothing for a retired list).
+    fn record(&mut self) -> Result<()> {
+        let Some(stream) = &self.stream else {
+            return Ok(());
+        };
         if self.event.is_none() {
-            self.event = Some(stream.device().new_event()?);
+            self.event = Some(Arc::new(stream.device().new_event()?));
         }
-        Ok(self.event.as_ref().expect("just made"))
+        stream.record(self.event.as_ref().expect("just made"))?;
+        Ok(())
+    }
+
+    /// Makes later work on `thief` wait for everything freed into this list so far. The caller
+    /// holds this list's lock, so no other thief re-records the event in between.
+    fn order_before(&mut self, thief: &Stream) -> Result<()> {
+        if !self.per_thread {
+            self.record()?;
+        }
+        // A per-thread list whose owner never recorded holds only memory no work has used.
+        if let Some(ev) = &self.event {
+            thief.wait(ev)?;
+        }
+        Ok(())
+    }
+
+    /// What the host must wait for before this list's blocks are free of the work that freed
+    /// them: taken under the lock, waited for without it.
+    fn host_wait(&self) -> HostWait {
+        if self.per_thread {
+            // Only the owning thread can name its per-thread stream; the event it recorded at
+            // its last free covers everything in the list (a later record covers more).
+            self.event
+                .clone()
+                .map_or(HostWait::Nothing, HostWait::Event)
+        } else {
+            self.stream
+                .clone()
+                .map_or(HostWait::Nothing, HostWait::Stream)
+        }
+    }
+}
+
+/// A host wait taken out of a list's lock (see [`ListState::host_wait`]).
+enum HostWait {
+    Stream(Stream),
+    Event(Arc<Event>),
+    Nothing,
+}
+
+impl HostWait {
+    fn wait(&self) -> Result<()> {
+        match self {
+            HostWait::Stream(s) => s.synchronize()?,
+            HostWait::Event(e) => e.synchronize()?,
+            HostWait::Nothing => {}
+        }
+        Ok(())
     }
 }
 
 impl<F: FreeStore> StreamList<F> {
-    /// The stream whose frees this list holds.
-    pub(crate) fn stream(&self) -> &Stream {
-        &self.stream
-    }
-
-    fn per_thread(&self) -> bool {
-        is_per_thread(self.key)
+    fn new(free: F, stream: &Stream, per_thread: bool) -> Self {
+        StreamList {
+            state: ListLock::new(ListState {
+                free,
+                stream: Some(stream.clone()),
+                per_thread,
+                event: None,
+            }),
+        }
     }
 
     /// A block of `size` bytes from this stream's own free blocks.
@@ -76,9 +148,8 @@ impl<F: FreeStore> StreamList<F> {
     pub(crate) fn give(&self, addr: u64, size: usize) -> Result<()> {
         let mut st = self.state.lock();
         st.free.give(addr, size);
-        if self.per_thread() {
-            let ev = st.event(&self.stream)?;
-            self.stream.record(ev)?;
+        if st.per_thread {
+            st.record()?;
         }
         Ok(())
     }
@@ -89,7 +160,8 @@ impl<F: FreeStore> StreamList<F> {
         self.state.lock().free.give(addr, size);
     }
 
-    /// Several blocks of fresh memory at once (see [`StreamList::give_fresh`]).
+    /// Several blocks of fresh memory at once (see [`StreamList::give_fresh`]); also puts back
+    /// blocks taken out of this list and not handed on.
     pub(crate) fn give_fresh_many(&self, blocks: &[(u64, usize)]) {
         let mut st = self.state.lock();
         for &(a, s) in blocks {
@@ -123,37 +195,62 @@ impl<F: FreeStore> StreamList<F> {
         for &(a, s) in blocks {
             st.free.give(a, s);
         }
-        if self.per_thread() && !blocks.is_empty() {
+        if st.per_thread && !blocks.is_empty() {
             // A later thief waits on this event only: it must cover the wait just made too.
-            let ev = st.event(&self.stream)?;
-            self.stream.record(ev)?;
+            st.record()?;
         }
         Ok(size.and_then(|size| st.free.take(size)))
     }
 
-    /// Makes later work on `thief` wait for everything freed into this list so far. The caller
-    /// holds this list's lock (`st`), so no other thief re-records the event in between.
-    fn order_before(&self, st: &mut ListState<F>, thief: &Stream) -> Result<()> {
-        let ev = st.event(&self.stream)?;
-        if !self.per_thread() {
-            self.stream.record(ev)?;
-        }
-        thief.wait(ev)?;
-        Ok(())
+    /// Gives this list (vacant: its stream was retired) to a new stream.
+    fn reuse_for(&self, stream: &Stream, per_thread: bool) {
+        let mut st = self.state.lock();
+        debug_assert!(st.stream.is_none() && st.free.block_count() == 0);
+        st.stream = Some(stream.clone());
+        st.per_thread = per_thread;
     }
 
-    /// Waits on the host until the work that freed this list's blocks is done.
-    fn synchronize(&self, st: &mut ListState<F>) -> Result<()> {
-        if self.per_thread() {
-            // Only the owning thread can name its per-thread stream; the event it recorded at
-            // its last free covers everything in the list.
-            if let Some(ev) = &st.event {
-                ev.synchronize()?;
-            }
-            Ok(())
-        } else {
-            Ok(self.stream.synchronize()?)
+    /// When no handle to this list's stream is left but the list's own, hands the list's blocks
+    /// to `heir` (ordered after the stream's work, on the device), drops the stream and answers
+    /// true: the list is vacant then. `heir` is asked for only when there are blocks to hand on.
+    fn retire_if_gone<'h>(
+        &self,
+        heir: impl FnOnce(&Stream) -> Result<&'h Retired<F>>,
+    ) -> Result<bool>
+    where
+        F: 'h,
+    {
+        let gone = |st: &ListState<F>| {
+            !st.per_thread && st.stream.as_ref().is_some_and(Stream::is_sole_handle)
+        };
+        let mut st = self.state.lock();
+        if !gone(&st) {
+            return Ok(false);
         }
+        let mut moved = Vec::new();
+        let mut to = None;
+        if st.free.block_count() > 0 {
+            // Made (once per resource) without this list's lock held.
+            let stream = st.stream.clone().expect("a gone list has its stream");
+            drop(st);
+            let retired = heir(&stream)?;
+            drop(stream);
+            st = self.state.lock();
+            if !gone(&st) {
+                return Ok(false);
+            }
+            st.order_before(&retired.stream)?;
+            st.free.drain_into(&mut moved);
+            to = Some(retired);
+        }
+        let stream = st.stream.take();
+        drop(st);
+        // The stream is destroyed here; the record and the wait queued above outlive it.
+        drop(stream);
+        if let Some(retired) = to {
+            retired.list.give_ordered_and_take(&moved, None)?;
+        }
+        Ok(true)
     }
 }
 
@@ -166,7 +263,17 @@ pub(crate) struct ListSummary {
     pub(crate) blocks: usize,
 }
 
-/// The free lists of every stream a resource has seen.
+/// Where retired streams' blocks go: a list of a stream of the resource's own, which waits for
+/// each retired stream's work before its blocks enter the list.
+struct Retired<F> {
+    stream: Stream,
+    list: Arc<StreamList<F>>,
+}
+
+/// Makes the free store of a new list.
+type MakeStore<F> = Box<dyn Fn() -> F + Send + Sync>;
+
+/// The free lists of every stream a resource has seen (and not retired).
 pub(crate) struct StreamLists<F> {
     slots: Slots<StreamList<F>>,
     /// Held shared by every move that takes free blocks out of one place (a list, the owner's
@@ -174,36 +281,83 @@ pub(crate) struct StreamLists<F> {
     /// exclusively by [`StreamLists::gather_and_take`], which must find every free block.
     /// Allocations and frees on a stream's own list never touch it.
     moving: RwLock<()>,
-}
-
-impl<F> Default for StreamLists<F> {
-    fn default() -> Self {
-        StreamLists {
-            slots: Slots::default(),
-            moving: RwLock::new(()),
-        }
-    }
+    retired: OnceCell<Retired<F>>,
+    make: MakeStore<F>,
 }
 
 impl<F: FreeStore> StreamLists<F> {
-    /// The list of `stream`, made with `make` on first use.
+    /// No lists yet; `make` makes the free store of each new one.
+    pub(crate) fn new(make: impl Fn() -> F + Send + Sync + 'static) -> Self {
+        StreamLists {
+            slots: Slots::default(),
+            moving: RwLock::new(()),
+            retired: OnceCell::new(),
+            make: Box::new(make),
+        }
+    }
+
+    /// The list of `stream`, made on first use.
     #[inline]
-    pub(crate) fn get(
-        &self,
-        stream: &Stream,
-        make: impl FnOnce() -> F,
-    ) -> Result<Entry<'_, StreamList<F>>> {
+    pub(crate) fn get(&self, stream: &Stream) -> Result<Entry<'_, StreamList<F>>> {
         let key = stream_key(stream);
-        self.slots.get_or_try_insert(key, || {
-            Ok(StreamList {
-                key,
-                stream: stream.clone(),
-                state: ListLock::new(ListState {
-                    free: make(),
-                    event: None,
-                }),
+        match self.slots.get(key) {
+            Some(found) => Ok(found),
+            None => self.insert(key, stream),
+        }
+    }
+
+    /// A stream's first use: retires the lists of streams that are gone (so a program using a
+    /// stream per task keeps a bounded number of lists), then makes this stream's list, in a
+    /// retired list's entry when there is one.
+    #[cold]
+    fn insert(&self, key: u64, stream: &Stream) -> Result<Entry<'_, StreamList<F>>> {
+        let mut writer = self.slots.writer();
+        if let Some(found) = self.slots.get(key) {
+            return Ok(found);
+        }
+        self.retire_gone(&mut writer);
+        let per_thread = is_per_thread(key);
+        writer.get_or_try_insert(
+            key,
+            |list| list.reuse_for(stream, per_thread),
+            || Ok(StreamList::new((self.make)(), stream, per_thread)),
+        )
+    }
+
+    /// Retires every list whose stream is gone (see the module's documentation). Best effort:
+    /// should ordering fail (a device error), the list stays as it is and the rest wait for the
+    /// next time.
+    fn retire_gone(&self, writer: &mut Writer<'_, StreamList<F>>) {
+        let _moving = self.moving();
+        let mut failed = false;
+        writer.retire_where(|list| {
+            if failed {
+                return false;
+            }
+            match list.retire_if_gone(|stream| self.retired(stream)) {
+                Ok(retired) => retired,
+                Err(_) => {
+                    failed = true;
+                    false
+                }
+            }
+        });
+    }
+
+    /// The retired list, made on first need with a new stream of `like`'s device.
+    fn retired(&self, like: &Stream) -> Result<&Retired<F>> {
+        self.retired.get_or_try_init(|| {
+            let stream = like.device().new_stream()?;
+            Ok(Retired {
+                list: Arc::new(StreamList::new((self.make)(), &stream, false)),
+                stream,
             })
         })
+    }
+
+    /// Streams whose lists are kept (the retired list aside).
+    pub(crate) fn stream_count(&self) -> usize {
+        self.slots.count()
     }
 
     /// Held while free blocks are out of every list on their way to another one (the owner's
@@ -213,12 +367,21 @@ impl<F: FreeStore> StreamLists<F> {
         self.moving.read()
     }
 
+    /// Every list, the retired one last.
+    fn lists(&self) -> Vec<Arc<StreamList<F>>> {
+        let mut all = self.slots.all();
+        if let Some(retired) = self.retired.get() {
+            all.push(retired.list.clone());
+        }
+        all
+    }
+
     /// The other streams' lists, starting after `me`'s (so that thieves spread over the lists
     /// rather than all trying the first one, and in a ring of streams handing blocks on, each
     /// first takes back what it handed to the next).
     fn others(&self, me: &StreamList<F>) -> Vec<Arc<StreamList<F>>> {
-        let mut all = self.slots.all();
-        if let Some(at) = all.iter().position(|l| l.key == me.key) {
+        let mut all = self.lists();
+        if let Some(at) = all.iter().position(|l| std::ptr::eq(&**l, me)) {
             all.rotate_left(at + 1);
             all.pop();
         }
@@ -226,16 +389,17 @@ impl<F: FreeStore> StreamLists<F> {
     }
 
     /// Takes a block of `size` bytes from other streams' free blocks, after ordering `me`'s
-    /// stream behind the work that freed them (one event record and wait per list taken, no host
-    /// synchronisation). First the list of one stream that holds a block of `size` bytes: the
-    /// block is taken under that list's lock and the rest of the list moves to `me`. When no
-    /// single list has one and `merge_all` is set, every list moves to `me`, where fragments of
-    /// several streams may coalesce, and the block is taken in the same critical section.
-    /// `None` when nothing fitted: other threads may have been moving blocks at that moment,
-    /// which only [`StreamLists::gather_and_take`] rules out.
+    /// stream (`stream`) behind the work that freed them (one event record and wait per list
+    /// taken, no host synchronisation). First the list of one stream that holds a block of `size`
+    /// bytes: the block is taken under that list's lock and the rest of the list moves to `me`.
+    /// When no single list has one and `merge_all` is set, every list moves to `me`, where
+    /// fragments of several streams may coalesce, and the block is taken in the same critical
+    /// section. `None` when nothing fitted: other threads may have been moving blocks at that
+    /// moment, which only [`StreamLists::gather_and_take`] rules out.
     pub(crate) fn steal(
         &self,
         me: &StreamList<F>,
+        stream: &Stream,
         size: usize,
         merge_all: bool,
     ) -> Result<Option<u64>> {
@@ -245,7 +409,7 @@ impl<F: FreeStore> StreamLists<F> {
         for victim in &others {
             let mut st = victim.state.lock();
             if st.free.largest() >= size {
-                victim.order_before(&mut st, &me.stream)?;
+                st.order_before(stream)?;
                 let ptr = st.free.take(size);
                 st.free.drain_into(&mut moved);
                 drop(st);
@@ -267,7 +431,7 @@ impl<F: FreeStore> StreamLists<F> {
         if !merge_all {
             return Ok(None);
         }
-        Self::drain_others(&others, me, &mut moved)?;
+        Self::drain_others(&others, me, stream, &mut moved)?;
         if moved.is_empty() {
             return Ok(None);
         }
@@ -275,35 +439,38 @@ impl<F: FreeStore> StreamLists<F> {
     }
 
     /// The last resort before the owner grows or reports that it is out of memory: while no other
-    /// move is under way, gathers every free block into `me`'s list, the other streams' (ordered
-    /// as for a steal) and what `extra` adds (the owner's reservoir, memory no work has used),
-    /// so that they coalesce there, then takes `size` bytes from it. `None` means that no block
-    /// of `size` bytes was free anywhere (the frees made while this runs aside). Each list is
-    /// taken in turn, so owners keep allocating and freeing meanwhile.
+    /// move is under way, gathers every free block into `me`'s list (that of `stream`), the other
+    /// streams' (ordered as for a steal) and what `extra` adds (the owner's reservoir, memory no
+    /// work has used), so that they coalesce there, then takes `size` bytes from it. `None` means
+    /// that no block of `size` bytes was free anywhere (the frees made while this runs aside).
+    /// Each list is taken in turn, so owners keep allocating and freeing meanwhile.
     pub(crate) fn gather_and_take(
         &self,
         me: &StreamList<F>,
+        stream: &Stream,
         size: usize,
         extra: impl FnOnce(&mut Vec<(u64, usize)>),
     ) -> Result<Option<u64>> {
         let _all = self.moving.write();
         let mut moved = Vec::new();
-        Self::drain_others(&self.others(me), me, &mut moved)?;
+        Self::drain_others(&self.others(me), me, stream, &mut moved)?;
         extra(&mut moved);
         me.give_ordered_and_take(&moved, Some(size))
     }
 
-    /// Moves every block of `others` into `moved`, ordering `me`'s stream after each list taken.
-    /// Should ordering fail, what was taken so far goes to `me` before the error returns.
+    /// Moves every block of `others` into `moved`, ordering `me`'s stream (`stream`) after each
+    /// list taken. Should ordering fail, what was taken so far goes to `me` before the error
+    /// returns.
     fn drain_others(
         others: &[Arc<StreamList<F>>],
         me: &StreamList<F>,
+        stream: &Stream,
         moved: &mut Vec<(u64, usize)>,
     ) -> Result<()> {
         for victim in others {
             let mut st = victim.state.lock();
             if st.free.block_count() > 0 {
-                if let Err(e) = victim.order_before(&mut st, &me.stream) {
+                if let Err(e) = st.order_before(stream) {
                     drop(st);
                     me.give_ordered_and_take(moved, None)?;
                     return Err(e);
@@ -314,23 +481,40 @@ impl<F: FreeStore> StreamLists<F> {
         Ok(())
     }
 
-    /// Empties every list into `out`, waiting on the host first for the streams that freed the
-    /// blocks, so they may go to any stream (or back upstream) without further ordering.
+    /// Empties every list into `out`, waiting on the host for the streams that freed the
+    /// blocks, so they may go to any stream (or back upstream) without further ordering. Each
+    /// list's blocks are taken out under its lock and waited for without it, so its stream's
+    /// owner keeps allocating and freeing meanwhile (on blocks freed later). Then retires the
+    /// lists of streams that are gone. On error, `out` holds the blocks of the lists waited for
+    /// so far; the failed list keeps its own.
     pub(crate) fn drain_synchronized(&self, out: &mut Vec<(u64, usize)>) -> Result<()> {
-        for list in self.slots.all() {
-            let mut st = list.state.lock();
-            if st.free.block_count() > 0 {
-                list.synchronize(&mut st)?;
-                st.free.drain_into(out);
+        {
+            let _moving = self.moving();
+            for list in self.lists() {
+                let start = out.len();
+                let wait = {
+                    let mut st = list.state.lock();
+                    if st.free.block_count() == 0 {
+                        continue;
+                    }
+                    st.free.drain_into(out);
+                    st.host_wait()
+                };
+                if let Err(e) = wait.wait() {
+                    // Still this stream's: `wait` holds a handle to it, so it was not retired.
+                    list.give_fresh_many(&out[start..]);
+                    out.truncate(start);
+                    return Err(e);
+                }
             }
         }
+        self.retire_gone(&mut self.slots.writer());
         Ok(())
     }
 
     /// Free bytes over all lists.
     pub(crate) fn free_bytes(&self) -> usize {
-        self.slots
-            .all()
+        self.lists()
             .iter()
             .map(|l| l.state.lock().free.free_bytes())
             .sum()
@@ -338,27 +522,25 @@ impl<F: FreeStore> StreamLists<F> {
 
     /// The largest single free block over all lists.
     pub(crate) fn largest(&self) -> usize {
-        self.slots
-            .all()
+        self.lists()
             .iter()
             .map(|l| l.state.lock().free.largest())
             .max()
             .unwrap_or(0)
     }
 
-    /// One summary per list.
+    /// One summary per list (the retired list last, under the resource's own stream).
     pub(crate) fn summaries(&self) -> Vec<ListSummary> {
-        self.slots
-            .all()
+        self.lists()
             .iter()
-            .map(|l| {
+            .filter_map(|l| {
                 let st = l.state.lock();
-                ListSummary {
-                    stream: l.stream.clone(),
+                Some(ListSummary {
+                    stream: st.stream.clone()?,
                     free_bytes: st.free.free_bytes(),
                     largest: st.free.largest(),
                     blocks: st.free.block_count(),
-                }
+                })
             })
             .collect()
     }

@@ -1,8 +1,8 @@
 //! The conformance suite every memory resource must pass (the idea of RMM's `mr_ref_test`):
 //! non-null 256-aligned pointers, zero-size requests, sizes from one byte to a gigabyte, a huge
 //! request that fails with out-of-memory (no panic, no abort), live blocks that never overlap,
-//! random allocate/free traces on the default and on created streams, frees on another thread, and
-//! several threads at once.
+//! random allocate/free traces on the default and on created streams, frees on another thread,
+//! several threads at once, and `is_equal` holding of every handle to the resource.
 //!
 //! Each check returns `Err(description)` on a violation. [`crate::conformance_tests!`] turns the
 //! whole suite into `#[test]` functions for one resource.
@@ -298,6 +298,26 @@ pub fn concurrent_threads(r: Arc<dyn MemoryResource>, cfg: &ConformanceConfig) -
     Ok(())
 }
 
+/// A resource is equal to itself through every handle ([`MemoryResource::is_equal`]), both ways,
+/// and memory allocated through one handle is freed through another.
+pub fn equal_to_itself(r: Arc<dyn MemoryResource>, _cfg: &ConformanceConfig) -> Check {
+    let clone = r.clone();
+    let handles: [&dyn MemoryResource; 3] = [&r, &*r, &clone];
+    for a in handles {
+        for b in handles {
+            if !a.is_equal(b) {
+                return Err(format!(
+                    "{} is not equal to itself through another handle",
+                    r.name()
+                ));
+            }
+        }
+    }
+    let stream = r.device().default_stream();
+    let ptr = clone.allocate(1000, &stream).map_err(fail("allocate"))?;
+    free(&*r, ptr, 1000, &stream)
+}
+
 /// Generates one `#[test]` per conformance check for a resource.
 ///
 /// `$setup` is an expression giving `Option<(SharedResource, ConformanceConfig)>`; `None` means
@@ -355,6 +375,12 @@ macro_rules! conformance_tests {
             fn concurrent_threads() {
                 if let Some((r, cfg)) = setup() {
                     c::concurrent_threads(r, &cfg).unwrap();
+                }
+            }
+            #[test]
+            fn equal_to_itself() {
+                if let Some((r, cfg)) = setup() {
+                    c::equal_to_itself(r, &cfg).unwrap();
                 }
             }
         }
