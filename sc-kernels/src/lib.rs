@@ -12,6 +12,7 @@
 //! | `scale` | [`scale`] |
 //! | `pca` (covariance route, dense and sparse input) | [`pca`] |
 //! | `neighbors` (exact kNN, UMAP connectivities) | [`neighbors`] |
+//! | `external.pp.harmony_integrate` (harmony2 / harmony1; LISI) | [`harmony`] |
 //!
 //! Every step is multithreaded with rayon (it runs in the current rayon pool).
 
@@ -22,6 +23,7 @@ pub mod error;
 pub mod fastmath;
 pub mod filter;
 pub mod gpu;
+pub mod harmony;
 pub mod hvg;
 pub mod log1p;
 pub mod neighbors;

@@ -1,0 +1,197 @@
+//! The initial centroids of harmony: k-means on the unit-length embedding.
+//!
+//! [`seed_centroids`]: k-means++ (Arthur and Vassilvitskii 2007) on a keyed random sample of
+//! `min(n, 64 k)` rows, all draws from [`SplitMix64`]; host code that the GPU twin calls too,
+//! so both start from the same seeds. [`lloyd`]: Lloyd iterations on all rows (assignment to the
+//! nearest centroid by `|c|^2 - 2 z.c`, ties to the lower index; an empty cluster keeps its
+//! centroid), until no assignment changes or `max_iter`.
+
+use super::chunked_sum;
+use super::rng::{derive_key, Permutation, SplitMix64, TAG_KMEANS_DRAWS, TAG_KMEANS_SAMPLE};
+use faer::{Accum, MatMut, MatRef, Par};
+use rayon::prelude::*;
+
+/// Lloyd iterations after the seeding (rapids-singlecell runs cuML's k-means with 25).
+pub const LLOYD_MAX_ITER: usize = 25;
+
+/// Rows of the k-means++ sample per cluster.
+pub const SAMPLE_PER_CLUSTER: usize = 64;
+
+/// Rows per task of the assignment step.
+const ROWS: usize = 2048;
+
+/// `k` seeds (row-major `k x d`) by k-means++ on a keyed sample of the rows of `zn` (`n x d`).
+pub fn seed_centroids(zn: &[f32], n: usize, d: usize, k: usize, seed: u64) -> Vec<f32> {
+    let m = n.min(SAMPLE_PER_CLUSTER * k).max(k.min(n));
+    let perm = Permutation::new(n, derive_key(seed, TAG_KMEANS_SAMPLE, 0, 0));
+    let sample: Vec<usize> = (0..m).map(|i| perm.at(i) as usize).collect();
+    let row = |i: usize| &zn[sample[i] * d..(sample[i] + 1) * d];
+    let mut draws = SplitMix64::new(derive_key(seed, TAG_KMEANS_DRAWS, 0, 0));
+    let mut chosen = vec![false; m];
+    let mut centroids = Vec::with_capacity(k * d);
+    let first = draws.below(m);
+    chosen[first] = true;
+    centroids.extend_from_slice(row(first));
+    let mut d2 = vec![f64::INFINITY; m];
+    for c in 1..k {
+        let last = &centroids[(c - 1) * d..c * d];
+        d2.par_iter_mut().enumerate().for_each(|(i, best)| {
+            let dist: f64 = row(i)
+                .iter()
+                .zip(last)
+                .map(|(&a, &b)| (a as f64 - b as f64).powi(2))
+                .sum();
+            if dist < *best {
+                *best = dist;
+            }
+        });
+        let total: f64 = (0..m).filter(|&i| !chosen[i]).map(|i| d2[i]).sum();
+        let u = draws.next_f64();
+        let next = if total > 0.0 {
+            let target = u * total;
+            let mut acc = 0.0;
+            let mut pick = None;
+            for i in (0..m).filter(|&i| !chosen[i]) {
+                acc += d2[i];
+                pick = Some(i);
+                if acc > target {
+                    break;
+                }
+            }
+            pick.expect("an unchosen row is left (m >= k)")
+        } else {
+            // Every unchosen row coincides with a seed: take the u-th unchosen one.
+            let free: Vec<usize> = (0..m).filter(|&i| !chosen[i]).collect();
+            free[((u * free.len() as f64) as usize).min(free.len() - 1)]
+        };
+        chosen[next] = true;
+        centroids.extend_from_slice(row(next));
+    }
+    centroids
+}
+
+/// Nearest centroid of each row (`|c|^2 - 2 z.c`, ties to the lower index).
+pub fn assign(zn: &[f32], n: usize, d: usize, k: usize, centroids: &[f32]) -> Vec<u32> {
+    let norms: Vec<f32> = centroids
+        .chunks_exact(d)
+        .map(|c| c.iter().map(|v| v * v).sum())
+        .collect();
+    let c = MatRef::from_row_major_slice(centroids, k, d);
+    let mut out = vec![0u32; n];
+    out.par_chunks_mut(ROWS).enumerate().for_each(|(t, o)| {
+        let r0 = t * ROWS;
+        let rows = o.len();
+        let z = MatRef::from_row_major_slice(&zn[r0 * d..(r0 + rows) * d], rows, d);
+        let mut dots = vec![0f32; rows * k];
+        let dm = MatMut::from_row_major_slice_mut(&mut dots, rows, k);
+        faer::linalg::matmul::matmul(dm, Accum::Replace, z, c.transpose(), 1.0, Par::Seq);
+        for (i, a) in o.iter_mut().enumerate() {
+            let row = &dots[i * k..(i + 1) * k];
+            let mut best = (f32::INFINITY, 0u32);
+            for (j, (&dot, &nc)) in row.iter().zip(&norms).enumerate() {
+                let v = nc - 2.0 * dot;
+                if v < best.0 {
+                    best = (v, j as u32);
+                }
+            }
+            *a = best.1;
+        }
+    });
+    out
+}
+
+/// Lloyd iterations from `centroids` (updated in place); returns the iterations run.
+pub fn lloyd(
+    zn: &[f32],
+    n: usize,
+    d: usize,
+    k: usize,
+    centroids: &mut [f32],
+    max_iter: usize,
+) -> usize {
+    let mut previous: Option<Vec<u32>> = None;
+    for it in 0..max_iter {
+        let labels = assign(zn, n, d, k, centroids);
+        if previous.as_ref() == Some(&labels) {
+            return it;
+        }
+        // Sums (k x d) then counts (k), in f64.
+        let acc = chunked_sum(n, ROWS, k * d + k, |range, acc| {
+            for i in range {
+                let c = labels[i] as usize;
+                let z = &zn[i * d..(i + 1) * d];
+                acc[c * d..(c + 1) * d]
+                    .iter_mut()
+                    .zip(z)
+                    .for_each(|(a, &v)| *a += v as f64);
+                acc[k * d + c] += 1.0;
+            }
+        });
+        for c in 0..k {
+            let count = acc[k * d + c];
+            if count > 0.0 {
+                for j in 0..d {
+                    centroids[c * d + j] = (acc[c * d + j] / count) as f32;
+                }
+            }
+        }
+        previous = Some(labels);
+    }
+    max_iter
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Three tight groups on the unit circle (in 3-D).
+    fn groups() -> (Vec<f32>, usize) {
+        let centers = [[1.0f32, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]];
+        let mut g = SplitMix64::new(7);
+        let mut z = vec![];
+        for i in 0..300 {
+            let c = centers[i % 3];
+            let row: Vec<f32> = c
+                .iter()
+                .map(|&v| v + 0.05 * (g.next_f64() as f32 - 0.5))
+                .collect();
+            let norm = row.iter().map(|v| v * v).sum::<f32>().sqrt();
+            z.extend(row.iter().map(|v| v / norm));
+        }
+        (z, 300)
+    }
+
+    #[test]
+    fn kmeans_finds_separated_groups() {
+        let (z, n) = groups();
+        let mut c = seed_centroids(&z, n, 3, 3, 1);
+        let its = lloyd(&z, n, 3, 3, &mut c, LLOYD_MAX_ITER);
+        assert!(its < LLOYD_MAX_ITER);
+        let labels = assign(&z, n, 3, 3, &c);
+        // Every group is one cluster and the clusters differ.
+        for g in 0..3 {
+            let l: Vec<u32> = (g..n).step_by(3).map(|i| labels[i]).collect();
+            assert!(l.iter().all(|&x| x == l[0]), "group {g} split");
+        }
+        assert_ne!(labels[0], labels[1]);
+        assert_ne!(labels[1], labels[2]);
+        assert_ne!(labels[0], labels[2]);
+    }
+
+    #[test]
+    fn seeding_is_deterministic_and_handles_duplicates() {
+        let (z, n) = groups();
+        assert_eq!(
+            seed_centroids(&z, n, 3, 5, 9),
+            seed_centroids(&z, n, 3, 5, 9)
+        );
+        assert_ne!(
+            seed_centroids(&z, n, 3, 5, 9),
+            seed_centroids(&z, n, 3, 5, 10)
+        );
+        // All rows equal: distances are all zero, seeds are still distinct rows.
+        let same = [0.6f32, 0.8, 0.0].repeat(10);
+        let c = seed_centroids(&same, 10, 3, 4, 0);
+        assert_eq!(c.len(), 12);
+    }
+}
