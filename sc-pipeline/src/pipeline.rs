@@ -3,7 +3,8 @@
 //! Order (each step can be switched off): QC metrics (with the `mt` genes), filter cells,
 //! filter genes, normalize_total, log1p, highly_variable_genes (seurat_v3, which needs the
 //! counts, runs before normalize_total instead), freeze `.raw` (log-normalized, all genes that
-//! passed the filters), subset to the highly variable genes, scale, pca, neighbors.
+//! passed the filters), subset to the highly variable genes, scale, pca, harmony_integrate
+//! (only when configured), neighbors.
 
 use crate::anndata::Matrix;
 use crate::report::{DeviceStepStats, StepRecord, StepTimer};
@@ -29,7 +30,11 @@ pub struct PipelineConfig {
     /// `scale(max_value=...)`; `Some(None)` scales without clipping, `None` skips the step.
     pub scale_max_value: Option<Option<f64>>,
     pub n_comps: Option<usize>,
+    /// `harmony_integrate` after pca (`obsm['X_pca_harmony']`); `None` skips it.
+    pub harmony: Option<steps::HarmonyOptions>,
     pub n_neighbors: Option<usize>,
+    /// The `obsm` key neighbors uses (scanpy's `use_rep`); `None`: `X_pca` as scanpy decides.
+    pub neighbors_use_rep: Option<String>,
 }
 
 impl Default for PipelineConfig {
@@ -44,7 +49,9 @@ impl Default for PipelineConfig {
             subset_hvg: true,
             scale_max_value: Some(Some(10.0)),
             n_comps: Some(50),
+            harmony: None,
             n_neighbors: Some(15),
+            neighbors_use_rep: None,
         }
     }
 }
@@ -309,10 +316,33 @@ pub fn run_pipeline_on(
             Ok(((), format!("n_comps={used}")))
         })?;
     }
+    if let Some(h) = &config.harmony {
+        r.step("harmony_integrate", adata, |a| {
+            let s = steps::harmony_integrate(a, &h.key, &h.params)?;
+            Ok((
+                (),
+                format!(
+                    "key={}: {} batches, {} clusters, {} rounds{}",
+                    h.key,
+                    s.n_batches,
+                    s.n_clusters,
+                    s.iterations,
+                    if s.converged { "" } else { " (not converged)" }
+                ),
+            ))
+        })?;
+    }
     if let Some(k) = config.n_neighbors {
         r.step("neighbors", adata, |a| {
-            steps::neighbors(a, k)?;
-            Ok(((), format!("n_neighbors={k}, exact, euclidean")))
+            let rep = config.neighbors_use_rep.as_deref();
+            steps::neighbors(a, k, rep)?;
+            Ok((
+                (),
+                format!(
+                    "n_neighbors={k}, exact, euclidean, on {}",
+                    rep.unwrap_or("X_pca")
+                ),
+            ))
         })?;
     }
     if gpu.is_some() {

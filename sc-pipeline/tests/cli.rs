@@ -135,6 +135,55 @@ fn a_10x_file_runs() {
 }
 
 #[test]
+fn harmony_runs_after_pca_and_neighbors_use_its_embedding() {
+    let input = common::shared_data("scvi_pbmc5k_pbmc10k_400cells_2batches_counts.h5ad");
+    let output = common::scratch("harmony.h5ad");
+    let o = scpipe(&[
+        "run",
+        input.to_str().unwrap(),
+        "-o",
+        output.to_str().unwrap(),
+        "--device",
+        "cpu",
+        "--harmony",
+        "batch",
+    ]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains("harmony_integrate") && out.contains("key=batch: 2 batches"),
+        "the step table lists harmony: {out}"
+    );
+    let a = read_h5ad(&output).unwrap();
+    let (pca, h) = (&a.obsm["X_pca"], &a.obsm["X_pca_harmony"]);
+    assert_eq!(h.shape, vec![a.n_obs(), 50]);
+    assert_eq!(pca.shape, h.shape);
+    let params = a.uns["neighbors"].get("params").unwrap();
+    assert_eq!(
+        params.get("use_rep"),
+        Some(&sc_pipeline::anndata::Value::str("X_pca_harmony"))
+    );
+    // A batch key that is not there, and --harmony without PCA, are refused.
+    let never = common::scratch("never-harmony.h5ad");
+    for (extra, expected) in [
+        (&["--harmony", "donor"][..], "obs has no column 'donor'"),
+        (&["--harmony", "batch", "--no-pca"][..], "--harmony"),
+    ] {
+        let mut args = vec![
+            "run",
+            input.to_str().unwrap(),
+            "-o",
+            never.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let r = scpipe(&args);
+        assert!(!r.status.success(), "{args:?} should fail");
+        assert!(text(&r).contains(expected), "{args:?}: {}", text(&r));
+    }
+    assert!(!never.exists());
+}
+
+#[test]
 fn the_demo_runs_without_an_input_file() {
     let output = common::scratch("demo.h5ad");
     let o = scpipe(&[

@@ -155,9 +155,9 @@ fn seurat_v3_runs_on_counts_and_batches() {
 #[test]
 fn neighbors_without_pca_on_many_genes_is_refused() {
     let mut a = small();
-    let e = steps::neighbors(&mut a, 15).unwrap_err().to_string();
+    let e = steps::neighbors(&mut a, 15, None).unwrap_err().to_string();
     assert!(e.contains("run pca first"), "{e}");
-    let e = steps::neighbors(&mut a, 1).unwrap_err().to_string();
+    let e = steps::neighbors(&mut a, 1, None).unwrap_err().to_string();
     assert!(e.contains("n_neighbors"), "{e}");
     let e = steps::pca(&mut a, 0).unwrap_err().to_string();
     assert!(e.contains("n_comps"), "{e}");
@@ -249,7 +249,81 @@ fn out_of_range_step_parameters_are_refused() {
         "X_pca".into(),
         sc_pipeline::anndata::DenseArray::matrix_f32(10, 2, vec![0.5; 20]).unwrap(),
     );
-    let e = steps::neighbors(&mut tiny, 11).unwrap_err().to_string();
+    let e = steps::neighbors(&mut tiny, 11, None)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("exceeds the 10 cells"), "{e}");
     assert_eq!(a.n_obs(), 1200, "failed steps leave the cells in place");
+}
+
+#[test]
+fn harmony_corrects_x_pca_and_neighbors_use_the_result() {
+    let mut a = small();
+    let config = PipelineConfig {
+        hvg: n_top_genes_override(),
+        harmony: Some(steps::HarmonyOptions {
+            key: "batch".into(),
+            params: steps::HarmonyParams::default(),
+        }),
+        neighbors_use_rep: Some(steps::HARMONY_ADJUSTED_BASIS.into()),
+        ..PipelineConfig::default()
+    };
+    let records = run_pipeline(&mut a, &config, &mut Silent).unwrap();
+    let names: Vec<&str> = records.iter().map(|r| r.step.as_str()).collect();
+    let (p, h, n) = (
+        names.iter().position(|&s| s == "pca").unwrap(),
+        names
+            .iter()
+            .position(|&s| s == "harmony_integrate")
+            .unwrap(),
+        names.iter().position(|&s| s == "neighbors").unwrap(),
+    );
+    assert!(p < h && h < n, "{names:?}");
+    let note = &records[h].note;
+    assert!(note.contains("key=batch: 4 batches"), "{note}");
+    let (pca, hm) = (&a.obsm["X_pca"], &a.obsm["X_pca_harmony"]);
+    assert_eq!(pca.shape, hm.shape);
+    assert!(matches!(hm.data, ArrayData::F32(_)));
+    assert_ne!(pca.data, hm.data);
+    let params = a.uns["neighbors"].get("params").unwrap();
+    assert_eq!(params.get("use_rep"), Some(&Value::str("X_pca_harmony")));
+}
+
+#[test]
+fn harmony_refuses_missing_inputs_and_a_single_batch() {
+    let mut a = small();
+    let p = steps::HarmonyParams::default();
+    let e = steps::harmony_integrate(&mut a, "batch", &p)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("run pca first"), "{e}");
+    let config = PipelineConfig {
+        hvg: n_top_genes_override(),
+        n_neighbors: None,
+        ..PipelineConfig::default()
+    };
+    run_pipeline(&mut a, &config, &mut Silent).unwrap();
+    let e = steps::harmony_integrate(&mut a, "donor", &p)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("obs has no column 'donor'") && e.contains("batch"),
+        "{e}"
+    );
+    let n = a.n_obs();
+    a.obs
+        .set("one", Column::categorical_from_labels(&vec!["x"; n]))
+        .unwrap();
+    let e = steps::harmony_integrate(&mut a, "one", &p)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("single value (x)") && e.contains("at least 2 batches"),
+        "{e}"
+    );
+    let e = steps::neighbors(&mut a, 15, Some("X_pca_harmony"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("obsm has no 'X_pca_harmony'"), "{e}");
+    assert!(!a.obsm.contains_key("X_pca_harmony"));
 }

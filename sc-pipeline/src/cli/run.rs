@@ -6,7 +6,7 @@ use super::progress::Spinner;
 use crate::io::StagedFile;
 use crate::pipeline::{run_pipeline_on, GpuRun, PipelineConfig, StepObserver};
 use crate::report::{RunReport, StepTimer};
-use crate::steps::{Flavor, HvgOptions};
+use crate::steps::{Flavor, HarmonyOptions, HarmonyParams, HvgOptions};
 use crate::synthetic::SyntheticParams;
 use crate::{AnnData, Error, Result};
 use std::path::{Path, PathBuf};
@@ -101,6 +101,13 @@ pub struct RunArgs {
     pub n_comps: usize,
     #[arg(long, help = "Skip pca (and neighbors)")]
     pub no_pca: bool,
+    /// harmony_integrate after pca with the batches in this obs column (writes
+    /// obsm['X_pca_harmony'], which neighbors then uses); harmony2 defaults.
+    #[arg(long, value_name = "KEY")]
+    pub harmony: Option<String>,
+    /// Seed of harmony's k-means initialization and block order.
+    #[arg(long, default_value_t = 0, requires = "harmony")]
+    pub harmony_seed: u64,
     /// neighbors(n_neighbors=...).
     #[arg(long, default_value_t = 15)]
     pub n_neighbors: usize,
@@ -131,6 +138,12 @@ impl RunArgs {
         if self.n_comps == 0 {
             return Err(Error::param("--n-comps", "must be at least 1"));
         }
+        if self.harmony.is_some() && self.no_pca {
+            return Err(Error::param(
+                "--harmony",
+                "corrects the PCA embedding: it cannot run with --no-pca",
+            ));
+        }
         if self.n_neighbors < 2 {
             return Err(Error::param(
                 "--n-neighbors",
@@ -153,7 +166,18 @@ impl RunArgs {
             subset_hvg: !self.no_subset,
             scale_max_value: (!self.no_scale).then_some((!self.no_clip).then_some(self.max_value)),
             n_comps: (!self.no_pca).then_some(self.n_comps),
+            harmony: self.harmony.as_ref().map(|key| HarmonyOptions {
+                key: key.clone(),
+                params: HarmonyParams {
+                    seed: self.harmony_seed,
+                    ..HarmonyParams::default()
+                },
+            }),
             n_neighbors: (!self.no_pca && !self.no_neighbors).then_some(self.n_neighbors),
+            neighbors_use_rep: self
+                .harmony
+                .as_ref()
+                .map(|_| crate::steps::HARMONY_ADJUSTED_BASIS.to_string()),
         })
     }
 }

@@ -3,6 +3,7 @@
 //! where scanpy writes them; each module's documentation lists what it writes.
 
 mod filter;
+mod harmony;
 mod hvg;
 mod log1p;
 mod neighbors;
@@ -12,6 +13,9 @@ mod qc;
 mod scale;
 
 pub use filter::{filter_cells, filter_genes};
+pub use harmony::{
+    harmony_integrate, HarmonyOptions, HarmonySummary, HARMONY_ADJUSTED_BASIS, HARMONY_BASIS,
+};
 pub use hvg::{highly_variable_genes, highly_variable_mask, HvgOptions};
 pub use log1p::log1p;
 pub use neighbors::neighbors;
@@ -19,6 +23,7 @@ pub use normalize::normalize_total;
 pub use pca::pca;
 pub use qc::{annotate_gene_prefix, calculate_qc_metrics};
 pub use sc_kernels::filter::{CellFilter, GeneFilter};
+pub use sc_kernels::harmony::{HarmonyFlavor, HarmonyParams};
 pub use sc_kernels::hvg::Flavor;
 pub use sc_kernels::normalize::NormalizeParams;
 pub use sc_kernels::scale::ScaleParams;

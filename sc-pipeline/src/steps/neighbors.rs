@@ -13,13 +13,15 @@ use sc_kernels::neighbors::NeighborsParams;
 use sc_kernels::DenseMatrix;
 use std::sync::Arc;
 
-/// Representation used: `X_pca` when present; otherwise X when it has at most 50 genes (as
-/// scanpy decides); otherwise an error asking for PCA first.
-fn representation(adata: &AnnData) -> Result<(DenseMatrix<f32>, &'static str)> {
-    if let Some(DenseArray { shape, data }) = adata.obsm.get("X_pca") {
+/// Representation used: `obsm[use_rep]` when named (an error when it is missing); otherwise
+/// `X_pca` when present; otherwise X when it has at most 50 genes (as scanpy decides);
+/// otherwise an error asking for PCA first.
+fn representation(adata: &AnnData, use_rep: Option<&str>) -> Result<(DenseMatrix<f32>, String)> {
+    let rep = use_rep.unwrap_or("X_pca");
+    if let Some(DenseArray { shape, data }) = adata.obsm.get(rep) {
         if shape.len() != 2 {
             return Err(Error::invalid(
-                "obsm['X_pca']",
+                format!("obsm['{rep}']"),
                 format!("must be 2-dimensional, has shape {shape:?}"),
             ));
         }
@@ -28,7 +30,7 @@ fn representation(adata: &AnnData) -> Result<(DenseMatrix<f32>, &'static str)> {
             ArrayData::F64(v) => v.iter().map(|&x| x as f32).collect(),
             other => {
                 return Err(Error::invalid(
-                    "obsm['X_pca']",
+                    format!("obsm['{rep}']"),
                     format!("holds {}, not numbers", other.type_name()),
                 ))
             }
@@ -39,8 +41,14 @@ fn representation(adata: &AnnData) -> Result<(DenseMatrix<f32>, &'static str)> {
                 n_cols: shape[1],
                 data: values,
             },
-            "X_pca",
+            rep.to_string(),
         ));
+    }
+    if let Some(rep) = use_rep {
+        return Err(Error::Missing {
+            step: "neighbors",
+            problem: format!("use_rep: obsm has no '{rep}'"),
+        });
     }
     if adata.n_vars() <= 50 {
         let dense = match &adata.x {
@@ -52,7 +60,7 @@ fn representation(adata: &AnnData) -> Result<(DenseMatrix<f32>, &'static str)> {
                 Matrix::Device(_) => unreachable!("downloaded"),
             },
         };
-        return Ok((dense, "X"));
+        return Ok((dense, "X".to_string()));
     }
     Err(Error::Missing {
         step: "neighbors",
@@ -77,8 +85,9 @@ fn gpu_context(adata: &AnnData, rep: &DenseMatrix<f32>, k: usize) -> Option<Arc<
 }
 
 /// Computes the neighbourhood graph with `n_neighbors` neighbours per cell, on the GPU when X
-/// lives there (the same result as the CPU's, see `sc_kernels::neighbors::gpu`).
-pub fn neighbors(adata: &mut AnnData, n_neighbors: usize) -> Result<()> {
+/// lives there (the same result as the CPU's, see `sc_kernels::neighbors::gpu`), from
+/// `obsm[use_rep]` when named (scanpy's `use_rep`), else as [`representation`] decides.
+pub fn neighbors(adata: &mut AnnData, n_neighbors: usize, use_rep: Option<&str>) -> Result<()> {
     const STEP: &str = "neighbors";
     if n_neighbors < 2 {
         return Err(Error::param(
@@ -95,7 +104,7 @@ pub fn neighbors(adata: &mut AnnData, n_neighbors: usize) -> Result<()> {
             ),
         ));
     }
-    let (rep, rep_name) = representation(adata)?;
+    let (rep, rep_name) = representation(adata, use_rep)?;
     let params = NeighborsParams {
         n_neighbors,
         ..NeighborsParams::default()
@@ -115,8 +124,8 @@ pub fn neighbors(adata: &mut AnnData, n_neighbors: usize) -> Result<()> {
         ("metric", Value::str("euclidean")),
         ("random_state", Value::int(0)),
     ];
-    if rep_name == "X_pca" {
-        p.push(("use_rep", Value::str("X_pca")));
+    if rep_name != "X" {
+        p.push(("use_rep", Value::str(&rep_name)));
     }
     adata.uns.insert(
         "neighbors".into(),

@@ -1,0 +1,102 @@
+//! `harmony_integrate` (scanpy's `external.pp.harmony_integrate`, rapids-singlecell's
+//! `pp.harmony_integrate` with `flavor="harmony2"`): batch correction of the PCA embedding.
+//!
+//! Reads `obsm['X_pca']` and the batch of each cell from `obs[key]` (categorical, string,
+//! integer or boolean; at least two distinct values, none missing); writes
+//! `obsm['X_pca_harmony']` (float32, cells x comps, as rapids-singlecell's `adjusted_basis`).
+//! Runs on the CPU (`sc_kernels::harmony`).
+
+use super::kernel_error;
+use crate::anndata::{ArrayData, DenseArray};
+use crate::{AnnData, Error, Result};
+use sc_kernels::harmony::{harmony_integrate as harmony_cpu, HarmonyParams};
+use sc_kernels::DenseMatrix;
+
+/// The embedding harmony corrects.
+pub const HARMONY_BASIS: &str = "X_pca";
+/// Where the corrected embedding goes.
+pub const HARMONY_ADJUSTED_BASIS: &str = "X_pca_harmony";
+
+/// A harmony run: the obs column with the batches and the algorithm's parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HarmonyOptions {
+    pub key: String,
+    pub params: HarmonyParams,
+}
+
+/// What a run did, for the step's report line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HarmonySummary {
+    pub n_batches: usize,
+    pub n_clusters: usize,
+    pub iterations: usize,
+    pub converged: bool,
+}
+
+/// Corrects `obsm['X_pca']` for the batches in `obs[key]` into `obsm['X_pca_harmony']`.
+pub fn harmony_integrate(
+    adata: &mut AnnData,
+    key: &str,
+    params: &HarmonyParams,
+) -> Result<HarmonySummary> {
+    const STEP: &str = "harmony_integrate";
+    let z = basis(adata)?;
+    let column = adata.obs.column(key).ok_or_else(|| Error::Missing {
+        step: STEP,
+        problem: format!(
+            "obs has no column '{key}' (the batch key); obs has: {}",
+            adata.obs.column_names().collect::<Vec<_>>().join(", ")
+        ),
+    })?;
+    let (codes, groups) = column.group_labels(key)?;
+    if groups.len() < 2 {
+        return Err(Error::param(
+            STEP,
+            format!(
+                "obs['{key}'] has a single value ({}): harmony needs at least 2 batches",
+                groups.first().map_or("none", |g| g.as_str())
+            ),
+        ));
+    }
+    let result = harmony_cpu(&z, &codes, groups.len(), params).map_err(kernel_error(STEP))?;
+    let summary = HarmonySummary {
+        n_batches: groups.len(),
+        n_clusters: result.n_clusters,
+        iterations: result.iterations,
+        converged: result.converged,
+    };
+    let c = result.corrected;
+    adata.obsm.insert(
+        HARMONY_ADJUSTED_BASIS.into(),
+        DenseArray::matrix_f32(c.n_rows, c.n_cols, c.data)?,
+    );
+    Ok(summary)
+}
+
+/// `obsm['X_pca']` as an `f32` matrix.
+fn basis(adata: &AnnData) -> Result<DenseMatrix<f32>> {
+    let what = format!("obsm['{HARMONY_BASIS}']");
+    let Some(DenseArray { shape, data }) = adata.obsm.get(HARMONY_BASIS) else {
+        return Err(Error::Missing {
+            step: "harmony_integrate",
+            problem: format!("obsm has no '{HARMONY_BASIS}': run pca first"),
+        });
+    };
+    if shape.len() != 2 {
+        return Err(Error::invalid(
+            what,
+            format!("must be 2-dimensional, has shape {shape:?}"),
+        ));
+    }
+    let values: Vec<f32> = match data {
+        ArrayData::F32(v) => v.clone(),
+        ArrayData::F64(v) => v.iter().map(|&x| x as f32).collect(),
+        other => {
+            return Err(Error::invalid(
+                what,
+                format!("holds {}, not numbers", other.type_name()),
+            ))
+        }
+    };
+    DenseMatrix::new(shape[0], shape[1], values).map_err(|e| Error::invalid(what, e.to_string()))
+}
