@@ -41,6 +41,7 @@ pub fn all_modules() -> Vec<module_cache::KernelSource> {
         crate::scale::gpu::SRC,
         crate::pca::gpu::SRC,
         crate::neighbors::gpu::SRC,
+        crate::harmony::gpu::SRC,
     ]
 }
 

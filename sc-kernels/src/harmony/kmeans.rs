@@ -20,12 +20,28 @@ pub const SAMPLE_PER_CLUSTER: usize = 64;
 /// Rows per task of the assignment step.
 const ROWS: usize = 2048;
 
-/// `k` seeds (row-major `k x d`) by k-means++ on a keyed sample of the rows of `zn` (`n x d`).
-pub fn seed_centroids(zn: &[f32], n: usize, d: usize, k: usize, seed: u64) -> Vec<f32> {
+/// The rows k-means++ seeds from: a keyed sample of `min(n, 64 k)` of the `n` rows.
+pub fn sample_indices(n: usize, k: usize, seed: u64) -> Vec<usize> {
     let m = n.min(SAMPLE_PER_CLUSTER * k).max(k.min(n));
     let perm = Permutation::new(n, derive_key(seed, TAG_KMEANS_SAMPLE, 0, 0));
-    let sample: Vec<usize> = (0..m).map(|i| perm.at(i) as usize).collect();
-    let row = |i: usize| &zn[sample[i] * d..(sample[i] + 1) * d];
+    (0..m).map(|i| perm.at(i) as usize).collect()
+}
+
+/// `k` seeds (row-major `k x d`) by k-means++ on the rows of `zn` (`n x d`) that
+/// [`sample_indices`] picks.
+pub fn seed_centroids(zn: &[f32], n: usize, d: usize, k: usize, seed: u64) -> Vec<f32> {
+    let sample: Vec<f32> = sample_indices(n, k, seed)
+        .iter()
+        .flat_map(|&i| zn[i * d..(i + 1) * d].iter().copied())
+        .collect();
+    seed_from_sample(&sample, d, k, seed)
+}
+
+/// k-means++ on the sample rows (row-major `m x d`, `m >= k`): the first seed uniform, each
+/// next one with probability proportional to its squared distance to the nearest seed so far.
+pub fn seed_from_sample(sample: &[f32], d: usize, k: usize, seed: u64) -> Vec<f32> {
+    let m = sample.len() / d;
+    let row = |i: usize| &sample[i * d..(i + 1) * d];
     let mut draws = SplitMix64::new(derive_key(seed, TAG_KMEANS_DRAWS, 0, 0));
     let mut chosen = vec![false; m];
     let mut centroids = Vec::with_capacity(k * d);

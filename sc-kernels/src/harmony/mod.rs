@@ -48,13 +48,18 @@
 //! are taken in fixed chunks and added in order, so the result does not depend on the number
 //! of threads.
 //!
+//! [`harmony_integrate_gpu`] is the GPU twin: the same seeds, block order and formulas, with
+//! `O` summed by atomics (see its module for the kernels).
+//!
 
 mod cluster;
 pub mod correct;
+pub(crate) mod gpu;
 pub mod kmeans;
 pub mod lisi;
 pub mod rng;
 
+pub use gpu::{harmony_integrate_gpu, GPU_MAX_CLUSTERS};
 pub use lisi::{compute_lisi, LisiParams};
 
 use crate::dense::DenseMatrix;
@@ -169,7 +174,25 @@ pub(crate) struct Setup {
 }
 
 impl Setup {
+    /// Checks the input and sorts the cells by batch, with `x` the rows of `z` in that order.
     pub fn new(
+        z: &DenseMatrix<f32>,
+        batches: &[u32],
+        n_batches: usize,
+        params: &HarmonyParams,
+    ) -> Result<Setup> {
+        let mut s = Setup::without_rows(z, batches, n_batches, params)?;
+        let d = s.d;
+        let mut x = vec![0f32; s.n * d];
+        x.par_chunks_mut(d)
+            .zip(s.order.par_iter())
+            .for_each(|(row, &o)| row.copy_from_slice(z.row(o as usize)));
+        s.x = x;
+        Ok(s)
+    }
+
+    /// As [`Setup::new`] with `x` left empty (the GPU gathers the rows itself).
+    pub fn without_rows(
         z: &DenseMatrix<f32>,
         batches: &[u32],
         n_batches: usize,
@@ -200,7 +223,7 @@ impl Setup {
                 "harmony: {n} cells exceed the 2^31 - 1 this implementation indexes"
             )));
         }
-        if let Some(p) = z.data.iter().position(|v| !v.is_finite()) {
+        if let Some(p) = z.data.par_iter().position_first(|v| !v.is_finite()) {
             return Err(KernelError::NonFinite {
                 row: p / d,
                 col: p % d,
@@ -264,10 +287,6 @@ impl Setup {
         for b in 0..n_batches {
             batch_of[offsets[b]..offsets[b + 1]].fill(b as u32);
         }
-        let mut x = vec![0f32; n * d];
-        x.par_chunks_mut(d)
-            .zip(order.par_iter())
-            .for_each(|(row, &o)| row.copy_from_slice(z.row(o as usize)));
         let pr_b: Vec<f64> = n_b.iter().map(|&c| c / n as f64).collect();
         let theta: Vec<f64> = n_b
             .iter()
@@ -292,7 +311,7 @@ impl Setup {
             pr_b,
             theta,
             block_size,
-            x,
+            x: Vec::new(),
         })
     }
 
@@ -378,14 +397,17 @@ fn validate_params(p: &HarmonyParams) -> Result<()> {
 /// Rows scaled to unit length (norms in `f64`; a zero row stays zero).
 pub(crate) fn normalize_rows(x: &[f32], d: usize) -> Vec<f32> {
     let mut out = x.to_vec();
-    out.par_chunks_mut(d).for_each(|row| {
-        let s: f64 = row.iter().map(|&v| v as f64 * v as f64).sum();
-        if s > 0.0 {
-            let inv = (1.0 / s.sqrt()) as f32;
-            row.iter_mut().for_each(|v| *v *= inv);
-        }
-    });
+    out.par_chunks_mut(d).for_each(normalize_row);
     out
+}
+
+/// One row scaled to unit length, as [`normalize_rows`].
+pub(crate) fn normalize_row(row: &mut [f32]) {
+    let s: f64 = row.iter().map(|&v| v as f64 * v as f64).sum();
+    if s > 0.0 {
+        let inv = (1.0 / s.sqrt()) as f32;
+        row.iter_mut().for_each(|v| *v *= inv);
+    }
 }
 
 /// `E_bk = Pr_b sum_b' O_b'k` (`o` is `B x K`).
