@@ -4,12 +4,14 @@
 //! Reads `obsm['X_pca']` and the batch of each cell from `obs[key]` (categorical, string,
 //! integer or boolean; at least two distinct values, none missing); writes
 //! `obsm['X_pca_harmony']` (float32, cells x comps, as rapids-singlecell's `adjusted_basis`).
-//! Runs on the CPU (`sc_kernels::harmony`).
+//! Runs on the GPU when X lives there (as pca decides; `X_pca` is uploaded, the result
+//! downloaded), else on the CPU; both compute the same algorithm from the same random numbers
+//! (`sc_kernels::harmony`), equal within the GPU tests' tolerance.
 
 use super::kernel_error;
-use crate::anndata::{ArrayData, DenseArray};
+use crate::anndata::{ArrayData, DenseArray, Matrix};
 use crate::{AnnData, Error, Result};
-use sc_kernels::harmony::{harmony_integrate as harmony_cpu, HarmonyParams};
+use sc_kernels::harmony::{harmony_integrate as harmony_cpu, harmony_integrate_gpu, HarmonyParams};
 use sc_kernels::DenseMatrix;
 
 /// The embedding harmony corrects.
@@ -58,7 +60,11 @@ pub fn harmony_integrate(
             ),
         ));
     }
-    let result = harmony_cpu(&z, &codes, groups.len(), params).map_err(kernel_error(STEP))?;
+    let result = match &adata.x {
+        Matrix::Device(d) => harmony_integrate_gpu(&d.ctx, &z, &codes, groups.len(), params),
+        _ => harmony_cpu(&z, &codes, groups.len(), params),
+    }
+    .map_err(kernel_error(STEP))?;
     let summary = HarmonySummary {
         n_batches: groups.len(),
         n_clusters: result.n_clusters,
