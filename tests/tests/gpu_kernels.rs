@@ -740,3 +740,67 @@ fn harmony_200k_timing() {
         assert_ne!(r.corrected.data, x.data);
     }
 }
+
+/// The GPU pipeline with `harmony` (on obs['batch'] of the generated data) against the CPU
+/// pipeline: `X_pca_harmony` columns 1-10 correlate >= 0.99 (the inputs already differ by the
+/// PCA's f32 rounding), neighbors use it, and every device allocation is released.
+#[test]
+fn gpu_pipeline_with_harmony_matches_cpu() {
+    use sc_pipeline::steps::{HarmonyOptions, HarmonyParams, HARMONY_ADJUSTED_BASIS};
+    let Some(d) = gpu_or_skip("gpu pipeline harmony") else {
+        return;
+    };
+    let params = sc_pipeline::synthetic::SyntheticParams::new(4000, 3000, 9);
+    let mut cpu = sc_pipeline::synthetic::generate(&params).unwrap();
+    let mut gpu = sc_pipeline::synthetic::generate(&params).unwrap();
+    let config = PipelineConfig {
+        harmony: Some(HarmonyOptions {
+            key: "batch".into(),
+            params: HarmonyParams::default(),
+        }),
+        neighbors_use_rep: Some(HARMONY_ADJUSTED_BASIS.into()),
+        ..PipelineConfig::default()
+    };
+    run_pipeline(&mut cpu, &config, &mut Silent).unwrap();
+    let tracking = Arc::new(TrackingAdaptor::new(
+        Arc::new(CudaResource::new(&d)) as SharedResource,
+        false,
+    ));
+    let run = GpuRun::new(&d, &d.new_stream().unwrap(), tracking.clone()).unwrap();
+    let records = run_pipeline_on(&mut gpu, &config, Some(&run), &mut Silent).unwrap();
+    let h = records
+        .iter()
+        .find(|r| r.step == "harmony_integrate")
+        .expect("a harmony row");
+    println!(
+        "{} {:.3} s on {:?}: {}",
+        h.step, h.seconds, h.device, h.note
+    );
+    assert_eq!(h.device.as_deref(), Some("gpu"));
+    assert!(
+        tracking.outstanding_allocations().is_empty(),
+        "{}",
+        tracking.leak_report()
+    );
+    let to_dense = |a: &sc_pipeline::anndata::DenseArray| {
+        let v: Vec<f32> = a.data.to_f64().unwrap().iter().map(|&x| x as f32).collect();
+        sc_kernels::DenseMatrix::new(a.shape[0], a.shape[1], v).unwrap()
+    };
+    let (g, c) = (
+        to_dense(&gpu.obsm["X_pca_harmony"]),
+        to_dense(&cpu.obsm["X_pca_harmony"]),
+    );
+    let (r, l2) = column_r_and_l2(&g, &c);
+    println!(
+        "X_pca_harmony GPU vs CPU: per-PC r {:?}, relative L2 {l2:.2e}",
+        &r[..10]
+    );
+    for (j, rj) in r.iter().take(10).enumerate() {
+        assert!(*rj >= 0.99, "X_pca_harmony column {j}: correlation {rj}");
+    }
+    let params = gpu.uns["neighbors"].get("params").unwrap();
+    assert_eq!(
+        params.get("use_rep"),
+        Some(&sc_pipeline::anndata::Value::str("X_pca_harmony"))
+    );
+}

@@ -62,10 +62,16 @@ fn bind(ctx: &GpuContext) -> Result<()> {
 
 /// One warp per row, at most 8 blocks per multiprocessor (the kernels loop over the rest).
 fn warp_rows(ctx: &GpuContext, rows: usize, shared: usize) -> LaunchConfig {
+    warp_rows_per_sm(ctx, rows, shared, 8)
+}
+
+/// As [`warp_rows`] with at most `per_sm` blocks per multiprocessor (`block_update` builds the
+/// penalty table once per block: fewer, busier blocks).
+fn warp_rows_per_sm(ctx: &GpuContext, rows: usize, shared: usize, per_sm: usize) -> LaunchConfig {
     let warps_per_block = (THREADS / 32) as usize;
     let blocks = rows
         .div_ceil(warps_per_block)
-        .clamp(1, 8 * ctx.multiprocessors().max(1) as usize);
+        .clamp(1, per_sm * ctx.multiprocessors().max(1) as usize);
     LaunchConfig {
         grid_dim: (blocks as u32, 1, 1),
         block_dim: (THREADS, 1, 1),
@@ -355,7 +361,8 @@ impl Run<'_> {
                     .arg(&buf.r)
                     .arg(&buf.delta)
                     .arg(&buf.obj);
-                ctx.launch(l, warp_rows(ctx, bs, update_shared), "block_update")?;
+                let cfg = warp_rows_per_sm(ctx, bs, update_shared, 2);
+                ctx.launch(l, cfg, "block_update")?;
             }
             objectives.push(self.finish_iteration(buf)?);
             if clustering_converged(&objectives, self.params.tol_clustering) {
