@@ -129,7 +129,7 @@ fn run_once(
     workload: &str,
     ctx: &GpuContext,
     x: &DenseMatrix<f32>,
-    _batches: &[u32],
+    batches: &[u32],
     k: usize,
 ) -> Result<(), String> {
     match workload {
@@ -142,7 +142,12 @@ fn run_once(
             neighbors_on_device(ctx, &xd, x.n_rows, x.n_cols, k, &params)
                 .map_err(|e| e.to_string())?;
         }
-        other => return Err(format!("workload {other} is not built")),
+        "harmony" => {
+            let params = sc_kernels::harmony::HarmonyParams::default();
+            sc_kernels::harmony::harmony_integrate_gpu(ctx, x, batches, 4, &params)
+                .map_err(|e| e.to_string())?;
+        }
+        other => return Err(format!("unknown workload {other}")),
     }
     ctx.synchronize().map_err(|e| e.to_string())
 }

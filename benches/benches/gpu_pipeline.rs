@@ -5,7 +5,7 @@
 //! Each run reads the file again, so every run's "read input" and "move X to the GPU" count.
 //!
 //! .gpu/bin/bench-gpu_pipeline FILE.h5ad [--runs N] [--allocator pool|async|cuda|managed|binning|arena]
-//!     [--neighbors] [--json-prefix PREFIX]      (writes PREFIX1.json, PREFIX2.json, ... in `scpipe --report`'s format)
+//!     [--neighbors] [--harmony KEY] [--json-prefix PREFIX]      (writes PREFIX1.json, PREFIX2.json, ... in `scpipe --report`'s format)
 
 use sc_pipeline::cli::allocator::{build, AllocatorChoice};
 use sc_pipeline::pipeline::{run_pipeline_on, GpuRun, PipelineConfig, Silent};
@@ -31,6 +31,14 @@ fn run() -> Result<(), String> {
     while let Some(a) = args.next() {
         match a.as_str() {
             "--neighbors" => config.n_neighbors = Some(15),
+            "--harmony" => {
+                let key = args.next().ok_or("--harmony KEY")?;
+                config.harmony = Some(sc_pipeline::steps::HarmonyOptions {
+                    key,
+                    params: Default::default(),
+                });
+                config.neighbors_use_rep = Some("X_pca_harmony".into());
+            }
             "--runs" => runs = args.next().and_then(|v| v.parse().ok()).ok_or("--runs N")?,
             "--json-prefix" => prefix = Some(args.next().ok_or("--json-prefix PREFIX")?),
             "--allocator" => {

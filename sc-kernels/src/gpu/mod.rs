@@ -59,11 +59,25 @@ pub fn warm_up_in_background(
     std::thread::spawn(move || {
         let gpu = |e: rmm_cuda::CudaError| crate::KernelError::Gpu(format!("warm-up: {e}"));
         ctx.device().bind().map_err(gpu)?;
-        for m in all_modules() {
-            ctx.load_module(m)?;
-        }
-        ctx.blas()?;
-        ctx.solver()?;
+        // One thread per module: NVRTC compiles them side by side (a fresh cache's compile
+        // time is then the slowest module's, not the sum); the library handles meanwhile.
+        std::thread::scope(|s| {
+            let loads: Vec<_> = all_modules()
+                .into_iter()
+                .map(|m| {
+                    let ctx = &ctx;
+                    s.spawn(move || {
+                        ctx.device().bind().map_err(gpu)?;
+                        ctx.load_module(m).map(|_| ())
+                    })
+                })
+                .collect();
+            ctx.blas()?;
+            ctx.solver()?;
+            loads
+                .into_iter()
+                .try_for_each(|h| h.join().expect("a module load panicked"))
+        })?;
         if let Some((genes, comps)) = pca_shape.filter(|&(g, k)| g >= 2 && k >= 1) {
             let stream = ctx.device().new_stream().map_err(gpu)?;
             let scratch: rmm_core::SharedResource =

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::ffi::{c_char, CStr, CString};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 /// One kernel module: a name (for messages and file names) and its CUDA C source, without the
@@ -86,10 +86,15 @@ pub fn compile_stats() -> CompileStats {
     }
 }
 
-/// Modules loaded into one CUDA context, by name.
+/// A module's slot: filled once, by whichever thread asks first.
+type Slot = Arc<OnceLock<Result<Arc<CudaModule>, String>>>;
+
+/// Modules loaded into one CUDA context, by name. The map is locked only to find a module's
+/// slot: compiling one module never holds up a thread that needs another (the warm-up thread
+/// compiles every module while the steps ask for theirs).
 #[derive(Default)]
 pub struct ModuleCache {
-    loaded: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
+    loaded: Mutex<HashMap<&'static str, Slot>>,
 }
 
 impl std::fmt::Debug for ModuleCache {
@@ -107,17 +112,20 @@ impl ModuleCache {
         arch: &str,
         src: KernelSource,
     ) -> Result<Arc<CudaModule>, String> {
-        let mut loaded = self.loaded.lock().unwrap();
-        if let Some(m) = loaded.get(src.name) {
-            return Ok(m.clone());
-        }
-        let full = format!("{}\n{}", super::COMMON, src.source);
-        let cubin = cubin_for(src.name, &full, arch)?;
-        let module = ctx
-            .load_module(Ptx::from_binary(cubin))
-            .map_err(|e| format!("loading kernel module `{}`: {e:?}", src.name))?;
-        loaded.insert(src.name, module.clone());
-        Ok(module)
+        let slot = self
+            .loaded
+            .lock()
+            .unwrap()
+            .entry(src.name)
+            .or_default()
+            .clone();
+        slot.get_or_init(|| {
+            let full = format!("{}\n{}", super::COMMON, src.source);
+            let cubin = cubin_for(src.name, &full, arch)?;
+            ctx.load_module(Ptx::from_binary(cubin))
+                .map_err(|e| format!("loading kernel module `{}`: {e:?}", src.name))
+        })
+        .clone()
     }
 }
 
