@@ -21,6 +21,11 @@ __device__ __forceinline__ float warp_max_f32(float v) {
     return v;
 }
 
+// exp and x ln x in f64 as the CPU computes them, kept out of line: inlined into the unrolled
+// per-lane loops, libdevice's f64 exp and log made NVRTC take seconds to compile the module.
+__device__ __noinline__ float exp_f32(float z) { return (float)exp((double)z); }
+__device__ __noinline__ double xlogx(float o) { return (double)o * log((double)o); }
+
 // ---- the keyed permutation of rng.rs (permuted_index), bit for bit ----
 
 __device__ __forceinline__ u32 round_hash(u32 r, u32 key) {
@@ -156,7 +161,7 @@ __device__ __forceinline__ void soft_row(const float* s, const float* pen, u32 k
         u32 c = lane + 32 * j;
         float v = 0.0f;
         if (c < k) {
-            v = (float)exp((double)(scale * (sv[j] - mx)));
+            v = exp_f32(scale * (sv[j] - mx));
             if (pen) v *= pen[c];
         }
         vals[j] = v;
@@ -172,7 +177,7 @@ __device__ __forceinline__ void soft_row(const float* s, const float* pen, u32 k
             vals[j] = o;
             out[c] = o;
             *err += (double)o * 2.0 * (1.0 - (double)sv[j]);
-            if (o > 0.0f) *ent += (double)o * log((double)o);
+            if (o > 0.0f) *ent += xlogx(o);
         }
     }
 }
@@ -266,7 +271,7 @@ extern "C" __global__ void block_remove(u64 p0, u32 bs, u32 n, u32 half_bits, u3
 }
 
 // The diversity penalty of batch b, cluster c (cluster.rs / mod.rs: penalty), in f64.
-__device__ __forceinline__ float penalty_of(const double* O, const double* S, const double* pr_b,
+__device__ __noinline__ float penalty_of(const double* O, const double* S, const double* pr_b,
                                             const double* theta, u32 b, u32 c, u32 k, u32 flavor2) {
     double o = O[b * k + c];
     double e = pr_b[b] * S[c];
@@ -329,7 +334,7 @@ extern "C" __global__ void block_update(const u32* cells, u32 bs, const float* s
             for (int j = 0; j < MAXJ; j++) {
                 u32 c = lane + 32 * j;
                 float v = 0.0f;
-                if (c < k) v = (float)exp((double)(scale * (sv[j] - mx))) * prow[j];
+                if (c < k) v = exp_f32(scale * (sv[j] - mx)) * prow[j];
                 vals[j] = v;
                 sum += v;
             }
@@ -344,7 +349,7 @@ extern "C" __global__ void block_update(const u32* cells, u32 bs, const float* s
                     vals[j] = o;
                     out[c] = o;
                     err += (double)o * 2.0 * (1.0 - (double)sv[j]);
-                    if (o > 0.0f) ent += (double)o * log((double)o);
+                    if (o > 0.0f) ent += xlogx(o);
                 }
             }
         }
