@@ -28,22 +28,27 @@ pub const BLOCK: u32 = 256;
 /// Common device helpers, prepended to every module's source.
 pub(crate) const COMMON: &str = include_str!("common.cuh");
 
-/// Every kernel module, in the order the pipeline first uses them.
+/// Every kernel module, in the order the warm-up compiles them: the first steps' modules, then
+/// the ones that take NVRTC longest (neighbors, harmony) while the cheap ones follow.
 pub fn all_modules() -> Vec<module_cache::KernelSource> {
     vec![
         reduce::SRC,
         crate::qc::gpu::SRC,
+        crate::pca::gpu::SRC,
+        crate::harmony::gpu::SRC,
+        crate::neighbors::gpu::SRC,
         scan::SRC,
         compact::SRC,
         crate::normalize::gpu::SRC,
         crate::log1p::gpu::SRC,
         crate::hvg::gpu::SRC,
         crate::scale::gpu::SRC,
-        crate::pca::gpu::SRC,
-        crate::neighbors::gpu::SRC,
-        crate::harmony::gpu::SRC,
     ]
 }
+
+/// Threads that compile modules at warm-up: NVRTC slows down when many compile at once (11
+/// modules on 11 threads took twice their serial time each), a few side by side do not.
+const COMPILE_THREADS: usize = 3;
 
 /// Loads (or compiles) every module and creates the cuBLAS and cuSOLVER handles on a background
 /// thread, so a pipeline that starts by reading a file finds them ready: library start-up
@@ -59,22 +64,28 @@ pub fn warm_up_in_background(
     std::thread::spawn(move || {
         let gpu = |e: rmm_cuda::CudaError| crate::KernelError::Gpu(format!("warm-up: {e}"));
         ctx.device().bind().map_err(gpu)?;
-        // One thread per module: NVRTC compiles them side by side (a fresh cache's compile
-        // time is then the slowest module's, not the sum); the library handles meanwhile.
+        // A few threads take the modules in order; the library handles meanwhile.
+        let modules = all_modules();
+        let next = std::sync::atomic::AtomicUsize::new(0);
         std::thread::scope(|s| {
-            let loads: Vec<_> = all_modules()
-                .into_iter()
-                .map(|m| {
-                    let ctx = &ctx;
-                    s.spawn(move || {
+            let workers: Vec<_> = (0..COMPILE_THREADS)
+                .map(|_| {
+                    let (ctx, modules, next) = (&ctx, &modules, &next);
+                    s.spawn(move || -> crate::Result<()> {
                         ctx.device().bind().map_err(gpu)?;
-                        ctx.load_module(m).map(|_| ())
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(&m) = modules.get(i) else {
+                                return Ok(());
+                            };
+                            ctx.load_module(m)?;
+                        }
                     })
                 })
                 .collect();
             ctx.blas()?;
             ctx.solver()?;
-            loads
+            workers
                 .into_iter()
                 .try_for_each(|h| h.join().expect("a module load panicked"))
         })?;
