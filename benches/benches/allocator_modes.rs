@@ -16,7 +16,6 @@
 //! `--cpu-knn` also times the CPU exact kNN (our CPU twin) on the same data; `--dump-data DIR`
 //! writes `DIR/points_N.f32` (raw little-endian, N x D) for the torch comparison script.
 
-use plotters::prelude::*;
 use rand::{Rng, SeedableRng};
 use rmm_core::adaptors::{Timeline, TimelineAdaptor};
 use rmm_core::{CudaResource, Device, SharedResource};
@@ -152,39 +151,6 @@ fn run_once(
     ctx.synchronize().map_err(|e| e.to_string())
 }
 
-fn plot(path: &std::path::Path, title: &str, t: &Timeline) -> Result<(), String> {
-    let root = SVGBackend::new(path, (900, 420)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| e.to_string())?;
-    let gib = (1u64 << 30) as f64;
-    let t_end = t.points.last().map_or(1.0, |p| p.seconds).max(1e-6);
-    let y_max = (t.peak_bytes as f64 / gib * 1.1).max(1e-3);
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 18))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..t_end, 0.0..y_max)
-        .map_err(|e| e.to_string())?;
-    chart
-        .configure_mesh()
-        .x_desc("seconds")
-        .y_desc("live GiB")
-        .draw()
-        .map_err(|e| e.to_string())?;
-    // A step line: the live bytes hold until the next event.
-    let mut pts = Vec::with_capacity(t.points.len() * 2);
-    let mut last = t.points.first().map_or(0.0, |p| p.live_bytes as f64 / gib);
-    for p in &t.points {
-        pts.push((p.seconds, last));
-        last = p.live_bytes as f64 / gib;
-        pts.push((p.seconds, last));
-    }
-    chart
-        .draw_series(LineSeries::new(pts, &BLUE))
-        .map_err(|e| e.to_string())?;
-    root.present().map_err(|e| e.to_string())
-}
-
 fn run() -> Result<(), String> {
     let args = parse()?;
     if !rmm_cuda::gpu_available() {
@@ -271,11 +237,13 @@ fn run() -> Result<(), String> {
                     frag.map_or("n/a (no free list)".into(), |f| format!("{f:.4}"))
                 );
                 let svg = args.out.join(format!("{workload}_{n}_{name}.svg"));
-                plot(
+                sc_pipeline::memory_timeline::write_svg(
                     &svg,
-                    &format!("{workload}, {n} cells, {name}: live bytes over one run"),
+                    &format!("{workload}, {n} cells, {name}: memory over one run"),
                     &last,
-                )?;
+                    &[],
+                )
+                .map_err(|e| e.to_string())?;
                 results.push(json!({
                     "workload": workload, "cells": n, "dims": args.dims, "k": args.k,
                     "mode": name, "seconds_median": secs, "seconds": times,

@@ -443,3 +443,30 @@ fn a_float64_x_is_noticed_once() {
         "{err}"
     );
 }
+
+#[test]
+fn memory_timeline_needs_the_gpu_and_writes_nothing_on_the_cpu() {
+    let out = common::scratch("timeline-cpu.h5ad");
+    let svg = common::scratch("timeline-cpu.svg");
+    let o = scpipe(&[
+        "run",
+        "--demo",
+        "--demo-cells",
+        "300",
+        "--demo-genes",
+        "500",
+        "--device",
+        "cpu",
+        "-o",
+        out.to_str().unwrap(),
+        "--memory-timeline",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(
+        t.contains("--memory-timeline") && t.contains("needs the GPU"),
+        "{t}"
+    );
+    assert!(!out.exists() && !svg.exists());
+}

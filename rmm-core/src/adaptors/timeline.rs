@@ -1,7 +1,8 @@
 //! Memory over time: every allocation and deallocation through the adaptor appends a point
 //! (seconds since the adaptor was made, live bytes), and counts and the peak are kept. With a
 //! free-space probe (e.g. a pool's `free_bytes` and `largest_free_block`), the free space is
-//! sampled at each new peak, which gives the fragmentation at the peak
+//! sampled at every event too (what the resource holds and its largest free block over time)
+//! and kept for the peak, which gives the fragmentation at the peak
 //! (`1 - largest free block / free bytes`).
 //!
 //! ```
@@ -42,11 +43,13 @@ impl FreeSpace {
     }
 }
 
-/// One sample: seconds since the adaptor was made (or reset) and the live bytes after the event.
+/// One sample: seconds since the adaptor was made (or reset), the live bytes after the event,
+/// and the upstream's free space then (with a probe).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TimelinePoint {
     pub seconds: f64,
     pub live_bytes: u64,
+    pub free_space: Option<FreeSpace>,
 }
 
 /// What the adaptor recorded.
@@ -80,7 +83,7 @@ impl<U: MemoryResource> TimelineAdaptor<U> {
         }
     }
 
-    /// Samples `probe` (the upstream's free space) whenever the peak is raised.
+    /// Samples `probe` (the upstream's free space) at every event.
     pub fn with_probe(mut self, probe: impl Fn() -> FreeSpace + Send + Sync + 'static) -> Self {
         self.probe = Some(Box::new(probe));
         self
@@ -102,6 +105,7 @@ impl<U: MemoryResource> TimelineAdaptor<U> {
                 points: vec![TimelinePoint {
                     seconds: 0.0,
                     live_bytes: live,
+                    free_space: self.probe.as_ref().map(|p| p()),
                 }],
                 peak_bytes: live,
                 ..Timeline::default()
@@ -128,15 +132,15 @@ impl<U: MemoryResource> MemoryResource for TimelineAdaptor<U> {
         *live += bytes as u64;
         t.allocations += 1;
         t.allocated_bytes += bytes as u64;
+        let free_space = self.probe.as_ref().map(|p| p());
         t.points.push(TimelinePoint {
             seconds: start.elapsed().as_secs_f64(),
             live_bytes: *live,
+            free_space,
         });
         if *live > t.peak_bytes {
             t.peak_bytes = *live;
-            if let Some(p) = &self.probe {
-                t.free_space_at_peak = Some(p());
-            }
+            t.free_space_at_peak = free_space;
         }
         Ok(ptr)
     }
@@ -149,6 +153,7 @@ impl<U: MemoryResource> MemoryResource for TimelineAdaptor<U> {
         t.points.push(TimelinePoint {
             seconds: start.elapsed().as_secs_f64(),
             live_bytes: *live,
+            free_space: self.probe.as_ref().map(|p| p()),
         });
         Ok(())
     }
@@ -201,6 +206,12 @@ mod tests {
         let lives: Vec<u64> = tl.points.iter().map(|p| p.live_bytes).collect();
         assert_eq!(lives, vec![256 << 10, 512 << 10, 768 << 10, 512 << 10]);
         assert!(tl.points.windows(2).all(|w| w[0].seconds <= w[1].seconds));
+        // Sampled at every event: after the hole was made, 512 KiB free in two blocks.
+        let last = tl.points.last().unwrap().free_space.unwrap();
+        assert_eq!(
+            (last.free_bytes, last.largest_free_block),
+            (512 << 10, 256 << 10)
+        );
         // At the peak, 256 KiB of the 1 MiB pool were free in one block.
         let at_peak = tl.free_space_at_peak.unwrap();
         assert_eq!(at_peak.free_bytes, 256 << 10);

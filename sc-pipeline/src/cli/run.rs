@@ -8,8 +8,11 @@ use crate::pipeline::{run_pipeline_on, GpuRun, PipelineConfig, StepObserver};
 use crate::report::{RunReport, StepTimer};
 use crate::steps::{Flavor, HarmonyOptions, HarmonyParams, HvgOptions};
 use crate::synthetic::SyntheticParams;
-use crate::{AnnData, Error, Result};
+use crate::{memory_timeline, AnnData, Error, Result};
+use rmm_core::adaptors::TimelineAdaptor;
+use rmm_core::SharedResource;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Where `--demo` writes when no `-o` is given.
@@ -44,6 +47,10 @@ pub struct RunArgs {
     /// Write the per-step measurements as JSON here.
     #[arg(long)]
     pub report: Option<PathBuf>,
+    /// Draw the GPU memory of the run over time into this SVG: live bytes, what the pool or
+    /// arena holds and its largest free block, with the steps marked (GPU runs).
+    #[arg(long, value_name = "FILE.svg")]
+    pub memory_timeline: Option<PathBuf>,
     /// GPU memory resource (the allocator every device allocation of the run goes through).
     #[arg(long, value_enum, default_value_t = AllocatorChoice::Pool)]
     pub allocator: AllocatorChoice,
@@ -192,16 +199,31 @@ pub fn read_input(path: &Path, genome: Option<&str>) -> Result<(AnnData, Vec<Str
     }
 }
 
-/// GPU 0 with the chosen allocator behind a statistics adaptor, and a stream for the steps.
-fn gpu_run(args: &RunArgs, report: &mut RunReport) -> Result<GpuRun> {
+/// The timeline recorder of `--memory-timeline`, in front of the run's resource.
+type Recorder = Arc<TimelineAdaptor<SharedResource>>;
+
+/// GPU 0 with the chosen allocator behind a statistics adaptor (and the timeline recorder when
+/// asked), and a stream for the steps.
+fn gpu_run(args: &RunArgs, report: &mut RunReport) -> Result<(GpuRun, Option<Recorder>)> {
     let device = rmm_core::Device::cuda(0).map_err(|e| Error::Device(format!("GPU 0: {e}")))?;
-    let resource = allocator::build(args.allocator, &device, args.pool_initial, args.pool_max)?;
+    let (mut resource, probe) =
+        allocator::build_with_probe(args.allocator, &device, args.pool_initial, args.pool_max)?;
+    let mut recorder = None;
+    if args.memory_timeline.is_some() {
+        let mut t = TimelineAdaptor::new(resource);
+        if let Some(p) = probe {
+            t = t.with_probe(move || p());
+        }
+        let t = Arc::new(t);
+        resource = t.clone();
+        recorder = Some(t);
+    }
     let stream = device
         .new_stream()
         .map_err(|e| Error::Device(format!("creating a stream on GPU 0: {e}")))?;
     report.gpu_name = device.name().ok();
     report.allocator = Some(format!("{:?}", args.allocator).to_lowercase());
-    GpuRun::new(&device, &stream, resource)
+    Ok((GpuRun::new(&device, &stream, resource)?, recorder))
 }
 
 pub fn run(args: RunArgs) -> Result<()> {
@@ -227,10 +249,18 @@ pub fn run(args: RunArgs) -> Result<()> {
 
     // The GPU is set up before the input is read, so that kernels and libraries load while it
     // is read.
+    if args.memory_timeline.is_some() && device.device != "gpu" {
+        return Err(Error::param(
+            "--memory-timeline",
+            "records the GPU memory of a run: it needs the GPU (--device gpu, or auto on a machine with one)",
+        ));
+    }
+    let mut recorder = None;
     let gpu = match device.device {
         "gpu" => {
-            let g = gpu_run(&args, &mut report)?;
+            let (g, r) = gpu_run(&args, &mut report)?;
             g.warm_up(Some(&config));
+            recorder = r;
             Some(g)
         }
         _ => None,
@@ -295,6 +325,20 @@ pub fn run(args: RunArgs) -> Result<()> {
         .push(timer.finish(adata.n_obs(), adata.n_vars(), output.display().to_string()));
 
     report.total_seconds = start.elapsed().as_secs_f64();
+    if let (Some(path), Some(rec)) = (&args.memory_timeline, &recorder) {
+        // Step ends on the recorder's clock, which started just before the input was read.
+        let mut marks = Vec::new();
+        let mut t = 0.0;
+        for s in &report.steps {
+            t += s.seconds;
+            marks.push((t, s.step.clone()));
+        }
+        let title = format!(
+            "scpipe run: GPU memory over time ({} allocator)",
+            report.allocator.as_deref().unwrap_or("?")
+        );
+        memory_timeline::write_svg(path, &title, &rec.timeline(), &marks)?;
+    }
     report.peak_rss_bytes = report.steps.iter().filter_map(|s| s.peak_rss_bytes).max();
     let report_file = match &args.report {
         Some(path) => Some(stage_report(&report, path)?),

@@ -1,0 +1,190 @@
+//! Memory over time of a run, as an SVG (`scpipe run --memory-timeline FILE`): the live bytes,
+//! and where the resource keeps a free list (pool, binning's pool, arena) what it holds (live +
+//! free) and its largest free block; the steps' ends are marked. Drawn from a
+//! [`rmm_core::adaptors::TimelineAdaptor`]'s record.
+
+use crate::{Error, Result};
+use plotters::prelude::*;
+use rmm_core::adaptors::Timeline;
+use std::path::Path;
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// A step line through `(t, value)` samples: each value holds until the next sample.
+fn steps_of(points: impl Iterator<Item = (f64, f64)>) -> Vec<(f64, f64)> {
+    let mut out = Vec::new();
+    let mut last: Option<f64> = None;
+    for (t, v) in points {
+        if let Some(l) = last {
+            out.push((t, l));
+        }
+        out.push((t, v));
+        last = Some(v);
+    }
+    out
+}
+
+/// Draws `timeline` into the SVG `path` (written under a temporary name and renamed, so a
+/// failure leaves nothing that looks done). `marks` are `(seconds, label)` step ends.
+pub fn write_svg(
+    path: &Path,
+    title: &str,
+    timeline: &Timeline,
+    marks: &[(f64, String)],
+) -> Result<()> {
+    let partial = path.with_extension(format!("{}.partial", std::process::id()));
+    let drawn = draw(&partial, title, timeline, marks);
+    if let Err(e) = drawn {
+        let _ = std::fs::remove_file(&partial);
+        return Err(Error::File {
+            path: path.to_path_buf(),
+            message: format!("drawing the memory timeline: {e}"),
+        });
+    }
+    std::fs::rename(&partial, path).map_err(|e| {
+        let _ = std::fs::remove_file(&partial);
+        Error::File {
+            path: path.to_path_buf(),
+            message: format!("writing the memory timeline: {e}"),
+        }
+    })
+}
+
+fn draw(
+    path: &Path,
+    title: &str,
+    t: &Timeline,
+    marks: &[(f64, String)],
+) -> std::result::Result<(), String> {
+    let err = |e: &dyn std::fmt::Display| e.to_string();
+    let root = SVGBackend::new(path, (1000, 460)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let t_end = t
+        .points
+        .last()
+        .map_or(0.0, |p| p.seconds)
+        .max(marks.iter().map(|m| m.0).fold(0.0, f64::max))
+        .max(1e-6);
+    let held = |p: &rmm_core::adaptors::TimelinePoint| {
+        p.free_space
+            .map(|f| (p.live_bytes as f64 + f.free_bytes as f64) / GIB)
+    };
+    let y_max = t
+        .points
+        .iter()
+        .map(|p| held(p).unwrap_or(0.0).max(p.live_bytes as f64 / GIB))
+        .fold(0.0, f64::max)
+        .max(1e-3)
+        * 1.1;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .build_cartesian_2d(0.0..t_end, 0.0..y_max)
+        .map_err(|e| err(&e))?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds")
+        .y_desc("GiB")
+        .draw()
+        .map_err(|e| err(&e))?;
+    for (x, label) in marks {
+        chart
+            .draw_series(LineSeries::new(
+                vec![(*x, 0.0), (*x, y_max)],
+                BLACK.mix(0.2),
+            ))
+            .map_err(|e| err(&e))?;
+        chart
+            .draw_series(std::iter::once(Text::new(
+                label.clone(),
+                (*x, y_max * 0.98),
+                ("sans-serif", 10)
+                    .into_font()
+                    .transform(FontTransform::Rotate90),
+            )))
+            .map_err(|e| err(&e))?;
+    }
+    let live = steps_of(
+        t.points
+            .iter()
+            .map(|p| (p.seconds, p.live_bytes as f64 / GIB)),
+    );
+    chart
+        .draw_series(LineSeries::new(live, &BLUE))
+        .map_err(|e| err(&e))?
+        .label("live bytes")
+        .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], BLUE));
+    if t.points.iter().any(|p| p.free_space.is_some()) {
+        let held_line = steps_of(
+            t.points
+                .iter()
+                .filter_map(|p| held(p).map(|h| (p.seconds, h))),
+        );
+        chart
+            .draw_series(LineSeries::new(held_line, &RED))
+            .map_err(|e| err(&e))?
+            .label("held by the resource (live + free)")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], RED));
+        let largest = steps_of(t.points.iter().filter_map(|p| {
+            p.free_space
+                .map(|f| (p.seconds, f.largest_free_block as f64 / GIB))
+        }));
+        chart
+            .draw_series(LineSeries::new(largest, &GREEN))
+            .map_err(|e| err(&e))?
+            .label("largest free block")
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], GREEN));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmm_core::adaptors::{FreeSpace, TimelinePoint};
+
+    #[test]
+    fn draws_every_series_and_leaves_no_partial_file() {
+        let dir = std::env::temp_dir().join(format!("scpipe-timeline-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.svg");
+        let point = |s: f64, live: u64, free: usize| TimelinePoint {
+            seconds: s,
+            live_bytes: live,
+            free_space: Some(FreeSpace {
+                free_bytes: free,
+                largest_free_block: free / 2,
+            }),
+        };
+        let t = Timeline {
+            points: vec![
+                point(0.0, 0, 1 << 30),
+                point(0.5, 1 << 29, 1 << 29),
+                point(1.0, 0, 1 << 30),
+            ],
+            peak_bytes: 1 << 29,
+            allocations: 1,
+            allocated_bytes: 1 << 29,
+            free_space_at_peak: None,
+        };
+        write_svg(&path, "test run", &t, &[(0.5, "qc".into())]).unwrap();
+        let svg = std::fs::read_to_string(&path).unwrap();
+        for needle in ["test run", "live bytes", "largest free block", "qc"] {
+            assert!(svg.contains(needle), "{needle} missing");
+        }
+        let left: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left.len(), 1, "{left:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
