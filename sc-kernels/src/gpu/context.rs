@@ -232,6 +232,16 @@ impl GpuContext {
             .map_err(|e| KernelError::Gpu(format!("synchronizing the step's stream: {e}")))
     }
 
+    /// Makes the CUDA context current on the calling thread (cuBLAS and cuSOLVER calls use
+    /// the thread's current context).
+    pub fn bind_to_thread(&self) -> Result<()> {
+        self.device
+            .cuda_context()
+            .expect("a GpuContext is on a real device")
+            .bind_to_thread()
+            .map_err(|e| KernelError::Gpu(format!("binding the CUDA context: {e:?}")))
+    }
+
     /// cuBLAS on the context's stream.
     pub fn blas(&self) -> Result<&CudaBlas> {
         if let Some(b) = self.blas.get() {

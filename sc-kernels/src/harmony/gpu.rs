@@ -51,15 +51,6 @@ const THREADS: u32 = 256;
 /// The most clusters the GPU version takes (32 per warp lane times `MAXJ`).
 pub const GPU_MAX_CLUSTERS: usize = 32 * MAXJ;
 
-/// Makes the context's CUDA context current on this thread (cuBLAS calls use it).
-fn bind(ctx: &GpuContext) -> Result<()> {
-    ctx.device()
-        .cuda_context()
-        .expect("a GpuContext is on a real device")
-        .bind_to_thread()
-        .map_err(|e| KernelError::Gpu(format!("binding the CUDA context: {e:?}")))
-}
-
 /// One warp per row, at most 8 blocks per multiprocessor (the kernels loop over the rest).
 fn warp_rows(ctx: &GpuContext, rows: usize, shared: usize) -> LaunchConfig {
     warp_rows_per_sm(ctx, rows, shared, 8)
@@ -450,7 +441,7 @@ pub fn harmony_integrate_gpu(
             k.max(d)
         )));
     }
-    bind(ctx)?;
+    ctx.bind_to_thread()?;
     let run = Run {
         ctx,
         setup: &setup,

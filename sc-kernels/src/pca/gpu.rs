@@ -28,15 +28,6 @@ pub(crate) const SRC: KernelSource = KernelSource {
 /// (the CPU's `BLOCK_F32`).
 const GRAM_ROWS: usize = super::BLOCK_F32;
 
-/// Makes the context's CUDA context current on this thread (cuBLAS and cuSOLVER calls use it).
-fn bind(ctx: &GpuContext) -> Result<()> {
-    ctx.device()
-        .cuda_context()
-        .expect("a GpuContext is on a real device")
-        .bind_to_thread()
-        .map_err(|e| KernelError::Gpu(format!("binding the CUDA context: {e:?}")))
-}
-
 /// PCA (covariance route) of a dense device matrix: the result of the CPU's [`pca_dense`] up to
 /// f32 rounding of the Gram blocks and scores (and the signs/order of components with equal
 /// eigenvalues). Values are not checked for being finite (the pipeline checks X earlier).
@@ -57,7 +48,7 @@ pub fn pca_dense_gpu(ctx: &GpuContext, x: &DeviceDense, params: &PcaParams) -> R
             "pca on the GPU: {n} x {g} exceeds the 32-bit sizes of cuBLAS / cuSOLVER"
         )));
     }
-    bind(ctx)?;
+    ctx.bind_to_thread()?;
     let sums = col_sums(ctx, x)?;
     let gm = gram(ctx, x)?;
     finish_covariance(
