@@ -9,7 +9,7 @@
 //! (`sc_kernels::harmony`), equal within the GPU tests' tolerance.
 
 use super::kernel_error;
-use crate::anndata::{ArrayData, DenseArray, Matrix};
+use crate::anndata::{DenseArray, Matrix};
 use crate::{AnnData, Error, Result};
 use sc_kernels::harmony::{harmony_integrate as harmony_cpu, harmony_integrate_gpu, HarmonyParams};
 use sc_kernels::DenseMatrix;
@@ -81,28 +81,8 @@ pub fn harmony_integrate(
 
 /// `obsm['X_pca']` as an `f32` matrix.
 fn basis(adata: &AnnData) -> Result<DenseMatrix<f32>> {
-    let what = format!("obsm['{HARMONY_BASIS}']");
-    let Some(DenseArray { shape, data }) = adata.obsm.get(HARMONY_BASIS) else {
-        return Err(Error::Missing {
-            step: "harmony_integrate",
-            problem: format!("obsm has no '{HARMONY_BASIS}': run pca first"),
-        });
-    };
-    if shape.len() != 2 {
-        return Err(Error::invalid(
-            what,
-            format!("must be 2-dimensional, has shape {shape:?}"),
-        ));
-    }
-    let values: Vec<f32> = match data {
-        ArrayData::F32(v) => v.clone(),
-        ArrayData::F64(v) => v.iter().map(|&x| x as f32).collect(),
-        other => {
-            return Err(Error::invalid(
-                what,
-                format!("holds {}, not numbers", other.type_name()),
-            ))
-        }
-    };
-    DenseMatrix::new(shape[0], shape[1], values).map_err(|e| Error::invalid(what, e.to_string()))
+    super::obsm_matrix(adata, HARMONY_BASIS)?.ok_or_else(|| Error::Missing {
+        step: "harmony_integrate",
+        problem: format!("obsm has no '{HARMONY_BASIS}': run pca first"),
+    })
 }

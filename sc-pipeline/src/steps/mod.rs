@@ -29,11 +29,38 @@ pub use sc_kernels::normalize::NormalizeParams;
 pub use sc_kernels::scale::ScaleParams;
 pub use scale::scale;
 
-use crate::anndata::{DeviceData, DeviceMatrix, Matrix};
+use crate::anndata::{ArrayData, DenseArray, DeviceData, DeviceMatrix, Matrix};
 use crate::{AnnData, Error};
 use sc_kernels::gpu::{DeviceCsr, GpuContext};
-use sc_kernels::CsrMatrix;
+use sc_kernels::{CsrMatrix, DenseMatrix};
 use std::sync::Arc;
+
+/// `obsm[key]` as an `f32` matrix (`f64` arrays rounded); `None` when there is no such key.
+pub(crate) fn obsm_matrix(adata: &AnnData, key: &str) -> crate::Result<Option<DenseMatrix<f32>>> {
+    let Some(DenseArray { shape, data }) = adata.obsm.get(key) else {
+        return Ok(None);
+    };
+    let what = format!("obsm['{key}']");
+    if shape.len() != 2 {
+        return Err(Error::invalid(
+            what,
+            format!("must be 2-dimensional, has shape {shape:?}"),
+        ));
+    }
+    let values: Vec<f32> = match data {
+        ArrayData::F32(v) => v.clone(),
+        ArrayData::F64(v) => v.iter().map(|&x| x as f32).collect(),
+        other => {
+            return Err(Error::invalid(
+                what,
+                format!("holds {}, not numbers", other.type_name()),
+            ))
+        }
+    };
+    DenseMatrix::new(shape[0], shape[1], values)
+        .map(Some)
+        .map_err(|e| Error::invalid(what, e.to_string()))
+}
 
 /// Wraps a kernel's refusal into the step's error.
 pub(crate) fn kernel_error(step: &'static str) -> impl Fn(sc_kernels::KernelError) -> Error {

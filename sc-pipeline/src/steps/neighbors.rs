@@ -6,7 +6,7 @@
 //! `random_state`, `use_rep`).
 
 use super::kernel_error;
-use crate::anndata::{ArrayData, DenseArray, Matrix, Value};
+use crate::anndata::{Matrix, Value};
 use crate::{AnnData, Error, Result};
 use sc_kernels::gpu::GpuContext;
 use sc_kernels::neighbors::NeighborsParams;
@@ -18,31 +18,8 @@ use std::sync::Arc;
 /// otherwise an error asking for PCA first.
 fn representation(adata: &AnnData, use_rep: Option<&str>) -> Result<(DenseMatrix<f32>, String)> {
     let rep = use_rep.unwrap_or("X_pca");
-    if let Some(DenseArray { shape, data }) = adata.obsm.get(rep) {
-        if shape.len() != 2 {
-            return Err(Error::invalid(
-                format!("obsm['{rep}']"),
-                format!("must be 2-dimensional, has shape {shape:?}"),
-            ));
-        }
-        let values: Vec<f32> = match data {
-            ArrayData::F32(v) => v.clone(),
-            ArrayData::F64(v) => v.iter().map(|&x| x as f32).collect(),
-            other => {
-                return Err(Error::invalid(
-                    format!("obsm['{rep}']"),
-                    format!("holds {}, not numbers", other.type_name()),
-                ))
-            }
-        };
-        return Ok((
-            DenseMatrix {
-                n_rows: shape[0],
-                n_cols: shape[1],
-                data: values,
-            },
-            rep.to_string(),
-        ));
+    if let Some(m) = super::obsm_matrix(adata, rep)? {
+        return Ok((m, rep.to_string()));
     }
     if let Some(rep) = use_rep {
         return Err(Error::Missing {
