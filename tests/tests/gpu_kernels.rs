@@ -17,6 +17,12 @@ use sc_pipeline::anndata::Matrix;
 use sc_pipeline::pipeline::{run_pipeline, run_pipeline_on, GpuRun, PipelineConfig, Silent};
 use std::sync::Arc;
 
+// The harmony tests' helpers (datasets' folder, gzip TSV readers, per-column correlation and
+// relative L2), shared with sc-kernels' own tests.
+#[path = "../../sc-kernels/tests/common/mod.rs"]
+mod common;
+use common::{column_correlations, data_dir, read_codes, read_matrix, relative_l2};
+
 fn context(d: &rmm_core::Device) -> GpuContext {
     let r: SharedResource = Arc::new(
         PoolResource::new(CudaResource::new(d), PoolOptions::sized(1 << 28, None)).unwrap(),
@@ -53,15 +59,6 @@ fn max_rel(a: &[f32], b: &[f32]) -> f64 {
         .zip(b)
         .map(|(&x, &y)| (x as f64 - y as f64).abs() / (y as f64).abs().max(1e-6))
         .fold(0.0, f64::max)
-}
-
-/// The datasets: `$SCPIPE_DATA` (on a machine without ../shared, the GPU machine), else
-/// ../shared/data.
-fn data_dir() -> std::path::PathBuf {
-    std::env::var_os("SCPIPE_DATA").map_or_else(
-        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"),
-        std::path::PathBuf::from,
-    )
 }
 
 fn real_counts() -> Vec<CsrMatrix<f32>> {
@@ -548,29 +545,6 @@ fn neighbors_match_the_cpu() {
     check_neighbors(&ctx, &x, 15);
 }
 
-/// A gzip TSV of numbers with a header line (R harmony's files in `../shared/data/harmony/`).
-fn read_tsv_gz(path: &std::path::Path) -> (Vec<String>, Vec<Vec<String>>) {
-    use std::io::Read;
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(
-        std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
-    )
-    .read_to_string(&mut text)
-    .unwrap();
-    let mut lines = text.lines();
-    let header = lines
-        .next()
-        .unwrap()
-        .split('\t')
-        .map(str::to_owned)
-        .collect();
-    let rows = lines
-        .filter(|l| !l.is_empty())
-        .map(|l| l.split('\t').map(str::to_owned).collect())
-        .collect();
-    (header, rows)
-}
-
 /// Clustered points in `d` dimensions, each of `batches` batches shifted by its own offset.
 fn batched_points(
     seed: u64,
@@ -596,36 +570,6 @@ fn batched_points(
     (sc_kernels::DenseMatrix::new(n, d, data).unwrap(), codes)
 }
 
-/// Per-column Pearson correlations and the relative Frobenius distance of `a` to `b`.
-fn column_r_and_l2(
-    a: &sc_kernels::DenseMatrix<f32>,
-    b: &sc_kernels::DenseMatrix<f32>,
-) -> (Vec<f64>, f64) {
-    let (n, d) = (a.n_rows, a.n_cols);
-    let r = (0..d)
-        .map(|j| {
-            let x: Vec<f64> = (0..n).map(|i| a.get(i, j) as f64).collect();
-            let y: Vec<f64> = (0..n).map(|i| b.get(i, j) as f64).collect();
-            let (mx, my) = (
-                x.iter().sum::<f64>() / n as f64,
-                y.iter().sum::<f64>() / n as f64,
-            );
-            let sxy: f64 = x.iter().zip(&y).map(|(u, v)| (u - mx) * (v - my)).sum();
-            let sxx: f64 = x.iter().map(|u| (u - mx) * (u - mx)).sum();
-            let syy: f64 = y.iter().map(|v| (v - my) * (v - my)).sum();
-            sxy / (sxx * syy).sqrt()
-        })
-        .collect();
-    let num: f64 = a
-        .data
-        .iter()
-        .zip(&b.data)
-        .map(|(&x, &y)| (x as f64 - y as f64).powi(2))
-        .sum();
-    let den: f64 = b.data.iter().map(|&y| (y as f64).powi(2)).sum();
-    (r, (num / den).sqrt())
-}
-
 /// A harmony comparison: name, embedding, batch codes, number of batches, parameters.
 type HarmonyCase = (
     String,
@@ -649,18 +593,9 @@ fn harmony_matches_the_cpu() {
         return;
     };
     let ctx = context(&d);
-    let dir = std::env::var_os("SCPIPE_DATA").map_or_else(
-        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data"),
-        std::path::PathBuf::from,
-    );
-    let (header, rows) = read_tsv_gz(&dir.join("harmony/pbmc_3500_pcs.tsv.gz"));
-    let values: Vec<f32> = rows.iter().flatten().map(|v| v.parse().unwrap()).collect();
-    let z = sc_kernels::DenseMatrix::new(rows.len(), header.len(), values).unwrap();
-    let (_, meta) = read_tsv_gz(&dir.join("harmony/pbmc_3500_meta.tsv.gz"));
-    let donors: Vec<u32> = meta
-        .iter()
-        .map(|r| (r[0].as_bytes()[0] - b'A') as u32)
-        .collect();
+    let dir = data_dir().join("harmony");
+    let z = read_matrix(&dir.join("pbmc_3500_pcs.tsv.gz"), 0);
+    let (donors, _) = read_codes(&dir.join("pbmc_3500_meta.tsv.gz"), "donor");
     let mut cases: Vec<HarmonyCase> = vec![
         (
             "pbmc_3500 harmony2".into(),
@@ -696,7 +631,10 @@ fn harmony_matches_the_cpu() {
         let t = std::time::Instant::now();
         let gpu = harmony_integrate_gpu(&ctx, x, codes, *nb, p).unwrap();
         let secs = t.elapsed().as_secs_f64();
-        let (r, l2) = column_r_and_l2(&gpu.corrected, &cpu.corrected);
+        let (r, l2) = (
+            column_correlations(&gpu.corrected, &cpu.corrected),
+            relative_l2(&gpu.corrected, &cpu.corrected),
+        );
         let min_r = r.iter().copied().fold(f64::INFINITY, f64::min);
         println!(
             "{name}: GPU {:.3} s; rounds GPU {} CPU {}; clustering iterations GPU {:?} CPU {:?}; \
@@ -790,7 +728,7 @@ fn gpu_pipeline_with_harmony_matches_cpu() {
         to_dense(&gpu.obsm["X_pca_harmony"]),
         to_dense(&cpu.obsm["X_pca_harmony"]),
     );
-    let (r, l2) = column_r_and_l2(&g, &c);
+    let (r, l2) = (column_correlations(&g, &c), relative_l2(&g, &c));
     println!(
         "X_pca_harmony GPU vs CPU: per-PC r {:?}, relative L2 {l2:.2e}",
         &r[..10]
