@@ -9,6 +9,7 @@ pub mod anndata;
 pub mod cli;
 pub mod error;
 pub mod io;
+pub mod memory_plan;
 pub mod memory_timeline;
 pub mod pipeline;
 pub mod report;

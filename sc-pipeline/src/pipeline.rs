@@ -7,6 +7,7 @@
 //! (only when configured), neighbors.
 
 use crate::anndata::Matrix;
+use crate::memory_plan::{self, Execution, MemoryPlan, Placement};
 use crate::report::{DeviceStepStats, StepRecord, StepTimer};
 use crate::steps::{self, CellFilter, GeneFilter, NormalizeParams, ScaleParams};
 use crate::Error;
@@ -75,6 +76,11 @@ impl StepObserver for Silent {
 pub struct GpuRun {
     pub ctx: Arc<GpuContext>,
     pub stats: Arc<StatisticsAdaptor<SharedResource>>,
+    /// Device bytes the run may allocate (what the planner fits X into; the caller enforces
+    /// it, e.g. with a `LimitingAdaptor` in the resource).
+    pub memory_budget: u64,
+    /// How X is held: in device memory or streamed (see [`crate::memory_plan`]).
+    pub execution: Execution,
     /// The warm-up thread, joined when the last clone of the run is dropped.
     background: Arc<Background>,
 }
@@ -101,11 +107,36 @@ impl GpuRun {
         let shared: SharedResource = stats.clone();
         let ctx =
             GpuContext::new(device, stream, shared).map_err(|e| Error::Device(e.to_string()))?;
+        let free = device
+            .memory_info()
+            .map_err(|e| Error::Device(format!("reading the GPU's free memory: {e}")))?
+            .free;
         Ok(GpuRun {
             ctx: Arc::new(ctx),
             stats,
+            memory_budget: default_budget(free as u64),
+            execution: Execution::Auto,
             background: Arc::default(),
         })
+    }
+
+    /// The same run with another budget and placement rule.
+    pub fn with_memory(mut self, budget: u64, execution: Execution) -> Self {
+        self.memory_budget = budget;
+        self.execution = execution;
+        self
+    }
+
+    /// How this run holds `adata`'s X for `config`.
+    pub fn plan(&self, adata: &AnnData, config: &PipelineConfig) -> MemoryPlan {
+        memory_plan::plan(
+            adata.n_obs(),
+            adata.n_vars(),
+            adata.x.stored_values(),
+            config,
+            self.memory_budget,
+            self.execution,
+        )
     }
 
     /// Starts loading the kernels and the GPU libraries on a background thread (see
@@ -122,6 +153,15 @@ impl GpuRun {
             let _ = previous.join();
         }
     }
+}
+
+/// The default device memory budget: this fraction of the memory free when the run starts
+/// (the rest is left to the CUDA context's own growth and to other users of the GPU).
+pub const DEFAULT_BUDGET_FRACTION: f64 = 0.9;
+
+/// [`DEFAULT_BUDGET_FRACTION`] of `free` bytes.
+pub fn default_budget(free: u64) -> u64 {
+    (free as f64 * DEFAULT_BUDGET_FRACTION) as u64
 }
 
 struct Runner<'a> {
@@ -178,10 +218,11 @@ impl Runner<'_> {
         synced?;
         let mut record = timer.finish(adata.n_obs(), adata.n_vars(), note);
         record.device = Some(
-            if on_gpu || matches!(adata.x, Matrix::Device(_)) {
-                "gpu"
-            } else {
-                "cpu"
+            match &adata.x {
+                Matrix::Device(d) if d.is_streamed() => "gpu-streamed",
+                Matrix::Device(_) => "gpu",
+                _ if on_gpu => "gpu",
+                _ => "cpu",
             }
             .into(),
         );
@@ -228,10 +269,26 @@ pub fn run_pipeline_on(
     };
     check_counts(adata)?;
     if let Some(g) = gpu {
-        r.step_on("move X to the GPU", true, adata, |a| {
-            let bytes = a.to_device(&g.ctx)?;
-            Ok(((), format!("{:.2} GiB", bytes as f64 / (1u64 << 30) as f64)))
-        })?;
+        let plan = g.plan(adata, config);
+        match plan.placement {
+            Placement::InMemory => r.step_on("move X to the GPU", true, adata, |a| {
+                let bytes = a.to_device(&g.ctx)?;
+                Ok((
+                    (),
+                    format!(
+                        "{:.2} GiB; {}",
+                        bytes as f64 / (1u64 << 30) as f64,
+                        plan.describe()
+                    ),
+                ))
+            })?,
+            Placement::Streamed { block_bytes } => {
+                r.step_on("stream X from host memory", true, adata, |a| {
+                    a.to_streamed(&g.ctx, block_bytes)?;
+                    Ok(((), plan.describe()))
+                })?
+            }
+        }
     }
     if let Some(prefix) = &config.qc_mito_prefix {
         r.step("calculate_qc_metrics", adata, |a| {

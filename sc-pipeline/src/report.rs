@@ -23,6 +23,16 @@ pub struct StepRecord {
     pub gpu: Option<DeviceStepStats>,
 }
 
+impl StepRecord {
+    /// Bytes per second moved over the bus (both directions) during the step, when it moved
+    /// any (a streamed step's figure to compare with the copy floor).
+    pub fn bus_rate(&self) -> Option<f64> {
+        let g = self.gpu?;
+        let bytes = g.host_to_device_bytes + g.device_to_host_bytes;
+        (bytes > 0 && self.seconds > 0.0).then(|| bytes as f64 / self.seconds)
+    }
+}
+
 /// What a step did with the GPU's memory (from the statistics adaptor) and the bus.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 pub struct DeviceStepStats {
@@ -143,13 +153,20 @@ impl RunReport {
             .max()
             .unwrap_or(4)
             .max(5);
+        let dev_width = self
+            .steps
+            .iter()
+            .filter_map(|s| s.device.as_ref().map(|d| d.len()))
+            .max()
+            .unwrap_or(0)
+            .max(6);
         let mut out = format!(
-            "{:<width$}  {:>9}  {:>9}  {:>7}  {:>8}  {:>6}  {:>8}  note\n",
-            "step", "seconds", "cells", "genes", "peak GiB", "device", "dev GiB"
+            "{:<width$}  {:>9}  {:>9}  {:>7}  {:>8}  {:>dev_width$}  {:>8}  {:>8}  note\n",
+            "step", "seconds", "cells", "genes", "peak GiB", "device", "dev GiB", "bus GB/s"
         );
         for s in &self.steps {
             out += &format!(
-                "{:<width$}  {:>9.3}  {:>9}  {:>7}  {:>8}  {:>6}  {:>8}  {}\n",
+                "{:<width$}  {:>9.3}  {:>9}  {:>7}  {:>8}  {:>dev_width$}  {:>8}  {:>8}  {}\n",
                 s.step,
                 s.seconds,
                 s.n_obs,
@@ -157,11 +174,13 @@ impl RunReport {
                 gib(s.peak_rss_bytes),
                 s.device.as_deref().unwrap_or("cpu"),
                 gib(s.gpu.map(|g| g.peak_bytes)),
+                s.bus_rate()
+                    .map_or("-".into(), |r| format!("{:.1}", r / 1e9)),
                 s.note
             );
         }
         out += &format!(
-            "{:<width$}  {:>9.3}  {:>9}  {:>7}  {:>8}  {:>6}  {:>8}\n",
+            "{:<width$}  {:>9.3}  {:>9}  {:>7}  {:>8}  {:>dev_width$}  {:>8}\n",
             "total",
             self.total_seconds,
             "",

@@ -2,7 +2,9 @@
 //! thresholds by the CPU's code. The compaction itself is [`crate::gpu::compact`].
 
 use super::{from_stats, CellFilter, FilterResult, GeneFilter, Stats};
+use crate::csr::CsrMatrix;
 use crate::error::Result;
+use crate::gpu::streamed::csr_blocks;
 use crate::gpu::{reduce, DeviceCsr, GpuContext};
 
 /// Which cells of a device matrix pass `filter`.
@@ -33,4 +35,71 @@ pub fn filter_genes_gpu(
             positive: || Ok(reduce::col_stats(ctx, x)?.1),
         },
     )
+}
+
+/// Row statistics (sums, values above zero) of a host matrix streamed through the device, or
+/// column statistics (`columns`).
+fn streamed_stats(
+    ctx: &GpuContext,
+    x: &CsrMatrix<f32>,
+    block_bytes: usize,
+    columns: bool,
+) -> Result<(Vec<f64>, Vec<i64>)> {
+    let (mut sums, mut positive) = if columns {
+        (vec![0.0; x.n_cols], vec![0; x.n_cols])
+    } else {
+        (Vec::with_capacity(x.n_rows), Vec::with_capacity(x.n_rows))
+    };
+    for rows in csr_blocks(x, block_bytes) {
+        let block = DeviceCsr::upload_rows(ctx, x, rows)?;
+        if columns {
+            let (s, p) = reduce::col_stats(ctx, &block)?;
+            crate::stats::add_into(&mut sums, &s);
+            crate::stats::add_into(&mut positive, &p);
+        } else {
+            let (s, p) = reduce::row_stats(ctx, &block)?;
+            sums.extend(s);
+            positive.extend(p);
+        }
+    }
+    Ok((sums, positive))
+}
+
+fn from_streamed_stats(
+    rule: super::Rule,
+    ctx: &GpuContext,
+    x: &CsrMatrix<f32>,
+    block_bytes: usize,
+    columns: bool,
+) -> Result<FilterResult> {
+    // The rule reads one of the two statistics.
+    let stats = || streamed_stats(ctx, x, block_bytes, columns);
+    from_stats::<f32, _, _>(
+        rule,
+        Stats {
+            sums: || Ok(stats()?.0),
+            positive: || Ok(stats()?.1),
+        },
+    )
+}
+
+/// Which cells of a host matrix pass `filter`, its statistics streamed through the device in
+/// row blocks of at most `block_bytes`.
+pub fn filter_cells_streamed(
+    ctx: &GpuContext,
+    x: &CsrMatrix<f32>,
+    filter: CellFilter,
+    block_bytes: usize,
+) -> Result<FilterResult> {
+    from_streamed_stats(filter.rule(), ctx, x, block_bytes, false)
+}
+
+/// Which genes of a host matrix pass `filter`, as [`filter_cells_streamed`].
+pub fn filter_genes_streamed(
+    ctx: &GpuContext,
+    x: &CsrMatrix<f32>,
+    filter: GeneFilter,
+    block_bytes: usize,
+) -> Result<FilterResult> {
+    from_streamed_stats(filter.rule(), ctx, x, block_bytes, true)
 }

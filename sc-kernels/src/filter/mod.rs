@@ -11,7 +11,7 @@ use crate::stats;
 use rayon::prelude::*;
 
 mod gpu;
-pub use gpu::{filter_cells_gpu, filter_genes_gpu};
+pub use gpu::{filter_cells_gpu, filter_cells_streamed, filter_genes_gpu, filter_genes_streamed};
 
 /// Which bound to filter on; the numbers are inclusive bounds as in scanpy.
 #[derive(Debug, Clone, Copy, PartialEq)]

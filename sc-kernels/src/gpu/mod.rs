@@ -7,6 +7,8 @@
 //!   a disk cache keyed by source, GPU architecture and NVRTC version.
 //! - [`DeviceCsr`] / [`DeviceDense`]: matrices whose storage is `rmm-core` [`DeviceVec`]s.
 //! - [`scan`]: exclusive prefix sums, the building block of every compaction.
+//! - [`streamed`]: host matrices streamed through the device in row blocks (the steps'
+//!   `*_streamed` twins run in a fraction of the device memory the matrix needs).
 //!
 //! Every device allocation of a step comes from the context's resource, on its stream.
 
@@ -17,6 +19,7 @@ pub mod module_cache;
 pub mod reduce;
 pub mod scan;
 pub mod staging;
+pub mod streamed;
 
 pub use context::{blocks_for_rows, grid_for, grid_stride, GpuContext, Transfers};
 pub use matrix::{DeviceCsr, DeviceDense};

@@ -3,11 +3,15 @@
 //! everything else by the CPU's host code through [`ColumnPasses`].
 
 use super::{check_inputs, run, Batches, ColumnPasses, HvgParams, HvgResult, Moments};
+use crate::csr::CsrMatrix;
 use crate::error::{KernelError, Result};
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::reduce::{self, warps_for_rows, Transform};
+use crate::gpu::streamed::csr_blocks;
 use crate::gpu::{DeviceCsr, DeviceVec, GpuContext};
+use crate::stats::add_into;
 use rmm_cuda::cudarc::driver::PushKernelArg;
+use std::ops::Range;
 
 pub(crate) const SRC: KernelSource = KernelSource {
     name: "hvg",
@@ -106,4 +110,103 @@ pub fn highly_variable_genes_gpu(
         None => None,
     };
     run(&GpuPasses { ctx, x, codes }, params, batches, gene_names)
+}
+
+/// [`ColumnPasses`] over a host matrix streamed through the device: each pass uploads the row
+/// blocks in turn (with their slice of the batch codes), runs [`GpuPasses`] on each and adds up
+/// the per-gene sums.
+struct StreamedPasses<'a> {
+    ctx: &'a GpuContext,
+    x: &'a CsrMatrix<f32>,
+    codes: Option<(&'a [u32], usize)>,
+    blocks: Vec<Range<usize>>,
+}
+
+impl StreamedPasses<'_> {
+    /// Runs `pass` on each block's [`GpuPasses`], adding its outputs into `acc`.
+    fn each_block<A>(
+        &self,
+        mut acc: A,
+        pass: impl Fn(&GpuPasses<'_>) -> Result<A>,
+        add: impl Fn(&mut A, A),
+    ) -> Result<A> {
+        for rows in &self.blocks {
+            let block = DeviceCsr::upload_rows(self.ctx, self.x, rows.clone())?;
+            let codes = match self.codes {
+                Some((c, nb)) => Some((self.ctx.upload(&c[rows.clone()])?, nb)),
+                None => None,
+            };
+            add(
+                &mut acc,
+                pass(&GpuPasses {
+                    ctx: self.ctx,
+                    x: &block,
+                    codes,
+                })?,
+            );
+        }
+        Ok(acc)
+    }
+}
+
+impl ColumnPasses for StreamedPasses<'_> {
+    fn n_rows(&self) -> usize {
+        self.x.n_rows
+    }
+
+    fn n_cols(&self) -> usize {
+        self.x.n_cols
+    }
+
+    fn moments(&self, t: Transform, per_group: bool) -> Result<Vec<Moments>> {
+        let groups = if per_group {
+            self.codes.map_or(1, |c| c.1)
+        } else {
+            1
+        };
+        let zeros = vec![Moments::zeros(self.x.n_cols); groups];
+        self.each_block(
+            zeros,
+            |p| p.moments(t, per_group),
+            |acc, part| {
+                for (a, b) in acc.iter_mut().zip(part) {
+                    add_into(&mut a.sums, &b.sums);
+                    add_into(&mut a.sq, &b.sq);
+                    add_into(&mut a.positive, &b.positive);
+                }
+            },
+        )
+    }
+
+    fn clipped_sums(&self, clip: &[f64]) -> Result<(Vec<f64>, Vec<f64>)> {
+        let len = clip.len();
+        self.each_block(
+            (vec![0.0; len], vec![0.0; len]),
+            |p| p.clipped_sums(clip),
+            |acc, part| {
+                add_into(&mut acc.0, &part.0);
+                add_into(&mut acc.1, &part.1);
+            },
+        )
+    }
+}
+
+/// [`highly_variable_genes_gpu`] of a host matrix streamed through the device in row blocks of
+/// at most `block_bytes`: each column pass goes over the blocks once.
+pub fn highly_variable_genes_streamed(
+    ctx: &GpuContext,
+    x: &CsrMatrix<f32>,
+    params: &HvgParams,
+    batches: Option<&Batches>,
+    gene_names: Option<&[String]>,
+    block_bytes: usize,
+) -> Result<HvgResult> {
+    check_inputs(x.n_rows, x.n_cols, params, batches, gene_names)?;
+    let passes = StreamedPasses {
+        ctx,
+        x,
+        codes: batches.map(|b| (&b.codes[..], b.categories.len())),
+        blocks: csr_blocks(x, block_bytes),
+    };
+    run(&passes, params, batches, gene_names)
 }

@@ -24,7 +24,7 @@ pub mod seurat;
 pub mod seurat_v3;
 
 pub(crate) mod gpu;
-pub use gpu::highly_variable_genes_gpu;
+pub use gpu::{highly_variable_genes_gpu, highly_variable_genes_streamed};
 
 use crate::columns::{Column, NamedColumns};
 use crate::csr::CsrMatrix;
@@ -270,7 +270,7 @@ pub(crate) struct Moments {
 }
 
 impl Moments {
-    fn zeros(n_cols: usize) -> Self {
+    pub(crate) fn zeros(n_cols: usize) -> Self {
         Moments {
             sums: vec![0.0; n_cols],
             sq: vec![0.0; n_cols],

@@ -1,8 +1,10 @@
 //! The GPU twin of [`super::log1p`].
 
 use super::check_base;
+use crate::csr::CsrMatrix;
 use crate::error::Result;
 use crate::gpu::module_cache::KernelSource;
+use crate::gpu::streamed::csr_blocks;
 use crate::gpu::{DeviceCsr, GpuContext};
 use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 
@@ -28,4 +30,21 @@ pub fn log1p_gpu(ctx: &GpuContext, x: &mut DeviceCsr, base: Option<f64>) -> Resu
         shared_mem_bytes: 0,
     };
     ctx.launch(l, cfg, "log1p_values")
+}
+
+/// [`log1p_gpu`] of a host matrix streamed through the device in row blocks of at most
+/// `block_bytes`, the values written back in place (the same values bit for bit).
+pub fn log1p_streamed(
+    ctx: &GpuContext,
+    x: &mut CsrMatrix<f32>,
+    base: Option<f64>,
+    block_bytes: usize,
+) -> Result<()> {
+    check_base(base)?;
+    for rows in csr_blocks(x, block_bytes) {
+        let mut block = DeviceCsr::upload_rows(ctx, x, rows.clone())?;
+        log1p_gpu(ctx, &mut block, base)?;
+        block.download_values_into(ctx, x, rows)?;
+    }
+    Ok(())
 }

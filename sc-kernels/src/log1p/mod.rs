@@ -7,7 +7,7 @@ use crate::real::Real;
 use rayon::prelude::*;
 
 pub(crate) mod gpu;
-pub use gpu::log1p_gpu;
+pub use gpu::{log1p_gpu, log1p_streamed};
 
 fn check_base(base: Option<f64>) -> Result<()> {
     if let Some(b) = base {

@@ -2,9 +2,11 @@
 //! target (median) and factors by the CPU's code, so both round identically.
 
 use super::{check_params, result, target_and_factors, NormalizeParams, NormalizeResult};
+use crate::csr::CsrMatrix;
 use crate::error::Result;
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::reduce::warps_for_rows;
+use crate::gpu::streamed::csr_blocks;
 use crate::gpu::{DeviceCsr, DeviceVec, GpuContext};
 use rmm_cuda::cudarc::driver::PushKernelArg;
 
@@ -56,36 +58,127 @@ pub fn normalize_total_gpu(
     let mut counts = totals(ctx, x, None)?;
     let mut excluded = None;
     if params.exclude_highly_expressed {
-        let high = ctx.zeros::<u8>(x.n_cols.max(1))?;
-        let f = ctx.function(SRC, "mark_high")?;
-        let mut l = ctx.launcher(&f);
-        l.arg(&x.indptr)
-            .arg(&x.indices)
-            .arg(&x.data)
-            .arg(&n)
-            .arg(&counts)
-            .arg(&params.max_fraction)
-            .arg(&high);
-        ctx.launch(l, warps_for_rows(x.n_rows), "mark_high")?;
-        let high_h: Vec<bool> = ctx.download(&high)?[..x.n_cols]
-            .iter()
-            .map(|&h| h != 0)
-            .collect();
-        let keep: Vec<u8> = high_h.iter().map(|&h| (!h) as u8).collect();
-        let keep = ctx.upload(if keep.is_empty() { &[1u8][..] } else { &keep })?;
-        counts = totals(ctx, x, Some(&keep))?;
-        excluded = Some(high_h);
+        let high = mark_high(ctx, x, &counts, params.max_fraction)?;
+        let high_h = ctx.download(&high)?;
+        let keep = keep_of(&high_h, x.n_cols);
+        counts = totals(ctx, x, Some(&ctx.upload(&keep)?))?;
+        excluded = Some(high_of(&high_h, x.n_cols));
     }
     let counts_h = ctx.download(&counts)?;
     let (target, factor) = target_and_factors(&counts_h, params);
+    divide_rows(ctx, x, &factor)?;
+    Ok(result(target, &counts_h, &factor, excluded))
+}
+
+/// Marks (1) the genes that make up more than `max_fraction` of some row's total.
+fn mark_high(
+    ctx: &GpuContext,
+    x: &DeviceCsr,
+    counts: &DeviceVec<f32>,
+    max_fraction: f64,
+) -> Result<DeviceVec<u8>> {
+    let high = ctx.zeros::<u8>(x.n_cols.max(1))?;
+    let f = ctx.function(SRC, "mark_high")?;
+    let n = x.n_rows as u64;
+    let mut l = ctx.launcher(&f);
+    l.arg(&x.indptr)
+        .arg(&x.indices)
+        .arg(&x.data)
+        .arg(&n)
+        .arg(counts)
+        .arg(&max_fraction)
+        .arg(&high);
+    ctx.launch(l, warps_for_rows(x.n_rows), "mark_high")?;
+    Ok(high)
+}
+
+/// The genes marked by [`mark_high`] (`marks` has at least `n_cols` entries).
+fn high_of(marks: &[u8], n_cols: usize) -> Vec<bool> {
+    marks[..n_cols].iter().map(|&h| h != 0).collect()
+}
+
+/// The kernel's keep mask (1: counted) of the genes not marked high; never empty.
+fn keep_of(marks: &[u8], n_cols: usize) -> Vec<u8> {
+    let keep: Vec<u8> = marks[..n_cols].iter().map(|&h| (h == 0) as u8).collect();
+    if keep.is_empty() {
+        vec![1]
+    } else {
+        keep
+    }
+}
+
+/// Divides each row by its factor (a zero factor leaves the row as it is).
+fn divide_rows(ctx: &GpuContext, x: &mut DeviceCsr, factor: &[f32]) -> Result<()> {
     let d_factor = ctx.upload(if factor.is_empty() {
         &[1f32][..]
     } else {
-        &factor
+        factor
     })?;
     let f = ctx.function(SRC, "divide_rows")?;
+    let n = x.n_rows as u64;
     let mut l = ctx.launcher(&f);
     l.arg(&x.indptr).arg(&x.data).arg(&n).arg(&d_factor);
-    ctx.launch(l, warps_for_rows(x.n_rows), "divide_rows")?;
+    ctx.launch(l, warps_for_rows(x.n_rows), "divide_rows")
+}
+
+/// `normalize_total` of a host matrix streamed through the device in row blocks of at most
+/// `block_bytes`, the values written back in place. With a target sum and no exclusion each
+/// block runs the in-memory kernel (one pass, the same values bit for bit); the median target
+/// and `exclude_highly_expressed` first take the totals of every row (and the highly expressed
+/// genes of every block) in their own passes, then divide.
+pub fn normalize_total_streamed(
+    ctx: &GpuContext,
+    x: &mut CsrMatrix<f32>,
+    params: &NormalizeParams,
+    block_bytes: usize,
+) -> Result<NormalizeResult> {
+    check_params(params)?;
+    let blocks = csr_blocks(x, block_bytes);
+    if let (Some(_), false) = (params.target_sum, params.exclude_highly_expressed) {
+        let mut out: Option<NormalizeResult> = None;
+        for rows in blocks {
+            let mut block = DeviceCsr::upload_rows(ctx, x, rows.clone())?;
+            let r = normalize_total_gpu(ctx, &mut block, params)?;
+            block.download_values_into(ctx, x, rows)?;
+            match &mut out {
+                None => out = Some(r),
+                Some(o) => {
+                    o.counts_per_cell.extend(r.counts_per_cell);
+                    o.norm_factor.extend(r.norm_factor);
+                }
+            }
+        }
+        return Ok(out.unwrap_or_else(|| {
+            let (target, factor) = target_and_factors::<f32>(&[], params);
+            result(target, &[], &factor, None)
+        }));
+    }
+    let mut excluded = None;
+    let mut keep = None;
+    if params.exclude_highly_expressed {
+        let mut high = vec![false; x.n_cols];
+        for rows in &blocks {
+            let block = DeviceCsr::upload_rows(ctx, x, rows.clone())?;
+            let counts = totals(ctx, &block, None)?;
+            let marks = ctx.download(&mark_high(ctx, &block, &counts, params.max_fraction)?)?;
+            for (h, m) in high.iter_mut().zip(high_of(&marks, x.n_cols)) {
+                *h |= m;
+            }
+        }
+        let marks: Vec<u8> = high.iter().map(|&h| h as u8).collect();
+        keep = Some(ctx.upload(&keep_of(&marks, x.n_cols))?);
+        excluded = Some(high);
+    }
+    let mut counts_h = Vec::with_capacity(x.n_rows);
+    for rows in &blocks {
+        let block = DeviceCsr::upload_rows(ctx, x, rows.clone())?;
+        counts_h.extend(ctx.download(&totals(ctx, &block, keep.as_ref())?)?);
+    }
+    let (target, factor) = target_and_factors(&counts_h, params);
+    for rows in blocks {
+        let mut block = DeviceCsr::upload_rows(ctx, x, rows.clone())?;
+        divide_rows(ctx, &mut block, &factor[rows.clone()])?;
+        block.download_values_into(ctx, x, rows)?;
+    }
     Ok(result(target, &counts_h, &factor, excluded))
 }

@@ -16,7 +16,7 @@ use crate::real::Real;
 use rayon::prelude::*;
 
 pub(crate) mod gpu;
-pub use gpu::normalize_total_gpu;
+pub use gpu::{normalize_total_gpu, normalize_total_streamed};
 
 /// Parameters of [`normalize_total`].
 #[derive(Debug, Clone, Copy, PartialEq)]

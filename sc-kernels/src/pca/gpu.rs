@@ -11,9 +11,12 @@
 //! leading dimension `k`, are the row-major `n x k` result.
 
 use super::{finish_covariance, mean_times_v, n_comps, pca_dense, use_dual, PcaParams, PcaResult};
+use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
 use crate::gpu::module_cache::KernelSource;
-use crate::gpu::{grid_stride, DeviceDense, GpuContext, BLOCK};
+use crate::gpu::streamed::dense_blocks;
+use crate::gpu::{grid_stride, DeviceDense, DeviceVec, GpuContext, BLOCK};
+use crate::stats::add_into;
 use faer::Mat;
 use rmm_cuda::cudarc::cublas::sys as cublas;
 use rmm_cuda::cudarc::cusolver::sys as cusolver;
@@ -42,12 +45,7 @@ pub fn pca_dense_gpu(ctx: &GpuContext, x: &DeviceDense, params: &PcaParams) -> R
     if use_dual(n, g) {
         return pca_dense(&x.download(ctx)?, params);
     }
-    // cuSOLVER's workspace size (about 2 g^2) is an i32.
-    if n > i32::MAX as usize || g > 32_000 {
-        return Err(KernelError::Unsupported(format!(
-            "pca on the GPU: {n} x {g} exceeds the 32-bit sizes of cuBLAS / cuSOLVER"
-        )));
-    }
+    check_sizes(n, g)?;
     ctx.bind_to_thread()?;
     let sums = col_sums(ctx, x)?;
     let gm = gram(ctx, x)?;
@@ -92,41 +90,121 @@ fn col_sums(ctx: &GpuContext, x: &DeviceDense) -> Result<Vec<f64>> {
 /// A = X + s g, lda = g, C = part, ldc = g)`, i.e. `part = A A^T` with `A` the column-major
 /// `g x b` view of the block (`X_block^T`), so `part = X_block^T X_block`; then `add_lower`.
 fn gram(ctx: &GpuContext, x: &DeviceDense) -> Result<Mat<f64>> {
-    let (n, g) = (x.n_rows, x.n_cols);
-    let acc = ctx.zeros::<f64>(g * g)?;
-    let part = ctx.alloc::<f32>(g * g)?;
-    let handle = *ctx.blas()?.handle();
-    let add = ctx.function(SRC, "add_lower")?;
-    let g64 = g as u64;
-    let (one, zero) = (1.0f32, 0.0f32);
-    for s in (0..n).step_by(GRAM_ROWS) {
-        let b = (n - s).min(GRAM_ROWS);
-        let a = (x.data.ptr() + (s * g * 4) as u64) as *const f32;
-        // SAFETY: `a` points at rows s..s+b of X (b*g values, lda g), `part` holds g*g values;
-        // alpha and beta are host values (the handle's default pointer mode).
-        unsafe {
-            cublas::cublasSsyrk_v2(
-                handle,
-                cublas::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER,
-                cublas::cublasOperation_t::CUBLAS_OP_N,
-                g as i32,
-                b as i32,
-                &one,
-                a,
-                g as i32,
-                &zero,
-                part.ptr() as *mut f32,
-                g as i32,
-            )
-        }
-        .result()
-        .map_err(|e| KernelError::Gpu(format!("cublasSsyrk_v2 (Gram matrix): {e:?}")))?;
-        let mut l = ctx.launcher(&add);
-        l.arg(&part).arg(&g64).arg(&acc);
-        ctx.launch(l, grid_stride(g * g), "add_lower")?;
+    let mut acc = GramAccumulator::new(ctx, x.n_cols)?;
+    acc.add(ctx, x)?;
+    acc.finish(ctx)
+}
+
+/// The f64 Gram total on the device and the f32 scratch of one `ssyrk` block.
+struct GramAccumulator {
+    g: usize,
+    acc: DeviceVec<f64>,
+    part: DeviceVec<f32>,
+}
+
+impl GramAccumulator {
+    fn new(ctx: &GpuContext, g: usize) -> Result<Self> {
+        Ok(GramAccumulator {
+            g,
+            acc: ctx.zeros::<f64>(g * g)?,
+            part: ctx.alloc::<f32>(g * g)?,
+        })
     }
-    let h = ctx.download(&acc)?;
-    Ok(lower_from_col_major(&h, g))
+
+    /// Adds `x^T x` of the rows of `x`, [`GRAM_ROWS`] at a time (rows streamed in blocks that
+    /// are multiples of it give the in-memory sums exactly).
+    fn add(&mut self, ctx: &GpuContext, x: &DeviceDense) -> Result<()> {
+        let (n, g) = (x.n_rows, self.g);
+        let handle = *ctx.blas()?.handle();
+        let add = ctx.function(SRC, "add_lower")?;
+        let g64 = g as u64;
+        let (one, zero) = (1.0f32, 0.0f32);
+        for s in (0..n).step_by(GRAM_ROWS) {
+            let b = (n - s).min(GRAM_ROWS);
+            let a = (x.data.ptr() + (s * g * 4) as u64) as *const f32;
+            // SAFETY: `a` points at rows s..s+b of X (b*g values, lda g), `part` holds g*g
+            // values; alpha and beta are host values (the handle's default pointer mode).
+            unsafe {
+                cublas::cublasSsyrk_v2(
+                    handle,
+                    cublas::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER,
+                    cublas::cublasOperation_t::CUBLAS_OP_N,
+                    g as i32,
+                    b as i32,
+                    &one,
+                    a,
+                    g as i32,
+                    &zero,
+                    self.part.ptr() as *mut f32,
+                    g as i32,
+                )
+            }
+            .result()
+            .map_err(|e| KernelError::Gpu(format!("cublasSsyrk_v2 (Gram matrix): {e:?}")))?;
+            let mut l = ctx.launcher(&add);
+            l.arg(&self.part).arg(&g64).arg(&self.acc);
+            ctx.launch(l, grid_stride(g * g), "add_lower")?;
+        }
+        Ok(())
+    }
+
+    fn finish(self, ctx: &GpuContext) -> Result<Mat<f64>> {
+        Ok(lower_from_col_major(&ctx.download(&self.acc)?, self.g))
+    }
+}
+
+/// [`pca_dense_gpu`] of a host matrix streamed through the device in row blocks of at most
+/// `block_bytes` (multiples of the Gram block, so the Gram matrix is the in-memory one): one
+/// pass for the column sums and the Gram matrix, one for the scores.
+pub fn pca_dense_streamed(
+    ctx: &GpuContext,
+    x: &DenseMatrix<f32>,
+    params: &PcaParams,
+    block_bytes: usize,
+) -> Result<PcaResult> {
+    let (n, g) = (x.n_rows, x.n_cols);
+    let k = n_comps(params, n, g)?;
+    if use_dual(n, g) {
+        return pca_dense(x, params);
+    }
+    check_sizes(n, g)?;
+    ctx.bind_to_thread()?;
+    let blocks = dense_blocks(n, g, block_bytes, GRAM_ROWS);
+    let mut sums = vec![0.0; g];
+    let mut gm = GramAccumulator::new(ctx, g)?;
+    for rows in &blocks {
+        let block = DeviceDense::upload_rows(ctx, x, rows.clone())?;
+        add_into(&mut sums, &col_sums(ctx, &block)?);
+        gm.add(ctx, &block)?;
+    }
+    let gm = gm.finish(ctx)?;
+    finish_covariance(
+        n,
+        g,
+        k,
+        params.zero_center,
+        gm,
+        sums,
+        |c, k| top_eigen(ctx, c, k),
+        |v, mean| {
+            let mut scores = Vec::with_capacity(n * v.ncols());
+            for rows in &blocks {
+                let block = DeviceDense::upload_rows(ctx, x, rows.clone())?;
+                scores.extend(project(ctx, &block, v, mean)?);
+            }
+            Ok(scores)
+        },
+    )
+}
+
+/// cuBLAS and cuSOLVER take 32-bit sizes (the solver's workspace, about 2 g^2, is an i32).
+fn check_sizes(n: usize, g: usize) -> Result<()> {
+    if n > i32::MAX as usize || g > 32_000 {
+        return Err(KernelError::Unsupported(format!(
+            "pca on the GPU: {n} x {g} exceeds the 32-bit sizes of cuBLAS / cuSOLVER"
+        )));
+    }
+    Ok(())
 }
 
 /// A column-major `g x g` buffer's lower triangle as a matrix (upper triangle zero).

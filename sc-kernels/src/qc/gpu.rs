@@ -2,8 +2,10 @@
 //! columns assembled by the same host code as the CPU's.
 
 use super::{assemble, check_params, QcMetrics, QcParams, QcSums};
+use crate::csr::CsrMatrix;
 use crate::error::Result;
 use crate::gpu::module_cache::KernelSource;
+use crate::gpu::streamed::csr_blocks;
 use crate::gpu::{blocks_for_rows, DeviceCsr, GpuContext};
 use rmm_cuda::cudarc::driver::PushKernelArg;
 
@@ -85,5 +87,23 @@ pub fn calculate_qc_metrics_gpu(
 ) -> Result<QcMetrics> {
     let ns = check_params(x.n_cols, params)?;
     let sums = qc_sums_gpu(ctx, x, params, &ns)?;
+    Ok(assemble::<f32>(&sums, params, &ns, x.n_rows))
+}
+
+/// `calculate_qc_metrics` of a host matrix of counts streamed through the device in row blocks
+/// of at most `block_bytes` (see [`crate::gpu::streamed`]): the per-cell sums of each block
+/// follow one another, its per-gene sums are added up.
+pub fn calculate_qc_metrics_streamed(
+    ctx: &GpuContext,
+    x: &CsrMatrix<f32>,
+    params: &QcParams,
+    block_bytes: usize,
+) -> Result<QcMetrics> {
+    let ns = check_params(x.n_cols, params)?;
+    let mut sums = QcSums::empty(params.qc_vars.len(), ns.len(), x.n_cols);
+    for rows in csr_blocks(x, block_bytes) {
+        let block = DeviceCsr::upload_rows(ctx, x, rows)?;
+        sums.append(qc_sums_gpu(ctx, &block, params, &ns)?);
+    }
     Ok(assemble::<f32>(&sums, params, &ns, x.n_rows))
 }

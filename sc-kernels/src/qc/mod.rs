@@ -20,7 +20,7 @@ use crate::stats;
 use rayon::prelude::*;
 
 pub(crate) mod gpu;
-pub use gpu::{calculate_qc_metrics_gpu, qc_sums_gpu};
+pub use gpu::{calculate_qc_metrics_gpu, calculate_qc_metrics_streamed, qc_sums_gpu};
 
 /// Parameters of [`calculate_qc_metrics`].
 #[derive(Debug, Clone)]
@@ -168,6 +168,35 @@ pub struct QcSums {
     pub gene_n_cells: Vec<i64>,
     /// Sum of each gene's values.
     pub gene_sums: Vec<f64>,
+}
+
+impl QcSums {
+    /// The sums of no cell: `n_qc` QC variables, `n_top` `percent_top` entries, `n_cols` genes.
+    pub fn empty(n_qc: usize, n_top: usize, n_cols: usize) -> Self {
+        QcSums {
+            n_genes: Vec::new(),
+            total: Vec::new(),
+            top: vec![Vec::new(); n_top],
+            qc: vec![Vec::new(); n_qc],
+            gene_n_cells: vec![0; n_cols],
+            gene_sums: vec![0.0; n_cols],
+        }
+    }
+
+    /// Adds the sums of the next block of cells: their per-cell sums follow ours, their per-gene
+    /// sums are added to ours.
+    pub fn append(&mut self, block: QcSums) {
+        self.n_genes.extend(block.n_genes);
+        self.total.extend(block.total);
+        for (a, b) in self.top.iter_mut().zip(block.top) {
+            a.extend(b);
+        }
+        for (a, b) in self.qc.iter_mut().zip(block.qc) {
+            a.extend(b);
+        }
+        stats::add_into(&mut self.gene_n_cells, &block.gene_n_cells);
+        stats::add_into(&mut self.gene_sums, &block.gene_sums);
+    }
 }
 
 /// Checks the parameters against an `n_cols`-gene matrix; returns `percent_top` ascending.
@@ -506,6 +535,40 @@ mod tests {
             f(q.obs_column("pct_counts_in_top_2_genes").unwrap())[0],
             4.0 / 4.5 * 100.0
         );
+    }
+
+    /// The streamed QC's combination: the sums of row blocks, appended, are the sums of the
+    /// whole matrix (per-gene sums of small integers add up exactly).
+    #[test]
+    fn block_sums_appended_are_the_whole_matrix_sums() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        let (rows, cols) = (97, 31);
+        let dense: Vec<f32> = (0..rows * cols)
+            .map(|_| {
+                if rng.random_bool(0.3) {
+                    rng.random_range(1..40) as f32
+                } else {
+                    0.0
+                }
+            })
+            .collect();
+        let x = CsrMatrix::from_dense(&crate::dense::DenseMatrix::new(rows, cols, dense).unwrap());
+        let params = QcParams {
+            qc_vars: vec![("a".into(), (0..cols).map(|j| j % 4 == 0).collect())],
+            percent_top: vec![5, 2],
+            log1p: true,
+        };
+        let ns = check_params(cols, &params).unwrap();
+        let whole = qc_sums(&x, &params, &ns);
+        for budget in [200usize, 1000, 1 << 20] {
+            let mut parts = QcSums::empty(1, ns.len(), cols);
+            for b in crate::gpu::streamed::csr_blocks(&x, budget) {
+                let block = x.take_rows(&b.collect::<Vec<_>>());
+                parts.append(qc_sums(&block, &params, &ns));
+            }
+            assert_eq!(parts, whole, "blocks of {budget} bytes");
+        }
     }
 
     proptest! {

@@ -3,10 +3,14 @@
 //! output written on the device.
 
 use super::{check, clip, std_of, ScaleParams, ScaleStats};
+use crate::csr::CsrMatrix;
+use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::reduce::{col_moments, Transform};
-use crate::gpu::{blocks_for_rows, DeviceCsr, DeviceDense, GpuContext};
+use crate::gpu::streamed::{csr_blocks_with_output, download_into};
+use crate::gpu::{blocks_for_rows, DeviceCsr, DeviceDense, DeviceVec, GpuContext};
+use crate::stats::add_into;
 use crate::stats::mean_var_from_sums;
 use rmm_cuda::cudarc::driver::PushKernelArg;
 
@@ -15,35 +19,59 @@ pub(crate) const SRC: KernelSource = KernelSource {
     source: include_str!("scale.cu"),
 };
 
-/// Scales a device matrix with zero-centring into a dense device matrix (f32).
-pub fn scale_csr_to_dense_gpu(
-    ctx: &GpuContext,
-    x: &DeviceCsr,
-    params: &ScaleParams,
-) -> Result<(DeviceDense, ScaleStats)> {
+/// Scaling on the GPU zero-centres (its output is dense).
+fn check_centred(params: &ScaleParams) -> Result<()> {
     check(params)?;
     if !params.zero_center {
         return Err(KernelError::Unsupported(
             "scale on the GPU zero-centres (a dense output); without centring use the CPU".into(),
         ));
     }
-    let m = col_moments(ctx, x, Transform::Identity, None)?;
-    let (mean, var) = mean_var_from_sums(&m.sums, &m.sq, x.n_rows);
-    let st = ScaleStats {
+    Ok(())
+}
+
+/// Means and standard deviations (ddof 1) from column sums and sums of squares over `n` rows.
+fn stats_of(sums: &[f64], sq: &[f64], n: usize) -> ScaleStats {
+    let (mean, var) = mean_var_from_sums(sums, sq, n);
+    ScaleStats {
         mean,
         std: std_of(var),
-    };
-    let zero_val: Vec<f32> = (0..x.n_cols)
-        .map(|j| clip(-st.mean[j] / st.std[j], params) as f32)
-        .collect();
-    let pad = |v: &[f64]| if v.is_empty() { vec![0.0] } else { v.to_vec() };
-    let d_mean = ctx.upload(&pad(&st.mean))?;
-    let d_std = ctx.upload(&pad(&st.std))?;
-    let d_zero = ctx.upload(if zero_val.is_empty() {
-        &[0f32][..]
-    } else {
-        &zero_val
-    })?;
+    }
+}
+
+/// The per-column constants of the scaling kernel, on the device.
+struct Constants {
+    mean: DeviceVec<f64>,
+    std: DeviceVec<f64>,
+    /// What a stored zero becomes: `clip(-mean / std)`.
+    zero: DeviceVec<f32>,
+}
+
+impl Constants {
+    fn new(ctx: &GpuContext, st: &ScaleStats, params: &ScaleParams) -> Result<Self> {
+        let zero_val: Vec<f32> = (0..st.mean.len())
+            .map(|j| clip(-st.mean[j] / st.std[j], params) as f32)
+            .collect();
+        let pad = |v: &[f64]| if v.is_empty() { vec![0.0] } else { v.to_vec() };
+        Ok(Constants {
+            mean: ctx.upload(&pad(&st.mean))?,
+            std: ctx.upload(&pad(&st.std))?,
+            zero: ctx.upload(if zero_val.is_empty() {
+                &[0f32][..]
+            } else {
+                &zero_val
+            })?,
+        })
+    }
+}
+
+/// The dense scaled copy of `x` with the given constants.
+fn scale_block(
+    ctx: &GpuContext,
+    x: &DeviceCsr,
+    c: &Constants,
+    params: &ScaleParams,
+) -> Result<DeviceDense> {
     let out = ctx.alloc::<f32>(x.n_rows * x.n_cols)?;
     let (n, g64) = (x.n_rows as u64, x.n_cols as u64);
     let has_max = params.max_value.is_some() as i32;
@@ -55,19 +83,64 @@ pub fn scale_csr_to_dense_gpu(
         .arg(&x.data)
         .arg(&n)
         .arg(&g64)
-        .arg(&d_mean)
-        .arg(&d_std)
-        .arg(&d_zero)
+        .arg(&c.mean)
+        .arg(&c.std)
+        .arg(&c.zero)
         .arg(&has_max)
         .arg(&max_value)
         .arg(&out);
     ctx.launch(l, blocks_for_rows(x.n_rows, 256), "scale_to_dense")?;
-    Ok((
-        DeviceDense {
-            n_rows: x.n_rows,
-            n_cols: x.n_cols,
-            data: out,
-        },
-        st,
-    ))
+    Ok(DeviceDense {
+        n_rows: x.n_rows,
+        n_cols: x.n_cols,
+        data: out,
+    })
+}
+
+/// Scales a device matrix with zero-centring into a dense device matrix (f32).
+pub fn scale_csr_to_dense_gpu(
+    ctx: &GpuContext,
+    x: &DeviceCsr,
+    params: &ScaleParams,
+) -> Result<(DeviceDense, ScaleStats)> {
+    check_centred(params)?;
+    let m = col_moments(ctx, x, Transform::Identity, None)?;
+    let st = stats_of(&m.sums, &m.sq, x.n_rows);
+    let dense = scale_block(ctx, x, &Constants::new(ctx, &st, params)?, params)?;
+    Ok((dense, st))
+}
+
+/// [`scale_csr_to_dense_gpu`] of a host matrix streamed through the device in row blocks of at
+/// most `block_bytes` (of CSR input; the block's dense output comes on top): one pass for the
+/// column statistics, one that scales each block and copies it into the host result.
+pub fn scale_csr_to_dense_streamed(
+    ctx: &GpuContext,
+    x: &CsrMatrix<f32>,
+    params: &ScaleParams,
+    block_bytes: usize,
+) -> Result<(DenseMatrix<f32>, ScaleStats)> {
+    check_centred(params)?;
+    let g = x.n_cols;
+    // A block's dense output (rows x genes f32) shares the budget with its input.
+    let blocks = csr_blocks_with_output(x, block_bytes, g * 4);
+    let (mut sums, mut sq) = (vec![0.0; g], vec![0.0; g]);
+    for rows in &blocks {
+        let block = DeviceCsr::upload_rows(ctx, x, rows.clone())?;
+        let m = col_moments(ctx, &block, Transform::Identity, None)?;
+        add_into(&mut sums, &m.sums);
+        add_into(&mut sq, &m.sq);
+    }
+    let st = stats_of(&sums, &sq, x.n_rows);
+    let consts = Constants::new(ctx, &st, params)?;
+    let mut out = DenseMatrix::zeros(x.n_rows, g);
+    for rows in blocks {
+        let block = DeviceCsr::upload_rows(ctx, x, rows.clone())?;
+        let dense = scale_block(ctx, &block, &consts, params)?;
+        download_into(
+            ctx,
+            &dense.data,
+            &mut out.data[rows.start * g..rows.end * g],
+        )?;
+    }
+    Ok((out, st))
 }

@@ -16,7 +16,7 @@ use crate::stats;
 use rayon::prelude::*;
 
 pub(crate) mod gpu;
-pub use gpu::scale_csr_to_dense_gpu;
+pub use gpu::{scale_csr_to_dense_gpu, scale_csr_to_dense_streamed};
 
 /// Parameters of the scaling functions.
 #[derive(Debug, Clone, Copy, PartialEq)]

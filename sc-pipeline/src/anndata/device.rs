@@ -1,7 +1,11 @@
-//! A matrix that lives on the GPU, with the context (device, stream, memory resource) it was
-//! made with: steps given such an X run their GPU twins on that context.
+//! A matrix of a GPU run, with the context (device, stream, memory resource) it was made with:
+//! steps given such an X run their GPU twins on that context. It lives in device memory, or,
+//! when it is larger than the run's device memory budget, in host memory, and the steps stream
+//! it through the device in row blocks (`sc_kernels::gpu::streamed`).
 
+use sc_kernels::dense::DenseMatrix;
 use sc_kernels::gpu::{DeviceCsr, DeviceDense, GpuContext};
+use sc_kernels::CsrMatrix;
 use std::sync::Arc;
 
 /// The storage of a device matrix.
@@ -9,9 +13,20 @@ use std::sync::Arc;
 pub enum DeviceData {
     Csr(DeviceCsr),
     Dense(DeviceDense),
+    /// In host memory, streamed through the device in blocks of at most `block_bytes`.
+    StreamedCsr(Streamed<CsrMatrix<f32>>),
+    StreamedDense(Streamed<DenseMatrix<f32>>),
 }
 
-/// X (or `raw.X`) on the GPU.
+/// A host matrix whose steps run on the device one row block at a time.
+#[derive(Debug, Clone)]
+pub struct Streamed<M> {
+    pub host: M,
+    /// Device bytes a block of input may take.
+    pub block_bytes: usize,
+}
+
+/// X (or `raw.X`) of a GPU run.
 #[derive(Debug)]
 pub struct DeviceMatrix {
     pub ctx: Arc<GpuContext>,
@@ -33,10 +48,38 @@ impl DeviceMatrix {
         }
     }
 
+    pub fn streamed_csr(ctx: &Arc<GpuContext>, host: CsrMatrix<f32>, block_bytes: usize) -> Self {
+        DeviceMatrix {
+            ctx: ctx.clone(),
+            data: DeviceData::StreamedCsr(Streamed { host, block_bytes }),
+        }
+    }
+
+    pub fn streamed_dense(
+        ctx: &Arc<GpuContext>,
+        host: DenseMatrix<f32>,
+        block_bytes: usize,
+    ) -> Self {
+        DeviceMatrix {
+            ctx: ctx.clone(),
+            data: DeviceData::StreamedDense(Streamed { host, block_bytes }),
+        }
+    }
+
+    /// Whether the matrix stays in host memory and is streamed through the device.
+    pub fn is_streamed(&self) -> bool {
+        matches!(
+            self.data,
+            DeviceData::StreamedCsr(_) | DeviceData::StreamedDense(_)
+        )
+    }
+
     pub fn shape(&self) -> (usize, usize) {
         match &self.data {
             DeviceData::Csr(m) => (m.n_rows, m.n_cols),
             DeviceData::Dense(m) => (m.n_rows, m.n_cols),
+            DeviceData::StreamedCsr(m) => (m.host.n_rows, m.host.n_cols),
+            DeviceData::StreamedDense(m) => (m.host.n_rows, m.host.n_cols),
         }
     }
 
@@ -44,18 +87,31 @@ impl DeviceMatrix {
         match &self.data {
             DeviceData::Csr(m) => m.nnz(),
             DeviceData::Dense(m) => m.data.len(),
+            DeviceData::StreamedCsr(m) => m.host.nnz(),
+            DeviceData::StreamedDense(m) => m.host.data.len(),
         }
     }
 
-    /// The host copy, in the same layout.
+    /// A host copy, in the same layout.
     pub fn download(&self) -> sc_kernels::Result<super::Matrix> {
         Ok(match &self.data {
             DeviceData::Csr(m) => super::Matrix::Sparse(m.download(&self.ctx)?),
             DeviceData::Dense(m) => super::Matrix::Dense(m.download(&self.ctx)?),
+            DeviceData::StreamedCsr(m) => super::Matrix::Sparse(m.host.clone()),
+            DeviceData::StreamedDense(m) => super::Matrix::Dense(m.host.clone()),
         })
     }
 
-    /// A deep copy on the device.
+    /// The matrix on the host (a streamed one is moved, not copied).
+    pub fn into_host(self) -> sc_kernels::Result<super::Matrix> {
+        match self.data {
+            DeviceData::StreamedCsr(m) => Ok(super::Matrix::Sparse(m.host)),
+            DeviceData::StreamedDense(m) => Ok(super::Matrix::Dense(m.host)),
+            _ => self.download(),
+        }
+    }
+
+    /// A deep copy (on the device, or in host memory for a streamed matrix).
     pub fn try_clone(&self) -> sc_kernels::Result<Self> {
         Ok(DeviceMatrix {
             ctx: self.ctx.clone(),
@@ -66,6 +122,8 @@ impl DeviceMatrix {
                     n_cols: m.n_cols,
                     data: m.data.try_clone_on(self.ctx.stream())?,
                 }),
+                DeviceData::StreamedCsr(m) => DeviceData::StreamedCsr(m.clone()),
+                DeviceData::StreamedDense(m) => DeviceData::StreamedDense(m.clone()),
             },
         })
     }
@@ -78,6 +136,8 @@ impl PartialEq for DeviceMatrix {
         let ptr = |d: &DeviceMatrix| match &d.data {
             DeviceData::Csr(m) => m.data.ptr(),
             DeviceData::Dense(m) => m.data.ptr(),
+            DeviceData::StreamedCsr(m) => m.host.data.as_ptr() as u64,
+            DeviceData::StreamedDense(m) => m.host.data.as_ptr() as u64,
         };
         self.shape() == other.shape() && ptr(self) == ptr(other)
     }

@@ -35,10 +35,10 @@ impl Matrix {
         })
     }
 
-    /// The matrix on the host (a device matrix is downloaded, a host one moved).
+    /// The matrix on the host (a device matrix is downloaded, a host or streamed one moved).
     pub fn into_host(self) -> crate::Result<Matrix> {
         match self {
-            Matrix::Device(m) => m.download().map_err(device_err),
+            Matrix::Device(m) => m.into_host().map_err(device_err),
             host => Ok(host),
         }
     }
@@ -84,6 +84,16 @@ impl Matrix {
                     &m.ctx,
                     compact::select_rows(&m.ctx, c, keep).map_err(device_err)?,
                 )),
+                DeviceData::StreamedCsr(s) => Matrix::Device(DeviceMatrix::streamed_csr(
+                    &m.ctx,
+                    s.host.select_rows(keep).map_err(kernel_err)?,
+                    s.block_bytes,
+                )),
+                DeviceData::StreamedDense(s) => Matrix::Device(DeviceMatrix::streamed_dense(
+                    &m.ctx,
+                    s.host.select_rows(keep).map_err(kernel_err)?,
+                    s.block_bytes,
+                )),
                 DeviceData::Dense(_) => return Err(dense_device("row selection")),
             },
         })
@@ -98,6 +108,16 @@ impl Matrix {
                 DeviceData::Csr(c) => Matrix::Device(DeviceMatrix::csr(
                     &m.ctx,
                     compact::select_cols(&m.ctx, c, keep).map_err(device_err)?,
+                )),
+                DeviceData::StreamedCsr(s) => Matrix::Device(DeviceMatrix::streamed_csr(
+                    &m.ctx,
+                    s.host.select_cols(keep).map_err(kernel_err)?,
+                    s.block_bytes,
+                )),
+                DeviceData::StreamedDense(s) => Matrix::Device(DeviceMatrix::streamed_dense(
+                    &m.ctx,
+                    s.host.select_cols(keep).map_err(kernel_err)?,
+                    s.block_bytes,
                 )),
                 DeviceData::Dense(_) => return Err(dense_device("column selection")),
             },

@@ -9,7 +9,7 @@ mod value;
 
 pub use array::{ArrayData, DenseArray};
 pub use dataframe::{array_as_strings, Column, DataFrame};
-pub use device::{DeviceData, DeviceMatrix};
+pub use device::{DeviceData, DeviceMatrix, Streamed};
 pub use matrix::Matrix;
 pub use sc_kernels::dense::DenseMatrix;
 pub use value::{Scalar, Value};
@@ -66,15 +66,7 @@ impl AnnData {
         &mut self,
         ctx: &std::sync::Arc<sc_kernels::gpu::GpuContext>,
     ) -> Result<usize> {
-        fn up(
-            ctx: &std::sync::Arc<sc_kernels::gpu::GpuContext>,
-            m: Matrix,
-        ) -> Result<(Matrix, usize)> {
-            let csr = match m {
-                Matrix::Device(d) => return Ok((Matrix::Device(d), 0)),
-                Matrix::Sparse(c) => c,
-                Matrix::Dense(d) => CsrMatrix::from_dense(&d),
-            };
+        self.place_matrices(|csr| {
             let dev = sc_kernels::gpu::DeviceCsr::upload(ctx, &csr).map_err(|e| {
                 match e.out_of_memory() {
                     Some(oom) => Error::OutOfMemory {
@@ -86,12 +78,41 @@ impl AnnData {
             })?;
             let bytes = dev.bytes();
             Ok((Matrix::Device(DeviceMatrix::csr(ctx, dev)), bytes))
-        }
+        })
+    }
+
+    /// Hands X (and `.raw.X`) to the GPU of `ctx` as CSR matrices that stay in host memory and
+    /// go through the device in row blocks of at most `block_bytes`; nothing is copied.
+    pub fn to_streamed(
+        &mut self,
+        ctx: &std::sync::Arc<sc_kernels::gpu::GpuContext>,
+        block_bytes: usize,
+    ) -> Result<()> {
+        self.place_matrices(|csr| {
+            Ok((
+                Matrix::Device(DeviceMatrix::streamed_csr(ctx, csr, block_bytes)),
+                0,
+            ))
+        })
+        .map(|_| ())
+    }
+
+    /// Replaces X and `.raw.X` (host matrices, as CSR) by what `place` makes of them; returns
+    /// the bytes it reports. Matrices already on a GPU are left as they are.
+    fn place_matrices(
+        &mut self,
+        place: impl Fn(CsrMatrix<f32>) -> Result<(Matrix, usize)>,
+    ) -> Result<usize> {
+        let up = |m: Matrix| match m {
+            Matrix::Device(d) => Ok((Matrix::Device(d), 0)),
+            Matrix::Sparse(c) => place(c),
+            Matrix::Dense(d) => place(CsrMatrix::from_dense(&d)),
+        };
         let empty = || Matrix::Sparse(CsrMatrix::zeros(0, 0));
-        let (x, mut bytes) = up(ctx, std::mem::replace(&mut self.x, empty()))?;
+        let (x, mut bytes) = up(std::mem::replace(&mut self.x, empty()))?;
         self.x = x;
         if let Some(raw) = &mut self.raw {
-            let (x, b) = up(ctx, std::mem::replace(&mut raw.x, empty()))?;
+            let (x, b) = up(std::mem::replace(&mut raw.x, empty()))?;
             raw.x = x;
             bytes += b;
         }

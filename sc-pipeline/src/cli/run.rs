@@ -4,12 +4,13 @@ use super::allocator::{self, parse_size, AllocatorChoice};
 use super::device::{resolve, DeviceChoice};
 use super::progress::Spinner;
 use crate::io::StagedFile;
+use crate::memory_plan::Execution;
 use crate::pipeline::{run_pipeline_on, GpuRun, PipelineConfig, StepObserver};
 use crate::report::{RunReport, StepTimer};
 use crate::steps::{Flavor, HarmonyOptions, HarmonyParams, HvgOptions};
 use crate::synthetic::SyntheticParams;
 use crate::{memory_timeline, AnnData, Error, Result};
-use rmm_core::adaptors::TimelineAdaptor;
+use rmm_core::adaptors::{LimitingAdaptor, TimelineAdaptor};
 use rmm_core::SharedResource;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -60,6 +61,15 @@ pub struct RunArgs {
     /// Maximum size of the pool (pool, binning, async; the arena's size), e.g. 16GiB; default: no maximum.
     #[arg(long, value_parser = parse_size)]
     pub pool_max: Option<usize>,
+    /// Device memory the run may allocate, e.g. 8GiB (enforced by a limiting adaptor); a
+    /// dataset whose in-memory run would not fit is streamed from host memory in row blocks.
+    /// Default: 90% of the GPU's free memory.
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub device_memory_limit: Option<usize>,
+    /// How a GPU run holds X: auto (in device memory when it fits the limit, else streamed),
+    /// in-memory, or streamed.
+    #[arg(long, value_enum, default_value_t = Execution::Auto)]
+    pub execution: Execution,
 
     /// Prefix of the mitochondrial genes (the `mt` QC variable).
     #[arg(long, default_value = "MT-")]
@@ -206,8 +216,18 @@ type Recorder = Arc<TimelineAdaptor<SharedResource>>;
 /// asked), and a stream for the steps.
 fn gpu_run(args: &RunArgs, report: &mut RunReport) -> Result<(GpuRun, Option<Recorder>)> {
     let device = rmm_core::Device::cuda(0).map_err(|e| Error::Device(format!("GPU 0: {e}")))?;
-    let (mut resource, probe) =
+    let memory = device
+        .memory_info()
+        .map_err(|e| Error::Device(format!("GPU 0 memory: {e}")))?;
+    let budget = memory_budget(
+        args.device_memory_limit,
+        args.pool_max,
+        memory.free as u64,
+        memory.total as u64,
+    )?;
+    let (resource, probe) =
         allocator::build_with_probe(args.allocator, &device, args.pool_initial, args.pool_max)?;
+    let mut resource: SharedResource = Arc::new(LimitingAdaptor::new(resource, budget as usize));
     let mut recorder = None;
     if args.memory_timeline.is_some() {
         let mut t = TimelineAdaptor::new(resource);
@@ -223,7 +243,49 @@ fn gpu_run(args: &RunArgs, report: &mut RunReport) -> Result<(GpuRun, Option<Rec
         .map_err(|e| Error::Device(format!("creating a stream on GPU 0: {e}")))?;
     report.gpu_name = device.name().ok();
     report.allocator = Some(format!("{:?}", args.allocator).to_lowercase());
-    Ok((GpuRun::new(&device, &stream, resource)?, recorder))
+    let run = GpuRun::new(&device, &stream, resource)?.with_memory(budget, args.execution);
+    Ok((run, recorder))
+}
+
+/// The run's device memory budget: `--device-memory-limit` (at most the GPU's memory), else
+/// the default share of the free memory; never above `--pool-max`, which caps the pool anyway.
+fn memory_budget(
+    limit: Option<usize>,
+    pool_max: Option<usize>,
+    free: u64,
+    total: u64,
+) -> Result<u64> {
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    let budget = match limit {
+        Some(0) => {
+            return Err(Error::param(
+                "--device-memory-limit",
+                "must be more than 0 bytes",
+            ))
+        }
+        Some(l) if l as u64 > total => {
+            return Err(Error::param(
+                "--device-memory-limit",
+                format!(
+                    "{:.2} GiB is more than the GPU has ({:.2} GiB)",
+                    gib(l as u64),
+                    gib(total)
+                ),
+            ))
+        }
+        Some(l) => {
+            if l as u64 > free {
+                eprintln!(
+                    "notice: --device-memory-limit {:.2} GiB is more than the {:.2} GiB free now; the run may end out of memory",
+                    gib(l as u64),
+                    gib(free)
+                );
+            }
+            l as u64
+        }
+        None => crate::pipeline::default_budget(free),
+    };
+    Ok(pool_max.map_or(budget, |m| budget.min(m as u64)))
 }
 
 pub fn run(args: RunArgs) -> Result<()> {
@@ -253,6 +315,18 @@ pub fn run(args: RunArgs) -> Result<()> {
         return Err(Error::param(
             "--memory-timeline",
             "records the GPU memory of a run: it needs the GPU (--device gpu, or auto on a machine with one)",
+        ));
+    }
+    if device.device != "gpu"
+        && (args.device_memory_limit.is_some() || args.execution != Execution::Auto)
+    {
+        return Err(Error::param(
+            if args.device_memory_limit.is_some() {
+                "--device-memory-limit"
+            } else {
+                "--execution"
+            },
+            "applies to GPU runs: it needs the GPU (--device gpu, or auto on a machine with one)",
         ));
     }
     let mut recorder = None;
@@ -394,4 +468,43 @@ fn commit_outputs(output: StagedFile, report: Option<StagedFile>) -> Result<()> 
     output.commit().inspect_err(|_| {
         let _ = std::fs::remove_file(&report_path);
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+
+    #[test]
+    fn the_budget_is_the_limit_or_most_of_the_free_memory_and_never_above_the_pool() {
+        assert_eq!(
+            memory_budget(Some(8 << 30), None, 70 * GIB, 80 * GIB).unwrap(),
+            8 * GIB
+        );
+        assert_eq!(
+            memory_budget(None, None, 70 * GIB, 80 * GIB).unwrap(),
+            crate::pipeline::default_budget(70 * GIB)
+        );
+        assert_eq!(
+            memory_budget(None, Some(4 << 30), 70 * GIB, 80 * GIB).unwrap(),
+            4 * GIB
+        );
+        // Above the free memory is allowed (with a notice), above the GPU's memory is not.
+        assert_eq!(
+            memory_budget(Some(75 << 30), None, 70 * GIB, 80 * GIB).unwrap(),
+            75 * GIB
+        );
+        let e = memory_budget(Some(96 << 30), None, 70 * GIB, 80 * GIB)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--device-memory-limit") && e.contains("more than the GPU has"),
+            "{e}"
+        );
+        let e = memory_budget(Some(0), None, 70 * GIB, 80 * GIB)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("more than 0"), "{e}");
+    }
 }

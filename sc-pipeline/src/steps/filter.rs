@@ -9,9 +9,12 @@ use sc_kernels::filter::{CellFilter, GeneFilter};
 
 /// Keeps the cells that pass `filter`; returns how many were removed.
 pub fn filter_cells(adata: &mut AnnData, filter: CellFilter) -> Result<usize> {
-    let result = match super::device_csr(adata) {
-        Some((ctx, x)) => sc_kernels::filter::filter_cells_gpu(&ctx, x, filter),
-        None => sc_kernels::filter::filter_cells(adata.x.to_csr()?.as_ref(), filter),
+    let result = if let Some((ctx, x, block)) = super::streamed_csr(adata) {
+        sc_kernels::filter::filter_cells_streamed(&ctx, x, filter, block)
+    } else if let Some((ctx, x)) = super::device_csr(adata) {
+        sc_kernels::filter::filter_cells_gpu(&ctx, x, filter)
+    } else {
+        sc_kernels::filter::filter_cells(adata.x.to_csr()?.as_ref(), filter)
     }
     .map_err(kernel_error("filter_cells"))?;
     let removed = result.keep.len() - result.n_kept();
@@ -22,9 +25,12 @@ pub fn filter_cells(adata: &mut AnnData, filter: CellFilter) -> Result<usize> {
 
 /// Keeps the genes that pass `filter`; returns how many were removed.
 pub fn filter_genes(adata: &mut AnnData, filter: GeneFilter) -> Result<usize> {
-    let result = match super::device_csr(adata) {
-        Some((ctx, x)) => sc_kernels::filter::filter_genes_gpu(&ctx, x, filter),
-        None => sc_kernels::filter::filter_genes(adata.x.to_csr()?.as_ref(), filter),
+    let result = if let Some((ctx, x, block)) = super::streamed_csr(adata) {
+        sc_kernels::filter::filter_genes_streamed(&ctx, x, filter, block)
+    } else if let Some((ctx, x)) = super::device_csr(adata) {
+        sc_kernels::filter::filter_genes_gpu(&ctx, x, filter)
+    } else {
+        sc_kernels::filter::filter_genes(adata.x.to_csr()?.as_ref(), filter)
     }
     .map_err(kernel_error("filter_genes"))?;
     let removed = result.keep.len() - result.n_kept();

@@ -78,6 +78,17 @@ pub fn highly_variable_genes(adata: &mut AnnData, options: &HvgOptions) -> Resul
             batches.as_ref(),
             Some(&adata.var.index),
         ),
+        Matrix::Device(DeviceMatrix {
+            ctx,
+            data: DeviceData::StreamedCsr(s),
+        }) => sc_kernels::hvg::highly_variable_genes_streamed(
+            ctx,
+            &s.host,
+            &params,
+            batches.as_ref(),
+            Some(&adata.var.index),
+            s.block_bytes,
+        ),
         _ => sc_kernels::hvg::highly_variable_genes(
             matrix.to_csr()?.as_ref(),
             &params,

@@ -6,9 +6,12 @@ use crate::anndata::Value;
 use crate::{AnnData, Result};
 
 pub fn log1p(adata: &mut AnnData, base: Option<f64>) -> Result<()> {
-    match super::device_csr_mut(adata) {
-        Some((ctx, x)) => sc_kernels::log1p::log1p_gpu(&ctx, x, base),
-        None => sc_kernels::log1p::log1p(x_csr_mut(adata), base),
+    if let Some((ctx, x, block)) = super::streamed_csr_mut(adata) {
+        sc_kernels::log1p::log1p_streamed(&ctx, x, base, block)
+    } else if let Some((ctx, x)) = super::device_csr_mut(adata) {
+        sc_kernels::log1p::log1p_gpu(&ctx, x, base)
+    } else {
+        sc_kernels::log1p::log1p(x_csr_mut(adata), base)
     }
     .map_err(kernel_error("log1p"))?;
     let entries: Vec<(&str, Value)> = base

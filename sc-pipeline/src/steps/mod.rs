@@ -108,6 +108,31 @@ pub(crate) fn device_csr_mut(adata: &mut AnnData) -> Option<(Arc<GpuContext>, &m
     }
 }
 
+/// X when it is a host CSR matrix streamed through a GPU: its context, the matrix and the
+/// device bytes a block may take.
+pub(crate) fn streamed_csr(adata: &AnnData) -> Option<(Arc<GpuContext>, &CsrMatrix<f32>, usize)> {
+    match &adata.x {
+        Matrix::Device(DeviceMatrix {
+            ctx,
+            data: DeviceData::StreamedCsr(s),
+        }) => Some((ctx.clone(), &s.host, s.block_bytes)),
+        _ => None,
+    }
+}
+
+/// As [`streamed_csr`], mutable.
+pub(crate) fn streamed_csr_mut(
+    adata: &mut AnnData,
+) -> Option<(Arc<GpuContext>, &mut CsrMatrix<f32>, usize)> {
+    match &mut adata.x {
+        Matrix::Device(DeviceMatrix {
+            ctx,
+            data: DeviceData::StreamedCsr(s),
+        }) => Some((ctx.clone(), &mut s.host, s.block_bytes)),
+        _ => None,
+    }
+}
+
 /// X as a mutable CSR matrix; a dense X is converted to CSR first (the steps that change X in
 /// place work on the stored values).
 pub(crate) fn x_csr_mut(adata: &mut AnnData) -> &mut CsrMatrix<f32> {

@@ -7,9 +7,12 @@ use sc_kernels::normalize::{NormalizeParams, NormalizeResult};
 
 /// Normalizes X; returns what the kernel used (the target sum and per-cell totals).
 pub fn normalize_total(adata: &mut AnnData, params: &NormalizeParams) -> Result<NormalizeResult> {
-    match super::device_csr_mut(adata) {
-        Some((ctx, x)) => sc_kernels::normalize::normalize_total_gpu(&ctx, x, params),
-        None => sc_kernels::normalize::normalize_total(x_csr_mut(adata), params),
+    if let Some((ctx, x, block)) = super::streamed_csr_mut(adata) {
+        sc_kernels::normalize::normalize_total_streamed(&ctx, x, params, block)
+    } else if let Some((ctx, x)) = super::device_csr_mut(adata) {
+        sc_kernels::normalize::normalize_total_gpu(&ctx, x, params)
+    } else {
+        sc_kernels::normalize::normalize_total(x_csr_mut(adata), params)
     }
     .map_err(kernel_error("normalize_total"))
 }

@@ -38,6 +38,10 @@ pub fn pca(adata: &mut AnnData, n_comps: usize) -> Result<usize> {
         Matrix::Sparse(s) => pca_sparse(s, &params),
         Matrix::Device(d) => match &d.data {
             DeviceData::Dense(m) => sc_kernels::pca::pca_dense_gpu(&d.ctx, m, &params),
+            DeviceData::StreamedDense(s) => {
+                sc_kernels::pca::pca_dense_streamed(&d.ctx, &s.host, &params, s.block_bytes)
+            }
+            DeviceData::StreamedCsr(s) => pca_sparse(&s.host, &params),
             DeviceData::Csr(_) => match x.to_csr()? {
                 c => pca_sparse(c.as_ref(), &params),
             },

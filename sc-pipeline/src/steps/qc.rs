@@ -58,9 +58,12 @@ pub fn calculate_qc_metrics(
         percent_top: percent_top.to_vec(),
         log1p,
     };
-    let metrics = match super::device_csr(adata) {
-        Some((ctx, x)) => sc_kernels::qc::calculate_qc_metrics_gpu(&ctx, x, &params),
-        None => sc_kernels::qc::calculate_qc_metrics(adata.x.to_csr()?.as_ref(), &params),
+    let metrics = if let Some((ctx, x, block)) = super::streamed_csr(adata) {
+        sc_kernels::qc::calculate_qc_metrics_streamed(&ctx, x, &params, block)
+    } else if let Some((ctx, x)) = super::device_csr(adata) {
+        sc_kernels::qc::calculate_qc_metrics_gpu(&ctx, x, &params)
+    } else {
+        sc_kernels::qc::calculate_qc_metrics(adata.x.to_csr()?.as_ref(), &params)
     }
     .map_err(kernel_error(STEP))?;
     for (name, col) in metrics.obs {

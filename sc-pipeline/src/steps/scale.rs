@@ -17,8 +17,16 @@ pub fn scale(adata: &mut AnnData, params: &ScaleParams) -> Result<()> {
         adata.var.set_values("std", ArrayData::F64(stats.std))?;
         return Ok(());
     }
+    if let Some((ctx, m, block)) = super::streamed_csr(adata).filter(|_| params.zero_center) {
+        let (dense, stats) = sc_kernels::scale::scale_csr_to_dense_streamed(&ctx, m, params, block)
+            .map_err(kernel_error(STEP))?;
+        adata.x = Matrix::Device(DeviceMatrix::streamed_dense(&ctx, dense, block));
+        adata.var.set_values("mean", ArrayData::F64(stats.mean))?;
+        adata.var.set_values("std", ArrayData::F64(stats.std))?;
+        return Ok(());
+    }
     if let Matrix::Device(_) = &adata.x {
-        // Without centring (or on a dense device X) the CPU implementation runs on a host copy.
+        // Without centring (or on a dense device X) the CPU implementation runs on the host.
         adata.x = std::mem::replace(
             &mut adata.x,
             Matrix::Sparse(sc_kernels::CsrMatrix::zeros(0, 0)),

@@ -1,0 +1,194 @@
+//! How a GPU run holds X: in device memory when the run's estimated peak fits its device memory
+//! budget, else in host memory, streamed through the device in row blocks
+//! (`sc_kernels::gpu::streamed`). The budget is enforced by a limiting adaptor in front of the
+//! run's resource, so a wrong estimate ends in a clear out-of-memory error, never in more device
+//! memory than allowed.
+
+use crate::pipeline::PipelineConfig;
+use sc_kernels::gpu::streamed::csr_block_bytes;
+
+/// `--execution`: how X is held on a GPU run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Execution {
+    /// In device memory when the estimate fits the budget, else streamed.
+    #[default]
+    Auto,
+    /// Always in device memory (fails with an out-of-memory error when it does not fit).
+    InMemory,
+    /// Always streamed from host memory.
+    Streamed,
+}
+
+/// Where X goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    InMemory,
+    /// In host memory; a step uploads at most `block_bytes` of X at a time.
+    Streamed {
+        block_bytes: usize,
+    },
+}
+
+/// The decision and what it was made from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemoryPlan {
+    /// Device bytes the run may allocate.
+    pub budget: u64,
+    /// Estimated device peak of the in-memory run.
+    pub in_memory_peak: u64,
+    pub placement: Placement,
+    /// Why this placement (for the report).
+    pub reason: String,
+}
+
+/// Device bytes kept for what is not X's: per-gene and per-cell vectors, the Gram matrix, the
+/// kNN and harmony buffers of a run of typical size; a quarter of a smaller budget.
+const RESERVE: u64 = 512 << 20;
+
+/// What [`RESERVE`] leaves of `budget`.
+fn reserve(budget: u64) -> u64 {
+    RESERVE.min(budget / 4)
+}
+
+/// Smallest and largest streamed block: small blocks waste launches, large ones gain nothing
+/// once the copy engine is saturated.
+const MIN_BLOCK: u64 = 1 << 20;
+const MAX_BLOCK: u64 = 2 << 30;
+
+/// The device peak of an in-memory run of `config` on an `n_obs x n_vars` CSR matrix with `nnz`
+/// stored values: a filter holds X and its compacted copy at once (2 X), and after the HVG
+/// subset `.raw` (at most X), X's HVG columns (at most X) and the dense scaled matrix coexist.
+pub fn in_memory_peak(n_obs: usize, n_vars: usize, nnz: usize, config: &PipelineConfig) -> u64 {
+    let x = csr_block_bytes(n_obs, nnz) as u64;
+    let dense_cols = match (&config.hvg, config.subset_hvg) {
+        (Some(h), true) => h.n_top_genes.unwrap_or(n_vars).min(n_vars),
+        _ => n_vars,
+    };
+    let dense = if config.scale_max_value.is_some() {
+        n_obs as u64 * dense_cols as u64 * 4
+    } else {
+        0
+    };
+    2 * x + dense + RESERVE
+}
+
+/// The block size of a streamed run with `budget` bytes: a quarter of what the reserve leaves
+/// (a block, its outputs and the pool's rounding fit twice over), within [`MIN_BLOCK`] and
+/// [`MAX_BLOCK`].
+pub fn block_bytes(budget: u64) -> usize {
+    ((budget - reserve(budget)) / 4).clamp(MIN_BLOCK, MAX_BLOCK) as usize
+}
+
+/// Decides how a GPU run of `config` holds its `n_obs x n_vars` X of `nnz` stored values.
+pub fn plan(
+    n_obs: usize,
+    n_vars: usize,
+    nnz: usize,
+    config: &PipelineConfig,
+    budget: u64,
+    execution: Execution,
+) -> MemoryPlan {
+    let peak = in_memory_peak(n_obs, n_vars, nnz, config);
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    let streamed = Placement::Streamed {
+        block_bytes: block_bytes(budget),
+    };
+    let (placement, reason) = match execution {
+        Execution::InMemory => (
+            Placement::InMemory,
+            "in memory (--execution in-memory)".into(),
+        ),
+        Execution::Streamed => (streamed, "streamed (--execution streamed)".into()),
+        Execution::Auto if peak <= budget => (
+            Placement::InMemory,
+            format!(
+                "in memory: estimated peak {:.2} GiB within the {:.2} GiB budget",
+                gib(peak),
+                gib(budget)
+            ),
+        ),
+        Execution::Auto => (
+            streamed,
+            format!(
+                "streamed: estimated in-memory peak {:.2} GiB exceeds the {:.2} GiB budget",
+                gib(peak),
+                gib(budget)
+            ),
+        ),
+    };
+    MemoryPlan {
+        budget,
+        in_memory_peak: peak,
+        placement,
+        reason,
+    }
+}
+
+impl MemoryPlan {
+    /// One line for the report: the placement, its reason and the block size.
+    pub fn describe(&self) -> String {
+        match self.placement {
+            Placement::InMemory => self.reason.clone(),
+            Placement::Streamed { block_bytes } => {
+                format!("{}; blocks of up to {} MiB", self.reason, block_bytes >> 20)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GIB: u64 = 1 << 30;
+
+    #[test]
+    fn a_million_cells_fit_an_h100_and_stream_under_8_gib() {
+        // scpipe generate 1100000 20000: 2.18e9 stored values.
+        let config = PipelineConfig::default();
+        let (n, g, nnz) = (1_100_000, 20_000, 2_180_000_000);
+        let peak = in_memory_peak(n, g, nnz, &config);
+        // 2 x 17.4 GB of CSR + 8.8 GB of dense HVG columns.
+        assert!(peak > 40 * GIB && peak < 48 * GIB, "{peak}");
+        let roomy = plan(n, g, nnz, &config, 72 * GIB, Execution::Auto);
+        assert_eq!(roomy.placement, Placement::InMemory);
+        let tight = plan(n, g, nnz, &config, 8 * GIB, Execution::Auto);
+        assert_eq!(
+            tight.placement,
+            Placement::Streamed {
+                block_bytes: ((8 * GIB - RESERVE) / 4) as usize
+            }
+        );
+        assert!(
+            tight.describe().contains("exceeds the 8.00 GiB budget"),
+            "{}",
+            tight.describe()
+        );
+    }
+
+    #[test]
+    fn the_choice_can_be_forced_and_blocks_stay_in_range() {
+        let config = PipelineConfig::default();
+        let p = plan(1000, 100, 10_000, &config, 80 * GIB, Execution::Streamed);
+        assert_eq!(
+            p.placement,
+            Placement::Streamed {
+                block_bytes: 2 << 30
+            }
+        );
+        let p = plan(1000, 100, 10_000, &config, 0, Execution::InMemory);
+        assert_eq!(p.placement, Placement::InMemory);
+        assert_eq!(block_bytes(0), 1 << 20);
+        assert_eq!(block_bytes(128 << 20), 24 << 20);
+        assert_eq!(block_bytes(1 << 40), 2 << 30);
+    }
+
+    #[test]
+    fn without_scale_the_dense_matrix_is_not_counted() {
+        let mut config = PipelineConfig::default();
+        let with = in_memory_peak(1000, 500, 50_000, &config);
+        config.scale_max_value = None;
+        let without = in_memory_peak(1000, 500, 50_000, &config);
+        assert_eq!(with - without, 1000 * 500 * 4);
+    }
+}
