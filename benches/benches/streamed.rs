@@ -109,8 +109,7 @@ fn run() -> Result<(), String> {
     print!("{}", rep_memory.table());
 
     let limited: SharedResource = Arc::new(LimitingAdaptor::new(pool()?, limit));
-    let (streamed, rep_streamed, peak) =
-        pipeline(copy, limited, limit as u64, Execution::Auto)?;
+    let (streamed, rep_streamed, peak) = pipeline(copy, limited, limit as u64, Execution::Auto)?;
     println!("streamed, --device-memory-limit {} MiB:", limit >> 20);
     print!("{}", rep_streamed.table());
     println!(
@@ -146,25 +145,24 @@ fn compare(s: &AnnData, m: &AnnData) -> String {
     .filter(|c| s.obs.column(c) == m.obs.column(c))
     .map(|c| format!("\"{c}\""))
     .collect();
-    let raw_diff = match (
-        s.raw.as_ref().map(|r| &r.x),
-        m.raw.as_ref().map(|r| &r.x),
-    ) {
-        (Some(Matrix::Sparse(a)), Some(Matrix::Sparse(b))) if a.indptr == b.indptr => a
-            .data
-            .iter()
-            .zip(&b.data)
-            .filter(|(x, y)| x.to_bits() != y.to_bits())
-            .count() as i64,
+    let raw_diff = match (s.raw.as_ref().map(|r| &r.x), m.raw.as_ref().map(|r| &r.x)) {
+        (Some(Matrix::Sparse(a)), Some(Matrix::Sparse(b))) if a.indptr == b.indptr => {
+            a.data
+                .iter()
+                .zip(&b.data)
+                .filter(|(x, y)| x.to_bits() != y.to_bits())
+                .count() as i64
+        }
         _ => -1,
     };
     let x_diff = match (&s.x, &m.x) {
-        (Matrix::Dense(a), Matrix::Dense(b)) if a.data.len() == b.data.len() => a
-            .data
-            .iter()
-            .zip(&b.data)
-            .map(|(x, y)| (x - y).abs())
-            .fold(0f32, f32::max) as f64,
+        (Matrix::Dense(a), Matrix::Dense(b)) if a.data.len() == b.data.len() => {
+            a.data
+                .iter()
+                .zip(&b.data)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0f32, f32::max) as f64
+        }
         _ => f64::NAN,
     };
     let min_corr = |key: &str| -> f64 {
@@ -190,7 +188,13 @@ fn compare(s: &AnnData, m: &AnnData) -> String {
         }
         _ => f64::NAN,
     };
-    let num = |v: f64| if v.is_finite() { format!("{v}") } else { "null".into() };
+    let num = |v: f64| {
+        if v.is_finite() {
+            format!("{v}")
+        } else {
+            "null".into()
+        }
+    };
     format!(
         "{{\"same_cells\": {same_cells}, \"same_hvg\": {same_genes}, \"obs_columns_identical\": [{}], \"raw_values_differing\": {raw_diff}, \"x_max_abs_diff\": {}, \"x_pca_min_column_correlation\": {}, \"x_pca_harmony_min_column_correlation\": {}, \"neighbor_lists_identical_fraction\": {}}}",
         obs_equal.join(", "),

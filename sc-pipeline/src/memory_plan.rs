@@ -45,9 +45,28 @@ pub struct MemoryPlan {
 /// kNN and harmony buffers of a run of typical size; a quarter of a smaller budget.
 const RESERVE: u64 = 512 << 20;
 
-/// What [`RESERVE`] leaves of `budget`.
-fn reserve(budget: u64) -> u64 {
-    RESERVE.min(budget / 4)
+/// Device bytes PCA of `genes` genes needs besides its input: the f64 Gram matrix and its f32
+/// block (12 g^2), the covariance handed to the eigensolver (8 g^2) and cuSOLVER's workspace
+/// (about 4 g^2 doubles, 32 g^2).
+pub fn pca_bytes(genes: usize) -> u64 {
+    52 * (genes as u64).pow(2)
+}
+
+/// The genes PCA runs on: the highly variable ones when X is subset to them.
+fn pca_genes(n_vars: usize, config: &PipelineConfig) -> usize {
+    match (&config.hvg, config.subset_hvg) {
+        (Some(h), true) => h.n_top_genes.unwrap_or(n_vars).min(n_vars),
+        _ => n_vars,
+    }
+}
+
+/// What is kept out of the blocks' share of `budget`: [`RESERVE`] (a quarter of a smaller
+/// budget) and what PCA needs.
+fn reserve(budget: u64, n_vars: usize, config: &PipelineConfig) -> u64 {
+    let pca = config
+        .n_comps
+        .map_or(0, |_| pca_bytes(pca_genes(n_vars, config)));
+    RESERVE.min(budget / 4) + pca
 }
 
 /// Smallest and largest streamed block: small blocks waste launches, large ones gain nothing
@@ -60,23 +79,22 @@ const MAX_BLOCK: u64 = 2 << 30;
 /// subset `.raw` (at most X), X's HVG columns (at most X) and the dense scaled matrix coexist.
 pub fn in_memory_peak(n_obs: usize, n_vars: usize, nnz: usize, config: &PipelineConfig) -> u64 {
     let x = csr_block_bytes(n_obs, nnz) as u64;
-    let dense_cols = match (&config.hvg, config.subset_hvg) {
-        (Some(h), true) => h.n_top_genes.unwrap_or(n_vars).min(n_vars),
-        _ => n_vars,
-    };
+    let genes = pca_genes(n_vars, config);
     let dense = if config.scale_max_value.is_some() {
-        n_obs as u64 * dense_cols as u64 * 4
+        n_obs as u64 * genes as u64 * 4
     } else {
         0
     };
-    2 * x + dense + RESERVE
+    let pca = config.n_comps.map_or(0, |_| pca_bytes(genes));
+    2 * x + dense + RESERVE + pca
 }
 
-/// The block size of a streamed run with `budget` bytes: a quarter of what the reserve leaves
-/// (a block, its outputs and the pool's rounding fit twice over), within [`MIN_BLOCK`] and
-/// [`MAX_BLOCK`].
-pub fn block_bytes(budget: u64) -> usize {
-    ((budget - reserve(budget)) / 4).clamp(MIN_BLOCK, MAX_BLOCK) as usize
+/// The block size of a streamed run of `config` on `n_vars` genes with `budget` bytes: a quarter
+/// of what the reserve leaves (a block, its outputs and the pool's rounding fit twice over),
+/// within [`MIN_BLOCK`] and [`MAX_BLOCK`].
+pub fn block_bytes(budget: u64, n_vars: usize, config: &PipelineConfig) -> usize {
+    (budget.saturating_sub(reserve(budget, n_vars, config)) / 4).clamp(MIN_BLOCK, MAX_BLOCK)
+        as usize
 }
 
 /// Decides how a GPU run of `config` holds its `n_obs x n_vars` X of `nnz` stored values.
@@ -91,7 +109,7 @@ pub fn plan(
     let peak = in_memory_peak(n_obs, n_vars, nnz, config);
     let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
     let streamed = Placement::Streamed {
-        block_bytes: block_bytes(budget),
+        block_bytes: block_bytes(budget, n_vars, config),
     };
     let (placement, reason) = match execution {
         Execution::InMemory => (
@@ -156,7 +174,7 @@ mod tests {
         assert_eq!(
             tight.placement,
             Placement::Streamed {
-                block_bytes: ((8 * GIB - RESERVE) / 4) as usize
+                block_bytes: ((8 * GIB - RESERVE - pca_bytes(2000)) / 4) as usize
             }
         );
         assert!(
@@ -178,9 +196,28 @@ mod tests {
         );
         let p = plan(1000, 100, 10_000, &config, 0, Execution::InMemory);
         assert_eq!(p.placement, Placement::InMemory);
-        assert_eq!(block_bytes(0), 1 << 20);
-        assert_eq!(block_bytes(128 << 20), 24 << 20);
-        assert_eq!(block_bytes(1 << 40), 2 << 30);
+        let no_pca = PipelineConfig {
+            n_comps: None,
+            ..PipelineConfig::default()
+        };
+        assert_eq!(block_bytes(0, 100, &no_pca), 1 << 20);
+        assert_eq!(block_bytes(128 << 20, 100, &no_pca), 24 << 20);
+        // PCA of 500 genes keeps 13 MB out of the blocks' share.
+        assert_eq!(
+            block_bytes(
+                128 << 20,
+                3000,
+                &PipelineConfig {
+                    hvg: Some(crate::steps::HvgOptions {
+                        n_top_genes: Some(500),
+                        ..Default::default()
+                    }),
+                    ..PipelineConfig::default()
+                }
+            ),
+            ((96 << 20) - 13_000_000) / 4
+        );
+        assert_eq!(block_bytes(1 << 40, 100, &no_pca), 2 << 30);
     }
 
     #[test]
@@ -190,5 +227,10 @@ mod tests {
         config.scale_max_value = None;
         let without = in_memory_peak(1000, 500, 50_000, &config);
         assert_eq!(with - without, 1000 * 500 * 4);
+        config.n_comps = None;
+        assert_eq!(
+            without - in_memory_peak(1000, 500, 50_000, &config),
+            pca_bytes(500)
+        );
     }
 }

@@ -267,7 +267,13 @@ fn streamed_pipeline_under_a_capped_budget_matches_the_in_memory_run() {
     let params = sc_pipeline::synthetic::SyntheticParams::new(40_000, 3000, 5);
     let mut memory = sc_pipeline::synthetic::generate(&params).unwrap();
     let mut streamed = sc_pipeline::synthetic::generate(&params).unwrap();
+    // 500 HVGs: PCA's Gram matrix and eigensolver workspace (13 MB) fit the budget with room
+    // for the blocks (2,000 would need 208 MB on their own).
     let config = PipelineConfig {
+        hvg: Some(sc_pipeline::steps::HvgOptions {
+            n_top_genes: Some(500),
+            ..Default::default()
+        }),
         harmony: Some(sc_pipeline::steps::HarmonyOptions {
             key: "batch".into(),
             params: Default::default(),

@@ -180,6 +180,38 @@ impl GpuContext {
         Ok(out)
     }
 
+    /// Copies `v` into `dst` (of the same length; waits for the stream), through the pinned
+    /// staging buffers when large: no host array is allocated on the way.
+    pub fn download_into<T: Pod + Send + Sync>(
+        &self,
+        v: &DeviceVec<T>,
+        dst: &mut [T],
+    ) -> Result<()> {
+        if v.len() != dst.len() {
+            return Err(KernelError::Shape(format!(
+                "{} device values into {} host slots",
+                v.len(),
+                dst.len()
+            )));
+        }
+        let bytes = std::mem::size_of_val(dst);
+        if bytes >= STAGED_BYTES {
+            // SAFETY: T is Pod, so viewing initialised values as possibly-uninitialised ones and
+            // overwriting them with values of T is sound; `v` holds dst.len() values.
+            let slots = unsafe {
+                std::slice::from_raw_parts_mut(
+                    dst.as_mut_ptr() as *mut std::mem::MaybeUninit<T>,
+                    dst.len(),
+                )
+            };
+            self.with_staging(|s| unsafe { s.download_to(v.ptr(), slots) })?;
+        } else {
+            dst.copy_from_slice(&v.to_host()?);
+        }
+        self.d2h.fetch_add(bytes as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
     pub(crate) fn count_h2d(&self, bytes: usize) {
         self.h2d.fetch_add(bytes as u64, Ordering::Relaxed);
     }

@@ -111,10 +111,28 @@ impl Staging {
     /// # Safety
     /// `src .. src + len * size_of::<T>()` must be readable device memory of `T` values.
     pub unsafe fn download<T: Pod + Send + Sync>(&self, src: u64, len: usize) -> Result<Vec<T>> {
+        let mut out: Vec<T> = Vec::with_capacity(len);
+        // SAFETY: the caller's contract on src; the spare capacity holds len values.
+        unsafe { self.download_to(src, &mut out.spare_capacity_mut()[..len]) }?;
+        // SAFETY: every value 0..len was written.
+        unsafe { out.set_len(len) };
+        Ok(out)
+    }
+
+    /// As [`Staging::download`], into `dst` (`dst.len()` values), e.g. a block's rows of a
+    /// larger host array; every value of `dst` is written when it returns `Ok`.
+    ///
+    /// # Safety
+    /// As [`Staging::download`] with `len = dst.len()`.
+    pub unsafe fn download_to<T: Pod + Send + Sync>(
+        &self,
+        src: u64,
+        dst: &mut [MaybeUninit<T>],
+    ) -> Result<()> {
+        let len = dst.len();
         let per = self.per_chunk::<T>().max(1);
         let sz = std::mem::size_of::<T>();
         let chunks = len.div_ceil(per);
-        let mut out: Vec<T> = Vec::with_capacity(len);
         let queue = |i: usize| -> Result<()> {
             let first = i * per;
             let n = per.min(len - first);
@@ -132,7 +150,7 @@ impl Staging {
             for i in 0..chunks.min(2) {
                 queue(i)?;
             }
-            let spare = &mut out.spare_capacity_mut()[..len];
+            let spare = &mut *dst;
             for i in 0..chunks {
                 let first = i * per;
                 let n = per.min(len - first);
@@ -148,10 +166,7 @@ impl Staging {
             Ok(())
         })();
         self.drain()?;
-        result?;
-        // SAFETY: every value 0..len was written above.
-        unsafe { out.set_len(len) };
-        Ok(out)
+        result
     }
 
     /// Waits until neither buffer is in use by a queued copy.

@@ -4,16 +4,15 @@
 //! The steps' `*_streamed` functions split the rows with [`csr_blocks`] / [`dense_blocks`],
 //! upload each block ([`DeviceCsr::upload_rows`], through the pinned staging buffers), run
 //! their in-memory kernels on it, and either combine the block's partial result (sums per gene,
-//! the Gram matrix) or write the block back into the host matrix ([`download_into`]). Row-wise
+//! the Gram matrix) or write the block back into the host matrix
+//! ([`GpuContext::download_into`]). Row-wise
 //! steps therefore give the in-memory result bit for bit; reductions differ only by the order
 //! of their floating-point sums.
 
 use super::{DeviceCsr, DeviceDense, GpuContext};
 use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
-use crate::error::{KernelError, Result};
-use bytemuck::Pod;
-use rmm_core::DeviceVec;
+use crate::error::Result;
 use std::ops::Range;
 
 /// Device bytes a CSR row block takes: offsets (8 bytes per row and one more), then 4 bytes of
@@ -104,6 +103,24 @@ impl DeviceCsr {
         })
     }
 
+    /// Rows `rows` of a host matrix with their offsets and values but **no column indices**
+    /// (an empty array), for the row-wise kernels that never read them (log1p, normalize with a
+    /// target sum): half the bytes over the bus. Only for such kernels.
+    pub fn upload_rows_without_indices(
+        ctx: &GpuContext,
+        x: &CsrMatrix<f32>,
+        rows: Range<usize>,
+    ) -> Result<Self> {
+        let values = x.indptr[rows.start] as usize..x.indptr[rows.end] as usize;
+        Ok(DeviceCsr {
+            n_rows: rows.len(),
+            n_cols: x.n_cols,
+            indptr: ctx.upload(&block_indptr(x, rows))?,
+            indices: ctx.alloc(0)?,
+            data: ctx.upload(&x.data[values])?,
+        })
+    }
+
     /// Writes this block's values back into rows `rows` of `x`, the matrix it was uploaded
     /// from by [`DeviceCsr::upload_rows`] (a row-wise step keeps the sparsity).
     pub fn download_values_into(
@@ -113,7 +130,7 @@ impl DeviceCsr {
         rows: Range<usize>,
     ) -> Result<()> {
         let values = x.indptr[rows.start] as usize..x.indptr[rows.end] as usize;
-        download_into(ctx, &self.data, &mut x.data[values])
+        ctx.download_into(&self.data, &mut x.data[values])
     }
 }
 
@@ -127,23 +144,6 @@ impl DeviceDense {
             data: ctx.upload(&x.data[rows.start * g..rows.end * g])?,
         })
     }
-}
-
-/// Copies a device array into `dst` (of the same length).
-pub fn download_into<T: Pod + Send + Sync>(
-    ctx: &GpuContext,
-    v: &DeviceVec<T>,
-    dst: &mut [T],
-) -> Result<()> {
-    if v.len() != dst.len() {
-        return Err(KernelError::Shape(format!(
-            "{} device values into {} host slots",
-            v.len(),
-            dst.len()
-        )));
-    }
-    dst.copy_from_slice(&ctx.download(v)?);
-    Ok(())
 }
 
 #[cfg(test)]

@@ -42,7 +42,8 @@ pub fn log1p_streamed(
 ) -> Result<()> {
     check_base(base)?;
     for rows in csr_blocks(x, block_bytes) {
-        let mut block = DeviceCsr::upload_rows(ctx, x, rows.clone())?;
+        // log1p reads the values alone.
+        let mut block = DeviceCsr::upload_rows_without_indices(ctx, x, rows.clone())?;
         log1p_gpu(ctx, &mut block, base)?;
         block.download_values_into(ctx, x, rows)?;
     }

@@ -137,7 +137,8 @@ pub fn normalize_total_streamed(
     if let (Some(_), false) = (params.target_sum, params.exclude_highly_expressed) {
         let mut out: Option<NormalizeResult> = None;
         for rows in blocks {
-            let mut block = DeviceCsr::upload_rows(ctx, x, rows.clone())?;
+            // The fused kernel reads offsets and values, never the column indices.
+            let mut block = DeviceCsr::upload_rows_without_indices(ctx, x, rows.clone())?;
             let r = normalize_total_gpu(ctx, &mut block, params)?;
             block.download_values_into(ctx, x, rows)?;
             match &mut out {
@@ -176,7 +177,7 @@ pub fn normalize_total_streamed(
     }
     let (target, factor) = target_and_factors(&counts_h, params);
     for rows in blocks {
-        let mut block = DeviceCsr::upload_rows(ctx, x, rows.clone())?;
+        let mut block = DeviceCsr::upload_rows_without_indices(ctx, x, rows.clone())?;
         divide_rows(ctx, &mut block, &factor[rows.clone()])?;
         block.download_values_into(ctx, x, rows)?;
     }

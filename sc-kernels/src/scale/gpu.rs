@@ -8,7 +8,7 @@ use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::reduce::{col_moments, Transform};
-use crate::gpu::streamed::{csr_blocks_with_output, download_into};
+use crate::gpu::streamed::csr_blocks_with_output;
 use crate::gpu::{blocks_for_rows, DeviceCsr, DeviceDense, DeviceVec, GpuContext};
 use crate::stats::add_into;
 use crate::stats::mean_var_from_sums;
@@ -136,11 +136,7 @@ pub fn scale_csr_to_dense_streamed(
     for rows in blocks {
         let block = DeviceCsr::upload_rows(ctx, x, rows.clone())?;
         let dense = scale_block(ctx, &block, &consts, params)?;
-        download_into(
-            ctx,
-            &dense.data,
-            &mut out.data[rows.start * g..rows.end * g],
-        )?;
+        ctx.download_into(&dense.data, &mut out.data[rows.start * g..rows.end * g])?;
     }
     Ok((out, st))
 }
