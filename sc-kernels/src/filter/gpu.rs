@@ -4,7 +4,7 @@
 use super::{from_stats, CellFilter, FilterResult, GeneFilter, Stats};
 use crate::csr::CsrMatrix;
 use crate::error::Result;
-use crate::gpu::streamed::csr_blocks;
+use crate::gpu::streamed::{csr_blocks, for_each_csr_block};
 use crate::gpu::{reduce, DeviceCsr, GpuContext};
 
 /// Which cells of a device matrix pass `filter`.
@@ -50,8 +50,7 @@ fn streamed_stats(
     } else {
         (Vec::with_capacity(x.n_rows), Vec::with_capacity(x.n_rows))
     };
-    for rows in csr_blocks(x, block_bytes) {
-        let block = DeviceCsr::upload_rows(ctx, x, rows)?;
+    for_each_csr_block(ctx, x, &csr_blocks(x, block_bytes), |block, _| {
         if columns {
             let (s, p) = reduce::col_stats(ctx, &block)?;
             crate::stats::add_into(&mut sums, &s);
@@ -61,7 +60,8 @@ fn streamed_stats(
             sums.extend(s);
             positive.extend(p);
         }
-    }
+        Ok(())
+    })?;
     Ok((sums, positive))
 }
 

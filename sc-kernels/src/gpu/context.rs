@@ -35,8 +35,12 @@ pub struct GpuContext {
     solver: OnceLock<DnHandle>,
     /// Pinned buffers for large transfers (made on first use; one transfer at a time).
     staging: Mutex<Option<Staging>>,
-    h2d: AtomicU64,
-    d2h: AtomicU64,
+    /// A second context on a stream of its own, same device and resource, for uploads that
+    /// overlap this stream's work (made on first use; see [`GpuContext::copy_lane`]).
+    lane: OnceLock<Box<GpuContext>>,
+    /// Bytes moved, shared with the copy lane.
+    h2d: Arc<AtomicU64>,
+    d2h: Arc<AtomicU64>,
 }
 
 impl std::fmt::Debug for GpuContext {
@@ -82,9 +86,28 @@ impl GpuContext {
             blas: OnceLock::new(),
             solver: OnceLock::new(),
             staging: Mutex::new(None),
-            h2d: AtomicU64::new(0),
-            d2h: AtomicU64::new(0),
+            lane: OnceLock::new(),
+            h2d: Arc::default(),
+            d2h: Arc::default(),
         })
+    }
+
+    /// The copy lane: a context on a second stream of the same device, with the same resource,
+    /// staging buffers of its own and the same transfer counters. An upload on the lane (from
+    /// another thread) overlaps the kernels and downloads queued on this context's stream;
+    /// move what it made to this stream (`DeviceVec::set_stream`) before using it here.
+    pub fn copy_lane(&self) -> Result<&GpuContext> {
+        if let Some(l) = self.lane.get() {
+            return Ok(l);
+        }
+        let stream = self
+            .device
+            .new_stream()
+            .map_err(|e| KernelError::Gpu(format!("creating the copy stream: {e}")))?;
+        let mut lane = GpuContext::new(&self.device, &stream, self.resource.clone())?;
+        lane.h2d = self.h2d.clone();
+        lane.d2h = self.d2h.clone();
+        Ok(self.lane.get_or_init(|| Box::new(lane)))
     }
 
     pub fn device(&self) -> &Device {

@@ -12,7 +12,8 @@
 use super::{DeviceCsr, DeviceDense, GpuContext};
 use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
-use crate::error::Result;
+use crate::error::{KernelError, Result};
+use rmm_cuda::Stream;
 use std::ops::Range;
 
 /// Device bytes a CSR row block takes: offsets (8 bytes per row and one more), then 4 bytes of
@@ -83,8 +84,12 @@ pub fn dense_blocks(
 
 /// The row offsets of rows `rows` of `x`, rebased to start at zero.
 pub fn block_indptr(x: &CsrMatrix<f32>, rows: Range<usize>) -> Vec<u64> {
-    let base = x.indptr[rows.start];
-    x.indptr[rows.start..=rows.end]
+    rebased(&x.indptr, rows)
+}
+
+fn rebased(indptr: &[u64], rows: Range<usize>) -> Vec<u64> {
+    let base = indptr[rows.start];
+    indptr[rows.start..=rows.end]
         .iter()
         .map(|&p| p - base)
         .collect()
@@ -102,36 +107,6 @@ impl DeviceCsr {
             data: ctx.upload(&x.data[values])?,
         })
     }
-
-    /// Rows `rows` of a host matrix with their offsets and values but **no column indices**
-    /// (an empty array), for the row-wise kernels that never read them (log1p, normalize with a
-    /// target sum): half the bytes over the bus. Only for such kernels.
-    pub fn upload_rows_without_indices(
-        ctx: &GpuContext,
-        x: &CsrMatrix<f32>,
-        rows: Range<usize>,
-    ) -> Result<Self> {
-        let values = x.indptr[rows.start] as usize..x.indptr[rows.end] as usize;
-        Ok(DeviceCsr {
-            n_rows: rows.len(),
-            n_cols: x.n_cols,
-            indptr: ctx.upload(&block_indptr(x, rows))?,
-            indices: ctx.alloc(0)?,
-            data: ctx.upload(&x.data[values])?,
-        })
-    }
-
-    /// Writes this block's values back into rows `rows` of `x`, the matrix it was uploaded
-    /// from by [`DeviceCsr::upload_rows`] (a row-wise step keeps the sparsity).
-    pub fn download_values_into(
-        &self,
-        ctx: &GpuContext,
-        x: &mut CsrMatrix<f32>,
-        rows: Range<usize>,
-    ) -> Result<()> {
-        let values = x.indptr[rows.start] as usize..x.indptr[rows.end] as usize;
-        ctx.download_into(&self.data, &mut x.data[values])
-    }
 }
 
 impl DeviceDense {
@@ -144,6 +119,166 @@ impl DeviceDense {
             data: ctx.upload(&x.data[rows.start * g..rows.end * g])?,
         })
     }
+}
+
+/// A device block made on the copy lane, to be handed to the step's stream.
+pub trait DeviceBlock: Send {
+    /// Orders the block's later use and its free on `stream` (after the lane's copies).
+    fn move_to(&mut self, stream: &Stream) -> Result<()>;
+}
+
+impl DeviceBlock for DeviceCsr {
+    fn move_to(&mut self, stream: &Stream) -> Result<()> {
+        self.indptr.set_stream(stream)?;
+        self.indices.set_stream(stream)?;
+        self.data.set_stream(stream)?;
+        Ok(())
+    }
+}
+
+impl DeviceBlock for DeviceDense {
+    fn move_to(&mut self, stream: &Stream) -> Result<()> {
+        Ok(self.data.set_stream(stream)?)
+    }
+}
+
+/// Runs `work(block, k)` on each block `k` in order while the next one is uploaded:
+/// `upload(lane, k)` runs on a helper thread with the context's copy lane (a second stream and
+/// its own pinned buffers), so block k+1 crosses the bus while block k's kernels and downloads
+/// run on the step's stream. Two blocks are on the device at a time.
+pub fn for_each_block<B, U, W>(
+    ctx: &GpuContext,
+    n_blocks: usize,
+    upload: U,
+    mut work: W,
+) -> Result<()>
+where
+    B: DeviceBlock,
+    U: Fn(&GpuContext, usize) -> Result<B> + Sync,
+    W: FnMut(B, usize) -> Result<()>,
+{
+    if n_blocks == 0 {
+        return Ok(());
+    }
+    let lane = ctx.copy_lane()?;
+    let fetch = |k: usize| -> Result<B> {
+        lane.bind_to_thread()?;
+        upload(lane, k)
+    };
+    std::thread::scope(|scope| {
+        let fetch = &fetch;
+        let mut next = Some(scope.spawn(move || fetch(0)));
+        for k in 0..n_blocks {
+            let handle = next.take().expect("spawned for every block");
+            let mut block = handle
+                .join()
+                .map_err(|_| KernelError::Gpu("the block upload thread panicked".into()))??;
+            if k + 1 < n_blocks {
+                next = Some(scope.spawn(move || fetch(k + 1)));
+            }
+            block.move_to(ctx.stream())?;
+            if let Err(e) = work(block, k) {
+                // Let the upload in flight finish before its memory goes.
+                if let Some(h) = next.take() {
+                    let _ = h.join();
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
+    })
+}
+
+/// [`for_each_block`] over the row blocks of a host CSR matrix.
+pub fn for_each_csr_block<W>(
+    ctx: &GpuContext,
+    x: &CsrMatrix<f32>,
+    blocks: &[Range<usize>],
+    mut work: W,
+) -> Result<()>
+where
+    W: FnMut(DeviceCsr, Range<usize>) -> Result<()>,
+{
+    for_each_block(
+        ctx,
+        blocks.len(),
+        |lane, k| DeviceCsr::upload_rows(lane, x, blocks[k].clone()),
+        |block, k| work(block, blocks[k].clone()),
+    )
+}
+
+/// A row-wise step over a host CSR matrix, in place: each block is uploaded (with its column
+/// indices only when `with_indices`: most row-wise kernels read offsets and values alone),
+/// changed by `work` on the device and its values written back, the next block crossing the bus
+/// meanwhile ([`for_each_block`]).
+pub fn update_values_in_place<W>(
+    ctx: &GpuContext,
+    x: &mut CsrMatrix<f32>,
+    blocks: &[Range<usize>],
+    with_indices: bool,
+    mut work: W,
+) -> Result<()>
+where
+    W: FnMut(&mut DeviceCsr, Range<usize>) -> Result<()>,
+{
+    let CsrMatrix {
+        n_cols,
+        indptr,
+        indices,
+        data,
+        ..
+    } = x;
+    let (n_cols, indptr, indices) = (*n_cols, &*indptr, &*indices);
+    // Each block's values as a slice of its own: the helper thread reads block k+1's while
+    // block k's are written back.
+    let slots: Vec<_> = split_values(indptr, blocks, data)
+        .into_iter()
+        .map(std::sync::Mutex::new)
+        .collect();
+    for_each_block(
+        ctx,
+        blocks.len(),
+        |lane, k| {
+            let rows = blocks[k].clone();
+            let values = slots[k].lock().expect("not poisoned");
+            let span = indptr[rows.start] as usize..indptr[rows.end] as usize;
+            Ok(DeviceCsr {
+                n_rows: rows.len(),
+                n_cols,
+                indptr: lane.upload(&rebased(indptr, rows))?,
+                indices: if with_indices {
+                    lane.upload(&indices[span])?
+                } else {
+                    lane.alloc(0)?
+                },
+                data: lane.upload(&values)?,
+            })
+        },
+        |mut block, k| {
+            work(&mut block, blocks[k].clone())?;
+            let mut values = slots[k].lock().expect("not poisoned");
+            ctx.download_into(&block.data, &mut values)
+        },
+    )
+}
+
+/// The values of each of `blocks` (consecutive row ranges) as disjoint slices of `data`.
+fn split_values<'a>(
+    indptr: &[u64],
+    blocks: &[Range<usize>],
+    data: &'a mut [f32],
+) -> Vec<&'a mut [f32]> {
+    let mut slots = Vec::with_capacity(blocks.len());
+    let mut at = blocks.first().map_or(0, |b| indptr[b.start] as usize);
+    let mut rest = &mut data[at..];
+    for b in blocks {
+        let end = indptr[b.end] as usize;
+        let (mine, tail) = rest.split_at_mut(end - at);
+        slots.push(mine);
+        rest = tail;
+        at = end;
+    }
+    slots
 }
 
 #[cfg(test)]
@@ -206,6 +341,28 @@ mod tests {
         assert_eq!(blocks.last().unwrap().end, 10_000);
         // A budget below one aligned group still makes progress.
         assert_eq!(dense_blocks(5, 1000, 1, 4), vec![0..4, 4..5]);
+    }
+
+    #[test]
+    fn each_block_gets_exactly_its_rows_values() {
+        let mut x = ragged(300);
+        for (k, v) in x.data.iter_mut().enumerate() {
+            *v = k as f32;
+        }
+        let blocks = csr_blocks(&x, 500);
+        assert!(blocks.len() > 5);
+        let indptr = x.indptr.clone();
+        let slots = split_values(&indptr, &blocks, &mut x.data);
+        assert_eq!(slots.len(), blocks.len());
+        for (b, s) in blocks.iter().zip(&slots) {
+            let want: Vec<f32> = (indptr[b.start]..indptr[b.end]).map(|k| k as f32).collect();
+            assert_eq!(&s[..], &want[..]);
+        }
+        // A tail of the rows only.
+        let tail = vec![120..200, 200..300];
+        let slots = split_values(&indptr, &tail, &mut x.data);
+        assert_eq!(slots[0].first().copied(), Some(indptr[120] as f32));
+        assert_eq!(slots[1].len() as u64, indptr[300] - indptr[200]);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use crate::csr::CsrMatrix;
 use crate::error::{KernelError, Result};
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::reduce::{self, warps_for_rows, Transform};
-use crate::gpu::streamed::csr_blocks;
+use crate::gpu::streamed::{csr_blocks, for_each_csr_block};
 use crate::gpu::{DeviceCsr, DeviceVec, GpuContext};
 use crate::stats::add_into;
 use rmm_cuda::cudarc::driver::PushKernelArg;
@@ -130,21 +130,22 @@ impl StreamedPasses<'_> {
         pass: impl Fn(&GpuPasses<'_>) -> Result<A>,
         add: impl Fn(&mut A, A),
     ) -> Result<A> {
-        for rows in &self.blocks {
-            let block = DeviceCsr::upload_rows(self.ctx, self.x, rows.clone())?;
+        for_each_csr_block(self.ctx, self.x, &self.blocks, |block, rows| {
             let codes = match self.codes {
-                Some((c, nb)) => Some((self.ctx.upload(&c[rows.clone()])?, nb)),
+                Some((c, nb)) => Some((self.ctx.upload(&c[rows])?, nb)),
                 None => None,
             };
+            let ctx = self.ctx;
             add(
                 &mut acc,
                 pass(&GpuPasses {
-                    ctx: self.ctx,
+                    ctx,
                     x: &block,
                     codes,
                 })?,
             );
-        }
+            Ok(())
+        })?;
         Ok(acc)
     }
 }

@@ -4,7 +4,7 @@ use super::check_base;
 use crate::csr::CsrMatrix;
 use crate::error::Result;
 use crate::gpu::module_cache::KernelSource;
-use crate::gpu::streamed::csr_blocks;
+use crate::gpu::streamed::{csr_blocks, update_values_in_place};
 use crate::gpu::{DeviceCsr, GpuContext};
 use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 
@@ -41,11 +41,9 @@ pub fn log1p_streamed(
     block_bytes: usize,
 ) -> Result<()> {
     check_base(base)?;
-    for rows in csr_blocks(x, block_bytes) {
-        // log1p reads the values alone.
-        let mut block = DeviceCsr::upload_rows_without_indices(ctx, x, rows.clone())?;
-        log1p_gpu(ctx, &mut block, base)?;
-        block.download_values_into(ctx, x, rows)?;
-    }
-    Ok(())
+    // log1p reads the values alone.
+    let blocks = csr_blocks(x, block_bytes);
+    update_values_in_place(ctx, x, &blocks, false, |block, _| {
+        log1p_gpu(ctx, block, base)
+    })
 }

@@ -6,7 +6,7 @@ use crate::csr::CsrMatrix;
 use crate::error::Result;
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::reduce::warps_for_rows;
-use crate::gpu::streamed::csr_blocks;
+use crate::gpu::streamed::{csr_blocks, for_each_csr_block, update_values_in_place};
 use crate::gpu::{DeviceCsr, DeviceVec, GpuContext};
 use rmm_cuda::cudarc::driver::PushKernelArg;
 
@@ -136,11 +136,9 @@ pub fn normalize_total_streamed(
     let blocks = csr_blocks(x, block_bytes);
     if let (Some(_), false) = (params.target_sum, params.exclude_highly_expressed) {
         let mut out: Option<NormalizeResult> = None;
-        for rows in blocks {
-            // The fused kernel reads offsets and values, never the column indices.
-            let mut block = DeviceCsr::upload_rows_without_indices(ctx, x, rows.clone())?;
-            let r = normalize_total_gpu(ctx, &mut block, params)?;
-            block.download_values_into(ctx, x, rows)?;
+        // The fused kernel reads offsets and values, never the column indices.
+        update_values_in_place(ctx, x, &blocks, false, |block, _| {
+            let r = normalize_total_gpu(ctx, block, params)?;
             match &mut out {
                 None => out = Some(r),
                 Some(o) => {
@@ -148,7 +146,8 @@ pub fn normalize_total_streamed(
                     o.norm_factor.extend(r.norm_factor);
                 }
             }
-        }
+            Ok(())
+        })?;
         return Ok(out.unwrap_or_else(|| {
             let (target, factor) = target_and_factors::<f32>(&[], params);
             result(target, &[], &factor, None)
@@ -158,28 +157,26 @@ pub fn normalize_total_streamed(
     let mut keep = None;
     if params.exclude_highly_expressed {
         let mut high = vec![false; x.n_cols];
-        for rows in &blocks {
-            let block = DeviceCsr::upload_rows(ctx, x, rows.clone())?;
+        for_each_csr_block(ctx, x, &blocks, |block, _| {
             let counts = totals(ctx, &block, None)?;
             let marks = ctx.download(&mark_high(ctx, &block, &counts, params.max_fraction)?)?;
-            for (h, m) in high.iter_mut().zip(high_of(&marks, x.n_cols)) {
+            for (h, m) in high.iter_mut().zip(high_of(&marks, block.n_cols)) {
                 *h |= m;
             }
-        }
+            Ok(())
+        })?;
         let marks: Vec<u8> = high.iter().map(|&h| h as u8).collect();
         keep = Some(ctx.upload(&keep_of(&marks, x.n_cols))?);
         excluded = Some(high);
     }
     let mut counts_h = Vec::with_capacity(x.n_rows);
-    for rows in &blocks {
-        let block = DeviceCsr::upload_rows(ctx, x, rows.clone())?;
+    for_each_csr_block(ctx, x, &blocks, |block, _| {
         counts_h.extend(ctx.download(&totals(ctx, &block, keep.as_ref())?)?);
-    }
+        Ok(())
+    })?;
     let (target, factor) = target_and_factors(&counts_h, params);
-    for rows in blocks {
-        let mut block = DeviceCsr::upload_rows_without_indices(ctx, x, rows.clone())?;
-        divide_rows(ctx, &mut block, &factor[rows.clone()])?;
-        block.download_values_into(ctx, x, rows)?;
-    }
+    update_values_in_place(ctx, x, &blocks, false, |block, rows| {
+        divide_rows(ctx, block, &factor[rows])
+    })?;
     Ok(result(target, &counts_h, &factor, excluded))
 }

@@ -14,7 +14,7 @@ use super::{finish_covariance, mean_times_v, n_comps, pca_dense, use_dual, PcaPa
 use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
 use crate::gpu::module_cache::KernelSource;
-use crate::gpu::streamed::dense_blocks;
+use crate::gpu::streamed::{dense_blocks, for_each_block};
 use crate::gpu::{grid_stride, DeviceDense, DeviceVec, GpuContext, BLOCK};
 use crate::stats::add_into;
 use faer::Mat;
@@ -172,11 +172,11 @@ pub fn pca_dense_streamed(
     let blocks = dense_blocks(n, g, block_bytes, GRAM_ROWS);
     let mut sums = vec![0.0; g];
     let mut gm = GramAccumulator::new(ctx, g)?;
-    for rows in &blocks {
-        let block = DeviceDense::upload_rows(ctx, x, rows.clone())?;
+    let upload = |lane: &GpuContext, k: usize| DeviceDense::upload_rows(lane, x, blocks[k].clone());
+    for_each_block(ctx, blocks.len(), upload, |block, _| {
         add_into(&mut sums, &col_sums(ctx, &block)?);
-        gm.add(ctx, &block)?;
-    }
+        gm.add(ctx, &block)
+    })?;
     let gm = gm.finish(ctx)?;
     finish_covariance(
         n,
@@ -188,10 +188,10 @@ pub fn pca_dense_streamed(
         |c, k| top_eigen(ctx, c, k),
         |v, mean| {
             let mut scores = Vec::with_capacity(n * v.ncols());
-            for rows in &blocks {
-                let block = DeviceDense::upload_rows(ctx, x, rows.clone())?;
+            for_each_block(ctx, blocks.len(), upload, |block, _| {
                 scores.extend(project(ctx, &block, v, mean)?);
-            }
+                Ok(())
+            })?;
             Ok(scores)
         },
     )

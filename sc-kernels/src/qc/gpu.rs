@@ -5,7 +5,7 @@ use super::{assemble, check_params, QcMetrics, QcParams, QcSums};
 use crate::csr::CsrMatrix;
 use crate::error::Result;
 use crate::gpu::module_cache::KernelSource;
-use crate::gpu::streamed::csr_blocks;
+use crate::gpu::streamed::{csr_blocks, for_each_csr_block};
 use crate::gpu::{blocks_for_rows, DeviceCsr, GpuContext};
 use rmm_cuda::cudarc::driver::PushKernelArg;
 
@@ -101,9 +101,9 @@ pub fn calculate_qc_metrics_streamed(
 ) -> Result<QcMetrics> {
     let ns = check_params(x.n_cols, params)?;
     let mut sums = QcSums::empty(params.qc_vars.len(), ns.len(), x.n_cols);
-    for rows in csr_blocks(x, block_bytes) {
-        let block = DeviceCsr::upload_rows(ctx, x, rows)?;
+    for_each_csr_block(ctx, x, &csr_blocks(x, block_bytes), |block, _| {
         sums.append(qc_sums_gpu(ctx, &block, params, &ns)?);
-    }
+        Ok(())
+    })?;
     Ok(assemble::<f32>(&sums, params, &ns, x.n_rows))
 }

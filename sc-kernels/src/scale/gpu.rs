@@ -8,7 +8,7 @@ use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::reduce::{col_moments, Transform};
-use crate::gpu::streamed::csr_blocks_with_output;
+use crate::gpu::streamed::{csr_blocks_with_output, for_each_csr_block};
 use crate::gpu::{blocks_for_rows, DeviceCsr, DeviceDense, DeviceVec, GpuContext};
 use crate::stats::add_into;
 use crate::stats::mean_var_from_sums;
@@ -124,19 +124,18 @@ pub fn scale_csr_to_dense_streamed(
     // A block's dense output (rows x genes f32) shares the budget with its input.
     let blocks = csr_blocks_with_output(x, block_bytes, g * 4);
     let (mut sums, mut sq) = (vec![0.0; g], vec![0.0; g]);
-    for rows in &blocks {
-        let block = DeviceCsr::upload_rows(ctx, x, rows.clone())?;
+    for_each_csr_block(ctx, x, &blocks, |block, _| {
         let m = col_moments(ctx, &block, Transform::Identity, None)?;
         add_into(&mut sums, &m.sums);
         add_into(&mut sq, &m.sq);
-    }
+        Ok(())
+    })?;
     let st = stats_of(&sums, &sq, x.n_rows);
     let consts = Constants::new(ctx, &st, params)?;
     let mut out = DenseMatrix::zeros(x.n_rows, g);
-    for rows in blocks {
-        let block = DeviceCsr::upload_rows(ctx, x, rows.clone())?;
+    for_each_csr_block(ctx, x, &blocks, |block, rows| {
         let dense = scale_block(ctx, &block, &consts, params)?;
-        ctx.download_into(&dense.data, &mut out.data[rows.start * g..rows.end * g])?;
-    }
+        ctx.download_into(&dense.data, &mut out.data[rows.start * g..rows.end * g])
+    })?;
     Ok((out, st))
 }
