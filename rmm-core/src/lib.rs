@@ -10,8 +10,9 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! Resources: base ([`CudaResource`], [`ManagedResource`], [`AsyncResource`],
-//! [`PinnedHostResource`]), sub-allocators ([`PoolResource`], [`FixedSizeResource`],
+//! Resources: base ([`CudaResource`], [`ManagedResource`], [`AsyncResource`] with its own pool
+//! or as a view of the device's default pool, [`PinnedHostResource`], [`SystemResource`] where
+//! the device reads pageable memory, [`CallbackResource`] for C allocators), sub-allocators ([`PoolResource`], [`FixedSizeResource`],
 //! [`BinningResource`], [`ArenaResource`]) and adaptors ([`LimitingAdaptor`],
 //! [`StatisticsAdaptor`], [`TrackingAdaptor`], [`LoggingAdaptor`], [`FailureCallbackAdaptor`],
 //! [`AlignedAdaptor`], [`PrefetchAdaptor`]). Each wraps its upstream by value, so a stack of them
@@ -68,6 +69,7 @@ pub use resource::{
     align_up, aligned_size, check_stream, MemoryKind, MemoryResource, SharedResource,
 };
 pub use resources::{
-    AsyncResource, AsyncResourceOptions, CudaResource, ManagedResource, PinnedHostResource,
+    AllocateCallback, AsyncResource, AsyncResourceOptions, CallbackResource, CudaResource,
+    DeallocateCallback, ManagedResource, PinnedHostResource, SystemResource,
 };
 pub use rmm_cuda::{Device, Stream, ALIGNMENT};

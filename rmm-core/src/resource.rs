@@ -15,6 +15,16 @@ pub enum MemoryKind {
     Managed,
     /// Page-locked host memory, usable by the host and by copies/kernels through mapping.
     PinnedHost,
+    /// Pageable host memory from the system allocator, usable by kernels of devices that
+    /// access pageable memory (HMM, ATS).
+    System,
+}
+
+impl MemoryKind {
+    /// Whether the host reads and writes this memory directly.
+    pub fn host_accessible(self) -> bool {
+        matches!(self, MemoryKind::PinnedHost | MemoryKind::System)
+    }
 }
 
 /// A source of memory, stream-ordered.

@@ -397,6 +397,19 @@ impl Device {
         }
     }
 
+    /// Whether the device reads and writes ordinary (pageable) host memory coherently
+    /// (`CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS`: HMM or ATS), so that memory from the
+    /// system allocator can be handed to kernels. A simulated device says no.
+    pub fn pageable_memory_access(&self) -> Result<bool> {
+        match &*self.inner {
+            Backend::Cuda(ctx) => Ok(ctx
+                .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS)
+                .checked("cuDeviceGetAttribute")?
+                != 0),
+            Backend::Sim(_) => Ok(false),
+        }
+    }
+
     /// A CUDA stream-ordered memory pool of this device (`cuMemPoolCreate`).
     pub fn create_mem_pool(&self, options: MemPoolOptions) -> Result<MemPool> {
         MemPool::create(self, options)

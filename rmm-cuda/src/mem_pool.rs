@@ -21,6 +21,9 @@ pub struct MemPoolOptions {
 pub struct MemPool {
     device: Device,
     raw: sys::CUmemoryPool,
+    /// Whether dropping this value destroys the pool (false for a view of the device's default
+    /// pool, which the driver owns).
+    owned: bool,
     /// Bytes reserved by a simulated pool's allocations (the driver counts for real pools).
     sim_reserved: AtomicU64,
 }
@@ -53,10 +56,37 @@ impl MemPool {
         let pool = MemPool {
             device: device.clone(),
             raw,
+            owned: true,
             sim_reserved: AtomicU64::new(0),
         };
         pool.set_release_threshold(options.release_threshold.unwrap_or(u64::MAX))?;
         Ok(pool)
+    }
+
+    /// The device's default pool (`cuDeviceGetDefaultMemPool`), the one `cuMemAllocAsync` and
+    /// cudarc's `CudaStream::alloc` draw from, as a view: its attributes are left as they are
+    /// and dropping the view does not destroy it.
+    pub fn device_default(device: &Device) -> Result<MemPool> {
+        let raw = match &*device.inner {
+            Backend::Cuda(ctx) => {
+                ctx.bind_to_thread().checked("cuCtxSetCurrent")?;
+                // SAFETY: the context's device handle is valid.
+                unsafe { result::device::get_default_mem_pool(ctx.cu_device()) }
+                    .checked("cuDeviceGetDefaultMemPool")?
+            }
+            Backend::Sim(_) => std::ptr::null_mut(),
+        };
+        Ok(MemPool {
+            device: device.clone(),
+            raw,
+            owned: false,
+            sim_reserved: AtomicU64::new(0),
+        })
+    }
+
+    /// Whether this is a view of a pool owned elsewhere ([`MemPool::device_default`]).
+    pub fn is_view(&self) -> bool {
+        !self.owned
     }
 
     pub fn device(&self) -> &Device {
@@ -176,7 +206,7 @@ impl MemPool {
 
 impl Drop for MemPool {
     fn drop(&mut self) {
-        if self.device.is_simulated() {
+        if self.device.is_simulated() || !self.owned {
             return;
         }
         if self.device.bind().is_ok() {

@@ -156,6 +156,12 @@ impl Stream {
         }
     }
 
+    /// The raw `CUstream` (= `cudaStream_t`) handle, for C code (callbacks, other libraries);
+    /// a simulated stream gives its id as a pointer-sized token.
+    pub fn as_raw(&self) -> *mut std::ffi::c_void {
+        self.raw() as *mut std::ffi::c_void
+    }
+
     pub(crate) fn raw(&self) -> sys::CUstream {
         match &self.inner {
             Inner::Cuda(s) => s.cu_stream(),

@@ -106,3 +106,102 @@ fn out_of_memory_from_the_driver_says_what_the_device_has() {
         "{err}"
     );
 }
+rmm_core::conformance_tests!(
+    async_view,
+    gpu_or_skip("gpu async view of the default pool").map(|d| (
+        Arc::new(AsyncResource::view_default_pool(&d).unwrap()) as SharedResource,
+        gpu_config()
+    ))
+);
+rmm_core::conformance_tests!(
+    callback,
+    gpu_or_skip("gpu callback resource").map(|d| (
+        Arc::new(rmm_core::testing::callback::forwarding_to(Arc::new(
+            CudaResource::new(&d)
+        ))) as SharedResource,
+        gpu_config()
+    ))
+);
+rmm_core::conformance_tests!(
+    pinned_pool,
+    gpu_or_skip("gpu stream-ordered pinned host pool").map(|d| (
+        Arc::new(
+            PoolResource::new(
+                PinnedHostResource::new(&d),
+                PoolOptions::sized(64 << 20, None)
+            )
+            .unwrap()
+        ) as SharedResource,
+        gpu_config()
+    ))
+);
+rmm_core::conformance_tests!(
+    system,
+    gpu_or_skip("gpu system memory")
+        .filter(|d| d.pageable_memory_access().unwrap())
+        .map(|d| (
+            Arc::new(SystemResource::new(&d).unwrap()) as SharedResource,
+            ConformanceConfig {
+                huge_request: None,
+                ..gpu_config()
+            }
+        ))
+);
+
+/// The view and cudarc share the device's default pool: memory cudarc allocates
+/// (`CudaStream::alloc_zeros`, i.e. `cuMemAllocAsync`) shows in the view's pool, and the view's
+/// allocations come from the same pool.
+#[test]
+fn the_default_pool_view_shares_the_pool_with_cudarc() {
+    let Some(d) = gpu_or_skip("default pool shared with cudarc") else {
+        return;
+    };
+    let view = AsyncResource::view_default_pool(&d).unwrap();
+    let stream = d.new_stream().unwrap();
+    let before = view.used_bytes().unwrap();
+    let slice = stream.cuda().unwrap().alloc_zeros::<u8>(64 << 20).unwrap();
+    stream.synchronize().unwrap();
+    let with_cudarc = view.used_bytes().unwrap();
+    assert!(
+        with_cudarc >= before + (64 << 20),
+        "{before} -> {with_cudarc}"
+    );
+    let ptr = view.allocate(32 << 20, &stream).unwrap();
+    stream.synchronize().unwrap();
+    assert!(view.used_bytes().unwrap() >= with_cudarc + (32 << 20));
+    unsafe { view.deallocate(ptr, 32 << 20, &stream).unwrap() };
+    drop(slice);
+    stream.synchronize().unwrap();
+    assert_eq!(
+        view.used_bytes().unwrap(),
+        before,
+        "both returned to the pool"
+    );
+    drop(view);
+    // The view left the pool alone: cudarc still allocates from it.
+    let again = stream.cuda().unwrap().alloc_zeros::<u8>(1 << 20).unwrap();
+    drop(again);
+}
+
+/// Where the device reads pageable memory, the system allocator's memory is written by the
+/// device and read back on the host; elsewhere the resource is refused, saying why.
+#[test]
+fn system_memory_works_with_hmm_and_is_refused_without() {
+    let Some(d) = gpu_or_skip("system memory") else {
+        return;
+    };
+    if !d.pageable_memory_access().unwrap() {
+        let e = SystemResource::new(&d).unwrap_err().to_string();
+        assert!(e.contains("pageable"), "{e}");
+        println!("system memory: not supported here ({e})");
+        return;
+    }
+    let r = SystemResource::new(&d).unwrap();
+    let stream = d.new_stream().unwrap();
+    let ptr = r.allocate(1 << 20, &stream).unwrap();
+    unsafe { stream.memset(ptr, 0x5a, 1 << 20).unwrap() };
+    stream.synchronize().unwrap();
+    let host = unsafe { std::slice::from_raw_parts(ptr as *const u8, 1 << 20) };
+    assert!(host.iter().all(|&b| b == 0x5a));
+    unsafe { r.deallocate(ptr, 1 << 20, &stream).unwrap() };
+}

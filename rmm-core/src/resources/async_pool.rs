@@ -1,4 +1,5 @@
-//! A CUDA stream-ordered pool of the resource's own (`cuMemAllocFromPoolAsync`).
+//! A CUDA stream-ordered pool of the resource's own (`cuMemAllocFromPoolAsync`), or a view of
+//! the device's default pool.
 
 use super::driver_alloc_error;
 use crate::error::{MemoryError, Result};
@@ -52,6 +53,17 @@ impl AsyncResource {
         Ok(AsyncResource { pool, options })
     }
 
+    /// A view of the device's default pool (RMM's `cuda_async_view_memory_resource`): the pool
+    /// `cuMemAllocAsync` and cudarc's `CudaStream::alloc` use, so our containers and theirs
+    /// share one pool and its free memory. The pool's settings are left as the driver (or whoever
+    /// set them) has them, and dropping the resource leaves the pool alone.
+    pub fn view_default_pool(device: &Device) -> Result<Self> {
+        Ok(AsyncResource {
+            pool: MemPool::device_default(device)?,
+            options: AsyncResourceOptions::default(),
+        })
+    }
+
     /// Bytes the pool holds from the driver.
     pub fn pool_size(&self) -> Result<usize> {
         Ok(self.pool.reserved_bytes()? as usize)
@@ -76,7 +88,7 @@ impl MemoryResource for AsyncResource {
     fn allocate(&self, bytes: usize, stream: &Stream) -> Result<u64> {
         check_stream(self, stream)?;
         self.pool.alloc_async(bytes, stream).map_err(|e| {
-            let mut err = driver_alloc_error("async", self.pool.device(), bytes, e);
+            let mut err = driver_alloc_error(&self.name(), self.pool.device(), bytes, e);
             if let MemoryError::OutOfMemory(oom) = &mut err {
                 oom.held = self.pool.reserved_bytes().ok().map(|b| b as usize);
                 if let Some(max) = self.options.maximum_pool_size {
@@ -97,6 +109,10 @@ impl MemoryResource for AsyncResource {
     }
 
     fn name(&self) -> String {
-        "async".into()
+        if self.pool.is_view() {
+            "async_view".into()
+        } else {
+            "async".into()
+        }
     }
 }

@@ -1,14 +1,18 @@
 //! Resources that take memory straight from the driver.
 
 mod async_pool;
+mod callback;
 mod cuda;
 mod managed;
 mod pinned_host;
+mod system;
 
 pub use async_pool::{AsyncResource, AsyncResourceOptions};
+pub use callback::{AllocateCallback, CallbackResource, DeallocateCallback};
 pub use cuda::CudaResource;
 pub use managed::ManagedResource;
 pub use pinned_host::PinnedHostResource;
+pub use system::SystemResource;
 
 use crate::error::{MemoryError, OutOfMemory};
 use rmm_cuda::{CudaError, Device};

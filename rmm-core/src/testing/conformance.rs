@@ -9,7 +9,7 @@
 
 use super::live_set::LiveSet;
 use super::SplitMix64;
-use crate::resource::{MemoryKind, MemoryResource};
+use crate::resource::MemoryResource;
 use crate::MemoryError;
 use parking_lot::Mutex;
 use rmm_cuda::{Stream, ALIGNMENT};
@@ -73,7 +73,7 @@ fn touch(r: &dyn MemoryResource, stream: &Stream, ptr: u64, bytes: usize, tag: u
     let last = ptr + bytes as u64 - 1;
     // SAFETY: both bytes lie inside the live block we own.
     unsafe {
-        if r.kind() == MemoryKind::PinnedHost {
+        if r.kind().host_accessible() {
             std::ptr::write_volatile(ptr as *mut u8, tag);
             std::ptr::write_volatile(last as *mut u8, tag);
             let (a, b) = (
