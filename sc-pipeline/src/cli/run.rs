@@ -10,7 +10,9 @@ use crate::report::{RunReport, StepTimer};
 use crate::steps::{Flavor, HarmonyOptions, HarmonyParams, HvgOptions};
 use crate::synthetic::SyntheticParams;
 use crate::{memory_timeline, AnnData, Error, Result};
-use rmm_core::adaptors::{LimitingAdaptor, TimelineAdaptor};
+use rmm_core::adaptors::{
+    parse_log, write_memory_viz_snapshot, LimitingAdaptor, LoggingAdaptor, TimelineAdaptor,
+};
 use rmm_core::SharedResource;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -52,6 +54,10 @@ pub struct RunArgs {
     /// arena holds and its largest free block, with the steps marked (GPU runs).
     #[arg(long, value_name = "FILE.svg")]
     pub memory_timeline: Option<PathBuf>,
+    /// Write every device allocation and free of the run as a PyTorch memory snapshot (the
+    /// pickle PyTorch's memory visualizer, memory_viz, opens) (GPU runs).
+    #[arg(long, value_name = "FILE.pickle")]
+    pub memory_snapshot: Option<PathBuf>,
     /// GPU memory resource (the allocator every device allocation of the run goes through).
     #[arg(long, value_enum, default_value_t = AllocatorChoice::Pool)]
     pub allocator: AllocatorChoice,
@@ -212,9 +218,47 @@ pub fn read_input(path: &Path, genome: Option<&str>) -> Result<(AnnData, Vec<Str
 /// The timeline recorder of `--memory-timeline`, in front of the run's resource.
 type Recorder = Arc<TimelineAdaptor<SharedResource>>;
 
+/// The allocation log of `--memory-snapshot`, kept in memory until the run ends.
+#[derive(Clone, Default)]
+struct LogBuffer(Arc<parking_lot::Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogBuffer {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// What `--memory-snapshot` needs at the end: the logging adaptor (to flush) and its buffer.
+struct SnapshotLog {
+    adaptor: Arc<LoggingAdaptor<SharedResource>>,
+    buffer: LogBuffer,
+}
+
+impl SnapshotLog {
+    /// Writes the run's allocations as a PyTorch memory snapshot.
+    fn write(&self, path: &Path) -> Result<()> {
+        let err = |e: String| Error::File {
+            path: path.to_path_buf(),
+            message: format!("cannot write the memory snapshot: {e}"),
+        };
+        self.adaptor.flush().map_err(|e| err(e.to_string()))?;
+        let log = self.buffer.0.lock().clone();
+        let records = parse_log(&log[..]).map_err(|e| err(e.to_string()))?;
+        write_memory_viz_snapshot(&records, 0, path).map_err(|e| err(e.to_string()))
+    }
+}
+
 /// GPU 0 with the chosen allocator behind a statistics adaptor (and the timeline recorder when
 /// asked), and a stream for the steps.
-fn gpu_run(args: &RunArgs, report: &mut RunReport) -> Result<(GpuRun, Option<Recorder>)> {
+fn gpu_run(
+    args: &RunArgs,
+    report: &mut RunReport,
+) -> Result<(GpuRun, Option<Recorder>, Option<SnapshotLog>)> {
     let device = rmm_core::Device::cuda(0).map_err(|e| Error::Device(format!("GPU 0: {e}")))?;
     let memory = device
         .memory_info()
@@ -228,6 +272,16 @@ fn gpu_run(args: &RunArgs, report: &mut RunReport) -> Result<(GpuRun, Option<Rec
     let (resource, probe) =
         allocator::build_with_probe(args.allocator, &device, args.pool_initial, args.pool_max)?;
     let mut resource: SharedResource = Arc::new(LimitingAdaptor::new(resource, budget as usize));
+    let mut snapshot = None;
+    if args.memory_snapshot.is_some() {
+        let buffer = LogBuffer::default();
+        let adaptor = Arc::new(
+            LoggingAdaptor::with_writer(resource, buffer.clone())
+                .map_err(|e| Error::Device(format!("--memory-snapshot: {e}")))?,
+        );
+        resource = adaptor.clone();
+        snapshot = Some(SnapshotLog { adaptor, buffer });
+    }
     let mut recorder = None;
     if args.memory_timeline.is_some() {
         let mut t = TimelineAdaptor::new(resource);
@@ -244,7 +298,7 @@ fn gpu_run(args: &RunArgs, report: &mut RunReport) -> Result<(GpuRun, Option<Rec
     report.gpu_name = device.name().ok();
     report.allocator = Some(format!("{:?}", args.allocator).to_lowercase());
     let run = GpuRun::new(&device, &stream, resource)?.with_memory(budget, args.execution);
-    Ok((run, recorder))
+    Ok((run, recorder, snapshot))
 }
 
 /// The run's device memory budget: `--device-memory-limit` (at most the GPU's memory), else
@@ -311,6 +365,12 @@ pub fn run(args: RunArgs) -> Result<()> {
 
     // The GPU is set up before the input is read, so that kernels and libraries load while it
     // is read.
+    if args.memory_snapshot.is_some() && device.device != "gpu" {
+        return Err(Error::param(
+            "--memory-snapshot",
+            "records the GPU allocations of a run: it needs the GPU (--device gpu, or auto on a machine with one)",
+        ));
+    }
     if args.memory_timeline.is_some() && device.device != "gpu" {
         return Err(Error::param(
             "--memory-timeline",
@@ -329,12 +389,12 @@ pub fn run(args: RunArgs) -> Result<()> {
             "applies to GPU runs: it needs the GPU (--device gpu, or auto on a machine with one)",
         ));
     }
-    let mut recorder = None;
+    let (mut recorder, mut snapshot) = (None, None);
     let gpu = match device.device {
         "gpu" => {
-            let (g, r) = gpu_run(&args, &mut report)?;
+            let (g, r, s) = gpu_run(&args, &mut report)?;
             g.warm_up(Some(&config));
-            recorder = r;
+            (recorder, snapshot) = (r, s);
             Some(g)
         }
         _ => None,
@@ -413,6 +473,9 @@ pub fn run(args: RunArgs) -> Result<()> {
         );
         memory_timeline::write_svg(path, &title, &rec.timeline(), &marks)?;
     }
+    if let (Some(path), Some(log)) = (&args.memory_snapshot, &snapshot) {
+        log.write(path)?;
+    }
     report.peak_rss_bytes = report.steps.iter().filter_map(|s| s.peak_rss_bytes).max();
     let report_file = match &args.report {
         Some(path) => Some(stage_report(&report, path)?),
@@ -475,6 +538,45 @@ mod tests {
     use super::*;
 
     const GIB: u64 = 1 << 30;
+
+    /// `--memory-snapshot`'s path on the simulated device: the in-memory log of a logging
+    /// adaptor becomes a pickle with the allocations in order and the live one as a segment.
+    #[test]
+    fn the_snapshot_log_holds_every_event_of_the_run() {
+        use rmm_core::MemoryResource;
+        let device = rmm_core::Device::simulated(1 << 30);
+        let buffer = LogBuffer::default();
+        let upstream: SharedResource = Arc::new(rmm_core::CudaResource::new(&device));
+        let adaptor = Arc::new(LoggingAdaptor::with_writer(upstream, buffer.clone()).unwrap());
+        let stream = device.new_stream().unwrap();
+        let a = adaptor.allocate(4096, &stream).unwrap();
+        let b = adaptor.allocate(1 << 20, &stream).unwrap();
+        unsafe { adaptor.deallocate(a, 4096, &stream).unwrap() };
+        let log = SnapshotLog {
+            adaptor: adaptor.clone(),
+            buffer,
+        };
+        let dir = std::env::temp_dir().join(format!("scpipe-snap-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("run.pickle");
+        log.write(&path).unwrap();
+        let v: serde_pickle::Value = serde_pickle::value_from_reader(
+            std::fs::File::open(&path).unwrap(),
+            Default::default(),
+        )
+        .unwrap();
+        let text = format!("{v:?}");
+        for part in [
+            "alloc",
+            "free_completed",
+            "active_allocated",
+            &format!("{b}"),
+        ] {
+            assert!(text.contains(part), "{part} missing");
+        }
+        unsafe { adaptor.deallocate(b, 1 << 20, &stream).unwrap() };
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn the_budget_is_the_limit_or_most_of_the_free_memory_and_never_above_the_pool() {

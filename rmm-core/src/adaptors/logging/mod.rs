@@ -1,9 +1,12 @@
 //! Logging (RMM's `logging_resource_adaptor`): one CSV line per allocation, failure and free, for
-//! post-mortems and for replaying a workload against another resource ([`replay_log`]).
+//! post-mortems, for replaying a workload against another resource ([`replay_log`]) and for
+//! PyTorch's memory visualizer ([`memory_viz_snapshot`]).
 
+mod memory_viz;
 mod record;
 mod replay;
 
+pub use memory_viz::{memory_viz_snapshot, write_memory_viz_snapshot};
 pub use record::{parse_log, LogAction, LogRecord, LOG_HEADER};
 pub use replay::{replay_file, replay_log, ReplayReport};
 
