@@ -30,15 +30,7 @@ fn run() -> Result<(), String> {
     };
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--neighbors" => config.n_neighbors = Some(15),
-            "--harmony" => {
-                let key = args.next().ok_or("--harmony KEY")?;
-                config.harmony = Some(sc_pipeline::steps::HarmonyOptions {
-                    key,
-                    params: Default::default(),
-                });
-                config.neighbors_use_rep = Some("X_pca_harmony".into());
-            }
+            f if benches::pipeline_flag(&mut config, f, &mut args)? => {}
             "--runs" => runs = args.next().and_then(|v| v.parse().ok()).ok_or("--runs N")?,
             "--json-prefix" => prefix = Some(args.next().ok_or("--json-prefix PREFIX")?),
             "--allocator" => {

@@ -70,3 +70,26 @@ pub fn print_table(header: &[&str], rows: &[Vec<String>]) {
 pub fn flag_value(args: &[String], flag: &str) -> Option<String> {
     args.windows(2).find(|w| w[0] == flag).map(|w| w[1].clone())
 }
+
+/// Applies a pipeline option the GPU pipeline benchmarks share (`--neighbors`, `--harmony KEY`,
+/// which also points neighbors at harmony's output) to `config`; returns false for any other
+/// flag.
+pub fn pipeline_flag(
+    config: &mut sc_pipeline::pipeline::PipelineConfig,
+    flag: &str,
+    args: &mut impl Iterator<Item = String>,
+) -> Result<bool, String> {
+    match flag {
+        "--neighbors" => config.n_neighbors = Some(15),
+        "--harmony" => {
+            let key = args.next().ok_or("--harmony KEY")?;
+            config.harmony = Some(sc_pipeline::steps::HarmonyOptions {
+                key,
+                params: Default::default(),
+            });
+            config.neighbors_use_rep = Some(sc_pipeline::steps::HARMONY_ADJUSTED_BASIS.into());
+        }
+        _ => return Ok(false),
+    }
+    Ok(true)
+}

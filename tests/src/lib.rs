@@ -15,3 +15,41 @@ pub fn gpu_or_skip(test: &str) -> Option<Device> {
         Err(message) => panic!("{message}"),
     }
 }
+
+/// A kernel context on a fresh stream of `d` over a pool of 256 MiB (grown as needed).
+pub fn pool_context(d: &Device) -> sc_kernels::gpu::GpuContext {
+    use rmm_core::{CudaResource, PoolOptions, PoolResource, SharedResource};
+    let r: SharedResource = std::sync::Arc::new(
+        PoolResource::new(CudaResource::new(d), PoolOptions::sized(1 << 28, None)).unwrap(),
+    );
+    sc_kernels::gpu::GpuContext::new(d, &d.new_stream().unwrap(), r).unwrap()
+}
+
+/// Random counts, `rows x cols`: value `(i, j)` is stored with probability `density(i, j)`,
+/// small integers with a few large ones.
+pub fn random_counts(
+    seed: u64,
+    rows: usize,
+    cols: usize,
+    density: impl Fn(usize, usize) -> f64,
+) -> sc_kernels::CsrMatrix<f32> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut indptr = vec![0u64];
+    let (mut indices, mut data) = (vec![], vec![]);
+    for i in 0..rows {
+        for j in 0..cols {
+            if rng.random::<f64>() < density(i, j) {
+                indices.push(j as u32);
+                let v = if rng.random::<f64>() < 0.05 {
+                    rng.random_range(20..3000)
+                } else {
+                    rng.random_range(1..6)
+                };
+                data.push(v as f32);
+            }
+        }
+        indptr.push(data.len() as u64);
+    }
+    sc_kernels::CsrMatrix::new(rows, cols, indptr, indices, data).unwrap()
+}

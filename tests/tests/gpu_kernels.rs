@@ -5,7 +5,7 @@
 use integration_tests::gpu_or_skip;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
-use rmm_core::{CudaResource, PoolOptions, PoolResource, SharedResource, TrackingAdaptor};
+use rmm_core::{CudaResource, SharedResource, TrackingAdaptor};
 use sc_kernels::filter::{CellFilter, GeneFilter};
 use sc_kernels::gpu::{compact, scan, DeviceCsr, GpuContext};
 use sc_kernels::normalize::NormalizeParams;
@@ -24,33 +24,12 @@ mod common;
 use common::{column_correlations, data_dir, read_codes, read_matrix, relative_l2};
 
 fn context(d: &rmm_core::Device) -> GpuContext {
-    let r: SharedResource = Arc::new(
-        PoolResource::new(CudaResource::new(d), PoolOptions::sized(1 << 28, None)).unwrap(),
-    );
-    GpuContext::new(d, &d.new_stream().unwrap(), r).unwrap()
+    integration_tests::pool_context(d)
 }
 
 /// Random counts: `rows x cols`, about `density` stored, small integers with a few large ones.
 fn counts(seed: u64, rows: usize, cols: usize, density: f64) -> CsrMatrix<f32> {
-    use rand::{Rng, SeedableRng};
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let mut indptr = vec![0u64];
-    let (mut indices, mut data) = (vec![], vec![]);
-    for _ in 0..rows {
-        for j in 0..cols {
-            if rng.random::<f64>() < density {
-                indices.push(j as u32);
-                let v = if rng.random::<f64>() < 0.05 {
-                    rng.random_range(20..3000)
-                } else {
-                    rng.random_range(1..6)
-                };
-                data.push(v as f32);
-            }
-        }
-        indptr.push(data.len() as u64);
-    }
-    CsrMatrix::new(rows, cols, indptr, indices, data).unwrap()
+    integration_tests::random_counts(seed, rows, cols, |_, _| density)
 }
 
 fn max_rel(a: &[f32], b: &[f32]) -> f64 {

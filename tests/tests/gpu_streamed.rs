@@ -9,7 +9,7 @@
 
 use integration_tests::gpu_or_skip;
 use rmm_core::adaptors::LimitingAdaptor;
-use rmm_core::{CudaResource, PoolOptions, PoolResource, SharedResource, TrackingAdaptor};
+use rmm_core::{CudaResource, SharedResource, TrackingAdaptor};
 use sc_kernels::filter::{CellFilter, GeneFilter};
 use sc_kernels::gpu::{reduce, DeviceCsr, GpuContext};
 use sc_kernels::hvg::{Batches, Flavor, HvgParams};
@@ -23,39 +23,24 @@ use sc_pipeline::memory_plan::Execution;
 use sc_pipeline::pipeline::{run_pipeline_on, GpuRun, PipelineConfig, Silent};
 use std::sync::Arc;
 
-fn context(d: &rmm_core::Device) -> GpuContext {
-    let r: SharedResource = Arc::new(
-        PoolResource::new(CudaResource::new(d), PoolOptions::sized(1 << 28, None)).unwrap(),
-    );
-    GpuContext::new(d, &d.new_stream().unwrap(), r).unwrap()
-}
+// Per-column correlation, shared with sc-kernels' tests.
+#[path = "../../sc-kernels/tests/common/mod.rs"]
+#[allow(dead_code)]
+mod common;
+use common::column_correlations;
 
 /// Random counts with rows of very different lengths (so blocks hold different row counts).
 fn counts(seed: u64, rows: usize, cols: usize) -> CsrMatrix<f32> {
-    use rand::{Rng, SeedableRng};
-    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-    let mut indptr = vec![0u64];
-    let (mut indices, mut data) = (vec![], vec![]);
-    for i in 0..rows {
-        let density = if i % 17 == 0 {
+    let row_density = |i: usize| {
+        if i % 17 == 0 {
             0.02
         } else {
-            0.05 + 0.4 * rng.random::<f64>()
-        };
-        for j in 0..cols {
-            if rng.random::<f64>() < density * (0.2 + j as f64 / cols as f64) {
-                indices.push(j as u32);
-                let v = if rng.random::<f64>() < 0.05 {
-                    rng.random_range(20..3000)
-                } else {
-                    rng.random_range(1..6)
-                };
-                data.push(v as f32);
-            }
+            0.05 + 0.4 * ((i * 7919) % 101) as f64 / 101.0
         }
-        indptr.push(data.len() as u64);
-    }
-    CsrMatrix::new(rows, cols, indptr, indices, data).unwrap()
+    };
+    integration_tests::random_counts(seed, rows, cols, |i, j| {
+        row_density(i) * (0.2 + j as f64 / cols as f64)
+    })
 }
 
 fn rel_close(a: &[f64], b: &[f64], tol: f64, what: &str) {
@@ -88,7 +73,7 @@ fn streamed_kernels_match_their_in_memory_twins() {
     let Some(d) = gpu_or_skip("streamed kernels") else {
         return;
     };
-    let ctx = context(&d);
+    let ctx = integration_tests::pool_context(&d);
     let x = counts(11, 3000, 700);
     let n_blocks = sc_kernels::gpu::streamed::csr_blocks(&x, SMALL_BLOCK).len();
     assert!(n_blocks > 20, "{n_blocks} blocks");
@@ -238,21 +223,8 @@ fn streamed_kernels_match_their_in_memory_twins() {
     let db = sc_kernels::gpu::DeviceDense::upload(&ctx, &big).unwrap();
     let pb = sc_kernels::pca::pca_dense_gpu(&ctx, &db, &pp).unwrap();
     rel_close(&pa.variance, &pb.variance, 1e-9, "pca variance");
-    for c in 0..20 {
-        let col = |m: &sc_kernels::dense::DenseMatrix<f32>| -> Vec<f64> {
-            (0..m.n_rows)
-                .map(|r| m.data[r * m.n_cols + c] as f64)
-                .collect()
-        };
-        let (a, b) = (col(&pa.x_pca), col(&pb.x_pca));
-        let dot: f64 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
-        let na: f64 = a.iter().map(|x| x * x).sum::<f64>().sqrt();
-        let nb: f64 = b.iter().map(|x| x * x).sum::<f64>().sqrt();
-        assert!(
-            dot / (na * nb) > 0.99999,
-            "X_pca column {c}: {}",
-            dot / (na * nb)
-        );
+    for (c, r) in column_correlations(&pa.x_pca, &pb.x_pca).iter().enumerate() {
+        assert!(*r > 0.99999, "X_pca column {c}: {r}");
     }
 }
 
@@ -359,20 +331,14 @@ fn streamed_pipeline_under_a_capped_budget_matches_the_in_memory_run() {
         .fold(0f32, f32::max);
     assert!(diff <= 1e-5, "scaled X differs by {diff}");
     for key in ["X_pca", "X_pca_harmony"] {
-        let a = streamed.obsm[key].data.to_f64().unwrap();
-        let b = memory.obsm[key].data.to_f64().unwrap();
-        let k = memory.obsm[key].shape[1];
-        for c in 0..k.min(20) {
-            let col = |v: &Vec<f64>| v.iter().skip(c).step_by(k).copied().collect::<Vec<f64>>();
-            let (x, y) = (col(&a), col(&b));
-            let dot: f64 = x.iter().zip(&y).map(|(p, q)| p * q).sum();
-            let nx: f64 = x.iter().map(|p| p * p).sum::<f64>().sqrt();
-            let ny: f64 = y.iter().map(|p| p * p).sum::<f64>().sqrt();
-            assert!(
-                dot / (nx * ny) > 0.9999,
-                "{key} column {c}: {}",
-                dot / (nx * ny)
-            );
+        let as_matrix = |a: &sc_pipeline::AnnData| {
+            let m = &a.obsm[key];
+            let v = m.data.to_f64().unwrap().iter().map(|&x| x as f32).collect();
+            sc_kernels::dense::DenseMatrix::new(m.shape[0], m.shape[1], v).unwrap()
+        };
+        let r = column_correlations(&as_matrix(&streamed), &as_matrix(&memory));
+        for (c, r) in r.iter().enumerate().take(20) {
+            assert!(*r > 0.9999, "{key} column {c}: {r}");
         }
     }
     // The neighbour graphs agree almost everywhere (ties at f32 rounding may swap a few).
