@@ -1,4 +1,4 @@
-//! A [`CallbackResource`](crate::CallbackResource) whose C callbacks forward to another
+//! A [`CallbackResource`] whose C callbacks forward to another
 //! resource (what a C allocator plugged in through it would do), for the conformance suite. The
 //! target must not depend on the stream (e.g. `CudaResource`): the callbacks use the device's
 //! default stream whatever C handle they get.
