@@ -57,6 +57,18 @@ impl AsyncResource {
     /// `cuMemAllocAsync` and cudarc's `CudaStream::alloc` use, so our containers and theirs
     /// share one pool and its free memory. The pool's settings are left as the driver (or whoever
     /// set them) has them, and dropping the resource leaves the pool alone.
+    ///
+    /// ```
+    /// use rmm_core::{AsyncResource, Device, MemoryResource};
+    /// let device = Device::simulated(1 << 30);
+    /// let view = AsyncResource::view_default_pool(&device)?;
+    /// let stream = device.new_stream()?;
+    /// let ptr = view.allocate(1 << 20, &stream)?;
+    /// assert_eq!(view.name(), "async_view");
+    /// // SAFETY: allocated just above with this size and stream.
+    /// unsafe { view.deallocate(ptr, 1 << 20, &stream)? };
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn view_default_pool(device: &Device) -> Result<Self> {
         Ok(AsyncResource {
             pool: MemPool::device_default(device)?,

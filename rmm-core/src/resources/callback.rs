@@ -40,6 +40,32 @@ impl CallbackResource {
     /// `bytes` of device memory aligned to 256 bytes, usable in stream order on `stream`;
     /// `deallocate` takes back what `allocate` gave. Both may be called from any thread at
     /// once, and the arguments must stay valid as long as the resource lives.
+    ///
+    /// ```
+    /// use rmm_core::{CallbackResource, CudaResource, Device, MemoryResource};
+    /// use std::ffi::c_void;
+    ///
+    /// // A "C allocator" that takes its memory from a CudaResource passed as the argument.
+    /// unsafe extern "C" fn alloc(bytes: usize, _stream: *mut c_void, arg: *mut c_void) -> *mut c_void {
+    ///     let r = unsafe { &*(arg as *const CudaResource) };
+    ///     let device = r.device().clone();
+    ///     r.allocate(bytes, &device.default_stream()).map_or(std::ptr::null_mut(), |p| p as *mut c_void)
+    /// }
+    /// unsafe extern "C" fn free(ptr: *mut c_void, bytes: usize, _stream: *mut c_void, arg: *mut c_void) {
+    ///     let r = unsafe { &*(arg as *const CudaResource) };
+    ///     let device = r.device().clone();
+    ///     let _ = unsafe { r.deallocate(ptr as u64, bytes, &device.default_stream()) };
+    /// }
+    ///
+    /// let device = Device::simulated(1 << 30);
+    /// let target = Box::leak(Box::new(CudaResource::new(&device))) as *mut CudaResource as *mut c_void;
+    /// // SAFETY: the callbacks forward to a thread-safe resource of `device` that is never freed.
+    /// let r = unsafe { CallbackResource::new(&device, alloc, target, free, target) };
+    /// let stream = device.default_stream();
+    /// let ptr = r.allocate(4096, &stream)?;
+    /// unsafe { r.deallocate(ptr, 4096, &stream)? };
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub unsafe fn new(
         device: &Device,
         allocate: AllocateCallback,

@@ -18,6 +18,13 @@ pub struct SystemResource {
 impl SystemResource {
     /// The system allocator for `device`; an error saying why where the device cannot access
     /// pageable memory (`CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS` is 0).
+    ///
+    /// ```
+    /// use rmm_core::{Device, SystemResource};
+    /// // A simulated device has no HMM: the resource is refused, saying what to use instead.
+    /// let e = SystemResource::new(&Device::simulated(1 << 30)).unwrap_err();
+    /// assert!(e.to_string().contains("ManagedResource"));
+    /// ```
     pub fn new(device: &Device) -> Result<Self> {
         if !device.pageable_memory_access()? {
             return Err(MemoryError::InvalidArgument(format!(

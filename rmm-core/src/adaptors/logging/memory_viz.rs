@@ -78,6 +78,31 @@ fn micros_of_day(time: &str) -> Option<i64> {
 
 /// The snapshot of `records` (a log of one device's resource, as [`super::parse_log`] reads it)
 /// for device number `device`, pickled.
+///
+/// ```
+/// use rmm_core::adaptors::{memory_viz_snapshot, parse_log, LoggingAdaptor};
+/// use rmm_core::{CudaResource, Device, MemoryResource};
+/// use std::io::Write;
+///
+/// #[derive(Clone, Default)]
+/// struct Buf(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+/// impl Write for Buf {
+///     fn write(&mut self, b: &[u8]) -> std::io::Result<usize> { self.0.lock().unwrap().extend_from_slice(b); Ok(b.len()) }
+///     fn flush(&mut self) -> std::io::Result<()> { Ok(()) }
+/// }
+///
+/// let device = Device::simulated(1 << 30);
+/// let log = Buf::default();
+/// let r = LoggingAdaptor::with_writer(CudaResource::new(&device), log.clone())?;
+/// let stream = device.new_stream()?;
+/// let p = r.allocate(1 << 20, &stream)?;
+/// unsafe { r.deallocate(p, 1 << 20, &stream)? };
+/// r.flush()?;
+/// let records = parse_log(&log.0.lock().unwrap()[..])?;
+/// let pickle = memory_viz_snapshot(&records, 0)?; // what torch.cuda.memory._dump_snapshot writes
+/// std::fs::write(std::env::temp_dir().join("snapshot.pickle"), pickle)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn memory_viz_snapshot(records: &[LogRecord], device: usize) -> Result<Vec<u8>> {
     const DAY_US: i64 = 86_400_000_000;
     let mut trace = Vec::with_capacity(records.len() + records.len() / 2);
