@@ -470,3 +470,45 @@ fn memory_timeline_needs_the_gpu_and_writes_nothing_on_the_cpu() {
     );
     assert!(!out.exists() && !svg.exists());
 }
+
+#[test]
+fn gpu_memory_options_need_the_gpu_and_write_nothing_on_the_cpu() {
+    for (i, option) in [
+        &["--device-memory-limit", "8GiB"][..],
+        &["--execution", "streamed"][..],
+        &["--memory-snapshot", "SNAP"][..],
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let out = common::scratch(&format!("gpu-option-cpu-{i}.h5ad"));
+        let snap = common::scratch(&format!("gpu-option-cpu-{i}.pickle"));
+        let mut args = vec![
+            "run",
+            "--demo",
+            "--demo-cells",
+            "300",
+            "--demo-genes",
+            "500",
+            "--device",
+            "cpu",
+            "-o",
+            out.to_str().unwrap(),
+        ];
+        args.extend(option.iter().map(|a| {
+            if *a == "SNAP" {
+                snap.to_str().unwrap()
+            } else {
+                a
+            }
+        }));
+        let o = scpipe(&args);
+        assert!(!o.status.success(), "{option:?} was accepted on the CPU");
+        let t = text(&o);
+        assert!(
+            t.contains(option[0]) && t.contains("needs the GPU"),
+            "{option:?}: {t}"
+        );
+        assert!(!out.exists() && !snap.exists());
+    }
+}
