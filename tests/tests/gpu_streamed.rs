@@ -25,7 +25,6 @@ use std::sync::Arc;
 
 // Per-column correlation, shared with sc-kernels' tests.
 #[path = "../../sc-kernels/tests/common/mod.rs"]
-#[allow(dead_code)]
 mod common;
 use common::column_correlations;
 
