@@ -3,8 +3,12 @@
 //!
 //! ```text
 //! cargo bench -p benches --bench random_allocations -- [--device sim] [--quick]
-//!     [--only pool,arena,...] [--max-size BYTES] [--threads N] [--json PATH]
+//!     [--only pool,arena,...] [--max-size BYTES] [--threads N] [--cross-stream] [--json PATH]
 //! ```
+//!
+//! `--cross-stream`: each thread allocates on one stream and frees on a second one (RMM's
+//! multi-stream case: the path of the sub-allocators' per-stream free lists and cross-stream
+//! events); `benches/rmm/rmm_ra.cu ... cross` runs RMM on the same traces.
 //!
 //! One SplitMix64 trace per thread (seed 42 + thread index), generated before timing; each thread
 //! allocates and frees on its own stream; only the allocate/deallocate calls run inside the timed
@@ -112,11 +116,13 @@ struct Span {
     cpu_ns: u64,
 }
 
-/// Runs one trace on `stream`; returns the span of its allocate/deallocate loop.
+/// Runs one trace, allocating on `stream` and freeing on `free_stream` (the same stream, or a
+/// second one in the cross-stream case); returns the span of its allocate/deallocate loop.
 fn replay<R: MemoryResource + ?Sized>(
     r: &R,
     trace: &Trace,
     stream: &Stream,
+    free_stream: &Stream,
     ptrs: &mut [u64],
     sizes: &mut [u32],
 ) -> Result<Span, String> {
@@ -125,8 +131,9 @@ fn replay<R: MemoryResource + ?Sized>(
     for op in &trace.ops {
         let slot = op.slot as usize;
         if op.size == 0 {
-            // SAFETY: the slot holds a live block of this size from `r`, allocated on `stream`.
-            unsafe { r.deallocate(ptrs[slot], sizes[slot] as usize, stream) }
+            // SAFETY: the slot holds a live block of this size from `r`; freeing it on another
+            // stream than its allocation's is allowed (stream-ordered: reused after that stream).
+            unsafe { r.deallocate(ptrs[slot], sizes[slot] as usize, free_stream) }
                 .map_err(|e| format!("deallocate: {e}"))?;
         } else {
             ptrs[slot] = r
@@ -149,25 +156,30 @@ struct Pass {
     cpu_ns: u64,
 }
 
-/// Runs every thread's trace at once, each on its own stream.
+/// Runs every thread's trace at once, each on its own stream (and, cross-stream, freeing on a
+/// second stream of its own: `streams` holds one or two per thread).
 fn run_once<R: MemoryResource + ?Sized>(
     r: &R,
     traces: &[Trace],
     streams: &[Stream],
 ) -> Result<Pass, String> {
+    let per_thread = streams.len() / traces.len();
     let barrier = Barrier::new(traces.len());
     let spans: Vec<Result<Span, String>> = std::thread::scope(|s| {
         let handles: Vec<_> = traces
             .iter()
-            .zip(streams)
-            .map(|(t, stream)| {
+            .zip(streams.chunks(per_thread))
+            .map(|(t, pair)| {
                 let barrier = &barrier;
                 s.spawn(move || {
+                    let (stream, free_stream) = (&pair[0], &pair[pair.len() - 1]);
                     let mut ptrs = vec![0u64; t.slots];
                     let mut sizes = vec![0u32; t.slots];
                     barrier.wait();
-                    let span = replay(r, t, stream, &mut ptrs, &mut sizes);
-                    stream.synchronize().map_err(|e| e.to_string())?;
+                    let span = replay(r, t, stream, free_stream, &mut ptrs, &mut sizes);
+                    for s in pair {
+                        s.synchronize().map_err(|e| e.to_string())?;
+                    }
                     span
                 })
             })
@@ -210,12 +222,13 @@ fn measure<R: MemoryResource + ?Sized>(
     threads: usize,
     steps: usize,
     max_size: usize,
+    cross: bool,
 ) -> Result<Measured, String> {
     let max_usage = TOTAL_USAGE / threads;
     let traces: Vec<Trace> = (0..threads)
         .map(|t| trace(t, steps, max_size, max_usage))
         .collect();
-    let streams: Vec<Stream> = (0..threads)
+    let streams: Vec<Stream> = (0..threads * (1 + cross as usize))
         .map(|_| device.new_stream().map_err(|e| e.to_string()))
         .collect::<Result<_, _>>()?;
     let events: usize = traces.iter().map(|t| t.ops.len()).sum();
@@ -277,6 +290,7 @@ fn run_case(
     max_size: usize,
     threads: usize,
     steps: usize,
+    cross: bool,
 ) -> Option<Result<Measured, String>> {
     let err = |e: rmm_core::MemoryError| e.to_string();
     let cuda = || CudaResource::new(device);
@@ -286,14 +300,14 @@ fn run_case(
             if threads != 1 || max_size < MIB {
                 return None;
             }
-            measure(&cuda(), device, threads, steps / 10, max_size)
+            measure(&cuda(), device, threads, steps / 10, max_size, cross)
         }
         "async" => AsyncResource::new(device, AsyncResourceOptions::default())
             .map_err(err)
-            .and_then(|r| measure(&r, device, threads, steps, max_size)),
+            .and_then(|r| measure(&r, device, threads, steps, max_size, cross)),
         "pool" => pool()
             .map_err(err)
-            .and_then(|r| measure(&r, device, threads, steps, max_size)),
+            .and_then(|r| measure(&r, device, threads, steps, max_size, cross)),
         "arena" => ArenaResource::new(
             cuda(),
             ArenaOptions {
@@ -302,19 +316,19 @@ fn run_case(
             },
         )
         .map_err(err)
-        .and_then(|r| measure(&r, device, threads, steps, max_size)),
+        .and_then(|r| measure(&r, device, threads, steps, max_size, cross)),
         "binning" => pool()
             .map(Arc::new)
             .and_then(|p| BinningResource::with_range(p, 18, 22))
             .map_err(err)
-            .and_then(|r| measure(&r, device, threads, steps, max_size)),
+            .and_then(|r| measure(&r, device, threads, steps, max_size, cross)),
         "fixed" => {
             if max_size > MIB {
                 return None;
             }
             FixedSizeResource::new(cuda(), MIB, 1024)
                 .map_err(err)
-                .and_then(|r| measure(&r, device, threads, steps, max_size))
+                .and_then(|r| measure(&r, device, threads, steps, max_size, cross))
         }
         _ => return None,
     };
@@ -349,6 +363,7 @@ fn main() {
         }
     };
     let quick = args.iter().any(|a| a == "--quick");
+    let cross = args.iter().any(|a| a == "--cross-stream");
     let steps = if quick { STEPS / 10 } else { STEPS };
     let all = ["cuda", "async", "pool", "arena", "binning", "fixed"];
     let only = flag_value(&args, "--only");
@@ -375,10 +390,11 @@ fn main() {
     for &max_size in &max_sizes {
         for &threads in &thread_counts {
             for &name in &chosen {
-                let Some(outcome) = run_case(name, &device, max_size, threads, steps) else {
+                let Some(outcome) = run_case(name, &device, max_size, threads, steps, cross) else {
                     continue;
                 };
-                let reference = reference(name, max_size, threads);
+                // The reference figures are of the one-stream workload.
+                let reference = reference(name, max_size, threads).filter(|_| !cross);
                 let case_steps = if name == "cuda" { steps / 10 } else { steps };
                 match outcome {
                     Ok(Measured {
@@ -441,6 +457,7 @@ fn main() {
                 "warmup_passes": 1,
                 "alignment": rmm_cuda::ALIGNMENT,
                 "quick": quick,
+                "cross_stream": cross,
             },
             "reference": "RMM 26.10 C++, H100 (shared/BENCHMARKS.md section A)",
             "results": results,

@@ -1,0 +1,101 @@
+// Reference harness: RMM (C++, librmm wheel) on the random-allocations workload.
+// Workload (the same spec is handed to the project): a pre-generated trace of N events.
+// Each step: if live bytes + next size would exceed MAX_USAGE or (live non-empty and coin<0.5) -> free a
+// uniformly chosen live allocation; else allocate a size uniform in [1, max_size]. At the end all live
+// allocations are freed. Only the allocate/deallocate calls are timed; time is reported per call.
+// `rmm_ra N cross`: each thread allocates on one stream and frees on a second one (the
+// cross-stream case of benches/benches/random_allocations.rs --cross-stream, same traces).
+#include <rmm/mr/cuda_memory_resource.hpp>
+#include <rmm/mr/cuda_async_memory_resource.hpp>
+#include <rmm/mr/pool_memory_resource.hpp>
+#include <rmm/mr/arena_memory_resource.hpp>
+#include <rmm/mr/binning_memory_resource.hpp>
+#include <rmm/mr/fixed_size_memory_resource.hpp>
+#include <rmm/resource_ref.hpp>
+#include <cuda_runtime_api.h>
+#include <chrono>
+#include <cstdio>
+#include <cstdint>
+#include <vector>
+#include <thread>
+#include <string>
+#include <functional>
+
+struct Ev { int alloc; uint32_t slot; size_t size; };
+
+static uint64_t sm(uint64_t& s){ uint64_t z=(s+=0x9e3779b97f4a7c15ULL); z=(z^(z>>30))*0xbf58476d1ce4e5b9ULL; z=(z^(z>>27))*0x94d049bb133111ebULL; return z^(z>>31);}
+
+std::vector<Ev> gen(size_t n, size_t max_size, size_t max_usage, uint64_t seed){
+  std::vector<Ev> ev; ev.reserve(n+n/2);
+  std::vector<uint32_t> live; std::vector<size_t> sz; size_t used=0; uint32_t next=0;
+  std::vector<size_t> slot_size;
+  for(size_t i=0;i<n;i++){
+    size_t s = 1 + sm(seed)%max_size;
+    bool do_free = !live.empty() && ((sm(seed)&1) || used + s > max_usage);
+    if(do_free){ size_t k = sm(seed)%live.size(); uint32_t slot=live[k]; live[k]=live.back(); live.pop_back();
+      used -= slot_size[slot]; ev.push_back({0,slot,slot_size[slot]}); }
+    else { uint32_t slot=next++; slot_size.push_back(s); live.push_back(slot); used+=s; ev.push_back({1,slot,s}); }
+  }
+  for(auto slot: live) ev.push_back({0,slot,slot_size[slot]});
+  return ev;
+}
+
+template<class MR>
+double run(MR& mr, const std::vector<Ev>& ev, cudaStream_t st, cudaStream_t free_st){
+  size_t nslots=0; for(auto&e:ev) if(e.alloc) nslots++;
+  std::vector<void*> p(nslots);
+  cuda::stream_ref s{st}, f{free_st};
+  auto t0=std::chrono::steady_clock::now();
+  for(auto&e:ev){ if(e.alloc) p[e.slot]=mr.allocate(s,e.size,256); else mr.deallocate(f,p[e.slot],e.size,256); }
+  auto t1=std::chrono::steady_clock::now();
+  cudaStreamSynchronize(st); cudaStreamSynchronize(free_st);
+  return std::chrono::duration<double,std::nano>(t1-t0).count()/ev.size();
+}
+
+template<class MR>
+void bench(const char* name, MR& mr, size_t max_size, int threads, size_t n, bool cross){
+  size_t max_usage = size_t(4)<<30;
+  std::vector<std::vector<Ev>> evs; for(int t=0;t<threads;t++) evs.push_back(gen(n,max_size,max_usage/threads,42+t));
+  std::vector<cudaStream_t> sts(threads), fsts(threads);
+  for(auto&s:sts) cudaStreamCreateWithFlags(&s,cudaStreamNonBlocking);
+  for(int t=0;t<threads;t++){ if(cross) cudaStreamCreateWithFlags(&fsts[t],cudaStreamNonBlocking); else fsts[t]=sts[t]; }
+  run(mr,evs[0],sts[0],fsts[0]); // warm-up (pool growth)
+  double best=1e30, tot_ops=0;
+  for(int rep=0;rep<3;rep++){
+    std::vector<double> per(threads);
+    auto t0=std::chrono::steady_clock::now();
+    std::vector<std::thread> th; for(int t=0;t<threads;t++) th.emplace_back([&,t]{ per[t]=run(mr,evs[t],sts[t],fsts[t]); });
+    for(auto&x:th) x.join();
+    auto t1=std::chrono::steady_clock::now();
+    tot_ops=0; for(auto&e:evs) tot_ops+=e.size();
+    double ns = std::chrono::duration<double,std::nano>(t1-t0).count()/tot_ops; // wall ns per op (all threads)
+    if(ns<best) best=ns;
+  }
+  printf("%-10s max_size=%-8zu threads=%d%s ops=%.0f  %.1f ns/op (wall, all threads)  %.2f Mops/s\n", name, max_size, threads, cross ? " cross" : "", tot_ops, best, 1e3/best);
+  fflush(stdout);
+  for(int t=0;t<threads;t++){ cudaStreamDestroy(sts[t]); if(cross) cudaStreamDestroy(fsts[t]); }
+}
+
+int main(int argc, char** argv){
+  size_t n = argc>1 ? std::stoul(argv[1]) : 100000;
+  bool cross = argc>2 && std::string(argv[2])=="cross";
+  size_t free_b,total_b; cudaMemGetInfo(&free_b,&total_b);
+  printf("free %zu total %zu\n", free_b,total_b);
+  rmm::mr::cuda_memory_resource cuda_mr;
+  rmm::mr::cuda_async_memory_resource async_mr;
+  rmm::mr::pool_memory_resource pool_mr{cuda_mr, size_t(8)<<30, size_t(16)<<30};
+  rmm::mr::arena_memory_resource arena_mr{cuda_mr, size_t(16)<<30};
+  rmm::mr::binning_memory_resource bin_mr{pool_mr, 18, 22};
+  rmm::mr::fixed_size_memory_resource fixed_mr{cuda_mr, size_t(1)<<20, 1024};
+  for(size_t ms: {size_t(1)<<10, size_t(64)<<10, size_t(1)<<20, size_t(4)<<20}){
+    for(int th: {1,4}){
+      if(th==1 && ms>=(size_t(1)<<20)) bench("cuda", cuda_mr, ms, th, n/10, cross);
+      bench("cuda_async", async_mr, ms, th, n, cross);
+      bench("pool", pool_mr, ms, th, n, cross);
+      bench("arena", arena_mr, ms, th, n, cross);
+      bench("binning", bin_mr, ms, th, n, cross);
+      if(ms<=(size_t(1)<<20)) bench("fixed1M", fixed_mr, ms, th, n, cross);
+    }
+  }
+  return 0;
+}
