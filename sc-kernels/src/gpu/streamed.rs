@@ -99,12 +99,37 @@ impl DeviceCsr {
     /// Rows `rows` of a host matrix as a device matrix of their own (offsets from zero).
     pub fn upload_rows(ctx: &GpuContext, x: &CsrMatrix<f32>, rows: Range<usize>) -> Result<Self> {
         let values = x.indptr[rows.start] as usize..x.indptr[rows.end] as usize;
+        Self::upload_block(
+            ctx,
+            x.n_cols,
+            &x.indptr,
+            Some(&x.indices),
+            rows,
+            &x.data[values],
+        )
+    }
+
+    /// Rows `rows` of the CSR matrix with offsets `indptr` and column indices `indices` (`None`:
+    /// none uploaded, an empty array, for kernels that never read them), whose stored values
+    /// are `values`.
+    fn upload_block(
+        ctx: &GpuContext,
+        n_cols: usize,
+        indptr: &[u64],
+        indices: Option<&[u32]>,
+        rows: Range<usize>,
+        values: &[f32],
+    ) -> Result<Self> {
+        let span = indptr[rows.start] as usize..indptr[rows.end] as usize;
         Ok(DeviceCsr {
             n_rows: rows.len(),
-            n_cols: x.n_cols,
-            indptr: ctx.upload(&block_indptr(x, rows))?,
-            indices: ctx.upload(&x.indices[values.clone()])?,
-            data: ctx.upload(&x.data[values])?,
+            n_cols,
+            indices: match indices {
+                Some(i) => ctx.upload(&i[span])?,
+                None => ctx.alloc(0)?,
+            },
+            indptr: ctx.upload(&rebased(indptr, rows))?,
+            data: ctx.upload(values)?,
         })
     }
 }
@@ -239,20 +264,9 @@ where
         ctx,
         blocks.len(),
         |lane, k| {
-            let rows = blocks[k].clone();
             let values = slots[k].lock().expect("not poisoned");
-            let span = indptr[rows.start] as usize..indptr[rows.end] as usize;
-            Ok(DeviceCsr {
-                n_rows: rows.len(),
-                n_cols,
-                indptr: lane.upload(&rebased(indptr, rows))?,
-                indices: if with_indices {
-                    lane.upload(&indices[span])?
-                } else {
-                    lane.alloc(0)?
-                },
-                data: lane.upload(&values)?,
-            })
+            let indices = with_indices.then_some(&indices[..]);
+            DeviceCsr::upload_block(lane, n_cols, indptr, indices, blocks[k].clone(), &values)
         },
         |mut block, k| {
             work(&mut block, blocks[k].clone())?;
