@@ -29,6 +29,9 @@ pub enum KernelError {
     /// A CUDA call, kernel compilation or launch failed.
     #[error("GPU: {0}")]
     Gpu(String),
+    /// A collective between the ranks of a split run failed (see [`crate::comm`]).
+    #[error("communicator: {0}")]
+    Comm(String),
 }
 
 impl KernelError {

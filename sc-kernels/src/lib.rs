@@ -17,6 +17,7 @@
 //! Every step is multithreaded with rayon (it runs in the current rayon pool).
 
 pub mod columns;
+pub mod comm;
 pub mod csr;
 pub mod dense;
 pub mod error;
@@ -35,6 +36,7 @@ pub mod scale;
 pub mod stats;
 
 pub use columns::{Column, NamedColumns};
+pub use comm::{Communicator, SingleRank};
 pub use csr::{CsrError, CsrMatrix};
 pub use dense::DenseMatrix;
 pub use error::{KernelError, Result};

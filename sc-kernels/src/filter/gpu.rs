@@ -2,6 +2,7 @@
 //! thresholds by the CPU's code. The compaction itself is [`crate::gpu::compact`].
 
 use super::{from_stats, CellFilter, FilterResult, GeneFilter, Stats};
+use crate::comm::{Communicator, SingleRank};
 use crate::csr::CsrMatrix;
 use crate::error::Result;
 use crate::gpu::streamed::{csr_blocks, for_each_csr_block};
@@ -28,12 +29,23 @@ pub fn filter_genes_gpu(
     x: &DeviceCsr,
     filter: GeneFilter,
 ) -> Result<FilterResult> {
+    filter_genes_gpu_across(ctx, x, filter, &SingleRank)
+}
+
+/// [`filter_genes_gpu`] of one rank's cells, the genes' statistics over all ranks of `comm`.
+pub fn filter_genes_gpu_across(
+    ctx: &GpuContext,
+    x: &DeviceCsr,
+    filter: GeneFilter,
+    comm: &dyn Communicator,
+) -> Result<FilterResult> {
     from_stats::<f32, _, _>(
         filter.rule(),
         Stats {
             sums: || Ok(reduce::col_stats(ctx, x)?.0),
             positive: || Ok(reduce::col_stats(ctx, x)?.1),
-        },
+        }
+        .across(comm),
     )
 }
 

@@ -4,6 +4,7 @@
 //! scanpy. Genes / cells are counted where the stored value is `> 0`; counts are summed.
 
 use crate::columns::Column;
+use crate::comm::{all_reduce_counts, Communicator, SingleRank};
 use crate::csr::CsrMatrix;
 use crate::error::{KernelError, Result};
 use crate::real::Real;
@@ -11,7 +12,10 @@ use crate::stats;
 use rayon::prelude::*;
 
 mod gpu;
-pub use gpu::{filter_cells_gpu, filter_cells_streamed, filter_genes_gpu, filter_genes_streamed};
+pub use gpu::{
+    filter_cells_gpu, filter_cells_streamed, filter_genes_gpu, filter_genes_gpu_across,
+    filter_genes_streamed,
+};
 
 /// Which bound to filter on; the numbers are inclusive bounds as in scanpy.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -132,6 +136,32 @@ pub(crate) struct Stats<S, P> {
     pub positive: P,
 }
 
+impl<'a, S, P> Stats<S, P>
+where
+    S: FnOnce() -> Result<Vec<f64>> + 'a,
+    P: FnOnce() -> Result<Vec<i64>> + 'a,
+{
+    /// Per-gene statistics of this rank's cells added to the other ranks' of `comm`.
+    pub(crate) fn across(
+        self,
+        comm: &'a dyn Communicator,
+    ) -> Stats<impl FnOnce() -> Result<Vec<f64>> + 'a, impl FnOnce() -> Result<Vec<i64>> + 'a> {
+        let Stats { sums, positive } = self;
+        Stats {
+            sums: move || {
+                let mut s = sums()?;
+                comm.all_reduce_sum(&mut s)?;
+                Ok(s)
+            },
+            positive: move || {
+                let mut p = positive()?;
+                all_reduce_counts(comm, &mut p)?;
+                Ok(p)
+            },
+        }
+    }
+}
+
 fn threshold<V: Copy>(vals: &[V], min: bool, pass: impl Fn(V) -> (bool, bool)) -> Vec<bool> {
     vals.iter()
         .map(|&v| {
@@ -245,13 +275,24 @@ pub fn filter_cells<T: Real>(x: &CsrMatrix<T>, filter: CellFilter) -> Result<Fil
 
 /// Which genes pass `filter`. Rejects NaN and infinite values.
 pub fn filter_genes<T: Real>(x: &CsrMatrix<T>, filter: GeneFilter) -> Result<FilterResult> {
+    filter_genes_across(x, filter, &SingleRank)
+}
+
+/// [`filter_genes`] of one rank's cells: the genes' statistics over the cells of all ranks of
+/// `comm` (every rank keeps the same genes).
+pub fn filter_genes_across<T: Real>(
+    x: &CsrMatrix<T>,
+    filter: GeneFilter,
+    comm: &dyn Communicator,
+) -> Result<FilterResult> {
     x.check_finite()?;
     from_stats::<T, _, _>(
         filter.rule(),
         Stats {
             sums: || Ok(stats::col_sums_sq(x, None).0),
             positive: || Ok(stats::col_counts(x, true)),
-        },
+        }
+        .across(comm),
     )
 }
 

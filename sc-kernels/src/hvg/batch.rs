@@ -10,8 +10,7 @@
 
 use super::binning::kahan_mean;
 use super::{
-    dispersion_transform, dispersions, group_sizes, Batches, ColumnPasses, HvgParams, HvgResult,
-    Selection,
+    dispersion_transform, dispersions, Batches, ColumnPasses, HvgParams, HvgResult, Selection,
 };
 use crate::columns::Column;
 use crate::error::Result;
@@ -24,7 +23,7 @@ pub(crate) fn dispersion_batched<P: ColumnPasses>(
     gene_names: Option<&[String]>,
 ) -> Result<HvgResult> {
     let moments = p.moments(dispersion_transform(params), true)?;
-    let sizes = group_sizes(p.n_rows(), Some(b));
+    let sizes = p.group_sizes(Some(b))?;
     // Non-empty categories, in category order.
     let per = (0..b.categories.len())
         .filter(|&c| sizes[c] > 0)

@@ -2,7 +2,8 @@
 //! ([`crate::gpu::reduce::col_moments`] and `hvg.cu`'s clipped pass, batch codes uploaded once),
 //! everything else by the CPU's host code through [`ColumnPasses`].
 
-use super::{check_inputs, run, Batches, ColumnPasses, HvgParams, HvgResult, Moments};
+use super::{check_inputs, run, run_across, Batches, ColumnPasses, HvgParams, HvgResult, Moments};
+use crate::comm::{Communicator, SingleRank};
 use crate::csr::CsrMatrix;
 use crate::error::{KernelError, Result};
 use crate::gpu::module_cache::KernelSource;
@@ -104,12 +105,31 @@ pub fn highly_variable_genes_gpu(
     batches: Option<&Batches>,
     gene_names: Option<&[String]>,
 ) -> Result<HvgResult> {
+    highly_variable_genes_gpu_across(ctx, x, params, batches, gene_names, &SingleRank)
+}
+
+/// [`highly_variable_genes_gpu`] of one rank's cells, the statistics taken over the cells of
+/// all ranks of `comm` (see [`crate::hvg::highly_variable_genes_across`]).
+pub fn highly_variable_genes_gpu_across(
+    ctx: &GpuContext,
+    x: &DeviceCsr,
+    params: &HvgParams,
+    batches: Option<&Batches>,
+    gene_names: Option<&[String]>,
+    comm: &dyn Communicator,
+) -> Result<HvgResult> {
     check_inputs(x.n_rows, x.n_cols, params, batches, gene_names)?;
     let codes = match batches {
         Some(b) => Some((ctx.upload(&b.codes)?, b.categories.len())),
         None => None,
     };
-    run(&GpuPasses { ctx, x, codes }, params, batches, gene_names)
+    run_across(
+        GpuPasses { ctx, x, codes },
+        params,
+        batches,
+        gene_names,
+        comm,
+    )
 }
 
 /// [`ColumnPasses`] over a host matrix streamed through the device: each pass uploads the row

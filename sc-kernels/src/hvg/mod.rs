@@ -24,9 +24,12 @@ pub mod seurat;
 pub mod seurat_v3;
 
 pub(crate) mod gpu;
-pub use gpu::{highly_variable_genes_gpu, highly_variable_genes_streamed};
+pub use gpu::{
+    highly_variable_genes_gpu, highly_variable_genes_gpu_across, highly_variable_genes_streamed,
+};
 
 use crate::columns::{Column, NamedColumns};
+use crate::comm::{all_reduce_counts, sum_count, Communicator, SingleRank};
 use crate::csr::CsrMatrix;
 use crate::error::{KernelError, Result};
 use crate::gpu::reduce::Transform;
@@ -294,6 +297,69 @@ pub(crate) trait ColumnPasses {
     /// `min(x, clip[group * n_cols + gene])` (seurat_v3's clipped pass); `clip` and both outputs
     /// are groups x genes, row-major.
     fn clipped_sums(&self, clip: &[f64]) -> Result<(Vec<f64>, Vec<f64>)>;
+    /// The number of cells of each group.
+    fn group_sizes(&self, batches: Option<&Batches>) -> Result<Vec<usize>> {
+        Ok(group_sizes(self.n_rows(), batches))
+    }
+}
+
+/// The passes of one rank's cells combined with the other ranks' through `comm`: every sum,
+/// count and group size is the one over all ranks' cells, so the host code that follows sees
+/// the whole dataset.
+pub(crate) struct Across<'a, P> {
+    pub passes: P,
+    pub comm: &'a dyn Communicator,
+    /// The cells of all ranks.
+    n_rows: usize,
+}
+
+impl<'a, P: ColumnPasses> Across<'a, P> {
+    pub(crate) fn new(passes: P, comm: &'a dyn Communicator) -> Result<Self> {
+        let n_rows = sum_count(comm, passes.n_rows())?;
+        Ok(Across {
+            passes,
+            comm,
+            n_rows,
+        })
+    }
+}
+
+impl<P: ColumnPasses> ColumnPasses for Across<'_, P> {
+    fn n_rows(&self) -> usize {
+        self.n_rows
+    }
+
+    fn n_cols(&self) -> usize {
+        self.passes.n_cols()
+    }
+
+    fn moments(&self, t: Transform, per_group: bool) -> Result<Vec<Moments>> {
+        let mut m = self.passes.moments(t, per_group)?;
+        for g in &mut m {
+            self.comm.all_reduce_sum(&mut g.sums)?;
+            self.comm.all_reduce_sum(&mut g.sq)?;
+            all_reduce_counts(self.comm, &mut g.positive)?;
+        }
+        Ok(m)
+    }
+
+    fn clipped_sums(&self, clip: &[f64]) -> Result<(Vec<f64>, Vec<f64>)> {
+        let (mut s, mut q) = self.passes.clipped_sums(clip)?;
+        self.comm.all_reduce_sum(&mut s)?;
+        self.comm.all_reduce_sum(&mut q)?;
+        Ok((s, q))
+    }
+
+    fn group_sizes(&self, batches: Option<&Batches>) -> Result<Vec<usize>> {
+        let mut sizes: Vec<i64> = self
+            .passes
+            .group_sizes(batches)?
+            .iter()
+            .map(|&n| n as i64)
+            .collect();
+        all_reduce_counts(self.comm, &mut sizes)?;
+        Ok(sizes.into_iter().map(|n| n as usize).collect())
+    }
 }
 
 /// The rows of each batch category, by code (empty categories included).
@@ -456,9 +522,42 @@ pub fn highly_variable_genes<T: Real>(
     batches: Option<&Batches>,
     gene_names: Option<&[String]>,
 ) -> Result<HvgResult> {
+    highly_variable_genes_across(x, params, batches, gene_names, &SingleRank)
+}
+
+/// [`highly_variable_genes`] of one rank's cells, the statistics taken over the cells of all
+/// ranks of `comm` (every rank gets the same result). `batches` holds this rank's codes over
+/// the categories every rank shares.
+pub fn highly_variable_genes_across<T: Real>(
+    x: &CsrMatrix<T>,
+    params: &HvgParams,
+    batches: Option<&Batches>,
+    gene_names: Option<&[String]>,
+    comm: &dyn Communicator,
+) -> Result<HvgResult> {
     x.check_finite()?;
     check_inputs(x.n_rows, x.n_cols, params, batches, gene_names)?;
-    run(&CpuPasses::new(x, batches), params, batches, gene_names)
+    run_across(
+        CpuPasses::new(x, batches),
+        params,
+        batches,
+        gene_names,
+        comm,
+    )
+}
+
+/// [`run`] over the passes of all ranks (directly when there is one).
+pub(crate) fn run_across<P: ColumnPasses>(
+    p: P,
+    params: &HvgParams,
+    batches: Option<&Batches>,
+    gene_names: Option<&[String]>,
+    comm: &dyn Communicator,
+) -> Result<HvgResult> {
+    if comm.size() == 1 {
+        return run(&p, params, batches, gene_names);
+    }
+    run(&Across::new(p, comm)?, params, batches, gene_names)
 }
 
 /// The checks of the parameters and of the shapes of the batch key and gene names.

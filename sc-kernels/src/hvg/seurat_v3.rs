@@ -150,10 +150,9 @@ fn nan_median_f32(v: &mut Vec<f32>) -> f32 {
 
 /// The groups `(group, cells)` of each batch in the order scanpy takes them (`np.unique` of the
 /// batch names: sorted), empty ones left out; all cells as group 0 without batches.
-fn batch_groups(n_rows: usize, batches: Option<&Batches>) -> Result<Vec<(usize, usize)>> {
-    let sizes = group_sizes(n_rows, batches);
+fn batch_groups(sizes: Vec<usize>, batches: Option<&Batches>) -> Result<Vec<(usize, usize)>> {
     let groups: Vec<(usize, usize)> = match batches {
-        None => vec![(0, n_rows)],
+        None => vec![(0, sizes[0])],
         Some(b) => {
             let mut cats: Vec<usize> = (0..b.categories.len()).collect();
             cats.sort_by(|&a, &c| b.categories[a].cmp(&b.categories[c]));
@@ -177,7 +176,7 @@ pub fn normalized_variances<T: Real>(
     span: f64,
     batches: Option<&Batches>,
 ) -> Result<Vec<Vec<f64>>> {
-    let groups = batch_groups(x.n_rows, batches)?;
+    let groups = batch_groups(group_sizes(x.n_rows, batches), batches)?;
     let p = CpuPasses::new(x, batches);
     let per_group = p.moments(Transform::Identity, true)?;
     normalized_variances_of(&p, &per_group, &groups, span)
@@ -190,7 +189,7 @@ pub(crate) fn highly_variable_genes_seurat_v3<P: ColumnPasses>(
 ) -> Result<HvgResult> {
     let n_top = params.n_top_genes.unwrap_or(2000);
     let ng = p.n_cols();
-    let groups = batch_groups(p.n_rows(), batches)?;
+    let groups = batch_groups(p.group_sizes(batches)?, batches)?;
     let per_group = p.moments(Transform::Identity, true)?;
     let all = match batches {
         Some(_) => p.moments(Transform::Identity, false)?.swap_remove(0),

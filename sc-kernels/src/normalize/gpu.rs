@@ -1,7 +1,11 @@
 //! The GPU twin of [`super::normalize_total`]: totals and the division on the device, the
 //! target (median) and factors by the CPU's code, so both round identically.
 
-use super::{check_params, result, target_and_factors, NormalizeParams, NormalizeResult};
+use super::{
+    check_params, high_across, result, target_and_factors, target_and_factors_across,
+    NormalizeParams, NormalizeResult,
+};
+use crate::comm::{Communicator, SingleRank};
 use crate::csr::CsrMatrix;
 use crate::error::Result;
 use crate::gpu::module_cache::KernelSource;
@@ -37,6 +41,16 @@ pub fn normalize_total_gpu(
     x: &mut DeviceCsr,
     params: &NormalizeParams,
 ) -> Result<NormalizeResult> {
+    normalize_total_gpu_across(ctx, x, params, &SingleRank)
+}
+
+/// [`normalize_total_gpu`] of one rank's cells (see [`super::normalize_total_across`]).
+pub fn normalize_total_gpu_across(
+    ctx: &GpuContext,
+    x: &mut DeviceCsr,
+    params: &NormalizeParams,
+    comm: &dyn Communicator,
+) -> Result<NormalizeResult> {
     check_params(params)?;
     let n = x.n_rows as u64;
     if let (Some(t), false) = (params.target_sum, params.exclude_highly_expressed) {
@@ -59,13 +73,18 @@ pub fn normalize_total_gpu(
     let mut excluded = None;
     if params.exclude_highly_expressed {
         let high = mark_high(ctx, x, &counts, params.max_fraction)?;
-        let high_h = ctx.download(&high)?;
+        let mut high_h = ctx.download(&high)?;
+        if comm.size() > 1 {
+            let mut marks = high_of(&high_h, x.n_cols);
+            high_across(&mut marks, comm)?;
+            high_h = marks.iter().map(|&h| h as u8).collect();
+        }
         let keep = keep_of(&high_h, x.n_cols);
         counts = totals(ctx, x, Some(&ctx.upload(&keep)?))?;
         excluded = Some(high_of(&high_h, x.n_cols));
     }
     let counts_h = ctx.download(&counts)?;
-    let (target, factor) = target_and_factors(&counts_h, params);
+    let (target, factor) = target_and_factors_across(&counts_h, params, comm)?;
     divide_rows(ctx, x, &factor)?;
     Ok(result(target, &counts_h, &factor, excluded))
 }

@@ -10,13 +10,14 @@
 //! dense path and documentation use the non-zero cells; this follows the documentation. The two
 //! agree whenever no cell is empty, e.g. after `filter_cells`.
 
+use crate::comm::{all_gather, Communicator, SingleRank};
 use crate::csr::CsrMatrix;
 use crate::error::{KernelError, Result};
 use crate::real::Real;
 use rayon::prelude::*;
 
 pub(crate) mod gpu;
-pub use gpu::{normalize_total_gpu, normalize_total_streamed};
+pub use gpu::{normalize_total_gpu, normalize_total_gpu_across, normalize_total_streamed};
 
 /// Parameters of [`normalize_total`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -87,10 +88,30 @@ fn check_params(params: &NormalizeParams) -> Result<()> {
 
 /// The target and each cell's divisor (`c_i / target`, 1 for empty cells) from the totals.
 fn target_and_factors<T: Real>(counts: &[T], params: &NormalizeParams) -> (T, Vec<T>) {
+    target_and_factors_across(counts, params, &SingleRank).expect("a single rank exchanges nothing")
+}
+
+/// [`target_and_factors`] of one rank's cells: the median target over the totals of all ranks
+/// of `comm`.
+fn target_and_factors_across<T: Real>(
+    counts: &[T],
+    params: &NormalizeParams,
+    comm: &dyn Communicator,
+) -> Result<(T, Vec<T>)> {
     let target: T = match params.target_sum {
         Some(t) => T::from_f64(t),
         None => {
-            let mut nz: Vec<T> = counts.iter().copied().filter(|&c| c > T::ZERO).collect();
+            let mine = counts.iter().copied().filter(|&c| c > T::ZERO);
+            let mut nz: Vec<T> = if comm.size() == 1 {
+                mine.collect()
+            } else {
+                // Totals of type T survive the round trip through f64 exactly.
+                let mine: Vec<f64> = mine.map(|c| c.to_f64()).collect();
+                all_gather(comm, &mine)?
+                    .into_iter()
+                    .map(T::from_f64)
+                    .collect()
+            };
             if nz.is_empty() {
                 T::ONE
             } else {
@@ -99,7 +120,17 @@ fn target_and_factors<T: Real>(counts: &[T], params: &NormalizeParams) -> (T, Ve
         }
     };
     let factor = counts.iter().map(|&c| c / target).collect();
-    (target, factor)
+    Ok((target, factor))
+}
+
+/// The genes highly expressed in some cell of any rank (`high` holds this rank's marks).
+fn high_across(high: &mut [bool], comm: &dyn Communicator) -> Result<()> {
+    if comm.size() > 1 {
+        let mut v: Vec<f64> = high.iter().map(|&h| h as u8 as f64).collect();
+        comm.all_reduce_sum(&mut v)?;
+        high.iter_mut().zip(v).for_each(|(h, n)| *h = n > 0.0);
+    }
+    Ok(())
 }
 
 /// The divisor actually applied to a row (an empty row is left as it is).
@@ -130,6 +161,16 @@ fn result<T: Real>(
 pub fn normalize_total<T: Real>(
     x: &mut CsrMatrix<T>,
     params: &NormalizeParams,
+) -> Result<NormalizeResult> {
+    normalize_total_across(x, params, &SingleRank)
+}
+
+/// [`normalize_total`] of one rank's cells: the median target and the highly expressed genes
+/// are those of the cells of all ranks of `comm`.
+pub fn normalize_total_across<T: Real>(
+    x: &mut CsrMatrix<T>,
+    params: &NormalizeParams,
+    comm: &dyn Communicator,
 ) -> Result<NormalizeResult> {
     let row_total = |i: usize, keep: Option<&[bool]>| -> T {
         let (c, v) = x.row(i);
@@ -167,6 +208,7 @@ pub fn normalize_total<T: Real>(
                 }
             }
         }
+        high_across(&mut high, comm)?;
         let keep: Vec<bool> = high.iter().map(|h| !h).collect();
         counts = (0..x.n_rows)
             .into_par_iter()
@@ -174,7 +216,7 @@ pub fn normalize_total<T: Real>(
             .collect();
         excluded = Some(high);
     }
-    let (target, factor) = target_and_factors(&counts, params);
+    let (target, factor) = target_and_factors_across(&counts, params, comm)?;
     let indptr = &x.indptr;
     let n_rows = x.n_rows;
     let blocks =

@@ -10,7 +10,11 @@
 //! `g` (symmetric, so only the lower triangle matters); the scores, column-major `k x n` with
 //! leading dimension `k`, are the row-major `n x k` result.
 
-use super::{finish_covariance, mean_times_v, n_comps, pca_dense, use_dual, PcaParams, PcaResult};
+use super::{
+    eig_on_root, finish_covariance, mean_times_v, n_comps, pca_dense, reduce_gram, shape_across,
+    use_dual, PcaParams, PcaResult,
+};
+use crate::comm::{Communicator, SingleRank};
 use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
 use crate::gpu::module_cache::KernelSource;
@@ -40,23 +44,35 @@ const GRAM_ROWS: usize = super::BLOCK_F32;
 /// e.g. 200,000 x 2,000, runs on the device apart from the `O(g^2)` covariance and `O(g k)`
 /// host steps.
 pub fn pca_dense_gpu(ctx: &GpuContext, x: &DeviceDense, params: &PcaParams) -> Result<PcaResult> {
+    pca_dense_gpu_across(ctx, x, params, &SingleRank)
+}
+
+/// [`pca_dense_gpu`] of one rank's cells: the Gram matrix and column sums added over the ranks
+/// of `comm`, the eigendecomposition on rank 0, every rank's scores for its own cells.
+pub fn pca_dense_gpu_across(
+    ctx: &GpuContext,
+    x: &DeviceDense,
+    params: &PcaParams,
+    comm: &dyn Communicator,
+) -> Result<PcaResult> {
     let (n, g) = (x.n_rows, x.n_cols);
-    let k = n_comps(params, n, g)?;
-    if use_dual(n, g) {
+    let (n_all, k, dual) = shape_across(params, n, g, comm)?;
+    if dual {
         return pca_dense(&x.download(ctx)?, params);
     }
     check_sizes(n, g)?;
     ctx.bind_to_thread()?;
-    let sums = col_sums(ctx, x)?;
-    let gm = gram(ctx, x)?;
+    let mut sums = col_sums(ctx, x)?;
+    let mut gm = gram(ctx, x)?;
+    reduce_gram(comm, &mut gm, &mut sums)?;
     finish_covariance(
-        n,
+        n_all,
         g,
         k,
         params.zero_center,
         gm,
         sums,
-        |c, k| top_eigen(ctx, c, k),
+        eig_on_root(comm, |c, k| top_eigen(ctx, c, k)),
         |v, mean| project(ctx, x, v, mean),
     )
 }

@@ -17,8 +17,9 @@
 //! and scores on the device; the covariance, sign rule and variances by the same host code).
 
 pub(crate) mod gpu;
-pub use gpu::{pca_dense_gpu, pca_dense_streamed};
+pub use gpu::{pca_dense_gpu, pca_dense_gpu_across, pca_dense_streamed};
 
+use crate::comm::{sum_count, Communicator, SingleRank};
 use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
@@ -379,7 +380,8 @@ where
         }
     }
     let x_pca = DenseMatrix {
-        n_rows: n,
+        // This rank's cells (all cells unless the rows are split across ranks).
+        n_rows: scores.len() / k.max(1),
         n_cols: k,
         data: scores.iter().map(|&v| v.to_f64() as f32).collect(),
     };
@@ -444,10 +446,101 @@ where
     )
 }
 
+/// The Gram matrix (lower triangle) and column sums of this rank's rows, added to the other
+/// ranks'.
+pub(crate) fn reduce_gram(
+    comm: &dyn Communicator,
+    gm: &mut Mat<f64>,
+    sums: &mut [f64],
+) -> Result<()> {
+    if comm.size() == 1 {
+        return Ok(());
+    }
+    let g = gm.nrows();
+    let lower = || (0..g).flat_map(|j| (j..g).map(move |i| (i, j)));
+    let mut packed: Vec<f64> = lower().map(|(i, j)| gm[(i, j)]).collect();
+    comm.all_reduce_sum(&mut packed)?;
+    for ((i, j), v) in lower().zip(packed) {
+        gm[(i, j)] = v;
+    }
+    comm.all_reduce_sum(sums)
+}
+
+/// The eigensolver `eig` run on rank 0 only, its result broadcast to every rank (so every rank
+/// projects on the same components, bit for bit).
+pub(crate) fn eig_on_root<'a, E>(
+    comm: &'a dyn Communicator,
+    eig: E,
+) -> impl FnOnce(Mat<f64>, usize) -> Result<(Vec<f64>, Mat<f64>)> + 'a
+where
+    E: FnOnce(Mat<f64>, usize) -> Result<(Vec<f64>, Mat<f64>)> + 'a,
+{
+    move |c, k| {
+        if comm.size() == 1 {
+            return eig(c, k);
+        }
+        let g = c.nrows();
+        // [ok flag, k values, g x k vectors column by column]
+        let mut buf = vec![0.0; 1 + k + g * k];
+        let mine = (comm.rank() == 0).then(|| eig(c, k));
+        if let Some(Ok((vals, vecs))) = &mine {
+            if vals.len() == k && vecs.ncols() == k {
+                buf[0] = 1.0;
+                buf[1..1 + k].copy_from_slice(vals);
+                for c_ in 0..k {
+                    for i in 0..g {
+                        buf[1 + k + c_ * g + i] = vecs[(i, c_)];
+                    }
+                }
+            }
+        }
+        comm.broadcast(&mut buf, 0)?;
+        if let Some(Err(e)) = mine {
+            return Err(e);
+        }
+        if buf[0] != 1.0 {
+            return Err(KernelError::Comm(
+                "pca: the eigendecomposition failed on rank 0".into(),
+            ));
+        }
+        let vecs = Mat::from_fn(g, k, |i, c_| buf[1 + k + c_ * g + i]);
+        Ok((buf[1..1 + k].to_vec(), vecs))
+    }
+}
+
+/// The cells of all ranks, the components to compute, and whether the dual route applies (only
+/// to a run that is not split: the dual route needs every cell's row).
+fn shape_across(
+    params: &PcaParams,
+    n: usize,
+    g: usize,
+    comm: &dyn Communicator,
+) -> Result<(usize, usize, bool)> {
+    let n_all = sum_count(comm, n)?;
+    let k = n_comps(params, n_all, g)?;
+    if comm.size() > 1 && !params.zero_center {
+        return Err(KernelError::Unsupported(
+            "pca without zero-centring is not available when the cells are split across ranks"
+                .into(),
+        ));
+    }
+    Ok((n_all, k, comm.size() == 1 && use_dual(n, g)))
+}
+
 /// PCA of a dense cells x genes matrix.
 pub fn pca_dense<T: Real>(x: &DenseMatrix<T>, params: &PcaParams) -> Result<PcaResult> {
+    pca_dense_across(x, params, &SingleRank)
+}
+
+/// [`pca_dense`] of one rank's cells: the covariance over the cells of all ranks of `comm`,
+/// every rank's scores (`x_pca`) for its own cells.
+pub fn pca_dense_across<T: Real>(
+    x: &DenseMatrix<T>,
+    params: &PcaParams,
+    comm: &dyn Communicator,
+) -> Result<PcaResult> {
     let (n, g) = (x.n_rows, x.n_cols);
-    let k = n_comps(params, n, g)?;
+    let (n_all, k, dual) = shape_across(params, n, g, comm)?;
     if let Some(p) = x.data.iter().position(|v| !v.is_finite()) {
         return Err(KernelError::NonFinite {
             row: p / g,
@@ -456,7 +549,7 @@ pub fn pca_dense<T: Real>(x: &DenseMatrix<T>, params: &PcaParams) -> Result<PcaR
         });
     }
     let project_dense = |v: &Mat<f64>, mean: &[f64]| Ok(project_dense_rows(x, v, mean));
-    if use_dual(n, g) {
+    if dual {
         let get = |i: usize, r: &mut [f64]| {
             r.iter_mut()
                 .zip(x.row(i))
@@ -474,20 +567,21 @@ pub fn pca_dense<T: Real>(x: &DenseMatrix<T>, params: &PcaParams) -> Result<PcaR
                 }
             });
     }
-    let (gm, sums) = gram(
+    let (mut gm, mut sums) = gram(
         n,
         g,
         |s, e, b: &mut [f32]| fill(x, s, e, b),
         |s, e, b: &mut [f64]| fill(x, s, e, b),
     );
+    reduce_gram(comm, &mut gm, &mut sums)?;
     finish_covariance(
-        n,
+        n_all,
         g,
         k,
         params.zero_center,
         gm,
         sums,
-        faer_top_eigen,
+        eig_on_root(comm, faer_top_eigen),
         project_dense,
     )
 }
@@ -534,11 +628,20 @@ fn project_dense_rows<T: Real>(x: &DenseMatrix<T>, v: &Mat<f64>, mean: &[f64]) -
 
 /// PCA of a sparse cells x genes matrix, without densifying it (blocks of rows only).
 pub fn pca_sparse<T: Real>(x: &CsrMatrix<T>, params: &PcaParams) -> Result<PcaResult> {
+    pca_sparse_across(x, params, &SingleRank)
+}
+
+/// [`pca_sparse`] of one rank's cells (see [`pca_dense_across`]).
+pub fn pca_sparse_across<T: Real>(
+    x: &CsrMatrix<T>,
+    params: &PcaParams,
+    comm: &dyn Communicator,
+) -> Result<PcaResult> {
     let (n, g) = (x.n_rows, x.n_cols);
-    let k = n_comps(params, n, g)?;
+    let (n_all, k, dual) = shape_across(params, n, g, comm)?;
     x.check_finite()?;
     let project_sparse = |v: &Mat<f64>, mean: &[f64]| Ok(project_sparse_rows(x, v, mean));
-    if use_dual(n, g) {
+    if dual {
         let get = |i: usize, r: &mut [f64]| {
             r.iter_mut().for_each(|a| *a = 0.0);
             let (c, v) = x.row(i);
@@ -558,20 +661,21 @@ pub fn pca_sparse<T: Real>(x: &CsrMatrix<T>, params: &PcaParams) -> Result<PcaRe
             }
         });
     }
-    let (gm, sums) = gram(
+    let (mut gm, mut sums) = gram(
         n,
         g,
         |s, _e, b: &mut [f32]| fill(x, s, b),
         |s, _e, b: &mut [f64]| fill(x, s, b),
     );
+    reduce_gram(comm, &mut gm, &mut sums)?;
     finish_covariance(
-        n,
+        n_all,
         g,
         k,
         params.zero_center,
         gm,
         sums,
-        faer_top_eigen,
+        eig_on_root(comm, faer_top_eigen),
         project_sparse,
     )
 }

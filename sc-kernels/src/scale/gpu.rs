@@ -2,7 +2,8 @@
 //! [`crate::gpu::reduce::col_moments`], the per-column constants by the CPU's code, the dense
 //! output written on the device.
 
-use super::{check, clip, std_of, ScaleParams, ScaleStats};
+use super::{check, clip, stats_across, stats_of, ScaleParams, ScaleStats};
+use crate::comm::{Communicator, SingleRank};
 use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
@@ -11,7 +12,6 @@ use crate::gpu::reduce::{col_moments, Transform};
 use crate::gpu::streamed::{csr_blocks_with_output, for_each_csr_block};
 use crate::gpu::{blocks_for_rows, DeviceCsr, DeviceDense, DeviceVec, GpuContext};
 use crate::stats::add_into;
-use crate::stats::mean_var_from_sums;
 use rmm_cuda::cudarc::driver::PushKernelArg;
 
 pub(crate) const SRC: KernelSource = KernelSource {
@@ -28,15 +28,6 @@ fn check_centred(params: &ScaleParams) -> Result<()> {
         ));
     }
     Ok(())
-}
-
-/// Means and standard deviations (ddof 1) from column sums and sums of squares over `n` rows.
-fn stats_of(sums: &[f64], sq: &[f64], n: usize) -> ScaleStats {
-    let (mean, var) = mean_var_from_sums(sums, sq, n);
-    ScaleStats {
-        mean,
-        std: std_of(var),
-    }
 }
 
 /// The per-column constants of the scaling kernel, on the device.
@@ -103,9 +94,20 @@ pub fn scale_csr_to_dense_gpu(
     x: &DeviceCsr,
     params: &ScaleParams,
 ) -> Result<(DeviceDense, ScaleStats)> {
+    scale_csr_to_dense_gpu_across(ctx, x, params, &SingleRank)
+}
+
+/// [`scale_csr_to_dense_gpu`] of one rank's cells, the means and deviations taken over the
+/// cells of all ranks of `comm`.
+pub fn scale_csr_to_dense_gpu_across(
+    ctx: &GpuContext,
+    x: &DeviceCsr,
+    params: &ScaleParams,
+    comm: &dyn Communicator,
+) -> Result<(DeviceDense, ScaleStats)> {
     check_centred(params)?;
     let m = col_moments(ctx, x, Transform::Identity, None)?;
-    let st = stats_of(&m.sums, &m.sq, x.n_rows);
+    let st = stats_across(m.sums, m.sq, x.n_rows, comm)?;
     let dense = scale_block(ctx, x, &Constants::new(ctx, &st, params)?, params)?;
     Ok((dense, st))
 }

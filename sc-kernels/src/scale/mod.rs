@@ -8,6 +8,7 @@
 //! in place in its own type, rounding after centring and after dividing, exactly as numpy's
 //! in-place operations do.
 
+use crate::comm::{sum_count, Communicator, SingleRank};
 use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
@@ -16,7 +17,7 @@ use crate::stats;
 use rayon::prelude::*;
 
 pub(crate) mod gpu;
-pub use gpu::{scale_csr_to_dense_gpu, scale_csr_to_dense_streamed};
+pub use gpu::{scale_csr_to_dense_gpu, scale_csr_to_dense_gpu_across, scale_csr_to_dense_streamed};
 
 /// Parameters of the scaling functions.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -85,15 +86,51 @@ pub fn scale_stats<T: Real>(x: &CsrMatrix<T>) -> ScaleStats {
     }
 }
 
+/// Means and standard deviations (ddof 1) from column sums and sums of squares over `n` rows.
+pub(crate) fn stats_of(sums: &[f64], sq: &[f64], n: usize) -> ScaleStats {
+    let (mean, var) = stats::mean_var_from_sums(sums, sq, n);
+    ScaleStats {
+        mean,
+        std: std_of(var),
+    }
+}
+
+/// [`stats_of`] the sums over `n` rows of this rank added to the other ranks' sums.
+pub(crate) fn stats_across(
+    mut sums: Vec<f64>,
+    mut sq: Vec<f64>,
+    n: usize,
+    comm: &dyn Communicator,
+) -> Result<ScaleStats> {
+    comm.all_reduce_sum(&mut sums)?;
+    comm.all_reduce_sum(&mut sq)?;
+    Ok(stats_of(&sums, &sq, sum_count(comm, n)?))
+}
+
 /// Scales a sparse matrix with zero-centring into a dense matrix of type `O`
 /// (`(x - mean) / std` in `f64`, clipped, rounded to `O`).
 pub fn scale_csr_to_dense<T: Real, O: Real>(
     x: &CsrMatrix<T>,
     params: &ScaleParams,
 ) -> Result<(DenseMatrix<O>, ScaleStats)> {
+    scale_csr_to_dense_across(x, params, &SingleRank)
+}
+
+/// [`scale_csr_to_dense`] of one rank's cells, the means and deviations taken over the cells of
+/// all ranks of `comm`.
+pub fn scale_csr_to_dense_across<T: Real, O: Real>(
+    x: &CsrMatrix<T>,
+    params: &ScaleParams,
+    comm: &dyn Communicator,
+) -> Result<(DenseMatrix<O>, ScaleStats)> {
     check(params)?;
     x.check_finite()?;
-    let st = scale_stats(x);
+    let st = if comm.size() == 1 {
+        scale_stats(x)
+    } else {
+        let (sums, sq) = stats::col_sums_sq(x, None);
+        stats_across(sums, sq, x.n_rows, comm)?
+    };
     let nc = x.n_cols;
     let mut out = DenseMatrix::<O>::zeros(x.n_rows, nc);
     let p = *params;

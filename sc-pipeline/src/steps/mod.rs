@@ -75,7 +75,9 @@ pub(crate) fn kernel_error(step: &'static str) -> impl Fn(sc_kernels::KernelErro
                 oom: Box::new(oom),
             }
         }
-        e @ (sc_kernels::KernelError::Memory(_) | sc_kernels::KernelError::Gpu(_)) => Error::Gpu {
+        e @ (sc_kernels::KernelError::Memory(_)
+        | sc_kernels::KernelError::Gpu(_)
+        | sc_kernels::KernelError::Comm(_)) => Error::Gpu {
             step,
             problem: e.to_string(),
         },

@@ -1,0 +1,255 @@
+//! Steps over cells split across ranks (GPUs, processes or test threads): each rank holds a
+//! block of rows, and the per-gene statistics (sums, sums of squares, the PCA Gram matrix) are
+//! combined through a [`Communicator`] where a one-rank run would have summed them itself.
+//!
+//! [`SingleRank`] is the one-rank communicator every plain call uses (every collective is a
+//! no-op); [`LocalGroup`] joins threads of one process through host memory, so the split and
+//! merge logic is tested without a GPU; the NCCL communicator is
+//! [`crate::gpu::NcclCommunicator`].
+
+use crate::error::{KernelError, Result};
+use std::sync::{Arc, Barrier, Mutex};
+
+/// The collectives the steps need. Every rank of a group calls the same collectives in the
+/// same order with the same lengths (where a length is required to match).
+pub trait Communicator: Send + Sync {
+    /// This rank, `0..size()`.
+    fn rank(&self) -> usize;
+    /// How many ranks the group has.
+    fn size(&self) -> usize;
+    /// Element-wise sum over the ranks, in place (every rank passes the same length).
+    fn all_reduce_sum(&self, values: &mut [f64]) -> Result<()>;
+    /// Overwrites `values` with `root`'s (every rank passes the same length).
+    fn broadcast(&self, values: &mut [f64], root: usize) -> Result<()>;
+    /// Every rank's bytes, in rank order; the lengths may differ between ranks.
+    fn all_gather_bytes(&self, local: &[u8]) -> Result<Vec<Vec<u8>>>;
+}
+
+/// The communicator of a run that is not split: one rank, every collective leaves its input
+/// as it is.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SingleRank;
+
+impl Communicator for SingleRank {
+    fn rank(&self) -> usize {
+        0
+    }
+    fn size(&self) -> usize {
+        1
+    }
+    fn all_reduce_sum(&self, _: &mut [f64]) -> Result<()> {
+        Ok(())
+    }
+    fn broadcast(&self, _: &mut [f64], root: usize) -> Result<()> {
+        check_root(root, 1)
+    }
+    fn all_gather_bytes(&self, local: &[u8]) -> Result<Vec<Vec<u8>>> {
+        Ok(vec![local.to_vec()])
+    }
+}
+
+fn check_root(root: usize, size: usize) -> Result<()> {
+    if root >= size {
+        return Err(KernelError::Comm(format!(
+            "broadcast root {root} outside the group of {size} ranks"
+        )));
+    }
+    Ok(())
+}
+
+/// The sum over ranks of a count.
+pub fn sum_count(comm: &dyn Communicator, n: usize) -> Result<usize> {
+    let mut v = [n as f64];
+    comm.all_reduce_sum(&mut v)?;
+    Ok(v[0] as usize)
+}
+
+/// Element-wise sum over ranks of integer counts (exact below 2^53, far above any count of
+/// cells or stored values).
+pub fn all_reduce_counts(comm: &dyn Communicator, counts: &mut [i64]) -> Result<()> {
+    if comm.size() == 1 {
+        return Ok(());
+    }
+    let mut v: Vec<f64> = counts.iter().map(|&c| c as f64).collect();
+    comm.all_reduce_sum(&mut v)?;
+    for (c, s) in counts.iter_mut().zip(v) {
+        *c = s as i64;
+    }
+    Ok(())
+}
+
+/// Every rank's values, concatenated in rank order (the rows of all ranks, in order).
+pub fn all_gather<T: bytemuck::Pod>(comm: &dyn Communicator, local: &[T]) -> Result<Vec<T>> {
+    if comm.size() == 1 {
+        return Ok(local.to_vec());
+    }
+    let parts = comm.all_gather_bytes(bytemuck::cast_slice(local))?;
+    let mut out = Vec::with_capacity(parts.iter().map(|p| p.len()).sum::<usize>() / 4);
+    for p in parts {
+        // The bytes of a Vec<u8> need not be aligned for T: copy element by element.
+        out.extend(
+            p.chunks_exact(std::mem::size_of::<T>())
+                .map(bytemuck::pod_read_unaligned::<T>),
+        );
+    }
+    Ok(out)
+}
+
+/// A group of ranks that are threads of one process, exchanging through host memory: the
+/// simulated communicator of tests (and of a CPU run split across thread pools).
+pub struct LocalGroup;
+
+impl LocalGroup {
+    /// `size` communicators, one per rank; hand each to its own thread.
+    pub fn new(size: usize) -> Vec<LocalComm> {
+        assert!(size > 0, "a group has at least one rank");
+        let shared = Arc::new(Shared {
+            slots: Mutex::new(vec![Vec::new(); size]),
+            barrier: Barrier::new(size),
+        });
+        (0..size)
+            .map(|rank| LocalComm {
+                rank,
+                size,
+                shared: shared.clone(),
+            })
+            .collect()
+    }
+}
+
+struct Shared {
+    slots: Mutex<Vec<Vec<u8>>>,
+    barrier: Barrier,
+}
+
+/// One rank of a [`LocalGroup`].
+pub struct LocalComm {
+    rank: usize,
+    size: usize,
+    shared: Arc<Shared>,
+}
+
+impl LocalComm {
+    /// Deposits `local`, waits for every rank, reads every slot, and waits again before the
+    /// slots can be reused by the next collective.
+    fn exchange(&self, local: &[u8]) -> Vec<Vec<u8>> {
+        self.shared.slots.lock().expect("a rank panicked")[self.rank] = local.to_vec();
+        self.shared.barrier.wait();
+        let all = self.shared.slots.lock().expect("a rank panicked").clone();
+        self.shared.barrier.wait();
+        all
+    }
+
+    fn check_lengths(&self, what: &str, parts: &[Vec<u8>]) -> Result<()> {
+        match parts.iter().find(|p| p.len() != parts[self.rank].len()) {
+            Some(p) => Err(KernelError::Comm(format!(
+                "{what}: ranks passed different lengths ({} and {} bytes)",
+                parts[self.rank].len(),
+                p.len()
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Communicator for LocalComm {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn size(&self) -> usize {
+        self.size
+    }
+
+    fn all_reduce_sum(&self, values: &mut [f64]) -> Result<()> {
+        let parts = self.exchange(bytemuck::cast_slice(values));
+        self.check_lengths("all_reduce_sum", &parts)?;
+        values.iter_mut().for_each(|v| *v = 0.0);
+        // Every rank adds in rank order, so every rank gets the same bits.
+        for p in &parts {
+            for (v, x) in values.iter_mut().zip(p.chunks_exact(8)) {
+                *v += bytemuck::pod_read_unaligned::<f64>(x);
+            }
+        }
+        Ok(())
+    }
+
+    fn broadcast(&self, values: &mut [f64], root: usize) -> Result<()> {
+        check_root(root, self.size)?;
+        let parts = self.exchange(bytemuck::cast_slice(values));
+        self.check_lengths("broadcast", &parts)?;
+        for (v, x) in values.iter_mut().zip(parts[root].chunks_exact(8)) {
+            *v = bytemuck::pod_read_unaligned::<f64>(x);
+        }
+        Ok(())
+    }
+
+    fn all_gather_bytes(&self, local: &[u8]) -> Result<Vec<Vec<u8>>> {
+        Ok(self.exchange(local))
+    }
+}
+
+/// Runs `f` on each rank of a new [`LocalGroup`] of `size` threads; returns the results in
+/// rank order (a rank's panic is re-raised here).
+pub fn run_local_group<R: Send>(size: usize, f: impl Fn(&dyn Communicator) -> R + Sync) -> Vec<R> {
+    let comms = LocalGroup::new(size);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = comms
+            .iter()
+            .map(|c| s.spawn(|| f(c as &dyn Communicator)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn collectives_of_a_local_group() {
+        for size in 1..=4 {
+            let out = run_local_group(size, |c| {
+                let r = c.rank() as f64;
+                let mut v = vec![r, 2.0 * r, 1.0];
+                c.all_reduce_sum(&mut v).unwrap();
+                let mut b = vec![r + 10.0; 2];
+                c.broadcast(&mut b, size - 1).unwrap();
+                let g = all_gather(c, &vec![c.rank() as u32; c.rank()]).unwrap();
+                let n = sum_count(c, c.rank() + 1).unwrap();
+                let mut counts = vec![1i64, c.rank() as i64];
+                all_reduce_counts(c, &mut counts).unwrap();
+                (v, b, g, n, counts)
+            });
+            let total: f64 = (0..size).map(|r| r as f64).sum();
+            for (v, b, g, n, counts) in out {
+                assert_eq!(v, vec![total, 2.0 * total, size as f64]);
+                assert_eq!(b, vec![(size - 1) as f64 + 10.0; 2]);
+                let expect: Vec<u32> = (0..size as u32)
+                    .flat_map(|r| std::iter::repeat_n(r, r as usize))
+                    .collect();
+                assert_eq!(g, expect);
+                assert_eq!(n, size * (size + 1) / 2);
+                assert_eq!(counts, vec![size as i64, total as i64]);
+            }
+        }
+    }
+
+    #[test]
+    fn mismatched_lengths_and_roots_are_refused() {
+        let out = run_local_group(2, |c| {
+            let mut v = vec![0.0; 1 + c.rank()];
+            let a = c.all_reduce_sum(&mut v).unwrap_err().to_string();
+            let b = c.broadcast(&mut [0.0], 5).unwrap_err().to_string();
+            (a, b)
+        });
+        for (a, b) in out {
+            assert!(a.contains("different lengths"), "{a}");
+            assert!(b.contains("root 5"), "{b}");
+        }
+        assert!(SingleRank.broadcast(&mut [1.0], 1).is_err());
+    }
+}
