@@ -8,7 +8,7 @@
 //! [`crate::gpu::NcclCommunicator`].
 
 use crate::error::{KernelError, Result};
-use std::sync::{Arc, Barrier, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 /// The collectives the steps need. Every rank of a group calls the same collectives in the
 /// same order with the same lengths (where a length is required to match).
@@ -23,6 +23,9 @@ pub trait Communicator: Send + Sync {
     fn broadcast(&self, values: &mut [f64], root: usize) -> Result<()>;
     /// Every rank's bytes, in rank order; the lengths may differ between ranks.
     fn all_gather_bytes(&self, local: &[u8]) -> Result<Vec<Vec<u8>>>;
+    /// Called by a rank that stops on an error: the other ranks' pending and later collectives
+    /// fail instead of waiting for it forever.
+    fn abort(&self, why: &str);
 }
 
 /// The communicator of a run that is not split: one rank, every collective leaves its input
@@ -46,6 +49,7 @@ impl Communicator for SingleRank {
     fn all_gather_bytes(&self, local: &[u8]) -> Result<Vec<Vec<u8>>> {
         Ok(vec![local.to_vec()])
     }
+    fn abort(&self, _: &str) {}
 }
 
 fn check_root(root: usize, size: usize) -> Result<()> {
@@ -96,7 +100,7 @@ pub fn all_gather<T: bytemuck::Pod>(comm: &dyn Communicator, local: &[T]) -> Res
 }
 
 /// A group of ranks that are threads of one process, exchanging through host memory: the
-/// simulated communicator of tests (and of a CPU run split across thread pools).
+/// simulated communicator of tests (and of a CPU run split across threads).
 pub struct LocalGroup;
 
 impl LocalGroup {
@@ -104,8 +108,13 @@ impl LocalGroup {
     pub fn new(size: usize) -> Vec<LocalComm> {
         assert!(size > 0, "a group has at least one rank");
         let shared = Arc::new(Shared {
-            slots: Mutex::new(vec![Vec::new(); size]),
-            barrier: Barrier::new(size),
+            state: Mutex::new(State {
+                slots: vec![Vec::new(); size],
+                arrived: 0,
+                generation: 0,
+                aborted: None,
+            }),
+            turn: Condvar::new(),
         });
         (0..size)
             .map(|rank| LocalComm {
@@ -117,9 +126,19 @@ impl LocalGroup {
     }
 }
 
+struct State {
+    slots: Vec<Vec<u8>>,
+    /// Ranks waiting at the current barrier.
+    arrived: usize,
+    /// Barriers passed so far.
+    generation: u64,
+    /// Why the group was aborted; every waiting and later collective fails with it.
+    aborted: Option<String>,
+}
+
 struct Shared {
-    slots: Mutex<Vec<Vec<u8>>>,
-    barrier: Barrier,
+    state: Mutex<State>,
+    turn: Condvar,
 }
 
 /// One rank of a [`LocalGroup`].
@@ -130,14 +149,45 @@ pub struct LocalComm {
 }
 
 impl LocalComm {
+    /// Waits until every rank has arrived (or the group is aborted).
+    fn barrier<'a>(
+        &self,
+        mut st: std::sync::MutexGuard<'a, State>,
+    ) -> Result<std::sync::MutexGuard<'a, State>> {
+        let aborted = |st: &State| {
+            st.aborted
+                .as_ref()
+                .map(|why| KernelError::Comm(format!("the group was aborted: {why}")))
+        };
+        if let Some(e) = aborted(&st) {
+            return Err(e);
+        }
+        st.arrived += 1;
+        if st.arrived == self.size {
+            st.arrived = 0;
+            st.generation += 1;
+            self.shared.turn.notify_all();
+            return Ok(st);
+        }
+        let generation = st.generation;
+        while st.generation == generation && st.aborted.is_none() {
+            st = self.shared.turn.wait(st).expect("a rank panicked");
+        }
+        match aborted(&st) {
+            Some(e) if st.generation == generation => Err(e),
+            _ => Ok(st),
+        }
+    }
+
     /// Deposits `local`, waits for every rank, reads every slot, and waits again before the
     /// slots can be reused by the next collective.
-    fn exchange(&self, local: &[u8]) -> Vec<Vec<u8>> {
-        self.shared.slots.lock().expect("a rank panicked")[self.rank] = local.to_vec();
-        self.shared.barrier.wait();
-        let all = self.shared.slots.lock().expect("a rank panicked").clone();
-        self.shared.barrier.wait();
-        all
+    fn exchange(&self, local: &[u8]) -> Result<Vec<Vec<u8>>> {
+        let mut st = self.shared.state.lock().expect("a rank panicked");
+        st.slots[self.rank] = local.to_vec();
+        let st = self.barrier(st)?;
+        let all = st.slots.clone();
+        drop(self.barrier(st)?);
+        Ok(all)
     }
 
     fn check_lengths(&self, what: &str, parts: &[Vec<u8>]) -> Result<()> {
@@ -162,7 +212,7 @@ impl Communicator for LocalComm {
     }
 
     fn all_reduce_sum(&self, values: &mut [f64]) -> Result<()> {
-        let parts = self.exchange(bytemuck::cast_slice(values));
+        let parts = self.exchange(bytemuck::cast_slice(values))?;
         self.check_lengths("all_reduce_sum", &parts)?;
         values.iter_mut().for_each(|v| *v = 0.0);
         // Every rank adds in rank order, so every rank gets the same bits.
@@ -176,7 +226,7 @@ impl Communicator for LocalComm {
 
     fn broadcast(&self, values: &mut [f64], root: usize) -> Result<()> {
         check_root(root, self.size)?;
-        let parts = self.exchange(bytemuck::cast_slice(values));
+        let parts = self.exchange(bytemuck::cast_slice(values))?;
         self.check_lengths("broadcast", &parts)?;
         for (v, x) in values.iter_mut().zip(parts[root].chunks_exact(8)) {
             *v = bytemuck::pod_read_unaligned::<f64>(x);
@@ -185,7 +235,13 @@ impl Communicator for LocalComm {
     }
 
     fn all_gather_bytes(&self, local: &[u8]) -> Result<Vec<Vec<u8>>> {
-        Ok(self.exchange(local))
+        self.exchange(local)
+    }
+
+    fn abort(&self, why: &str) {
+        let mut st = self.shared.state.lock().expect("a rank panicked");
+        st.aborted.get_or_insert_with(|| why.to_string());
+        self.shared.turn.notify_all();
     }
 }
 
@@ -251,5 +307,18 @@ mod tests {
             assert!(b.contains("root 5"), "{b}");
         }
         assert!(SingleRank.broadcast(&mut [1.0], 1).is_err());
+    }
+
+    #[test]
+    fn an_aborting_rank_releases_the_others() {
+        let out = run_local_group(3, |c| {
+            if c.rank() == 1 {
+                c.abort("rank 1 ran out of memory");
+                return String::new();
+            }
+            c.all_reduce_sum(&mut [1.0]).unwrap_err().to_string()
+        });
+        assert!(out[0].contains("rank 1 ran out of memory"), "{}", out[0]);
+        assert!(out[2].contains("aborted"), "{}", out[2]);
     }
 }

@@ -13,6 +13,7 @@ pub mod memory_plan;
 pub mod memory_timeline;
 pub mod pipeline;
 pub mod report;
+pub mod split_run;
 pub mod steps;
 pub mod synthetic;
 

@@ -164,10 +164,10 @@ pub fn default_budget(free: u64) -> u64 {
     (free as f64 * DEFAULT_BUDGET_FRACTION) as u64
 }
 
-struct Runner<'a> {
-    records: Vec<StepRecord>,
-    observer: &'a mut dyn StepObserver,
-    gpu: Option<GpuRun>,
+pub(crate) struct Runner<'a> {
+    pub(crate) records: Vec<StepRecord>,
+    pub(crate) observer: &'a mut dyn StepObserver,
+    pub(crate) gpu: Option<GpuRun>,
 }
 
 impl Runner<'_> {
@@ -373,9 +373,27 @@ pub fn run_pipeline_on(
             Ok(((), format!("n_comps={used}")))
         })?;
     }
+    let graph_gpu = gpu.map(|g| g.ctx.clone());
+    cell_graph_steps(&mut r, adata, config, graph_gpu.as_ref())?;
+    if gpu.is_some() {
+        r.step("move results to the host", adata, |a| {
+            a.to_host()?;
+            Ok(((), "X and .raw".to_string()))
+        })?;
+    }
+    Ok(r.records)
+}
+
+/// The steps over the cell x cell structure (harmony, neighbors), on `gpu` (`None`: the CPU).
+pub(crate) fn cell_graph_steps(
+    r: &mut Runner<'_>,
+    adata: &mut AnnData,
+    config: &PipelineConfig,
+    gpu: Option<&Arc<GpuContext>>,
+) -> Result<()> {
     if let Some(h) = &config.harmony {
-        r.step("harmony_integrate", adata, |a| {
-            let s = steps::harmony_integrate(a, &h.key, &h.params)?;
+        r.step_on("harmony_integrate", gpu.is_some(), adata, |a| {
+            let s = steps::harmony_integrate_on(a, &h.key, &h.params, gpu)?;
             Ok((
                 (),
                 format!(
@@ -390,9 +408,9 @@ pub fn run_pipeline_on(
         })?;
     }
     if let Some(k) = config.n_neighbors {
-        r.step("neighbors", adata, |a| {
+        r.step_on("neighbors", gpu.is_some(), adata, |a| {
             let rep = config.neighbors_use_rep.as_deref();
-            steps::neighbors(a, k, rep)?;
+            steps::neighbors_on(a, k, rep, gpu)?;
             Ok((
                 (),
                 format!(
@@ -402,17 +420,11 @@ pub fn run_pipeline_on(
             ))
         })?;
     }
-    if gpu.is_some() {
-        r.step("move results to the host", adata, |a| {
-            a.to_host()?;
-            Ok(((), "X and .raw".to_string()))
-        })?;
-    }
-    Ok(r.records)
+    Ok(())
 }
 
 /// The input must be counts: finite and non-negative.
-fn check_counts(adata: &AnnData) -> Result<()> {
+pub(crate) fn check_counts(adata: &AnnData) -> Result<()> {
     adata
         .x
         .to_csr()?

@@ -53,3 +53,59 @@ pub fn random_counts(
     }
     sc_kernels::CsrMatrix::new(rows, cols, indptr, indices, data).unwrap()
 }
+
+/// The checks that two runs of the pipeline on the same input agree: the same cells, genes and
+/// per-cell counts columns exactly; the scaled X within `x_tol`; each of the first ten PCA
+/// components correlated above 0.999 (up to sign); and, when both have a kNN graph, the same
+/// neighbours for more than 99% of the entries (near-ties may swap).
+pub fn assert_same_pipeline_output(
+    got: &sc_pipeline::AnnData,
+    want: &sc_pipeline::AnnData,
+    x_tol: f32,
+) {
+    use sc_pipeline::anndata::Matrix;
+    assert_eq!(got.obs.index, want.obs.index, "same cells");
+    assert_eq!(got.var.index, want.var.index, "same genes");
+    for col in ["n_genes_by_counts", "total_counts", "n_genes"] {
+        assert_eq!(got.obs.column(col), want.obs.column(col), "obs['{col}']");
+    }
+    match (&got.x, &want.x) {
+        (Matrix::Dense(a), Matrix::Dense(b)) => {
+            let diff = a
+                .data
+                .iter()
+                .zip(&b.data)
+                .map(|(x, y)| (x - y).abs())
+                .fold(0f32, f32::max);
+            assert!(diff <= x_tol, "X differs by {diff}");
+        }
+        (a, b) => assert_eq!(a.shape(), b.shape(), "X"),
+    }
+    if let (Some(a), Some(b)) = (got.obsm.get("X_pca"), want.obsm.get("X_pca")) {
+        let (a, b) = (a.data.to_f64().unwrap(), b.data.to_f64().unwrap());
+        let k = got.obsm["X_pca"].shape[1];
+        for c in 0..k.min(10) {
+            let col = |m: &[f64]| m.chunks(k).map(|r| r[c]).collect::<Vec<f64>>();
+            let (x, y) = (col(&a), col(&b));
+            let dot: f64 = x.iter().zip(&y).map(|(p, q)| p * q).sum();
+            let nx: f64 = x.iter().map(|p| p * p).sum::<f64>().sqrt();
+            let ny: f64 = y.iter().map(|p| p * p).sum::<f64>().sqrt();
+            let r = dot / (nx * ny);
+            assert!(r.abs() > 0.999, "X_pca column {c}: correlation {r}");
+        }
+    }
+    if let (Some(a), Some(b)) = (got.obsp.get("distances"), want.obsp.get("distances")) {
+        assert_eq!(a.indptr, b.indptr);
+        let same = a
+            .indices
+            .iter()
+            .zip(&b.indices)
+            .filter(|(p, q)| p == q)
+            .count();
+        let share = same as f64 / b.indices.len().max(1) as f64;
+        assert!(
+            share > 0.99,
+            "neighbour sets agree for {share} of the entries"
+        );
+    }
+}

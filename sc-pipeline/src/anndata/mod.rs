@@ -4,6 +4,7 @@ mod array;
 mod dataframe;
 mod device;
 mod matrix;
+mod stack;
 mod subset;
 mod value;
 
@@ -11,12 +12,14 @@ pub use array::{ArrayData, DenseArray};
 pub use dataframe::{array_as_strings, Column, DataFrame};
 pub use device::{DeviceData, DeviceMatrix, Streamed};
 pub use matrix::Matrix;
+
 pub use sc_kernels::dense::DenseMatrix;
 pub use value::{Scalar, Value};
 
 use crate::{Error, Result};
-use sc_kernels::CsrMatrix;
+use sc_kernels::{Communicator, CsrMatrix, SingleRank};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// `adata.raw`: a frozen copy of the matrix over a (usually larger) set of genes.
 #[derive(Debug, PartialEq)]
@@ -24,6 +27,25 @@ pub struct Raw {
     pub x: Matrix,
     pub var: DataFrame,
     pub varm: BTreeMap<String, DenseArray>,
+}
+
+/// The group of ranks whose cells together make up a dataset, when an [`AnnData`] holds one
+/// rank's block of cells: the steps combine per-gene statistics with the other ranks through
+/// its communicator (see [`sc_kernels::comm`]).
+#[derive(Clone)]
+pub struct Ranks(pub Arc<dyn Communicator>);
+
+impl std::fmt::Debug for Ranks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Ranks(rank {} of {})", self.0.rank(), self.0.size())
+    }
+}
+
+impl PartialEq for Ranks {
+    /// The same group and rank.
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
 /// Cells x genes data with per-cell (`obs`) and per-gene (`var`) tables, multi-dimensional
@@ -41,6 +63,8 @@ pub struct AnnData {
     pub layers: BTreeMap<String, Matrix>,
     pub uns: BTreeMap<String, Value>,
     pub raw: Option<Raw>,
+    /// Set when this object holds one rank's cells of a dataset split across ranks.
+    pub ranks: Option<Ranks>,
 }
 
 impl AnnData {
@@ -58,6 +82,16 @@ impl AnnData {
             layers: BTreeMap::new(),
             uns: BTreeMap::new(),
             raw: None,
+            ranks: None,
+        }
+    }
+
+    /// The communicator the steps combine statistics through: the ranks' when the cells are
+    /// split, otherwise a single rank.
+    pub fn comm(&self) -> &dyn Communicator {
+        match &self.ranks {
+            Some(r) => r.0.as_ref(),
+            None => &SingleRank,
         }
     }
 
@@ -88,6 +122,13 @@ impl AnnData {
         ctx: &std::sync::Arc<sc_kernels::gpu::GpuContext>,
         block_bytes: usize,
     ) -> Result<()> {
+        if self.comm().size() > 1 {
+            return Err(Error::invalid(
+                "X",
+                "streamed execution is not available when the cells are split across GPUs: \
+                 each GPU must hold its block of cells (use more GPUs or --gpus 1)",
+            ));
+        }
         self.place_matrices(|csr| {
             Ok((
                 Matrix::Device(DeviceMatrix::streamed_csr(ctx, csr, block_bytes)),

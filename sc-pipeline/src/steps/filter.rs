@@ -28,9 +28,9 @@ pub fn filter_genes(adata: &mut AnnData, filter: GeneFilter) -> Result<usize> {
     let result = if let Some((ctx, x, block)) = super::streamed_csr(adata) {
         sc_kernels::filter::filter_genes_streamed(&ctx, x, filter, block)
     } else if let Some((ctx, x)) = super::device_csr(adata) {
-        sc_kernels::filter::filter_genes_gpu(&ctx, x, filter)
+        sc_kernels::filter::filter_genes_gpu_across(&ctx, x, filter, adata.comm())
     } else {
-        sc_kernels::filter::filter_genes(adata.x.to_csr()?.as_ref(), filter)
+        sc_kernels::filter::filter_genes_across(adata.x.to_csr()?.as_ref(), filter, adata.comm())
     }
     .map_err(kernel_error("filter_genes"))?;
     let removed = result.keep.len() - result.n_kept();

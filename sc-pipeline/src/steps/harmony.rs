@@ -9,7 +9,7 @@
 //! (`sc_kernels::harmony`), equal within the GPU tests' tolerance.
 
 use super::kernel_error;
-use crate::anndata::{DenseArray, Matrix};
+use crate::anndata::DenseArray;
 use crate::{AnnData, Error, Result};
 use sc_kernels::harmony::{harmony_integrate as harmony_cpu, harmony_integrate_gpu, HarmonyParams};
 use sc_kernels::DenseMatrix;
@@ -41,6 +41,17 @@ pub fn harmony_integrate(
     key: &str,
     params: &HarmonyParams,
 ) -> Result<HarmonySummary> {
+    let gpu = super::x_gpu(adata);
+    harmony_integrate_on(adata, key, params, gpu.as_ref())
+}
+
+/// [`harmony_integrate`] on the given GPU (`None`: the CPU), wherever X is.
+pub fn harmony_integrate_on(
+    adata: &mut AnnData,
+    key: &str,
+    params: &HarmonyParams,
+    gpu: Option<&std::sync::Arc<sc_kernels::gpu::GpuContext>>,
+) -> Result<HarmonySummary> {
     const STEP: &str = "harmony_integrate";
     let z = basis(adata)?;
     let column = adata.obs.column(key).ok_or_else(|| Error::Missing {
@@ -60,9 +71,9 @@ pub fn harmony_integrate(
             ),
         ));
     }
-    let result = match &adata.x {
-        Matrix::Device(d) => harmony_integrate_gpu(&d.ctx, &z, &codes, groups.len(), params),
-        _ => harmony_cpu(&z, &codes, groups.len(), params),
+    let result = match gpu {
+        Some(ctx) => harmony_integrate_gpu(ctx, &z, &codes, groups.len(), params),
+        None => harmony_cpu(&z, &codes, groups.len(), params),
     }
     .map_err(kernel_error(STEP))?;
     let summary = HarmonySummary {

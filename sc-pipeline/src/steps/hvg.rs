@@ -51,7 +51,10 @@ pub fn highly_variable_genes(adata: &mut AnnData, options: &HvgOptions) -> Resul
                 problem: format!("batch_key: obs has no column '{key}'"),
             })?;
             let (codes, categories) = column.group_labels(key)?;
-            Some(Batches { codes, categories })
+            Some(shared_categories(
+                Batches { codes, categories },
+                adata.comm(),
+            )?)
         }
     };
     let matrix: &Matrix = match &options.layer {
@@ -71,12 +74,13 @@ pub fn highly_variable_genes(adata: &mut AnnData, options: &HvgOptions) -> Resul
         Matrix::Device(DeviceMatrix {
             ctx,
             data: DeviceData::Csr(x),
-        }) => sc_kernels::hvg::highly_variable_genes_gpu(
+        }) => sc_kernels::hvg::highly_variable_genes_gpu_across(
             ctx,
             x,
             &params,
             batches.as_ref(),
             Some(&adata.var.index),
+            adata.comm(),
         ),
         Matrix::Device(DeviceMatrix {
             ctx,
@@ -89,11 +93,12 @@ pub fn highly_variable_genes(adata: &mut AnnData, options: &HvgOptions) -> Resul
             Some(&adata.var.index),
             s.block_bytes,
         ),
-        _ => sc_kernels::hvg::highly_variable_genes(
+        _ => sc_kernels::hvg::highly_variable_genes_across(
             matrix.to_csr()?.as_ref(),
             &params,
             batches.as_ref(),
             Some(&adata.var.index),
+            adata.comm(),
         ),
     }
     .map_err(kernel_error(STEP))?;
@@ -130,4 +135,41 @@ pub fn highly_variable_mask(adata: &AnnData) -> Result<Vec<bool>> {
             problem: "var has no 'highly_variable' column: run highly_variable_genes first".into(),
         }),
     }
+}
+
+/// The batches of one rank's cells renumbered over the categories of all ranks, in order of
+/// first appearance across the ranks' blocks (the numbering a run that is not split gives).
+fn shared_categories(b: Batches, comm: &dyn sc_kernels::Communicator) -> Result<Batches> {
+    if comm.size() == 1 {
+        return Ok(b);
+    }
+    // Each rank's categories as length-prefixed UTF-8.
+    let mut mine = Vec::new();
+    for c in &b.categories {
+        mine.extend_from_slice(&(c.len() as u64).to_le_bytes());
+        mine.extend_from_slice(c.as_bytes());
+    }
+    let parts = comm
+        .all_gather_bytes(&mine)
+        .map_err(kernel_error("highly_variable_genes"))?;
+    let mut categories: Vec<String> = Vec::new();
+    let mut lookup = std::collections::HashMap::new();
+    for p in parts {
+        let mut at = 0;
+        while at + 8 <= p.len() {
+            let len = u64::from_le_bytes(p[at..at + 8].try_into().expect("8 bytes")) as usize;
+            let name = String::from_utf8_lossy(&p[at + 8..at + 8 + len]).into_owned();
+            at += 8 + len;
+            lookup.entry(name.clone()).or_insert_with(|| {
+                categories.push(name);
+                categories.len() as u32 - 1
+            });
+        }
+    }
+    let codes = b
+        .codes
+        .iter()
+        .map(|&c| lookup[&b.categories[c as usize]])
+        .collect();
+    Ok(Batches { codes, categories })
 }

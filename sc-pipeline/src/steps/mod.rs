@@ -14,11 +14,12 @@ mod scale;
 
 pub use filter::{filter_cells, filter_genes};
 pub use harmony::{
-    harmony_integrate, HarmonyOptions, HarmonySummary, HARMONY_ADJUSTED_BASIS, HARMONY_BASIS,
+    harmony_integrate, harmony_integrate_on, HarmonyOptions, HarmonySummary,
+    HARMONY_ADJUSTED_BASIS, HARMONY_BASIS,
 };
 pub use hvg::{highly_variable_genes, highly_variable_mask, HvgOptions};
 pub use log1p::log1p;
-pub use neighbors::neighbors;
+pub use neighbors::{neighbors, neighbors_on};
 pub use normalize::normalize_total;
 pub use pca::pca;
 pub use qc::{annotate_gene_prefix, calculate_qc_metrics};
@@ -62,6 +63,15 @@ pub(crate) fn obsm_matrix(adata: &AnnData, key: &str) -> crate::Result<Option<De
         .map_err(|e| Error::invalid(what, e.to_string()))
 }
 
+/// The communicator of `adata`'s ranks (a single rank when its cells are not split), held apart
+/// from `adata` so a step can borrow X mutably while it combines statistics.
+pub(crate) fn comm_of(adata: &AnnData) -> Arc<dyn sc_kernels::Communicator> {
+    match &adata.ranks {
+        Some(r) => r.0.clone(),
+        None => Arc::new(sc_kernels::SingleRank),
+    }
+}
+
 /// Wraps a kernel's refusal into the step's error.
 pub(crate) fn kernel_error(step: &'static str) -> impl Fn(sc_kernels::KernelError) -> Error {
     move |e| match e {
@@ -85,6 +95,14 @@ pub(crate) fn kernel_error(step: &'static str) -> impl Fn(sc_kernels::KernelErro
             what: format!("{step} input"),
             problem: other.to_string(),
         },
+    }
+}
+
+/// The GPU X is on, if it is on one.
+pub(crate) fn x_gpu(adata: &AnnData) -> Option<Arc<GpuContext>> {
+    match &adata.x {
+        Matrix::Device(d) => Some(d.ctx.clone()),
+        _ => None,
     }
 }
 

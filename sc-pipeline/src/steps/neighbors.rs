@@ -48,23 +48,33 @@ fn representation(adata: &AnnData, use_rep: Option<&str>) -> Result<(DenseMatrix
     })
 }
 
-/// The GPU to run on: X's, when X lives on a GPU and the GPU kNN takes the shape.
-fn gpu_context(adata: &AnnData, rep: &DenseMatrix<f32>, k: usize) -> Option<Arc<GpuContext>> {
-    match &adata.x {
-        Matrix::Device(d)
-            if rep.n_cols <= sc_kernels::neighbors::GPU_MAX_DIMS
-                && k <= sc_kernels::neighbors::GPU_MAX_K =>
-        {
-            Some(d.ctx.clone())
-        }
-        _ => None,
-    }
+/// The GPU to run on: `gpu`, when the GPU kNN takes the shape.
+fn gpu_context(
+    gpu: Option<&Arc<GpuContext>>,
+    rep: &DenseMatrix<f32>,
+    k: usize,
+) -> Option<Arc<GpuContext>> {
+    gpu.filter(|_| {
+        rep.n_cols <= sc_kernels::neighbors::GPU_MAX_DIMS && k <= sc_kernels::neighbors::GPU_MAX_K
+    })
+    .cloned()
 }
 
 /// Computes the neighbourhood graph with `n_neighbors` neighbours per cell, on the GPU when X
 /// lives there (the same result as the CPU's, see `sc_kernels::neighbors::gpu`), from
 /// `obsm[use_rep]` when named (scanpy's `use_rep`), else as [`representation`] decides.
 pub fn neighbors(adata: &mut AnnData, n_neighbors: usize, use_rep: Option<&str>) -> Result<()> {
+    let gpu = super::x_gpu(adata);
+    neighbors_on(adata, n_neighbors, use_rep, gpu.as_ref())
+}
+
+/// [`neighbors`] on the given GPU (`None`: the CPU), wherever X is.
+pub fn neighbors_on(
+    adata: &mut AnnData,
+    n_neighbors: usize,
+    use_rep: Option<&str>,
+    gpu: Option<&Arc<GpuContext>>,
+) -> Result<()> {
     const STEP: &str = "neighbors";
     if n_neighbors < 2 {
         return Err(Error::param(
@@ -86,7 +96,7 @@ pub fn neighbors(adata: &mut AnnData, n_neighbors: usize, use_rep: Option<&str>)
         n_neighbors,
         ..NeighborsParams::default()
     };
-    let result = match gpu_context(adata, &rep, n_neighbors) {
+    let result = match gpu_context(gpu, &rep, n_neighbors) {
         Some(ctx) => sc_kernels::neighbors::neighbors_gpu(&ctx, &rep, &params),
         None => sc_kernels::neighbors::neighbors(&rep, &params),
     }

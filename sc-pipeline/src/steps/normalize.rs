@@ -7,12 +7,13 @@ use sc_kernels::normalize::{NormalizeParams, NormalizeResult};
 
 /// Normalizes X; returns what the kernel used (the target sum and per-cell totals).
 pub fn normalize_total(adata: &mut AnnData, params: &NormalizeParams) -> Result<NormalizeResult> {
+    let comm = super::comm_of(adata);
     if let Some((ctx, x, block)) = super::streamed_csr_mut(adata) {
         sc_kernels::normalize::normalize_total_streamed(&ctx, x, params, block)
     } else if let Some((ctx, x)) = super::device_csr_mut(adata) {
-        sc_kernels::normalize::normalize_total_gpu(&ctx, x, params)
+        sc_kernels::normalize::normalize_total_gpu_across(&ctx, x, params, &*comm)
     } else {
-        sc_kernels::normalize::normalize_total(x_csr_mut(adata), params)
+        sc_kernels::normalize::normalize_total_across(x_csr_mut(adata), params, &*comm)
     }
     .map_err(kernel_error("normalize_total"))
 }

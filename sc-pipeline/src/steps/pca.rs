@@ -8,7 +8,7 @@
 use super::kernel_error;
 use crate::anndata::{ArrayData, Column, DenseArray, DeviceData, Matrix, Value};
 use crate::{AnnData, Error, Result};
-use sc_kernels::pca::{pca_dense, pca_sparse, PcaParams};
+use sc_kernels::pca::{pca_dense_across, pca_sparse, pca_sparse_across, PcaParams};
 
 /// Runs PCA with `n_comps` components (clipped to min(cells, genes) - 1 as scanpy does);
 /// returns the number of components computed.
@@ -33,17 +33,18 @@ pub fn pca(adata: &mut AnnData, n_comps: usize) -> Result<usize> {
         }
         _ => &adata.x,
     };
+    let comm = adata.comm();
     let result = match x {
-        Matrix::Dense(d) => pca_dense(d, &params),
-        Matrix::Sparse(s) => pca_sparse(s, &params),
+        Matrix::Dense(d) => pca_dense_across(d, &params, comm),
+        Matrix::Sparse(s) => pca_sparse_across(s, &params, comm),
         Matrix::Device(d) => match &d.data {
-            DeviceData::Dense(m) => sc_kernels::pca::pca_dense_gpu(&d.ctx, m, &params),
+            DeviceData::Dense(m) => sc_kernels::pca::pca_dense_gpu_across(&d.ctx, m, &params, comm),
             DeviceData::StreamedDense(s) => {
                 sc_kernels::pca::pca_dense_streamed(&d.ctx, &s.host, &params, s.block_bytes)
             }
             DeviceData::StreamedCsr(s) => pca_sparse(&s.host, &params),
             DeviceData::Csr(_) => match x.to_csr()? {
-                c => pca_sparse(c.as_ref(), &params),
+                c => pca_sparse_across(c.as_ref(), &params, comm),
             },
         },
     }

@@ -9,7 +9,7 @@
 use super::kernel_error;
 use crate::anndata::{ArrayData, Column};
 use crate::{AnnData, Error, Result};
-use sc_kernels::qc::QcParams;
+use sc_kernels::qc::{QcMetrics, QcParams};
 
 /// Adds the boolean `var[name]`: genes whose name starts with `prefix` (scanpy's recipe
 /// `adata.var['mt'] = adata.var_names.str.startswith('MT-')`). Returns how many genes match.
@@ -58,7 +58,9 @@ pub fn calculate_qc_metrics(
         percent_top: percent_top.to_vec(),
         log1p,
     };
-    let metrics = if let Some((ctx, x, block)) = super::streamed_csr(adata) {
+    let metrics = if adata.comm().size() > 1 {
+        qc_across(adata, &params)
+    } else if let Some((ctx, x, block)) = super::streamed_csr(adata) {
         sc_kernels::qc::calculate_qc_metrics_streamed(&ctx, x, &params, block)
     } else if let Some((ctx, x)) = super::device_csr(adata) {
         sc_kernels::qc::calculate_qc_metrics_gpu(&ctx, x, &params)
@@ -73,4 +75,26 @@ pub fn calculate_qc_metrics(
         adata.var.set_values(name, col.into())?;
     }
     Ok(())
+}
+
+/// The metrics of one rank's cells: per-cell sums of its own, per-gene sums added over the ranks
+/// (the per-gene columns describe all cells).
+fn qc_across(adata: &AnnData, params: &QcParams) -> sc_kernels::Result<QcMetrics> {
+    use sc_kernels::comm::{all_reduce_counts, sum_count};
+    let comm = adata.comm();
+    let ns = sc_kernels::qc::check_params(adata.n_vars(), params)?;
+    let mut sums = if let Some((ctx, x)) = super::device_csr(adata) {
+        sc_kernels::qc::qc_sums_gpu(&ctx, x, params, &ns)?
+    } else {
+        let x = adata
+            .x
+            .to_csr()
+            .map_err(|e| sc_kernels::KernelError::Unsupported(e.to_string()))?;
+        x.check_finite()?;
+        sc_kernels::qc::qc_sums(x.as_ref(), params, &ns)
+    };
+    all_reduce_counts(comm, &mut sums.gene_n_cells)?;
+    comm.all_reduce_sum(&mut sums.gene_sums)?;
+    let n_all = sum_count(comm, adata.n_obs())?;
+    Ok(sc_kernels::qc::assemble::<f32>(&sums, params, &ns, n_all))
 }

@@ -9,9 +9,11 @@ use sc_kernels::scale::ScaleParams;
 
 pub fn scale(adata: &mut AnnData, params: &ScaleParams) -> Result<()> {
     const STEP: &str = "scale";
+    let comm = super::comm_of(adata);
     if let Some((ctx, m)) = super::device_csr(adata).filter(|_| params.zero_center) {
-        let (dense, stats) = sc_kernels::scale::scale_csr_to_dense_gpu(&ctx, m, params)
-            .map_err(kernel_error(STEP))?;
+        let (dense, stats) =
+            sc_kernels::scale::scale_csr_to_dense_gpu_across(&ctx, m, params, &*comm)
+                .map_err(kernel_error(STEP))?;
         adata.x = Matrix::Device(DeviceMatrix::dense(&ctx, dense));
         adata.var.set_values("mean", ArrayData::F64(stats.mean))?;
         adata.var.set_values("std", ArrayData::F64(stats.std))?;
@@ -33,13 +35,22 @@ pub fn scale(adata: &mut AnnData, params: &ScaleParams) -> Result<()> {
         )
         .into_host()?;
     }
+    let split = comm.size() > 1;
     let stats = match &mut adata.x {
         Matrix::Device(_) => unreachable!("moved to the host above"),
         Matrix::Sparse(m) if params.zero_center => {
-            let (dense, stats) = sc_kernels::scale::scale_csr_to_dense::<f32, f32>(m, params)
-                .map_err(kernel_error(STEP))?;
+            let (dense, stats) =
+                sc_kernels::scale::scale_csr_to_dense_across::<f32, f32>(m, params, &*comm)
+                    .map_err(kernel_error(STEP))?;
             adata.x = Matrix::Dense(dense);
             stats
+        }
+        _ if split => {
+            return Err(crate::Error::param(
+                STEP,
+                "when the cells are split across ranks, scale zero-centres a sparse X \
+                 (zero_center=False and a dense X run on one GPU)",
+            ))
         }
         Matrix::Sparse(m) => {
             let (scaled, stats) =

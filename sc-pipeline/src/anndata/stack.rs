@@ -1,0 +1,371 @@
+//! Cutting an AnnData object into contiguous blocks of cells and stacking such blocks back
+//! (anndata's `concat(axis=0)` of parts that share their genes): how a run split across
+//! ranks hands each rank its cells and assembles the result.
+
+use super::{AnnData, ArrayData, Column, DataFrame, DenseArray, Matrix, Raw};
+use crate::{Error, Result};
+use sc_kernels::{CsrMatrix, DenseMatrix};
+use std::collections::BTreeMap;
+
+impl AnnData {
+    /// `parts` contiguous blocks of cells, as even as possible (the first blocks take one cell
+    /// more), each with every per-cell part of this object; the per-gene parts and `uns` are
+    /// copied into each. Pairwise cell graphs (`obsp`) cannot be cut into blocks and are refused.
+    pub fn split_obs(&self, parts: usize) -> Result<Vec<AnnData>> {
+        if parts == 0 {
+            return Err(Error::invalid("split", "needs at least one part"));
+        }
+        if let Some(k) = self.obsp.keys().next() {
+            return Err(Error::invalid(
+                format!("obsp['{k}']"),
+                "a cell x cell graph cannot be split across ranks; remove it or run on one GPU",
+            ));
+        }
+        let n = self.n_obs();
+        (0..parts)
+            .map(|r| {
+                let range = r * n / parts..(r + 1) * n / parts;
+                let keep: Vec<bool> = (0..n).map(|i| range.contains(&i)).collect();
+                let mut layers = BTreeMap::new();
+                for (k, l) in &self.layers {
+                    layers.insert(k.clone(), l.select_rows(&keep)?);
+                }
+                Ok(AnnData {
+                    x: self.x.select_rows(&keep)?,
+                    obs: self.obs.select_rows(&keep),
+                    var: self.var.clone(),
+                    obsm: self
+                        .obsm
+                        .iter()
+                        .map(|(k, a)| (k.clone(), a.select_rows(&keep)))
+                        .collect(),
+                    varm: self.varm.clone(),
+                    obsp: BTreeMap::new(),
+                    varp: self.varp.clone(),
+                    layers,
+                    uns: self.uns.clone(),
+                    raw: match &self.raw {
+                        Some(r) => Some(Raw {
+                            x: r.x.select_rows(&keep)?,
+                            var: r.var.clone(),
+                            varm: r.varm.clone(),
+                        }),
+                        None => None,
+                    },
+                    ranks: None,
+                })
+            })
+            .collect()
+    }
+
+    /// Stacks blocks of cells (host matrices) that share their genes: per-cell parts are
+    /// concatenated in order, per-gene parts and `uns` are taken from the first block.
+    pub fn stack_obs(parts: Vec<AnnData>) -> Result<AnnData> {
+        let Some(first) = parts.first() else {
+            return Err(Error::invalid("stack", "needs at least one part"));
+        };
+        let n_vars = first.n_vars();
+        if let Some(p) = parts.iter().find(|p| p.n_vars() != n_vars) {
+            return Err(Error::invalid(
+                "stack",
+                format!("parts have {} and {} genes", n_vars, p.n_vars()),
+            ));
+        }
+        if parts.iter().any(|p| !p.obsp.is_empty()) {
+            return Err(Error::invalid("stack", "parts with obsp graphs"));
+        }
+        let x = Matrix::stack_rows(&parts.iter().map(|p| &p.x).collect::<Vec<_>>())?;
+        let obs = DataFrame::stack_rows(&parts.iter().map(|p| &p.obs).collect::<Vec<_>>())?;
+        let mut obsm = BTreeMap::new();
+        for k in first.obsm.keys() {
+            let arrays = parts
+                .iter()
+                .map(|p| {
+                    p.obsm.get(k).ok_or_else(|| {
+                        Error::invalid(format!("obsm['{k}']"), "missing from a part")
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            obsm.insert(k.clone(), DenseArray::stack_rows(&arrays)?);
+        }
+        let mut layers = BTreeMap::new();
+        for k in first.layers.keys() {
+            let ms = parts
+                .iter()
+                .map(|p| {
+                    p.layers.get(k).ok_or_else(|| {
+                        Error::invalid(format!("layers['{k}']"), "missing from a part")
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            layers.insert(k.clone(), Matrix::stack_rows(&ms)?);
+        }
+        let raw = match &first.raw {
+            None => None,
+            Some(r) => {
+                let xs = parts
+                    .iter()
+                    .map(|p| {
+                        p.raw
+                            .as_ref()
+                            .map(|r| &r.x)
+                            .ok_or_else(|| Error::invalid("raw", "missing from a part"))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Some(Raw {
+                    x: Matrix::stack_rows(&xs)?,
+                    var: r.var.clone(),
+                    varm: r.varm.clone(),
+                })
+            }
+        };
+        let mut parts = parts;
+        let first = parts.swap_remove(0);
+        let stacked = AnnData {
+            x,
+            obs,
+            var: first.var,
+            obsm,
+            varm: first.varm,
+            obsp: BTreeMap::new(),
+            varp: first.varp,
+            layers,
+            uns: first.uns,
+            raw,
+            ranks: None,
+        };
+        stacked.validate_shapes()?;
+        Ok(stacked)
+    }
+}
+
+impl Matrix {
+    /// Host matrices one under the other: dense when every part is dense, CSR otherwise.
+    pub fn stack_rows(parts: &[&Matrix]) -> Result<Matrix> {
+        let n_cols = parts.first().map_or(0, |m| m.shape().1);
+        if parts.iter().all(|m| matches!(m, Matrix::Dense(_))) {
+            let mut data = Vec::new();
+            let mut n_rows = 0;
+            for m in parts {
+                if let Matrix::Dense(d) = m {
+                    data.extend_from_slice(&d.data);
+                    n_rows += d.n_rows;
+                }
+            }
+            let d = DenseMatrix::new(n_rows, n_cols, data)
+                .map_err(|e| Error::invalid("stacked X", e.to_string()))?;
+            return Ok(Matrix::Dense(d));
+        }
+        let mut indptr = vec![0u64];
+        let (mut indices, mut data) = (Vec::new(), Vec::new());
+        for m in parts {
+            if matches!(m, Matrix::Device(_)) {
+                return Err(Error::invalid("stack", "matrices must be on the host"));
+            }
+            let c = m.to_csr()?;
+            let base = *indptr.last().expect("starts with 0");
+            indptr.extend(c.indptr[1..].iter().map(|&p| p + base));
+            indices.extend_from_slice(&c.indices);
+            data.extend_from_slice(&c.data);
+        }
+        let n_rows = indptr.len() - 1;
+        let c = CsrMatrix::new(n_rows, n_cols, indptr, indices, data)
+            .map_err(|e| Error::invalid("stacked X", e.to_string()))?;
+        Ok(Matrix::Sparse(c))
+    }
+}
+
+impl DataFrame {
+    /// Tables with the same columns, one under the other.
+    pub fn stack_rows(parts: &[&DataFrame]) -> Result<DataFrame> {
+        let first = parts.first().copied().cloned().unwrap_or_default();
+        let mut out =
+            DataFrame::with_index(parts.iter().flat_map(|p| p.index.iter().cloned()).collect());
+        out.index_name = first.index_name.clone();
+        for (name, _) in first.columns() {
+            let cols = parts
+                .iter()
+                .map(|p| {
+                    p.column(name).ok_or_else(|| {
+                        Error::invalid(format!("column '{name}'"), "missing from a part")
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            out.set(name, Column::stack(name, &cols)?)?;
+        }
+        Ok(out)
+    }
+}
+
+impl Column {
+    /// Columns of one kind one after the other (categorical parts must share their
+    /// categories, as blocks cut from one column do).
+    pub fn stack(name: &str, parts: &[&Column]) -> Result<Column> {
+        let mismatch = || Error::invalid(format!("column '{name}'"), "parts of different kinds");
+        match parts.first() {
+            None => Err(mismatch()),
+            Some(Column::Values(_)) => {
+                let vals = parts
+                    .iter()
+                    .map(|c| match c {
+                        Column::Values(v) => Ok(v),
+                        _ => Err(mismatch()),
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                Ok(Column::Values(ArrayData::stack(name, &vals)?))
+            }
+            Some(Column::Categorical {
+                categories,
+                ordered,
+                ..
+            }) => {
+                let mut codes = Vec::new();
+                for c in parts {
+                    match c {
+                        Column::Categorical {
+                            codes: c,
+                            categories: cats,
+                            ..
+                        } if cats == categories => codes.extend_from_slice(c),
+                        _ => return Err(mismatch()),
+                    }
+                }
+                Ok(Column::Categorical {
+                    codes,
+                    categories: categories.clone(),
+                    ordered: *ordered,
+                })
+            }
+            Some(Column::Nullable { .. }) => {
+                let mut vals = Vec::new();
+                let mut mask = Vec::new();
+                for c in parts {
+                    match c {
+                        Column::Nullable { values, mask: m } => {
+                            vals.push(values);
+                            mask.extend_from_slice(m);
+                        }
+                        _ => return Err(mismatch()),
+                    }
+                }
+                Ok(Column::Nullable {
+                    values: ArrayData::stack(name, &vals)?,
+                    mask,
+                })
+            }
+        }
+    }
+}
+
+impl ArrayData {
+    /// Arrays of one element type one after the other.
+    pub fn stack(name: &str, parts: &[&ArrayData]) -> Result<ArrayData> {
+        fn cat<T: Clone>(
+            parts: &[&ArrayData],
+            get: impl Fn(&ArrayData) -> Option<&Vec<T>>,
+        ) -> Option<Vec<T>> {
+            let mut out = Vec::new();
+            for p in parts {
+                out.extend_from_slice(get(p)?);
+            }
+            Some(out)
+        }
+        let first = parts
+            .first()
+            .ok_or_else(|| Error::invalid(name, "no parts"))?;
+        let stacked = match first {
+            ArrayData::Bool(_) => cat(parts, |a| match a {
+                ArrayData::Bool(v) => Some(v),
+                _ => None,
+            })
+            .map(ArrayData::Bool),
+            ArrayData::I32(_) => cat(parts, |a| match a {
+                ArrayData::I32(v) => Some(v),
+                _ => None,
+            })
+            .map(ArrayData::I32),
+            ArrayData::I64(_) => cat(parts, |a| match a {
+                ArrayData::I64(v) => Some(v),
+                _ => None,
+            })
+            .map(ArrayData::I64),
+            ArrayData::F32(_) => cat(parts, |a| match a {
+                ArrayData::F32(v) => Some(v),
+                _ => None,
+            })
+            .map(ArrayData::F32),
+            ArrayData::F64(_) => cat(parts, |a| match a {
+                ArrayData::F64(v) => Some(v),
+                _ => None,
+            })
+            .map(ArrayData::F64),
+            ArrayData::Str(_) => cat(parts, |a| match a {
+                ArrayData::Str(v) => Some(v),
+                _ => None,
+            })
+            .map(ArrayData::Str),
+        };
+        stacked.ok_or_else(|| Error::invalid(name, "parts of different element types"))
+    }
+}
+
+impl DenseArray {
+    /// Arrays with the same trailing shape, stacked along the first axis.
+    pub fn stack_rows(parts: &[&DenseArray]) -> Result<DenseArray> {
+        let first = parts
+            .first()
+            .ok_or_else(|| Error::invalid("array", "no parts"))?;
+        if first.shape.is_empty() || parts.iter().any(|p| p.shape[1..] != first.shape[1..]) {
+            return Err(Error::invalid("array", "parts of different shapes"));
+        }
+        let data = ArrayData::stack("array", &parts.iter().map(|p| &p.data).collect::<Vec<_>>())?;
+        let mut shape = first.shape.clone();
+        shape[0] = parts.iter().map(|p| p.shape[0]).sum();
+        DenseArray::new(shape, data)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(n: usize) -> AnnData {
+        let dense = DenseMatrix::new(n, 3, (0..n * 3).map(|v| (v % 4) as f32).collect()).unwrap();
+        let mut a = AnnData::new(Matrix::Sparse(CsrMatrix::from_dense(&dense)));
+        a.obs
+            .set("batch", Column::categorical_from_labels(&vec!["a"; n]))
+            .unwrap();
+        a.obs
+            .set_values("n", ArrayData::I64((0..n as i64).collect()))
+            .unwrap();
+        a.obsm.insert(
+            "X_pca".into(),
+            DenseArray::matrix_f32(n, 2, (0..2 * n).map(|v| v as f32).collect()).unwrap(),
+        );
+        a
+    }
+
+    #[test]
+    fn split_then_stack_gives_back_the_object() {
+        let a = sample(10);
+        for parts in 1..=4 {
+            let blocks = a.split_obs(parts).unwrap();
+            assert_eq!(blocks.len(), parts);
+            assert_eq!(blocks.iter().map(|b| b.n_obs()).sum::<usize>(), 10);
+            assert_eq!(AnnData::stack_obs(blocks).unwrap(), a);
+        }
+    }
+
+    #[test]
+    fn mismatched_parts_are_refused() {
+        let a = sample(4);
+        let mut b = sample(4);
+        b.obs.set_values("n", ArrayData::F64(vec![0.0; 4])).unwrap();
+        let e = AnnData::stack_obs(vec![a, b]).unwrap_err().to_string();
+        assert!(e.contains("different element types"), "{e}");
+        let mut c = sample(3);
+        c.obsp.insert("g".into(), CsrMatrix::zeros(3, 3));
+        let e = c.split_obs(2).unwrap_err().to_string();
+        assert!(e.contains("obsp['g']"), "{e}");
+    }
+}
