@@ -25,6 +25,9 @@ pub enum CudaError {
         name: String,
         description: String,
     },
+    /// A CUDA library other than the driver (NCCL) failed or could not be loaded.
+    #[error("{call} failed: {problem}")]
+    Library { call: &'static str, problem: String },
     /// A call that makes no sense for its arguments (e.g. a copy longer than its host slice).
     #[error("invalid argument to {call}: {reason}")]
     InvalidArgument { call: &'static str, reason: String },

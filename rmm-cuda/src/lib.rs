@@ -15,6 +15,7 @@ mod driver;
 mod error;
 mod event;
 mod mem_pool;
+mod nccl;
 mod sim;
 mod stream;
 
@@ -25,6 +26,7 @@ pub use driver::{
 pub use error::{CudaError, Result};
 pub use event::Event;
 pub use mem_pool::{MemPool, MemPoolOptions};
+pub use nccl::{NcclComm, NcclId};
 pub use sim::{SimOp, SimWaitHook};
 pub use stream::{Stream, StreamId};
 

@@ -452,6 +452,7 @@ fn gpu_memory_options_need_the_gpu_and_write_nothing_on_the_cpu() {
         &["--memory-snapshot", "FILE"][..],
         &["--device-memory-limit", "8GiB"][..],
         &["--execution", "streamed"][..],
+        &["--gpus", "2"][..],
     ]
     .into_iter()
     .enumerate()

@@ -7,6 +7,7 @@
 //!   a disk cache keyed by source, GPU architecture and NVRTC version.
 //! - [`DeviceCsr`] / [`DeviceDense`]: matrices whose storage is `rmm-core` [`DeviceVec`]s.
 //! - [`scan`]: exclusive prefix sums, the building block of every compaction.
+//! - [`NcclCommunicator`]: the [`crate::comm::Communicator`] of ranks on several GPUs.
 //! - [`streamed`]: host matrices streamed through the device in row blocks (the steps'
 //!   `*_streamed` twins run in a fraction of the device memory the matrix needs).
 //!
@@ -16,6 +17,7 @@ pub mod compact;
 mod context;
 mod matrix;
 pub mod module_cache;
+mod nccl_communicator;
 pub mod reduce;
 pub mod scan;
 pub mod staging;
@@ -23,6 +25,7 @@ pub mod streamed;
 
 pub use context::{blocks_for_rows, grid_for, grid_stride, GpuContext, Transfers};
 pub use matrix::{DeviceCsr, DeviceDense};
+pub use nccl_communicator::NcclCommunicator;
 pub use rmm_core::DeviceVec;
 
 /// Threads per block of the row- and element-wise kernels.

@@ -7,6 +7,7 @@ use crate::io::StagedFile;
 use crate::memory_plan::Execution;
 use crate::pipeline::{run_pipeline_on, GpuRun, PipelineConfig, StepObserver};
 use crate::report::{RunReport, StepTimer};
+use crate::split_run::{run_pipeline_split, Rank};
 use crate::steps::{Flavor, HarmonyOptions, HarmonyParams, HvgOptions};
 use crate::synthetic::SyntheticParams;
 use crate::{memory_timeline, AnnData, Error, Result};
@@ -14,6 +15,7 @@ use rmm_core::adaptors::{
     parse_log, write_memory_viz_snapshot, LimitingAdaptor, LoggingAdaptor, TimelineAdaptor,
 };
 use rmm_core::SharedResource;
+use sc_kernels::gpu::NcclCommunicator;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -76,6 +78,12 @@ pub struct RunArgs {
     /// in-memory, or streamed.
     #[arg(long, value_enum, default_value_t = Execution::Auto)]
     pub execution: Execution,
+    /// GPUs to split the cells across (one block of cells, one stream and one memory pool per
+    /// GPU; per-gene statistics combined through NCCL). Default: every visible GPU when there
+    /// are several, unless a single-GPU option (--memory-timeline, --memory-snapshot,
+    /// --execution streamed) is given.
+    #[arg(long, value_name = "N")]
+    pub gpus: Option<usize>,
 
     /// Prefix of the mitochondrial genes (the `mt` QC variable).
     #[arg(long, default_value = "MT-")]
@@ -257,12 +265,14 @@ impl SnapshotLog {
 /// asked), and a stream for the steps.
 fn gpu_run(
     args: &RunArgs,
+    ordinal: usize,
     report: &mut RunReport,
 ) -> Result<(GpuRun, Option<Recorder>, Option<SnapshotLog>)> {
-    let device = rmm_core::Device::cuda(0).map_err(|e| Error::Device(format!("GPU 0: {e}")))?;
+    let device = rmm_core::Device::cuda(ordinal)
+        .map_err(|e| Error::Device(format!("GPU {ordinal}: {e}")))?;
     let memory = device
         .memory_info()
-        .map_err(|e| Error::Device(format!("GPU 0 memory: {e}")))?;
+        .map_err(|e| Error::Device(format!("GPU {ordinal} memory: {e}")))?;
     let budget = memory_budget(
         args.device_memory_limit,
         args.pool_max,
@@ -294,11 +304,69 @@ fn gpu_run(
     }
     let stream = device
         .new_stream()
-        .map_err(|e| Error::Device(format!("creating a stream on GPU 0: {e}")))?;
+        .map_err(|e| Error::Device(format!("creating a stream on GPU {ordinal}: {e}")))?;
     report.gpu_name = device.name().ok();
     report.allocator = Some(format!("{:?}", args.allocator).to_lowercase());
     let run = GpuRun::new(&device, &stream, resource)?.with_memory(budget, args.execution);
     Ok((run, recorder, snapshot))
+}
+
+/// How many GPUs the run splits its cells across: `--gpus`, else every visible GPU when there
+/// are several and no single-GPU option is given.
+fn gpu_count(args: &RunArgs, on_gpu: bool) -> Result<usize> {
+    let single_only = [
+        (args.memory_timeline.is_some(), "--memory-timeline"),
+        (args.memory_snapshot.is_some(), "--memory-snapshot"),
+        (
+            args.execution == Execution::Streamed,
+            "--execution streamed",
+        ),
+    ];
+    let visible = if on_gpu {
+        rmm_cuda::device_count().unwrap_or(1)
+    } else {
+        1
+    };
+    match args.gpus {
+        Some(0) => Err(Error::param("--gpus", "must be at least 1")),
+        Some(n) if !on_gpu && n > 1 => Err(Error::param(
+            "--gpus",
+            "splits the cells across GPUs: it needs the GPU (--device gpu, or auto on a machine with one)",
+        )),
+        Some(n) if n > visible => Err(Error::param(
+            "--gpus",
+            format!("{n} GPUs asked, {visible} visible"),
+        )),
+        Some(n) if n > 1 => match single_only.iter().find(|(given, _)| *given) {
+            Some((_, option)) => Err(Error::param(
+                "--gpus",
+                format!("{option} applies to a run on one GPU: use --gpus 1"),
+            )),
+            None => Ok(n),
+        },
+        Some(n) => Ok(n),
+        None if single_only.iter().any(|(given, _)| *given) => Ok(1),
+        None => Ok(visible.max(1)),
+    }
+}
+
+/// One rank per GPU of `gpus`, joined by NCCL.
+fn nccl_ranks(gpus: &[GpuRun]) -> Result<Vec<Rank>> {
+    let devices: Vec<_> = gpus.iter().map(|g| g.ctx.device().clone()).collect();
+    let comms = rmm_cuda::NcclComm::for_devices(&devices)
+        .map_err(|e| Error::Device(format!("--gpus {}: {e}", gpus.len())))?;
+    comms
+        .into_iter()
+        .zip(gpus)
+        .map(|(c, g)| {
+            let comm = NcclCommunicator::new(c, g.ctx.clone())
+                .map_err(|e| Error::Device(e.to_string()))?;
+            Ok(Rank {
+                comm: Arc::new(comm),
+                gpu: Some(g.clone()),
+            })
+        })
+        .collect()
 }
 
 /// The run's device memory budget: `--device-memory-limit` (at most the GPU's memory), else
@@ -389,16 +457,29 @@ pub fn run(args: RunArgs) -> Result<()> {
             "applies to GPU runs: it needs the GPU (--device gpu, or auto on a machine with one)",
         ));
     }
+    let n_gpus = gpu_count(&args, device.device == "gpu")?;
     let (mut recorder, mut snapshot) = (None, None);
-    let gpu = match device.device {
-        "gpu" => {
-            let (g, r, s) = gpu_run(&args, &mut report)?;
+    let mut gpus = Vec::new();
+    if device.device == "gpu" {
+        for ordinal in 0..n_gpus {
+            let (g, r, s) = gpu_run(&args, ordinal, &mut report)?;
             g.warm_up(Some(&config));
-            (recorder, snapshot) = (r, s);
-            Some(g)
+            if ordinal == 0 {
+                (recorder, snapshot) = (r, s);
+            }
+            gpus.push(g);
         }
-        _ => None,
+    }
+    let ranks = if gpus.len() > 1 {
+        report.gpu_name = report
+            .gpu_name
+            .take()
+            .map(|n| format!("{n} x{}", gpus.len()));
+        Some(nccl_ranks(&gpus)?)
+    } else {
+        None
     };
+    let gpu = gpus.first().cloned();
     let (mut adata, load_record) = if args.demo {
         let params = SyntheticParams::new(args.demo_cells, args.demo_genes, args.seed);
         report.input = format!(
@@ -439,12 +520,19 @@ pub fn run(args: RunArgs) -> Result<()> {
     };
     report.steps.push(load_record);
 
-    report.steps.extend(run_pipeline_on(
-        &mut adata,
-        &config,
-        gpu.as_ref(),
-        &mut spinner,
-    )?);
+    match ranks {
+        Some(ranks) => {
+            let (stacked, records) = run_pipeline_split(adata, &config, ranks, &mut spinner)?;
+            adata = stacked;
+            report.steps.extend(records);
+        }
+        None => report.steps.extend(run_pipeline_on(
+            &mut adata,
+            &config,
+            gpu.as_ref(),
+            &mut spinner,
+        )?),
+    }
     if let Some(g) = &gpu {
         report.record_gpu(g);
     }

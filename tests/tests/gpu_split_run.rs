@@ -1,0 +1,91 @@
+//! The pipeline split across the GPUs of this machine through NCCL: the collectives return what
+//! the simulated communicator does, and the split run's output equals the one-GPU run's (one
+//! rank on a machine with one GPU: NCCL itself still runs).
+
+use integration_tests::{assert_same_pipeline_output, gpu_or_skip};
+use rmm_core::{CudaResource, Device, SharedResource};
+use sc_kernels::comm::all_gather;
+use sc_kernels::gpu::NcclCommunicator;
+use sc_pipeline::pipeline::{run_pipeline_on, GpuRun, PipelineConfig, Silent};
+use sc_pipeline::split_run::{run_pipeline_split, Rank};
+use std::sync::Arc;
+
+fn runs(n: usize) -> Vec<GpuRun> {
+    (0..n)
+        .map(|i| {
+            let d = Device::cuda(i).unwrap();
+            let r: SharedResource = Arc::new(CudaResource::new(&d));
+            GpuRun::new(&d, &d.new_stream().unwrap(), r).unwrap()
+        })
+        .collect()
+}
+
+fn ranks(runs: &[GpuRun]) -> Vec<Rank> {
+    let devices: Vec<Device> = runs.iter().map(|g| g.ctx.device().clone()).collect();
+    rmm_cuda::NcclComm::for_devices(&devices)
+        .unwrap()
+        .into_iter()
+        .zip(runs)
+        .map(|(c, g)| Rank {
+            comm: Arc::new(NcclCommunicator::new(c, g.ctx.clone()).unwrap()),
+            gpu: Some(g.clone()),
+        })
+        .collect()
+}
+
+#[test]
+fn nccl_collectives_match_their_definition() {
+    let Some(_) = gpu_or_skip("nccl collectives") else {
+        return;
+    };
+    let n = rmm_cuda::device_count().unwrap();
+    let group = ranks(&runs(n));
+    let out: Vec<_> = std::thread::scope(|s| {
+        let hs: Vec<_> = group
+            .iter()
+            .map(|r| {
+                s.spawn(move || {
+                    let c = r.comm.as_ref();
+                    let k = c.rank() as f64;
+                    let mut v = vec![k, 1.0, 0.5 * k];
+                    c.all_reduce_sum(&mut v).unwrap();
+                    let mut b = vec![k + 7.0; 3];
+                    c.broadcast(&mut b, c.size() - 1).unwrap();
+                    let g = all_gather(c, &vec![c.rank() as u32 + 1; c.rank() + 2]).unwrap();
+                    (v, b, g)
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let total: f64 = (0..n).map(|r| r as f64).sum();
+    for (v, b, g) in out {
+        assert_eq!(v, vec![total, n as f64, 0.5 * total]);
+        assert_eq!(b, vec![(n - 1) as f64 + 7.0; 3]);
+        let want: Vec<u32> = (0..n)
+            .flat_map(|r| std::iter::repeat_n(r as u32 + 1, r + 2))
+            .collect();
+        assert_eq!(g, want);
+    }
+}
+
+#[test]
+fn split_run_on_every_gpu_matches_one_gpu() {
+    let Some(_) = gpu_or_skip("split run") else {
+        return;
+    };
+    let n = rmm_cuda::device_count().unwrap();
+    let params = sc_pipeline::synthetic::SyntheticParams::new(6000, 3000, 11);
+    let config = PipelineConfig::default();
+    let mut one = sc_pipeline::synthetic::generate(&params).unwrap();
+    let single = runs(1);
+    run_pipeline_on(&mut one, &config, Some(&single[0]), &mut Silent).unwrap();
+    let all = runs(n);
+    let input = sc_pipeline::synthetic::generate(&params).unwrap();
+    let (split, records) = run_pipeline_split(input, &config, ranks(&all), &mut Silent).unwrap();
+    assert!(records
+        .iter()
+        .any(|r| r.step == "pca" && r.device.as_deref() == Some("gpu")));
+    assert_same_pipeline_output(&split, &one, 1e-3);
+    println!("split run over {n} GPU(s) matches the one-GPU run");
+}
