@@ -373,8 +373,8 @@ pub fn run_pipeline_on(
             Ok(((), format!("n_comps={used}")))
         })?;
     }
-    let graph_gpu = gpu.map(|g| g.ctx.clone());
-    cell_graph_steps(&mut r, adata, config, graph_gpu.as_ref())?;
+    let graph_gpus: Vec<_> = gpu.map(|g| g.ctx.clone()).into_iter().collect();
+    cell_graph_steps(&mut r, adata, config, &graph_gpus)?;
     if gpu.is_some() {
         r.step("move results to the host", adata, |a| {
             a.to_host()?;
@@ -384,16 +384,18 @@ pub fn run_pipeline_on(
     Ok(r.records)
 }
 
-/// The steps over the cell x cell structure (harmony, neighbors), on `gpu` (`None`: the CPU).
+/// The steps over the cell x cell structure (harmony on the first GPU, neighbors split across
+/// all of them), on `gpus` (none: the CPU).
 pub(crate) fn cell_graph_steps(
     r: &mut Runner<'_>,
     adata: &mut AnnData,
     config: &PipelineConfig,
-    gpu: Option<&Arc<GpuContext>>,
+    gpus: &[Arc<GpuContext>],
 ) -> Result<()> {
+    let on_gpu = !gpus.is_empty();
     if let Some(h) = &config.harmony {
-        r.step_on("harmony_integrate", gpu.is_some(), adata, |a| {
-            let s = steps::harmony_integrate_on(a, &h.key, &h.params, gpu)?;
+        r.step_on("harmony_integrate", on_gpu, adata, |a| {
+            let s = steps::harmony_integrate_on(a, &h.key, &h.params, gpus.first())?;
             Ok((
                 (),
                 format!(
@@ -408,14 +410,18 @@ pub(crate) fn cell_graph_steps(
         })?;
     }
     if let Some(k) = config.n_neighbors {
-        r.step_on("neighbors", gpu.is_some(), adata, |a| {
+        r.step_on("neighbors", on_gpu, adata, |a| {
             let rep = config.neighbors_use_rep.as_deref();
-            steps::neighbors_on(a, k, rep, gpu)?;
+            steps::neighbors_on(a, k, rep, gpus)?;
             Ok((
                 (),
                 format!(
-                    "n_neighbors={k}, exact, euclidean, on {}",
-                    rep.unwrap_or("X_pca")
+                    "n_neighbors={k}, exact, euclidean, on {}{}",
+                    rep.unwrap_or("X_pca"),
+                    match gpus.len() {
+                        0 | 1 => String::new(),
+                        g => format!(", kNN rows split across {g} GPUs"),
+                    }
                 ),
             ))
         })?;

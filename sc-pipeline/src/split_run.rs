@@ -3,15 +3,14 @@
 //! stream, and the per-gene statistics (QC and filter sums, the median total, HVG moments, the
 //! scale statistics, the PCA Gram matrix) are combined through the ranks' communicator, so
 //! every rank selects the same genes and projects on the same components. The blocks are then
-//! stacked in order and the steps over the cell x cell structure (harmony, neighbors) run on
-//! rank 0's GPU over all cells.
+//! stacked in order and the steps over the cell x cell structure run over all cells: harmony on
+//! rank 0's GPU, neighbors with each GPU searching the neighbours of a range of the cells.
 
 use crate::anndata::Ranks;
 use crate::pipeline::{
-    cell_graph_steps, check_counts, run_pipeline_on, GpuRun, PipelineConfig, Runner, Silent,
-    StepObserver,
+    cell_graph_steps, run_pipeline_on, GpuRun, PipelineConfig, Runner, Silent, StepObserver,
 };
-use crate::report::StepRecord;
+use crate::report::{StepRecord, StepTimer};
 use crate::{AnnData, Error, Result};
 use sc_kernels::Communicator;
 use std::sync::Arc;
@@ -47,9 +46,16 @@ pub fn run_pipeline_split(
             ));
         }
     }
-    check_counts(&adata)?;
+    // Each rank checks that its block holds counts (a failure stops every rank).
+    let timer = StepTimer::start("split cells across ranks");
     let blocks = adata.split_obs(ranks.len())?;
     drop(adata);
+    let split_record = timer.finish(
+        blocks.iter().map(|b| b.n_obs()).sum(),
+        blocks[0].n_vars(),
+        format!("{} ranks", ranks.len()),
+    );
+    observer.finished(&split_record);
     let per_rank = PipelineConfig {
         harmony: None,
         n_neighbors: None,
@@ -78,15 +84,13 @@ pub fn run_pipeline_split(
         all
     });
     let mut parts = Vec::with_capacity(results.len());
-    let mut records = Vec::new();
+    let mut per_rank = Vec::new();
     let mut errors = Vec::new();
-    for (i, r) in results.into_iter().enumerate() {
+    for r in results {
         match r {
             Ok((block, rec)) => {
-                if i == 0 {
-                    records = rec;
-                }
                 parts.push(block);
+                per_rank.push(rec);
             }
             Err(e) => errors.push(e),
         }
@@ -100,14 +104,43 @@ pub fn run_pipeline_split(
     {
         return Err(e);
     }
+    let mut records = with_slowest_rank(per_rank);
+    let timer = StepTimer::start("stack the ranks' cells");
     let mut stacked = AnnData::stack_obs(parts)?;
-    let gpu = ranks[0].gpu.clone();
-    let graph_gpu = gpu.as_ref().map(|g| g.ctx.clone());
+    let stack_record = timer.finish(stacked.n_obs(), stacked.n_vars(), String::new());
+    observer.finished(&stack_record);
+    records.insert(0, split_record);
+    records.push(stack_record);
+    let graph_gpus: Vec<_> = ranks
+        .iter()
+        .filter_map(|r| r.gpu.as_ref().map(|g| g.ctx.clone()))
+        .collect();
     let mut r = Runner {
         records,
         observer,
-        gpu,
+        gpu: ranks[0].gpu.clone(),
     };
-    cell_graph_steps(&mut r, &mut stacked, config, graph_gpu.as_ref())?;
+    cell_graph_steps(&mut r, &mut stacked, config, &graph_gpus)?;
     Ok((stacked, r.records))
+}
+
+/// Rank 0's records, each step's note naming the slowest rank when another rank took longer
+/// (a step's time on rank 0 includes waiting for the others only at its collectives).
+fn with_slowest_rank(mut per_rank: Vec<Vec<StepRecord>>) -> Vec<StepRecord> {
+    let mut records = per_rank.remove(0);
+    for (i, rec) in records.iter_mut().enumerate() {
+        let slowest = per_rank
+            .iter()
+            .enumerate()
+            .filter_map(|(r, recs)| recs.get(i).map(|x| (r + 1, x.seconds)))
+            .fold((0, rec.seconds), |a, b| if b.1 > a.1 { b } else { a });
+        if slowest.0 != 0 {
+            let sep = if rec.note.is_empty() { "" } else { "; " };
+            rec.note = format!(
+                "{}{sep}slowest rank {}: {:.3} s",
+                rec.note, slowest.0, slowest.1
+            );
+        }
+    }
+    records
 }

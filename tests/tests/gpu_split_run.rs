@@ -89,3 +89,55 @@ fn split_run_on_every_gpu_matches_one_gpu() {
     assert_same_pipeline_output(&split, &one, 1e-3);
     println!("split run over {n} GPU(s) matches the one-GPU run");
 }
+
+/// The kNN of ranges of rows (what each GPU of a split run searches) joined together is the
+/// whole kNN, bit for bit, and gives the same graph.
+#[test]
+fn knn_of_row_ranges_joins_into_the_whole_knn() {
+    use sc_kernels::neighbors::{knn_rows_gpu, neighbors_from_knn_gpu, neighbors_gpu, Knn};
+    let Some(d) = gpu_or_skip("kNN of row ranges") else {
+        return;
+    };
+    let ctx = integration_tests::pool_context(&d);
+    let (n, dims, k) = (5000, 30, 15);
+    let x = {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(4);
+        sc_kernels::DenseMatrix::new(
+            n,
+            dims,
+            (0..n * dims)
+                .map(|_| rng.random_range(-3.0f32..3.0))
+                .collect(),
+        )
+        .unwrap()
+    };
+    let params = sc_kernels::neighbors::NeighborsParams {
+        n_neighbors: k,
+        ..Default::default()
+    };
+    let whole = neighbors_gpu(&ctx, &x, &params).unwrap();
+    let (mut indices, mut distances) = (Vec::new(), Vec::new());
+    for rows in [0..1700, 1700..1700, 1700..3333, 3333..5000] {
+        let (i, dd) = knn_rows_gpu(&ctx, &x, k, rows.clone()).unwrap();
+        assert_eq!(i.len(), rows.len() * k);
+        indices.extend(i);
+        distances.extend(dd);
+    }
+    assert_eq!(indices, whole.knn.indices);
+    assert_eq!(distances, whole.knn.distances);
+    let joined = neighbors_from_knn_gpu(
+        &ctx,
+        Knn {
+            n_obs: n,
+            k,
+            indices,
+            distances,
+        },
+        &params,
+    )
+    .unwrap();
+    assert_eq!(joined.connectivities, whole.connectivities);
+    assert_eq!(joined.distances, whole.distances);
+    assert!(knn_rows_gpu(&ctx, &x, k, 4000..5001).is_err());
+}

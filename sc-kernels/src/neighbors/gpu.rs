@@ -72,7 +72,27 @@ fn knn_on_device(
     d: usize,
     k: usize,
 ) -> Result<(DeviceVec<u32>, DeviceVec<f32>)> {
+    knn_rows_on_device(ctx, x, n, d, k, 0..n)
+}
+
+/// The kNN of the rows `rows` of `x` among all its `n` rows, left on the device:
+/// `(indices, distances)`, `rows.len() * k` each.
+fn knn_rows_on_device(
+    ctx: &GpuContext,
+    x: &DeviceVec<f32>,
+    n: usize,
+    d: usize,
+    k: usize,
+    rows: std::ops::Range<usize>,
+) -> Result<(DeviceVec<u32>, DeviceVec<f32>)> {
     check_k(n, k)?;
+    if rows.end > n || rows.start > rows.end {
+        return Err(KernelError::param(
+            "rows",
+            format!("{rows:?} is not within the {n} rows"),
+        ));
+    }
+    let (q_start, q_end, q) = (rows.start as u64, rows.end as u64, rows.len());
     if d == 0 || d > MAX_DIMS || k > MAX_K {
         return Err(KernelError::Unsupported(format!(
             "the GPU kNN takes 1 to {MAX_DIMS} dimensions and k up to {MAX_K} (got {d} and {k})"
@@ -108,7 +128,7 @@ fn knn_on_device(
     l.arg(x).arg(&n64).arg(&d32).arg(&norms);
     ctx.launch(l, grid_stride(n), "row_norms")?;
 
-    let cand = ctx.alloc::<u32>(n * kc)?;
+    let cand = ctx.alloc::<u32>(q.max(1) * kc)?;
     let f = ctx.function(SRC, "knn_scan")?;
     let smem = scan_shared_bytes(dpad, kc);
     f.set_attribute(
@@ -125,24 +145,28 @@ fn knn_on_device(
         .arg(&dpad32)
         .arg(&ld64)
         .arg(&kc32)
+        .arg(&q_start)
+        .arg(&q_end)
         .arg(&cand);
     let cfg = LaunchConfig {
-        grid_dim: (n.div_ceil(QT) as u32, 1, 1),
+        grid_dim: (q.div_ceil(QT).max(1) as u32, 1, 1),
         block_dim: (THREADS, 1, 1),
         shared_mem_bytes: smem as u32,
     };
     ctx.launch(l, cfg, "knn_scan")?;
     drop(xt);
 
-    let idx = ctx.alloc::<u32>(n * k)?;
-    let dist = ctx.alloc::<f32>(n * k)?;
-    let sd = ctx.alloc::<f64>(n * (kc + 1))?;
-    let si = ctx.alloc::<u32>(n * (kc + 1))?;
+    let idx = ctx.alloc::<u32>(q.max(1) * k)?;
+    let dist = ctx.alloc::<f32>(q.max(1) * k)?;
+    let sd = ctx.alloc::<f64>(q.max(1) * (kc + 1))?;
+    let si = ctx.alloc::<u32>(q.max(1) * (kc + 1))?;
+    let q64 = q as u64;
     let f = ctx.function(SRC, "knn_refine")?;
     let mut l = ctx.launcher(&f);
     l.arg(x)
         .arg(&cand)
-        .arg(&n64)
+        .arg(&q_start)
+        .arg(&q64)
         .arg(&d32)
         .arg(&kc32)
         .arg(&k32)
@@ -150,8 +174,56 @@ fn knn_on_device(
         .arg(&si)
         .arg(&idx)
         .arg(&dist);
-    ctx.launch(l, grid_stride(n), "knn_refine")?;
+    ctx.launch(l, grid_stride(q.max(1)), "knn_refine")?;
     Ok((idx, dist))
+}
+
+/// The kNN (self included) of the rows `rows` of `x` (`n x d` row-major, finite values) among
+/// all its rows: `rows.len() * k` indices and distances, the rows of [`knn_exact_gpu`]'s result.
+/// Several GPUs each take a range of rows and [`neighbors_from_knn_gpu`] joins them.
+pub fn knn_rows_gpu(
+    ctx: &GpuContext,
+    x: &DenseMatrix<f32>,
+    k: usize,
+    rows: std::ops::Range<usize>,
+) -> Result<(Vec<u32>, Vec<f32>)> {
+    super::check_finite(x)?;
+    ctx.bind_to_thread()?;
+    let xd = ctx.upload(&x.data)?;
+    let q = rows.len();
+    let (idx, dist) = knn_rows_on_device(ctx, &xd, x.n_rows, x.n_cols, k, rows)?;
+    let (mut i, mut d) = (ctx.download(&idx)?, ctx.download(&dist)?);
+    i.truncate(q * k);
+    d.truncate(q * k);
+    Ok((i, d))
+}
+
+/// The neighbors result (connectivities and distances on the device) of a complete kNN, e.g.
+/// one whose rows came from [`knn_rows_gpu`] on several GPUs.
+pub fn neighbors_from_knn_gpu(
+    ctx: &GpuContext,
+    knn: Knn,
+    params: &NeighborsParams,
+) -> Result<NeighborsResult> {
+    let (n, k) = (knn.n_obs, knn.k);
+    if knn.indices.len() != n * k || knn.distances.len() != n * k {
+        return Err(KernelError::Shape(format!(
+            "a kNN of {n} cells x {k} holds {} indices and {} distances",
+            knn.indices.len(),
+            knn.distances.len()
+        )));
+    }
+    ctx.bind_to_thread()?;
+    let idx = ctx.upload(&knn.indices)?;
+    let dist = ctx.upload(&knn.distances)?;
+    let conn = connectivities_on_device(ctx, &idx, &dist, n, k, params)?;
+    let distances = distances_on_device(ctx, &idx, &dist, n, k)?;
+    Ok(NeighborsResult {
+        n_neighbors: k,
+        distances: distances.download(ctx, n)?,
+        connectivities: conn.download(ctx, n)?,
+        knn,
+    })
 }
 
 /// A CSR matrix left on the device.

@@ -27,7 +27,8 @@ use rayon::prelude::*;
 
 pub(crate) mod gpu;
 pub use gpu::{
-    knn_exact_gpu, neighbors_gpu, neighbors_on_device, MAX_DIMS as GPU_MAX_DIMS, MAX_K as GPU_MAX_K,
+    knn_exact_gpu, knn_rows_gpu, neighbors_from_knn_gpu, neighbors_gpu, neighbors_on_device,
+    MAX_DIMS as GPU_MAX_DIMS, MAX_K as GPU_MAX_K,
 };
 
 /// Parameters, with scanpy's defaults.
@@ -458,7 +459,7 @@ pub fn neighbors<T: Real>(x: &DenseMatrix<T>, params: &NeighborsParams) -> Resul
 }
 
 /// The `k` scanpy uses for `n` cells (`1 + n / 2` when `n_neighbors` exceeds `n`).
-pub(crate) fn effective_k(n: usize, params: &NeighborsParams) -> Result<usize> {
+pub fn effective_k(n: usize, params: &NeighborsParams) -> Result<usize> {
     if params.n_neighbors < 2 {
         return Err(KernelError::param(
             "n_neighbors",

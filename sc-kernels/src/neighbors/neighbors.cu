@@ -44,7 +44,7 @@ __device__ __forceinline__ bool knn_before(float a, u32 ia, float b, u32 ib) {
 //   cv/ci[KNN_QT][KNN_RT] (this chunk's candidates), tv/ti[KNN_QT][kc], len[KNN_QT].
 extern "C" __global__ void __launch_bounds__(KNN_THREADS)
 knn_scan(const float* __restrict__ x, const float* __restrict__ xt, const float* __restrict__ norms,
-         u64 n, u32 d, u32 dpad, u64 ld, u32 kc, u32* __restrict__ cand) {
+         u64 n, u32 d, u32 dpad, u64 ld, u32 kc, u64 q_start, u64 q_end, u32* __restrict__ cand) {
     extern __shared__ float smem[];
     float* qs = smem;                                   // dpad * QT
     float* rs = qs + (u64)dpad * KNN_QT;                // DK * RT
@@ -58,13 +58,14 @@ knn_scan(const float* __restrict__ x, const float* __restrict__ xt, const float*
     u32* len = ti + (u64)KNN_QT * kc;                   // QT
 
     const u32 tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
-    const u64 q0 = (u64)blockIdx.x * KNN_QT;
+    // This block's queries: rows q0.. of x, within q_start..q_end (cand rows from q_start).
+    const u64 q0 = q_start + (u64)blockIdx.x * KNN_QT;
 
     // The block's queries, dimension-major, zero past d and past n.
     for (u32 t = tid; t < dpad * KNN_QT; t += KNN_THREADS) {
         u32 dim = t / KNN_QT, q = t % KNN_QT;
         u64 qi = q0 + q;
-        qs[t] = (dim < d && qi < n) ? x[qi * d + dim] : 0.0f;
+        qs[t] = (dim < d && qi < q_end) ? x[qi * d + dim] : 0.0f;
     }
     for (u32 q = tid; q < KNN_QT; q += KNN_THREADS) {
         thr[q] = __int_as_float(0x7f800000);  // +inf
@@ -155,26 +156,28 @@ knn_scan(const float* __restrict__ x, const float* __restrict__ xt, const float*
     for (u32 t = tid; t < KNN_QT * kc; t += KNN_THREADS) {
         u32 q = t / kc, s = t % kc;
         u64 qi = q0 + q;
-        if (qi < n) cand[qi * kc + s] = ti[q * kc + s];
+        if (qi < q_end) cand[(qi - q_start) * kc + s] = ti[q * kc + s];
     }
 }
 
 // Exact distances of the candidates (f64, dimensions in order, as the CPU), the best k by
 // (distance, not-self, index) with the cell itself moved first. One thread per query.
 // `scratch` holds (kc + 1) doubles and u32s per query.
+// Queries are the rows q_start + r, r < q_count (cand, scratch and output rows are r).
 extern "C" __global__ void knn_refine(const float* __restrict__ x, const u32* __restrict__ cand,
-                                      u64 n, u32 d, u32 kc, u32 k, double* __restrict__ sd,
-                                      u32* __restrict__ si, u32* __restrict__ out_idx,
-                                      float* __restrict__ out_dist) {
-    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
-         i += (u64)gridDim.x * blockDim.x) {
-        double* dv = sd + i * (kc + 1);
-        u32* dj = si + i * (kc + 1);
+                                      u64 q_start, u64 q_count, u32 d, u32 kc, u32 k,
+                                      double* __restrict__ sd, u32* __restrict__ si,
+                                      u32* __restrict__ out_idx, float* __restrict__ out_dist) {
+    for (u64 r = blockIdx.x * (u64)blockDim.x + threadIdx.x; r < q_count;
+         r += (u64)gridDim.x * blockDim.x) {
+        const u64 i = q_start + r;
+        double* dv = sd + r * (kc + 1);
+        u32* dj = si + r * (kc + 1);
         const float* xi = x + i * d;
         u32 m = 0;
         bool has_self = false;
         for (u32 t = 0; t < kc; ++t) {
-            u32 j = cand[i * kc + t];
+            u32 j = cand[r * kc + t];
             const float* xj = x + (u64)j * d;
             double s = 0.0;
             for (u32 u = 0; u < d; ++u) {
@@ -212,13 +215,13 @@ extern "C" __global__ void knn_refine(const float* __restrict__ x, const u32* __
         // The cell itself first, then the nearest others.
         u32 self_pos = 0;
         while (dj[self_pos] != (u32)i) ++self_pos;
-        out_idx[i * k] = (u32)i;
-        out_dist[i * k] = 0.0f;
+        out_idx[r * k] = (u32)i;
+        out_dist[r * k] = 0.0f;
         u32 w = 1;
         for (u32 a = 0; a < m && w < k; ++a) {
             if (a == self_pos) continue;
-            out_idx[i * k + w] = dj[a];
-            out_dist[i * k + w] = (float)dv[a];
+            out_idx[r * k + w] = dj[a];
+            out_dist[r * k + w] = (float)dv[a];
             ++w;
         }
     }

@@ -28,10 +28,10 @@ impl AnnData {
                 let keep: Vec<bool> = (0..n).map(|i| range.contains(&i)).collect();
                 let mut layers = BTreeMap::new();
                 for (k, l) in &self.layers {
-                    layers.insert(k.clone(), l.select_rows(&keep)?);
+                    layers.insert(k.clone(), l.row_block(range.clone())?);
                 }
                 Ok(AnnData {
-                    x: self.x.select_rows(&keep)?,
+                    x: self.x.row_block(range.clone())?,
                     obs: self.obs.select_rows(&keep),
                     var: self.var.clone(),
                     obsm: self
@@ -46,7 +46,7 @@ impl AnnData {
                     uns: self.uns.clone(),
                     raw: match &self.raw {
                         Some(r) => Some(Raw {
-                            x: r.x.select_rows(&keep)?,
+                            x: r.x.row_block(range.clone())?,
                             var: r.var.clone(),
                             varm: r.varm.clone(),
                         }),
@@ -140,39 +140,115 @@ impl AnnData {
 }
 
 impl Matrix {
+    /// The rows `rows` of a host matrix (contiguous: copied as whole ranges).
+    pub fn row_block(&self, rows: std::ops::Range<usize>) -> Result<Matrix> {
+        let n_cols = self.shape().1;
+        match self {
+            Matrix::Sparse(c) => {
+                let (lo, hi) = (c.indptr[rows.start], c.indptr[rows.end]);
+                let indptr = c.indptr[rows.start..=rows.end]
+                    .iter()
+                    .map(|&p| p - lo)
+                    .collect();
+                let (lo, hi) = (lo as usize, hi as usize);
+                Ok(Matrix::Sparse(CsrMatrix {
+                    n_rows: rows.len(),
+                    n_cols,
+                    indptr,
+                    indices: concat_par(&[&c.indices[lo..hi]]),
+                    data: concat_par(&[&c.data[lo..hi]]),
+                }))
+            }
+            Matrix::Dense(d) => Ok(Matrix::Dense(DenseMatrix {
+                n_rows: rows.len(),
+                n_cols,
+                data: concat_par(&[&d.data[rows.start * n_cols..rows.end * n_cols]]),
+            })),
+            Matrix::Device(_) => Err(Error::invalid("split", "matrices must be on the host")),
+        }
+    }
+
     /// Host matrices one under the other: dense when every part is dense, CSR otherwise.
     pub fn stack_rows(parts: &[&Matrix]) -> Result<Matrix> {
         let n_cols = parts.first().map_or(0, |m| m.shape().1);
-        if parts.iter().all(|m| matches!(m, Matrix::Dense(_))) {
-            let mut data = Vec::new();
-            let mut n_rows = 0;
-            for m in parts {
-                if let Matrix::Dense(d) = m {
-                    data.extend_from_slice(&d.data);
-                    n_rows += d.n_rows;
-                }
-            }
-            let d = DenseMatrix::new(n_rows, n_cols, data)
-                .map_err(|e| Error::invalid("stacked X", e.to_string()))?;
-            return Ok(Matrix::Dense(d));
+        if parts.iter().any(|m| matches!(m, Matrix::Device(_))) {
+            return Err(Error::invalid("stack", "matrices must be on the host"));
         }
-        let mut indptr = vec![0u64];
-        let (mut indices, mut data) = (Vec::new(), Vec::new());
-        for m in parts {
-            if matches!(m, Matrix::Device(_)) {
-                return Err(Error::invalid("stack", "matrices must be on the host"));
-            }
-            let c = m.to_csr()?;
+        if let Some(p) = parts.iter().find(|m| m.shape().1 != n_cols) {
+            return Err(Error::invalid(
+                "stack",
+                format!("parts have {n_cols} and {} columns", p.shape().1),
+            ));
+        }
+        if parts.iter().all(|m| matches!(m, Matrix::Dense(_))) {
+            let datas: Vec<&[f32]> = parts
+                .iter()
+                .filter_map(|m| match m {
+                    Matrix::Dense(d) => Some(&d.data[..]),
+                    _ => None,
+                })
+                .collect();
+            let data = concat_par(&datas);
+            let n_rows = if n_cols == 0 {
+                parts.iter().map(|m| m.shape().0).sum()
+            } else {
+                data.len() / n_cols
+            };
+            return Ok(Matrix::Dense(DenseMatrix {
+                n_rows,
+                n_cols,
+                data,
+            }));
+        }
+        let csrs = parts
+            .iter()
+            .map(|m| m.to_csr())
+            .collect::<Result<Vec<_>>>()?;
+        let mut indptr = Vec::with_capacity(1 + csrs.iter().map(|c| c.n_rows).sum::<usize>());
+        indptr.push(0u64);
+        for c in &csrs {
             let base = *indptr.last().expect("starts with 0");
             indptr.extend(c.indptr[1..].iter().map(|&p| p + base));
-            indices.extend_from_slice(&c.indices);
-            data.extend_from_slice(&c.data);
         }
-        let n_rows = indptr.len() - 1;
-        let c = CsrMatrix::new(n_rows, n_cols, indptr, indices, data)
-            .map_err(|e| Error::invalid("stacked X", e.to_string()))?;
-        Ok(Matrix::Sparse(c))
+        let indices = concat_par(&csrs.iter().map(|c| &c.indices[..]).collect::<Vec<_>>());
+        let data = concat_par(&csrs.iter().map(|c| &c.data[..]).collect::<Vec<_>>());
+        // Well formed by construction: each part is, and the offsets are shifted in order.
+        Ok(Matrix::Sparse(CsrMatrix {
+            n_rows: indptr.len() - 1,
+            n_cols,
+            indptr,
+            indices,
+            data,
+        }))
     }
+}
+
+/// The slices one after the other, copied by every thread of the pool at once (stacking
+/// tens of gigabytes on one thread takes seconds, mostly in page faults of the new memory).
+fn concat_par<T: Copy + Send + Sync>(parts: &[&[T]]) -> Vec<T> {
+    use rayon::prelude::*;
+    const CHUNK: usize = 1 << 20;
+    let total = parts.iter().map(|p| p.len()).sum();
+    let mut out: Vec<T> = Vec::with_capacity(total);
+    let mut rest = &mut out.spare_capacity_mut()[..total];
+    let mut dsts = Vec::with_capacity(parts.len());
+    for p in parts {
+        let (d, r) = rest.split_at_mut(p.len());
+        dsts.push(d);
+        rest = r;
+    }
+    dsts.into_par_iter().zip(parts).for_each(|(d, s)| {
+        d.par_chunks_mut(CHUNK)
+            .zip(s.par_chunks(CHUNK))
+            .for_each(|(d, s)| {
+                for (x, y) in d.iter_mut().zip(s) {
+                    x.write(*y);
+                }
+            });
+    });
+    // SAFETY: every one of the `total` elements was written above.
+    unsafe { out.set_len(total) };
+    out
 }
 
 impl DataFrame {

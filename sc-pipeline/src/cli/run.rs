@@ -413,9 +413,6 @@ fn memory_budget(
 pub fn run(args: RunArgs) -> Result<()> {
     let config = args.config()?;
     let device = resolve(args.device)?;
-    if let Some(n) = &device.notice {
-        eprintln!("{n}");
-    }
     let output = match (&args.output, args.demo) {
         (Some(o), _) => o.clone(),
         (None, true) => PathBuf::from(DEMO_OUTPUT),
@@ -458,6 +455,13 @@ pub fn run(args: RunArgs) -> Result<()> {
         ));
     }
     let n_gpus = gpu_count(&args, device.device == "gpu")?;
+    match &device.notice {
+        _ if n_gpus > 1 => {
+            eprintln!("notice: cells split across {n_gpus} GPUs (--gpus 1: one GPU)")
+        }
+        Some(n) => eprintln!("{n}"),
+        None => {}
+    }
     let (mut recorder, mut snapshot) = (None, None);
     let mut gpus = Vec::new();
     if device.device == "gpu" {
@@ -470,12 +474,16 @@ pub fn run(args: RunArgs) -> Result<()> {
             gpus.push(g);
         }
     }
+    let mut join_record = None;
     let ranks = if gpus.len() > 1 {
         report.gpu_name = report
             .gpu_name
             .take()
             .map(|n| format!("{n} x{}", gpus.len()));
-        Some(nccl_ranks(&gpus)?)
+        let timer = StepTimer::start("join the GPUs (NCCL)");
+        let ranks = nccl_ranks(&gpus)?;
+        join_record = Some(timer.finish(0, 0, format!("{} ranks", gpus.len())));
+        Some(ranks)
     } else {
         None
     };
@@ -518,6 +526,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         );
         (adata, rec)
     };
+    report.steps.extend(join_record);
     report.steps.push(load_record);
 
     match ranks {

@@ -9,7 +9,7 @@ use super::kernel_error;
 use crate::anndata::{Matrix, Value};
 use crate::{AnnData, Error, Result};
 use sc_kernels::gpu::GpuContext;
-use sc_kernels::neighbors::NeighborsParams;
+use sc_kernels::neighbors::{Knn, NeighborsParams, NeighborsResult};
 use sc_kernels::DenseMatrix;
 use std::sync::Arc;
 
@@ -48,32 +48,63 @@ fn representation(adata: &AnnData, use_rep: Option<&str>) -> Result<(DenseMatrix
     })
 }
 
-/// The GPU to run on: `gpu`, when the GPU kNN takes the shape.
-fn gpu_context(
-    gpu: Option<&Arc<GpuContext>>,
+/// Whether the GPU kNN takes the shape.
+fn fits_gpu(rep: &DenseMatrix<f32>, k: usize) -> bool {
+    rep.n_cols <= sc_kernels::neighbors::GPU_MAX_DIMS && k <= sc_kernels::neighbors::GPU_MAX_K
+}
+
+/// The kNN with the cells' rows split across `gpus` (each GPU holds the whole representation,
+/// searches for its range of rows), the connectivities then on the first GPU.
+fn neighbors_across_gpus(
+    gpus: &[Arc<GpuContext>],
     rep: &DenseMatrix<f32>,
-    k: usize,
-) -> Option<Arc<GpuContext>> {
-    gpu.filter(|_| {
-        rep.n_cols <= sc_kernels::neighbors::GPU_MAX_DIMS && k <= sc_kernels::neighbors::GPU_MAX_K
-    })
-    .cloned()
+    params: &NeighborsParams,
+) -> sc_kernels::Result<NeighborsResult> {
+    let n = rep.n_rows;
+    let k = sc_kernels::neighbors::effective_k(n, params)?;
+    let parts = std::thread::scope(|s| {
+        let handles: Vec<_> = gpus
+            .iter()
+            .enumerate()
+            .map(|(r, ctx)| {
+                let rows = r * n / gpus.len()..(r + 1) * n / gpus.len();
+                s.spawn(move || sc_kernels::neighbors::knn_rows_gpu(ctx, rep, k, rows))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect::<sc_kernels::Result<Vec<_>>>()
+    })?;
+    let (mut indices, mut distances) = (Vec::with_capacity(n * k), Vec::with_capacity(n * k));
+    for (i, d) in parts {
+        indices.extend(i);
+        distances.extend(d);
+    }
+    let knn = Knn {
+        n_obs: n,
+        k,
+        indices,
+        distances,
+    };
+    sc_kernels::neighbors::neighbors_from_knn_gpu(&gpus[0], knn, params)
 }
 
 /// Computes the neighbourhood graph with `n_neighbors` neighbours per cell, on the GPU when X
 /// lives there (the same result as the CPU's, see `sc_kernels::neighbors::gpu`), from
 /// `obsm[use_rep]` when named (scanpy's `use_rep`), else as [`representation`] decides.
 pub fn neighbors(adata: &mut AnnData, n_neighbors: usize, use_rep: Option<&str>) -> Result<()> {
-    let gpu = super::x_gpu(adata);
-    neighbors_on(adata, n_neighbors, use_rep, gpu.as_ref())
+    let gpus: Vec<_> = super::x_gpu(adata).into_iter().collect();
+    neighbors_on(adata, n_neighbors, use_rep, &gpus)
 }
 
-/// [`neighbors`] on the given GPU (`None`: the CPU), wherever X is.
+/// [`neighbors`] on the given GPUs (none: the CPU), wherever X is; with several, each searches
+/// the neighbours of a range of the cells.
 pub fn neighbors_on(
     adata: &mut AnnData,
     n_neighbors: usize,
     use_rep: Option<&str>,
-    gpu: Option<&Arc<GpuContext>>,
+    gpus: &[Arc<GpuContext>],
 ) -> Result<()> {
     const STEP: &str = "neighbors";
     if n_neighbors < 2 {
@@ -96,9 +127,12 @@ pub fn neighbors_on(
         n_neighbors,
         ..NeighborsParams::default()
     };
-    let result = match gpu_context(gpu, &rep, n_neighbors) {
-        Some(ctx) => sc_kernels::neighbors::neighbors_gpu(&ctx, &rep, &params),
-        None => sc_kernels::neighbors::neighbors(&rep, &params),
+    let result = match gpus {
+        [ctx] if fits_gpu(&rep, n_neighbors) => {
+            sc_kernels::neighbors::neighbors_gpu(ctx, &rep, &params)
+        }
+        [_, _, ..] if fits_gpu(&rep, n_neighbors) => neighbors_across_gpus(gpus, &rep, &params),
+        _ => sc_kernels::neighbors::neighbors(&rep, &params),
     }
     .map_err(kernel_error(STEP))?;
     adata.obsp.insert("distances".into(), result.distances);
