@@ -262,13 +262,26 @@ pub fn run_pipeline_on(
     gpu: Option<&GpuRun>,
     observer: &mut dyn StepObserver,
 ) -> Result<Vec<StepRecord>> {
+    run_steps(adata, config, gpu, observer, true)
+}
+
+/// [`run_pipeline_on`]; without `to_host`, X and `.raw` stay where the steps left them (a
+/// split run gathers the ranks' blocks from their GPUs straight into the stacked result).
+pub(crate) fn run_steps(
+    adata: &mut AnnData,
+    config: &PipelineConfig,
+    gpu: Option<&GpuRun>,
+    observer: &mut dyn StepObserver,
+    to_host: bool,
+) -> Result<Vec<StepRecord>> {
     let mut r = Runner {
         records: Vec::new(),
         observer,
         gpu: gpu.cloned(),
     };
     check_counts(adata)?;
-    if let Some(g) = gpu {
+    // X put on the GPU by the caller (a split run's rank) stays as it is.
+    if let Some(g) = gpu.filter(|_| !matches!(adata.x, Matrix::Device(_))) {
         let plan = g.plan(adata, config);
         match plan.placement {
             Placement::InMemory => r.step_on("move X to the GPU", true, adata, |a| {
@@ -375,7 +388,7 @@ pub fn run_pipeline_on(
     }
     let graph_gpus: Vec<_> = gpu.map(|g| g.ctx.clone()).into_iter().collect();
     cell_graph_steps(&mut r, adata, config, &graph_gpus)?;
-    if gpu.is_some() {
+    if gpu.is_some() && to_host {
         r.step("move results to the host", adata, |a| {
             a.to_host()?;
             Ok(((), "X and .raw".to_string()))
@@ -429,8 +442,12 @@ pub(crate) fn cell_graph_steps(
     Ok(())
 }
 
-/// The input must be counts: finite and non-negative.
+/// The input must be counts: finite and non-negative. X already on a GPU is taken as checked
+/// by whoever put it there (reading it back would cost a copy of X).
 pub(crate) fn check_counts(adata: &AnnData) -> Result<()> {
+    if let Matrix::Device(_) = &adata.x {
+        return Ok(());
+    }
     adata
         .x
         .to_csr()?

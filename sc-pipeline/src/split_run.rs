@@ -6,13 +6,15 @@
 //! stacked in order and the steps over the cell x cell structure run over all cells: harmony on
 //! rank 0's GPU, neighbors with each GPU searching the neighbours of a range of the cells.
 
-use crate::anndata::Ranks;
+use crate::anndata::{DeviceMatrix, Matrix, Ranks};
 use crate::pipeline::{
-    cell_graph_steps, run_pipeline_on, GpuRun, PipelineConfig, Runner, Silent, StepObserver,
+    cell_graph_steps, check_counts, run_steps, GpuRun, PipelineConfig, Runner, Silent, StepObserver,
 };
 use crate::report::{StepRecord, StepTimer};
 use crate::{AnnData, Error, Result};
-use sc_kernels::Communicator;
+use sc_kernels::gpu::DeviceCsr;
+use sc_kernels::{Communicator, CsrMatrix};
+use std::ops::Range;
 use std::sync::Arc;
 
 /// One rank of a split run: its place in the group and, for a GPU run, its GPU.
@@ -28,7 +30,7 @@ pub struct Rank {
 /// The result equals a one-rank run's up to the order of floating-point sums (the per-gene
 /// statistics are sums over blocks instead of over all cells at once).
 pub fn run_pipeline_split(
-    adata: AnnData,
+    mut adata: AnnData,
     config: &PipelineConfig,
     ranks: Vec<Rank>,
     observer: &mut dyn StepObserver,
@@ -46,38 +48,71 @@ pub fn run_pipeline_split(
             ));
         }
     }
-    // Each rank checks that its block holds counts (a failure stops every rank).
+    check_counts(&adata)?;
     let timer = StepTimer::start("split cells across ranks");
-    let blocks = adata.split_obs(ranks.len())?;
+    let n = adata.n_obs();
+    let size = ranks.len();
+    let rows: Vec<Range<usize>> = (0..size)
+        .map(|r| r * n / size..(r + 1) * n / size)
+        .collect();
+    // On GPUs, each rank uploads its rows straight from the one host X: only the small
+    // per-cell tables are cut into blocks.
+    let on_gpus = ranks.iter().all(|r| r.gpu.is_some());
+    let host_x = on_gpus.then(|| {
+        let g = adata.n_vars();
+        std::mem::replace(&mut adata.x, Matrix::Sparse(CsrMatrix::zeros(n, g)))
+    });
+    let blocks = adata.split_obs(size)?;
     drop(adata);
-    let split_record = timer.finish(
-        blocks.iter().map(|b| b.n_obs()).sum(),
-        blocks[0].n_vars(),
-        format!("{} ranks", ranks.len()),
-    );
+    let host_x = host_x.as_ref().map(|x| x.to_csr()).transpose()?;
+    let split_record = timer.finish(n, blocks[0].n_vars(), format!("{size} ranks"));
     observer.finished(&split_record);
     let per_rank = PipelineConfig {
         harmony: None,
         n_neighbors: None,
         ..config.clone()
     };
-    let run_rank = |mut block: AnnData, rank: &Rank, observer: &mut dyn StepObserver| {
+    let run_rank = |mut block: AnnData, r: usize, observer: &mut dyn StepObserver| {
+        let rank = &ranks[r];
         block.ranks = Some(Ranks(rank.comm.clone()));
-        let records = run_pipeline_on(&mut block, &per_rank, rank.gpu.as_ref(), observer);
+        let mut upload = None;
+        if let (Some(x), Some(g)) = (&host_x, &rank.gpu) {
+            let timer = StepTimer::start("move X to the GPUs");
+            let dev = DeviceCsr::upload_rows(&g.ctx, x, rows[r].clone())
+                .and_then(|d| g.ctx.synchronize().map(|()| d));
+            match dev {
+                Ok(d) => {
+                    let gib = d.bytes() as f64 / (1u64 << 30) as f64;
+                    block.x = Matrix::Device(DeviceMatrix::csr(&g.ctx, d));
+                    let rec = timer.finish(block.n_obs(), block.n_vars(), format!("{gib:.2} GiB"));
+                    observer.finished(&rec);
+                    upload = Some(rec);
+                }
+                Err(e) => {
+                    rank.comm
+                        .abort(&format!("rank {r}: moving X to the GPU: {e}"));
+                    return Err(Error::Device(format!("rank {r}: moving X to the GPU: {e}")));
+                }
+            }
+        }
+        let records = run_steps(&mut block, &per_rank, rank.gpu.as_ref(), observer, !on_gpus);
         if let Err(e) = &records {
-            rank.comm.abort(&format!("rank {}: {e}", rank.comm.rank()));
+            rank.comm.abort(&format!("rank {r}: {e}"));
         }
         block.ranks = None;
-        records.map(|r| (block, r))
+        records.map(|rec| (block, upload.into_iter().chain(rec).collect::<Vec<_>>()))
     };
     let mut blocks = blocks.into_iter();
     let first = blocks.next().expect("at least one rank");
     let results: Vec<Result<(AnnData, Vec<StepRecord>)>> = std::thread::scope(|s| {
         let others: Vec<_> = blocks
-            .zip(&ranks[1..])
-            .map(|(b, rank)| s.spawn(|| run_rank(b, rank, &mut Silent)))
+            .enumerate()
+            .map(|(i, b)| {
+                let run_rank = &run_rank;
+                s.spawn(move || run_rank(b, i + 1, &mut Silent))
+            })
             .collect();
-        let mut all = vec![run_rank(first, &ranks[0], observer)];
+        let mut all = vec![run_rank(first, 0, observer)];
         for h in others {
             all.push(h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
         }

@@ -15,7 +15,9 @@ export LD_LIBRARY_PATH=/tmp/nccl-lib:$NCCL_DIR:${LD_LIBRARY_PATH:-}
 nvidia-smi -L
 N=$(nvidia-smi -L | wc -l)
 echo "== NCCL tests ($N GPUs)"
-REQUIRE_GPU=1 "$B/gpu_split_run" --test-threads=1 --nocapture 2>&1 | grep -E "^test |matches|result|panicked|Error|error" 
+REQUIRE_GPU=1 "$B/gpu_split_run" --test-threads=1 --nocapture 2>&1 | grep -E "^test |matches|result|panicked|Error|error"
+echo "== compute-sanitizer (memcheck) on the kNN of row ranges"
+REQUIRE_GPU=1 compute-sanitizer --tool memcheck "$B/gpu_split_run" knn_of_row_ranges 2>&1 | grep -E "ERROR SUMMARY|test result|panicked"
 for n in 1 $N; do
   echo "== $CELLS cells x 20000 genes on $n GPU(s)"
   "$B/scpipe" run --demo --demo-cells "$CELLS" --demo-genes 20000 --gpus "$n" \

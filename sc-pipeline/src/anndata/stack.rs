@@ -2,8 +2,11 @@
 //! (anndata's `concat(axis=0)` of parts that share their genes): how a run split across
 //! ranks hands each rank its cells and assembles the result.
 
-use super::{AnnData, ArrayData, Column, DataFrame, DenseArray, Matrix, Raw};
+use super::{
+    AnnData, ArrayData, Column, DataFrame, DenseArray, DeviceData, DeviceMatrix, Matrix, Raw,
+};
 use crate::{Error, Result};
+use sc_kernels::gpu::{DeviceCsr, DeviceDense};
 use sc_kernels::{CsrMatrix, DenseMatrix};
 use std::collections::BTreeMap;
 
@@ -168,17 +171,29 @@ impl Matrix {
         }
     }
 
-    /// Host matrices one under the other: dense when every part is dense, CSR otherwise.
+    /// Matrices one under the other, on the host: dense when every part is dense, CSR
+    /// otherwise. Parts on GPUs (each on its own) are downloaded straight into their place in
+    /// the result, all at once.
     pub fn stack_rows(parts: &[&Matrix]) -> Result<Matrix> {
         let n_cols = parts.first().map_or(0, |m| m.shape().1);
-        if parts.iter().any(|m| matches!(m, Matrix::Device(_))) {
-            return Err(Error::invalid("stack", "matrices must be on the host"));
-        }
         if let Some(p) = parts.iter().find(|m| m.shape().1 != n_cols) {
             return Err(Error::invalid(
                 "stack",
                 format!("parts have {n_cols} and {} columns", p.shape().1),
             ));
+        }
+        if let Some(m) = gather_from_devices(parts, n_cols)? {
+            return Ok(m);
+        }
+        if parts.iter().any(|m| matches!(m, Matrix::Device(_))) {
+            let host = parts
+                .iter()
+                .map(|m| match m {
+                    Matrix::Device(d) => d.download().map_err(|e| Error::Device(e.to_string())),
+                    other => other.try_clone(),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            return Matrix::stack_rows(&host.iter().collect::<Vec<_>>());
         }
         if parts.iter().all(|m| matches!(m, Matrix::Dense(_))) {
             let datas: Vec<&[f32]> = parts
@@ -223,6 +238,122 @@ impl Matrix {
     }
 }
 
+/// Zeros, written by every thread of the pool (the first touch of new memory is most of the
+/// cost of large host arrays).
+fn zeros_par<T: Copy + Default + Send + Sync>(len: usize) -> Vec<T> {
+    use rayon::prelude::*;
+    let mut v = Vec::new();
+    (0..len)
+        .into_par_iter()
+        .map(|_| T::default())
+        .collect_into_vec(&mut v);
+    v
+}
+
+/// The device parts, when every part is a dense or every part a CSR device matrix, downloaded
+/// into one host matrix: each GPU copies into its own rows of it, all at the same time.
+fn gather_from_devices(parts: &[&Matrix], n_cols: usize) -> Result<Option<Matrix>> {
+    let device: Vec<&DeviceMatrix> = parts
+        .iter()
+        .filter_map(|m| match m {
+            Matrix::Device(d) => Some(d),
+            _ => None,
+        })
+        .collect();
+    if device.len() != parts.len() || device.is_empty() {
+        return Ok(None);
+    }
+    let dev_err = |e: sc_kernels::KernelError| Error::Device(format!("gathering X: {e}"));
+    let dense: Option<Vec<&DeviceDense>> = device
+        .iter()
+        .map(|d| match &d.data {
+            DeviceData::Dense(m) => Some(m),
+            _ => None,
+        })
+        .collect();
+    if let Some(dense) = dense {
+        let mut data = zeros_par::<f32>(dense.iter().map(|m| m.data.len()).sum());
+        let slots = split_lengths(&mut data, dense.iter().map(|m| m.data.len()));
+        std::thread::scope(|s| {
+            let hs: Vec<_> = slots
+                .into_iter()
+                .zip(dense.iter().zip(&device))
+                .map(|(slot, (m, d))| {
+                    s.spawn(move || {
+                        d.ctx.bind_to_thread()?;
+                        d.ctx.download_into(&m.data, slot)
+                    })
+                })
+                .collect();
+            hs.into_iter()
+                .try_for_each(|h| h.join().expect("a download thread panicked"))
+        })
+        .map_err(dev_err)?;
+        let n_rows = dense.iter().map(|m| m.n_rows).sum();
+        return Ok(Some(Matrix::Dense(DenseMatrix {
+            n_rows,
+            n_cols,
+            data,
+        })));
+    }
+    let csr: Option<Vec<&DeviceCsr>> = device
+        .iter()
+        .map(|d| match &d.data {
+            DeviceData::Csr(m) => Some(m),
+            _ => None,
+        })
+        .collect();
+    let Some(csr) = csr else {
+        return Ok(None);
+    };
+    let mut indptr = vec![0u64];
+    for (m, d) in csr.iter().zip(&device) {
+        let part = d.ctx.download(&m.indptr).map_err(dev_err)?;
+        let base = *indptr.last().expect("starts with 0");
+        indptr.extend(part[1..=m.n_rows].iter().map(|&p| p + base));
+    }
+    let nnz: Vec<usize> = csr.iter().map(|m| m.data.len()).collect();
+    let mut indices = zeros_par::<u32>(nnz.iter().sum());
+    let mut data = zeros_par::<f32>(nnz.iter().sum());
+    let index_slots = split_lengths(&mut indices, nnz.iter().copied());
+    let value_slots = split_lengths(&mut data, nnz.iter().copied());
+    std::thread::scope(|s| {
+        let hs: Vec<_> = index_slots
+            .into_iter()
+            .zip(value_slots)
+            .zip(csr.iter().zip(&device))
+            .map(|((is, vs), (m, d))| {
+                s.spawn(move || {
+                    d.ctx.bind_to_thread()?;
+                    d.ctx.download_into(&m.indices, is)?;
+                    d.ctx.download_into(&m.data, vs)
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .try_for_each(|h| h.join().expect("a download thread panicked"))
+    })
+    .map_err(dev_err)?;
+    Ok(Some(Matrix::Sparse(CsrMatrix {
+        n_rows: indptr.len() - 1,
+        n_cols,
+        indptr,
+        indices,
+        data,
+    })))
+}
+
+/// `v` cut into consecutive slices of the given lengths.
+fn split_lengths<T>(mut v: &mut [T], lens: impl Iterator<Item = usize>) -> Vec<&mut [T]> {
+    let mut out = Vec::new();
+    for l in lens {
+        let (a, b) = v.split_at_mut(l);
+        out.push(a);
+        v = b;
+    }
+    out
+}
+
 /// The slices one after the other, copied by every thread of the pool at once (stacking
 /// tens of gigabytes on one thread takes seconds, mostly in page faults of the new memory).
 fn concat_par<T: Copy + Send + Sync>(parts: &[&[T]]) -> Vec<T> {
@@ -230,13 +361,10 @@ fn concat_par<T: Copy + Send + Sync>(parts: &[&[T]]) -> Vec<T> {
     const CHUNK: usize = 1 << 20;
     let total = parts.iter().map(|p| p.len()).sum();
     let mut out: Vec<T> = Vec::with_capacity(total);
-    let mut rest = &mut out.spare_capacity_mut()[..total];
-    let mut dsts = Vec::with_capacity(parts.len());
-    for p in parts {
-        let (d, r) = rest.split_at_mut(p.len());
-        dsts.push(d);
-        rest = r;
-    }
+    let dsts = split_lengths(
+        &mut out.spare_capacity_mut()[..total],
+        parts.iter().map(|p| p.len()),
+    );
     dsts.into_par_iter().zip(parts).for_each(|(d, s)| {
         d.par_chunks_mut(CHUNK)
             .zip(s.par_chunks(CHUNK))
