@@ -58,13 +58,13 @@ pub fn run_pipeline_split(
     // On GPUs, each rank uploads its rows straight from the one host X: only the small
     // per-cell tables are cut into blocks.
     let on_gpus = ranks.iter().all(|r| r.gpu.is_some());
-    let host_x = on_gpus.then(|| {
+    let host_matrix = on_gpus.then(|| {
         let g = adata.n_vars();
         std::mem::replace(&mut adata.x, Matrix::Sparse(CsrMatrix::zeros(n, g)))
     });
     let blocks = adata.split_obs(size)?;
     drop(adata);
-    let host_x = host_x.as_ref().map(|x| x.to_csr()).transpose()?;
+    let host_x = host_matrix.as_ref().map(|x| x.to_csr()).transpose()?;
     let split_record = timer.finish(n, blocks[0].n_vars(), format!("{size} ranks"));
     observer.finished(&split_record);
     let per_rank = PipelineConfig {
@@ -118,6 +118,10 @@ pub fn run_pipeline_split(
         }
         all
     });
+    // Every rank has its rows on its GPU (or failed): the host X goes before the results come
+    // back, so the stacked result reuses its memory.
+    drop(host_x);
+    drop(host_matrix);
     let mut parts = Vec::with_capacity(results.len());
     let mut per_rank = Vec::new();
     let mut errors = Vec::new();
