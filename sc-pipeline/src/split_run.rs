@@ -13,6 +13,7 @@ use crate::pipeline::{
 use crate::report::{StepRecord, StepTimer};
 use crate::{AnnData, Error, Result};
 use sc_kernels::gpu::DeviceCsr;
+use sc_kernels::gpu::GpuContext;
 use sc_kernels::{Communicator, CsrMatrix};
 use std::ops::Range;
 use std::sync::Arc;
@@ -67,14 +68,9 @@ pub fn run_pipeline_split(
     let host_x = host_matrix.as_ref().map(|x| x.to_csr()).transpose()?;
     let split_record = timer.finish(n, blocks[0].n_vars(), format!("{size} ranks"));
     observer.finished(&split_record);
-    let per_rank = PipelineConfig {
-        harmony: None,
-        n_neighbors: None,
-        ..config.clone()
-    };
+    let per_rank = per_rank_config(config);
     let run_rank = |mut block: AnnData, r: usize, observer: &mut dyn StepObserver| {
         let rank = &ranks[r];
-        block.ranks = Some(Ranks(rank.comm.clone()));
         let mut upload = None;
         if let (Some(x), Some(g)) = (&host_x, &rank.gpu) {
             let timer = StepTimer::start("move X to the GPUs");
@@ -95,11 +91,7 @@ pub fn run_pipeline_split(
                 }
             }
         }
-        let records = run_steps(&mut block, &per_rank, rank.gpu.as_ref(), observer, !on_gpus);
-        if let Err(e) = &records {
-            rank.comm.abort(&format!("rank {r}: {e}"));
-        }
-        block.ranks = None;
+        let records = run_rank_steps(&mut block, &per_rank, rank, !on_gpus, observer);
         records.map(|rec| (block, upload.into_iter().chain(rec).collect::<Vec<_>>()))
     };
     let mut blocks = blocks.into_iter();
@@ -144,22 +136,63 @@ pub fn run_pipeline_split(
         return Err(e);
     }
     let mut records = with_slowest_rank(per_rank);
-    let timer = StepTimer::start("stack the ranks' cells");
-    let mut stacked = AnnData::stack_obs(parts)?;
-    let stack_record = timer.finish(stacked.n_obs(), stacked.n_vars(), String::new());
-    observer.finished(&stack_record);
     records.insert(0, split_record);
-    records.push(stack_record);
     let graph_gpus: Vec<_> = ranks
         .iter()
         .filter_map(|r| r.gpu.as_ref().map(|g| g.ctx.clone()))
         .collect();
+    let gpu = ranks[0].gpu.as_ref();
+    stack_and_finish(parts, config, records, gpu, &graph_gpus, observer)
+}
+
+/// What each rank runs: the per-cell steps, QC to PCA (harmony and neighbors need every cell).
+pub(crate) fn per_rank_config(config: &PipelineConfig) -> PipelineConfig {
+    PipelineConfig {
+        harmony: None,
+        n_neighbors: None,
+        ..config.clone()
+    }
+}
+
+/// One rank's steps on its block of cells; a failure aborts the group, so the other ranks'
+/// collectives fail instead of waiting for this rank forever.
+pub(crate) fn run_rank_steps(
+    block: &mut AnnData,
+    per_rank: &PipelineConfig,
+    rank: &Rank,
+    to_host: bool,
+    observer: &mut dyn StepObserver,
+) -> Result<Vec<StepRecord>> {
+    block.ranks = Some(Ranks(rank.comm.clone()));
+    let records = run_steps(block, per_rank, rank.gpu.as_ref(), observer, to_host);
+    if let Err(e) = &records {
+        rank.comm.abort(&format!("rank {}: {e}", rank.comm.rank()));
+    }
+    block.ranks = None;
+    records
+}
+
+/// The ranks' blocks stacked in rank order, then the cell-graph steps over all cells (harmony
+/// on `gpu`, neighbors split across `graph_gpus`); `records` are the ranks' steps so far.
+pub(crate) fn stack_and_finish(
+    parts: Vec<AnnData>,
+    config: &PipelineConfig,
+    mut records: Vec<StepRecord>,
+    gpu: Option<&GpuRun>,
+    graph_gpus: &[Arc<GpuContext>],
+    observer: &mut dyn StepObserver,
+) -> Result<(AnnData, Vec<StepRecord>)> {
+    let timer = StepTimer::start("stack the ranks' cells");
+    let mut stacked = AnnData::stack_obs(parts)?;
+    let stack_record = timer.finish(stacked.n_obs(), stacked.n_vars(), String::new());
+    observer.finished(&stack_record);
+    records.push(stack_record);
     let mut r = Runner {
         records,
         observer,
-        gpu: ranks[0].gpu.clone(),
+        gpu: gpu.cloned(),
     };
-    cell_graph_steps(&mut r, &mut stacked, config, &graph_gpus)?;
+    cell_graph_steps(&mut r, &mut stacked, config, graph_gpus)?;
     Ok((stacked, r.records))
 }
 

@@ -13,7 +13,6 @@ use sc_kernels::pca::PcaParams;
 use sc_kernels::qc::QcParams;
 use sc_kernels::scale::ScaleParams;
 use sc_kernels::CsrMatrix;
-use sc_pipeline::anndata::Matrix;
 use sc_pipeline::pipeline::{run_pipeline, run_pipeline_on, GpuRun, PipelineConfig, Silent};
 use std::sync::Arc;
 
@@ -297,62 +296,15 @@ fn gpu_pipeline_matches_cpu_and_releases_everything() {
         "{}",
         tracking.leak_report()
     );
-    assert_eq!(gpu.n_obs(), cpu.n_obs());
-    assert_eq!(gpu.n_vars(), cpu.n_vars());
-    assert_eq!(gpu.var.index, cpu.var.index, "same highly variable genes");
-    for col in [
-        "n_genes_by_counts",
-        "total_counts",
-        "pct_counts_mt",
-        "n_genes",
-    ] {
-        assert_eq!(gpu.obs.column(col), cpu.obs.column(col), "obs['{col}']");
-    }
-    let (Matrix::Dense(xg), Matrix::Dense(xc)) = (&gpu.x, &cpu.x) else {
-        panic!("dense scaled X")
-    };
-    let diff = xg
-        .data
-        .iter()
-        .zip(&xc.data)
-        .map(|(a, b)| (a - b).abs())
-        .fold(0f32, f32::max);
-    assert!(diff <= 1e-3, "scaled X differs by {diff}");
-    let rows = |a: &sc_pipeline::anndata::DenseArray| -> Vec<Vec<f64>> {
-        let v = a.data.to_f64().unwrap();
-        v.chunks(a.shape[1]).map(|r| r.to_vec()).collect()
-    };
-    let pg = rows(&gpu.obsm["X_pca"]);
-    let pc = rows(&cpu.obsm["X_pca"]);
-    for c in 0..10 {
-        let col = |m: &Vec<Vec<f64>>| m.iter().map(|r| r[c]).collect::<Vec<f64>>();
-        let (a, b) = (col(&pg), col(&pc));
-        let dot: f64 = a.iter().zip(&b).map(|(x, y)| x * y).sum();
-        let na: f64 = a.iter().map(|x| x * x).sum::<f64>().sqrt();
-        let nb: f64 = b.iter().map(|x| x * x).sum::<f64>().sqrt();
-        assert!(
-            dot / (na * nb) > 0.999,
-            "X_pca column {c}: correlation {}",
-            dot / (na * nb)
-        );
-    }
+    assert_eq!(
+        gpu.obs.column("pct_counts_mt"),
+        cpu.obs.column("pct_counts_mt")
+    );
     // Neighbors ran on the GPU; from an X_pca equal up to f32 rounding, the neighbour sets
     // agree (a few cells at near-ties may swap their last neighbour).
     let nb = records.iter().find(|r| r.step == "neighbors").unwrap();
     assert_eq!(nb.device.as_deref(), Some("gpu"));
-    let (dg, dc) = (&gpu.obsp["distances"], &cpu.obsp["distances"]);
-    assert_eq!(dg.indptr, dc.indptr);
-    let same = dg
-        .indices
-        .iter()
-        .zip(&dc.indices)
-        .filter(|(a, b)| a == b)
-        .count();
-    let share = same as f64 / dc.indices.len() as f64;
-    assert!(
-        share > 0.99,
-        "neighbour sets agree for {share} of the entries"
-    );
+    integration_tests::assert_same_pipeline_output(&gpu, &cpu, 1e-3);
 }
 
 #[test]

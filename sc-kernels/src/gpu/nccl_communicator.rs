@@ -31,6 +31,24 @@ impl NcclCommunicator {
     fn nccl(e: rmm_cuda::CudaError) -> KernelError {
         KernelError::Comm(e.to_string())
     }
+
+    /// Runs an in-place collective on a device copy of `values` (a buffer of `len` f64 at
+    /// `ptr`, on this rank's stream) and copies the result back.
+    fn in_place(
+        &self,
+        values: &mut [f64],
+        collective: impl FnOnce(u64, usize, &rmm_cuda::Stream) -> rmm_cuda::Result<()>,
+    ) -> Result<()> {
+        if values.is_empty() {
+            return Ok(());
+        }
+        self.ctx.bind_to_thread()?;
+        let buf = self.ctx.upload(values)?;
+        collective(buf.ptr(), values.len(), self.ctx.stream()).map_err(Self::nccl)?;
+        // The download waits for the stream, so the collective has run.
+        values.copy_from_slice(&self.ctx.download(&buf)?);
+        Ok(())
+    }
 }
 
 impl Communicator for NcclCommunicator {
@@ -43,19 +61,10 @@ impl Communicator for NcclCommunicator {
     }
 
     fn all_reduce_sum(&self, values: &mut [f64]) -> Result<()> {
-        if values.is_empty() {
-            return Ok(());
-        }
-        self.ctx.bind_to_thread()?;
-        let buf = self.ctx.upload(values)?;
-        // SAFETY: `buf` holds values.len() f64 on this device; download waits for the stream.
-        unsafe {
-            self.comm
-                .all_reduce_sum_f64(buf.ptr(), values.len(), self.ctx.stream())
-                .map_err(Self::nccl)?
-        };
-        values.copy_from_slice(&self.ctx.download(&buf)?);
-        Ok(())
+        // SAFETY: `ptr` holds `len` values on this device (see `in_place`).
+        self.in_place(values, |ptr, len, stream| unsafe {
+            self.comm.all_reduce_sum_f64(ptr, len, stream)
+        })
     }
 
     fn broadcast(&self, values: &mut [f64], root: usize) -> Result<()> {
@@ -65,19 +74,10 @@ impl Communicator for NcclCommunicator {
                 self.size()
             )));
         }
-        if values.is_empty() {
-            return Ok(());
-        }
-        self.ctx.bind_to_thread()?;
-        let buf = self.ctx.upload(values)?;
         // SAFETY: as in all_reduce_sum.
-        unsafe {
-            self.comm
-                .broadcast_f64(buf.ptr(), values.len(), root, self.ctx.stream())
-                .map_err(Self::nccl)?
-        };
-        values.copy_from_slice(&self.ctx.download(&buf)?);
-        Ok(())
+        self.in_place(values, |ptr, len, stream| unsafe {
+            self.comm.broadcast_f64(ptr, len, root, stream)
+        })
     }
 
     fn all_gather_bytes(&self, local: &[u8]) -> Result<Vec<Vec<u8>>> {

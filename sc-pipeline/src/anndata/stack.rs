@@ -11,12 +11,25 @@ use sc_kernels::{CsrMatrix, DenseMatrix};
 use std::collections::BTreeMap;
 
 impl AnnData {
-    /// `parts` contiguous blocks of cells, as even as possible (the first blocks take one cell
-    /// more), each with every per-cell part of this object; the per-gene parts and `uns` are
-    /// copied into each. Pairwise cell graphs (`obsp`) cannot be cut into blocks and are refused.
+    /// `parts` contiguous blocks of cells, as even as possible, each with every per-cell part
+    /// of this object; the per-gene parts and `uns` are copied into each (see
+    /// [`AnnData::obs_block`]).
     pub fn split_obs(&self, parts: usize) -> Result<Vec<AnnData>> {
-        if parts == 0 {
-            return Err(Error::invalid("split", "needs at least one part"));
+        (0..parts.max(1))
+            .map(|part| self.obs_block(part, parts))
+            .collect()
+    }
+
+    /// Block `part` of `parts` contiguous blocks of cells (cells `part * n / parts` up to
+    /// `(part + 1) * n / parts`), with its rows of every per-cell part and a copy of the
+    /// per-gene parts and `uns`. Pairwise cell graphs (`obsp`) cannot be cut into blocks and
+    /// are refused.
+    pub fn obs_block(&self, part: usize, parts: usize) -> Result<AnnData> {
+        if part >= parts {
+            return Err(Error::invalid(
+                "split",
+                format!("block {part} of {parts} does not exist"),
+            ));
         }
         if let Some(k) = self.obsp.keys().next() {
             return Err(Error::invalid(
@@ -25,40 +38,36 @@ impl AnnData {
             ));
         }
         let n = self.n_obs();
-        (0..parts)
-            .map(|r| {
-                let range = r * n / parts..(r + 1) * n / parts;
-                let keep: Vec<bool> = (0..n).map(|i| range.contains(&i)).collect();
-                let mut layers = BTreeMap::new();
-                for (k, l) in &self.layers {
-                    layers.insert(k.clone(), l.row_block(range.clone())?);
-                }
-                Ok(AnnData {
-                    x: self.x.row_block(range.clone())?,
-                    obs: self.obs.select_rows(&keep),
-                    var: self.var.clone(),
-                    obsm: self
-                        .obsm
-                        .iter()
-                        .map(|(k, a)| (k.clone(), a.select_rows(&keep)))
-                        .collect(),
-                    varm: self.varm.clone(),
-                    obsp: BTreeMap::new(),
-                    varp: self.varp.clone(),
-                    layers,
-                    uns: self.uns.clone(),
-                    raw: match &self.raw {
-                        Some(r) => Some(Raw {
-                            x: r.x.row_block(range.clone())?,
-                            var: r.var.clone(),
-                            varm: r.varm.clone(),
-                        }),
-                        None => None,
-                    },
-                    ranks: None,
-                })
-            })
-            .collect()
+        let range = part * n / parts..(part + 1) * n / parts;
+        let keep: Vec<bool> = (0..n).map(|i| range.contains(&i)).collect();
+        let mut layers = BTreeMap::new();
+        for (k, l) in &self.layers {
+            layers.insert(k.clone(), l.row_block(range.clone())?);
+        }
+        Ok(AnnData {
+            x: self.x.row_block(range.clone())?,
+            obs: self.obs.select_rows(&keep),
+            var: self.var.clone(),
+            obsm: self
+                .obsm
+                .iter()
+                .map(|(k, a)| (k.clone(), a.select_rows(&keep)))
+                .collect(),
+            varm: self.varm.clone(),
+            obsp: BTreeMap::new(),
+            varp: self.varp.clone(),
+            layers,
+            uns: self.uns.clone(),
+            raw: match &self.raw {
+                Some(r) => Some(Raw {
+                    x: r.x.row_block(range.clone())?,
+                    var: r.var.clone(),
+                    varm: r.varm.clone(),
+                }),
+                None => None,
+            },
+            ranks: None,
+        })
     }
 
     /// Stacks blocks of cells (host matrices) that share their genes: per-cell parts are
@@ -571,5 +580,7 @@ mod tests {
         c.obsp.insert("g".into(), CsrMatrix::zeros(3, 3));
         let e = c.split_obs(2).unwrap_err().to_string();
         assert!(e.contains("obsp['g']"), "{e}");
+        let e = sample(3).obs_block(2, 2).unwrap_err().to_string();
+        assert!(e.contains("block 2 of 2"), "{e}");
     }
 }

@@ -5,6 +5,7 @@ pub mod allocator;
 pub mod device;
 mod generate;
 mod hvg_flavor;
+pub mod launcher;
 pub mod progress;
 mod run;
 

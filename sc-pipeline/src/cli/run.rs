@@ -2,6 +2,7 @@
 
 use super::allocator::{self, parse_size, AllocatorChoice};
 use super::device::{resolve, DeviceChoice};
+use super::launcher::{self, Launch};
 use super::progress::Spinner;
 use crate::io::StagedFile;
 use crate::memory_plan::Execution;
@@ -350,6 +351,27 @@ fn gpu_count(args: &RunArgs, on_gpu: bool) -> Result<usize> {
     }
 }
 
+/// The GPU of a process started by a launcher: its local rank's, one GPU per process.
+fn launched_gpu(args: &RunArgs, on_gpu: bool, launch: Launch) -> Result<usize> {
+    if !on_gpu {
+        return Err(Error::param(
+            "launcher",
+            format!(
+                "rank {} of {} was started by a launcher: split runs need a GPU per process (--device gpu)",
+                launch.rank, launch.world
+            ),
+        ));
+    }
+    if args.gpus.is_some_and(|n| n != 1) {
+        return Err(Error::param(
+            "--gpus",
+            "a process started by a launcher runs on one GPU (its local rank's)",
+        ));
+    }
+    let visible = rmm_cuda::device_count().unwrap_or(1).max(1);
+    Ok(launch.local_rank % visible)
+}
+
 /// One rank per GPU of `gpus`, joined by NCCL.
 fn nccl_ranks(gpus: &[GpuRun]) -> Result<Vec<Rank>> {
     let devices: Vec<_> = gpus.iter().map(|g| g.ctx.device().clone()).collect();
@@ -454,27 +476,49 @@ pub fn run(args: RunArgs) -> Result<()> {
             "applies to GPU runs: it needs the GPU (--device gpu, or auto on a machine with one)",
         ));
     }
-    let n_gpus = gpu_count(&args, device.device == "gpu")?;
-    match &device.notice {
-        _ if n_gpus > 1 => {
-            eprintln!("notice: cells split across {n_gpus} GPUs (--gpus 1: one GPU)")
+    let launch = Launch::from_vars(|k| std::env::var(k).ok())?;
+    // The GPUs this process runs on.
+    let ordinals = match launch {
+        Some(l) => {
+            let g = launched_gpu(&args, device.device == "gpu", l)?;
+            g..g + 1
         }
-        Some(n) => eprintln!("{n}"),
-        None => {}
+        None => 0..gpu_count(&args, device.device == "gpu")?,
+    };
+    match (&device.notice, launch) {
+        (_, Some(l)) => eprintln!(
+            "notice: rank {} of {} (started by a launcher), on GPU {}",
+            l.rank, l.world, ordinals.start
+        ),
+        _ if ordinals.len() > 1 => eprintln!(
+            "notice: cells split across {} GPUs (--gpus 1: one GPU)",
+            ordinals.len()
+        ),
+        (Some(n), None) => eprintln!("{n}"),
+        (None, None) => {}
     }
     let (mut recorder, mut snapshot) = (None, None);
     let mut gpus = Vec::new();
     if device.device == "gpu" {
-        for ordinal in 0..n_gpus {
+        for ordinal in ordinals {
             let (g, r, s) = gpu_run(&args, ordinal, &mut report)?;
             g.warm_up(Some(&config));
-            if ordinal == 0 {
+            if gpus.is_empty() {
                 (recorder, snapshot) = (r, s);
             }
             gpus.push(g);
         }
     }
     let mut join_record = None;
+    let launched_rank = match launch {
+        Some(l) => {
+            let timer = StepTimer::start("join the ranks (NCCL)");
+            let rank = launcher::join(l, gpus[0].clone())?;
+            join_record = Some(timer.finish(0, 0, format!("rank {} of {}", l.rank, l.world)));
+            Some((l, rank))
+        }
+        None => None,
+    };
     let ranks = if gpus.len() > 1 {
         report.gpu_name = report
             .gpu_name
@@ -529,13 +573,32 @@ pub fn run(args: RunArgs) -> Result<()> {
     report.steps.extend(join_record);
     report.steps.push(load_record);
 
-    match ranks {
-        Some(ranks) => {
+    match (launched_rank, ranks) {
+        (Some((l, rank)), _) => {
+            let n = adata.n_obs();
+            match launcher::run_launched(adata, &config, l, rank, &output, &mut spinner)? {
+                Some((stacked, records)) => {
+                    adata = stacked;
+                    report.steps.extend(records);
+                }
+                None => {
+                    println!(
+                        "rank {} of {}: cells {}..{} handed to rank 0",
+                        l.rank,
+                        l.world,
+                        l.rank * n / l.world,
+                        (l.rank + 1) * n / l.world
+                    );
+                    return Ok(());
+                }
+            }
+        }
+        (None, Some(ranks)) => {
             let (stacked, records) = run_pipeline_split(adata, &config, ranks, &mut spinner)?;
             adata = stacked;
             report.steps.extend(records);
         }
-        None => report.steps.extend(run_pipeline_on(
+        (None, None) => report.steps.extend(run_pipeline_on(
             &mut adata,
             &config,
             gpu.as_ref(),
