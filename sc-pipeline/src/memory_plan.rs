@@ -71,8 +71,8 @@ fn reserve(budget: u64, n_vars: usize, config: &PipelineConfig) -> u64 {
 
 /// Smallest and largest streamed block: small blocks waste launches, large ones gain nothing
 /// once the copy engine is saturated.
-const MIN_BLOCK: u64 = 1 << 20;
-const MAX_BLOCK: u64 = 2 << 30;
+pub const MIN_BLOCK: u64 = 1 << 20;
+pub const MAX_BLOCK: u64 = 2 << 30;
 
 /// The device peak of an in-memory run of `config` on an `n_obs x n_vars` CSR matrix with `nnz`
 /// stored values: a filter holds X and its compacted copy at once (2 X), and after the HVG

@@ -1,5 +1,5 @@
 //! Preprocessing steps with scanpy's names, parameters and outputs. Each step takes an
-//! [`AnnData`](crate::AnnData), runs the matching `sc-kernels` function and writes the results
+//! [`AnnData`], runs the matching `sc-kernels` function and writes the results
 //! where scanpy writes them; each module's documentation lists what it writes.
 
 mod filter;

@@ -92,7 +92,7 @@ fn neighbors_across_gpus(
 
 /// Computes the neighbourhood graph with `n_neighbors` neighbours per cell, on the GPU when X
 /// lives there (the same result as the CPU's, see `sc_kernels::neighbors::gpu`), from
-/// `obsm[use_rep]` when named (scanpy's `use_rep`), else as [`representation`] decides.
+/// `obsm[use_rep]` when named (scanpy's `use_rep`), else `X_pca`, or X itself when it has at most 50 genes.
 pub fn neighbors(adata: &mut AnnData, n_neighbors: usize, use_rep: Option<&str>) -> Result<()> {
     let gpus: Vec<_> = super::x_gpu(adata).into_iter().collect();
     neighbors_on(adata, n_neighbors, use_rep, &gpus)
