@@ -17,15 +17,12 @@
 //! one); `--device sim` runs on a simulated device, which measures the CPU cost of the algorithms
 //! (its upstream is host memory, so growth costs differ from a GPU's).
 
-use benches::{describe_device, flag_value, print_table};
+use benches::{bench_resource, describe_device, flag_value, print_table};
 use rmm_core::testing::SplitMix64;
-use rmm_core::{
-    ArenaOptions, ArenaResource, AsyncResource, AsyncResourceOptions, BinningResource,
-    CudaResource, FixedSizeResource, MemoryResource, PoolOptions, PoolResource,
-};
+use rmm_core::MemoryResource;
 use rmm_cuda::{Device, Stream};
 use serde_json::json;
-use std::sync::{Arc, Barrier};
+use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
 const KIB: usize = 1 << 10;
@@ -292,47 +289,21 @@ fn run_case(
     steps: usize,
     cross: bool,
 ) -> Option<Result<Measured, String>> {
-    let err = |e: rmm_core::MemoryError| e.to_string();
-    let cuda = || CudaResource::new(device);
-    let pool = || PoolResource::new(cuda(), PoolOptions::sized(8 * GIB, Some(16 * GIB)));
-    let result = match name {
-        "cuda" => {
-            if threads != 1 || max_size < MIB {
-                return None;
-            }
-            measure(&cuda(), device, threads, steps / 10, max_size, cross)
-        }
-        "async" => AsyncResource::new(device, AsyncResourceOptions::default())
-            .map_err(err)
-            .and_then(|r| measure(&r, device, threads, steps, max_size, cross)),
-        "pool" => pool()
-            .map_err(err)
-            .and_then(|r| measure(&r, device, threads, steps, max_size, cross)),
-        "arena" => ArenaResource::new(
-            cuda(),
-            ArenaOptions {
-                arena_size: Some(16 * GIB),
-                ..Default::default()
-            },
-        )
-        .map_err(err)
-        .and_then(|r| measure(&r, device, threads, steps, max_size, cross)),
-        "binning" => pool()
-            .map(Arc::new)
-            .and_then(|p| BinningResource::with_range(p, 18, 22))
-            .map_err(err)
-            .and_then(|r| measure(&r, device, threads, steps, max_size, cross)),
-        "fixed" => {
-            if max_size > MIB {
-                return None;
-            }
-            FixedSizeResource::new(cuda(), MIB, 1024)
-                .map_err(err)
-                .and_then(|r| measure(&r, device, threads, steps, max_size, cross))
-        }
-        _ => return None,
+    let skip = match name {
+        "cuda" => threads != 1 || max_size < MIB,
+        "fixed" => max_size > MIB,
+        _ => false,
     };
-    Some(result)
+    if skip {
+        return None;
+    }
+    let case_steps = if name == "cuda" { steps / 10 } else { steps };
+    let resource = bench_resource(name, device)?;
+    Some(
+        resource
+            .map_err(|e| e.to_string())
+            .and_then(|r| measure(&*r, device, threads, case_steps, max_size, cross)),
+    )
 }
 
 fn size_label(bytes: usize) -> String {

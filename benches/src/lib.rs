@@ -93,3 +93,42 @@ pub fn pipeline_flag(
     }
     Ok(true)
 }
+
+/// The resources of the allocator benchmarks, configured as `benches/rmm/rmm_ra.cu` configures
+/// RMM's: `cuda`, `async` (a CUDA pool of its own), `pool` (8 GiB initial, 16 GiB maximum),
+/// `arena` (16 GiB), `binning` (bins of 256 KiB to 4 MiB over such a pool), `fixed` (1 MiB
+/// blocks, 1024 per chunk); `None` for another name.
+pub fn bench_resource(
+    name: &str,
+    device: &Device,
+) -> Option<rmm_core::Result<rmm_core::SharedResource>> {
+    use rmm_core::*;
+    use std::sync::Arc;
+    const GIB: usize = 1 << 30;
+    let cuda = || CudaResource::new(device);
+    let pool = || PoolResource::new(cuda(), PoolOptions::sized(8 * GIB, Some(16 * GIB)));
+    fn shared<R: MemoryResource + 'static>(
+        r: rmm_core::Result<R>,
+    ) -> rmm_core::Result<SharedResource> {
+        r.map(|r| Arc::new(r) as SharedResource)
+    }
+    Some(match name {
+        "cuda" => Ok(Arc::new(cuda()) as SharedResource),
+        "async" => shared(AsyncResource::new(device, AsyncResourceOptions::default())),
+        "pool" => shared(pool()),
+        "arena" => shared(ArenaResource::new(
+            cuda(),
+            ArenaOptions {
+                arena_size: Some(16 * GIB),
+                ..Default::default()
+            },
+        )),
+        "binning" => shared(
+            pool()
+                .map(Arc::new)
+                .and_then(|p| BinningResource::with_range(p, 18, 22)),
+        ),
+        "fixed" => shared(FixedSizeResource::new(cuda(), 1 << 20, 1024)),
+        _ => return None,
+    })
+}

@@ -450,6 +450,7 @@ fn gpu_memory_options_need_the_gpu_and_write_nothing_on_the_cpu() {
     for (i, option) in [
         &["--memory-timeline", "FILE"][..],
         &["--memory-snapshot", "FILE"][..],
+        &["--allocation-log", "FILE"][..],
         &["--device-memory-limit", "8GiB"][..],
         &["--execution", "streamed"][..],
         &["--gpus", "2"][..],

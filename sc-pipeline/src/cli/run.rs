@@ -61,6 +61,11 @@ pub struct RunArgs {
     /// pickle PyTorch's memory visualizer, memory_viz, opens) (GPU runs).
     #[arg(long, value_name = "FILE.pickle")]
     pub memory_snapshot: Option<PathBuf>,
+    /// Write every device allocation and free of the run as CSV in RMM's logging format
+    /// (`Thread,Time,Action,Pointer,Size,Stream`), for replaying against any resource, ours or
+    /// RMM's (GPU runs).
+    #[arg(long, value_name = "FILE.csv")]
+    pub allocation_log: Option<PathBuf>,
     /// GPU memory resource (the allocator every device allocation of the run goes through).
     #[arg(long, value_enum, default_value_t = AllocatorChoice::Pool)]
     pub allocator: AllocatorChoice,
@@ -242,13 +247,27 @@ impl std::io::Write for LogBuffer {
     }
 }
 
-/// What `--memory-snapshot` needs at the end: the logging adaptor (to flush) and its buffer.
-struct SnapshotLog {
+/// What `--memory-snapshot` and `--allocation-log` need at the end: the logging adaptor (to
+/// flush) and its buffer.
+struct AllocationLog {
     adaptor: Arc<LoggingAdaptor<SharedResource>>,
     buffer: LogBuffer,
 }
 
-impl SnapshotLog {
+impl AllocationLog {
+    /// Writes the run's allocations as CSV (RMM's logging format).
+    fn write_csv(&self, path: &Path) -> Result<()> {
+        let err = |e: String| Error::File {
+            path: path.to_path_buf(),
+            message: format!("cannot write the allocation log: {e}"),
+        };
+        self.adaptor.flush().map_err(|e| err(e.to_string()))?;
+        let log = self.buffer.0.lock().clone();
+        let staged = StagedFile::new(path);
+        std::fs::write(staged.path(), log).map_err(|e| err(e.to_string()))?;
+        staged.commit()
+    }
+
     /// Writes the run's allocations as a PyTorch memory snapshot.
     fn write(&self, path: &Path) -> Result<()> {
         let err = |e: String| Error::File {
@@ -268,7 +287,7 @@ fn gpu_run(
     args: &RunArgs,
     ordinal: usize,
     report: &mut RunReport,
-) -> Result<(GpuRun, Option<Recorder>, Option<SnapshotLog>)> {
+) -> Result<(GpuRun, Option<Recorder>, Option<AllocationLog>)> {
     let device = rmm_core::Device::cuda(ordinal)
         .map_err(|e| Error::Device(format!("GPU {ordinal}: {e}")))?;
     let memory = device
@@ -284,14 +303,14 @@ fn gpu_run(
         allocator::build_with_probe(args.allocator, &device, args.pool_initial, args.pool_max)?;
     let mut resource: SharedResource = Arc::new(LimitingAdaptor::new(resource, budget as usize));
     let mut snapshot = None;
-    if args.memory_snapshot.is_some() {
+    if args.memory_snapshot.is_some() || args.allocation_log.is_some() {
         let buffer = LogBuffer::default();
         let adaptor = Arc::new(
             LoggingAdaptor::with_writer(resource, buffer.clone())
-                .map_err(|e| Error::Device(format!("--memory-snapshot: {e}")))?,
+                .map_err(|e| Error::Device(format!("the allocation log: {e}")))?,
         );
         resource = adaptor.clone();
-        snapshot = Some(SnapshotLog { adaptor, buffer });
+        snapshot = Some(AllocationLog { adaptor, buffer });
     }
     let mut recorder = None;
     if args.memory_timeline.is_some() {
@@ -318,6 +337,7 @@ fn gpu_count(args: &RunArgs, on_gpu: bool) -> Result<usize> {
     let single_only = [
         (args.memory_timeline.is_some(), "--memory-timeline"),
         (args.memory_snapshot.is_some(), "--memory-snapshot"),
+        (args.allocation_log.is_some(), "--allocation-log"),
         (
             args.execution == Execution::Streamed,
             "--execution streamed",
@@ -455,6 +475,12 @@ pub fn run(args: RunArgs) -> Result<()> {
     if args.memory_snapshot.is_some() && device.device != "gpu" {
         return Err(Error::param(
             "--memory-snapshot",
+            "records the GPU allocations of a run: it needs the GPU (--device gpu, or auto on a machine with one)",
+        ));
+    }
+    if args.allocation_log.is_some() && device.device != "gpu" {
+        return Err(Error::param(
+            "--allocation-log",
             "records the GPU allocations of a run: it needs the GPU (--device gpu, or auto on a machine with one)",
         ));
     }
@@ -636,6 +662,9 @@ pub fn run(args: RunArgs) -> Result<()> {
     if let (Some(path), Some(log)) = (&args.memory_snapshot, &snapshot) {
         log.write(path)?;
     }
+    if let (Some(path), Some(log)) = (&args.allocation_log, &snapshot) {
+        log.write_csv(path)?;
+    }
     report.peak_rss_bytes = report.steps.iter().filter_map(|s| s.peak_rss_bytes).max();
     let report_file = match &args.report {
         Some(path) => Some(stage_report(&report, path)?),
@@ -712,7 +741,7 @@ mod tests {
         let a = adaptor.allocate(4096, &stream).unwrap();
         let b = adaptor.allocate(1 << 20, &stream).unwrap();
         unsafe { adaptor.deallocate(a, 4096, &stream).unwrap() };
-        let log = SnapshotLog {
+        let log = AllocationLog {
             adaptor: adaptor.clone(),
             buffer,
         };
