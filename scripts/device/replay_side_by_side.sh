@@ -6,8 +6,10 @@
 set -u
 OUT=${OUT:-/tmp/out}
 CELLS=${1:-200000}
+shift
+# Further arguments go to scpipe run (e.g. --device-memory-limit 1GiB: the streamed run's log).
 ./.gpu-rp/scpipe run --demo --demo-cells "$CELLS" --demo-genes 20000 --allocation-log "$OUT/pipeline-log.csv" \
-  -o /dev/shm/replay.h5ad > "$OUT/pipeline.txt" 2>&1 || { tail "$OUT/pipeline.txt"; exit 1; }
+  -o /dev/shm/replay.h5ad "$@" > "$OUT/pipeline.txt" 2>&1 || { tail "$OUT/pipeline.txt"; exit 1; }
 rm -f /dev/shm/replay.h5ad
 echo "log: $(wc -l < "$OUT/pipeline-log.csv") lines"
 cd .rmm-bench && nvcc -std=c++20 -O3 -arch=sm_90 -Irmm/include -Irmm/include/rapids -Irlog/include rmm_replay.cu \
