@@ -70,6 +70,7 @@ pub use resource::{
 };
 pub use resources::{
     AllocateCallback, AsyncResource, AsyncResourceOptions, CallbackResource, CudaResource,
-    DeallocateCallback, ManagedResource, PinnedHostResource, SystemResource,
+    DeallocateCallback, ExpandableResource, ManagedResource, PinnedHostResource, SystemResource,
+    EXPANDABLE_UNIT,
 };
 pub use rmm_cuda::{Device, Stream, ALIGNMENT};

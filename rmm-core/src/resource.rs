@@ -91,6 +91,15 @@ pub trait MemoryResource: Send + Sync + fmt::Debug {
     fn is_equal(&self, other: &dyn MemoryResource) -> bool {
         self.identity() == other.identity()
     }
+
+    /// `Some(unit)` when this resource grows one address range: each allocation (a multiple of
+    /// `unit` bytes) starts where the previous one ended, and allocations are given back from
+    /// the end, last first. A pool over it treats its chunks as one range (blocks coalesce
+    /// across them) and gives memory back from the end ([`crate::ExpandableResource`]). `None`
+    /// (the default): separate allocations.
+    fn contiguous_growth_unit(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// A resource shared between owners: the form resources are stored, composed and registered in.
@@ -117,6 +126,9 @@ impl<R: MemoryResource + ?Sized> MemoryResource for Arc<R> {
     }
     fn is_equal(&self, other: &dyn MemoryResource) -> bool {
         (**self).is_equal(other)
+    }
+    fn contiguous_growth_unit(&self) -> Option<usize> {
+        (**self).contiguous_growth_unit()
     }
 }
 

@@ -128,3 +128,11 @@ fn a_view_of_the_default_pool_says_so() {
     let v = AsyncResource::view_default_pool(&sim()).unwrap();
     assert_eq!(v.name(), "async_view");
 }
+rmm_core::conformance_tests!(
+    expandable_pool_on_sim,
+    Some((
+        Arc::new(PoolResource::expandable(&sim(), PoolOptions::sized(0, None)).unwrap())
+            as SharedResource,
+        ConformanceConfig::default()
+    ))
+);

@@ -18,6 +18,7 @@ mod mem_pool;
 mod nccl;
 mod sim;
 mod stream;
+mod virtual_memory;
 
 pub use device::{Device, DeviceGuard, DeviceId, MemAdvice, MemoryInfo};
 pub use driver::{
@@ -29,6 +30,7 @@ pub use mem_pool::{MemPool, MemPoolOptions};
 pub use nccl::{NcclComm, NcclId};
 pub use sim::{SimOp, SimWaitHook};
 pub use stream::{Stream, StreamId};
+pub use virtual_memory::VirtualRange;
 
 /// Every pointer handed out by the memory resources is aligned to this many bytes (as in RMM).
 pub const ALIGNMENT: usize = 256;

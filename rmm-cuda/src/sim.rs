@@ -148,6 +148,61 @@ impl SimDevice {
         Ok(())
     }
 
+    /// Reserves `bytes` of address space backed by host memory (pages are touched only when
+    /// used), counted against the capacity only as parts of it are mapped (`map_capacity`).
+    pub(crate) fn reserve(&self, call: &'static str, bytes: usize) -> Result<u64> {
+        let layout = Layout::from_size_align(bytes.max(1), ALIGNMENT)
+            .map_err(|e| CudaError::invalid(call, e.to_string()))?;
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { std::alloc::alloc(layout) };
+        if ptr.is_null() {
+            return Err(CudaError::simulated_out_of_memory(call, bytes, 0));
+        }
+        self.live.lock().insert(ptr as u64, bytes);
+        Ok(ptr as u64)
+    }
+
+    /// Gives back what `reserve` returned.
+    pub(crate) fn unreserve(&self, call: &'static str, ptr: u64) -> Result<()> {
+        let bytes =
+            self.live.lock().remove(&ptr).ok_or_else(|| {
+                CudaError::invalid(call, format!("{ptr:#x} is not a reserved range"))
+            })?;
+        // SAFETY: `ptr` came from `reserve` with exactly this layout.
+        unsafe {
+            std::alloc::dealloc(
+                ptr as *mut u8,
+                Layout::from_size_align_unchecked(bytes.max(1), ALIGNMENT),
+            )
+        };
+        Ok(())
+    }
+
+    /// Takes `bytes` of the capacity (a mapping into a reserved range).
+    pub(crate) fn map_capacity(&self, call: &'static str, bytes: usize) -> Result<()> {
+        let mut used = self.used.load(Ordering::Relaxed);
+        loop {
+            let free = self.capacity - used;
+            if bytes > free {
+                return Err(CudaError::simulated_out_of_memory(call, bytes, free));
+            }
+            match self.used.compare_exchange_weak(
+                used,
+                used + bytes,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Ok(()),
+                Err(now) => used = now,
+            }
+        }
+    }
+
+    /// Gives back capacity taken by `map_capacity`.
+    pub(crate) fn unmap_capacity(&self, bytes: usize) {
+        self.used.fetch_sub(bytes, Ordering::AcqRel);
+    }
+
     /// Size of a live allocation, if `ptr` is one.
     pub(crate) fn allocation_size(&self, ptr: u64) -> Option<usize> {
         self.live.lock().get(&ptr).copied()

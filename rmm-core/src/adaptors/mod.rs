@@ -14,8 +14,8 @@ pub use aligned::AlignedAdaptor;
 pub use failure_callback::FailureCallbackAdaptor;
 pub use limiting::LimitingAdaptor;
 pub use logging::{
-    memory_viz_snapshot, parse_log, replay_file, replay_log, write_memory_viz_snapshot, LogAction,
-    LogRecord, LoggingAdaptor, ReplayReport, LOG_HEADER,
+    memory_viz_snapshot, parse_log, replay_file, replay_log, replay_log_observed,
+    write_memory_viz_snapshot, LogAction, LogRecord, LoggingAdaptor, ReplayReport, LOG_HEADER,
 };
 pub use prefetch::PrefetchAdaptor;
 pub use statistics::{Counter, Statistics, StatisticsAdaptor};

@@ -107,6 +107,13 @@ impl CoalescingFreeList {
             .map(|i| (self.nodes[i as usize].addr, self.nodes[i as usize].size))
     }
 
+    /// The free block that ends at `end`, as (address, size).
+    pub(crate) fn block_ending_at(&self, end: u64) -> Option<(u64, usize)> {
+        self.by_end
+            .get(end)
+            .map(|i| (self.nodes[i as usize].addr, self.nodes[i as usize].size))
+    }
+
     /// Removes the free block `[addr, addr + size)` if exactly that block is free here.
     pub(crate) fn remove_exact(&mut self, addr: u64, size: usize) -> bool {
         match self.by_start.get(addr) {

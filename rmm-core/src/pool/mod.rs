@@ -112,6 +112,9 @@ pub struct PoolResource<U: MemoryResource = SharedResource> {
     growth: Mutex<()>,
     /// The checked mode's live blocks ([`PoolOptions::validate_deallocations`]).
     live: Option<LiveBlocks>,
+    /// The upstream's growth unit when it grows one address range
+    /// ([`MemoryResource::contiguous_growth_unit`]): the pool is then *expandable*.
+    contiguous: Option<usize>,
 }
 
 impl<U: MemoryResource> fmt::Debug for PoolResource<U> {
@@ -160,19 +163,30 @@ impl<U: MemoryResource> PoolResource<U> {
             }
         }
         let boundaries = Arc::new(ChunkBoundaries::default());
+        let contiguous = upstream.contiguous_growth_unit();
+        // Over one growing range, blocks coalesce across chunks: no boundaries.
+        let list = {
+            let boundaries = boundaries.clone();
+            move || match contiguous {
+                Some(_) => CoalescingFreeList::new(),
+                None => CoalescingFreeList::with_boundaries(boundaries.clone()),
+            }
+        };
+        let initial = match contiguous {
+            Some(unit) => initial.div_ceil(unit) * unit,
+            None => initial,
+        };
         let pool = PoolResource {
             upstream,
             device,
             maximum,
-            lists: StreamLists::new({
-                let boundaries = boundaries.clone();
-                move || CoalescingFreeList::with_boundaries(boundaries.clone())
-            }),
-            reservoir: Mutex::new(CoalescingFreeList::with_boundaries(boundaries.clone())),
+            reservoir: Mutex::new(list()),
+            lists: StreamLists::new(list),
             chunks: Mutex::new(Chunks::new(boundaries)),
             pool_size: AtomicUsize::new(0),
             growth: Mutex::new(()),
             live: options.validate_deallocations.then(LiveBlocks::new),
+            contiguous,
         };
         if initial > 0 {
             let stream = pool.device.default_stream();
@@ -193,6 +207,11 @@ impl<U: MemoryResource> PoolResource<U> {
             pool.add_chunk(ptr, initial, stream);
         }
         Ok(pool)
+    }
+
+    /// Whether the pool grows one address range in place ([`PoolResource::expandable`]).
+    pub fn is_expandable(&self) -> bool {
+        self.contiguous.is_some()
     }
 
     /// The upstream resource.
@@ -246,6 +265,9 @@ impl<U: MemoryResource> PoolResource<U> {
         }
         drained?;
         let mut chunks = self.chunks.lock();
+        if self.contiguous.is_some() {
+            return self.release_end(&mut chunks, &mut reservoir);
+        }
         let whole: Vec<(u64, Chunk)> = chunks
             .iter()
             .map(|(a, c)| (a, c.clone()))
@@ -278,6 +300,53 @@ impl<U: MemoryResource> PoolResource<U> {
             Some(e) => Err(e),
             None => Ok(released),
         }
+    }
+
+    /// [`PoolResource::release`] of an expandable pool: the chunks covered by the free block at
+    /// the end of the range go back to the upstream, last first (blocks may span chunks here, so
+    /// whole free chunks are found from the end).
+    fn release_end(
+        &self,
+        chunks: &mut Chunks,
+        reservoir: &mut CoalescingFreeList,
+    ) -> Result<usize> {
+        let Some(top) = chunks.iter().last().map(|(a, c)| a + c.size as u64) else {
+            return Ok(0);
+        };
+        let Some((start, size)) = reservoir.blocks().find(|&(a, s)| a + s as u64 == top) else {
+            return Ok(0);
+        };
+        let free: Vec<(u64, Chunk)> = chunks
+            .iter()
+            .filter(|(a, _)| *a >= start)
+            .map(|(a, c)| (a, c.clone()))
+            .collect();
+        let Some(cut) = free.first().map(|f| f.0) else {
+            return Ok(0);
+        };
+        reservoir.remove_exact(start, size);
+        if cut > start {
+            reservoir.give(start, (cut - start) as usize);
+        }
+        let mut released = 0;
+        for (addr, chunk) in free.into_iter().rev() {
+            // SAFETY: the chunk came from this upstream with this size, is entirely free, is the
+            // last one held, and the streams that used it were synchronised by `release`.
+            match unsafe { self.upstream.deallocate(addr, chunk.size, &chunk.stream) } {
+                Ok(()) => {
+                    chunks.remove(addr);
+                    released += chunk.size;
+                }
+                Err(e) => {
+                    // This chunk and those before it stay free in the pool.
+                    reservoir.give(cut, (addr + chunk.size as u64 - cut) as usize);
+                    self.pool_size.fetch_sub(released, Ordering::Relaxed);
+                    return Err(e);
+                }
+            }
+        }
+        self.pool_size.fetch_sub(released, Ordering::Relaxed);
+        Ok(released)
     }
 
     /// Streams whose free lists the pool keeps. The list of a stream that no handle refers to any
@@ -399,6 +468,9 @@ impl<U: MemoryResource> PoolResource<U> {
         list: &StreamList<CoalescingFreeList>,
         stream: &Stream,
     ) -> std::result::Result<u64, Refused> {
+        if let Some(unit) = self.contiguous {
+            return self.grow_in_place(size, unit, list, stream);
+        }
         let mut attempt = match growth::first_attempt(size, self.pool_size(), self.maximum) {
             Ok(a) => a,
             Err(reached) => {
@@ -438,6 +510,53 @@ impl<U: MemoryResource> PoolResource<U> {
         }
     }
 
+    /// [`PoolResource::grow`] of an expandable pool: the range grows by what the request needs
+    /// (in growth units) right after the last chunk, and the new memory joins `list`, where it
+    /// coalesces with a free block at the old end; the request is then served from the list.
+    fn grow_in_place(
+        &self,
+        size: usize,
+        unit: usize,
+        list: &StreamList<CoalescingFreeList>,
+        stream: &Stream,
+    ) -> std::result::Result<u64, Refused> {
+        // A free block at the end of the range (gathered into `list`) joins the new memory, so
+        // the range grows only by what it lacks.
+        let top = self
+            .chunks
+            .lock()
+            .iter()
+            .last()
+            .map(|(a, c)| a + c.size as u64);
+        let trailing = top
+            .and_then(|t| list.inspect(|l| l.block_ending_at(t)))
+            .map_or(0, |(_, len)| len);
+        let attempt = size.saturating_sub(trailing).max(1).div_ceil(unit) * unit;
+        if let Some(max) = self.maximum {
+            let headroom = max.saturating_sub(self.pool_size());
+            if attempt > headroom {
+                return Err(Refused::OutOfMemory(format!(
+                    "maximum pool size reached: the pool may grow by {} only",
+                    human_bytes(headroom)
+                )));
+            }
+        }
+        match self.upstream.allocate(attempt, stream) {
+            Ok(addr) => {
+                self.record_chunk(addr, attempt, stream.clone());
+                list.give_fresh(addr, attempt);
+                list.take(size).ok_or_else(|| {
+                    Refused::OutOfMemory("the grown range did not hold the request".into())
+                })
+            }
+            Err(MemoryError::OutOfMemory(refusal)) => Err(Refused::OutOfMemory(format!(
+                "the upstream {} refused to grow the pool ({refusal})",
+                self.upstream.name()
+            ))),
+            Err(other) => Err(Refused::Upstream(other)),
+        }
+    }
+
     fn out_of_memory(&self, bytes: usize, detail: &str) -> MemoryError {
         let mut oom = OutOfMemory::new("pool", bytes)
             .held(self.pool_size())
@@ -448,6 +567,35 @@ impl<U: MemoryResource> PoolResource<U> {
             oom = oom.maximum(max);
         }
         oom.into()
+    }
+}
+
+impl PoolResource<crate::ExpandableResource> {
+    /// An *expandable* pool (PyTorch's expandable segments, which RMM lacks): its upstream is one
+    /// range of addresses reserved on `device` (its total memory), where physical memory is
+    /// mapped in 32 MiB steps as the pool grows. New memory lands right after the old, so free
+    /// blocks coalesce across growth steps (a request larger than any step is served once enough
+    /// is free in total), growth takes only what the request lacks, and
+    /// [`PoolResource::release`] unmaps the free end of the range while live blocks stay where
+    /// they are.
+    ///
+    /// ```
+    /// use rmm_core::{Device, MemoryResource, PoolOptions, PoolResource};
+    /// let device = Device::simulated(1 << 30);
+    /// let pool = PoolResource::expandable(&device, PoolOptions::sized(0, None))?;
+    /// let s = device.new_stream()?;
+    /// let a = pool.allocate(40 << 20, &s)?; // maps 64 MiB
+    /// let b = pool.allocate(40 << 20, &s)?; // 24 MiB free at the end + 32 MiB more, one block
+    /// assert_eq!(b, a + (40 << 20));
+    /// assert_eq!(pool.pool_size(), 96 << 20);
+    /// // SAFETY: allocated above with this size, unused.
+    /// unsafe { pool.deallocate(b, 40 << 20, &s)? };
+    /// assert_eq!(pool.release()?, 32 << 20); // the free end, in whole growth steps
+    /// # unsafe { pool.deallocate(a, 40 << 20, &s)? };
+    /// # Ok::<(), rmm_core::MemoryError>(())
+    /// ```
+    pub fn expandable(device: &Device, options: PoolOptions) -> Result<Self> {
+        PoolResource::new(crate::ExpandableResource::new(device, None)?, options)
     }
 }
 
@@ -507,7 +655,8 @@ impl<U: MemoryResource> Drop for PoolResource<U> {
         if let Err(e) = self.lists.drain_synchronized(&mut blocks) {
             eprintln!("rmm-core: pool drop: synchronising before release failed: {e}");
         }
-        for (addr, chunk) in self.chunks.lock().take_all() {
+        // Last first: an expandable upstream gives memory back from its end only.
+        for (addr, chunk) in self.chunks.lock().take_all().into_iter().rev() {
             // SAFETY: each chunk came from this upstream with this size; the pool is going away.
             if let Err(e) = unsafe { self.upstream.deallocate(addr, chunk.size, &chunk.stream) } {
                 eprintln!("rmm-core: pool drop: returning a chunk to the upstream failed: {e}");

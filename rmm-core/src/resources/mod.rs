@@ -3,6 +3,7 @@
 mod async_pool;
 mod callback;
 mod cuda;
+mod expandable;
 mod managed;
 mod pinned_host;
 mod system;
@@ -10,6 +11,7 @@ mod system;
 pub use async_pool::{AsyncResource, AsyncResourceOptions};
 pub use callback::{AllocateCallback, CallbackResource, DeallocateCallback};
 pub use cuda::CudaResource;
+pub use expandable::{ExpandableResource, EXPANDABLE_UNIT};
 pub use managed::ManagedResource;
 pub use pinned_host::PinnedHostResource;
 pub use system::SystemResource;

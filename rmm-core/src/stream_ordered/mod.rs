@@ -143,6 +143,11 @@ impl<F: FreeStore> StreamList<F> {
         self.state.lock().free.take(size)
     }
 
+    /// Runs `f` on this stream's free blocks (read only).
+    pub(crate) fn inspect<R>(&self, f: impl FnOnce(&F) -> R) -> R {
+        f(&self.state.lock().free)
+    }
+
     /// A block freed by work on this stream.
     #[inline]
     pub(crate) fn give(&self, addr: u64, size: usize) -> Result<()> {

@@ -8,7 +8,7 @@ mod replay;
 
 pub use memory_viz::{memory_viz_snapshot, write_memory_viz_snapshot};
 pub use record::{parse_log, LogAction, LogRecord, LOG_HEADER};
-pub use replay::{replay_file, replay_log, ReplayReport};
+pub use replay::{replay_file, replay_log, replay_log_observed, ReplayReport};
 
 use crate::error::{MemoryError, Result};
 use crate::resource::{MemoryKind, MemoryResource, SharedResource};

@@ -56,6 +56,16 @@ fn streams_for(
 /// Replays `records` against `resource`. Out-of-memory during the replay is counted, not fatal;
 /// other errors stop it (after freeing what it holds).
 pub fn replay_log(records: &[LogRecord], resource: &dyn MemoryResource) -> Result<ReplayReport> {
+    replay_log_observed(records, resource, |_| {})
+}
+
+/// [`replay_log`], calling `observe` with the bytes live after every allocation and free (to
+/// look at the resource at chosen moments, e.g. its fragmentation at the peak).
+pub fn replay_log_observed(
+    records: &[LogRecord],
+    resource: &dyn MemoryResource,
+    mut observe: impl FnMut(usize),
+) -> Result<ReplayReport> {
     let streams = streams_for(records, resource)?;
     let mut report = ReplayReport::default();
     // Logged pointer -> (replayed pointer, size, stream handle).
@@ -78,6 +88,7 @@ pub fn replay_log(records: &[LogRecord], resource: &dyn MemoryResource) -> Resul
                             live_bytes += r.size;
                             report.peak_bytes = report.peak_bytes.max(live_bytes);
                         }
+                        observe(live_bytes);
                     }
                     Err(MemoryError::OutOfMemory(_)) => report.failed_allocations += 1,
                     Err(e) => {
@@ -98,6 +109,7 @@ pub fn replay_log(records: &[LogRecord], resource: &dyn MemoryResource) -> Resul
                     }
                     report.frees += 1;
                     live_bytes -= size;
+                    observe(live_bytes);
                 }
                 None if r.size == 0 => report.frees += 1,
                 None => report.unmatched_frees += 1,
