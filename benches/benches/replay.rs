@@ -8,10 +8,14 @@
 //! ```
 //!
 //! Figure: time inside the allocate and deallocate calls / their number, best of 5 replays after
-//! one untimed warm-up replay on the same resource (its growth); peak bytes live.
+//! one untimed warm-up replay on the same resource (its growth); peak bytes live. Then the
+//! fragmentation (`1 - largest free block / free bytes`) at the log's peak of the pool and of the
+//! expandable pool, both grown from nothing by the replay.
 
 use benches::{bench_resource, describe_device, flag_value, print_table};
 use rmm_core::adaptors::{parse_log, replay_log};
+use rmm_core::testing::fragmentation_at_peak;
+use rmm_core::{CudaResource, PoolOptions, PoolResource};
 use rmm_cuda::Device;
 use serde_json::json;
 
@@ -41,7 +45,7 @@ fn main() {
     let only = flag_value(&args, "--only");
     let mut rows = Vec::new();
     let mut results = Vec::new();
-    for name in ["cuda", "async", "pool", "arena", "binning"] {
+    for name in ["cuda", "async", "pool", "arena", "binning", "expandable"] {
         if only
             .as_deref()
             .is_some_and(|o| !o.split(',').any(|x| x == name))
@@ -95,10 +99,54 @@ fn main() {
         &["resource", "calls", "ns/call", "peak bytes", "failed"],
         &rows,
     );
+    // Fragmentation at the log's peak: the pool and the expandable pool, both grown from
+    // nothing as the log asks.
+    let mut fragmentation = Vec::new();
+    let plain = PoolResource::new(CudaResource::new(&device), PoolOptions::sized(0, None));
+    let expandable = PoolResource::expandable(&device, PoolOptions::sized(0, None));
+    let measured = [
+        (
+            "pool",
+            plain.and_then(|p| fragmentation_at_peak(&records, &p)),
+        ),
+        (
+            "expandable",
+            expandable.and_then(|p| fragmentation_at_peak(&records, &p)),
+        ),
+    ];
+    let mut frag_rows = Vec::new();
+    for (name, m) in measured {
+        match m {
+            Ok((f, _)) => {
+                frag_rows.push(vec![
+                    name.to_string(),
+                    format!("{:.3}", f.at_peak),
+                    (f.free_bytes >> 20).to_string(),
+                    (f.largest_free_block >> 20).to_string(),
+                    (f.pool_size >> 20).to_string(),
+                ]);
+                fragmentation.push(json!({
+                    "resource": name, "at_peak": f.at_peak, "free_bytes": f.free_bytes,
+                    "largest_free_block": f.largest_free_block, "pool_size": f.pool_size,
+                }));
+            }
+            Err(e) => eprintln!("{name}: fragmentation replay failed: {e}"),
+        }
+    }
+    print_table(
+        &[
+            "grown from 0",
+            "1 - largest/free at peak",
+            "free MiB",
+            "largest MiB",
+            "held MiB",
+        ],
+        &frag_rows,
+    );
     if let Some(out) = flag_value(&args, "--json") {
         let doc = json!({
             "log": path, "records": records.len(), "device": describe_device(&device),
-            "results": results,
+            "results": results, "fragmentation": fragmentation,
         });
         std::fs::write(&out, serde_json::to_string_pretty(&doc).expect("json"))
             .unwrap_or_else(|e| eprintln!("replay: cannot write {out}: {e}"));

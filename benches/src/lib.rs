@@ -97,7 +97,8 @@ pub fn pipeline_flag(
 /// The resources of the allocator benchmarks, configured as `benches/rmm/rmm_ra.cu` configures
 /// RMM's: `cuda`, `async` (a CUDA pool of its own), `pool` (8 GiB initial, 16 GiB maximum),
 /// `arena` (16 GiB), `binning` (bins of 256 KiB to 4 MiB over such a pool), `fixed` (1 MiB
-/// blocks, 1024 per chunk); `None` for another name.
+/// blocks, 1024 per chunk), `expandable` (our pool on CUDA virtual memory, growing from nothing
+/// up to 16 GiB: RMM has no such resource); `None` for another name.
 pub fn bench_resource(
     name: &str,
     device: &Device,
@@ -129,6 +130,10 @@ pub fn bench_resource(
                 .and_then(|p| BinningResource::with_range(p, 18, 22)),
         ),
         "fixed" => shared(FixedSizeResource::new(cuda(), 1 << 20, 1024)),
+        "expandable" => shared(PoolResource::expandable(
+            device,
+            PoolOptions::sized(0, Some(16 * GIB)),
+        )),
         _ => return None,
     })
 }

@@ -212,3 +212,11 @@ fn binning_under_eight_threads_on_gpu() {
     };
     rmm_core::testing::stress::binning_under_eight_threads(&d).unwrap();
 }
+rmm_core::conformance_tests!(
+    expandable_pool_on_gpu,
+    gpu("gpu expandable pool").map(|d| (
+        Arc::new(PoolResource::expandable(&d, PoolOptions::sized(0, None)).unwrap())
+            as SharedResource,
+        ConformanceConfig::default()
+    ))
+);
