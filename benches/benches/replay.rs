@@ -7,7 +7,7 @@
 //! cargo bench -p benches --bench replay -- LOG.csv [--only pool,arena,...] [--json PATH]
 //! ```
 //!
-//! Figure: time inside the allocate and deallocate calls / their number, best of 5 replays after
+//! Figure: time inside the allocate and deallocate calls / their number, best of 20 replays after
 //! one untimed warm-up replay on the same resource (its growth); peak bytes live. Then the
 //! fragmentation (`1 - largest free block / free bytes`) at the log's peak of the pool and of the
 //! expandable pool, both grown from nothing by the replay.
@@ -19,7 +19,7 @@ use rmm_core::{CudaResource, PoolOptions, PoolResource};
 use rmm_cuda::Device;
 use serde_json::json;
 
-const REPLAYS: usize = 5;
+const REPLAYS: usize = 20;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();

@@ -3,7 +3,7 @@
 // benches/benches/replay.rs: the same events in the logged order, one stream per logged stream
 // handle (0: the legacy default stream, 2: the per-thread one), resources configured as
 // rmm_ra.cu configures them. Figure: time inside the allocate and deallocate calls / their
-// number, best of 5 replays after one warm-up replay on the same resource.
+// number, best of 20 replays after one warm-up replay on the same resource.
 // Usage: rmm_replay LOG.csv
 #include <rmm/mr/cuda_memory_resource.hpp>
 #include <rmm/mr/cuda_async_memory_resource.hpp>
@@ -85,7 +85,7 @@ static void bench(const char* name, MR& mr, const std::vector<Ev>& ev,
   size_t calls = 0, peak = 0;
   replay(mr, ev, st, calls, peak);  // warm-up (growth)
   double best = 1e300;
-  for (int r = 0; r < 5; ++r) {
+  for (int r = 0; r < 20; ++r) {
     double ns = replay(mr, ev, st, calls, peak) / (calls ? calls : 1);
     if (ns < best) best = ns;
   }
