@@ -293,3 +293,42 @@ fn large_arrays_read_directly_match_the_library() {
         );
     }
 }
+
+/// Arrays of more than 64 MiB are written in parallel at their offsets once HDF5 has closed the
+/// file: a dense X, a CSR `.raw.X` (data and int32 indices) and an `obsm` array of that size read
+/// back value for value.
+#[test]
+fn large_arrays_written_in_parallel_read_back() {
+    let (n, g) = (4_400, 4_000); // 17.6 M values: 70 MB of float32
+    let dense: Vec<f32> = (0..n * g).map(|i| (i % 9973) as f32 * 0.25 - 7.0).collect();
+    let x = DenseMatrix::new(n, g, dense).unwrap();
+    let mut a = AnnData::new(Matrix::Dense(x));
+    let per_row = 4_000;
+    let raw = CsrMatrix::new(
+        n,
+        8_000,
+        (0..=n as u64).map(|r| r * per_row as u64).collect(),
+        (0..n * per_row).map(|i| ((i * 2) % 8_000) as u32).collect(),
+        (0..n * per_row).map(|i| (i % 101) as f32).collect(),
+    )
+    .unwrap();
+    a.raw = Some(Raw {
+        x: Matrix::Sparse(raw),
+        var: DataFrame::with_default_index(8_000),
+        varm: BTreeMap::new(),
+    });
+    a.obsm.insert(
+        "X_big".into(),
+        DenseArray::new(
+            vec![n, g],
+            ArrayData::F64((0..n * g).map(|i| i as f64).collect()),
+        )
+        .unwrap(),
+    );
+    let path = common::scratch("large_parallel.h5ad");
+    write_h5ad(&a, &path).unwrap();
+    let b = read_h5ad(&path).unwrap();
+    // No NaN here: plain equality (the debug form of 50 M values would take long).
+    assert!(a == b, "the large arrays differ after the round trip");
+    std::fs::remove_file(&path).unwrap();
+}
