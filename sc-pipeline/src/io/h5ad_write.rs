@@ -41,9 +41,7 @@ pub(crate) fn create_file(ctx: &H5Ctx) -> Result<File> {
 }
 
 fn write_to(adata: &AnnData, path: &Path) -> Result<()> {
-    let mut ctx = H5Ctx::new(path);
-    // The large arrays are written after HDF5 closes the file, while `adata` is still borrowed.
-    ctx.bulk = Some(Default::default());
+    let ctx = H5Ctx::new(path);
     let file = create_file(&ctx)?;
     write_matrix(&ctx, &file, "X", &adata.x)?;
     write_dataframe(&ctx, &file, "obs", &adata.obs)?;
@@ -64,10 +62,7 @@ fn write_to(adata: &AnnData, path: &Path) -> Result<()> {
         write_dense_dict(&ctx, &g, "varm", &raw.varm)?;
     }
     file.close().map_err(ctx.h5("/"))?;
-    match ctx.bulk.take() {
-        Some(bulk) => bulk.write(path),
-        None => Ok(()),
-    }
+    Ok(())
 }
 
 fn element_path(parent: &Location, name: &str) -> String {
@@ -169,9 +164,6 @@ pub(crate) fn write_plain<T: H5Type>(
     } else {
         Extents::from(shape.to_vec())
     };
-    if let Some(bulk) = &ctx.bulk {
-        return bulk.dataset(ctx, parent, name, extents, values, &element);
-    }
     let ds = parent
         .new_dataset::<T>()
         .shape(extents)
@@ -326,22 +318,9 @@ pub(crate) fn write_csr(ctx: &H5Ctx, parent: &Group, name: &str, m: &CsrMatrix<f
         &element,
     )?;
     write_plain(ctx, &g, "data", &[m.data.len()], &m.data)?;
-    match width {
-        IndexWidth::I32 => {
-            write_plain(
-                ctx,
-                &g,
-                "indices",
-                &[m.indices.len()],
-                u32_as_i32(&m.indices),
-            )?;
-        }
-        IndexWidth::I64 => {
-            let indices_el = format!("{element}/indices");
-            let ds = create_indices(ctx, &g, width, m.indices.len(), &indices_el)?;
-            write_indices_at(ctx, &ds, width, 0, &m.indices, &indices_el)?;
-        }
-    }
+    let indices_el = format!("{element}/indices");
+    let ds = create_indices(ctx, &g, width, m.indices.len(), &indices_el)?;
+    write_indices_at(ctx, &ds, width, 0, &m.indices, &indices_el)?;
     write_indptr(ctx, &g, width, &m.indptr)
 }
 

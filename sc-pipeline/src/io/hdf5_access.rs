@@ -21,9 +21,6 @@ const F32_EXACT_INT: f64 = 16_777_216.0;
 pub(crate) struct H5Ctx {
     pub path: PathBuf,
     pub notices: Notices,
-    /// A writer's large arrays, written in parallel once HDF5 has closed the file (see
-    /// [`super::bulk_write`]); `None`: every array is written by HDF5 at once.
-    pub bulk: Option<super::bulk_write::BulkWrites>,
 }
 
 impl H5Ctx {
@@ -31,7 +28,6 @@ impl H5Ctx {
         H5Ctx {
             path: path.to_path_buf(),
             notices: Notices::default(),
-            bulk: None,
         }
     }
 

@@ -1,6 +1,5 @@
 //! File formats: h5ad (read, write, read in row chunks) and 10x Genomics HDF5 matrices.
 
-mod bulk_write;
 mod detect;
 mod direct_read;
 mod h5ad_chunks;
