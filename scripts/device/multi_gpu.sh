@@ -14,10 +14,12 @@ mkdir -p /tmp/nccl-lib && ln -sf "$NCCL_DIR/libnccl.so.2" /tmp/nccl-lib/libnccl.
 export LD_LIBRARY_PATH=/tmp/nccl-lib:$NCCL_DIR:${LD_LIBRARY_PATH:-}
 nvidia-smi -L
 N=$(nvidia-smi -L | wc -l)
+if [ "${SKIP_TESTS:-0}" != 1 ]; then
 echo "== NCCL tests ($N GPUs)"
 REQUIRE_GPU=1 "$B/gpu_split_run" --test-threads=1 --nocapture 2>&1 | grep -E "^test |matches|result|panicked|Error|error"
 echo "== compute-sanitizer (memcheck) on the kNN of row ranges"
 REQUIRE_GPU=1 compute-sanitizer --tool memcheck "$B/gpu_split_run" knn_of_row_ranges 2>&1 | grep -E "ERROR SUMMARY|test result|panicked"
+fi
 for n in 1 $N; do
   echo "== $CELLS cells x 20000 genes on $n GPU(s)"
   "$B/scpipe" run --demo --demo-cells "$CELLS" --demo-genes 20000 --gpus "$n" \
@@ -35,5 +37,8 @@ if len(files) == 2:
     print('same genes:', bool((a['var/_index'][:] == b['var/_index'][:]).all()))
     print('max |X diff|:', float(np.abs(xa - xb).max()))
     print('X_pca first 10 components |corr| min:', min(corr))
+    for f in (a, b):
+        print(f.filename, 'raw.X nnz', f['raw/X/data'].shape[0], 'sum', float(f['raw/X/data'][:].sum(dtype=np.float64)),
+              'indices ok', int(f['raw/X/indices'][:].max()) < f['raw/var/_index'].shape[0])
 PY
 rm -f /dev/shm/split-*.h5ad
