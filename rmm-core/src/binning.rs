@@ -9,6 +9,11 @@ use rmm_cuda::{Device, Stream};
 use std::fmt;
 
 /// Blocks each default (fixed-size) bin takes from the upstream at a time, as in RMM.
+///
+/// ```
+/// assert!(rmm_core::DEFAULT_BIN_BLOCKS > 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub const DEFAULT_BIN_BLOCKS: usize = 128;
 
 enum BinResource<U: MemoryResource> {
@@ -30,6 +35,24 @@ enum Target<'a, U: MemoryResource> {
 
 /// Size bins in front of the upstream `U`. `U` is cloned into every default bin, so it should be a
 /// shared handle (`Arc<...>`, [`SharedResource`]) or a resource without state of its own.
+///
+/// ```
+/// use rmm_core::{BinningResource, CudaResource, Device, MemoryResource, PoolOptions, PoolResource};
+/// use std::sync::Arc;
+/// let device = Device::simulated(1 << 30);
+/// let pool = Arc::new(PoolResource::new(CudaResource::new(&device), PoolOptions::sized(64 << 20, None))?);
+/// // Bins of 256 KiB .. 4 MiB; larger requests go to the pool.
+/// let bins = BinningResource::with_range(pool, 18, 22)?;
+/// let stream = device.new_stream()?;
+/// let small = bins.allocate(100 << 10, &stream)?;
+/// let large = bins.allocate(16 << 20, &stream)?;
+/// // SAFETY: allocated just above with these sizes, unused.
+/// unsafe {
+///     bins.deallocate(small, 100 << 10, &stream)?;
+///     bins.deallocate(large, 16 << 20, &stream)?;
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct BinningResource<U: MemoryResource + Clone = SharedResource> {
     upstream: U,
     /// Sorted by size.

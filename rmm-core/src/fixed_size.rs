@@ -23,6 +23,18 @@ enum Refused {
 }
 
 /// A fixed-size block allocator over the upstream `U`.
+///
+/// ```
+/// use rmm_core::{CudaResource, Device, FixedSizeResource, MemoryResource};
+/// let device = Device::simulated(1 << 30);
+/// // Blocks of 64 KiB, 16 taken from the upstream at a time.
+/// let fixed = FixedSizeResource::new(CudaResource::new(&device), 64 << 10, 16)?;
+/// let stream = device.new_stream()?;
+/// let ptr = fixed.allocate(1000, &stream)?; // any request up to the block size
+/// // SAFETY: allocated just above with this size, unused.
+/// unsafe { fixed.deallocate(ptr, 1000, &stream)? };
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct FixedSizeResource<U: MemoryResource = SharedResource> {
     upstream: U,
     device: Device,

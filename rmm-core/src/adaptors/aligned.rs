@@ -9,6 +9,19 @@ use std::collections::HashMap;
 
 /// Hands out addresses aligned to `alignment` for requests of `threshold` bytes or more (smaller
 /// requests pass through with the upstream's 256-byte alignment).
+///
+/// ```
+/// use rmm_core::{AlignedAdaptor, CudaResource, Device, MemoryResource};
+/// let device = Device::simulated(1 << 30);
+/// // Requests of 64 KiB or more get 4 KiB-aligned addresses.
+/// let aligned = AlignedAdaptor::new(CudaResource::new(&device), 4096, 64 << 10)?;
+/// let stream = device.new_stream()?;
+/// let ptr = aligned.allocate(100 << 10, &stream)?;
+/// assert_eq!(ptr % 4096, 0);
+/// // SAFETY: allocated just above with this size, unused.
+/// unsafe { aligned.deallocate(ptr, 100 << 10, &stream)? };
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct AlignedAdaptor<U: MemoryResource = SharedResource> {
     upstream: U,

@@ -9,6 +9,23 @@ use std::fmt;
 
 /// Calls `callback(bytes, &error)` when the upstream runs out of memory; `true` retries the
 /// allocation, `false` returns the error. Other errors pass through untouched.
+///
+/// ```
+/// use rmm_core::{Device, FailureCallbackAdaptor, LimitingAdaptor, CudaResource, MemoryResource};
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// let device = Device::simulated(1 << 30);
+/// let failures = AtomicUsize::new(0);
+/// let limited = LimitingAdaptor::new(CudaResource::new(&device), 1 << 20);
+/// // Called on out-of-memory; returning true would retry (after freeing something).
+/// let guarded = FailureCallbackAdaptor::new(limited, |_bytes, _oom| {
+///     failures.fetch_add(1, Ordering::Relaxed);
+///     false
+/// });
+/// let stream = device.new_stream()?;
+/// assert!(guarded.allocate(2 << 20, &stream).is_err());
+/// assert_eq!(failures.load(Ordering::Relaxed), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct FailureCallbackAdaptor<U, F>
 where
     U: MemoryResource,

@@ -8,6 +8,18 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Caps the bytes outstanding through it (counted rounded up to 256, as the upstream hands them
 /// out) at `limit`.
+///
+/// ```
+/// use rmm_core::{CudaResource, Device, LimitingAdaptor, MemoryError, MemoryResource};
+/// let device = Device::simulated(1 << 30);
+/// let limited = LimitingAdaptor::new(CudaResource::new(&device), 1 << 20);
+/// let stream = device.new_stream()?;
+/// let ptr = limited.allocate(512 << 10, &stream)?;
+/// assert!(matches!(limited.allocate(768 << 10, &stream), Err(MemoryError::OutOfMemory(_))));
+/// // SAFETY: allocated above with this size, unused.
+/// unsafe { limited.deallocate(ptr, 512 << 10, &stream)? };
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct LimitingAdaptor<U: MemoryResource = SharedResource> {
     upstream: U,

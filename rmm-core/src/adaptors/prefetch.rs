@@ -11,6 +11,18 @@ use rmm_cuda::{Device, Stream};
 const CUDA_ERROR_INVALID_VALUE: u32 = 1;
 
 /// Prefetches every allocation of its upstream to the device, on the allocation's stream.
+///
+/// ```
+/// use rmm_core::{Device, ManagedResource, MemoryResource, PrefetchAdaptor};
+/// let device = Device::simulated(1 << 30);
+/// // Managed memory prefetched to the device on the allocating stream.
+/// let prefetched = PrefetchAdaptor::new(ManagedResource::new(&device));
+/// let stream = device.new_stream()?;
+/// let ptr = prefetched.allocate(1 << 20, &stream)?;
+/// // SAFETY: allocated just above with this size, unused.
+/// unsafe { prefetched.deallocate(ptr, 1 << 20, &stream)? };
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct PrefetchAdaptor<U: MemoryResource = SharedResource> {
     upstream: U,

@@ -7,6 +7,19 @@ use parking_lot::Mutex;
 use rmm_cuda::{Device, Stream};
 
 /// One counter: the current value, its peak, and the total ever added.
+///
+/// ```
+/// use rmm_core::{CudaResource, Device, MemoryResource, StatisticsAdaptor};
+/// let device = Device::simulated(1 << 30);
+/// let stats = StatisticsAdaptor::new(CudaResource::new(&device));
+/// let stream = device.new_stream()?;
+/// let ptr = stats.allocate(1000, &stream)?;
+/// // SAFETY: allocated just above with this size, unused.
+/// unsafe { stats.deallocate(ptr, 1000, &stream)? };
+/// let bytes = stats.bytes_counter();
+/// assert_eq!((bytes.value, bytes.peak, bytes.total), (0, 1000, 1000));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counter {
     pub value: i64,
@@ -35,6 +48,19 @@ impl Counter {
 }
 
 /// Bytes and allocation counts of one scope.
+///
+/// ```
+/// use rmm_core::{CudaResource, Device, MemoryResource, StatisticsAdaptor};
+/// let device = Device::simulated(1 << 30);
+/// let stats = StatisticsAdaptor::new(CudaResource::new(&device));
+/// let stream = device.new_stream()?;
+/// let ptr = stats.allocate(256, &stream)?;
+/// let s = stats.statistics();
+/// assert_eq!((s.bytes.value, s.allocations.value), (256, 1));
+/// // SAFETY: allocated just above with this size, unused.
+/// unsafe { stats.deallocate(ptr, 256, &stream)? };
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Statistics {
     pub bytes: Counter,
@@ -43,6 +69,21 @@ pub struct Statistics {
 
 /// Counts what goes through it. Counts are of the bytes asked for (not rounded). A pushed scope
 /// starts at zero; frees of blocks allocated before the push make its value negative, as in RMM.
+///
+/// ```
+/// use rmm_core::{CudaResource, Device, MemoryResource, StatisticsAdaptor};
+/// let device = Device::simulated(1 << 30);
+/// let stats = StatisticsAdaptor::new(CudaResource::new(&device));
+/// let stream = device.new_stream()?;
+/// // A scope: the counters of what happens inside it alone.
+/// stats.push_counters();
+/// let ptr = stats.allocate(4096, &stream)?;
+/// // SAFETY: allocated just above with this size, unused.
+/// unsafe { stats.deallocate(ptr, 4096, &stream)? };
+/// let inner = stats.pop_counters()?;
+/// assert_eq!((inner.bytes.peak, inner.allocations.total), (4096, 1));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct StatisticsAdaptor<U: MemoryResource = SharedResource> {
     upstream: U,

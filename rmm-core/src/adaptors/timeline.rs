@@ -26,6 +26,13 @@ use rmm_cuda::{Device, Stream};
 use std::time::Instant;
 
 /// Free space of a resource at one moment.
+///
+/// ```
+/// use rmm_core::adaptors::FreeSpace;
+/// let space = FreeSpace { free_bytes: 100, largest_free_block: 75 };
+/// assert!((space.fragmentation() - 0.25).abs() < 1e-12);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct FreeSpace {
     pub free_bytes: usize,
@@ -45,6 +52,19 @@ impl FreeSpace {
 
 /// One sample: seconds since the adaptor was made (or reset), the live bytes after the event,
 /// and the upstream's free space then (with a probe).
+///
+/// ```
+/// use rmm_core::{CudaResource, Device, MemoryResource, TimelineAdaptor};
+/// let device = Device::simulated(1 << 30);
+/// let recorder = TimelineAdaptor::new(CudaResource::new(&device));
+/// let stream = device.new_stream()?;
+/// let ptr = recorder.allocate(1 << 20, &stream)?;
+/// let last = recorder.timeline().points.last().cloned().expect("a point per event");
+/// assert_eq!(last.live_bytes, 1 << 20);
+/// // SAFETY: allocated just above with this size, unused.
+/// unsafe { recorder.deallocate(ptr, 1 << 20, &stream)? };
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TimelinePoint {
     pub seconds: f64,
@@ -53,6 +73,19 @@ pub struct TimelinePoint {
 }
 
 /// What the adaptor recorded.
+///
+/// ```
+/// use rmm_core::{CudaResource, Device, MemoryResource, TimelineAdaptor};
+/// let device = Device::simulated(1 << 30);
+/// let recorder = TimelineAdaptor::new(CudaResource::new(&device));
+/// let stream = device.new_stream()?;
+/// let a = recorder.allocate(1 << 20, &stream)?;
+/// // SAFETY: allocated just above with this size, unused.
+/// unsafe { recorder.deallocate(a, 1 << 20, &stream)? };
+/// let t = recorder.timeline();
+/// assert_eq!((t.peak_bytes, t.allocations), (1 << 20, 1));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Timeline {
     pub points: Vec<TimelinePoint>,
@@ -68,6 +101,26 @@ pub struct Timeline {
 type Probe = Box<dyn Fn() -> FreeSpace + Send + Sync>;
 
 /// Records live bytes over time through an upstream resource.
+///
+/// ```
+/// use rmm_core::adaptors::FreeSpace;
+/// use rmm_core::{CudaResource, Device, MemoryResource, PoolOptions, PoolResource, TimelineAdaptor};
+/// use std::sync::Arc;
+/// let device = Device::simulated(1 << 30);
+/// let pool = Arc::new(PoolResource::new(CudaResource::new(&device), PoolOptions::sized(64 << 20, None))?);
+/// let probe = pool.clone();
+/// // With a probe, every point also records the pool's free space and largest free block.
+/// let recorder = TimelineAdaptor::new(pool).with_probe(move || FreeSpace {
+///     free_bytes: probe.free_bytes(),
+///     largest_free_block: probe.largest_free_block(),
+/// });
+/// let stream = device.new_stream()?;
+/// let ptr = recorder.allocate(1 << 20, &stream)?;
+/// assert!(recorder.timeline().free_space_at_peak.is_some());
+/// // SAFETY: allocated just above with this size, unused.
+/// unsafe { recorder.deallocate(ptr, 1 << 20, &stream)? };
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct TimelineAdaptor<U> {
     upstream: U,
     probe: Option<Probe>,

@@ -19,6 +19,20 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// One outstanding allocation.
+///
+/// ```
+/// use rmm_core::{CudaResource, Device, MemoryResource, TrackingAdaptor};
+/// let device = Device::simulated(1 << 30);
+/// let tracking = TrackingAdaptor::new(CudaResource::new(&device), false);
+/// let stream = device.new_stream()?;
+/// let ptr = tracking.allocate(512, &stream)?;
+/// let live = tracking.outstanding_allocations();
+/// assert_eq!((live[0].ptr, live[0].bytes), (ptr, 512));
+/// // SAFETY: allocated just above with this size, unused.
+/// unsafe { tracking.deallocate(ptr, 512, &stream)? };
+/// assert!(tracking.outstanding_allocations().is_empty());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct AllocationRecord {
     /// Its address.

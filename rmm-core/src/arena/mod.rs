@@ -25,6 +25,16 @@ use std::fmt;
 use std::path::PathBuf;
 
 /// Sizes and diagnostics of an [`ArenaResource`].
+///
+/// ```
+/// use rmm_core::ArenaOptions;
+/// let options = ArenaOptions {
+///     arena_size: Some(256 << 20),
+///     ..Default::default()
+/// };
+/// assert!(options.superblock_size >= 1 << 20);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct ArenaOptions {
     /// Bytes of the global arena. `None`: half of the device's free memory (as in RMM).
@@ -47,6 +57,18 @@ impl Default for ArenaOptions {
 }
 
 /// An arena allocator over the upstream `U`.
+///
+/// ```
+/// use rmm_core::{ArenaOptions, ArenaResource, CudaResource, Device, MemoryResource};
+/// let device = Device::simulated(1 << 30);
+/// let options = ArenaOptions { arena_size: Some(256 << 20), ..Default::default() };
+/// let arena = ArenaResource::new(CudaResource::new(&device), options)?;
+/// let stream = device.new_stream()?;
+/// let ptr = arena.allocate(4096, &stream)?;
+/// // SAFETY: allocated just above with this size, unused.
+/// unsafe { arena.deallocate(ptr, 4096, &stream)? };
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct ArenaResource<U: MemoryResource = SharedResource> {
     upstream: U,
     device: Device,

@@ -38,6 +38,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Sizes of a [`PoolResource`].
+///
+/// ```
+/// use rmm_core::PoolOptions;
+/// let options = PoolOptions::sized(1 << 30, Some(8 << 30)); // 1 GiB now, at most 8 GiB
+/// assert_eq!(options.initial_pool_size, Some(1 << 30));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct PoolOptions {
     /// Bytes taken from the upstream at construction. `None`: half of the device's free memory
@@ -99,6 +106,19 @@ impl PoolOptions {
 
 /// A pool sub-allocator over the upstream `U` (any [`MemoryResource`], e.g. [`SharedResource`] or
 /// a concrete resource for static dispatch).
+///
+/// ```
+/// use rmm_core::{CudaResource, Device, MemoryResource, PoolOptions, PoolResource};
+/// let device = Device::simulated(1 << 30);
+/// let pool = PoolResource::new(CudaResource::new(&device), PoolOptions::sized(64 << 20, None))?;
+/// let stream = device.new_stream()?;
+/// let ptr = pool.allocate(1 << 20, &stream)?;
+/// assert_eq!(pool.pool_size(), 64 << 20);
+/// // SAFETY: allocated just above with this size, unused.
+/// unsafe { pool.deallocate(ptr, 1 << 20, &stream)? };
+/// assert_eq!(pool.free_bytes(), 64 << 20);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct PoolResource<U: MemoryResource = SharedResource> {
     upstream: U,
     device: Device,

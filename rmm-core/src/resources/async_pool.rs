@@ -7,6 +7,19 @@ use crate::resource::{check_stream, MemoryResource};
 use rmm_cuda::{Device, MemPool, MemPoolOptions, Stream};
 
 /// How to build an [`AsyncResource`].
+///
+/// ```
+/// use rmm_core::{AsyncResource, AsyncResourceOptions, Device};
+/// let device = Device::simulated(1 << 30);
+/// let options = AsyncResourceOptions {
+///     initial_pool_size: Some(64 << 20),
+///     maximum_pool_size: Some(256 << 20),
+///     ..Default::default()
+/// };
+/// let pool = AsyncResource::new(&device, options)?;
+/// # let _ = pool;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct AsyncResourceOptions {
     /// Bytes reserved up front (allocated once and freed back into the pool), so the first
@@ -21,6 +34,18 @@ pub struct AsyncResourceOptions {
 
 /// The driver's stream-ordered allocator on a pool owned by this resource (RMM's
 /// `cuda_async_memory_resource`). Memory freed on a stream is reused by the driver in stream order.
+///
+/// ```
+/// use rmm_core::{AsyncResource, Device, MemoryResource};
+/// let device = Device::simulated(1 << 30);
+/// // The device's default pool, shared with cuMemAllocAsync and cudarc's CudaStream::alloc.
+/// let shared = AsyncResource::view_default_pool(&device)?;
+/// let stream = device.new_stream()?;
+/// let ptr = shared.allocate(1 << 16, &stream)?;
+/// // SAFETY: allocated just above with this size; freed in stream order.
+/// unsafe { shared.deallocate(ptr, 1 << 16, &stream)? };
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct AsyncResource {
     pool: MemPool,

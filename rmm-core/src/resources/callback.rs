@@ -17,6 +17,20 @@ pub type DeallocateCallback =
 
 /// Device memory from a pair of C callbacks, each with the opaque argument it was registered
 /// with. The stream is passed as the raw `cudaStream_t` ([`Stream::as_raw`]).
+///
+/// ```
+/// use rmm_core::testing::callback::forwarding_to;
+/// use rmm_core::{CudaResource, Device, MemoryResource, SharedResource};
+/// use std::sync::Arc;
+/// let device = Device::simulated(1 << 30);
+/// // C callbacks that forward to another resource (any allocator with a C ABI plugs in the same way).
+/// let callbacks = forwarding_to(Arc::new(CudaResource::new(&device)) as SharedResource);
+/// let stream = device.new_stream()?;
+/// let ptr = callbacks.allocate(256, &stream)?;
+/// // SAFETY: allocated just above with this size, unused.
+/// unsafe { callbacks.deallocate(ptr, 256, &stream)? };
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct CallbackResource {
     device: Device,

@@ -8,6 +8,18 @@ use rmm_cuda::{Device, Stream};
 
 /// Device memory straight from the driver (RMM's `cuda_memory_resource`). Slow (the driver call
 /// synchronises the device on free) but the simplest upstream.
+///
+/// ```
+/// use rmm_core::{CudaResource, Device, MemoryResource};
+/// let device = Device::simulated(1 << 30);
+/// let cuda = CudaResource::new(&device);
+/// let stream = device.new_stream()?;
+/// let ptr = cuda.allocate(4096, &stream)?;
+/// // SAFETY: allocated just above with this size, unused.
+/// unsafe { cuda.deallocate(ptr, 4096, &stream)? };
+/// assert!(cuda.is_equal(&CudaResource::new(&device)));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct CudaResource {
     device: Device,

@@ -12,9 +12,32 @@ use parking_lot::Mutex;
 use rmm_cuda::{Device, Stream, VirtualRange};
 
 /// The smallest step the range grows by (a multiple of every mapping granularity in use).
+///
+/// ```
+/// assert_eq!(rmm_core::EXPANDABLE_UNIT, 32 << 20);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub const EXPANDABLE_UNIT: usize = 32 << 20;
 
 /// One reserved range of device addresses, mapped from its start up to `end`.
+///
+/// ```
+/// use rmm_core::{Device, ExpandableResource, MemoryResource, EXPANDABLE_UNIT};
+/// let device = Device::simulated(1 << 30);
+/// let range = ExpandableResource::new(&device, Some(512 << 20))?;
+/// let stream = device.new_stream()?;
+/// let a = range.allocate(1, &stream)?;
+/// let b = range.allocate(1, &stream)?;
+/// assert_eq!(b, a + EXPANDABLE_UNIT as u64); // the range grows in place
+/// assert_eq!(range.mapped_bytes(), 2 * EXPANDABLE_UNIT);
+/// // SAFETY: allocated above with these sizes, unused; given back last first.
+/// unsafe {
+///     range.deallocate(b, 1, &stream)?;
+///     range.deallocate(a, 1, &stream)?;
+/// }
+/// assert_eq!(range.mapped_bytes(), 0);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct ExpandableResource {
     range: VirtualRange,

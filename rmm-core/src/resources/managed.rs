@@ -9,6 +9,18 @@ use rmm_cuda::{Device, Stream};
 /// Managed memory (RMM's `managed_memory_resource`): lets data exceed the GPU's memory, at the
 /// cost of page migration. With `prefetch`, each allocation is migrated to the device on its
 /// stream right away, so first-touch faults are avoided.
+///
+/// ```
+/// use rmm_core::{Device, ManagedResource, MemoryKind, MemoryResource};
+/// let device = Device::simulated(1 << 30);
+/// let managed = ManagedResource::with_prefetch(&device);
+/// assert_eq!(managed.kind(), MemoryKind::Managed);
+/// let stream = device.new_stream()?;
+/// let ptr = managed.allocate(1 << 20, &stream)?;
+/// // SAFETY: allocated just above with this size, unused.
+/// unsafe { managed.deallocate(ptr, 1 << 20, &stream)? };
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct ManagedResource {
     device: Device,

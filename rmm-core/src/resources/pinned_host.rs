@@ -8,6 +8,19 @@ use rmm_cuda::{Device, Stream};
 
 /// Pinned host memory (RMM's `pinned_host_memory_resource`), for staging buffers: copies from it
 /// run at full PCIe/NVLink speed and truly asynchronously.
+///
+/// ```
+/// use rmm_core::{Device, MemoryResource, PinnedHostResource, PoolOptions, PoolResource};
+/// let device = Device::simulated(1 << 30);
+/// // A stream-ordered pool of pinned host memory.
+/// let pool = PoolResource::new(PinnedHostResource::new(&device), PoolOptions::sized(8 << 20, None))?;
+/// let stream = device.new_stream()?;
+/// let ptr = pool.allocate(1000, &stream)?;
+/// assert!(pool.kind().host_accessible());
+/// // SAFETY: allocated just above with this size, unused.
+/// unsafe { pool.deallocate(ptr, 1000, &stream)? };
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct PinnedHostResource {
     device: Device,
