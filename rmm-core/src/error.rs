@@ -5,6 +5,21 @@ use rmm_cuda::CudaError;
 use std::fmt;
 
 /// An allocation that could not be satisfied.
+///
+/// ```
+/// use rmm_core::{CudaResource, Device, LimitingAdaptor, MemoryError, MemoryResource};
+/// let device = Device::simulated(1 << 30);
+/// let limited = LimitingAdaptor::new(CudaResource::new(&device), 1 << 20);
+/// let stream = device.new_stream()?;
+/// match limited.allocate(2 << 20, &stream) {
+///     Err(MemoryError::OutOfMemory(oom)) => {
+///         assert_eq!(oom.requested, 2 << 20);
+///         println!("{oom}"); // says what was asked and what the resource holds
+///     }
+///     other => panic!("expected out of memory, got {other:?}"),
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutOfMemory {
     /// Which resource refused (e.g. `pool`, `arena`, `cuda`).
@@ -59,6 +74,11 @@ impl OutOfMemory {
 }
 
 /// Formats a byte count for people: `1.50 GiB`, `256 B`.
+///
+/// ```
+/// assert_eq!(rmm_core::human_bytes(3 << 30), "3.00 GiB");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn human_bytes(bytes: usize) -> String {
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
     let mut value = bytes as f64;
@@ -101,6 +121,16 @@ impl fmt::Display for OutOfMemory {
 }
 
 /// A failure of a memory resource.
+///
+/// ```
+/// use rmm_core::{CudaResource, Device, MemoryError, MemoryResource};
+/// let device = Device::simulated(1 << 20);
+/// let cuda = CudaResource::new(&device);
+/// let stream = device.new_stream()?;
+/// let e = cuda.allocate(2 << 20, &stream).unwrap_err();
+/// assert!(matches!(e, MemoryError::OutOfMemory(_)));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum MemoryError {
     #[error("{0}")]
@@ -131,6 +161,15 @@ impl From<OutOfMemory> for MemoryError {
 }
 
 /// Result of the memory resources.
+///
+/// ```
+/// fn two_buffers(stream: &rmm_core::Stream) -> rmm_core::Result<(rmm_core::DeviceBuffer, rmm_core::DeviceBuffer)> {
+///     Ok((rmm_core::DeviceBuffer::new(8, stream)?, rmm_core::DeviceBuffer::new(8, stream)?))
+/// }
+/// let device = rmm_core::Device::simulated(1 << 20);
+/// two_buffers(&device.new_stream()?)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub type Result<T> = std::result::Result<T, MemoryError>;
 
 #[cfg(test)]

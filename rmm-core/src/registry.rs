@@ -21,6 +21,15 @@ thread_local! {
 }
 
 /// The calling thread's current device: the one set by [`set_current_device`], else CUDA device 0.
+///
+/// ```
+/// use rmm_core::{current_device, set_current_device, Device};
+/// let device = Device::simulated(1 << 30);
+/// let previous = set_current_device(&device)?;
+/// assert_eq!(current_device()?, device);
+/// # let _ = previous;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn current_device() -> Result<Device> {
     if let Some(dev) = CURRENT_DEVICE.with(|c| c.borrow().clone()) {
         return Ok(dev);
@@ -30,12 +39,28 @@ pub fn current_device() -> Result<Device> {
 
 /// Makes `device` the calling thread's current device (and binds its context); returns the
 /// previous one, if any was set.
+///
+/// ```
+/// use rmm_core::{get_current_device_resource, set_current_device, Device, MemoryResource};
+/// let device = Device::simulated(1 << 30);
+/// set_current_device(&device)?;
+/// assert_eq!(get_current_device_resource()?.device(), &device);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn set_current_device(device: &Device) -> Result<Option<Device>> {
     device.bind()?;
     Ok(CURRENT_DEVICE.with(|c| c.replace(Some(device.clone()))))
 }
 
 /// The resource of `device` (a [`CudaResource`] until one is set).
+///
+/// ```
+/// use rmm_core::{get_per_device_resource, Device, MemoryResource};
+/// let device = Device::simulated(1 << 30);
+/// // Until one is set, a device's resource is plain device memory (RMM's default).
+/// assert_eq!(get_per_device_resource(&device).name(), "cuda");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn get_per_device_resource(device: &Device) -> SharedResource {
     if let Some(r) = RESOURCES.read().get(&device.id()) {
         return r.clone();
@@ -49,6 +74,18 @@ pub fn get_per_device_resource(device: &Device) -> SharedResource {
 
 /// Sets the resource of `device`, returning the previous one. The resource must belong to
 /// `device`. As in RMM, set it before allocating: memory already handed out keeps its resource.
+///
+/// ```
+/// use rmm_core::*;
+/// use std::sync::Arc;
+/// let device = Device::simulated(1 << 30);
+/// let pool = PoolResource::new(CudaResource::new(&device), PoolOptions::sized(16 << 20, None))?;
+/// set_per_device_resource(&device, Arc::new(pool))?;
+/// let stream = device.new_stream()?;
+/// let v = DeviceVec::<f32>::zeros(1000, &stream)?; // from the pool
+/// assert!(v.buffer().resource().name().starts_with("pool"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn set_per_device_resource(
     device: &Device,
     resource: SharedResource,
@@ -66,11 +103,33 @@ pub fn set_per_device_resource(
 }
 
 /// The resource of the current device.
+///
+/// ```
+/// use rmm_core::{get_current_device_resource, set_current_device, Device, MemoryResource};
+/// let device = Device::simulated(1 << 30);
+/// set_current_device(&device)?;
+/// let resource = get_current_device_resource()?;
+/// assert_eq!(resource.device(), &device);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn get_current_device_resource() -> Result<SharedResource> {
     Ok(get_per_device_resource(&current_device()?))
 }
 
 /// Sets the resource of the current device, returning the previous one.
+///
+/// ```
+/// use rmm_core::*;
+/// use std::sync::Arc;
+/// let device = Device::simulated(1 << 30);
+/// set_current_device(&device)?;
+/// let stats = Arc::new(StatisticsAdaptor::new(CudaResource::new(&device)));
+/// set_current_device_resource(stats.clone())?;
+/// let stream = device.new_stream()?;
+/// let _v = DeviceVec::<u8>::new(100, &stream)?;
+/// assert_eq!(stats.statistics().allocations.value, 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn set_current_device_resource(resource: SharedResource) -> Result<SharedResource> {
     set_per_device_resource(&current_device()?, resource)
 }

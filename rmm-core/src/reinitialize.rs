@@ -11,6 +11,18 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// Options of [`reinitialize`], with RMM's meanings.
+///
+/// ```
+/// use rmm_core::ReinitializeOptions;
+/// let options = ReinitializeOptions {
+///     pool_allocator: true,
+///     initial_pool_size: Some(256 << 20),
+///     maximum_pool_size: Some(1 << 30),
+///     ..Default::default()
+/// };
+/// assert!(!options.managed_memory);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Default)]
 pub struct ReinitializeOptions {
     /// Put a pool sub-allocator in front of the base resource (fast; keeps memory reserved).
@@ -37,6 +49,20 @@ pub struct ReinitializeOptions {
 /// As the rapids-singlecell guide says, choose the pool when the data fits in GPU memory and
 /// managed memory when it does not; asking for both works (a pool over managed memory) but prints
 /// a warning.
+///
+/// ```
+/// use rmm_core::{reinitialize, Device, MemoryResource, ReinitializeOptions};
+/// let device = Device::simulated(1 << 30);
+/// // rmm.reinitialize(pool_allocator=True, initial_pool_size=..., devices=[...])
+/// let set = reinitialize(ReinitializeOptions {
+///     pool_allocator: true,
+///     initial_pool_size: Some(64 << 20),
+///     devices: vec![device.clone()],
+///     ..Default::default()
+/// })?;
+/// assert!(set[0].name().starts_with("pool"));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn reinitialize(options: ReinitializeOptions) -> Result<Vec<SharedResource>> {
     if options.pool_allocator && options.managed_memory {
         eprintln!(

@@ -7,6 +7,14 @@ use std::fmt;
 use std::sync::Arc;
 
 /// What kind of memory a resource hands out.
+///
+/// ```
+/// use rmm_core::{CudaResource, Device, MemoryKind, MemoryResource, PinnedHostResource};
+/// let device = Device::simulated(1 << 20);
+/// assert_eq!(CudaResource::new(&device).kind(), MemoryKind::Device);
+/// assert!(PinnedHostResource::new(&device).kind().host_accessible());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MemoryKind {
     /// Device memory, usable by kernels of its device only.
@@ -37,6 +45,39 @@ impl MemoryKind {
 /// - Resources are `Send + Sync` and shared through [`SharedResource`] (`Arc`); an adaptor or
 ///   sub-allocator owns its upstream.
 /// - Out-of-memory is [`crate::MemoryError::OutOfMemory`], never a panic or abort.
+///
+/// ```
+/// use rmm_core::{Device, MemoryResource, Result, Stream};
+/// /// A resource that forwards to another and counts the calls.
+/// #[derive(Debug)]
+/// struct Counting<U: MemoryResource> {
+///     upstream: U,
+///     calls: std::sync::atomic::AtomicUsize,
+/// }
+/// impl<U: MemoryResource> MemoryResource for Counting<U> {
+///     fn allocate(&self, bytes: usize, stream: &Stream) -> Result<u64> {
+///         self.calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+///         self.upstream.allocate(bytes, stream)
+///     }
+///     unsafe fn deallocate(&self, ptr: u64, bytes: usize, stream: &Stream) -> Result<()> {
+///         self.upstream.deallocate(ptr, bytes, stream)
+///     }
+///     fn device(&self) -> &Device {
+///         self.upstream.device()
+///     }
+///     fn name(&self) -> String {
+///         format!("counting({})", self.upstream.name())
+///     }
+/// }
+/// let device = Device::simulated(1 << 20);
+/// let r = Counting { upstream: rmm_core::CudaResource::new(&device), calls: Default::default() };
+/// let stream = device.new_stream()?;
+/// let p = r.allocate(256, &stream)?;
+/// // SAFETY: allocated just above with this size, unused.
+/// unsafe { r.deallocate(p, 256, &stream)? };
+/// assert_eq!(r.calls.into_inner(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub trait MemoryResource: Send + Sync + fmt::Debug {
     /// Allocates `bytes` for use on `stream`.
     fn allocate(&self, bytes: usize, stream: &Stream) -> Result<u64>;
@@ -103,6 +144,16 @@ pub trait MemoryResource: Send + Sync + fmt::Debug {
 }
 
 /// A resource shared between owners: the form resources are stored, composed and registered in.
+///
+/// ```
+/// use rmm_core::{CudaResource, Device, MemoryResource, SharedResource};
+/// use std::sync::Arc;
+/// let device = Device::simulated(1 << 20);
+/// let shared: SharedResource = Arc::new(CudaResource::new(&device));
+/// let handle = shared.clone(); // the same resource
+/// assert!(shared.is_equal(&handle));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub type SharedResource = Arc<dyn MemoryResource>;
 
 impl<R: MemoryResource + ?Sized> MemoryResource for Arc<R> {
@@ -133,6 +184,11 @@ impl<R: MemoryResource + ?Sized> MemoryResource for Arc<R> {
 }
 
 /// Rounds `bytes` up to a multiple of `align` (a power of two).
+///
+/// ```
+/// assert_eq!(rmm_core::align_up(1000, 512), 1024);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[inline]
 pub fn align_up(bytes: usize, align: usize) -> usize {
     debug_assert!(align.is_power_of_two());
@@ -140,6 +196,11 @@ pub fn align_up(bytes: usize, align: usize) -> usize {
 }
 
 /// Rounds `bytes` up to the resources' alignment, 256.
+///
+/// ```
+/// assert_eq!(rmm_core::aligned_size(1), 256); // every allocation is a multiple of 256 bytes
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[inline]
 pub fn aligned_size(bytes: usize) -> usize {
     align_up(bytes, ALIGNMENT)
@@ -147,6 +208,15 @@ pub fn aligned_size(bytes: usize) -> usize {
 
 /// Checks that `stream` belongs to the resource's device (a cheap guard against cross-device use).
 /// Generic so that a resource checking itself compiles to one pointer comparison.
+///
+/// ```
+/// use rmm_core::{check_stream, CudaResource, Device};
+/// let (a, b) = (Device::simulated(1 << 20), Device::simulated(1 << 20));
+/// let cuda = CudaResource::new(&a);
+/// assert!(check_stream(&cuda, &a.new_stream()?).is_ok());
+/// assert!(check_stream(&cuda, &b.new_stream()?).is_err()); // another device's stream
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[inline]
 pub fn check_stream<R: MemoryResource + ?Sized>(resource: &R, stream: &Stream) -> Result<()> {
     if stream.device() == resource.device() {

@@ -12,6 +12,19 @@ use std::fmt;
 ///
 /// All its work (copies, reallocation, the final free) is queued on its stream; the memory goes
 /// back to the resource it came from, on its last stream, when it drops (on any thread).
+///
+/// ```
+/// use rmm_core::{Device, DeviceBuffer};
+/// let device = Device::simulated(1 << 30);
+/// let stream = device.new_stream()?;
+/// // RMM's rmm::device_buffer: untyped bytes from the device's current resource.
+/// let mut buf = DeviceBuffer::from_host(b"hello", &stream)?;
+/// assert_eq!(buf.size(), 5);
+/// buf.resize(8)?;
+/// buf.copy_from_host(b"GPU mem!")?;
+/// assert_eq!(buf.to_host()?, b"GPU mem!".to_vec());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct DeviceBuffer {
     ptr: u64,
     size: usize,

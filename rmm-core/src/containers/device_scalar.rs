@@ -7,6 +7,16 @@ use rmm_cuda::Stream;
 
 /// A single value of `T` in device memory (RMM's `device_scalar`), e.g. a counter a kernel
 /// updates.
+///
+/// ```
+/// use rmm_core::{Device, DeviceScalar};
+/// let device = Device::simulated(1 << 30);
+/// let stream = device.new_stream()?;
+/// let mut counter = DeviceScalar::new(0u64, &stream)?;
+/// counter.set_value(41)?;
+/// assert_eq!(counter.value()? + 1, 42);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug)]
 pub struct DeviceScalar<T: Pod> {
     vec: DeviceVec<T>,

@@ -10,6 +10,19 @@ use std::marker::PhantomData;
 
 /// `len` values of `T` in device memory (RMM's `device_uvector`): uninitialised on creation
 /// unless made from host data or zeroed.
+///
+/// ```
+/// use rmm_core::{Device, DeviceVec};
+/// let device = Device::simulated(1 << 30);
+/// let stream = device.new_stream()?;
+/// let mut v = DeviceVec::from_host(&[1u32, 2, 3], &stream)?;
+/// v.resize(4)?;
+/// assert_eq!(v.len(), 4);
+/// let other = device.new_stream()?;
+/// v.set_stream(&other)?; // later use and the free are ordered on `other`
+/// assert_eq!(&v.to_host()?[..3], &[1, 2, 3]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct DeviceVec<T: Pod> {
     buf: DeviceBuffer,
     _t: PhantomData<T>,

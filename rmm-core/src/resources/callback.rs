@@ -8,10 +8,28 @@ use std::ffi::c_void;
 
 /// `void* allocate(size_t bytes, cudaStream_t stream, void* arg)`: the memory, or null when
 /// none can be had.
+///
+/// ```
+/// use std::ffi::c_void;
+/// // The C signature: void* allocate(size_t bytes, cudaStream_t stream, void* arg).
+/// extern "C" fn refuse(_bytes: usize, _stream: *mut c_void, _arg: *mut c_void) -> *mut c_void {
+///     std::ptr::null_mut() // null: out of memory
+/// }
+/// let _callback: rmm_core::AllocateCallback = refuse;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub type AllocateCallback =
     unsafe extern "C" fn(bytes: usize, stream: *mut c_void, arg: *mut c_void) -> *mut c_void;
 
 /// `void deallocate(void* ptr, size_t bytes, cudaStream_t stream, void* arg)`.
+///
+/// ```
+/// use std::ffi::c_void;
+/// // The C signature: void deallocate(void* ptr, size_t bytes, cudaStream_t stream, void* arg).
+/// extern "C" fn ignore(_ptr: *mut c_void, _bytes: usize, _stream: *mut c_void, _arg: *mut c_void) {}
+/// let _callback: rmm_core::DeallocateCallback = ignore;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub type DeallocateCallback =
     unsafe extern "C" fn(ptr: *mut c_void, bytes: usize, stream: *mut c_void, arg: *mut c_void);
 

@@ -178,6 +178,19 @@ pub fn memory_viz_snapshot(records: &[LogRecord], device: usize) -> Result<Vec<u
 }
 
 /// Writes [`memory_viz_snapshot`] of `records` to `path`.
+///
+/// ```
+/// use rmm_core::adaptors::{parse_log, write_memory_viz_snapshot};
+/// let log = "Thread,Time,Action,Pointer,Size,Stream
+/// 0,12:00:00.000001,allocate,0x7f00,1024,0x0
+/// ";
+/// let path = std::env::temp_dir().join(format!("rmm_doc_snapshot_{}.pickle", std::process::id()));
+/// // Opens in PyTorch's memory visualizer (pytorch.org/memory_viz).
+/// write_memory_viz_snapshot(&parse_log(log.as_bytes())?, 0, &path)?;
+/// assert!(std::fs::metadata(&path)?.len() > 0);
+/// std::fs::remove_file(&path)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn write_memory_viz_snapshot(
     records: &[LogRecord],
     device: usize,

@@ -30,6 +30,23 @@ struct Sink {
 
 /// Logs what goes through it as CSV (`Thread,Time,Action,Pointer,Size,Stream`). Buffered; flushed
 /// by [`LoggingAdaptor::flush`], after every line with auto-flush, and when dropped.
+///
+/// ```
+/// use rmm_core::adaptors::{parse_log, LoggingAdaptor};
+/// use rmm_core::{CudaResource, Device, MemoryResource};
+/// let device = Device::simulated(1 << 30);
+/// let path = std::env::temp_dir().join(format!("rmm_doc_log_{}.csv", std::process::id()));
+/// let logged = LoggingAdaptor::new(CudaResource::new(&device), &path)?;
+/// let stream = device.new_stream()?;
+/// let ptr = logged.allocate(4096, &stream)?;
+/// // SAFETY: allocated just above with this size, unused.
+/// unsafe { logged.deallocate(ptr, 4096, &stream)? };
+/// logged.flush()?;
+/// let records = parse_log(std::io::BufReader::new(std::fs::File::open(&path)?))?;
+/// assert_eq!(records.len(), 2); // one allocate, one free
+/// std::fs::remove_file(&path)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct LoggingAdaptor<U: MemoryResource = SharedResource> {
     upstream: U,
     sink: Mutex<Sink>,

@@ -7,9 +7,21 @@ use std::io::BufRead;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The header line of a log.
+///
+/// ```
+/// assert_eq!(rmm_core::adaptors::LOG_HEADER, "Thread,Time,Action,Pointer,Size,Stream");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub const LOG_HEADER: &str = "Thread,Time,Action,Pointer,Size,Stream";
 
 /// What a log line records.
+///
+/// ```
+/// use rmm_core::adaptors::{LogAction, LogRecord};
+/// let r = LogRecord::parse("0,12:00:00.000001,free,0x7f00,256,0x0", 2)?;
+/// assert_eq!(r.action, LogAction::Free);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogAction {
     Allocate,
@@ -28,6 +40,14 @@ impl LogAction {
 }
 
 /// One line of a log.
+///
+/// ```
+/// use rmm_core::adaptors::LogRecord;
+/// let r = LogRecord::parse("3,12:00:00.000001,allocate,0x7f00,1024,0x2", 2)?;
+/// assert_eq!((r.thread, r.ptr, r.size, r.stream), (3, 0x7f00, 1024, 2));
+/// assert_eq!(r.to_string(), "3,12:00:00.000001,allocate,0x7f00,1024,0x2");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogRecord {
     /// The calling thread (a number unique in the logging process).
@@ -112,6 +132,14 @@ impl LogRecord {
 }
 
 /// Reads a whole log: the header, then one record per non-empty line.
+///
+/// ```
+/// use rmm_core::adaptors::parse_log;
+/// let log = "Thread,Time,Action,Pointer,Size,Stream\n0,12:00:00.000001,allocate,0x7f00,1024,0x0\n";
+/// let records = parse_log(log.as_bytes())?;
+/// assert_eq!(records.len(), 1);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn parse_log(reader: impl BufRead) -> Result<Vec<LogRecord>> {
     let mut lines = reader.lines();
     let io =

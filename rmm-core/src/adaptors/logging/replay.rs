@@ -11,6 +11,19 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// What a replay did.
+///
+/// ```
+/// use rmm_core::adaptors::{parse_log, replay_log};
+/// use rmm_core::{CudaResource, Device};
+/// let log = "Thread,Time,Action,Pointer,Size,Stream
+/// 0,12:00:00.000001,allocate,0x7f00,1024,0x0
+/// 0,12:00:00.000002,free,0x7f00,1024,0x0
+/// ";
+/// let device = Device::simulated(1 << 30);
+/// let report = replay_log(&parse_log(log.as_bytes())?, &CudaResource::new(&device))?;
+/// assert_eq!((report.allocations, report.frees, report.peak_bytes), (1, 1, 1024));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReplayReport {
     /// Allocations made (and frees done) by the replay.
@@ -55,12 +68,42 @@ fn streams_for(
 
 /// Replays `records` against `resource`. Out-of-memory during the replay is counted, not fatal;
 /// other errors stop it (after freeing what it holds).
+///
+/// ```
+/// use rmm_core::adaptors::{parse_log, replay_log};
+/// use rmm_core::{CudaResource, Device, PoolOptions, PoolResource};
+/// let log = "Thread,Time,Action,Pointer,Size,Stream
+/// 0,12:00:00.000001,allocate,0x7f00,1024,0x0
+/// 0,12:00:00.000002,allocate,0x8f00,4096,0x0
+/// 0,12:00:00.000003,free,0x7f00,1024,0x0
+/// ";
+/// let device = Device::simulated(1 << 30);
+/// // The same workload on another resource (the block left live is freed at the end).
+/// let pool = PoolResource::new(CudaResource::new(&device), PoolOptions::sized(1 << 20, None))?;
+/// let report = replay_log(&parse_log(log.as_bytes())?, &pool)?;
+/// assert_eq!((report.allocations, report.left_live), (2, 1));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn replay_log(records: &[LogRecord], resource: &dyn MemoryResource) -> Result<ReplayReport> {
     replay_log_observed(records, resource, |_| {})
 }
 
 /// [`replay_log`], calling `observe` with the bytes live after every allocation and free (to
 /// look at the resource at chosen moments, e.g. its fragmentation at the peak).
+///
+/// ```
+/// use rmm_core::adaptors::{parse_log, replay_log_observed};
+/// use rmm_core::{CudaResource, Device};
+/// let log = "Thread,Time,Action,Pointer,Size,Stream
+/// 0,12:00:00.000001,allocate,0x7f00,1024,0x0
+/// 0,12:00:00.000002,free,0x7f00,1024,0x0
+/// ";
+/// let device = Device::simulated(1 << 30);
+/// let mut live = Vec::new();
+/// replay_log_observed(&parse_log(log.as_bytes())?, &CudaResource::new(&device), |b| live.push(b))?;
+/// assert_eq!(live, vec![1024, 0]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn replay_log_observed(
     records: &[LogRecord],
     resource: &dyn MemoryResource,
@@ -131,6 +174,18 @@ pub fn replay_log_observed(
 }
 
 /// Reads the log at `path` and replays it against `resource`.
+///
+/// ```
+/// use rmm_core::adaptors::replay_file;
+/// use rmm_core::{CudaResource, Device};
+/// let path = std::env::temp_dir().join(format!("rmm_doc_replay_{}.csv", std::process::id()));
+/// std::fs::write(&path, "Thread,Time,Action,Pointer,Size,Stream\n0,12:00:00.000001,allocate,0x7f00,64,0x0\n")?;
+/// let device = Device::simulated(1 << 30);
+/// let report = replay_file(&path, &CudaResource::new(&device))?;
+/// assert_eq!(report.left_live, 1);
+/// std::fs::remove_file(&path)?;
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub fn replay_file(path: impl AsRef<Path>, resource: &dyn MemoryResource) -> Result<ReplayReport> {
     let path = path.as_ref();
     let file = std::fs::File::open(path).map_err(|e| {
