@@ -13,6 +13,14 @@ use std::fmt;
 use std::sync::Arc;
 
 /// Which device: a CUDA ordinal, or a simulated device's index.
+///
+/// ```
+/// use rmm_cuda::{Device, DeviceId};
+/// let device = Device::simulated(1 << 20);
+/// assert!(matches!(device.id(), DeviceId::Simulated(_)));
+/// println!("{}", device.id()); // "sim:N" ("cuda:N" for a GPU)
+/// # Ok::<(), rmm_cuda::CudaError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DeviceId {
     Cuda(usize),
@@ -29,6 +37,13 @@ impl fmt::Display for DeviceId {
 }
 
 /// Free and total memory of a device, in bytes.
+///
+/// ```
+/// let device = rmm_cuda::Device::simulated(1 << 20);
+/// let info = device.memory_info()?;
+/// assert_eq!((info.free, info.total), (1 << 20, 1 << 20));
+/// # Ok::<(), rmm_cuda::CudaError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MemoryInfo {
     pub free: usize,
@@ -36,6 +51,16 @@ pub struct MemoryInfo {
 }
 
 /// Advice for managed memory (`cuMemAdvise`), applied for this device.
+///
+/// ```
+/// use rmm_cuda::{Device, MemAdvice};
+/// let device = Device::simulated(1 << 30);
+/// let ptr = device.alloc_managed(1 << 20)?;
+/// device.advise(ptr, 1 << 20, MemAdvice::SetReadMostly)?;
+/// // SAFETY: allocated just above, unused.
+/// unsafe { device.free(ptr)? };
+/// # Ok::<(), rmm_cuda::CudaError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MemAdvice {
     SetReadMostly,
@@ -53,6 +78,18 @@ pub(crate) enum Backend {
 
 /// A device handle: cheap to clone, `Send + Sync`. Real devices of the same ordinal share one
 /// handle (and the device's primary context).
+///
+/// ```
+/// use rmm_cuda::Device;
+/// // GPU 0 when there is one, else a simulated device backed by host memory.
+/// let device = Device::cuda(0).unwrap_or_else(|_| Device::simulated(1 << 30));
+/// let stream = device.new_stream()?;
+/// let ptr = device.alloc(4096)?;
+/// // SAFETY: allocated just above, unused.
+/// unsafe { device.free(ptr)? };
+/// stream.synchronize()?;
+/// # Ok::<(), rmm_cuda::CudaError>(())
+/// ```
 #[derive(Clone)]
 pub struct Device {
     pub(crate) inner: Arc<Backend>,
@@ -422,6 +459,15 @@ impl Device {
 }
 
 /// Restores the previously current context when dropped. Stays on its thread.
+///
+/// ```
+/// let device = rmm_cuda::Device::simulated(1 << 20);
+/// {
+///     let _current = device.guard()?; // `device` is current on this thread here
+/// }
+/// // ... and the previous context is current again.
+/// # Ok::<(), rmm_cuda::CudaError>(())
+/// ```
 pub struct DeviceGuard {
     previous: Option<usize>,
     _not_send: std::marker::PhantomData<*const ()>,

@@ -26,21 +26,56 @@ fn init() -> &'static std::result::Result<usize, CudaError> {
 }
 
 /// True when libcuda can be loaded and initialised.
+///
+/// ```
+/// if !rmm_cuda::driver_available() {
+///     println!("no NVIDIA driver: GPU work is skipped");
+/// }
+/// # Ok::<(), rmm_cuda::CudaError>(())
+/// ```
 pub fn driver_available() -> bool {
     init().is_ok()
 }
 
 /// Number of CUDA devices; `Err(NoDriver)` when there is no driver at all.
+///
+/// ```
+/// match rmm_cuda::device_count() {
+///     Ok(n) => println!("{n} GPU(s)"),
+///     Err(e) => println!("no GPU: {e}"), // a typed error, never a panic
+/// }
+/// # Ok::<(), rmm_cuda::CudaError>(())
+/// ```
 pub fn device_count() -> Result<usize> {
     init().clone()
 }
 
 /// True when at least one GPU is usable.
+///
+/// ```
+/// let device = if rmm_cuda::gpu_available() {
+///     rmm_cuda::Device::cuda(0)?
+/// } else {
+///     rmm_cuda::Device::simulated(1 << 30)
+/// };
+/// # let _ = device;
+/// # Ok::<(), rmm_cuda::CudaError>(())
+/// ```
 pub fn gpu_available() -> bool {
     matches!(init(), Ok(n) if *n > 0)
 }
 
 /// What a GPU test should do on this machine.
+///
+/// ```
+/// use rmm_cuda::{require_gpu_from_env, GpuPresence};
+/// match require_gpu_from_env("my gpu test") {
+///     Ok(GpuPresence::Present) => { /* run it */ }
+///     Ok(GpuPresence::Skip) => println!("skipped: no GPU"),
+///     Err(why) => panic!("{why}"), // REQUIRE_GPU=1 and no GPU: the test fails
+/// }
+/// # Ok::<(), rmm_cuda::CudaError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GpuPresence {
     /// A GPU is present: run.
@@ -51,6 +86,13 @@ pub enum GpuPresence {
 
 /// Decides whether a GPU test runs: with a GPU it runs; without one it is skipped with a visible
 /// message, unless `REQUIRE_GPU=1` is set, in which case the absence is an error (the test fails).
+///
+/// ```
+/// if let Ok(rmm_cuda::GpuPresence::Skip) = rmm_cuda::require_gpu_from_env("example") {
+///     return Ok(());
+/// }
+/// # Ok::<(), rmm_cuda::CudaError>(())
+/// ```
 pub fn require_gpu_from_env(test: &str) -> std::result::Result<GpuPresence, String> {
     if gpu_available() {
         return Ok(GpuPresence::Present);

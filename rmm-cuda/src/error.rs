@@ -6,6 +6,13 @@ use cudarc::driver::DriverError;
 const CUDA_ERROR_OUT_OF_MEMORY: u32 = 2;
 
 /// A failure of the CUDA layer.
+///
+/// ```
+/// // A device that does not exist is an error naming the problem, with or without a GPU.
+/// let e = rmm_cuda::Device::cuda(10_000).unwrap_err();
+/// println!("{e}");
+/// # Ok::<(), rmm_cuda::CudaError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CudaError {
     /// libcuda could not be loaded: this machine has no NVIDIA driver.
@@ -77,6 +84,14 @@ impl CudaError {
 }
 
 /// Result of the CUDA layer.
+///
+/// ```
+/// fn free_bytes(device: &rmm_cuda::Device) -> rmm_cuda::Result<usize> {
+///     Ok(device.memory_info()?.free)
+/// }
+/// assert_eq!(free_bytes(&rmm_cuda::Device::simulated(1 << 20))?, 1 << 20);
+/// # Ok::<(), rmm_cuda::CudaError>(())
+/// ```
 pub type Result<T> = std::result::Result<T, CudaError>;
 
 /// Turns a cudarc result into ours, naming the call.

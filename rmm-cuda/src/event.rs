@@ -13,6 +13,18 @@ enum Inner {
 }
 
 /// An event of a device (timing disabled: it only orders).
+///
+/// ```
+/// use rmm_cuda::Device;
+/// let device = Device::simulated(1 << 20);
+/// let (producer, consumer) = (device.new_stream()?, device.new_stream()?);
+/// let ready = device.new_event()?;
+/// producer.record(&ready)?;
+/// consumer.wait(&ready)?; // the consumer's later work runs after the producer's so far
+/// ready.synchronize()?;
+/// assert!(ready.is_complete()?);
+/// # Ok::<(), rmm_cuda::CudaError>(())
+/// ```
 pub struct Event {
     device: Device,
     inner: Inner,

@@ -33,6 +33,11 @@ pub use stream::{Stream, StreamId};
 pub use virtual_memory::VirtualRange;
 
 /// Every pointer handed out by the memory resources is aligned to this many bytes (as in RMM).
+///
+/// ```
+/// assert_eq!(rmm_cuda::ALIGNMENT, 256);
+/// # Ok::<(), rmm_cuda::CudaError>(())
+/// ```
 pub const ALIGNMENT: usize = 256;
 
 /// The raw driver bindings, for code that launches kernels or calls libraries on our buffers.

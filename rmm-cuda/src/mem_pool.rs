@@ -8,6 +8,17 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// How to build a [`MemPool`].
+///
+/// ```
+/// use rmm_cuda::{Device, MemPoolOptions};
+/// let device = Device::simulated(1 << 30);
+/// let pool = device.create_mem_pool(MemPoolOptions {
+///     release_threshold: Some(64 << 20),
+///     maximum_size: Some(512 << 20),
+/// })?;
+/// # let _ = pool;
+/// # Ok::<(), rmm_cuda::CudaError>(())
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MemPoolOptions {
     /// Bytes the pool keeps reserved when idle instead of returning them to the driver at each
@@ -18,6 +29,17 @@ pub struct MemPoolOptions {
 }
 
 /// A pool of device memory owned by the driver, allocated from and freed to in stream order.
+///
+/// ```
+/// use rmm_cuda::{Device, MemPoolOptions};
+/// let device = Device::simulated(1 << 30);
+/// let pool = device.create_mem_pool(MemPoolOptions::default())?;
+/// let stream = device.new_stream()?;
+/// let ptr = pool.alloc_async(1 << 20, &stream)?;
+/// // SAFETY: allocated just above from this pool; freed in stream order.
+/// unsafe { pool.free_async(ptr, &stream)? };
+/// # Ok::<(), rmm_cuda::CudaError>(())
+/// ```
 pub struct MemPool {
     device: Device,
     raw: sys::CUmemoryPool,

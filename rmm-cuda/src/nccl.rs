@@ -13,6 +13,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// [`NcclId::new`] and hands it to the others; or, with `NCCL_COMM_ID=host:port` set for every
 /// process, each process makes the same one itself (NCCL's own bootstrap then runs at that
 /// address).
+///
+/// ```no_run
+/// use rmm_cuda::{Device, NcclComm, NcclId};
+/// // Rank 0 makes the id and hands its bytes to the other processes (or every process sets
+/// // NCCL_COMM_ID=host:port and makes the same id itself).
+/// let id = NcclId::new()?;
+/// let bytes = id.to_bytes();
+/// let comm = NcclComm::join(&Device::cuda(0)?, NcclId::from_bytes(bytes), 0, 1)?;
+/// assert_eq!(comm.size(), 1);
+/// # Ok::<(), rmm_cuda::CudaError>(())
+/// ```
 #[derive(Clone, Copy)]
 pub struct NcclId(sys::ncclUniqueId);
 
@@ -38,6 +49,14 @@ impl NcclId {
 }
 
 /// One rank of an NCCL group, bound to one device.
+///
+/// ```no_run
+/// use rmm_cuda::{Device, NcclComm};
+/// let devices = vec![Device::cuda(0)?, Device::cuda(1)?];
+/// let comms = NcclComm::for_devices(&devices)?; // one rank per GPU of this process
+/// assert_eq!((comms[1].rank(), comms[1].size()), (1, 2));
+/// # Ok::<(), rmm_cuda::CudaError>(())
+/// ```
 pub struct NcclComm {
     comm: sys::ncclComm_t,
     rank: usize,

@@ -10,6 +10,15 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// An ordering operation issued on a simulated device.
+///
+/// ```
+/// use rmm_cuda::{Device, SimOp};
+/// let device = Device::simulated(1 << 20);
+/// let stream = device.new_stream()?;
+/// stream.synchronize()?;
+/// assert!(device.sim_ops().iter().any(|op| matches!(op, SimOp::StreamSync { .. })));
+/// # Ok::<(), rmm_cuda::CudaError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SimOp {
     /// `event` recorded on `stream`.
@@ -29,6 +38,21 @@ pub enum SimOp {
 /// A test hook of a simulated device, called on the host thread that waits (a stream, event or
 /// device synchronisation) with the wait, after it is logged: it can make the wait slow (block
 /// until the test says so) or observe it. See [`crate::Device::set_sim_wait_hook`].
+///
+/// ```
+/// use rmm_cuda::Device;
+/// use std::sync::atomic::{AtomicUsize, Ordering};
+/// use std::sync::Arc;
+/// let device = Device::simulated(1 << 20);
+/// let waits = Arc::new(AtomicUsize::new(0));
+/// let seen = waits.clone();
+/// device.set_sim_wait_hook(Some(Arc::new(move |_op| {
+///     seen.fetch_add(1, Ordering::Relaxed);
+/// })));
+/// device.new_stream()?.synchronize()?;
+/// assert_eq!(waits.load(Ordering::Relaxed), 1);
+/// # Ok::<(), rmm_cuda::CudaError>(())
+/// ```
 pub type SimWaitHook = Arc<dyn Fn(SimOp) + Send + Sync>;
 
 pub(crate) struct SimDevice {

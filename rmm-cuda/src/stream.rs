@@ -11,6 +11,14 @@ use std::sync::Arc;
 /// A stream's identity: the raw `CUstream` value for real streams (0 is the legacy default
 /// stream, 2 the per-thread default stream), a device-unique number for simulated ones. Cheap to
 /// copy and hash: the memory resources key their per-stream state by it.
+///
+/// ```
+/// use rmm_cuda::{Device, StreamId};
+/// let device = Device::simulated(1 << 20);
+/// assert_eq!(device.default_stream().id(), StreamId::LEGACY_DEFAULT);
+/// assert_ne!(device.new_stream()?.id(), StreamId::LEGACY_DEFAULT);
+/// # Ok::<(), rmm_cuda::CudaError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct StreamId(pub u64);
 
@@ -31,6 +39,16 @@ enum Inner {
 
 /// A stream of a device. Cheap to clone (clones share the stream); a created stream is destroyed
 /// when its last clone drops.
+///
+/// ```
+/// use rmm_cuda::Device;
+/// let device = Device::simulated(1 << 20);
+/// let stream = device.new_stream()?;
+/// let clone = stream.clone(); // the same stream
+/// assert_eq!(stream, clone);
+/// stream.synchronize()?;
+/// # Ok::<(), rmm_cuda::CudaError>(())
+/// ```
 #[derive(Clone)]
 pub struct Stream {
     device: Device,

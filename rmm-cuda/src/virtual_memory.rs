@@ -12,6 +12,20 @@ use parking_lot::Mutex;
 use std::collections::BTreeMap;
 
 /// A reserved range of device addresses and the pieces of physical memory mapped into it.
+///
+/// ```
+/// use rmm_cuda::{Device, VirtualRange};
+/// let device = Device::simulated(1 << 30);
+/// let range = VirtualRange::reserve(&device, 256 << 20)?; // addresses only
+/// let g = range.granularity();
+/// range.map(0, 4 * g)?; // physical memory at the start
+/// range.map(4 * g, 4 * g)?; // more right after it: the range grows in place
+/// assert_eq!(range.mapped_bytes(), 8 * g);
+/// // SAFETY: nothing uses the mapped memory.
+/// unsafe { range.unmap(4 * g, 4 * g)? };
+/// assert_eq!(range.mapped_bytes(), 4 * g);
+/// # Ok::<(), rmm_cuda::CudaError>(())
+/// ```
 pub struct VirtualRange {
     device: Device,
     base: u64,

@@ -10,6 +10,22 @@ use std::alloc::Layout;
 /// Host memory from the system allocator, used by kernels directly where the device can read
 /// and write pageable memory: no pinning, no copies, the operating system migrates or maps the
 /// pages. [`SystemResource::new`] refuses a device without that ability.
+///
+/// ```
+/// use rmm_core::{Device, MemoryResource, SystemResource};
+/// // GPU 0 where it reads pageable memory (HMM or ATS); elsewhere the reason is the error.
+/// let device = Device::cuda(0).unwrap_or_else(|_| Device::simulated(1 << 30));
+/// match SystemResource::new(&device) {
+///     Ok(system) => {
+///         let stream = device.new_stream()?;
+///         let ptr = system.allocate(1 << 20, &stream)?;
+///         // SAFETY: allocated just above with this size, unused.
+///         unsafe { system.deallocate(ptr, 1 << 20, &stream)? };
+///     }
+///     Err(e) => println!("{e}"),
+/// }
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct SystemResource {
     device: Device,
