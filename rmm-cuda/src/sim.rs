@@ -121,22 +121,7 @@ impl SimDevice {
     /// Takes `bytes` of host memory (256-aligned) if the simulated capacity allows.
     pub(crate) fn alloc(&self, call: &'static str, bytes: usize) -> Result<u64> {
         // Reserve capacity first, so a huge request fails without touching the host allocator.
-        let mut used = self.used.load(Ordering::Relaxed);
-        loop {
-            let free = self.capacity - used;
-            if bytes > free {
-                return Err(CudaError::simulated_out_of_memory(call, bytes, free));
-            }
-            match self.used.compare_exchange_weak(
-                used,
-                used + bytes,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => break,
-                Err(now) => used = now,
-            }
-        }
+        self.take_capacity(call, bytes)?;
         let layout = Layout::from_size_align(bytes.max(1), ALIGNMENT)
             .map_err(|e| CudaError::invalid(call, e.to_string()))?;
         // SAFETY: the layout has a non-zero size.
@@ -202,8 +187,8 @@ impl SimDevice {
         Ok(())
     }
 
-    /// Takes `bytes` of the capacity (a mapping into a reserved range).
-    pub(crate) fn map_capacity(&self, call: &'static str, bytes: usize) -> Result<()> {
+    /// Takes `bytes` of the capacity (an allocation, or a mapping into a reserved range).
+    pub(crate) fn take_capacity(&self, call: &'static str, bytes: usize) -> Result<()> {
         let mut used = self.used.load(Ordering::Relaxed);
         loop {
             let free = self.capacity - used;
@@ -222,8 +207,8 @@ impl SimDevice {
         }
     }
 
-    /// Gives back capacity taken by `map_capacity`.
-    pub(crate) fn unmap_capacity(&self, bytes: usize) {
+    /// Gives back capacity taken by `take_capacity`.
+    pub(crate) fn return_capacity(&self, bytes: usize) {
         self.used.fetch_sub(bytes, Ordering::AcqRel);
     }
 

@@ -171,7 +171,7 @@ impl VirtualRange {
                 self.device
                     .sim()
                     .expect("a simulated device")
-                    .map_capacity("cuMemCreate", len)?;
+                    .take_capacity("cuMemCreate", len)?;
                 0
             }
             DeviceId::Cuda(ordinal) => {
@@ -247,7 +247,7 @@ impl VirtualRange {
     fn unmap_piece(&self, offset: usize, len: usize, handle: u64) -> Result<()> {
         match self.device.sim() {
             Some(sim) => {
-                sim.unmap_capacity(len);
+                sim.return_capacity(len);
                 Ok(())
             }
             None => {

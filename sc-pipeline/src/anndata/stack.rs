@@ -486,37 +486,22 @@ impl ArrayData {
         let first = parts
             .first()
             .ok_or_else(|| Error::invalid(name, "no parts"))?;
+        macro_rules! stack_as {
+            ($variant:ident) => {
+                cat(parts, |a| match a {
+                    ArrayData::$variant(v) => Some(v),
+                    _ => None,
+                })
+                .map(ArrayData::$variant)
+            };
+        }
         let stacked = match first {
-            ArrayData::Bool(_) => cat(parts, |a| match a {
-                ArrayData::Bool(v) => Some(v),
-                _ => None,
-            })
-            .map(ArrayData::Bool),
-            ArrayData::I32(_) => cat(parts, |a| match a {
-                ArrayData::I32(v) => Some(v),
-                _ => None,
-            })
-            .map(ArrayData::I32),
-            ArrayData::I64(_) => cat(parts, |a| match a {
-                ArrayData::I64(v) => Some(v),
-                _ => None,
-            })
-            .map(ArrayData::I64),
-            ArrayData::F32(_) => cat(parts, |a| match a {
-                ArrayData::F32(v) => Some(v),
-                _ => None,
-            })
-            .map(ArrayData::F32),
-            ArrayData::F64(_) => cat(parts, |a| match a {
-                ArrayData::F64(v) => Some(v),
-                _ => None,
-            })
-            .map(ArrayData::F64),
-            ArrayData::Str(_) => cat(parts, |a| match a {
-                ArrayData::Str(v) => Some(v),
-                _ => None,
-            })
-            .map(ArrayData::Str),
+            ArrayData::Bool(_) => stack_as!(Bool),
+            ArrayData::I32(_) => stack_as!(I32),
+            ArrayData::I64(_) => stack_as!(I64),
+            ArrayData::F32(_) => stack_as!(F32),
+            ArrayData::F64(_) => stack_as!(F64),
+            ArrayData::Str(_) => stack_as!(Str),
         };
         stacked.ok_or_else(|| Error::invalid(name, "parts of different element types"))
     }

@@ -255,14 +255,23 @@ struct AllocationLog {
 }
 
 impl AllocationLog {
-    /// Writes the run's allocations as CSV (RMM's logging format).
-    fn write_csv(&self, path: &Path) -> Result<()> {
-        let err = |e: String| Error::File {
+    /// The log's CSV so far, and the error of writing `what` to `path`.
+    fn contents<'a>(
+        &self,
+        path: &'a Path,
+        what: &'static str,
+    ) -> Result<(Vec<u8>, impl Fn(String) -> Error + 'a)> {
+        let err = move |e: String| Error::File {
             path: path.to_path_buf(),
-            message: format!("cannot write the allocation log: {e}"),
+            message: format!("cannot write the {what}: {e}"),
         };
         self.adaptor.flush().map_err(|e| err(e.to_string()))?;
-        let log = self.buffer.0.lock().clone();
+        Ok((self.buffer.0.lock().clone(), err))
+    }
+
+    /// Writes the run's allocations as CSV (RMM's logging format).
+    fn write_csv(&self, path: &Path) -> Result<()> {
+        let (log, err) = self.contents(path, "allocation log")?;
         let staged = StagedFile::new(path);
         std::fs::write(staged.path(), log).map_err(|e| err(e.to_string()))?;
         staged.commit()
@@ -270,12 +279,7 @@ impl AllocationLog {
 
     /// Writes the run's allocations as a PyTorch memory snapshot.
     fn write(&self, path: &Path) -> Result<()> {
-        let err = |e: String| Error::File {
-            path: path.to_path_buf(),
-            message: format!("cannot write the memory snapshot: {e}"),
-        };
-        self.adaptor.flush().map_err(|e| err(e.to_string()))?;
-        let log = self.buffer.0.lock().clone();
+        let (log, err) = self.contents(path, "memory snapshot")?;
         let records = parse_log(&log[..]).map_err(|e| err(e.to_string()))?;
         write_memory_viz_snapshot(&records, 0, path).map_err(|e| err(e.to_string()))
     }
