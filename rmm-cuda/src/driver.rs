@@ -113,3 +113,31 @@ pub fn require_gpu_from_env(test: &str) -> std::result::Result<GpuPresence, Stri
         Ok(GpuPresence::Skip)
     }
 }
+
+/// The ordinal of the device whose context is current on the calling thread: what CUDA's runtime
+/// calls the current device (PyTorch, CuPy and Numba set it with `cudaSetDevice`). `None` when no
+/// context is current, or there is no driver or no GPU.
+///
+/// ```
+/// // Without a GPU (or before any CUDA call on this thread) no context is current.
+/// if !rmm_cuda::gpu_available() {
+///     assert_eq!(rmm_cuda::current_context_ordinal()?, None);
+/// }
+/// # Ok::<(), rmm_cuda::CudaError>(())
+/// ```
+pub fn current_context_ordinal() -> Result<Option<usize>> {
+    if !matches!(init(), Ok(n) if *n > 0) {
+        return Ok(None);
+    }
+    let current = cudarc::driver::result::ctx::get_current()
+        .map_err(|e| CudaError::driver("cuCtxGetCurrent", e))?;
+    if current.is_none() {
+        return Ok(None);
+    }
+    let mut device: cudarc::driver::sys::CUdevice = 0;
+    // SAFETY: a context is current on this thread; `device` is a valid out-pointer.
+    unsafe { cudarc::driver::sys::cuCtxGetDevice(&mut device) }
+        .result()
+        .map_err(|e| CudaError::driver("cuCtxGetDevice", e))?;
+    Ok(Some(device.max(0) as usize))
+}

@@ -22,7 +22,8 @@ mod virtual_memory;
 
 pub use device::{Device, DeviceGuard, DeviceId, MemAdvice, MemoryInfo};
 pub use driver::{
-    device_count, driver_available, gpu_available, require_gpu_from_env, GpuPresence,
+    current_context_ordinal, device_count, driver_available, gpu_available, require_gpu_from_env,
+    GpuPresence,
 };
 pub use error::{CudaError, Result};
 pub use event::Event;

@@ -53,6 +53,9 @@ enum Inner {
 pub struct Stream {
     device: Device,
     inner: Inner,
+    /// Another library's stream (see [`Stream::borrowed`]): never destroyed by us, never taken
+    /// for gone.
+    borrowed: bool,
 }
 
 impl fmt::Debug for Stream {
@@ -77,6 +80,7 @@ impl Stream {
         Stream {
             device: device.clone(),
             inner,
+            borrowed: false,
         }
     }
 
@@ -88,6 +92,7 @@ impl Stream {
         Stream {
             device: device.clone(),
             inner,
+            borrowed: false,
         }
     }
 
@@ -99,6 +104,7 @@ impl Stream {
         Ok(Stream {
             device: device.clone(),
             inner,
+            borrowed: false,
         })
     }
 
@@ -108,10 +114,55 @@ impl Stream {
             Backend::Cuda(ctx) if Arc::ptr_eq(ctx, stream.context()) => Ok(Stream {
                 device: device.clone(),
                 inner: Inner::Cuda(stream),
+                borrowed: false,
             }),
             _ => Err(CudaError::invalid(
                 "Stream::from_cuda",
                 "the stream belongs to another device",
+            )),
+        }
+    }
+
+    /// Wraps a stream that other code created and owns, given as its raw `cudaStream_t` (the
+    /// current stream of PyTorch, CuPy or Numba), so our resources can order on it. 0 and 2 are
+    /// the legacy and per-thread default streams. The wrapper never destroys the stream, and
+    /// [`Stream::is_sole_handle`] is always false for it: only its owner knows when it goes.
+    /// A simulated device lends only its default stream (0).
+    ///
+    /// # Safety
+    /// `raw` must be a stream of this device's primary context, alive as long as the wrapper or
+    /// any clone of it (kept by a resource, say) is used.
+    ///
+    /// ```
+    /// use rmm_cuda::{Device, StreamId};
+    /// let device = Device::simulated(1 << 20);
+    /// // SAFETY: 0 is the default stream, alive as long as the device.
+    /// let stream = unsafe { rmm_cuda::Stream::borrowed(&device, std::ptr::null_mut())? };
+    /// assert_eq!(stream.id(), StreamId::LEGACY_DEFAULT);
+    /// assert!(unsafe { rmm_cuda::Stream::borrowed(&device, 0x1234 as *mut _) }.is_err());
+    /// # Ok::<(), rmm_cuda::CudaError>(())
+    /// ```
+    pub unsafe fn borrowed(device: &Device, raw: *mut std::ffi::c_void) -> Result<Stream> {
+        let id = StreamId(raw as u64);
+        if id == StreamId::LEGACY_DEFAULT {
+            return Ok(Stream::default_of(device));
+        }
+        if id == StreamId::PER_THREAD_DEFAULT {
+            return Ok(Stream::per_thread_of(device));
+        }
+        match &*device.inner {
+            Backend::Cuda(ctx) => Ok(Stream {
+                device: device.clone(),
+                // SAFETY: the caller promises a live stream of this context.
+                inner: Inner::Cuda(unsafe { ctx.wrap_borrowed_stream(raw as sys::CUstream) }),
+                borrowed: true,
+            }),
+            Backend::Sim(_) => Err(CudaError::invalid(
+                "Stream::borrowed",
+                format!(
+                    "a simulated device has no stream {:#x} to borrow (only the default stream, 0)",
+                    id.0
+                ),
             )),
         }
     }
@@ -132,7 +183,8 @@ impl Stream {
     /// True when this handle is the only one left to a stream created by [`Device::new_stream`]
     /// (or wrapped by [`Stream::from_cuda`]): no clone of it exists anywhere else, so no other
     /// code can queue work on it, and the stream is destroyed when this handle drops. Always false
-    /// for the legacy and per-thread default streams, which live as long as their device.
+    /// for the legacy and per-thread default streams, which live as long as their device, and
+    /// for [`Stream::borrowed`] ones, whose owner alone knows when they go.
     ///
     /// The memory resources use it to retire the state they keep for streams that are gone.
     ///
@@ -149,7 +201,7 @@ impl Stream {
     /// ```
     pub fn is_sole_handle(&self) -> bool {
         let id = self.id();
-        if id == StreamId::LEGACY_DEFAULT || id == StreamId::PER_THREAD_DEFAULT {
+        if self.borrowed || id == StreamId::LEGACY_DEFAULT || id == StreamId::PER_THREAD_DEFAULT {
             return false;
         }
         let count = match &self.inner {

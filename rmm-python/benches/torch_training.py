@@ -1,0 +1,64 @@
+"""A PyTorch training loop under each allocator: PyTorch's caching allocator, or rmm_core's pool
+or expandable pool through `rmm_core.allocators.torch`. One allocator per process (PyTorch can
+switch only before its first allocation); prints one JSON line.
+
+    python torch_training.py {torch|pool|expandable} [steps]
+
+The model is a small transformer encoder fed batches of varying sequence length, so the
+allocation sizes change from step to step (what stresses a caching allocator).
+Step time: the median of `steps` steps after 30 warm-up steps, each ended by a synchronize.
+Peak reserved: torch.cuda.max_memory_reserved() for PyTorch's allocator, the pool's size
+(pools never shrink here) for rmm_core's."""
+
+import json
+import statistics
+import sys
+import time
+
+import torch
+
+allocator = sys.argv[1]
+steps = int(sys.argv[2]) if len(sys.argv) > 2 else 200
+pool = None
+if allocator != "torch":
+    from rmm_core import mr
+
+    if allocator == "pool":
+        pool = mr.PoolMemoryResource(mr.CudaMemoryResource(0), initial_pool_size=0)
+    elif allocator == "expandable":
+        pool = mr.ExpandablePoolMemoryResource(initial_pool_size=0, device=0)
+    else:
+        raise SystemExit(f"unknown allocator {allocator!r}")
+    mr.set_per_device_resource(0, pool)
+    from rmm_core.allocators.torch import rmm_torch_allocator
+
+    torch.cuda.memory.change_current_allocator(rmm_torch_allocator)
+
+torch.manual_seed(0)
+layer = torch.nn.TransformerEncoderLayer(d_model=512, nhead=8, dim_feedforward=2048, batch_first=True)
+model = torch.nn.Sequential(torch.nn.TransformerEncoder(layer, num_layers=6), torch.nn.Linear(512, 1000)).cuda()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+lengths = torch.randint(64, 513, (steps + 30,)).tolist()
+times = []
+for i, length in enumerate(lengths):
+    x = torch.randn(32, length, 512, device="cuda")
+    y = torch.randint(0, 1000, (32, length), device="cuda")
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    opt.zero_grad(set_to_none=True)
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        loss = torch.nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten())
+    loss.backward()
+    opt.step()
+    torch.cuda.synchronize()
+    if i >= 30:
+        times.append(time.perf_counter() - start)
+reserved = torch.cuda.max_memory_reserved() if pool is None else pool.pool_size()
+print(json.dumps({
+    "allocator": allocator,
+    "steps": steps,
+    "median_step_ms": statistics.median(times) * 1e3,
+    "mean_step_ms": statistics.fmean(times) * 1e3,
+    "peak_reserved_bytes": reserved,
+    "final_loss": loss.item(),
+}))

@@ -1,0 +1,174 @@
+//! `DeviceBuffer`: untyped device memory owned by a Python object, as in RMM's Python API, and
+//! the owner behind the CuPy and Numba allocators.
+
+use crate::device::{device_of, stream_of, PyDevice};
+use crate::errors::OrPy;
+use crate::resources::PyResource;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use rmm_core::{DeviceBuffer, SharedResource};
+
+/// Device memory of `size` bytes from `mr` (default: the device's current resource), for use on
+/// `stream` (default: the device's default stream), freed when the object goes.
+#[pyclass(name = "DeviceBuffer", module = "rmm_core")]
+pub struct PyDeviceBuffer {
+    pub(crate) inner: DeviceBuffer,
+}
+
+/// `mr`'s resource, or the current one of `device`; both given must agree.
+fn resource_of(
+    mr: Option<&Bound<'_, PyResource>>,
+    device: Option<&Bound<'_, PyAny>>,
+) -> PyResult<SharedResource> {
+    match mr {
+        Some(mr) => {
+            let resource = mr.get().inner.clone();
+            if device.is_some_and(|d| !d.is_none()) && &device_of(device)? != resource.device() {
+                return Err(PyValueError::new_err(format!(
+                    "mr belongs to {}, not to the device given",
+                    resource.device().id()
+                )));
+            }
+            Ok(resource)
+        }
+        None => Ok(rmm_core::get_per_device_resource(&device_of(device)?)),
+    }
+}
+
+/// The bytes of a bytes-like object (bytes, bytearray, memoryview, a NumPy array: anything with
+/// the buffer protocol), C-ordered.
+fn host_bytes<'py>(data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    if let Ok(bytes) = data.cast::<PyBytes>() {
+        return Ok(bytes.clone());
+    }
+    let memoryview = data.py().import("builtins")?.getattr("memoryview")?;
+    Ok(memoryview
+        .call1((data,))?
+        .call_method0("tobytes")?
+        .cast_into::<PyBytes>()?)
+}
+
+#[pymethods]
+impl PyDeviceBuffer {
+    /// `ptr`, when given, is device memory to copy the `size` bytes from.
+    #[new]
+    #[pyo3(signature = (*, ptr = None, size = 0, stream = None, mr = None, device = None))]
+    fn new(
+        py: Python<'_>,
+        ptr: Option<u64>,
+        size: usize,
+        stream: Option<&Bound<'_, PyAny>>,
+        mr: Option<&Bound<'_, PyResource>>,
+        device: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let resource = resource_of(mr, device)?;
+        let stream = stream_of(stream, resource.device())?;
+        let inner = DeviceBuffer::with_resource(size, &stream, resource).or_py()?;
+        if let Some(src) = ptr.filter(|_| size > 0) {
+            // SAFETY: the caller names `size` readable bytes at `src`, as in RMM.
+            py.detach(|| unsafe { stream.copy_device(inner.ptr(), src, size) })
+                .or_py()?;
+        }
+        Ok(PyDeviceBuffer { inner })
+    }
+
+    /// A new buffer holding a copy of `data` (any bytes-like object); returns once copied.
+    #[staticmethod]
+    #[pyo3(signature = (data, stream = None, mr = None, device = None))]
+    fn to_device(
+        py: Python<'_>,
+        data: &Bound<'_, PyAny>,
+        stream: Option<&Bound<'_, PyAny>>,
+        mr: Option<&Bound<'_, PyResource>>,
+        device: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<Self> {
+        let bytes = host_bytes(data)?;
+        let resource = resource_of(mr, device)?;
+        let stream = stream_of(stream, resource.device())?;
+        let bytes = bytes.as_bytes();
+        let inner = py
+            .detach(|| DeviceBuffer::from_host_with_resource(bytes, &stream, resource))
+            .or_py()?;
+        Ok(PyDeviceBuffer { inner })
+    }
+
+    /// The buffer's contents as bytes (waits for the buffer's stream).
+    fn tobytes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        PyBytes::new_with(py, self.inner.size(), |out| {
+            self.inner.copy_to_host(out).or_py()
+        })
+    }
+
+    /// Overwrites the buffer with `data`, which must have exactly `size` bytes.
+    fn copy_from_host(&mut self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
+        let bytes = host_bytes(data)?;
+        let bytes = bytes.as_bytes();
+        let inner = &mut self.inner;
+        py.detach(|| inner.copy_from_host(bytes)).or_py()
+    }
+
+    /// Changes the size, keeping the contents up to the smaller size.
+    fn resize(&mut self, new_size: usize) -> PyResult<()> {
+        self.inner.resize(new_size).or_py()
+    }
+
+    /// Makes room for `new_capacity` bytes without changing the size.
+    fn reserve(&mut self, new_capacity: usize) -> PyResult<()> {
+        self.inner.reserve(new_capacity).or_py()
+    }
+
+    #[getter]
+    fn size(&self) -> usize {
+        self.inner.size()
+    }
+
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.inner.size()
+    }
+
+    #[getter]
+    fn capacity(&self) -> usize {
+        self.inner.capacity()
+    }
+
+    /// The device address (0 when empty).
+    #[getter]
+    fn ptr(&self) -> u64 {
+        self.inner.ptr()
+    }
+
+    #[getter]
+    fn device(&self) -> PyDevice {
+        PyDevice {
+            inner: self.inner.stream().device().clone(),
+        }
+    }
+
+    fn __len__(&self) -> usize {
+        self.inner.size()
+    }
+
+    /// The CUDA array interface (version 3): a one-dimensional array of bytes, so that CuPy,
+    /// Numba and PyTorch can use the buffer without a copy.
+    #[getter]
+    fn __cuda_array_interface__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let d = PyDict::new(py);
+        d.set_item("shape", (self.inner.size(),))?;
+        d.set_item("strides", py.None())?;
+        d.set_item("typestr", "|u1")?;
+        d.set_item("data", (self.inner.ptr(), false))?;
+        d.set_item("version", 3)?;
+        Ok(d)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "<rmm_core.DeviceBuffer size={} ptr={:#x} from {}>",
+            self.inner.size(),
+            self.inner.ptr(),
+            self.inner.resource().name()
+        )
+    }
+}

@@ -1,0 +1,85 @@
+//! `rmm_core._lib`: the Python extension module of rmm-core (the package `rmm_core` in
+//! `python/` wraps it). One file per concept: devices and streams, resources, the buffer,
+//! PyTorch's entry points; `reinitialize` is here.
+
+mod buffer;
+mod device;
+mod errors;
+mod resources;
+mod torch_hooks;
+
+use device::device_of;
+use errors::OrPy;
+use pyo3::prelude::*;
+use rmm_core::{MemoryResource, ReinitializeOptions};
+use std::path::PathBuf;
+
+/// RMM's `reinitialize`: builds each device's resource (plain device memory, managed memory, a
+/// pool over either, with CSV logging) and makes it that device's resource. Nothing changes on
+/// failure. `devices`: ordinals or Devices (empty: the current device). Returns the resources'
+/// names.
+#[pyfunction]
+#[pyo3(signature = (pool_allocator, managed_memory, initial_pool_size, maximum_pool_size, devices, logging, log_file_name))]
+#[allow(clippy::too_many_arguments)]
+fn _reinitialize(
+    py: Python<'_>,
+    pool_allocator: bool,
+    managed_memory: bool,
+    initial_pool_size: Option<usize>,
+    maximum_pool_size: Option<usize>,
+    devices: Vec<Bound<'_, PyAny>>,
+    logging: bool,
+    log_file_name: Option<PathBuf>,
+) -> PyResult<Vec<String>> {
+    let devices = devices
+        .iter()
+        .map(|d| device_of(Some(d)))
+        .collect::<PyResult<Vec<_>>>()?;
+    let devices = if devices.is_empty() {
+        vec![device::current_device()?]
+    } else {
+        devices
+    };
+    let options = ReinitializeOptions {
+        pool_allocator,
+        managed_memory,
+        initial_pool_size,
+        maximum_pool_size,
+        devices,
+        logging,
+        log_file_name,
+    };
+    let built = py.detach(|| rmm_core::reinitialize(options)).or_py()?;
+    Ok(built.iter().map(|r| r.name()).collect())
+}
+
+#[pymodule]
+fn _lib(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<device::PyDevice>()?;
+    m.add_class::<device::PyStream>()?;
+    m.add_function(wrap_pyfunction!(device::set_current_device, m)?)?;
+    m.add_function(wrap_pyfunction!(device::get_current_device, m)?)?;
+    m.add_class::<buffer::PyDeviceBuffer>()?;
+    m.add_class::<resources::PyResource>()?;
+    m.add_class::<resources::PyCuda>()?;
+    m.add_class::<resources::PyManaged>()?;
+    m.add_class::<resources::PySystem>()?;
+    m.add_class::<resources::PyAsync>()?;
+    m.add_class::<resources::PyAsyncView>()?;
+    m.add_class::<resources::PyPool>()?;
+    m.add_class::<resources::PyExpandablePool>()?;
+    m.add_class::<resources::PyArena>()?;
+    m.add_class::<resources::PyBinning>()?;
+    m.add_class::<resources::PyFixedSize>()?;
+    m.add_class::<resources::PyLimiting>()?;
+    m.add_class::<resources::PyStatistics>()?;
+    m.add_class::<resources::PyTracking>()?;
+    m.add_class::<resources::PyLogging>()?;
+    m.add_function(wrap_pyfunction!(resources::set_per_device_resource, m)?)?;
+    m.add_function(wrap_pyfunction!(resources::get_per_device_resource, m)?)?;
+    m.add_function(wrap_pyfunction!(_reinitialize, m)?)?;
+    m.add_function(wrap_pyfunction!(torch_hooks::_set_torch_oom_type, m)?)?;
+    m.add_function(wrap_pyfunction!(torch_hooks::_torch_live_allocations, m)?)?;
+    m.add("gpu_available", rmm_cuda::gpu_available())?;
+    Ok(())
+}
