@@ -4,9 +4,11 @@ switch only before its first allocation); prints one JSON line.
 
     python torch_training.py {torch|pool|expandable} [steps]
 
-The model is a small transformer encoder fed batches of varying sequence length, so the
-allocation sizes change from step to step (what stresses a caching allocator).
-Step time: the median of `steps` steps after 30 warm-up steps, each ended by a synchronize.
+The model is a transformer encoder (8 layers, width 1024, about 100 M parameters) fed
+batches whose sequence length changes from step to step among 8 lengths (128 to 1024), so the
+allocation sizes change too (what stresses a caching
+allocator) while every shape's kernels are planned in the warm-up (two steps of each length).
+Step time: the median of `steps` steps after the warm-up, each ended by a synchronize.
 Peak reserved: torch.cuda.max_memory_reserved() for PyTorch's allocator, the pool's size
 (pools never shrink here) for rmm_core's."""
 
@@ -35,13 +37,15 @@ if allocator != "torch":
     torch.cuda.memory.change_current_allocator(rmm_torch_allocator)
 
 torch.manual_seed(0)
-layer = torch.nn.TransformerEncoderLayer(d_model=512, nhead=8, dim_feedforward=2048, batch_first=True)
-model = torch.nn.Sequential(torch.nn.TransformerEncoder(layer, num_layers=6), torch.nn.Linear(512, 1000)).cuda()
+layer = torch.nn.TransformerEncoderLayer(d_model=1024, nhead=16, dim_feedforward=4096, batch_first=True)
+model = torch.nn.Sequential(torch.nn.TransformerEncoder(layer, num_layers=8), torch.nn.Linear(1024, 1000)).cuda()
 opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-lengths = torch.randint(64, 513, (steps + 30,)).tolist()
+buckets = list(range(128, 1025, 128))
+warmup = buckets * 2
+lengths = warmup + [buckets[i] for i in torch.randint(0, len(buckets), (steps,)).tolist()]
 times = []
 for i, length in enumerate(lengths):
-    x = torch.randn(32, length, 512, device="cuda")
+    x = torch.randn(32, length, 1024, device="cuda")
     y = torch.randint(0, 1000, (32, length), device="cuda")
     torch.cuda.synchronize()
     start = time.perf_counter()
@@ -51,7 +55,7 @@ for i, length in enumerate(lengths):
     loss.backward()
     opt.step()
     torch.cuda.synchronize()
-    if i >= 30:
+    if i >= len(warmup):
         times.append(time.perf_counter() - start)
 reserved = torch.cuda.max_memory_reserved() if pool is None else pool.pool_size()
 print(json.dumps({

@@ -3,6 +3,7 @@
 //! PyTorch's entry points; `reinitialize` is here.
 
 mod buffer;
+mod cupy_hooks;
 mod device;
 mod errors;
 mod resources;
@@ -60,6 +61,7 @@ fn _lib(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(device::set_current_device, m)?)?;
     m.add_function(wrap_pyfunction!(device::get_current_device, m)?)?;
     m.add_class::<buffer::PyDeviceBuffer>()?;
+    m.add_class::<cupy_hooks::PyCupyAllocator>()?;
     m.add_class::<resources::PyResource>()?;
     m.add_class::<resources::PyCuda>()?;
     m.add_class::<resources::PyManaged>()?;

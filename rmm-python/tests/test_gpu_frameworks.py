@@ -48,6 +48,7 @@ CUPY_WORK = """
         out["unique"] = int(cp.unique(cp.round(c)).size)
     if use_ours:
         out["allocations"] = stats.allocation_counts["total_count"]
+        out["fast_stream"] = rmm_cupy_allocator.reads_stream_in_c
     print(json.dumps(out))
 """
 
@@ -56,12 +57,37 @@ def test_cupy_results_equal_cupys_own_allocator():
     ours = run(CUPY_WORK, "ours")
     theirs = run(CUPY_WORK, "cupy")
     assert ours.pop("allocations") > 5
+    print("CuPy's current stream read in C:", ours.pop("fast_stream"))
     assert ours == theirs
+
+
+def test_cupy_out_of_memory_is_memory_error_and_not_a_crash():
+    out = run(
+        """
+        import json
+        import cupy as cp
+        from rmm_core import mr
+        from rmm_core.allocators.cupy import rmm_cupy_allocator
+        mr.set_per_device_resource(0, mr.LimitingResourceAdaptor(mr.CudaMemoryResource(0), 1 << 30))
+        cp.cuda.set_allocator(rmm_cupy_allocator)
+        small = cp.ones(1000)
+        try:
+            cp.empty(2 << 30, dtype=cp.uint8)
+            raised = None
+        except MemoryError as e:
+            raised = [type(e).__name__, str(e)]
+        print(json.dumps({"raised": raised, "after": float((cp.ones(1000) + small).sum())}))
+        """
+    )
+    assert out["raised"] is not None and "limit" in out["raised"][1].lower(), out
+    assert out["after"] == 2000.0
 
 
 NUMBA_WORK = """
     import json, os, sys
     import numpy as np
+    if not hasattr(np, "row_stack"):  # numba-cuda 0.2x still names it; NumPy 2.5 removed it
+        np.row_stack = np.vstack
     use_ours = sys.argv[1] == "ours"
     if use_ours:
         os.environ["NUMBA_CUDA_MEMORY_MANAGER"] = "rmm_core.allocators.numba"

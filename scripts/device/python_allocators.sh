@@ -2,8 +2,9 @@
 # On the GPU machine: installs the rmm_core wheel carried in .whl/ (built here with
 # `maturin build --release -m rmm-python/Cargo.toml -o .whl`), runs the Python tests with
 # REQUIRE_GPU=1, then the allocator benchmarks (PyTorch training loop, CuPy allocations), each
-# allocator in its own process. Results go to $OUT (pytest.log, torch.jsonl, cupy.jsonl).
-# Usage: bash scripts/device/python_allocators.sh [torch-steps] [cupy-iterations] [rounds]
+# allocator in its own process. Results go to $OUT (pytest.log, torch.jsonl, torch-latency.jsonl,
+# torch-profile.jsonl, cupy.jsonl).
+# Usage: [PROFILE=1] [SKIP_TESTS=1] [CUPY_ROUNDS=7] bash scripts/device/python_allocators.sh [torch-steps] [cupy-iterations] [torch-rounds]
 set -uo pipefail
 STEPS="${1:-200}"
 ITERATIONS="${2:-20000}"
@@ -14,12 +15,20 @@ python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/rmm-co
 export PYTHONPATH=/tmp/rmm-core-site
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 -c "import torch, cupy, numba; print('torch', torch.__version__, 'cupy', cupy.__version__, 'numba', numba.__version__)" | tee -a "$OUT/gpu.txt"
-REQUIRE_GPU=1 python3 -m pytest -q -p no:cacheprovider rmm-python/tests 2>&1 | tee "$OUT/pytest.log"
-for round in $(seq "$ROUNDS"); do
+[ -z "${SKIP_TESTS:-}" ] && REQUIRE_GPU=1 python3 -m pytest -q -p no:cacheprovider rmm-python/tests 2>&1 | tee "$OUT/pytest.log"
+if [ -n "${PROFILE:-}" ]; then
   for allocator in torch pool expandable; do
+    python3 rmm-python/benches/torch_profile.py "$allocator" | tee -a "$OUT/torch-profile.jsonl"
+  done
+fi
+# Rounds alternate the order of the allocators (one process each: PyTorch cannot switch).
+for round in $(seq "$ROUNDS"); do
+  order="torch pool expandable"
+  [ $((round % 2)) -eq 0 ] && order="expandable pool torch"
+  for allocator in $order; do
+    python3 rmm-python/benches/torch_alloc_latency.py "$allocator" | tee -a "$OUT/torch-latency.jsonl"
     python3 rmm-python/benches/torch_training.py "$allocator" "$STEPS" | tee -a "$OUT/torch.jsonl"
   done
-  for allocator in cupy pool; do
-    python3 rmm-python/benches/cupy_allocations.py "$allocator" "$ITERATIONS" | tee -a "$OUT/cupy.jsonl"
-  done
 done
+# CuPy can switch allocators at any time: one process, the allocators taking turns.
+python3 rmm-python/benches/cupy_allocations.py "$ITERATIONS" "${CUPY_ROUNDS:-7}" | tee -a "$OUT/cupy.jsonl"

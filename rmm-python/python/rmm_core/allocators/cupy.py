@@ -1,15 +1,13 @@
-"""CuPy's allocator: ``cupy.cuda.set_allocator(rmm_core.allocators.cupy.rmm_cupy_allocator)``."""
+"""CuPy's allocator: ``cupy.cuda.set_allocator(rmm_core.allocators.cupy.rmm_cupy_allocator)``.
 
-from rmm_core._lib import DeviceBuffer
+Each allocation comes from the current rmm_core resource of CuPy's current device, ordered on
+CuPy's current stream, and goes back to it when CuPy drops the array; an allocation the
+resource cannot make raises MemoryError. The allocator is one Rust object (`CupyAllocator`):
+it runs for every CuPy array, so it spends no Python frames.
+"""
 
+from rmm_core._lib import CupyAllocator
 
-def rmm_cupy_allocator(nbytes):
-    """Allocates `nbytes` on CuPy's current device and stream from that device's rmm_core
-    resource; the memory goes back to it when CuPy drops the array."""
-    import cupy
+rmm_cupy_allocator = CupyAllocator()
 
-    device = cupy.cuda.runtime.getDevice()
-    stream = cupy.cuda.get_current_stream().ptr
-    buffer = DeviceBuffer(size=nbytes, stream=stream, device=device)
-    memory = cupy.cuda.memory.UnownedMemory(buffer.ptr, nbytes, buffer, device_id=device)
-    return cupy.cuda.memory.MemoryPointer(memory, 0)
+__all__ = ["CupyAllocator", "rmm_cupy_allocator"]
