@@ -10,21 +10,11 @@ import sys
 import time
 
 import torch
+from torch_allocator_choice import use_allocator
 
 allocator = sys.argv[1]
 operations = int(sys.argv[2]) if len(sys.argv) > 2 else 200_000
-if allocator != "torch":
-    from rmm_core import mr
-
-    pool = (
-        mr.PoolMemoryResource(mr.CudaMemoryResource(0), initial_pool_size=1 << 30)
-        if allocator == "pool"
-        else mr.ExpandablePoolMemoryResource(initial_pool_size=1 << 30, device=0)
-    )
-    mr.set_per_device_resource(0, pool)
-    from rmm_core.allocators.torch import rmm_torch_allocator
-
-    torch.cuda.memory.change_current_allocator(rmm_torch_allocator)
+use_allocator(allocator, initial_pool_size=1 << 30)
 
 sizes = (2 ** torch.empty(operations).uniform_(9, 26, generator=torch.Generator().manual_seed(0))).long().tolist()
 window = [None] * 64

@@ -18,23 +18,11 @@ import sys
 import time
 
 import torch
+from torch_allocator_choice import use_allocator
 
 allocator = sys.argv[1]
 steps = int(sys.argv[2]) if len(sys.argv) > 2 else 200
-pool = None
-if allocator != "torch":
-    from rmm_core import mr
-
-    if allocator == "pool":
-        pool = mr.PoolMemoryResource(mr.CudaMemoryResource(0), initial_pool_size=0)
-    elif allocator == "expandable":
-        pool = mr.ExpandablePoolMemoryResource(initial_pool_size=0, device=0)
-    else:
-        raise SystemExit(f"unknown allocator {allocator!r}")
-    mr.set_per_device_resource(0, pool)
-    from rmm_core.allocators.torch import rmm_torch_allocator
-
-    torch.cuda.memory.change_current_allocator(rmm_torch_allocator)
+pool = use_allocator(allocator, initial_pool_size=0)
 
 torch.manual_seed(0)
 layer = torch.nn.TransformerEncoderLayer(d_model=1024, nhead=16, dim_feedforward=4096, batch_first=True)

@@ -16,6 +16,7 @@ use rmm_core::{
     MemoryResource, PoolOptions, PoolResource, SharedResource, StatisticsAdaptor,
     SystemResource, TrackingAdaptor,
 };
+use rmm_cuda::Device;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -99,49 +100,58 @@ impl PyResource {
     }
 }
 
-/// Plain device memory (cuMemAlloc / cuMemFree).
-#[pyclass(extends = PyResource, frozen, name = "CudaMemoryResource", module = "rmm_core.mr")]
-pub struct PyCuda;
+/// A base resource whose constructor takes only `device` (default: the current device):
+/// `$make` builds the rmm-core resource from `&Device` (a `Result`, as some need the GPU's
+/// support).
+macro_rules! device_resource {
+    ($(#[$doc:meta])* $class:ident, $name:literal, $make:expr) => {
+        $(#[$doc])*
+        #[pyclass(extends = PyResource, frozen, name = $name, module = "rmm_core.mr")]
+        pub struct $class;
 
-#[pymethods]
-impl PyCuda {
-    #[new]
-    #[pyo3(signature = (device = None))]
-    fn new(device: Option<&Bound<'_, PyAny>>) -> PyResult<PyClassInitializer<Self>> {
-        let device = device_of(device)?;
-        Ok(init(PyCuda, PyResource::wrap(Arc::new(CudaResource::new(&device)))))
-    }
+        #[pymethods]
+        impl $class {
+            #[new]
+            #[pyo3(signature = (device = None))]
+            fn new(device: Option<&Bound<'_, PyAny>>) -> PyResult<PyClassInitializer<Self>> {
+                let device = device_of(device)?;
+                let make = $make;
+                let resource: SharedResource = make(&device).or_py()?;
+                Ok(init($class, PyResource::wrap(resource)))
+            }
+        }
+    };
 }
 
-/// Managed (unified) memory, which may exceed the GPU's memory.
-#[pyclass(extends = PyResource, frozen, name = "ManagedMemoryResource", module = "rmm_core.mr")]
-pub struct PyManaged;
+device_resource!(
+    /// Plain device memory (cuMemAlloc / cuMemFree).
+    PyCuda,
+    "CudaMemoryResource",
+    |d: &Device| rmm_core::Result::Ok(Arc::new(CudaResource::new(d)) as SharedResource)
+);
 
-#[pymethods]
-impl PyManaged {
-    #[new]
-    #[pyo3(signature = (device = None))]
-    fn new(device: Option<&Bound<'_, PyAny>>) -> PyResult<PyClassInitializer<Self>> {
-        let device = device_of(device)?;
-        Ok(init(PyManaged, PyResource::wrap(Arc::new(ManagedResource::new(&device)))))
-    }
-}
+device_resource!(
+    /// Managed (unified) memory, which may exceed the GPU's memory.
+    PyManaged,
+    "ManagedMemoryResource",
+    |d: &Device| rmm_core::Result::Ok(Arc::new(ManagedResource::new(d)) as SharedResource)
+);
 
-/// System (pageable host) memory the GPU reads directly (HMM/ATS); an error where the machine
-/// does not support it.
-#[pyclass(extends = PyResource, frozen, name = "SystemMemoryResource", module = "rmm_core.mr")]
-pub struct PySystem;
+device_resource!(
+    /// System (pageable host) memory the GPU reads directly (HMM/ATS); an error where the
+    /// machine does not support it.
+    PySystem,
+    "SystemMemoryResource",
+    |d: &Device| SystemResource::new(d).map(|r| Arc::new(r) as SharedResource)
+);
 
-#[pymethods]
-impl PySystem {
-    #[new]
-    #[pyo3(signature = (device = None))]
-    fn new(device: Option<&Bound<'_, PyAny>>) -> PyResult<PyClassInitializer<Self>> {
-        let device = device_of(device)?;
-        let system = SystemResource::new(&device).or_py()?;
-        Ok(init(PySystem, PyResource::wrap(Arc::new(system))))
-    }
-}
+device_resource!(
+    /// The device's default memory pool (the one cudaMallocAsync and CuPy's or PyTorch's async
+    /// allocators use), so that memory is shared with them.
+    PyAsyncView,
+    "CudaAsyncViewMemoryResource",
+    |d: &Device| AsyncResource::view_default_pool(d).map(|r| Arc::new(r) as SharedResource)
+);
 
 /// A stream-ordered pool of the driver (cuMemAllocAsync) of its own.
 #[pyclass(extends = PyResource, frozen, name = "CudaAsyncMemoryResource", module = "rmm_core.mr")]
@@ -165,22 +175,6 @@ impl PyAsync {
         };
         let resource = AsyncResource::new(&device, options).or_py()?;
         Ok(init(PyAsync, PyResource::wrap(Arc::new(resource))))
-    }
-}
-
-/// The device's default memory pool (the one cudaMallocAsync and CuPy's or PyTorch's async
-/// allocators use), so that memory is shared with them.
-#[pyclass(extends = PyResource, frozen, name = "CudaAsyncViewMemoryResource", module = "rmm_core.mr")]
-pub struct PyAsyncView;
-
-#[pymethods]
-impl PyAsyncView {
-    #[new]
-    #[pyo3(signature = (device = None))]
-    fn new(device: Option<&Bound<'_, PyAny>>) -> PyResult<PyClassInitializer<Self>> {
-        let device = device_of(device)?;
-        let resource = AsyncResource::view_default_pool(&device).or_py()?;
-        Ok(init(PyAsyncView, PyResource::wrap(Arc::new(resource))))
     }
 }
 

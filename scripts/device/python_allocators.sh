@@ -3,8 +3,8 @@
 # `maturin build --release -m rmm-python/Cargo.toml -o .whl`), runs the Python tests with
 # REQUIRE_GPU=1, then the allocator benchmarks (PyTorch training loop, CuPy allocations), each
 # allocator in its own process. Results go to $OUT (pytest.log, torch.jsonl, torch-latency.jsonl,
-# torch-profile.jsonl, cupy.jsonl).
-# Usage: [PROFILE=1] [SKIP_TESTS=1] [CUPY_ROUNDS=7] bash scripts/device/python_allocators.sh [torch-steps] [cupy-iterations] [torch-rounds]
+# cupy.jsonl).
+# Usage: [SKIP_TESTS=1] [CUPY_ROUNDS=7] bash scripts/device/python_allocators.sh [torch-steps] [cupy-iterations] [torch-rounds]
 set -uo pipefail
 STEPS="${1:-200}"
 ITERATIONS="${2:-20000}"
@@ -16,11 +16,6 @@ export PYTHONPATH=/tmp/rmm-core-site
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 -c "import torch, cupy, numba; print('torch', torch.__version__, 'cupy', cupy.__version__, 'numba', numba.__version__)" | tee -a "$OUT/gpu.txt"
 [ -z "${SKIP_TESTS:-}" ] && REQUIRE_GPU=1 python3 -m pytest -q -p no:cacheprovider rmm-python/tests 2>&1 | tee "$OUT/pytest.log"
-if [ -n "${PROFILE:-}" ]; then
-  for allocator in torch pool expandable; do
-    python3 rmm-python/benches/torch_profile.py "$allocator" | tee -a "$OUT/torch-profile.jsonl"
-  done
-fi
 # Rounds alternate the order of the allocators (one process each: PyTorch cannot switch).
 for round in $(seq "$ROUNDS"); do
   order="torch pool expandable"
