@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <vector>
 #include <thread>
+#include <cuda.h>
 #include <string>
 #include <functional>
 
@@ -76,9 +77,34 @@ void bench(const char* name, MR& mr, size_t max_size, int threads, size_t n, boo
   for(int t=0;t<threads;t++){ cudaStreamDestroy(sts[t]); if(cross) cudaStreamDestroy(fsts[t]); }
 }
 
+// The driver's stream-ordered pool called with nothing in between, through the runtime
+// (cudaMallocFromPoolAsync, what RMM's cuda_async calls) and through the driver
+// (cuMemAllocFromPoolAsync, what our AsyncResource calls): where a wrapper's cost would show.
+struct RawRuntimePool {
+  cudaMemPool_t pool{};
+  RawRuntimePool(){
+    cudaMemPoolProps props{}; props.allocType=cudaMemAllocationTypePinned; props.handleTypes=cudaMemHandleTypeNone;
+    props.location.type=cudaMemLocationTypeDevice; props.location.id=0;
+    cudaMemPoolCreate(&pool,&props); uint64_t t=UINT64_MAX; cudaMemPoolSetAttribute(pool,cudaMemPoolAttrReleaseThreshold,&t);
+  }
+  void* allocate(cuda::stream_ref s, size_t n, size_t){ void* p; cudaMallocFromPoolAsync(&p,n,pool,s.get()); return p; }
+  void deallocate(cuda::stream_ref s, void* p, size_t, size_t){ cudaFreeAsync(p,s.get()); }
+};
+struct RawDriverPool {
+  CUmemoryPool pool{};
+  RawDriverPool(){
+    CUmemPoolProps props{}; props.allocType=CU_MEM_ALLOCATION_TYPE_PINNED; props.handleTypes=CU_MEM_HANDLE_TYPE_NONE;
+    props.location.type=CU_MEM_LOCATION_TYPE_DEVICE; props.location.id=0;
+    cuMemPoolCreate(&pool,&props); cuuint64_t t=UINT64_MAX; cuMemPoolSetAttribute(pool,CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,&t);
+  }
+  void* allocate(cuda::stream_ref s, size_t n, size_t){ CUdeviceptr p; cuMemAllocFromPoolAsync(&p,n,pool,(CUstream)s.get()); return (void*)p; }
+  void deallocate(cuda::stream_ref s, void* p, size_t, size_t){ cuMemFreeAsync((CUdeviceptr)p,(CUstream)s.get()); }
+};
+
 int main(int argc, char** argv){
   size_t n = argc>1 ? std::stoul(argv[1]) : 100000;
   bool cross = argc>2 && std::string(argv[2])=="cross";
+  bool async_only = argc>3 && std::string(argv[3])=="async";
   size_t free_b,total_b; cudaMemGetInfo(&free_b,&total_b);
   printf("free %zu total %zu\n", free_b,total_b);
   rmm::mr::cuda_memory_resource cuda_mr;
@@ -87,6 +113,17 @@ int main(int argc, char** argv){
   rmm::mr::arena_memory_resource arena_mr{cuda_mr, size_t(16)<<30};
   rmm::mr::binning_memory_resource bin_mr{pool_mr, 18, 22};
   rmm::mr::fixed_size_memory_resource fixed_mr{cuda_mr, size_t(1)<<20, 1024};
+  if(async_only){
+    RawRuntimePool runtime_pool; RawDriverPool driver_pool;
+    for(size_t ms: {size_t(1)<<10, size_t(64)<<10, size_t(1)<<20, size_t(4)<<20}){
+      for(int th: {1,4}){
+        bench("cuda_async", async_mr, ms, th, n, cross);
+        bench("raw_runtime_pool", runtime_pool, ms, th, n, cross);
+        bench("raw_driver_pool", driver_pool, ms, th, n, cross);
+      }
+    }
+    return 0;
+  }
   for(size_t ms: {size_t(1)<<10, size_t(64)<<10, size_t(1)<<20, size_t(4)<<20}){
     for(int th: {1,4}){
       if(th==1 && ms>=(size_t(1)<<20)) bench("cuda", cuda_mr, ms, th, n/10, cross);
