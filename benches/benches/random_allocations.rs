@@ -39,7 +39,7 @@ const REPETITIONS: usize = 3;
 #[derive(Clone, Copy)]
 struct Op {
     slot: u32,
-    size: u32,
+    size: u64,
 }
 
 struct Trace {
@@ -65,7 +65,7 @@ fn trace(thread: usize, steps: usize, max_size: usize, max_usage: usize) -> Trac
         } else {
             ops.push(Op {
                 slot: slots,
-                size: size as u32,
+                size: size as u64,
             });
             live.push((slots, size));
             slots += 1;
@@ -77,6 +77,39 @@ fn trace(thread: usize, steps: usize, max_size: usize, max_usage: usize) -> Trac
         ops,
         slots: slots as usize,
     }
+}
+
+/// RMM's own grid (its `random_allocations` benchmark): `2 n` steps of a size of 1 to
+/// `max_size` bytes; with blocks live, an allocation with probability 73% while fewer than `n`
+/// were made and the usage stays under `max_usage`, otherwise the free of a random live block;
+/// what is live at the end is freed. SplitMix64 (seed 42) in place of RMM's
+/// `std::default_random_engine`, the same in `benches/rmm/rmm_ra.cu`.
+fn grid_trace(n: usize, max_size: usize, max_usage: usize) -> Trace {
+    let mut rng = SplitMix64::new(42);
+    let mut live: Vec<(u32, usize)> = Vec::new();
+    let (mut used, mut made) = (0usize, 0usize);
+    let mut ops = Vec::with_capacity(2 * n);
+    for _ in 0..2 * n {
+        let size = 1 + (rng.next() % max_size as u64) as usize;
+        let allocate = live.is_empty()
+            || (rng.next() % 100 < 73 && made < n && used + size < max_usage);
+        if allocate {
+            ops.push(Op {
+                slot: made as u32,
+                size: size as u64,
+            });
+            live.push((made as u32, size));
+            made += 1;
+            used += size;
+        } else {
+            let k = (rng.next() % live.len() as u64) as usize;
+            let (slot, bytes) = live.swap_remove(k);
+            ops.push(Op { slot, size: 0 });
+            used -= bytes;
+        }
+    }
+    ops.extend(live.iter().map(|&(slot, _)| Op { slot, size: 0 }));
+    Trace { ops, slots: made }
 }
 
 /// CPU time the calling thread has run, in ns (0 where unavailable). On a loaded machine wall
@@ -121,7 +154,7 @@ fn replay<R: MemoryResource + ?Sized>(
     stream: &Stream,
     free_stream: &Stream,
     ptrs: &mut [u64],
-    sizes: &mut [u32],
+    sizes: &mut [u64],
 ) -> Result<Span, String> {
     let cpu_start = thread_cpu_ns();
     let start = Instant::now();
@@ -132,10 +165,22 @@ fn replay<R: MemoryResource + ?Sized>(
             // stream than its allocation's is allowed (stream-ordered: reused after that stream).
             unsafe { r.deallocate(ptrs[slot], sizes[slot] as usize, free_stream) }
                 .map_err(|e| format!("deallocate: {e}"))?;
+            sizes[slot] = 0;
         } else {
-            ptrs[slot] = r
-                .allocate(op.size as usize, stream)
-                .map_err(|e| format!("allocate({}): {e}", op.size))?;
+            match r.allocate(op.size as usize, stream) {
+                Ok(ptr) => ptrs[slot] = ptr,
+                Err(e) => {
+                    // Leave the resource as it was: free what this pass still holds.
+                    for (ptr, size) in ptrs.iter().zip(sizes.iter_mut()) {
+                        if *size != 0 {
+                            // SAFETY: a live block of this size from `r`.
+                            let _ = unsafe { r.deallocate(*ptr, *size as usize, free_stream) };
+                            *size = 0;
+                        }
+                    }
+                    return Err(format!("allocate({}): {e}", op.size));
+                }
+            }
             sizes[slot] = op.size;
         }
     }
@@ -171,7 +216,7 @@ fn run_once<R: MemoryResource + ?Sized>(
                 s.spawn(move || {
                     let (stream, free_stream) = (&pair[0], &pair[pair.len() - 1]);
                     let mut ptrs = vec![0u64; t.slots];
-                    let mut sizes = vec![0u32; t.slots];
+                    let mut sizes = vec![0u64; t.slots];
                     barrier.wait();
                     let span = replay(r, t, stream, free_stream, &mut ptrs, &mut sizes);
                     for s in pair {
@@ -225,17 +270,28 @@ fn measure<R: MemoryResource + ?Sized>(
     let traces: Vec<Trace> = (0..threads)
         .map(|t| trace(t, steps, max_size, max_usage))
         .collect();
+    measure_traces(r, device, &traces, cross)
+}
+
+/// Best of `REPETITIONS` passes over `traces` (one thread each) after one warm-up pass.
+fn measure_traces<R: MemoryResource + ?Sized>(
+    r: &R,
+    device: &Device,
+    traces: &[Trace],
+    cross: bool,
+) -> Result<Measured, String> {
+    let threads = traces.len();
     let streams: Vec<Stream> = (0..threads * (1 + cross as usize))
         .map(|_| device.new_stream().map_err(|e| e.to_string()))
         .collect::<Result<_, _>>()?;
     let events: usize = traces.iter().map(|t| t.ops.len()).sum();
-    run_once(r, &traces, &streams)?;
+    run_once(r, traces, &streams)?;
     let mut best = Pass {
         wall: Duration::MAX,
         cpu_ns: 0,
     };
     for _ in 0..REPETITIONS {
-        let pass = run_once(r, &traces, &streams)?;
+        let pass = run_once(r, traces, &streams)?;
         if pass.wall < best.wall {
             best = pass;
         }
@@ -314,6 +370,81 @@ fn size_label(bytes: usize) -> String {
     }
 }
 
+/// RMM's own grid: {1k, 10k, 100k} allocations x a maximum size of {1 .. 4096} MiB, one thread,
+/// at most 16,000 MiB live, with the resources as RMM's benchmark builds them (pool: half of the
+/// free memory; arena: all of it but 64 MiB; binning: bins of 256 KiB to 4 MiB over such a pool;
+/// async: a pool of the driver's). One line per cell; `--json PATH` writes them. `--memory
+/// BYTES` stands for the free memory (a simulated device cannot reserve half of 80 GB here).
+fn run_grid(device: &Device, args: &[String]) {
+    use rmm_core::*;
+    use std::sync::Arc;
+    let free = match flag_value(args, "--memory") {
+        Some(m) => m.parse().expect("--memory takes a byte count"),
+        None => device.memory_info().map(|m| m.free).unwrap_or(0),
+    };
+    let half = align_up(free / 2, MIB);
+    let only = flag_value(args, "--only");
+    let mut results = Vec::new();
+    for name in ["async", "pool", "arena", "binning"] {
+        if only.as_deref().is_some_and(|o| !o.split(',').any(|x| x == name)) {
+            continue;
+        }
+        let pool = || PoolResource::new(CudaResource::new(device), PoolOptions::sized(half, None));
+        let resource: Result<SharedResource> = match name {
+            "async" => AsyncResource::new(device, AsyncResourceOptions::default())
+                .map(|r| Arc::new(r) as SharedResource),
+            "pool" => pool().map(|r| Arc::new(r) as SharedResource),
+            "arena" => ArenaResource::new(
+                CudaResource::new(device),
+                ArenaOptions {
+                    arena_size: Some(align_up(free.saturating_sub(64 * MIB), MIB)),
+                    ..Default::default()
+                },
+            )
+            .map(|r| Arc::new(r) as SharedResource),
+            _ => pool()
+                .and_then(|p| BinningResource::with_range(Arc::new(p), 18, 22))
+                .map(|r| Arc::new(r) as SharedResource),
+        };
+        let resource = match resource {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("grid {name}: cannot build the resource: {e}");
+                continue;
+            }
+        };
+        for n in [1000, 10_000, 100_000] {
+            for max_mib in [1usize, 4, 64, 256, 1024, 4096] {
+                let trace = grid_trace(n, max_mib * MIB, 16_000 * MIB);
+                let events = trace.ops.len();
+                match measure_traces(&*resource, device, std::slice::from_ref(&trace), false) {
+                    Ok(m) => {
+                        eprintln!(
+                            "grid {name:>8} n={n:>6} max={max_mib:>4} MiB: {:9.1} ns/op",
+                            m.ns_per_op
+                        );
+                        results.push(json!({"resource": name, "allocations": n,
+                            "max_size_mib": max_mib, "events": events, "ns_per_op": m.ns_per_op}));
+                    }
+                    Err(e) => {
+                        eprintln!("grid {name:>8} n={n:>6} max={max_mib:>4} MiB: FAILED: {e}");
+                        results.push(json!({"resource": name, "allocations": n,
+                            "max_size_mib": max_mib, "error": e}));
+                    }
+                }
+            }
+        }
+    }
+    if let Some(path) = flag_value(args, "--json") {
+        let doc = json!({"benchmark": "random_allocations --grid", "device": describe_device(device),
+            "max_usage_mib": 16_000, "seed": "42 (SplitMix64)", "results": results});
+        if let Err(e) = std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()) {
+            eprintln!("random_allocations: writing {path}: {e}");
+            std::process::exit(1);
+        }
+    }
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let wants_sim = flag_value(&args, "--device").as_deref() == Some("sim")
@@ -333,6 +464,10 @@ fn main() {
             }
         }
     };
+    if args.iter().any(|a| a == "--grid") {
+        run_grid(&device, &args);
+        return;
+    }
     let quick = args.iter().any(|a| a == "--quick");
     let cross = args.iter().any(|a| a == "--cross-stream");
     let steps = if quick { STEPS / 10 } else { STEPS };

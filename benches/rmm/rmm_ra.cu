@@ -41,6 +41,24 @@ std::vector<Ev> gen(size_t n, size_t max_size, size_t max_usage, uint64_t seed){
   return ev;
 }
 
+// RMM's own grid (benchmarks/random_allocations): 2n steps of a size of 1..max_size bytes; with
+// blocks live, an allocation with probability 73% while fewer than n were made and under
+// max_usage live, else the free of a random live block; the rest freed at the end. SplitMix64
+// (seed 42), as in our bench's grid_trace.
+std::vector<Ev> gen_grid(size_t n, size_t max_size, size_t max_usage){
+  uint64_t seed=42; std::vector<Ev> ev; ev.reserve(2*n);
+  std::vector<uint32_t> live; std::vector<size_t> slot_size; size_t used=0, made=0;
+  for(size_t i=0;i<2*n;i++){
+    size_t s = 1 + sm(seed)%max_size;
+    bool alloc = live.empty() || ((sm(seed)%100) < 73 && made < n && used + s < max_usage);
+    if(alloc){ uint32_t slot=made++; slot_size.push_back(s); live.push_back(slot); used+=s; ev.push_back({1,slot,s}); }
+    else { size_t k = sm(seed)%live.size(); uint32_t slot=live[k]; live[k]=live.back(); live.pop_back();
+      used -= slot_size[slot]; ev.push_back({0,slot,slot_size[slot]}); }
+  }
+  for(auto slot: live) ev.push_back({0,slot,slot_size[slot]});
+  return ev;
+}
+
 template<class MR>
 double run(MR& mr, const std::vector<Ev>& ev, cudaStream_t st, cudaStream_t free_st){
   size_t nslots=0; for(auto&e:ev) if(e.alloc) nslots++;
@@ -107,6 +125,44 @@ int main(int argc, char** argv){
   bool async_only = argc>3 && std::string(argv[3])=="async";
   size_t free_b,total_b; cudaMemGetInfo(&free_b,&total_b);
   printf("free %zu total %zu\n", free_b,total_b);
+  if(argc>3 && std::string(argv[3])=="grid"){
+    // RMM's own grid, one thread, its resources as its benchmark builds them; a cell whose
+    // allocation fails prints FAILED (what is live is freed).
+    rmm::mr::cuda_memory_resource grid_up;
+    size_t half = (free_b/2) & ~((size_t(1)<<20)-1);
+    auto grid = [&](const char* name, auto& mr){
+      cudaStream_t st; cudaStreamCreateWithFlags(&st,cudaStreamNonBlocking);
+      for(size_t n: {size_t(1000), size_t(10000), size_t(100000)}) for(size_t mib: {1,4,64,256,1024,4096}){
+        auto ev = gen_grid(n, mib<<20, size_t(16000)<<20);
+        double best=1e30; bool failed=false;
+        for(int rep=0; rep<4 && !failed; rep++){
+          size_t nslots=0; for(auto&e:ev) if(e.alloc) nslots++;
+          std::vector<void*> p(nslots,nullptr); std::vector<size_t> live_size(nslots,0);
+          cuda::stream_ref s{st};
+          auto t0=std::chrono::steady_clock::now();
+          try{
+            for(auto&e:ev){ if(e.alloc){ p[e.slot]=mr.allocate(s,e.size,256); live_size[e.slot]=e.size; }
+                            else { mr.deallocate(s,p[e.slot],e.size,256); live_size[e.slot]=0; } }
+          } catch(std::exception const& x){
+            failed=true; printf("grid %-10s n=%zu max_mib=%zu FAILED: %s\n", name, n, mib, x.what());
+            for(size_t k=0;k<nslots;k++) if(live_size[k]) mr.deallocate(s,p[k],live_size[k],256);
+          }
+          auto t1=std::chrono::steady_clock::now();
+          cudaStreamSynchronize(st);
+          double ns=std::chrono::duration<double,std::nano>(t1-t0).count()/ev.size();
+          if(rep>0 && ns<best) best=ns;  // rep 0 warms up
+        }
+        if(!failed) printf("grid %-10s n=%zu max_mib=%zu events=%zu %.1f ns/op\n", name, n, mib, ev.size(), best);
+        fflush(stdout);
+      }
+      cudaStreamDestroy(st);
+    };
+    { rmm::mr::cuda_async_memory_resource mr; grid("cuda_async", mr); }
+    { rmm::mr::pool_memory_resource mr{grid_up, half}; grid("pool", mr); }
+    { rmm::mr::arena_memory_resource mr{grid_up, free_b - (size_t(64)<<20)}; grid("arena", mr); }
+    { rmm::mr::pool_memory_resource pool{grid_up, half}; rmm::mr::binning_memory_resource mr{pool, 18, 22}; grid("binning", mr); }
+    return 0;
+  }
   rmm::mr::cuda_memory_resource cuda_mr;
   rmm::mr::cuda_async_memory_resource async_mr;
   rmm::mr::pool_memory_resource pool_mr{cuda_mr, size_t(8)<<30, size_t(16)<<30};

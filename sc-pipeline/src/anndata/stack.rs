@@ -90,40 +90,18 @@ impl AnnData {
         let obs = DataFrame::stack_rows(&parts.iter().map(|p| &p.obs).collect::<Vec<_>>())?;
         let mut obsm = BTreeMap::new();
         for k in first.obsm.keys() {
-            let arrays = parts
-                .iter()
-                .map(|p| {
-                    p.obsm.get(k).ok_or_else(|| {
-                        Error::invalid(format!("obsm['{k}']"), "missing from a part")
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?;
+            let arrays = each_part(&parts, &format!("obsm['{k}']"), |p| p.obsm.get(k))?;
             obsm.insert(k.clone(), DenseArray::stack_rows(&arrays)?);
         }
         let mut layers = BTreeMap::new();
         for k in first.layers.keys() {
-            let ms = parts
-                .iter()
-                .map(|p| {
-                    p.layers.get(k).ok_or_else(|| {
-                        Error::invalid(format!("layers['{k}']"), "missing from a part")
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?;
+            let ms = each_part(&parts, &format!("layers['{k}']"), |p| p.layers.get(k))?;
             layers.insert(k.clone(), Matrix::stack_rows(&ms)?);
         }
         let raw = match &first.raw {
             None => None,
             Some(r) => {
-                let xs = parts
-                    .iter()
-                    .map(|p| {
-                        p.raw
-                            .as_ref()
-                            .map(|r| &r.x)
-                            .ok_or_else(|| Error::invalid("raw", "missing from a part"))
-                    })
-                    .collect::<Result<Vec<_>>>()?;
+                let xs = each_part(&parts, "raw", |p| p.raw.as_ref().map(|r| &r.x))?;
                 Some(Raw {
                     x: Matrix::stack_rows(&xs)?,
                     var: r.var.clone(),
@@ -149,6 +127,18 @@ impl AnnData {
         stacked.validate_shapes()?;
         Ok(stacked)
     }
+}
+
+/// `get` of every part, or an error naming `what` when a part lacks it.
+fn each_part<'a, T: ?Sized>(
+    parts: &'a [AnnData],
+    what: &str,
+    get: impl Fn(&'a AnnData) -> Option<&'a T>,
+) -> Result<Vec<&'a T>> {
+    parts
+        .iter()
+        .map(|p| get(p).ok_or_else(|| Error::invalid(what.to_string(), "missing from a part")))
+        .collect()
 }
 
 impl Matrix {

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# RMM's own random-allocations grid ({1k, 10k, 100k} allocations x max size {1 .. 4096} MiB, one
+# thread, 16,000 MiB live at most, the resources as RMM's benchmark builds them), RMM 26.10 and
+# ours in one call. Run from .rmm-bench (as rmm_side_by_side.sh: ../shared/rmm-bench/fetch.sh,
+# benches/rmm/rmm_ra.cu copied in, the stripped bench-random_allocations in ours/), carried alone.
+cd "$(dirname "$0")"
+nvcc -std=c++20 -O3 -arch=sm_90 -Irmm/include -Irmm/include/rapids -Irlog/include rmm_ra.cu -o rmm_ra \
+  -Lrmm/lib64 -lrmm -Lrlog/lib64 -lrapids_logger -lcuda -Xlinker '-rpath=$ORIGIN/rmm/lib64:$ORIGIN/rlog/lib64' || exit 1
+./rmm_ra 0 one grid > "$OUT/rmm_grid.txt" 2>&1
+./ours/bench-random_allocations --grid --json "$OUT/ours_grid.json" > "$OUT/ours_grid.txt" 2>&1
+grep -h "grid" "$OUT/rmm_grid.txt" "$OUT/ours_grid.txt"
