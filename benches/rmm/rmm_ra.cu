@@ -157,7 +157,8 @@ int main(int argc, char** argv){
       }
       cudaStreamDestroy(st);
     };
-    { rmm::mr::cuda_async_memory_resource mr; grid("cuda_async", mr); }
+    bool with_async = !(argc>4 && std::string(argv[4])=="noasync");
+    if(with_async){ rmm::mr::cuda_async_memory_resource mr; grid("cuda_async", mr); }
     { rmm::mr::pool_memory_resource mr{grid_up, half}; grid("pool", mr); }
     { rmm::mr::arena_memory_resource mr{grid_up, free_b - (size_t(64)<<20)}; grid("arena", mr); }
     { rmm::mr::pool_memory_resource pool{grid_up, half}; rmm::mr::binning_memory_resource mr{pool, 18, 22}; grid("binning", mr); }

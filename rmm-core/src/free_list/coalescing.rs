@@ -5,30 +5,97 @@
 //!   either side in O(1) and merges with them (RMM scans an address-sorted list for this);
 //! - by size: blocks up to 4 MiB sit in exact-size bins (one per 256-byte step) found through a
 //!   two-level bitmap, so "the smallest block that fits" costs a few word operations; larger blocks
-//!   sit in an ordered set keyed by (size, address), searched in O(log n).
+//!   sit in size classes, 16 per power of two (TLSF's second level), each an unsorted list, with a
+//!   bitmap of the classes in use: linking and unlinking a large block is O(1) (an ordered tree
+//!   made every split and merge of large blocks cost several O(log n) updates), and the search
+//!   looks through one class's list only.
 //!
 //! The fit is exact best fit: the smallest free block that is large enough. Among blocks of that
 //! size a bin hands out the one freed last (its memory is the most likely to be in use by work
-//! already ordered on the stream, and the choice costs nothing); the large set hands out the
-//! lowest address.
+//! already ordered on the stream, and the choice costs nothing); among large blocks of one size
+//! the lowest address.
 
 use super::addr_map::AddrMap;
 use super::bitmap::{BinBitmap, BINS};
 use super::boundaries::ChunkBoundaries;
 use super::FreeStore;
 use rmm_cuda::ALIGNMENT;
-use std::collections::BTreeSet;
 use std::sync::Arc;
 
 const NIL: u32 = u32::MAX;
 /// Largest size held in the exact-size bins.
 const SMALL_MAX: usize = BINS * ALIGNMENT;
+/// log2 of `SMALL_MAX`: the first power of two of the large classes.
+const LARGE_FIRST_LOG2: u32 = SMALL_MAX.trailing_zeros();
+/// Classes per power of two among large blocks (sizes within 1/16 of each other share one).
+const LARGE_SUB_LOG2: u32 = 4;
+const LARGE_CLASSES: usize = ((usize::BITS - LARGE_FIRST_LOG2) as usize) << LARGE_SUB_LOG2;
+const LARGE_WORDS: usize = LARGE_CLASSES.div_ceil(64);
+
+/// The class of a large size (> `SMALL_MAX`): its power of two, then its next 4 bits.
+#[inline]
+fn large_class(size: usize) -> usize {
+    let log2 = usize::BITS - 1 - size.leading_zeros();
+    let sub = (size >> (log2 - LARGE_SUB_LOG2)) & ((1 << LARGE_SUB_LOG2) - 1);
+    (((log2 - LARGE_FIRST_LOG2) as usize) << LARGE_SUB_LOG2) | sub
+}
+
+/// The large size classes in use, and the first block of each class's list.
+struct LargeClasses {
+    heads: Box<[u32]>,
+    used: [u64; LARGE_WORDS],
+}
+
+impl LargeClasses {
+    fn new() -> Self {
+        LargeClasses {
+            heads: vec![NIL; LARGE_CLASSES].into_boxed_slice(),
+            used: [0; LARGE_WORDS],
+        }
+    }
+
+    /// The first class in use at or above `class`.
+    #[inline]
+    fn first_from(&self, class: usize) -> Option<usize> {
+        let mut word = class / 64;
+        let mut bits = self.used[word] & (u64::MAX << (class % 64));
+        loop {
+            if bits != 0 {
+                return Some(word * 64 + bits.trailing_zeros() as usize);
+            }
+            word += 1;
+            if word == LARGE_WORDS {
+                return None;
+            }
+            bits = self.used[word];
+        }
+    }
+
+    /// The highest class in use.
+    fn last(&self) -> Option<usize> {
+        (0..LARGE_WORDS)
+            .rev()
+            .find(|&w| self.used[w] != 0)
+            .map(|w| w * 64 + 63 - self.used[w].leading_zeros() as usize)
+    }
+
+    fn clear(&mut self) {
+        for (w, bits) in self.used.iter_mut().enumerate() {
+            let mut b = *bits;
+            while b != 0 {
+                self.heads[w * 64 + b.trailing_zeros() as usize] = NIL;
+                b &= b - 1;
+            }
+            *bits = 0;
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy)]
 struct Node {
     addr: u64,
     size: usize,
-    /// Neighbours in the size bin (unused for large blocks).
+    /// Neighbours in the size bin or large class.
     prev: u32,
     next: u32,
 }
@@ -41,8 +108,8 @@ pub(crate) struct CoalescingFreeList {
     by_end: AddrMap,
     heads: Box<[u32]>,
     bitmap: BinBitmap,
-    /// Blocks above `SMALL_MAX`: (size, address, node), except `top`.
-    large: BTreeSet<(usize, u64, u32)>,
+    /// Blocks above `SMALL_MAX`, except `top`, by size class.
+    large: LargeClasses,
     /// One large block kept outside `large` (dlmalloc's "top chunk"): typically the rest of the
     /// portion being carved up, which then shrinks without any tree update.
     top: u32,
@@ -78,7 +145,7 @@ impl CoalescingFreeList {
             by_end: AddrMap::default(),
             heads: vec![NIL; BINS].into_boxed_slice(),
             bitmap: BinBitmap::new(),
-            large: BTreeSet::new(),
+            large: LargeClasses::new(),
             top: NIL,
             free_bytes: 0,
             boundaries: None,
@@ -167,7 +234,7 @@ impl CoalescingFreeList {
     /// Files node `i` under its size.
     #[inline(always)]
     fn link(&mut self, i: u32) {
-        let Node { addr, size, .. } = self.nodes[i as usize];
+        let size = self.nodes[i as usize].size;
         if size <= SMALL_MAX {
             let bin = bin_of(size);
             let head = self.heads[bin];
@@ -182,29 +249,39 @@ impl CoalescingFreeList {
         } else if self.top == NIL {
             self.top = i;
         } else {
-            self.insert_large(size, addr, i);
+            let class = large_class(size);
+            let head = self.large.heads[class];
+            self.nodes[i as usize].prev = NIL;
+            self.nodes[i as usize].next = head;
+            if head == NIL {
+                self.large.used[class / 64] |= 1 << (class % 64);
+            } else {
+                self.nodes[head as usize].prev = i;
+            }
+            self.large.heads[class] = i;
         }
     }
 
-    // The tree updates stay out of line, so that `link` and `unlink` inline into the hot paths.
-    #[inline(never)]
-    fn insert_large(&mut self, size: usize, addr: u64, i: u32) {
-        self.large.insert((size, addr, i));
-    }
-
-    #[inline(never)]
-    fn remove_large(&mut self, size: usize, addr: u64, i: u32) {
-        self.large.remove(&(size, addr, i));
+    /// The smallest (then lowest) block of class `class` of at least `size` bytes.
+    #[inline]
+    fn best_in_class(&self, class: usize, size: usize) -> Option<u32> {
+        let mut best: Option<(usize, u64, u32)> = None;
+        let mut i = self.large.heads[class];
+        while i != NIL {
+            let n = &self.nodes[i as usize];
+            if n.size >= size && best.is_none_or(|(s, a, _)| (n.size, n.addr) < (s, a)) {
+                best = Some((n.size, n.addr, i));
+            }
+            i = n.next;
+        }
+        best.map(|(_, _, i)| i)
     }
 
     /// Takes node `i` out of its size index.
     #[inline(always)]
     fn unlink(&mut self, i: u32) {
         let Node {
-            addr,
-            size,
-            prev,
-            next,
+            size, prev, next, ..
         } = self.nodes[i as usize];
         if size <= SMALL_MAX {
             let bin = bin_of(size);
@@ -222,7 +299,18 @@ impl CoalescingFreeList {
         } else if self.top == i {
             self.top = NIL;
         } else {
-            self.remove_large(size, addr, i);
+            let class = large_class(size);
+            if prev == NIL {
+                self.large.heads[class] = next;
+                if next == NIL {
+                    self.large.used[class / 64] &= !(1 << (class % 64));
+                }
+            } else {
+                self.nodes[prev as usize].next = next;
+            }
+            if next != NIL {
+                self.nodes[next as usize].prev = prev;
+            }
         }
     }
 
@@ -237,11 +325,16 @@ impl CoalescingFreeList {
         }
         let top = (self.top != NIL && self.nodes[self.top as usize].size >= size)
             .then(|| (self.nodes[self.top as usize].size, self.top));
-        let tree = self
-            .large
-            .range((size, 0, 0)..)
-            .next()
-            .map(|&(s, _, i)| (s, i));
+        // Every block of a higher class is larger than any of the request's class: the best fit
+        // is in the request's class if one there is large enough, else in the next class used.
+        let first = if size > SMALL_MAX { large_class(size) } else { 0 };
+        let tree = self.large.first_from(first).and_then(|class| {
+            let found = self.best_in_class(class, size).or_else(|| {
+                let next = self.large.first_from(class + 1)?;
+                self.best_in_class(next, size)
+            })?;
+            Some((self.nodes[found as usize].size, found))
+        });
         match (tree, top) {
             (Some(t), Some(c)) => Some(if t.0 <= c.0 { t.1 } else { c.1 }),
             (t, c) => t.or(c).map(|(_, i)| i),
@@ -372,7 +465,15 @@ impl FreeStore for CoalescingFreeList {
         } else {
             self.nodes[self.top as usize].size
         };
-        let tree = self.large.last().map_or(0, |&(size, _, _)| size);
+        let tree = self.large.last().map_or(0, |class| {
+            let mut largest = 0;
+            let mut i = self.large.heads[class];
+            while i != NIL {
+                largest = largest.max(self.nodes[i as usize].size);
+                i = self.nodes[i as usize].next;
+            }
+            largest
+        });
         if top > 0 || tree > 0 {
             return top.max(tree);
         }
@@ -471,4 +572,37 @@ mod tests {
         l.give(0x1000, 256);
         assert_eq!(l.take(256), Some(0x1000));
     }
+
+    #[test]
+    fn large_blocks_are_exact_best_fit_against_a_model() {
+        // Many large blocks of nearby sizes (several per size class), apart so that none merge;
+        // every take must return the smallest fitting block, the lowest address among equals.
+        let mut rng = crate::testing::SplitMix64::new(7);
+        let mut l = CoalescingFreeList::new();
+        let mut model: Vec<(usize, u64)> = Vec::new();
+        let mut addr = 1u64 << 40;
+        for _ in 0..600 {
+            let size = SMALL_MAX + ((rng.next() % (48 << 20)) as usize / ALIGNMENT + 1) * ALIGNMENT;
+            l.give(addr, size);
+            model.push((size, addr));
+            addr += size as u64 + (1 << 20);
+        }
+        for _ in 0..500 {
+            let want = ((rng.next() % (56 << 20)) as usize / ALIGNMENT + 1) * ALIGNMENT;
+            let expected = model.iter().filter(|b| b.0 >= want).min().copied();
+            let got = l.take(want);
+            match expected {
+                None => assert_eq!(got, None, "take({want})"),
+                Some((size, at)) => {
+                    assert_eq!(got, Some(at), "take({want})");
+                    model.retain(|&b| b != (size, at));
+                    if size > want {
+                        model.push((size - want, at + want as u64));
+                    }
+                }
+            }
+            assert_eq!(l.largest(), model.iter().map(|b| b.0).max().unwrap_or(0));
+        }
+    }
+
 }
