@@ -1,6 +1,7 @@
 //! The coalescing best-fit free list shared by the pool and the arena.
 //!
-//! Free blocks are indexed three ways, so that every operation is O(1) or O(log n), never a scan:
+//! Free blocks are indexed three ways, so that linking, unlinking and merging are O(1) and a search
+//! looks through one size class at most:
 //! - by start and by end address (hash maps): a freed block finds the free blocks touching it on
 //!   either side in O(1) and merges with them (RMM scans an address-sorted list for this);
 //! - by size: blocks up to 4 MiB sit in exact-size bins (one per 256-byte step) found through a
