@@ -1,7 +1,7 @@
 //! The coalescing best-fit free list shared by the pool and the arena.
 //!
 //! Free blocks are indexed three ways, so that linking, unlinking and merging are O(1) and a search
-//! looks through one size class at most:
+//! looks through two size classes at most:
 //! - by start and by end address (hash maps): a freed block finds the free blocks touching it on
 //!   either side in O(1) and merges with them (RMM scans an address-sorted list for this);
 //! - by size: blocks up to 4 MiB sit in exact-size bins (one per 256-byte step) found through a
@@ -9,7 +9,7 @@
 //!   sit in size classes, 16 per power of two (TLSF's second level), each an unsorted list, with a
 //!   bitmap of the classes in use: linking and unlinking a large block is O(1) (an ordered tree
 //!   made every split and merge of large blocks cost several O(log n) updates), and the search
-//!   looks through one class's list only.
+//!   looks through the request's class and, if none there fits, the next class in use.
 //!
 //! The fit is exact best fit: the smallest free block that is large enough. Among blocks of that
 //! size a bin hands out the one freed last (its memory is the most likely to be in use by work
