@@ -9,7 +9,7 @@
 Numba and PyTorch, so that one pool can serve all three in one process.
 """
 
-from rmm_core import mr
+from rmm_core import mr, statistics
 from rmm_core._lib import (
     Device,
     DeviceBuffer,
@@ -31,6 +31,7 @@ __all__ = [
     "parse_bytes",
     "reinitialize",
     "set_current_device",
+    "statistics",
 ]
 
 _initialized = False
