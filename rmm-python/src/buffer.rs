@@ -6,7 +6,7 @@ use crate::errors::OrPy;
 use crate::resources::PyResource;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+use pyo3::types::{PyByteArray, PyBytes, PyDict, PySlice};
 use rmm_core::{DeviceBuffer, SharedResource};
 
 /// Device memory of `size` bytes from `mr` (default: the device's current resource), for use on
@@ -98,6 +98,44 @@ impl PyDeviceBuffer {
         PyBytes::new_with(py, self.inner.size(), |out| {
             self.inner.copy_to_host(out).or_py()
         })
+    }
+
+    /// The contents copied into `ary` (any writable, contiguous buffer of exactly `size` bytes),
+    /// or into a new NumPy array of bytes (a bytearray without NumPy); returns it.
+    #[pyo3(signature = (ary = None))]
+    fn copy_to_host<'py>(
+        &self,
+        py: Python<'py>,
+        ary: Option<Bound<'py, PyAny>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let data = self.tobytes(py)?;
+        let target = match ary {
+            Some(ary) => ary,
+            None => match py.import("numpy") {
+                Ok(np) => np.call_method1("empty", (self.inner.size(), "uint8"))?,
+                Err(_) => return Ok(PyByteArray::new(py, data.as_bytes()).into_any()),
+            },
+        };
+        let view = py
+            .import("builtins")?
+            .getattr("memoryview")?
+            .call1((&target,))?
+            .call_method1("cast", ("B",))?;
+        let len = view.len()?;
+        if len != self.inner.size() {
+            return Err(PyValueError::new_err(format!(
+                "ary holds {len} bytes, the buffer {}",
+                self.inner.size()
+            )));
+        }
+        view.set_item(PySlice::full(py), data)?;
+        Ok(target)
+    }
+
+    /// Pickling: the contents, copied back to a buffer on the current device when unpickled.
+    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyBytes>,))> {
+        let to_device = py.get_type::<PyDeviceBuffer>().getattr("to_device")?;
+        Ok((to_device, (self.tobytes(py)?,)))
     }
 
     /// Overwrites the buffer with `data`, which must have exactly `size` bytes.

@@ -92,3 +92,22 @@ def test_bad_arguments_raise_clear_errors(sim):
         rmm_core.DeviceBuffer(size=8, mr=other, device=sim)
     with pytest.raises(TypeError):
         rmm_core.DeviceBuffer.to_device(12345)
+
+
+def test_copy_to_host_and_pickle(sim):
+    import pickle
+
+    buf = rmm_core.DeviceBuffer.to_device(b"0123456789")
+    target = bytearray(10)
+    assert buf.copy_to_host(target) is target and bytes(target) == b"0123456789"
+    with pytest.raises(ValueError, match="holds 3 bytes"):
+        buf.copy_to_host(bytearray(3))
+    copy = pickle.loads(pickle.dumps(buf))
+    assert isinstance(copy, rmm_core.DeviceBuffer) and copy.tobytes() == b"0123456789"
+    assert copy.ptr != buf.ptr
+
+
+def test_copy_to_host_gives_a_numpy_array(sim):
+    np = pytest.importorskip("numpy")
+    out = rmm_core.DeviceBuffer.to_device(bytes(range(16))).copy_to_host()
+    assert isinstance(out, np.ndarray) and out.dtype == np.uint8 and out.tolist() == list(range(16))
