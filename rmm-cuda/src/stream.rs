@@ -124,8 +124,8 @@ impl Stream {
     }
 
     /// Wraps a stream that other code created and owns, given as its raw `cudaStream_t` (the
-    /// current stream of PyTorch, CuPy or Numba), so our resources can order on it. 0 and 2 are
-    /// the legacy and per-thread default streams. The wrapper never destroys the stream, and
+    /// current stream of PyTorch, CuPy or Numba), so our resources can order on it. 0 and 1
+    /// (`cudaStreamLegacy`) are the legacy default stream, 2 the per-thread default stream. The wrapper never destroys the stream, and
     /// [`Stream::is_sole_handle`] is always false for it: only its owner knows when it goes.
     /// A simulated device lends only its default stream (0).
     ///
@@ -139,12 +139,16 @@ impl Stream {
     /// // SAFETY: 0 is the default stream, alive as long as the device.
     /// let stream = unsafe { rmm_cuda::Stream::borrowed(&device, std::ptr::null_mut())? };
     /// assert_eq!(stream.id(), StreamId::LEGACY_DEFAULT);
+    /// // SAFETY: 1 is cudaStreamLegacy, the same stream.
+    /// let legacy = unsafe { rmm_cuda::Stream::borrowed(&device, 1 as *mut _)? };
+    /// assert_eq!(legacy.id(), StreamId::LEGACY_DEFAULT);
     /// assert!(unsafe { rmm_cuda::Stream::borrowed(&device, 0x1234 as *mut _) }.is_err());
     /// # Ok::<(), rmm_cuda::CudaError>(())
     /// ```
     pub unsafe fn borrowed(device: &Device, raw: *mut std::ffi::c_void) -> Result<Stream> {
         let id = StreamId(raw as u64);
-        if id == StreamId::LEGACY_DEFAULT {
+        // cudaStreamLegacy (1) names the same stream as 0: one free list serves both.
+        if id == StreamId::LEGACY_DEFAULT || id.0 == 1 {
             return Ok(Stream::default_of(device));
         }
         if id == StreamId::PER_THREAD_DEFAULT {
