@@ -77,6 +77,9 @@ fn _lib(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<resources::PyStatistics>()?;
     m.add_class::<resources::PyTracking>()?;
     m.add_class::<resources::PyLogging>()?;
+    m.add_class::<resources::PyFailureCallback>()?;
+    m.add_class::<resources::PyAligned>()?;
+    m.add_class::<resources::PyPrefetch>()?;
     m.add_function(wrap_pyfunction!(resources::set_per_device_resource, m)?)?;
     m.add_function(wrap_pyfunction!(resources::get_per_device_resource, m)?)?;
     m.add_function(wrap_pyfunction!(_reinitialize, m)?)?;

@@ -11,7 +11,7 @@ use pyo3::PyClass;
 use pyo3::types::PyDict;
 use rmm_core::adaptors::Statistics;
 use rmm_core::{
-    ArenaOptions, ArenaResource, AsyncResource, AsyncResourceOptions, BinningResource,
+    AlignedAdaptor, ArenaOptions, ArenaResource, FailureCallbackAdaptor, PrefetchAdaptor, AsyncResource, AsyncResourceOptions, BinningResource,
     CudaResource, FixedSizeResource, LimitingAdaptor, LoggingAdaptor, ManagedResource,
     MemoryResource, PoolOptions, PoolResource, SharedResource, StatisticsAdaptor,
     SystemResource, TrackingAdaptor,
@@ -494,6 +494,64 @@ impl PyLogging {
 
     fn get_file_name(&self) -> Option<String> {
         self.logging.path().map(|p| p.to_string_lossy().into_owned())
+    }
+}
+
+/// Calls `callback(nbytes)` when `upstream_mr` is out of memory; the allocation is tried again
+/// while the callback returns True (it may free memory: spill, collect garbage). An exception
+/// in the callback counts as False and is reported as unraisable.
+#[pyclass(extends = PyResource, frozen, name = "FailureCallbackResourceAdaptor", module = "rmm_core.mr")]
+pub struct PyFailureCallback;
+
+#[pymethods]
+impl PyFailureCallback {
+    #[new]
+    fn new(upstream_mr: &Bound<'_, PyResource>, callback: Py<PyAny>) -> PyClassInitializer<Self> {
+        let retry = move |bytes: usize, _: &rmm_core::OutOfMemory| {
+            Python::attach(|py| match callback.call1(py, (bytes,)) {
+                Ok(answer) => answer.is_truthy(py).unwrap_or(false),
+                Err(error) => {
+                    error.write_unraisable(py, None);
+                    false
+                }
+            })
+        };
+        let adaptor = FailureCallbackAdaptor::new(upstream_mr.get().inner.clone(), retry);
+        init(PyFailureCallback, PyResource::over(Arc::new(adaptor), upstream_mr))
+    }
+}
+
+/// Aligns allocations of `alignment_threshold` bytes or more to `alignment` (a power of two,
+/// a multiple of 256).
+#[pyclass(extends = PyResource, frozen, name = "AlignedResourceAdaptor", module = "rmm_core.mr")]
+pub struct PyAligned;
+
+#[pymethods]
+impl PyAligned {
+    #[new]
+    #[pyo3(signature = (upstream_mr, alignment = 256, alignment_threshold = 65536))]
+    fn new(
+        upstream_mr: &Bound<'_, PyResource>,
+        alignment: usize,
+        alignment_threshold: usize,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        let adaptor =
+            AlignedAdaptor::new(upstream_mr.get().inner.clone(), alignment, alignment_threshold)
+                .or_py()?;
+        Ok(init(PyAligned, PyResource::over(Arc::new(adaptor), upstream_mr)))
+    }
+}
+
+/// Prefetches each (managed) allocation to the device on its stream.
+#[pyclass(extends = PyResource, frozen, name = "PrefetchResourceAdaptor", module = "rmm_core.mr")]
+pub struct PyPrefetch;
+
+#[pymethods]
+impl PyPrefetch {
+    #[new]
+    fn new(upstream_mr: &Bound<'_, PyResource>) -> PyClassInitializer<Self> {
+        let adaptor = PrefetchAdaptor::new(upstream_mr.get().inner.clone());
+        init(PyPrefetch, PyResource::over(Arc::new(adaptor), upstream_mr))
     }
 }
 

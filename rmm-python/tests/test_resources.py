@@ -160,3 +160,48 @@ def test_resources_that_need_a_gpu_say_so(sim):
             assert str(error)
         else:
             resource.deallocate(resource.allocate(1024), 1024)
+
+
+def test_failure_callback_retries_while_it_frees(sim):
+    limited = mr.LimitingResourceAdaptor(upstream(sim), 1 << 20)
+    held = [limited.allocate(768 << 10)]
+    asked = []
+
+    def spill(nbytes):
+        asked.append(nbytes)
+        if held:
+            limited.deallocate(held.pop(), 768 << 10)
+            return True
+        return False
+
+    adaptor = mr.FailureCallbackResourceAdaptor(limited, spill)
+    p = adaptor.allocate(512 << 10)  # fails once, the callback frees, the retry succeeds
+    assert asked == [512 << 10] and adaptor.upstream_mr is limited
+    with pytest.raises(MemoryError):
+        adaptor.allocate(1 << 20)  # nothing left to free: the callback says no
+    assert asked == [512 << 10, 1 << 20]
+    adaptor.deallocate(p, 512 << 10)
+
+
+# The callback's exception is reported as unraisable (it cannot cross the allocator).
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_failure_callback_that_raises_counts_as_no(sim):
+    def broken(nbytes):
+        raise RuntimeError("the spill failed")
+
+    adaptor = mr.FailureCallbackResourceAdaptor(mr.LimitingResourceAdaptor(upstream(sim), 1024), broken)
+    with pytest.raises(MemoryError):
+        adaptor.allocate(4096)
+
+
+def test_aligned_and_prefetch_adaptors(sim):
+    aligned = mr.AlignedResourceAdaptor(upstream(sim), alignment=4096, alignment_threshold=1024)
+    ptrs = [aligned.allocate(2000) for _ in range(5)]
+    assert all(p % 4096 == 0 for p in ptrs)
+    for p in ptrs:
+        aligned.deallocate(p, 2000)
+    with pytest.raises(ValueError):
+        mr.AlignedResourceAdaptor(upstream(sim), alignment=1000)
+    prefetch = mr.PrefetchResourceAdaptor(mr.ManagedMemoryResource(device=sim))
+    buf = rmm_core.DeviceBuffer.to_device(b"prefetched", mr=prefetch)
+    assert buf.tobytes() == b"prefetched"

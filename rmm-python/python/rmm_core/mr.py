@@ -1,6 +1,7 @@
 """Memory resources and adaptors, named as in RMM's `rmm.mr`, and each device's current one."""
 
 from rmm_core._lib import (
+    AlignedResourceAdaptor,
     ArenaMemoryResource,
     BinningMemoryResource,
     CudaAsyncMemoryResource,
@@ -8,11 +9,13 @@ from rmm_core._lib import (
     CudaMemoryResource,
     DeviceMemoryResource,
     ExpandablePoolMemoryResource,
+    FailureCallbackResourceAdaptor,
     FixedSizeMemoryResource,
     LimitingResourceAdaptor,
     LoggingResourceAdaptor,
     ManagedMemoryResource,
     PoolMemoryResource,
+    PrefetchResourceAdaptor,
     StatisticsResourceAdaptor,
     SystemMemoryResource,
     TrackingResourceAdaptor,
@@ -22,6 +25,7 @@ from rmm_core._lib import get_per_device_resource as _get_per_device_resource
 from rmm_core._lib import set_per_device_resource as _set_per_device_resource
 
 __all__ = [
+    "AlignedResourceAdaptor",
     "ArenaMemoryResource",
     "BinningMemoryResource",
     "CudaAsyncMemoryResource",
@@ -29,11 +33,13 @@ __all__ = [
     "CudaMemoryResource",
     "DeviceMemoryResource",
     "ExpandablePoolMemoryResource",
+    "FailureCallbackResourceAdaptor",
     "FixedSizeMemoryResource",
     "LimitingResourceAdaptor",
     "LoggingResourceAdaptor",
     "ManagedMemoryResource",
     "PoolMemoryResource",
+    "PrefetchResourceAdaptor",
     "StatisticsResourceAdaptor",
     "SystemMemoryResource",
     "TrackingResourceAdaptor",
