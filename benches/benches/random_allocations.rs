@@ -91,8 +91,8 @@ fn grid_trace(n: usize, max_size: usize, max_usage: usize) -> Trace {
     let mut ops = Vec::with_capacity(2 * n);
     for _ in 0..2 * n {
         let size = 1 + (rng.next() % max_size as u64) as usize;
-        let allocate = live.is_empty()
-            || (rng.next() % 100 < 73 && made < n && used + size < max_usage);
+        let allocate =
+            live.is_empty() || (rng.next() % 100 < 73 && made < n && used + size < max_usage);
         if allocate {
             ops.push(Op {
                 slot: made as u32,
@@ -386,7 +386,10 @@ fn run_grid(device: &Device, args: &[String]) {
     let only = flag_value(args, "--only");
     let mut results = Vec::new();
     for name in ["async", "pool", "arena", "binning"] {
-        if only.as_deref().is_some_and(|o| !o.split(',').any(|x| x == name)) {
+        if only
+            .as_deref()
+            .is_some_and(|o| !o.split(',').any(|x| x == name))
+        {
             continue;
         }
         let pool = || PoolResource::new(CudaResource::new(device), PoolOptions::sized(half, None));

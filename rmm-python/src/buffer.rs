@@ -133,7 +133,10 @@ impl PyDeviceBuffer {
     }
 
     /// Pickling: the contents, copied back to a buffer on the current device when unpickled.
-    fn __reduce__<'py>(&self, py: Python<'py>) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyBytes>,))> {
+    fn __reduce__<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> PyResult<(Bound<'py, PyAny>, (Bound<'py, PyBytes>,))> {
         let to_device = py.get_type::<PyDeviceBuffer>().getattr("to_device")?;
         Ok((to_device, (self.tobytes(py)?,)))
     }

@@ -32,7 +32,11 @@ pub struct PyCupyAllocator {
 }
 
 fn exported_stream_function(py: Python<'_>) -> Option<StreamPtrFn> {
-    let capi = py.import("cupy.cuda.stream").ok()?.getattr("__pyx_capi__").ok()?;
+    let capi = py
+        .import("cupy.cuda.stream")
+        .ok()?
+        .getattr("__pyx_capi__")
+        .ok()?;
     let capi = capi.cast_into::<PyDict>().ok()?;
     let capsule = capi.get_item("get_current_stream_ptr").ok()??;
     let capsule = capsule.cast_into::<PyCapsule>().ok()?;
@@ -72,7 +76,11 @@ impl PyCupyAllocator {
         let memory = py.import("cupy.cuda.memory")?;
         let current_stream = match exported_stream_function(py) {
             Some(f) => CurrentStream::CFunction(f),
-            None => CurrentStream::Python(py.import("cupy.cuda")?.getattr("get_current_stream")?.unbind()),
+            None => CurrentStream::Python(
+                py.import("cupy.cuda")?
+                    .getattr("get_current_stream")?
+                    .unbind(),
+            ),
         };
         Ok(PyCupyAllocator {
             unowned_memory: memory.getattr("UnownedMemory")?.unbind(),

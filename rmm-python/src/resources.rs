@@ -7,14 +7,14 @@ use crate::device::{device_of, stream_of, PyDevice};
 use crate::errors::OrPy;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::PyClass;
 use pyo3::types::PyDict;
+use pyo3::PyClass;
 use rmm_core::adaptors::Statistics;
 use rmm_core::{
-    AlignedAdaptor, ArenaOptions, ArenaResource, FailureCallbackAdaptor, PrefetchAdaptor, AsyncResource, AsyncResourceOptions, BinningResource,
-    CudaResource, FixedSizeResource, LimitingAdaptor, LoggingAdaptor, ManagedResource,
-    MemoryResource, PoolOptions, PoolResource, SharedResource, StatisticsAdaptor,
-    SystemResource, TrackingAdaptor,
+    AlignedAdaptor, ArenaOptions, ArenaResource, AsyncResource, AsyncResourceOptions,
+    BinningResource, CudaResource, FailureCallbackAdaptor, FixedSizeResource, LimitingAdaptor,
+    LoggingAdaptor, ManagedResource, MemoryResource, PoolOptions, PoolResource, PrefetchAdaptor,
+    SharedResource, StatisticsAdaptor, SystemResource, TrackingAdaptor,
 };
 use rmm_cuda::Device;
 use std::path::PathBuf;
@@ -26,7 +26,12 @@ fn init<T: PyClass<BaseType = PyResource>>(sub: T, base: PyResource) -> PyClassI
 }
 
 /// The base of every resource: allocate and deallocate device memory on a stream.
-#[pyclass(subclass, frozen, name = "DeviceMemoryResource", module = "rmm_core.mr")]
+#[pyclass(
+    subclass,
+    frozen,
+    name = "DeviceMemoryResource",
+    module = "rmm_core.mr"
+)]
 pub struct PyResource {
     pub(crate) inner: SharedResource,
     upstream: Option<Py<PyResource>>,
@@ -61,7 +66,12 @@ impl PyResource {
     /// Gives back what `allocate` returned, with the same size, ordered after the work queued
     /// on `stream`.
     #[pyo3(signature = (ptr, nbytes, stream = None))]
-    fn deallocate(&self, ptr: u64, nbytes: usize, stream: Option<&Bound<'_, PyAny>>) -> PyResult<()> {
+    fn deallocate(
+        &self,
+        ptr: u64,
+        nbytes: usize,
+        stream: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
         let stream = stream_of(stream, self.inner.device())?;
         // SAFETY: as in RMM, the caller promises a pointer of this resource with its size; the
         // checked pools and the tracking adaptor refuse a bad one.
@@ -96,7 +106,11 @@ impl PyResource {
     }
 
     fn __repr__(&self) -> String {
-        format!("<rmm_core.mr resource {} on {}>", self.inner.name(), self.inner.device().id())
+        format!(
+            "<rmm_core.mr resource {} on {}>",
+            self.inner.name(),
+            self.inner.device().id()
+        )
     }
 }
 
@@ -219,7 +233,10 @@ impl PyPool {
             ..Default::default()
         };
         let pool = Arc::new(PoolResource::new(upstream_mr.get().inner.clone(), options).or_py()?);
-        Ok(init(PyPool { pool: pool.clone() }, PyResource::over(pool, upstream_mr)))
+        Ok(init(
+            PyPool { pool: pool.clone() },
+            PyResource::over(pool, upstream_mr),
+        ))
     }
 
     /// Bytes the pool holds (in use or free).
@@ -281,11 +298,15 @@ impl PyArena {
     ) -> PyResult<PyClassInitializer<Self>> {
         let options = ArenaOptions {
             arena_size,
-            dump_on_failure: dump_log_on_failure.then(|| PathBuf::from("rmm_arena_memory_dump.log")),
+            dump_on_failure: dump_log_on_failure
+                .then(|| PathBuf::from("rmm_arena_memory_dump.log")),
             ..Default::default()
         };
         let arena = ArenaResource::new(upstream_mr.get().inner.clone(), options).or_py()?;
-        Ok(init(PyArena, PyResource::over(Arc::new(arena), upstream_mr)))
+        Ok(init(
+            PyArena,
+            PyResource::over(Arc::new(arena), upstream_mr),
+        ))
     }
 }
 
@@ -312,7 +333,10 @@ impl PyBinning {
                 ))
             }
         };
-        Ok(init(PyBinning, PyResource::over(Arc::new(binning), upstream_mr)))
+        Ok(init(
+            PyBinning,
+            PyResource::over(Arc::new(binning), upstream_mr),
+        ))
     }
 }
 
@@ -335,7 +359,10 @@ impl PyFixedSize {
             blocks_to_preallocate,
         )
         .or_py()?;
-        Ok(init(PyFixedSize, PyResource::over(Arc::new(fixed), upstream_mr)))
+        Ok(init(
+            PyFixedSize,
+            PyResource::over(Arc::new(fixed), upstream_mr),
+        ))
     }
 }
 
@@ -349,7 +376,10 @@ pub struct PyLimiting {
 #[pymethods]
 impl PyLimiting {
     #[new]
-    fn new(upstream_mr: &Bound<'_, PyResource>, allocation_limit: usize) -> PyClassInitializer<Self> {
+    fn new(
+        upstream_mr: &Bound<'_, PyResource>,
+        allocation_limit: usize,
+    ) -> PyClassInitializer<Self> {
         let limiting = Arc::new(LimitingAdaptor::new(
             upstream_mr.get().inner.clone(),
             allocation_limit,
@@ -469,13 +499,13 @@ impl PyLogging {
         upstream_mr: &Bound<'_, PyResource>,
         log_file_name: Option<PathBuf>,
     ) -> PyResult<PyClassInitializer<Self>> {
-        let path = match log_file_name.or_else(|| std::env::var_os("RMM_LOG_FILE").map(PathBuf::from)) {
+        let path = match log_file_name
+            .or_else(|| std::env::var_os("RMM_LOG_FILE").map(PathBuf::from))
+        {
             Some(path) => path,
-            None => {
-                return Err(PyValueError::new_err(
-                    "LoggingResourceAdaptor needs log_file_name (or RMM_LOG_FILE in the environment)",
-                ))
-            }
+            None => return Err(PyValueError::new_err(
+                "LoggingResourceAdaptor needs log_file_name (or RMM_LOG_FILE in the environment)",
+            )),
         };
         let logging = Arc::new(LoggingAdaptor::new(upstream_mr.get().inner.clone(), path).or_py()?);
         Ok(init(
@@ -493,7 +523,9 @@ impl PyLogging {
     }
 
     fn get_file_name(&self) -> Option<String> {
-        self.logging.path().map(|p| p.to_string_lossy().into_owned())
+        self.logging
+            .path()
+            .map(|p| p.to_string_lossy().into_owned())
     }
 }
 
@@ -517,7 +549,10 @@ impl PyFailureCallback {
             })
         };
         let adaptor = FailureCallbackAdaptor::new(upstream_mr.get().inner.clone(), retry);
-        init(PyFailureCallback, PyResource::over(Arc::new(adaptor), upstream_mr))
+        init(
+            PyFailureCallback,
+            PyResource::over(Arc::new(adaptor), upstream_mr),
+        )
     }
 }
 
@@ -535,10 +570,16 @@ impl PyAligned {
         alignment: usize,
         alignment_threshold: usize,
     ) -> PyResult<PyClassInitializer<Self>> {
-        let adaptor =
-            AlignedAdaptor::new(upstream_mr.get().inner.clone(), alignment, alignment_threshold)
-                .or_py()?;
-        Ok(init(PyAligned, PyResource::over(Arc::new(adaptor), upstream_mr)))
+        let adaptor = AlignedAdaptor::new(
+            upstream_mr.get().inner.clone(),
+            alignment,
+            alignment_threshold,
+        )
+        .or_py()?;
+        Ok(init(
+            PyAligned,
+            PyResource::over(Arc::new(adaptor), upstream_mr),
+        ))
     }
 }
 
@@ -557,7 +598,10 @@ impl PyPrefetch {
 
 /// Sets the resource `device` (an ordinal or Device) allocates from when none is named.
 #[pyfunction]
-pub(crate) fn set_per_device_resource(device: &Bound<'_, PyAny>, mr: &Bound<'_, PyResource>) -> PyResult<()> {
+pub(crate) fn set_per_device_resource(
+    device: &Bound<'_, PyAny>,
+    mr: &Bound<'_, PyResource>,
+) -> PyResult<()> {
     let device = device_of(Some(device))?;
     rmm_core::set_per_device_resource(&device, mr.get().inner.clone()).or_py()?;
     Ok(())

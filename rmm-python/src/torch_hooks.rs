@@ -91,7 +91,8 @@ pub unsafe extern "C" fn rmm_core_torch_free(
             .remove(&(ptr as u64))
             .ok_or_else(|| format!("{ptr:p} was not allocated by rmm_core_torch_alloc"))?;
         // SAFETY: the stream PyTorch allocated the memory on, still alive.
-        let stream = unsafe { Stream::borrowed(resource.device(), stream) }.map_err(|e| e.to_string())?;
+        let stream =
+            unsafe { Stream::borrowed(resource.device(), stream) }.map_err(|e| e.to_string())?;
         // SAFETY: allocated by this resource with this size (PyTorch passes it back).
         unsafe { resource.deallocate(ptr as u64, size, &stream) }.map_err(|e| e.to_string())
     });

@@ -328,7 +328,11 @@ impl CoalescingFreeList {
             .then(|| (self.nodes[self.top as usize].size, self.top));
         // Every block of a higher class is larger than any of the request's class: the best fit
         // is in the request's class if one there is large enough, else in the next class used.
-        let first = if size > SMALL_MAX { large_class(size) } else { 0 };
+        let first = if size > SMALL_MAX {
+            large_class(size)
+        } else {
+            0
+        };
         let tree = self.large.first_from(first).and_then(|class| {
             let found = self.best_in_class(class, size).or_else(|| {
                 let next = self.large.first_from(class + 1)?;
@@ -605,5 +609,4 @@ mod tests {
             assert_eq!(l.largest(), model.iter().map(|b| b.0).max().unwrap_or(0));
         }
     }
-
 }
