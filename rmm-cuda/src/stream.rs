@@ -125,9 +125,9 @@ impl Stream {
 
     /// Wraps a stream that other code created and owns, given as its raw `cudaStream_t` (the
     /// current stream of PyTorch, CuPy or Numba), so our resources can order on it. 0 and 1
-    /// (`cudaStreamLegacy`) are the legacy default stream, 2 the per-thread default stream. The wrapper never destroys the stream, and
-    /// [`Stream::is_sole_handle`] is always false for it: only its owner knows when it goes.
-    /// A simulated device lends only its default stream (0).
+    /// (`cudaStreamLegacy`) are the legacy default stream, 2 the per-thread default stream. The
+    /// wrapper never destroys the stream, and [`Stream::is_sole_handle`] is always false for it:
+    /// only its owner knows when it goes. A simulated device lends only its default stream (0).
     ///
     /// # Safety
     /// `raw` must be a stream of this device's primary context, alive as long as the wrapper or
@@ -147,8 +147,9 @@ impl Stream {
     /// ```
     pub unsafe fn borrowed(device: &Device, raw: *mut std::ffi::c_void) -> Result<Stream> {
         let id = StreamId(raw as u64);
-        // cudaStreamLegacy (1) names the same stream as 0: one free list serves both.
-        if id == StreamId::LEGACY_DEFAULT || id.0 == 1 {
+        // cudaStreamLegacy names the same stream as 0: one free list serves both.
+        const CUDA_STREAM_LEGACY: StreamId = StreamId(1);
+        if id == StreamId::LEGACY_DEFAULT || id == CUDA_STREAM_LEGACY {
             return Ok(Stream::default_of(device));
         }
         if id == StreamId::PER_THREAD_DEFAULT {

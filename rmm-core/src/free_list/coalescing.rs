@@ -72,6 +72,14 @@ impl LargeClasses {
         }
     }
 
+    fn set(&mut self, class: usize) {
+        self.used[class / 64] |= 1 << (class % 64);
+    }
+
+    fn clear_class(&mut self, class: usize) {
+        self.used[class / 64] &= !(1 << (class % 64));
+    }
+
     /// The highest class in use.
     fn last(&self) -> Option<usize> {
         (0..LARGE_WORDS)
@@ -90,6 +98,34 @@ impl LargeClasses {
             *bits = 0;
         }
     }
+}
+
+/// Puts node `i` at the front of the list that starts at `head`; true when the list was empty.
+#[inline(always)]
+fn push_front(nodes: &mut [Node], head: &mut u32, i: u32) -> bool {
+    let old = *head;
+    nodes[i as usize].prev = NIL;
+    nodes[i as usize].next = old;
+    if old != NIL {
+        nodes[old as usize].prev = i;
+    }
+    *head = i;
+    old == NIL
+}
+
+/// Takes node `i` out of the list that starts at `head`; true when the list is empty then.
+#[inline(always)]
+fn remove_from(nodes: &mut [Node], head: &mut u32, i: u32) -> bool {
+    let Node { prev, next, .. } = nodes[i as usize];
+    if prev == NIL {
+        *head = next;
+    } else {
+        nodes[prev as usize].next = next;
+    }
+    if next != NIL {
+        nodes[next as usize].prev = prev;
+    }
+    *head == NIL
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -238,28 +274,16 @@ impl CoalescingFreeList {
         let size = self.nodes[i as usize].size;
         if size <= SMALL_MAX {
             let bin = bin_of(size);
-            let head = self.heads[bin];
-            self.nodes[i as usize].prev = NIL;
-            self.nodes[i as usize].next = head;
-            if head == NIL {
+            if push_front(&mut self.nodes, &mut self.heads[bin], i) {
                 self.bitmap.set(bin);
-            } else {
-                self.nodes[head as usize].prev = i;
             }
-            self.heads[bin] = i;
         } else if self.top == NIL {
             self.top = i;
         } else {
             let class = large_class(size);
-            let head = self.large.heads[class];
-            self.nodes[i as usize].prev = NIL;
-            self.nodes[i as usize].next = head;
-            if head == NIL {
-                self.large.used[class / 64] |= 1 << (class % 64);
-            } else {
-                self.nodes[head as usize].prev = i;
+            if push_front(&mut self.nodes, &mut self.large.heads[class], i) {
+                self.large.set(class);
             }
-            self.large.heads[class] = i;
         }
     }
 
@@ -281,36 +305,18 @@ impl CoalescingFreeList {
     /// Takes node `i` out of its size index.
     #[inline(always)]
     fn unlink(&mut self, i: u32) {
-        let Node {
-            size, prev, next, ..
-        } = self.nodes[i as usize];
+        let size = self.nodes[i as usize].size;
         if size <= SMALL_MAX {
             let bin = bin_of(size);
-            if prev == NIL {
-                self.heads[bin] = next;
-                if next == NIL {
-                    self.bitmap.clear(bin);
-                }
-            } else {
-                self.nodes[prev as usize].next = next;
-            }
-            if next != NIL {
-                self.nodes[next as usize].prev = prev;
+            if remove_from(&mut self.nodes, &mut self.heads[bin], i) {
+                self.bitmap.clear(bin);
             }
         } else if self.top == i {
             self.top = NIL;
         } else {
             let class = large_class(size);
-            if prev == NIL {
-                self.large.heads[class] = next;
-                if next == NIL {
-                    self.large.used[class / 64] &= !(1 << (class % 64));
-                }
-            } else {
-                self.nodes[prev as usize].next = next;
-            }
-            if next != NIL {
-                self.nodes[next as usize].prev = prev;
+            if remove_from(&mut self.nodes, &mut self.large.heads[class], i) {
+                self.large.clear_class(class);
             }
         }
     }
