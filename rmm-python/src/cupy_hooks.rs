@@ -5,11 +5,11 @@
 //! Python call `cupy.cuda.get_current_stream().ptr` is used instead.
 
 use crate::buffer::PyDeviceBuffer;
+use crate::device::foreign_target;
 use crate::errors::OrPy;
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict};
 use rmm_core::DeviceBuffer;
-use rmm_cuda::{Device, Stream};
 use std::ffi::c_void;
 
 type StreamPtrFn = unsafe extern "C" fn() -> isize;
@@ -98,11 +98,9 @@ impl PyCupyAllocator {
     fn __call__(&self, py: Python<'_>, nbytes: usize) -> PyResult<Py<PyAny>> {
         // CuPy makes its device current (cudaSetDevice) before it allocates.
         let ordinal = rmm_cuda::current_context_ordinal().or_py()?.unwrap_or(0);
-        let device = Device::cuda(ordinal).or_py()?;
         let raw = self.stream(py)?;
         // SAFETY: CuPy's current stream of this device, alive while CuPy uses the memory.
-        let stream = unsafe { Stream::borrowed(&device, raw as *mut c_void) }.or_py()?;
-        let resource = rmm_core::get_per_device_resource(&device);
+        let (stream, resource) = unsafe { foreign_target(ordinal, raw as *mut c_void) }.or_py()?;
         let inner = DeviceBuffer::with_resource(nbytes, &stream, resource).or_py()?;
         let ptr = inner.ptr();
         let owner = Py::new(py, PyDeviceBuffer { inner })?;

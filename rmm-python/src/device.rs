@@ -6,7 +6,8 @@
 use crate::errors::OrPy;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use rmm_cuda::{Device, Stream};
+use rmm_core::SharedResource;
+use rmm_cuda::{CudaError, Device, Stream};
 use std::cell::RefCell;
 
 thread_local! {
@@ -182,6 +183,22 @@ pub(crate) fn stream_of(obj: Option<&Bound<'_, PyAny>>, device: &Device) -> PyRe
     // SAFETY: the caller hands us a stream of its own that it keeps alive while it uses what it
     // allocates on it (as with RMM's streams from other libraries).
     unsafe { Stream::borrowed(device, raw as *mut std::ffi::c_void) }.or_py()
+}
+
+/// Another library's stream `raw` on CUDA device `ordinal`, and that device's current resource:
+/// where an allocation made for CuPy or PyTorch comes from.
+///
+/// # Safety
+/// `raw` must be a stream of the device's primary context, alive while the memory allocated on
+/// it is used (the library passes its current stream).
+pub(crate) unsafe fn foreign_target(
+    ordinal: usize,
+    raw: *mut std::ffi::c_void,
+) -> Result<(Stream, SharedResource), CudaError> {
+    let device = Device::cuda(ordinal)?;
+    // SAFETY: as the caller promises.
+    let stream = unsafe { Stream::borrowed(&device, raw) }?;
+    Ok((stream, rmm_core::get_per_device_resource(&device)))
 }
 
 fn raw_stream_handle(obj: &Bound<'_, PyAny>) -> PyResult<usize> {

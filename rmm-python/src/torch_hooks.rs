@@ -6,11 +6,12 @@
 //! The symbols are not named `alloc` and `free`: a library exporting `free` would offer a
 //! second `free` to every other library that looks one up in the process.
 
+use crate::device::foreign_target;
 use once_cell::sync::Lazy;
 use parking_lot::Mutex;
 use pyo3::prelude::*;
-use rmm_core::{get_per_device_resource, MemoryResource, SharedResource};
-use rmm_cuda::{Device, Stream};
+use rmm_core::{MemoryResource, SharedResource};
+use rmm_cuda::Stream;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CString};
 
@@ -32,10 +33,9 @@ static OOM_TYPE: Mutex<Option<Py<PyAny>>> = Mutex::new(None);
 
 fn allocate(size: usize, device: c_int, stream: *mut c_void) -> Result<u64, String> {
     let ordinal = usize::try_from(device).map_err(|_| format!("invalid device {device}"))?;
-    let device = Device::cuda(ordinal).map_err(|e| e.to_string())?;
     // SAFETY: PyTorch passes its current stream of this device, alive while it uses the memory.
-    let stream = unsafe { Stream::borrowed(&device, stream) }.map_err(|e| e.to_string())?;
-    let resource = get_per_device_resource(&device);
+    let (stream, resource) =
+        unsafe { foreign_target(ordinal, stream) }.map_err(|e| e.to_string())?;
     let ptr = resource.allocate(size, &stream).map_err(|e| {
         format!(
             "CUDA out of memory. rmm_core's {} could not allocate {size} bytes on GPU {ordinal}: {e}",
