@@ -34,6 +34,7 @@ pub mod qc;
 pub mod real;
 pub mod scale;
 pub mod stats;
+pub mod synth;
 
 pub use columns::{Column, NamedColumns};
 pub use comm::{Communicator, SingleRank};

@@ -181,7 +181,7 @@ impl Runner<'_> {
         self.step_on(name, on_gpu, adata, f)
     }
 
-    fn step_on<T>(
+    pub(crate) fn step_on<T>(
         &mut self,
         name: &str,
         on_gpu: bool,

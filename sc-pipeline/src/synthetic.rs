@@ -17,6 +17,7 @@ use crate::{Error, Result};
 use rand::{Rng, RngCore};
 use rand_distr::{Distribution, Gamma, LogNormal, Poisson};
 use rayon::prelude::*;
+use sc_kernels::synth::{AliasTable, CountModel};
 use sc_kernels::CsrMatrix;
 
 /// The number of genes the expressed-gene ranges are specified for.
@@ -172,53 +173,16 @@ impl RngCore for Xoshiro256pp {
     }
 }
 
-/// Walker's alias table: O(1) draws from a fixed discrete distribution.
-struct AliasTable {
-    prob: Vec<f32>,
-    alias: Vec<u32>,
-}
-
-impl AliasTable {
-    fn new(weights: &[f64]) -> Self {
-        let n = weights.len();
-        let total: f64 = weights.iter().sum();
-        let mut scaled: Vec<f64> = weights.iter().map(|w| w * n as f64 / total).collect();
-        let mut prob = vec![1.0f32; n];
-        let mut alias: Vec<u32> = (0..n as u32).collect();
-        let (mut small, mut large): (Vec<usize>, Vec<usize>) =
-            (0..n).partition(|&i| scaled[i] < 1.0);
-        while let (Some(s), Some(&l)) = (small.pop(), large.last()) {
-            prob[s] = scaled[s] as f32;
-            alias[s] = l as u32;
-            scaled[l] -= 1.0 - scaled[s];
-            if scaled[l] < 1.0 {
-                large.pop();
-                small.push(l);
-            }
-        }
-        AliasTable { prob, alias }
-    }
-
-    /// One draw from one 64-bit random number: the high 32 bits pick the slot (multiply-shift,
-    /// bias below 2^-32 per slot), the low 24 bits decide between the slot and its alias.
-    #[inline]
-    fn draw(&self, rng: &mut impl RngCore) -> usize {
-        let r = rng.next_u64();
-        let i = (((r >> 32) * self.prob.len() as u64) >> 32) as usize;
-        let u = (r & 0xff_ffff) as f32 * (1.0 / 16_777_216.0);
-        if u < self.prob[i] {
-            i
-        } else {
-            self.alias[i] as usize
-        }
-    }
-}
-
 /// What every block needs: per-(batch, cell type) popularity and its alias table.
 struct Model {
     /// Relative popularity (mean 1 over genes) per group, group = batch * n_types + type.
     relative: Vec<Vec<f64>>,
     tables: Vec<AliasTable>,
+}
+
+/// The factor on the expressed-gene ranges: fewer genes than the reference keep X as sparse.
+fn density(p: &SyntheticParams) -> f64 {
+    (p.n_genes as f64 / REFERENCE_GENES).min(1.0)
 }
 
 /// `k` distinct values from `0..n` (partial Fisher-Yates).
@@ -307,7 +271,7 @@ fn generate_block(p: &SyntheticParams, model: &Model, block: usize) -> Block {
     let n = CELLS_PER_BLOCK.min(p.n_cells - first);
     let library = LogNormal::new(0.0, p.library_sigma).expect("sigma checked");
     let words = p.n_genes.div_ceil(64);
-    let density = (p.n_genes as f64 / REFERENCE_GENES).min(1.0);
+    let density = density(p);
     let mut seen = vec![0u64; words];
     let mut out = Block {
         groups: Vec::with_capacity(n),
@@ -335,7 +299,7 @@ fn generate_block(p: &SyntheticParams, model: &Model, block: usize) -> Block {
         let mut found = 0;
         let mut draws = 0;
         while found < wanted && draws < wanted * MAX_DRAWS_PER_GENE {
-            let g = table.draw(&mut rng);
+            let g = table.pick(rng.next_u64());
             draws += 1;
             let (w, bit) = (g / 64, 1u64 << (g % 64));
             if seen[w] & bit == 0 {
@@ -406,8 +370,55 @@ fn prepare(p: &SyntheticParams) -> Result<(Model, Vec<String>)> {
     Ok((model, genes))
 }
 
+/// The model of `p` for generating cells one block at a time ([`CountModel`]: the same
+/// popularity, groups and distributions, another random stream than [`generate`]) and the gene
+/// names.
+pub fn count_model(p: &SyntheticParams) -> Result<(CountModel, Vec<String>)> {
+    if p.nb_shape.fract() != 0.0 || !(1.0..=64.0).contains(&p.nb_shape) {
+        return Err(Error::param(
+            "generate",
+            format!(
+                "nb_shape = {} (cells generated block by block need an integral shape, 1 to 64)",
+                p.nb_shape
+            ),
+        ));
+    }
+    let (model, genes) = prepare(p)?;
+    let model = CountModel {
+        n_genes: p.n_genes,
+        seed: p.seed,
+        n_batches: p.n_batches,
+        n_cell_types: p.n_cell_types,
+        genes_per_cell: p.genes_per_cell,
+        low_quality_fraction: p.low_quality_fraction,
+        low_quality_genes: p.low_quality_genes,
+        density: density(p),
+        library_sigma: p.library_sigma,
+        nb_shape: p.nb_shape as u32,
+        mean_extra_count: p.mean_extra_count,
+        relative: model.relative.concat(),
+        tables: model.tables,
+    };
+    model
+        .check()
+        .map_err(|e| Error::param("generate", e.to_string()))?;
+    Ok((model, genes))
+}
+
+/// The dataset the GPU-generated demo (`--demo-on-gpu`) processes, made in host memory by the
+/// CPU twin of the device generator: for checking that run against a run on X.
+pub fn generate_cell_by_cell(p: &SyntheticParams) -> Result<AnnData> {
+    let (model, genes) = count_model(p)?;
+    let (x, groups) = model
+        .generate(0..p.n_cells as u64)
+        .map_err(|e| Error::param("generate", e.to_string()))?;
+    let mut adata = AnnData::new(Matrix::Sparse(x));
+    (adata.obs, adata.var) = annotations(p, &groups, genes)?;
+    Ok(adata)
+}
+
 /// `obs` (cell names, `batch` and `cell_type` categoricals) and `var` (gene names).
-fn annotations(
+pub(crate) fn annotations(
     p: &SyntheticParams,
     groups: &[(u8, u8)],
     genes: Vec<String>,
@@ -497,9 +508,8 @@ pub fn generate(p: &SyntheticParams) -> Result<AnnData> {
 }
 
 /// An upper bound on the stored values: every cell at the top of its range.
-fn max_stored_values(p: &SyntheticParams) -> u64 {
-    let density = (p.n_genes as f64 / REFERENCE_GENES).min(1.0);
-    let most = (p.genes_per_cell.1.max(p.low_quality_genes.1) as f64 * density).round() as u64;
+pub fn max_stored_values(p: &SyntheticParams) -> u64 {
+    let most = (p.genes_per_cell.1.max(p.low_quality_genes.1) as f64 * density(p)).round() as u64;
     p.n_cells as u64 * most.clamp(1, p.n_genes as u64)
 }
 

@@ -5,7 +5,7 @@ use super::{from_stats, CellFilter, FilterResult, GeneFilter, Stats};
 use crate::comm::{Communicator, SingleRank};
 use crate::csr::CsrMatrix;
 use crate::error::Result;
-use crate::gpu::streamed::{csr_blocks, for_each_csr_block};
+use crate::gpu::streamed::{csr_blocks, for_each_row_block, HostRows, RowBlocks};
 use crate::gpu::{reduce, DeviceCsr, GpuContext};
 
 /// Which cells of a device matrix pass `filter`.
@@ -49,20 +49,22 @@ pub fn filter_genes_gpu_across(
     )
 }
 
-/// Row statistics (sums, values above zero) of a host matrix streamed through the device, or
+/// Row statistics (sums, values above zero) of a matrix made on the device block by block, or
 /// column statistics (`columns`).
-fn streamed_stats(
+fn block_stats(
     ctx: &GpuContext,
-    x: &CsrMatrix<f32>,
-    block_bytes: usize,
+    src: &dyn RowBlocks,
     columns: bool,
 ) -> Result<(Vec<f64>, Vec<i64>)> {
     let (mut sums, mut positive) = if columns {
-        (vec![0.0; x.n_cols], vec![0; x.n_cols])
+        (vec![0.0; src.n_cols()], vec![0; src.n_cols()])
     } else {
-        (Vec::with_capacity(x.n_rows), Vec::with_capacity(x.n_rows))
+        (
+            Vec::with_capacity(src.n_rows()),
+            Vec::with_capacity(src.n_rows()),
+        )
     };
-    for_each_csr_block(ctx, x, &csr_blocks(x, block_bytes), |block, _| {
+    for_each_row_block(ctx, src, |block, _| {
         if columns {
             let (s, p) = reduce::col_stats(ctx, &block)?;
             crate::stats::add_into(&mut sums, &s);
@@ -77,15 +79,14 @@ fn streamed_stats(
     Ok((sums, positive))
 }
 
-fn from_streamed_stats(
+fn from_block_stats(
     rule: super::Rule,
     ctx: &GpuContext,
-    x: &CsrMatrix<f32>,
-    block_bytes: usize,
+    src: &dyn RowBlocks,
     columns: bool,
 ) -> Result<FilterResult> {
     // The rule reads one of the two statistics.
-    let stats = || streamed_stats(ctx, x, block_bytes, columns);
+    let stats = || block_stats(ctx, src, columns);
     from_stats::<f32, _, _>(
         rule,
         Stats {
@@ -103,7 +104,20 @@ pub fn filter_cells_streamed(
     filter: CellFilter,
     block_bytes: usize,
 ) -> Result<FilterResult> {
-    from_streamed_stats(filter.rule(), ctx, x, block_bytes, false)
+    let src = HostRows {
+        x,
+        ranges: csr_blocks(x, block_bytes),
+    };
+    filter_cells_blocks(ctx, &src, filter)
+}
+
+/// Which cells of a matrix made on the device block by block pass `filter`.
+pub fn filter_cells_blocks(
+    ctx: &GpuContext,
+    src: &dyn RowBlocks,
+    filter: CellFilter,
+) -> Result<FilterResult> {
+    from_block_stats(filter.rule(), ctx, src, false)
 }
 
 /// Which genes of a host matrix pass `filter`, as [`filter_cells_streamed`].
@@ -113,5 +127,18 @@ pub fn filter_genes_streamed(
     filter: GeneFilter,
     block_bytes: usize,
 ) -> Result<FilterResult> {
-    from_streamed_stats(filter.rule(), ctx, x, block_bytes, true)
+    let src = HostRows {
+        x,
+        ranges: csr_blocks(x, block_bytes),
+    };
+    filter_genes_blocks(ctx, &src, filter)
+}
+
+/// Which genes of a matrix made on the device block by block pass `filter`.
+pub fn filter_genes_blocks(
+    ctx: &GpuContext,
+    src: &dyn RowBlocks,
+    filter: GeneFilter,
+) -> Result<FilterResult> {
+    from_block_stats(filter.rule(), ctx, src, true)
 }

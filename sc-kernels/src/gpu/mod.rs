@@ -49,6 +49,7 @@ pub fn all_modules() -> Vec<module_cache::KernelSource> {
         crate::log1p::gpu::SRC,
         crate::hvg::gpu::SRC,
         crate::scale::gpu::SRC,
+        crate::synth::gpu::SRC,
     ]
 }
 

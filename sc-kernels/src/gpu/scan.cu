@@ -4,30 +4,6 @@
 #define SCAN_ITEMS 4
 #define SCAN_TILE (SCAN_THREADS * SCAN_ITEMS)
 
-// Inclusive scan over the block of one value per thread; returns the block total in *total.
-__device__ u64 block_inclusive_scan(u64 v, u64* warp_tot, u64* total) {
-    int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    for (int o = 1; o < 32; o <<= 1) {
-        u64 n = __shfl_up_sync(FULL_MASK, v, o);
-        if (lane >= o) v += n;
-    }
-    if (lane == 31) warp_tot[warp] = v;
-    __syncthreads();
-    if (warp == 0) {
-        u64 w = (lane < (blockDim.x >> 5)) ? warp_tot[lane] : 0ull;
-        for (int o = 1; o < 32; o <<= 1) {
-            u64 n = __shfl_up_sync(FULL_MASK, w, o);
-            if (lane >= o) w += n;
-        }
-        warp_tot[lane] = w;
-    }
-    __syncthreads();
-    if (warp > 0) v += warp_tot[warp - 1];
-    *total = warp_tot[(blockDim.x >> 5) - 1];
-    __syncthreads();
-    return v;
-}
-
 // out[i] = sum of in[tile start .. i) within the tile; block_sums[b] = tile total.
 extern "C" __global__ void scan_tiles(const u64* in, u64* out, u64* block_sums, u64 n) {
     __shared__ u64 warp_tot[32];

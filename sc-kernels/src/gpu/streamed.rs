@@ -214,22 +214,71 @@ where
     })
 }
 
+/// The row blocks of a matrix that is not on the device, made there one at a time: a host
+/// matrix's rows uploaded ([`HostRows`]), or cells generated (and transformed) on the device.
+pub trait RowBlocks: Sync {
+    fn n_rows(&self) -> usize;
+    fn n_cols(&self) -> usize;
+    /// The blocks' row ranges, in order, covering `0..n_rows`.
+    fn ranges(&self) -> &[Range<usize>];
+    /// Block `k` on `lane` (the copy lane: [`for_each_row_block`] hands it to the step's
+    /// stream).
+    fn make(&self, lane: &GpuContext, k: usize) -> Result<DeviceCsr>;
+}
+
+/// The row blocks of a host CSR matrix, uploaded through the pinned staging buffers.
+pub struct HostRows<'a> {
+    pub x: &'a CsrMatrix<f32>,
+    pub ranges: Vec<Range<usize>>,
+}
+
+impl RowBlocks for HostRows<'_> {
+    fn n_rows(&self) -> usize {
+        self.x.n_rows
+    }
+
+    fn n_cols(&self) -> usize {
+        self.x.n_cols
+    }
+
+    fn ranges(&self) -> &[Range<usize>] {
+        &self.ranges
+    }
+
+    fn make(&self, lane: &GpuContext, k: usize) -> Result<DeviceCsr> {
+        DeviceCsr::upload_rows(lane, self.x, self.ranges[k].clone())
+    }
+}
+
+/// [`for_each_block`] over the row blocks of `src`: `work(block, rows)`.
+pub fn for_each_row_block<W>(ctx: &GpuContext, src: &dyn RowBlocks, mut work: W) -> Result<()>
+where
+    W: FnMut(DeviceCsr, Range<usize>) -> Result<()>,
+{
+    let ranges = src.ranges();
+    for_each_block(
+        ctx,
+        ranges.len(),
+        |lane, k| src.make(lane, k),
+        |block, k| work(block, ranges[k].clone()),
+    )
+}
+
 /// [`for_each_block`] over the row blocks of a host CSR matrix.
 pub fn for_each_csr_block<W>(
     ctx: &GpuContext,
     x: &CsrMatrix<f32>,
     blocks: &[Range<usize>],
-    mut work: W,
+    work: W,
 ) -> Result<()>
 where
     W: FnMut(DeviceCsr, Range<usize>) -> Result<()>,
 {
-    for_each_block(
-        ctx,
-        blocks.len(),
-        |lane, k| DeviceCsr::upload_rows(lane, x, blocks[k].clone()),
-        |block, k| work(block, blocks[k].clone()),
-    )
+    let src = HostRows {
+        x,
+        ranges: blocks.to_vec(),
+    };
+    for_each_row_block(ctx, &src, work)
 }
 
 /// A row-wise step over a host CSR matrix, in place: each block is uploaded (with its column

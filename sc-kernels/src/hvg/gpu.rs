@@ -8,11 +8,10 @@ use crate::csr::CsrMatrix;
 use crate::error::{KernelError, Result};
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::reduce::{self, warps_for_rows, Transform};
-use crate::gpu::streamed::{csr_blocks, for_each_csr_block};
+use crate::gpu::streamed::{csr_blocks, for_each_row_block, HostRows, RowBlocks};
 use crate::gpu::{DeviceCsr, DeviceVec, GpuContext};
 use crate::stats::add_into;
 use rmm_cuda::cudarc::driver::PushKernelArg;
-use std::ops::Range;
 
 pub(crate) const SRC: KernelSource = KernelSource {
     name: "hvg",
@@ -137,9 +136,8 @@ pub fn highly_variable_genes_gpu_across(
 /// the per-gene sums.
 struct StreamedPasses<'a> {
     ctx: &'a GpuContext,
-    x: &'a CsrMatrix<f32>,
+    src: &'a dyn RowBlocks,
     codes: Option<(&'a [u32], usize)>,
-    blocks: Vec<Range<usize>>,
 }
 
 impl StreamedPasses<'_> {
@@ -150,7 +148,7 @@ impl StreamedPasses<'_> {
         pass: impl Fn(&GpuPasses<'_>) -> Result<A>,
         add: impl Fn(&mut A, A),
     ) -> Result<A> {
-        for_each_csr_block(self.ctx, self.x, &self.blocks, |block, rows| {
+        for_each_row_block(self.ctx, self.src, |block, rows| {
             let codes = match self.codes {
                 Some((c, nb)) => Some((self.ctx.upload(&c[rows])?, nb)),
                 None => None,
@@ -172,11 +170,11 @@ impl StreamedPasses<'_> {
 
 impl ColumnPasses for StreamedPasses<'_> {
     fn n_rows(&self) -> usize {
-        self.x.n_rows
+        self.src.n_rows()
     }
 
     fn n_cols(&self) -> usize {
-        self.x.n_cols
+        self.src.n_cols()
     }
 
     fn moments(&self, t: Transform, per_group: bool) -> Result<Vec<Moments>> {
@@ -185,7 +183,7 @@ impl ColumnPasses for StreamedPasses<'_> {
         } else {
             1
         };
-        let zeros = vec![Moments::zeros(self.x.n_cols); groups];
+        let zeros = vec![Moments::zeros(self.src.n_cols()); groups];
         self.each_block(
             zeros,
             |p| p.moments(t, per_group),
@@ -222,12 +220,27 @@ pub fn highly_variable_genes_streamed(
     gene_names: Option<&[String]>,
     block_bytes: usize,
 ) -> Result<HvgResult> {
-    check_inputs(x.n_rows, x.n_cols, params, batches, gene_names)?;
+    let src = HostRows {
+        x,
+        ranges: csr_blocks(x, block_bytes),
+    };
+    highly_variable_genes_blocks(ctx, &src, params, batches, gene_names)
+}
+
+/// [`highly_variable_genes_gpu`] of a matrix made on the device block by block (`batches`
+/// holds a code per row of the whole matrix): each column pass goes over the blocks once.
+pub fn highly_variable_genes_blocks(
+    ctx: &GpuContext,
+    src: &dyn RowBlocks,
+    params: &HvgParams,
+    batches: Option<&Batches>,
+    gene_names: Option<&[String]>,
+) -> Result<HvgResult> {
+    check_inputs(src.n_rows(), src.n_cols(), params, batches, gene_names)?;
     let passes = StreamedPasses {
         ctx,
-        x,
+        src,
         codes: batches.map(|b| (&b.codes[..], b.categories.len())),
-        blocks: csr_blocks(x, block_bytes),
     };
     run(&passes, params, batches, gene_names)
 }

@@ -25,7 +25,8 @@ pub mod seurat_v3;
 
 pub(crate) mod gpu;
 pub use gpu::{
-    highly_variable_genes_gpu, highly_variable_genes_gpu_across, highly_variable_genes_streamed,
+    highly_variable_genes_blocks, highly_variable_genes_gpu, highly_variable_genes_gpu_across,
+    highly_variable_genes_streamed,
 };
 
 use crate::columns::{Column, NamedColumns};

@@ -179,20 +179,47 @@ pub fn pca_dense_streamed(
     block_bytes: usize,
 ) -> Result<PcaResult> {
     let (n, g) = (x.n_rows, x.n_cols);
-    let k = n_comps(params, n, g)?;
+    n_comps(params, n, g)?;
     if use_dual(n, g) {
         return pca_dense(x, params);
     }
+    let blocks = dense_blocks(n, g, block_bytes, GRAM_ROWS);
+    let upload = |lane: &GpuContext, k: usize| DeviceDense::upload_rows(lane, x, blocks[k].clone());
+    pca_dense_blocks(ctx, n, g, blocks.len(), upload, params)
+}
+
+/// [`pca_dense_gpu`] of an `n x g` dense matrix made on the device block by block:
+/// `make(lane, k)` gives block `k` (rows in order; any number of rows each) on the copy lane,
+/// twice: one pass for the column sums and the Gram matrix, one for the scores. For matrices
+/// that never exist whole (rows generated and scaled on the fly).
+pub fn pca_dense_blocks<M>(
+    ctx: &GpuContext,
+    n: usize,
+    g: usize,
+    n_blocks: usize,
+    make: M,
+    params: &PcaParams,
+) -> Result<PcaResult>
+where
+    M: Fn(&GpuContext, usize) -> Result<DeviceDense> + Sync,
+{
+    let k = n_comps(params, n, g)?;
     check_sizes(n, g)?;
     ctx.bind_to_thread()?;
-    let blocks = dense_blocks(n, g, block_bytes, GRAM_ROWS);
     let mut sums = vec![0.0; g];
+    let mut rows = 0;
     let mut gm = GramAccumulator::new(ctx, g)?;
-    let upload = |lane: &GpuContext, k: usize| DeviceDense::upload_rows(lane, x, blocks[k].clone());
-    for_each_block(ctx, blocks.len(), upload, |block, _| {
+    for_each_block(ctx, n_blocks, &make, |block, _| {
+        check_block(&block, g)?;
+        rows += block.n_rows;
         add_into(&mut sums, &col_sums(ctx, &block)?);
         gm.add(ctx, &block)
     })?;
+    if rows != n {
+        return Err(KernelError::Shape(format!(
+            "pca: the blocks hold {rows} rows of {n}"
+        )));
+    }
     let gm = gm.finish(ctx)?;
     finish_covariance(
         n,
@@ -204,13 +231,30 @@ pub fn pca_dense_streamed(
         |c, k| top_eigen(ctx, c, k),
         |v, mean| {
             let mut scores = Vec::with_capacity(n * v.ncols());
-            for_each_block(ctx, blocks.len(), upload, |block, _| {
+            for_each_block(ctx, n_blocks, &make, |block, _| {
+                check_block(&block, g)?;
                 scores.extend(project(ctx, &block, v, mean)?);
                 Ok(())
             })?;
+            if scores.len() != n * v.ncols() {
+                return Err(KernelError::Shape(format!(
+                    "pca: the second pass made {} rows of {n}",
+                    scores.len() / v.ncols().max(1)
+                )));
+            }
             Ok(scores)
         },
     )
+}
+
+fn check_block(block: &DeviceDense, g: usize) -> Result<()> {
+    if block.n_cols != g {
+        return Err(KernelError::Shape(format!(
+            "pca: a block of {} columns in a matrix of {g}",
+            block.n_cols
+        )));
+    }
+    Ok(())
 }
 
 /// cuBLAS and cuSOLVER take 32-bit sizes (the solver's workspace, about 2 g^2, is an i32).

@@ -17,7 +17,7 @@
 //! and scores on the device; the covariance, sign rule and variances by the same host code).
 
 pub(crate) mod gpu;
-pub use gpu::{pca_dense_gpu, pca_dense_gpu_across, pca_dense_streamed};
+pub use gpu::{pca_dense_blocks, pca_dense_gpu, pca_dense_gpu_across, pca_dense_streamed};
 
 use crate::comm::{sum_count, Communicator, SingleRank};
 use crate::csr::CsrMatrix;

@@ -5,7 +5,7 @@ use super::{assemble, check_params, QcMetrics, QcParams, QcSums};
 use crate::csr::CsrMatrix;
 use crate::error::Result;
 use crate::gpu::module_cache::KernelSource;
-use crate::gpu::streamed::{csr_blocks, for_each_csr_block};
+use crate::gpu::streamed::{csr_blocks, for_each_row_block, HostRows, RowBlocks};
 use crate::gpu::{blocks_for_rows, DeviceCsr, GpuContext};
 use rmm_cuda::cudarc::driver::PushKernelArg;
 
@@ -91,19 +91,32 @@ pub fn calculate_qc_metrics_gpu(
 }
 
 /// `calculate_qc_metrics` of a host matrix of counts streamed through the device in row blocks
-/// of at most `block_bytes` (see [`crate::gpu::streamed`]): the per-cell sums of each block
-/// follow one another, its per-gene sums are added up.
+/// of at most `block_bytes` (see [`crate::gpu::streamed`]).
 pub fn calculate_qc_metrics_streamed(
     ctx: &GpuContext,
     x: &CsrMatrix<f32>,
     params: &QcParams,
     block_bytes: usize,
 ) -> Result<QcMetrics> {
-    let ns = check_params(x.n_cols, params)?;
-    let mut sums = QcSums::empty(params.qc_vars.len(), ns.len(), x.n_cols);
-    for_each_csr_block(ctx, x, &csr_blocks(x, block_bytes), |block, _| {
+    let src = HostRows {
+        x,
+        ranges: csr_blocks(x, block_bytes),
+    };
+    calculate_qc_metrics_blocks(ctx, &src, params)
+}
+
+/// `calculate_qc_metrics` of counts made on the device block by block: the per-cell sums of
+/// each block follow one another, its per-gene sums are added up.
+pub fn calculate_qc_metrics_blocks(
+    ctx: &GpuContext,
+    src: &dyn RowBlocks,
+    params: &QcParams,
+) -> Result<QcMetrics> {
+    let ns = check_params(src.n_cols(), params)?;
+    let mut sums = QcSums::empty(params.qc_vars.len(), ns.len(), src.n_cols());
+    for_each_row_block(ctx, src, |block, _| {
         sums.append(qc_sums_gpu(ctx, &block, params, &ns)?);
         Ok(())
     })?;
-    Ok(assemble::<f32>(&sums, params, &ns, x.n_rows))
+    Ok(assemble::<f32>(&sums, params, &ns, src.n_rows()))
 }

@@ -20,7 +20,10 @@ use crate::stats;
 use rayon::prelude::*;
 
 pub(crate) mod gpu;
-pub use gpu::{calculate_qc_metrics_gpu, calculate_qc_metrics_streamed, qc_sums_gpu};
+pub use gpu::{
+    calculate_qc_metrics_blocks, calculate_qc_metrics_gpu, calculate_qc_metrics_streamed,
+    qc_sums_gpu,
+};
 
 /// Parameters of [`calculate_qc_metrics`].
 #[derive(Debug, Clone)]

@@ -9,7 +9,7 @@ use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::reduce::{col_moments, Transform};
-use crate::gpu::streamed::{csr_blocks_with_output, for_each_csr_block};
+use crate::gpu::streamed::{csr_blocks_with_output, for_each_row_block, HostRows, RowBlocks};
 use crate::gpu::{blocks_for_rows, DeviceCsr, DeviceDense, DeviceVec, GpuContext};
 use crate::stats::add_into;
 use rmm_cuda::cudarc::driver::PushKernelArg;
@@ -32,6 +32,7 @@ fn check_centred(params: &ScaleParams) -> Result<()> {
 
 /// The per-column constants of the scaling kernel, on the device.
 struct Constants {
+    n_cols: usize,
     mean: DeviceVec<f64>,
     std: DeviceVec<f64>,
     /// What a stored zero becomes: `clip(-mean / std)`.
@@ -45,6 +46,7 @@ impl Constants {
             .collect();
         let pad = |v: &[f64]| if v.is_empty() { vec![0.0] } else { v.to_vec() };
         Ok(Constants {
+            n_cols: st.mean.len(),
             mean: ctx.upload(&pad(&st.mean))?,
             std: ctx.upload(&pad(&st.std))?,
             zero: ctx.upload(if zero_val.is_empty() {
@@ -124,20 +126,59 @@ pub fn scale_csr_to_dense_streamed(
     check_centred(params)?;
     let g = x.n_cols;
     // A block's dense output (rows x genes f32) shares the budget with its input.
-    let blocks = csr_blocks_with_output(x, block_bytes, g * 4);
+    let src = HostRows {
+        x,
+        ranges: csr_blocks_with_output(x, block_bytes, g * 4),
+    };
+    let st = scale_stats_blocks(ctx, &src)?;
+    let scaler = DenseScaler::new(ctx, &st, params)?;
+    let mut out = DenseMatrix::zeros(x.n_rows, g);
+    for_each_row_block(ctx, &src, |block, rows| {
+        let dense = scaler.apply(ctx, &block)?;
+        ctx.download_into(&dense.data, &mut out.data[rows.start * g..rows.end * g])
+    })?;
+    Ok((out, st))
+}
+
+/// The column means and deviations `scale` uses, over the rows of every block of `src`.
+pub fn scale_stats_blocks(ctx: &GpuContext, src: &dyn RowBlocks) -> Result<ScaleStats> {
+    let g = src.n_cols();
     let (mut sums, mut sq) = (vec![0.0; g], vec![0.0; g]);
-    for_each_csr_block(ctx, x, &blocks, |block, _| {
+    for_each_row_block(ctx, src, |block, _| {
         let m = col_moments(ctx, &block, Transform::Identity, None)?;
         add_into(&mut sums, &m.sums);
         add_into(&mut sq, &m.sq);
         Ok(())
     })?;
-    let st = stats_of(&sums, &sq, x.n_rows);
-    let consts = Constants::new(ctx, &st, params)?;
-    let mut out = DenseMatrix::zeros(x.n_rows, g);
-    for_each_csr_block(ctx, x, &blocks, |block, rows| {
-        let dense = scale_block(ctx, &block, &consts, params)?;
-        ctx.download_into(&dense.data, &mut out.data[rows.start * g..rows.end * g])
-    })?;
-    Ok((out, st))
+    Ok(stats_of(&sums, &sq, src.n_rows()))
+}
+
+/// Zero-centred scaling with fixed statistics, for rows made one block at a time (on any
+/// stream: the constants are on the device before [`DenseScaler::new`] returns).
+pub struct DenseScaler {
+    constants: Constants,
+    params: ScaleParams,
+}
+
+impl DenseScaler {
+    pub fn new(ctx: &GpuContext, st: &ScaleStats, params: &ScaleParams) -> Result<Self> {
+        check_centred(params)?;
+        let constants = Constants::new(ctx, st, params)?;
+        ctx.synchronize()?;
+        Ok(DenseScaler {
+            constants,
+            params: params.clone(),
+        })
+    }
+
+    /// The dense scaled copy of `x` (its columns those of the statistics), on `ctx`'s stream.
+    pub fn apply(&self, ctx: &GpuContext, x: &DeviceCsr) -> Result<DeviceDense> {
+        if x.n_cols != self.constants.n_cols {
+            return Err(KernelError::Shape(format!(
+                "scaling {} columns with statistics of {}",
+                x.n_cols, self.constants.n_cols
+            )));
+        }
+        scale_block(ctx, x, &self.constants, &self.params)
+    }
 }

@@ -17,7 +17,10 @@ use crate::stats;
 use rayon::prelude::*;
 
 pub(crate) mod gpu;
-pub use gpu::{scale_csr_to_dense_gpu, scale_csr_to_dense_gpu_across, scale_csr_to_dense_streamed};
+pub use gpu::{
+    scale_csr_to_dense_gpu, scale_csr_to_dense_gpu_across, scale_csr_to_dense_streamed,
+    scale_stats_blocks, DenseScaler,
+};
 
 /// Parameters of the scaling functions.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -44,6 +44,11 @@ pub struct RunArgs {
     /// Seed of the --demo dataset.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Generate the --demo cells on the GPU, block by block and again for every pass, instead
+    /// of holding X (chosen by itself when X would not fit in host memory). The output then has
+    /// no X; normalize_total needs a fixed --target-sum.
+    #[arg(long, requires = "demo")]
+    pub demo_on_gpu: bool,
     /// Genome to read from a 10x file holding several.
     #[arg(long)]
     pub genome: Option<String>,
@@ -562,6 +567,32 @@ pub fn run(args: RunArgs) -> Result<()> {
         None
     };
     let gpu = gpus.first().cloned();
+    if args.demo {
+        let params = SyntheticParams::new(args.demo_cells, args.demo_genes, args.seed);
+        if let Some(note) = generated_demo(&args, &params, device.device == "gpu", gpus.len())? {
+            eprintln!("{note}");
+            let g = gpu.as_ref().expect("generated_demo checked the GPU");
+            report.input = format!(
+                "generated on the GPU for every pass: {} cells x {} genes, seed {}",
+                args.demo_cells, args.demo_genes, args.seed
+            );
+            let (adata, records) =
+                crate::generated_run::run_generated(&params, &config, g, &mut spinner)?;
+            report.steps.extend(records);
+            report.record_gpu(g);
+            spinner.started("write h5ad");
+            let timer = StepTimer::start("write h5ad");
+            let written = crate::io::write_h5ad_staged_without_x(&adata, &output);
+            spinner.stop();
+            let written = written?;
+            report.steps.push(timer.finish(
+                adata.n_obs(),
+                adata.n_vars(),
+                format!("{} (no X)", output.display()),
+            ));
+            return finish(&args, report, start, written, &output, &recorder, &snapshot);
+        }
+    }
     let (mut adata, load_record) = if args.demo {
         let params = SyntheticParams::new(args.demo_cells, args.demo_genes, args.seed);
         report.input = format!(
@@ -648,8 +679,21 @@ pub fn run(args: RunArgs) -> Result<()> {
         .steps
         .push(timer.finish(adata.n_obs(), adata.n_vars(), output.display().to_string()));
 
+    finish(&args, report, start, written, &output, &recorder, &snapshot)
+}
+
+/// The run's memory pictures and logs, its report, and the output moved into place.
+fn finish(
+    args: &RunArgs,
+    mut report: RunReport,
+    start: Instant,
+    written: StagedFile,
+    output: &Path,
+    recorder: &Option<Recorder>,
+    snapshot: &Option<AllocationLog>,
+) -> Result<()> {
     report.total_seconds = start.elapsed().as_secs_f64();
-    if let (Some(path), Some(rec)) = (&args.memory_timeline, &recorder) {
+    if let (Some(path), Some(rec)) = (&args.memory_timeline, recorder) {
         // Step ends on the recorder's clock, which started just before the input was read.
         let mut marks = Vec::new();
         let mut t = 0.0;
@@ -663,10 +707,10 @@ pub fn run(args: RunArgs) -> Result<()> {
         );
         memory_timeline::write_svg(path, &title, &rec.timeline(), &marks)?;
     }
-    if let (Some(path), Some(log)) = (&args.memory_snapshot, &snapshot) {
+    if let (Some(path), Some(log)) = (&args.memory_snapshot, snapshot) {
         log.write(path)?;
     }
-    if let (Some(path), Some(log)) = (&args.allocation_log, &snapshot) {
+    if let (Some(path), Some(log)) = (&args.allocation_log, snapshot) {
         log.write_csv(path)?;
     }
     report.peak_rss_bytes = report.steps.iter().filter_map(|s| s.peak_rss_bytes).max();
@@ -681,6 +725,58 @@ pub fn run(args: RunArgs) -> Result<()> {
         println!("report: {}", path.display());
     }
     Ok(())
+}
+
+/// Whether a `--demo` run generates its cells on the GPU for every pass (`--demo-on-gpu`, or
+/// X too large for host memory), and the notice that says so; a clear error where that run
+/// cannot be made.
+fn generated_demo(
+    args: &RunArgs,
+    params: &SyntheticParams,
+    on_gpu: bool,
+    n_gpus: usize,
+) -> Result<Option<String>> {
+    let available = crate::generated_run::host_available_bytes();
+    let too_large = available.is_some_and(|a| crate::generated_run::too_large_for_host(params, a));
+    if !args.demo_on_gpu && !too_large {
+        return Ok(None);
+    }
+    let why = if args.demo_on_gpu {
+        "--demo-on-gpu".to_string()
+    } else {
+        format!(
+            "its X (up to {:.0} GB) does not fit in host memory ({:.0} GB available)",
+            crate::synthetic::max_stored_values(params) as f64 * 8e-9,
+            available.unwrap_or(0) as f64 * 1e-9
+        )
+    };
+    let option = if args.demo_on_gpu {
+        "--demo-on-gpu"
+    } else {
+        "--demo"
+    };
+    if !on_gpu {
+        return Err(Error::param(
+            option,
+            format!("the demo is generated on the GPU ({why}): it needs the GPU (--device gpu)"),
+        ));
+    }
+    if n_gpus != 1 {
+        return Err(Error::param(
+            option,
+            format!("the demo is generated on one GPU ({why}): run it with --gpus 1"),
+        ));
+    }
+    if args.execution != Execution::Auto {
+        return Err(Error::param(
+            "--execution",
+            format!("the demo is generated on the GPU for every pass ({why}): X is never held"),
+        ));
+    }
+    Ok(Some(format!(
+        "notice: the demo's cells are generated on the GPU block by block for every pass ({why}); \
+         the output holds no X"
+    )))
 }
 
 /// Refuses an output that is the input file itself (or a link to it): the input is never

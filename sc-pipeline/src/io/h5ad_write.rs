@@ -25,7 +25,17 @@ pub fn write_h5ad(adata: &AnnData, path: impl AsRef<Path>) -> Result<()> {
 pub fn write_h5ad_staged(adata: &AnnData, path: impl AsRef<Path>) -> Result<StagedFile> {
     adata.validate()?;
     let staged = StagedFile::new(path);
-    write_to(adata, staged.path())?;
+    write_to(adata, staged.path(), true)?;
+    Ok(staged)
+}
+
+/// [`write_h5ad_staged`] of everything but X (and `.raw`), for a result whose X never existed
+/// whole (cells generated block by block for every pass): anndata reads the file with
+/// `X = None`.
+pub fn write_h5ad_staged_without_x(adata: &AnnData, path: impl AsRef<Path>) -> Result<StagedFile> {
+    adata.validate()?;
+    let staged = StagedFile::new(path);
+    write_to(adata, staged.path(), false)?;
     Ok(staged)
 }
 
@@ -40,10 +50,12 @@ pub(crate) fn create_file(ctx: &H5Ctx) -> Result<File> {
     Ok(file)
 }
 
-fn write_to(adata: &AnnData, path: &Path) -> Result<()> {
+fn write_to(adata: &AnnData, path: &Path, with_x: bool) -> Result<()> {
     let ctx = H5Ctx::new(path);
     let file = create_file(&ctx)?;
-    write_matrix(&ctx, &file, "X", &adata.x)?;
+    if with_x {
+        write_matrix(&ctx, &file, "X", &adata.x)?;
+    }
     write_dataframe(&ctx, &file, "obs", &adata.obs)?;
     write_dataframe(&ctx, &file, "var", &adata.var)?;
     write_dense_dict(&ctx, &file, "obsm", &adata.obsm)?;
@@ -55,7 +67,7 @@ fn write_to(adata: &AnnData, path: &Path) -> Result<()> {
         write_matrix(&ctx, &layers, k, m)?;
     }
     write_dict(&ctx, &file, "uns", &adata.uns)?;
-    if let Some(raw) = &adata.raw {
+    if let Some(raw) = adata.raw.as_ref().filter(|_| with_x) {
         let g = new_group(&ctx, &file, "raw", "raw", "0.1.0")?;
         write_matrix(&ctx, &g, "X", &raw.x)?;
         write_dataframe(&ctx, &g, "var", &raw.var)?;
@@ -484,5 +496,35 @@ fn write_value(ctx: &H5Ctx, parent: &Group, name: &str, v: &Value) -> Result<()>
             let ds = super::rec_array::write_rec_array(ctx, parent, name, fields, &element)?;
             set_encoding(ctx, &ds, "rec-array", "0.2.0", &element)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::anndata::DenseArray;
+
+    #[test]
+    fn without_x_writes_everything_else_and_no_x() {
+        let x = CsrMatrix::new(3, 2, vec![0, 1, 1, 2], vec![0, 1], vec![1.0, 2.0]).unwrap();
+        let mut a = AnnData::new(Matrix::Sparse(x));
+        a.obsm.insert(
+            "X_pca".into(),
+            DenseArray::matrix_f32(3, 1, vec![0.5, 1.5, 2.5]).unwrap(),
+        );
+        let dir = std::env::temp_dir().join(format!("scpipe-nox-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("r.h5ad");
+        write_h5ad_staged_without_x(&a, &path)
+            .unwrap()
+            .commit()
+            .unwrap();
+        let f = File::open(&path).unwrap();
+        assert!(!f.link_exists("X"));
+        assert!(f.link_exists("obs") && f.link_exists("var") && f.link_exists("obsm/X_pca"));
+        drop(f);
+        let e = crate::io::read_h5ad(&path).unwrap_err().to_string();
+        assert!(e.contains("no X matrix"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

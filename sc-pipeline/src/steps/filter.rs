@@ -5,7 +5,7 @@
 
 use super::kernel_error;
 use crate::{AnnData, Result};
-use sc_kernels::filter::{CellFilter, GeneFilter};
+use sc_kernels::filter::{CellFilter, FilterResult, GeneFilter};
 
 /// Keeps the cells that pass `filter`; returns how many were removed.
 pub fn filter_cells(adata: &mut AnnData, filter: CellFilter) -> Result<usize> {
@@ -17,6 +17,12 @@ pub fn filter_cells(adata: &mut AnnData, filter: CellFilter) -> Result<usize> {
         sc_kernels::filter::filter_cells(adata.x.to_csr()?.as_ref(), filter)
     }
     .map_err(kernel_error("filter_cells"))?;
+    keep_cells(adata, result)
+}
+
+/// Writes the filter's column into `obs` and keeps the passing cells; returns how many were
+/// removed.
+pub(crate) fn keep_cells(adata: &mut AnnData, result: FilterResult) -> Result<usize> {
     let removed = result.keep.len() - result.n_kept();
     adata.obs.set_values(result.name, result.values.into())?;
     adata.select_obs(&result.keep)?;
@@ -33,6 +39,12 @@ pub fn filter_genes(adata: &mut AnnData, filter: GeneFilter) -> Result<usize> {
         sc_kernels::filter::filter_genes_across(adata.x.to_csr()?.as_ref(), filter, adata.comm())
     }
     .map_err(kernel_error("filter_genes"))?;
+    keep_genes(adata, result)
+}
+
+/// Writes the filter's column into `var` and keeps the passing genes; returns how many were
+/// removed.
+pub(crate) fn keep_genes(adata: &mut AnnData, result: FilterResult) -> Result<usize> {
     let removed = result.keep.len() - result.n_kept();
     adata.var.set_values(result.name, result.values.into())?;
     adata.select_var(&result.keep)?;

@@ -9,7 +9,7 @@
 use super::kernel_error;
 use crate::anndata::{ArrayData, Column, DeviceData, DeviceMatrix, Matrix, Value};
 use crate::{AnnData, Error, Result};
-use sc_kernels::hvg::{Batches, Flavor, HvgParams};
+use sc_kernels::hvg::{Batches, Flavor, HvgParams, HvgResult};
 
 /// What to compute, with the pipeline's defaults (cell_ranger, 2000 genes, no batch key).
 #[derive(Debug, Clone, PartialEq)]
@@ -43,20 +43,7 @@ impl HvgOptions {
 /// Annotates the highly variable genes; returns how many were selected.
 pub fn highly_variable_genes(adata: &mut AnnData, options: &HvgOptions) -> Result<usize> {
     const STEP: &str = "highly_variable_genes";
-    let batches = match &options.batch_key {
-        None => None,
-        Some(key) => {
-            let column = adata.obs.column(key).ok_or_else(|| Error::Missing {
-                step: STEP,
-                problem: format!("batch_key: obs has no column '{key}'"),
-            })?;
-            let (codes, categories) = column.group_labels(key)?;
-            Some(shared_categories(
-                Batches { codes, categories },
-                adata.comm(),
-            )?)
-        }
-    };
+    let batches = hvg_batches(adata, options)?;
     let matrix: &Matrix = match &options.layer {
         None => &adata.x,
         Some(l) => adata.layers.get(l).ok_or_else(|| Error::Missing {
@@ -64,12 +51,7 @@ pub fn highly_variable_genes(adata: &mut AnnData, options: &HvgOptions) -> Resul
             problem: format!("layer '{l}' does not exist"),
         })?,
     };
-    let params = HvgParams {
-        flavor: options.flavor,
-        n_top_genes: options.n_top_genes,
-        log1p_base: log1p_base(adata),
-        ..HvgParams::default()
-    };
+    let params = hvg_params(adata, options);
     let result = match matrix {
         Matrix::Device(DeviceMatrix {
             ctx,
@@ -102,6 +84,16 @@ pub fn highly_variable_genes(adata: &mut AnnData, options: &HvgOptions) -> Resul
         ),
     }
     .map_err(kernel_error(STEP))?;
+    store_hvg(adata, result, options)
+}
+
+/// Writes the result's columns into `var` and `uns['hvg']`; returns how many genes were
+/// selected.
+pub(crate) fn store_hvg(
+    adata: &mut AnnData,
+    result: HvgResult,
+    options: &HvgOptions,
+) -> Result<usize> {
     let n = result.highly_variable.iter().filter(|&&h| h).count();
     for (name, col) in result.columns {
         adata.var.set_values(name, col.into())?;
@@ -111,6 +103,35 @@ pub fn highly_variable_genes(adata: &mut AnnData, options: &HvgOptions) -> Resul
         Value::dict([("flavor", Value::str(options.flavor.name()))]),
     );
     Ok(n)
+}
+
+/// The batches of `options.batch_key` (`None` without one), as the HVG kernels take them.
+pub(crate) fn hvg_batches(adata: &AnnData, options: &HvgOptions) -> Result<Option<Batches>> {
+    const STEP: &str = "highly_variable_genes";
+    match &options.batch_key {
+        None => Ok(None),
+        Some(key) => {
+            let column = adata.obs.column(key).ok_or_else(|| Error::Missing {
+                step: STEP,
+                problem: format!("batch_key: obs has no column '{key}'"),
+            })?;
+            let (codes, categories) = column.group_labels(key)?;
+            Ok(Some(shared_categories(
+                Batches { codes, categories },
+                adata.comm(),
+            )?))
+        }
+    }
+}
+
+/// The kernels' parameters for `options` on `adata` (the log base its `log1p` recorded).
+pub(crate) fn hvg_params(adata: &AnnData, options: &HvgOptions) -> HvgParams {
+    HvgParams {
+        flavor: options.flavor,
+        n_top_genes: options.n_top_genes,
+        log1p_base: log1p_base(adata),
+        ..HvgParams::default()
+    }
 }
 
 /// The base recorded by a previous `log1p` (`uns['log1p']['base']`), if any.

@@ -13,15 +13,19 @@ mod qc;
 mod scale;
 
 pub use filter::{filter_cells, filter_genes};
+pub(crate) use filter::{keep_cells, keep_genes};
 pub use harmony::{
     harmony_integrate, harmony_integrate_on, HarmonyOptions, HarmonySummary,
     HARMONY_ADJUSTED_BASIS, HARMONY_BASIS,
 };
 pub use hvg::{highly_variable_genes, highly_variable_mask, HvgOptions};
+pub(crate) use hvg::{hvg_batches, hvg_params, store_hvg};
 pub use log1p::log1p;
 pub use neighbors::{neighbors, neighbors_on};
 pub use normalize::normalize_total;
 pub use pca::pca;
+pub(crate) use pca::store_pca;
+pub(crate) use qc::store_qc_metrics;
 pub use qc::{annotate_gene_prefix, calculate_qc_metrics};
 pub use sc_kernels::filter::{CellFilter, GeneFilter};
 pub use sc_kernels::harmony::{HarmonyFlavor, HarmonyParams};

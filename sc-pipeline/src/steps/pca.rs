@@ -8,7 +8,7 @@
 use super::kernel_error;
 use crate::anndata::{ArrayData, Column, DenseArray, DeviceData, Matrix, Value};
 use crate::{AnnData, Error, Result};
-use sc_kernels::pca::{pca_dense_across, pca_sparse, pca_sparse_across, PcaParams};
+use sc_kernels::pca::{pca_dense_across, pca_sparse, pca_sparse_across, PcaParams, PcaResult};
 
 /// Runs PCA with `n_comps` components (clipped to min(cells, genes) - 1 as scanpy does);
 /// returns the number of components computed.
@@ -49,6 +49,16 @@ pub fn pca(adata: &mut AnnData, n_comps: usize) -> Result<usize> {
         },
     }
     .map_err(kernel_error(STEP))?;
+    store_pca(adata, result, mask)
+}
+
+/// Writes `obsm['X_pca']`, `varm['PCs']` (zero rows for genes outside `mask`) and `uns['pca']`;
+/// returns the number of components.
+pub(crate) fn store_pca(
+    adata: &mut AnnData,
+    result: PcaResult,
+    mask: Option<Vec<bool>>,
+) -> Result<usize> {
     let k = result.x_pca.n_cols;
 
     // varm['PCs']: genes x comps, genes outside the mask get zero loadings.

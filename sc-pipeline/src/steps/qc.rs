@@ -68,6 +68,11 @@ pub fn calculate_qc_metrics(
         sc_kernels::qc::calculate_qc_metrics(adata.x.to_csr()?.as_ref(), &params)
     }
     .map_err(kernel_error(STEP))?;
+    store_qc_metrics(adata, metrics)
+}
+
+/// Writes the metrics' columns into `obs` and `var`.
+pub(crate) fn store_qc_metrics(adata: &mut AnnData, metrics: QcMetrics) -> Result<()> {
     for (name, col) in metrics.obs {
         adata.obs.set_values(name, col.into())?;
     }

@@ -1,0 +1,145 @@
+//! The demo generated on the GPU for every pass (`scpipe run --demo-on-gpu`): the device
+//! generator against its CPU twin, and the whole generated run against the in-memory GPU run
+//! on the same cells made in host memory.
+//!
+//! Tolerances: gene sets exact; counts exact (they differ only where the device's log/exp/cos
+//! round unlike the host's, which these inputs never hit: the test says so if it happens);
+//! per-cell QC columns exact, per-gene sums relative 1e-9 (other block order); the same highly
+//! variable genes; PCA scores correlated above 0.9999 per component.
+
+use integration_tests::gpu_or_skip;
+use sc_kernels::synth::gpu::DeviceCountModel;
+use sc_pipeline::anndata::{ArrayData, Column, Matrix};
+use sc_pipeline::generated_run::run_generated;
+use sc_pipeline::pipeline::{run_pipeline_on, GpuRun, PipelineConfig, Silent};
+use sc_pipeline::steps::HvgOptions;
+use sc_pipeline::synthetic::{count_model, generate_cell_by_cell, SyntheticParams};
+use std::sync::Arc;
+
+#[path = "../../sc-kernels/tests/common/mod.rs"]
+mod common;
+use common::column_correlations;
+
+#[test]
+fn device_generator_matches_its_cpu_twin() {
+    let Some(d) = gpu_or_skip("generated cells") else {
+        return;
+    };
+    let ctx = integration_tests::pool_context(&d);
+    for (cells, genes, range) in [(3000, 2000, 0..3000u64), (5000, 45_854, 1234..2234)] {
+        let (model, _) = count_model(&SyntheticParams::new(cells, genes, 9)).unwrap();
+        let (want, _) = model.generate(range.clone()).unwrap();
+        let dm = DeviceCountModel::upload(&ctx, &model).unwrap();
+        let got = dm.generate(&ctx, range).unwrap().download(&ctx).unwrap();
+        assert_eq!(got.indptr, want.indptr, "{genes} genes: row offsets");
+        assert_eq!(got.indices, want.indices, "{genes} genes: gene sets");
+        let differ = got
+            .data
+            .iter()
+            .zip(&want.data)
+            .filter(|(a, b)| a != b)
+            .count();
+        assert_eq!(
+            differ,
+            0,
+            "{genes} genes: {differ} of {} counts differ",
+            want.nnz()
+        );
+    }
+}
+
+fn col_f64(c: Option<&Column>, what: &str) -> Vec<f64> {
+    match c {
+        Some(Column::Values(ArrayData::F64(v))) => v.clone(),
+        Some(Column::Values(ArrayData::F32(v))) => v.iter().map(|&x| x as f64).collect(),
+        Some(Column::Values(ArrayData::I32(v))) => v.iter().map(|&x| x as f64).collect(),
+        Some(Column::Values(ArrayData::I64(v))) => v.iter().map(|&x| x as f64).collect(),
+        Some(Column::Values(ArrayData::Bool(v))) => v.iter().map(|&x| x as u8 as f64).collect(),
+        other => panic!("{what}: {other:?}"),
+    }
+}
+
+fn rel_close(a: &[f64], b: &[f64], tol: f64, what: &str) {
+    assert_eq!(a.len(), b.len(), "{what}: lengths");
+    for (i, (&x, &y)) in a.iter().zip(b).enumerate() {
+        let d = (x - y).abs() / y.abs().max(1e-300);
+        assert!(d <= tol || x == y, "{what}[{i}]: {x} vs {y}");
+    }
+}
+
+#[test]
+fn generated_run_matches_the_in_memory_run_on_the_same_cells() {
+    let Some(d) = gpu_or_skip("generated run") else {
+        return;
+    };
+    let p = SyntheticParams::new(20_000, 3000, 1);
+    let config = PipelineConfig {
+        hvg: Some(HvgOptions {
+            n_top_genes: Some(500),
+            ..HvgOptions::default()
+        }),
+        n_comps: Some(20),
+        ..PipelineConfig::default()
+    };
+    let resource: rmm_core::SharedResource = Arc::new(rmm_core::CudaResource::new(&d));
+    let stream = d.new_stream().unwrap();
+    // A small budget: blocks of about a thousand cells, twenty blocks.
+    let small = GpuRun::new(&d, &stream, resource.clone())
+        .unwrap()
+        .with_memory(48 << 20, Default::default());
+    let (got, records) = run_generated(&p, &config, &small, &mut Silent).unwrap();
+    let prepared = &records[0];
+    assert!(prepared.note.contains("blocks"), "{}", prepared.note);
+    let n_blocks: usize = prepared
+        .note
+        .split_whitespace()
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(n_blocks >= 10, "{}", prepared.note);
+
+    let mut want = generate_cell_by_cell(&p).unwrap();
+    let full = GpuRun::new(&d, &stream, resource).unwrap();
+    run_pipeline_on(&mut want, &config, Some(&full), &mut Silent).unwrap();
+
+    assert_eq!(got.obs.index, want.obs.index, "same cells kept");
+    assert_eq!(got.var.index, want.var.index, "same highly variable genes");
+    for col in [
+        "n_genes_by_counts",
+        "total_counts",
+        "total_counts_mt",
+        "n_genes",
+    ] {
+        let (a, b) = (
+            col_f64(got.obs.column(col), col),
+            col_f64(want.obs.column(col), col),
+        );
+        assert_eq!(a, b, "obs['{col}']");
+    }
+    for col in [
+        "n_cells_by_counts",
+        "n_cells",
+        "means",
+        "dispersions",
+        "mean",
+        "std",
+    ] {
+        let (a, b) = (
+            col_f64(got.var.column(col), col),
+            col_f64(want.var.column(col), col),
+        );
+        rel_close(&a, &b, 1e-9, col);
+    }
+    let as_matrix = |a: &sc_pipeline::AnnData| {
+        let m = &a.obsm["X_pca"];
+        let v = m.data.to_f64().unwrap().iter().map(|&x| x as f32).collect();
+        sc_kernels::dense::DenseMatrix::new(m.shape[0], m.shape[1], v).unwrap()
+    };
+    let cors = column_correlations(&as_matrix(&got), &as_matrix(&want));
+    assert!(cors.iter().all(|c| c.abs() > 0.9999), "{cors:?}");
+    assert!(
+        matches!(got.x, Matrix::Sparse(ref x) if x.nnz() == 0),
+        "X is a placeholder"
+    );
+}
