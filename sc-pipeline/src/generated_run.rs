@@ -167,7 +167,7 @@ pub fn run_generated(
         gpu: Some(gpu.clone()),
     };
     let ctx = gpu.ctx.clone();
-    let mut adata = placeholder(p, 0)?;
+    let mut adata = placeholder(0, 0);
     let per_block = cells_per_block(p, config, gpu.memory_budget);
     let cells: Vec<Range<usize>> = (0..p.n_cells)
         .step_by(per_block)
@@ -179,14 +179,11 @@ pub fn run_generated(
             use rayon::prelude::*;
             (0..p.n_cells as u64)
                 .into_par_iter()
-                .map(|c| {
-                    let d = model.cell(c);
-                    (d.batch, d.cell_type)
-                })
+                .map(|c| model.group(c))
                 .collect()
         };
         let (obs, var) = annotations(p, &groups, genes)?;
-        *a = placeholder(p, p.n_genes)?;
+        *a = placeholder(p.n_cells, p.n_genes);
         (a.obs, a.var) = (obs, var);
         let model = DeviceCountModel::upload(&ctx, &model).map_err(gpu_error)?;
         Ok((
@@ -395,18 +392,17 @@ fn check_config(config: &PipelineConfig) -> Result<()> {
     Ok(())
 }
 
-/// An AnnData of `p.n_cells` cells x `n_genes` genes whose X is an empty placeholder (no
-/// stored values; the writer leaves it out).
-fn placeholder(p: &SyntheticParams, n_genes: usize) -> Result<AnnData> {
-    let n = if n_genes == 0 { 0 } else { p.n_cells };
+/// An AnnData of `n_cells` x `n_genes` whose X is an empty placeholder (no stored values; the
+/// writer leaves it out).
+fn placeholder(n_cells: usize, n_genes: usize) -> AnnData {
     let x = CsrMatrix {
-        n_rows: n,
+        n_rows: n_cells,
         n_cols: n_genes,
-        indptr: vec![0; n + 1],
+        indptr: vec![0; n_cells + 1],
         indices: Vec::new(),
         data: Vec::new(),
     };
-    Ok(AnnData::new(Matrix::Sparse(x)))
+    AnnData::new(Matrix::Sparse(x))
 }
 
 fn gpu_error(e: sc_kernels::KernelError) -> Error {
@@ -465,8 +461,7 @@ mod tests {
 
     #[test]
     fn the_placeholder_has_the_shape_and_no_values() {
-        let p = SyntheticParams::new(50, 30, 0);
-        let a = placeholder(&p, 30).unwrap();
+        let a = placeholder(50, 30);
         assert_eq!((a.n_obs(), a.n_vars()), (50, 30));
         assert_eq!(a.x.stored_values(), 0);
     }

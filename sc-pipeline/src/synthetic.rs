@@ -17,7 +17,7 @@ use crate::{Error, Result};
 use rand::{Rng, RngCore};
 use rand_distr::{Distribution, Gamma, LogNormal, Poisson};
 use rayon::prelude::*;
-use sc_kernels::synth::{AliasTable, CountModel};
+use sc_kernels::synth::{splitmix64, AliasTable, CountModel};
 use sc_kernels::CsrMatrix;
 
 /// The number of genes the expressed-gene ranges are specified for.
@@ -138,10 +138,7 @@ impl Xoshiro256pp {
         let mut sm = seed ^ stream.wrapping_mul(0xd1b5_4a32_d192_ed03);
         let mut next = || {
             sm = sm.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = sm;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            z ^ (z >> 31)
+            splitmix64(sm)
         };
         Xoshiro256pp([next(), next(), next(), next()])
     }

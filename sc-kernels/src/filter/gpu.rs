@@ -5,7 +5,7 @@ use super::{from_stats, CellFilter, FilterResult, GeneFilter, Stats};
 use crate::comm::{Communicator, SingleRank};
 use crate::csr::CsrMatrix;
 use crate::error::Result;
-use crate::gpu::streamed::{csr_blocks, for_each_row_block, HostRows, RowBlocks};
+use crate::gpu::streamed::{for_each_row_block, HostRows, RowBlocks};
 use crate::gpu::{reduce, DeviceCsr, GpuContext};
 
 /// Which cells of a device matrix pass `filter`.
@@ -104,10 +104,7 @@ pub fn filter_cells_streamed(
     filter: CellFilter,
     block_bytes: usize,
 ) -> Result<FilterResult> {
-    let src = HostRows {
-        x,
-        ranges: csr_blocks(x, block_bytes),
-    };
+    let src = HostRows::new(x, block_bytes);
     filter_cells_blocks(ctx, &src, filter)
 }
 
@@ -127,10 +124,7 @@ pub fn filter_genes_streamed(
     filter: GeneFilter,
     block_bytes: usize,
 ) -> Result<FilterResult> {
-    let src = HostRows {
-        x,
-        ranges: csr_blocks(x, block_bytes),
-    };
+    let src = HostRows::new(x, block_bytes);
     filter_genes_blocks(ctx, &src, filter)
 }
 

@@ -232,6 +232,16 @@ pub struct HostRows<'a> {
     pub ranges: Vec<Range<usize>>,
 }
 
+impl<'a> HostRows<'a> {
+    /// `x` cut by [`csr_blocks`] into blocks of at most `block_bytes` of device memory.
+    pub fn new(x: &'a CsrMatrix<f32>, block_bytes: usize) -> Self {
+        HostRows {
+            x,
+            ranges: csr_blocks(x, block_bytes),
+        }
+    }
+}
+
 impl RowBlocks for HostRows<'_> {
     fn n_rows(&self) -> usize {
         self.x.n_rows

@@ -8,7 +8,7 @@ use crate::csr::CsrMatrix;
 use crate::error::{KernelError, Result};
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::reduce::{self, warps_for_rows, Transform};
-use crate::gpu::streamed::{csr_blocks, for_each_row_block, HostRows, RowBlocks};
+use crate::gpu::streamed::{for_each_row_block, HostRows, RowBlocks};
 use crate::gpu::{DeviceCsr, DeviceVec, GpuContext};
 use crate::stats::add_into;
 use rmm_cuda::cudarc::driver::PushKernelArg;
@@ -220,10 +220,7 @@ pub fn highly_variable_genes_streamed(
     gene_names: Option<&[String]>,
     block_bytes: usize,
 ) -> Result<HvgResult> {
-    let src = HostRows {
-        x,
-        ranges: csr_blocks(x, block_bytes),
-    };
+    let src = HostRows::new(x, block_bytes);
     highly_variable_genes_blocks(ctx, &src, params, batches, gene_names)
 }
 

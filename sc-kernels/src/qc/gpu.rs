@@ -5,7 +5,7 @@ use super::{assemble, check_params, QcMetrics, QcParams, QcSums};
 use crate::csr::CsrMatrix;
 use crate::error::Result;
 use crate::gpu::module_cache::KernelSource;
-use crate::gpu::streamed::{csr_blocks, for_each_row_block, HostRows, RowBlocks};
+use crate::gpu::streamed::{for_each_row_block, HostRows, RowBlocks};
 use crate::gpu::{blocks_for_rows, DeviceCsr, GpuContext};
 use rmm_cuda::cudarc::driver::PushKernelArg;
 
@@ -98,10 +98,7 @@ pub fn calculate_qc_metrics_streamed(
     params: &QcParams,
     block_bytes: usize,
 ) -> Result<QcMetrics> {
-    let src = HostRows {
-        x,
-        ranges: csr_blocks(x, block_bytes),
-    };
+    let src = HostRows::new(x, block_bytes);
     calculate_qc_metrics_blocks(ctx, &src, params)
 }
 

@@ -54,9 +54,8 @@ impl DeviceCountModel {
                 "{n} cells in one generated block (at most 2^31 - 1)"
             )));
         }
-        let lengths = ctx.alloc::<u64>(n.max(1))?;
+        let mut lengths = ctx.alloc::<u64>(n.max(1))?;
         self.launch(ctx, cells.start, n, &lengths, None)?;
-        let mut lengths = lengths;
         lengths.resize(n)?;
         let (indptr, nnz) = scan::exclusive_scan(ctx, &lengths)?;
         drop(lengths);

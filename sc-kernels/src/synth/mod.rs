@@ -43,9 +43,9 @@ const DRAW0: u64 = 16;
 const VALUE_SALT: u64 = 0x5851_f42d_4c95_7f2d;
 const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
 
-/// SplitMix64's output function.
+/// SplitMix64's output function (also what seeds the file generator's xoshiro).
 #[inline]
-fn mix(mut z: u64) -> u64 {
+pub fn splitmix64(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
@@ -54,13 +54,13 @@ fn mix(mut z: u64) -> u64 {
 /// The key of cell `cell`'s random numbers.
 #[inline]
 fn cell_key(seed: u64, cell: u64) -> u64 {
-    mix(seed ^ mix(cell.wrapping_add(1).wrapping_mul(GOLDEN)))
+    splitmix64(seed ^ splitmix64(cell.wrapping_add(1).wrapping_mul(GOLDEN)))
 }
 
 /// Random number `counter` of the stream `key` (SplitMix64 started at `key`).
 #[inline]
 fn random(key: u64, counter: u64) -> u64 {
-    mix(key.wrapping_add(counter.wrapping_add(1).wrapping_mul(GOLDEN)))
+    splitmix64(key.wrapping_add(counter.wrapping_add(1).wrapping_mul(GOLDEN)))
 }
 
 /// A uniform number in [0, 1) from the high 53 bits.
@@ -202,11 +202,19 @@ impl CountModel {
         Ok(())
     }
 
+    /// Cell `cell`'s (batch, cell type): integer hashes only, so the host gives the device's.
+    pub fn group(&self, cell: u64) -> (u8, u8) {
+        let key = cell_key(self.seed, cell);
+        (
+            below(random(key, BATCH), self.n_batches as u64) as u8,
+            below(random(key, CELL_TYPE), self.n_cell_types as u64) as u8,
+        )
+    }
+
     /// Cell `cell`'s group, wanted genes and library factor.
     pub fn cell(&self, cell: u64) -> CellDraw {
         let key = cell_key(self.seed, cell);
-        let batch = below(random(key, BATCH), self.n_batches as u64) as u8;
-        let cell_type = below(random(key, CELL_TYPE), self.n_cell_types as u64) as u8;
+        let (batch, cell_type) = self.group(cell);
         let low = unit(random(key, LOW_QUALITY)) < self.low_quality_fraction;
         let (lo, hi) = if low {
             self.low_quality_genes

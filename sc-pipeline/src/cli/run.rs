@@ -567,9 +567,9 @@ pub fn run(args: RunArgs) -> Result<()> {
         None
     };
     let gpu = gpus.first().cloned();
+    let demo = SyntheticParams::new(args.demo_cells, args.demo_genes, args.seed);
     if args.demo {
-        let params = SyntheticParams::new(args.demo_cells, args.demo_genes, args.seed);
-        if let Some(note) = generated_demo(&args, &params, device.device == "gpu", gpus.len())? {
+        if let Some(note) = generated_demo(&args, &demo, device.device == "gpu", gpus.len())? {
             eprintln!("{note}");
             let g = gpu.as_ref().expect("generated_demo checked the GPU");
             report.input = format!(
@@ -577,31 +577,21 @@ pub fn run(args: RunArgs) -> Result<()> {
                 args.demo_cells, args.demo_genes, args.seed
             );
             let (adata, records) =
-                crate::generated_run::run_generated(&params, &config, g, &mut spinner)?;
+                crate::generated_run::run_generated(&demo, &config, g, &mut spinner)?;
             report.steps.extend(records);
             report.record_gpu(g);
-            spinner.started("write h5ad");
-            let timer = StepTimer::start("write h5ad");
-            let written = crate::io::write_h5ad_staged_without_x(&adata, &output);
-            spinner.stop();
-            let written = written?;
-            report.steps.push(timer.finish(
-                adata.n_obs(),
-                adata.n_vars(),
-                format!("{} (no X)", output.display()),
-            ));
+            let written = write_step(&adata, &output, false, &mut spinner, &mut report)?;
             return finish(&args, report, start, written, &output, &recorder, &snapshot);
         }
     }
     let (mut adata, load_record) = if args.demo {
-        let params = SyntheticParams::new(args.demo_cells, args.demo_genes, args.seed);
         report.input = format!(
             "generated: {} cells x {} genes, seed {}",
             args.demo_cells, args.demo_genes, args.seed
         );
         spinner.started("generate demo data");
         let timer = StepTimer::start("generate demo data");
-        let adata = crate::synthetic::generate(&params);
+        let adata = crate::synthetic::generate(&demo);
         spinner.stop();
         let adata = adata?;
         let rec = timer.finish(
@@ -670,16 +660,36 @@ pub fn run(args: RunArgs) -> Result<()> {
         report.record_gpu(g);
     }
 
+    let written = write_step(&adata, &output, true, &mut spinner, &mut report)?;
+    finish(&args, report, start, written, &output, &recorder, &snapshot)
+}
+
+/// Writes `adata` (without X: a generated run's result) under a temporary name, timed as the
+/// "write h5ad" step of `report`.
+fn write_step(
+    adata: &AnnData,
+    output: &Path,
+    with_x: bool,
+    spinner: &mut Spinner,
+    report: &mut RunReport,
+) -> Result<StagedFile> {
     spinner.started("write h5ad");
     let timer = StepTimer::start("write h5ad");
-    let written = crate::io::write_h5ad_staged(&adata, &output);
+    let written = if with_x {
+        crate::io::write_h5ad_staged(adata, output)
+    } else {
+        crate::io::write_h5ad_staged_without_x(adata, output)
+    };
     spinner.stop();
     let written = written?;
+    let note = match with_x {
+        true => output.display().to_string(),
+        false => format!("{} (no X)", output.display()),
+    };
     report
         .steps
-        .push(timer.finish(adata.n_obs(), adata.n_vars(), output.display().to_string()));
-
-    finish(&args, report, start, written, &output, &recorder, &snapshot)
+        .push(timer.finish(adata.n_obs(), adata.n_vars(), note));
+    Ok(written)
 }
 
 /// The run's memory pictures and logs, its report, and the output moved into place.
