@@ -337,7 +337,7 @@ pub fn run_generated(
             Ok(((), format!("n_comps={used}")))
         })?;
     }
-    cell_graph_steps(&mut r, &mut adata, config, &[ctx.clone()])?;
+    cell_graph_steps(&mut r, &mut adata, config, &[ctx.clone()], &[])?;
     Ok((adata, r.records))
 }
 

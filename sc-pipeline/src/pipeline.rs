@@ -14,6 +14,7 @@ use crate::Error;
 use crate::{AnnData, Result};
 use rmm_core::{Device, SharedResource, StatisticsAdaptor, Stream};
 use sc_kernels::gpu::GpuContext;
+use sc_kernels::Communicator;
 use std::sync::Arc;
 
 /// Parameters of a run; [`PipelineConfig::default`] is BENCHMARKS.md section B.
@@ -387,7 +388,7 @@ pub(crate) fn run_steps(
         })?;
     }
     let graph_gpus: Vec<_> = gpu.map(|g| g.ctx.clone()).into_iter().collect();
-    cell_graph_steps(&mut r, adata, config, &graph_gpus)?;
+    cell_graph_steps(&mut r, adata, config, &graph_gpus, &[])?;
     if gpu.is_some() && to_host {
         r.step("move results to the host", adata, |a| {
             a.to_host()?;
@@ -404,20 +405,32 @@ pub(crate) fn cell_graph_steps(
     adata: &mut AnnData,
     config: &PipelineConfig,
     gpus: &[Arc<GpuContext>],
+    group: &[Arc<dyn Communicator>],
 ) -> Result<()> {
     let on_gpu = !gpus.is_empty();
     if let Some(h) = &config.harmony {
         r.step_on("harmony_integrate", on_gpu, adata, |a| {
-            let s = steps::harmony_integrate_on(a, &h.key, &h.params, gpus.first())?;
+            let split = gpus.len() > 1 && group.len() == gpus.len();
+            let s = if split {
+                let ranks: Vec<_> = gpus.iter().cloned().zip(group.iter().cloned()).collect();
+                steps::harmony_integrate_across(a, &h.key, &h.params, &ranks)?
+            } else {
+                steps::harmony_integrate_on(a, &h.key, &h.params, gpus.first())?
+            };
             Ok((
                 (),
                 format!(
-                    "key={}: {} batches, {} clusters, {} rounds{}",
+                    "key={}: {} batches, {} clusters, {} rounds{}{}",
                     h.key,
                     s.n_batches,
                     s.n_clusters,
                     s.iterations,
-                    if s.converged { "" } else { " (not converged)" }
+                    if s.converged { "" } else { " (not converged)" },
+                    if split {
+                        format!(", cells split across {} GPUs", gpus.len())
+                    } else {
+                        String::new()
+                    }
                 ),
             ))
         })?;

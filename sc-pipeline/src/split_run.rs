@@ -3,8 +3,9 @@
 //! stream, and the per-gene statistics (QC and filter sums, the median total, HVG moments, the
 //! scale statistics, the PCA Gram matrix) are combined through the ranks' communicator, so
 //! every rank selects the same genes and projects on the same components. The blocks are then
-//! stacked in order and the steps over the cell x cell structure run over all cells: harmony on
-//! rank 0's GPU, neighbors with each GPU searching the neighbours of a range of the cells.
+//! stacked in order and the steps over the cell x cell structure run over all cells: harmony
+//! with each GPU correcting a block of the cells (its cluster statistics summed through the
+//! communicators), neighbors with each GPU searching the neighbours of a range of the cells.
 
 use crate::anndata::{DeviceMatrix, Matrix, Ranks};
 use crate::pipeline::{
@@ -141,8 +142,14 @@ pub fn run_pipeline_split(
         .iter()
         .filter_map(|r| r.gpu.as_ref().map(|g| g.ctx.clone()))
         .collect();
+    // Harmony splits its cells across the GPUs when every rank has one.
+    let group: Vec<_> = if graph_gpus.len() == ranks.len() {
+        ranks.iter().map(|r| r.comm.clone()).collect()
+    } else {
+        Vec::new()
+    };
     let gpu = ranks[0].gpu.as_ref();
-    stack_and_finish(parts, config, records, gpu, &graph_gpus, observer)
+    stack_and_finish(parts, config, records, gpu, &graph_gpus, &group, observer)
 }
 
 /// What each rank runs: the per-cell steps, QC to PCA (harmony and neighbors need every cell).
@@ -172,14 +179,17 @@ pub(crate) fn run_rank_steps(
     records
 }
 
-/// The ranks' blocks stacked in rank order, then the cell-graph steps over all cells (harmony
-/// on `gpu`, neighbors split across `graph_gpus`); `records` are the ranks' steps so far.
+/// The ranks' blocks stacked in rank order, then the cell-graph steps over all cells: harmony
+/// with its cells split across `graph_gpus` when `group` holds their communicators (else on
+/// `gpu`), neighbors split across `graph_gpus`; `records` are the ranks' steps so far.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn stack_and_finish(
     parts: Vec<AnnData>,
     config: &PipelineConfig,
     mut records: Vec<StepRecord>,
     gpu: Option<&GpuRun>,
     graph_gpus: &[Arc<GpuContext>],
+    group: &[Arc<dyn Communicator>],
     observer: &mut dyn StepObserver,
 ) -> Result<(AnnData, Vec<StepRecord>)> {
     let timer = StepTimer::start("stack the ranks' cells");
@@ -192,7 +202,7 @@ pub(crate) fn stack_and_finish(
         observer,
         gpu: gpu.cloned(),
     };
-    cell_graph_steps(&mut r, &mut stacked, config, graph_gpus)?;
+    cell_graph_steps(&mut r, &mut stacked, config, graph_gpus, group)?;
     Ok((stacked, r.records))
 }
 

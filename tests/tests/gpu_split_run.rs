@@ -10,6 +10,10 @@ use sc_pipeline::pipeline::{run_pipeline_on, GpuRun, PipelineConfig, Silent};
 use sc_pipeline::split_run::{run_pipeline_split, Rank};
 use std::sync::Arc;
 
+// Datasets' folder, gzip TSV readers, per-column correlation and relative L2.
+#[path = "../../sc-kernels/tests/common/mod.rs"]
+mod common;
+
 fn runs(n: usize) -> Vec<GpuRun> {
     (0..n)
         .map(|i| {
@@ -140,4 +144,122 @@ fn knn_of_row_ranges_joins_into_the_whole_knn() {
     assert_eq!(joined.connectivities, whole.connectivities);
     assert_eq!(joined.distances, whole.distances);
     assert!(knn_rows_gpu(&ctx, &x, k, 4000..5001).is_err());
+}
+
+/// Harmony with its cells split across ranks (each rank corrects a block of rows; the cluster
+/// statistics are summed through the communicator) against harmony on one GPU. The ranks are
+/// three contexts on GPU 0 joined by the in-process group, then every GPU joined by NCCL.
+/// Gates as the GPU-vs-CPU test: per-PC correlation >= 0.999 and relative L2 <= 0.02 (the
+/// block order and formulas are the same; only the order of the sums differs).
+#[test]
+fn harmony_split_across_ranks_matches_one_gpu() {
+    use sc_kernels::comm::LocalGroup;
+    use sc_kernels::harmony::{harmony_integrate_gpu, harmony_integrate_gpu_rows, HarmonyParams};
+    use sc_kernels::Communicator;
+    let Some(d) = gpu_or_skip("split harmony") else {
+        return;
+    };
+    let dir = common::data_dir().join("harmony");
+    let z = common::read_matrix(&dir.join("pbmc_3500_pcs.tsv.gz"), 0);
+    let (donors, _) = common::read_codes(&dir.join("pbmc_3500_meta.tsv.gz"), "donor");
+    let p = HarmonyParams::default();
+    let one = harmony_integrate_gpu(&integration_tests::pool_context(&d), &z, &donors, 3, &p)
+        .unwrap();
+    let split = |group: Vec<(Arc<sc_kernels::gpu::GpuContext>, Arc<dyn Communicator>)>| {
+        let size = group.len();
+        let n = z.n_rows;
+        let parts: Vec<_> = std::thread::scope(|s| {
+            let hs: Vec<_> = group
+                .iter()
+                .enumerate()
+                .map(|(r, (ctx, comm))| {
+                    let (z, donors, p) = (&z, &donors, &p);
+                    s.spawn(move || {
+                        let rows = r * n / size..(r + 1) * n / size;
+                        harmony_integrate_gpu_rows(ctx, comm.as_ref(), z, donors, 3, p, rows)
+                            .unwrap()
+                    })
+                })
+                .collect();
+            hs.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut whole = parts[0].clone();
+        for part in &parts[1..] {
+            assert_eq!(part.iterations, whole.iterations, "every rank decides alike");
+            assert_eq!(part.objective, whole.objective);
+            whole.corrected.data.extend_from_slice(&part.corrected.data);
+            whole.corrected.n_rows += part.corrected.n_rows;
+        }
+        whole
+    };
+    let local: Vec<(Arc<sc_kernels::gpu::GpuContext>, Arc<dyn Communicator>)> =
+        LocalGroup::new(3)
+            .into_iter()
+            .map(|c| {
+                (
+                    Arc::new(integration_tests::pool_context(&d)),
+                    Arc::new(c) as Arc<dyn Communicator>,
+                )
+            })
+            .collect();
+    let nccl: Vec<_> = ranks(&runs(rmm_cuda::device_count().unwrap()))
+        .into_iter()
+        .map(|r| (r.gpu.unwrap().ctx, r.comm))
+        .collect();
+    for (name, group) in [("3 ranks on GPU 0", local), ("NCCL over every GPU", nccl)] {
+        let size = group.len();
+        let got = split(group);
+        let r = common::column_correlations(&got.corrected, &one.corrected);
+        let min_r = r.iter().copied().fold(f64::INFINITY, f64::min);
+        let l2 = common::relative_l2(&got.corrected, &one.corrected);
+        println!(
+            "harmony split, {name} ({size} ranks): rounds {} vs {}, clustering iterations {:?} vs {:?}, \
+             min per-PC r {min_r:.6}, relative L2 {l2:.2e}",
+            got.iterations, one.iterations, got.clustering_iterations, one.clustering_iterations
+        );
+        assert!(min_r >= 0.999, "{name}: min per-PC correlation {min_r}");
+        assert!(l2 <= 0.02, "{name}: relative L2 {l2}");
+    }
+}
+
+/// The split pipeline with harmony (its cells split across every GPU) against one GPU.
+#[test]
+fn split_run_with_harmony_matches_one_gpu() {
+    use sc_pipeline::steps::{HarmonyOptions, HarmonyParams, HARMONY_ADJUSTED_BASIS};
+    let Some(_) = gpu_or_skip("split run with harmony") else {
+        return;
+    };
+    let n = rmm_cuda::device_count().unwrap();
+    let params = sc_pipeline::synthetic::SyntheticParams::new(6000, 3000, 13);
+    let config = PipelineConfig {
+        harmony: Some(HarmonyOptions {
+            key: "batch".into(),
+            params: HarmonyParams::default(),
+        }),
+        neighbors_use_rep: Some(HARMONY_ADJUSTED_BASIS.into()),
+        ..PipelineConfig::default()
+    };
+    let mut one = sc_pipeline::synthetic::generate(&params).unwrap();
+    let single = runs(1);
+    run_pipeline_on(&mut one, &config, Some(&single[0]), &mut Silent).unwrap();
+    let input = sc_pipeline::synthetic::generate(&params).unwrap();
+    let (split, records) = run_pipeline_split(input, &config, ranks(&runs(n)), &mut Silent).unwrap();
+    let h = records
+        .iter()
+        .find(|r| r.step == "harmony_integrate")
+        .expect("a harmony row");
+    println!("{} on {n} GPU(s): {:.3} s, {}", h.step, h.seconds, h.note);
+    assert_same_pipeline_output(&split, &one, 1e-3);
+    let to_dense = |a: &sc_pipeline::anndata::DenseArray| {
+        let v: Vec<f32> = a.data.to_f64().unwrap().iter().map(|&x| x as f32).collect();
+        sc_kernels::DenseMatrix::new(a.shape[0], a.shape[1], v).unwrap()
+    };
+    let (g, w) = (
+        to_dense(&split.obsm[HARMONY_ADJUSTED_BASIS]),
+        to_dense(&one.obsm[HARMONY_ADJUSTED_BASIS]),
+    );
+    let r = common::column_correlations(&g, &w);
+    let min_r = r.iter().take(10).copied().fold(f64::INFINITY, f64::min);
+    println!("X_pca_harmony columns 1-10: min |r| {min_r:.6}");
+    assert!(min_r >= 0.99, "X_pca_harmony: min correlation {min_r}");
 }

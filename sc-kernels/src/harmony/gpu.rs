@@ -29,14 +29,17 @@ use super::correct::{ridge_coefficients, ridge_lambdas};
 use super::kmeans::{sample_indices, seed_from_sample, LLOYD_MAX_ITER};
 use super::{
     clustering_converged, harmony_converged, normalize_row, HarmonyFlavor, HarmonyParams,
-    HarmonyResult, Setup,
+    HarmonyResult, LocalRows, Setup,
 };
+use crate::comm::{Communicator, SingleRank};
 use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::{grid_stride, DeviceVec, GpuContext};
 use rmm_cuda::cudarc::cublas::sys as cublas;
+use bytemuck::Pod;
 use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
+use std::ops::Range;
 
 pub(crate) const SRC: KernelSource = KernelSource {
     name: "harmony",
@@ -122,6 +125,7 @@ fn sgemm(
 struct Buffers {
     order: DeviceVec<u32>,
     batch_of: DeviceVec<u32>,
+    local_of: DeviceVec<u32>,
     x: DeviceVec<f32>,
     zn: DeviceVec<f32>,
     zhat: DeviceVec<f32>,
@@ -142,7 +146,11 @@ struct Buffers {
 /// Parameters every launch of the run shares.
 struct Run<'a> {
     ctx: &'a GpuContext,
+    /// The group of ranks the cells are split across (one rank: [`SingleRank`]).
+    comm: &'a dyn Communicator,
     setup: &'a Setup,
+    /// This rank's cells.
+    local: &'a LocalRows,
     params: &'a HarmonyParams,
     /// Per-batch sums in shared memory (`B K <= SMALL_BK`).
     small: bool,
@@ -151,8 +159,44 @@ struct Run<'a> {
 }
 
 impl Run<'_> {
+    /// (this rank's cells, components, clusters, batches)
     fn dims(&self) -> (usize, usize, usize, usize) {
-        (self.setup.n, self.setup.d, self.setup.k, self.setup.b)
+        (self.local.len(), self.setup.d, self.setup.k, self.setup.b)
+    }
+
+    fn split(&self) -> bool {
+        self.comm.size() > 1
+    }
+
+    /// Sums `buf` over the ranks, in place (the values travel as `f64` through the host: the
+    /// cluster statistics are at most `B x K x d` values).
+    fn sum_across<T: Pod + Send + Sync>(
+        &self,
+        buf: &mut DeviceVec<T>,
+        to: fn(T) -> f64,
+        from: fn(f64) -> T,
+    ) -> Result<()> {
+        if !self.split() {
+            return Ok(());
+        }
+        let mut v: Vec<f64> = self.ctx.download(buf)?.into_iter().map(to).collect();
+        self.comm.all_reduce_sum(&mut v)?;
+        let back: Vec<T> = v.into_iter().map(from).collect();
+        buf.copy_from_host(&back)?;
+        self.ctx.count_h2d(std::mem::size_of_val(back.as_slice()));
+        Ok(())
+    }
+
+    fn sum_f64(&self, buf: &mut DeviceVec<f64>) -> Result<()> {
+        self.sum_across(buf, |v| v, |v| v)
+    }
+
+    fn sum_f32(&self, buf: &mut DeviceVec<f32>) -> Result<()> {
+        self.sum_across(buf, f64::from, |v| v as f32)
+    }
+
+    fn sum_u32(&self, buf: &mut DeviceVec<u32>) -> Result<()> {
+        self.sum_across(buf, f64::from, |v| v as u32)
     }
 
     /// `dst` = rows of `src` at unit length.
@@ -203,7 +247,7 @@ impl Run<'_> {
     }
 
     /// Lloyd's iterations from `centroids` (the seeds): the CPU's [`super::kmeans::lloyd`].
-    fn lloyd(&self, buf: &Buffers, centroids: &DeviceVec<f32>) -> Result<()> {
+    fn lloyd(&self, buf: &mut Buffers, centroids: &DeviceVec<f32>) -> Result<()> {
         let ctx = self.ctx;
         let (n, d, k, _) = self.dims();
         let labels = ctx.upload(&vec![u32::MAX; n])?;
@@ -231,10 +275,13 @@ impl Run<'_> {
                 .arg(&counts)
                 .arg(&changed);
             ctx.launch(l, warp_rows(ctx, n, 0), "kmeans_assign")?;
+            self.sum_u32(&mut counts)?;
+            self.sum_u32(&mut changed)?;
             if it > 0 && ctx.download(&changed)?[0] == 0 {
                 break;
             }
             self.column_sums(&buf.zn, &buf.r, &buf.y)?;
+            self.sum_f32(&mut buf.y)?;
             let mut l = ctx.launcher(&f_update);
             l.arg(&buf.y)
                 .arg(&counts)
@@ -246,9 +293,13 @@ impl Run<'_> {
         Ok(())
     }
 
-    /// The objective of the current `O` and the accumulated terms (resets them).
-    fn finish_iteration(&self, buf: &Buffers) -> Result<f64> {
+    /// The objective of the current `O` and the accumulated terms (resets them); split across
+    /// ranks, the terms and the new rows in `delta` are summed first, and rank 0's objective is
+    /// every rank's (the convergence tests decide alike on every rank).
+    fn finish_iteration(&self, buf: &mut Buffers) -> Result<f64> {
         let (_, _, k, b) = self.dims();
+        self.sum_f64(&mut buf.delta)?;
+        self.sum_f64(&mut buf.obj)?;
         let (k32, b32) = (k as u32, b as u32);
         let sigma = self.params.sigma;
         let f = self.ctx.function(SRC, "finish_iteration")?;
@@ -269,7 +320,11 @@ impl Run<'_> {
             shared_mem_bytes: 0,
         };
         self.ctx.launch(l, cfg, "finish_iteration")?;
-        Ok(self.ctx.download(&buf.obj_out)?[0])
+        let mut objective = self.ctx.download(&buf.obj_out)?;
+        if self.split() {
+            self.comm.broadcast(&mut objective, 0)?;
+        }
+        Ok(objective[0])
     }
 
     /// Initial `R`, `O` from the k-means centroids; returns the objective.
@@ -296,21 +351,31 @@ impl Run<'_> {
             .arg(&buf.obj);
         let shared = if self.small { b * k * 4 } else { 0 };
         ctx.launch(l, warp_rows(ctx, n, shared), "soft_init")?;
+        self.sum_f64(&mut buf.o)?;
         self.finish_iteration(buf)
     }
 
-    /// One clustering round (harmony round `h`): the CPU's [`super::cluster::round`].
-    fn round(&self, buf: &Buffers, h: usize) -> Result<(f64, usize)> {
+    /// One clustering round (harmony round `h`): the CPU's [`super::cluster::round`]. Split
+    /// across ranks, every rank walks the blocks of all cells and updates the ones it holds;
+    /// the block's old rows leave `O` through `delta`, which is summed over the ranks before
+    /// the block's new rows are computed from `O`.
+    fn round(&self, buf: &mut Buffers, h: usize) -> Result<(f64, usize)> {
         let ctx = self.ctx;
-        let (n, _, k, b) = self.dims();
+        let (_, _, k, b) = self.dims();
+        let n = self.setup.n;
         let (n32, k32, b32, small) = (n as u32, k as u32, b as u32, self.small as u32);
+        let split = self.split();
+        let fold = (!split) as u32;
         let f_remove = ctx.function(SRC, "block_remove")?;
         let f_update = ctx.function(SRC, "block_update")?;
+        let f_fold = ctx.function(SRC, "fold_delta")?;
+        let bk32 = (b * k) as u32;
         let remove_shared = if self.small { b * k * 4 } else { 0 };
         let update_shared = k * 8 + if self.small { 2 * b * k * 4 } else { 0 };
         let mut objectives = vec![];
         for t in 0..self.params.max_iter_clustering {
             self.column_sums(&buf.zn, &buf.r, &buf.y)?;
+            self.sum_f32(&mut buf.y)?;
             self.unit_rows(&buf.y, k, &buf.y)?;
             self.dots(&buf.zn, &buf.y, &buf.sim)?;
             let perm = block_order(self.setup, self.params, h, t);
@@ -332,10 +397,18 @@ impl Run<'_> {
                     .arg(&k32)
                     .arg(&b32)
                     .arg(&small)
+                    .arg(&buf.local_of)
+                    .arg(&fold)
                     .arg(&buf.cells)
-                    .arg(&buf.o)
+                    .arg(if split { &buf.delta } else { &buf.o })
                     .arg(&buf.delta);
                 ctx.launch(l, warp_rows(ctx, bs, remove_shared), "block_remove")?;
+                if split {
+                    self.sum_f64(&mut buf.delta)?;
+                    let mut l = ctx.launcher(&f_fold);
+                    l.arg(&bk32).arg(&buf.o).arg(&buf.delta);
+                    ctx.launch(l, grid_stride(b * k), "fold_delta")?;
+                }
                 let mut l = ctx.launcher(&f_update);
                 l.arg(&buf.cells)
                     .arg(&bs32)
@@ -371,9 +444,10 @@ impl Run<'_> {
         let ctx = self.ctx;
         let (n, d, k, b) = self.dims();
         let s = self.setup;
+        let offsets = &self.local.offsets;
         buf.m.fill_zero()?;
         for bb in 0..b {
-            let (r0, r1) = (s.offsets[bb], s.offsets[bb + 1]);
+            let (r0, r1) = (offsets[bb], offsets[bb + 1]);
             sgemm(
                 ctx,
                 (false, true),
@@ -387,7 +461,8 @@ impl Run<'_> {
             )?;
         }
         let o: Vec<f64> = ctx.download(&buf.o)?;
-        let m: Vec<f64> = ctx.download(&buf.m)?.into_iter().map(f64::from).collect();
+        let mut m: Vec<f64> = ctx.download(&buf.m)?.into_iter().map(f64::from).collect();
+        self.comm.all_reduce_sum(&mut m)?;
         let lambda = ridge_lambdas(&o, &s.pr_b, &s.n_b, k, self.params);
         let w: Vec<f32> = ridge_coefficients(&o, &lambda, &m, b, k, d)
             .into_iter()
@@ -401,7 +476,7 @@ impl Run<'_> {
         l.arg(&buf.x).arg(&len).arg(&buf.zhat);
         ctx.launch(l, grid_stride(n * d), "copy_f32")?;
         for bb in 0..b {
-            let (r0, r1) = (s.offsets[bb], s.offsets[bb + 1]);
+            let (r0, r1) = (offsets[bb], offsets[bb + 1]);
             sgemm(
                 ctx,
                 (false, false),
@@ -428,36 +503,70 @@ pub fn harmony_integrate_gpu(
     n_batches: usize,
     params: &HarmonyParams,
 ) -> Result<HarmonyResult> {
+    harmony_integrate_gpu_rows(ctx, &SingleRank, z, batches, n_batches, params, 0..z.n_rows)
+}
+
+/// One rank of harmony over cells split across GPUs: every rank of `comm` passes all of `z`
+/// and `batches` (on the host: the checks, the batch order and the k-means seeds need every
+/// cell) and its own `rows`, holds only those rows on its GPU, and the cluster statistics (the
+/// k-means counts and centroid sums, `R^T Zn`, `O` after each block, the objective's terms,
+/// the correction's moments) are summed across the ranks where one GPU sums them itself.
+/// `corrected` holds this rank's `rows`. The ranks' rows must cover the cells once, in rank
+/// order; the result equals [`harmony_integrate_gpu`]'s up to the order of the sums.
+pub fn harmony_integrate_gpu_rows(
+    ctx: &GpuContext,
+    comm: &dyn Communicator,
+    z: &DenseMatrix<f32>,
+    batches: &[u32],
+    n_batches: usize,
+    params: &HarmonyParams,
+    rows: Range<usize>,
+) -> Result<HarmonyResult> {
     let setup = Setup::without_rows(z, batches, n_batches, params)?;
     let (n, d, k, b) = (setup.n, setup.d, setup.k, setup.b);
+    if rows.start > rows.end || rows.end > n || (comm.size() == 1 && rows != (0..n)) {
+        return Err(KernelError::param(
+            "rows",
+            format!(
+                "rank {} of {} holds cells {rows:?} of {n}",
+                comm.rank(),
+                comm.size()
+            ),
+        ));
+    }
     if k > GPU_MAX_CLUSTERS {
         return Err(KernelError::Unsupported(format!(
             "harmony on the GPU takes at most {GPU_MAX_CLUSTERS} clusters, {k} were asked"
         )));
     }
-    if n > i32::MAX as usize / k.max(d) {
+    let local = LocalRows::new(&setup, rows.clone());
+    let nl = local.len();
+    if nl > i32::MAX as usize / k.max(d) {
         return Err(KernelError::Unsupported(format!(
-            "harmony on the GPU: {n} cells x {} exceed the 32-bit sizes of cuBLAS",
+            "harmony on the GPU: {nl} cells x {} exceed the 32-bit sizes of cuBLAS",
             k.max(d)
         )));
     }
     ctx.bind_to_thread()?;
     let run = Run {
         ctx,
+        comm,
         setup: &setup,
+        local: &local,
         params,
         small: b * k <= SMALL_BK,
         scale: (2.0 / params.sigma) as f32,
         flavor2: (params.flavor == HarmonyFlavor::Harmony2) as u32,
     };
     let mut buf = Buffers {
-        order: ctx.upload(&setup.order)?,
-        batch_of: ctx.upload(&setup.batch_of)?,
-        x: ctx.alloc::<f32>(n * d)?,
-        zn: ctx.alloc::<f32>(n * d)?,
-        zhat: ctx.alloc::<f32>(n * d)?,
-        r: ctx.alloc::<f32>(n * k)?,
-        sim: ctx.alloc::<f32>(n * k)?,
+        order: ctx.upload(&local.order)?,
+        batch_of: ctx.upload(&local.batch_of)?,
+        local_of: ctx.upload(&local.local_of)?,
+        x: ctx.alloc::<f32>(nl * d)?,
+        zn: ctx.alloc::<f32>(nl * d)?,
+        zhat: ctx.alloc::<f32>(nl * d)?,
+        r: ctx.alloc::<f32>(nl * k)?,
+        sim: ctx.alloc::<f32>(nl * k)?,
         y: ctx.alloc::<f32>(k * d)?,
         o: ctx.zeros::<f64>(b * k)?,
         delta: ctx.zeros::<f64>(b * k)?,
@@ -470,14 +579,14 @@ pub fn harmony_integrate_gpu(
         w: ctx.zeros::<f32>(b * k * d)?,
     };
     {
-        // Rows into batch order, and at unit length.
-        let z_d = ctx.upload(&z.data)?;
-        let (n64, d32) = (n as u64, d as u32);
+        // This rank's rows into batch order, and at unit length.
+        let z_d = ctx.upload(&z.data[rows.start * d..rows.end * d])?;
+        let (n64, d32) = (nl as u64, d as u32);
         let f = ctx.function(SRC, "gather_rows")?;
         let mut l = ctx.launcher(&f);
         l.arg(&z_d).arg(&buf.order).arg(&n64).arg(&d32).arg(&buf.x);
-        ctx.launch(l, grid_stride(n * d), "gather_rows")?;
-        run.unit_rows(&buf.x, n, &buf.zn)?;
+        ctx.launch(l, grid_stride(nl * d), "gather_rows")?;
+        run.unit_rows(&buf.x, nl, &buf.zn)?;
     }
     // The CPU's seeds: the sampled rows normalized on the host as the CPU does.
     let sample: Vec<f32> = sample_indices(n, k, params.seed)
@@ -489,7 +598,7 @@ pub fn harmony_integrate_gpu(
         })
         .collect();
     let centroids = ctx.upload(&seed_from_sample(&sample, d, k, params.seed))?;
-    run.lloyd(&buf, &centroids)?;
+    run.lloyd(&mut buf, &centroids)?;
     let obj0 = run.initial_state(&mut buf, &centroids)?;
     drop(centroids);
 
@@ -498,7 +607,7 @@ pub fn harmony_integrate_gpu(
     let mut converged = false;
     let mut iterations = 0;
     for h in 0..params.max_iter_harmony {
-        let (obj, its) = run.round(&buf, h)?;
+        let (obj, its) = run.round(&mut buf, h)?;
         objective.push(obj);
         clustering_iterations.push(its);
         run.correct(&mut buf)?;
@@ -509,8 +618,8 @@ pub fn harmony_integrate_gpu(
         }
     }
     // Back to the input's row order.
-    let out = ctx.alloc::<f32>(n * d)?;
-    let (n64, d32) = (n as u64, d as u32);
+    let out = ctx.alloc::<f32>(nl * d)?;
+    let (n64, d32) = (nl as u64, d as u32);
     let f = ctx.function(SRC, "scatter_rows")?;
     let mut l = ctx.launcher(&f);
     l.arg(&buf.zhat)
@@ -518,8 +627,8 @@ pub fn harmony_integrate_gpu(
         .arg(&n64)
         .arg(&d32)
         .arg(&out);
-    ctx.launch(l, grid_stride(n * d), "scatter_rows")?;
-    let corrected = DenseMatrix::new(n, d, ctx.download(&out)?)?;
+    ctx.launch(l, grid_stride(nl * d), "scatter_rows")?;
+    let corrected = DenseMatrix::new(nl, d, ctx.download(&out)?)?;
     Ok(HarmonyResult {
         corrected,
         iterations,

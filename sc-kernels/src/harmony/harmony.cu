@@ -5,6 +5,8 @@
 
 #define MAXJ 16
 #define SMALL_BK 5120
+// local_of's mark for a cell another rank holds (mod.rs: NOT_HERE).
+#define NOT_HERE 0xffffffffu
 
 #define WARP_ROWS(n) \
     u64 warps_total = ((u64)gridDim.x * blockDim.x) >> 5; \
@@ -235,19 +237,23 @@ extern "C" __global__ void soft_init(const float* sim, const u32* batch_of, u64 
     add_objective(err, ent, obj);
 }
 
-// Block step 1: the cells at positions p0 .. p0 + bs of the keyed order go to `cells`; their
-// current rows leave O. Block 0 first adds the previous step's new rows (delta) into O.
+// Block step 1: the cells at positions p0 .. p0 + bs of the keyed order (over all n cells) go
+// to `cells` as local rows (NOT_HERE for cells another rank holds); their current rows leave
+// `target`. One GPU (fold = 1): target is O, and thread block 0 first adds the previous step's
+// new rows (delta) into O. Split across ranks (fold = 0): target is delta, which the host sums
+// over the ranks and fold_delta adds to O.
 extern "C" __global__ void block_remove(u64 p0, u32 bs, u32 n, u32 half_bits, u32 k0, u32 k1,
                                         u32 k2, u32 k3,
                                         const float* R, const u32* batch_of, u32 k, u32 nb,
-                                        u32 small, u32* cells, double* O, double* delta) {
+                                        u32 small, const u32* local_of, u32 fold, u32* cells,
+                                        double* target, double* delta) {
     extern __shared__ float part[];
     u32 bk = nb * k;
-    if (blockIdx.x == 0)
+    if (fold && blockIdx.x == 0)
         for (u32 e = threadIdx.x; e < bk; e += blockDim.x) {
             double v = delta[e];
             if (v != 0.0) {
-                atomicAdd(&O[e], v);
+                atomicAdd(&target[e], v);
                 delta[e] = 0.0;
             }
         }
@@ -255,8 +261,9 @@ extern "C" __global__ void block_remove(u64 p0, u32 bs, u32 n, u32 half_bits, u3
         for (u32 e = threadIdx.x; e < bk; e += blockDim.x) part[e] = 0.0f;
     __syncthreads();
     WARP_ROWS(bs) {
-        u32 cell = permuted_index((u32)(p0 + r), n, half_bits, k0, k1, k2, k3);
+        u32 cell = local_of[permuted_index((u32)(p0 + r), n, half_bits, k0, k1, k2, k3)];
         if (lane == 0) cells[r] = cell;
+        if (cell == NOT_HERE) continue;
         u32 b = batch_of[cell];
         const float* row = R + (u64)cell * k;
         float vals[MAXJ];
@@ -265,10 +272,17 @@ extern "C" __global__ void block_remove(u64 p0, u32 bs, u32 n, u32 half_bits, u3
             u32 c = lane + 32 * j;
             vals[j] = c < k ? row[c] : 0.0f;
         }
-        add_row(vals, b, k, lane, small, part, O, -1.0);
+        add_row(vals, b, k, lane, small, part, target, -1.0);
     }
     __syncthreads();
-    if (small) flush_part(part, bk, O, -1.0);
+    if (small) flush_part(part, bk, target, -1.0);
+}
+// O += delta, delta = 0 (a split run's block, after delta was summed over the ranks).
+extern "C" __global__ void fold_delta(u32 bk, double* O, double* delta) {
+    for (u32 e = blockIdx.x * blockDim.x + threadIdx.x; e < bk; e += gridDim.x * blockDim.x) {
+        O[e] += delta[e];
+        delta[e] = 0.0;
+    }
 }
 
 // The diversity penalty of batch b, cluster c (cluster.rs / mod.rs: penalty), in f64.
@@ -308,6 +322,7 @@ extern "C" __global__ void block_update(const u32* cells, u32 bs, const float* s
     float vals[MAXJ];
     WARP_ROWS(bs) {
         u32 cell = cells[r];
+        if (cell == NOT_HERE) continue;
         u32 b = batch_of[cell];
         if (small) {
             soft_row(sim + (u64)cell * k, pen + b * k, k, scale, lane, R + (u64)cell * k, vals,

@@ -58,7 +58,7 @@ pub mod kmeans;
 pub mod lisi;
 pub mod rng;
 
-pub use gpu::{harmony_integrate_gpu, GPU_MAX_CLUSTERS};
+pub use gpu::{harmony_integrate_gpu, harmony_integrate_gpu_rows, GPU_MAX_CLUSTERS};
 pub use lisi::{compute_lisi, LisiParams};
 
 use crate::dense::DenseMatrix;
@@ -333,6 +333,54 @@ impl Setup {
             n_cols: d,
             data: out,
         }
+    }
+}
+
+/// The cells of one rank of a run split across GPUs (input rows `rows`) in their place in the
+/// batch order: the rank keeps its cells sorted by batch as [`Setup`] sorts all of them, so a
+/// batch's cells on a rank are a contiguous piece of that batch, and every rank follows the
+/// same keyed block order over all cells, updating only the cells it holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct LocalRows {
+    /// Local row `i` is input row `rows.start + order[i]`.
+    pub order: Vec<u32>,
+    /// Local rows of batch `b`: `offsets[b]..offsets[b + 1]`.
+    pub offsets: Vec<usize>,
+    pub batch_of: Vec<u32>,
+    /// Of each internal row of all cells: its local row, or `u32::MAX` when another rank holds it.
+    pub local_of: Vec<u32>,
+}
+
+/// `local_of`'s mark for a cell another rank holds.
+pub(crate) const NOT_HERE: u32 = u32::MAX;
+
+impl LocalRows {
+    pub fn new(setup: &Setup, rows: std::ops::Range<usize>) -> LocalRows {
+        let mut local_of = vec![NOT_HERE; setup.n];
+        let (mut order, mut batch_of) = (Vec::new(), Vec::new());
+        let mut offsets = vec![0usize; setup.b + 1];
+        for (g, &input) in setup.order.iter().enumerate() {
+            let input = input as usize;
+            if rows.contains(&input) {
+                local_of[g] = order.len() as u32;
+                order.push((input - rows.start) as u32);
+                batch_of.push(setup.batch_of[g]);
+                offsets[setup.batch_of[g] as usize + 1] += 1;
+            }
+        }
+        for b in 0..setup.b {
+            offsets[b + 1] += offsets[b];
+        }
+        LocalRows {
+            order,
+            offsets,
+            batch_of,
+            local_of,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.order.len()
     }
 }
 

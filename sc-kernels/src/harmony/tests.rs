@@ -191,3 +191,34 @@ fn bad_input_is_refused_with_a_message() {
         );
     }
 }
+
+#[test]
+fn local_rows_of_the_ranks_partition_the_batch_order() {
+    let (z, batches, _) = synthetic(103, 4, 3, 4, 5, 1.0);
+    let setup = Setup::without_rows(&z, &batches, 5, &HarmonyParams::default()).unwrap();
+    for size in 1..=4 {
+        let mut held = vec![0u32; setup.n];
+        for r in 0..size {
+            let rows = r * setup.n / size..(r + 1) * setup.n / size;
+            let local = LocalRows::new(&setup, rows.clone());
+            assert_eq!(local.len(), rows.len());
+            assert_eq!(local.offsets[setup.b], rows.len());
+            // Local rows follow the global batch order, each batch contiguous.
+            let mut last = None;
+            for (g, &l) in local.local_of.iter().enumerate() {
+                if l == NOT_HERE {
+                    continue;
+                }
+                held[g] += 1;
+                let l = l as usize;
+                assert!(last.is_none_or(|p| l == p + 1), "local rows in batch order");
+                last = Some(l);
+                assert_eq!(rows.start + local.order[l] as usize, setup.order[g] as usize);
+                assert_eq!(local.batch_of[l], setup.batch_of[g]);
+                let b = local.batch_of[l] as usize;
+                assert!((local.offsets[b]..local.offsets[b + 1]).contains(&l));
+            }
+        }
+        assert!(held.iter().all(|&h| h == 1), "every cell on exactly one rank");
+    }
+}

@@ -187,7 +187,7 @@ pub fn run_launched(
     all_succeeded(comm.as_ref(), read.is_ok())?;
     read?;
     let gpus: Vec<_> = rank.gpu.iter().map(|g| g.ctx.clone()).collect();
-    stack_and_finish(parts, config, records, rank.gpu.as_ref(), &gpus, observer).map(Some)
+    stack_and_finish(parts, config, records, rank.gpu.as_ref(), &gpus, &[], observer).map(Some)
 }
 
 #[cfg(test)]

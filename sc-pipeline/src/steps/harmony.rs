@@ -11,8 +11,13 @@
 use super::kernel_error;
 use crate::anndata::DenseArray;
 use crate::{AnnData, Error, Result};
-use sc_kernels::harmony::{harmony_integrate as harmony_cpu, harmony_integrate_gpu, HarmonyParams};
-use sc_kernels::DenseMatrix;
+use sc_kernels::gpu::GpuContext;
+use sc_kernels::harmony::{
+    harmony_integrate as harmony_cpu, harmony_integrate_gpu, harmony_integrate_gpu_rows,
+    HarmonyParams, HarmonyResult,
+};
+use sc_kernels::{Communicator, DenseMatrix};
+use std::sync::Arc;
 
 /// The embedding harmony corrects.
 pub const HARMONY_BASIS: &str = "X_pca";
@@ -50,9 +55,86 @@ pub fn harmony_integrate_on(
     adata: &mut AnnData,
     key: &str,
     params: &HarmonyParams,
-    gpu: Option<&std::sync::Arc<sc_kernels::gpu::GpuContext>>,
+    gpu: Option<&Arc<GpuContext>>,
 ) -> Result<HarmonySummary> {
-    const STEP: &str = "harmony_integrate";
+    let (z, codes, n_batches) = inputs(adata, key)?;
+    let result = match gpu {
+        Some(ctx) => harmony_integrate_gpu(ctx, &z, &codes, n_batches, params),
+        None => harmony_cpu(&z, &codes, n_batches, params),
+    }
+    .map_err(kernel_error(STEP))?;
+    store(adata, n_batches, result)
+}
+
+/// [`harmony_integrate`] with the cells split across a group of GPUs: rank `r` (`group[r]`,
+/// a context and its communicator) corrects the `r`-th block of rows, and the cluster
+/// statistics are summed across the group (`sc_kernels::harmony::harmony_integrate_gpu_rows`).
+pub fn harmony_integrate_across(
+    adata: &mut AnnData,
+    key: &str,
+    params: &HarmonyParams,
+    group: &[(Arc<GpuContext>, Arc<dyn Communicator>)],
+) -> Result<HarmonySummary> {
+    let (z, codes, n_batches) = inputs(adata, key)?;
+    let (n, size) = (z.n_rows, group.len());
+    let parts: Vec<sc_kernels::Result<HarmonyResult>> = std::thread::scope(|s| {
+        let handles: Vec<_> = group
+            .iter()
+            .enumerate()
+            .map(|(r, (ctx, comm))| {
+                let (z, codes) = (&z, &codes);
+                s.spawn(move || {
+                    let rows = r * n / size..(r + 1) * n / size;
+                    let part = harmony_integrate_gpu_rows(
+                        ctx,
+                        comm.as_ref(),
+                        z,
+                        codes,
+                        n_batches,
+                        params,
+                        rows,
+                    );
+                    if let Err(e) = &part {
+                        comm.abort(&format!("rank {r}: harmony: {e}"));
+                    }
+                    part
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    // The rank that failed first, not the ranks its abort released.
+    let mut results = Vec::with_capacity(size);
+    let mut errors = Vec::new();
+    for p in parts {
+        match p {
+            Ok(r) => results.push(r),
+            Err(e) => errors.push(e),
+        }
+    }
+    if let Some(e) = errors
+        .iter()
+        .position(|e| !e.to_string().contains("abort"))
+        .map(|i| errors.swap_remove(i))
+        .or_else(|| errors.into_iter().next())
+    {
+        return Err(kernel_error(STEP)(e));
+    }
+    let mut whole = results.remove(0);
+    for r in results {
+        whole.corrected.data.extend(r.corrected.data);
+        whole.corrected.n_rows += r.corrected.n_rows;
+    }
+    store(adata, n_batches, whole)
+}
+
+const STEP: &str = "harmony_integrate";
+
+/// The embedding, each cell's batch code and the number of batches (at least 2).
+fn inputs(adata: &AnnData, key: &str) -> Result<(DenseMatrix<f32>, Vec<u32>, usize)> {
     let z = basis(adata)?;
     let column = adata.obs.column(key).ok_or_else(|| Error::Missing {
         step: STEP,
@@ -71,13 +153,13 @@ pub fn harmony_integrate_on(
             ),
         ));
     }
-    let result = match gpu {
-        Some(ctx) => harmony_integrate_gpu(ctx, &z, &codes, groups.len(), params),
-        None => harmony_cpu(&z, &codes, groups.len(), params),
-    }
-    .map_err(kernel_error(STEP))?;
+    Ok((z, codes, groups.len()))
+}
+
+/// `obsm['X_pca_harmony']` from the result, and the step's summary.
+fn store(adata: &mut AnnData, n_batches: usize, result: HarmonyResult) -> Result<HarmonySummary> {
     let summary = HarmonySummary {
-        n_batches: groups.len(),
+        n_batches,
         n_clusters: result.n_clusters,
         iterations: result.iterations,
         converged: result.converged,

@@ -15,7 +15,7 @@ mod scale;
 pub use filter::{filter_cells, filter_genes};
 pub(crate) use filter::{keep_cells, keep_genes};
 pub use harmony::{
-    harmony_integrate, harmony_integrate_on, HarmonyOptions, HarmonySummary,
+    harmony_integrate, harmony_integrate_across, harmony_integrate_on, HarmonyOptions, HarmonySummary,
     HARMONY_ADJUSTED_BASIS, HARMONY_BASIS,
 };
 pub use hvg::{highly_variable_genes, highly_variable_mask, HvgOptions};
