@@ -26,6 +26,21 @@ pub trait Communicator: Send + Sync {
     /// Called by a rank that stops on an error: the other ranks' pending and later collectives
     /// fail instead of waiting for it forever.
     fn abort(&self, why: &str);
+    /// [`Communicator::all_reduce_sum`] of `len` f64 at device address `ptr`, in place and in
+    /// the order of `stream` (no host round trip); `None` where the group has no device path
+    /// (the caller sums through the host).
+    ///
+    /// # Safety
+    /// `ptr` must hold `len` f64 on this rank's GPU, and stay allocated until `stream` has run
+    /// the collective.
+    unsafe fn all_reduce_sum_device_f64(
+        &self,
+        _ptr: u64,
+        _len: usize,
+        _stream: &rmm_cuda::Stream,
+    ) -> Option<Result<()>> {
+        None
+    }
 }
 
 /// The communicator of a run that is not split: one rank, every collective leaves its input

@@ -398,8 +398,46 @@ pub(crate) fn run_steps(
     Ok(r.records)
 }
 
-/// The steps over the cell x cell structure (harmony on the first GPU, neighbors split across
-/// all of them), on `gpus` (none: the CPU).
+impl PipelineConfig {
+    /// This configuration without the steps over the cell x cell structure (harmony and
+    /// neighbors): what each rank of a split run runs, and what runs before the output's X and
+    /// `.raw` are final.
+    pub fn per_cell_steps(&self) -> PipelineConfig {
+        PipelineConfig {
+            harmony: None,
+            n_neighbors: None,
+            ..self.clone()
+        }
+    }
+
+    /// Whether harmony or neighbors run.
+    pub fn has_cell_graph_steps(&self) -> bool {
+        self.harmony.is_some() || self.n_neighbors.is_some()
+    }
+}
+
+/// The steps over the cell x cell structure of `config` on `adata` after
+/// [`PipelineConfig::per_cell_steps`] ran: harmony (with its cells split across `gpus` when
+/// `group` holds their communicators, else on the first GPU) and neighbors (split across
+/// `gpus`); none: the CPU. `gpu` is the run whose device statistics the records show.
+pub fn run_cell_graph_steps(
+    adata: &mut AnnData,
+    config: &PipelineConfig,
+    gpu: Option<&GpuRun>,
+    gpus: &[Arc<GpuContext>],
+    group: &[Arc<dyn Communicator>],
+    observer: &mut dyn StepObserver,
+) -> Result<Vec<StepRecord>> {
+    let mut r = Runner {
+        records: Vec::new(),
+        observer,
+        gpu: gpu.cloned(),
+    };
+    cell_graph_steps(&mut r, adata, config, gpus, group)?;
+    Ok(r.records)
+}
+
+/// The steps over the cell x cell structure (see [`run_cell_graph_steps`]).
 pub(crate) fn cell_graph_steps(
     r: &mut Runner<'_>,
     adata: &mut AnnData,

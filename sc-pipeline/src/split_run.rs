@@ -69,7 +69,7 @@ pub fn run_pipeline_split(
     let host_x = host_matrix.as_ref().map(|x| x.to_csr()).transpose()?;
     let split_record = timer.finish(n, blocks[0].n_vars(), format!("{size} ranks"));
     observer.finished(&split_record);
-    let per_rank = per_rank_config(config);
+    let per_rank = config.per_cell_steps();
     let run_rank = |mut block: AnnData, r: usize, observer: &mut dyn StepObserver| {
         let rank = &ranks[r];
         let mut upload = None;
@@ -138,27 +138,24 @@ pub fn run_pipeline_split(
     }
     let mut records = with_slowest_rank(per_rank);
     records.insert(0, split_record);
-    let graph_gpus: Vec<_> = ranks
-        .iter()
-        .filter_map(|r| r.gpu.as_ref().map(|g| g.ctx.clone()))
-        .collect();
-    // Harmony splits its cells across the GPUs when every rank has one.
-    let group: Vec<_> = if graph_gpus.len() == ranks.len() {
-        ranks.iter().map(|r| r.comm.clone()).collect()
-    } else {
-        Vec::new()
-    };
+    let (graph_gpus, group) = graph_group(&ranks);
     let gpu = ranks[0].gpu.as_ref();
     stack_and_finish(parts, config, records, gpu, &graph_gpus, &group, observer)
 }
 
-/// What each rank runs: the per-cell steps, QC to PCA (harmony and neighbors need every cell).
-pub(crate) fn per_rank_config(config: &PipelineConfig) -> PipelineConfig {
-    PipelineConfig {
-        harmony: None,
-        n_neighbors: None,
-        ..config.clone()
-    }
+/// The GPUs of `ranks` for the steps over the cell x cell structure, and their communicators
+/// when every rank has a GPU (harmony then splits its cells across them; else none).
+pub fn graph_group(ranks: &[Rank]) -> (Vec<Arc<GpuContext>>, Vec<Arc<dyn Communicator>>) {
+    let gpus: Vec<_> = ranks
+        .iter()
+        .filter_map(|r| r.gpu.as_ref().map(|g| g.ctx.clone()))
+        .collect();
+    let group = if gpus.len() == ranks.len() {
+        ranks.iter().map(|r| r.comm.clone()).collect()
+    } else {
+        Vec::new()
+    };
+    (gpus, group)
 }
 
 /// One rank's steps on its block of cells; a failure aborts the group, so the other ranks'

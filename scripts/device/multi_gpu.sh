@@ -1,11 +1,16 @@
 #!/bin/bash
-# On a device machine with several GPUs (nvidia-h200-x2 or larger): the NCCL tests, then the
-# 1,000,000-cell pipeline on 1 GPU and split across every GPU (strong scaling), with the step
-# tables and the reports in $OUT. Usage: bash scripts/device/multi_gpu.sh BUNDLE_DIR [CELLS]
+# On a device machine with several GPUs (nvidia-h100-x2, nvidia-h200-x2 or larger): the NCCL
+# tests, then the 1,000,000-cell pipeline on 1 GPU and split across every GPU (strong scaling),
+# the default flow and then with harmony, with the step tables and the reports in $OUT.
+# Usage: bash scripts/device/multi_gpu.sh BUNDLE_DIR [CELLS]
+# This VM backs memory on first use (about 3 s per 8 GiB): two warm-up runs first write (and
+# remove) two outputs, so the measured runs' host memory and /dev/shm pages are warm alike.
 set -u
 B=${1:?bundle directory with scpipe and gpu_split_run}
+export SCPIPE_DATA=${SCPIPE_DATA:-$PWD/$B/data}
 CELLS=${2:-1000000}
 OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
 # Never NVLink multicast (the device tool's KINDS.md).
 export NCCL_NVLS_ENABLE=0
 # The nvidia-nccl-cu13 wheel ships libnccl.so.2; cudarc looks for libnccl.so.
@@ -16,29 +21,45 @@ nvidia-smi -L
 N=$(nvidia-smi -L | wc -l)
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
 echo "== NCCL tests ($N GPUs)"
-REQUIRE_GPU=1 "$B/gpu_split_run" --test-threads=1 --nocapture 2>&1 | grep -E "^test |matches|result|panicked|Error|error"
-echo "== compute-sanitizer (memcheck) on the kNN of row ranges"
-REQUIRE_GPU=1 compute-sanitizer --tool memcheck "$B/gpu_split_run" knn_of_row_ranges 2>&1 | grep -E "ERROR SUMMARY|test result|panicked"
-fi
-for n in 1 $N; do
-  echo "== $CELLS cells x 20000 genes on $n GPU(s)"
-  "$B/scpipe" run --demo --demo-cells "$CELLS" --demo-genes 20000 --gpus "$n" \
-    -o /dev/shm/split-$n.h5ad --report "$OUT/split-$n.json" 2>&1 | tail -22
+REQUIRE_GPU=1 "$B/gpu_split_run" --test-threads=1 --nocapture 2>&1 | grep -E "^test |matches|harmony|result|panicked|Error|error"
+echo "== compute-sanitizer (memcheck) on the kNN of row ranges and the split harmony"
+for t in knn_of_row_ranges harmony_split_across_ranks; do
+  REQUIRE_GPU=1 compute-sanitizer --tool memcheck "$B/gpu_split_run" $t 2>&1 | grep -E "ERROR SUMMARY|test result|panicked"
 done
-python3 - <<'PY'
-import h5py, numpy as np, sys, glob
-files = sorted(glob.glob('/dev/shm/split-*.h5ad'))
-if len(files) == 2:
-    a, b = (h5py.File(f, 'r') for f in files)
-    pa, pb = a['obsm/X_pca'][:], b['obsm/X_pca'][:]
-    corr = [abs(np.corrcoef(pa[:, c], pb[:, c])[0, 1]) for c in range(10)]
-    xa, xb = a['X'][:], b['X'][:]
-    print('same cells:', a['obs/_index'].shape == b['obs/_index'].shape and bool((a['obs/_index'][:] == b['obs/_index'][:]).all()))
-    print('same genes:', bool((a['var/_index'][:] == b['var/_index'][:]).all()))
-    print('max |X diff|:', float(np.abs(xa - xb).max()))
-    print('X_pca first 10 components |corr| min:', min(corr))
-    for f in (a, b):
-        print(f.filename, 'raw.X nnz', f['raw/X/data'].shape[0], 'sum', float(f['raw/X/data'][:].sum(dtype=np.float64)),
-              'indices ok', int(f['raw/X/indices'][:].max()) < f['raw/var/_index'].shape[0])
+fi
+run() {  # run NAME GPUS EXTRA...
+  local name=$1 n=$2; shift 2
+  "$B/scpipe" run --demo --demo-cells "$CELLS" --demo-genes 20000 --gpus "$n" "$@" \
+    -o /dev/shm/$name.h5ad --report "$OUT/$name.json" 2>&1
+}
+echo "== warm-up (2 runs, outputs removed)"
+run warm-a "$N" | grep -E "write h5ad|total"
+run warm-b 1 | grep -E "write h5ad|total"
+rm -f /dev/shm/warm-*.h5ad
+compare() {  # compare FILE_1GPU FILE_NGPU
+python3 - "$1" "$2" <<'PY'
+import h5py, numpy as np, sys
+a, b = (h5py.File(f, 'r') for f in sys.argv[1:3])
+def corr(key):
+    pa, pb = a['obsm/' + key][:], b['obsm/' + key][:]
+    return min(abs(np.corrcoef(pa[:, c], pb[:, c])[0, 1]) for c in range(10))
+print('same cells:', a['obs/_index'].shape == b['obs/_index'].shape and bool((a['obs/_index'][:] == b['obs/_index'][:]).all()))
+print('same genes:', bool((a['var/_index'][:] == b['var/_index'][:]).all()))
+print('max |X diff|:', float(np.abs(a['X'][:] - b['X'][:]).max()))
+for key in ('X_pca', 'X_pca_harmony'):
+    if key in a['obsm']:
+        print(key, 'first 10 components |corr| min:', corr(key))
+ia, ib = a['obsp/distances/indices'][:], b['obsp/distances/indices'][:]
+print('kNN entries equal:', float((ia == ib).mean()) if ia.shape == ib.shape else 'shapes differ')
 PY
-rm -f /dev/shm/split-*.h5ad
+}
+for flow in default harmony; do
+  extra=()
+  [ "$flow" = harmony ] && extra=(--harmony batch)
+  for n in 1 "$N"; do
+    echo "== $flow: $CELLS cells x 20000 genes on $n GPU(s)"
+    run "$flow-$n" "$n" "${extra[@]}" | tail -24
+  done
+  compare "/dev/shm/$flow-1.h5ad" "/dev/shm/$flow-$N.h5ad"
+  rm -f /dev/shm/$flow-*.h5ad
+done

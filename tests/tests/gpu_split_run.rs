@@ -146,80 +146,87 @@ fn knn_of_row_ranges_joins_into_the_whole_knn() {
     assert!(knn_rows_gpu(&ctx, &x, k, 4000..5001).is_err());
 }
 
-/// Harmony with its cells split across ranks (each rank corrects a block of rows; the cluster
-/// statistics are summed through the communicator) against harmony on one GPU. The ranks are
-/// three contexts on GPU 0 joined by the in-process group, then every GPU joined by NCCL.
-/// Gates as the GPU-vs-CPU test: per-PC correlation >= 0.999 and relative L2 <= 0.02 (the
-/// block order and formulas are the same; only the order of the sums differs).
-#[test]
-fn harmony_split_across_ranks_matches_one_gpu() {
-    use sc_kernels::comm::LocalGroup;
+/// Ranks of a split harmony: a context and its communicator each.
+type HarmonyGroup = Vec<(
+    Arc<sc_kernels::gpu::GpuContext>,
+    Arc<dyn sc_kernels::Communicator>,
+)>;
+
+/// Harmony with its cells split across `group` (each rank corrects a block of rows; the cluster
+/// statistics are summed through the communicator) against harmony on one GPU, on R harmony's
+/// input. Gates as the GPU-vs-CPU test: per-PC correlation >= 0.999 and relative L2 <= 0.02
+/// (the block order and formulas are the same; only the order of the sums differs).
+fn check_split_harmony(d: &rmm_core::Device, name: &str, group: HarmonyGroup) {
     use sc_kernels::harmony::{harmony_integrate_gpu, harmony_integrate_gpu_rows, HarmonyParams};
-    use sc_kernels::Communicator;
-    let Some(d) = gpu_or_skip("split harmony") else {
-        return;
-    };
     let dir = common::data_dir().join("harmony");
     let z = common::read_matrix(&dir.join("pbmc_3500_pcs.tsv.gz"), 0);
     let (donors, _) = common::read_codes(&dir.join("pbmc_3500_meta.tsv.gz"), "donor");
     let p = HarmonyParams::default();
-    let one = harmony_integrate_gpu(&integration_tests::pool_context(&d), &z, &donors, 3, &p)
-        .unwrap();
-    let split = |group: Vec<(Arc<sc_kernels::gpu::GpuContext>, Arc<dyn Communicator>)>| {
-        let size = group.len();
-        let n = z.n_rows;
-        let parts: Vec<_> = std::thread::scope(|s| {
-            let hs: Vec<_> = group
-                .iter()
-                .enumerate()
-                .map(|(r, (ctx, comm))| {
-                    let (z, donors, p) = (&z, &donors, &p);
-                    s.spawn(move || {
-                        let rows = r * n / size..(r + 1) * n / size;
-                        harmony_integrate_gpu_rows(ctx, comm.as_ref(), z, donors, 3, p, rows)
-                            .unwrap()
-                    })
+    let one =
+        harmony_integrate_gpu(&integration_tests::pool_context(d), &z, &donors, 3, &p).unwrap();
+    let (size, n) = (group.len(), z.n_rows);
+    let parts: Vec<_> = std::thread::scope(|s| {
+        let hs: Vec<_> = group
+            .iter()
+            .enumerate()
+            .map(|(r, (ctx, comm))| {
+                let (z, donors, p) = (&z, &donors, &p);
+                s.spawn(move || {
+                    let rows = r * n / size..(r + 1) * n / size;
+                    harmony_integrate_gpu_rows(ctx, comm.as_ref(), z, donors, 3, p, rows).unwrap()
                 })
-                .collect();
-            hs.into_iter().map(|h| h.join().unwrap()).collect()
-        });
-        let mut whole = parts[0].clone();
-        for part in &parts[1..] {
-            assert_eq!(part.iterations, whole.iterations, "every rank decides alike");
-            assert_eq!(part.objective, whole.objective);
-            whole.corrected.data.extend_from_slice(&part.corrected.data);
-            whole.corrected.n_rows += part.corrected.n_rows;
-        }
-        whole
-    };
-    let local: Vec<(Arc<sc_kernels::gpu::GpuContext>, Arc<dyn Communicator>)> =
-        LocalGroup::new(3)
-            .into_iter()
-            .map(|c| {
-                (
-                    Arc::new(integration_tests::pool_context(&d)),
-                    Arc::new(c) as Arc<dyn Communicator>,
-                )
             })
             .collect();
-    let nccl: Vec<_> = ranks(&runs(rmm_cuda::device_count().unwrap()))
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut got = parts[0].clone();
+    for part in &parts[1..] {
+        assert_eq!(part.iterations, got.iterations, "every rank decides alike");
+        assert_eq!(part.objective, got.objective);
+        got.corrected.data.extend_from_slice(&part.corrected.data);
+        got.corrected.n_rows += part.corrected.n_rows;
+    }
+    let r = common::column_correlations(&got.corrected, &one.corrected);
+    let min_r = r.iter().copied().fold(f64::INFINITY, f64::min);
+    let l2 = common::relative_l2(&got.corrected, &one.corrected);
+    println!(
+        "harmony split, {name} ({size} ranks): rounds {} vs {}, clustering iterations {:?} vs {:?}, \
+         min per-PC r {min_r:.6}, relative L2 {l2:.2e}",
+        got.iterations, one.iterations, got.clustering_iterations, one.clustering_iterations
+    );
+    assert!(min_r >= 0.999, "{name}: min per-PC correlation {min_r}");
+    assert!(l2 <= 0.02, "{name}: relative L2 {l2}");
+}
+
+/// Three ranks on GPU 0 joined by the in-process group (the host path of the sums).
+#[test]
+fn harmony_split_across_local_ranks_matches_one_gpu() {
+    let Some(d) = gpu_or_skip("split harmony, local ranks") else {
+        return;
+    };
+    let group = sc_kernels::comm::LocalGroup::new(3)
+        .into_iter()
+        .map(|c| {
+            (
+                Arc::new(integration_tests::pool_context(&d)),
+                Arc::new(c) as Arc<dyn sc_kernels::Communicator>,
+            )
+        })
+        .collect();
+    check_split_harmony(&d, "3 ranks on GPU 0", group);
+}
+
+/// Every GPU joined by NCCL (the device path of the sums).
+#[test]
+fn harmony_split_across_nccl_ranks_matches_one_gpu() {
+    let Some(d) = gpu_or_skip("split harmony, NCCL") else {
+        return;
+    };
+    let group = ranks(&runs(rmm_cuda::device_count().unwrap()))
         .into_iter()
         .map(|r| (r.gpu.unwrap().ctx, r.comm))
         .collect();
-    for (name, group) in [("3 ranks on GPU 0", local), ("NCCL over every GPU", nccl)] {
-        let size = group.len();
-        let got = split(group);
-        let r = common::column_correlations(&got.corrected, &one.corrected);
-        let min_r = r.iter().copied().fold(f64::INFINITY, f64::min);
-        let l2 = common::relative_l2(&got.corrected, &one.corrected);
-        println!(
-            "harmony split, {name} ({size} ranks): rounds {} vs {}, clustering iterations {:?} vs {:?}, \
-             min per-PC r {min_r:.6}, relative L2 {l2:.2e}",
-            got.iterations, one.iterations, got.clustering_iterations, one.clustering_iterations
-        );
-        assert!(min_r >= 0.999, "{name}: min per-PC correlation {min_r}");
-        assert!(l2 <= 0.02, "{name}: relative L2 {l2}");
-    }
+    check_split_harmony(&d, "NCCL over every GPU", group);
 }
 
 /// The split pipeline with harmony (its cells split across every GPU) against one GPU.
@@ -243,7 +250,8 @@ fn split_run_with_harmony_matches_one_gpu() {
     let single = runs(1);
     run_pipeline_on(&mut one, &config, Some(&single[0]), &mut Silent).unwrap();
     let input = sc_pipeline::synthetic::generate(&params).unwrap();
-    let (split, records) = run_pipeline_split(input, &config, ranks(&runs(n)), &mut Silent).unwrap();
+    let (split, records) =
+        run_pipeline_split(input, &config, ranks(&runs(n)), &mut Silent).unwrap();
     let h = records
         .iter()
         .find(|r| r.step == "harmony_integrate")

@@ -113,4 +113,14 @@ impl Communicator for NcclCommunicator {
     fn abort(&self, _why: &str) {
         self.comm.abort();
     }
+
+    unsafe fn all_reduce_sum_device_f64(
+        &self,
+        ptr: u64,
+        len: usize,
+        stream: &rmm_cuda::Stream,
+    ) -> Option<Result<()>> {
+        // SAFETY: the caller's contract: `len` f64 at `ptr` on this rank's GPU.
+        Some(unsafe { self.comm.all_reduce_sum_f64(ptr, len, stream) }.map_err(Self::nccl))
+    }
 }

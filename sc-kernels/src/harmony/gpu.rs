@@ -36,8 +36,8 @@ use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::{grid_stride, DeviceVec, GpuContext};
-use rmm_cuda::cudarc::cublas::sys as cublas;
 use bytemuck::Pod;
+use rmm_cuda::cudarc::cublas::sys as cublas;
 use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 use std::ops::Range;
 
@@ -187,8 +187,21 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// As [`Run::sum_across`], on the device where the group can (NCCL: in the stream's
+    /// order, so the per-block sums of `O` cost no host round trip).
     fn sum_f64(&self, buf: &mut DeviceVec<f64>) -> Result<()> {
-        self.sum_across(buf, |v| v, |v| v)
+        if !self.split() {
+            return Ok(());
+        }
+        // SAFETY: `buf` holds its `len()` f64 on this rank's GPU and lives until the run's last
+        // download, which waits for the stream.
+        match unsafe {
+            self.comm
+                .all_reduce_sum_device_f64(buf.ptr(), buf.len(), self.ctx.stream())
+        } {
+            Some(done) => done,
+            None => self.sum_across(buf, |v| v, |v| v),
+        }
     }
 
     fn sum_f32(&self, buf: &mut DeviceVec<f32>) -> Result<()> {

@@ -213,12 +213,18 @@ fn local_rows_of_the_ranks_partition_the_batch_order() {
                 let l = l as usize;
                 assert!(last.is_none_or(|p| l == p + 1), "local rows in batch order");
                 last = Some(l);
-                assert_eq!(rows.start + local.order[l] as usize, setup.order[g] as usize);
+                assert_eq!(
+                    rows.start + local.order[l] as usize,
+                    setup.order[g] as usize
+                );
                 assert_eq!(local.batch_of[l], setup.batch_of[g]);
                 let b = local.batch_of[l] as usize;
                 assert!((local.offsets[b]..local.offsets[b + 1]).contains(&l));
             }
         }
-        assert!(held.iter().all(|&h| h == 1), "every cell on exactly one rank");
+        assert!(
+            held.iter().all(|&h| h == 1),
+            "every cell on exactly one rank"
+        );
     }
 }

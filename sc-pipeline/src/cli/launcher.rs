@@ -13,7 +13,7 @@
 
 use crate::pipeline::{GpuRun, PipelineConfig, StepObserver};
 use crate::report::StepRecord;
-use crate::split_run::{per_rank_config, run_rank_steps, stack_and_finish, Rank};
+use crate::split_run::{run_rank_steps, stack_and_finish, Rank};
 use crate::{AnnData, Error, Result};
 use sc_kernels::gpu::NcclCommunicator;
 use sc_kernels::Communicator;
@@ -153,7 +153,7 @@ pub fn run_launched(
     let comm = rank.comm.clone();
     let mut block = adata.obs_block(launch.rank, launch.world)?;
     drop(adata);
-    let steps = run_rank_steps(&mut block, &per_rank_config(config), &rank, true, observer);
+    let steps = run_rank_steps(&mut block, &config.per_cell_steps(), &rank, true, observer);
     if launch.rank != 0 {
         let partial = Partial(Launch::partial_path(output, launch.rank, launch.world));
         let written = steps.and_then(|_| crate::io::write_h5ad(&block, &partial.0));
@@ -187,7 +187,16 @@ pub fn run_launched(
     all_succeeded(comm.as_ref(), read.is_ok())?;
     read?;
     let gpus: Vec<_> = rank.gpu.iter().map(|g| g.ctx.clone()).collect();
-    stack_and_finish(parts, config, records, rank.gpu.as_ref(), &gpus, &[], observer).map(Some)
+    stack_and_finish(
+        parts,
+        config,
+        records,
+        rank.gpu.as_ref(),
+        &gpus,
+        &[],
+        observer,
+    )
+    .map(Some)
 }
 
 #[cfg(test)]

@@ -4,11 +4,14 @@ use super::allocator::{self, parse_size, AllocatorChoice};
 use super::device::{resolve, DeviceChoice};
 use super::launcher::{self, Launch};
 use super::progress::Spinner;
+use crate::anndata::Matrix;
 use crate::io::StagedFile;
 use crate::memory_plan::Execution;
-use crate::pipeline::{run_pipeline_on, GpuRun, PipelineConfig, StepObserver};
-use crate::report::{RunReport, StepTimer};
-use crate::split_run::{run_pipeline_split, Rank};
+use crate::pipeline::{
+    run_cell_graph_steps, run_pipeline_on, GpuRun, PipelineConfig, StepObserver,
+};
+use crate::report::{RunReport, StepRecord, StepTimer};
+use crate::split_run::{graph_group, run_pipeline_split, Rank};
 use crate::steps::{Flavor, HarmonyOptions, HarmonyParams, HvgOptions};
 use crate::synthetic::SyntheticParams;
 use crate::{memory_timeline, AnnData, Error, Result};
@@ -16,7 +19,8 @@ use rmm_core::adaptors::{
     parse_log, write_memory_viz_snapshot, LimitingAdaptor, LoggingAdaptor, TimelineAdaptor,
 };
 use rmm_core::SharedResource;
-use sc_kernels::gpu::NcclCommunicator;
+use sc_kernels::gpu::{GpuContext, NcclCommunicator};
+use sc_kernels::{Communicator, CsrMatrix};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
@@ -401,6 +405,52 @@ fn launched_gpu(args: &RunArgs, on_gpu: bool, launch: Launch) -> Result<usize> {
     Ok(launch.local_rank % visible)
 }
 
+/// The input: the generated demo data or the file read, with its step record.
+fn load_input(
+    args: &RunArgs,
+    demo: &SyntheticParams,
+    spinner: &mut Spinner,
+    report: &mut RunReport,
+) -> Result<(AnnData, StepRecord)> {
+    if args.demo {
+        report.input = format!(
+            "generated: {} cells x {} genes, seed {}",
+            args.demo_cells, args.demo_genes, args.seed
+        );
+        spinner.started("generate demo data");
+        let timer = StepTimer::start("generate demo data");
+        let adata = crate::synthetic::generate(demo);
+        spinner.stop();
+        let adata = adata?;
+        let rec = timer.finish(
+            adata.n_obs(),
+            adata.n_vars(),
+            format!("{} stored counts", adata.x.stored_values()),
+        );
+        Ok((adata, rec))
+    } else {
+        let input = args
+            .input
+            .as_ref()
+            .expect("clap requires INPUT without --demo");
+        report.input = input.display().to_string();
+        spinner.started("read input");
+        let timer = StepTimer::start("read input");
+        let adata = read_input(input, args.genome.as_deref());
+        spinner.stop();
+        let (adata, notices) = adata?;
+        for notice in notices {
+            eprintln!("{notice}");
+        }
+        let rec = timer.finish(
+            adata.n_obs(),
+            adata.n_vars(),
+            format!("{} stored values", adata.x.stored_values()),
+        );
+        Ok((adata, rec))
+    }
+}
+
 /// One rank per GPU of `gpus`, joined by NCCL.
 fn nccl_ranks(gpus: &[GpuRun]) -> Result<Vec<Rank>> {
     let devices: Vec<_> = gpus.iter().map(|g| g.ctx.device().clone()).collect();
@@ -554,18 +604,12 @@ pub fn run(args: RunArgs) -> Result<()> {
         }
         None => None,
     };
-    let ranks = if gpus.len() > 1 {
+    if gpus.len() > 1 {
         report.gpu_name = report
             .gpu_name
             .take()
             .map(|n| format!("{n} x{}", gpus.len()));
-        let timer = StepTimer::start("join the GPUs (NCCL)");
-        let ranks = nccl_ranks(&gpus)?;
-        join_record = Some(timer.finish(0, 0, format!("{} ranks", gpus.len())));
-        Some(ranks)
-    } else {
-        None
-    };
+    }
     let gpu = gpus.first().cloned();
     let demo = SyntheticParams::new(args.demo_cells, args.demo_genes, args.seed);
     if args.demo {
@@ -584,46 +628,34 @@ pub fn run(args: RunArgs) -> Result<()> {
             return finish(&args, report, start, written, &output, &recorder, &snapshot);
         }
     }
-    let (mut adata, load_record) = if args.demo {
-        report.input = format!(
-            "generated: {} cells x {} genes, seed {}",
-            args.demo_cells, args.demo_genes, args.seed
-        );
-        spinner.started("generate demo data");
-        let timer = StepTimer::start("generate demo data");
-        let adata = crate::synthetic::generate(&demo);
-        spinner.stop();
-        let adata = adata?;
-        let rec = timer.finish(
-            adata.n_obs(),
-            adata.n_vars(),
-            format!("{} stored counts", adata.x.stored_values()),
-        );
-        (adata, rec)
-    } else {
-        let input = args
-            .input
-            .as_ref()
-            .expect("clap requires INPUT without --demo");
-        report.input = input.display().to_string();
-        spinner.started("read input");
-        let timer = StepTimer::start("read input");
-        let adata = read_input(input, args.genome.as_deref());
-        spinner.stop();
-        let (adata, notices) = adata?;
-        for notice in notices {
-            eprintln!("{notice}");
+    // The GPUs join (NCCL's setup, about half a second) while the input is read.
+    let (ranks, loaded) = std::thread::scope(|s| {
+        let joining = (gpus.len() > 1).then(|| {
+            s.spawn(|| {
+                let timer = StepTimer::start("join the GPUs (NCCL)");
+                let ranks = nccl_ranks(&gpus)?;
+                let note = format!("{} ranks, while the input was read", gpus.len());
+                Ok::<_, Error>((ranks, timer.finish(0, 0, note)))
+            })
+        });
+        let loaded = load_input(&args, &demo, &mut spinner, &mut report);
+        let joined = joining
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .transpose();
+        (joined, loaded)
+    });
+    let ranks = match ranks? {
+        Some((ranks, rec)) => {
+            join_record = Some(rec);
+            Some(ranks)
         }
-        let rec = timer.finish(
-            adata.n_obs(),
-            adata.n_vars(),
-            format!("{} stored values", adata.x.stored_values()),
-        );
-        (adata, rec)
+        None => None,
     };
+    let (mut adata, load_record) = loaded?;
     report.steps.extend(join_record);
     report.steps.push(load_record);
 
+    let mut cell_graph = None;
     match (launched_rank, ranks) {
         (Some((l, rank)), _) => {
             let n = adata.n_obs();
@@ -644,24 +676,99 @@ pub fn run(args: RunArgs) -> Result<()> {
                 }
             }
         }
+        // Harmony and neighbors run after the rest, while X and .raw are written.
         (None, Some(ranks)) => {
-            let (stacked, records) = run_pipeline_split(adata, &config, ranks, &mut spinner)?;
+            let graph = graph_group(&ranks);
+            let first = config.per_cell_steps();
+            let (stacked, records) = run_pipeline_split(adata, &first, ranks, &mut spinner)?;
             adata = stacked;
             report.steps.extend(records);
+            cell_graph = Some(graph);
         }
-        (None, None) => report.steps.extend(run_pipeline_on(
-            &mut adata,
-            &config,
-            gpu.as_ref(),
-            &mut spinner,
-        )?),
+        (None, None) => {
+            let first = config.per_cell_steps();
+            let records = run_pipeline_on(&mut adata, &first, gpu.as_ref(), &mut spinner)?;
+            report.steps.extend(records);
+            cell_graph = Some((gpu.iter().map(|g| g.ctx.clone()).collect(), Vec::new()));
+        }
     }
+    let written = match cell_graph {
+        Some((gpus, group)) => {
+            let graph = CellGraph {
+                config: &config,
+                gpu: gpu.as_ref(),
+                gpus: &gpus,
+                group: &group,
+            };
+            graph.run_while_writing(&mut adata, &output, &mut spinner, &mut report)?
+        }
+        None => write_step(&adata, &output, true, &mut spinner, &mut report)?,
+    };
     if let Some(g) = &gpu {
         report.record_gpu(g);
     }
-
-    let written = write_step(&adata, &output, true, &mut spinner, &mut report)?;
     finish(&args, report, start, written, &output, &recorder, &snapshot)
+}
+
+/// The steps over the cell x cell structure still to run, and where.
+struct CellGraph<'a> {
+    config: &'a PipelineConfig,
+    gpu: Option<&'a GpuRun>,
+    gpus: &'a [Arc<GpuContext>],
+    group: &'a [Arc<dyn Communicator>],
+}
+
+impl CellGraph<'_> {
+    /// Runs harmony and neighbors while another thread writes the output's X and `.raw` (final
+    /// by then, and most of the file's bytes), then writes the rest; the records go to
+    /// `report`. Without those steps, or when neighbors would read X itself (no PCA), it runs
+    /// them and then writes the whole file.
+    fn run_while_writing(
+        &self,
+        adata: &mut AnnData,
+        output: &Path,
+        spinner: &mut Spinner,
+        report: &mut RunReport,
+    ) -> Result<StagedFile> {
+        let graph = |a: &mut AnnData, s: &mut Spinner| {
+            run_cell_graph_steps(a, self.config, self.gpu, self.gpus, self.group, s)
+        };
+        if !self.config.has_cell_graph_steps() || !adata.obsm.contains_key("X_pca") {
+            report.steps.extend(graph(adata, spinner)?);
+            return write_step(adata, output, true, spinner, report);
+        }
+        let (n, g) = (adata.n_obs(), adata.n_vars());
+        // The steps read obsm and obs only; X is an empty stand-in of the same shape meanwhile.
+        let x = std::mem::replace(&mut adata.x, Matrix::Sparse(CsrMatrix::zeros(n, g)));
+        let raw = adata.raw.take();
+        let (begun, records) = std::thread::scope(|s| {
+            let writing = s.spawn(|| {
+                let timer = StepTimer::start("write h5ad: X and .raw");
+                let begun = crate::io::begin_h5ad(output, &x, raw.as_ref())?;
+                let note = "while harmony and neighbors ran".to_string();
+                Ok::<_, Error>((begun, timer.finish(n, g, note)))
+            });
+            let records = graph(adata, spinner);
+            let begun = writing
+                .join()
+                .unwrap_or_else(|p| std::panic::resume_unwind(p));
+            (begun, records)
+        });
+        adata.x = x;
+        adata.raw = raw;
+        report.steps.extend(records?);
+        let (begun, record) = begun?;
+        report.steps.push(record);
+        spinner.started("write h5ad");
+        let timer = StepTimer::start("write h5ad: the rest");
+        let written = begun.finish(adata);
+        spinner.stop();
+        let written = written?;
+        report
+            .steps
+            .push(timer.finish(n, g, output.display().to_string()));
+        Ok(written)
+    }
 }
 
 /// Writes `adata` (without X: a generated run's result) under a temporary name, timed as the

@@ -4,9 +4,13 @@
 //! `column-order`, categoricals are `categories` + `codes` groups.
 
 use super::hdf5_access::{u32_as_i32, u64_as_i64, H5Ctx};
+use super::parallel_fill;
 use super::staged_file::StagedFile;
-use crate::anndata::{AnnData, ArrayData, Column, DataFrame, DenseArray, Matrix, Scalar, Value};
+use crate::anndata::{
+    AnnData, ArrayData, Column, DataFrame, DenseArray, Matrix, Raw, Scalar, Value,
+};
 use crate::{Error, Result};
+use hdf5::plist::dataset_create::{AllocTime, FillTime};
 use hdf5::types::VarLenUnicode;
 use hdf5::{Extents, File, Group, H5Type, Location};
 use sc_kernels::CsrMatrix;
@@ -50,31 +54,76 @@ pub(crate) fn create_file(ctx: &H5Ctx) -> Result<File> {
     Ok(file)
 }
 
+/// An h5ad file written in two parts, so that its bulk is written while the steps after PCA
+/// run: [`begin_h5ad`] writes X and `.raw` (final once PCA has run: harmony and neighbors add
+/// to obsm, obsp and uns only), [`H5adWrite::finish`] everything else. Dropped unfinished, it
+/// removes its file.
+pub struct H5adWrite {
+    ctx: H5Ctx,
+    file: File,
+    staged: StagedFile,
+}
+
+/// Starts the h5ad for `path` (under a temporary name, see [`write_h5ad_staged`]) with its X and
+/// `.raw`.
+pub fn begin_h5ad(path: impl AsRef<Path>, x: &Matrix, raw: Option<&Raw>) -> Result<H5adWrite> {
+    let staged = StagedFile::new(path);
+    let ctx = H5Ctx::new(staged.path());
+    let file = create_file(&ctx)?;
+    write_matrix(&ctx, &file, "X", x)?;
+    if let Some(raw) = raw {
+        write_raw(&ctx, &file, raw)?;
+    }
+    Ok(H5adWrite { ctx, file, staged })
+}
+
+impl H5adWrite {
+    /// Writes everything of `adata` but X and `.raw` (which must be those [`begin_h5ad`] wrote)
+    /// and closes the file, still under its temporary name.
+    pub fn finish(self, adata: &AnnData) -> Result<StagedFile> {
+        adata.validate()?;
+        write_rest(&self.ctx, &self.file, adata)?;
+        self.file.close().map_err(self.ctx.h5("/"))?;
+        Ok(self.staged)
+    }
+}
+
 fn write_to(adata: &AnnData, path: &Path, with_x: bool) -> Result<()> {
     let ctx = H5Ctx::new(path);
     let file = create_file(&ctx)?;
     if with_x {
         write_matrix(&ctx, &file, "X", &adata.x)?;
+        if let Some(raw) = &adata.raw {
+            write_raw(&ctx, &file, raw)?;
+        }
     }
-    write_dataframe(&ctx, &file, "obs", &adata.obs)?;
-    write_dataframe(&ctx, &file, "var", &adata.var)?;
-    write_dense_dict(&ctx, &file, "obsm", &adata.obsm)?;
-    write_dense_dict(&ctx, &file, "varm", &adata.varm)?;
-    write_sparse_dict(&ctx, &file, "obsp", &adata.obsp)?;
-    write_sparse_dict(&ctx, &file, "varp", &adata.varp)?;
-    let layers = new_group(&ctx, &file, "layers", "dict", "0.1.0")?;
-    for (k, m) in &adata.layers {
-        write_matrix(&ctx, &layers, k, m)?;
-    }
-    write_dict(&ctx, &file, "uns", &adata.uns)?;
-    if let Some(raw) = adata.raw.as_ref().filter(|_| with_x) {
-        let g = new_group(&ctx, &file, "raw", "raw", "0.1.0")?;
-        write_matrix(&ctx, &g, "X", &raw.x)?;
-        write_dataframe(&ctx, &g, "var", &raw.var)?;
-        write_dense_dict(&ctx, &g, "varm", &raw.varm)?;
-    }
+    write_rest(&ctx, &file, adata)?;
     file.close().map_err(ctx.h5("/"))?;
     Ok(())
+}
+
+/// `.raw`: its X, var and varm.
+fn write_raw(ctx: &H5Ctx, file: &File, raw: &Raw) -> Result<()> {
+    let g = new_group(ctx, file, "raw", "raw", "0.1.0")?;
+    write_matrix(ctx, &g, "X", &raw.x)?;
+    write_dataframe(ctx, &g, "var", &raw.var)?;
+    write_dense_dict(ctx, &g, "varm", &raw.varm)
+}
+
+/// Everything but X and `.raw`.
+fn write_rest(ctx: &H5Ctx, file: &File, adata: &AnnData) -> Result<()> {
+    let (ctx, file) = (ctx, file);
+    write_dataframe(ctx, file, "obs", &adata.obs)?;
+    write_dataframe(ctx, file, "var", &adata.var)?;
+    write_dense_dict(ctx, file, "obsm", &adata.obsm)?;
+    write_dense_dict(ctx, file, "varm", &adata.varm)?;
+    write_sparse_dict(ctx, file, "obsp", &adata.obsp)?;
+    write_sparse_dict(ctx, file, "varp", &adata.varp)?;
+    let layers = new_group(ctx, file, "layers", "dict", "0.1.0")?;
+    for (k, m) in &adata.layers {
+        write_matrix(ctx, &layers, k, m)?;
+    }
+    write_dict(ctx, file, "uns", &adata.uns)
 }
 
 fn element_path(parent: &Location, name: &str) -> String {
@@ -217,16 +266,44 @@ pub(crate) fn write_array(
     set_encoding(ctx, &ds, kind, version, &element)
 }
 
+/// [`write_plain`] of numbers: a large dataset gets its place in the file from HDF5 (allocated
+/// at creation, never filled) and is copied there by several threads ([`parallel_fill`]).
+pub(crate) fn write_numbers<T: H5Type + bytemuck::Pod>(
+    ctx: &H5Ctx,
+    parent: &Group,
+    name: &str,
+    shape: &[usize],
+    values: &[T],
+) -> Result<hdf5::Dataset> {
+    let bytes: &[u8] = bytemuck::cast_slice(values);
+    if shape.is_empty() || !parallel_fill::wanted(&ctx.path, bytes.len()) {
+        return write_plain(ctx, parent, name, shape, values);
+    }
+    let element = element_path(parent, name);
+    let ds = parent
+        .new_dataset::<T>()
+        .shape(shape.to_vec())
+        .alloc_time(Some(AllocTime::Early))
+        .fill_time(FillTime::Never)
+        .create(name)
+        .map_err(ctx.h5(&element))?;
+    let offset = ds
+        .offset()
+        .ok_or_else(|| ctx.format(&element, "HDF5 gave no file offset for the dataset"))?;
+    parallel_fill::fill(&ctx.path, offset, bytes)?;
+    Ok(ds)
+}
+
 /// A numeric `array` written straight from a slice: a dense X is GBs, which an `ArrayData`
 /// copy would double in memory and time (fresh pages are costly to fault in).
-pub(crate) fn write_numeric_array<T: H5Type>(
+pub(crate) fn write_numeric_array<T: H5Type + bytemuck::Pod>(
     ctx: &H5Ctx,
     parent: &Group,
     name: &str,
     shape: &[usize],
     values: &[T],
 ) -> Result<()> {
-    let ds = write_plain(ctx, parent, name, shape, values)?;
+    let ds = write_numbers(ctx, parent, name, shape, values)?;
     set_encoding(ctx, &ds, "array", "0.2.0", &element_path(parent, name))
 }
 
@@ -329,10 +406,18 @@ pub(crate) fn write_csr(ctx: &H5Ctx, parent: &Group, name: &str, m: &CsrMatrix<f
         &[m.n_rows as i64, m.n_cols as i64],
         &element,
     )?;
-    write_plain(ctx, &g, "data", &[m.data.len()], &m.data)?;
-    let indices_el = format!("{element}/indices");
-    let ds = create_indices(ctx, &g, width, m.indices.len(), &indices_el)?;
-    write_indices_at(ctx, &ds, width, 0, &m.indices, &indices_el)?;
+    write_numbers(ctx, &g, "data", &[m.data.len()], &m.data)?;
+    match width {
+        IndexWidth::I32 => {
+            let indices = u32_as_i32(&m.indices);
+            write_numbers(ctx, &g, "indices", &[indices.len()], indices)?;
+        }
+        IndexWidth::I64 => {
+            let indices_el = format!("{element}/indices");
+            let ds = create_indices(ctx, &g, width, m.indices.len(), &indices_el)?;
+            write_indices_at(ctx, &ds, width, 0, &m.indices, &indices_el)?;
+        }
+    }
     write_indptr(ctx, &g, width, &m.indptr)
 }
 
@@ -525,6 +610,49 @@ mod tests {
         drop(f);
         let e = crate::io::read_h5ad(&path).unwrap_err().to_string();
         assert!(e.contains("no X matrix"), "{e}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Datasets past the parallel-fill size (dense X, `.raw`'s data and indices), written in
+    /// one go and in two parts (X and `.raw`, then the rest), read back equal.
+    #[test]
+    fn large_datasets_filled_in_parallel_read_back() {
+        let (n, g) = (2100, 8100); // dense X: 68 MB
+        let dense: Vec<f32> = (0..n * g).map(|i| (i % 977) as f32 * 0.25).collect();
+        let per_row = 8100;
+        let indptr: Vec<u64> = (0..=n as u64).map(|r| r * per_row as u64).collect();
+        let indices: Vec<u32> = (0..n * per_row).map(|i| (i % per_row) as u32).collect();
+        let data: Vec<f32> = (0..n * per_row).map(|i| (i % 13) as f32 + 1.0).collect();
+        let raw_x = CsrMatrix::new(n, g, indptr, indices, data).unwrap();
+        assert!(raw_x.nnz() * 4 >= parallel_fill::PARALLEL_FILL_BYTES);
+        let mut a = AnnData::new(Matrix::Dense(
+            sc_kernels::DenseMatrix::new(n, g, dense).unwrap(),
+        ));
+        a.raw = Some(Raw {
+            x: Matrix::Sparse(raw_x),
+            var: a.var.clone(),
+            varm: BTreeMap::new(),
+        });
+        a.obsm.insert(
+            "X_pca".into(),
+            DenseArray::matrix_f32(n, 2, (0..2 * n).map(|v| v as f32).collect()).unwrap(),
+        );
+        let dir = std::env::temp_dir().join(format!("scpipe-fill-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (one, two) = (dir.join("one.h5ad"), dir.join("two.h5ad"));
+        write_h5ad(&a, &one).unwrap();
+        begin_h5ad(&two, &a.x, a.raw.as_ref())
+            .unwrap()
+            .finish(&a)
+            .unwrap()
+            .commit()
+            .unwrap();
+        for path in [&one, &two] {
+            let b = crate::io::read_h5ad(path).unwrap();
+            assert_eq!(b.x, a.x, "{}", path.display());
+            assert_eq!(b.raw, a.raw, "{}", path.display());
+            assert_eq!(b.obsm, a.obsm, "{}", path.display());
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -15,8 +15,8 @@ mod scale;
 pub use filter::{filter_cells, filter_genes};
 pub(crate) use filter::{keep_cells, keep_genes};
 pub use harmony::{
-    harmony_integrate, harmony_integrate_across, harmony_integrate_on, HarmonyOptions, HarmonySummary,
-    HARMONY_ADJUSTED_BASIS, HARMONY_BASIS,
+    harmony_integrate, harmony_integrate_across, harmony_integrate_on, HarmonyOptions,
+    HarmonySummary, HARMONY_ADJUSTED_BASIS, HARMONY_BASIS,
 };
 pub use hvg::{highly_variable_genes, highly_variable_mask, HvgOptions};
 pub(crate) use hvg::{hvg_batches, hvg_params, store_hvg};

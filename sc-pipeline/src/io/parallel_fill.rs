@@ -1,0 +1,137 @@
+//! Large datasets copied into the file by several threads. HDF5 reserves a dataset's place
+//! (contiguous, allocated when created, never filled) and the bytes are copied into a shared
+//! memory map of that place, piece by piece on rayon's threads. HDF5 writes from one thread,
+//! and Linux serialises write(2) calls to one file (the inode lock: writing the pieces with
+//! pwrite from several threads was measured no faster), while page faults on a shared map run
+//! in parallel; the copy and the page faults (tmpfs pages, a VM's memory on first use) are most
+//! of the time of writing a large h5ad.
+
+use crate::{Error, Result};
+use rayon::prelude::*;
+use std::path::Path;
+
+/// Datasets of at least this many bytes are filled in parallel.
+pub(crate) const PARALLEL_FILL_BYTES: usize = 64 << 20;
+
+/// Bytes one thread copies at a time.
+const PIECE: usize = 4 << 20;
+
+/// Free space kept beyond the dataset (HDF5's metadata, written at close).
+const HEADROOM: u64 = 64 << 20;
+
+/// Whether a dataset of `len` bytes goes through [`fill`]: large enough, not turned off by
+/// `SCPIPE_PARALLEL_WRITE=0`, and the file system has room for it. A write through a map that
+/// finds the disk full kills the process (SIGBUS) where write(2) would return an error, so
+/// without the room HDF5 writes it and reports the error.
+pub(crate) fn wanted(path: &Path, len: usize) -> bool {
+    len >= PARALLEL_FILL_BYTES
+        && std::env::var("SCPIPE_PARALLEL_WRITE").map_or(true, |v| v != "0")
+        && free_bytes(path).is_some_and(|free| free >= len as u64 + HEADROOM)
+}
+
+/// Bytes free to this user on the file system holding `path`.
+fn free_bytes(path: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `c` is a NUL-terminated path and `st` is written by statvfs before it is read.
+    let rc = unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) };
+    if rc != 0 {
+        return None;
+    }
+    // SAFETY: statvfs returned 0, so it filled `st`.
+    let st = unsafe { st.assume_init() };
+    Some(st.f_bavail as u64 * st.f_frsize as u64)
+}
+
+/// Copies `bytes` to `offset` of the file at `path` (the place HDF5 reserved for a dataset),
+/// growing the file to hold them.
+pub(crate) fn fill(path: &Path, offset: u64, bytes: &[u8]) -> Result<()> {
+    let err = |what: &str, e: std::io::Error| Error::File {
+        path: path.to_path_buf(),
+        message: format!("{what}: {e}"),
+    };
+    if bytes.is_empty() {
+        return Ok(());
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| err("opening the file to fill a dataset", e))?;
+    let end = offset + bytes.len() as u64;
+    let len = file.metadata().map_err(|e| err("file size", e))?.len();
+    if len < end {
+        // HDF5 sets the file's final length (at least `end`: the place is inside the space it
+        // allocated) when it closes the file.
+        file.set_len(end).map_err(|e| err("growing the file", e))?;
+    }
+    let page = page_size();
+    let start = offset - offset % page;
+    let lead = (offset - start) as usize;
+    // SAFETY: the file is this run's staged output, which no other process writes; the map
+    // covers only bytes inside the file's length and is dropped before this returns.
+    let mut map = unsafe {
+        memmap2::MmapOptions::new()
+            .offset(start)
+            .len(lead + bytes.len())
+            .map_mut(&file)
+    }
+    .map_err(|e| err("mapping a dataset's place in the file", e))?;
+    map[lead..]
+        .par_chunks_mut(PIECE)
+        .zip(bytes.par_chunks(PIECE))
+        .for_each(|(dst, src)| dst.copy_from_slice(src));
+    // The pages reach the file as write(2)'s would: the kernel writes them back (no fsync
+    // either way).
+    Ok(())
+}
+
+fn page_size() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as u64
+    } else {
+        4096
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let d = std::env::temp_dir().join(format!("parallel-fill-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn fills_a_place_past_the_end_and_keeps_what_is_before() {
+        let dir = scratch("fill");
+        let path = dir.join("f.bin");
+        std::fs::write(&path, vec![7u8; 5000]).unwrap();
+        let bytes: Vec<u8> = (0..3 * PIECE + 123).map(|i| (i * 31 % 251) as u8).collect();
+        fill(&path, 4321, &bytes).unwrap();
+        let back = std::fs::read(&path).unwrap();
+        assert_eq!(back.len(), 4321 + bytes.len());
+        assert!(back[..4321].iter().all(|&b| b == 7));
+        assert_eq!(&back[4321..], &bytes[..]);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn small_datasets_and_missing_room_are_left_to_hdf5() {
+        let dir = scratch("room");
+        let path = dir.join("f.bin");
+        std::fs::write(&path, b"x").unwrap();
+        assert!(!wanted(&path, 1000));
+        assert!(
+            !wanted(&path, usize::MAX / 2),
+            "no file system has that much room"
+        );
+        assert!(free_bytes(&dir.join("no such dir/f")).is_none());
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
