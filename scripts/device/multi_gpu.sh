@@ -21,10 +21,13 @@ nvidia-smi -L
 N=$(nvidia-smi -L | wc -l)
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
 echo "== NCCL tests ($N GPUs)"
-REQUIRE_GPU=1 "$B/gpu_split_run" --test-threads=1 --nocapture 2>&1 | grep -E "^test |matches|harmony|result|panicked|Error|error"
-echo "== compute-sanitizer (memcheck) on the kNN of row ranges and the split harmony"
-for t in knn_of_row_ranges harmony_split_across_ranks; do
-  REQUIRE_GPU=1 compute-sanitizer --tool memcheck "$B/gpu_split_run" $t 2>&1 | grep -E "ERROR SUMMARY|test result|panicked"
+REQUIRE_GPU=1 "$B/gpu_split_run" --test-threads=1 --nocapture > "$OUT/tests.log" 2>&1
+grep -E "^test |matches|harmony|result|panicked|Error|error" "$OUT/tests.log"
+echo "== compute-sanitizer (memcheck) on the kNN of row ranges and the split harmony (local ranks, NCCL)"
+for t in knn_of_row_ranges harmony_split_across_local_ranks harmony_split_across_nccl_ranks; do
+  echo "-- $t"
+  REQUIRE_GPU=1 compute-sanitizer --tool memcheck --print-limit 3 "$B/gpu_split_run" $t > "$OUT/memcheck-$t.log" 2>&1
+  grep -E "ERROR SUMMARY|test result|panicked" "$OUT/memcheck-$t.log"
 done
 fi
 run() {  # run NAME GPUS EXTRA...
@@ -63,3 +66,6 @@ for flow in default harmony; do
   compare "/dev/shm/$flow-1.h5ad" "/dev/shm/$flow-$N.h5ad"
   rm -f /dev/shm/$flow-*.h5ad
 done
+echo "== the write alone: 1 GPU, default flow, large datasets written by HDF5 (SCPIPE_PARALLEL_WRITE=0)"
+SCPIPE_PARALLEL_WRITE=0 run hdf5-write-1 1 | grep -E "neighbors|write h5ad|total"
+rm -f /dev/shm/hdf5-write-1.h5ad

@@ -17,6 +17,14 @@
 //!   (the diversity term, the iteration's objective); the correction's moments `R_b^T Z_b` and
 //!   `Z - R_b W_b` by one `sgemm` per batch (the rows are contiguous per batch).
 //!
+//! Split across GPUs ([`harmony_integrate_gpu_rows`]): each rank holds its block of the cells,
+//! kept in batch order ([`LocalRows`]); the sums over cells are summed over the ranks too (the
+//! k-means counts and centroid sums, `R^T Zn`, the objective's terms, the correction's moments,
+//! and `O`: a block's old rows leave it through `delta`, which is summed over the ranks, on the
+//! devices where NCCL runs the group, before `block_update` reads `O`). Every rank walks the same
+//! keyed block order over all cells and updates the cells of each block it holds, so the result
+//! is the one-GPU result up to the order of the sums; rank 0's objective decides convergence.
+//!
 //! Conventions: row-major `n x c` matrices are the column-major `c x n` matrices cuBLAS sees
 //! (leading dimension `c`). `O` and the objective are `f64` (atomics); the new rows of a block
 //! are added to a separate `delta` that the next block's first launch folds into `O`, because

@@ -78,13 +78,35 @@ pub(crate) fn fill(path: &Path, offset: u64, bytes: &[u8]) -> Result<()> {
             .map_mut(&file)
     }
     .map_err(|e| err("mapping a dataset's place in the file", e))?;
-    map[lead..]
-        .par_chunks_mut(PIECE)
-        .zip(bytes.par_chunks(PIECE))
-        .for_each(|(dst, src)| dst.copy_from_slice(src));
+    let mut copy = || {
+        map[lead..]
+            .par_chunks_mut(PIECE)
+            .zip(bytes.par_chunks(PIECE))
+            .for_each(|(dst, src)| dst.copy_from_slice(src))
+    };
+    match writers() {
+        Some(pool) => pool.install(copy),
+        None => copy(),
+    }
     // The pages reach the file as write(2)'s would: the kernel writes them back (no fsync
     // either way).
     Ok(())
+}
+
+/// The fills' own threads (half the cores, at most 16): the output is written while harmony and
+/// neighbors run, whose host copies use rayon's global pool and must not queue behind a fill.
+/// `None` (the global pool then) where the threads could not be started.
+fn writers() -> Option<&'static rayon::ThreadPool> {
+    static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        rayon::ThreadPoolBuilder::new()
+            .num_threads((cores / 2).clamp(1, 16))
+            .thread_name(|i| format!("h5ad-writer-{i}"))
+            .build()
+            .ok()
+    })
+    .as_ref()
 }
 
 fn page_size() -> u64 {
