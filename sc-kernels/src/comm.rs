@@ -67,6 +67,22 @@ impl Communicator for SingleRank {
     fn abort(&self, _: &str) {}
 }
 
+/// What the in-process group's collectives fail with once a rank has aborted it.
+const ABORTED: &str = "the group was aborted";
+
+/// Of the errors of a group's ranks (in rank order), the one to report: the first that is not
+/// a rank released by another rank's abort, else the first.
+pub fn first_failure<E: std::fmt::Display>(mut errors: Vec<E>) -> Option<E> {
+    if errors.is_empty() {
+        return None;
+    }
+    let i = errors
+        .iter()
+        .position(|e| !e.to_string().contains(ABORTED))
+        .unwrap_or(0);
+    Some(errors.swap_remove(i))
+}
+
 fn check_root(root: usize, size: usize) -> Result<()> {
     if root >= size {
         return Err(KernelError::Comm(format!(
@@ -172,7 +188,7 @@ impl LocalComm {
         let aborted = |st: &State| {
             st.aborted
                 .as_ref()
-                .map(|why| KernelError::Comm(format!("the group was aborted: {why}")))
+                .map(|why| KernelError::Comm(format!("{ABORTED}: {why}")))
         };
         if let Some(e) = aborted(&st) {
             return Err(e);
@@ -335,5 +351,11 @@ mod tests {
         });
         assert!(out[0].contains("rank 1 ran out of memory"), "{}", out[0]);
         assert!(out[2].contains("aborted"), "{}", out[2]);
+        // The rank that failed, not the ranks its abort released, is the one reported.
+        let mut errors: Vec<String> = out.into_iter().filter(|e| !e.is_empty()).collect();
+        errors.push("rank 1: out of memory".into());
+        assert_eq!(first_failure(errors).unwrap(), "rank 1: out of memory");
+        assert_eq!(first_failure(Vec::<String>::new()), None);
+        assert_eq!(first_failure(vec!["x".to_string()]).unwrap(), "x");
     }
 }

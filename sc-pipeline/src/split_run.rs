@@ -13,6 +13,7 @@ use crate::pipeline::{
 };
 use crate::report::{StepRecord, StepTimer};
 use crate::{AnnData, Error, Result};
+use sc_kernels::comm::first_failure;
 use sc_kernels::gpu::DeviceCsr;
 use sc_kernels::gpu::GpuContext;
 use sc_kernels::{Communicator, CsrMatrix};
@@ -127,13 +128,7 @@ pub fn run_pipeline_split(
             Err(e) => errors.push(e),
         }
     }
-    // The rank that failed first, not the ranks its abort released.
-    if let Some(e) = errors
-        .iter()
-        .position(|e| !e.to_string().contains("was aborted"))
-        .map(|i| errors.swap_remove(i))
-        .or_else(|| errors.into_iter().next())
-    {
+    if let Some(e) = first_failure(errors) {
         return Err(e);
     }
     let mut records = with_slowest_rank(per_rank);

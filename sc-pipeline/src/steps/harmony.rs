@@ -11,6 +11,7 @@
 use super::kernel_error;
 use crate::anndata::DenseArray;
 use crate::{AnnData, Error, Result};
+use sc_kernels::comm::first_failure;
 use sc_kernels::gpu::GpuContext;
 use sc_kernels::harmony::{
     harmony_integrate as harmony_cpu, harmony_integrate_gpu, harmony_integrate_gpu_rows,
@@ -106,7 +107,6 @@ pub fn harmony_integrate_across(
             .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
             .collect()
     });
-    // The rank that failed first, not the ranks its abort released.
     let mut results = Vec::with_capacity(size);
     let mut errors = Vec::new();
     for p in parts {
@@ -115,12 +115,7 @@ pub fn harmony_integrate_across(
             Err(e) => errors.push(e),
         }
     }
-    if let Some(e) = errors
-        .iter()
-        .position(|e| !e.to_string().contains("abort"))
-        .map(|i| errors.swap_remove(i))
-        .or_else(|| errors.into_iter().next())
-    {
+    if let Some(e) = first_failure(errors) {
         return Err(kernel_error(STEP)(e));
     }
     let mut whole = results.remove(0);
