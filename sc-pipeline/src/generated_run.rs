@@ -3,7 +3,7 @@
 //! never exists whole, neither on the device nor on the host (11.4 million cells x 45,854 genes
 //! hold about 23 billion values, 180 GB).
 //!
-//! Each step runs its `*_blocks` kernel over a [`GeneratedRows`] source: a block is generated,
+//! Each step runs its `*_blocks` kernel over a `GeneratedRows` source: a block is generated,
 //! then the steps already run are applied to it as it is made (cells and genes that failed the
 //! filters dropped, normalize_total with a fixed target, log1p, the highly variable genes kept,
 //! scaled to a dense block for PCA). QC, the filters, HVG and scale's statistics take one pass
