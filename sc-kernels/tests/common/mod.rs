@@ -113,6 +113,22 @@ pub fn relative_l2(a: &DenseMatrix<f32>, b: &DenseMatrix<f32>) -> f64 {
     (num / den).sqrt()
 }
 
+/// The gate of the GPU harmony comparisons (GPU against CPU, split across ranks against one
+/// GPU): every per-PC correlation at least 0.999 and a relative L2 of at most 0.02. Prints
+/// `name`, `details` and both figures first.
+pub fn check_harmony_agreement(
+    name: &str,
+    got: &DenseMatrix<f32>,
+    want: &DenseMatrix<f32>,
+    details: &str,
+) {
+    let min_r = min(&column_correlations(got, want));
+    let l2 = relative_l2(got, want);
+    println!("{name}: {details}; min per-PC r {min_r:.6}, relative L2 {l2:.2e}");
+    assert!(min_r >= 0.999, "{name}: min per-PC correlation {min_r}");
+    assert!(l2 <= 0.02, "{name}: relative L2 {l2}");
+}
+
 pub fn mean(v: &[f64]) -> f64 {
     v.iter().sum::<f64>() / v.len() as f64
 }
