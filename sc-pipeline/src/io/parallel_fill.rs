@@ -71,13 +71,19 @@ pub(crate) fn fill(path: &Path, offset: u64, bytes: &[u8]) -> Result<()> {
     let lead = (offset - start) as usize;
     // SAFETY: the file is this run's staged output, which no other process writes; the map
     // covers only bytes inside the file's length and is dropped before this returns.
-    let mut map = unsafe {
+    let map = unsafe {
         memmap2::MmapOptions::new()
             .offset(start)
             .len(lead + bytes.len())
             .map_mut(&file)
-    }
-    .map_err(|e| err("mapping a dataset's place in the file", e))?;
+    };
+    let Ok(mut map) = map else {
+        // A file system without shared maps: one thread writes the bytes.
+        use std::os::unix::fs::FileExt;
+        return file
+            .write_all_at(bytes, offset)
+            .map_err(|e| err("writing a dataset", e));
+    };
     let mut copy = || {
         map[lead..]
             .par_chunks_mut(PIECE)
