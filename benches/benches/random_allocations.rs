@@ -17,7 +17,7 @@
 //! one); `--device sim` runs on a simulated device, which measures the CPU cost of the algorithms
 //! (its upstream is host memory, so growth costs differ from a GPU's).
 
-use benches::{bench_resource, describe_device, flag_value, print_table};
+use benches::{bench_resource, describe_device, flag_value, print_table, trace, Op, Trace};
 use rmm_core::testing::SplitMix64;
 use rmm_core::MemoryResource;
 use rmm_cuda::{Device, Stream};
@@ -34,50 +34,6 @@ const MAX_SIZES: [usize; 4] = [KIB, 64 * KIB, MIB, 4 * MIB];
 const THREADS: [usize; 2] = [1, 4];
 const TOTAL_USAGE: usize = 4 * GIB;
 const REPETITIONS: usize = 3;
-
-/// One event of a trace: `size == 0` frees the slot, otherwise allocates `size` bytes into it.
-#[derive(Clone, Copy)]
-struct Op {
-    slot: u32,
-    size: u64,
-}
-
-struct Trace {
-    ops: Vec<Op>,
-    slots: usize,
-}
-
-/// The trace of thread `thread`, exactly as BENCHMARKS.md A writes it.
-fn trace(thread: usize, steps: usize, max_size: usize, max_usage: usize) -> Trace {
-    let mut rng = SplitMix64::new(42 + thread as u64);
-    let mut live: Vec<(u32, usize)> = Vec::new();
-    let mut used = 0usize;
-    let mut ops = Vec::with_capacity(steps + steps / 2);
-    let mut slots = 0u32;
-    for _ in 0..steps {
-        let size = 1 + (rng.next() % max_size as u64) as usize;
-        let free_it = !live.is_empty() && ((rng.next() & 1) == 1 || used + size > max_usage);
-        if free_it {
-            let k = (rng.next() % live.len() as u64) as usize;
-            let (slot, bytes) = live.swap_remove(k);
-            ops.push(Op { slot, size: 0 });
-            used -= bytes;
-        } else {
-            ops.push(Op {
-                slot: slots,
-                size: size as u64,
-            });
-            live.push((slots, size));
-            slots += 1;
-            used += size;
-        }
-    }
-    ops.extend(live.iter().map(|&(slot, _)| Op { slot, size: 0 }));
-    Trace {
-        ops,
-        slots: slots as usize,
-    }
-}
 
 /// RMM's own grid (its `random_allocations` benchmark): `2 n` steps of a size of 1 to
 /// `max_size` bytes; with blocks live, an allocation with probability 73% while fewer than `n`

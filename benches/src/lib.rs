@@ -1,5 +1,6 @@
 //! Helpers shared by the benchmarks: device choice, GPU description, result tables and JSON.
 
+use rmm_core::testing::SplitMix64;
 use rmm_cuda::Device;
 use serde_json::{json, Value};
 
@@ -136,4 +137,48 @@ pub fn bench_resource(
         )),
         _ => return None,
     })
+}
+
+/// One event of a trace: `size == 0` frees the slot, otherwise allocates `size` bytes into it.
+#[derive(Clone, Copy)]
+pub struct Op {
+    pub slot: u32,
+    pub size: u64,
+}
+
+pub struct Trace {
+    pub ops: Vec<Op>,
+    pub slots: usize,
+}
+
+/// The trace of thread `thread`, exactly as BENCHMARKS.md A writes it.
+pub fn trace(thread: usize, steps: usize, max_size: usize, max_usage: usize) -> Trace {
+    let mut rng = SplitMix64::new(42 + thread as u64);
+    let mut live: Vec<(u32, usize)> = Vec::new();
+    let mut used = 0usize;
+    let mut ops = Vec::with_capacity(steps + steps / 2);
+    let mut slots = 0u32;
+    for _ in 0..steps {
+        let size = 1 + (rng.next() % max_size as u64) as usize;
+        let free_it = !live.is_empty() && ((rng.next() & 1) == 1 || used + size > max_usage);
+        if free_it {
+            let k = (rng.next() % live.len() as u64) as usize;
+            let (slot, bytes) = live.swap_remove(k);
+            ops.push(Op { slot, size: 0 });
+            used -= bytes;
+        } else {
+            ops.push(Op {
+                slot: slots,
+                size: size as u64,
+            });
+            live.push((slots, size));
+            slots += 1;
+            used += size;
+        }
+    }
+    ops.extend(live.iter().map(|&(slot, _)| Op { slot, size: 0 }));
+    Trace {
+        ops,
+        slots: slots as usize,
+    }
 }
