@@ -73,7 +73,10 @@ impl Driver {
                 "cuMemPoolSetAttribute",
             );
             check(
-                sys::cuStreamCreate(&mut stream, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32),
+                sys::cuStreamCreate(
+                    &mut stream,
+                    sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
+                ),
                 "cuStreamCreate",
             );
         }
