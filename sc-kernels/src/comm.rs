@@ -70,17 +70,27 @@ impl Communicator for SingleRank {
 /// What the in-process group's collectives fail with once a rank has aborted it.
 const ABORTED: &str = "the group was aborted";
 
-/// Of the errors of a group's ranks (in rank order), the one to report: the first that is not
-/// a rank released by another rank's abort, else the first.
-pub fn first_failure<E: std::fmt::Display>(mut errors: Vec<E>) -> Option<E> {
+/// The block of `n` rows that rank `rank` of `size` holds: contiguous, in rank order, sizes
+/// differing by at most one. Every split of cells across ranks uses it, so a rank's rows are the
+/// same in every step.
+pub fn rank_rows(n: usize, size: usize, rank: usize) -> std::ops::Range<usize> {
+    rank * n / size..(rank + 1) * n / size
+}
+
+/// The ranks' results (in rank order), or the error to report: the first that is not a rank
+/// released by another rank's abort, else the first.
+pub fn all_ranks_ok<T, E: std::fmt::Display>(
+    results: Vec<std::result::Result<T, E>>,
+) -> std::result::Result<Vec<T>, E> {
+    let (oks, mut errors): (Vec<_>, Vec<_>) = results.into_iter().partition(|r| r.is_ok());
     if errors.is_empty() {
-        return None;
+        return Ok(oks.into_iter().filter_map(|r| r.ok()).collect());
     }
     let i = errors
         .iter()
-        .position(|e| !e.to_string().contains(ABORTED))
+        .position(|e| !matches!(e, Err(e) if e.to_string().contains(ABORTED)))
         .unwrap_or(0);
-    Some(errors.swap_remove(i))
+    Err(errors.swap_remove(i).err().expect("an error"))
 }
 
 fn check_root(root: usize, size: usize) -> Result<()> {
@@ -326,6 +336,20 @@ mod tests {
     }
 
     #[test]
+    fn rank_rows_cover_the_rows_once_in_order() {
+        for n in [0, 1, 7, 100] {
+            for size in 1..=5 {
+                let blocks: Vec<_> = (0..size).map(|r| rank_rows(n, size, r)).collect();
+                assert_eq!(blocks[0].start, 0);
+                assert_eq!(blocks[size - 1].end, n);
+                assert!(blocks.windows(2).all(|w| w[0].end == w[1].start));
+                let lens: Vec<_> = blocks.iter().map(|b| b.len()).collect();
+                assert!(lens.iter().max().unwrap() - lens.iter().min().unwrap() <= 1);
+            }
+        }
+    }
+
+    #[test]
     fn mismatched_lengths_and_roots_are_refused() {
         let out = run_local_group(2, |c| {
             let mut v = vec![0.0; 1 + c.rank()];
@@ -352,10 +376,18 @@ mod tests {
         assert!(out[0].contains("rank 1 ran out of memory"), "{}", out[0]);
         assert!(out[2].contains("aborted"), "{}", out[2]);
         // The rank that failed, not the ranks its abort released, is the one reported.
-        let mut errors: Vec<String> = out.into_iter().filter(|e| !e.is_empty()).collect();
-        errors.push("rank 1: out of memory".into());
-        assert_eq!(first_failure(errors).unwrap(), "rank 1: out of memory");
-        assert_eq!(first_failure(Vec::<String>::new()), None);
-        assert_eq!(first_failure(vec!["x".to_string()]).unwrap(), "x");
+        let mut results: Vec<std::result::Result<u8, String>> =
+            out.into_iter().filter(|e| !e.is_empty()).map(Err).collect();
+        results.push(Err("rank 1: out of memory".into()));
+        results.push(Ok(3));
+        assert_eq!(all_ranks_ok(results).unwrap_err(), "rank 1: out of memory");
+        assert_eq!(
+            all_ranks_ok::<u8, String>(vec![Ok(1), Ok(2)]),
+            Ok(vec![1, 2])
+        );
+        assert_eq!(
+            all_ranks_ok::<u8, String>(vec![Err("x".into())]),
+            Err("x".into())
+        );
     }
 }

@@ -13,7 +13,7 @@ use crate::pipeline::{
 };
 use crate::report::{StepRecord, StepTimer};
 use crate::{AnnData, Error, Result};
-use sc_kernels::comm::first_failure;
+use sc_kernels::comm::{all_ranks_ok, rank_rows};
 use sc_kernels::gpu::DeviceCsr;
 use sc_kernels::gpu::GpuContext;
 use sc_kernels::{Communicator, CsrMatrix};
@@ -55,9 +55,7 @@ pub fn run_pipeline_split(
     let timer = StepTimer::start("split cells across ranks");
     let n = adata.n_obs();
     let size = ranks.len();
-    let rows: Vec<Range<usize>> = (0..size)
-        .map(|r| r * n / size..(r + 1) * n / size)
-        .collect();
+    let rows: Vec<Range<usize>> = (0..size).map(|r| rank_rows(n, size, r)).collect();
     // On GPUs, each rank uploads its rows straight from the one host X: only the small
     // per-cell tables are cut into blocks.
     let on_gpus = ranks.iter().all(|r| r.gpu.is_some());
@@ -116,21 +114,7 @@ pub fn run_pipeline_split(
     // back, so the stacked result reuses its memory.
     drop(host_x);
     drop(host_matrix);
-    let mut parts = Vec::with_capacity(results.len());
-    let mut per_rank = Vec::new();
-    let mut errors = Vec::new();
-    for r in results {
-        match r {
-            Ok((block, rec)) => {
-                parts.push(block);
-                per_rank.push(rec);
-            }
-            Err(e) => errors.push(e),
-        }
-    }
-    if let Some(e) = first_failure(errors) {
-        return Err(e);
-    }
+    let (parts, per_rank): (Vec<_>, Vec<_>) = all_ranks_ok(results)?.into_iter().unzip();
     let mut records = with_slowest_rank(per_rank);
     records.insert(0, split_record);
     let (graph_gpus, group) = graph_group(&ranks);

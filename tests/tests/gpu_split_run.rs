@@ -172,7 +172,7 @@ fn check_split_harmony(d: &rmm_core::Device, name: &str, group: HarmonyGroup) {
             .map(|(r, (ctx, comm))| {
                 let (z, donors, p) = (&z, &donors, &p);
                 s.spawn(move || {
-                    let rows = r * n / size..(r + 1) * n / size;
+                    let rows = sc_kernels::comm::rank_rows(n, size, r);
                     harmony_integrate_gpu_rows(ctx, comm.as_ref(), z, donors, 3, p, rows).unwrap()
                 })
             })

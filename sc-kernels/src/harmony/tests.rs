@@ -199,7 +199,7 @@ fn local_rows_of_the_ranks_partition_the_batch_order() {
     for size in 1..=4 {
         let mut held = vec![0u32; setup.n];
         for r in 0..size {
-            let rows = r * setup.n / size..(r + 1) * setup.n / size;
+            let rows = crate::comm::rank_rows(setup.n, size, r);
             let local = LocalRows::new(&setup, rows.clone());
             assert_eq!(local.len(), rows.len());
             assert_eq!(local.offsets[setup.b], rows.len());

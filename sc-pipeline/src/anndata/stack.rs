@@ -38,7 +38,7 @@ impl AnnData {
             ));
         }
         let n = self.n_obs();
-        let range = part * n / parts..(part + 1) * n / parts;
+        let range = sc_kernels::comm::rank_rows(n, parts, part);
         let keep: Vec<bool> = (0..n).map(|i| range.contains(&i)).collect();
         let mut layers = BTreeMap::new();
         for (k, l) in &self.layers {

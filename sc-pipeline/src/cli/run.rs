@@ -665,12 +665,10 @@ pub fn run(args: RunArgs) -> Result<()> {
                     report.steps.extend(records);
                 }
                 None => {
+                    let rows = sc_kernels::comm::rank_rows(n, l.world, l.rank);
                     println!(
                         "rank {} of {}: cells {}..{} handed to rank 0",
-                        l.rank,
-                        l.world,
-                        l.rank * n / l.world,
-                        (l.rank + 1) * n / l.world
+                        l.rank, l.world, rows.start, rows.end
                     );
                     return Ok(());
                 }

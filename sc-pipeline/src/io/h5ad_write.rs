@@ -112,7 +112,6 @@ fn write_raw(ctx: &H5Ctx, file: &File, raw: &Raw) -> Result<()> {
 
 /// Everything but X and `.raw`.
 fn write_rest(ctx: &H5Ctx, file: &File, adata: &AnnData) -> Result<()> {
-    let (ctx, file) = (ctx, file);
     write_dataframe(ctx, file, "obs", &adata.obs)?;
     write_dataframe(ctx, file, "var", &adata.var)?;
     write_dense_dict(ctx, file, "obsm", &adata.obsm)?;

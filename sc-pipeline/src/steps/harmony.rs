@@ -11,7 +11,7 @@
 use super::kernel_error;
 use crate::anndata::DenseArray;
 use crate::{AnnData, Error, Result};
-use sc_kernels::comm::first_failure;
+use sc_kernels::comm::{all_ranks_ok, rank_rows};
 use sc_kernels::gpu::GpuContext;
 use sc_kernels::harmony::{
     harmony_integrate as harmony_cpu, harmony_integrate_gpu, harmony_integrate_gpu_rows,
@@ -85,7 +85,6 @@ pub fn harmony_integrate_across(
             .map(|(r, (ctx, comm))| {
                 let (z, codes) = (&z, &codes);
                 s.spawn(move || {
-                    let rows = r * n / size..(r + 1) * n / size;
                     let part = harmony_integrate_gpu_rows(
                         ctx,
                         comm.as_ref(),
@@ -93,7 +92,7 @@ pub fn harmony_integrate_across(
                         codes,
                         n_batches,
                         params,
-                        rows,
+                        rank_rows(n, size, r),
                     );
                     if let Err(e) = &part {
                         comm.abort(&format!("rank {r}: harmony: {e}"));
@@ -107,17 +106,7 @@ pub fn harmony_integrate_across(
             .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
             .collect()
     });
-    let mut results = Vec::with_capacity(size);
-    let mut errors = Vec::new();
-    for p in parts {
-        match p {
-            Ok(r) => results.push(r),
-            Err(e) => errors.push(e),
-        }
-    }
-    if let Some(e) = first_failure(errors) {
-        return Err(kernel_error(STEP)(e));
-    }
+    let mut results = all_ranks_ok(parts).map_err(kernel_error(STEP))?;
     let mut whole = results.remove(0);
     for r in results {
         whole.corrected.data.extend(r.corrected.data);

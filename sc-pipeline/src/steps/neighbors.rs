@@ -67,7 +67,7 @@ fn neighbors_across_gpus(
             .iter()
             .enumerate()
             .map(|(r, ctx)| {
-                let rows = r * n / gpus.len()..(r + 1) * n / gpus.len();
+                let rows = sc_kernels::comm::rank_rows(n, gpus.len(), r);
                 s.spawn(move || sc_kernels::neighbors::knn_rows_gpu(ctx, rep, k, rows))
             })
             .collect();
