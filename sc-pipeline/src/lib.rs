@@ -13,6 +13,7 @@ pub mod io;
 pub mod memory_plan;
 pub mod memory_timeline;
 pub mod pipeline;
+mod release;
 pub mod report;
 pub mod split_run;
 pub mod steps;
