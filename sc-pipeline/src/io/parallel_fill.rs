@@ -6,12 +6,14 @@
 //! in parallel; the copy and the page faults (tmpfs pages, a VM's memory on first use) are most
 //! of the time of writing a large h5ad.
 //!
-//! The pages are reserved ahead of the copy by one thread calling fallocate(2) step by step,
-//! the copy following behind it. On tmpfs, a page allocated inside a write fault is the
-//! serialised part: 4.7 GB/s on the H100 host with 4 to 32 threads, where fallocate reserves
-//! about 9 GB/s and 16 threads copy into reserved pages at 22 GB/s
-//! (`scripts/device/tmpfs_write_bench.py`). The reservation also turns a file system that runs
-//! out of room into an error (ENOSPC) rather than a SIGBUS in the copy.
+//! The dataset's place is reserved by fallocate(2) before the copy. On tmpfs, a page allocated
+//! inside a write fault is the serialised part: 4.7 GB/s on the H100 host whatever the threads
+//! (4 to 32), where fallocate reserves about 9 GB/s and 16 threads then copy into the reserved
+//! pages at 22 GB/s (`scripts/device/tmpfs_write_bench.py`). Reserving in steps with the copy
+//! following behind was slower than no reservation at all: while fallocate runs, every page fault
+//! on the file takes the inode's spinlock. The reservation also turns a file system that runs out
+//! of room into an error (ENOSPC) rather than a SIGBUS in the copy. `SCPIPE_RESERVE_WRITE=0`
+//! leaves it out.
 
 use crate::{Error, Result};
 use rayon::prelude::*;
@@ -91,103 +93,49 @@ pub(crate) fn fill(path: &Path, offset: u64, bytes: &[u8]) -> Result<()> {
             .write_all_at(bytes, offset)
             .map_err(|e| err("writing a dataset", e));
     };
-    let reserve = Reservation::new(bytes.len());
-    std::thread::scope(|s| {
-        s.spawn(|| reserve.run(&file, offset));
-        let mut copy = || {
-            map[lead..]
-                .par_chunks_mut(PIECE)
-                .zip(bytes.par_chunks(PIECE))
-                .enumerate()
-                .for_each(|(i, (dst, src))| {
-                    if reserve.wait_for(i * PIECE + src.len()) {
-                        dst.copy_from_slice(src)
-                    }
-                })
-        };
-        match writers() {
-            Some(pool) => pool.install(copy),
-            None => copy(),
-        }
-    });
-    if let Some(e) = reserve.failure() {
-        return Err(err("reserving the dataset's place in the file", e));
+    if std::env::var("SCPIPE_RESERVE_WRITE").map_or(true, |v| v != "0") {
+        reserve(&file, offset, bytes.len())
+            .map_err(|e| err("reserving the dataset's place in the file", e))?;
+    }
+    let mut copy = || {
+        map[lead..]
+            .par_chunks_mut(PIECE)
+            .zip(bytes.par_chunks(PIECE))
+            .for_each(|(dst, src)| dst.copy_from_slice(src))
+    };
+    match writers() {
+        Some(pool) => pool.install(copy),
+        None => copy(),
     }
     // The pages reach the file as write(2)'s would: the kernel writes them back (no fsync
     // either way).
     Ok(())
 }
 
-/// Bytes reserved at a time: small enough that the copy starts at once, large enough that the
-/// calls cost nothing.
-const RESERVE_STEP: usize = 64 << 20;
-
-/// The reservation of a dataset's place by fallocate(2), step by step, with the copy waiting
-/// behind it ([`Reservation::wait_for`]).
-struct Reservation {
-    len: usize,
-    /// Bytes of the dataset reserved so far (all of them when the file system cannot reserve).
-    done: std::sync::atomic::AtomicUsize,
-    failed: std::sync::OnceLock<std::io::Error>,
-}
-
-impl Reservation {
-    fn new(len: usize) -> Self {
-        Reservation {
-            len,
-            done: std::sync::atomic::AtomicUsize::new(0),
-            failed: std::sync::OnceLock::new(),
+/// Allocates the file's blocks (tmpfs: its pages) for `[offset, offset + len)`. A file system
+/// that cannot reserve leaves it to the copy's page faults.
+fn reserve(file: &std::fs::File, offset: u64, len: usize) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    loop {
+        // SAFETY: fallocate on an open descriptor; it reads no memory of ours.
+        let rc = unsafe {
+            libc::fallocate(
+                file.as_raw_fd(),
+                0,
+                offset as libc::off_t,
+                len as libc::off_t,
+            )
+        };
+        if rc == 0 {
+            return Ok(());
         }
-    }
-
-    /// Reserves `[offset, offset + len)` of `file` in steps, publishing each.
-    fn run(&self, file: &std::fs::File, offset: u64) {
-        use std::os::fd::AsRawFd;
-        use std::sync::atomic::Ordering;
-        let mut at = 0;
-        while at < self.len {
-            let step = RESERVE_STEP.min(self.len - at);
-            // SAFETY: fallocate on an open descriptor with a range inside the file's length.
-            let rc = unsafe {
-                libc::fallocate(
-                    file.as_raw_fd(),
-                    0,
-                    (offset + at as u64) as libc::off_t,
-                    step as libc::off_t,
-                )
-            };
-            if rc != 0 {
-                let e = std::io::Error::last_os_error();
-                match e.raw_os_error() {
-                    // No reservation on this file system: the copy's faults allocate the pages.
-                    Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => {}
-                    Some(libc::EINTR) => continue,
-                    _ => {
-                        let _ = self.failed.set(e);
-                    }
-                }
-                self.done.store(self.len, Ordering::Release);
-                return;
-            }
-            at += step;
-            self.done.store(at, Ordering::Release);
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            // Interrupted: what was reserved stays reserved; the rest is asked for again.
+            Some(libc::EINTR) => continue,
+            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => return Ok(()),
+            _ => return Err(e),
         }
-    }
-
-    /// Waits until the first `end` bytes are reserved; false when the reservation failed (the
-    /// piece is not to be copied then).
-    fn wait_for(&self, end: usize) -> bool {
-        use std::sync::atomic::Ordering;
-        while self.done.load(Ordering::Acquire) < end {
-            std::thread::sleep(std::time::Duration::from_micros(50));
-        }
-        self.failed.get().is_none()
-    }
-
-    fn failure(&self) -> Option<std::io::Error> {
-        self.failed
-            .get()
-            .map(|e| std::io::Error::new(e.kind(), e.to_string()))
     }
 }
 
@@ -242,20 +190,15 @@ mod tests {
     }
 
     #[test]
-    fn a_reservation_that_fails_stops_the_copy_and_says_why() {
+    fn a_reservation_that_fails_says_why() {
         let dir = scratch("reserve");
         let path = dir.join("f.bin");
         std::fs::write(&path, vec![0u8; 4096]).unwrap();
         // fallocate on a descriptor opened read-only fails (EBADF), as ENOSPC would.
         let read_only = std::fs::File::open(&path).unwrap();
-        let r = Reservation::new(3 * RESERVE_STEP);
-        r.run(&read_only, 0);
-        assert!(!r.wait_for(1), "no piece is copied after a failed reservation");
-        assert!(r.failure().is_some());
-        let ok = Reservation::new(RESERVE_STEP + 100);
+        assert!(reserve(&read_only, 0, 1 << 20).is_err());
         let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
-        ok.run(&file, 4096);
-        assert!(ok.wait_for(RESERVE_STEP + 100) && ok.failure().is_none());
+        reserve(&file, 4096, 1 << 20).unwrap();
         std::fs::remove_dir_all(dir).unwrap();
     }
 
