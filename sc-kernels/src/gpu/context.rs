@@ -210,6 +210,25 @@ impl GpuContext {
         v: &DeviceVec<T>,
         dst: &mut [T],
     ) -> Result<()> {
+        // SAFETY: T is Pod, so viewing initialised values as possibly-uninitialised ones and
+        // overwriting them with values of T is sound.
+        let slots = unsafe {
+            std::slice::from_raw_parts_mut(
+                dst.as_mut_ptr() as *mut std::mem::MaybeUninit<T>,
+                dst.len(),
+            )
+        };
+        self.download_uninit(v, slots)
+    }
+
+    /// As [`GpuContext::download_into`], into memory not written yet (e.g. the spare capacity of
+    /// a new `Vec`, whose pages are then touched once, by the copy, instead of being zeroed
+    /// first); every slot is written when it returns `Ok`.
+    pub fn download_uninit<T: Pod + Send + Sync>(
+        &self,
+        v: &DeviceVec<T>,
+        dst: &mut [std::mem::MaybeUninit<T>],
+    ) -> Result<()> {
         if v.len() != dst.len() {
             return Err(KernelError::Shape(format!(
                 "{} device values into {} host slots",
@@ -219,17 +238,12 @@ impl GpuContext {
         }
         let bytes = std::mem::size_of_val(dst);
         if bytes >= STAGED_BYTES {
-            // SAFETY: T is Pod, so viewing initialised values as possibly-uninitialised ones and
-            // overwriting them with values of T is sound; `v` holds dst.len() values.
-            let slots = unsafe {
-                std::slice::from_raw_parts_mut(
-                    dst.as_mut_ptr() as *mut std::mem::MaybeUninit<T>,
-                    dst.len(),
-                )
-            };
-            self.with_staging(|s| unsafe { s.download_to(v.ptr(), slots) })?;
+            // SAFETY: `v` holds dst.len() values; the copies are queued on the context's stream.
+            self.with_staging(|s| unsafe { s.download_to(v.ptr(), dst) })?;
         } else {
-            dst.copy_from_slice(&v.to_host()?);
+            for (d, s) in dst.iter_mut().zip(v.to_host()?) {
+                d.write(s);
+            }
         }
         self.d2h.fetch_add(bytes as u64, Ordering::Relaxed);
         Ok(())
