@@ -585,7 +585,8 @@ pub fn run(args: RunArgs) -> Result<()> {
     let (mut recorder, mut snapshot) = (None, None);
     let mut gpus = Vec::new();
     if device.device == "gpu" {
-        for ordinal in ordinals {
+        let timer = StepTimer::start(GPU_SETUP_STEP);
+        for ordinal in ordinals.clone() {
             let (g, r, s) = gpu_run(&args, ordinal, &mut report)?;
             g.warm_up(Some(&config));
             if gpus.is_empty() {
@@ -593,6 +594,8 @@ pub fn run(args: RunArgs) -> Result<()> {
             }
             gpus.push(g);
         }
+        let note = format!("{} GPU(s): contexts and memory pools", ordinals.len());
+        report.steps.push(timer.finish(0, 0, note));
     }
     let mut join_record = None;
     let launched_rank = match launch {
@@ -797,6 +800,9 @@ fn write_step(
     Ok(written)
 }
 
+/// The report's record of the GPUs' setup (before the input is read).
+const GPU_SETUP_STEP: &str = "set up the GPU(s)";
+
 /// The run's memory pictures and logs, its report, and the output moved into place.
 fn finish(
     args: &RunArgs,
@@ -812,7 +818,8 @@ fn finish(
         // Step ends on the recorder's clock, which started just before the input was read.
         let mut marks = Vec::new();
         let mut t = 0.0;
-        for s in &report.steps {
+        // The recorder starts with the first GPU's memory pool, at the end of the GPU setup.
+        for s in report.steps.iter().filter(|s| s.step != GPU_SETUP_STEP) {
             t += s.seconds;
             marks.push((t, s.step.clone()));
         }

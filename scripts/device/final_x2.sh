@@ -1,0 +1,16 @@
+#!/bin/bash
+# One call on nvidia-h100-x2: multi_gpu.sh (the NCCL tests, memcheck, the 1,000,000-cell runs on
+# 1 and 2 GPUs) with the bundle in .gpu-mg/bins.tgz, then the other GPU test binaries of the
+# pipeline and kernels. Everything lands in $OUT/all.tgz and $OUT/final.log.
+set -u
+B=.gpu-mg/b
+mkdir -p $B && tar xzf .gpu-mg/bins.tgz -C $B && cp -r .gpu-mg/data $B/
+{
+  timeout 330 bash scripts/device/multi_gpu.sh $B 1000000; echo "multi_gpu rc $?"
+  for t in gpu_streamed gpu_kernels gpu_generated; do
+    echo "== $t"
+    REQUIRE_GPU=1 timeout 100 $B/$t --test-threads=1 > "$OUT/$t.log" 2>&1; echo "$t rc $?"
+    grep -E "test result|FAILED|panicked" "$OUT/$t.log" | head -8
+  done
+} > /tmp/final.log 2>&1
+cd "$OUT" && tar czf /tmp/all.tgz . && find . -type f -delete && mv /tmp/all.tgz . && cp /tmp/final.log .
