@@ -89,20 +89,6 @@ pub fn in_memory_peak(n_obs: usize, n_vars: usize, nnz: usize, config: &Pipeline
     2 * x + dense + RESERVE + pca
 }
 
-/// At most the bytes of the output's X and `.raw` for a run of `config` on an `n_obs x n_vars`
-/// CSR matrix with `nnz` stored values: `.raw` holds at most the input's values, X its highly
-/// variable genes, dense once scaled. What the write reserves ahead (`io::create_h5ad`).
-pub fn output_bytes(n_obs: usize, n_vars: usize, nnz: usize, config: &PipelineConfig) -> u64 {
-    let csr = csr_block_bytes(n_obs, nnz) as u64;
-    let raw = if config.subset_hvg { csr } else { 0 };
-    let x = if config.scale_max_value.is_some() {
-        n_obs as u64 * pca_genes(n_vars, config) as u64 * 4
-    } else {
-        csr
-    };
-    raw + x
-}
-
 /// The block size of a streamed run of `config` on `n_vars` genes with `budget` bytes: a quarter
 /// of what the reserve leaves (a block, its outputs and the pool's rounding fit twice over),
 /// within [`MIN_BLOCK`] and [`MAX_BLOCK`].
@@ -173,20 +159,6 @@ mod tests {
     use super::*;
 
     const GIB: u64 = 1 << 30;
-
-    #[test]
-    fn the_output_of_a_million_cells_is_bounded_by_its_raw_and_dense_x() {
-        // The 1,000,000-cell demo: its h5ad holds 23.8 GB of X and .raw after the filters.
-        let config = PipelineConfig::default();
-        let (n, g, nnz) = (1_000_000, 20_000, 1_982_664_083);
-        let bytes = output_bytes(n, g, nnz, &config);
-        assert_eq!(bytes, (nnz as u64 * 8 + (n as u64 + 1) * 8) + n as u64 * 2000 * 4);
-        let unscaled = PipelineConfig {
-            scale_max_value: None,
-            ..PipelineConfig::default()
-        };
-        assert_eq!(output_bytes(n, g, nnz, &unscaled), 2 * csr_block_bytes(n, nnz) as u64);
-    }
 
     #[test]
     fn a_million_cells_fit_an_h100_and_stream_under_8_gib() {

@@ -5,7 +5,7 @@ use super::device::{resolve, DeviceChoice};
 use super::launcher::{self, Launch};
 use super::progress::Spinner;
 use crate::anndata::Matrix;
-use crate::io::{H5adStart, StagedFile};
+use crate::io::StagedFile;
 use crate::memory_plan::Execution;
 use crate::pipeline::{
     run_cell_graph_steps, run_pipeline_on, GpuRun, PipelineConfig, StepObserver,
@@ -658,17 +658,6 @@ pub fn run(args: RunArgs) -> Result<()> {
     report.steps.extend(join_record);
     report.steps.push(load_record);
 
-    // A GPU run's output is created now and its pages reserved while the GPUs compute, so that
-    // writing X and `.raw` later is a copy (the host holds little meanwhile: X is on the GPUs).
-    let early = match (&gpu, &launched_rank) {
-        (Some(_), None) if config.has_cell_graph_steps() => {
-            let nnz = adata.x.stored_values();
-            let bytes =
-                crate::memory_plan::output_bytes(adata.n_obs(), adata.n_vars(), nnz, &config);
-            Some(crate::io::create_h5ad(&output, bytes)?)
-        }
-        _ => None,
-    };
     let mut cell_graph = None;
     match (launched_rank, ranks) {
         (Some((l, rank)), _) => {
@@ -712,7 +701,7 @@ pub fn run(args: RunArgs) -> Result<()> {
                 gpus: &gpus,
                 group: &group,
             };
-            graph.run_while_writing(&mut adata, &output, early, &mut spinner, &mut report)?
+            graph.run_while_writing(&mut adata, &output, &mut spinner, &mut report)?
         }
         None => write_step(&adata, &output, true, &mut spinner, &mut report)?,
     };
@@ -739,7 +728,6 @@ impl CellGraph<'_> {
         &self,
         adata: &mut AnnData,
         output: &Path,
-        early: Option<H5adStart>,
         spinner: &mut Spinner,
         report: &mut RunReport,
     ) -> Result<StagedFile> {
@@ -747,8 +735,6 @@ impl CellGraph<'_> {
             run_cell_graph_steps(a, self.config, self.gpu, self.gpus, self.group, s)
         };
         if !self.config.has_cell_graph_steps() || !adata.obsm.contains_key("X_pca") {
-            // The file created ahead has the name write_step writes to: it goes first.
-            drop(early);
             report.steps.extend(graph(adata, spinner)?);
             return write_step(adata, output, true, spinner, report);
         }
@@ -759,10 +745,7 @@ impl CellGraph<'_> {
         let (begun, records) = std::thread::scope(|s| {
             let writing = s.spawn(|| {
                 let timer = StepTimer::start("write h5ad: X and .raw");
-                let begun = match early {
-                    Some(start) => start.begin(&x, raw.as_ref())?,
-                    None => crate::io::begin_h5ad(output, &x, raw.as_ref())?,
-                };
+                let begun = crate::io::begin_h5ad(output, &x, raw.as_ref())?;
                 let note = "while harmony and neighbors ran".to_string();
                 Ok::<_, Error>((begun, timer.finish(n, g, note)))
             });

@@ -62,62 +62,19 @@ pub struct H5adWrite {
     ctx: H5Ctx,
     file: File,
     staged: StagedFile,
-    /// Space was reserved beyond what the file holds ([`create_h5ad`]).
-    reserved_ahead: bool,
-}
-
-/// An h5ad file created before its data: its pages are reserved meanwhile, on a thread of its
-/// own, so that writing X and `.raw` later is a copy into memory already there (on tmpfs the
-/// reservation is most of a large write's time). [`H5adStart::begin`] writes X and `.raw`.
-/// Dropped unused, it removes its file.
-pub struct H5adStart {
-    ctx: H5Ctx,
-    file: File,
-    staged: StagedFile,
-    reserving: Option<std::thread::JoinHandle<()>>,
-}
-
-/// Creates the h5ad for `path` (under a temporary name, see [`write_h5ad_staged`]) and starts
-/// reserving `expected_bytes` for it (its X and `.raw`; see `memory_plan::output_bytes`).
-pub fn create_h5ad(path: impl AsRef<Path>, expected_bytes: u64) -> Result<H5adStart> {
-    let staged = StagedFile::new(path);
-    let ctx = H5Ctx::new(staged.path());
-    let file = create_file(&ctx)?;
-    let reserving = parallel_fill::reserve_ahead(&ctx.path, expected_bytes);
-    Ok(H5adStart {
-        ctx,
-        file,
-        staged,
-        reserving,
-    })
-}
-
-impl H5adStart {
-    /// Writes X and `.raw`, once the reservation is over (page faults on a tmpfs file wait on
-    /// its lock while fallocate runs).
-    pub fn begin(self, x: &Matrix, raw: Option<&Raw>) -> Result<H5adWrite> {
-        let reserved_ahead = self.reserving.is_some();
-        if let Some(h) = self.reserving {
-            let _ = h.join();
-        }
-        let (ctx, file) = (self.ctx, self.file);
-        write_matrix(&ctx, &file, "X", x)?;
-        if let Some(raw) = raw {
-            write_raw(&ctx, &file, raw)?;
-        }
-        Ok(H5adWrite {
-            ctx,
-            file,
-            staged: self.staged,
-            reserved_ahead,
-        })
-    }
 }
 
 /// Starts the h5ad for `path` (under a temporary name, see [`write_h5ad_staged`]) with its X and
 /// `.raw`.
 pub fn begin_h5ad(path: impl AsRef<Path>, x: &Matrix, raw: Option<&Raw>) -> Result<H5adWrite> {
-    create_h5ad(path, 0)?.begin(x, raw)
+    let staged = StagedFile::new(path);
+    let ctx = H5Ctx::new(staged.path());
+    let file = create_file(&ctx)?;
+    write_matrix(&ctx, &file, "X", x)?;
+    if let Some(raw) = raw {
+        write_raw(&ctx, &file, raw)?;
+    }
+    Ok(H5adWrite { ctx, file, staged })
 }
 
 impl H5adWrite {
@@ -127,12 +84,6 @@ impl H5adWrite {
         adata.validate()?;
         write_rest(&self.ctx, &self.file, adata)?;
         self.file.close().map_err(self.ctx.h5("/"))?;
-        if self.reserved_ahead {
-            parallel_fill::release_beyond_end(&self.ctx.path).map_err(|e| Error::File {
-                path: self.ctx.path.clone(),
-                message: format!("giving back the space reserved ahead: {e}"),
-            })?;
-        }
         Ok(self.staged)
     }
 }
@@ -664,19 +615,6 @@ mod tests {
     /// Datasets past the parallel-fill size (dense X, `.raw`'s data and indices), written in
     /// one go and in two parts (X and `.raw`, then the rest), read back equal.
     #[test]
-    fn a_file_created_ahead_and_never_begun_leaves_nothing() {
-        let dir = std::env::temp_dir().join(format!("scpipe-ahead-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let out = dir.join("out.h5ad");
-        let start = create_h5ad(&out, 256 << 20).unwrap();
-        let partial = start.staged.path().to_path_buf();
-        assert!(partial.exists());
-        drop(start);
-        assert!(!partial.exists() && !out.exists());
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
     fn large_datasets_filled_in_parallel_read_back() {
         let (n, g) = (2100, 8100); // dense X: 68 MB
         let dense: Vec<f32> = (0..n * g).map(|i| (i % 977) as f32 * 0.25).collect();
@@ -701,7 +639,6 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("scpipe-fill-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let (one, two) = (dir.join("one.h5ad"), dir.join("two.h5ad"));
-        let ahead = dir.join("ahead.h5ad");
         write_h5ad(&a, &one).unwrap();
         begin_h5ad(&two, &a.x, a.raw.as_ref())
             .unwrap()
@@ -709,30 +646,12 @@ mod tests {
             .unwrap()
             .commit()
             .unwrap();
-        // Created first with more space reserved than it needs, filled later.
-        let expected = 3 * (n * g * 4) as u64;
-        let start = create_h5ad(&ahead, expected).unwrap();
-        start
-            .begin(&a.x, a.raw.as_ref())
-            .unwrap()
-            .finish(&a)
-            .unwrap()
-            .commit()
-            .unwrap();
-        for path in [&one, &two, &ahead] {
+        for path in [&one, &two] {
             let b = crate::io::read_h5ad(path).unwrap();
             assert_eq!(b.x, a.x, "{}", path.display());
             assert_eq!(b.raw, a.raw, "{}", path.display());
             assert_eq!(b.obsm, a.obsm, "{}", path.display());
         }
-        use std::os::unix::fs::MetadataExt;
-        let meta = std::fs::metadata(&ahead).unwrap();
-        assert!(
-            meta.blocks() * 512 <= meta.len() + (1 << 20),
-            "nothing reserved stays beyond the end: {} bytes held for {}",
-            meta.blocks() * 512,
-            meta.len()
-        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -139,69 +139,6 @@ fn reserve(file: &std::fs::File, offset: u64, len: usize) -> std::io::Result<()>
     }
 }
 
-/// Starts reserving `bytes` from the start of the file at `path` (beyond its end, which stays
-/// where it is) on a thread of its own, so that the fills find the pages there. Best effort: a
-/// file system that cannot, or lacks the room, leaves it to the fills (which report a lack of
-/// room). `None` when nothing is reserved (too little to matter, or turned off).
-pub(crate) fn reserve_ahead(path: &Path, bytes: u64) -> Option<std::thread::JoinHandle<()>> {
-    let wanted = bytes >= PARALLEL_FILL_BYTES as u64
-        && std::env::var("SCPIPE_RESERVE_WRITE").map_or(true, |v| v != "0")
-        && free_bytes(path).is_some_and(|free| free >= bytes + HEADROOM);
-    if !wanted {
-        return None;
-    }
-    let file = std::fs::OpenOptions::new().write(true).open(path).ok()?;
-    std::thread::Builder::new()
-        .name("h5ad-reserve".into())
-        .spawn(move || {
-            use std::os::fd::AsRawFd;
-            // SAFETY: fallocate on an open descriptor; it reads no memory of ours.
-            unsafe {
-                libc::fallocate(
-                    file.as_raw_fd(),
-                    libc::FALLOC_FL_KEEP_SIZE,
-                    0,
-                    bytes as libc::off_t,
-                )
-            };
-        })
-        .ok()
-}
-
-/// Gives back what [`reserve_ahead`] reserved beyond the end of the finished file at `path`.
-pub(crate) fn release_beyond_end(path: &Path) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::MetadataExt;
-    let file = std::fs::OpenOptions::new().write(true).open(path)?;
-    let meta = file.metadata()?;
-    // Whatever lies beyond the end is within the file's allocated bytes past it.
-    let (end, allocated) = (meta.len(), meta.blocks() * 512);
-    if allocated == 0 {
-        return Ok(());
-    }
-    // SAFETY: fallocate on an open descriptor; it reads no memory of ours.
-    let rc = unsafe {
-        libc::fallocate(
-            file.as_raw_fd(),
-            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-            end as libc::off_t,
-            allocated as libc::off_t,
-        )
-    };
-    if rc != 0 {
-        let e = std::io::Error::last_os_error();
-        if !matches!(
-            e.raw_os_error(),
-            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS)
-        ) {
-            return Err(e);
-        }
-    }
-    // Some file systems (ext4) punch nothing past the end but free it on a truncation, even to
-    // the same length (tmpfs then does nothing: the punch has freed it).
-    file.set_len(end)
-}
-
 /// The fills' own threads (half the cores, at most 16): the output is written while harmony and
 /// neighbors run, whose host copies use rayon's global pool and must not queue behind a fill.
 /// `None` (the global pool then) where the threads could not be started.
@@ -263,45 +200,6 @@ mod tests {
         let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
         reserve(&file, 4096, 1 << 20).unwrap();
         std::fs::remove_dir_all(dir).unwrap();
-    }
-
-    #[test]
-    fn space_reserved_ahead_is_given_back_beyond_the_end() {
-        use std::os::unix::fs::MetadataExt;
-        // The temporary directory's file system, and tmpfs where there is one.
-        let shm = std::path::Path::new("/dev/shm");
-        let mut dirs = vec![scratch("ahead")];
-        if shm.is_dir() {
-            let d = shm.join(format!("parallel-fill-{}-ahead", std::process::id()));
-            if std::fs::create_dir_all(&d).is_ok() {
-                dirs.push(d);
-            }
-        }
-        for dir in dirs {
-            let path = dir.join("f.bin");
-            std::fs::write(&path, vec![1u8; 5000]).unwrap();
-            let bytes = PARALLEL_FILL_BYTES as u64 * 2;
-            if let Some(h) = reserve_ahead(&path, bytes) {
-                h.join().unwrap();
-            }
-            assert_eq!(
-                std::fs::metadata(&path).unwrap().len(),
-                5000,
-                "the end stays"
-            );
-            release_beyond_end(&path).unwrap();
-            let meta = std::fs::metadata(&path).unwrap();
-            assert_eq!(std::fs::read(&path).unwrap(), vec![1u8; 5000]);
-            assert!(
-                meta.blocks() * 512 < bytes / 2,
-                "the reservation was given back"
-            );
-            assert!(
-                reserve_ahead(&path, 1000).is_none(),
-                "too little to reserve"
-            );
-            std::fs::remove_dir_all(dir).unwrap();
-        }
     }
 
     #[test]
