@@ -6,11 +6,7 @@
 set -u
 B=${1:?bundle directory with scpipe}
 CELLS=${2:-200000}
-export NCCL_NVLS_ENABLE=0
-NCCL_DIR=$(python3 -c "import nvidia.nccl as n; import os; print(os.path.join(list(n.__path__)[0], 'lib'))")
-mkdir -p /tmp/nccl-lib && ln -sf "$NCCL_DIR/libnccl.so.2" /tmp/nccl-lib/libnccl.so
-export LD_LIBRARY_PATH=/tmp/nccl-lib:$NCCL_DIR:${LD_LIBRARY_PATH:-}
-N=$(nvidia-smi -L | wc -l)
+source "$(dirname "$0")/nccl_env.sh"
 echo "== one process, --gpus $N"
 "$B/scpipe" run --demo --demo-cells "$CELLS" --demo-genes 20000 --gpus "$N" -o /dev/shm/threads.h5ad 2>&1 | tail -4
 echo "== $N processes started with RANK/WORLD_SIZE/LOCAL_RANK"

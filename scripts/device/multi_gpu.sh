@@ -11,14 +11,8 @@ export SCPIPE_DATA=${SCPIPE_DATA:-$PWD/$B/data}
 CELLS=${2:-1000000}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-# Never NVLink multicast (the device tool's KINDS.md).
-export NCCL_NVLS_ENABLE=0
-# The nvidia-nccl-cu13 wheel ships libnccl.so.2; cudarc looks for libnccl.so.
-NCCL_DIR=$(python3 -c "import nvidia.nccl as n; import os; print(os.path.join(list(n.__path__)[0], 'lib'))")
-mkdir -p /tmp/nccl-lib && ln -sf "$NCCL_DIR/libnccl.so.2" /tmp/nccl-lib/libnccl.so
-export LD_LIBRARY_PATH=/tmp/nccl-lib:$NCCL_DIR:${LD_LIBRARY_PATH:-}
+source "$(dirname "$0")/nccl_env.sh"
 nvidia-smi -L
-N=$(nvidia-smi -L | wc -l)
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
 echo "== NCCL tests ($N GPUs)"
 REQUIRE_GPU=1 "$B/gpu_split_run" --test-threads=1 --nocapture > "$OUT/tests.log" 2>&1

@@ -7,11 +7,7 @@ set -u
 B=${1:?bundle directory with scpipe}
 CELLS=${2:-1000000}
 OUT=${OUT:-/tmp/out}
-export NCCL_NVLS_ENABLE=0
-NCCL_DIR=$(python3 -c "import nvidia.nccl as n; import os; print(os.path.join(list(n.__path__)[0], 'lib'))")
-mkdir -p /tmp/nccl-lib && ln -sf "$NCCL_DIR/libnccl.so.2" /tmp/nccl-lib/libnccl.so
-export LD_LIBRARY_PATH=/tmp/nccl-lib:$NCCL_DIR:${LD_LIBRARY_PATH:-}
-N=$(nvidia-smi -L | wc -l)
+source "$(dirname "$0")/nccl_env.sh"
 run() {  # run NAME GPUS
   "$B/scpipe" run --demo --demo-cells "$CELLS" --demo-genes 20000 --gpus "$2" \
     -o /dev/shm/$1.h5ad --report "$OUT/$1.json" 2>&1 | grep -E "move|stack|neighbors|write h5ad|total"
