@@ -226,7 +226,7 @@ impl CountModel {
         // Box-Muller: u1 in (0, 1].
         let u1 = 1.0 - unit(random(key, LIBRARY_1));
         let u2 = unit(random(key, LIBRARY_2));
-        let z = (-2.0 * u1.ln()).sqrt() * (6.283_185_307_179_586 * u2).cos();
+        let z = (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos();
         CellDraw {
             batch,
             cell_type,
