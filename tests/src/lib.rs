@@ -109,3 +109,17 @@ pub fn assert_same_pipeline_output(
         );
     }
 }
+
+/// The default pipeline with harmony on `obs['batch']` (harmony2 defaults) and neighbors on its
+/// corrected basis: `scpipe run --harmony batch`.
+pub fn harmony_on_batch_config() -> sc_pipeline::pipeline::PipelineConfig {
+    use sc_pipeline::steps::{HarmonyOptions, HarmonyParams, HARMONY_ADJUSTED_BASIS};
+    sc_pipeline::pipeline::PipelineConfig {
+        harmony: Some(HarmonyOptions {
+            key: "batch".into(),
+            params: HarmonyParams::default(),
+        }),
+        neighbors_use_rep: Some(HARMONY_ADJUSTED_BASIS.into()),
+        ..Default::default()
+    }
+}

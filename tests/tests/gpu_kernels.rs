@@ -2,7 +2,7 @@
 //! and on the real datasets of ../shared/data; and the whole GPU pipeline against the CPU one,
 //! with every allocation checked through a tracking adaptor. Tolerances are stated per check.
 
-use integration_tests::gpu_or_skip;
+use integration_tests::{gpu_or_skip, harmony_on_batch_config};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use rmm_core::{CudaResource, SharedResource, TrackingAdaptor};
@@ -610,21 +610,13 @@ fn harmony_200k_timing() {
 /// PCA's f32 rounding), neighbors use it, and every device allocation is released.
 #[test]
 fn gpu_pipeline_with_harmony_matches_cpu() {
-    use sc_pipeline::steps::{HarmonyOptions, HarmonyParams, HARMONY_ADJUSTED_BASIS};
     let Some(d) = gpu_or_skip("gpu pipeline harmony") else {
         return;
     };
     let params = sc_pipeline::synthetic::SyntheticParams::new(4000, 3000, 9);
     let mut cpu = sc_pipeline::synthetic::generate(&params).unwrap();
     let mut gpu = sc_pipeline::synthetic::generate(&params).unwrap();
-    let config = PipelineConfig {
-        harmony: Some(HarmonyOptions {
-            key: "batch".into(),
-            params: HarmonyParams::default(),
-        }),
-        neighbors_use_rep: Some(HARMONY_ADJUSTED_BASIS.into()),
-        ..PipelineConfig::default()
-    };
+    let config = harmony_on_batch_config();
     run_pipeline(&mut cpu, &config, &mut Silent).unwrap();
     let tracking = Arc::new(TrackingAdaptor::new(
         Arc::new(CudaResource::new(&d)) as SharedResource,

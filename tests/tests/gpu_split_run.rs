@@ -2,7 +2,7 @@
 //! the simulated communicator does, and the split run's output equals the one-GPU run's (one
 //! rank on a machine with one GPU: NCCL itself still runs).
 
-use integration_tests::{assert_same_pipeline_output, gpu_or_skip};
+use integration_tests::{assert_same_pipeline_output, gpu_or_skip, harmony_on_batch_config};
 use rmm_core::{CudaResource, Device, SharedResource};
 use sc_kernels::comm::all_gather;
 use sc_kernels::gpu::NcclCommunicator;
@@ -232,20 +232,13 @@ fn harmony_split_across_nccl_ranks_matches_one_gpu() {
 /// The split pipeline with harmony (its cells split across every GPU) against one GPU.
 #[test]
 fn split_run_with_harmony_matches_one_gpu() {
-    use sc_pipeline::steps::{HarmonyOptions, HarmonyParams, HARMONY_ADJUSTED_BASIS};
+    use sc_pipeline::steps::HARMONY_ADJUSTED_BASIS;
     let Some(_) = gpu_or_skip("split run with harmony") else {
         return;
     };
     let n = rmm_cuda::device_count().unwrap();
     let params = sc_pipeline::synthetic::SyntheticParams::new(6000, 3000, 13);
-    let config = PipelineConfig {
-        harmony: Some(HarmonyOptions {
-            key: "batch".into(),
-            params: HarmonyParams::default(),
-        }),
-        neighbors_use_rep: Some(HARMONY_ADJUSTED_BASIS.into()),
-        ..PipelineConfig::default()
-    };
+    let config = harmony_on_batch_config();
     let mut one = sc_pipeline::synthetic::generate(&params).unwrap();
     let single = runs(1);
     run_pipeline_on(&mut one, &config, Some(&single[0]), &mut Silent).unwrap();
