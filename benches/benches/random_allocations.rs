@@ -162,46 +162,42 @@ fn run_once<R: MemoryResource + ?Sized>(
     streams: &[Stream],
 ) -> Result<Pass, String> {
     let per_thread = streams.len() / traces.len();
-    if let [trace] = traces {
-        // One trace runs on the calling thread, as RMM's harness runs it: a thread spawned per
-        // pass starts on any core of a many-core host, with the pool's lists cold in its caches.
-        let (stream, free_stream) = (&streams[0], &streams[per_thread - 1]);
-        let mut ptrs = vec![0u64; trace.slots];
-        let mut sizes = vec![0u64; trace.slots];
-        let span = replay(r, trace, stream, free_stream, &mut ptrs, &mut sizes)?;
-        for s in streams {
+    // One thread's trace on its streams (`pair`: its allocation stream, then its free stream),
+    // started together with the others' when `barrier` is given.
+    let run_trace = |t: &Trace, pair: &[Stream], barrier: Option<&Barrier>| {
+        let (stream, free_stream) = (&pair[0], &pair[pair.len() - 1]);
+        let mut ptrs = vec![0u64; t.slots];
+        let mut sizes = vec![0u64; t.slots];
+        if let Some(b) = barrier {
+            b.wait();
+        }
+        let span = replay(r, t, stream, free_stream, &mut ptrs, &mut sizes);
+        for s in pair {
             s.synchronize().map_err(|e| e.to_string())?;
         }
-        return Ok(Pass {
-            wall: span.end - span.start,
-            cpu_ns: span.cpu_ns,
-        });
-    }
-    let barrier = Barrier::new(traces.len());
-    let spans: Vec<Result<Span, String>> = std::thread::scope(|s| {
-        let handles: Vec<_> = traces
-            .iter()
-            .zip(streams.chunks(per_thread))
-            .map(|(t, pair)| {
-                let barrier = &barrier;
-                s.spawn(move || {
-                    let (stream, free_stream) = (&pair[0], &pair[pair.len() - 1]);
-                    let mut ptrs = vec![0u64; t.slots];
-                    let mut sizes = vec![0u64; t.slots];
-                    barrier.wait();
-                    let span = replay(r, t, stream, free_stream, &mut ptrs, &mut sizes);
-                    for s in pair {
-                        s.synchronize().map_err(|e| e.to_string())?;
-                    }
-                    span
+        span
+    };
+    let spans: Vec<Result<Span, String>> = if let [trace] = traces {
+        // One trace runs on the calling thread, as RMM's harness runs it: a thread spawned per
+        // pass starts on any core of a many-core host, with the pool's lists cold in its caches.
+        vec![run_trace(trace, streams, None)]
+    } else {
+        let barrier = Barrier::new(traces.len());
+        std::thread::scope(|s| {
+            let handles: Vec<_> = traces
+                .iter()
+                .zip(streams.chunks(per_thread))
+                .map(|(t, pair)| {
+                    let (run_trace, barrier) = (&run_trace, &barrier);
+                    s.spawn(move || run_trace(t, pair, Some(barrier)))
                 })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err("a thread panicked".into())))
-            .collect()
-    });
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|_| Err("a thread panicked".into())))
+                .collect()
+        })
+    };
     let spans: Vec<Span> = spans.into_iter().collect::<Result<_, _>>()?;
     let start = spans
         .iter()
