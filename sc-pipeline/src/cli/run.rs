@@ -586,7 +586,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     let mut gpus = Vec::new();
     if device.device == "gpu" {
         let timer = StepTimer::start(GPU_SETUP_STEP);
-        for ordinal in ordinals.clone() {
+        for ordinal in ordinals {
             let (g, r, s) = gpu_run(&args, ordinal, &mut report)?;
             g.warm_up(Some(&config));
             if gpus.is_empty() {
@@ -594,7 +594,7 @@ pub fn run(args: RunArgs) -> Result<()> {
             }
             gpus.push(g);
         }
-        let note = format!("{} GPU(s): contexts and memory pools", ordinals.len());
+        let note = format!("{} GPU(s): contexts and memory pools", gpus.len());
         report.steps.push(timer.finish(0, 0, note));
     }
     let mut join_record = None;
@@ -815,10 +815,10 @@ fn finish(
 ) -> Result<()> {
     report.total_seconds = start.elapsed().as_secs_f64();
     if let (Some(path), Some(rec)) = (&args.memory_timeline, recorder) {
-        // Step ends on the recorder's clock, which started just before the input was read.
+        // Step ends on the recorder's clock, which starts with the first GPU's memory pool: at
+        // the end of the GPU setup, just before the input is read.
         let mut marks = Vec::new();
         let mut t = 0.0;
-        // The recorder starts with the first GPU's memory pool, at the end of the GPU setup.
         for s in report.steps.iter().filter(|s| s.step != GPU_SETUP_STEP) {
             t += s.seconds;
             marks.push((t, s.step.clone()));

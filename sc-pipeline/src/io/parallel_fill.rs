@@ -11,9 +11,9 @@
 //! threads (4 to 32), where fallocate reserves at 8.5 to 11 GB/s and 16 threads then copy into
 //! the reserved pages at 22 to 29 GB/s (`scripts/device/tmpfs_write_bench.py`). Reserving in
 //! steps with the copy following behind was no faster than no reservation (and slower in a whole
-//! run): while fallocate runs, every page fault on the file takes the inode's spinlock. The reservation also turns a file system that runs out
-//! of room into an error (ENOSPC) rather than a SIGBUS in the copy. `SCPIPE_RESERVE_WRITE=0`
-//! leaves it out.
+//! run): while fallocate runs, every page fault on the file takes the inode's spinlock. The
+//! reservation also turns a file system that runs out of room into an error (ENOSPC) rather than
+//! a SIGBUS in the copy. `SCPIPE_RESERVE_WRITE=0` leaves it out.
 
 use crate::{Error, Result};
 use rayon::prelude::*;
@@ -34,8 +34,13 @@ const HEADROOM: u64 = 64 << 20;
 /// without the room HDF5 writes it and reports the error.
 pub(crate) fn wanted(path: &Path, len: usize) -> bool {
     len >= PARALLEL_FILL_BYTES
-        && std::env::var("SCPIPE_PARALLEL_WRITE").map_or(true, |v| v != "0")
+        && switched_on("SCPIPE_PARALLEL_WRITE")
         && free_bytes(path).is_some_and(|free| free >= len as u64 + HEADROOM)
+}
+
+/// False when the environment variable `var` is set to `0` (a switch that is on by default).
+fn switched_on(var: &str) -> bool {
+    std::env::var(var).map_or(true, |v| v != "0")
 }
 
 /// Bytes free to this user on the file system holding `path`.
@@ -93,7 +98,7 @@ pub(crate) fn fill(path: &Path, offset: u64, bytes: &[u8]) -> Result<()> {
             .write_all_at(bytes, offset)
             .map_err(|e| err("writing a dataset", e));
     };
-    if std::env::var("SCPIPE_RESERVE_WRITE").map_or(true, |v| v != "0") {
+    if switched_on("SCPIPE_RESERVE_WRITE") {
         reserve(&file, offset, bytes.len())
             .map_err(|e| err("reserving the dataset's place in the file", e))?;
     }
