@@ -9,6 +9,7 @@ pub mod anndata;
 pub mod cli;
 pub mod error;
 pub mod generated_run;
+pub mod huge_pages;
 pub mod io;
 pub mod memory_plan;
 pub mod memory_timeline;
