@@ -133,7 +133,7 @@ mod tests {
             let middle = p as usize + layout.size() / 2;
             let flags = vm_flags_at(middle).expect("the allocation is in /proc/self/smaps");
             if thp.contains('[') && !thp.contains("[never]") && enabled() {
-                assert!(!flags.split_whitespace().any(|f| f == "hg"), "{flags}");
+                assert!(flags.split_whitespace().any(|f| f == "hg"), "{flags}");
             }
             let q = HugePageAllocator.realloc(p, layout, 2 * layout.size());
             assert!(!q.is_null());

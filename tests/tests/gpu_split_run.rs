@@ -264,3 +264,80 @@ fn split_run_with_harmony_matches_one_gpu() {
     println!("X_pca_harmony columns 1-10: min |r| {min_r:.6}");
     assert!(min_r >= 0.99, "X_pca_harmony: min correlation {min_r}");
 }
+
+/// X and `raw.X` left on the GPUs, as blocks of rows (a split run's stacked result; blocks take
+/// turns over the GPUs there are) and as one GPU's matrix, are written straight from device
+/// memory, and read back equal to their host copies. The matrices are large enough (over 64 MiB
+/// a dataset) for the copy into the file's map.
+#[test]
+fn device_matrices_are_written_straight_from_the_gpus() {
+    use sc_kernels::gpu::{DeviceCsr, DeviceDense};
+    use sc_pipeline::anndata::{AnnData, DataFrame, DeviceMatrix, Matrix, Raw};
+    let Some(_) = gpu_or_skip("device write") else {
+        return;
+    };
+    let gpus = runs(rmm_cuda::device_count().unwrap());
+    let ctx = |i: usize| &gpus[i % gpus.len()].ctx;
+    let (genes, hvgs) = (20_000, 2048);
+    let counts: Vec<Matrix> = [2500, 4000, 2500]
+        .iter()
+        .enumerate()
+        .map(|(i, &r)| {
+            let c = integration_tests::random_counts(40 + i as u64, r, genes, |_, _| 0.1);
+            Matrix::Sparse(c)
+        })
+        .collect();
+    let dense: Vec<Matrix> = counts
+        .iter()
+        .map(|c| {
+            let d = c.to_csr().unwrap().to_dense();
+            let data = d.data.chunks(genes).flat_map(|row| &row[..hvgs]).copied();
+            Matrix::Dense(sc_kernels::DenseMatrix::new(d.n_rows, hvgs, data.collect()).unwrap())
+        })
+        .collect();
+    let stacked = |parts: &[Matrix]| Matrix::stack_rows(&parts.iter().collect::<Vec<_>>()).unwrap();
+    let (want_x, want_raw) = (stacked(&dense), stacked(&counts));
+    let upload = |i: usize, m: &Matrix| match m {
+        Matrix::Sparse(c) => DeviceMatrix::csr(ctx(i), DeviceCsr::upload(ctx(i), c).unwrap()),
+        Matrix::Dense(d) => DeviceMatrix::dense(ctx(i), DeviceDense::upload(ctx(i), d).unwrap()),
+        Matrix::Device(_) => unreachable!("host parts"),
+    };
+    let on_gpus = |parts: &[Matrix]| {
+        let blocks: Vec<_> = parts
+            .iter()
+            .enumerate()
+            .map(|(i, m)| upload(i, m))
+            .collect();
+        Matrix::Device(DeviceMatrix::rows(blocks).unwrap())
+    };
+    let dir = std::env::temp_dir().join(format!("device-write-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cases = [
+        ("3 blocks", on_gpus(&dense), on_gpus(&counts)),
+        (
+            "one GPU's matrix",
+            Matrix::Device(upload(0, &want_x)),
+            Matrix::Device(upload(0, &want_raw)),
+        ),
+    ];
+    for (i, (what, x, raw_x)) in cases.into_iter().enumerate() {
+        let mut a = AnnData::new(x);
+        a.raw = Some(Raw {
+            x: raw_x,
+            var: DataFrame::with_index((0..genes).map(|g| format!("g{g}")).collect()),
+            varm: Default::default(),
+        });
+        let path = dir.join(format!("case{i}.h5ad"));
+        sc_pipeline::io::write_h5ad(&a, &path).unwrap();
+        let back = sc_pipeline::io::read_h5ad(&path).unwrap();
+        assert_eq!(back.x, want_x, "X, {what}");
+        assert_eq!(back.raw.as_ref().unwrap().x, want_raw, "raw.X, {what}");
+        println!(
+            "{what} on {} GPU(s): X {:?} and raw.X with {} stored values written from the GPUs",
+            gpus.len(),
+            want_x.shape(),
+            want_raw.stored_values()
+        );
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}

@@ -210,15 +210,33 @@ impl GpuContext {
         v: &DeviceVec<T>,
         dst: &mut [T],
     ) -> Result<()> {
-        // SAFETY: T is Pod, so viewing initialised values as possibly-uninitialised ones and
-        // overwriting them with values of T is sound.
-        let slots = unsafe {
-            std::slice::from_raw_parts_mut(
-                dst.as_mut_ptr() as *mut std::mem::MaybeUninit<T>,
-                dst.len(),
-            )
-        };
-        self.download_uninit(v, slots)
+        self.download_uninit(v, as_uninit(dst))
+    }
+
+    /// Copies the bytes `offset..offset + dst.len()` of `v`'s values into `dst` (waits for the
+    /// stream), through the pinned staging buffers: e.g. a block of rows into its place in a
+    /// memory-mapped file, which need not be aligned for `T`.
+    pub fn download_bytes_into<T: Pod + Send + Sync>(
+        &self,
+        v: &DeviceVec<T>,
+        offset: usize,
+        dst: &mut [u8],
+    ) -> Result<()> {
+        let total = v.len() * std::mem::size_of::<T>();
+        if offset.checked_add(dst.len()).is_none_or(|end| end > total) {
+            return Err(KernelError::Shape(format!(
+                "bytes {offset}..{} of a device array of {total} bytes",
+                offset.saturating_add(dst.len())
+            )));
+        }
+        if dst.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: the range lies inside `v` (checked above); the copies are queued on the
+        // context's stream.
+        self.with_staging(|s| unsafe { s.download_to(v.ptr() + offset as u64, as_uninit(dst)) })?;
+        self.d2h.fetch_add(dst.len() as u64, Ordering::Relaxed);
+        Ok(())
     }
 
     /// As [`GpuContext::download_into`], into memory not written yet (e.g. the spare capacity of
@@ -356,5 +374,14 @@ pub fn blocks_for_rows(rows: usize, threads: u32) -> LaunchConfig {
         grid_dim: (rows.min(i32::MAX as usize) as u32, 1, 1),
         block_dim: (threads, 1, 1),
         shared_mem_bytes: 0,
+    }
+}
+
+/// Initialised values viewed as slots to overwrite.
+fn as_uninit<T: Pod>(dst: &mut [T]) -> &mut [std::mem::MaybeUninit<T>] {
+    // SAFETY: T is Pod, so viewing initialised values as possibly-uninitialised ones and
+    // overwriting them with values of T is sound.
+    unsafe {
+        std::slice::from_raw_parts_mut(dst.as_mut_ptr() as *mut std::mem::MaybeUninit<T>, dst.len())
     }
 }

@@ -16,6 +16,10 @@ pub enum DeviceData {
     /// In host memory, streamed through the device in blocks of at most `block_bytes`.
     StreamedCsr(Streamed<CsrMatrix<f32>>),
     StreamedDense(Streamed<DenseMatrix<f32>>),
+    /// Blocks of rows one under the other, each on its own GPU (the ranks' results of a split
+    /// run, stacked without a download): all CSR or all dense. Downloading gathers every GPU's
+    /// rows at once; writing copies them from each GPU straight into the file.
+    Rows(Vec<DeviceMatrix>),
 }
 
 /// A host matrix whose steps run on the device one row block at a time.
@@ -66,6 +70,45 @@ impl DeviceMatrix {
         }
     }
 
+    /// Device blocks of rows stacked in order, left on their GPUs (`ctx` is the first block's).
+    /// The blocks must be all CSR or all dense, in device memory, with the same columns.
+    pub fn rows(blocks: Vec<DeviceMatrix>) -> crate::Result<Self> {
+        let Some(first) = blocks.first() else {
+            return Err(crate::Error::invalid("stack", "needs at least one block"));
+        };
+        let n_cols = first.shape().1;
+        let kind = |m: &DeviceMatrix| match m.data {
+            DeviceData::Csr(_) => Some(true),
+            DeviceData::Dense(_) => Some(false),
+            _ => None,
+        };
+        let same = |m: &DeviceMatrix| kind(m).is_some() && kind(m) == kind(first);
+        if let Some(b) = blocks.iter().find(|b| !same(b) || b.shape().1 != n_cols) {
+            return Err(crate::Error::invalid(
+                "stack",
+                format!(
+                    "device blocks must all be CSR or all dense in device memory, with the same \
+                     columns ({} and {:?} with {} columns)",
+                    n_cols,
+                    kind(b),
+                    b.shape().1
+                ),
+            ));
+        }
+        Ok(DeviceMatrix {
+            ctx: first.ctx.clone(),
+            data: DeviceData::Rows(blocks),
+        })
+    }
+
+    /// The blocks of rows: those of a stacked matrix, else the matrix itself.
+    pub fn blocks(&self) -> &[DeviceMatrix] {
+        match &self.data {
+            DeviceData::Rows(b) => b,
+            _ => std::slice::from_ref(self),
+        }
+    }
+
     /// Whether the matrix stays in host memory and is streamed through the device.
     pub fn is_streamed(&self) -> bool {
         matches!(
@@ -80,6 +123,10 @@ impl DeviceMatrix {
             DeviceData::Dense(m) => (m.n_rows, m.n_cols),
             DeviceData::StreamedCsr(m) => (m.host.n_rows, m.host.n_cols),
             DeviceData::StreamedDense(m) => (m.host.n_rows, m.host.n_cols),
+            DeviceData::Rows(b) => (
+                b.iter().map(|m| m.shape().0).sum(),
+                b.first().map_or(0, |m| m.shape().1),
+            ),
         }
     }
 
@@ -89,6 +136,7 @@ impl DeviceMatrix {
             DeviceData::Dense(m) => m.data.len(),
             DeviceData::StreamedCsr(m) => m.host.nnz(),
             DeviceData::StreamedDense(m) => m.host.data.len(),
+            DeviceData::Rows(b) => b.iter().map(DeviceMatrix::stored_values).sum(),
         }
     }
 
@@ -99,6 +147,7 @@ impl DeviceMatrix {
             DeviceData::Dense(m) => super::Matrix::Dense(m.download(&self.ctx)?),
             DeviceData::StreamedCsr(m) => super::Matrix::Sparse(m.host.clone()),
             DeviceData::StreamedDense(m) => super::Matrix::Dense(m.host.clone()),
+            DeviceData::Rows(b) => super::gather::gather_blocks(b)?,
         })
     }
 
@@ -124,6 +173,11 @@ impl DeviceMatrix {
                 }),
                 DeviceData::StreamedCsr(m) => DeviceData::StreamedCsr(m.clone()),
                 DeviceData::StreamedDense(m) => DeviceData::StreamedDense(m.clone()),
+                DeviceData::Rows(b) => DeviceData::Rows(
+                    b.iter()
+                        .map(DeviceMatrix::try_clone)
+                        .collect::<sc_kernels::Result<_>>()?,
+                ),
             },
         })
     }
@@ -133,12 +187,17 @@ impl DeviceMatrix {
 /// that would need a download).
 impl PartialEq for DeviceMatrix {
     fn eq(&self, other: &Self) -> bool {
-        let ptr = |d: &DeviceMatrix| match &d.data {
-            DeviceData::Csr(m) => m.data.ptr(),
-            DeviceData::Dense(m) => m.data.ptr(),
-            DeviceData::StreamedCsr(m) => m.host.data.as_ptr() as u64,
-            DeviceData::StreamedDense(m) => m.host.data.as_ptr() as u64,
-        };
-        self.shape() == other.shape() && ptr(self) == ptr(other)
+        self.shape() == other.shape() && storage(self) == storage(other)
+    }
+}
+
+/// Where a matrix's values start (its first block's, for blocks of rows).
+fn storage(d: &DeviceMatrix) -> u64 {
+    match &d.data {
+        DeviceData::Csr(m) => m.data.ptr(),
+        DeviceData::Dense(m) => m.data.ptr(),
+        DeviceData::StreamedCsr(m) => m.host.data.as_ptr() as u64,
+        DeviceData::StreamedDense(m) => m.host.data.as_ptr() as u64,
+        DeviceData::Rows(b) => b.first().map_or(0, storage),
     }
 }

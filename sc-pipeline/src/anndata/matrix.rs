@@ -95,6 +95,7 @@ impl Matrix {
                     s.block_bytes,
                 )),
                 DeviceData::Dense(_) => return Err(dense_device("row selection")),
+                DeviceData::Rows(_) => return m.download().map_err(device_err)?.select_rows(keep),
             },
         })
     }
@@ -120,6 +121,7 @@ impl Matrix {
                     s.block_bytes,
                 )),
                 DeviceData::Dense(_) => return Err(dense_device("column selection")),
+                DeviceData::Rows(_) => return m.download().map_err(device_err)?.select_cols(keep),
             },
         })
     }

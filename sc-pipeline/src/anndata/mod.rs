@@ -3,6 +3,7 @@
 mod array;
 mod dataframe;
 mod device;
+mod gather;
 mod matrix;
 mod stack;
 mod subset;
@@ -11,6 +12,7 @@ mod value;
 pub use array::{ArrayData, DenseArray};
 pub use dataframe::{array_as_strings, Column, DataFrame};
 pub use device::{DeviceData, DeviceMatrix, Streamed};
+pub(crate) use gather::{gather_bytes, stacked_indptr};
 pub use matrix::Matrix;
 
 pub use sc_kernels::dense::DenseMatrix;

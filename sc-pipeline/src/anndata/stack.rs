@@ -2,12 +2,11 @@
 //! (anndata's `concat(axis=0)` of parts that share their genes): how a run split across
 //! ranks hands each rank its cells and assembles the result.
 
+use super::gather::split_lengths;
 use super::{
     AnnData, ArrayData, Column, DataFrame, DenseArray, DeviceData, DeviceMatrix, Matrix, Raw,
 };
 use crate::{Error, Result};
-use rmm_core::DeviceVec;
-use sc_kernels::gpu::{DeviceCsr, DeviceDense, GpuContext};
 use sc_kernels::{CsrMatrix, DenseMatrix};
 use std::collections::BTreeMap;
 
@@ -71,9 +70,10 @@ impl AnnData {
         })
     }
 
-    /// Stacks blocks of cells (host matrices) that share their genes: per-cell parts are
-    /// concatenated in order, per-gene parts and `uns` are taken from the first block.
-    pub fn stack_obs(parts: Vec<AnnData>) -> Result<AnnData> {
+    /// Stacks blocks of cells that share their genes: per-cell parts are concatenated in
+    /// order, per-gene parts and `uns` are taken from the first block. X and `raw.X` blocks in
+    /// GPU memory stay there (see [`Matrix::stack_blocks`]).
+    pub fn stack_obs(mut parts: Vec<AnnData>) -> Result<AnnData> {
         let Some(first) = parts.first() else {
             return Err(Error::invalid("stack", "needs at least one part"));
         };
@@ -87,7 +87,6 @@ impl AnnData {
         if parts.iter().any(|p| !p.obsp.is_empty()) {
             return Err(Error::invalid("stack", "parts with obsp graphs"));
         }
-        let x = Matrix::stack_rows(&parts.iter().map(|p| &p.x).collect::<Vec<_>>())?;
         let obs = DataFrame::stack_rows(&parts.iter().map(|p| &p.obs).collect::<Vec<_>>())?;
         let mut obsm = BTreeMap::new();
         for k in first.obsm.keys() {
@@ -99,18 +98,32 @@ impl AnnData {
             let ms = each_part(&parts, &format!("layers['{k}']"), |p| p.layers.get(k))?;
             layers.insert(k.clone(), Matrix::stack_rows(&ms)?);
         }
-        let raw = match &first.raw {
+        let raw_meta = first.raw.as_ref().map(|r| (r.var.clone(), r.varm.clone()));
+        // X and raw.X are moved out of the parts (blocks on GPUs stay where they are).
+        let taken = || Matrix::Sparse(CsrMatrix::zeros(0, 0));
+        let x = Matrix::stack_blocks(
+            parts
+                .iter_mut()
+                .map(|p| std::mem::replace(&mut p.x, taken()))
+                .collect(),
+        )?;
+        let raw = match raw_meta {
             None => None,
-            Some(r) => {
-                let xs = each_part(&parts, "raw", |p| p.raw.as_ref().map(|r| &r.x))?;
+            Some((var, varm)) => {
+                let xs = parts
+                    .iter_mut()
+                    .map(|p| match &mut p.raw {
+                        Some(r) => Ok(std::mem::replace(&mut r.x, taken())),
+                        None => Err(Error::invalid("raw", "missing from a part")),
+                    })
+                    .collect::<Result<Vec<_>>>()?;
                 Some(Raw {
-                    x: Matrix::stack_rows(&xs)?,
-                    var: r.var.clone(),
-                    varm: r.varm.clone(),
+                    x: Matrix::stack_blocks(xs)?,
+                    var,
+                    varm,
                 })
             }
         };
-        let mut parts = parts;
         let first = parts.swap_remove(0);
         let stacked = AnnData {
             x,
@@ -171,9 +184,41 @@ impl Matrix {
         }
     }
 
+    /// Matrices one under the other. Parts that are all in GPU memory, all CSR or all dense,
+    /// stay on their GPUs as one [`DeviceMatrix::rows`] (written to a file or downloaded later,
+    /// every GPU at once); any other parts are stacked on the host ([`Matrix::stack_rows`]).
+    pub fn stack_blocks(mut parts: Vec<Matrix>) -> Result<Matrix> {
+        if parts.len() == 1 {
+            return Ok(parts.remove(0));
+        }
+        let on_gpus = |m: &Matrix| match m {
+            Matrix::Device(d) => match d.data {
+                DeviceData::Csr(_) => Some(true),
+                DeviceData::Dense(_) => Some(false),
+                _ => None,
+            },
+            _ => None,
+        };
+        let kind = parts.first().and_then(on_gpus);
+        if kind.is_some() && parts.iter().all(|m| on_gpus(m) == kind) {
+            let n_cols = parts[0].shape().1;
+            if parts.iter().all(|m| m.shape().1 == n_cols) {
+                let blocks = parts
+                    .into_iter()
+                    .filter_map(|m| match m {
+                        Matrix::Device(d) => Some(d),
+                        _ => None,
+                    })
+                    .collect();
+                return Ok(Matrix::Device(DeviceMatrix::rows(blocks)?));
+            }
+        }
+        Matrix::stack_rows(&parts.iter().collect::<Vec<_>>())
+    }
+
     /// Matrices one under the other, on the host: dense when every part is dense, CSR
-    /// otherwise. Parts on GPUs (each on its own) are downloaded straight into their place in
-    /// the result, all at once.
+    /// otherwise. Parts on GPUs are downloaded first (see [`Matrix::stack_blocks`] to leave
+    /// them there).
     pub fn stack_rows(parts: &[&Matrix]) -> Result<Matrix> {
         let n_cols = parts.first().map_or(0, |m| m.shape().1);
         if let Some(p) = parts.iter().find(|m| m.shape().1 != n_cols) {
@@ -181,9 +226,6 @@ impl Matrix {
                 "stack",
                 format!("parts have {n_cols} and {} columns", p.shape().1),
             ));
-        }
-        if let Some(m) = gather_from_devices(parts, n_cols)? {
-            return Ok(m);
         }
         if parts.iter().any(|m| matches!(m, Matrix::Device(_))) {
             let host = parts
@@ -236,115 +278,6 @@ impl Matrix {
             data,
         }))
     }
-}
-
-/// The device vectors one after the other in one new host array, each downloaded into its
-/// place by a thread of its own, all GPUs at once. The array is not zeroed first: its pages
-/// are touched once, by the copies (zeroing 24 GB first made stacking two GPUs' results take
-/// twice as long as one GPU's download).
-fn gather_vecs<T: bytemuck::Pod + Send + Sync>(
-    vecs: &[(&GpuContext, &DeviceVec<T>)],
-) -> sc_kernels::Result<Vec<T>> {
-    let total = vecs.iter().map(|(_, v)| v.len()).sum();
-    let mut out: Vec<T> = Vec::with_capacity(total);
-    let slots = split_lengths(
-        &mut out.spare_capacity_mut()[..total],
-        vecs.iter().map(|(_, v)| v.len()),
-    );
-    std::thread::scope(|s| {
-        let hs: Vec<_> = slots
-            .into_iter()
-            .zip(vecs)
-            .map(|(slot, &(ctx, v))| {
-                s.spawn(move || {
-                    ctx.bind_to_thread()?;
-                    ctx.download_uninit(v, slot)
-                })
-            })
-            .collect();
-        hs.into_iter()
-            .try_for_each(|h| h.join().expect("a download thread panicked"))
-    })?;
-    // SAFETY: every download returned Ok, so each wrote all of its slots, and the slots cover
-    // 0..total.
-    unsafe { out.set_len(total) };
-    Ok(out)
-}
-
-/// The device parts, when every part is a dense or every part a CSR device matrix, downloaded
-/// into one host matrix: each GPU copies into its own rows of it, all at the same time.
-fn gather_from_devices(parts: &[&Matrix], n_cols: usize) -> Result<Option<Matrix>> {
-    let device: Vec<&DeviceMatrix> = parts
-        .iter()
-        .filter_map(|m| match m {
-            Matrix::Device(d) => Some(d),
-            _ => None,
-        })
-        .collect();
-    if device.len() != parts.len() || device.is_empty() {
-        return Ok(None);
-    }
-    let dev_err = |e: sc_kernels::KernelError| Error::Device(format!("gathering X: {e}"));
-    let dense: Option<Vec<&DeviceDense>> = device
-        .iter()
-        .map(|d| match &d.data {
-            DeviceData::Dense(m) => Some(m),
-            _ => None,
-        })
-        .collect();
-    if let Some(dense) = dense {
-        let vecs: Vec<_> = dense
-            .iter()
-            .zip(&device)
-            .map(|(m, d)| (&*d.ctx, &m.data))
-            .collect();
-        let data = gather_vecs(&vecs).map_err(dev_err)?;
-        let n_rows = dense.iter().map(|m| m.n_rows).sum();
-        return Ok(Some(Matrix::Dense(DenseMatrix {
-            n_rows,
-            n_cols,
-            data,
-        })));
-    }
-    let csr: Option<Vec<&DeviceCsr>> = device
-        .iter()
-        .map(|d| match &d.data {
-            DeviceData::Csr(m) => Some(m),
-            _ => None,
-        })
-        .collect();
-    let Some(csr) = csr else {
-        return Ok(None);
-    };
-    let mut indptr = vec![0u64];
-    for (m, d) in csr.iter().zip(&device) {
-        let part = d.ctx.download(&m.indptr).map_err(dev_err)?;
-        let base = *indptr.last().expect("starts with 0");
-        indptr.extend(part[1..=m.n_rows].iter().map(|&p| p + base));
-    }
-    let on_gpus = csr.iter().zip(&device).map(|(m, d)| (&*d.ctx, *m));
-    let indices: Vec<_> = on_gpus.clone().map(|(ctx, m)| (ctx, &m.indices)).collect();
-    let values: Vec<_> = on_gpus.map(|(ctx, m)| (ctx, &m.data)).collect();
-    let indices = gather_vecs(&indices).map_err(dev_err)?;
-    let data = gather_vecs(&values).map_err(dev_err)?;
-    Ok(Some(Matrix::Sparse(CsrMatrix {
-        n_rows: indptr.len() - 1,
-        n_cols,
-        indptr,
-        indices,
-        data,
-    })))
-}
-
-/// `v` cut into consecutive slices of the given lengths.
-fn split_lengths<T>(mut v: &mut [T], lens: impl Iterator<Item = usize>) -> Vec<&mut [T]> {
-    let mut out = Vec::new();
-    for l in lens {
-        let (a, b) = v.split_at_mut(l);
-        out.push(a);
-        v = b;
-    }
-    out
 }
 
 /// The slices one after the other, copied by every thread of the pool at once (stacking

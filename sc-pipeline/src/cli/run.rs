@@ -7,9 +7,7 @@ use super::progress::Spinner;
 use crate::anndata::Matrix;
 use crate::io::StagedFile;
 use crate::memory_plan::Execution;
-use crate::pipeline::{
-    run_cell_graph_steps, run_pipeline_on, GpuRun, PipelineConfig, StepObserver,
-};
+use crate::pipeline::{run_cell_graph_steps, run_steps, GpuRun, PipelineConfig, StepObserver};
 use crate::report::{RunReport, StepRecord, StepTimer};
 use crate::split_run::{graph_group, run_pipeline_split, Rank};
 use crate::steps::{Flavor, HarmonyOptions, HarmonyParams, HvgOptions};
@@ -688,10 +686,20 @@ pub fn run(args: RunArgs) -> Result<()> {
         }
         (None, None) => {
             let first = config.per_cell_steps();
-            let records = run_pipeline_on(&mut adata, &first, gpu.as_ref(), &mut spinner)?;
+            // X and .raw stay on the GPU: the writer copies them from there into the file
+            // while neighbors runs.
+            let records = run_steps(&mut adata, &first, gpu.as_ref(), &mut spinner, false)?;
             report.steps.extend(records);
             cell_graph = Some((gpu.iter().map(|g| g.ctx.clone()).collect(), Vec::new()));
         }
+    }
+    if gpu.is_some() && !crate::io::switched_on("SCPIPE_WRITE_FROM_GPU") {
+        // The way before the output was written from the GPUs: X and .raw gathered on the host
+        // first (for comparison, or where copying from the GPUs into the file misbehaves).
+        let timer = StepTimer::start("move results to the host");
+        adata.to_host()?;
+        let rec = timer.finish(adata.n_obs(), adata.n_vars(), "SCPIPE_WRITE_FROM_GPU=0");
+        report.steps.push(rec);
     }
     let written = match cell_graph {
         Some((gpus, group)) => {

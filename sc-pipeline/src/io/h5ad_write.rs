@@ -125,7 +125,7 @@ fn write_rest(ctx: &H5Ctx, file: &File, adata: &AnnData) -> Result<()> {
     write_dict(ctx, file, "uns", &adata.uns)
 }
 
-fn element_path(parent: &Location, name: &str) -> String {
+pub(crate) fn element_path(parent: &Location, name: &str) -> String {
     format!("{}/{name}", parent.name().trim_end_matches('/'))
 }
 
@@ -195,7 +195,7 @@ fn write_string_list_attr(
         .map_err(ctx.h5(element))
 }
 
-fn write_int_list_attr(
+pub(crate) fn write_int_list_attr(
     ctx: &H5Ctx,
     loc: &Location,
     name: &str,
@@ -278,6 +278,19 @@ pub(crate) fn write_numbers<T: H5Type + bytemuck::Pod>(
     if shape.is_empty() || !parallel_fill::wanted(&ctx.path, bytes.len()) {
         return write_plain(ctx, parent, name, shape, values);
     }
+    let (ds, offset) = create_in_place::<T>(ctx, parent, name, shape)?;
+    parallel_fill::fill(&ctx.path, offset, bytes)?;
+    Ok(ds)
+}
+
+/// A dataset whose place HDF5 allocates in the file when it is created and never fills, and
+/// that place's offset: its bytes are then copied there ([`parallel_fill`]).
+pub(crate) fn create_in_place<T: H5Type>(
+    ctx: &H5Ctx,
+    parent: &Group,
+    name: &str,
+    shape: &[usize],
+) -> Result<(hdf5::Dataset, u64)> {
     let element = element_path(parent, name);
     let ds = parent
         .new_dataset::<T>()
@@ -289,8 +302,7 @@ pub(crate) fn write_numbers<T: H5Type + bytemuck::Pod>(
     let offset = ds
         .offset()
         .ok_or_else(|| ctx.format(&element, "HDF5 gave no file offset for the dataset"))?;
-    parallel_fill::fill(&ctx.path, offset, bytes)?;
-    Ok(ds)
+    Ok((ds, offset))
 }
 
 /// A numeric `array` written straight from a slice: a dense X is GBs, which an `ArrayData`
@@ -424,9 +436,7 @@ pub(crate) fn write_matrix(ctx: &H5Ctx, parent: &Group, name: &str, m: &Matrix) 
     match m {
         Matrix::Sparse(csr) => write_csr(ctx, parent, name, csr),
         Matrix::Dense(d) => write_numeric_array(ctx, parent, name, &[d.n_rows, d.n_cols], &d.data),
-        Matrix::Device(_) => Err(crate::Error::Device(format!(
-            "cannot write '{name}' while it is on the GPU: move it to the host first (AnnData::to_host)"
-        ))),
+        Matrix::Device(d) => super::device_write::write_device_matrix(ctx, parent, name, d),
     }
 }
 

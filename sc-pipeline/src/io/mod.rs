@@ -1,6 +1,7 @@
 //! File formats: h5ad (read, write, read in row chunks) and 10x Genomics HDF5 matrices.
 
 mod detect;
+mod device_write;
 mod direct_read;
 mod h5ad_chunks;
 mod h5ad_read;
@@ -20,5 +21,6 @@ pub use h5ad_stream_write::H5adStreamWriter;
 pub use h5ad_write::{
     begin_h5ad, write_h5ad, write_h5ad_staged, write_h5ad_staged_without_x, H5adWrite,
 };
+pub(crate) use parallel_fill::switched_on;
 pub use staged_file::StagedFile;
 pub use tenx::{read_10x_h5, read_10x_h5_with_notices};

@@ -25,6 +25,9 @@ pub(crate) const PARALLEL_FILL_BYTES: usize = 64 << 20;
 /// Bytes one thread copies at a time.
 const PIECE: usize = 4 << 20;
 
+/// Bytes written per call where the file system has no shared maps.
+const UNMAPPED_PIECE: usize = 64 << 20;
+
 /// Free space kept beyond the dataset (HDF5's metadata, written at close).
 const HEADROOM: u64 = 64 << 20;
 
@@ -39,7 +42,7 @@ pub(crate) fn wanted(path: &Path, len: usize) -> bool {
 }
 
 /// False when the environment variable `var` is set to `0` (a switch that is on by default).
-fn switched_on(var: &str) -> bool {
+pub(crate) fn switched_on(var: &str) -> bool {
     std::env::var(var).map_or(true, |v| v != "0")
 }
 
@@ -61,11 +64,37 @@ fn free_bytes(path: &Path) -> Option<u64> {
 /// Copies `bytes` to `offset` of the file at `path` (the place HDF5 reserved for a dataset),
 /// growing the file to hold them.
 pub(crate) fn fill(path: &Path, offset: u64, bytes: &[u8]) -> Result<()> {
+    fill_with(path, offset, bytes.len(), |start, dst| {
+        let src = &bytes[start..start + dst.len()];
+        let mut copy = || {
+            dst.par_chunks_mut(PIECE)
+                .zip(src.par_chunks(PIECE))
+                .for_each(|(d, s)| d.copy_from_slice(s))
+        };
+        match writers() {
+            Some(pool) => pool.install(copy),
+            None => copy(),
+        }
+        Ok(())
+    })
+}
+
+/// Writes `len` bytes at `offset` of the file at `path` (the place HDF5 reserved for a
+/// dataset), growing the file to hold them: `copy(start, dst)` puts the source's bytes
+/// `start..start + dst.len()` into `dst`. It is called once, on a shared map of the whole place
+/// (reserved first, see the module's documentation), or, where the file system has no shared
+/// maps, piece by piece on a buffer that one thread then writes.
+pub(crate) fn fill_with(
+    path: &Path,
+    offset: u64,
+    len: usize,
+    copy: impl Fn(usize, &mut [u8]) -> Result<()>,
+) -> Result<()> {
     let err = |what: &str, e: std::io::Error| Error::File {
         path: path.to_path_buf(),
         message: format!("{what}: {e}"),
     };
-    if bytes.is_empty() {
+    if len == 0 {
         return Ok(());
     }
     let file = std::fs::OpenOptions::new()
@@ -73,9 +102,9 @@ pub(crate) fn fill(path: &Path, offset: u64, bytes: &[u8]) -> Result<()> {
         .write(true)
         .open(path)
         .map_err(|e| err("opening the file to fill a dataset", e))?;
-    let end = offset + bytes.len() as u64;
-    let len = file.metadata().map_err(|e| err("file size", e))?.len();
-    if len < end {
+    let end = offset + len as u64;
+    let file_len = file.metadata().map_err(|e| err("file size", e))?.len();
+    if file_len < end {
         // HDF5 sets the file's final length (at least `end`: the place is inside the space it
         // allocated) when it closes the file.
         file.set_len(end).map_err(|e| err("growing the file", e))?;
@@ -88,32 +117,48 @@ pub(crate) fn fill(path: &Path, offset: u64, bytes: &[u8]) -> Result<()> {
     let map = unsafe {
         memmap2::MmapOptions::new()
             .offset(start)
-            .len(lead + bytes.len())
+            .len(lead + len)
             .map_mut(&file)
     };
     let Ok(mut map) = map else {
         // A file system without shared maps: one thread writes the bytes.
-        use std::os::unix::fs::FileExt;
-        return file
-            .write_all_at(bytes, offset)
-            .map_err(|e| err("writing a dataset", e));
+        return write_in_pieces(&file, offset, len, UNMAPPED_PIECE, &copy).map_err(|e| match e {
+            Unmapped::Io(e) => err("writing a dataset", e),
+            Unmapped::Source(e) => e,
+        });
     };
     if switched_on("SCPIPE_RESERVE_WRITE") {
-        reserve(&file, offset, bytes.len())
+        reserve(&file, offset, len)
             .map_err(|e| err("reserving the dataset's place in the file", e))?;
-    }
-    let mut copy = || {
-        map[lead..]
-            .par_chunks_mut(PIECE)
-            .zip(bytes.par_chunks(PIECE))
-            .for_each(|(dst, src)| dst.copy_from_slice(src))
-    };
-    match writers() {
-        Some(pool) => pool.install(copy),
-        None => copy(),
     }
     // The pages reach the file as write(2)'s would: the kernel writes them back (no fsync
     // either way).
+    copy(0, &mut map[lead..])
+}
+
+/// Why [`write_in_pieces`] stopped: the write, or the source.
+enum Unmapped {
+    Io(std::io::Error),
+    Source(Error),
+}
+
+/// `len` bytes from `copy` written at `offset` of `file` a piece of at most `piece` bytes at a
+/// time, through one buffer.
+fn write_in_pieces(
+    file: &std::fs::File,
+    offset: u64,
+    len: usize,
+    piece: usize,
+    copy: &impl Fn(usize, &mut [u8]) -> Result<()>,
+) -> std::result::Result<(), Unmapped> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; len.min(piece)];
+    for first in (0..len).step_by(piece) {
+        let part = &mut buf[..piece.min(len - first)];
+        copy(first, part).map_err(Unmapped::Source)?;
+        file.write_all_at(part, offset + first as u64)
+            .map_err(Unmapped::Io)?;
+    }
     Ok(())
 }
 
@@ -191,6 +236,29 @@ mod tests {
         assert_eq!(back.len(), 4321 + bytes.len());
         assert!(back[..4321].iter().all(|&b| b == 7));
         assert_eq!(&back[4321..], &bytes[..]);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn without_a_map_the_pieces_are_written_in_order() {
+        let dir = scratch("pieces");
+        let path = dir.join("f.bin");
+        std::fs::write(&path, vec![7u8; 100]).unwrap();
+        let src: Vec<u8> = (0..10_000).map(|i| (i % 253) as u8).collect();
+        let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        let copy = |start: usize, dst: &mut [u8]| {
+            dst.copy_from_slice(&src[start..start + dst.len()]);
+            Ok(())
+        };
+        assert!(write_in_pieces(&file, 50, src.len(), 999, &copy).is_ok());
+        let back = std::fs::read(&path).unwrap();
+        assert!(back[..50].iter().all(|&b| b == 7));
+        assert_eq!(&back[50..], &src[..]);
+        let failing = |_: usize, _: &mut [u8]| Err(Error::invalid("source", "gone"));
+        assert!(matches!(
+            write_in_pieces(&file, 0, 10, 4, &failing),
+            Err(Unmapped::Source(_))
+        ));
         std::fs::remove_dir_all(dir).unwrap();
     }
 

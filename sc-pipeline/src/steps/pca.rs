@@ -46,6 +46,11 @@ pub fn pca(adata: &mut AnnData, n_comps: usize) -> Result<usize> {
             DeviceData::Csr(_) => match x.to_csr()? {
                 c => pca_sparse_across(c.as_ref(), &params, comm),
             },
+            // Blocks of rows on several GPUs (a stacked split run): gathered on the host.
+            DeviceData::Rows(_) => match d.download().map_err(kernel_error(STEP))? {
+                Matrix::Dense(h) => pca_dense_across(&h, &params, comm),
+                h => pca_sparse_across(h.to_csr()?.as_ref(), &params, comm),
+            },
         },
     }
     .map_err(kernel_error(STEP))?;

@@ -1,0 +1,157 @@
+//! Blocks of rows on several GPUs gathered into one host matrix: each GPU downloads its rows
+//! straight into their place in the result, all GPUs at once.
+
+use super::{DeviceData, DeviceMatrix, Matrix};
+use rmm_core::DeviceVec;
+use sc_kernels::gpu::{DeviceCsr, GpuContext};
+use sc_kernels::{CsrMatrix, DenseMatrix, KernelError};
+
+/// The blocks (all CSR or all dense, see [`DeviceMatrix::rows`]) stacked into one host matrix.
+pub(super) fn gather_blocks(blocks: &[DeviceMatrix]) -> sc_kernels::Result<Matrix> {
+    let n_cols = blocks.first().map_or(0, |b| b.shape().1);
+    let n_rows = blocks.iter().map(|b| b.shape().0).sum();
+    let mut dense = Vec::new();
+    let mut csr = Vec::new();
+    for b in blocks {
+        match &b.data {
+            DeviceData::Dense(m) => dense.push((&*b.ctx, &m.data)),
+            DeviceData::Csr(m) => csr.push((&*b.ctx, m)),
+            _ => {
+                return Err(KernelError::Shape(
+                    "only CSR or dense blocks in device memory can be gathered".into(),
+                ))
+            }
+        }
+    }
+    if !dense.is_empty() && !csr.is_empty() {
+        return Err(KernelError::Shape(
+            "blocks of rows mix CSR and dense matrices".into(),
+        ));
+    }
+    if !dense.is_empty() {
+        let data = gather_vecs(&dense)?;
+        return Ok(Matrix::Dense(DenseMatrix {
+            n_rows,
+            n_cols,
+            data,
+        }));
+    }
+    let indptr = stacked_indptr(&csr)?;
+    let indices: Vec<_> = csr.iter().map(|&(ctx, m)| (ctx, &m.indices)).collect();
+    let values: Vec<_> = csr.iter().map(|&(ctx, m)| (ctx, &m.data)).collect();
+    Ok(Matrix::Sparse(CsrMatrix {
+        n_rows,
+        n_cols,
+        indptr,
+        indices: gather_vecs(&indices)?,
+        data: gather_vecs(&values)?,
+    }))
+}
+
+/// The row offsets of CSR blocks stacked in order (each block's offsets downloaded and
+/// shifted by the values before it).
+pub(crate) fn stacked_indptr(csr: &[(&GpuContext, &DeviceCsr)]) -> sc_kernels::Result<Vec<u64>> {
+    let mut indptr = vec![0u64];
+    for (ctx, m) in csr {
+        let part = ctx.download(&m.indptr)?;
+        let base = *indptr.last().expect("starts with 0");
+        indptr.extend(part[1..=m.n_rows].iter().map(|&p| p + base));
+    }
+    Ok(indptr)
+}
+
+/// The device vectors one after the other in one new host array, each downloaded into its
+/// place by a thread of its own, all GPUs at once. The array is not zeroed first: its pages
+/// are touched once, by the copies (zeroing 24 GB first made stacking two GPUs' results take
+/// twice as long as one GPU's download).
+fn gather_vecs<T: bytemuck::Pod + Send + Sync>(
+    vecs: &[(&GpuContext, &DeviceVec<T>)],
+) -> sc_kernels::Result<Vec<T>> {
+    let total = vecs.iter().map(|(_, v)| v.len()).sum();
+    let mut out: Vec<T> = Vec::with_capacity(total);
+    let slots = split_lengths(
+        &mut out.spare_capacity_mut()[..total],
+        vecs.iter().map(|(_, v)| v.len()),
+    );
+    let jobs = vecs
+        .iter()
+        .zip(slots)
+        .map(|(&(ctx, v), slot)| (ctx, move || ctx.download_uninit(v, slot)));
+    on_their_gpus(jobs)?;
+    // SAFETY: every download returned Ok, so each wrote all of its slots, and the slots cover
+    // 0..total.
+    unsafe { out.set_len(total) };
+    Ok(out)
+}
+
+/// The bytes `start..start + dst.len()` of the device vectors laid one after the other, copied
+/// into `dst` (e.g. a dataset's place in a memory-mapped file): each vector's share by a thread
+/// of its own, all GPUs at once, on each GPU's copy lane, so that the copies overlap the work
+/// queued on the vectors' own streams meanwhile (the output is written while neighbors runs).
+/// The vectors must be final: every step ends with its stream idle.
+pub(crate) fn gather_bytes<T: bytemuck::Pod + Send + Sync>(
+    vecs: &[(&GpuContext, &DeviceVec<T>)],
+    start: usize,
+    dst: &mut [u8],
+) -> sc_kernels::Result<()> {
+    let size = std::mem::size_of::<T>();
+    let end = start + dst.len();
+    let mut rest = dst;
+    let mut jobs = Vec::new();
+    let mut first = 0;
+    for &(ctx, v) in vecs {
+        let (lo, hi) = (first, first + v.len() * size);
+        first = hi;
+        let (from, to) = (lo.max(start), hi.min(end));
+        if from >= to {
+            continue;
+        }
+        let (mine, after) = std::mem::take(&mut rest).split_at_mut(to - from);
+        rest = after;
+        jobs.push((ctx, move || {
+            ctx.copy_lane()?.download_bytes_into(v, from - lo, mine)
+        }));
+    }
+    if !rest.is_empty() || first < end {
+        return Err(KernelError::Shape(format!(
+            "bytes {start}..{end} of device arrays of {first} bytes"
+        )));
+    }
+    on_their_gpus(jobs)
+}
+
+/// Runs each job on a thread of its own with its GPU's context bound; the first error, if any.
+fn on_their_gpus<'a, F>(
+    jobs: impl IntoIterator<Item = (&'a GpuContext, F)>,
+) -> sc_kernels::Result<()>
+where
+    F: FnOnce() -> sc_kernels::Result<()> + Send,
+{
+    std::thread::scope(|s| {
+        let hs: Vec<_> = jobs
+            .into_iter()
+            .map(|(ctx, job)| {
+                s.spawn(move || {
+                    ctx.bind_to_thread()?;
+                    job()
+                })
+            })
+            .collect();
+        hs.into_iter()
+            .try_for_each(|h| h.join().expect("a download thread panicked"))
+    })
+}
+
+/// `v` cut into consecutive slices of the given lengths.
+pub(crate) fn split_lengths<T>(
+    mut v: &mut [T],
+    lens: impl Iterator<Item = usize>,
+) -> Vec<&mut [T]> {
+    let mut out = Vec::new();
+    for l in lens {
+        let (a, b) = v.split_at_mut(l);
+        out.push(a);
+        v = b;
+    }
+    out
+}
