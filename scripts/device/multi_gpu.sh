@@ -17,8 +17,8 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
 echo "== NCCL tests ($N GPUs)"
 REQUIRE_GPU=1 "$B/gpu_split_run" --test-threads=1 --nocapture > "$OUT/tests.log" 2>&1
 grep -E "^test |matches|harmony|result|panicked|Error|error" "$OUT/tests.log"
-echo "== compute-sanitizer (memcheck) on the kNN of row ranges and the split harmony (local ranks, NCCL)"
-for t in knn_of_row_ranges harmony_split_across_local_ranks harmony_split_across_nccl_ranks; do
+echo "== compute-sanitizer (memcheck) on the kNN of row ranges, the split harmony (local ranks, NCCL) and the write from the GPUs"
+for t in knn_of_row_ranges harmony_split_across_local_ranks harmony_split_across_nccl_ranks device_matrices_are_written; do
   echo "-- $t"
   REQUIRE_GPU=1 compute-sanitizer --tool memcheck --print-limit 3 "$B/gpu_split_run" $t > "$OUT/memcheck-$t.log" 2>&1
   grep -E "ERROR SUMMARY|test result|panicked" "$OUT/memcheck-$t.log"
