@@ -14,7 +14,7 @@ for name in names:
         print(f"{name}: missing from {sys.argv[2]}")
         differ += 1
         continue
-    x, y = a[name][()], b[name][()]
+    x, y = np.asarray(a[name][()]), np.asarray(b[name][()])
     if x.shape != y.shape or not np.array_equal(x, y):
         differ += 1
         if x.shape != y.shape:

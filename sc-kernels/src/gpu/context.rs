@@ -153,6 +153,14 @@ impl GpuContext {
         )?)
     }
 
+    /// Makes the pinned staging buffers now, if they are not made yet. Pinning host memory
+    /// waits for the work queued on the device, on every stream: a context about to download
+    /// while long kernels run on another stream (the output written while neighbors runs)
+    /// makes its buffers before those kernels are queued.
+    pub fn prepare_transfers(&self) -> Result<()> {
+        self.with_staging(|_| Ok(()))
+    }
+
     /// Runs `f` with the staging buffers (made on first use).
     fn with_staging<R>(&self, f: impl FnOnce(&Staging) -> Result<R>) -> Result<R> {
         let mut guard = self.staging.lock().unwrap();

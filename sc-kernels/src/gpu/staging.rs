@@ -183,9 +183,11 @@ fn copy_into<T: Pod + Send + Sync>(dst: &mut [MaybeUninit<T>], src: &[T]) {
     dst.par_chunks_mut(PIECE)
         .zip(src.par_chunks(PIECE))
         .for_each(|(d, s)| {
-            for (d, &s) in d.iter_mut().zip(s) {
-                d.write(s);
-            }
+            assert_eq!(d.len(), s.len());
+            // SAFETY: both pieces hold s.len() values of T and do not overlap (one is pinned
+            // staging memory, the other the caller's); a memcpy whatever T is (a loop over
+            // single bytes need not become one).
+            unsafe { std::ptr::copy_nonoverlapping(s.as_ptr(), d.as_mut_ptr() as *mut T, s.len()) };
         });
 }
 

@@ -746,6 +746,10 @@ impl CellGraph<'_> {
             report.steps.extend(graph(adata, spinner)?);
             return write_step(adata, output, true, spinner, report);
         }
+        crate::io::prepare_device_write(&adata.x)?;
+        if let Some(r) = &adata.raw {
+            crate::io::prepare_device_write(&r.x)?;
+        }
         let (n, g) = (adata.n_obs(), adata.n_vars());
         // The steps read obsm and obs only; X is an empty stand-in of the same shape meanwhile.
         let x = std::mem::replace(&mut adata.x, Matrix::Sparse(CsrMatrix::zeros(n, g)));

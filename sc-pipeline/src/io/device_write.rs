@@ -81,6 +81,21 @@ pub(crate) fn write_device_matrix(
     }
 }
 
+/// Makes the copy lanes that writing `m` downloads on, and their pinned buffers, before other
+/// work is queued on its GPUs: made while long kernels run, they would wait for them (see
+/// [`GpuContext::prepare_transfers`]).
+pub(crate) fn prepare_device_write(m: &crate::anndata::Matrix) -> Result<()> {
+    if let crate::anndata::Matrix::Device(d) = m {
+        for b in d.blocks() {
+            b.ctx
+                .copy_lane()
+                .and_then(GpuContext::prepare_transfers)
+                .map_err(|e| device_error("X", e))?;
+        }
+    }
+    Ok(())
+}
+
 /// A dataset of `shape` (stored as `D`, whose bytes are those of `T`) filled from the device
 /// vectors laid one after the other.
 fn fill_dataset<T: bytemuck::Pod + Send + Sync, D: H5Type>(
