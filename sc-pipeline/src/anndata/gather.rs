@@ -36,7 +36,7 @@ pub(super) fn gather_blocks(blocks: &[DeviceMatrix]) -> sc_kernels::Result<Matri
             data,
         }));
     }
-    let indptr = stacked_indptr(&csr)?;
+    let indptr = stacked_indptr(&csr, false)?;
     let indices: Vec<_> = csr.iter().map(|&(ctx, m)| (ctx, &m.indices)).collect();
     let values: Vec<_> = csr.iter().map(|&(ctx, m)| (ctx, &m.data)).collect();
     Ok(Matrix::Sparse(CsrMatrix {
@@ -48,12 +48,18 @@ pub(super) fn gather_blocks(blocks: &[DeviceMatrix]) -> sc_kernels::Result<Matri
     }))
 }
 
-/// The row offsets of CSR blocks stacked in order (each block's offsets downloaded and
-/// shifted by the values before it).
-pub(crate) fn stacked_indptr(csr: &[(&GpuContext, &DeviceCsr)]) -> sc_kernels::Result<Vec<u64>> {
+/// The row offsets of CSR blocks stacked in order (each block's offsets downloaded, on its
+/// GPU's copy lane when `lane`, and shifted by the values before it).
+pub(crate) fn stacked_indptr(
+    csr: &[(&GpuContext, &DeviceCsr)],
+    lane: bool,
+) -> sc_kernels::Result<Vec<u64>> {
     let mut indptr = vec![0u64];
     for (ctx, m) in csr {
-        let part = ctx.download(&m.indptr)?;
+        let part = match lane {
+            true => ctx.copy_lane()?.download(&m.indptr)?,
+            false => ctx.download(&m.indptr)?,
+        };
         let base = *indptr.last().expect("starts with 0");
         indptr.extend(part[1..=m.n_rows].iter().map(|&p| p + base));
     }
@@ -77,7 +83,7 @@ fn gather_vecs<T: bytemuck::Pod + Send + Sync>(
         .iter()
         .zip(slots)
         .map(|(&(ctx, v), slot)| (ctx, move || ctx.download_uninit(v, slot)));
-    on_their_gpus(jobs)?;
+    on_their_gpus(jobs, None)?;
     // SAFETY: every download returned Ok, so each wrote all of its slots, and the slots cover
     // 0..total.
     unsafe { out.set_len(total) };
@@ -88,11 +94,14 @@ fn gather_vecs<T: bytemuck::Pod + Send + Sync>(
 /// into `dst` (e.g. a dataset's place in a memory-mapped file): each vector's share by a thread
 /// of its own, all GPUs at once, on each GPU's copy lane, so that the copies overlap the work
 /// queued on the vectors' own streams meanwhile (the output is written while neighbors runs).
-/// The vectors must be final: every step ends with its stream idle.
+/// The host side of the copies runs in `pool` (rayon's global pool when `None`), so that it
+/// does not queue behind the work other steps give the global pool meanwhile. The vectors must
+/// be final: every step ends with its stream idle.
 pub(crate) fn gather_bytes<T: bytemuck::Pod + Send + Sync>(
     vecs: &[(&GpuContext, &DeviceVec<T>)],
     start: usize,
     dst: &mut [u8],
+    pool: Option<&rayon::ThreadPool>,
 ) -> sc_kernels::Result<()> {
     let size = std::mem::size_of::<T>();
     let end = start + dst.len();
@@ -117,12 +126,14 @@ pub(crate) fn gather_bytes<T: bytemuck::Pod + Send + Sync>(
             "bytes {start}..{end} of device arrays of {first} bytes"
         )));
     }
-    on_their_gpus(jobs)
+    on_their_gpus(jobs, pool)
 }
 
-/// Runs each job on a thread of its own with its GPU's context bound; the first error, if any.
+/// Runs each job on a thread of its own (inside `pool` when given) with its GPU's context
+/// bound; the first error, if any.
 fn on_their_gpus<'a, F>(
     jobs: impl IntoIterator<Item = (&'a GpuContext, F)>,
+    pool: Option<&rayon::ThreadPool>,
 ) -> sc_kernels::Result<()>
 where
     F: FnOnce() -> sc_kernels::Result<()> + Send,
@@ -132,8 +143,14 @@ where
             .into_iter()
             .map(|(ctx, job)| {
                 s.spawn(move || {
-                    ctx.bind_to_thread()?;
-                    job()
+                    let run = || {
+                        ctx.bind_to_thread()?;
+                        job()
+                    };
+                    match pool {
+                        Some(p) => p.install(run),
+                        None => run(),
+                    }
                 })
             })
             .collect();

@@ -71,7 +71,8 @@ pub(crate) fn write_device_matrix(
             // which fits in an int32 here.
             let indices: Vec<_> = parts.iter().map(|&(c, m)| (c, &m.indices)).collect();
             fill_dataset::<u32, i32>(ctx, &g, "indices", &[nnz], &indices)?;
-            let indptr = stacked_indptr(&parts).map_err(|e| device_error(&element, e))?;
+            // On the copy lanes too: the GPUs' own streams are busy with neighbors meanwhile.
+            let indptr = stacked_indptr(&parts, true).map_err(|e| device_error(&element, e))?;
             write_indptr(ctx, &g, IndexWidth::I32, &indptr)
         }
         _ => {
@@ -120,7 +121,9 @@ fn fill_from_devices<T: bytemuck::Pod + Send + Sync>(
     element: &str,
 ) -> Result<()> {
     parallel_fill::fill_with(path, offset, len, |start, dst| {
-        gather_bytes(parts, start, dst).map_err(|e| device_error(element, e))
+        // The fills' own threads: neighbors keeps rayon's global pool busy meanwhile.
+        gather_bytes(parts, start, dst, parallel_fill::writers())
+            .map_err(|e| device_error(element, e))
     })
 }
 

@@ -22,6 +22,5 @@ pub use h5ad_stream_write::H5adStreamWriter;
 pub use h5ad_write::{
     begin_h5ad, write_h5ad, write_h5ad_staged, write_h5ad_staged_without_x, H5adWrite,
 };
-pub(crate) use parallel_fill::switched_on;
 pub use staged_file::StagedFile;
 pub use tenx::{read_10x_h5, read_10x_h5_with_notices};

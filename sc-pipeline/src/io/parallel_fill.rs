@@ -42,7 +42,7 @@ pub(crate) fn wanted(path: &Path, len: usize) -> bool {
 }
 
 /// False when the environment variable `var` is set to `0` (a switch that is on by default).
-pub(crate) fn switched_on(var: &str) -> bool {
+fn switched_on(var: &str) -> bool {
     std::env::var(var).map_or(true, |v| v != "0")
 }
 
@@ -127,13 +127,26 @@ pub(crate) fn fill_with(
             Unmapped::Source(e) => e,
         });
     };
+    let t0 = std::time::Instant::now();
     if switched_on("SCPIPE_RESERVE_WRITE") {
         reserve(&file, offset, len)
             .map_err(|e| err("reserving the dataset's place in the file", e))?;
     }
+    let t1 = std::time::Instant::now();
     // The pages reach the file as write(2)'s would: the kernel writes them back (no fsync
     // either way).
-    copy(0, &mut map[lead..])
+    let copied = copy(0, &mut map[lead..]);
+    if std::env::var_os("SCPIPE_TRACE_WRITE").is_some() {
+        static FIRST: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+        let first = *FIRST.get_or_init(|| t0);
+        eprintln!(
+            "fill {len} bytes at {offset}: from +{:.3} s, reserve {:.3} s, copy {:.3} s",
+            (t0 - first).as_secs_f64(),
+            (t1 - t0).as_secs_f64(),
+            t1.elapsed().as_secs_f64()
+        );
+    }
+    copied
 }
 
 /// Why [`write_in_pieces`] stopped: the write, or the source.
@@ -192,7 +205,7 @@ fn reserve(file: &std::fs::File, offset: u64, len: usize) -> std::io::Result<()>
 /// The fills' own threads (half the cores, at most 16): the output is written while harmony and
 /// neighbors run, whose host copies use rayon's global pool and must not queue behind a fill.
 /// `None` (the global pool then) where the threads could not be started.
-fn writers() -> Option<&'static rayon::ThreadPool> {
+pub(crate) fn writers() -> Option<&'static rayon::ThreadPool> {
     static POOL: std::sync::OnceLock<Option<rayon::ThreadPool>> = std::sync::OnceLock::new();
     POOL.get_or_init(|| {
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
