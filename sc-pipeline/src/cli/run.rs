@@ -694,9 +694,9 @@ pub fn run(args: RunArgs) -> Result<()> {
     }
     // X and .raw are gathered on the host, then written while harmony and neighbors run.
     // SCPIPE_WRITE_FROM_GPU=1 leaves them on the GPU(s) and copies them from there into the
-    // file: the host then holds them once instead of twice (peak 9 GB against 31 GB at a
-    // million cells), but the copies made while neighbors runs wait for its kNN (measured in
-    // benches/RESULTS.md; the cause is not found yet), so it is slower and not the default.
+    // file: the host then holds them once instead of twice while writing (9 GiB against 31 GiB
+    // at a million cells), but the copies made while neighbors runs wait for its kNN (measured
+    // in benches/RESULTS.md; the cause is not found yet), so it is slower and not the default.
     let from_gpu = std::env::var("SCPIPE_WRITE_FROM_GPU").is_ok_and(|v| v == "1");
     if gpu.is_some() && !from_gpu {
         let timer = StepTimer::start("move results to the host");
