@@ -692,12 +692,18 @@ pub fn run(args: RunArgs) -> Result<()> {
             cell_graph = Some((gpu.iter().map(|g| g.ctx.clone()).collect(), Vec::new()));
         }
     }
-    // X and .raw are gathered on the host, then written while harmony and neighbors run.
-    // SCPIPE_WRITE_FROM_GPU=1 leaves them on the GPU(s) and copies them from there into the
-    // file: the host then holds them once instead of twice while writing (9 GiB against 31 GiB
-    // at a million cells), but the copies made while neighbors runs wait for its kNN (measured
-    // in benches/RESULTS.md; the cause is not found yet), so it is slower and not the default.
-    let from_gpu = std::env::var("SCPIPE_WRITE_FROM_GPU").is_ok_and(|v| v == "1");
+    // Where the write overlaps harmony and neighbors, X and .raw are gathered on the host
+    // first: copies from the GPUs made while neighbors runs wait for its kNN (measured in
+    // benches/RESULTS.md; the cause is not found yet). Otherwise they are copied from the GPU(s)
+    // straight into the file, so the host holds them once instead of twice (9 GiB against
+    // 31 GiB while writing a million cells) and the gather's time is saved.
+    // SCPIPE_WRITE_FROM_GPU=1 or =0 chooses either way for every run.
+    let overlapped = cell_graph.is_some() && writes_during_graph_steps(&config, &adata);
+    let from_gpu = match std::env::var("SCPIPE_WRITE_FROM_GPU").as_deref() {
+        Ok("1") => true,
+        Ok("0") => false,
+        _ => !overlapped,
+    };
     if gpu.is_some() && !from_gpu {
         let timer = StepTimer::start("move results to the host");
         adata.to_host()?;
@@ -745,7 +751,7 @@ impl CellGraph<'_> {
         let graph = |a: &mut AnnData, s: &mut Spinner| {
             run_cell_graph_steps(a, self.config, self.gpu, self.gpus, self.group, s)
         };
-        if !self.config.has_cell_graph_steps() || !adata.obsm.contains_key("X_pca") {
+        if !writes_during_graph_steps(self.config, adata) {
             report.steps.extend(graph(adata, spinner)?);
             return write_step(adata, output, true, spinner, report);
         }
@@ -785,6 +791,12 @@ impl CellGraph<'_> {
             .push(timer.finish(n, g, output.display().to_string()));
         Ok(written)
     }
+}
+
+/// Whether X and `.raw` are written while harmony and neighbors run: there are such steps, and
+/// they read `obsm['X_pca']` (not X itself).
+fn writes_during_graph_steps(config: &PipelineConfig, adata: &AnnData) -> bool {
+    config.has_cell_graph_steps() && adata.obsm.contains_key("X_pca")
 }
 
 /// Writes `adata` (without X: a generated run's result) under a temporary name, timed as the
