@@ -76,20 +76,23 @@ impl DeviceMatrix {
         let Some(first) = blocks.first() else {
             return Err(crate::Error::invalid("stack", "needs at least one block"));
         };
-        let n_cols = first.shape().1;
         let kind = |m: &DeviceMatrix| match m.data {
-            DeviceData::Csr(_) => Some(true),
-            DeviceData::Dense(_) => Some(false),
-            _ => None,
+            DeviceData::Csr(_) => "CSR in device memory",
+            DeviceData::Dense(_) => "dense in device memory",
+            DeviceData::StreamedCsr(_) | DeviceData::StreamedDense(_) => "streamed from the host",
+            DeviceData::Rows(_) => "blocks of rows already",
         };
-        let same = |m: &DeviceMatrix| kind(m).is_some() && kind(m) == kind(first);
-        if let Some(b) = blocks.iter().find(|b| !same(b) || b.shape().1 != n_cols) {
+        let (first_kind, n_cols) = (kind(first), first.shape().1);
+        let usable = |m: &DeviceMatrix| matches!(m.data, DeviceData::Csr(_) | DeviceData::Dense(_));
+        if let Some(b) = blocks
+            .iter()
+            .find(|b| !usable(b) || kind(b) != first_kind || b.shape().1 != n_cols)
+        {
             return Err(crate::Error::invalid(
                 "stack",
                 format!(
-                    "device blocks must all be CSR or all dense in device memory, with the same \
-                     columns ({} and {:?} with {} columns)",
-                    n_cols,
+                    "blocks of rows must be all CSR or all dense in device memory, with the same \
+                     columns: a block {first_kind} with {n_cols} columns, another {} with {}",
                     kind(b),
                     b.shape().1
                 ),
