@@ -73,35 +73,18 @@ impl DeviceMatrix {
     /// Device blocks of rows stacked in order, left on their GPUs (`ctx` is the first block's).
     /// The blocks must be all CSR or all dense, in device memory, with the same columns.
     pub fn rows(blocks: Vec<DeviceMatrix>) -> crate::Result<Self> {
-        let Some(first) = blocks.first() else {
-            return Err(crate::Error::invalid("stack", "needs at least one block"));
-        };
-        let kind = |m: &DeviceMatrix| match m.data {
-            DeviceData::Csr(_) => "CSR in device memory",
-            DeviceData::Dense(_) => "dense in device memory",
-            DeviceData::StreamedCsr(_) | DeviceData::StreamedDense(_) => "streamed from the host",
-            DeviceData::Rows(_) => "blocks of rows already",
-        };
-        let (first_kind, n_cols) = (kind(first), first.shape().1);
-        let usable = |m: &DeviceMatrix| matches!(m.data, DeviceData::Csr(_) | DeviceData::Dense(_));
-        if let Some(b) = blocks
-            .iter()
-            .find(|b| !usable(b) || kind(b) != first_kind || b.shape().1 != n_cols)
-        {
-            return Err(crate::Error::invalid(
-                "stack",
-                format!(
-                    "blocks of rows must be all CSR or all dense in device memory, with the same \
-                     columns: a block {first_kind} with {n_cols} columns, another {} with {}",
-                    kind(b),
-                    b.shape().1
-                ),
-            ));
+        if let Some(why) = rows_refusal(&blocks.iter().collect::<Vec<_>>()) {
+            return Err(crate::Error::invalid("stack", why));
         }
         Ok(DeviceMatrix {
-            ctx: first.ctx.clone(),
+            ctx: blocks[0].ctx.clone(),
             data: DeviceData::Rows(blocks),
         })
+    }
+
+    /// Whether `blocks` can be stacked as blocks of rows ([`DeviceMatrix::rows`]).
+    pub fn stack_as_rows(blocks: &[&DeviceMatrix]) -> bool {
+        rows_refusal(blocks).is_none()
     }
 
     /// The blocks of rows: those of a stacked matrix, else the matrix itself.
@@ -150,7 +133,7 @@ impl DeviceMatrix {
             DeviceData::Dense(m) => super::Matrix::Dense(m.download(&self.ctx)?),
             DeviceData::StreamedCsr(m) => super::Matrix::Sparse(m.host.clone()),
             DeviceData::StreamedDense(m) => super::Matrix::Dense(m.host.clone()),
-            DeviceData::Rows(b) => super::gather::gather_blocks(b)?,
+            DeviceData::Rows(b) => super::gather::gather_blocks(&b.iter().collect::<Vec<_>>())?,
         })
     }
 
@@ -184,6 +167,31 @@ impl DeviceMatrix {
             },
         })
     }
+}
+
+/// Why `blocks` cannot be blocks of rows of one matrix, if they cannot: they must be all CSR
+/// or all dense, in device memory, with the same columns.
+fn rows_refusal(blocks: &[&DeviceMatrix]) -> Option<String> {
+    let Some(first) = blocks.first() else {
+        return Some("needs at least one block".into());
+    };
+    let kind = |m: &DeviceMatrix| match m.data {
+        DeviceData::Csr(_) => "CSR in device memory",
+        DeviceData::Dense(_) => "dense in device memory",
+        DeviceData::StreamedCsr(_) | DeviceData::StreamedDense(_) => "streamed from the host",
+        DeviceData::Rows(_) => "blocks of rows already",
+    };
+    let (first_kind, n_cols) = (kind(first), first.shape().1);
+    let usable = |m: &DeviceMatrix| matches!(m.data, DeviceData::Csr(_) | DeviceData::Dense(_));
+    let b = blocks
+        .iter()
+        .find(|b| !usable(b) || kind(b) != first_kind || b.shape().1 != n_cols)?;
+    Some(format!(
+        "blocks of rows must be all CSR or all dense in device memory, with the same columns: \
+         a block {first_kind} with {n_cols} columns, another {} with {}",
+        kind(b),
+        b.shape().1
+    ))
 }
 
 /// Two device matrices are equal when they are the same storage (contents are not compared:

@@ -7,7 +7,7 @@ use sc_kernels::gpu::{DeviceCsr, GpuContext};
 use sc_kernels::{CsrMatrix, DenseMatrix, KernelError};
 
 /// The blocks (all CSR or all dense, see [`DeviceMatrix::rows`]) stacked into one host matrix.
-pub(super) fn gather_blocks(blocks: &[DeviceMatrix]) -> sc_kernels::Result<Matrix> {
+pub(super) fn gather_blocks(blocks: &[&DeviceMatrix]) -> sc_kernels::Result<Matrix> {
     let n_cols = blocks.first().map_or(0, |b| b.shape().1);
     let n_rows = blocks.iter().map(|b| b.shape().0).sum();
     let mut dense = Vec::new();

@@ -3,9 +3,7 @@
 //! ranks hands each rank its cells and assembles the result.
 
 use super::gather::split_lengths;
-use super::{
-    AnnData, ArrayData, Column, DataFrame, DenseArray, DeviceData, DeviceMatrix, Matrix, Raw,
-};
+use super::{AnnData, ArrayData, Column, DataFrame, DenseArray, DeviceMatrix, Matrix, Raw};
 use crate::{Error, Result};
 use sc_kernels::{CsrMatrix, DenseMatrix};
 use std::collections::BTreeMap;
@@ -143,6 +141,19 @@ impl AnnData {
     }
 }
 
+/// The parts as device matrices, when they all are and can be stacked as blocks of rows
+/// (all CSR or all dense in device memory, with the same columns).
+fn device_blocks<'a>(parts: &[&'a Matrix]) -> Option<Vec<&'a DeviceMatrix>> {
+    let blocks: Vec<&DeviceMatrix> = parts
+        .iter()
+        .map(|m| match m {
+            Matrix::Device(d) => Some(d),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    DeviceMatrix::stack_as_rows(&blocks).then_some(blocks)
+}
+
 /// `get` of every part, or an error naming `what` when a part lacks it.
 fn each_part<'a, T: ?Sized>(
     parts: &'a [AnnData],
@@ -191,27 +202,15 @@ impl Matrix {
         if parts.len() == 1 {
             return Ok(parts.remove(0));
         }
-        let on_gpus = |m: &Matrix| match m {
-            Matrix::Device(d) => match d.data {
-                DeviceData::Csr(_) => Some(true),
-                DeviceData::Dense(_) => Some(false),
-                _ => None,
-            },
-            _ => None,
-        };
-        let kind = parts.first().and_then(on_gpus);
-        if kind.is_some() && parts.iter().all(|m| on_gpus(m) == kind) {
-            let n_cols = parts[0].shape().1;
-            if parts.iter().all(|m| m.shape().1 == n_cols) {
-                let blocks = parts
-                    .into_iter()
-                    .filter_map(|m| match m {
-                        Matrix::Device(d) => Some(d),
-                        _ => None,
-                    })
-                    .collect();
-                return Ok(Matrix::Device(DeviceMatrix::rows(blocks)?));
-            }
+        if device_blocks(&parts.iter().collect::<Vec<_>>()).is_some() {
+            let blocks = parts
+                .into_iter()
+                .filter_map(|m| match m {
+                    Matrix::Device(d) => Some(d),
+                    _ => None,
+                })
+                .collect();
+            return Ok(Matrix::Device(DeviceMatrix::rows(blocks)?));
         }
         Matrix::stack_rows(&parts.iter().collect::<Vec<_>>())
     }
@@ -226,6 +225,10 @@ impl Matrix {
                 "stack",
                 format!("parts have {n_cols} and {} columns", p.shape().1),
             ));
+        }
+        if let Some(blocks) = device_blocks(parts) {
+            return super::gather::gather_blocks(&blocks)
+                .map_err(|e| Error::Device(format!("gathering the blocks of rows: {e}")));
         }
         if parts.iter().any(|m| matches!(m, Matrix::Device(_))) {
             let host = parts
