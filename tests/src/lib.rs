@@ -70,11 +70,7 @@ pub fn assert_same_pipeline_output(
         assert_eq!(got.obs.column(col), want.obs.column(col), "obs['{col}']");
     }
     // A split run's X stays on its GPUs (blocks of rows): compared on the host.
-    let on_host = |m: &Matrix| {
-        m.try_clone()
-            .and_then(Matrix::into_host)
-            .expect("X copied to the host")
-    };
+    let on_host = |m: &Matrix| m.host_copy().expect("X copied to the host");
     match (&on_host(&got.x), &on_host(&want.x)) {
         (Matrix::Dense(a), Matrix::Dense(b)) => {
             let diff = a

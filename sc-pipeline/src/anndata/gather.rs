@@ -6,36 +6,55 @@ use rmm_core::DeviceVec;
 use sc_kernels::gpu::{DeviceCsr, GpuContext};
 use sc_kernels::{CsrMatrix, DenseMatrix, KernelError};
 
+/// A stack's blocks by layout, each with its GPU's context: all dense or all CSR.
+pub(crate) enum BlockParts<'a> {
+    Dense(Vec<(&'a GpuContext, &'a DeviceVec<f32>)>),
+    Csr(Vec<(&'a GpuContext, &'a DeviceCsr)>),
+}
+
+/// The blocks' parts, or `None` when they mix layouts or one is not in device memory.
+pub(crate) fn block_parts<'a>(blocks: &[&'a DeviceMatrix]) -> Option<BlockParts<'a>> {
+    let dense: Option<Vec<_>> = blocks
+        .iter()
+        .map(|b| match &b.data {
+            DeviceData::Dense(m) => Some((&*b.ctx, &m.data)),
+            _ => None,
+        })
+        .collect();
+    let csr = || {
+        blocks
+            .iter()
+            .map(|b| match &b.data {
+                DeviceData::Csr(m) => Some((&*b.ctx, m)),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()
+    };
+    dense
+        .map(BlockParts::Dense)
+        .or_else(|| csr().map(BlockParts::Csr))
+}
+
 /// The blocks (all CSR or all dense, see [`DeviceMatrix::rows`]) stacked into one host matrix.
 pub(super) fn gather_blocks(blocks: &[&DeviceMatrix]) -> sc_kernels::Result<Matrix> {
     let n_cols = blocks.first().map_or(0, |b| b.shape().1);
     let n_rows = blocks.iter().map(|b| b.shape().0).sum();
-    let mut dense = Vec::new();
-    let mut csr = Vec::new();
-    for b in blocks {
-        match &b.data {
-            DeviceData::Dense(m) => dense.push((&*b.ctx, &m.data)),
-            DeviceData::Csr(m) => csr.push((&*b.ctx, m)),
-            _ => {
-                return Err(KernelError::Shape(
-                    "only CSR or dense blocks in device memory can be gathered".into(),
-                ))
-            }
+    let parts = block_parts(blocks).ok_or_else(|| {
+        KernelError::Shape(
+            "only blocks all CSR or all dense, in device memory, can be gathered".into(),
+        )
+    })?;
+    let csr = match parts {
+        BlockParts::Dense(dense) => {
+            let data = gather_vecs(&dense)?;
+            return Ok(Matrix::Dense(DenseMatrix {
+                n_rows,
+                n_cols,
+                data,
+            }));
         }
-    }
-    if !dense.is_empty() && !csr.is_empty() {
-        return Err(KernelError::Shape(
-            "blocks of rows mix CSR and dense matrices".into(),
-        ));
-    }
-    if !dense.is_empty() {
-        let data = gather_vecs(&dense)?;
-        return Ok(Matrix::Dense(DenseMatrix {
-            n_rows,
-            n_cols,
-            data,
-        }));
-    }
+        BlockParts::Csr(csr) => csr,
+    };
     let indptr = stacked_indptr(&csr, false)?;
     let indices: Vec<_> = csr.iter().map(|&(ctx, m)| (ctx, &m.indices)).collect();
     let values: Vec<_> = csr.iter().map(|&(ctx, m)| (ctx, &m.data)).collect();

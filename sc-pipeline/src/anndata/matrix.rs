@@ -35,6 +35,14 @@ impl Matrix {
         })
     }
 
+    /// A host copy (a device matrix is downloaded).
+    pub fn host_copy(&self) -> crate::Result<Matrix> {
+        match self {
+            Matrix::Device(m) => m.download().map_err(device_err),
+            host => host.try_clone(),
+        }
+    }
+
     /// The matrix on the host (a device matrix is downloaded, a host or streamed one moved).
     pub fn into_host(self) -> crate::Result<Matrix> {
         match self {

@@ -233,10 +233,7 @@ impl Matrix {
         if parts.iter().any(|m| matches!(m, Matrix::Device(_))) {
             let host = parts
                 .iter()
-                .map(|m| match m {
-                    Matrix::Device(d) => d.download().map_err(|e| Error::Device(e.to_string())),
-                    other => other.try_clone(),
-                })
+                .map(|m| m.host_copy())
                 .collect::<Result<Vec<_>>>()?;
             return Matrix::stack_rows(&host.iter().collect::<Vec<_>>());
         }

@@ -10,7 +10,9 @@ use super::h5ad_write::{
 };
 use super::hdf5_access::H5Ctx;
 use super::parallel_fill;
-use crate::anndata::{gather_bytes, stacked_indptr, DeviceData, DeviceMatrix};
+use crate::anndata::{
+    block_parts, gather_bytes, stacked_indptr, BlockParts, DeviceData, DeviceMatrix,
+};
 use crate::{Error, Result};
 use hdf5::{Group, H5Type};
 use rmm_core::DeviceVec;
@@ -36,29 +38,15 @@ pub(crate) fn write_device_matrix(
         _ => {}
     }
     let (n_rows, n_cols) = m.shape();
-    let blocks = m.blocks();
-    let dense: Option<Vec<_>> = blocks
-        .iter()
-        .map(|b| match &b.data {
-            DeviceData::Dense(d) => Some((&*b.ctx, &d.data)),
-            _ => None,
-        })
-        .collect();
-    let csr: Option<Vec<_>> = blocks
-        .iter()
-        .map(|b| match &b.data {
-            DeviceData::Csr(c) => Some((&*b.ctx, c)),
-            _ => None,
-        })
-        .collect();
+    let parts = block_parts(&m.blocks().iter().collect::<Vec<_>>());
     let nnz = m.stored_values();
     let in_place = parallel_fill::wanted(&ctx.path, nnz * std::mem::size_of::<f32>());
-    match (dense, csr) {
-        (Some(parts), _) if in_place => {
+    match parts {
+        Some(BlockParts::Dense(parts)) if in_place => {
             let ds = fill_dataset::<f32, f32>(ctx, parent, name, &[n_rows, n_cols], &parts)?;
             set_encoding(ctx, &ds, "array", "0.2.0", &element_path(parent, name))
         }
-        (_, Some(parts))
+        Some(BlockParts::Csr(parts))
             if in_place && IndexWidth::for_matrix(nnz as u64, n_cols) == IndexWidth::I32 =>
         {
             let element = element_path(parent, name);
