@@ -1,14 +1,14 @@
 #!/bin/bash
-# One call on nvidia-h100-x2: multi_gpu.sh (the NCCL tests, memcheck, the 1,000,000-cell runs on
-# 1 and 2 GPUs) with the bundle in .gpu-mg/bins.tgz, then the other GPU test binaries of the
-# pipeline and kernels. Everything lands in $OUT/all.tgz and $OUT/final.log. .gpu-mg/data holds
+# One call on nvidia-h100-x2 (or x4): multi_gpu.sh (the NCCL tests, memcheck, the 1,000,000-cell
+# runs on 1 and all GPUs, or on $COUNTS) with the bundle in .gpu-mg/bins.tgz, then the other GPU
+# test binaries of the pipeline and kernels. Everything lands in $OUT/all.tgz and $OUT/final.log. .gpu-mg/data holds
 # the datasets the tests read: data/harmony and the .h5ad files of ../shared/data.
 set -u
 B=.gpu-mg/b
 mkdir -p $B && tar xzf .gpu-mg/bins.tgz -C $B && cp -r .gpu-mg/data $B/
 export SCPIPE_DATA=$PWD/$B/data
 {
-  timeout 330 bash scripts/device/multi_gpu.sh $B 1000000; echo "multi_gpu rc $?"
+  timeout ${MULTI_TIMEOUT:-330} bash scripts/device/multi_gpu.sh $B 1000000; echo "multi_gpu rc $?"
   for t in gpu_streamed gpu_kernels gpu_generated; do
     echo "== $t"
     REQUIRE_GPU=1 timeout 100 $B/$t --test-threads=1 > "$OUT/$t.log" 2>&1; echo "$t rc $?"

@@ -3,6 +3,8 @@
 # tests, then the 1,000,000-cell pipeline on 1 GPU and split across every GPU (strong scaling),
 # the default flow and then with harmony, with the step tables and the reports in $OUT.
 # Usage: bash scripts/device/multi_gpu.sh BUNDLE_DIR [CELLS]
+# COUNTS="1 2 4" sets the GPU counts run (default: 1 and all); each is compared with the first.
+# SKIP_TESTS=1 leaves out the tests, SKIP_HDF5_WRITE=1 the last run (the write left to HDF5).
 # This VM backs memory on first use (about 3 s per 8 GiB): two warm-up runs first write (and
 # remove) two outputs, so the measured runs' host memory and /dev/shm pages are warm alike.
 set -u
@@ -50,16 +52,22 @@ ia, ib = a['obsp/distances/indices'][:], b['obsp/distances/indices'][:]
 print('kNN entries equal:', float((ia == ib).mean()) if ia.shape == ib.shape else 'shapes differ')
 PY
 }
+COUNTS=${COUNTS:-1 $N}
+FIRST=${COUNTS%% *}
 for flow in default harmony; do
   extra=()
   [ "$flow" = harmony ] && extra=(--harmony batch)
-  for n in 1 "$N"; do
+  for n in $COUNTS; do
     echo "== $flow: $CELLS cells x 20000 genes on $n GPU(s)"
     run "$flow-$n" "$n" "${extra[@]}" | tail -24
   done
-  compare "/dev/shm/$flow-1.h5ad" "/dev/shm/$flow-$N.h5ad"
+  for n in ${COUNTS#* }; do
+    echo "-- $flow: $FIRST GPU(s) against $n"
+    compare "/dev/shm/$flow-$FIRST.h5ad" "/dev/shm/$flow-$n.h5ad"
+  done
   rm -f /dev/shm/$flow-*.h5ad
 done
+[ "${SKIP_HDF5_WRITE:-0}" = 1 ] && exit 0
 echo "== the write alone: 1 GPU, default flow, large datasets written by HDF5 (SCPIPE_PARALLEL_WRITE=0)"
 SCPIPE_PARALLEL_WRITE=0 run hdf5-write-1 1 | grep -E "neighbors|write h5ad|total"
 rm -f /dev/shm/hdf5-write-1.h5ad

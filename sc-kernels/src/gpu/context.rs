@@ -295,6 +295,19 @@ impl GpuContext {
             .map_err(KernelError::Gpu)
     }
 
+    /// Module `src` and each of its kernels loaded now. CUDA loads a kernel's code lazily, when
+    /// its handle is first asked for, and that load waits for the kernels running on the
+    /// device, holding up the copies on every other stream meanwhile (a handle first asked for
+    /// behind neighbors' 4 s kNN stalled the output's write for that long:
+    /// benches/benches/copy_overlap.rs). Loading everything up front keeps such loads out of
+    /// the steps.
+    pub fn load_kernels(&self, src: KernelSource) -> Result<()> {
+        for name in src.kernel_names() {
+            self.function(src, name)?;
+        }
+        Ok(())
+    }
+
     /// The kernel `name` of module `src` (compiled or loaded from the disk cache on first use).
     pub fn function(&self, src: KernelSource, name: &str) -> Result<CudaFunction> {
         let module = self.load_module(src)?;

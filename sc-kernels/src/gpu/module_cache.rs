@@ -25,6 +25,30 @@ pub struct KernelSource {
     pub source: &'static str,
 }
 
+impl KernelSource {
+    /// The names of the module's kernels (its `extern "C" __global__` functions), in source
+    /// order.
+    pub fn kernel_names(&self) -> Vec<&'static str> {
+        const MARK: &str = "__global__ void";
+        let mut names = Vec::new();
+        let mut rest = self.source;
+        while let Some(at) = rest.find(MARK) {
+            rest = rest[at + MARK.len()..].trim_start();
+            if let Some(after) = rest.strip_prefix("__launch_bounds__") {
+                // `__launch_bounds__(...)` before the name: skip its parentheses.
+                rest = after.split_once(')').map_or("", |(_, r)| r).trim_start();
+            }
+            let end = rest
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            if end > 0 {
+                names.push(&rest[..end]);
+            }
+        }
+        names
+    }
+}
+
 /// Options every module is compiled with (IEEE division and square root, as the CPU computes).
 const OPTIONS: &[&str] = &["--std=c++17", "-default-device"];
 
@@ -251,6 +275,29 @@ fn program_log(prog: sys::nvrtcProgram) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kernel_names_are_read_from_the_source() {
+        let src = KernelSource {
+            name: "t",
+            source: "extern \"C\" __global__ void a(int x) {}\n__device__ void not_a_kernel() {}\n\
+                     extern \"C\" __global__ void __launch_bounds__(256, 2) b_2(float* y) {}",
+        };
+        assert_eq!(src.kernel_names(), ["a", "b_2"]);
+        // Every module of the pipeline has kernels, and the warm-up finds them all.
+        let modules = crate::gpu::all_modules();
+        assert!(modules.iter().all(|m| !m.kernel_names().is_empty()));
+        let total: usize = modules.iter().map(|m| m.kernel_names().len()).sum();
+        let declared: usize = modules
+            .iter()
+            .map(|m| m.source.matches("__global__").count())
+            .sum();
+        assert_eq!(total, declared);
+        let knn = crate::neighbors::gpu::SRC.kernel_names();
+        for name in ["transpose_pad", "row_norms", "knn_scan", "knn_refine"] {
+            assert!(knn.contains(&name), "{name} in {knn:?}");
+        }
+    }
 
     #[test]
     fn key_changes_with_each_input_and_is_stable() {

@@ -9,6 +9,8 @@ use rayon::prelude::*;
 use rmm_core::{MemoryResource, PinnedHostResource, PoolOptions, PoolResource};
 use rmm_cuda::{Device, Event, Stream};
 use std::mem::MaybeUninit;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// Bytes per staging buffer.
 pub const CHUNK_BYTES: usize = 64 << 20;
@@ -146,26 +148,28 @@ impl Staging {
             };
             self.stream.record(ev).map_err(cuda)
         };
+        let mut times = DownloadTimes::default();
         let result = (|| -> Result<()> {
             for i in 0..chunks.min(2) {
-                queue(i)?;
+                times.queue(|| queue(i))?;
             }
             let spare = &mut *dst;
             for i in 0..chunks {
                 let first = i * per;
                 let n = per.min(len - first);
                 let (ptr, ev) = &self.bufs[i % 2];
-                ev.synchronize().map_err(cuda)?;
+                times.wait(|| ev.synchronize().map_err(cuda))?;
                 // SAFETY: the copy into this buffer has completed.
                 let host = unsafe { std::slice::from_raw_parts(*ptr as *const T, n) };
-                copy_into(&mut spare[first..first + n], host);
+                times.copy(|| copy_into(&mut spare[first..first + n], host));
                 if i + 2 < chunks {
-                    queue(i + 2)?;
+                    times.queue(|| queue(i + 2))?;
                 }
             }
             Ok(())
         })();
         self.drain()?;
+        times.report(len * sz);
         result
     }
 
@@ -175,6 +179,54 @@ impl Staging {
             ev.synchronize().map_err(cuda)?;
         }
         Ok(())
+    }
+}
+
+/// Where a staged download's time went, printed when `SCPIPE_TRACE_TRANSFERS` is set: queuing
+/// the copies (driver calls), waiting for the copy engine, and the host-side copy.
+#[derive(Default)]
+struct DownloadTimes {
+    queue: Duration,
+    wait: Duration,
+    longest_wait: Duration,
+    copy: Duration,
+}
+
+impl DownloadTimes {
+    fn queue<R>(&mut self, f: impl FnOnce() -> R) -> R {
+        let t = Instant::now();
+        let r = f();
+        self.queue += t.elapsed();
+        r
+    }
+
+    fn wait<R>(&mut self, f: impl FnOnce() -> R) -> R {
+        let t = Instant::now();
+        let r = f();
+        let waited = t.elapsed();
+        self.wait += waited;
+        self.longest_wait = self.longest_wait.max(waited);
+        r
+    }
+
+    fn copy(&mut self, f: impl FnOnce()) {
+        let t = Instant::now();
+        f();
+        self.copy += t.elapsed();
+    }
+
+    fn report(&self, bytes: usize) {
+        static ON: OnceLock<bool> = OnceLock::new();
+        if *ON.get_or_init(|| std::env::var_os("SCPIPE_TRACE_TRANSFERS").is_some()) {
+            eprintln!(
+                "download {bytes} bytes: queue {:.3} s, wait for the copy engine {:.3} s \
+                 (longest {:.3} s), host copy {:.3} s",
+                self.queue.as_secs_f64(),
+                self.wait.as_secs_f64(),
+                self.longest_wait.as_secs_f64(),
+                self.copy.as_secs_f64()
+            );
+        }
     }
 }
 

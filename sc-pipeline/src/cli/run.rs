@@ -692,18 +692,10 @@ pub fn run(args: RunArgs) -> Result<()> {
             cell_graph = Some((gpu.iter().map(|g| g.ctx.clone()).collect(), Vec::new()));
         }
     }
-    // Where the write overlaps harmony and neighbors, X and .raw are gathered on the host
-    // first: copies from the GPUs made while neighbors runs wait for its kNN (measured in
-    // benches/RESULTS.md; the cause is not found yet). Otherwise they are copied from the GPU(s)
-    // straight into the file, so the host holds them once instead of twice (9 GiB against
-    // 31 GiB while writing a million cells) and the gather's time is saved.
-    // SCPIPE_WRITE_FROM_GPU=1 or =0 chooses either way for every run.
-    let overlapped = cell_graph.is_some() && writes_during_graph_steps(&config, &adata);
-    let from_gpu = match std::env::var("SCPIPE_WRITE_FROM_GPU").as_deref() {
-        Ok("1") => true,
-        Ok("0") => false,
-        _ => !overlapped,
-    };
+    // X and .raw are copied from the GPU(s) straight into the file, so the host holds them once
+    // instead of twice (9 GiB against 31 GiB while writing a million cells) and a split run
+    // does not gather them first. SCPIPE_WRITE_FROM_GPU=0 gathers them on the host instead.
+    let from_gpu = std::env::var("SCPIPE_WRITE_FROM_GPU").as_deref() != Ok("0");
     if gpu.is_some() && !from_gpu {
         let timer = StepTimer::start("move results to the host");
         adata.to_host()?;
