@@ -4,7 +4,7 @@
 # rounds of VAR=1 and VAR=0 each, the step lines of each run printed.
 # Usage: bash scripts/device/switch_ab.sh BUNDLE_DIR VAR [CELLS]   ($OUT gets the reports)
 # VALUES="8 32" sets other values (default "1 0"), GPUS="1" other GPU counts (default 1 and all),
-# SHOW="^fill" prints more of each run's lines (e.g. SCPIPE_TRACE_WRITE's).
+# SHOW="^fill" prints more of each run's lines (e.g. SCPIPE_TRACE_WRITE's), ROUNDS=1 one round.
 set -u
 B=${1:?bundle directory with scpipe}
 VAR=${2:?the switch, e.g. SCPIPE_HUGE_PAGES}
@@ -21,7 +21,7 @@ run() {  # run NAME GPUS
 echo "== warm-up (2 runs, outputs removed)"
 GPUS=${GPUS:-1 $N}
 run warm-a "${GPUS##* }"; run warm-b 1
-for round in 1 2; do
+for round in $(seq "${ROUNDS:-2}"); do
   for n in $GPUS; do
     for value in ${VALUES:-1 0}; do
       echo "== round $round: $n GPU(s), $VAR=$value"
