@@ -17,10 +17,6 @@ OUT=${OUT:-/tmp/out}
   SCPIPE_WRITE_FROM_GPU=1 SCPIPE_TRACE_WRITE=1 VALUES="8 32" GPUS=1 SHOW="^fill" \
     timeout 300 bash scripts/device/switch_ab.sh $B CUDA_DEVICE_MAX_CONNECTIONS
   echo "switch_ab rc $?"
-  for t in gpu_streamed gpu_kernels gpu_generated; do
-    echo "== $t"
-    REQUIRE_GPU=1 timeout 100 $B/$t --test-threads=1 > "$OUT/$t.log" 2>&1; echo "$t rc $?"
-    grep -E "test result|FAILED|panicked" "$OUT/$t.log" | head -8
-  done
+  OUT=$OUT bash scripts/device/one_gpu_tests.sh $B
 } > /tmp/ab.log 2>&1
 cd "$OUT" && tar czf /tmp/all.tgz . && find . -type f -delete && mv /tmp/all.tgz . && cp /tmp/ab.log .

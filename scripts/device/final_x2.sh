@@ -9,10 +9,6 @@ mkdir -p $B && tar xzf .gpu-mg/bins.tgz -C $B && cp -r .gpu-mg/data $B/
 export SCPIPE_DATA=$PWD/$B/data
 {
   timeout ${MULTI_TIMEOUT:-330} bash scripts/device/multi_gpu.sh $B 1000000; echo "multi_gpu rc $?"
-  for t in gpu_streamed gpu_kernels gpu_generated; do
-    echo "== $t"
-    REQUIRE_GPU=1 timeout 100 $B/$t --test-threads=1 > "$OUT/$t.log" 2>&1; echo "$t rc $?"
-    grep -E "test result|FAILED|panicked" "$OUT/$t.log" | head -8
-  done
+  OUT=$OUT bash scripts/device/one_gpu_tests.sh $B
 } > /tmp/final.log 2>&1
 cd "$OUT" && tar czf /tmp/all.tgz . && find . -type f -delete && mv /tmp/all.tgz . && cp /tmp/final.log .
