@@ -57,8 +57,9 @@ pub fn all_modules() -> Vec<module_cache::KernelSource> {
 /// modules on 11 threads took twice their serial time each), a few side by side do not.
 const COMPILE_THREADS: usize = 3;
 
-/// Loads (or compiles) every module, with each of its kernels (see [`GpuContext::load_kernels`]),
-/// and creates the cuBLAS and cuSOLVER handles on a background thread, so a pipeline that starts by reading a file finds them ready: library start-up
+/// Loads (or compiles) every module, with each of its kernels (see
+/// [`GpuContext::load_kernels`]), and creates the cuBLAS and cuSOLVER handles on a background
+/// thread, so a pipeline that starts by reading a file finds them ready: library start-up
 /// (hundreds of milliseconds for cuSOLVER) overlaps the read instead of the first step. With
 /// `pca_shape = (genes, comps)`, it also runs a small PCA of that many genes on a scratch
 /// stream and resource of its own: CUDA loads the library kernels a solver size needs on their
