@@ -84,6 +84,20 @@ fn on_random_and_real(
     }
 }
 
+/// The warm-up asks for every kernel of every module by the names read from the sources: a
+/// misread name would fail here, not inside a step (where a lazy load stalls the copies).
+#[test]
+fn every_kernel_of_every_module_loads() {
+    let Some(d) = gpu_or_skip("gpu kernel loading") else {
+        return;
+    };
+    let ctx = context(&d);
+    for m in sc_kernels::gpu::all_modules() {
+        ctx.load_kernels(m)
+            .unwrap_or_else(|e| panic!("module {}: {e}", m.name));
+    }
+}
+
 #[test]
 fn scan_and_compaction_match_the_host() {
     let Some(d) = gpu_or_skip("gpu scan/compaction") else {
