@@ -4,7 +4,8 @@
 # the default flow and then with harmony, with the step tables and the reports in $OUT.
 # Usage: bash scripts/device/multi_gpu.sh BUNDLE_DIR [CELLS]
 # COUNTS="1 2 4" sets the GPU counts run (default: 1 and all); each is compared with the first.
-# SKIP_TESTS=1 leaves out the tests, SKIP_HDF5_WRITE=1 the last run (the write left to HDF5).
+# SKIP_TESTS=1 leaves out the tests, SKIP_MEMCHECK=1 only their memcheck runs, SKIP_HDF5_WRITE=1
+# the last run (the write left to HDF5).
 # This VM backs memory on first use (about 3 s per 8 GiB): two warm-up runs first write (and
 # remove) two outputs, so the measured runs' host memory and /dev/shm pages are warm alike.
 set -u
@@ -19,12 +20,14 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
 echo "== NCCL tests ($N GPUs)"
 REQUIRE_GPU=1 "$B/gpu_split_run" --test-threads=1 --nocapture > "$OUT/tests.log" 2>&1
 grep -E "^test |matches|harmony|result|panicked|Error|error" "$OUT/tests.log"
+[ "${SKIP_MEMCHECK:-0}" != 1 ] && {
 echo "== compute-sanitizer (memcheck) on the kNN of row ranges, the split harmony (local ranks, NCCL) and the write from the GPUs"
 for t in knn_of_row_ranges harmony_split_across_local_ranks harmony_split_across_nccl_ranks device_matrices_are_written; do
   echo "-- $t"
   REQUIRE_GPU=1 compute-sanitizer --tool memcheck --print-limit 3 "$B/gpu_split_run" $t > "$OUT/memcheck-$t.log" 2>&1
   grep -E "ERROR SUMMARY|test result|panicked" "$OUT/memcheck-$t.log"
 done
+}
 fi
 run() {  # run NAME GPUS EXTRA...
   local name=$1 n=$2; shift 2

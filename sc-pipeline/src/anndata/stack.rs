@@ -308,7 +308,9 @@ fn concat_par<T: Copy + Send + Sync>(parts: &[&[T]]) -> Vec<T> {
 impl DataFrame {
     /// Tables with the same columns, one under the other.
     pub fn stack_rows(parts: &[&DataFrame]) -> Result<DataFrame> {
-        let first = parts.first().copied().cloned().unwrap_or_default();
+        let Some(first) = parts.first() else {
+            return Ok(DataFrame::default());
+        };
         let mut out =
             DataFrame::with_index(parts.iter().flat_map(|p| p.index.iter().cloned()).collect());
         out.index_name = first.index_name.clone();
