@@ -147,6 +147,13 @@ impl<U: MemoryResource> TimelineAdaptor<U> {
         self.state.lock().2.clone()
     }
 
+    /// When the recording's time 0 was: the adaptor's creation, or its last [`reset`].
+    ///
+    /// [`reset`]: TimelineAdaptor::reset
+    pub fn started(&self) -> Instant {
+        self.state.lock().0
+    }
+
     /// Starts a new recording at time 0; the live bytes carry over (as the first point).
     pub fn reset(&self) {
         let mut s = self.state.lock();

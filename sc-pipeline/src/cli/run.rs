@@ -294,7 +294,72 @@ impl AllocationLog {
 
 /// GPU 0 with the chosen allocator behind a statistics adaptor (and the timeline recorder when
 /// asked), and a stream for the steps.
-fn gpu_run(args: &RunArgs, ordinal: usize) -> Result<(GpuRun, Option<Recorder>, Option<AllocationLog>)> {
+/// The run's GPUs, set up: contexts, memory pools, warm-ups started.
+struct GpuSetup {
+    gpus: Vec<GpuRun>,
+    recorder: Option<Recorder>,
+    snapshot: Option<AllocationLog>,
+    record: StepRecord,
+}
+
+impl GpuSetup {
+    /// The GPUs and the first one's memory recorders, the setup's record added to `report`.
+    fn adopt(
+        self,
+        args: &RunArgs,
+        report: &mut RunReport,
+    ) -> (Vec<GpuRun>, Option<Recorder>, Option<AllocationLog>) {
+        report.steps.push(self.record);
+        let name = self.gpus.first().and_then(|g| g.ctx.device().name().ok());
+        report.gpu_name = match self.gpus.len() {
+            1 => name,
+            n => name.map(|name| format!("{name} x{n}")),
+        };
+        report.allocator = Some(format!("{:?}", args.allocator).to_lowercase());
+        (self.gpus, self.recorder, self.snapshot)
+    }
+}
+
+/// Sets up the GPUs `ordinals`, each on a thread of its own, all at once (made one after the
+/// other, four H100s took 0.6-0.7 s), and starts their warm-ups; `when` ends the record's note.
+fn set_up_gpus(
+    args: &RunArgs,
+    config: &PipelineConfig,
+    ordinals: std::ops::Range<usize>,
+    when: &str,
+) -> Result<GpuSetup> {
+    let timer = StepTimer::start(GPU_SETUP_STEP);
+    let runs: Vec<_> = std::thread::scope(|s| {
+        let setups: Vec<_> = ordinals
+            .map(|ordinal| s.spawn(move || gpu_run(args, ordinal)))
+            .collect();
+        setups
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    });
+    let (mut gpus, mut recorder, mut snapshot) = (Vec::new(), None, None);
+    for run in runs {
+        let (g, r, s) = run?;
+        g.warm_up(Some(config));
+        if gpus.is_empty() {
+            (recorder, snapshot) = (r, s);
+        }
+        gpus.push(g);
+    }
+    let note = format!("{} GPU(s): contexts and memory pools{when}", gpus.len());
+    Ok(GpuSetup {
+        gpus,
+        recorder,
+        snapshot,
+        record: timer.finish(0, 0, note),
+    })
+}
+
+fn gpu_run(
+    args: &RunArgs,
+    ordinal: usize,
+) -> Result<(GpuRun, Option<Recorder>, Option<AllocationLog>)> {
     let device = rmm_core::Device::cuda(ordinal)
         .map_err(|e| Error::Device(format!("GPU {ordinal}: {e}")))?;
     let memory = device
@@ -521,8 +586,6 @@ pub fn run(args: RunArgs) -> Result<()> {
         ..Default::default()
     };
 
-    // The GPU is set up before the input is read, so that kernels and libraries load while it
-    // is read.
     if args.memory_snapshot.is_some() && device.device != "gpu" {
         return Err(Error::param(
             "--memory-snapshot",
@@ -574,92 +637,79 @@ pub fn run(args: RunArgs) -> Result<()> {
         (Some(n), None) => eprintln!("{n}"),
         (None, None) => {}
     }
-    let (mut recorder, mut snapshot) = (None, None);
-    let mut gpus = Vec::new();
-    if device.device == "gpu" {
-        let timer = StepTimer::start(GPU_SETUP_STEP);
-        // Each GPU's context and pool are made on a thread of their own, all at once: made one
-        // after the other, four H100s took 0.6-0.7 s.
-        let args = &args;
-        let runs: Vec<_> = std::thread::scope(|s| {
-            let setups: Vec<_> = ordinals
-                .map(|ordinal| s.spawn(move || gpu_run(args, ordinal)))
-                .collect();
-            setups
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-                .collect()
-        });
-        for run in runs {
-            let (g, r, s) = run?;
-            g.warm_up(Some(&config));
-            if gpus.is_empty() {
-                (recorder, snapshot) = (r, s);
-                report.gpu_name = g.ctx.device().name().ok();
-                report.allocator = Some(format!("{:?}", args.allocator).to_lowercase());
-            }
-            gpus.push(g);
-        }
-        let note = format!("{} GPU(s): contexts and memory pools", gpus.len());
-        report.steps.push(timer.finish(0, 0, note));
+    let on_gpu = device.device == "gpu";
+    let demo = SyntheticParams::new(args.demo_cells, args.demo_genes, args.seed);
+    let generated = match args.demo {
+        true => generated_demo(&args, &demo, on_gpu, ordinals.len())?,
+        false => None,
+    };
+    // The GPUs' contexts and pools are made while the input is read, and NCCL joins several
+    // GPUs meanwhile (about a second on 2 H100s). A rank started by a launcher and a demo
+    // generated on the GPU need their GPU before anything else.
+    let set_up_first = on_gpu && (launch.is_some() || generated.is_some());
+    let mut setup = None;
+    if set_up_first {
+        setup = Some(set_up_gpus(&args, &config, ordinals.clone(), "")?);
     }
     let mut join_record = None;
-    let launched_rank = match launch {
-        Some(l) => {
+    let launched_rank = match (launch, &setup) {
+        (Some(l), Some(set)) => {
             let timer = StepTimer::start("join the ranks (NCCL)");
-            let rank = launcher::join(l, gpus[0].clone())?;
+            let rank = launcher::join(l, set.gpus[0].clone())?;
             join_record = Some(timer.finish(0, 0, format!("rank {} of {}", l.rank, l.world)));
             Some((l, rank))
         }
-        None => None,
+        _ => None,
     };
-    if gpus.len() > 1 {
-        report.gpu_name = report
-            .gpu_name
-            .take()
-            .map(|n| format!("{n} x{}", gpus.len()));
+    if let Some(note) = generated {
+        eprintln!("{note}");
+        let set = setup.expect("generated_demo checked the GPU");
+        let (g, recorder, snapshot) = set.adopt(&args, &mut report);
+        let g = g.first().expect("one GPU (generated_demo checked)");
+        report.input = format!(
+            "generated on the GPU for every pass: {} cells x {} genes, seed {}",
+            args.demo_cells, args.demo_genes, args.seed
+        );
+        let (adata, records) =
+            crate::generated_run::run_generated(&demo, &config, g, &mut spinner)?;
+        report.steps.extend(records);
+        report.record_gpu(g);
+        let written = write_step(&adata, &output, false, &mut spinner, &mut report)?;
+        return finish(&args, report, start, written, &output, &recorder, &snapshot);
     }
-    let gpu = gpus.first().cloned();
-    let demo = SyntheticParams::new(args.demo_cells, args.demo_genes, args.seed);
-    if args.demo {
-        if let Some(note) = generated_demo(&args, &demo, device.device == "gpu", gpus.len())? {
-            eprintln!("{note}");
-            let g = gpu.as_ref().expect("generated_demo checked the GPU");
-            report.input = format!(
-                "generated on the GPU for every pass: {} cells x {} genes, seed {}",
-                args.demo_cells, args.demo_genes, args.seed
-            );
-            let (adata, records) =
-                crate::generated_run::run_generated(&demo, &config, g, &mut spinner)?;
-            report.steps.extend(records);
-            report.record_gpu(g);
-            let written = write_step(&adata, &output, false, &mut spinner, &mut report)?;
-            return finish(&args, report, start, written, &output, &recorder, &snapshot);
-        }
-    }
-    // The GPUs join (NCCL's setup, about a second on 2 H100s) while the input is read.
-    let (ranks, loaded) = std::thread::scope(|s| {
-        let joining = (gpus.len() > 1).then(|| {
+    let (background, loaded) = std::thread::scope(|s| {
+        let setting_up = (on_gpu && !set_up_first).then(|| {
             s.spawn(|| {
-                let timer = StepTimer::start("join the GPUs (NCCL)");
-                let ranks = nccl_ranks(&gpus)?;
-                let note = format!("{} ranks, while the input was read", gpus.len());
-                Ok::<_, Error>((ranks, timer.finish(0, 0, note)))
+                let set = set_up_gpus(&args, &config, ordinals.clone(), WHILE_READ)?;
+                let mut joined = None;
+                if set.gpus.len() > 1 {
+                    let timer = StepTimer::start("join the GPUs (NCCL)");
+                    let ranks = nccl_ranks(&set.gpus)?;
+                    let note = format!("{} ranks{WHILE_READ}", set.gpus.len());
+                    joined = Some((ranks, timer.finish(0, 0, note)));
+                }
+                Ok::<_, Error>((set, joined))
             })
         });
         let loaded = load_input(&args, &demo, &mut spinner, &mut report);
-        let joined = joining
+        let done = setting_up
             .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
             .transpose();
-        (joined, loaded)
+        (done, loaded)
     });
-    let ranks = match ranks? {
-        Some((ranks, rec)) => {
+    let mut ranks = None;
+    if let Some((set, joined)) = background? {
+        setup = Some(set);
+        if let Some((r, rec)) = joined {
+            ranks = Some(r);
             join_record = Some(rec);
-            Some(ranks)
         }
-        None => None,
+    }
+    let (gpus, recorder, snapshot) = match setup {
+        Some(set) => set.adopt(&args, &mut report),
+        None => (Vec::new(), None, None),
     };
+    let gpu = gpus.first().cloned();
     let (mut adata, load_record) = loaded?;
     report.steps.extend(join_record);
     report.steps.push(load_record);
@@ -827,8 +877,11 @@ fn write_step(
     Ok(written)
 }
 
-/// The report's record of the GPUs' setup (before the input is read).
+/// The report's record of the GPUs' setup.
 const GPU_SETUP_STEP: &str = "set up the GPU(s)";
+
+/// How the notes of the steps that ran beside the input's read end.
+const WHILE_READ: &str = ", while the input was read";
 
 /// The run's memory pictures and logs, its report, and the output moved into place.
 fn finish(
@@ -842,11 +895,16 @@ fn finish(
 ) -> Result<()> {
     report.total_seconds = start.elapsed().as_secs_f64();
     if let (Some(path), Some(rec)) = (&args.memory_timeline, recorder) {
-        // Step ends on the recorder's clock, which starts with the first GPU's memory pool: at
-        // the end of the GPU setup, just before the input is read.
+        // Step ends on the recorder's clock, which starts when the first GPU's memory pool is
+        // made; the steps that ran beside the input's read (the GPUs' setup, NCCL's join) are
+        // not on the run's line of steps.
         let mut marks = Vec::new();
-        let mut t = 0.0;
-        for s in report.steps.iter().filter(|s| s.step != GPU_SETUP_STEP) {
+        let mut t = -rec.started().saturating_duration_since(start).as_secs_f64();
+        for s in report
+            .steps
+            .iter()
+            .filter(|s| !s.note.ends_with(WHILE_READ))
+        {
             t += s.seconds;
             marks.push((t, s.step.clone()));
         }
