@@ -13,27 +13,7 @@
 #include <sys/mman.h>
 #include <time.h>
 
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-struct job {
-  char *dst;
-  const char *src;
-  size_t len;
-};
-
-static void *copy_slice(void *arg) {
-  struct job *j = arg;
-  const size_t piece = 64 << 20;
-  for (size_t off = 0; off < j->len; off += piece) {
-    size_t n = j->len - off < piece ? j->len - off : piece;
-    memcpy(j->dst + off, j->src + (off % (256u << 20)), n);
-  }
-  return NULL;
-}
+#include "bench_copy.h"
 
 struct unmap_job {
   void *p;
@@ -77,6 +57,7 @@ static void run(size_t len, int threads, int huge, int with_unmap, const char *s
   for (int i = 0; i < threads; i++) {
     jobs[i].dst = dst + i * per;
     jobs[i].src = src;
+    jobs[i].src_len = 256u << 20;
     jobs[i].len = i == threads - 1 ? len - i * per : per;
     pthread_create(&tid[i], NULL, copy_slice, &jobs[i]);
   }

@@ -20,39 +20,20 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return t.tv_sec + t.tv_nsec * 1e-9;
-}
+#include "bench_copy.h"
 
 static size_t len;    // bytes per dataset
 static int nsets, nthreads;
 static char *src;     // 1 GiB, touched
 static const size_t SRC = 1ul << 30;
 
-struct slice {
-  char *dst;
-  size_t n;
-};
-
-static void *copy_slice(void *arg) {
-  struct slice *s = arg;
-  const size_t piece = 64 << 20;
-  for (size_t off = 0; off < s->n; off += piece) {
-    size_t n = s->n - off < piece ? s->n - off : piece;
-    memcpy(s->dst + off, src + (off % SRC), n);
-  }
-  return NULL;
-}
-
 static void copy_all(char *dst) {
   pthread_t t[256];
-  struct slice s[256];
+  struct job s[256];
   size_t per = (len / nthreads + 4095) & ~4095ul;
   for (int i = 0; i < nthreads; i++) {
     size_t a = per * i < len ? per * i : len, b = per * (i + 1) < len ? per * (i + 1) : len;
-    s[i] = (struct slice){dst + a, b - a};
+    s[i] = (struct job){dst + a, src, b - a, SRC};
     pthread_create(&t[i], NULL, copy_slice, &s[i]);
   }
   for (int i = 0; i < nthreads; i++) pthread_join(t[i], NULL);
