@@ -292,8 +292,6 @@ impl AllocationLog {
     }
 }
 
-/// GPU 0 with the chosen allocator behind a statistics adaptor (and the timeline recorder when
-/// asked), and a stream for the steps.
 /// The run's GPUs, set up: contexts, memory pools, warm-ups started.
 struct GpuSetup {
     gpus: Vec<GpuRun>,
@@ -356,6 +354,8 @@ fn set_up_gpus(
     })
 }
 
+/// GPU `ordinal` with the chosen allocator behind a statistics adaptor (and the timeline
+/// recorder when asked), and a stream for the steps.
 fn gpu_run(
     args: &RunArgs,
     ordinal: usize,
@@ -753,7 +753,7 @@ pub fn run(args: RunArgs) -> Result<()> {
     // X and .raw are copied from the GPU(s) straight into the file, so the host holds them once
     // instead of twice (9 GiB against 31 GiB while writing a million cells) and a split run
     // does not gather them first. SCPIPE_WRITE_FROM_GPU=0 gathers them on the host instead.
-    let from_gpu = std::env::var("SCPIPE_WRITE_FROM_GPU").as_deref() != Ok("0");
+    let from_gpu = crate::io::switched_on("SCPIPE_WRITE_FROM_GPU");
     if gpu.is_some() && !from_gpu {
         let timer = StepTimer::start("move results to the host");
         adata.to_host()?;

@@ -16,6 +16,7 @@ mod tenx;
 
 pub use detect::is_10x_h5;
 pub(crate) use device_write::prepare_device_write;
+pub(crate) use parallel_fill::switched_on;
 pub use h5ad_chunks::H5adRowChunks;
 pub use h5ad_read::{read_h5ad, read_h5ad_with_notices};
 pub use h5ad_stream_write::H5adStreamWriter;

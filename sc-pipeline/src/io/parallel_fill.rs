@@ -42,7 +42,7 @@ pub(crate) fn wanted(path: &Path, len: usize) -> bool {
 }
 
 /// False when the environment variable `var` is set to `0` (a switch that is on by default).
-fn switched_on(var: &str) -> bool {
+pub(crate) fn switched_on(var: &str) -> bool {
     std::env::var(var).map_or(true, |v| v != "0")
 }
 
