@@ -10,6 +10,7 @@
 //! - `spin-pageable-d2h` / `spin-pageable-h2d`: the spin, then a 4 MiB copy between the device
 //!   and pageable host memory queued behind it (the driver's calls, waited for afterwards).
 //! - `spin-pinned-d2h`: the spin, then a 128 MiB download through pinned staging buffers.
+//! - `spin-pin`: the spin, then a new context's pinned staging buffers made (pinned memory).
 //! - `neighbors`: `neighbors_on_device` on 600,000 random cells x 50 dimensions, its first run.
 //! - `neighbors-warm`: the same after one run on 2,000 cells (its kernels loaded and run).
 //! - `neighbors-modules`: the same after loading every module of the pipeline.
@@ -58,7 +59,7 @@ fn run() -> Res<()> {
     let device = rmm_core::Device::cuda(0).map_err(|e| s(&e))?;
     let resource = build(AllocatorChoice::Pool, &device, None, None).map_err(|e| s(&e))?;
     let stream = device.new_stream().map_err(|e| s(&e))?;
-    let ctx = GpuContext::new(&device, &stream, resource).map_err(|e| s(&e))?;
+    let ctx = GpuContext::new(&device, &stream, resource.clone()).map_err(|e| s(&e))?;
     ctx.copy_lane()
         .and_then(GpuContext::prepare_transfers)
         .map_err(|e| s(&e))?;
@@ -144,6 +145,13 @@ fn run() -> Res<()> {
                         },
                         "spin-pinned-d2h" => {
                             ctx.download(&staged).map_err(|e| s(&e))?;
+                        }
+                        "spin-pin" => {
+                            // A new context's pinned staging buffers, made behind the spin.
+                            let other = device.new_stream().map_err(|e| s(&e))?;
+                            GpuContext::new(&device, &other, resource.clone())
+                                .and_then(|c| c.prepare_transfers())
+                                .map_err(|e| s(&e))?;
                         }
                         _ => {}
                     }

@@ -16,12 +16,12 @@ mod tenx;
 
 pub use detect::is_10x_h5;
 pub(crate) use device_write::prepare_device_write;
-pub(crate) use parallel_fill::switched_on;
 pub use h5ad_chunks::H5adRowChunks;
 pub use h5ad_read::{read_h5ad, read_h5ad_with_notices};
 pub use h5ad_stream_write::H5adStreamWriter;
 pub use h5ad_write::{
     begin_h5ad, write_h5ad, write_h5ad_staged, write_h5ad_staged_without_x, H5adWrite,
 };
+pub(crate) use parallel_fill::switched_on;
 pub use staged_file::StagedFile;
 pub use tenx::{read_10x_h5, read_10x_h5_with_notices};
