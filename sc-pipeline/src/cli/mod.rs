@@ -35,6 +35,7 @@ pub enum Command {
 
 /// Parses the command line and runs it; returns the process exit code.
 pub fn main() -> std::process::ExitCode {
+    connect_nccl_at_init();
     let cli = Cli::parse();
     // HDF5 would print its own error stack; every failure is reported by our error instead.
     hdf5::silence_errors(true);
@@ -57,5 +58,16 @@ pub fn main() -> std::process::ExitCode {
             eprintln!("error: {e}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// Has NCCL connect the ranks of a split run when they join (beside the input's read) rather
+/// than at their first collective, inside QC and the filters (on 4 H100s those two steps took
+/// 0.05-0.1 s less; `benches/RESULTS.md`). A value the user set is kept. Called first thing in
+/// `main`, before any thread exists: the environment must not change under a reader.
+fn connect_nccl_at_init() {
+    const VAR: &str = "NCCL_RUNTIME_CONNECT";
+    if std::env::var_os(VAR).is_none() {
+        std::env::set_var(VAR, "0");
     }
 }
