@@ -788,9 +788,9 @@ struct CellGraph<'a> {
 
 impl CellGraph<'_> {
     /// Runs harmony and neighbors while another thread writes the output's X and `.raw` (final
-    /// by then, and most of the file's bytes), then writes the rest (while X and `.raw` may
-    /// still be written); the records go to `report`. Without those steps, or when neighbors
-    /// would read X itself (no PCA), it runs them and then writes the whole file.
+    /// by then, and most of the file's bytes), then writes the rest; the records go to
+    /// `report`. Without those steps, or when neighbors would read X itself (no PCA), it runs
+    /// them and then writes the whole file.
     fn run_while_writing(
         &self,
         adata: &mut AnnData,
@@ -810,46 +810,35 @@ impl CellGraph<'_> {
             crate::io::prepare_device_write(&r.x)?;
         }
         let (n, g) = (adata.n_obs(), adata.n_vars());
-        let begun = crate::io::begin_h5ad(output)?;
         // The steps read obsm and obs only; X is an empty stand-in of the same shape meanwhile.
         let x = std::mem::replace(&mut adata.x, Matrix::Sparse(CsrMatrix::zeros(n, g)));
         let raw = adata.raw.take();
-        let (bulk, records, rest) = std::thread::scope(|s| {
+        let (begun, records) = std::thread::scope(|s| {
             let writing = s.spawn(|| {
                 let timer = StepTimer::start("write h5ad: X and .raw");
-                begun.write_x_and_raw(&x, raw.as_ref())?;
+                let begun = crate::io::begin_h5ad(output, &x, raw.as_ref())?;
                 let note = "while harmony and neighbors ran".to_string();
-                Ok::<_, Error>(timer.finish(n, g, note))
+                Ok::<_, Error>((begun, timer.finish(n, g, note)))
             });
             let records = graph(adata, spinner);
-            // The rest goes in as soon as the steps are done, while X and `.raw` may still be
-            // on their way (on several GPUs, neighbors ends well before them).
-            let rest = records.is_ok().then(|| {
-                spinner.started("write h5ad");
-                let timer = StepTimer::start("write h5ad: the rest");
-                let written = begun.write_rest(adata);
-                spinner.stop();
-                let note = match writing.is_finished() {
-                    true => output.display().to_string(),
-                    false => format!("{}, while X and .raw were written", output.display()),
-                };
-                written.map(|()| timer.finish(n, g, note))
-            });
-            let bulk = writing
+            let begun = writing
                 .join()
                 .unwrap_or_else(|p| std::panic::resume_unwind(p));
-            (bulk, records, rest)
+            (begun, records)
         });
         adata.x = x;
         adata.raw = raw;
         report.steps.extend(records?);
-        report.steps.push(bulk?);
-        let mut rest = rest.expect("written once the steps succeeded")?;
-        // Closing (HDF5's metadata) belongs to the rest; waiting for X and `.raw` does not.
-        let closing = Instant::now();
-        let written = begun.close()?;
-        rest.seconds += closing.elapsed().as_secs_f64();
-        report.steps.push(rest);
+        let (begun, record) = begun?;
+        report.steps.push(record);
+        spinner.started("write h5ad");
+        let timer = StepTimer::start("write h5ad: the rest");
+        let written = begun.finish(adata);
+        spinner.stop();
+        let written = written?;
+        report
+            .steps
+            .push(timer.finish(n, g, output.display().to_string()));
         Ok(written)
     }
 }
