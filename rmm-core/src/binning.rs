@@ -57,6 +57,8 @@ pub struct BinningResource<U: MemoryResource + Clone = SharedResource> {
     upstream: U,
     /// Sorted by size.
     bins: Vec<Bin<U>>,
+    /// The largest bin's size (0 without bins): larger requests go upstream without a scan.
+    largest_bin: usize,
 }
 
 impl<U: MemoryResource + Clone> fmt::Debug for BinningResource<U> {
@@ -74,6 +76,7 @@ impl<U: MemoryResource + Clone> BinningResource<U> {
         BinningResource {
             upstream,
             bins: Vec::new(),
+            largest_bin: 0,
         }
     }
 
@@ -127,6 +130,7 @@ impl<U: MemoryResource + Clone> BinningResource<U> {
         };
         let at = self.bins.partition_point(|b| b.size < size);
         self.bins.insert(at, Bin { size, resource });
+        self.largest_bin = self.largest_bin.max(size);
         Ok(())
     }
 
@@ -143,6 +147,9 @@ impl<U: MemoryResource + Clone> BinningResource<U> {
     /// The resource that serves `bytes`.
     #[inline]
     fn target(&self, bytes: usize) -> Target<'_, U> {
+        if bytes > self.largest_bin {
+            return Target::Upstream(&self.upstream);
+        }
         // Few bins: a scan beats a binary search.
         match self.bins.iter().find(|b| bytes <= b.size) {
             Some(Bin {
@@ -193,5 +200,41 @@ impl<U: MemoryResource + Clone> MemoryResource for BinningResource<U> {
 
     fn name(&self) -> String {
         format!("binning({})", self.upstream.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{CudaResource, StatisticsAdaptor};
+    use std::sync::Arc;
+
+    /// A request goes to the smallest bin that holds it, past the largest to the upstream, and
+    /// a bin added later (larger than all) takes what went upstream before.
+    #[test]
+    fn requests_go_to_the_smallest_bin_that_holds_them() {
+        let device = Device::simulated(1 << 30);
+        let upstream = Arc::new(StatisticsAdaptor::new(CudaResource::new(&device)));
+        let small = Arc::new(StatisticsAdaptor::new(CudaResource::new(&device)));
+        let large = Arc::new(StatisticsAdaptor::new(CudaResource::new(&device)));
+        let mut binning = BinningResource::new(upstream.clone());
+        binning.add_bin(4096, Some(small.clone())).unwrap();
+        let s = device.new_stream().unwrap();
+        let served = |bytes: usize, binning: &BinningResource<_>| {
+            let counts = |r: &StatisticsAdaptor<CudaResource>| r.statistics().allocations.total;
+            let before = [counts(&upstream), counts(&small), counts(&large)];
+            let p = binning.allocate(bytes, &s).unwrap();
+            let after = [counts(&upstream), counts(&small), counts(&large)];
+            // SAFETY: allocated just above with this size, unused.
+            unsafe { binning.deallocate(p, bytes, &s).unwrap() };
+            ["upstream", "small", "large"][(0..3).find(|&i| after[i] > before[i]).unwrap()]
+        };
+        assert_eq!(served(100, &binning), "small");
+        assert_eq!(served(4096, &binning), "small");
+        assert_eq!(served(4097, &binning), "upstream");
+        binning.add_bin(1 << 20, Some(large.clone())).unwrap();
+        assert_eq!(served(4097, &binning), "large");
+        assert_eq!(served(1 << 20, &binning), "large");
+        assert_eq!(served((1 << 20) + 1, &binning), "upstream");
     }
 }
