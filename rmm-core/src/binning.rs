@@ -57,8 +57,6 @@ pub struct BinningResource<U: MemoryResource + Clone = SharedResource> {
     upstream: U,
     /// Sorted by size.
     bins: Vec<Bin<U>>,
-    /// The largest bin's size (0 without bins): larger requests go upstream without a scan.
-    largest_bin: usize,
 }
 
 impl<U: MemoryResource + Clone> fmt::Debug for BinningResource<U> {
@@ -76,7 +74,6 @@ impl<U: MemoryResource + Clone> BinningResource<U> {
         BinningResource {
             upstream,
             bins: Vec::new(),
-            largest_bin: 0,
         }
     }
 
@@ -130,7 +127,6 @@ impl<U: MemoryResource + Clone> BinningResource<U> {
         };
         let at = self.bins.partition_point(|b| b.size < size);
         self.bins.insert(at, Bin { size, resource });
-        self.largest_bin = self.largest_bin.max(size);
         Ok(())
     }
 
@@ -147,7 +143,8 @@ impl<U: MemoryResource + Clone> BinningResource<U> {
     /// The resource that serves `bytes`.
     #[inline]
     fn target(&self, bytes: usize) -> Target<'_, U> {
-        if bytes > self.largest_bin {
+        // Past the largest bin (the last), straight upstream, without a scan.
+        if self.bins.last().is_none_or(|b| bytes > b.size) {
             return Target::Upstream(&self.upstream);
         }
         // Few bins: a scan beats a binary search.
