@@ -89,6 +89,33 @@ pub fn in_memory_peak(n_obs: usize, n_vars: usize, nnz: usize, config: &Pipeline
     2 * x + dense + RESERVE + pca
 }
 
+/// At most the bytes of the h5ad a run of `config` writes for an `n_obs x n_vars` CSR matrix
+/// with `nnz` stored values, the input's own annotations aside: `.raw` holds at most the input's
+/// values, X its highly variable genes (dense once scaled), obsm the PCA (and harmony's)
+/// embedding, obsp the kNN graph's distances and connectivities (at most twice k entries a row
+/// once symmetrised), obs the QC columns. What a GPU run reserves for its output ahead
+/// (`io::create_h5ad`).
+pub fn output_bytes(n_obs: usize, n_vars: usize, nnz: usize, config: &PipelineConfig) -> u64 {
+    let csr = csr_block_bytes(n_obs, nnz) as u64;
+    let raw = if config.subset_hvg { csr } else { 0 };
+    let x = if config.scale_max_value.is_some() {
+        n_obs as u64 * pca_genes(n_vars, config) as u64 * 4
+    } else {
+        csr
+    };
+    let embeddings = 1 + u64::from(config.harmony.is_some());
+    let per_cell = config.n_comps.unwrap_or(0) as u64 * 4 * embeddings
+        + config.n_neighbors.unwrap_or(0) as u64 * 3 * 8
+        + 16
+        + OBS_COLUMNS_BYTES;
+    raw + x + n_obs as u64 * per_cell + GENE_TABLES_BYTES
+}
+
+/// Bytes per cell of the QC columns a run adds to obs (a dozen numbers, 8 bytes at most each).
+const OBS_COLUMNS_BYTES: u64 = 128;
+/// The gene tables, attributes and HDF5's own metadata: a bound for up to 100,000 genes.
+const GENE_TABLES_BYTES: u64 = 64 << 20;
+
 /// The block size of a streamed run of `config` on `n_vars` genes with `budget` bytes: a quarter
 /// of what the reserve leaves (a block, its outputs and the pool's rounding fit twice over),
 /// within [`MIN_BLOCK`] and [`MAX_BLOCK`].
@@ -159,6 +186,31 @@ mod tests {
     use super::*;
 
     const GIB: u64 = 1 << 30;
+
+    #[test]
+    fn the_output_of_a_million_cells_is_bounded_by_its_raw_dense_x_and_graph() {
+        // The 1,000,000-cell demo: its h5ad holds 23.8 GB of X and .raw after the filters.
+        let config = PipelineConfig::default();
+        let (n, g, nnz) = (1_000_000, 20_000, 1_982_664_083);
+        let bulk = (nnz as u64 * 8 + (n as u64 + 1) * 8) + n as u64 * 2000 * 4;
+        let bytes = output_bytes(n, g, nnz, &config);
+        assert!(
+            bytes > bulk && bytes < bulk + (2 << 30),
+            "{bytes} for {bulk}"
+        );
+        let unscaled = PipelineConfig {
+            scale_max_value: None,
+            n_neighbors: None,
+            n_comps: None,
+            ..PipelineConfig::default()
+        };
+        assert_eq!(
+            output_bytes(n, g, nnz, &unscaled),
+            2 * csr_block_bytes(n, nnz) as u64
+                + n as u64 * (16 + OBS_COLUMNS_BYTES)
+                + GENE_TABLES_BYTES
+        );
+    }
 
     #[test]
     fn a_million_cells_fit_an_h100_and_stream_under_8_gib() {

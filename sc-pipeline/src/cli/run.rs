@@ -5,7 +5,7 @@ use super::device::{resolve, DeviceChoice};
 use super::launcher::{self, Launch};
 use super::progress::Spinner;
 use crate::anndata::Matrix;
-use crate::io::StagedFile;
+use crate::io::{H5adStart, StagedFile};
 use crate::memory_plan::Execution;
 use crate::pipeline::{run_cell_graph_steps, run_steps, GpuRun, PipelineConfig, StepObserver};
 use crate::report::{RunReport, StepRecord, StepTimer};
@@ -677,6 +677,7 @@ pub fn run(args: RunArgs) -> Result<()> {
         let written = write_step(&adata, &output, false, &mut spinner, &mut report)?;
         return finish(&args, report, start, written, &output, &recorder, &snapshot);
     }
+    let early = output_started_early(&args, &config, &demo, &output, on_gpu && launch.is_none())?;
     let (background, loaded) = std::thread::scope(|s| {
         let setting_up = (on_gpu && !set_up_first).then(|| {
             s.spawn(|| {
@@ -768,9 +769,13 @@ pub fn run(args: RunArgs) -> Result<()> {
                 gpus: &gpus,
                 group: &group,
             };
-            graph.run_while_writing(&mut adata, &output, &mut spinner, &mut report)?
+            graph.run_while_writing(&mut adata, &output, early, &mut spinner, &mut report)?
         }
-        None => write_step(&adata, &output, true, &mut spinner, &mut report)?,
+        None => {
+            // The file created ahead has the name write_step writes to: it goes first.
+            drop(early);
+            write_step(&adata, &output, true, &mut spinner, &mut report)?
+        }
     };
     if let Some(g) = &gpu {
         report.record_gpu(g);
@@ -795,6 +800,7 @@ impl CellGraph<'_> {
         &self,
         adata: &mut AnnData,
         output: &Path,
+        early: Option<H5adStart>,
         spinner: &mut Spinner,
         report: &mut RunReport,
     ) -> Result<StagedFile> {
@@ -802,6 +808,8 @@ impl CellGraph<'_> {
             run_cell_graph_steps(a, self.config, self.gpu, self.gpus, self.group, s)
         };
         if !writes_during_graph_steps(self.config, adata) {
+            // The file created ahead has the name write_step writes to: it goes first.
+            drop(early);
             report.steps.extend(graph(adata, spinner)?);
             return write_step(adata, output, true, spinner, report);
         }
@@ -816,8 +824,16 @@ impl CellGraph<'_> {
         let (begun, records) = std::thread::scope(|s| {
             let writing = s.spawn(|| {
                 let timer = StepTimer::start("write h5ad: X and .raw");
-                let begun = crate::io::begin_h5ad(output, &x, raw.as_ref())?;
-                let note = "while harmony and neighbors ran".to_string();
+                let mut note = "while harmony and neighbors ran".to_string();
+                let begun = match early {
+                    Some(start) => {
+                        if start.reserves() {
+                            note += ", into pages reserved while the input was read";
+                        }
+                        start.begin(&x, raw.as_ref())?
+                    }
+                    None => crate::io::begin_h5ad(output, &x, raw.as_ref())?,
+                };
                 Ok::<_, Error>((begun, timer.finish(n, g, note)))
             });
             let records = graph(adata, spinner);
@@ -841,6 +857,39 @@ impl CellGraph<'_> {
             .push(timer.finish(n, g, output.display().to_string()));
         Ok(written)
     }
+}
+
+/// The output of a GPU run that writes X and `.raw` while harmony and neighbors run, created
+/// before the input is read, with a bound on its bytes reserved meanwhile (see
+/// `io::create_h5ad`: on tmpfs the reservation is most of a large write's time, and the read
+/// leaves the host's other cores idle). `None` for other runs (`eligible` false: not on the GPU,
+/// or a rank started by a launcher), and for inputs whose size is not known before their read
+/// (a 10x file, or an h5ad file whose X cannot be sized: its read then says why).
+fn output_started_early(
+    args: &RunArgs,
+    config: &PipelineConfig,
+    demo: &SyntheticParams,
+    output: &Path,
+    eligible: bool,
+) -> Result<Option<H5adStart>> {
+    if !eligible || !config.has_cell_graph_steps() || config.n_comps.is_none() {
+        return Ok(None);
+    }
+    let size = match &args.input {
+        _ if args.demo => Some((
+            demo.n_cells,
+            demo.n_genes,
+            crate::synthetic::max_stored_values(demo),
+        )),
+        Some(input) if !crate::io::is_10x_h5(input) => crate::io::h5ad_x_size(input).ok(),
+        _ => None,
+    };
+    let Some((n_obs, n_vars, nnz)) = size else {
+        return Ok(None);
+    };
+    let bytes = crate::memory_plan::output_bytes(n_obs, n_vars, nnz as usize, config);
+    let memory = crate::generated_run::host_available_bytes();
+    crate::io::create_h5ad(output, bytes, memory).map(Some)
 }
 
 /// Whether X and `.raw` are written while harmony and neighbors run: there are such steps, and

@@ -60,6 +60,22 @@ pub fn read_h5ad_with_notices(path: impl AsRef<Path>) -> Result<(AnnData, Vec<St
     Ok((adata, ctx.notices.lines()))
 }
 
+/// The shape of an h5ad file's X and its stored values (every value of a dense X), read from
+/// the file's metadata only.
+pub fn h5ad_x_size(path: impl AsRef<Path>) -> Result<(usize, usize, u64)> {
+    let ctx = H5Ctx::new(path.as_ref());
+    let file = ctx.open()?;
+    if let Ok(g) = file.group("X") {
+        let sparse = SparseGroup::open(&ctx, &g, "/X")?;
+        return Ok((sparse.n_rows, sparse.n_cols, sparse.data.size() as u64));
+    }
+    let ds = ctx.dataset(&file, "X", "/X")?;
+    match ds.shape()[..] {
+        [n_obs, n_vars] => Ok((n_obs, n_vars, n_obs as u64 * n_vars as u64)),
+        _ => Err(ctx.format("/X", format!("X has shape {:?}, not 2 sizes", ds.shape()))),
+    }
+}
+
 fn read_raw(ctx: &H5Ctx, root: &Group) -> Result<Raw> {
     let g = ctx.group(root, "raw", "/raw")?;
     if !g.link_exists("X") {

@@ -5,6 +5,7 @@
 
 use super::hdf5_access::{u32_as_i32, u64_as_i64, H5Ctx};
 use super::parallel_fill;
+use super::reserve_ahead::ReservedAhead;
 use super::staged_file::StagedFile;
 use crate::anndata::{
     AnnData, ArrayData, Column, DataFrame, DenseArray, Matrix, Raw, Scalar, Value,
@@ -55,35 +56,95 @@ pub(crate) fn create_file(ctx: &H5Ctx) -> Result<File> {
 }
 
 /// An h5ad file written in two parts, so that its bulk is written while the steps after PCA
-/// run: [`begin_h5ad`] writes X and `.raw` (final once PCA has run: harmony and neighbors add
-/// to obsm, obsp and uns only), [`H5adWrite::finish`] everything else. Dropped unfinished, it
-/// removes its file.
+/// run: [`H5adStart::begin`] (or [`begin_h5ad`]) writes X and `.raw` (final once PCA has run:
+/// harmony and neighbors add to obsm, obsp and uns only), [`H5adWrite::finish`] everything else.
+/// Dropped unfinished, it removes its file.
 pub struct H5adWrite {
     ctx: H5Ctx,
     file: File,
     staged: StagedFile,
+    ahead: Option<ReservedAhead>,
+}
+
+/// An h5ad file created before its data, its first bytes reserved meanwhile on a thread of its
+/// own (see [`super::reserve_ahead`]): [`H5adStart::begin`] writes X and `.raw` into pages
+/// already there. Dropped unused, it removes its file.
+pub struct H5adStart {
+    ctx: H5Ctx,
+    file: File,
+    staged: StagedFile,
+    ahead: Option<ReservedAhead>,
+}
+
+/// Creates the h5ad for `path` (under a temporary name, see [`write_h5ad_staged`]) and starts
+/// reserving `expected_bytes` for it (a bound on the whole file, see
+/// `memory_plan::output_bytes`; nothing when that is 0). `host_memory`: the host's available
+/// bytes, which a file system in memory (tmpfs) must leave room in (see
+/// [`ReservedAhead::start`]).
+pub fn create_h5ad(
+    path: impl AsRef<Path>,
+    expected_bytes: u64,
+    host_memory: Option<u64>,
+) -> Result<H5adStart> {
+    let staged = StagedFile::new(path);
+    let ctx = H5Ctx::new(staged.path());
+    let file = create_file(&ctx)?;
+    let ahead = match expected_bytes {
+        0 => None,
+        bytes => ReservedAhead::start(&ctx.path, bytes, host_memory),
+    };
+    Ok(H5adStart {
+        ctx,
+        file,
+        staged,
+        ahead,
+    })
+}
+
+impl H5adStart {
+    /// Whether pages are being reserved (or were) for this file.
+    pub fn reserves(&self) -> bool {
+        self.ahead.is_some()
+    }
+
+    /// Writes X and `.raw`, once the reservation is over.
+    pub fn begin(mut self, x: &Matrix, raw: Option<&Raw>) -> Result<H5adWrite> {
+        if let Some(ahead) = &mut self.ahead {
+            ahead.wait();
+        }
+        write_matrix(&self.ctx, &self.file, "X", x)?;
+        if let Some(raw) = raw {
+            write_raw(&self.ctx, &self.file, raw)?;
+        }
+        Ok(H5adWrite {
+            ctx: self.ctx,
+            file: self.file,
+            staged: self.staged,
+            ahead: self.ahead,
+        })
+    }
 }
 
 /// Starts the h5ad for `path` (under a temporary name, see [`write_h5ad_staged`]) with its X and
 /// `.raw`.
 pub fn begin_h5ad(path: impl AsRef<Path>, x: &Matrix, raw: Option<&Raw>) -> Result<H5adWrite> {
-    let staged = StagedFile::new(path);
-    let ctx = H5Ctx::new(staged.path());
-    let file = create_file(&ctx)?;
-    write_matrix(&ctx, &file, "X", x)?;
-    if let Some(raw) = raw {
-        write_raw(&ctx, &file, raw)?;
-    }
-    Ok(H5adWrite { ctx, file, staged })
+    create_h5ad(path, 0, None)?.begin(x, raw)
 }
 
 impl H5adWrite {
-    /// Writes everything of `adata` but X and `.raw` (which must be those [`begin_h5ad`] wrote)
-    /// and closes the file, still under its temporary name.
+    /// Writes everything of `adata` but X and `.raw` (which must be those [`H5adStart::begin`]
+    /// wrote) and closes the file, still under its temporary name; gives back what was reserved
+    /// ahead beyond the file's end.
     pub fn finish(self, adata: &AnnData) -> Result<StagedFile> {
         adata.validate()?;
         write_rest(&self.ctx, &self.file, adata)?;
         self.file.close().map_err(self.ctx.h5("/"))?;
+        if let Some(ahead) = self.ahead {
+            ahead.give_back_beyond_end().map_err(|e| Error::File {
+                path: self.ctx.path.clone(),
+                message: format!("giving back the space reserved ahead: {e}"),
+            })?;
+        }
         Ok(self.staged)
     }
 }
@@ -656,12 +717,48 @@ mod tests {
             .unwrap()
             .commit()
             .unwrap();
-        for path in [&one, &two] {
+        // Created first with more room reserved than it needs (on tmpfs where there is one),
+        // filled later.
+        let shm = std::path::Path::new("/dev/shm");
+        let ahead_dir = match shm.is_dir() {
+            true => shm.join(format!("scpipe-fill-ahead-{}", std::process::id())),
+            false => dir.join("ahead"),
+        };
+        std::fs::create_dir_all(&ahead_dir).unwrap();
+        let ahead = ahead_dir.join("ahead.h5ad");
+        let expected = 4 * (n * g * 4) as u64;
+        let start = create_h5ad(&ahead, expected, Some(u64::MAX)).unwrap();
+        assert!(start.reserves(), "room for {expected} bytes");
+        let begun = start.begin(&a.x, a.raw.as_ref()).unwrap();
+        begun.finish(&a).unwrap().commit().unwrap();
+        for path in [&one, &two, &ahead] {
             let b = crate::io::read_h5ad(path).unwrap();
             assert_eq!(b.x, a.x, "{}", path.display());
             assert_eq!(b.raw, a.raw, "{}", path.display());
             assert_eq!(b.obsm, a.obsm, "{}", path.display());
         }
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(&ahead).unwrap();
+        assert!(
+            meta.blocks() * 512 <= meta.len() + (1 << 20),
+            "nothing reserved stays beyond the end: {} bytes held for {}",
+            meta.blocks() * 512,
+            meta.len()
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+        std::fs::remove_dir_all(&ahead_dir).unwrap();
+    }
+
+    #[test]
+    fn a_file_created_ahead_and_never_begun_leaves_nothing() {
+        let dir = std::env::temp_dir().join(format!("scpipe-ahead-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("out.h5ad");
+        let start = create_h5ad(&out, 256 << 20, Some(u64::MAX)).unwrap();
+        let partial = start.staged.path().to_path_buf();
+        assert!(partial.exists());
+        drop(start);
+        assert!(!partial.exists() && !out.exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -11,16 +11,19 @@ pub(crate) mod hdf5_access;
 mod notices;
 mod parallel_fill;
 mod rec_array;
+mod reserve_ahead;
 mod staged_file;
 mod tenx;
 
 pub use detect::is_10x_h5;
 pub(crate) use device_write::prepare_device_write;
 pub use h5ad_chunks::H5adRowChunks;
+pub use h5ad_read::h5ad_x_size;
 pub use h5ad_read::{read_h5ad, read_h5ad_with_notices};
 pub use h5ad_stream_write::H5adStreamWriter;
 pub use h5ad_write::{
-    begin_h5ad, write_h5ad, write_h5ad_staged, write_h5ad_staged_without_x, H5adWrite,
+    begin_h5ad, create_h5ad, write_h5ad, write_h5ad_staged, write_h5ad_staged_without_x, H5adStart,
+    H5adWrite,
 };
 pub(crate) use parallel_fill::switched_on;
 pub use staged_file::StagedFile;

@@ -29,7 +29,7 @@ const PIECE: usize = 4 << 20;
 const UNMAPPED_PIECE: usize = 64 << 20;
 
 /// Free space kept beyond the dataset (HDF5's metadata, written at close).
-const HEADROOM: u64 = 64 << 20;
+pub(crate) const HEADROOM: u64 = 64 << 20;
 
 /// Whether a dataset of `len` bytes goes through [`fill`]: large enough, not turned off by
 /// `SCPIPE_PARALLEL_WRITE=0`, and the file system has room for it. A write through a map that
@@ -38,7 +38,10 @@ const HEADROOM: u64 = 64 << 20;
 pub(crate) fn wanted(path: &Path, len: usize) -> bool {
     len >= PARALLEL_FILL_BYTES
         && switched_on("SCPIPE_PARALLEL_WRITE")
-        && free_bytes(path).is_some_and(|free| free >= len as u64 + HEADROOM)
+        && free_bytes(path).is_some_and(|free| {
+            // Space this run reserved ahead for the file counts as room (it is taken already).
+            free + super::reserve_ahead::reserved_bytes(path) >= len as u64 + HEADROOM
+        })
 }
 
 /// False when the environment variable `var` is set to `0` (a switch that is on by default).
@@ -47,7 +50,7 @@ pub(crate) fn switched_on(var: &str) -> bool {
 }
 
 /// Bytes free to this user on the file system holding `path`.
-fn free_bytes(path: &Path) -> Option<u64> {
+pub(crate) fn free_bytes(path: &Path) -> Option<u64> {
     use std::os::unix::ffi::OsStrExt;
     let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
     let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
@@ -128,7 +131,7 @@ pub(crate) fn fill_with(
         });
     };
     let t0 = std::time::Instant::now();
-    if switched_on("SCPIPE_RESERVE_WRITE") {
+    if switched_on("SCPIPE_RESERVE_WRITE") && !super::reserve_ahead::covered(path, end) {
         reserve(&file, offset, len)
             .map_err(|e| err("reserving the dataset's place in the file", e))?;
     }

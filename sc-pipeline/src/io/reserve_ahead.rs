@@ -1,0 +1,235 @@
+//! An output file's pages reserved before its data exists. On tmpfs most of the time of writing
+//! a large h5ad is fallocate(2) allocating (and zeroing) its pages, one thread at a time per file
+//! (see [`super::parallel_fill`]). A GPU run knows a bound on its output's size as soon as it
+//! knows its input's, so it creates the output then and reserves that bound on a thread of its
+//! own while the input is read; the fills later copy into pages already there and skip their own
+//! reservation. What the finished file does not use is given back.
+//!
+//! The reservation lies beyond the file's end (`FALLOC_FL_KEEP_SIZE`) from offset 0: HDF5 places
+//! the datasets one after another from the start of the file, so wherever they land within the
+//! bound, their pages are there.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::thread::JoinHandle;
+
+/// Files whose first `bytes` are reserved (the reservation has ended), for [`covered`].
+static RESERVED: Mutex<Vec<(PathBuf, u64)>> = Mutex::new(Vec::new());
+
+/// Reservations smaller than this are not worth a thread.
+const MIN_BYTES: u64 = 64 << 20;
+
+/// The reserved bytes of `path` (0 where nothing was reserved ahead).
+pub(crate) fn reserved_bytes(path: &Path) -> u64 {
+    let reserved = RESERVED.lock().unwrap_or_else(|p| p.into_inner());
+    reserved
+        .iter()
+        .find(|(p, _)| p == path)
+        .map_or(0, |&(_, bytes)| bytes)
+}
+
+/// Whether `[offset, end)` of `path` was reserved ahead.
+pub(crate) fn covered(path: &Path, end: u64) -> bool {
+    end <= reserved_bytes(path)
+}
+
+/// The first bytes of a file being reserved, or reserved. Dropped, it forgets the reservation
+/// (the pages stay the file's until [`ReservedAhead::give_back_beyond_end`] or the file's
+/// removal).
+pub struct ReservedAhead {
+    path: PathBuf,
+    bytes: u64,
+    reserving: Option<JoinHandle<bool>>,
+}
+
+impl ReservedAhead {
+    /// Starts reserving the first `bytes` of the file at `path` on a thread of its own. Best
+    /// effort: `None` when there is too little to matter, when `SCPIPE_RESERVE_WRITE=0`, when the
+    /// file system lacks the room, or when its pages would be host memory (tmpfs) and `memory`
+    /// (the host's available bytes) is not at least twice `bytes` (the input is in host memory
+    /// meanwhile).
+    pub(crate) fn start(path: &Path, bytes: u64, memory: Option<u64>) -> Option<Self> {
+        let room = super::parallel_fill::free_bytes(path)?;
+        let memory_ok = !holds_pages_in_memory(path) || memory.is_some_and(|m| m / 2 >= bytes);
+        let wanted = bytes >= MIN_BYTES
+            && super::switched_on("SCPIPE_RESERVE_WRITE")
+            && room >= bytes + super::parallel_fill::HEADROOM
+            && memory_ok;
+        if !wanted {
+            return None;
+        }
+        let file = std::fs::OpenOptions::new().write(true).open(path).ok()?;
+        let reserving = std::thread::Builder::new()
+            .name("h5ad-reserve".into())
+            .spawn(move || {
+                use std::os::fd::AsRawFd;
+                loop {
+                    // SAFETY: fallocate on an open descriptor; it reads no memory of ours.
+                    let rc = unsafe {
+                        libc::fallocate(
+                            file.as_raw_fd(),
+                            libc::FALLOC_FL_KEEP_SIZE,
+                            0,
+                            bytes as libc::off_t,
+                        )
+                    };
+                    // Interrupted: what was reserved stays reserved; the rest is asked again.
+                    if rc == 0
+                        || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR)
+                    {
+                        return rc == 0;
+                    }
+                }
+            })
+            .ok()?;
+        Some(ReservedAhead {
+            path: path.to_path_buf(),
+            bytes,
+            reserving: Some(reserving),
+        })
+    }
+
+    /// Waits for the reservation to end (while fallocate runs, every page fault on a tmpfs file
+    /// waits on its lock), then lets the fills of this file skip what it reserved.
+    pub(crate) fn wait(&mut self) {
+        let Some(h) = self.reserving.take() else {
+            return;
+        };
+        if h.join().unwrap_or(false) {
+            let mut reserved = RESERVED.lock().unwrap_or_else(|p| p.into_inner());
+            reserved.push((self.path.clone(), self.bytes));
+        }
+    }
+
+    /// Gives back what lies beyond the end of the finished (closed) file.
+    pub(crate) fn give_back_beyond_end(mut self) -> std::io::Result<()> {
+        self.wait();
+        release_beyond_end(&self.path)
+    }
+}
+
+impl Drop for ReservedAhead {
+    fn drop(&mut self) {
+        // The thread holds its own descriptor: it ends on its own even if the file is removed.
+        self.reserving.take();
+        let mut reserved = RESERVED.lock().unwrap_or_else(|p| p.into_inner());
+        reserved.retain(|(p, _)| p != &self.path);
+    }
+}
+
+/// Gives back the blocks of the file at `path` that lie beyond its end.
+fn release_beyond_end(path: &Path) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::MetadataExt;
+    let file = std::fs::OpenOptions::new().write(true).open(path)?;
+    let meta = file.metadata()?;
+    // Whatever lies beyond the end is within the file's allocated bytes past it.
+    let (end, allocated) = (meta.len(), meta.blocks() * 512);
+    if allocated == 0 {
+        return Ok(());
+    }
+    // SAFETY: fallocate on an open descriptor; it reads no memory of ours.
+    let rc = unsafe {
+        libc::fallocate(
+            file.as_raw_fd(),
+            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+            end as libc::off_t,
+            allocated as libc::off_t,
+        )
+    };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        if !matches!(
+            e.raw_os_error(),
+            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS)
+        ) {
+            return Err(e);
+        }
+    }
+    // Some file systems (ext4) punch nothing past the end but free it on a truncation, even to
+    // the same length (on tmpfs the punch has freed it already).
+    file.set_len(end)
+}
+
+/// Whether the file system holding `path` keeps its files in host memory (tmpfs, ramfs).
+fn holds_pages_in_memory(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    const RAMFS_MAGIC: i64 = 0x8584_58f6;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    let mut st = std::mem::MaybeUninit::<libc::statfs>::uninit();
+    // SAFETY: `c` is a NUL-terminated path and `st` is written by statfs before it is read.
+    if unsafe { libc::statfs(c.as_ptr(), st.as_mut_ptr()) } != 0 {
+        return false;
+    }
+    // SAFETY: statfs returned 0, so it filled `st`.
+    let kind = unsafe { st.assume_init() }.f_type as i64;
+    kind == TMPFS_MAGIC || kind == RAMFS_MAGIC
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    /// The temporary directory's file system, and tmpfs where there is one.
+    fn dirs(name: &str) -> Vec<PathBuf> {
+        let mut dirs = vec![std::env::temp_dir()];
+        if Path::new("/dev/shm").is_dir() {
+            dirs.push("/dev/shm".into());
+        }
+        dirs.into_iter()
+            .map(|d| d.join(format!("reserve-ahead-{}-{name}", std::process::id())))
+            .filter(|d| std::fs::create_dir_all(d).is_ok())
+            .collect()
+    }
+
+    #[test]
+    fn space_reserved_ahead_is_covered_then_given_back_beyond_the_end() {
+        for dir in dirs("back") {
+            let path = dir.join("f.bin");
+            std::fs::write(&path, vec![1u8; 5000]).unwrap();
+            let bytes = 2 * MIN_BYTES;
+            let mut ahead =
+                ReservedAhead::start(&path, bytes, Some(u64::MAX)).expect("room for 128 MiB");
+            ahead.wait();
+            assert_eq!(
+                std::fs::metadata(&path).unwrap().len(),
+                5000,
+                "the end stays"
+            );
+            assert!(covered(&path, bytes) && !covered(&path, bytes + 1));
+            ahead.give_back_beyond_end().unwrap();
+            assert!(!covered(&path, 1), "forgotten once given back");
+            let meta = std::fs::metadata(&path).unwrap();
+            assert_eq!(std::fs::read(&path).unwrap(), vec![1u8; 5000]);
+            assert!(
+                meta.blocks() * 512 < bytes / 2,
+                "the reservation was given back: {} bytes held",
+                meta.blocks() * 512
+            );
+            std::fs::remove_dir_all(dir).unwrap();
+        }
+    }
+
+    #[test]
+    fn too_little_no_room_or_no_memory_reserves_nothing() {
+        for dir in dirs("none") {
+            let path = dir.join("f.bin");
+            std::fs::write(&path, b"x").unwrap();
+            assert!(ReservedAhead::start(&path, 1000, Some(u64::MAX)).is_none());
+            assert!(ReservedAhead::start(&path, u64::MAX / 4, Some(u64::MAX)).is_none());
+            assert!(ReservedAhead::start(&dir.join("missing"), MIN_BYTES, None).is_none());
+            if holds_pages_in_memory(&path) {
+                assert!(ReservedAhead::start(&path, MIN_BYTES, Some(MIN_BYTES)).is_none());
+                assert!(ReservedAhead::start(&path, MIN_BYTES, None).is_none());
+            }
+            // Dropped while reserving: nothing is left registered.
+            drop(ReservedAhead::start(&path, MIN_BYTES, Some(u64::MAX)));
+            assert!(!covered(&path, 1));
+            std::fs::remove_dir_all(dir).unwrap();
+        }
+    }
+}
