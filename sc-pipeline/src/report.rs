@@ -21,6 +21,17 @@ pub struct StepRecord {
     /// Device memory and transfers of the step, in a GPU run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu: Option<DeviceStepStats>,
+    /// When the step started, in seconds from the start of the run (see [`run_clock`]): with
+    /// `seconds`, the run's timeline, which shows the steps that overlapped and the time spent
+    /// in none.
+    pub started_seconds: f64,
+}
+
+/// The start of the run, which step records count their start from: the first call of this
+/// function (`scpipe run` calls it first thing).
+pub fn run_clock() -> Instant {
+    static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    *START.get_or_init(Instant::now)
 }
 
 impl StepRecord {
@@ -117,6 +128,10 @@ impl StepTimer {
             note: note.into(),
             device: None,
             gpu: None,
+            started_seconds: self
+                .start
+                .saturating_duration_since(run_clock())
+                .as_secs_f64(),
         }
     }
 }

@@ -510,6 +510,18 @@ pub fn max_stored_values(p: &SyntheticParams) -> u64 {
     p.n_cells as u64 * most.clamp(1, p.n_genes as u64)
 }
 
+/// About the stored values the model gives: each range's mean, weighted by the low-quality
+/// fraction (the count of a large dataset lies within a fraction of a percent of it; fewer
+/// where a cell's genes cannot all be drawn).
+pub fn expected_stored_values(p: &SyntheticParams) -> u64 {
+    let mean = |(lo, hi): (usize, usize)| {
+        ((lo + hi) as f64 / 2.0 * density(p)).clamp(1.0, p.n_genes.max(1) as f64)
+    };
+    let f = p.low_quality_fraction;
+    let per_cell = (1.0 - f) * mean(p.genes_per_cell) + f * mean(p.low_quality_genes);
+    (p.n_cells as f64 * per_cell).round() as u64
+}
+
 /// Blocks generated at once by [`generate_to_h5ad`] (then written in order): bounds the memory
 /// to about this many blocks of cells whatever the size of the dataset.
 const BLOCKS_PER_BATCH: usize = 32;

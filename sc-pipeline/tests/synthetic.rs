@@ -4,7 +4,10 @@ mod common;
 
 use sc_pipeline::anndata::{array_as_strings, Column, Matrix};
 use sc_pipeline::io::{read_h5ad, write_h5ad};
-use sc_pipeline::synthetic::{generate, SyntheticParams, CELLS_PER_BLOCK, MITO_GENES};
+use sc_pipeline::synthetic::{
+    expected_stored_values, generate, max_stored_values, SyntheticParams, CELLS_PER_BLOCK,
+    MITO_GENES,
+};
 
 #[test]
 fn the_shape_matches_the_specification() {
@@ -22,6 +25,15 @@ fn the_shape_matches_the_specification() {
     let low = per_cell.iter().filter(|&&n| n <= 400).count();
     assert!(low > 10 && low < 60, "about 1% low-quality cells: {low}");
     assert!(per_cell.iter().all(|&n| (50..=2500).contains(&n)));
+    // The estimate a GPU run reserves its output's pages by, and the bound.
+    let p = SyntheticParams::new(3000, 20000, 7);
+    let expected = expected_stored_values(&p) as f64;
+    let nnz = x.data.len() as f64;
+    assert!(
+        (nnz / expected - 1.0).abs() < 0.02,
+        "{nnz} stored values, {expected} expected"
+    );
+    assert!(nnz as u64 <= max_stored_values(&p));
     assert!(
         x.data.iter().all(|&v| v >= 1.0 && v.fract() == 0.0),
         "counts are 1 + NB"

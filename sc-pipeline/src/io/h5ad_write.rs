@@ -725,13 +725,18 @@ mod tests {
             false => dir.join("ahead"),
         };
         std::fs::create_dir_all(&ahead_dir).unwrap();
-        let ahead = ahead_dir.join("ahead.h5ad");
-        let expected = 4 * (n * g * 4) as u64;
-        let start = create_h5ad(&ahead, expected, Some(u64::MAX)).unwrap();
-        assert!(start.reserves(), "room for {expected} bytes");
-        let begun = start.begin(&a.x, a.raw.as_ref()).unwrap();
-        begun.finish(&a).unwrap().commit().unwrap();
-        for path in [&one, &two, &ahead] {
+        let (ahead, short) = (ahead_dir.join("ahead.h5ad"), ahead_dir.join("short.h5ad"));
+        // More than the file needs, and less (the fills reserve what lies beyond).
+        for (path, expected) in [
+            (&ahead, 4 * (n * g * 4) as u64),
+            (&short, (n * g * 6) as u64),
+        ] {
+            let start = create_h5ad(path, expected, Some(u64::MAX)).unwrap();
+            assert!(start.reserves(), "room for {expected} bytes");
+            let begun = start.begin(&a.x, a.raw.as_ref()).unwrap();
+            begun.finish(&a).unwrap().commit().unwrap();
+        }
+        for path in [&one, &two, &ahead, &short] {
             let b = crate::io::read_h5ad(path).unwrap();
             assert_eq!(b.x, a.x, "{}", path.display());
             assert_eq!(b.raw, a.raw, "{}", path.display());

@@ -131,8 +131,10 @@ pub(crate) fn fill_with(
         });
     };
     let t0 = std::time::Instant::now();
-    if switched_on("SCPIPE_RESERVE_WRITE") && !super::reserve_ahead::covered(path, end) {
-        reserve(&file, offset, len)
+    // What this run reserved ahead for the file (see `reserve_ahead`) is not reserved again.
+    let from = super::reserve_ahead::reserved_bytes(path).clamp(offset, end);
+    if switched_on("SCPIPE_RESERVE_WRITE") && from < end {
+        reserve(&file, from, (end - from) as usize)
             .map_err(|e| err("reserving the dataset's place in the file", e))?;
     }
     let t1 = std::time::Instant::now();
