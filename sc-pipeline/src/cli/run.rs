@@ -684,6 +684,17 @@ pub fn run(args: RunArgs) -> Result<()> {
         let written = write_step(&adata, &output, false, &mut spinner, &mut report)?;
         return finish(&args, report, start, written, &output, &recorder, &snapshot);
     }
+    // Where the cells are split across GPUs, neighbors is short and the output's write is on
+    // the critical path: its pages are reserved while the input is read. On one GPU the write
+    // hides behind neighbors: they are reserved after the read, so that the read has the
+    // host's memory to itself.
+    let eligible = on_gpu && launch.is_none();
+    let mut early = None;
+    if eligible && ordinals.len() > 1 {
+        if let Some(size) = input_size(&args, &demo) {
+            early = output_started_early(&config, size, &output)?;
+        }
+    }
     let (background, loaded) = std::thread::scope(|s| {
         let setting_up = (on_gpu && !set_up_first).then(|| {
             s.spawn(|| {
@@ -720,7 +731,11 @@ pub fn run(args: RunArgs) -> Result<()> {
     let (mut adata, load_record) = loaded?;
     report.steps.extend(join_record);
     report.steps.push(load_record);
-    let early = output_started_early(&config, &adata, &output, on_gpu && launch.is_none())?;
+    if eligible && early.is_none() {
+        let (n_obs, n_vars) = adata.x.shape();
+        let size = (n_obs, n_vars, adata.x.stored_values() as u64);
+        early = output_started_early(&config, size, &output)?;
+    }
 
     let mut cell_graph = None;
     match (launched_rank, ranks) {
@@ -876,24 +891,37 @@ impl CellGraph<'_> {
     }
 }
 
-/// The output of a GPU run that writes X and `.raw` while harmony and neighbors run, created as
-/// soon as the input is in memory, with a bound on its bytes reserved on a thread of its own
-/// while the GPUs compute (see `io::create_h5ad`: on tmpfs the reservation is most of a large
-/// write's time, and the host's cores are mostly idle while the GPUs work). `None` for other
-/// runs (`eligible` false: not on the GPU, or a rank started by a launcher).
+/// The output of a GPU run that writes X and `.raw` while harmony and neighbors run, created
+/// before its data, with a bound on its bytes (for an input of `size`: cells, genes, stored
+/// values) reserved on a thread of its own meanwhile (see `io::create_h5ad`: on tmpfs the
+/// reservation is most of a large write's time). `None` for a run without those steps.
 fn output_started_early(
     config: &PipelineConfig,
-    adata: &AnnData,
+    (n_obs, n_vars, nnz): (usize, usize, u64),
     output: &Path,
-    eligible: bool,
 ) -> Result<Option<H5adStart>> {
-    if !eligible || !config.has_cell_graph_steps() || config.n_comps.is_none() {
+    if !config.has_cell_graph_steps() || config.n_comps.is_none() {
         return Ok(None);
     }
-    let (n_obs, n_vars) = adata.x.shape();
-    let bytes = crate::memory_plan::output_bytes(n_obs, n_vars, adata.x.stored_values(), config);
+    let bytes = crate::memory_plan::output_bytes(n_obs, n_vars, nnz as usize, config);
     let memory = crate::generated_run::host_available_bytes();
     crate::io::create_h5ad(output, bytes, memory).map(Some)
+}
+
+/// The input's cells, genes and stored values, known before it is read: a demo's bound (2% above
+/// the count expected: what is reserved beyond the output's end costs time to give back, and a
+/// dataset beyond the bound is reserved by its fill), an h5ad file's metadata. `None` for a 10x
+/// file, or an h5ad file whose X cannot be sized (its read then says why).
+fn input_size(args: &RunArgs, demo: &SyntheticParams) -> Option<(usize, usize, u64)> {
+    match &args.input {
+        _ if args.demo => {
+            let expected = crate::synthetic::expected_stored_values(demo) as f64 * 1.02;
+            let most = crate::synthetic::max_stored_values(demo);
+            Some((demo.n_cells, demo.n_genes, most.min(expected as u64)))
+        }
+        Some(input) if !crate::io::is_10x_h5(input) => crate::io::h5ad_x_size(input).ok(),
+        _ => None,
+    }
 }
 
 /// Whether X and `.raw` are written while harmony and neighbors run: there are such steps, and

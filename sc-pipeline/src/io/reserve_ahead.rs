@@ -2,8 +2,10 @@
 //! a large h5ad is fallocate(2) allocating (and zeroing) its pages, one thread at a time per file
 //! (see [`super::parallel_fill`]). A GPU run knows a bound on its output's size as soon as it
 //! knows its input's, so it creates the output then and reserves that bound on a thread of its
-//! own while the input is read; the fills later copy into pages already there and reserve only
-//! what lies beyond the bound. What the finished file does not use is given back.
+//! own (beside the input's read when the cells are split across GPUs and the write is on the
+//! critical path, after it on one GPU, see `cli::run`); the fills later copy into pages already
+//! there and reserve only what lies beyond the bound. What the finished file does not use is
+//! given back. `SCPIPE_RESERVE_WRITE=0` turns both reservations off.
 //!
 //! The reservation lies beyond the file's end (`FALLOC_FL_KEEP_SIZE`) from offset 0: HDF5 places
 //! the datasets one after another from the start of the file, so wherever they land within the
