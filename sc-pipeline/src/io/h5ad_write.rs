@@ -138,7 +138,11 @@ impl H5adWrite {
     pub fn finish(self, adata: &AnnData) -> Result<StagedFile> {
         adata.validate()?;
         write_rest(&self.ctx, &self.file, adata)?;
+        let t0 = std::time::Instant::now();
         self.file.close().map_err(self.ctx.h5("/"))?;
+        if std::env::var_os("SCPIPE_TRACE_WRITE").is_some() {
+            eprintln!("close: {:.3} s", t0.elapsed().as_secs_f64());
+        }
         if let Some(ahead) = self.ahead {
             ahead.give_back_beyond_end().map_err(|e| Error::File {
                 path: self.ctx.path.clone(),
@@ -173,17 +177,33 @@ fn write_raw(ctx: &H5Ctx, file: &File, raw: &Raw) -> Result<()> {
 
 /// Everything but X and `.raw`.
 fn write_rest(ctx: &H5Ctx, file: &File, adata: &AnnData) -> Result<()> {
-    write_dataframe(ctx, file, "obs", &adata.obs)?;
-    write_dataframe(ctx, file, "var", &adata.var)?;
-    write_dense_dict(ctx, file, "obsm", &adata.obsm)?;
-    write_dense_dict(ctx, file, "varm", &adata.varm)?;
-    write_sparse_dict(ctx, file, "obsp", &adata.obsp)?;
-    write_sparse_dict(ctx, file, "varp", &adata.varp)?;
-    let layers = new_group(ctx, file, "layers", "dict", "0.1.0")?;
-    for (k, m) in &adata.layers {
-        write_matrix(ctx, &layers, k, m)?;
-    }
-    write_dict(ctx, file, "uns", &adata.uns)
+    let trace = std::env::var_os("SCPIPE_TRACE_WRITE").is_some();
+    let timed = |part: &str, write: &dyn Fn() -> Result<()>| {
+        let t0 = std::time::Instant::now();
+        write()?;
+        if trace {
+            eprintln!("write {part}: {:.3} s", t0.elapsed().as_secs_f64());
+        }
+        Ok::<_, Error>(())
+    };
+    timed("obs", &|| write_dataframe(ctx, file, "obs", &adata.obs))?;
+    timed("var", &|| write_dataframe(ctx, file, "var", &adata.var))?;
+    timed("obsm", &|| write_dense_dict(ctx, file, "obsm", &adata.obsm))?;
+    timed("varm", &|| write_dense_dict(ctx, file, "varm", &adata.varm))?;
+    timed("obsp", &|| {
+        write_sparse_dict(ctx, file, "obsp", &adata.obsp)
+    })?;
+    timed("varp", &|| {
+        write_sparse_dict(ctx, file, "varp", &adata.varp)
+    })?;
+    timed("layers", &|| {
+        let layers = new_group(ctx, file, "layers", "dict", "0.1.0")?;
+        for (k, m) in &adata.layers {
+            write_matrix(ctx, &layers, k, m)?;
+        }
+        Ok(())
+    })?;
+    timed("uns", &|| write_dict(ctx, file, "uns", &adata.uns))
 }
 
 pub(crate) fn element_path(parent: &Location, name: &str) -> String {
