@@ -172,7 +172,7 @@ fn holds_pages_in_memory(path: &Path) -> bool {
         return false;
     }
     // SAFETY: statfs returned 0, so it filled `st`.
-    let kind = unsafe { st.assume_init() }.f_type as i64;
+    let kind = i64::from(unsafe { st.assume_init() }.f_type);
     kind == TMPFS_MAGIC || kind == RAMFS_MAGIC
 }
 
