@@ -161,8 +161,6 @@ fn release_beyond_end(path: &Path) -> std::io::Result<()> {
 /// Whether the file system holding `path` keeps its files in host memory (tmpfs, ramfs).
 fn holds_pages_in_memory(path: &Path) -> bool {
     use std::os::unix::ffi::OsStrExt;
-    const TMPFS_MAGIC: i64 = 0x0102_1994;
-    const RAMFS_MAGIC: i64 = 0x8584_58f6;
     let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
         return false;
     };
@@ -172,8 +170,8 @@ fn holds_pages_in_memory(path: &Path) -> bool {
         return false;
     }
     // SAFETY: statfs returned 0, so it filled `st`.
-    let kind = i64::from(unsafe { st.assume_init() }.f_type);
-    kind == TMPFS_MAGIC || kind == RAMFS_MAGIC
+    let kind = unsafe { st.assume_init() }.f_type;
+    kind == libc::TMPFS_MAGIC || kind == libc::RAMFS_MAGIC
 }
 
 #[cfg(test)]
