@@ -161,6 +161,8 @@ fn release_beyond_end(path: &Path) -> std::io::Result<()> {
 /// Whether the file system holding `path` keeps its files in host memory (tmpfs, ramfs).
 fn holds_pages_in_memory(path: &Path) -> bool {
     use std::os::unix::ffi::OsStrExt;
+    /// ramfs's `f_type` (libc names tmpfs's, not this one).
+    const RAMFS_MAGIC: libc::c_long = 0x8584_58f6;
     let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
         return false;
     };
@@ -171,7 +173,7 @@ fn holds_pages_in_memory(path: &Path) -> bool {
     }
     // SAFETY: statfs returned 0, so it filled `st`.
     let kind = unsafe { st.assume_init() }.f_type;
-    kind == libc::TMPFS_MAGIC || kind == libc::RAMFS_MAGIC
+    kind == libc::TMPFS_MAGIC || kind == RAMFS_MAGIC
 }
 
 #[cfg(test)]
