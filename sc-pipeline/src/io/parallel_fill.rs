@@ -151,9 +151,6 @@ pub(crate) fn fill_with(
             t1.elapsed().as_secs_f64()
         );
     }
-    // Unmapping is the kernel taking down a page-table entry per page written (0.15-0.2 s per
-    // 8 GB), time the next dataset's copy need not wait for: the bytes are in the file already.
-    crate::release::drop_in_background(map);
     copied
 }
 
