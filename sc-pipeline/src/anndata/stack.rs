@@ -13,7 +13,10 @@ impl AnnData {
     /// of this object; the per-gene parts and `uns` are copied into each (see
     /// [`AnnData::obs_block`]).
     pub fn split_obs(&self, parts: usize) -> Result<Vec<AnnData>> {
+        use rayon::prelude::*;
+        // The blocks are cut at once (each scans every row of the tables).
         (0..parts.max(1))
+            .into_par_iter()
             .map(|part| self.obs_block(part, parts))
             .collect()
     }
