@@ -234,10 +234,12 @@ pub(crate) fn new_group(
     Ok(g)
 }
 
-/// Strings as HDF5 variable-length UTF-8 values (interior NUL bytes cannot be stored).
+/// Strings as HDF5 variable-length UTF-8 values (interior NUL bytes cannot be stored); each is
+/// copied into memory of its own, on rayon's threads (a million cell names).
 pub(crate) fn to_varlen(values: &[String]) -> std::result::Result<Vec<VarLenUnicode>, String> {
+    use rayon::prelude::*;
     values
-        .iter()
+        .par_iter()
         .map(|s| {
             s.parse::<VarLenUnicode>()
                 .map_err(|_| format!("string {s:?} contains a NUL byte"))
@@ -332,18 +334,31 @@ pub(crate) fn write_array(
         ArrayData::I64(v) => write_plain(ctx, parent, name, shape, v)?,
         ArrayData::F32(v) => write_plain(ctx, parent, name, shape, v)?,
         ArrayData::F64(v) => write_plain(ctx, parent, name, shape, v)?,
-        ArrayData::Str(v) => {
-            let s = to_varlen(v).map_err(|p| ctx.format(&element, p))?;
-            write_plain(ctx, parent, name, shape, &s)?
-        }
+        ArrayData::Str(v) => return write_strings(ctx, parent, name, shape, v),
     };
-    let (kind, version) = match (shape.is_empty(), data) {
-        (true, ArrayData::Str(_)) => ("string", "0.2.0"),
-        (true, _) => ("numeric-scalar", "0.2.0"),
-        (false, ArrayData::Str(_)) => ("string-array", "0.2.0"),
-        (false, _) => ("array", "0.2.0"),
+    let kind = match shape.is_empty() {
+        true => "numeric-scalar",
+        false => "array",
     };
-    set_encoding(ctx, &ds, kind, version, &element)
+    set_encoding(ctx, &ds, kind, "0.2.0", &element)
+}
+
+/// Strings with anndata's `string-array` encoding (`string` for a scalar: `shape` empty).
+fn write_strings(
+    ctx: &H5Ctx,
+    parent: &Group,
+    name: &str,
+    shape: &[usize],
+    values: &[String],
+) -> Result<()> {
+    let element = element_path(parent, name);
+    let s = to_varlen(values).map_err(|p| ctx.format(&element, p))?;
+    let ds = write_plain(ctx, parent, name, shape, &s)?;
+    let kind = match shape.is_empty() {
+        true => "string",
+        false => "string-array",
+    };
+    set_encoding(ctx, &ds, kind, "0.2.0", &element)
 }
 
 /// [`write_plain`] of numbers: a large dataset gets its place in the file from HDF5 (allocated
@@ -538,13 +553,7 @@ pub(crate) fn write_dataframe(
     write_string_attr(ctx, &g, "_index", index_name, &element)?;
     let order: Vec<String> = df.column_names().map(str::to_string).collect();
     write_string_list_attr(ctx, &g, "column-order", &order, &element)?;
-    write_array(
-        ctx,
-        &g,
-        index_name,
-        &[df.n_rows()],
-        &ArrayData::Str(df.index.clone()),
-    )?;
+    write_strings(ctx, &g, index_name, &[df.n_rows()], &df.index)?;
     for (col_name, col) in df.columns() {
         write_column(ctx, &g, col_name, col)?;
     }
