@@ -8,7 +8,6 @@
 
 use criterion::{criterion_group, Criterion};
 use sc_kernels::CsrMatrix;
-use sc_pipeline::anndata::{ArrayData, Column, DataFrame, DenseArray, Matrix};
 use sc_pipeline::io::write_h5ad_staged_without_x;
 use sc_pipeline::AnnData;
 
@@ -23,31 +22,9 @@ fn graph(n: usize, k: usize) -> CsrMatrix<f32> {
 }
 
 fn result() -> AnnData {
-    let n = CELLS;
-    let mut a = AnnData::new(Matrix::Sparse(CsrMatrix::zeros(n, 2000)));
-    a.obs = DataFrame::with_index((0..n).map(|i| format!("cell_{i:07}")).collect());
-    for (name, k) in [("batch", 4), ("cell_type", 8)] {
-        let labels: Vec<String> = (0..n).map(|i| format!("{name}{}", i % k)).collect();
-        a.obs
-            .set(name, Column::categorical_from_labels(&labels))
-            .unwrap();
-    }
-    for c in [
-        "n_genes_by_counts",
-        "log1p_n_genes_by_counts",
-        "total_counts",
-        "log1p_total_counts",
-        "total_counts_mt",
-        "pct_counts_mt",
-        "n_genes",
-    ] {
-        let values = (0..n).map(|v| v as f64).collect();
-        a.obs.set_values(c, ArrayData::F64(values)).unwrap();
-    }
-    let pca = DenseArray::matrix_f32(n, 50, vec![0.5; n * 50]).unwrap();
-    a.obsm.insert("X_pca".into(), pca);
-    a.obsp.insert("distances".into(), graph(n, 14));
-    a.obsp.insert("connectivities".into(), graph(n, 26));
+    let mut a = benches::cells_after_pca(0, CELLS);
+    a.obsp.insert("distances".into(), graph(CELLS, 14));
+    a.obsp.insert("connectivities".into(), graph(CELLS, 26));
     a
 }
 

@@ -7,45 +7,15 @@
 //! `cargo bench -p benches --bench split_host`
 
 use criterion::{criterion_group, BatchSize, Criterion};
-use sc_kernels::CsrMatrix;
-use sc_pipeline::anndata::{ArrayData, Column, DataFrame, DenseArray, Matrix};
+use sc_pipeline::anndata::Matrix;
 use sc_pipeline::synthetic::{generate, SyntheticParams};
 use sc_pipeline::AnnData;
 
 const RANKS: usize = 4;
 const CELLS_PER_RANK: usize = 250_000;
-const QC_COLUMNS: [&str; 7] = [
-    "n_genes_by_counts",
-    "log1p_n_genes_by_counts",
-    "total_counts",
-    "log1p_total_counts",
-    "total_counts_mt",
-    "pct_counts_mt",
-    "n_genes",
-];
-
 /// One rank's block of cells, as the pipeline leaves it before the stacking.
 fn part(rank: usize) -> AnnData {
-    let n = CELLS_PER_RANK;
-    let mut a = AnnData::new(Matrix::Sparse(CsrMatrix::zeros(n, 2000)));
-    let names = (0..n)
-        .map(|i| format!("cell_{:07}", rank * n + i))
-        .collect();
-    a.obs = DataFrame::with_index(names);
-    let labels = |k: usize, prefix: &str| -> Vec<String> {
-        (0..n).map(|i| format!("{prefix}{}", i % k)).collect()
-    };
-    for (name, k) in [("batch", 4), ("cell_type", 8)] {
-        let col = Column::categorical_from_labels(&labels(k, name));
-        a.obs.set(name, col).unwrap();
-    }
-    for c in QC_COLUMNS {
-        let values = (0..n).map(|v| v as f64).collect();
-        a.obs.set_values(c, ArrayData::F64(values)).unwrap();
-    }
-    let pca = DenseArray::matrix_f32(n, 50, vec![0.5; n * 50]).unwrap();
-    a.obsm.insert("X_pca".into(), pca);
-    a
+    benches::cells_after_pca(rank * CELLS_PER_RANK, CELLS_PER_RANK)
 }
 
 fn split_host(c: &mut Criterion) {

@@ -182,3 +182,36 @@ pub fn trace(thread: usize, steps: usize, max_size: usize, max_usage: usize) -> 
         slots: slots as usize,
     }
 }
+
+/// Cells `first..first + n` as the pipeline's per-cell steps leave them, for benchmarks of what
+/// the host does with them: the cell names, `batch` (4) and `cell_type` (8) categoricals, the QC
+/// columns, a 50-component `X_pca`, and an empty stand-in X of 2,000 genes.
+pub fn cells_after_pca(first: usize, n: usize) -> sc_pipeline::AnnData {
+    use sc_pipeline::anndata::{ArrayData, Column, DataFrame, DenseArray, Matrix};
+    const QC_COLUMNS: [&str; 7] = [
+        "n_genes_by_counts",
+        "log1p_n_genes_by_counts",
+        "total_counts",
+        "log1p_total_counts",
+        "total_counts_mt",
+        "pct_counts_mt",
+        "n_genes",
+    ];
+    let x = sc_kernels::CsrMatrix::zeros(n, 2000);
+    let mut a = sc_pipeline::AnnData::new(Matrix::Sparse(x));
+    a.obs = DataFrame::with_index((first..first + n).map(|i| format!("cell_{i:07}")).collect());
+    for (name, k) in [("batch", 4), ("cell_type", 8)] {
+        let labels: Vec<String> = (0..n).map(|i| format!("{name}{}", i % k)).collect();
+        let column = Column::categorical_from_labels(&labels);
+        a.obs.set(name, column).expect("one label a cell");
+    }
+    for c in QC_COLUMNS {
+        let values = (0..n).map(|v| v as f64).collect();
+        a.obs
+            .set_values(c, ArrayData::F64(values))
+            .expect("one value a cell");
+    }
+    let pca = DenseArray::matrix_f32(n, 50, vec![0.5; n * 50]).expect("n x 50 values");
+    a.obsm.insert("X_pca".into(), pca);
+    a
+}

@@ -67,8 +67,8 @@ pub struct H5adWrite {
 }
 
 /// An h5ad file created before its data, its first bytes reserved meanwhile on a thread of its
-/// own (see [`super::reserve_ahead`]): [`H5adStart::begin`] writes X and `.raw` into pages
-/// already there. Dropped unused, it removes its file.
+/// own (see [`create_h5ad`]): [`H5adStart::begin`] writes X and `.raw` into pages already
+/// there. Dropped unused, it removes its file.
 pub struct H5adStart {
     ctx: H5Ctx,
     file: File,
@@ -78,9 +78,13 @@ pub struct H5adStart {
 
 /// Creates the h5ad for `path` (under a temporary name, see [`write_h5ad_staged`]) and starts
 /// reserving `expected_bytes` for it (a bound on the whole file, see
-/// `memory_plan::output_bytes`; nothing when that is 0). `host_memory`: the host's available
-/// bytes, which a file system in memory (tmpfs) must leave room in (see
-/// [`ReservedAhead::start`]).
+/// [`crate::memory_plan::output_bytes`]; nothing when that is 0), from offset 0 and beyond the
+/// file's end, on a thread of its own. The fills of X and `.raw` then copy into pages already
+/// there (on tmpfs, allocating them is most of a large write's time). Best effort: nothing is
+/// reserved when there is too little to matter, with `SCPIPE_RESERVE_WRITE=0`, without room on
+/// the file system, or, on a file system in memory (tmpfs), when `host_memory` (the host's
+/// available bytes) is not at least twice `expected_bytes`. What the finished file does not use
+/// is given back.
 pub fn create_h5ad(
     path: impl AsRef<Path>,
     expected_bytes: u64,
