@@ -326,6 +326,47 @@ fn a_failed_generate_leaves_nothing_behind() {
 }
 
 #[test]
+fn an_interrupted_command_leaves_no_partial_output() {
+    use std::time::{Duration, Instant};
+    let dir = scratch_dir("interrupted");
+    let out = dir.join("big.h5ad");
+    // Two million cells take far longer to generate than the test waits.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_scpipe"))
+        .args(["generate", "2000000", "20000", "-o", out.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = Instant::now();
+    while listing(&dir).is_empty() {
+        assert!(child.try_wait().unwrap().is_none(), "generate ended early");
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "no partial file appeared"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        listing(&dir)[0].ends_with(".partial"),
+        "{:?}",
+        listing(&dir)
+    );
+    let kill = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(130), "{}", text(&o));
+    assert!(
+        text(&o).contains("interrupted: partial outputs removed"),
+        "{}",
+        text(&o)
+    );
+    assert!(listing(&dir).is_empty(), "{:?}", listing(&dir));
+}
+
+#[test]
 fn a_failed_run_leaves_no_output() {
     let dir = scratch_dir("run-fail");
     let input = dir.join("in.h5ad");

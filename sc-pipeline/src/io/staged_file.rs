@@ -3,6 +3,24 @@
 
 use crate::{Error, Result};
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// The temporary files of this process's staged files, from their making to their drop (after
+/// a commit or not), for [`remove_staged_files`].
+static PENDING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+fn pending() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+    PENDING.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Removes the temporary file of every staged file of this process not committed yet: what an
+/// interrupted run must not leave behind (on tmpfs one can hold tens of GB of pages reserved
+/// beyond its end, which its size does not show).
+pub fn remove_staged_files() {
+    for path in pending().drain(..) {
+        let _ = std::fs::remove_file(path);
+    }
+}
 
 /// A file being written at [`StagedFile::path`] (`NAME.PID.partial`, in the directory of the
 /// final file `NAME`). [`StagedFile::commit`] renames it to its final name; dropped without a
@@ -24,8 +42,10 @@ impl StagedFile {
             .unwrap_or_default();
         // The process id keeps two runs writing the same output apart.
         name.push(format!(".{}.partial", std::process::id()));
+        let temporary = destination.with_file_name(name);
+        pending().push(temporary.clone());
         StagedFile {
-            temporary: destination.with_file_name(name),
+            temporary,
             destination,
             committed: false,
         }
@@ -58,6 +78,10 @@ impl Drop for StagedFile {
         if !self.committed {
             let _ = std::fs::remove_file(&self.temporary);
         }
+        let mut pending = pending();
+        if let Some(i) = pending.iter().position(|p| p == &self.temporary) {
+            pending.swap_remove(i);
+        }
     }
 }
 
@@ -78,7 +102,10 @@ mod tests {
         assert_eq!(staged.path().parent(), Some(d.as_path()));
         assert!(staged.path().to_str().unwrap().ends_with(".partial"));
         std::fs::write(staged.path(), "done").unwrap();
+        let temporary = staged.path().to_path_buf();
+        assert!(pending().contains(&temporary), "listed for an interruption");
         staged.commit().unwrap();
+        assert!(!pending().contains(&temporary), "no longer once committed");
         assert_eq!(std::fs::read_to_string(d.join("out.h5ad")).unwrap(), "done");
         assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1);
         std::fs::remove_dir_all(&d).unwrap();
