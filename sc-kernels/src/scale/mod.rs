@@ -228,17 +228,22 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// scanpy's definition: the variance by its one-pass formula (E[x^2] - E[x]^2, ddof = 1), as
+    /// `_get_mean_var` computes it; a two-pass variance differs from it where two close values
+    /// cancel (a proptest case of 2 x 2 values found that).
     fn naive(d: &[f64], rows: usize, cols: usize, max: Option<f64>) -> Vec<f64> {
         let mut out = vec![0.0; d.len()];
         for j in 0..cols {
             let col: Vec<f64> = (0..rows).map(|i| d[i * cols + j]).collect();
-            let m = col.iter().sum::<f64>() / rows as f64;
+            let n = rows as f64;
+            let m = col.iter().sum::<f64>() / n;
             let var = if rows > 1 {
-                col.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (rows - 1) as f64
+                (col.iter().map(|x| x * x).sum::<f64>() / n - m * m) * n / (n - 1.0)
             } else {
                 0.0
             };
-            let s = if var.sqrt() == 0.0 { 1.0 } else { var.sqrt() };
+            let sd = var.max(0.0).sqrt();
+            let s = if sd == 0.0 { 1.0 } else { sd };
             for i in 0..rows {
                 let mut v = (col[i] - m) / s;
                 if let Some(mx) = max {
