@@ -214,7 +214,8 @@ impl<T: Real> CsrMatrix<T> {
 
     /// Fails on the first stored value that is not a finite non-negative number (what counts must be).
     pub fn check_counts(&self) -> KResult<()> {
-        // Two passes: one pass testing both was measured 13% slower (`benches split_host`).
+        // Two passes: one pass testing both took 54-58 ms against 47-48 ms for 200,000 cells
+        // (`benches split_host`).
         self.check_finite()?;
         self.find_bad(|v| v < T::ZERO)
             .map_or(Ok(()), |(row, col, v)| {

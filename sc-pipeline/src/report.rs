@@ -28,7 +28,7 @@ pub struct StepRecord {
 }
 
 /// The start of the run, which step records count their start from: the first call of this
-/// function (`scpipe run` calls it first thing).
+/// function (`scpipe run` calls it where its total time starts).
 pub fn run_clock() -> Instant {
     static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
     *START.get_or_init(Instant::now)

@@ -142,11 +142,8 @@ impl H5adWrite {
     pub fn finish(self, adata: &AnnData) -> Result<StagedFile> {
         adata.validate()?;
         write_rest(&self.ctx, &self.file, adata)?;
-        let t0 = std::time::Instant::now();
-        self.file.close().map_err(self.ctx.h5("/"))?;
-        if std::env::var_os("SCPIPE_TRACE_WRITE").is_some() {
-            eprintln!("close: {:.3} s", t0.elapsed().as_secs_f64());
-        }
+        let file = self.file;
+        parallel_fill::traced(|| "close".into(), || file.close()).map_err(self.ctx.h5("/"))?;
         if let Some(ahead) = self.ahead {
             ahead.give_back_beyond_end().map_err(|e| Error::File {
                 path: self.ctx.path.clone(),
@@ -181,14 +178,8 @@ fn write_raw(ctx: &H5Ctx, file: &File, raw: &Raw) -> Result<()> {
 
 /// Everything but X and `.raw`.
 fn write_rest(ctx: &H5Ctx, file: &File, adata: &AnnData) -> Result<()> {
-    let trace = std::env::var_os("SCPIPE_TRACE_WRITE").is_some();
     let timed = |part: &str, write: &dyn Fn() -> Result<()>| {
-        let t0 = std::time::Instant::now();
-        write()?;
-        if trace {
-            eprintln!("write {part}: {:.3} s", t0.elapsed().as_secs_f64());
-        }
-        Ok::<_, Error>(())
+        parallel_fill::traced(|| format!("write {part}"), write)
     };
     timed("obs", &|| write_dataframe(ctx, file, "obs", &adata.obs))?;
     timed("var", &|| write_dataframe(ctx, file, "var", &adata.var))?;

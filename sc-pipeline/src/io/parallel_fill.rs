@@ -49,6 +49,22 @@ pub(crate) fn switched_on(var: &str) -> bool {
     std::env::var(var).map_or(true, |v| v != "0")
 }
 
+/// Whether `SCPIPE_TRACE_WRITE` asks for the write's timings on standard error.
+pub(crate) fn tracing_writes() -> bool {
+    std::env::var_os("SCPIPE_TRACE_WRITE").is_some()
+}
+
+/// Runs `f`, printing how long it took (as `what: S s`) when the write's timings are asked for
+/// (see [`tracing_writes`]).
+pub(crate) fn traced<R>(what: impl FnOnce() -> String, f: impl FnOnce() -> R) -> R {
+    let t0 = std::time::Instant::now();
+    let r = f();
+    if tracing_writes() {
+        eprintln!("{}: {:.3} s", what(), t0.elapsed().as_secs_f64());
+    }
+    r
+}
+
 /// Bytes free to this user on the file system holding `path`.
 pub(crate) fn free_bytes(path: &Path) -> Option<u64> {
     use std::os::unix::ffi::OsStrExt;
@@ -141,7 +157,7 @@ pub(crate) fn fill_with(
     // The pages reach the file as write(2)'s would: the kernel writes them back (no fsync
     // either way).
     let copied = copy(0, &mut map[lead..]);
-    if std::env::var_os("SCPIPE_TRACE_WRITE").is_some() {
+    if tracing_writes() {
         static FIRST: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
         let first = *FIRST.get_or_init(|| t0);
         eprintln!(

@@ -102,16 +102,11 @@ impl ReservedAhead {
     /// Gives back what lies beyond the end of the finished (closed) file.
     pub(crate) fn give_back_beyond_end(mut self) -> std::io::Result<()> {
         self.wait();
-        let t0 = std::time::Instant::now();
-        let given_back = release_beyond_end(&self.path);
-        if std::env::var_os("SCPIPE_TRACE_WRITE").is_some() {
-            eprintln!(
-                "reserved ahead {} bytes; what lay beyond the end given back in {:.3} s",
-                self.bytes,
-                t0.elapsed().as_secs_f64()
-            );
-        }
-        given_back
+        let what = || {
+            let bytes = self.bytes;
+            format!("reserved ahead {bytes} bytes; what lay beyond the end given back in")
+        };
+        super::parallel_fill::traced(what, || release_beyond_end(&self.path))
     }
 }
 
