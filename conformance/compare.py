@@ -462,8 +462,16 @@ def main() -> int:
         print(f"scpipe binary not found at {scpipe} (build it with `cargo build --release -p sc-pipeline`)")
         print("0 passed, 1 failed, 0 skipped (0 unexpected)")
         return 1
-    work = args.work or Path(tempfile.mkdtemp(prefix="scpipe-conformance-"))
-    work.mkdir(parents=True, exist_ok=True)
+    if args.work is None:
+        # The outputs (about 200 MB) are removed at the end unless --work asks to keep them.
+        with tempfile.TemporaryDirectory(prefix="scpipe-conformance-") as tmp:
+            return check(args, scpipe, Path(tmp))
+    args.work.mkdir(parents=True, exist_ok=True)
+    return check(args, scpipe, args.work)
+
+
+def check(args, scpipe, work):
+    """Runs every comparison, writing scpipe's outputs under `work`; returns the exit status."""
     sc.settings.verbosity = 0
     rep = Report()
     print(f"scanpy {sc.__version__}, anndata {ad.__version__}, scpipe {scpipe}")

@@ -24,6 +24,26 @@ fn steps_of(points: impl Iterator<Item = (f64, f64)>) -> Vec<(f64, f64)> {
     out
 }
 
+/// The `(seconds, label)` ends of `steps` on a recorder's clock that started `recorder_start`
+/// seconds into the run, in time order. The ends come from each step's own start and length,
+/// not from adding the steps up: some run beside others (the output's write beside neighbors,
+/// the GPUs' setup beside the input's read). Steps that ended before the recorder started are
+/// left out.
+pub fn step_marks(steps: &[crate::report::StepRecord], recorder_start: f64) -> Vec<(f64, String)> {
+    let mut marks: Vec<(f64, String)> = steps
+        .iter()
+        .map(|s| {
+            (
+                s.started_seconds + s.seconds - recorder_start,
+                s.step.clone(),
+            )
+        })
+        .filter(|&(t, _)| t >= 0.0)
+        .collect();
+    marks.sort_by(|a, b| a.0.total_cmp(&b.0));
+    marks
+}
+
 /// Draws `timeline` into the SVG `path` (written under a temporary name and renamed, so a
 /// failure leaves nothing that looks done). `marks` are `(seconds, label)` step ends.
 pub fn write_svg(
@@ -186,5 +206,33 @@ mod tests {
             .collect();
         assert_eq!(left.len(), 1, "{left:?}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn step_marks_sit_at_each_steps_own_end() {
+        let step = |name: &str, started: f64, seconds: f64| crate::report::StepRecord {
+            step: name.into(),
+            seconds,
+            n_obs: 0,
+            n_vars: 0,
+            peak_rss_bytes: None,
+            note: String::new(),
+            device: None,
+            gpu: None,
+            started_seconds: started,
+        };
+        // The write starts before neighbors and ends after it; setup ended before the recorder.
+        let steps = [
+            step("setup", 0.0, 0.5),
+            step("qc", 1.0, 1.0),
+            step("write", 2.0, 3.0),
+            step("neighbors", 2.0, 1.5),
+        ];
+        let marks = step_marks(&steps, 1.0);
+        let want = [(1.0, "qc"), (2.5, "neighbors"), (4.0, "write")];
+        assert_eq!(marks.len(), want.len(), "{marks:?}");
+        for ((t, label), (wt, wl)) in marks.iter().zip(want) {
+            assert!((t - wt).abs() < 1e-12 && label == wl, "{marks:?}");
+        }
     }
 }

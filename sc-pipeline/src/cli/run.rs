@@ -980,18 +980,9 @@ fn finish(
     report.total_seconds = start.elapsed().as_secs_f64();
     if let (Some(path), Some(rec)) = (&args.memory_timeline, recorder) {
         // Step ends on the recorder's clock, which starts when the first GPU's memory pool is
-        // made; the steps that ran beside the input's read (the GPUs' setup, NCCL's join) are
-        // not on the run's line of steps.
-        let mut marks = Vec::new();
-        let mut t = -rec.started().saturating_duration_since(start).as_secs_f64();
-        for s in report
-            .steps
-            .iter()
-            .filter(|s| !s.note.ends_with(WHILE_READ))
-        {
-            t += s.seconds;
-            marks.push((t, s.step.clone()));
-        }
+        // made (`start` is the run's clock, which the steps' starts count from).
+        let recorder_start = rec.started().saturating_duration_since(start).as_secs_f64();
+        let marks = memory_timeline::step_marks(&report.steps, recorder_start);
         let title = format!(
             "scpipe run: GPU memory over time ({} allocator)",
             report.allocator.as_deref().unwrap_or("?")

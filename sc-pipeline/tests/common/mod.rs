@@ -22,11 +22,29 @@ pub fn output_of(cmd: &mut std::process::Command) -> std::process::Output {
     child.wait_with_output().expect("the command runs")
 }
 
-/// A fresh path in a per-process scratch directory (removed by the OS's temp cleaning; tests
-/// remove what they can).
+/// This test process's scratch directory.
+fn scratch_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("sc-pipeline-tests-{}", std::process::id()))
+}
+
+/// Removes the scratch directory when the test process exits (the test harness ends through
+/// `exit`, passed or failed), unless `SCPIPE_KEEP_TEST_FILES` is set: a test that fails midway
+/// leaves its files, and every run would leave tens of MB in the temporary directory.
+extern "C" fn remove_scratch_dir() {
+    if std::env::var_os("SCPIPE_KEEP_TEST_FILES").is_none() {
+        let _ = std::fs::remove_dir_all(scratch_dir());
+    }
+}
+
+/// A fresh path in a per-process scratch directory, removed when the process exits.
 pub fn scratch(name: &str) -> PathBuf {
     static COUNTER: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!("sc-pipeline-tests-{}", std::process::id()));
+    static CLEAN_AT_EXIT: std::sync::Once = std::sync::Once::new();
+    CLEAN_AT_EXIT.call_once(|| {
+        // SAFETY: registers a function that takes no arguments and does not unwind.
+        unsafe { libc::atexit(remove_scratch_dir) };
+    });
+    let dir = scratch_dir();
     std::fs::create_dir_all(&dir).unwrap();
     dir.join(format!("{}-{name}", COUNTER.fetch_add(1, Ordering::SeqCst)))
 }
