@@ -3,6 +3,7 @@
 //! free) and its largest free block; the steps' ends are marked. Drawn from a
 //! [`rmm_core::adaptors::TimelineAdaptor`]'s record.
 
+use crate::io::StagedFile;
 use crate::{Error, Result};
 use plotters::prelude::*;
 use rmm_core::adaptors::Timeline;
@@ -44,30 +45,21 @@ pub fn step_marks(steps: &[crate::report::StepRecord], recorder_start: f64) -> V
     marks
 }
 
-/// Draws `timeline` into the SVG `path` (written under a temporary name and renamed, so a
-/// failure leaves nothing that looks done). `marks` are `(seconds, label)` step ends.
+/// Draws `timeline` into the SVG `path`, under a temporary name (see
+/// [`crate::io::StagedFile`]) that the caller moves into place with the run's other outputs.
+/// `marks` are `(seconds, label)` step ends.
 pub fn write_svg(
     path: &Path,
     title: &str,
     timeline: &Timeline,
     marks: &[(f64, String)],
-) -> Result<()> {
-    let partial = path.with_extension(format!("{}.partial", std::process::id()));
-    let drawn = draw(&partial, title, timeline, marks);
-    if let Err(e) = drawn {
-        let _ = std::fs::remove_file(&partial);
-        return Err(Error::File {
-            path: path.to_path_buf(),
-            message: format!("drawing the memory timeline: {e}"),
-        });
-    }
-    std::fs::rename(&partial, path).map_err(|e| {
-        let _ = std::fs::remove_file(&partial);
-        Error::File {
-            path: path.to_path_buf(),
-            message: format!("writing the memory timeline: {e}"),
-        }
-    })
+) -> Result<StagedFile> {
+    let staged = StagedFile::new(path);
+    draw(staged.path(), title, timeline, marks).map_err(|e| Error::File {
+        path: path.to_path_buf(),
+        message: format!("drawing the memory timeline: {e}"),
+    })?;
+    Ok(staged)
 }
 
 fn draw(
@@ -195,7 +187,10 @@ mod tests {
             allocated_bytes: 1 << 29,
             free_space_at_peak: None,
         };
-        write_svg(&path, "test run", &t, &[(0.5, "qc".into())]).unwrap();
+        write_svg(&path, "test run", &t, &[(0.5, "qc".into())])
+            .unwrap()
+            .commit()
+            .unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
         for needle in ["test run", "live bytes", "largest free block", "qc"] {
             assert!(svg.contains(needle), "{needle} missing");

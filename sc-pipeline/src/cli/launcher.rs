@@ -123,15 +123,6 @@ pub fn join(launch: Launch, gpu: GpuRun) -> Result<Rank> {
     })
 }
 
-/// A partial file removed when dropped.
-struct Partial(PathBuf);
-
-impl Drop for Partial {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
 /// Every rank's agreement that its part succeeded (a collective: every rank calls it).
 fn all_succeeded(comm: &dyn Communicator, ok: bool) -> Result<bool> {
     let mut v = [ok as u8 as f64];
@@ -155,8 +146,10 @@ pub fn run_launched(
     drop(adata);
     let steps = run_rank_steps(&mut block, &config.per_cell_steps(), &rank, true, observer);
     if launch.rank != 0 {
-        let partial = Partial(Launch::partial_path(output, launch.rank, launch.world));
-        let written = steps.and_then(|_| crate::io::write_h5ad(&block, &partial.0));
+        // Removed once rank 0 has read it, on an error, and on an interruption.
+        let partial =
+            crate::io::PartialFile::new(Launch::partial_path(output, launch.rank, launch.world));
+        let written = steps.and_then(|_| crate::io::write_h5ad(&block, partial.path()));
         let ok = all_succeeded(comm.as_ref(), written.is_ok())?;
         written?;
         if !ok {

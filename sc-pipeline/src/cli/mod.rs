@@ -36,13 +36,9 @@ pub enum Command {
 /// Parses the command line and runs it; returns the process exit code.
 pub fn main() -> std::process::ExitCode {
     connect_nccl_at_init();
-    // Interrupted (Ctrl-C, a termination signal): the partial outputs go, as on an error, and the
-    // exit status is the shell's for an interrupted command.
-    let _ = ctrlc::set_handler(|| {
-        crate::io::remove_staged_files();
-        eprintln!("interrupted: partial outputs removed");
-        std::process::exit(130);
-    });
+    // Interrupted (Ctrl-C, SIGTERM, SIGHUP: the handler cannot tell them apart): the partial
+    // outputs go, as on an error, and the exit status is the shell's for an interrupted command.
+    let _ = ctrlc::set_handler(|| crate::io::exit_interrupted());
     let cli = Cli::parse();
     // HDF5 would print its own error stack; every failure is reported by our error instead.
     hdf5::silence_errors(true);

@@ -276,19 +276,23 @@ impl AllocationLog {
         Ok((self.buffer.0.lock().clone(), err))
     }
 
-    /// Writes the run's allocations as CSV (RMM's logging format).
-    fn write_csv(&self, path: &Path) -> Result<()> {
+    /// Writes the run's allocations as CSV (RMM's logging format), under a temporary name to
+    /// be moved into place with the output.
+    fn write_csv(&self, path: &Path) -> Result<StagedFile> {
         let (log, err) = self.contents(path, "allocation log")?;
         let staged = StagedFile::new(path);
         std::fs::write(staged.path(), log).map_err(|e| err(e.to_string()))?;
-        staged.commit()
+        Ok(staged)
     }
 
-    /// Writes the run's allocations as a PyTorch memory snapshot.
-    fn write(&self, path: &Path) -> Result<()> {
+    /// Writes the run's allocations as a PyTorch memory snapshot, under a temporary name to be
+    /// moved into place with the output.
+    fn write(&self, path: &Path) -> Result<StagedFile> {
         let (log, err) = self.contents(path, "memory snapshot")?;
         let records = parse_log(&log[..]).map_err(|e| err(e.to_string()))?;
-        write_memory_viz_snapshot(&records, 0, path).map_err(|e| err(e.to_string()))
+        let staged = StagedFile::new(path);
+        write_memory_viz_snapshot(&records, 0, staged.path()).map_err(|e| err(e.to_string()))?;
+        Ok(staged)
     }
 }
 
@@ -872,8 +876,10 @@ impl CellGraph<'_> {
             (begun, records)
         });
         // NCCL's communicators are done with: destroyed on a thread of their own (0.3 s on 2
-        // and 4 H100s) while the rest of the output is written.
-        let destroying = (!group.is_empty()).then(|| std::thread::spawn(move || drop(group)));
+        // and 4 H100s) while the rest of the output is written, and waited for on every way
+        // out of this function (an error included).
+        let destroying =
+            JoinOnDrop((!group.is_empty()).then(|| std::thread::spawn(move || drop(group))));
         adata.x = x;
         adata.raw = raw;
         report.steps.extend(records?);
@@ -883,14 +889,33 @@ impl CellGraph<'_> {
         let timer = StepTimer::start("write h5ad: the rest");
         let written = begun.finish(adata);
         spinner.stop();
-        if let Some(h) = destroying {
-            h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-        }
+        destroying.join();
         let written = written?;
         report
             .steps
             .push(timer.finish(n, g, output.display().to_string()));
         Ok(written)
+    }
+}
+
+/// A thread waited for by [`JoinOnDrop::join`], or when this is dropped (on an error's way
+/// out, where a panic of the thread is left as the thread printed it).
+struct JoinOnDrop(Option<std::thread::JoinHandle<()>>);
+
+impl JoinOnDrop {
+    /// Waits for the thread; its panic goes on here.
+    fn join(mut self) {
+        if let Some(h) = self.0.take() {
+            h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+        }
+    }
+}
+
+impl Drop for JoinOnDrop {
+    fn drop(&mut self) {
+        if let Some(h) = self.0.take() {
+            let _ = h.join();
+        }
     }
 }
 
@@ -978,6 +1003,8 @@ fn finish(
     snapshot: &Option<AllocationLog>,
 ) -> Result<()> {
     report.total_seconds = start.elapsed().as_secs_f64();
+    // Moved into place together, the output last.
+    let mut files = Vec::new();
     if let (Some(path), Some(rec)) = (&args.memory_timeline, recorder) {
         // Step ends on the recorder's clock, which starts when the first GPU's memory pool is
         // made (`start` is the run's clock, which the steps' starts count from).
@@ -987,20 +1014,25 @@ fn finish(
             "scpipe run: GPU memory over time ({} allocator)",
             report.allocator.as_deref().unwrap_or("?")
         );
-        memory_timeline::write_svg(path, &title, &rec.timeline(), &marks)?;
+        files.push(memory_timeline::write_svg(
+            path,
+            &title,
+            &rec.timeline(),
+            &marks,
+        )?);
     }
     if let (Some(path), Some(log)) = (&args.memory_snapshot, snapshot) {
-        log.write(path)?;
+        files.push(log.write(path)?);
     }
     if let (Some(path), Some(log)) = (&args.allocation_log, snapshot) {
-        log.write_csv(path)?;
+        files.push(log.write_csv(path)?);
     }
     report.peak_rss_bytes = report.steps.iter().filter_map(|s| s.peak_rss_bytes).max();
-    let report_file = match &args.report {
-        Some(path) => Some(stage_report(&report, path)?),
-        None => None,
-    };
-    commit_outputs(written, report_file)?;
+    if let Some(path) = &args.report {
+        files.push(stage_report(&report, path)?);
+    }
+    files.push(written);
+    crate::io::commit_all(files)?;
     print!("{}", report.table());
     println!("output: {}", output.display());
     if let Some(path) = &args.report {
@@ -1091,19 +1123,6 @@ fn stage_report(report: &RunReport, path: &Path) -> Result<StagedFile> {
     Ok(staged)
 }
 
-/// Moves the written files to their final names, the output last: a run that fails on the way
-/// leaves neither an output nor a report.
-fn commit_outputs(output: StagedFile, report: Option<StagedFile>) -> Result<()> {
-    let Some(report) = report else {
-        return output.commit();
-    };
-    let report_path = report.destination().to_path_buf();
-    report.commit()?;
-    output.commit().inspect_err(|_| {
-        let _ = std::fs::remove_file(&report_path);
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1130,7 +1149,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("scpipe-snap-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("run.pickle");
-        log.write(&path).unwrap();
+        log.write(&path).unwrap().commit().unwrap();
         let v: serde_pickle::Value = serde_pickle::value_from_reader(
             std::fs::File::open(&path).unwrap(),
             Default::default(),

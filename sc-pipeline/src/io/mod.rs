@@ -26,5 +26,5 @@ pub use h5ad_write::{
     H5adWrite,
 };
 pub(crate) use parallel_fill::switched_on;
-pub use staged_file::{remove_staged_files, StagedFile};
+pub use staged_file::{commit_all, exit_interrupted, PartialFile, StagedFile};
 pub use tenx::{read_10x_h5, read_10x_h5_with_notices};

@@ -3,33 +3,77 @@
 
 use crate::{Error, Result};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
-/// The temporary files of this process's staged files, from their making to their drop (after
-/// a commit or not), for [`remove_staged_files`].
+/// This process's partial files (see [`PartialFile`]), from their making to their drop, for
+/// [`exit_interrupted`].
 static PENDING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
-fn pending() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
-    PENDING.lock().unwrap_or_else(|p| p.into_inner())
+/// Held while files are moved into place together ([`commit_all`]), so that an interruption
+/// waits for the whole group: a report never lands without its output.
+static COMMITTING: Mutex<()> = Mutex::new(());
+
+fn lock<T>(m: &'static Mutex<T>) -> MutexGuard<'static, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Removes the temporary file of every staged file of this process not committed yet: what an
-/// interrupted run must not leave behind (on tmpfs one can hold tens of GB of pages reserved
-/// beyond its end, which its size does not show).
-pub fn remove_staged_files() {
-    for path in pending().drain(..) {
+/// Ends the process as an interruption (Ctrl-C, a termination signal) should: once any group of
+/// files being moved into place has landed, every partial file of the process is removed (on
+/// tmpfs one can hold tens of GB of pages reserved beyond its end, which its size does not
+/// show), and the process exits with the shell's status for an interrupted command (130)
+/// without running destructors or exit handlers while other threads are in CUDA or NCCL calls.
+/// The locks stay held until then, so no partial file appears after the removal.
+pub fn exit_interrupted() -> ! {
+    let _committing = lock(&COMMITTING);
+    let mut pending = lock(&PENDING);
+    for path in pending.drain(..) {
         let _ = std::fs::remove_file(path);
+    }
+    eprintln!("interrupted: partial outputs removed");
+    // SAFETY: _exit ends the process at once; it has no preconditions.
+    unsafe { libc::_exit(130) }
+}
+
+/// A file this process is writing that must not outlive it unfinished: removed when dropped
+/// (unless kept) and when the process is interrupted (see [`exit_interrupted`]).
+#[derive(Debug)]
+pub struct PartialFile {
+    path: PathBuf,
+    keep: bool,
+}
+
+impl PartialFile {
+    /// Registers `path` (nothing is created).
+    pub fn new(path: PathBuf) -> Self {
+        lock(&PENDING).push(path.clone());
+        PartialFile { path, keep: false }
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for PartialFile {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = std::fs::remove_file(&self.path);
+        }
+        let mut pending = lock(&PENDING);
+        if let Some(i) = pending.iter().position(|p| p == &self.path) {
+            pending.swap_remove(i);
+        }
     }
 }
 
 /// A file being written at [`StagedFile::path`] (`NAME.PID.partial`, in the directory of the
 /// final file `NAME`). [`StagedFile::commit`] renames it to its final name; dropped without a
-/// commit (on an error, a panic), it is removed.
+/// commit (on an error, a panic) or interrupted, it is removed.
 #[derive(Debug)]
 pub struct StagedFile {
-    temporary: PathBuf,
+    temporary: PartialFile,
     destination: PathBuf,
-    committed: bool,
 }
 
 impl StagedFile {
@@ -42,18 +86,15 @@ impl StagedFile {
             .unwrap_or_default();
         // The process id keeps two runs writing the same output apart.
         name.push(format!(".{}.partial", std::process::id()));
-        let temporary = destination.with_file_name(name);
-        pending().push(temporary.clone());
         StagedFile {
-            temporary,
+            temporary: PartialFile::new(destination.with_file_name(name)),
             destination,
-            committed: false,
         }
     }
 
     /// Where to write the file now.
     pub fn path(&self) -> &Path {
-        &self.temporary
+        self.temporary.path()
     }
 
     /// Where the file goes once complete.
@@ -63,26 +104,36 @@ impl StagedFile {
 
     /// Moves the written file to its final name (replacing a file there). On failure the
     /// written file is removed.
-    pub fn commit(mut self) -> Result<()> {
-        std::fs::rename(&self.temporary, &self.destination).map_err(|e| Error::File {
+    pub fn commit(self) -> Result<()> {
+        commit_all(vec![self])
+    }
+
+    fn rename(&mut self) -> Result<()> {
+        std::fs::rename(self.temporary.path(), &self.destination).map_err(|e| Error::File {
             path: self.destination.clone(),
             message: format!("cannot move the written file into place: {e}"),
         })?;
-        self.committed = true;
+        self.temporary.keep = true;
         Ok(())
     }
 }
 
-impl Drop for StagedFile {
-    fn drop(&mut self) {
-        if !self.committed {
-            let _ = std::fs::remove_file(&self.temporary);
+/// Moves written files to their final names in the given order, as one group: when one fails,
+/// those moved before it are removed and the rest are dropped (removed), and an interruption
+/// waits for the group. Put the file whose presence says "done" (the main output) last.
+pub fn commit_all(files: Vec<StagedFile>) -> Result<()> {
+    let _committing = lock(&COMMITTING);
+    let mut moved = Vec::with_capacity(files.len());
+    for mut file in files {
+        if let Err(e) = file.rename() {
+            for path in moved {
+                let _ = std::fs::remove_file(path);
+            }
+            return Err(e);
         }
-        let mut pending = pending();
-        if let Some(i) = pending.iter().position(|p| p == &self.temporary) {
-            pending.swap_remove(i);
-        }
+        moved.push(file.destination.clone());
     }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -103,9 +154,15 @@ mod tests {
         assert!(staged.path().to_str().unwrap().ends_with(".partial"));
         std::fs::write(staged.path(), "done").unwrap();
         let temporary = staged.path().to_path_buf();
-        assert!(pending().contains(&temporary), "listed for an interruption");
+        assert!(
+            lock(&PENDING).contains(&temporary),
+            "listed for an interruption"
+        );
         staged.commit().unwrap();
-        assert!(!pending().contains(&temporary), "no longer once committed");
+        assert!(
+            !lock(&PENDING).contains(&temporary),
+            "no longer once committed"
+        );
         assert_eq!(std::fs::read_to_string(d.join("out.h5ad")).unwrap(), "done");
         assert_eq!(std::fs::read_dir(&d).unwrap().count(), 1);
         std::fs::remove_dir_all(&d).unwrap();
@@ -128,6 +185,54 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(left, ["taken"]);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_group_lands_whole_or_not_at_all() {
+        let staged = |d: &Path, name: &str| {
+            let f = StagedFile::new(d.join(name));
+            std::fs::write(f.path(), name).unwrap();
+            f
+        };
+        let d = dir("group");
+        commit_all(vec![staged(&d, "report.json"), staged(&d, "out.h5ad")]).unwrap();
+        let mut left: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(left, ["out.h5ad", "report.json"]);
+        std::fs::remove_dir_all(&d).unwrap();
+        // The second move fails (a directory in the way): the first file goes too, and the
+        // third, never moved, is removed.
+        let d = dir("group-fail");
+        std::fs::create_dir(d.join("taken")).unwrap();
+        let parts = vec![
+            staged(&d, "a.svg"),
+            staged(&d, "taken"),
+            staged(&d, "out.h5ad"),
+        ];
+        let partial = parts[2].path().to_path_buf();
+        assert!(commit_all(parts).is_err());
+        let left: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["taken"]);
+        assert!(!lock(&PENDING).contains(&partial));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_partial_file_is_listed_until_dropped() {
+        let d = dir("partial");
+        let path = d.join("block.partial");
+        let f = PartialFile::new(path.clone());
+        std::fs::write(f.path(), "x").unwrap();
+        assert!(lock(&PENDING).contains(&path));
+        drop(f);
+        assert!(!path.exists() && !lock(&PENDING).contains(&path));
         std::fs::remove_dir_all(&d).unwrap();
     }
 }
