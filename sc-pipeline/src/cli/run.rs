@@ -876,10 +876,10 @@ impl CellGraph<'_> {
             (begun, records)
         });
         // NCCL's communicators are done with: destroyed on a thread of their own (0.3 s on 2
-        // and 4 H100s) while the rest of the output is written, and waited for on every way
-        // out of this function (an error included).
-        let destroying =
-            JoinOnDrop((!group.is_empty()).then(|| std::thread::spawn(move || drop(group))));
+        // and 4 H100s) while the rest of the output is written. On an error below it is left
+        // to end with the process: after a failed collective, ncclCommDestroy may wait for
+        // work that never completes, and waiting for it would hang the failed run.
+        let destroying = (!group.is_empty()).then(|| std::thread::spawn(move || drop(group)));
         adata.x = x;
         adata.raw = raw;
         report.steps.extend(records?);
@@ -889,33 +889,14 @@ impl CellGraph<'_> {
         let timer = StepTimer::start("write h5ad: the rest");
         let written = begun.finish(adata);
         spinner.stop();
-        destroying.join();
+        if let Some(h) = destroying {
+            h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+        }
         let written = written?;
         report
             .steps
             .push(timer.finish(n, g, output.display().to_string()));
         Ok(written)
-    }
-}
-
-/// A thread waited for by [`JoinOnDrop::join`], or when this is dropped (on an error's way
-/// out, where a panic of the thread is left as the thread printed it).
-struct JoinOnDrop(Option<std::thread::JoinHandle<()>>);
-
-impl JoinOnDrop {
-    /// Waits for the thread; its panic goes on here.
-    fn join(mut self) {
-        if let Some(h) = self.0.take() {
-            h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
-        }
-    }
-}
-
-impl Drop for JoinOnDrop {
-    fn drop(&mut self) {
-        if let Some(h) = self.0.take() {
-            let _ = h.join();
-        }
     }
 }
 
