@@ -280,7 +280,7 @@ fn scratch_dir(name: &str) -> std::path::PathBuf {
 #[test]
 fn a_failed_generate_leaves_nothing_behind() {
     let dir = scratch_dir("gen-fail");
-    // A directory where the file should go: everything is written, then the move fails.
+    // A directory where the file should go: refused before anything is generated.
     std::fs::create_dir(dir.join("taken.h5ad")).unwrap();
     let o = scpipe(&[
         "generate",
@@ -290,12 +290,8 @@ fn a_failed_generate_leaves_nothing_behind() {
         dir.join("taken.h5ad").to_str().unwrap(),
     ]);
     assert!(!o.status.success());
-    assert!(
-        text(&o).contains("cannot move the written file into place"),
-        "{}",
-        text(&o)
-    );
-    // A directory that does not exist: nothing can be created.
+    assert!(text(&o).contains("is a directory"), "{}", text(&o));
+    // A directory that does not exist: refused too.
     let o = scpipe(&[
         "generate",
         "300",
@@ -304,7 +300,7 @@ fn a_failed_generate_leaves_nothing_behind() {
         dir.join("no/out.h5ad").to_str().unwrap(),
     ]);
     assert!(!o.status.success());
-    assert!(text(&o).contains("cannot create file"), "{}", text(&o));
+    assert!(text(&o).contains("does not exist"), "{}", text(&o));
     // Writing X fails mid-way: a file-size limit of 1024 blocks, at most 1 MiB (SIGXFSZ ignored, so the write
     // returns an error), far below the data of 10,000 cells, which HDF5 writes while rows are
     // appended.
@@ -367,6 +363,31 @@ fn an_interrupted_command_leaves_no_partial_output() {
 }
 
 #[test]
+fn an_output_that_cannot_be_written_is_refused_before_the_run() {
+    let dir = scratch_dir("places");
+    let missing = dir.join("no such dir/out.h5ad");
+    let o = scpipe(&[
+        "run",
+        "--demo",
+        "--demo-cells",
+        "300",
+        "-o",
+        missing.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    let t = text(&o);
+    assert!(
+        t.contains("-o") && t.contains("does not exist") && !t.contains(".partial"),
+        "{t}"
+    );
+    assert!(
+        !t.contains("generate demo data"),
+        "refused before any step: {t}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn a_failed_run_leaves_no_output() {
     let dir = scratch_dir("run-fail");
     let input = dir.join("in.h5ad");
@@ -387,20 +408,17 @@ fn a_failed_run_leaves_no_output() {
             "10",
         ])
     };
-    // The report cannot be written, after the output was.
+    // The report's directory is missing: refused before the run (what fails later, when the
+    // files are moved into place, is `io::commit_all`'s test).
     let o = run(&dir.join("out.h5ad"), &dir.join("no/report.json"));
     assert!(!o.status.success());
-    assert!(text(&o).contains("cannot write the report"), "{}", text(&o));
+    assert!(text(&o).contains("--report"), "{}", text(&o));
     assert_eq!(listing(&dir), ["in.h5ad"]);
-    // The output cannot be moved into place (a directory is there), after the report was.
+    // A directory where the output should go.
     std::fs::create_dir(dir.join("taken.h5ad")).unwrap();
     let o = run(&dir.join("taken.h5ad"), &dir.join("report.json"));
     assert!(!o.status.success());
-    assert!(
-        text(&o).contains("cannot move the written file into place"),
-        "{}",
-        text(&o)
-    );
+    assert!(text(&o).contains("is a directory"), "{}", text(&o));
     assert_eq!(listing(&dir), ["in.h5ad", "taken.h5ad"]);
     // The output may not be the input.
     let o = run(&input, &dir.join("report.json"));

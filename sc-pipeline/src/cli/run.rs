@@ -588,6 +588,18 @@ pub fn run(args: RunArgs) -> Result<()> {
         (None, false) => return Err(Error::param("run", "an output file (-o) is needed")),
     };
     check_output_is_not_input(args.input.as_deref(), &output)?;
+    let outputs = [
+        ("-o", Some(&output)),
+        ("--report", args.report.as_ref()),
+        ("--memory-timeline", args.memory_timeline.as_ref()),
+        ("--memory-snapshot", args.memory_snapshot.as_ref()),
+        ("--allocation-log", args.allocation_log.as_ref()),
+    ];
+    for (flag, path) in outputs {
+        if let Some(path) = path {
+            super::check_output_place(flag, path)?;
+        }
+    }
     let mut spinner = Spinner::default();
     let start = crate::report::run_clock();
     let mut report = RunReport {
