@@ -56,6 +56,7 @@ fn _reinitialize(
 
 #[pymodule]
 fn _lib(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<device::PyDevice>()?;
     m.add_class::<device::PyStream>()?;
     m.add_function(wrap_pyfunction!(device::set_current_device, m)?)?;

@@ -15,3 +15,11 @@ def test_sizes(text, expected):
 def test_bad_sizes_are_refused_by_name(bad, error):
     with pytest.raises(error):
         parse_bytes(bad)
+
+
+def test_the_version_is_the_installed_package_s():
+    from importlib.metadata import version
+
+    import rmm_core
+
+    assert rmm_core.__version__ == version("rmm-core")

@@ -11,6 +11,7 @@ Numba and PyTorch, so that one pool can serve all three in one process.
 
 from rmm_core import mr, statistics
 from rmm_core._lib import (
+    __version__,
     Device,
     DeviceBuffer,
     Stream,
