@@ -8,6 +8,7 @@ mod device;
 mod errors;
 mod resources;
 mod torch_hooks;
+mod units;
 
 use device::device_of;
 use errors::OrPy;

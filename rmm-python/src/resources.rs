@@ -1,10 +1,12 @@
 //! The resources and adaptors as Python classes, named as in RMM's `rmm.mr`. Every class derives
 //! from `DeviceMemoryResource`, which holds the shared rmm-core resource; a class that offers
 //! more than allocate/deallocate (a pool's size, an adaptor's counters) also keeps its typed
-//! handle. An adaptor keeps its upstream's Python object alive (`upstream_mr`).
+//! handle. An adaptor keeps its upstream's Python object alive (`upstream_mr`). Size arguments
+//! take an int or a string with a unit (`"4GiB"`), as `reinitialize` does.
 
 use crate::device::{device_of, stream_of, PyDevice};
 use crate::errors::OrPy;
+use crate::units::{bytes, Bytes};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -176,16 +178,16 @@ impl PyAsync {
     #[new]
     #[pyo3(signature = (initial_pool_size = None, release_threshold = None, maximum_pool_size = None, device = None))]
     fn new(
-        initial_pool_size: Option<usize>,
-        release_threshold: Option<usize>,
-        maximum_pool_size: Option<usize>,
+        initial_pool_size: Option<Bytes>,
+        release_threshold: Option<Bytes>,
+        maximum_pool_size: Option<Bytes>,
         device: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyClassInitializer<Self>> {
         let device = device_of(device)?;
         let options = AsyncResourceOptions {
-            initial_pool_size,
-            release_threshold,
-            maximum_pool_size,
+            initial_pool_size: bytes(initial_pool_size),
+            release_threshold: bytes(release_threshold),
+            maximum_pool_size: bytes(maximum_pool_size),
         };
         let resource = AsyncResource::new(&device, options).or_py()?;
         Ok(init(PyAsync, PyResource::wrap(Arc::new(resource))))
@@ -224,12 +226,12 @@ impl PyPool {
     #[pyo3(signature = (upstream_mr, initial_pool_size = None, maximum_pool_size = None))]
     fn new(
         upstream_mr: &Bound<'_, PyResource>,
-        initial_pool_size: Option<usize>,
-        maximum_pool_size: Option<usize>,
+        initial_pool_size: Option<Bytes>,
+        maximum_pool_size: Option<Bytes>,
     ) -> PyResult<PyClassInitializer<Self>> {
         let options = PoolOptions {
-            initial_pool_size,
-            maximum_pool_size,
+            initial_pool_size: bytes(initial_pool_size),
+            maximum_pool_size: bytes(maximum_pool_size),
             ..Default::default()
         };
         let pool = Arc::new(PoolResource::new(upstream_mr.get().inner.clone(), options).or_py()?);
@@ -264,16 +266,16 @@ pub struct PyExpandablePool;
 #[pymethods]
 impl PyExpandablePool {
     #[new]
-    #[pyo3(signature = (initial_pool_size = 0, maximum_pool_size = None, device = None))]
+    #[pyo3(signature = (initial_pool_size = Bytes(0), maximum_pool_size = None, device = None))]
     fn new(
-        initial_pool_size: usize,
-        maximum_pool_size: Option<usize>,
+        initial_pool_size: Bytes,
+        maximum_pool_size: Option<Bytes>,
         device: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyClassInitializer<Self>> {
         let device = device_of(device)?;
         let options = PoolOptions {
-            initial_pool_size: Some(initial_pool_size),
-            maximum_pool_size,
+            initial_pool_size: Some(initial_pool_size.0),
+            maximum_pool_size: bytes(maximum_pool_size),
             ..Default::default()
         };
         let pool = Arc::new(PoolResource::expandable(&device, options).or_py()?);
@@ -293,11 +295,11 @@ impl PyArena {
     #[pyo3(signature = (upstream_mr, arena_size = None, dump_log_on_failure = false))]
     fn new(
         upstream_mr: &Bound<'_, PyResource>,
-        arena_size: Option<usize>,
+        arena_size: Option<Bytes>,
         dump_log_on_failure: bool,
     ) -> PyResult<PyClassInitializer<Self>> {
         let options = ArenaOptions {
-            arena_size,
+            arena_size: bytes(arena_size),
             dump_on_failure: dump_log_on_failure
                 .then(|| PathBuf::from("rmm_arena_memory_dump.log")),
             ..Default::default()
@@ -347,15 +349,15 @@ pub struct PyFixedSize;
 #[pymethods]
 impl PyFixedSize {
     #[new]
-    #[pyo3(signature = (upstream_mr, block_size = 1 << 20, blocks_to_preallocate = 128))]
+    #[pyo3(signature = (upstream_mr, block_size = Bytes(1 << 20), blocks_to_preallocate = 128))]
     fn new(
         upstream_mr: &Bound<'_, PyResource>,
-        block_size: usize,
+        block_size: Bytes,
         blocks_to_preallocate: usize,
     ) -> PyResult<PyClassInitializer<Self>> {
         let fixed = FixedSizeResource::new(
             upstream_mr.get().inner.clone(),
-            block_size,
+            block_size.0,
             blocks_to_preallocate,
         )
         .or_py()?;
@@ -378,11 +380,11 @@ impl PyLimiting {
     #[new]
     fn new(
         upstream_mr: &Bound<'_, PyResource>,
-        allocation_limit: usize,
+        allocation_limit: Bytes,
     ) -> PyClassInitializer<Self> {
         let limiting = Arc::new(LimitingAdaptor::new(
             upstream_mr.get().inner.clone(),
-            allocation_limit,
+            allocation_limit.0,
         ));
         init(
             PyLimiting {

@@ -68,6 +68,20 @@ def test_pool_sizes_and_release(sim):
     assert expandable.release() == 64 << 20 and expandable.pool_size() == 0
 
 
+def test_sizes_take_units_as_reinitialize_does(sim):
+    pool = mr.PoolMemoryResource(upstream(sim), initial_pool_size="1MiB", maximum_pool_size="8 MiB")
+    assert pool.pool_size() == 1 << 20
+    with pytest.raises(MemoryError):
+        pool.allocate(16 << 20)  # past the maximum given as a string
+    assert mr.LimitingResourceAdaptor(upstream(sim), allocation_limit="64MiB").get_allocation_limit() == 64 << 20
+    fixed = mr.FixedSizeMemoryResource(upstream(sim), block_size="64KiB", blocks_to_preallocate=2)
+    fixed.deallocate(fixed.allocate(1000), 1000)
+    assert mr.ExpandablePoolMemoryResource(initial_pool_size="32MiB", device=sim).pool_size() >= 32 << 20
+    for bad, error in [("lots", ValueError), (-1, ValueError), ("4 parsecs", ValueError), ([1], TypeError)]:
+        with pytest.raises(error):
+            mr.PoolMemoryResource(upstream(sim), initial_pool_size=bad)
+
+
 def test_statistics_scopes(sim):
     stats = mr.StatisticsResourceAdaptor(upstream(sim))
     a = stats.allocate(100)
