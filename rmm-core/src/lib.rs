@@ -64,7 +64,7 @@ pub use registry::{
     current_device, get_current_device_resource, get_per_device_resource, set_current_device,
     set_current_device_resource, set_per_device_resource,
 };
-pub use reinitialize::{reinitialize, ReinitializeOptions};
+pub use reinitialize::{device_log_path, reinitialize, ReinitializeOptions};
 pub use resource::{
     align_up, aligned_size, check_stream, MemoryKind, MemoryResource, SharedResource,
 };

@@ -110,6 +110,21 @@ fn build(options: &ReinitializeOptions, device: &Device, several: bool) -> Resul
     Ok(resource)
 }
 
+/// `device`'s log file when each device logs to a file of its own: `log_file_name` with
+/// `.dev<N>` (`.sim<N>` for a simulated device) before its extension, as RMM names them
+/// (`rmm.csv` on device 0: `rmm.dev0.csv`).
+///
+/// ```
+/// use rmm_core::{device_log_path, Device};
+/// let device = Device::simulated(1 << 20);
+/// let path = device_log_path("logs/rmm.csv".as_ref(), &device);
+/// assert!(path.to_str().unwrap().starts_with("logs/rmm.sim"));
+/// assert!(path.to_str().unwrap().ends_with(".csv"));
+/// ```
+pub fn device_log_path(log_file_name: &Path, device: &Device) -> PathBuf {
+    log_path(Some(log_file_name), device, true)
+}
+
 /// `rmm_log.<device>.csv` by default; with several devices, a given name gets `.<device>` before
 /// its extension (as RMM appends `.dev<N>`), so the devices do not overwrite each other's log.
 fn log_path(given: Option<&Path>, device: &Device, several: bool) -> PathBuf {

@@ -55,9 +55,20 @@ fn _reinitialize(
     Ok(built.iter().map(|r| r.name()).collect())
 }
 
+/// `device`'s own log file for `log_file_name` (`rmm.csv` on device 0: `rmm.dev0.csv`), as
+/// `rmm_core.mr.enable_logging` names them.
+#[pyfunction]
+fn _device_log_path(log_file_name: PathBuf, device: &Bound<'_, PyAny>) -> PyResult<PathBuf> {
+    Ok(rmm_core::device_log_path(
+        &log_file_name,
+        &device_of(Some(device))?,
+    ))
+}
+
 #[pymodule]
 fn _lib(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(_device_log_path, m)?)?;
     m.add_class::<device::PyDevice>()?;
     m.add_class::<device::PyStream>()?;
     m.add_function(wrap_pyfunction!(device::set_current_device, m)?)?;

@@ -166,6 +166,30 @@ def test_reinitialize_like_rmm(sim, tmp_path):
         rmm_core.reinitialize(pool_allocator=True, initial_pool_size="lots", devices=sim)
 
 
+def test_logging_switched_on_and_off_like_rmm(sim, tmp_path, monkeypatch):
+    pool = mr.PoolMemoryResource(upstream(sim), initial_pool_size="1MiB")
+    mr.set_current_device_resource(pool)
+    monkeypatch.delenv("RMM_LOG_FILE", raising=False)
+    with pytest.raises(ValueError):
+        mr.enable_logging()
+    mr.enable_logging(tmp_path / "rmm.csv")
+    logged = mr.get_current_device_resource()
+    assert isinstance(logged, mr.LoggingResourceAdaptor) and logged.upstream_mr is not None
+    mr.enable_logging(tmp_path / "other.csv")  # already logging: unchanged
+    assert mr.get_current_device_resource() is logged
+    name = rmm_core.get_log_filenames()[sim]
+    assert name.startswith(str(tmp_path / "rmm.sim")) and name.endswith(".csv")
+    rmm_core.DeviceBuffer(size=100)
+    mr.disable_logging()
+    assert mr.get_current_device_resource().name == pool.name
+    assert mr.get_log_filenames()[sim] is None
+    with open(name) as f:
+        rows = list(csv.reader(f))
+    assert rows[0][:3] == ["Thread", "Time", "Action"] and any(r[2] == "allocate" for r in rows[1:])
+    free, total = mr.available_device_memory()
+    assert total == 1 << 30 and 0 < free <= total
+
+
 def test_resources_that_need_a_gpu_say_so(sim):
     for make in (lambda: mr.SystemMemoryResource(device=sim), lambda: mr.CudaAsyncMemoryResource(device=sim)):
         try:

@@ -20,12 +20,14 @@ from rmm_core._lib import (
     set_current_device,
 )
 from rmm_core._units import parse_bytes
+from rmm_core.mr import get_log_filenames
 
 __all__ = [
     "Device",
     "DeviceBuffer",
     "Stream",
     "get_current_device",
+    "get_log_filenames",
     "gpu_available",
     "is_initialized",
     "mr",
