@@ -49,6 +49,19 @@ fn host_bytes<'py>(data: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
         .cast_into::<PyBytes>()?)
 }
 
+impl PyDeviceBuffer {
+    /// Refuses a copy of `len` bytes that would not fit in the buffer.
+    fn check_fits(&self, len: usize) -> PyResult<()> {
+        let size = self.inner.size();
+        if len > size {
+            return Err(PyValueError::new_err(format!(
+                "{len} bytes do not fit in a buffer of {size}"
+            )));
+        }
+        Ok(())
+    }
+}
+
 #[pymethods]
 impl PyDeviceBuffer {
     /// `ptr`, when given, is device memory to copy the `size` bytes from.
@@ -100,8 +113,9 @@ impl PyDeviceBuffer {
         })
     }
 
-    /// The contents copied into `ary` (any writable, contiguous buffer of exactly `size` bytes),
-    /// or into a new NumPy array of bytes (a bytearray without NumPy); returns it.
+    /// The contents copied into the first `size` bytes of `ary` (any writable, contiguous buffer
+    /// of at least `size` bytes), or into a new NumPy array of bytes (a bytearray without NumPy);
+    /// returns it.
     #[pyo3(signature = (ary = None))]
     fn copy_to_host<'py>(
         &self,
@@ -122,13 +136,13 @@ impl PyDeviceBuffer {
             .call1((&target,))?
             .call_method1("cast", ("B",))?;
         let len = view.len()?;
-        if len != self.inner.size() {
+        let size = self.inner.size();
+        if len < size {
             return Err(PyValueError::new_err(format!(
-                "ary holds {len} bytes, the buffer {}",
-                self.inner.size()
+                "ary holds {len} bytes, too few for the buffer's {size}"
             )));
         }
-        view.set_item(PySlice::full(py), data)?;
+        view.set_item(PySlice::new(py, 0, size as isize, 1), data)?;
         Ok(target)
     }
 
@@ -141,12 +155,102 @@ impl PyDeviceBuffer {
         Ok((to_device, (self.tobytes(py)?,)))
     }
 
-    /// Overwrites the buffer with `data`, which must have exactly `size` bytes.
+    /// Overwrites the first bytes of the buffer with `data` (any bytes-like object of at most
+    /// `size` bytes); returns once copied.
     fn copy_from_host(&mut self, py: Python<'_>, data: &Bound<'_, PyAny>) -> PyResult<()> {
         let bytes = host_bytes(data)?;
         let bytes = bytes.as_bytes();
-        let inner = &mut self.inner;
-        py.detach(|| inner.copy_from_host(bytes)).or_py()
+        self.check_fits(bytes.len())?;
+        let (dst, stream) = (self.inner.ptr(), self.inner.stream());
+        // SAFETY: `dst .. dst + len` lies within this buffer (checked above).
+        py.detach(|| unsafe { stream.copy_from_host(dst, bytes) })
+            .or_py()
+    }
+
+    /// Overwrites the first bytes of the buffer with the device memory of `cuda_ary` (anything
+    /// with a one-dimensional, contiguous `__cuda_array_interface__` of at most `size` bytes).
+    fn copy_from_device(&mut self, py: Python<'_>, cuda_ary: &Bound<'_, PyAny>) -> PyResult<()> {
+        let Ok(interface) = cuda_ary.getattr("__cuda_array_interface__") else {
+            return Err(PyValueError::new_err(
+                "copy_from_device needs an object with __cuda_array_interface__",
+            ));
+        };
+        let shape: Vec<usize> = interface.get_item("shape")?.extract()?;
+        // The array interface's typestr: byte order, kind, then the item's size in bytes.
+        let typestr: String = interface.get_item("typestr")?.extract()?;
+        let itemsize: usize = typestr
+            .get(2..)
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| {
+                PyValueError::new_err(format!("cannot read the item size of typestr {typestr:?}"))
+            })?;
+        let strides: Option<Vec<usize>> = interface
+            .get_item("strides")
+            .ok()
+            .and_then(|s| s.extract().ok());
+        if shape.len() != 1 || strides.is_some_and(|s| s != [itemsize]) {
+            return Err(PyValueError::new_err(
+                "copy_from_device takes one-dimensional, contiguous arrays only",
+            ));
+        }
+        let bytes = shape[0] * itemsize;
+        self.check_fits(bytes)?;
+        let src: u64 = interface.get_item("data")?.get_item(0)?.extract()?;
+        let (dst, stream) = (self.inner.ptr(), self.inner.stream());
+        // The array's producer may be on any stream: the device's work is waited for first, and
+        // the copy after it (RMM copies on the legacy default stream, which does the same).
+        // SAFETY: the array names `bytes` readable device bytes at `src` (its interface says
+        // so); `dst .. dst + bytes` lies within this buffer (checked above).
+        py.detach(|| unsafe {
+            stream.device().synchronize()?;
+            stream.copy_device(dst, src, bytes)?;
+            stream.synchronize()
+        })
+        .or_py()
+    }
+
+    /// A new buffer with a copy of the contents, from the same resource, on the same stream.
+    fn copy(&self, py: Python<'_>) -> PyResult<Self> {
+        let inner = py
+            .detach(|| self.inner.try_clone_on(self.inner.stream()))
+            .or_py()?;
+        Ok(PyDeviceBuffer { inner })
+    }
+
+    fn __copy__(&self, py: Python<'_>) -> PyResult<Self> {
+        self.copy(py)
+    }
+
+    /// Migrates the contents to `device` (default: the buffer's), ordered on `stream` (default:
+    /// the buffer's), where the buffer is managed memory; does nothing otherwise, as in RMM.
+    #[pyo3(signature = (device = None, stream = None))]
+    fn prefetch(
+        &self,
+        device: Option<&Bound<'_, PyAny>>,
+        stream: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<()> {
+        if self.inner.resource().kind() != rmm_core::MemoryKind::Managed {
+            return Ok(());
+        }
+        let device = match device {
+            Some(d) if !d.is_none() => device_of(Some(d))?,
+            _ => self.inner.stream().device().clone(),
+        };
+        let stream = match stream {
+            Some(s) if !s.is_none() => stream_of(Some(s), &device)?,
+            _ => self.inner.stream().clone(),
+        };
+        device
+            .prefetch(self.inner.ptr(), self.inner.size(), &stream)
+            .or_py()
+    }
+
+    fn __bytes__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        self.tobytes(py)
+    }
+
+    fn __sizeof__(&self) -> usize {
+        self.inner.size()
     }
 
     /// Changes the size, keeping the contents up to the smaller size.
@@ -169,7 +273,7 @@ impl PyDeviceBuffer {
         self.inner.size()
     }
 
-    #[getter]
+    /// Bytes allocated (at least `size`), a method as in RMM.
     fn capacity(&self) -> usize {
         self.inner.capacity()
     }

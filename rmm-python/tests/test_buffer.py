@@ -27,8 +27,43 @@ def test_copy_from_pointer_and_from_host(sim):
     assert copy.tobytes() == b"0123456789" and copy.ptr != src.ptr
     copy.copy_from_host(b"abcdefghij")
     assert copy.tobytes() == b"abcdefghij" and src.tobytes() == b"0123456789"
+    copy.copy_from_host(b"XY")  # fewer bytes: the first ones only, as in RMM
+    assert copy.tobytes() == b"XYcdefghij"
     with pytest.raises(ValueError):
-        copy.copy_from_host(b"short")
+        copy.copy_from_host(b"far too long for it")
+
+
+def test_copies_as_in_rmm(sim):
+    src = rmm_core.DeviceBuffer.to_device(b"abc")
+    dst = rmm_core.DeviceBuffer(size=5)
+    dst.copy_from_host(b"\0" * 5)
+    dst.copy_from_device(src)
+    assert dst.tobytes() == b"abc\0\0" and bytes(dst) == dst.tobytes()
+    with pytest.raises(ValueError):
+        src.copy_from_device(dst)  # 5 bytes into 3
+    with pytest.raises(ValueError):
+        dst.copy_from_device(b"host bytes")  # no __cuda_array_interface__
+
+    class Strided:
+        __cuda_array_interface__ = {"shape": (2,), "strides": (8,), "typestr": "<f4", "data": (src.ptr, False), "version": 3}
+
+    with pytest.raises(ValueError):
+        dst.copy_from_device(Strided())
+    twin = src.copy()
+    assert twin.tobytes() == b"abc" and twin.ptr != src.ptr
+    import copy as copy_module
+
+    assert copy_module.copy(src).tobytes() == copy_module.deepcopy(src).tobytes() == b"abc"
+    host = bytearray(8)
+    src.copy_to_host(host)  # a larger host buffer: the first bytes
+    assert host == bytearray(b"abc\0\0\0\0\0")
+    with pytest.raises(ValueError):
+        src.copy_to_host(bytearray(2))
+    src.prefetch()  # not managed memory: nothing to do, as in RMM
+    managed = rmm_core.DeviceBuffer.to_device(b"um", mr=mr.ManagedMemoryResource(device=sim))
+    managed.prefetch(device=sim)
+    assert managed.tobytes() == b"um"
+    assert src.__sizeof__() == 3
 
 
 def test_resize_keeps_contents(sim):
@@ -36,7 +71,7 @@ def test_resize_keeps_contents(sim):
     buf.resize(3)
     assert buf.tobytes() == b"abc"
     buf.reserve(1000)
-    assert buf.capacity >= 1000 and buf.tobytes() == b"abc"
+    assert buf.capacity() >= 1000 and buf.tobytes() == b"abc"
     buf.resize(4)
     assert buf.tobytes()[:3] == b"abc"
 
