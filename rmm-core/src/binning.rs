@@ -57,6 +57,10 @@ pub struct BinningResource<U: MemoryResource + Clone = SharedResource> {
     upstream: U,
     /// Sorted by size.
     bins: Vec<Bin<U>>,
+    /// `Some(e)` when the bins are 2^e, 2^(e+1), ... with none missing (as [`Self::with_range`]
+    /// makes them): a request's bin is then computed from its size, not searched (the exit of a
+    /// search is a branch that random sizes mispredict).
+    first_power: Option<u32>,
 }
 
 impl<U: MemoryResource + Clone> fmt::Debug for BinningResource<U> {
@@ -74,6 +78,7 @@ impl<U: MemoryResource + Clone> BinningResource<U> {
         BinningResource {
             upstream,
             bins: Vec::new(),
+            first_power: None,
         }
     }
 
@@ -127,6 +132,14 @@ impl<U: MemoryResource + Clone> BinningResource<U> {
         };
         let at = self.bins.partition_point(|b| b.size < size);
         self.bins.insert(at, Bin { size, resource });
+        self.first_power = self.bins.first().and_then(|first| {
+            let consecutive = self
+                .bins
+                .iter()
+                .enumerate()
+                .all(|(i, b)| first.size.checked_shl(i as u32) == Some(b.size));
+            (first.size.is_power_of_two() && consecutive).then(|| first.size.trailing_zeros())
+        });
         Ok(())
     }
 
@@ -140,15 +153,28 @@ impl<U: MemoryResource + Clone> BinningResource<U> {
         &self.upstream
     }
 
+    /// The smallest bin that holds `bytes` (at least 1), if any.
+    #[inline]
+    fn bin_of(&self, bytes: usize) -> Option<&Bin<U>> {
+        // Past the largest bin (the last), none, without a scan.
+        if self.bins.last().is_none_or(|b| bytes > b.size) {
+            return None;
+        }
+        match self.first_power {
+            Some(first) => {
+                // 2^power is the smallest power of two at least `bytes`.
+                let power = usize::BITS - (bytes - 1).leading_zeros();
+                self.bins.get(power.saturating_sub(first) as usize)
+            }
+            // Few bins: a scan beats a binary search.
+            None => self.bins.iter().find(|b| bytes <= b.size),
+        }
+    }
+
     /// The resource that serves `bytes`.
     #[inline]
     fn target(&self, bytes: usize) -> Target<'_, U> {
-        // Past the largest bin (the last), straight upstream, without a scan.
-        if self.bins.last().is_none_or(|b| bytes > b.size) {
-            return Target::Upstream(&self.upstream);
-        }
-        // Few bins: a scan beats a binary search.
-        match self.bins.iter().find(|b| bytes <= b.size) {
+        match self.bin_of(bytes) {
             Some(Bin {
                 resource: BinResource::Fixed(r),
                 ..
@@ -233,5 +259,40 @@ mod tests {
         assert_eq!(served(4097, &binning), "large");
         assert_eq!(served(1 << 20, &binning), "large");
         assert_eq!(served((1 << 20) + 1, &binning), "upstream");
+    }
+
+    /// The computed bin of consecutive powers of two is the one a scan finds, and other bin sets
+    /// (a gap, a size that is no power of two) are scanned.
+    #[test]
+    fn a_computed_bin_is_the_smallest_that_holds_the_request() {
+        let device = Device::simulated(1 << 30);
+        let scan = |b: &BinningResource<CudaResource>, bytes: usize| {
+            b.bins
+                .iter()
+                .find(|bin| bytes <= bin.size)
+                .map(|bin| bin.size)
+        };
+        let sizes: Vec<usize> = (0..=24)
+            .flat_map(|e| [(1usize << e) - 1, 1 << e, (1 << e) + 1, 3 << e.max(1) >> 1])
+            .filter(|&s| s > 0)
+            .collect();
+        let ranged = BinningResource::with_range(CudaResource::new(&device), 10, 20).unwrap();
+        assert_eq!(ranged.first_power, Some(10));
+        let mut gap = BinningResource::new(CudaResource::new(&device));
+        for size in [1 << 12, 1 << 14] {
+            gap.add_bin(size, None).unwrap();
+        }
+        let mut odd = BinningResource::with_range(CudaResource::new(&device), 12, 14).unwrap();
+        odd.add_bin(3 << 14, None).unwrap();
+        assert_eq!((gap.first_power, odd.first_power), (None, None));
+        for b in [&ranged, &gap, &odd] {
+            for &bytes in &sizes {
+                assert_eq!(
+                    b.bin_of(bytes).map(|bin| bin.size),
+                    scan(b, bytes),
+                    "{bytes}"
+                );
+            }
+        }
     }
 }
