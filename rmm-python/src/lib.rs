@@ -91,6 +91,7 @@ fn _lib(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<resources::PyTracking>()?;
     m.add_class::<resources::PyLogging>()?;
     m.add_class::<resources::PyFailureCallback>()?;
+    m.add_class::<resources::PyCallback>()?;
     m.add_class::<resources::PyAligned>()?;
     m.add_class::<resources::PyPrefetch>()?;
     m.add_function(wrap_pyfunction!(resources::set_per_device_resource, m)?)?;

@@ -4,7 +4,7 @@
 //! handle. An adaptor keeps its upstream's Python object alive (`upstream_mr`). Size arguments
 //! take an int or a string with a unit (`"4GiB"`), as `reinitialize` does.
 
-use crate::device::{device_of, stream_of, PyDevice};
+use crate::device::{device_of, stream_of, PyDevice, PyStream};
 use crate::errors::OrPy;
 use crate::units::{bytes, Bytes};
 use pyo3::exceptions::PyValueError;
@@ -555,6 +555,107 @@ impl PyFailureCallback {
             PyFailureCallback,
             PyResource::over(Arc::new(adaptor), upstream_mr),
         )
+    }
+}
+
+/// Device memory from two Python functions (RMM's `CallbackMemoryResource`):
+/// `allocate_func(size, stream)` returns the address of `size` bytes (0 or None when it has
+/// none: out of memory), `deallocate_func(ptr, size, stream)` takes them back; `stream` is an
+/// `rmm_core.Stream`. An exception in `allocate_func` is the allocation's error (`MemoryError`
+/// stays one); one in `deallocate_func` is reported as unraisable.
+#[pyclass(extends = PyResource, frozen, name = "CallbackMemoryResource", module = "rmm_core.mr")]
+pub struct PyCallback;
+
+#[pymethods]
+impl PyCallback {
+    #[new]
+    #[pyo3(signature = (allocate_func, deallocate_func, device = None))]
+    fn new(
+        allocate_func: Py<PyAny>,
+        deallocate_func: Py<PyAny>,
+        device: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<PyClassInitializer<Self>> {
+        let resource = PythonCallbacks {
+            device: device_of(device)?,
+            allocate: allocate_func,
+            deallocate: deallocate_func,
+        };
+        Ok(init(PyCallback, PyResource::wrap(Arc::new(resource))))
+    }
+}
+
+/// The resource behind `CallbackMemoryResource`.
+#[derive(Debug)]
+struct PythonCallbacks {
+    device: Device,
+    allocate: Py<PyAny>,
+    deallocate: Py<PyAny>,
+}
+
+impl MemoryResource for PythonCallbacks {
+    fn allocate(&self, bytes: usize, stream: &rmm_cuda::Stream) -> rmm_core::Result<u64> {
+        rmm_core::check_stream(self, stream)?;
+        if bytes == 0 {
+            return Ok(0);
+        }
+        let out_of_memory = |detail: String| {
+            rmm_core::MemoryError::OutOfMemory(
+                rmm_core::OutOfMemory::new("callback", bytes).detail(detail),
+            )
+        };
+        Python::attach(|py| {
+            let stream = PyStream {
+                inner: stream.clone(),
+            };
+            match self.allocate.call1(py, (bytes, stream)) {
+                Ok(ptr) if ptr.is_none(py) => {
+                    Err(out_of_memory("allocate_func returned None".into()))
+                }
+                Ok(ptr) => match ptr.extract::<u64>(py) {
+                    Ok(0) => Err(out_of_memory("allocate_func returned 0".into())),
+                    Ok(ptr) => Ok(ptr),
+                    Err(_) => Err(rmm_core::MemoryError::InvalidArgument(format!(
+                        "allocate_func returned {}, not an address",
+                        ptr.bind(py).repr().map_or("?".into(), |r| r.to_string())
+                    ))),
+                },
+                Err(e) if e.is_instance_of::<pyo3::exceptions::PyMemoryError>(py) => {
+                    Err(out_of_memory(format!("allocate_func raised {e}")))
+                }
+                Err(e) => Err(rmm_core::MemoryError::InvalidArgument(format!(
+                    "allocate_func raised {e}"
+                ))),
+            }
+        })
+    }
+
+    unsafe fn deallocate(
+        &self,
+        ptr: u64,
+        bytes: usize,
+        stream: &rmm_cuda::Stream,
+    ) -> rmm_core::Result<()> {
+        rmm_core::check_stream(self, stream)?;
+        if ptr == 0 {
+            return Ok(());
+        }
+        Python::attach(|py| {
+            let stream = PyStream {
+                inner: stream.clone(),
+            };
+            if let Err(e) = self.deallocate.call1(py, (ptr, bytes, stream)) {
+                e.write_unraisable(py, None);
+            }
+        });
+        Ok(())
+    }
+
+    fn device(&self) -> &Device {
+        &self.device
+    }
+
+    fn name(&self) -> String {
+        "callback(python)".into()
     }
 }
 

@@ -190,6 +190,39 @@ def test_logging_switched_on_and_off_like_rmm(sim, tmp_path, monkeypatch):
     assert total == 1 << 30 and 0 < free <= total
 
 
+def test_callback_resource_calls_python(sim):
+    backing = upstream(sim)
+    calls = []
+
+    def allocate(size, stream):
+        calls.append(("allocate", size, type(stream).__name__))
+        return backing.allocate(size) if size < (1 << 20) else None
+
+    def deallocate(ptr, size, stream):
+        calls.append(("deallocate", size, type(stream).__name__))
+        backing.deallocate(ptr, size)
+
+    cb = mr.CallbackMemoryResource(allocate, deallocate, device=sim)
+    buf = rmm_core.DeviceBuffer.to_device(b"through python", mr=cb)
+    assert buf.tobytes() == b"through python"
+    del buf
+    assert calls == [("allocate", 14, "Stream"), ("deallocate", 14, "Stream")]
+    with pytest.raises(MemoryError):
+        rmm_core.DeviceBuffer(size=2 << 20, mr=cb)  # None: out of memory
+
+    def raising(size, stream):
+        raise RuntimeError("no memory today")
+
+    with pytest.raises(ValueError, match="no memory today"):
+        rmm_core.DeviceBuffer(size=10, mr=mr.CallbackMemoryResource(raising, deallocate, device=sim))
+
+    def oom(size, stream):
+        raise MemoryError("full")
+
+    with pytest.raises(MemoryError):
+        rmm_core.DeviceBuffer(size=10, mr=mr.CallbackMemoryResource(oom, deallocate, device=sim))
+
+
 def test_resources_that_need_a_gpu_say_so(sim):
     for make in (lambda: mr.SystemMemoryResource(device=sim), lambda: mr.CudaAsyncMemoryResource(device=sim)):
         try:
