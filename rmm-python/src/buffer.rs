@@ -77,7 +77,10 @@ impl PyDeviceBuffer {
     ) -> PyResult<Self> {
         let resource = resource_of(mr, device)?;
         let stream = stream_of(stream, resource.device())?;
-        let inner = DeviceBuffer::with_resource(size, &stream, resource).or_py()?;
+        // Without the GIL, as RMM allocates (see `DeviceMemoryResource.allocate`).
+        let inner = py
+            .detach(|| DeviceBuffer::with_resource(size, &stream, resource))
+            .or_py()?;
         if let Some(src) = ptr.filter(|_| size > 0) {
             // SAFETY: the caller names `size` readable bytes at `src`, as in RMM.
             py.detach(|| unsafe { stream.copy_device(inner.ptr(), src, size) })

@@ -60,9 +60,16 @@ impl PyResource {
     /// `nbytes` of device memory for use on `stream` (default: the device's default stream);
     /// returns the address. Raises MemoryError when out of memory.
     #[pyo3(signature = (nbytes, stream = None))]
-    fn allocate(&self, nbytes: usize, stream: Option<&Bound<'_, PyAny>>) -> PyResult<u64> {
+    fn allocate(
+        &self,
+        py: Python<'_>,
+        nbytes: usize,
+        stream: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<u64> {
         let stream = stream_of(stream, self.inner.device())?;
-        self.inner.allocate(nbytes, &stream).or_py()
+        // Without the GIL, as RMM allocates: a thread growing a pool over a
+        // CallbackMemoryResource needs it while this one may wait for the pool.
+        py.detach(|| self.inner.allocate(nbytes, &stream)).or_py()
     }
 
     /// Gives back what `allocate` returned, with the same size, ordered after the work queued
@@ -562,7 +569,10 @@ impl PyFailureCallback {
 /// `allocate_func(size, stream)` returns the address of `size` bytes (0 or None when it has
 /// none: out of memory), `deallocate_func(ptr, size, stream)` takes them back; `stream` is an
 /// `rmm_core.Stream`. An exception in `allocate_func` is the allocation's error (`MemoryError`
-/// stays one); one in `deallocate_func` is reported as unraisable.
+/// stays one); one in `deallocate_func` is reported as unraisable. The functions run with the
+/// GIL, which rmm_core's own allocating calls release first. CuPy's, Numba's and PyTorch's
+/// allocations hold it: under a pool that several threads grow, a thread holding the GIL can
+/// wait for the pool while the thread growing it waits for the GIL (as with RMM's).
 #[pyclass(extends = PyResource, frozen, name = "CallbackMemoryResource", module = "rmm_core.mr")]
 pub struct PyCallback;
 

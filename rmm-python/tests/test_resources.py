@@ -223,6 +223,32 @@ def test_callback_resource_calls_python(sim):
         rmm_core.DeviceBuffer(size=10, mr=mr.CallbackMemoryResource(oom, deallocate, device=sim))
 
 
+def test_a_pool_over_python_callbacks_serves_several_threads(sim):
+    import threading
+
+    backing = upstream(sim)
+    cb = mr.CallbackMemoryResource(lambda size, s: backing.allocate(size), lambda p, size, s: backing.deallocate(p, size), device=sim)
+    # A small pool: the threads keep growing it, calling the Python functions under its lock.
+    pool = mr.PoolMemoryResource(cb, initial_pool_size="1MiB")
+    errors = []
+
+    def work():
+        try:
+            for i in range(200):
+                keep = [rmm_core.DeviceBuffer(size=(i % 7 + 1) << 16, mr=pool) for _ in range(4)]
+                del keep
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert not any(t.is_alive() for t in threads), "deadlocked"
+    assert errors == []
+
+
 def test_resources_that_need_a_gpu_say_so(sim):
     for make in (lambda: mr.SystemMemoryResource(device=sim), lambda: mr.CudaAsyncMemoryResource(device=sim)):
         try:
