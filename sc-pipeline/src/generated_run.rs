@@ -210,7 +210,7 @@ pub fn run_generated(
             };
             let params = QcParams {
                 qc_vars: vec![("mt".into(), mask)],
-                percent_top: vec![50, 100, 200, 500],
+                percent_top: steps::default_percent_top(a.n_vars()),
                 log1p: true,
             };
             let src = GeneratedRows::new(&model, &cells, &chain);
@@ -219,7 +219,10 @@ pub fn run_generated(
             steps::store_qc_metrics(a, metrics)?;
             Ok((
                 (),
-                format!("qc_vars=['mt'] ({n_mt} genes start with '{prefix}')"),
+                format!(
+                    "qc_vars=['mt'] ({n_mt} genes start with '{prefix}'){}",
+                    steps::percent_top_note(a.n_vars())
+                ),
             ))
         })?;
     }

@@ -307,16 +307,32 @@ pub(crate) fn run_steps(
     if let Some(prefix) = &config.qc_mito_prefix {
         r.step("calculate_qc_metrics", adata, |a| {
             let n_mt = steps::annotate_gene_prefix(a, "mt", prefix)?;
-            steps::calculate_qc_metrics(a, &["mt"], &[50, 100, 200, 500], true)?;
+            let tops = steps::default_percent_top(a.n_vars());
+            steps::calculate_qc_metrics(a, &["mt"], &tops, true)?;
             Ok((
                 (),
-                format!("qc_vars=['mt'] ({n_mt} genes start with '{prefix}')"),
+                format!(
+                    "qc_vars=['mt'] ({n_mt} genes start with '{prefix}'){}",
+                    steps::percent_top_note(a.n_vars())
+                ),
             ))
         })?;
     }
     if let Some(min_genes) = config.min_genes {
         r.step("filter_cells", adata, |a| {
             let removed = steps::filter_cells(a, CellFilter::MinGenes(min_genes))?;
+            // Said here, where the cause is known; the next steps would only see too few cells.
+            if a.comm().size() == 1 && a.n_obs() < 2 {
+                return Err(Error::param(
+                    "filter_cells",
+                    format!(
+                        "min_genes={min_genes} keeps {} of {} cells (a cell needs counts in \
+                         {min_genes} genes); lower it (--min-genes)",
+                        a.n_obs(),
+                        a.n_obs() + removed
+                    ),
+                ));
+            }
             Ok((
                 (),
                 format!("min_genes={min_genes}: {removed} cells removed"),
@@ -326,6 +342,17 @@ pub(crate) fn run_steps(
     if let Some(min_cells) = config.min_cells {
         r.step("filter_genes", adata, |a| {
             let removed = steps::filter_genes(a, GeneFilter::MinCells(min_cells))?;
+            if a.n_vars() < 2 {
+                return Err(Error::param(
+                    "filter_genes",
+                    format!(
+                        "min_cells={min_cells} keeps {} of {} genes (a gene needs counts in \
+                         {min_cells} cells); lower it (--min-cells)",
+                        a.n_vars(),
+                        a.n_vars() + removed
+                    ),
+                ));
+            }
             Ok((
                 (),
                 format!("min_cells={min_cells}: {removed} genes removed"),

@@ -384,6 +384,19 @@ fn an_output_that_cannot_be_written_is_refused_before_the_run() {
         !t.contains("generate demo data"),
         "refused before any step: {t}"
     );
+    // A directory given as the input is named as such (not with HDF5's internals).
+    let o = scpipe(&[
+        "run",
+        dir.to_str().unwrap(),
+        "-o",
+        dir.join("out.h5ad").to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("is a directory: give an .h5ad file"),
+        "{}",
+        text(&o)
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

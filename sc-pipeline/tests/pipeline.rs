@@ -327,3 +327,40 @@ fn harmony_refuses_missing_inputs_and_a_single_batch() {
     assert!(e.contains("obsm has no 'X_pca_harmony'"), "{e}");
     assert!(!a.obsm.contains_key("X_pca_harmony"));
 }
+
+/// A targeted panel of 300 genes: QC keeps the `percent_top` positions it holds (scanpy's
+/// default would refuse the data), and the default `min_genes=200`, which no cell passes, is
+/// named as the cause instead of a later step failing on too few cells.
+#[test]
+fn a_small_gene_panel_runs_and_a_filter_that_keeps_nothing_is_named() {
+    let panel = || generate(&SyntheticParams::new(1500, 300, 5)).unwrap();
+    let e = run_pipeline(&mut panel(), &PipelineConfig::default(), &mut Silent)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("filter_cells") && e.contains("min_genes=200 keeps 0 of 1500 cells"),
+        "{e}"
+    );
+    let mut a = panel();
+    let config = PipelineConfig {
+        min_genes: Some(20),
+        hvg: Some(HvgOptions {
+            n_top_genes: Some(100),
+            ..HvgOptions::default()
+        }),
+        n_comps: Some(20),
+        ..PipelineConfig::default()
+    };
+    let records = run_pipeline(&mut a, &config, &mut Silent).unwrap();
+    let qc = records
+        .iter()
+        .find(|r| r.step == "calculate_qc_metrics")
+        .unwrap();
+    assert!(
+        qc.note.contains("up to N=200 only: 300 genes"),
+        "{}",
+        qc.note
+    );
+    assert!(a.obs.column("pct_counts_in_top_200_genes").is_some());
+    assert!(a.obs.column("pct_counts_in_top_500_genes").is_none());
+}

@@ -25,6 +25,29 @@ pub fn annotate_gene_prefix(adata: &mut AnnData, name: &str, prefix: &str) -> Re
     Ok(n)
 }
 
+/// scanpy's default `percent_top` positions.
+const DEFAULT_PERCENT_TOP: [usize; 4] = [50, 100, 200, 500];
+
+/// The positions of scanpy's default `percent_top` that a matrix of `n_vars` genes holds: the
+/// pipeline's QC keeps the `pct_counts_in_top_N_genes` columns it can compute on a targeted
+/// panel of fewer than 500 genes, where scanpy's default would refuse the data.
+pub fn default_percent_top(n_vars: usize) -> Vec<usize> {
+    DEFAULT_PERCENT_TOP
+        .into_iter()
+        .filter(|&n| n <= n_vars)
+        .collect()
+}
+
+/// The end of the QC step's note: which default `percent_top` positions a panel of `n_vars`
+/// genes leaves out, if any.
+pub fn percent_top_note(n_vars: usize) -> String {
+    match default_percent_top(n_vars).last() {
+        _ if n_vars >= DEFAULT_PERCENT_TOP[3] => String::new(),
+        None => format!("; no pct_counts_in_top_N_genes: {n_vars} genes, fewer than 50"),
+        Some(top) => format!("; pct_counts_in_top_N_genes up to N={top} only: {n_vars} genes"),
+    }
+}
+
 /// Computes the QC metrics of the counts in X. `qc_vars` names boolean `var` columns (such as
 /// the `mt` column of [`annotate_gene_prefix`]).
 pub fn calculate_qc_metrics(
@@ -102,4 +125,19 @@ fn qc_across(adata: &AnnData, params: &QcParams) -> sc_kernels::Result<QcMetrics
     comm.all_reduce_sum(&mut sums.gene_sums)?;
     let n_all = sum_count(comm, adata.n_obs())?;
     Ok(sc_kernels::qc::assemble::<f32>(&sums, params, &ns, n_all))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_small_panel_keeps_the_top_positions_it_holds() {
+        assert_eq!(default_percent_top(20_000), [50, 100, 200, 500]);
+        assert_eq!(percent_top_note(500), "");
+        assert_eq!(default_percent_top(343), [50, 100, 200]);
+        assert!(percent_top_note(343).contains("up to N=200 only: 343 genes"));
+        assert!(default_percent_top(49).is_empty());
+        assert!(percent_top_note(49).contains("fewer than 50"));
+    }
 }
