@@ -321,17 +321,17 @@ pub(crate) fn run_steps(
     if let Some(min_genes) = config.min_genes {
         r.step("filter_cells", adata, |a| {
             let removed = steps::filter_cells(a, CellFilter::MinGenes(min_genes))?;
-            // Said here, where the cause is known; the next steps would only see too few cells.
-            if a.comm().size() == 1 && a.n_obs() < 2 {
-                return Err(Error::param(
+            // A split run's rank holds only its block: the steps after it judge the whole.
+            if a.comm().size() == 1 {
+                kept_enough(
                     "filter_cells",
-                    format!(
-                        "min_genes={min_genes} keeps {} of {} cells (a cell needs counts in \
-                         {min_genes} genes); lower it (--min-genes)",
-                        a.n_obs(),
-                        a.n_obs() + removed
-                    ),
-                ));
+                    "min_genes",
+                    min_genes,
+                    a.n_obs(),
+                    removed,
+                    "cell",
+                    "gene",
+                )?;
             }
             Ok((
                 (),
@@ -342,17 +342,15 @@ pub(crate) fn run_steps(
     if let Some(min_cells) = config.min_cells {
         r.step("filter_genes", adata, |a| {
             let removed = steps::filter_genes(a, GeneFilter::MinCells(min_cells))?;
-            if a.n_vars() < 2 {
-                return Err(Error::param(
-                    "filter_genes",
-                    format!(
-                        "min_cells={min_cells} keeps {} of {} genes (a gene needs counts in \
-                         {min_cells} cells); lower it (--min-cells)",
-                        a.n_vars(),
-                        a.n_vars() + removed
-                    ),
-                ));
-            }
+            kept_enough(
+                "filter_genes",
+                "min_cells",
+                min_cells,
+                a.n_vars(),
+                removed,
+                "gene",
+                "cell",
+            )?;
             Ok((
                 (),
                 format!("min_cells={min_cells}: {removed} genes removed"),
@@ -462,6 +460,32 @@ pub fn run_cell_graph_steps(
     };
     cell_graph_steps(&mut r, adata, config, gpus, group)?;
     Ok(r.records)
+}
+
+/// Refuses a filter (`step`, parameter `param` = `min`) that kept fewer than two `item`s (each
+/// needing counts in `min` `other`s), naming it and its flag: said there, where the cause is
+/// known, instead of by a later step that only sees too few.
+fn kept_enough(
+    step: &'static str,
+    param: &str,
+    min: u64,
+    kept: usize,
+    removed: usize,
+    item: &str,
+    other: &str,
+) -> Result<()> {
+    if kept >= 2 {
+        return Ok(());
+    }
+    Err(Error::param(
+        step,
+        format!(
+            "{param}={min} keeps {kept} of {} {item}s (a {item} needs counts in {min} {other}s); \
+             lower it (--{})",
+            kept + removed,
+            param.replace('_', "-")
+        ),
+    ))
 }
 
 /// The steps over the cell x cell structure (see [`run_cell_graph_steps`]).
