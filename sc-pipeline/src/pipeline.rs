@@ -387,6 +387,17 @@ pub(crate) fn run_steps(
     if config.hvg.is_some() && config.subset_hvg {
         r.step("subset to HVG (raw frozen)", adata, |a| {
             let keep = steps::highly_variable_mask(a)?;
+            let selected = keep.iter().filter(|&&k| k).count();
+            if selected < 2 {
+                return Err(Error::param(
+                    "highly_variable_genes",
+                    format!(
+                        "selected {selected} of {} genes, too few to go on with (PCA needs 2); \
+                         the data may have too few cells or genes for its dispersions",
+                        keep.len()
+                    ),
+                ));
+            }
             a.freeze_raw_and_select_var(&keep)?;
             Ok(((), ".raw = log-normalized, all filtered genes".to_string()))
         })?;

@@ -222,10 +222,19 @@ fn bad_options_are_refused_clearly() {
     let inp = input.to_str().unwrap();
     let out = common::scratch("never.h5ad");
     let o = out.to_str().unwrap();
-    let cases: [(&[&str], &str); 6] = [
+    let cases: [(&[&str], &str); 8] = [
         (
             &["run", inp, "-o", o, "--hvg-flavor", "seurat_v9"],
             "invalid value 'seurat_v9' for '--hvg-flavor",
+        ),
+        // The test file's few cells: the filter, then the gene selection, say it themselves.
+        (
+            &["run", inp, "-o", o],
+            "filter_cells: invalid parameter: min_genes=200 keeps",
+        ),
+        (
+            &["run", inp, "-o", o, "--min-genes", "1", "--min-cells", "1"],
+            "highly_variable_genes: invalid parameter: selected 0 of",
         ),
         (
             &["run", inp, "-o", o, "--n-neighbors", "1"],
