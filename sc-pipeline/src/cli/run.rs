@@ -229,12 +229,6 @@ impl RunArgs {
 /// Reads an h5ad file or a 10x HDF5 matrix (see [`crate::io::is_10x_h5`]), with the reader's
 /// notices.
 pub fn read_input(path: &Path, genome: Option<&str>) -> Result<(AnnData, Vec<String>)> {
-    if path.is_dir() {
-        return Err(Error::File {
-            path: path.to_path_buf(),
-            message: "is a directory: give an .h5ad file or a 10x Genomics .h5 matrix".into(),
-        });
-    }
     if crate::io::is_10x_h5(path) {
         crate::io::read_10x_h5_with_notices(path, genome)
     } else {

@@ -48,6 +48,12 @@ impl H5Ctx {
                 message: "no such file".into(),
             });
         }
+        if self.path.is_dir() {
+            return Err(Error::File {
+                path: self.path.clone(),
+                message: "is a directory: give an .h5ad file or a 10x Genomics .h5 matrix".into(),
+            });
+        }
         hdf5::silence_errors(true);
         File::open(&self.path).map_err(|e| Error::File {
             path: self.path.clone(),
