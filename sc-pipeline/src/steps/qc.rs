@@ -41,8 +41,9 @@ pub fn default_percent_top(n_vars: usize) -> Vec<usize> {
 /// The end of the QC step's note: which default `percent_top` positions a panel of `n_vars`
 /// genes leaves out, if any.
 pub fn percent_top_note(n_vars: usize) -> String {
-    match default_percent_top(n_vars).last() {
-        _ if n_vars >= DEFAULT_PERCENT_TOP[3] => String::new(),
+    let tops = default_percent_top(n_vars);
+    match tops.last() {
+        _ if tops.len() == DEFAULT_PERCENT_TOP.len() => String::new(),
         None => format!("; no pct_counts_in_top_N_genes: {n_vars} genes, fewer than 50"),
         Some(top) => format!("; pct_counts_in_top_N_genes up to N={top} only: {n_vars} genes"),
     }
