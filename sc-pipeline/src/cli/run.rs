@@ -5,7 +5,7 @@ use super::device::{resolve, DeviceChoice};
 use super::launcher::{self, Launch};
 use super::progress::Spinner;
 use crate::anndata::Matrix;
-use crate::io::{H5adStart, StagedFile};
+use crate::io::{H5adWrite, StagedFile};
 use crate::memory_plan::Execution;
 use crate::pipeline::{run_cell_graph_steps, run_steps, GpuRun, PipelineConfig, StepObserver};
 use crate::report::{RunReport, StepRecord, StepTimer};
@@ -832,14 +832,14 @@ struct CellGraph<'a> {
 
 impl CellGraph<'_> {
     /// Runs harmony and neighbors while another thread writes the output's X and `.raw` (final
-    /// by then, and most of the file's bytes), then writes the rest; the records go to
-    /// `report`. Without those steps, or when neighbors would read X itself (no PCA), it runs
+    /// by then, and most of the file's bytes), and writes the rest as soon as they end, while X
+    /// and `.raw` may still be written; the records go to `report`. Without those steps, or when neighbors would read X itself (no PCA), it runs
     /// them and then writes the whole file.
     fn run_while_writing(
         self,
         adata: &mut AnnData,
         output: &Path,
-        early: Option<H5adStart>,
+        early: Option<H5adWrite>,
         spinner: &mut Spinner,
         report: &mut RunReport,
     ) -> Result<StagedFile> {
@@ -863,51 +863,63 @@ impl CellGraph<'_> {
             crate::io::prepare_device_write(&r.x)?;
         }
         let (n, g) = (adata.n_obs(), adata.n_vars());
+        let file = match early {
+            Some(file) => file,
+            None => crate::io::create_h5ad(output, 0, None)?,
+        };
         // The steps read obsm and obs only; X is an empty stand-in of the same shape meanwhile.
         let x = std::mem::replace(&mut adata.x, Matrix::Sparse(CsrMatrix::zeros(n, g)));
         let raw = adata.raw.take();
-        let (begun, records) = std::thread::scope(|s| {
+        let (bulk, records, rest, destroying) = std::thread::scope(|s| {
             let writing = s.spawn(|| {
                 let timer = StepTimer::start("write h5ad: X and .raw");
                 let mut note = "while harmony and neighbors ran".to_string();
-                let begun = match early {
-                    Some(start) => {
-                        if start.reserves() {
-                            note += ", into pages reserved meanwhile";
-                        }
-                        start.begin(&x, raw.as_ref())?
-                    }
-                    None => crate::io::begin_h5ad(output, &x, raw.as_ref())?,
-                };
-                Ok::<_, Error>((begun, timer.finish(n, g, note)))
+                if file.reserves() {
+                    note += ", into pages reserved meanwhile";
+                }
+                file.write_x_and_raw(&x, raw.as_ref())?;
+                Ok::<_, Error>(timer.finish(n, g, note))
             });
             let records = run_cell_graph_steps(adata, config, gpu, gpus, &group, spinner);
-            let begun = writing
+            // NCCL's communicators are done with: destroyed on a thread of their own (0.3 s on
+            // 2 and 4 H100s) while the rest of the output is written. On an error it is left to
+            // end with the process: after a failed collective, ncclCommDestroy may wait for
+            // work that never completes, and waiting for it would hang the failed run.
+            let destroying = (!group.is_empty()).then(|| std::thread::spawn(move || drop(group)));
+            // The rest goes in as soon as the steps end, while X and `.raw` may still be on
+            // their way (on several GPUs neighbors ends well before them). Since the pages are
+            // reserved ahead, the two parts no longer wait on each other's fallocate.
+            let rest = records.is_ok().then(|| {
+                spinner.started("write h5ad");
+                let timer = StepTimer::start("write h5ad: the rest");
+                let beside = !writing.is_finished();
+                let written = file.write_rest(adata);
+                spinner.stop();
+                let note = match beside {
+                    true => format!("{}, begun while X and .raw were written", output.display()),
+                    false => output.display().to_string(),
+                };
+                written.map(|()| timer.finish(n, g, note))
+            });
+            let bulk = writing
                 .join()
                 .unwrap_or_else(|p| std::panic::resume_unwind(p));
-            (begun, records)
+            (bulk, records, rest, destroying)
         });
-        // NCCL's communicators are done with: destroyed on a thread of their own (0.3 s on 2
-        // and 4 H100s) while the rest of the output is written. On an error below it is left
-        // to end with the process: after a failed collective, ncclCommDestroy may wait for
-        // work that never completes, and waiting for it would hang the failed run.
-        let destroying = (!group.is_empty()).then(|| std::thread::spawn(move || drop(group)));
         adata.x = x;
         adata.raw = raw;
         report.steps.extend(records?);
-        let (begun, record) = begun?;
-        report.steps.push(record);
-        spinner.started("write h5ad");
-        let timer = StepTimer::start("write h5ad: the rest");
-        let written = begun.finish(adata);
-        spinner.stop();
+        report.steps.push(bulk?);
+        let mut rest = rest.expect("written once the steps succeeded")?;
+        // Closing (HDF5's metadata) belongs to the rest; waiting for X and `.raw` does not.
+        let closing = std::time::Instant::now();
+        let written = file.close();
         if let Some(h) = destroying {
             h.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
         }
         let written = written?;
-        report
-            .steps
-            .push(timer.finish(n, g, output.display().to_string()));
+        rest.seconds += closing.elapsed().as_secs_f64();
+        report.steps.push(rest);
         Ok(written)
     }
 }
@@ -920,7 +932,7 @@ fn output_started_early(
     config: &PipelineConfig,
     (n_obs, n_vars, nnz): (usize, usize, u64),
     output: &Path,
-) -> Result<Option<H5adStart>> {
+) -> Result<Option<H5adWrite>> {
     if !config.has_cell_graph_steps() || config.n_comps.is_none() {
         return Ok(None);
     }

@@ -55,25 +55,19 @@ pub(crate) fn create_file(ctx: &H5Ctx) -> Result<File> {
     Ok(file)
 }
 
-/// An h5ad file written in two parts, so that its bulk is written while the steps after PCA
-/// run: [`H5adStart::begin`] (or [`begin_h5ad`]) writes X and `.raw` (final once PCA has run:
-/// harmony and neighbors add to obsm, obsp and uns only), [`H5adWrite::finish`] everything else.
-/// Dropped unfinished, it removes its file.
+/// An h5ad file written in two parts that may be written at once, from two threads, so that its
+/// bulk is written while the steps after PCA run: [`H5adWrite::write_x_and_raw`] (X and `.raw`,
+/// final once PCA has run: harmony and neighbors add to obsm, obsp and uns only) and
+/// [`H5adWrite::write_rest`] (everything else, as soon as those steps end: on several GPUs
+/// neighbors ends well before X and `.raw` are in the file). HDF5's calls are serialised by the
+/// hdf5 crate; the large datasets' bytes are copied outside them ([`parallel_fill`]).
+/// [`H5adWrite::close`] ends the file. Dropped unclosed, it removes its file.
 pub struct H5adWrite {
     ctx: H5Ctx,
     file: File,
     staged: StagedFile,
-    ahead: Option<ReservedAhead>,
-}
-
-/// An h5ad file created before its data, its first bytes reserved meanwhile on a thread of its
-/// own (see [`create_h5ad`]): [`H5adStart::begin`] writes X and `.raw` into pages already
-/// there. Dropped unused, it removes its file.
-pub struct H5adStart {
-    ctx: H5Ctx,
-    file: File,
-    staged: StagedFile,
-    ahead: Option<ReservedAhead>,
+    /// Each part waits for the reservation to end before it writes (see [`create_h5ad`]).
+    ahead: std::sync::Mutex<Option<ReservedAhead>>,
 }
 
 /// Creates the h5ad for `path` (under a temporary name, see [`write_h5ad_staged`]) and starts
@@ -89,7 +83,7 @@ pub fn create_h5ad(
     path: impl AsRef<Path>,
     expected_bytes: u64,
     host_memory: Option<u64>,
-) -> Result<H5adStart> {
+) -> Result<H5adWrite> {
     let staged = StagedFile::new(path);
     let ctx = H5Ctx::new(staged.path());
     let file = create_file(&ctx)?;
@@ -97,60 +91,71 @@ pub fn create_h5ad(
         0 => None,
         bytes => ReservedAhead::start(&ctx.path, bytes, host_memory),
     };
-    Ok(H5adStart {
+    Ok(H5adWrite {
         ctx,
         file,
         staged,
-        ahead,
+        ahead: std::sync::Mutex::new(ahead),
     })
 }
 
-impl H5adStart {
+impl H5adWrite {
     /// Whether pages are being reserved (or were) for this file.
     pub fn reserves(&self) -> bool {
-        self.ahead.is_some()
+        self.ahead
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
     }
 
-    /// Writes X and `.raw`, once the reservation is over.
-    pub fn begin(mut self, x: &Matrix, raw: Option<&Raw>) -> Result<H5adWrite> {
-        if let Some(ahead) = &mut self.ahead {
+    /// Waits for the reservation to end: while fallocate runs, the file's writes and page faults
+    /// wait on its lock.
+    fn wait_for_reservation(&self) {
+        if let Some(ahead) = self
+            .ahead
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_mut()
+        {
             ahead.wait();
         }
+    }
+
+    /// Writes X and `.raw`.
+    pub fn write_x_and_raw(&self, x: &Matrix, raw: Option<&Raw>) -> Result<()> {
+        self.wait_for_reservation();
         write_matrix(&self.ctx, &self.file, "X", x)?;
         if let Some(raw) = raw {
             write_raw(&self.ctx, &self.file, raw)?;
         }
-        Ok(H5adWrite {
-            ctx: self.ctx,
-            file: self.file,
-            staged: self.staged,
-            ahead: self.ahead,
-        })
+        Ok(())
     }
-}
 
-/// Starts the h5ad for `path` (under a temporary name, see [`write_h5ad_staged`]) with its X and
-/// `.raw`.
-pub fn begin_h5ad(path: impl AsRef<Path>, x: &Matrix, raw: Option<&Raw>) -> Result<H5adWrite> {
-    create_h5ad(path, 0, None)?.begin(x, raw)
-}
-
-impl H5adWrite {
-    /// Writes everything of `adata` but X and `.raw` (which must be those [`H5adStart::begin`]
-    /// wrote) and closes the file, still under its temporary name; gives back what was reserved
-    /// ahead beyond the file's end.
-    pub fn finish(self, adata: &AnnData) -> Result<StagedFile> {
+    /// Writes everything of `adata` but X and `.raw` (which are [`H5adWrite::write_x_and_raw`]'s;
+    /// `adata`'s X need only have their shape).
+    pub fn write_rest(&self, adata: &AnnData) -> Result<()> {
         adata.validate()?;
-        write_rest(&self.ctx, &self.file, adata)?;
-        let file = self.file;
-        parallel_fill::traced(|| "close".into(), || file.close()).map_err(self.ctx.h5("/"))?;
-        if let Some(ahead) = self.ahead {
+        self.wait_for_reservation();
+        write_rest(&self.ctx, &self.file, adata)
+    }
+
+    /// Closes the file, still under its temporary name, and gives back what was reserved ahead
+    /// beyond its end.
+    pub fn close(self) -> Result<StagedFile> {
+        let H5adWrite {
+            ctx,
+            file,
+            staged,
+            ahead,
+        } = self;
+        parallel_fill::traced(|| "close".into(), || file.close()).map_err(ctx.h5("/"))?;
+        if let Some(ahead) = ahead.into_inner().unwrap_or_else(|p| p.into_inner()) {
             ahead.give_back_beyond_end().map_err(|e| Error::File {
-                path: self.ctx.path.clone(),
+                path: ctx.path.clone(),
                 message: format!("giving back the space reserved ahead: {e}"),
             })?;
         }
-        Ok(self.staged)
+        Ok(staged)
     }
 }
 
@@ -707,8 +712,9 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    /// Datasets past the parallel-fill size (dense X, `.raw`'s data and indices), written in
-    /// one go and in two parts (X and `.raw`, then the rest), read back equal.
+    /// Datasets past the parallel-fill size (dense X, `.raw`'s data and indices, an obsm
+    /// matrix), written in one go, in two parts at once from two threads, and in two parts one
+    /// after the other into a file created ahead, read back equal.
     #[test]
     fn large_datasets_filled_in_parallel_read_back() {
         let (n, g) = (2100, 8100); // dense X: 68 MB
@@ -731,16 +737,25 @@ mod tests {
             "X_pca".into(),
             DenseArray::matrix_f32(n, 2, (0..2 * n).map(|v| v as f32).collect()).unwrap(),
         );
+        // The rest's own dataset past the parallel-fill size.
+        let wide: Vec<f32> = (0..n * 8000).map(|i| (i % 613) as f32).collect();
+        assert!(wide.len() * 4 >= parallel_fill::PARALLEL_FILL_BYTES);
+        a.obsm.insert(
+            "X_wide".into(),
+            DenseArray::matrix_f32(n, 8000, wide).unwrap(),
+        );
         let dir = std::env::temp_dir().join(format!("scpipe-fill-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let (one, two) = (dir.join("one.h5ad"), dir.join("two.h5ad"));
         write_h5ad(&a, &one).unwrap();
-        begin_h5ad(&two, &a.x, a.raw.as_ref())
-            .unwrap()
-            .finish(&a)
-            .unwrap()
-            .commit()
-            .unwrap();
+        // The two parts at once, from two threads, each with datasets filled in parallel.
+        let both = create_h5ad(&two, 0, None).unwrap();
+        std::thread::scope(|s| {
+            let bulk = s.spawn(|| both.write_x_and_raw(&a.x, a.raw.as_ref()));
+            both.write_rest(&a).unwrap();
+            bulk.join().unwrap().unwrap();
+        });
+        both.close().unwrap().commit().unwrap();
         // Created first with more room reserved than it needs (on tmpfs where there is one),
         // filled later.
         let shm = std::path::Path::new("/dev/shm");
@@ -755,10 +770,11 @@ mod tests {
             (&ahead, 4 * (n * g * 4) as u64),
             (&short, (n * g * 6) as u64),
         ] {
-            let start = create_h5ad(path, expected, Some(u64::MAX)).unwrap();
-            assert!(start.reserves(), "room for {expected} bytes");
-            let begun = start.begin(&a.x, a.raw.as_ref()).unwrap();
-            begun.finish(&a).unwrap().commit().unwrap();
+            let file = create_h5ad(path, expected, Some(u64::MAX)).unwrap();
+            assert!(file.reserves(), "room for {expected} bytes");
+            file.write_x_and_raw(&a.x, a.raw.as_ref()).unwrap();
+            file.write_rest(&a).unwrap();
+            file.close().unwrap().commit().unwrap();
         }
         for path in [&one, &two, &ahead, &short] {
             let b = crate::io::read_h5ad(path).unwrap();
@@ -783,10 +799,10 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("scpipe-ahead-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let out = dir.join("out.h5ad");
-        let start = create_h5ad(&out, 256 << 20, Some(u64::MAX)).unwrap();
-        let partial = start.staged.path().to_path_buf();
+        let file = create_h5ad(&out, 256 << 20, Some(u64::MAX)).unwrap();
+        let partial = file.staged.path().to_path_buf();
         assert!(partial.exists());
-        drop(start);
+        drop(file);
         assert!(!partial.exists() && !out.exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }

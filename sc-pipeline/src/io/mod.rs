@@ -22,8 +22,7 @@ pub use h5ad_read::h5ad_x_size;
 pub use h5ad_read::{read_h5ad, read_h5ad_with_notices};
 pub use h5ad_stream_write::H5adStreamWriter;
 pub use h5ad_write::{
-    begin_h5ad, create_h5ad, write_h5ad, write_h5ad_staged, write_h5ad_staged_without_x, H5adStart,
-    H5adWrite,
+    create_h5ad, write_h5ad, write_h5ad_staged, write_h5ad_staged_without_x, H5adWrite,
 };
 pub(crate) use parallel_fill::switched_on;
 pub use staged_file::{commit_all, exit_interrupted, PartialFile, StagedFile};

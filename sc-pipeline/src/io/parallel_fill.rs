@@ -122,11 +122,14 @@ pub(crate) fn fill_with(
         .open(path)
         .map_err(|e| err("opening the file to fill a dataset", e))?;
     let end = offset + len as u64;
-    let file_len = file.metadata().map_err(|e| err("file size", e))?.len();
-    if file_len < end {
-        // HDF5 sets the file's final length (at least `end`: the place is inside the space it
-        // allocated) when it closes the file.
-        file.set_len(end).map_err(|e| err("growing the file", e))?;
+    // The file must reach `end` before it is mapped. Writing the place's last byte grows it
+    // where it is shorter and never shrinks it, as setting its length could: HDF5 and other
+    // fills may be writing further on meanwhile (see `H5adWrite`). HDF5 sets the file's final
+    // length (at least `end`: the place is inside the space it allocated) when it closes it.
+    {
+        use std::os::unix::fs::FileExt;
+        file.write_all_at(&[0], end - 1)
+            .map_err(|e| err("growing the file", e))?;
     }
     let page = page_size();
     let start = offset - offset % page;
