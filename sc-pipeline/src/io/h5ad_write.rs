@@ -60,7 +60,7 @@ pub(crate) fn create_file(ctx: &H5Ctx) -> Result<File> {
 /// final once PCA has run: harmony and neighbors add to obsm, obsp and uns only) and
 /// [`H5adWrite::write_rest`] (everything else, as soon as those steps end: on several GPUs
 /// neighbors ends well before X and `.raw` are in the file). HDF5's calls are serialised by the
-/// hdf5 crate; the large datasets' bytes are copied outside them ([`parallel_fill`]).
+/// hdf5 crate; the large datasets' bytes are copied outside them (`parallel_fill`).
 /// [`H5adWrite::close`] ends the file. Dropped unclosed, it removes its file.
 pub struct H5adWrite {
     ctx: H5Ctx,
