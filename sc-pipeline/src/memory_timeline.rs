@@ -45,6 +45,33 @@ pub fn step_marks(steps: &[crate::report::StepRecord], recorder_start: f64) -> V
     marks
 }
 
+/// Width of the picture's plotting area in pixels (the SVG's 1000 less the margins and the
+/// y axis's labels), and how far apart two rotated step labels must be not to overlap.
+const PLOT_WIDTH_PX: f64 = 916.0;
+const LABEL_GAP_PX: f64 = 14.0;
+
+/// The labels drawn for `marks` (sorted by time): marks less than `gap` seconds after the
+/// first of a run share one label at that first mark, `first … last (N steps)`, so that the
+/// short steps' names do not print over each other. Each mark keeps its own line.
+fn grouped_labels(marks: &[(f64, String)], gap: f64) -> Vec<(f64, String)> {
+    let mut labels = Vec::new();
+    let mut i = 0;
+    while i < marks.len() {
+        let (first_t, first) = &marks[i];
+        let n = marks[i..]
+            .iter()
+            .take_while(|(t, _)| t - first_t < gap)
+            .count();
+        let label = match n {
+            1 => first.clone(),
+            _ => format!("{first} … {} ({n} steps)", marks[i + n - 1].1),
+        };
+        labels.push((*first_t, label));
+        i += n;
+    }
+    labels
+}
+
 /// Draws `timeline` into the SVG `path`, under a temporary name (see
 /// [`crate::io::StagedFile`]) that the caller moves into place with the run's other outputs.
 /// `marks` are `(seconds, label)` step ends.
@@ -101,13 +128,15 @@ fn draw(
         .y_desc("GiB")
         .draw()
         .map_err(|e| err(&e))?;
-    for (x, label) in marks {
+    for (x, _) in marks {
         chart
             .draw_series(LineSeries::new(
                 vec![(*x, 0.0), (*x, y_max)],
                 BLACK.mix(0.2),
             ))
             .map_err(|e| err(&e))?;
+    }
+    for (x, label) in &grouped_labels(marks, LABEL_GAP_PX * t_end / PLOT_WIDTH_PX) {
         chart
             .draw_series(std::iter::once(Text::new(
                 label.clone(),
@@ -187,12 +216,21 @@ mod tests {
             allocated_bytes: 1 << 29,
             free_space_at_peak: None,
         };
-        write_svg(&path, "test run", &t, &[(0.5, "qc".into())])
+        let marks = [
+            (0.5, "qc".into()),
+            (0.5001, "filter_cells".into()),
+            (0.9, "pca".into()),
+        ];
+        write_svg(&path, "test run", &t, &marks)
             .unwrap()
             .commit()
             .unwrap();
         let svg = std::fs::read_to_string(&path).unwrap();
-        for needle in ["test run", "live bytes", "largest free block", "qc"] {
+        let labels = ["qc … filter_cells (2 steps)", "pca"];
+        for needle in ["test run", "live bytes", "largest free block"]
+            .iter()
+            .chain(&labels)
+        {
             assert!(svg.contains(needle), "{needle} missing");
         }
         let left: Vec<_> = std::fs::read_dir(&dir)
@@ -201,6 +239,22 @@ mod tests {
             .collect();
         assert_eq!(left.len(), 1, "{left:?}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn close_marks_share_one_label() {
+        let marks: Vec<(f64, String)> = [(0.0, "a"), (0.004, "b"), (0.009, "c"), (0.011, "d")]
+            .into_iter()
+            .chain([(1.0, "e")])
+            .map(|(t, l)| (t, l.to_string()))
+            .collect();
+        let labels = grouped_labels(&marks, 0.01);
+        let want = [(0.0, "a … c (3 steps)"), (0.011, "d"), (1.0, "e")];
+        assert_eq!(labels.len(), want.len(), "{labels:?}");
+        for ((t, l), (wt, wl)) in labels.iter().zip(want) {
+            assert!(*t == wt && l == wl, "{labels:?}");
+        }
+        assert!(grouped_labels(&[], 0.01).is_empty());
     }
 
     #[test]
