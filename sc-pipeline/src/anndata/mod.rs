@@ -237,12 +237,19 @@ impl AnnData {
             }
         }
         if let Some(raw) = &self.raw {
-            let (r_obs, r_vars) = raw.x.shape();
-            check_len("raw.X rows", r_obs, n_obs)?;
-            check_len("raw.var", raw.var.n_rows(), r_vars)?;
-            raw.var.validate("raw.var")?;
+            raw.validate_shapes(n_obs)?;
         }
         Ok(())
+    }
+}
+
+impl Raw {
+    /// Checks that `.raw` has `n_obs` rows (the cells of its AnnData) and a var row per column.
+    pub fn validate_shapes(&self, n_obs: usize) -> Result<()> {
+        let (r_obs, r_vars) = self.x.shape();
+        check_len("raw.X rows", r_obs, n_obs)?;
+        check_len("raw.var", self.var.n_rows(), r_vars)?;
+        self.var.validate("raw.var")
     }
 }
 

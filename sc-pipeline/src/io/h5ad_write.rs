@@ -121,8 +121,12 @@ impl H5adWrite {
         }
     }
 
-    /// Writes X and `.raw`.
+    /// Writes X and `.raw` (whose shapes are checked first: [`H5adWrite::write_rest`] checks
+    /// the rest against X's shape, without them).
     pub fn write_x_and_raw(&self, x: &Matrix, raw: Option<&Raw>) -> Result<()> {
+        if let Some(raw) = raw {
+            raw.validate_shapes(x.shape().0)?;
+        }
         self.wait_for_reservation();
         write_matrix(&self.ctx, &self.file, "X", x)?;
         if let Some(raw) = raw {
@@ -792,6 +796,30 @@ mod tests {
         );
         std::fs::remove_dir_all(&dir).unwrap();
         std::fs::remove_dir_all(&ahead_dir).unwrap();
+    }
+
+    #[test]
+    fn a_raw_of_other_cells_is_refused_before_it_is_written() {
+        let x = |rows| CsrMatrix::new(rows, 2, vec![0; rows + 1], vec![], vec![]).unwrap();
+        let a = AnnData::new(Matrix::Sparse(x(2)));
+        let raw = Raw {
+            x: Matrix::Sparse(x(3)),
+            var: a.var.clone(),
+            varm: BTreeMap::new(),
+        };
+        let dir = std::env::temp_dir().join(format!("scpipe-rawrows-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = create_h5ad(dir.join("out.h5ad"), 0, None).unwrap();
+        let e = file
+            .write_x_and_raw(&a.x, Some(&raw))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("raw.X rows") && e.contains("has 3 rows, expected 2"),
+            "{e}"
+        );
+        drop(file);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
