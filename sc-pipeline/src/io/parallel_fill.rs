@@ -202,13 +202,44 @@ fn write_in_pieces(
 /// Allocates the file's blocks (tmpfs: its pages) for `[offset, offset + len)`. A file system
 /// that cannot reserve leaves it to the copy's page faults.
 fn reserve(file: &std::fs::File, offset: u64, len: usize) -> std::io::Result<()> {
+    fallocate_if_supported(file, 0, offset, len as u64)
+}
+
+/// [`fallocate`], doing nothing on a file system that does not support it.
+pub(crate) fn fallocate_if_supported(
+    file: &std::fs::File,
+    mode: libc::c_int,
+    offset: u64,
+    len: u64,
+) -> std::io::Result<()> {
+    match fallocate(file, mode, offset, len) {
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS)
+            ) =>
+        {
+            Ok(())
+        }
+        done => done,
+    }
+}
+
+/// fallocate(2) of `[offset, offset + len)` with `mode`, asked again when a signal interrupts it
+/// (what was reserved by then stays reserved).
+pub(crate) fn fallocate(
+    file: &std::fs::File,
+    mode: libc::c_int,
+    offset: u64,
+    len: u64,
+) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     loop {
         // SAFETY: fallocate on an open descriptor; it reads no memory of ours.
         let rc = unsafe {
             libc::fallocate(
                 file.as_raw_fd(),
-                0,
+                mode,
                 offset as libc::off_t,
                 len as libc::off_t,
             )
@@ -217,11 +248,8 @@ fn reserve(file: &std::fs::File, offset: u64, len: usize) -> std::io::Result<()>
             return Ok(());
         }
         let e = std::io::Error::last_os_error();
-        match e.raw_os_error() {
-            // Interrupted: what was reserved stays reserved; the rest is asked for again.
-            Some(libc::EINTR) => continue,
-            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) => return Ok(()),
-            _ => return Err(e),
+        if e.raw_os_error() != Some(libc::EINTR) {
+            return Err(e);
         }
     }
 }

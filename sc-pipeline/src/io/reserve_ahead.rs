@@ -122,27 +122,11 @@ impl Drop for ReservedAhead {
 /// Reserves `[offset, offset + len)` of `file` beyond its end (its size unchanged); false when
 /// the file system refused.
 fn reserve_beyond_end(file: &std::fs::File, offset: u64, len: u64) -> bool {
-    use std::os::fd::AsRawFd;
-    loop {
-        // SAFETY: fallocate on an open descriptor; it reads no memory of ours.
-        let rc = unsafe {
-            libc::fallocate(
-                file.as_raw_fd(),
-                libc::FALLOC_FL_KEEP_SIZE,
-                offset as libc::off_t,
-                len as libc::off_t,
-            )
-        };
-        // Interrupted: what was reserved stays reserved; the rest is asked again.
-        if rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return rc == 0;
-        }
-    }
+    super::parallel_fill::fallocate(file, libc::FALLOC_FL_KEEP_SIZE, offset, len).is_ok()
 }
 
 /// Gives back the blocks of the file at `path` that lie beyond its end.
 fn release_beyond_end(path: &Path) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
     use std::os::unix::fs::MetadataExt;
     let file = std::fs::OpenOptions::new().write(true).open(path)?;
     let meta = file.metadata()?;
@@ -151,24 +135,12 @@ fn release_beyond_end(path: &Path) -> std::io::Result<()> {
     if allocated == 0 {
         return Ok(());
     }
-    // SAFETY: fallocate on an open descriptor; it reads no memory of ours.
-    let rc = unsafe {
-        libc::fallocate(
-            file.as_raw_fd(),
-            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
-            end as libc::off_t,
-            allocated as libc::off_t,
-        )
-    };
-    if rc != 0 {
-        let e = std::io::Error::last_os_error();
-        if !matches!(
-            e.raw_os_error(),
-            Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS)
-        ) {
-            return Err(e);
-        }
-    }
+    super::parallel_fill::fallocate_if_supported(
+        &file,
+        libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+        end,
+        allocated,
+    )?;
     // Some file systems (ext4) punch nothing past the end but free it on a truncation, even to
     // the same length (on tmpfs the punch has freed it already).
     file.set_len(end)
