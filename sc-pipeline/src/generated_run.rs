@@ -217,13 +217,7 @@ pub fn run_generated(
             let metrics = sc_kernels::qc::calculate_qc_metrics_blocks(&ctx, &src, &params)
                 .map_err(steps::kernel_error("calculate_qc_metrics"))?;
             steps::store_qc_metrics(a, metrics)?;
-            Ok((
-                (),
-                format!(
-                    "qc_vars=['mt'] ({n_mt} genes start with '{prefix}'){}",
-                    steps::percent_top_note(a.n_vars())
-                ),
-            ))
+            Ok(((), steps::mito_qc_note(n_mt, prefix, a.n_vars())))
         })?;
     }
     if let Some(min_genes) = config.min_genes {

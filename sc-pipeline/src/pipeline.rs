@@ -309,13 +309,7 @@ pub(crate) fn run_steps(
             let n_mt = steps::annotate_gene_prefix(a, "mt", prefix)?;
             let tops = steps::default_percent_top(a.n_vars());
             steps::calculate_qc_metrics(a, &["mt"], &tops, true)?;
-            Ok((
-                (),
-                format!(
-                    "qc_vars=['mt'] ({n_mt} genes start with '{prefix}'){}",
-                    steps::percent_top_note(a.n_vars())
-                ),
-            ))
+            Ok(((), steps::mito_qc_note(n_mt, prefix, a.n_vars())))
         })?;
     }
     if let Some(min_genes) = config.min_genes {

@@ -26,7 +26,7 @@ pub use normalize::normalize_total;
 pub use pca::pca;
 pub(crate) use pca::store_pca;
 pub(crate) use qc::store_qc_metrics;
-pub use qc::{annotate_gene_prefix, calculate_qc_metrics, default_percent_top, percent_top_note};
+pub use qc::{annotate_gene_prefix, calculate_qc_metrics, default_percent_top, mito_qc_note};
 pub use sc_kernels::filter::{CellFilter, GeneFilter};
 pub use sc_kernels::harmony::{HarmonyFlavor, HarmonyParams};
 pub use sc_kernels::hvg::Flavor;

@@ -38,9 +38,18 @@ pub fn default_percent_top(n_vars: usize) -> Vec<usize> {
         .collect()
 }
 
+/// The pipeline's QC step's note: the mitochondrial genes (`n_mt` whose names start with
+/// `prefix`), then which default `percent_top` positions a panel of `n_vars` genes leaves out.
+pub fn mito_qc_note(n_mt: usize, prefix: &str, n_vars: usize) -> String {
+    format!(
+        "qc_vars=['mt'] ({n_mt} genes start with '{prefix}'){}",
+        percent_top_note(n_vars)
+    )
+}
+
 /// The end of the QC step's note: which default `percent_top` positions a panel of `n_vars`
 /// genes leaves out, if any.
-pub fn percent_top_note(n_vars: usize) -> String {
+fn percent_top_note(n_vars: usize) -> String {
     let tops = default_percent_top(n_vars);
     match tops.last() {
         _ if tops.len() == DEFAULT_PERCENT_TOP.len() => String::new(),
