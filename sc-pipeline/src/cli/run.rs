@@ -833,8 +833,8 @@ struct CellGraph<'a> {
 impl CellGraph<'_> {
     /// Runs harmony and neighbors while another thread writes the output's X and `.raw` (final
     /// by then, and most of the file's bytes), and writes the rest as soon as they end, while X
-    /// and `.raw` may still be written; the records go to `report`. Without those steps, or when neighbors would read X itself (no PCA), it runs
-    /// them and then writes the whole file.
+    /// and `.raw` may still be written; the records go to `report`. Without those steps, or when
+    /// neighbors would read X itself (no PCA), it runs them and then writes the whole file.
     fn run_while_writing(
         self,
         adata: &mut AnnData,

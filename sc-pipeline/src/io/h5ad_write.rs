@@ -100,23 +100,20 @@ pub fn create_h5ad(
 }
 
 impl H5adWrite {
+    /// The reservation ahead, if any (a poisoned lock still holds it).
+    fn ahead(&self) -> std::sync::MutexGuard<'_, Option<ReservedAhead>> {
+        self.ahead.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Whether pages are being reserved (or were) for this file.
     pub fn reserves(&self) -> bool {
-        self.ahead
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some()
+        self.ahead().is_some()
     }
 
     /// Waits for the reservation to end: while fallocate runs, the file's writes and page faults
     /// wait on its lock.
     fn wait_for_reservation(&self) {
-        if let Some(ahead) = self
-            .ahead
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_mut()
-        {
+        if let Some(ahead) = self.ahead().as_mut() {
             ahead.wait();
         }
     }
@@ -135,8 +132,8 @@ impl H5adWrite {
         Ok(())
     }
 
-    /// Writes everything of `adata` but X and `.raw` (which are [`H5adWrite::write_x_and_raw`]'s;
-    /// `adata`'s X need only have their shape).
+    /// Writes everything of `adata` but X and `.raw` (which are [`H5adWrite::write_x_and_raw`]'s:
+    /// `adata`'s X need only have the real X's shape).
     pub fn write_rest(&self, adata: &AnnData) -> Result<()> {
         adata.validate()?;
         self.wait_for_reservation();
