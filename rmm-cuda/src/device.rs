@@ -9,6 +9,7 @@ use crate::stream::Stream;
 use cudarc::driver::{result, sys, CudaContext};
 use once_cell::sync::OnceCell;
 use parking_lot::Mutex;
+use std::cell::Cell;
 use std::fmt;
 use std::sync::Arc;
 
@@ -110,6 +111,12 @@ impl Eq for Device {}
 
 static CUDA_DEVICES: OnceCell<Mutex<Vec<Option<Device>>>> = OnceCell::new();
 
+thread_local! {
+    /// The device this thread last made current through [`Device::bind`] (its backend's address;
+    /// a CUDA device's backend lives as long as the process, in `CUDA_DEVICES`).
+    static LAST_BOUND: Cell<usize> = const { Cell::new(0) };
+}
+
 impl Device {
     /// The CUDA device `ordinal`. Errors (never panics) when there is no driver, no GPU, or no
     /// such device.
@@ -171,9 +178,28 @@ impl Device {
     /// Makes this device current on the calling thread (no-op when simulated).
     pub fn bind(&self) -> Result<()> {
         match &*self.inner {
-            Backend::Cuda(ctx) => ctx.bind_to_thread().checked("cuCtxSetCurrent"),
+            Backend::Cuda(ctx) => {
+                ctx.bind_to_thread().checked("cuCtxSetCurrent")?;
+                LAST_BOUND.set(self.backend_address());
+                Ok(())
+            }
             Backend::Sim(_) => Ok(()),
         }
+    }
+
+    /// [`Device::bind`] unless this thread's last bind through it was of this device: for calls
+    /// that take their context from a created stream (the stream-ordered pool's), which need no
+    /// check of the current context per call (a driver call each), only a context made current
+    /// once on each thread, as tools such as compute-sanitizer expect of a CUDA thread.
+    pub(crate) fn bind_once_per_thread(&self) -> Result<()> {
+        if LAST_BOUND.get() == self.backend_address() {
+            return Ok(());
+        }
+        self.bind()
+    }
+
+    fn backend_address(&self) -> usize {
+        Arc::as_ptr(&self.inner) as usize
     }
 
     /// Makes this device current until the guard drops, then restores the previous context.
