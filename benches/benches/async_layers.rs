@@ -17,14 +17,18 @@
 //! driver's cost per call swings by up to 2x from one process to the next, so only turns taken
 //! in one process compare RMM's resource with ours.
 //!
+//! `--grid` replays RMM's own grid instead ({1k, 10k, 100k} allocations x a maximum size of {1 ..
+//! 4096} MiB, the traces of `random_allocations --grid`) through the driver's calls, our resource
+//! and RMM's (three pools of up to 16,000 MiB each fit on an 80 GB GPU), 3 passes a cell.
+//!
 //! ```text
-//! cargo bench -p benches --bench async_layers -- [--quick] [--json PATH] [--rmm-lib PATH]
+//! cargo bench -p benches --bench async_layers -- [--quick] [--grid] [--json PATH] [--rmm-lib PATH]
 //! ```
 //!
 //! Figure: wall time of the allocate/deallocate loop / events, best of 5 passes after a warm-up,
 //! the layers taking turns within each pass so drift hits them alike.
 
-use benches::{describe_device, flag_value, print_table, trace, Trace};
+use benches::{describe_device, flag_value, grid_trace, print_table, trace, Trace};
 use rmm_core::{AsyncResource, AsyncResourceOptions, MemoryResource, SharedResource};
 use rmm_cuda::cudarc::driver::sys;
 use rmm_cuda::{Device, MemPoolOptions};
@@ -38,6 +42,8 @@ const MIB: usize = 1 << 20;
 const GIB: usize = 1 << 30;
 const MAX_SIZES: [usize; 4] = [KIB, 64 * KIB, MIB, 4 * MIB];
 const PASSES: usize = 9;
+/// Passes per cell of `--grid` (its large cells take seconds per pass).
+const GRID_PASSES: usize = 3;
 
 /// One layer: allocate `bytes`, or free a pointer it gave.
 trait Layer {
@@ -326,6 +332,68 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
+/// Every layer's passes over `t`: one warm-up pass each (the pools grow), then `passes` rounds in
+/// a rotating order, so that no layer always follows the same one. Returns each layer's ns per
+/// event, pass by pass.
+fn take_turns(layers: &[Box<dyn Layer>], t: &Trace, passes: usize) -> Vec<Vec<f64>> {
+    let mut ptrs = vec![0u64; t.slots];
+    let mut out = vec![Vec::with_capacity(passes); layers.len()];
+    for l in layers {
+        pass(l.as_ref(), t, &mut ptrs);
+    }
+    for round in 0..passes {
+        for k in 0..layers.len() {
+            let i = (k + round) % layers.len();
+            out[i].push(pass(layers[i].as_ref(), t, &mut ptrs));
+        }
+    }
+    out
+}
+
+/// One table row and one JSON record of `take_turns`' passes: best (median) per layer, the
+/// resource's cost over the driver's calls, and RMM's time over ours.
+fn summarise(
+    label: String,
+    layers: &[Box<dyn Layer>],
+    mut passes: Vec<Vec<f64>>,
+    record: serde_json::Value,
+) -> (Vec<String>, serde_json::Value) {
+    let index = |name: &str| layers.iter().position(|l| l.name() == name);
+    let best: Vec<f64> = passes
+        .iter()
+        .map(|p| p.iter().copied().fold(f64::INFINITY, f64::min))
+        .collect();
+    let medians: Vec<f64> = passes.iter_mut().map(|p| median(p)).collect();
+    let mut row = vec![label];
+    row.extend(
+        best.iter()
+            .zip(&medians)
+            .map(|(b, m)| format!("{b:.0} ({m:.0})")),
+    );
+    if let (Some(o), Some(d)) = (index("async_resource"), index("driver")) {
+        row.push(format!("{:+.0}", best[o] - best[d]));
+    }
+    if let (Some(o), Some(r)) = (index("async_resource"), index("rmm_cuda_async")) {
+        row.push(format!(
+            "{:.2}x ({:.2}x)",
+            best[r] / best[o],
+            medians[r] / medians[o]
+        ));
+    }
+    let mut record = record;
+    record["ns_per_op"] = json!(layers
+        .iter()
+        .zip(best.iter().zip(&medians))
+        .map(|(l, (b, m))| json!({"layer": l.name(), "ns": b, "median_ns": m}))
+        .collect::<Vec<_>>());
+    record["passes"] = json!(layers
+        .iter()
+        .zip(&passes)
+        .map(|(l, p)| json!({"layer": l.name(), "ns": p}))
+        .collect::<Vec<_>>());
+    (row, record)
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let steps = if args.iter().any(|a| a == "--quick") {
@@ -333,6 +401,7 @@ fn main() {
     } else {
         100_000
     };
+    let grid = args.iter().any(|a| a == "--grid");
     let device = match Device::cuda(0) {
         Ok(d) => d,
         Err(e) => {
@@ -340,9 +409,9 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let mut layers: Vec<Box<dyn Layer>> = vec![
-        Box::new(Driver::new(&device)),
-        Box::new(Pool {
+    let mut layers: Vec<Box<dyn Layer>> = vec![Box::new(Driver::new(&device))];
+    if !grid {
+        layers.push(Box::new(Pool {
             pool: device
                 .create_mem_pool(MemPoolOptions {
                     release_threshold: None,
@@ -350,83 +419,81 @@ fn main() {
                 })
                 .expect("pool"),
             stream: device.new_stream().expect("stream"),
-        }),
-        Box::new(Resource {
-            r: Arc::new(
-                AsyncResource::new(&device, AsyncResourceOptions::default()).expect("resource"),
-            ),
-            stream: device.new_stream().expect("stream"),
-        }),
-    ];
+        }));
+    }
+    layers.push(Box::new(Resource {
+        r: Arc::new(
+            AsyncResource::new(&device, AsyncResourceOptions::default()).expect("resource"),
+        ),
+        stream: device.new_stream().expect("stream"),
+    }));
     if let Some(path) = flag_value(&args, "--rmm-lib") {
         match rmm_layers(&device, &path) {
-            Ok(more) => layers.extend(more),
+            // The grid's pools each keep up to 16,000 MiB: three fit on an 80 GB GPU, five not.
+            Ok(more) => layers.extend(more.into_iter().filter(|l| !grid || l.name() != "runtime")),
             Err(e) => {
                 eprintln!("async_layers: --rmm-lib: {e}");
                 std::process::exit(2);
             }
         }
     }
-    let index = |name: &str| layers.iter().position(|l| l.name() == name);
-    let (ours, rmm) = (index("async_resource"), index("rmm_cuda_async"));
     device.bind().expect("context");
     let mut rows = Vec::new();
     let mut results = Vec::new();
-    for max_size in MAX_SIZES {
-        let t = trace(0, steps, max_size, 4 * GIB);
-        let mut ptrs = vec![0u64; t.slots];
-        let mut passes = vec![Vec::with_capacity(PASSES); layers.len()];
-        for l in &layers {
-            pass(l.as_ref(), &t, &mut ptrs); // warm-up: the pool grows
-        }
-        for round in 0..PASSES {
-            // Turns in a rotating order, so that no layer always follows the same one.
-            for k in 0..layers.len() {
-                let i = (k + round) % layers.len();
-                passes[i].push(pass(layers[i].as_ref(), &t, &mut ptrs));
+    if grid {
+        // RMM's own grid, as `random_allocations --grid` and `rmm_ra 0 one grid` replay it.
+        for n in [1000, 10_000, 100_000] {
+            for max_mib in [1usize, 4, 64, 256, 1024, 4096] {
+                let t = grid_trace(n, max_mib * MIB, 16_000 * MIB);
+                // The largest cells map GiBs per call (up to 13 s a pass): fewer passes there.
+                let passes = if n == 100_000 && max_mib >= 1024 {
+                    1
+                } else {
+                    GRID_PASSES
+                };
+                let record =
+                    json!({"allocations": n, "max_size_mib": max_mib, "events": t.ops.len()});
+                let (row, record) = summarise(
+                    format!("{n} x {max_mib} MiB"),
+                    &layers,
+                    take_turns(&layers, &t, passes),
+                    record,
+                );
+                eprintln!("{}", row.join("  "));
+                rows.push(row);
+                results.push(record);
             }
         }
-        let best: Vec<f64> = passes
-            .iter()
-            .map(|p| p.iter().copied().fold(f64::INFINITY, f64::min))
-            .collect();
-        let medians: Vec<f64> = passes.iter_mut().map(|p| median(p)).collect();
-        let label = if max_size >= MIB {
-            format!("{} MiB", max_size / MIB)
-        } else {
-            format!("{} KiB", max_size / KIB)
-        };
-        let mut row = vec![label];
-        row.extend(
-            best.iter()
-                .zip(&medians)
-                .map(|(b, m)| format!("{b:.0} ({m:.0})")),
-        );
-        row.push(format!("{:+.0}", best[2] - best[0]));
-        if let (Some(o), Some(r)) = (ours, rmm) {
-            row.push(format!(
-                "{:.2}x ({:.2}x)",
-                best[r] / best[o],
-                medians[r] / medians[o]
-            ));
+    } else {
+        for max_size in MAX_SIZES {
+            let t = trace(0, steps, max_size, 4 * GIB);
+            let label = if max_size >= MIB {
+                format!("{} MiB", max_size / MIB)
+            } else {
+                format!("{} KiB", max_size / KIB)
+            };
+            let record = json!({"max_size": max_size, "events": t.ops.len()});
+            let (row, record) = summarise(label, &layers, take_turns(&layers, &t, PASSES), record);
+            rows.push(row);
+            results.push(record);
         }
-        rows.push(row);
-        results.push(json!({"max_size": max_size, "events": t.ops.len(),
-            "ns_per_op": layers.iter().zip(best.iter().zip(&medians)).map(|(l, (b, m))| json!({"layer": l.name(), "ns": b, "median_ns": m})).collect::<Vec<_>>(),
-            "passes": layers.iter().zip(&passes).map(|(l, p)| json!({"layer": l.name(), "ns": p})).collect::<Vec<_>>()}));
     }
-    println!(
-        "BENCHMARKS A traces, one thread, {steps} steps; ns per event, best of {PASSES} (median)"
-    );
-    let mut header: Vec<&str> = vec!["max size"];
+    if grid {
+        println!("RMM's grid, one thread; ns per event, best of {GRID_PASSES} (median), 1 pass at 100,000 x 1,024 and 4,096 MiB");
+    } else {
+        println!(
+            "BENCHMARKS A traces, one thread, {steps} steps; ns per event, best of {PASSES} (median)"
+        );
+    }
+    let mut header: Vec<&str> = vec![if grid { "cell" } else { "max size" }];
     header.extend(layers.iter().map(|l| l.name()));
     header.push("resource - driver");
-    if ours.is_some() && rmm.is_some() {
+    if layers.iter().any(|l| l.name() == "rmm_cuda_async") {
         header.push("RMM / ours");
     }
     print_table(&header, &rows);
     if let Some(path) = flag_value(&args, "--json") {
-        let doc = json!({"device": describe_device(&device), "steps": steps, "passes": PASSES, "results": results});
+        let doc = json!({"device": describe_device(&device), "steps": steps, "grid": grid, "passes": if grid { GRID_PASSES } else { PASSES }, "results": results});
         std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).expect("json");
     }
 }

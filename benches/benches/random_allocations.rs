@@ -17,8 +17,7 @@
 //! one); `--device sim` runs on a simulated device, which measures the CPU cost of the algorithms
 //! (its upstream is host memory, so growth costs differ from a GPU's).
 
-use benches::{bench_resource, describe_device, flag_value, print_table, trace, Op, Trace};
-use rmm_core::testing::SplitMix64;
+use benches::{bench_resource, describe_device, flag_value, grid_trace, print_table, trace, Trace};
 use rmm_core::MemoryResource;
 use rmm_cuda::{Device, Stream};
 use serde_json::json;
@@ -34,39 +33,6 @@ const MAX_SIZES: [usize; 4] = [KIB, 64 * KIB, MIB, 4 * MIB];
 const THREADS: [usize; 2] = [1, 4];
 const TOTAL_USAGE: usize = 4 * GIB;
 const REPETITIONS: usize = 3;
-
-/// RMM's own grid (its `random_allocations` benchmark): `2 n` steps of a size of 1 to
-/// `max_size` bytes; with blocks live, an allocation with probability 73% while fewer than `n`
-/// were made and the usage stays under `max_usage`, otherwise the free of a random live block;
-/// what is live at the end is freed. SplitMix64 (seed 42) in place of RMM's
-/// `std::default_random_engine`, the same in `benches/rmm/rmm_ra.cu`.
-fn grid_trace(n: usize, max_size: usize, max_usage: usize) -> Trace {
-    let mut rng = SplitMix64::new(42);
-    let mut live: Vec<(u32, usize)> = Vec::new();
-    let (mut used, mut made) = (0usize, 0usize);
-    let mut ops = Vec::with_capacity(2 * n);
-    for _ in 0..2 * n {
-        let size = 1 + (rng.next() % max_size as u64) as usize;
-        let allocate =
-            live.is_empty() || (rng.next() % 100 < 73 && made < n && used + size < max_usage);
-        if allocate {
-            ops.push(Op {
-                slot: made as u32,
-                size: size as u64,
-            });
-            live.push((made as u32, size));
-            made += 1;
-            used += size;
-        } else {
-            let k = (rng.next() % live.len() as u64) as usize;
-            let (slot, bytes) = live.swap_remove(k);
-            ops.push(Op { slot, size: 0 });
-            used -= bytes;
-        }
-    }
-    ops.extend(live.iter().map(|&(slot, _)| Op { slot, size: 0 }));
-    Trace { ops, slots: made }
-}
 
 /// CPU time the calling thread has run, in ns (0 where unavailable). On a loaded machine wall
 /// time includes waiting for a core; this does not, so it shows the algorithms' own cost.

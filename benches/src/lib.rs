@@ -183,6 +183,39 @@ pub fn trace(thread: usize, steps: usize, max_size: usize, max_usage: usize) -> 
     }
 }
 
+/// RMM's own grid (its `random_allocations` benchmark): `2 n` steps of a size of 1 to
+/// `max_size` bytes; with blocks live, an allocation with probability 73% while fewer than `n`
+/// were made and the usage stays under `max_usage`, otherwise the free of a random live block;
+/// what is live at the end is freed. SplitMix64 (seed 42) in place of RMM's
+/// `std::default_random_engine`, the same in `benches/rmm/rmm_ra.cu`.
+pub fn grid_trace(n: usize, max_size: usize, max_usage: usize) -> Trace {
+    let mut rng = SplitMix64::new(42);
+    let mut live: Vec<(u32, usize)> = Vec::new();
+    let (mut used, mut made) = (0usize, 0usize);
+    let mut ops = Vec::with_capacity(2 * n);
+    for _ in 0..2 * n {
+        let size = 1 + (rng.next() % max_size as u64) as usize;
+        let allocate =
+            live.is_empty() || (rng.next() % 100 < 73 && made < n && used + size < max_usage);
+        if allocate {
+            ops.push(Op {
+                slot: made as u32,
+                size: size as u64,
+            });
+            live.push((made as u32, size));
+            made += 1;
+            used += size;
+        } else {
+            let k = (rng.next() % live.len() as u64) as usize;
+            let (slot, bytes) = live.swap_remove(k);
+            ops.push(Op { slot, size: 0 });
+            used -= bytes;
+        }
+    }
+    ops.extend(live.iter().map(|&(slot, _)| Op { slot, size: 0 }));
+    Trace { ops, slots: made }
+}
+
 /// Cells `first..first + n` as the pipeline's per-cell steps leave them, for benchmarks of what
 /// the host does with them: the cell names, `batch` (4) and `cell_type` (8) categoricals, the QC
 /// columns, a 50-component `X_pca`, and an empty stand-in X of 2,000 genes.

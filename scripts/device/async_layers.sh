@@ -8,16 +8,23 @@
 # random_allocations --only async, one and four threads. Run from the repository root with
 # .rmm-bench carried (../shared/rmm-bench/fetch.sh, benches/rmm/rmm_ra.cu and
 # rmm_async_layers.cu copied in, the stripped bench-async_layers and bench-random_allocations in
-# .rmm-bench/ours/); $OUT receives the figures. ROUNDS (default "1 2") names the rounds.
+# .rmm-bench/ours/); $OUT receives the figures. ROUNDS (default "1 2") names the rounds (empty:
+# none); GRID=1 adds RMM's grid in one process (async_layers --grid); NOSEPARATE=1 leaves out the
+# separate processes.
 cd .rmm-bench || exit 1
 flags=(-std=c++20 -O3 -arch=sm_90 -Irmm/include -Irmm/include/rapids -Irlog/include)
 libs=(-Lrmm/lib64 -lrmm -Lrlog/lib64 -lrapids_logger -lcuda -Xlinker '-rpath=$ORIGIN/rmm/lib64:$ORIGIN/rlog/lib64')
 nvcc "${flags[@]}" rmm_ra.cu -o rmm_ra "${libs[@]}" || exit 1
 nvcc "${flags[@]}" -shared -Xcompiler -fPIC rmm_async_layers.cu -o librmm_async_layers.so "${libs[@]}" || exit 1
-for round in ${ROUNDS:-1 2}; do
+for round in ${ROUNDS-1 2}; do
   echo "== round $round: every layer in one process, RMM's loaded beside ours (one thread)"
   ./ours/bench-async_layers --rmm-lib "$PWD/librmm_async_layers.so" --json "$OUT/layers_$round.json" 2>&1 | tail -9
 done
+if [ -n "${GRID:-}" ]; then
+  echo "== RMM's grid: the driver's calls, ours and RMM's taking turns in one process"
+  ./ours/bench-async_layers --grid --rmm-lib "$PWD/librmm_async_layers.so" --json "$OUT/layers_grid.json" 2>&1 | tail -21
+fi
+[ -n "${NOSEPARATE:-}" ] && exit 0
 # Processes of their own, one and four threads (BENCHMARKS.md A as issue 11 states it).
 echo "== RMM and the raw pools (C++, a process of their own)"
 ./rmm_ra 100000 one async 2>&1 | grep "threads=" | tee "$OUT/rmm_async.txt"
