@@ -20,9 +20,11 @@
 //! `--grid` replays RMM's own grid instead ({1k, 10k, 100k} allocations x a maximum size of {1 ..
 //! 4096} MiB, the traces of `random_allocations --grid`) through the driver's calls, our resource
 //! and RMM's (three pools of up to 16,000 MiB each fit on an 80 GB GPU), 3 passes a cell.
+//! `--threads N` runs BENCHMARKS A's N-thread traces, each on a thread and a stream of its own
+//! (4 GiB live at most, shared), as `random_allocations` and RMM's `rmm_ra` do.
 //!
 //! ```text
-//! cargo bench -p benches --bench async_layers -- [--quick] [--grid] [--json PATH] [--rmm-lib PATH]
+//! cargo bench -p benches --bench async_layers -- [--quick] [--grid | --threads N] [--json PATH] [--rmm-lib PATH]
 //! ```
 //!
 //! Figure: wall time of the allocate/deallocate loop / events, best of 5 passes after a warm-up,
@@ -44,14 +46,18 @@ const MAX_SIZES: [usize; 4] = [KIB, 64 * KIB, MIB, 4 * MIB];
 const PASSES: usize = 9;
 /// Passes per cell of `--grid` (its large cells take seconds per pass).
 const GRID_PASSES: usize = 3;
+/// Passes per size with `--threads` above 1.
+const THREADED_PASSES: usize = 5;
 
-/// One layer: allocate `bytes`, or free a pointer it gave.
-trait Layer {
+/// One layer: allocate `bytes` on its stream `s`, or free a pointer it gave. A layer has one
+/// stream per thread of the run (`--threads`), and threads use it at once.
+trait Layer: Sync {
     fn name(&self) -> &'static str;
-    fn allocate(&self, bytes: usize) -> u64;
+    fn allocate(&self, bytes: usize, s: usize) -> u64;
     /// # Safety
     /// `ptr` must come from this layer's `allocate` and not be freed yet.
-    unsafe fn free(&self, ptr: u64);
+    unsafe fn free(&self, ptr: u64, s: usize);
+    /// Waits for every stream of the layer.
     fn synchronize(&self);
 }
 
@@ -62,8 +68,11 @@ fn check(r: sys::CUresult, what: &str) {
 /// The driver's calls with nothing in between.
 struct Driver {
     pool: sys::CUmemoryPool,
-    stream: sys::CUstream,
+    streams: Vec<sys::CUstream>,
 }
+
+// SAFETY: driver pools and streams may be used from any thread.
+unsafe impl Sync for Driver {}
 
 /// A non-blocking stream of the current context, made straight through the driver.
 fn raw_stream() -> sys::CUstream {
@@ -81,8 +90,24 @@ fn raw_stream() -> sys::CUstream {
     stream
 }
 
+/// `n` streams of [`raw_stream`].
+fn raw_streams(n: usize) -> Vec<sys::CUstream> {
+    (0..n).map(|_| raw_stream()).collect()
+}
+
+/// Waits for each of `streams`.
+fn synchronize_raw(streams: &[sys::CUstream]) {
+    for &s in streams {
+        // SAFETY: the stream is live.
+        check(
+            unsafe { sys::cuStreamSynchronize(s) },
+            "cuStreamSynchronize",
+        );
+    }
+}
+
 impl Driver {
-    fn new(device: &Device) -> Driver {
+    fn new(device: &Device, streams: usize) -> Driver {
         device.bind().expect("context");
         let mut props: sys::CUmemPoolProps = unsafe { std::mem::zeroed() };
         props.allocType = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -105,7 +130,7 @@ impl Driver {
         }
         Driver {
             pool,
-            stream: raw_stream(),
+            streams: raw_streams(streams),
         }
     }
 }
@@ -114,69 +139,74 @@ impl Layer for Driver {
     fn name(&self) -> &'static str {
         "driver"
     }
-    fn allocate(&self, bytes: usize) -> u64 {
+    fn allocate(&self, bytes: usize, s: usize) -> u64 {
         let mut p = 0;
-        // SAFETY: pool and stream are live; the context is current on this thread.
+        // SAFETY: pool and stream are live (the stream names the context).
         check(
-            unsafe { sys::cuMemAllocFromPoolAsync(&mut p, bytes, self.pool, self.stream) },
+            unsafe { sys::cuMemAllocFromPoolAsync(&mut p, bytes, self.pool, self.streams[s]) },
             "cuMemAllocFromPoolAsync",
         );
         p
     }
-    unsafe fn free(&self, ptr: u64) {
+    unsafe fn free(&self, ptr: u64, s: usize) {
         // SAFETY: the caller's contract.
         check(
-            unsafe { sys::cuMemFreeAsync(ptr, self.stream) },
+            unsafe { sys::cuMemFreeAsync(ptr, self.streams[s]) },
             "cuMemFreeAsync",
         );
     }
     fn synchronize(&self) {
-        // SAFETY: the stream is live.
-        check(unsafe { sys::cuStreamSynchronize(self.stream) }, "sync");
+        synchronize_raw(&self.streams);
     }
 }
 
-/// rmm_cuda's pool and stream.
+/// rmm_cuda's pool and streams.
 struct Pool {
     pool: rmm_cuda::MemPool,
-    stream: rmm_cuda::Stream,
+    streams: Vec<rmm_cuda::Stream>,
 }
 
 impl Layer for Pool {
     fn name(&self) -> &'static str {
         "mem_pool"
     }
-    fn allocate(&self, bytes: usize) -> u64 {
-        self.pool.alloc_async(bytes, &self.stream).expect("alloc")
+    fn allocate(&self, bytes: usize, s: usize) -> u64 {
+        self.pool
+            .alloc_async(bytes, &self.streams[s])
+            .expect("alloc")
     }
-    unsafe fn free(&self, ptr: u64) {
+    unsafe fn free(&self, ptr: u64, s: usize) {
         // SAFETY: the caller's contract.
-        unsafe { self.pool.free_async(ptr, &self.stream) }.expect("free")
+        unsafe { self.pool.free_async(ptr, &self.streams[s]) }.expect("free")
     }
     fn synchronize(&self) {
-        self.stream.synchronize().expect("sync");
+        for s in &self.streams {
+            s.synchronize().expect("sync");
+        }
     }
 }
 
 /// rmm-core's resource, as the pipeline and random_allocations hold it.
 struct Resource {
     r: SharedResource,
-    stream: rmm_cuda::Stream,
+    streams: Vec<rmm_cuda::Stream>,
 }
 
 impl Layer for Resource {
     fn name(&self) -> &'static str {
         "async_resource"
     }
-    fn allocate(&self, bytes: usize) -> u64 {
-        self.r.allocate(bytes, &self.stream).expect("allocate")
+    fn allocate(&self, bytes: usize, s: usize) -> u64 {
+        self.r.allocate(bytes, &self.streams[s]).expect("allocate")
     }
-    unsafe fn free(&self, ptr: u64) {
+    unsafe fn free(&self, ptr: u64, s: usize) {
         // SAFETY: the caller's contract (the size is not used by this resource).
-        unsafe { self.r.deallocate(ptr, 0, &self.stream) }.expect("deallocate")
+        unsafe { self.r.deallocate(ptr, 0, &self.streams[s]) }.expect("deallocate")
     }
     fn synchronize(&self) {
-        self.stream.synchronize().expect("sync");
+        for s in &self.streams {
+            s.synchronize().expect("sync");
+        }
     }
 }
 
@@ -221,29 +251,37 @@ impl RmmLib {
 struct RmmAsync {
     lib: Arc<RmmLib>,
     mr: *mut c_void,
-    stream: sys::CUstream,
+    streams: Vec<sys::CUstream>,
 }
+
+// SAFETY: RMM's resource is thread-safe; driver streams may be used from any thread.
+unsafe impl Sync for RmmAsync {}
 
 impl Layer for RmmAsync {
     fn name(&self) -> &'static str {
         "rmm_cuda_async"
     }
-    fn allocate(&self, bytes: usize) -> u64 {
+    fn allocate(&self, bytes: usize, s: usize) -> u64 {
         // SAFETY: `mr` is RMM's resource made by this library, the stream is live.
-        let p = unsafe { (self.lib.async_allocate)(self.mr, bytes, self.stream as *mut c_void) };
+        let p =
+            unsafe { (self.lib.async_allocate)(self.mr, bytes, self.streams[s] as *mut c_void) };
         assert!(!p.is_null(), "RMM's cuda_async refused {bytes} bytes");
         p as u64
     }
-    unsafe fn free(&self, ptr: u64) {
+    unsafe fn free(&self, ptr: u64, s: usize) {
         // SAFETY: the caller's contract; RMM's cuda_async does not use the size.
         let ok = unsafe {
-            (self.lib.async_deallocate)(self.mr, ptr as *mut c_void, 0, self.stream as *mut c_void)
+            (self.lib.async_deallocate)(
+                self.mr,
+                ptr as *mut c_void,
+                0,
+                self.streams[s] as *mut c_void,
+            )
         };
         assert!(ok, "RMM's cuda_async deallocate failed");
     }
     fn synchronize(&self) {
-        // SAFETY: the stream is live.
-        check(unsafe { sys::cuStreamSynchronize(self.stream) }, "sync");
+        synchronize_raw(&self.streams);
     }
 }
 
@@ -251,37 +289,41 @@ impl Layer for RmmAsync {
 struct Runtime {
     lib: Arc<RmmLib>,
     pool: *mut c_void,
-    stream: sys::CUstream,
+    streams: Vec<sys::CUstream>,
 }
+
+// SAFETY: the runtime's pools and streams may be used from any thread.
+unsafe impl Sync for Runtime {}
 
 impl Layer for Runtime {
     fn name(&self) -> &'static str {
         "runtime"
     }
-    fn allocate(&self, bytes: usize) -> u64 {
+    fn allocate(&self, bytes: usize, s: usize) -> u64 {
         // SAFETY: the pool was made by this library, the stream is live.
-        let p =
-            unsafe { (self.lib.runtime_allocate)(self.pool, bytes, self.stream as *mut c_void) };
+        let p = unsafe {
+            (self.lib.runtime_allocate)(self.pool, bytes, self.streams[s] as *mut c_void)
+        };
         assert!(
             !p.is_null(),
             "cudaMallocFromPoolAsync refused {bytes} bytes"
         );
         p as u64
     }
-    unsafe fn free(&self, ptr: u64) {
+    unsafe fn free(&self, ptr: u64, s: usize) {
         // SAFETY: the caller's contract.
-        let ok = unsafe { (self.lib.runtime_free)(ptr as *mut c_void, self.stream as *mut c_void) };
+        let ok =
+            unsafe { (self.lib.runtime_free)(ptr as *mut c_void, self.streams[s] as *mut c_void) };
         assert!(ok, "cudaFreeAsync failed");
     }
     fn synchronize(&self) {
-        // SAFETY: the stream is live.
-        check(unsafe { sys::cuStreamSynchronize(self.stream) }, "sync");
+        synchronize_raw(&self.streams);
     }
 }
 
 /// RMM's two layers from the library at `path` (both on device 0, whose primary context, the
 /// runtime's, is current: streams made through the driver serve the runtime's calls too).
-fn rmm_layers(device: &Device, path: &str) -> Result<Vec<Box<dyn Layer>>, String> {
+fn rmm_layers(device: &Device, path: &str, streams: usize) -> Result<Vec<Box<dyn Layer>>, String> {
     let lib = RmmLib::load(path)?;
     device.bind().map_err(|e| e.to_string())?;
     // SAFETY: functions of the loaded library with their C signatures; null means it failed.
@@ -295,28 +337,48 @@ fn rmm_layers(device: &Device, path: &str) -> Result<Vec<Box<dyn Layer>>, String
         Box::new(Runtime {
             lib: lib.clone(),
             pool,
-            stream: raw_stream(),
+            streams: raw_streams(streams),
         }),
         Box::new(RmmAsync {
             lib,
             mr,
-            stream: raw_stream(),
+            streams: raw_streams(streams),
         }),
     ])
 }
 
-/// ns per event of one pass of `t` through `layer`.
-fn pass(layer: &dyn Layer, t: &Trace, ptrs: &mut [u64]) -> f64 {
-    let start = Instant::now();
-    for op in &t.ops {
-        if op.size == 0 {
-            // SAFETY: the slot holds a live block from this layer.
-            unsafe { layer.free(ptrs[op.slot as usize]) };
-        } else {
-            ptrs[op.slot as usize] = layer.allocate(op.size as usize);
+/// ns per event of one pass of `traces` through `layer`: trace `i` on the layer's stream `i`,
+/// each on a thread of its own when there are several (the wall time of all of them over all
+/// their events, as RMM's harness counts), `ptrs[i]` holding trace `i`'s live blocks.
+fn pass(layer: &dyn Layer, traces: &[Trace], ptrs: &mut [Vec<u64>], device: &Device) -> f64 {
+    let run = |s: usize, t: &Trace, ptrs: &mut [u64]| {
+        for op in &t.ops {
+            if op.size == 0 {
+                // SAFETY: the slot holds a live block from this layer.
+                unsafe { layer.free(ptrs[op.slot as usize], s) };
+            } else {
+                ptrs[op.slot as usize] = layer.allocate(op.size as usize, s);
+            }
         }
+    };
+    let events: usize = traces.iter().map(|t| t.ops.len()).sum();
+    let start = Instant::now();
+    if let [t] = traces {
+        run(0, t, &mut ptrs[0]);
+    } else {
+        std::thread::scope(|scope| {
+            for (s, (t, p)) in traces.iter().zip(ptrs.iter_mut()).enumerate() {
+                let run = &run;
+                scope.spawn(move || {
+                    // Every layer's thread starts with the device current (the runtime makes
+                    // its context current on its first call anyway).
+                    device.bind().expect("context");
+                    run(s, t, p)
+                });
+            }
+        });
     }
-    let ns = start.elapsed().as_nanos() as f64 / t.ops.len() as f64;
+    let ns = start.elapsed().as_nanos() as f64 / events as f64;
     layer.synchronize();
     ns
 }
@@ -332,19 +394,24 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-/// Every layer's passes over `t`: one warm-up pass each (the pools grow), then `passes` rounds in
+/// Every layer's passes over `traces` (one thread each): one warm-up pass each (the pools grow), then `passes` rounds in
 /// a rotating order, so that no layer always follows the same one. Returns each layer's ns per
 /// event, pass by pass.
-fn take_turns(layers: &[Box<dyn Layer>], t: &Trace, passes: usize) -> Vec<Vec<f64>> {
-    let mut ptrs = vec![0u64; t.slots];
+fn take_turns(
+    layers: &[Box<dyn Layer>],
+    traces: &[Trace],
+    passes: usize,
+    device: &Device,
+) -> Vec<Vec<f64>> {
+    let mut ptrs: Vec<Vec<u64>> = traces.iter().map(|t| vec![0u64; t.slots]).collect();
     let mut out = vec![Vec::with_capacity(passes); layers.len()];
     for l in layers {
-        pass(l.as_ref(), t, &mut ptrs);
+        pass(l.as_ref(), traces, &mut ptrs, device);
     }
     for round in 0..passes {
         for k in 0..layers.len() {
             let i = (k + round) % layers.len();
-            out[i].push(pass(layers[i].as_ref(), t, &mut ptrs));
+            out[i].push(pass(layers[i].as_ref(), traces, &mut ptrs, device));
         }
     }
     out
@@ -402,6 +469,18 @@ fn main() {
         100_000
     };
     let grid = args.iter().any(|a| a == "--grid");
+    let threads: usize = match flag_value(&args, "--threads") {
+        Some(t) => match t.parse() {
+            Ok(n) if n >= 1 && !(grid && n > 1) => n,
+            _ => {
+                eprintln!("async_layers: --threads takes a count of 1 or more (1 with --grid)");
+                std::process::exit(2);
+            }
+        },
+        None => 1,
+    };
+    // Several threads' passes take seconds each (about 2 s at 4 threads).
+    let passes = if threads > 1 { THREADED_PASSES } else { PASSES };
     let device = match Device::cuda(0) {
         Ok(d) => d,
         Err(e) => {
@@ -409,7 +488,12 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let mut layers: Vec<Box<dyn Layer>> = vec![Box::new(Driver::new(&device))];
+    let streams = |n: usize| -> Vec<rmm_cuda::Stream> {
+        (0..n)
+            .map(|_| device.new_stream().expect("stream"))
+            .collect()
+    };
+    let mut layers: Vec<Box<dyn Layer>> = vec![Box::new(Driver::new(&device, threads))];
     if !grid {
         layers.push(Box::new(Pool {
             pool: device
@@ -418,17 +502,17 @@ fn main() {
                     maximum_size: None,
                 })
                 .expect("pool"),
-            stream: device.new_stream().expect("stream"),
+            streams: streams(threads),
         }));
     }
     layers.push(Box::new(Resource {
         r: Arc::new(
             AsyncResource::new(&device, AsyncResourceOptions::default()).expect("resource"),
         ),
-        stream: device.new_stream().expect("stream"),
+        streams: streams(threads),
     }));
     if let Some(path) = flag_value(&args, "--rmm-lib") {
-        match rmm_layers(&device, &path) {
+        match rmm_layers(&device, &path, threads) {
             // The grid's pools each keep up to 16,000 MiB: three fit on an 80 GB GPU, five not.
             Ok(more) => layers.extend(more.into_iter().filter(|l| !grid || l.name() != "runtime")),
             Err(e) => {
@@ -456,7 +540,7 @@ fn main() {
                 let (row, record) = summarise(
                     format!("{n} x {max_mib} MiB"),
                     &layers,
-                    take_turns(&layers, &t, passes),
+                    take_turns(&layers, std::slice::from_ref(&t), passes, &device),
                     record,
                 );
                 eprintln!("{}", row.join("  "));
@@ -466,14 +550,19 @@ fn main() {
         }
     } else {
         for max_size in MAX_SIZES {
-            let t = trace(0, steps, max_size, 4 * GIB);
+            // As random_allocations and rmm_ra: 4 GiB live at most, shared by the threads.
+            let traces: Vec<Trace> = (0..threads)
+                .map(|t| trace(t, steps, max_size, 4 * GIB / threads))
+                .collect();
             let label = if max_size >= MIB {
                 format!("{} MiB", max_size / MIB)
             } else {
                 format!("{} KiB", max_size / KIB)
             };
-            let record = json!({"max_size": max_size, "events": t.ops.len()});
-            let (row, record) = summarise(label, &layers, take_turns(&layers, &t, PASSES), record);
+            let events: usize = traces.iter().map(|t| t.ops.len()).sum();
+            let record = json!({"max_size": max_size, "threads": threads, "events": events});
+            let turns = take_turns(&layers, &traces, passes, &device);
+            let (row, record) = summarise(label, &layers, turns, record);
             rows.push(row);
             results.push(record);
         }
@@ -482,7 +571,7 @@ fn main() {
         println!("RMM's grid, one thread; ns per event, best of {GRID_PASSES} (median), 1 pass at 100,000 x 1,024 and 4,096 MiB");
     } else {
         println!(
-            "BENCHMARKS A traces, one thread, {steps} steps; ns per event, best of {PASSES} (median)"
+            "BENCHMARKS A traces, {threads} thread(s) of {steps} steps; ns per event (wall, all threads), best of {passes} (median)"
         );
     }
     let mut header: Vec<&str> = vec![if grid { "cell" } else { "max size" }];
@@ -493,7 +582,7 @@ fn main() {
     }
     print_table(&header, &rows);
     if let Some(path) = flag_value(&args, "--json") {
-        let doc = json!({"device": describe_device(&device), "steps": steps, "grid": grid, "passes": if grid { GRID_PASSES } else { PASSES }, "results": results});
+        let doc = json!({"device": describe_device(&device), "steps": steps, "threads": threads, "grid": grid, "passes": if grid { GRID_PASSES } else { passes }, "results": results});
         std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()).expect("json");
     }
 }

@@ -9,7 +9,8 @@
 # .rmm-bench carried (../shared/rmm-bench/fetch.sh, benches/rmm/rmm_ra.cu and
 # rmm_async_layers.cu copied in, the stripped bench-async_layers and bench-random_allocations in
 # .rmm-bench/ours/); $OUT receives the figures. ROUNDS (default "1 2") names the rounds (empty:
-# none); GRID=1 adds RMM's grid in one process (async_layers --grid); NOSEPARATE=1 leaves out the
+# none); THREADS (default "1") the thread counts of each round ("1 4": BENCHMARKS A's two);
+# GRID=1 adds RMM's grid in one process (async_layers --grid); NOSEPARATE=1 leaves out the
 # separate processes.
 cd .rmm-bench || exit 1
 flags=(-std=c++20 -O3 -arch=sm_90 -Irmm/include -Irmm/include/rapids -Irlog/include)
@@ -17,8 +18,12 @@ libs=(-Lrmm/lib64 -lrmm -Lrlog/lib64 -lrapids_logger -lcuda -Xlinker '-rpath=$OR
 nvcc "${flags[@]}" rmm_ra.cu -o rmm_ra "${libs[@]}" || exit 1
 nvcc "${flags[@]}" -shared -Xcompiler -fPIC rmm_async_layers.cu -o librmm_async_layers.so "${libs[@]}" || exit 1
 for round in ${ROUNDS-1 2}; do
-  echo "== round $round: every layer in one process, RMM's loaded beside ours (one thread)"
-  ./ours/bench-async_layers --rmm-lib "$PWD/librmm_async_layers.so" --json "$OUT/layers_$round.json" 2>&1 | tail -9
+  for threads in ${THREADS:-1}; do
+    echo "== round $round: every layer in one process, RMM's loaded beside ours ($threads thread(s))"
+    json="$OUT/layers_$round.json"
+    [ "$threads" != 1 ] && json="$OUT/layers_${threads}threads_$round.json"
+    ./ours/bench-async_layers --threads "$threads" --rmm-lib "$PWD/librmm_async_layers.so" --json "$json" 2>&1 | tail -9
+  done
 done
 if [ -n "${GRID:-}" ]; then
   echo "== RMM's grid: the driver's calls, ours and RMM's taking turns in one process"
