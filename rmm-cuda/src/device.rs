@@ -189,8 +189,9 @@ impl Device {
 
     /// [`Device::bind`] unless this thread's last bind through it was of this device: for calls
     /// that take their context from a created stream (the stream-ordered pool's), which need no
-    /// check of the current context per call (a driver call each), only a context made current
-    /// once on each thread, as tools such as compute-sanitizer expect of a CUDA thread.
+    /// check of the current context per call (a driver call each). Making it current once per
+    /// thread is a precaution: the driver does not need it, but tools that watch CUDA threads
+    /// may assume that a thread making CUDA calls has a context current.
     pub(crate) fn bind_once_per_thread(&self) -> Result<()> {
         if LAST_BOUND.get() == self.backend_address() {
             return Ok(());
@@ -506,5 +507,7 @@ impl Drop for DeviceGuard {
             // live as long as the process holds them.
             let _ = unsafe { result::ctx::set_current(prev as sys::CUcontext) };
         }
+        // Another context (or none) may be current now.
+        LAST_BOUND.set(0);
     }
 }
