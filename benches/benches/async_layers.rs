@@ -160,6 +160,13 @@ impl Layer for Driver {
     }
 }
 
+/// Waits for each of `streams` (see [`synchronize_raw`] for the driver's own).
+fn synchronize_all(streams: &[rmm_cuda::Stream]) {
+    for s in streams {
+        s.synchronize().expect("sync");
+    }
+}
+
 /// rmm_cuda's pool and streams.
 struct Pool {
     pool: rmm_cuda::MemPool,
@@ -180,9 +187,7 @@ impl Layer for Pool {
         unsafe { self.pool.free_async(ptr, &self.streams[s]) }.expect("free")
     }
     fn synchronize(&self) {
-        for s in &self.streams {
-            s.synchronize().expect("sync");
-        }
+        synchronize_all(&self.streams);
     }
 }
 
@@ -204,9 +209,7 @@ impl Layer for Resource {
         unsafe { self.r.deallocate(ptr, 0, &self.streams[s]) }.expect("deallocate")
     }
     fn synchronize(&self) {
-        for s in &self.streams {
-            s.synchronize().expect("sync");
-        }
+        synchronize_all(&self.streams);
     }
 }
 

@@ -8,7 +8,7 @@
 //     -Irlog/include rmm_async_layers.cu -o librmm_async_layers.so -Lrmm/lib64 -lrmm ...
 //
 // Every function returns null (allocate) or false on failure, after printing what failed: no C++
-// exception crosses into Rust.
+// exception crosses into Rust. The resource and the pool live until the process ends.
 #include <rmm/mr/cuda_async_memory_resource.hpp>
 #include <rmm/resource_ref.hpp>
 #include <cuda_runtime_api.h>
@@ -25,8 +25,6 @@ void* rmm_async_new() {
   try { return new async_mr(); }
   catch (std::exception const& e) { std::fprintf(stderr, "rmm_async_new: %s\n", e.what()); return nullptr; }
 }
-
-void rmm_async_delete(void* mr) { delete static_cast<async_mr*>(mr); }
 
 void* rmm_async_allocate(void* mr, size_t bytes, void* stream) {
   try { return static_cast<async_mr*>(mr)->allocate(cuda::stream_ref{static_cast<cudaStream_t>(stream)}, bytes, 256); }
@@ -52,8 +50,6 @@ void* runtime_pool_new() {
   if (cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold) != cudaSuccess) return nullptr;
   return pool;
 }
-
-void runtime_pool_delete(void* pool) { cudaMemPoolDestroy(static_cast<cudaMemPool_t>(pool)); }
 
 void* runtime_pool_allocate(void* pool, size_t bytes, void* stream) {
   void* p = nullptr;

@@ -2,7 +2,7 @@
 
 use crate::device::{Backend, Device};
 use crate::error::{Checked, CudaError, Result};
-use crate::stream::{Stream, StreamId};
+use crate::stream::Stream;
 use cudarc::driver::{result, sys};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -223,8 +223,7 @@ impl MemPool {
     /// them the device is made current on every call.
     #[inline]
     fn bind_for(&self, stream: &Stream) -> Result<()> {
-        let id = stream.id();
-        if id == StreamId::LEGACY_DEFAULT || id == StreamId::PER_THREAD_DEFAULT {
+        if stream.is_default() {
             self.device.bind()
         } else {
             self.device.bind_once_per_thread()

@@ -180,6 +180,13 @@ impl Stream {
         }
     }
 
+    /// Whether this is the legacy or the per-thread default stream: a handle that names the
+    /// default stream of whichever context is current, not a stream of its own.
+    pub(crate) fn is_default(&self) -> bool {
+        let id = self.id();
+        id == StreamId::LEGACY_DEFAULT || id == StreamId::PER_THREAD_DEFAULT
+    }
+
     /// The device the stream belongs to.
     pub fn device(&self) -> &Device {
         &self.device
@@ -205,8 +212,7 @@ impl Stream {
     /// # Ok::<(), rmm_cuda::CudaError>(())
     /// ```
     pub fn is_sole_handle(&self) -> bool {
-        let id = self.id();
-        if self.borrowed || id == StreamId::LEGACY_DEFAULT || id == StreamId::PER_THREAD_DEFAULT {
+        if self.borrowed || self.is_default() {
             return false;
         }
         let count = match &self.inner {
