@@ -10,14 +10,20 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! Resources: base ([`CudaResource`], [`ManagedResource`], [`AsyncResource`] with its own pool
-//! or as a view of the device's default pool, [`PinnedHostResource`], [`SystemResource`] where
-//! the device reads pageable memory, [`CallbackResource`] for C allocators), sub-allocators ([`PoolResource`], [`FixedSizeResource`],
-//! [`BinningResource`], [`ArenaResource`]) and adaptors ([`LimitingAdaptor`],
-//! [`StatisticsAdaptor`], [`TrackingAdaptor`], [`LoggingAdaptor`], [`FailureCallbackAdaptor`],
-//! [`AlignedAdaptor`], [`PrefetchAdaptor`]). Each wraps its upstream by value, so a stack of them
-//! is one type without dynamic dispatch, or `Arc<dyn MemoryResource>` ([`SharedResource`]) where
-//! it is shared:
+//! Resources, in three modules (each also re-exported here):
+//! - [`resources`], the base ones: [`CudaResource`], [`ManagedResource`], [`AsyncResource`] with
+//!   its own pool or as a view of the device's default pool, [`PinnedHostResource`],
+//!   [`SystemResource`] where the device reads pageable memory, [`CallbackResource`] for C
+//!   allocators, [`ExpandableResource`];
+//! - [`suballocators`], which carve blocks out of memory taken from an upstream: [`PoolResource`],
+//!   [`FixedSizeResource`], [`BinningResource`], [`ArenaResource`];
+//! - [`adaptors`], which wrap an upstream: [`LimitingAdaptor`], [`StatisticsAdaptor`],
+//!   [`TrackingAdaptor`], [`LoggingAdaptor`], [`FailureCallbackAdaptor`], [`AlignedAdaptor`],
+//!   [`PrefetchAdaptor`], [`TimelineAdaptor`].
+//!
+//! Each sub-allocator and adaptor wraps its upstream by value, so a stack of them is one type
+//! without dynamic dispatch, or `Arc<dyn MemoryResource>` ([`SharedResource`]) where it is
+//! shared:
 //!
 //! ```
 //! use rmm_core::{CudaResource, Device, MemoryResource, PoolOptions, PoolResource, StatisticsAdaptor};
@@ -34,32 +40,24 @@
 //! ```
 
 pub mod adaptors;
-mod arena;
-mod binning;
 mod containers;
 mod error;
-mod fixed_size;
-mod free_list;
 mod identity;
-mod pool;
 mod registry;
 mod reinitialize;
 mod resource;
 pub mod resources;
-mod stream_ordered;
+pub mod suballocators;
 pub mod testing;
+mod thread_index;
 
 pub use adaptors::{
     AlignedAdaptor, FailureCallbackAdaptor, LimitingAdaptor, LoggingAdaptor, PrefetchAdaptor,
     StatisticsAdaptor, TimelineAdaptor, TrackingAdaptor,
 };
-pub use arena::{ArenaOptions, ArenaResource};
-pub use binning::{BinningResource, DEFAULT_BIN_BLOCKS};
 pub use containers::{DeviceBuffer, DeviceScalar, DeviceVec, PinnedHostVec};
 pub use error::{human_bytes, MemoryError, OutOfMemory, Result};
-pub use fixed_size::FixedSizeResource;
 pub use identity::ResourceIdentity;
-pub use pool::{PoolOptions, PoolResource};
 pub use registry::{
     current_device, get_current_device_resource, get_per_device_resource, set_current_device,
     set_current_device_resource, set_per_device_resource,
@@ -74,3 +72,7 @@ pub use resources::{
     EXPANDABLE_UNIT,
 };
 pub use rmm_cuda::{Device, Stream, ALIGNMENT};
+pub use suballocators::{
+    ArenaOptions, ArenaResource, BinningResource, FixedSizeResource, PoolOptions, PoolResource,
+    DEFAULT_BIN_BLOCKS,
+};

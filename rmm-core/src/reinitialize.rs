@@ -2,10 +2,10 @@
 
 use crate::adaptors::LoggingAdaptor;
 use crate::error::Result;
-use crate::pool::{PoolOptions, PoolResource};
 use crate::registry::{current_device, set_per_device_resource};
 use crate::resource::SharedResource;
 use crate::resources::{CudaResource, ManagedResource};
+use crate::suballocators::{PoolOptions, PoolResource};
 use rmm_cuda::{Device, DeviceId};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -2,9 +2,9 @@
 //! over-allocating and handing out an aligned address inside the block.
 
 use crate::error::{MemoryError, OutOfMemory, Result};
-use crate::resource::{align_up, MemoryKind, MemoryResource, SharedResource};
+use crate::resource::{align_up, MemoryResource, SharedResource};
 use parking_lot::Mutex;
-use rmm_cuda::{Device, Stream, ALIGNMENT};
+use rmm_cuda::{Stream, ALIGNMENT};
 use std::collections::HashMap;
 
 /// Hands out addresses aligned to `alignment` for requests of `threshold` bytes or more (smaller
@@ -114,13 +114,7 @@ impl<U: MemoryResource> MemoryResource for AlignedAdaptor<U> {
         self.upstream.deallocate(original, size, stream)
     }
 
-    fn device(&self) -> &Device {
-        self.upstream.device()
-    }
-
-    fn kind(&self) -> MemoryKind {
-        self.upstream.kind()
-    }
+    pass_through!(device, kind);
 
     fn name(&self) -> String {
         format!("aligned({}, {})", self.alignment, self.upstream.name())

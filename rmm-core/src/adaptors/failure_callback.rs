@@ -2,9 +2,8 @@
 //! callback that may free memory (drop caches, spill, synchronise) and retries while it says so.
 
 use crate::error::{MemoryError, OutOfMemory, Result};
-use crate::identity::ResourceIdentity;
-use crate::resource::{MemoryKind, MemoryResource};
-use rmm_cuda::{Device, Stream};
+use crate::resource::MemoryResource;
+use rmm_cuda::Stream;
 use std::fmt;
 
 /// Calls `callback(bytes, &error)` when the upstream runs out of memory; `true` retries the
@@ -81,25 +80,11 @@ where
         }
     }
 
-    unsafe fn deallocate(&self, ptr: u64, bytes: usize, stream: &Stream) -> Result<()> {
-        self.upstream.deallocate(ptr, bytes, stream)
-    }
-
-    fn device(&self) -> &Device {
-        self.upstream.device()
-    }
-
-    fn kind(&self) -> MemoryKind {
-        self.upstream.kind()
-    }
-
-    fn name(&self) -> String {
-        format!("failure_callback({})", self.upstream.name())
-    }
-
-    /// The upstream's: this adaptor adds nothing to a free, so the upstream (or anything equal to
-    /// it) frees what this allocated, and the other way round.
-    fn identity(&self) -> ResourceIdentity {
-        self.upstream.identity()
-    }
+    pass_through!(
+        deallocate,
+        device,
+        kind,
+        name = "failure_callback",
+        identity
+    );
 }

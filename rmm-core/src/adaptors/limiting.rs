@@ -2,8 +2,8 @@
 //! handed out past a limit.
 
 use crate::error::{human_bytes, OutOfMemory, Result};
-use crate::resource::{aligned_size, MemoryKind, MemoryResource, SharedResource};
-use rmm_cuda::{Device, Stream};
+use crate::resource::{aligned_size, MemoryResource, SharedResource};
+use rmm_cuda::Stream;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Caps the bytes outstanding through it (counted rounded up to 256, as the upstream hands them
@@ -80,15 +80,5 @@ impl<U: MemoryResource> MemoryResource for LimitingAdaptor<U> {
         Ok(())
     }
 
-    fn device(&self) -> &Device {
-        self.upstream.device()
-    }
-
-    fn kind(&self) -> MemoryKind {
-        self.upstream.kind()
-    }
-
-    fn name(&self) -> String {
-        format!("limiting({})", self.upstream.name())
-    }
+    pass_through!(device, kind, name = "limiting");
 }

@@ -2,9 +2,8 @@
 //! the device on its stream, so kernels do not fault the pages in one by one.
 
 use crate::error::Result;
-use crate::identity::ResourceIdentity;
-use crate::resource::{MemoryKind, MemoryResource, SharedResource};
-use rmm_cuda::{Device, Stream};
+use crate::resource::{MemoryResource, SharedResource};
+use rmm_cuda::Stream;
 
 /// `CUDA_ERROR_INVALID_VALUE`: what the driver answers when asked to prefetch memory that is not
 /// managed. As in RMM, that makes the prefetch a no-op rather than a failed allocation.
@@ -59,25 +58,5 @@ impl<U: MemoryResource> MemoryResource for PrefetchAdaptor<U> {
         }
     }
 
-    unsafe fn deallocate(&self, ptr: u64, bytes: usize, stream: &Stream) -> Result<()> {
-        self.upstream.deallocate(ptr, bytes, stream)
-    }
-
-    fn device(&self) -> &Device {
-        self.upstream.device()
-    }
-
-    fn kind(&self) -> MemoryKind {
-        self.upstream.kind()
-    }
-
-    fn name(&self) -> String {
-        format!("prefetch({})", self.upstream.name())
-    }
-
-    /// The upstream's: this adaptor adds nothing to a free, so the upstream (or anything equal to
-    /// it) frees what this allocated, and the other way round.
-    fn identity(&self) -> ResourceIdentity {
-        self.upstream.identity()
-    }
+    pass_through!(deallocate, device, kind, name = "prefetch", identity);
 }

@@ -2,9 +2,9 @@
 //! allocation counts, in scopes that can be pushed and popped.
 
 use crate::error::{MemoryError, Result};
-use crate::resource::{MemoryKind, MemoryResource, SharedResource};
+use crate::resource::{MemoryResource, SharedResource};
 use parking_lot::Mutex;
-use rmm_cuda::{Device, Stream};
+use rmm_cuda::Stream;
 
 /// One counter: the current value, its peak, and the total ever added.
 ///
@@ -165,17 +165,7 @@ impl<U: MemoryResource> MemoryResource for StatisticsAdaptor<U> {
         Ok(())
     }
 
-    fn device(&self) -> &Device {
-        self.upstream.device()
-    }
-
-    fn kind(&self) -> MemoryKind {
-        self.upstream.kind()
-    }
-
-    fn name(&self) -> String {
-        format!("statistics({})", self.upstream.name())
-    }
+    pass_through!(device, kind, name = "statistics");
 }
 
 #[cfg(test)]

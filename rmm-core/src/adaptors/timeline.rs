@@ -20,9 +20,9 @@
 //! ```
 
 use crate::error::Result;
-use crate::resource::{MemoryKind, MemoryResource};
+use crate::resource::MemoryResource;
 use parking_lot::Mutex;
-use rmm_cuda::{Device, Stream};
+use rmm_cuda::Stream;
 use std::time::Instant;
 
 /// Free space of a resource at one moment.
@@ -218,23 +218,13 @@ impl<U: MemoryResource> MemoryResource for TimelineAdaptor<U> {
         Ok(())
     }
 
-    fn device(&self) -> &Device {
-        self.upstream.device()
-    }
-
-    fn kind(&self) -> MemoryKind {
-        self.upstream.kind()
-    }
-
-    fn name(&self) -> String {
-        format!("timeline({})", self.upstream.name())
-    }
+    pass_through!(device, kind, name = "timeline");
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{CudaResource, DeviceBuffer, PoolOptions, PoolResource};
+    use crate::{CudaResource, Device, DeviceBuffer, PoolOptions, PoolResource};
     use std::sync::Arc;
 
     #[test]

@@ -8,10 +8,10 @@
 //! of these in front of it.
 
 use crate::error::{human_bytes, MemoryError, Result};
-use crate::resource::{MemoryKind, MemoryResource, SharedResource};
-use crate::stream_ordered::thread_index;
+use crate::resource::{MemoryResource, SharedResource};
+use crate::thread_index::thread_index;
 use parking_lot::Mutex;
-use rmm_cuda::{Device, Stream, StreamId};
+use rmm_cuda::{Stream, StreamId};
 use std::backtrace::Backtrace;
 use std::collections::HashMap;
 use std::fmt::Write;
@@ -186,15 +186,5 @@ impl<U: MemoryResource> MemoryResource for TrackingAdaptor<U> {
         Ok(())
     }
 
-    fn device(&self) -> &Device {
-        self.upstream.device()
-    }
-
-    fn kind(&self) -> MemoryKind {
-        self.upstream.kind()
-    }
-
-    fn name(&self) -> String {
-        format!("tracking({})", self.upstream.name())
-    }
+    pass_through!(device, kind, name = "tracking");
 }

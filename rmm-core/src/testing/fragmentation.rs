@@ -2,8 +2,8 @@
 
 use crate::adaptors::{replay_log_observed, LogRecord, ReplayReport};
 use crate::error::Result;
-use crate::pool::PoolResource;
 use crate::resource::MemoryResource;
+use crate::suballocators::PoolResource;
 
 /// What a replay left of a pool's free memory at the log's peak.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -11,11 +11,11 @@ pub use record::{parse_log, LogAction, LogRecord, LOG_HEADER};
 pub use replay::{replay_file, replay_log, replay_log_observed, ReplayReport};
 
 use crate::error::{MemoryError, Result};
-use crate::resource::{MemoryKind, MemoryResource, SharedResource};
-use crate::stream_ordered::thread_index;
+use crate::resource::{MemoryResource, SharedResource};
+use crate::thread_index::thread_index;
 use parking_lot::Mutex;
 use record::time_of_day;
-use rmm_cuda::{Device, Stream};
+use rmm_cuda::Stream;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -155,17 +155,7 @@ impl<U: MemoryResource> MemoryResource for LoggingAdaptor<U> {
         self.upstream.deallocate(ptr, bytes, stream)
     }
 
-    fn device(&self) -> &Device {
-        self.upstream.device()
-    }
-
-    fn kind(&self) -> MemoryKind {
-        self.upstream.kind()
-    }
-
-    fn name(&self) -> String {
-        format!("logging({})", self.upstream.name())
-    }
+    pass_through!(device, kind, name = "logging");
 }
 
 impl<U: MemoryResource> Drop for LoggingAdaptor<U> {

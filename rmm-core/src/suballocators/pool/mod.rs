@@ -2,8 +2,8 @@
 //! (RMM's `pool_memory_resource`, faster and easier to diagnose).
 //!
 //! Where the memory is:
-//! - each stream's free list (`crate::stream_ordered`): blocks freed on that stream, reused at
-//!   once by it, by other streams after an event wait;
+//! - each stream's free list (`crate::suballocators::stream_ordered`): blocks freed on that
+//!   stream, reused at once by it, by other streams after an event wait;
 //! - the reservoir: memory no work has touched yet (new chunks, and everything after
 //!   [`PoolResource::release`] synchronised). A stream takes a *portion* of it at a time (1/16 of
 //!   the pool within 1 MiB .. 1 GiB, at least what it asked), so streams rarely come back for more.
@@ -26,9 +26,9 @@ mod growth;
 mod live;
 
 use crate::error::{human_bytes, MemoryError, OutOfMemory, Result};
-use crate::free_list::{ChunkBoundaries, CoalescingFreeList, FreeStore};
 use crate::resource::{aligned_size, check_stream, MemoryKind, MemoryResource, SharedResource};
-use crate::stream_ordered::{Entry, StreamList, StreamLists};
+use crate::suballocators::free_list::{ChunkBoundaries, CoalescingFreeList, FreeStore};
+use crate::suballocators::stream_ordered::{Entry, StreamList, StreamLists};
 use chunks::{Chunk, Chunks};
 use live::LiveBlocks;
 use parking_lot::Mutex;

@@ -1,6 +1,6 @@
 //! Free-block stores of the sub-allocators: the coalescing best-fit list (pool, arena) and the
 //! fixed-size block stack (fixed-size resource), behind one small trait so the stream-ordered
-//! machinery (`crate::stream_ordered`) serves both.
+//! machinery (`super::stream_ordered`) serves both.
 
 mod addr_map;
 mod bitmap;

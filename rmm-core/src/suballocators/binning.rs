@@ -3,8 +3,8 @@
 //! upstream. A request goes to the smallest bin that holds it.
 
 use crate::error::{human_bytes, MemoryError, Result};
-use crate::fixed_size::FixedSizeResource;
 use crate::resource::{aligned_size, MemoryKind, MemoryResource, SharedResource};
+use crate::suballocators::fixed_size::FixedSizeResource;
 use rmm_cuda::{Device, Stream};
 use std::fmt;
 

@@ -1,6 +1,6 @@
 //! The upstream allocations ("chunks") a pool holds, and the boundaries between touching ones.
 
-use crate::free_list::{touching_points, ChunkBoundaries};
+use crate::suballocators::free_list::{touching_points, ChunkBoundaries};
 use rmm_cuda::Stream;
 use std::collections::BTreeMap;
 use std::sync::Arc;

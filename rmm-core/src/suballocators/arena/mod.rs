@@ -3,8 +3,8 @@
 //! from it and serve small requests without touching the global lock.
 //!
 //! - A request looks in its stream's arena first (best fit, coalescing: the free list of the pool,
-//!   [`crate::free_list`]); then takes a superblock from the global arena, or, for a request of a
-//!   superblock or more, exactly the request.
+//!   [`crate::suballocators::free_list`]); then takes a superblock from the global arena, or, for
+//!   a request of a superblock or more, exactly the request.
 //! - Freed memory goes to the arena of the stream it is freed on and is reused there at once; it
 //!   reaches other streams only through defragmentation, which waits on the host for the streams
 //!   of all arenas and returns all their free memory to the global arena, where it coalesces.
@@ -16,9 +16,9 @@
 mod dump;
 
 use crate::error::{human_bytes, MemoryError, OutOfMemory, Result};
-use crate::free_list::{CoalescingFreeList, FreeStore};
 use crate::resource::{aligned_size, check_stream, MemoryKind, MemoryResource, SharedResource};
-use crate::stream_ordered::{Entry, StreamList, StreamLists};
+use crate::suballocators::free_list::{CoalescingFreeList, FreeStore};
+use crate::suballocators::stream_ordered::{Entry, StreamList, StreamLists};
 use parking_lot::Mutex;
 use rmm_cuda::{Device, Stream, ALIGNMENT};
 use std::fmt;

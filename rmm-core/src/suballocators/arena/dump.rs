@@ -1,8 +1,8 @@
 //! The arena's state as text: what a failure dump and [`super::ArenaResource::state_report`] show.
 
 use crate::error::human_bytes;
-use crate::free_list::{CoalescingFreeList, FreeStore};
-use crate::stream_ordered::ListSummary;
+use crate::suballocators::free_list::{CoalescingFreeList, FreeStore};
+use crate::suballocators::stream_ordered::ListSummary;
 use std::fmt::Write;
 
 /// Free blocks of the global arena listed at most (largest first).

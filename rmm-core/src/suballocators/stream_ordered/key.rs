@@ -1,23 +1,11 @@
 //! Which per-stream state a stream maps to.
 
+use crate::thread_index::thread_index;
 use rmm_cuda::{Stream, StreamId};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Keys of per-thread default streams carry this bit (real stream handles are user-space
 /// pointers, far below it).
 const PER_THREAD: u64 = 1 << 63;
-
-static NEXT_THREAD: AtomicU64 = AtomicU64::new(0);
-
-thread_local! {
-    static THREAD_INDEX: u64 = NEXT_THREAD.fetch_add(1, Ordering::Relaxed);
-}
-
-/// A small number unique to the calling thread (for keys, logs and allocation records).
-#[inline]
-pub(crate) fn thread_index() -> u64 {
-    THREAD_INDEX.with(|i| *i)
-}
 
 /// The key of `stream`'s state. The per-thread default stream has one handle value but is a
 /// different stream on every thread, so its key includes the calling thread (RMM's per-thread

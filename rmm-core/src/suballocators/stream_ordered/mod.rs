@@ -32,11 +32,11 @@ mod key;
 mod lock;
 mod slots;
 
-pub(crate) use key::{stream_key, thread_index};
+pub(crate) use key::stream_key;
 pub(crate) use slots::Entry;
 
 use crate::error::Result;
-use crate::free_list::FreeStore;
+use crate::suballocators::free_list::FreeStore;
 use key::is_per_thread;
 use lock::ListLock;
 use once_cell::sync::OnceCell;

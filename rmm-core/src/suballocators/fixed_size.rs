@@ -1,11 +1,12 @@
 //! Fixed-size blocks (RMM's `fixed_size_memory_resource`): every allocation gets one block of
 //! `block_size` bytes from a stack, O(1) both ways. Blocks come from the upstream in chunks of
-//! `blocks_to_preallocate` blocks; stream ordering is that of [`crate::stream_ordered`].
+//! `blocks_to_preallocate` blocks; stream ordering is that of
+//! [`crate::suballocators::stream_ordered`].
 
 use crate::error::{human_bytes, MemoryError, OutOfMemory, Result};
-use crate::free_list::{FixedBlocks, FreeStore};
 use crate::resource::{aligned_size, check_stream, MemoryKind, MemoryResource, SharedResource};
-use crate::stream_ordered::{Entry, StreamList, StreamLists};
+use crate::suballocators::free_list::{FixedBlocks, FreeStore};
+use crate::suballocators::stream_ordered::{Entry, StreamList, StreamLists};
 use parking_lot::Mutex;
 use rmm_cuda::{Device, Stream};
 use std::fmt;
