@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Times scanpy on the pipeline of BENCHMARKS.md section B, step by step, so `scpipe run` can be
+"""Times scanpy on the pipeline of benches/WORKLOADS.md section B, step by step, so `scpipe run` can be
 set beside it on the same machine and the same file (see benches/RESULTS.md).
 
     python benches/scanpy_reference.py INPUT.h5ad --warmup SMALL.h5ad --json OUT.json
 
 The warm-up file runs the whole recipe once first so numba's compilation stays out of the figures
-(as BENCHMARKS.md's scanpy table does). Results are written after every step, so a run stopped
+(as the scanpy table of WORKLOADS.md does). Results are written after every step, so a run stopped
 early still leaves what it measured. Run it under the same thread limits as scpipe (e.g.
 `taskset -c 0,1` with OMP/NUMBA/OPENBLAS threads = 2).
 """

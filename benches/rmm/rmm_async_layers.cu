@@ -3,7 +3,7 @@
 // turns within one process on the same trace: the driver's per-process swings (500 to 1,000 ns
 // per call from one process to the next) then hit both alike.
 //
-// Built on the GPU machine (scripts/device/async_layers.sh):
+// Built on the GPU machine (scripts/device/benchmarks/async_layers.sh):
 //   nvcc -std=c++20 -O3 -arch=sm_90 -shared -Xcompiler -fPIC -Irmm/include -Irmm/include/rapids \
 //     -Irlog/include rmm_async_layers.cu -o librmm_async_layers.so -Lrmm/lib64 -lrmm ...
 //
