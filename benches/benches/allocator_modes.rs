@@ -1,4 +1,4 @@
-//! Allocator modes on the neighbors and harmony workloads (BENCHMARKS.md section C).
+//! Allocator modes on the neighbors and harmony workloads (benches/WORKLOADS.md section C).
 //!
 //! For each N: N cells x D components in 8 cell types and 4 batches (each batch shifts every
 //! component; the same data for every mode), then for each workload and each allocator mode: a
@@ -22,7 +22,7 @@ use rmm_core::{CudaResource, Device, SharedResource};
 use sc_kernels::gpu::GpuContext;
 use sc_kernels::neighbors::{neighbors_on_device, NeighborsParams};
 use sc_kernels::DenseMatrix;
-use sc_pipeline::cli::allocator::{build_with_probe, AllocatorChoice};
+use sc_pipeline::run::allocator::{build, AllocatorChoice};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Instant;
@@ -204,8 +204,8 @@ fn run() -> Result<(), String> {
                         }
                     }
                 }
-                let (resource, probe) =
-                    build_with_probe(mode, &device, None, None).map_err(|e| e.to_string())?;
+                let sc_pipeline::run::allocator::Built { resource, probe } =
+                    build(mode, &device, None, None).map_err(|e| e.to_string())?;
                 let mut timeline = TimelineAdaptor::new(resource);
                 if let Some(p) = probe {
                     timeline = timeline.with_probe(move || p());

@@ -1,5 +1,5 @@
 //! Where the async resource's time per call goes (issue 11: `AsyncResource` measured up to 0.55x
-//! of RMM's `cuda_async` at 1 KiB, one thread). BENCHMARKS.md A's one-thread traces replayed in
+//! of RMM's `cuda_async` at 1 KiB, one thread). WORKLOADS.md A's one-thread traces replayed in
 //! one process through three layers over the same kind of pool (a driver pool of pinned device
 //! memory, release threshold at its maximum, on a non-blocking stream):
 //!
@@ -11,7 +11,7 @@
 //!   `random_allocations --only async` measures).
 //!
 //! With `--rmm-lib PATH` (`benches/rmm/rmm_async_layers.cu` built as a shared library on the GPU
-//! machine, `scripts/device/async_layers.sh`), two more layers take their turns in the same
+//! machine, `scripts/device/benchmarks/async_layers.sh`), two more layers take their turns in the same
 //! process: `runtime` (`cudaMallocFromPoolAsync` / `cudaFreeAsync` on a pool of the same kind,
 //! what RMM's resource calls) and `rmm_cuda_async` (RMM's `cuda_async_memory_resource`). The
 //! driver's cost per call swings by up to 2x from one process to the next, so only turns taken
@@ -20,7 +20,7 @@
 //! `--grid` replays RMM's own grid instead ({1k, 10k, 100k} allocations x a maximum size of {1 ..
 //! 4096} MiB, the traces of `random_allocations --grid`) through the driver's calls, our resource
 //! and RMM's (three pools of up to 16,000 MiB each fit on an 80 GB GPU), 3 passes a cell.
-//! `--threads N` runs BENCHMARKS A's N-thread traces, each on a thread and a stream of its own
+//! `--threads N` runs WORKLOADS.md A's N-thread traces, each on a thread and a stream of its own
 //! (4 GiB live at most, shared), as `random_allocations` and RMM's `rmm_ra` do.
 //!
 //! ```text
@@ -226,7 +226,7 @@ struct RmmLib {
 
 impl RmmLib {
     fn load(path: &str) -> Result<Arc<RmmLib>, String> {
-        // SAFETY: the library is `rmm_async_layers.cu` built by scripts/device/async_layers.sh:
+        // SAFETY: the library is `rmm_async_layers.cu` built by scripts/device/benchmarks/async_layers.sh:
         // its initialisers only set up RMM's and the runtime's statics, and every symbol below
         // has the C signature given for it.
         unsafe {
@@ -574,7 +574,7 @@ fn main() {
         println!("RMM's grid, one thread; ns per event, best of {GRID_PASSES} (median), 1 pass at 100,000 x 1,024 and 4,096 MiB");
     } else {
         println!(
-            "BENCHMARKS A traces, {threads} thread(s) of {steps} steps; ns per event (wall, all threads), best of {passes} (median)"
+            "WORKLOADS.md A traces, {threads} thread(s) of {steps} steps; ns per event (wall, all threads), best of {passes} (median)"
         );
     }
     let mut header: Vec<&str> = vec![if grid { "cell" } else { "max size" }];

@@ -1,6 +1,6 @@
 //! Does a download on a GPU's copy lane overlap work on the GPU's own stream? The output is
 //! written from the GPU while neighbors runs, and its copies were measured to make no progress
-//! during the kNN (benches/RESULTS.md, 2026-11-26). This times a 4 GiB lane download alone and
+//! during the kNN (benches/results/LOG.md, 2026-11-26). This times a 4 GiB lane download alone and
 //! while the main stream runs one thing, one case per process (what the driver has loaded
 //! matters):
 //!
@@ -23,7 +23,7 @@ use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 use sc_kernels::gpu::module_cache::KernelSource;
 use sc_kernels::gpu::{DeviceVec, GpuContext};
 use sc_kernels::neighbors::{neighbors_on_device, NeighborsParams};
-use sc_pipeline::cli::allocator::{build, AllocatorChoice};
+use sc_pipeline::run::allocator::{build, AllocatorChoice};
 use std::time::{Duration, Instant};
 
 const SPIN: &str = r#"
@@ -57,7 +57,9 @@ fn run() -> Res<()> {
     }
     let s = |e: &dyn std::fmt::Display| e.to_string();
     let device = rmm_core::Device::cuda(0).map_err(|e| s(&e))?;
-    let resource = build(AllocatorChoice::Pool, &device, None, None).map_err(|e| s(&e))?;
+    let resource = build(AllocatorChoice::Pool, &device, None, None)
+        .map_err(|e| s(&e))?
+        .resource;
     let stream = device.new_stream().map_err(|e| s(&e))?;
     let ctx = GpuContext::new(&device, &stream, resource.clone()).map_err(|e| s(&e))?;
     ctx.copy_lane()
@@ -91,7 +93,7 @@ fn run() -> Res<()> {
     let (n, d, k) = (600_000, 50, params.n_neighbors);
     let x = match case.as_str() {
         "neighbors" | "neighbors-warm" | "neighbors-modules" | "neighbors-kernels" => {
-            for m in sc_kernels::gpu::all_modules() {
+            for m in sc_kernels::warm_up::all_modules() {
                 match case.as_str() {
                     "neighbors-modules" => ctx.load_module(m).map(drop),
                     "neighbors-kernels" => ctx.load_kernels(m),

@@ -1,6 +1,6 @@
-//! CPU pipeline benchmark (BENCHMARKS.md section B, CPU side): reads an h5ad file of synthetic
+//! CPU pipeline benchmark (benches/WORKLOADS.md section B, CPU side): reads an h5ad file of synthetic
 //! counts and runs the scanpy recipe step by step, timing each step, next to scanpy 1.12's
-//! figures on a 2-core machine (BENCHMARKS.md, "scanpy on a 2-core machine").
+//! figures on a 2-core machine (benches/WORKLOADS.md, "scanpy on a 2-core machine").
 //!
 //! cargo bench -p benches --bench cpu_pipeline -- [--cells N] [--genes G] [--seed S]
 //!     [--input FILE.h5ad] [--flavor cell_ranger|seurat|seurat_v3] [--json PATH]
@@ -8,15 +8,15 @@
 //! Without `--input`, the file is generated first (not timed) as `scpipe generate` writes it,
 //! under the system's temporary directory, and reused by later runs with the same parameters.
 
-use sc_pipeline::pipeline::{run_pipeline, PipelineConfig, Silent};
 use sc_pipeline::report::{StepRecord, StepTimer};
+use sc_pipeline::run::{run_pipeline, PipelineConfig, Silent};
 use sc_pipeline::steps::{Flavor, HvgOptions};
 use sc_pipeline::synthetic::{generate, SyntheticParams};
 use std::path::PathBuf;
 use std::time::Instant;
 
 /// scanpy 1.12.4 on a 2-core machine, 100,000 x 20,000 synthetic counts, seconds
-/// (BENCHMARKS.md). Keys are our step names.
+/// (benches/WORKLOADS.md, "scanpy on a 2-core machine"). Keys are our step names.
 const SCANPY_2CORE: &[(&str, f64)] = &[
     ("read input", 8.1),
     ("filter_genes", 5.5),

@@ -1,4 +1,4 @@
-//! GPU pipeline benchmark (BENCHMARKS.md section B, GPU side): in one process, reads an h5ad file
+//! GPU pipeline benchmark (benches/WORKLOADS.md section B, GPU side): in one process, reads an h5ad file
 //! and runs the GPU pipeline (every step on the device through `rmm-core`)
 //! `--runs` times; run 1 is cold (first use of every kernel module and GPU library, from the
 //! disk cache or compiled), later runs are warm, as rapids-singlecell's harness measures it.
@@ -7,9 +7,9 @@
 //! .gpu/bin/bench-gpu_pipeline FILE.h5ad [--runs N] [--allocator pool|async|cuda|managed|binning|arena]
 //!     [--neighbors] [--harmony KEY] [--json-prefix PREFIX]      (writes PREFIX1.json, PREFIX2.json, ... in `scpipe --report`'s format)
 
-use sc_pipeline::cli::allocator::{build, AllocatorChoice};
-use sc_pipeline::pipeline::{run_pipeline_on, GpuRun, PipelineConfig, Silent};
 use sc_pipeline::report::{RunReport, StepTimer};
+use sc_pipeline::run::allocator::{build, AllocatorChoice};
+use sc_pipeline::run::{run_pipeline_on, GpuRun, PipelineConfig, Silent};
 use std::time::Instant;
 
 fn main() {
@@ -50,7 +50,9 @@ fn run() -> Result<(), String> {
         return Ok(());
     }
     let device = rmm_core::Device::cuda(0).map_err(|e| e.to_string())?;
-    let resource = build(allocator, &device, None, None).map_err(|e| e.to_string())?;
+    let resource = build(allocator, &device, None, None)
+        .map_err(|e| e.to_string())?
+        .resource;
     let stream = device.new_stream().map_err(|e| e.to_string())?;
     let gpu = GpuRun::new(&device, &stream, resource).map_err(|e| e.to_string())?;
     gpu.warm_up(Some(&config));

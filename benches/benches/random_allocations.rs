@@ -1,4 +1,4 @@
-//! Random allocations: allocator throughput, exactly as `shared/BENCHMARKS.md` section A defines
+//! Random allocations: allocator throughput, exactly as `benches/WORKLOADS.md` section A defines
 //! it, beside the RMM 26.10 reference figures measured on an H100.
 //!
 //! ```text
@@ -236,7 +236,7 @@ fn measure_traces<R: MemoryResource + ?Sized>(
     })
 }
 
-/// RMM 26.10 on an H100 (ns per operation), BENCHMARKS.md A.
+/// RMM 26.10 on an H100 (ns per operation), benches/WORKLOADS.md section A.
 fn reference(resource: &str, max_size: usize, threads: usize) -> Option<f64> {
     let row = MAX_SIZES.iter().position(|&m| m == max_size)? * 2 + (threads == 4) as usize;
     #[rustfmt::skip]
@@ -501,7 +501,7 @@ fn main() {
                 "quick": quick,
                 "cross_stream": cross,
             },
-            "reference": "RMM 26.10 C++, H100 (shared/BENCHMARKS.md section A)",
+            "reference": "RMM 26.10 C++, H100 (benches/WORKLOADS.md section A)",
             "results": results,
         });
         if let Err(e) = std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap()) {

@@ -9,10 +9,10 @@
 use rmm_core::adaptors::LimitingAdaptor;
 use rmm_core::SharedResource;
 use sc_pipeline::anndata::Matrix;
-use sc_pipeline::cli::allocator::{build, parse_size, AllocatorChoice};
 use sc_pipeline::memory_plan::Execution;
-use sc_pipeline::pipeline::{run_pipeline_on, GpuRun, PipelineConfig, Silent};
 use sc_pipeline::report::{RunReport, StepTimer};
+use sc_pipeline::run::allocator::{build, parse_size, AllocatorChoice};
+use sc_pipeline::run::{run_pipeline_on, GpuRun, PipelineConfig, Silent};
 use sc_pipeline::AnnData;
 use std::sync::Arc;
 use std::time::Instant;
@@ -89,12 +89,16 @@ fn run() -> Result<(), String> {
         Ok::<_, String>((a, r, peak))
     };
 
-    let pool = || build(AllocatorChoice::Pool, &device, None, None).map_err(|e| e.to_string());
+    let pool = || {
+        build(AllocatorChoice::Pool, &device, None, None)
+            .map(|b| b.resource)
+            .map_err(|e| e.to_string())
+    };
     let free = device.memory_info().map_err(|e| e.to_string())?.free as u64;
     let (memory, rep_memory, _) = pipeline(
         adata,
         pool()?,
-        sc_pipeline::pipeline::default_budget(free),
+        sc_pipeline::run::default_budget(free),
         Execution::InMemory,
     )?;
     println!("in memory:");

@@ -76,7 +76,7 @@ pub fn flag_value(args: &[String], flag: &str) -> Option<String> {
 /// which also points neighbors at harmony's output) to `config`; returns false for any other
 /// flag.
 pub fn pipeline_flag(
-    config: &mut sc_pipeline::pipeline::PipelineConfig,
+    config: &mut sc_pipeline::run::PipelineConfig,
     flag: &str,
     args: &mut impl Iterator<Item = String>,
 ) -> Result<bool, String> {
@@ -151,7 +151,7 @@ pub struct Trace {
     pub slots: usize,
 }
 
-/// The trace of thread `thread`, exactly as BENCHMARKS.md A writes it.
+/// The trace of thread `thread`, exactly as benches/WORKLOADS.md section A writes it.
 pub fn trace(thread: usize, steps: usize, max_size: usize, max_usage: usize) -> Trace {
     let mut rng = SplitMix64::new(42 + thread as u64);
     let mut live: Vec<(u32, usize)> = Vec::new();

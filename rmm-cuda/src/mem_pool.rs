@@ -217,7 +217,7 @@ impl MemPool {
     /// Makes the device current where a stream-ordered call needs it. A created stream names its
     /// context, which the driver takes from it whatever is current (checked on an H100, driver
     /// 580, with no context and with another context current:
-    /// `scripts/device/no_context_check.c`), so the hot path does not ask the driver for the
+    /// `scripts/device/experiments/no_context_check.c`), so the hot path does not ask the driver for the
     /// current context on every call (10 to 20 ns); it makes the device current once per thread.
     /// The default streams (handles 0 and 2) mean the stream of the *current* context, so for
     /// them the device is made current on every call.

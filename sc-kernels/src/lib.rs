@@ -1,6 +1,6 @@
 //! Single-cell kernels. Each step has a CPU reference implementation that follows scanpy's
-//! definitions (see `../shared/DESIGN.md`, section 3, and each module's documentation for the
-//! exact formulas, dtypes and rounding); GPU kernels are checked against them.
+//! definitions (see `ARCHITECTURE.md`, "Reference definitions", and each module's documentation
+//! for the exact formulas, dtypes and rounding); GPU kernels are checked against them.
 //!
 //! | step (scanpy name) | module |
 //! |---|---|
@@ -35,6 +35,7 @@ pub mod real;
 pub mod scale;
 pub mod stats;
 pub mod synth;
+pub mod warm_up;
 
 pub use columns::{Column, NamedColumns};
 pub use comm::{Communicator, SingleRank};

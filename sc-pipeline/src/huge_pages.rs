@@ -5,7 +5,7 @@
 //! or stacked from the GPUs). With 4 KiB pages the kernel takes a page fault and zeroes a page for
 //! every 4 KiB first written, and unmaps as many pages when the array is freed. On the H100 hosts,
 //! 16 threads copy into fresh memory at 15.8 GB/s with 4 KiB pages and at 32.6 GB/s with 2 MiB
-//! pages, and freeing 8 GiB takes 0.27 s against 0.02 s (`scripts/device/fault_bench.c`).
+//! pages, and freeing 8 GiB takes 0.27 s against 0.02 s (`scripts/device/experiments/fault_bench.c`).
 //! Where transparent huge pages are set to `madvise` (the usual default), only memory marked with
 //! `madvise(MADV_HUGEPAGE)` gets them: this allocator marks every allocation of at least
 //! [`LARGE_BYTES`]. `SCPIPE_HUGE_PAGES=0` turns it off; where the kernel has no transparent huge

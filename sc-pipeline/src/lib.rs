@@ -8,15 +8,13 @@
 pub mod anndata;
 pub mod cli;
 pub mod error;
-pub mod generated_run;
 pub mod huge_pages;
 pub mod io;
 pub mod memory_plan;
 pub mod memory_timeline;
-pub mod pipeline;
 mod release;
 pub mod report;
-pub mod split_run;
+pub mod run;
 pub mod steps;
 pub mod synthetic;
 

@@ -4,7 +4,8 @@
 //! run's resource, so a wrong estimate ends in a clear out-of-memory error, never in more device
 //! memory than allowed.
 
-use crate::pipeline::PipelineConfig;
+use crate::run::step::{Phase, Sizes, StepBytes};
+use crate::run::{table, PipelineConfig};
 use sc_kernels::gpu::streamed::csr_block_bytes;
 
 /// `--execution`: how X is held on a GPU run.
@@ -45,28 +46,28 @@ pub struct MemoryPlan {
 /// kNN and harmony buffers of a run of typical size; a quarter of a smaller budget.
 const RESERVE: u64 = 512 << 20;
 
-/// Device bytes PCA of `genes` genes needs besides its input: the f64 Gram matrix and its f32
-/// block (12 g^2), the covariance handed to the eigensolver (8 g^2) and cuSOLVER's workspace
-/// (about 4 g^2 doubles, 32 g^2).
-pub fn pca_bytes(genes: usize) -> u64 {
-    52 * (genes as u64).pow(2)
-}
-
-/// The genes PCA runs on: the highly variable ones when X is subset to them.
-fn pca_genes(n_vars: usize, config: &PipelineConfig) -> usize {
-    match (&config.hvg, config.subset_hvg) {
-        (Some(h), true) => h.n_top_genes.unwrap_or(n_vars).min(n_vars),
-        _ => n_vars,
-    }
+/// What the per-cell steps of `config` need beyond X and its compacted copy (the step table's
+/// estimates): what they keep, added up, and the most one of them holds while it runs.
+fn steps_bytes(sizes: &Sizes, config: &PipelineConfig) -> StepBytes {
+    table::enabled(config, Phase::PerCell).fold(StepBytes::default(), |all, step| {
+        let b = (step.device_bytes)(sizes, config);
+        StepBytes {
+            kept: all.kept + b.kept,
+            transient: all.transient.max(b.transient),
+        }
+    })
 }
 
 /// What is kept out of the blocks' share of `budget`: [`RESERVE`] (a quarter of a smaller
-/// budget) and what PCA needs.
+/// budget) and what the steps hold while they run (PCA's matrices); a block's own outputs are
+/// within the block's share.
 fn reserve(budget: u64, n_vars: usize, config: &PipelineConfig) -> u64 {
-    let pca = config
-        .n_comps
-        .map_or(0, |_| pca_bytes(pca_genes(n_vars, config)));
-    RESERVE.min(budget / 4) + pca
+    let sizes = Sizes {
+        n_obs: 0,
+        n_vars,
+        nnz: 0,
+    };
+    RESERVE.min(budget / 4) + steps_bytes(&sizes, config).transient
 }
 
 /// Smallest and largest streamed block: small blocks waste launches, large ones gain nothing
@@ -76,17 +77,12 @@ pub const MAX_BLOCK: u64 = 2 << 30;
 
 /// The device peak of an in-memory run of `config` on an `n_obs x n_vars` CSR matrix with `nnz`
 /// stored values: a filter holds X and its compacted copy at once (2 X), and after the HVG
-/// subset `.raw` (at most X), X's HVG columns (at most X) and the dense scaled matrix coexist.
+/// subset `.raw` (at most X) and X's HVG columns (at most X) coexist with what the steps keep
+/// (scale's dense matrix) and hold while they run (PCA's matrices); see each step's row.
 pub fn in_memory_peak(n_obs: usize, n_vars: usize, nnz: usize, config: &PipelineConfig) -> u64 {
     let x = csr_block_bytes(n_obs, nnz) as u64;
-    let genes = pca_genes(n_vars, config);
-    let dense = if config.scale_max_value.is_some() {
-        n_obs as u64 * genes as u64 * 4
-    } else {
-        0
-    };
-    let pca = config.n_comps.map_or(0, |_| pca_bytes(genes));
-    2 * x + dense + RESERVE + pca
+    let steps = steps_bytes(&Sizes { n_obs, n_vars, nnz }, config);
+    2 * x + steps.kept + steps.transient + RESERVE
 }
 
 /// At most the bytes of the h5ad a run of `config` writes for an `n_obs x n_vars` CSR matrix
@@ -99,7 +95,7 @@ pub fn output_bytes(n_obs: usize, n_vars: usize, nnz: usize, config: &PipelineCo
     let csr = csr_block_bytes(n_obs, nnz) as u64;
     let raw = if config.subset_hvg { csr } else { 0 };
     let x = if config.scale_max_value.is_some() {
-        n_obs as u64 * pca_genes(n_vars, config) as u64 * 4
+        n_obs as u64 * config.genes_after_subset(n_vars) as u64 * 4
     } else {
         csr
     };
@@ -184,6 +180,7 @@ impl MemoryPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::steps::pca_bytes;
 
     const GIB: u64 = 1 << 30;
 

@@ -144,7 +144,7 @@ fn gib(bytes: Option<u64>) -> String {
 
 impl RunReport {
     /// Fills the whole-run GPU figures from the run's statistics and compile counters.
-    pub fn record_gpu(&mut self, g: &crate::pipeline::GpuRun) {
+    pub fn record_gpu(&mut self, g: &crate::run::GpuRun) {
         let stats = g.stats.statistics();
         let t = g.ctx.transfers();
         let c = sc_kernels::gpu::module_cache::compile_stats();

@@ -1,4 +1,4 @@
-//! The seeded synthetic counts generator of BENCHMARKS.md section B.
+//! The seeded synthetic counts generator of benches/WORKLOADS.md section B.
 //!
 //! Model: gene popularity is lognormal (sigma 1.8); each cell draws a batch (4) and a cell type
 //! (8); each batch multiplies the popularity of its own 300 genes by 2 (a batch shift), each

@@ -402,7 +402,7 @@ fn malformed_10x_files_are_refused() {
 #[test]
 fn non_finite_counts_are_refused_by_the_pipeline() {
     use sc_pipeline::anndata::Matrix;
-    use sc_pipeline::pipeline::{run_pipeline, PipelineConfig, Silent};
+    use sc_pipeline::run::{run_pipeline, PipelineConfig, Silent};
     let x = sc_kernels::CsrMatrix::new(2, 2, vec![0, 1, 2], vec![0, 1], vec![1.0f32, f32::NAN])
         .unwrap();
     let mut a = sc_pipeline::AnnData::new(Matrix::Sparse(x));

@@ -5,7 +5,7 @@ mod common;
 
 use sc_pipeline::anndata::{ArrayData, Column, Matrix, Value};
 use sc_pipeline::io::{read_h5ad, write_h5ad};
-use sc_pipeline::pipeline::{run_pipeline, PipelineConfig, Silent};
+use sc_pipeline::run::{run_pipeline, PipelineConfig, Silent};
 use sc_pipeline::steps::{self, Flavor, HvgOptions};
 use sc_pipeline::synthetic::{generate, SyntheticParams};
 use sc_pipeline::AnnData;

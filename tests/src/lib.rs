@@ -114,9 +114,9 @@ pub fn assert_same_pipeline_output(
 
 /// The default pipeline with harmony on `obs['batch']` (harmony2 defaults) and neighbors on its
 /// corrected basis: `scpipe run --harmony batch`.
-pub fn harmony_on_batch_config() -> sc_pipeline::pipeline::PipelineConfig {
+pub fn harmony_on_batch_config() -> sc_pipeline::run::PipelineConfig {
     use sc_pipeline::steps::{HarmonyOptions, HarmonyParams, HARMONY_ADJUSTED_BASIS};
-    sc_pipeline::pipeline::PipelineConfig {
+    sc_pipeline::run::PipelineConfig {
         harmony: Some(HarmonyOptions {
             key: "batch".into(),
             params: HarmonyParams::default(),

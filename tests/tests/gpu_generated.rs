@@ -10,8 +10,8 @@
 use integration_tests::gpu_or_skip;
 use sc_kernels::synth::gpu::DeviceCountModel;
 use sc_pipeline::anndata::{ArrayData, Column, Matrix};
-use sc_pipeline::generated_run::run_generated;
-use sc_pipeline::pipeline::{run_pipeline_on, GpuRun, PipelineConfig, Silent};
+use sc_pipeline::run::generated::run_generated;
+use sc_pipeline::run::{run_pipeline_on, GpuRun, PipelineConfig, Silent};
 use sc_pipeline::steps::HvgOptions;
 use sc_pipeline::synthetic::{count_model, generate_cell_by_cell, SyntheticParams};
 use std::sync::Arc;

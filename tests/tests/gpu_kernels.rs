@@ -13,7 +13,7 @@ use sc_kernels::pca::PcaParams;
 use sc_kernels::qc::QcParams;
 use sc_kernels::scale::ScaleParams;
 use sc_kernels::CsrMatrix;
-use sc_pipeline::pipeline::{run_pipeline, run_pipeline_on, GpuRun, PipelineConfig, Silent};
+use sc_pipeline::run::{run_pipeline, run_pipeline_on, GpuRun, PipelineConfig, Silent};
 use std::sync::Arc;
 
 // The harmony tests' helpers (datasets' folder, gzip TSV readers, per-column correlation and
@@ -92,7 +92,7 @@ fn every_kernel_of_every_module_loads() {
         return;
     };
     let ctx = context(&d);
-    for m in sc_kernels::gpu::all_modules() {
+    for m in sc_kernels::warm_up::all_modules() {
         ctx.load_kernels(m)
             .unwrap_or_else(|e| panic!("module {}: {e}", m.name));
     }

@@ -6,8 +6,8 @@ use integration_tests::{assert_same_pipeline_output, gpu_or_skip, harmony_on_bat
 use rmm_core::{CudaResource, Device, SharedResource};
 use sc_kernels::comm::all_gather;
 use sc_kernels::gpu::NcclCommunicator;
-use sc_pipeline::pipeline::{run_pipeline_on, GpuRun, PipelineConfig, Silent};
-use sc_pipeline::split_run::{run_pipeline_split, Rank};
+use sc_pipeline::run::split::{run_pipeline_split, Rank};
+use sc_pipeline::run::{run_pipeline_on, GpuRun, PipelineConfig, Silent};
 use std::sync::Arc;
 
 // Datasets' folder, gzip TSV readers, per-column correlation and relative L2.

@@ -6,8 +6,8 @@
 use integration_tests::assert_same_pipeline_output;
 use sc_kernels::comm::LocalGroup;
 use sc_kernels::hvg::Flavor;
-use sc_pipeline::pipeline::{run_pipeline, PipelineConfig, Silent};
-use sc_pipeline::split_run::{run_pipeline_split, Rank};
+use sc_pipeline::run::split::{run_pipeline_split, Rank};
+use sc_pipeline::run::{run_pipeline, PipelineConfig, Silent};
 use sc_pipeline::steps::{HarmonyOptions, HvgOptions};
 use std::sync::Arc;
 

@@ -285,7 +285,7 @@ mod tests {
         };
         assert_eq!(src.kernel_names(), ["a", "b_2"]);
         // Every module of the pipeline has kernels, and the warm-up finds them all.
-        let modules = crate::gpu::all_modules();
+        let modules = crate::warm_up::all_modules();
         assert!(modules.iter().all(|m| !m.kernel_names().is_empty()));
         let total: usize = modules.iter().map(|m| m.kernel_names().len()).sum();
         let declared: usize = modules

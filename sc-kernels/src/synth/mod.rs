@@ -1,4 +1,4 @@
-//! Counts drawn from the synthetic model of BENCHMARKS.md section B cell by cell, so that any
+//! Counts drawn from the synthetic model of benches/WORKLOADS.md section B cell by cell, so that any
 //! block of cells can be made on its own, on the CPU or on the device, in any order, with the
 //! same result: every random number is a hash of (seed, cell, counter). The streamed `--demo`
 //! regenerates X on the device for every pass instead of holding it ([`gpu`]); this module's

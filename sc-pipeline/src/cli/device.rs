@@ -1,6 +1,7 @@
 //! `--device auto|cpu|gpu`: which device runs the steps. `auto` takes the GPU when there is
 //! one (saying so), else the CPU with the reason; `gpu` without a GPU is refused with the reason.
 
+use crate::run::Target;
 use crate::Error;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -13,7 +14,7 @@ pub enum DeviceChoice {
 /// The device a run uses and the notice to print about the choice.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Resolved {
-    pub device: &'static str,
+    pub target: Target,
     pub notice: Option<String>,
 }
 
@@ -34,19 +35,19 @@ pub fn resolve(choice: DeviceChoice) -> Result<Resolved, Error> {
 pub fn resolve_with(choice: DeviceChoice, gpus: Result<usize, String>) -> Result<Resolved, Error> {
     match (choice, gpus) {
         (DeviceChoice::Cpu, _) => Ok(Resolved {
-            device: "cpu",
+            target: Target::Cpu,
             notice: None,
         }),
         (DeviceChoice::Auto, Ok(n)) => Ok(Resolved {
-            device: "gpu",
+            target: Target::Gpu,
             notice: Some(format!("notice: {n} GPU(s) found: running on GPU 0")),
         }),
         (DeviceChoice::Auto, Err(why)) => Ok(Resolved {
-            device: "cpu",
+            target: Target::Cpu,
             notice: Some(format!("notice: no GPU ({why}): running on the CPU")),
         }),
         (DeviceChoice::Gpu, Ok(_)) => Ok(Resolved {
-            device: "gpu",
+            target: Target::Gpu,
             notice: None,
         }),
         (DeviceChoice::Gpu, Err(why)) => Err(Error::Device(format!(
@@ -62,10 +63,10 @@ mod tests {
     #[test]
     fn auto_takes_the_gpu_when_there_is_one_and_says_why_not() {
         let r = resolve_with(DeviceChoice::Auto, Err("no CUDA driver".into())).unwrap();
-        assert_eq!(r.device, "cpu");
+        assert_eq!(r.target, Target::Cpu);
         assert!(r.notice.unwrap().contains("no CUDA driver"));
         let r = resolve_with(DeviceChoice::Auto, Ok(1)).unwrap();
-        assert_eq!(r.device, "gpu");
+        assert_eq!(r.target, Target::Gpu);
     }
 
     #[test]
@@ -78,8 +79,8 @@ mod tests {
             "{e}"
         );
         assert_eq!(
-            resolve_with(DeviceChoice::Gpu, Ok(2)).unwrap().device,
-            "gpu"
+            resolve_with(DeviceChoice::Gpu, Ok(2)).unwrap().target,
+            Target::Gpu
         );
     }
 
@@ -88,7 +89,7 @@ mod tests {
         assert_eq!(
             resolve_with(DeviceChoice::Cpu, Ok(1)).unwrap(),
             Resolved {
-                device: "cpu",
+                target: Target::Cpu,
                 notice: None
             }
         );

@@ -45,7 +45,7 @@ pub fn generate(args: GenerateArgs) -> Result<()> {
     if args.n_cells == 0 {
         return Err(Error::param("generate", "N_CELLS must be at least 1"));
     }
-    super::check_output_place("-o", &args.output)?;
+    crate::run::plan::check_output_place("-o", &args.output)?;
     let mut params = SyntheticParams::new(args.n_cells, args.n_genes, args.seed);
     params.genes_per_cell = args.genes_per_cell;
     let start = Instant::now();

@@ -1,8 +1,8 @@
 //! Progress on stderr while steps run: a spinner with the step's name and elapsed time. indicatif
 //! hides it when stderr is not a terminal, so logs stay clean.
 
-use crate::pipeline::StepObserver;
 use crate::report::StepRecord;
+use crate::run::StepObserver;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::time::Duration;
 
@@ -35,6 +35,10 @@ impl StepObserver for Spinner {
     }
 
     fn finished(&mut self, _: &StepRecord) {
+        self.stop();
+    }
+
+    fn stopped(&mut self) {
         self.stop();
     }
 }

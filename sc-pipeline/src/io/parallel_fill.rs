@@ -9,7 +9,7 @@
 //! The dataset's place is reserved by fallocate(2) before the copy. On tmpfs, allocating the
 //! pages inside the copy's faults is serialised: 4.2 to 5.6 GB/s on the H100 hosts whatever the
 //! threads (4 to 32), where fallocate reserves at 8.5 to 11 GB/s and 16 threads then copy into
-//! the reserved pages at 22 to 29 GB/s (`scripts/device/tmpfs_write_bench.py`). Reserving in
+//! the reserved pages at 22 to 29 GB/s (`scripts/device/experiments/tmpfs_write_bench.py`). Reserving in
 //! steps with the copy following behind was no faster than no reservation (and slower in a whole
 //! run): while fallocate runs, every page fault on the file takes the inode's spinlock. The
 //! reservation also turns a file system that runs out of room into an error (ENOSPC) rather than

@@ -3,7 +3,7 @@
 //! (see [`super::parallel_fill`]). A GPU run knows a bound on its output's size as soon as it
 //! knows its input's, so it creates the output then and reserves that bound on a thread of its
 //! own (beside the input's read when the cells are split across GPUs and the write is on the
-//! critical path, after it on one GPU, see `cli::run`); the fills later copy into pages already
+//! critical path, after it on one GPU, see `run::execute`); the fills later copy into pages already
 //! there and reserve only what lies beyond the bound. What the finished file does not use is
 //! given back. `SCPIPE_RESERVE_WRITE=0` turns both reservations off.
 //!

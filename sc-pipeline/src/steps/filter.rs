@@ -4,8 +4,143 @@
 //! `filter_genes` writes `var['n_cells']` (or `var['n_counts']`) and keeps the passing genes.
 
 use super::kernel_error;
-use crate::{AnnData, Result};
+use crate::run::step::{no_device_bytes, OnGenerated, Phase, Step, StepEnv};
+use crate::run::GeneratedPass;
+use crate::{AnnData, Error, Result};
 use sc_kernels::filter::{CellFilter, FilterResult, GeneFilter};
+
+/// The pipeline's row of `filter_cells(min_genes=...)`.
+pub(crate) const FILTER_CELLS: Step = Step {
+    name: "filter_cells",
+    phase: Phase::PerCell,
+    enabled: |c| c.min_genes.is_some(),
+    run: run_filter_cells,
+    generated: Some(OnGenerated {
+        name: "filter_cells",
+        run: generated_filter_cells,
+    }),
+    device_bytes: no_device_bytes,
+};
+
+/// The pipeline's row of `filter_genes(min_cells=...)`.
+pub(crate) const FILTER_GENES: Step = Step {
+    name: "filter_genes",
+    phase: Phase::PerCell,
+    enabled: |c| c.min_cells.is_some(),
+    run: run_filter_genes,
+    generated: Some(OnGenerated {
+        name: "filter_genes",
+        run: generated_filter_genes,
+    }),
+    device_bytes: no_device_bytes,
+};
+
+fn min_genes(env: &StepEnv<'_>) -> u64 {
+    env.config
+        .min_genes
+        .expect("the row runs only with min_genes")
+}
+
+fn min_cells(env: &StepEnv<'_>) -> u64 {
+    env.config
+        .min_cells
+        .expect("the row runs only with min_cells")
+}
+
+fn run_filter_cells(a: &mut AnnData, env: &StepEnv<'_>) -> Result<String> {
+    let min_genes = min_genes(env);
+    let removed = filter_cells(a, CellFilter::MinGenes(min_genes))?;
+    // A split run's rank holds only its block: the steps after it judge the whole.
+    if a.comm().size() == 1 {
+        kept_enough(
+            "filter_cells",
+            "min_genes",
+            min_genes,
+            a.n_obs(),
+            removed,
+            "cell",
+            "gene",
+        )?;
+    }
+    Ok(format!("min_genes={min_genes}: {removed} cells removed"))
+}
+
+fn run_filter_genes(a: &mut AnnData, env: &StepEnv<'_>) -> Result<String> {
+    let min_cells = min_cells(env);
+    let removed = filter_genes(a, GeneFilter::MinCells(min_cells))?;
+    kept_enough(
+        "filter_genes",
+        "min_cells",
+        min_cells,
+        a.n_vars(),
+        removed,
+        "gene",
+        "cell",
+    )?;
+    Ok(format!("min_cells={min_cells}: {removed} genes removed"))
+}
+
+fn generated_filter_cells(
+    a: &mut AnnData,
+    env: &StepEnv<'_>,
+    pass: &mut GeneratedPass<'_>,
+) -> Result<String> {
+    let min_genes = min_genes(env);
+    let result = sc_kernels::filter::filter_cells_blocks(
+        &pass.ctx,
+        &pass.rows(),
+        CellFilter::MinGenes(min_genes),
+    )
+    .map_err(kernel_error("filter_cells"))?;
+    let keep = result.keep.clone();
+    let removed = keep_cells(a, result)?;
+    pass.chain.keep_cells = Some(keep);
+    Ok(format!("min_genes={min_genes}: {removed} cells removed"))
+}
+
+fn generated_filter_genes(
+    a: &mut AnnData,
+    env: &StepEnv<'_>,
+    pass: &mut GeneratedPass<'_>,
+) -> Result<String> {
+    let min_cells = min_cells(env);
+    let result = sc_kernels::filter::filter_genes_blocks(
+        &pass.ctx,
+        &pass.rows(),
+        GeneFilter::MinCells(min_cells),
+    )
+    .map_err(kernel_error("filter_genes"))?;
+    let keep = result.keep.clone();
+    let removed = keep_genes(a, result)?;
+    pass.chain.keep_genes = Some(keep);
+    Ok(format!("min_cells={min_cells}: {removed} genes removed"))
+}
+
+/// Refuses a filter (`step`, parameter `param` = `min`) that kept fewer than two `item`s (each
+/// needing counts in `min` `other`s), naming it and its flag: said there, where the cause is
+/// known, instead of by a later step that only sees too few.
+fn kept_enough(
+    step: &'static str,
+    param: &str,
+    min: u64,
+    kept: usize,
+    removed: usize,
+    item: &str,
+    other: &str,
+) -> Result<()> {
+    if kept >= 2 {
+        return Ok(());
+    }
+    Err(Error::param(
+        step,
+        format!(
+            "{param}={min} keeps {kept} of {} {item}s (a {item} needs counts in {min} {other}s); \
+             lower it (--{})",
+            kept + removed,
+            param.replace('_', "-")
+        ),
+    ))
+}
 
 /// Keeps the cells that pass `filter`; returns how many were removed.
 pub fn filter_cells(adata: &mut AnnData, filter: CellFilter) -> Result<usize> {
@@ -22,7 +157,7 @@ pub fn filter_cells(adata: &mut AnnData, filter: CellFilter) -> Result<usize> {
 
 /// Writes the filter's column into `obs` and keeps the passing cells; returns how many were
 /// removed.
-pub(crate) fn keep_cells(adata: &mut AnnData, result: FilterResult) -> Result<usize> {
+fn keep_cells(adata: &mut AnnData, result: FilterResult) -> Result<usize> {
     let removed = result.keep.len() - result.n_kept();
     adata.obs.set_values(result.name, result.values.into())?;
     adata.select_obs(&result.keep)?;
@@ -44,7 +179,7 @@ pub fn filter_genes(adata: &mut AnnData, filter: GeneFilter) -> Result<usize> {
 
 /// Writes the filter's column into `var` and keeps the passing genes; returns how many were
 /// removed.
-pub(crate) fn keep_genes(adata: &mut AnnData, result: FilterResult) -> Result<usize> {
+fn keep_genes(adata: &mut AnnData, result: FilterResult) -> Result<usize> {
     let removed = result.keep.len() - result.n_kept();
     adata.var.set_values(result.name, result.values.into())?;
     adata.select_var(&result.keep)?;

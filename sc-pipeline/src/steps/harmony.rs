@@ -10,6 +10,7 @@
 
 use super::kernel_error;
 use crate::anndata::DenseArray;
+use crate::run::step::{no_device_bytes, Phase, Step, StepEnv};
 use crate::{AnnData, Error, Result};
 use sc_kernels::comm::{all_ranks_ok, rank_rows};
 use sc_kernels::gpu::GpuContext;
@@ -19,6 +20,46 @@ use sc_kernels::harmony::{
 };
 use sc_kernels::{Communicator, DenseMatrix};
 use std::sync::Arc;
+
+/// The pipeline's row: harmony2's defaults on the batches of `--harmony KEY`; its cells split
+/// across the GPUs when they have communicators, else on the first GPU (none: the CPU).
+pub(crate) const ROW: Step = Step {
+    name: "harmony_integrate",
+    phase: Phase::CellGraph,
+    enabled: |c| c.harmony.is_some(),
+    run: run_step,
+    generated: None,
+    device_bytes: no_device_bytes,
+};
+
+fn run_step(a: &mut AnnData, env: &StepEnv<'_>) -> Result<String> {
+    let h = env
+        .config
+        .harmony
+        .as_ref()
+        .expect("the row runs only with harmony");
+    let (gpus, group) = (env.gpus, env.group);
+    let split = gpus.len() > 1 && group.len() == gpus.len();
+    let s = if split {
+        let ranks: Vec<_> = gpus.iter().cloned().zip(group.iter().cloned()).collect();
+        harmony_integrate_across(a, &h.key, &h.params, &ranks)?
+    } else {
+        harmony_integrate_on(a, &h.key, &h.params, gpus.first())?
+    };
+    Ok(format!(
+        "key={}: {} batches, {} clusters, {} rounds{}{}",
+        h.key,
+        s.n_batches,
+        s.n_clusters,
+        s.iterations,
+        if s.converged { "" } else { " (not converged)" },
+        if split {
+            format!(", cells split across {} GPUs", gpus.len())
+        } else {
+            String::new()
+        }
+    ))
+}
 
 /// The embedding harmony corrects.
 pub const HARMONY_BASIS: &str = "X_pca";

@@ -8,8 +8,107 @@
 
 use super::kernel_error;
 use crate::anndata::{ArrayData, Column, DeviceData, DeviceMatrix, Matrix, Value};
+use crate::run::step::{no_device_bytes, OnGenerated, Phase, Step, StepEnv};
+use crate::run::GeneratedPass;
 use crate::{AnnData, Error, Result};
 use sc_kernels::hvg::{Batches, Flavor, HvgParams, HvgResult};
+
+/// The pipeline's row of a flavour that reads counts (seurat_v3): before normalize_total (its
+/// results are per gene and survive normalize_total and log1p), which spares a copy of X.
+pub(crate) const ON_COUNTS: Step = Step {
+    enabled: |c| c.hvg.as_ref().is_some_and(|h| h.needs_counts()),
+    ..ON_LOG_NORMALIZED
+};
+
+/// The pipeline's row of the flavours that read log-normalized data (after log1p).
+pub(crate) const ON_LOG_NORMALIZED: Step = Step {
+    name: "highly_variable_genes",
+    phase: Phase::PerCell,
+    enabled: |c| c.hvg.as_ref().is_some_and(|h| !h.needs_counts()),
+    run: run_step,
+    generated: Some(OnGenerated {
+        name: "highly_variable_genes",
+        run: run_generated,
+    }),
+    device_bytes: no_device_bytes,
+};
+
+/// The pipeline's row that subsets X to the highly variable genes, `.raw` frozen first
+/// (log-normalized, every gene that passed the filters).
+pub(crate) const SUBSET: Step = Step {
+    name: "subset to HVG (raw frozen)",
+    phase: Phase::PerCell,
+    enabled: |c| c.hvg.is_some() && c.subset_hvg,
+    run: run_subset,
+    generated: Some(OnGenerated {
+        name: "subset to HVG",
+        run: generated_subset,
+    }),
+    device_bytes: no_device_bytes,
+};
+
+fn options<'a>(env: &StepEnv<'a>) -> &'a HvgOptions {
+    env.config
+        .hvg
+        .as_ref()
+        .expect("the row runs only with HVG options")
+}
+
+fn run_step(a: &mut AnnData, env: &StepEnv<'_>) -> Result<String> {
+    let hvg = options(env);
+    let n = highly_variable_genes(a, hvg)?;
+    Ok(format!("flavor={}: {n} genes selected", hvg.flavor.name()))
+}
+
+/// On the generated demo: the highly variable genes of the blocks as the chain makes them.
+fn run_generated(
+    a: &mut AnnData,
+    env: &StepEnv<'_>,
+    pass: &mut GeneratedPass<'_>,
+) -> Result<String> {
+    let h = options(env);
+    let batches = hvg_batches(a, h)?;
+    let params = hvg_params(a, h);
+    let result = sc_kernels::hvg::highly_variable_genes_blocks(
+        &pass.ctx,
+        &pass.rows(),
+        &params,
+        batches.as_ref(),
+        Some(&a.var.index),
+    )
+    .map_err(kernel_error("highly_variable_genes"))?;
+    let n = store_hvg(a, result, h)?;
+    Ok(format!("flavor={}: {n} genes selected", h.flavor.name()))
+}
+
+fn run_subset(a: &mut AnnData, _: &StepEnv<'_>) -> Result<String> {
+    let keep = highly_variable_mask(a)?;
+    let selected = keep.iter().filter(|&&k| k).count();
+    if selected < 2 {
+        return Err(Error::param(
+            "highly_variable_genes",
+            format!(
+                "selected {selected} of {} genes, too few to go on with (PCA needs 2); \
+                 the data may have too few cells or genes for its dispersions",
+                keep.len()
+            ),
+        ));
+    }
+    a.freeze_raw_and_select_var(&keep)?;
+    Ok(".raw = log-normalized, all filtered genes".to_string())
+}
+
+/// On the generated demo there is no `.raw`: X is generated, never held.
+fn generated_subset(
+    a: &mut AnnData,
+    _: &StepEnv<'_>,
+    pass: &mut GeneratedPass<'_>,
+) -> Result<String> {
+    let keep = highly_variable_mask(a)?;
+    a.select_var(&keep)?;
+    pass.chain.keep_hvg = Some(keep);
+    Ok("no .raw (X is generated, never held)".to_string())
+}
 
 /// What to compute, with the pipeline's defaults (cell_ranger, 2000 genes, no batch key).
 #[derive(Debug, Clone, PartialEq)]
@@ -89,11 +188,7 @@ pub fn highly_variable_genes(adata: &mut AnnData, options: &HvgOptions) -> Resul
 
 /// Writes the result's columns into `var` and `uns['hvg']`; returns how many genes were
 /// selected.
-pub(crate) fn store_hvg(
-    adata: &mut AnnData,
-    result: HvgResult,
-    options: &HvgOptions,
-) -> Result<usize> {
+fn store_hvg(adata: &mut AnnData, result: HvgResult, options: &HvgOptions) -> Result<usize> {
     let n = result.highly_variable.iter().filter(|&&h| h).count();
     for (name, col) in result.columns {
         adata.var.set_values(name, col.into())?;
@@ -106,7 +201,7 @@ pub(crate) fn store_hvg(
 }
 
 /// The batches of `options.batch_key` (`None` without one), as the HVG kernels take them.
-pub(crate) fn hvg_batches(adata: &AnnData, options: &HvgOptions) -> Result<Option<Batches>> {
+fn hvg_batches(adata: &AnnData, options: &HvgOptions) -> Result<Option<Batches>> {
     const STEP: &str = "highly_variable_genes";
     match &options.batch_key {
         None => Ok(None),
@@ -125,7 +220,7 @@ pub(crate) fn hvg_batches(adata: &AnnData, options: &HvgOptions) -> Result<Optio
 }
 
 /// The kernels' parameters for `options` on `adata` (the log base its `log1p` recorded).
-pub(crate) fn hvg_params(adata: &AnnData, options: &HvgOptions) -> HvgParams {
+fn hvg_params(adata: &AnnData, options: &HvgOptions) -> HvgParams {
     HvgParams {
         flavor: options.flavor,
         n_top_genes: options.n_top_genes,

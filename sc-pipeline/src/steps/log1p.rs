@@ -3,7 +3,30 @@
 
 use super::{kernel_error, x_csr_mut};
 use crate::anndata::Value;
+use crate::run::step::{no_device_bytes, OnGenerated, Phase, Step, StepEnv};
+use crate::run::GeneratedPass;
 use crate::{AnnData, Result};
+
+/// The pipeline's row: natural logarithm.
+pub(crate) const ROW: Step = Step {
+    name: "log1p",
+    phase: Phase::PerCell,
+    enabled: |c| c.log1p,
+    run: |a, _| log1p(a, None).map(|()| String::new()),
+    generated: Some(OnGenerated {
+        name: "log1p",
+        run: run_generated,
+    }),
+    device_bytes: no_device_bytes,
+};
+
+/// Lazy: each block is transformed as it is generated.
+fn run_generated(a: &mut AnnData, _: &StepEnv<'_>, pass: &mut GeneratedPass<'_>) -> Result<String> {
+    a.uns
+        .insert("log1p".into(), Value::dict(Vec::<(&str, _)>::new()));
+    pass.chain.log1p = true;
+    Ok("lazy, applied to each block as it is generated".into())
+}
 
 pub fn log1p(adata: &mut AnnData, base: Option<f64>) -> Result<()> {
     if let Some((ctx, x, block)) = super::streamed_csr_mut(adata) {

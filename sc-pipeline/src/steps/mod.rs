@@ -1,6 +1,10 @@
 //! Preprocessing steps with scanpy's names, parameters and outputs. Each step takes an
 //! [`AnnData`], runs the matching `sc-kernels` function and writes the results
 //! where scanpy writes them; each module's documentation lists what it writes.
+//!
+//! Each step's file also holds its row of the pipeline's step table ([`crate::run::table`]):
+//! when it runs, its function on X wherever X lives, its function on the generated demo's
+//! blocks, and its device memory estimate.
 
 mod filter;
 mod harmony;
@@ -13,26 +17,38 @@ mod qc;
 mod scale;
 
 pub use filter::{filter_cells, filter_genes};
-pub(crate) use filter::{keep_cells, keep_genes};
 pub use harmony::{
     harmony_integrate, harmony_integrate_across, harmony_integrate_on, HarmonyOptions,
     HarmonySummary, HARMONY_ADJUSTED_BASIS, HARMONY_BASIS,
 };
 pub use hvg::{highly_variable_genes, highly_variable_mask, HvgOptions};
-pub(crate) use hvg::{hvg_batches, hvg_params, store_hvg};
 pub use log1p::log1p;
 pub use neighbors::{neighbors, neighbors_on};
 pub use normalize::normalize_total;
-pub use pca::pca;
-pub(crate) use pca::store_pca;
-pub(crate) use qc::store_qc_metrics;
-pub use qc::{annotate_gene_prefix, calculate_qc_metrics, default_percent_top, mito_qc_note};
+pub use pca::{pca, pca_bytes};
+pub use qc::{annotate_gene_prefix, calculate_qc_metrics, default_percent_top};
 pub use sc_kernels::filter::{CellFilter, GeneFilter};
 pub use sc_kernels::harmony::{HarmonyFlavor, HarmonyParams};
 pub use sc_kernels::hvg::Flavor;
 pub use sc_kernels::normalize::NormalizeParams;
 pub use sc_kernels::scale::ScaleParams;
 pub use scale::scale;
+
+/// The pipeline's rows of the step table (`run::table`), one per step (HVG has two: before
+/// normalize_total for the flavours that read counts, after log1p for the others).
+pub(crate) mod rows {
+    pub(crate) use super::filter::{FILTER_CELLS, FILTER_GENES};
+    pub(crate) use super::harmony::ROW as HARMONY;
+    pub(crate) use super::hvg::{
+        ON_COUNTS as HVG_ON_COUNTS, ON_LOG_NORMALIZED as HVG, SUBSET as HVG_SUBSET,
+    };
+    pub(crate) use super::log1p::ROW as LOG1P;
+    pub(crate) use super::neighbors::ROW as NEIGHBORS;
+    pub(crate) use super::normalize::ROW as NORMALIZE;
+    pub(crate) use super::pca::ROW as PCA;
+    pub(crate) use super::qc::ROW as QC;
+    pub(crate) use super::scale::ROW as SCALE;
+}
 
 use crate::anndata::{ArrayData, DenseArray, DeviceData, DeviceMatrix, Matrix};
 use crate::{AnnData, Error};

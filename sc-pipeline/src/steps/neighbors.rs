@@ -7,6 +7,7 @@
 
 use super::kernel_error;
 use crate::anndata::{Matrix, Value};
+use crate::run::step::{no_device_bytes, Phase, Step, StepEnv};
 use crate::{AnnData, Error, Result};
 use sc_kernels::gpu::GpuContext;
 use sc_kernels::neighbors::{Knn, NeighborsParams, NeighborsResult};
@@ -88,6 +89,34 @@ fn neighbors_across_gpus(
         distances,
     };
     sc_kernels::neighbors::neighbors_from_knn_gpu(&gpus[0], knn, params)
+}
+
+/// The pipeline's row: exact kNN on `X_pca` (or `--harmony`'s corrected embedding), its rows
+/// split across the GPUs when there are several.
+pub(crate) const ROW: Step = Step {
+    name: "neighbors",
+    phase: Phase::CellGraph,
+    enabled: |c| c.n_neighbors.is_some(),
+    run: run_step,
+    generated: None,
+    device_bytes: no_device_bytes,
+};
+
+fn run_step(a: &mut AnnData, env: &StepEnv<'_>) -> Result<String> {
+    let k = env
+        .config
+        .n_neighbors
+        .expect("the row runs only with n_neighbors");
+    let rep = env.config.neighbors_use_rep.as_deref();
+    neighbors_on(a, k, rep, env.gpus)?;
+    Ok(format!(
+        "n_neighbors={k}, exact, euclidean, on {}{}",
+        rep.unwrap_or("X_pca"),
+        match env.gpus.len() {
+            0 | 1 => String::new(),
+            g => format!(", kNN rows split across {g} GPUs"),
+        }
+    ))
 }
 
 /// Computes the neighbourhood graph with `n_neighbors` neighbours per cell, on the GPU when X

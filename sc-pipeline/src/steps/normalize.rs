@@ -2,8 +2,58 @@
 //! Changes X in place; like scanpy with `key_added=None`, writes nothing else.
 
 use super::{kernel_error, x_csr_mut};
+use crate::run::step::{no_device_bytes, OnGenerated, Phase, Step, StepEnv};
+use crate::run::GeneratedPass;
 use crate::{AnnData, Result};
 use sc_kernels::normalize::{NormalizeParams, NormalizeResult};
+
+/// The pipeline's row: `normalize_total(target_sum=...)`, the median of the totals when the
+/// target is `None`.
+pub(crate) const ROW: Step = Step {
+    name: "normalize_total",
+    phase: Phase::PerCell,
+    enabled: |c| c.target_sum.is_some(),
+    run: run_step,
+    generated: Some(OnGenerated {
+        name: "normalize_total",
+        run: run_generated,
+    }),
+    device_bytes: no_device_bytes,
+};
+
+fn target_sum(env: &StepEnv<'_>) -> Option<f64> {
+    env.config
+        .target_sum
+        .expect("the row runs only with a target")
+}
+
+fn run_step(a: &mut AnnData, env: &StepEnv<'_>) -> Result<String> {
+    let used = normalize_total(
+        a,
+        &NormalizeParams {
+            target_sum: target_sum(env),
+            ..Default::default()
+        },
+    )?;
+    Ok(format!("target_sum={}", used.target_sum))
+}
+
+/// Lazy: each block is normalized as it is generated, to a fixed target (the generated run
+/// refuses the median, which would need every cell first).
+fn run_generated(
+    _: &mut AnnData,
+    env: &StepEnv<'_>,
+    pass: &mut GeneratedPass<'_>,
+) -> Result<String> {
+    let target = target_sum(env).expect("the generated run refuses the median target");
+    pass.chain.normalize = Some(NormalizeParams {
+        target_sum: Some(target),
+        ..Default::default()
+    });
+    Ok(format!(
+        "target_sum={target}: lazy, applied to each block as it is generated"
+    ))
+}
 
 /// Normalizes X; returns what the kernel used (the target sum and per-cell totals).
 pub fn normalize_total(adata: &mut AnnData, params: &NormalizeParams) -> Result<NormalizeResult> {

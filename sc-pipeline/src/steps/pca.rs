@@ -7,8 +7,74 @@
 
 use super::kernel_error;
 use crate::anndata::{ArrayData, Column, DenseArray, DeviceData, Matrix, Value};
+use crate::run::step::{OnGenerated, Phase, Sizes, Step, StepBytes, StepEnv};
+use crate::run::{GeneratedPass, PipelineConfig};
 use crate::{AnnData, Error, Result};
+use sc_kernels::gpu::GpuContext;
 use sc_kernels::pca::{pca_dense_across, pca_sparse, pca_sparse_across, PcaParams, PcaResult};
+
+/// The pipeline's row: `pca(n_comps=...)` on the highly variable genes.
+pub(crate) const ROW: Step = Step {
+    name: "pca",
+    phase: Phase::PerCell,
+    enabled: |c| c.n_comps.is_some(),
+    run: |a, env| Ok(format!("n_comps={}", pca(a, n_comps(env))?)),
+    generated: Some(OnGenerated {
+        name: "pca",
+        run: run_generated,
+    }),
+    device_bytes,
+};
+
+fn n_comps(env: &StepEnv<'_>) -> usize {
+    env.config.n_comps.expect("the row runs only with n_comps")
+}
+
+/// Device bytes PCA of `genes` genes needs besides its input: the f64 Gram matrix and its f32
+/// block (12 g^2), the covariance handed to the eigensolver (8 g^2) and cuSOLVER's workspace
+/// (about 4 g^2 doubles, 32 g^2).
+pub fn pca_bytes(genes: usize) -> u64 {
+    52 * (genes as u64).pow(2)
+}
+
+fn device_bytes(s: &Sizes, config: &PipelineConfig) -> StepBytes {
+    StepBytes {
+        kept: 0,
+        transient: pca_bytes(config.genes_after_subset(s.n_vars)),
+    }
+}
+
+/// On the generated demo: the blocks scaled as scale's statistics say, in two passes (the Gram
+/// matrix, then the scores).
+fn run_generated(
+    a: &mut AnnData,
+    env: &StepEnv<'_>,
+    pass: &mut GeneratedPass<'_>,
+) -> Result<String> {
+    let scaler = pass
+        .scaler
+        .as_ref()
+        .expect("the generated run refuses PCA without scale");
+    let src = pass.rows();
+    let params = PcaParams {
+        n_comps: n_comps(env),
+        zero_center: true,
+    };
+    use sc_kernels::gpu::streamed::RowBlocks;
+    let make = |lane: &GpuContext, k: usize| scaler.apply(lane, &src.make(lane, k)?);
+    let result = sc_kernels::pca::pca_dense_blocks(
+        &pass.ctx,
+        src.n_rows(),
+        src.n_cols(),
+        pass.cells.len(),
+        make,
+        &params,
+    )
+    .map_err(kernel_error("pca"))?;
+    // X holds the highly variable genes only: every gene is in the mask.
+    let used = store_pca(a, result, None)?;
+    Ok(format!("n_comps={used}"))
+}
 
 /// Runs PCA with `n_comps` components (clipped to min(cells, genes) - 1 as scanpy does);
 /// returns the number of components computed.
@@ -59,11 +125,7 @@ pub fn pca(adata: &mut AnnData, n_comps: usize) -> Result<usize> {
 
 /// Writes `obsm['X_pca']`, `varm['PCs']` (zero rows for genes outside `mask`) and `uns['pca']`;
 /// returns the number of components.
-pub(crate) fn store_pca(
-    adata: &mut AnnData,
-    result: PcaResult,
-    mask: Option<Vec<bool>>,
-) -> Result<usize> {
+fn store_pca(adata: &mut AnnData, result: PcaResult, mask: Option<Vec<bool>>) -> Result<usize> {
     let k = result.x_pca.n_cols;
 
     // varm['PCs']: genes x comps, genes outside the mask get zero loadings.

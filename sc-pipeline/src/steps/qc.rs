@@ -8,8 +8,65 @@
 
 use super::kernel_error;
 use crate::anndata::{ArrayData, Column};
+use crate::run::step::{no_device_bytes, OnGenerated, Phase, Step, StepEnv};
+use crate::run::GeneratedPass;
 use crate::{AnnData, Error, Result};
 use sc_kernels::qc::{QcMetrics, QcParams};
+
+/// The pipeline's row: the `mt` genes by `--mito-prefix`, scanpy's default `percent_top`.
+pub(crate) const ROW: Step = Step {
+    name: "calculate_qc_metrics",
+    phase: Phase::PerCell,
+    enabled: |c| c.qc_mito_prefix.is_some(),
+    run: run_step,
+    generated: Some(OnGenerated {
+        name: "calculate_qc_metrics",
+        run: run_generated,
+    }),
+    device_bytes: no_device_bytes,
+};
+
+fn mito_prefix<'a>(env: &StepEnv<'a>) -> &'a str {
+    env.config
+        .qc_mito_prefix
+        .as_deref()
+        .expect("the row runs only with a prefix")
+}
+
+fn run_step(a: &mut AnnData, env: &StepEnv<'_>) -> Result<String> {
+    let prefix = mito_prefix(env);
+    let n_mt = annotate_gene_prefix(a, "mt", prefix)?;
+    let tops = default_percent_top(a.n_vars());
+    calculate_qc_metrics(a, &["mt"], &tops, true)?;
+    Ok(mito_qc_note(n_mt, prefix, a.n_vars()))
+}
+
+fn run_generated(
+    a: &mut AnnData,
+    env: &StepEnv<'_>,
+    pass: &mut GeneratedPass<'_>,
+) -> Result<String> {
+    let prefix = mito_prefix(env);
+    let n_mt = annotate_gene_prefix(a, "mt", prefix)?;
+    let mask = match a.var.column("mt") {
+        Some(Column::Values(ArrayData::Bool(m))) => m.clone(),
+        _ => {
+            return Err(Error::invalid(
+                "var['mt']",
+                "the mitochondrial flags are missing",
+            ))
+        }
+    };
+    let params = QcParams {
+        qc_vars: vec![("mt".into(), mask)],
+        percent_top: default_percent_top(a.n_vars()),
+        log1p: true,
+    };
+    let metrics = sc_kernels::qc::calculate_qc_metrics_blocks(&pass.ctx, &pass.rows(), &params)
+        .map_err(kernel_error("calculate_qc_metrics"))?;
+    store_qc_metrics(a, metrics)?;
+    Ok(mito_qc_note(n_mt, prefix, a.n_vars()))
+}
 
 /// Adds the boolean `var[name]`: genes whose name starts with `prefix` (scanpy's recipe
 /// `adata.var['mt'] = adata.var_names.str.startswith('MT-')`). Returns how many genes match.
@@ -40,7 +97,7 @@ pub fn default_percent_top(n_vars: usize) -> Vec<usize> {
 
 /// The pipeline's QC step's note: the mitochondrial genes (`n_mt` whose names start with
 /// `prefix`), then which default `percent_top` positions a panel of `n_vars` genes leaves out.
-pub fn mito_qc_note(n_mt: usize, prefix: &str, n_vars: usize) -> String {
+fn mito_qc_note(n_mt: usize, prefix: &str, n_vars: usize) -> String {
     format!(
         "qc_vars=['mt'] ({n_mt} genes start with '{prefix}'){}",
         percent_top_note(n_vars)
@@ -105,7 +162,7 @@ pub fn calculate_qc_metrics(
 }
 
 /// Writes the metrics' columns into `obs` and `var`.
-pub(crate) fn store_qc_metrics(adata: &mut AnnData, metrics: QcMetrics) -> Result<()> {
+fn store_qc_metrics(adata: &mut AnnData, metrics: QcMetrics) -> Result<()> {
     for (name, col) in metrics.obs {
         adata.obs.set_values(name, col.into())?;
     }

@@ -4,8 +4,71 @@
 
 use super::kernel_error;
 use crate::anndata::{ArrayData, DeviceMatrix, Matrix};
+use crate::run::step::{OnGenerated, Phase, Sizes, Step, StepBytes, StepEnv};
+use crate::run::{GeneratedPass, PipelineConfig};
 use crate::{AnnData, Result};
-use sc_kernels::scale::ScaleParams;
+use sc_kernels::scale::{DenseScaler, ScaleParams};
+
+/// The pipeline's row: `scale(max_value=...)`, zero-centred (X becomes dense).
+pub(crate) const ROW: Step = Step {
+    name: "scale",
+    phase: Phase::PerCell,
+    enabled: |c| c.scale_max_value.is_some(),
+    run: run_step,
+    generated: Some(OnGenerated {
+        name: "scale",
+        run: run_generated,
+    }),
+    device_bytes,
+};
+
+fn params(env: &StepEnv<'_>) -> ScaleParams {
+    ScaleParams {
+        zero_center: true,
+        max_value: env
+            .config
+            .scale_max_value
+            .expect("the row runs only with scale"),
+    }
+}
+
+fn clipping(p: &ScaleParams) -> String {
+    p.max_value
+        .map_or("no clipping".into(), |m| format!("max_value={m}"))
+}
+
+fn run_step(a: &mut AnnData, env: &StepEnv<'_>) -> Result<String> {
+    let p = params(env);
+    scale(a, &p)?;
+    Ok(clipping(&p))
+}
+
+/// The dense float32 matrix of the genes X keeps, made here and kept for the rest of the run.
+fn device_bytes(s: &Sizes, config: &PipelineConfig) -> StepBytes {
+    StepBytes {
+        kept: s.n_obs as u64 * config.genes_after_subset(s.n_vars) as u64 * 4,
+        transient: 0,
+    }
+}
+
+/// On the generated demo: the statistics now, each block scaled as PCA generates it.
+fn run_generated(
+    a: &mut AnnData,
+    env: &StepEnv<'_>,
+    pass: &mut GeneratedPass<'_>,
+) -> Result<String> {
+    let p = params(env);
+    let st = sc_kernels::scale::scale_stats_blocks(&pass.ctx, &pass.rows())
+        .map_err(kernel_error("scale"))?;
+    let scaler = DenseScaler::new(&pass.ctx, &st, &p).map_err(kernel_error("scale"))?;
+    a.var.set_values("mean", ArrayData::F64(st.mean))?;
+    a.var.set_values("std", ArrayData::F64(st.std))?;
+    pass.scaler = Some(scaler);
+    Ok(format!(
+        "{}; statistics now, each block scaled as it is generated for PCA",
+        clipping(&p)
+    ))
+}
 
 pub fn scale(adata: &mut AnnData, params: &ScaleParams) -> Result<()> {
     const STEP: &str = "scale";

@@ -11,9 +11,11 @@
 //! shared by the hosts): rank 0 stacks them, runs harmony and neighbors, writes the output, and
 //! the partial files are removed.
 
-use crate::pipeline::{GpuRun, PipelineConfig, StepObserver};
+use super::gpu::GpuRun;
+use super::runner::StepObserver;
+use super::split::{run_rank_steps, stack_and_finish, Rank};
+use super::PipelineConfig;
 use crate::report::StepRecord;
-use crate::split_run::{run_rank_steps, stack_and_finish, Rank};
 use crate::{AnnData, Error, Result};
 use sc_kernels::gpu::NcclCommunicator;
 use sc_kernels::Communicator;

@@ -56,27 +56,23 @@ pub fn parse_size(s: &str) -> std::result::Result<usize, String> {
     Ok(bytes as usize)
 }
 
-/// Builds the resource, makes it the device's current resource and returns it.
+/// Reads the free space of a pool or arena: free bytes and the largest free block.
+pub type FreeSpaceProbe = Arc<dyn Fn() -> FreeSpace + Send + Sync>;
+
+/// A built allocator: the resource, and a probe of its free space where it keeps one (pool,
+/// binning's pool, arena), for fragmentation figures.
+pub struct Built {
+    pub resource: SharedResource,
+    pub probe: Option<FreeSpaceProbe>,
+}
+
+/// Builds the resource of `choice`, makes it the device's current resource and returns it.
 pub fn build(
     choice: AllocatorChoice,
     device: &Device,
     pool_initial: Option<usize>,
     pool_max: Option<usize>,
-) -> Result<SharedResource> {
-    build_with_probe(choice, device, pool_initial, pool_max).map(|(r, _)| r)
-}
-
-/// Reads the free space of a pool or arena: free bytes and the largest free block.
-pub type FreeSpaceProbe = Arc<dyn Fn() -> FreeSpace + Send + Sync>;
-
-/// [`build`], plus a probe of the free space where the resource keeps one (pool, binning's
-/// pool, arena), for fragmentation figures.
-pub fn build_with_probe(
-    choice: AllocatorChoice,
-    device: &Device,
-    pool_initial: Option<usize>,
-    pool_max: Option<usize>,
-) -> Result<(SharedResource, Option<FreeSpaceProbe>)> {
+) -> Result<Built> {
     let err = |e: rmm_core::MemoryError| Error::Device(format!("--allocator {choice:?}: {e}"));
     if let (Some(i), Some(m)) = (pool_initial, pool_max) {
         if i > m {
@@ -102,7 +98,10 @@ pub fn build_with_probe(
                 ..Default::default()
             })
             .map_err(err)?;
-            return Ok((built.into_iter().next().expect("one device asked"), None));
+            return Ok(Built {
+                resource: built.into_iter().next().expect("one device asked"),
+                probe: None,
+            });
         }
         // The pool reinitialize(pool_allocator=True) builds, kept typed for its probe.
         AllocatorChoice::Pool => {
@@ -153,7 +152,7 @@ pub fn build_with_probe(
         }
     };
     set_per_device_resource(device, resource.clone()).map_err(err)?;
-    Ok((resource, probe))
+    Ok(Built { resource, probe })
 }
 
 fn pool_over_cuda(
@@ -189,14 +188,15 @@ mod tests {
 
     #[test]
     fn initial_above_maximum_is_refused_before_any_gpu_call() {
-        let e = build(
+        let Err(e) = build(
             AllocatorChoice::Pool,
             &Device::simulated(1 << 20),
             Some(2 << 30),
             Some(1 << 30),
-        )
-        .unwrap_err()
-        .to_string();
+        ) else {
+            panic!("an initial size above the maximum was accepted")
+        };
+        let e = e.to_string();
         assert!(
             e.contains("--pool-initial") && e.contains("--pool-max"),
             "{e}"

@@ -7,10 +7,12 @@
 //! with each GPU correcting a block of the cells (its cluster statistics summed through the
 //! communicators), neighbors with each GPU searching the neighbours of a range of the cells.
 
+use super::gpu::GpuRun;
+use super::in_memory::{check_counts, run_steps};
+use super::runner::{Runner, Silent, StepObserver};
+use super::step::{Phase, StepEnv};
+use super::PipelineConfig;
 use crate::anndata::{DeviceMatrix, Matrix, Ranks};
-use crate::pipeline::{
-    cell_graph_steps, check_counts, run_steps, GpuRun, PipelineConfig, Runner, Silent, StepObserver,
-};
 use crate::report::{StepRecord, StepTimer};
 use crate::{AnnData, Error, Result};
 use sc_kernels::comm::{all_ranks_ok, rank_rows};
@@ -173,12 +175,14 @@ pub(crate) fn stack_and_finish(
     let stack_record = timer.finish(stacked.n_obs(), stacked.n_vars(), String::new());
     observer.finished(&stack_record);
     records.push(stack_record);
-    let mut r = Runner {
-        records,
-        observer,
-        gpu: gpu.cloned(),
+    let mut r = Runner::new(observer, gpu);
+    r.records = records;
+    let env = StepEnv {
+        config,
+        gpus: graph_gpus,
+        group,
     };
-    cell_graph_steps(&mut r, &mut stacked, config, graph_gpus, group)?;
+    r.run_phase(&mut stacked, &env, Phase::CellGraph)?;
     Ok((stacked, r.records))
 }
 

@@ -1,0 +1,99 @@
+//! Warming a GPU up for the steps, on a background thread: every step's kernel module loaded
+//! (or compiled), the cuBLAS and cuSOLVER handles made, and the PCA of the run rehearsed. It
+//! sits above the steps' modules (it lists them), so the shared GPU layer (`gpu`) knows none of
+//! its users.
+
+use crate::gpu::{module_cache, DeviceDense, GpuContext};
+
+/// Every kernel module, in the order the warm-up compiles them: the first steps' modules, then
+/// the ones that take NVRTC longest (neighbors, harmony) while the cheap ones follow.
+pub fn all_modules() -> Vec<module_cache::KernelSource> {
+    vec![
+        crate::gpu::reduce::SRC,
+        crate::qc::gpu::SRC,
+        crate::pca::gpu::SRC,
+        crate::harmony::gpu::SRC,
+        crate::neighbors::gpu::SRC,
+        crate::gpu::scan::SRC,
+        crate::gpu::compact::SRC,
+        crate::normalize::gpu::SRC,
+        crate::log1p::gpu::SRC,
+        crate::hvg::gpu::SRC,
+        crate::scale::gpu::SRC,
+        crate::synth::gpu::SRC,
+    ]
+}
+
+/// Threads that compile modules at warm-up: NVRTC slows down when many compile at once (11
+/// modules on 11 threads took twice their serial time each), a few side by side do not.
+const COMPILE_THREADS: usize = 3;
+
+/// Loads (or compiles) every module, with each of its kernels (see
+/// [`GpuContext::load_kernels`]), and creates the cuBLAS and cuSOLVER handles on a background
+/// thread, so a pipeline that starts by reading a file finds them ready: library start-up
+/// (hundreds of milliseconds for cuSOLVER) overlaps the read instead of the first step. With
+/// `pca_shape = (genes, comps)`, it also runs a small PCA of that many genes on a scratch
+/// stream and resource of its own: CUDA loads the library kernels a solver size needs on their
+/// first launch, which would otherwise land in the pipeline's PCA step.
+pub fn warm_up_in_background(
+    ctx: &std::sync::Arc<GpuContext>,
+    pca_shape: Option<(usize, usize)>,
+) -> std::thread::JoinHandle<crate::Result<()>> {
+    let ctx = ctx.clone();
+    std::thread::spawn(move || {
+        let gpu = |e: rmm_cuda::CudaError| crate::KernelError::Gpu(format!("warm-up: {e}"));
+        ctx.device().bind().map_err(gpu)?;
+        // A few threads take the modules in order; the library handles meanwhile.
+        let modules = all_modules();
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            let workers: Vec<_> = (0..COMPILE_THREADS)
+                .map(|_| {
+                    let (ctx, modules, next) = (&ctx, &modules, &next);
+                    s.spawn(move || -> crate::Result<()> {
+                        ctx.device().bind().map_err(gpu)?;
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(&m) = modules.get(i) else {
+                                return Ok(());
+                            };
+                            ctx.load_kernels(m)?;
+                        }
+                    })
+                })
+                .collect();
+            ctx.blas()?;
+            ctx.solver()?;
+            workers
+                .into_iter()
+                .try_for_each(|h| h.join().expect("a module load panicked"))
+        })?;
+        if let Some((genes, comps)) = pca_shape.filter(|&(g, k)| g >= 2 && k >= 1) {
+            let stream = ctx.device().new_stream().map_err(gpu)?;
+            let scratch: rmm_core::SharedResource =
+                std::sync::Arc::new(rmm_core::CudaResource::new(ctx.device()));
+            let sctx = GpuContext::new(ctx.device(), &stream, scratch)?;
+            let n = (2 * genes).max(1024);
+            let mut state = 0x9e37_79b9_7f4a_7c15u64;
+            let data: Vec<f32> = (0..n * genes)
+                .map(|_| {
+                    state = state
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    (state >> 40) as f32 / (1u64 << 24) as f32
+                })
+                .collect();
+            let x = DeviceDense {
+                n_rows: n,
+                n_cols: genes,
+                data: sctx.upload(&data)?,
+            };
+            let params = crate::pca::PcaParams {
+                n_comps: comps,
+                zero_center: true,
+            };
+            crate::pca::pca_dense_gpu(&sctx, &x, &params)?;
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,222 @@
+//! The `--demo` pipeline on a dataset larger than host memory: cells are generated on the GPU
+//! block by block ([`sc_kernels::synth`]) and generated again for every pass over them, so X
+//! never exists whole, neither on the device nor on the host (11.4 million cells x 45,854 genes
+//! hold about 23 billion values, 180 GB).
+//!
+//! Each step runs its `*_blocks` kernel over a `GeneratedRows` source: a block is generated,
+//! then the steps already run are applied to it as it is made (cells and genes that failed the
+//! filters dropped, normalize_total with a fixed target, log1p, the highly variable genes kept,
+//! scaled to a dense block for PCA). QC, the filters, HVG and scale's statistics take one pass
+//! each; PCA two (Gram matrix, then scores). Per-gene sums are combined over the blocks as over
+//! the row blocks of a streamed run.
+//!
+//! What differs from a run on a file: the result holds no X (and no `.raw`); anndata reads the
+//! written file with `X = None`. normalize_total needs a fixed target (the median of all cells'
+//! totals would need a pass of its own).
+
+use super::generated_blocks::{Chain, GeneratedPass};
+use super::gpu::GpuRun;
+use super::runner::{Runner, StepObserver};
+use super::step::{Phase, StepEnv};
+use super::{table, PipelineConfig};
+use crate::anndata::Matrix;
+use crate::report::StepRecord;
+use crate::synthetic::{annotations, count_model, max_stored_values, SyntheticParams};
+use crate::{AnnData, Error, Result};
+use sc_kernels::synth::gpu::DeviceCountModel;
+use sc_kernels::CsrMatrix;
+use std::ops::Range;
+
+const STEP: &str = "generated demo";
+
+/// The host memory available to a new allocation (`MemAvailable` of `/proc/meminfo`); `None`
+/// where it cannot be read.
+pub fn host_available_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+/// Whether a `--demo` of `p` is too large to generate in host memory (`available` bytes): its
+/// X, at the most values the model gives, over half of what is available.
+pub fn too_large_for_host(p: &SyntheticParams, available: u64) -> bool {
+    let x_bytes = max_stored_values(p) * 8 + (p.n_cells as u64 + 1) * 8;
+    x_bytes > available / 2
+}
+
+/// Cells per generated block: a block's generated, filtered and transformed copies (8 bytes a
+/// value each) and its dense scaled rows within a quarter of `budget` (two blocks are in flight,
+/// and PCA's matrices come on top).
+fn cells_per_block(p: &SyntheticParams, config: &PipelineConfig, budget: u64) -> usize {
+    let per_cell_values = max_stored_values(p) / p.n_cells.max(1) as u64 + 1;
+    let dense_genes = config
+        .hvg
+        .as_ref()
+        .filter(|_| config.subset_hvg)
+        .and_then(|h| h.n_top_genes)
+        .unwrap_or(p.n_genes) as u64;
+    let per_cell = per_cell_values * 8 * 3 + dense_genes * 4 + 64;
+    ((budget / 4) / per_cell).clamp(1024, 1 << 20) as usize
+}
+
+/// The pipeline of `config` on the dataset of `p`, generated on `gpu` block by block (see the
+/// module documentation). The result's X is an empty placeholder of the right shape: write it
+/// with [`crate::io::write_h5ad_staged_without_x`].
+pub fn run_generated(
+    p: &SyntheticParams,
+    config: &PipelineConfig,
+    gpu: &GpuRun,
+    observer: &mut dyn StepObserver,
+) -> Result<(AnnData, Vec<StepRecord>)> {
+    check_config(config)?;
+    let mut r = Runner::new(observer, Some(gpu));
+    let ctx = gpu.ctx.clone();
+    let mut adata = placeholder(0, 0);
+    let per_block = cells_per_block(p, config, gpu.memory_budget);
+    let cells: Vec<Range<usize>> = (0..p.n_cells)
+        .step_by(per_block)
+        .map(|s| s..(s + per_block).min(p.n_cells))
+        .collect();
+    let model = r.step_on("prepare the generated cells", true, &mut adata, |a| {
+        let (model, genes) = count_model(p)?;
+        let groups: Vec<(u8, u8)> = {
+            use rayon::prelude::*;
+            (0..p.n_cells as u64)
+                .into_par_iter()
+                .map(|c| model.group(c))
+                .collect()
+        };
+        let (obs, var) = annotations(p, &groups, genes)?;
+        *a = placeholder(p.n_cells, p.n_genes);
+        (a.obs, a.var) = (obs, var);
+        let model = DeviceCountModel::upload(&ctx, &model).map_err(gpu_error)?;
+        Ok((
+            model,
+            format!(
+                "{} blocks of up to {per_block} cells, generated on the GPU for every pass; no X held",
+                cells.len()
+            ),
+        ))
+    })?;
+    let mut pass = GeneratedPass {
+        ctx: ctx.clone(),
+        model: &model,
+        cells: &cells,
+        chain: Chain::default(),
+        scaler: None,
+    };
+    let gpus = [ctx.clone()];
+    let env = StepEnv {
+        config,
+        gpus: &gpus,
+        group: &[],
+    };
+    for step in table::enabled(config, Phase::PerCell) {
+        let on = step
+            .generated
+            .expect("every per-cell step has a generated form (see the table's tests)");
+        r.step_on(on.name, true, &mut adata, |a| {
+            (on.run)(a, &env, &mut pass).map(|note| ((), note))
+        })?;
+    }
+    drop(pass);
+    r.run_phase(&mut adata, &env, Phase::CellGraph)?;
+    Ok((adata, r.records))
+}
+
+/// The steps this run can make lazily.
+fn check_config(config: &PipelineConfig) -> Result<()> {
+    let refuse = |why: &str| Err(Error::param(STEP, why.to_string()));
+    if let Some(None) = config.target_sum {
+        return refuse(
+            "normalize_total with the median of the cell totals (--target-sum 0) needs every \
+             cell before the first block is normalized: give a target (e.g. --target-sum 10000)",
+        );
+    }
+    if config.scale_max_value.is_none() {
+        return refuse(
+            "without scale (--no-scale) there is no dense block for PCA: the generated demo \
+             scales each block as it is made",
+        );
+    }
+    if config.n_comps.is_none() && config.n_neighbors.is_some() {
+        return refuse("neighbors needs pca (X_pca) on the generated demo: drop --no-pca");
+    }
+    Ok(())
+}
+
+/// An AnnData of `n_cells` x `n_genes` whose X is an empty placeholder (no stored values; the
+/// writer leaves it out).
+fn placeholder(n_cells: usize, n_genes: usize) -> AnnData {
+    let x = CsrMatrix {
+        n_rows: n_cells,
+        n_cols: n_genes,
+        indptr: vec![0; n_cells + 1],
+        indices: Vec::new(),
+        data: Vec::new(),
+    };
+    AnnData::new(Matrix::Sparse(x))
+}
+
+fn gpu_error(e: sc_kernels::KernelError) -> Error {
+    Error::Gpu {
+        step: STEP,
+        problem: e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_x_beyond_half_the_host_memory_is_generated_on_the_gpu() {
+        let atlas = SyntheticParams::new(11_400_000, 45_854, 0);
+        // About 23 G values at most, 8 bytes each: far beyond 128 GB.
+        assert!(too_large_for_host(&atlas, 128 << 30));
+        let small = SyntheticParams::new(100_000, 20_000, 0);
+        assert!(!too_large_for_host(&small, 128 << 30));
+        assert!(too_large_for_host(&small, 1 << 30));
+    }
+
+    #[test]
+    fn blocks_fit_a_quarter_of_the_budget_within_bounds() {
+        let p = SyntheticParams::new(11_400_000, 45_854, 0);
+        let config = PipelineConfig::default();
+        let per = cells_per_block(&p, &config, 70 << 30);
+        // 2,500 values x 24 bytes + 2,000 dense genes x 4 bytes a cell.
+        assert!((200_000..=300_000).contains(&per), "{per}");
+        assert_eq!(cells_per_block(&p, &config, 1 << 20), 1024);
+        assert_eq!(cells_per_block(&p, &config, 1 << 50), 1 << 20);
+    }
+
+    #[test]
+    fn steps_that_cannot_run_lazily_are_refused_with_the_way_out() {
+        let e = |c: PipelineConfig| check_config(&c).unwrap_err().to_string();
+        let base = PipelineConfig::default();
+        assert!(e(PipelineConfig {
+            target_sum: Some(None),
+            ..base.clone()
+        })
+        .contains("--target-sum 10000"));
+        assert!(e(PipelineConfig {
+            scale_max_value: None,
+            ..base.clone()
+        })
+        .contains("--no-scale"));
+        assert!(e(PipelineConfig {
+            n_comps: None,
+            ..base.clone()
+        })
+        .contains("--no-pca"));
+        assert!(check_config(&base).is_ok());
+    }
+
+    #[test]
+    fn the_placeholder_has_the_shape_and_no_values() {
+        let a = placeholder(50, 30);
+        assert_eq!((a.n_obs(), a.n_vars()), (50, 30));
+        assert_eq!(a.x.stored_values(), 0);
+    }
+}

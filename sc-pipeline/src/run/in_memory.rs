@@ -1,0 +1,122 @@
+//! A run on one X held whole: in host memory (the CPU), in device memory, or in host memory
+//! streamed through the device in row blocks (the memory plan chooses); also each rank's block
+//! of a split run. The steps are the table's ([`super::table::STEPS`]), in its order.
+
+use super::gpu::GpuRun;
+use super::runner::{Runner, StepObserver};
+use super::step::{Phase, StepEnv};
+use super::PipelineConfig;
+use crate::anndata::Matrix;
+use crate::memory_plan::Placement;
+use crate::report::StepRecord;
+use crate::{AnnData, Result};
+use sc_kernels::gpu::GpuContext;
+use sc_kernels::Communicator;
+use std::sync::Arc;
+
+/// Runs the configured steps on `adata` (raw counts in X) on the CPU; returns one record per
+/// step.
+pub fn run_pipeline(
+    adata: &mut AnnData,
+    config: &PipelineConfig,
+    observer: &mut dyn StepObserver,
+) -> Result<Vec<StepRecord>> {
+    run_pipeline_on(adata, config, None, observer)
+}
+
+/// Runs the configured steps; with `gpu`, X is moved to the GPU first, every step runs there,
+/// and X and `.raw` come back to the host at the end (ready to write).
+pub fn run_pipeline_on(
+    adata: &mut AnnData,
+    config: &PipelineConfig,
+    gpu: Option<&GpuRun>,
+    observer: &mut dyn StepObserver,
+) -> Result<Vec<StepRecord>> {
+    run_steps(adata, config, gpu, observer, true)
+}
+
+/// [`run_pipeline_on`]; without `to_host`, X and `.raw` stay where the steps left them (a
+/// split run gathers the ranks' blocks from their GPUs straight into the stacked result).
+pub(crate) fn run_steps(
+    adata: &mut AnnData,
+    config: &PipelineConfig,
+    gpu: Option<&GpuRun>,
+    observer: &mut dyn StepObserver,
+    to_host: bool,
+) -> Result<Vec<StepRecord>> {
+    let mut r = Runner::new(observer, gpu);
+    check_counts(adata)?;
+    // X put on the GPU by the caller (a split run's rank) stays as it is.
+    if let Some(g) = gpu.filter(|_| !matches!(adata.x, Matrix::Device(_))) {
+        let plan = g.plan(adata, config);
+        match plan.placement {
+            Placement::InMemory => r.step_on("move X to the GPU", true, adata, |a| {
+                let bytes = a.to_device(&g.ctx)?;
+                Ok((
+                    (),
+                    format!(
+                        "{:.2} GiB; {}",
+                        bytes as f64 / (1u64 << 30) as f64,
+                        plan.describe()
+                    ),
+                ))
+            })?,
+            Placement::Streamed { block_bytes } => {
+                r.step_on("stream X from host memory", true, adata, |a| {
+                    a.to_streamed(&g.ctx, block_bytes)?;
+                    Ok(((), plan.describe()))
+                })?
+            }
+        }
+    }
+    let graph_gpus: Vec<_> = gpu.map(|g| g.ctx.clone()).into_iter().collect();
+    let env = StepEnv {
+        config,
+        gpus: &graph_gpus,
+        group: &[],
+    };
+    r.run_phase(adata, &env, Phase::PerCell)?;
+    r.run_phase(adata, &env, Phase::CellGraph)?;
+    if gpu.is_some() && to_host {
+        r.step_on("move results to the host", true, adata, |a| {
+            a.to_host()?;
+            Ok(((), "X and .raw".to_string()))
+        })?;
+    }
+    Ok(r.records)
+}
+
+/// The steps over the cell x cell structure of `config` on `adata` after
+/// [`PipelineConfig::per_cell_steps`] ran: harmony (with its cells split across `gpus` when
+/// `group` holds their communicators, else on the first GPU) and neighbors (split across
+/// `gpus`); none: the CPU. `gpu` is the run whose device statistics the records show.
+pub fn run_cell_graph_steps(
+    adata: &mut AnnData,
+    config: &PipelineConfig,
+    gpu: Option<&GpuRun>,
+    gpus: &[Arc<GpuContext>],
+    group: &[Arc<dyn Communicator>],
+    observer: &mut dyn StepObserver,
+) -> Result<Vec<StepRecord>> {
+    let mut r = Runner::new(observer, gpu);
+    let env = StepEnv {
+        config,
+        gpus,
+        group,
+    };
+    r.run_phase(adata, &env, Phase::CellGraph)?;
+    Ok(r.records)
+}
+
+/// The input must be counts: finite and non-negative. X already on a GPU is taken as checked
+/// by whoever put it there (reading it back would cost a copy of X).
+pub(crate) fn check_counts(adata: &AnnData) -> Result<()> {
+    if let Matrix::Device(_) = &adata.x {
+        return Ok(());
+    }
+    adata
+        .x
+        .to_csr()?
+        .check_counts()
+        .map_err(|e| crate::Error::invalid("X", format!("the pipeline needs raw counts in X: {e}")))
+}

@@ -1,0 +1,115 @@
+//! Runs steps one after the other, timing each: wall time, the device memory and transfers of
+//! a GPU step, the process's peak memory; an observer is told when each starts and ends.
+
+use super::gpu::GpuRun;
+use super::step::{Phase, StepEnv};
+use super::table;
+use crate::anndata::Matrix;
+use crate::report::{DeviceStepStats, StepRecord, StepTimer};
+use crate::{AnnData, Error, Result};
+
+/// Told when each step starts and ends (the command line draws progress from it).
+pub trait StepObserver {
+    fn started(&mut self, step: &str);
+    fn finished(&mut self, record: &StepRecord);
+    /// Work begun with `started` ended, or failed, without a record of its own yet (the
+    /// input's read, the output's write).
+    fn stopped(&mut self) {}
+}
+
+/// An observer that does nothing.
+pub struct Silent;
+impl StepObserver for Silent {
+    fn started(&mut self, _: &str) {}
+    fn finished(&mut self, _: &StepRecord) {}
+}
+
+/// The steps' records so far, and the GPU whose statistics they show.
+pub(crate) struct Runner<'a> {
+    pub(crate) records: Vec<StepRecord>,
+    pub(crate) observer: &'a mut dyn StepObserver,
+    pub(crate) gpu: Option<GpuRun>,
+}
+
+impl<'a> Runner<'a> {
+    pub(crate) fn new(observer: &'a mut dyn StepObserver, gpu: Option<&GpuRun>) -> Self {
+        Runner {
+            records: Vec::new(),
+            observer,
+            gpu: gpu.cloned(),
+        }
+    }
+
+    /// Runs the enabled steps of `phase` in the table's order. A per-cell step runs where X
+    /// lives; a cell-graph step on `env`'s GPUs.
+    pub(crate) fn run_phase(
+        &mut self,
+        adata: &mut AnnData,
+        env: &StepEnv<'_>,
+        phase: Phase,
+    ) -> Result<()> {
+        for step in table::enabled(env.config, phase) {
+            let on_gpu = match phase {
+                Phase::PerCell => matches!(adata.x, Matrix::Device(_)),
+                Phase::CellGraph => !env.gpus.is_empty(),
+            };
+            self.step_on(step.name, on_gpu, adata, |a| {
+                (step.run)(a, env).map(|note| ((), note))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Runs `f` as the step `name` (`on_gpu`: the record says it ran on the GPU) and records
+    /// it; `f` returns its result and the report's note.
+    pub(crate) fn step_on<T>(
+        &mut self,
+        name: &str,
+        on_gpu: bool,
+        adata: &mut AnnData,
+        f: impl FnOnce(&mut AnnData) -> Result<(T, String)>,
+    ) -> Result<T> {
+        self.observer.started(name);
+        let before = self
+            .gpu
+            .as_ref()
+            .map(|g| (g.stats.push_counters(), g.ctx.transfers()));
+        let timer = StepTimer::start(name);
+        let result = f(adata);
+        let synced = match &self.gpu {
+            // Device work is asynchronous: the step ends when its stream is idle.
+            Some(g) => g.ctx.synchronize().map_err(|e| Error::Gpu {
+                step: "pipeline",
+                problem: format!("{name}: {e}"),
+            }),
+            None => Ok(()),
+        };
+        let mut device_stats = None;
+        if let (Some(g), Some((outer, t0))) = (&self.gpu, before) {
+            let inner = g.stats.pop_counters().expect("pushed above");
+            let t1 = g.ctx.transfers();
+            device_stats = Some(DeviceStepStats {
+                peak_bytes: (outer.bytes.value + inner.bytes.peak).max(0) as u64,
+                allocations: inner.allocations.total.max(0) as u64,
+                host_to_device_bytes: t1.host_to_device - t0.host_to_device,
+                device_to_host_bytes: t1.device_to_host - t0.device_to_host,
+            });
+        }
+        let (out, note) = result.map_err(|e| e.in_step(name))?;
+        synced?;
+        let mut record = timer.finish(adata.n_obs(), adata.n_vars(), note);
+        record.device = Some(
+            match &adata.x {
+                Matrix::Device(d) if d.is_streamed() => "gpu-streamed",
+                Matrix::Device(_) => "gpu",
+                _ if on_gpu => "gpu",
+                _ => "cpu",
+            }
+            .into(),
+        );
+        record.gpu = device_stats;
+        self.observer.finished(&record);
+        self.records.push(record);
+        Ok(out)
+    }
+}

@@ -1,0 +1,99 @@
+//! What a row of the step table declares ([`Step`]) and what a step's functions are given
+//! ([`StepEnv`]). The rows themselves live beside each step's code (`steps/<step>.rs`); their
+//! order is [`super::table::STEPS`].
+
+use super::generated_blocks::GeneratedPass;
+use super::PipelineConfig;
+use crate::{AnnData, Result};
+use sc_kernels::gpu::GpuContext;
+use sc_kernels::Communicator;
+use std::sync::Arc;
+
+/// When a step runs in a run's life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Over each cell's values (QC to PCA): every rank of a split run runs it on its own block
+    /// of cells, combining per-gene statistics through its communicator.
+    PerCell,
+    /// Over the cell x cell structure (harmony, neighbors): once over all cells, after the
+    /// ranks' blocks are stacked, while the output's X and `.raw` are written.
+    CellGraph,
+}
+
+/// Where a step runs and with what.
+pub struct StepEnv<'a> {
+    pub config: &'a PipelineConfig,
+    /// The GPUs of a [`Phase::CellGraph`] step (none: the CPU). A [`Phase::PerCell`] step
+    /// runs where X lives instead (host, GPU, streamed through a GPU) and ignores them.
+    pub gpus: &'a [Arc<GpuContext>],
+    /// The GPUs' communicators, when a cell-graph step may split its cells across them.
+    pub group: &'a [Arc<dyn Communicator>],
+}
+
+impl<'a> StepEnv<'a> {
+    /// A step environment without GPUs for the cell-graph steps.
+    pub fn host(config: &'a PipelineConfig) -> Self {
+        StepEnv {
+            config,
+            gpus: &[],
+            group: &[],
+        }
+    }
+}
+
+/// The sizes a step's memory estimate is made from: X's cells, genes and stored values when the
+/// run starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sizes {
+    pub n_obs: usize,
+    pub n_vars: usize,
+    pub nnz: usize,
+}
+
+/// Device bytes a step needs beyond X and one compacted copy of it (which any step that
+/// selects cells or genes holds at once).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StepBytes {
+    /// Made by the step and kept for the rest of the run (scale's dense matrix).
+    pub kept: u64,
+    /// Held only while the step runs (PCA's Gram matrix and eigensolver workspace).
+    pub transient: u64,
+}
+
+/// A step's function: runs it on `adata` and returns its report note.
+pub type RunFn = fn(&mut AnnData, &StepEnv<'_>) -> Result<String>;
+
+/// A step's function on the generated demo, whose X is never held: it reads the blocks of
+/// `pass` and adds to what every later block goes through.
+pub type GeneratedFn = fn(&mut AnnData, &StepEnv<'_>, &mut GeneratedPass<'_>) -> Result<String>;
+
+/// How a step runs on the generated demo (`run::generated`).
+#[derive(Clone, Copy)]
+pub struct OnGenerated {
+    /// The report's name there (the note differs where the step is lazy or keeps less).
+    pub name: &'static str,
+    pub run: GeneratedFn,
+}
+
+/// One row of the step table.
+#[derive(Clone, Copy)]
+pub struct Step {
+    /// The report's name.
+    pub name: &'static str,
+    pub phase: Phase,
+    /// Whether a run of this configuration makes the step.
+    pub enabled: fn(&PipelineConfig) -> bool,
+    /// The step on X wherever it lives: the host, a GPU, streamed through a GPU in row blocks,
+    /// or a rank's block of a split run (the step's function dispatches on X).
+    pub run: RunFn,
+    /// The step on the generated demo's blocks; `None`: as [`Step::run`] (the cell-graph steps
+    /// read `obsm`, which the generated run holds).
+    pub generated: Option<OnGenerated>,
+    /// Device bytes beyond X of an in-memory run (`memory_plan`).
+    pub device_bytes: fn(&Sizes, &PipelineConfig) -> StepBytes,
+}
+
+/// The memory estimate of a step that needs nothing beyond X and its compacted copy.
+pub fn no_device_bytes(_: &Sizes, _: &PipelineConfig) -> StepBytes {
+    StepBytes::default()
+}
