@@ -163,7 +163,8 @@ fn harmony_runs_after_pca_and_neighbors_use_its_embedding() {
         params.get("use_rep"),
         Some(&sc_pipeline::anndata::Value::str("X_pca_harmony"))
     );
-    // A batch key that is not there, and --harmony without PCA, are refused.
+    // A batch key that is not there, and --harmony without PCA, are refused (the first by the
+    // step table's input check, before any step runs).
     let never = common::scratch("never-harmony.h5ad");
     for (extra, expected) in [
         (&["--harmony", "donor"][..], "obs has no column 'donor'"),
@@ -180,8 +181,7 @@ fn harmony_runs_after_pca_and_neighbors_use_its_embedding() {
         assert!(!r.status.success(), "{args:?} should fail");
         assert!(text(&r).contains(expected), "{args:?}: {}", text(&r));
     }
-    // The first fails in harmony, while X and .raw were being written: nothing is left, not
-    // even the partial file.
+    // Nothing is left, not even a partial file.
     let left: Vec<_> = std::fs::read_dir(never.parent().unwrap())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

@@ -307,6 +307,9 @@ pub fn execute(plan: &RunPlan, observer: &mut dyn StepObserver) -> Result<Outcom
     };
     let gpu = gpus.first().cloned();
     let (mut adata, load_record) = loaded?;
+    // Options that name input data (--batch-key, --harmony) are checked before any step runs
+    // or X moves to a GPU.
+    super::table::check_input(config, &adata)?;
     report.steps.extend(join_record);
     report.steps.push(load_record);
     if eligible && early.is_none() {

@@ -99,6 +99,7 @@ pub fn run_generated(
             ),
         ))
     })?;
+    table::check_input(config, &adata)?;
     let mut pass = GeneratedPass {
         ctx: ctx.clone(),
         model: &model,

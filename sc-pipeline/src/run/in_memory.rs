@@ -46,6 +46,7 @@ pub(crate) fn run_steps(
 ) -> Result<Vec<StepRecord>> {
     let mut r = Runner::new(observer, gpu);
     check_counts(adata)?;
+    super::table::check_input(config, adata)?;
     // X put on the GPU by the caller (a split run's rank) stays as it is.
     if let Some(g) = gpu.filter(|_| !matches!(adata.x, Matrix::Device(_))) {
         let plan = g.plan(adata, config);

@@ -54,6 +54,7 @@ pub fn run_pipeline_split(
         }
     }
     check_counts(&adata)?;
+    super::table::check_input(config, &adata)?;
     let timer = StepTimer::start("split cells across ranks");
     let n = adata.n_obs();
     let size = ranks.len();

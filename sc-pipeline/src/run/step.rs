@@ -91,6 +91,14 @@ pub struct Step {
     pub generated: Option<OnGenerated>,
     /// Device bytes beyond X of an in-memory run (`memory_plan`).
     pub device_bytes: fn(&Sizes, &PipelineConfig) -> StepBytes,
+    /// Refuses, before any step runs, an input this step could not use with `config` (an obs
+    /// column an option names that is missing or unusable), naming the option.
+    pub check_input: fn(&AnnData, &PipelineConfig) -> Result<()>,
+}
+
+/// The input check of a step that takes everything it reads from the steps before it.
+pub fn no_input_check(_: &AnnData, _: &PipelineConfig) -> Result<()> {
+    Ok(())
 }
 
 /// The memory estimate of a step that needs nothing beyond X and its compacted copy.

@@ -6,6 +6,7 @@
 use super::step::{Phase, Step};
 use super::PipelineConfig;
 use crate::steps::rows;
+use crate::{AnnData, Result};
 
 /// The steps in the order they run. The per-cell steps come first, then the cell-graph steps
 /// (see [`Phase`]).
@@ -32,6 +33,15 @@ pub fn enabled<'a>(
     STEPS
         .iter()
         .filter(move |s| s.phase == phase && (s.enabled)(config))
+}
+
+/// Refuses, before any step runs, what the steps of `config` could not use in `adata` (each
+/// row's `check_input`: an obs column an option names, missing or unusable).
+pub fn check_input(config: &PipelineConfig, adata: &AnnData) -> Result<()> {
+    STEPS
+        .iter()
+        .filter(|s| (s.enabled)(config))
+        .try_for_each(|s| (s.check_input)(adata, config))
 }
 
 #[cfg(test)]
@@ -90,5 +100,59 @@ mod tests {
         };
         let names: Vec<_> = enabled(&v3, Phase::PerCell).map(|s| s.name).collect();
         assert_eq!(names[3..5], ["highly_variable_genes", "normalize_total"]);
+    }
+
+    /// Records the steps it is told of.
+    #[derive(Default)]
+    struct Seen(Vec<String>);
+    impl crate::run::StepObserver for Seen {
+        fn started(&mut self, step: &str) {
+            self.0.push(step.to_string());
+        }
+        fn finished(&mut self, _: &crate::report::StepRecord) {}
+    }
+
+    #[test]
+    fn options_that_name_obs_columns_are_checked_before_any_step() {
+        let p = crate::synthetic::SyntheticParams::new(300, 400, 1);
+        let input = || crate::synthetic::generate(&p).unwrap();
+        let adata = input();
+        let harmony = |key: &str| PipelineConfig {
+            harmony: Some(crate::steps::HarmonyOptions {
+                key: key.into(),
+                params: Default::default(),
+            }),
+            ..PipelineConfig::default()
+        };
+        let batch_key = |key: &str| PipelineConfig {
+            hvg: Some(crate::steps::HvgOptions {
+                batch_key: Some(key.into()),
+                ..Default::default()
+            }),
+            ..PipelineConfig::default()
+        };
+        for (config, expected) in [
+            (harmony("donor"), "obs has no column 'donor'"),
+            (batch_key("donor"), "batch_key: obs has no column 'donor'"),
+        ] {
+            let mut seen = Seen::default();
+            let mut a = input();
+            let e = crate::run::run_pipeline(&mut a, &config, &mut seen)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(expected), "{e}");
+            assert!(seen.0.is_empty(), "steps ran first: {:?}", seen.0);
+        }
+        // One batch only: harmony is refused up front too.
+        let mut one = input();
+        let n = one.n_obs();
+        one.obs
+            .set_values("donor", crate::anndata::ArrayData::Str(vec!["a".into(); n]))
+            .unwrap();
+        let e = check_input(&harmony("donor"), &one)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("at least 2 batches"), "{e}");
+        assert!(check_input(&PipelineConfig::default(), &adata).is_ok());
     }
 }

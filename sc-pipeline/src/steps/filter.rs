@@ -4,7 +4,7 @@
 //! `filter_genes` writes `var['n_cells']` (or `var['n_counts']`) and keeps the passing genes.
 
 use super::kernel_error;
-use crate::run::step::{no_device_bytes, OnGenerated, Phase, Step, StepEnv};
+use crate::run::step::{no_device_bytes, no_input_check, OnGenerated, Phase, Step, StepEnv};
 use crate::run::GeneratedPass;
 use crate::{AnnData, Error, Result};
 use sc_kernels::filter::{CellFilter, FilterResult, GeneFilter};
@@ -20,6 +20,7 @@ pub(crate) const FILTER_CELLS: Step = Step {
         run: generated_filter_cells,
     }),
     device_bytes: no_device_bytes,
+    check_input: no_input_check,
 };
 
 /// The pipeline's row of `filter_genes(min_cells=...)`.
@@ -33,6 +34,7 @@ pub(crate) const FILTER_GENES: Step = Step {
         run: generated_filter_genes,
     }),
     device_bytes: no_device_bytes,
+    check_input: no_input_check,
 };
 
 fn min_genes(env: &StepEnv<'_>) -> u64 {

@@ -11,6 +11,7 @@
 use super::kernel_error;
 use crate::anndata::DenseArray;
 use crate::run::step::{no_device_bytes, Phase, Step, StepEnv};
+use crate::run::PipelineConfig;
 use crate::{AnnData, Error, Result};
 use sc_kernels::comm::{all_ranks_ok, rank_rows};
 use sc_kernels::gpu::GpuContext;
@@ -30,7 +31,18 @@ pub(crate) const ROW: Step = Step {
     run: run_step,
     generated: None,
     device_bytes: no_device_bytes,
+    check_input,
 };
+
+/// The batch column must exist with at least two batches before any step runs (found after PCA,
+/// the error would cost the whole run).
+fn check_input(adata: &AnnData, config: &PipelineConfig) -> Result<()> {
+    let h = config
+        .harmony
+        .as_ref()
+        .expect("the row runs only with harmony");
+    batches(adata, &h.key).map(|_| ())
+}
 
 fn run_step(a: &mut AnnData, env: &StepEnv<'_>) -> Result<String> {
     let h = env
@@ -161,6 +173,12 @@ const STEP: &str = "harmony_integrate";
 /// The embedding, each cell's batch code and the number of batches (at least 2).
 fn inputs(adata: &AnnData, key: &str) -> Result<(DenseMatrix<f32>, Vec<u32>, usize)> {
     let z = basis(adata)?;
+    let (codes, n_batches) = batches(adata, key)?;
+    Ok((z, codes, n_batches))
+}
+
+/// Each cell's batch code in `obs[key]` and the number of batches (at least 2).
+fn batches(adata: &AnnData, key: &str) -> Result<(Vec<u32>, usize)> {
     let column = adata.obs.column(key).ok_or_else(|| Error::Missing {
         step: STEP,
         problem: format!(
@@ -178,7 +196,7 @@ fn inputs(adata: &AnnData, key: &str) -> Result<(DenseMatrix<f32>, Vec<u32>, usi
             ),
         ));
     }
-    Ok((z, codes, groups.len()))
+    Ok((codes, groups.len()))
 }
 
 /// `obsm['X_pca_harmony']` from the result, and the step's summary.

@@ -8,8 +8,8 @@
 
 use super::kernel_error;
 use crate::anndata::{ArrayData, Column, DeviceData, DeviceMatrix, Matrix, Value};
-use crate::run::step::{no_device_bytes, OnGenerated, Phase, Step, StepEnv};
-use crate::run::GeneratedPass;
+use crate::run::step::{no_device_bytes, no_input_check, OnGenerated, Phase, Step, StepEnv};
+use crate::run::{GeneratedPass, PipelineConfig};
 use crate::{AnnData, Error, Result};
 use sc_kernels::hvg::{Batches, Flavor, HvgParams, HvgResult};
 
@@ -31,6 +31,7 @@ pub(crate) const ON_LOG_NORMALIZED: Step = Step {
         run: run_generated,
     }),
     device_bytes: no_device_bytes,
+    check_input: check_batch_key,
 };
 
 /// The pipeline's row that subsets X to the highly variable genes, `.raw` frozen first
@@ -45,7 +46,27 @@ pub(crate) const SUBSET: Step = Step {
         run: generated_subset,
     }),
     device_bytes: no_device_bytes,
+    check_input: no_input_check,
 };
+
+/// `--batch-key`'s column must exist and hold labels before any step runs.
+fn check_batch_key(adata: &AnnData, config: &PipelineConfig) -> Result<()> {
+    let h = config
+        .hvg
+        .as_ref()
+        .expect("the row runs only with HVG options");
+    let Some(key) = &h.batch_key else {
+        return Ok(());
+    };
+    let column = adata.obs.column(key).ok_or_else(|| Error::Missing {
+        step: "highly_variable_genes",
+        problem: format!(
+            "batch_key: obs has no column '{key}'; obs has: {}",
+            adata.obs.column_names().collect::<Vec<_>>().join(", ")
+        ),
+    })?;
+    column.group_labels(key).map(|_| ())
+}
 
 fn options<'a>(env: &StepEnv<'a>) -> &'a HvgOptions {
     env.config

@@ -3,7 +3,7 @@
 
 use super::{kernel_error, x_csr_mut};
 use crate::anndata::Value;
-use crate::run::step::{no_device_bytes, OnGenerated, Phase, Step, StepEnv};
+use crate::run::step::{no_device_bytes, no_input_check, OnGenerated, Phase, Step, StepEnv};
 use crate::run::GeneratedPass;
 use crate::{AnnData, Result};
 
@@ -18,6 +18,7 @@ pub(crate) const ROW: Step = Step {
         run: run_generated,
     }),
     device_bytes: no_device_bytes,
+    check_input: no_input_check,
 };
 
 /// Lazy: each block is transformed as it is generated.

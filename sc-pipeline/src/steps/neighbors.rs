@@ -7,7 +7,7 @@
 
 use super::kernel_error;
 use crate::anndata::{Matrix, Value};
-use crate::run::step::{no_device_bytes, Phase, Step, StepEnv};
+use crate::run::step::{no_device_bytes, no_input_check, Phase, Step, StepEnv};
 use crate::{AnnData, Error, Result};
 use sc_kernels::gpu::GpuContext;
 use sc_kernels::neighbors::{Knn, NeighborsParams, NeighborsResult};
@@ -100,6 +100,7 @@ pub(crate) const ROW: Step = Step {
     run: run_step,
     generated: None,
     device_bytes: no_device_bytes,
+    check_input: no_input_check,
 };
 
 fn run_step(a: &mut AnnData, env: &StepEnv<'_>) -> Result<String> {

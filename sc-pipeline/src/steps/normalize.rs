@@ -2,7 +2,7 @@
 //! Changes X in place; like scanpy with `key_added=None`, writes nothing else.
 
 use super::{kernel_error, x_csr_mut};
-use crate::run::step::{no_device_bytes, OnGenerated, Phase, Step, StepEnv};
+use crate::run::step::{no_device_bytes, no_input_check, OnGenerated, Phase, Step, StepEnv};
 use crate::run::GeneratedPass;
 use crate::{AnnData, Result};
 use sc_kernels::normalize::{NormalizeParams, NormalizeResult};
@@ -19,6 +19,7 @@ pub(crate) const ROW: Step = Step {
         run: run_generated,
     }),
     device_bytes: no_device_bytes,
+    check_input: no_input_check,
 };
 
 fn target_sum(env: &StepEnv<'_>) -> Option<f64> {

@@ -7,7 +7,7 @@
 
 use super::kernel_error;
 use crate::anndata::{ArrayData, Column, DenseArray, DeviceData, Matrix, Value};
-use crate::run::step::{OnGenerated, Phase, Sizes, Step, StepBytes, StepEnv};
+use crate::run::step::{no_input_check, OnGenerated, Phase, Sizes, Step, StepBytes, StepEnv};
 use crate::run::{GeneratedPass, PipelineConfig};
 use crate::{AnnData, Error, Result};
 use sc_kernels::gpu::GpuContext;
@@ -24,6 +24,7 @@ pub(crate) const ROW: Step = Step {
         run: run_generated,
     }),
     device_bytes,
+    check_input: no_input_check,
 };
 
 fn n_comps(env: &StepEnv<'_>) -> usize {

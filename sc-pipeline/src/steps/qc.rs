@@ -8,7 +8,7 @@
 
 use super::kernel_error;
 use crate::anndata::{ArrayData, Column};
-use crate::run::step::{no_device_bytes, OnGenerated, Phase, Step, StepEnv};
+use crate::run::step::{no_device_bytes, no_input_check, OnGenerated, Phase, Step, StepEnv};
 use crate::run::GeneratedPass;
 use crate::{AnnData, Error, Result};
 use sc_kernels::qc::{QcMetrics, QcParams};
@@ -24,6 +24,7 @@ pub(crate) const ROW: Step = Step {
         run: run_generated,
     }),
     device_bytes: no_device_bytes,
+    check_input: no_input_check,
 };
 
 fn mito_prefix<'a>(env: &StepEnv<'a>) -> &'a str {

@@ -4,7 +4,7 @@
 
 use super::kernel_error;
 use crate::anndata::{ArrayData, DeviceMatrix, Matrix};
-use crate::run::step::{OnGenerated, Phase, Sizes, Step, StepBytes, StepEnv};
+use crate::run::step::{no_input_check, OnGenerated, Phase, Sizes, Step, StepBytes, StepEnv};
 use crate::run::{GeneratedPass, PipelineConfig};
 use crate::{AnnData, Result};
 use sc_kernels::scale::{DenseScaler, ScaleParams};
@@ -20,6 +20,7 @@ pub(crate) const ROW: Step = Step {
         run: run_generated,
     }),
     device_bytes,
+    check_input: no_input_check,
 };
 
 fn params(env: &StepEnv<'_>) -> ScaleParams {
