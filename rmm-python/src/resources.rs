@@ -230,12 +230,27 @@ pub struct PyPool {
 #[pymethods]
 impl PyPool {
     #[new]
-    #[pyo3(signature = (upstream_mr, initial_pool_size = None, maximum_pool_size = None))]
+    /// `upstream_mr` (RMM's name) or `upstream` (the name RMM's Python guide uses): exactly one.
+    #[pyo3(signature = (upstream_mr = None, initial_pool_size = None, maximum_pool_size = None, *, upstream = None))]
     fn new(
-        upstream_mr: &Bound<'_, PyResource>,
+        upstream_mr: Option<&Bound<'_, PyResource>>,
         initial_pool_size: Option<Bytes>,
         maximum_pool_size: Option<Bytes>,
+        upstream: Option<&Bound<'_, PyResource>>,
     ) -> PyResult<PyClassInitializer<Self>> {
+        let upstream_mr = match (upstream_mr, upstream) {
+            (Some(u), None) | (None, Some(u)) => u,
+            (None, None) => {
+                return Err(pyo3::exceptions::PyTypeError::new_err(
+                    "PoolMemoryResource needs an upstream resource (upstream_mr= or upstream=)",
+                ))
+            }
+            (Some(_), Some(_)) => {
+                return Err(pyo3::exceptions::PyTypeError::new_err(
+                    "PoolMemoryResource takes one upstream resource: give upstream_mr= or upstream=, not both",
+                ))
+            }
+        };
         let options = PoolOptions {
             initial_pool_size: bytes(initial_pool_size),
             maximum_pool_size: bytes(maximum_pool_size),

@@ -35,7 +35,31 @@ __all__ = [
     "reinitialize",
     "set_current_device",
     "statistics",
+    "to_device",
 ]
+
+
+def to_device(data, stream=None, mr=None, device=None):
+    """A new DeviceBuffer holding a copy of `data` (bytes-like), as RMM's `rmm.to_device`."""
+    return DeviceBuffer.to_device(data, stream=stream, mr=mr, device=device)
+
+
+# RMM's top-level names for the CuPy and Numba plugins, loaded when first asked for, so that
+# `import rmm_core` needs neither library. `_numba_memory_manager` is what
+# NUMBA_CUDA_MEMORY_MANAGER=rmm_core makes Numba look up.
+_PLUGINS = {
+    "rmm_cupy_allocator": "rmm_core.allocators.cupy",
+    "RMMNumbaManager": "rmm_core.allocators.numba",
+    "_numba_memory_manager": "rmm_core.allocators.numba",
+}
+
+
+def __getattr__(name):
+    if name in _PLUGINS:
+        import importlib
+
+        return getattr(importlib.import_module(_PLUGINS[name]), name)
+    raise AttributeError(f"module 'rmm_core' has no attribute {name!r}")
 
 _initialized = False
 
