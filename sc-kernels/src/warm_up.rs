@@ -97,3 +97,25 @@ pub fn warm_up_in_background(
         Ok(())
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_module_has_kernels_and_the_warm_up_finds_them_all() {
+        // Every module of the pipeline has kernels, and the warm-up finds them all.
+        let modules = all_modules();
+        assert!(modules.iter().all(|m| !m.kernel_names().is_empty()));
+        let total: usize = modules.iter().map(|m| m.kernel_names().len()).sum();
+        let declared: usize = modules
+            .iter()
+            .map(|m| m.source.matches("__global__").count())
+            .sum();
+        assert_eq!(total, declared);
+        let knn = crate::neighbors::gpu::SRC.kernel_names();
+        for name in ["transpose_pad", "row_norms", "knn_scan", "knn_refine"] {
+            assert!(knn.contains(&name), "{name} in {knn:?}");
+        }
+    }
+}

@@ -1,6 +1,8 @@
-//! [`PipelineConfig`]: which steps a run makes and with what parameters.
+//! [`PipelineConfig`]: which steps a run makes and with what parameters, the options of the
+//! steps that take several among them.
 
-use crate::steps::{HarmonyOptions, HvgOptions};
+use sc_kernels::harmony::HarmonyParams;
+use sc_kernels::hvg::Flavor;
 
 /// Parameters of a run; [`PipelineConfig::default`] is the benchmark recipe
 /// (`benches/WORKLOADS.md`, section B). A `None` switches its step off.
@@ -69,4 +71,40 @@ impl PipelineConfig {
             _ => n_vars,
         }
     }
+}
+
+/// What to compute, with the pipeline's defaults (cell_ranger, 2000 genes, no batch key).
+#[derive(Debug, Clone, PartialEq)]
+pub struct HvgOptions {
+    pub flavor: Flavor,
+    pub n_top_genes: Option<usize>,
+    /// `obs` column with the batch of each cell.
+    pub batch_key: Option<String>,
+    /// Layer to compute on instead of X (seurat_v3 needs counts).
+    pub layer: Option<String>,
+}
+
+impl Default for HvgOptions {
+    fn default() -> Self {
+        HvgOptions {
+            flavor: Flavor::CellRanger,
+            n_top_genes: Some(2000),
+            batch_key: None,
+            layer: None,
+        }
+    }
+}
+
+impl HvgOptions {
+    /// seurat_v3 works on raw counts, the other flavours on log-normalized data.
+    pub fn needs_counts(&self) -> bool {
+        matches!(self.flavor, Flavor::SeuratV3 | Flavor::SeuratV3Paper)
+    }
+}
+
+/// A harmony run: the obs column with the batches and the algorithm's parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HarmonyOptions {
+    pub key: String,
+    pub params: HarmonyParams,
 }

@@ -78,13 +78,6 @@ pub const HARMONY_BASIS: &str = "X_pca";
 /// Where the corrected embedding goes.
 pub const HARMONY_ADJUSTED_BASIS: &str = "X_pca_harmony";
 
-/// A harmony run: the obs column with the batches and the algorithm's parameters.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HarmonyOptions {
-    pub key: String,
-    pub params: HarmonyParams,
-}
-
 /// What a run did, for the step's report line.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HarmonySummary {

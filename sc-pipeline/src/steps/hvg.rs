@@ -9,9 +9,9 @@
 use super::kernel_error;
 use crate::anndata::{ArrayData, Column, DeviceData, DeviceMatrix, Matrix, Value};
 use crate::run::step::{no_device_bytes, no_input_check, OnGenerated, Phase, Step, StepEnv};
-use crate::run::{GeneratedPass, PipelineConfig};
+use crate::run::{GeneratedPass, HvgOptions, PipelineConfig};
 use crate::{AnnData, Error, Result};
-use sc_kernels::hvg::{Batches, Flavor, HvgParams, HvgResult};
+use sc_kernels::hvg::{Batches, HvgParams, HvgResult};
 
 /// The pipeline's row of a flavour that reads counts (seurat_v3): before normalize_total (its
 /// results are per gene and survive normalize_total and log1p), which spares a copy of X.
@@ -129,35 +129,6 @@ fn generated_subset(
     a.select_var(&keep)?;
     pass.chain.keep_hvg = Some(keep);
     Ok("no .raw (X is generated, never held)".to_string())
-}
-
-/// What to compute, with the pipeline's defaults (cell_ranger, 2000 genes, no batch key).
-#[derive(Debug, Clone, PartialEq)]
-pub struct HvgOptions {
-    pub flavor: Flavor,
-    pub n_top_genes: Option<usize>,
-    /// `obs` column with the batch of each cell.
-    pub batch_key: Option<String>,
-    /// Layer to compute on instead of X (seurat_v3 needs counts).
-    pub layer: Option<String>,
-}
-
-impl Default for HvgOptions {
-    fn default() -> Self {
-        HvgOptions {
-            flavor: Flavor::CellRanger,
-            n_top_genes: Some(2000),
-            batch_key: None,
-            layer: None,
-        }
-    }
-}
-
-impl HvgOptions {
-    /// seurat_v3 works on raw counts, the other flavours on log-normalized data.
-    pub fn needs_counts(&self) -> bool {
-        matches!(self.flavor, Flavor::SeuratV3 | Flavor::SeuratV3Paper)
-    }
 }
 
 /// Annotates the highly variable genes; returns how many were selected.

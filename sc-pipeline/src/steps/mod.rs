@@ -16,12 +16,14 @@ mod pca;
 mod qc;
 mod scale;
 
+/// The options of the steps that take several (they are part of the run's configuration).
+pub use crate::run::{HarmonyOptions, HvgOptions};
 pub use filter::{filter_cells, filter_genes};
 pub use harmony::{
-    harmony_integrate, harmony_integrate_across, harmony_integrate_on, HarmonyOptions,
-    HarmonySummary, HARMONY_ADJUSTED_BASIS, HARMONY_BASIS,
+    harmony_integrate, harmony_integrate_across, harmony_integrate_on, HarmonySummary,
+    HARMONY_ADJUSTED_BASIS, HARMONY_BASIS,
 };
-pub use hvg::{highly_variable_genes, highly_variable_mask, HvgOptions};
+pub use hvg::{highly_variable_genes, highly_variable_mask};
 pub use log1p::log1p;
 pub use neighbors::{neighbors, neighbors_on};
 pub use normalize::normalize_total;
