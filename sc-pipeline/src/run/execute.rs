@@ -19,7 +19,7 @@ use std::sync::Arc;
 /// How a run ended.
 pub enum Outcome {
     /// The output and the run's other files are in place.
-    Written(Finished),
+    Written(Box<Finished>),
     /// A launched rank other than 0: its cells went to rank 0, which writes the output.
     HandedOver {
         rank: usize,
@@ -260,7 +260,8 @@ pub fn execute(plan: &RunPlan, observer: &mut dyn StepObserver) -> Result<Outcom
         report.steps.extend(records);
         report.record_gpu(g);
         let written = output::write_step(&adata, output, false, observer, &mut report)?;
-        return output::finish(plan, report, start, written, &recorders).map(Outcome::Written);
+        return output::finish(plan, report, start, written, &recorders)
+            .map(|f| Outcome::Written(Box::new(f)));
     }
     // Where the cells are split across GPUs, neighbors is short and the output's write is on
     // the critical path: its pages are reserved while the input is read. On one GPU the write
@@ -382,5 +383,5 @@ pub fn execute(plan: &RunPlan, observer: &mut dyn StepObserver) -> Result<Outcom
     if let Some(g) = &gpu {
         report.record_gpu(g);
     }
-    output::finish(plan, report, start, written, &recorders).map(Outcome::Written)
+    output::finish(plan, report, start, written, &recorders).map(|f| Outcome::Written(Box::new(f)))
 }

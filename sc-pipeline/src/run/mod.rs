@@ -6,7 +6,7 @@
 //! - [`generated`]: the demo generated on the GPU block by block for every pass;
 //! - [`split`]: the cells split across this host's GPUs (or threads), one rank each;
 //! - [`launched`]: one rank of a group started by a launcher, one process per GPU;
-//! - [`execute`]: carries out a [`RunPlan`], choosing among them, and writes the output.
+//! - [`mod@execute`]: carries out a [`RunPlan`], choosing among them, and writes the output.
 
 pub mod allocator;
 mod config;

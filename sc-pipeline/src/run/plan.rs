@@ -1,5 +1,5 @@
 //! [`RunPlan`]: everything a run needs to know before it starts, typed and checked. The
-//! command line builds one from its options (`cli::run`); [`super::execute`] carries it out.
+//! command line builds one from its options (`cli::run`); [`super::execute()`] carries it out.
 
 use super::gpu::DeviceOptions;
 use super::PipelineConfig;
