@@ -10,25 +10,47 @@ use crate::gpu::{module_cache, DeviceDense, GpuContext};
 pub fn all_modules() -> Vec<module_cache::KernelSource> {
     vec![
         crate::gpu::reduce::SRC,
-        crate::qc::gpu::SRC,
-        crate::pca::gpu::SRC,
-        crate::harmony::gpu::SRC,
-        crate::neighbors::gpu::SRC,
+        crate::qc::KERNELS,
+        crate::pca::KERNELS,
+        crate::harmony::KERNELS,
+        crate::neighbors::KERNELS,
         crate::gpu::scan::SRC,
         crate::gpu::compact::SRC,
-        crate::normalize::gpu::SRC,
-        crate::log1p::gpu::SRC,
-        crate::hvg::gpu::SRC,
-        crate::scale::gpu::SRC,
-        crate::synth::gpu::SRC,
+        crate::normalize::KERNELS,
+        crate::log1p::KERNELS,
+        crate::hvg::KERNELS,
+        crate::scale::KERNELS,
+        crate::synth::KERNELS,
     ]
+}
+
+/// The modules of the shared GPU layer, which every step may use (reductions, scans,
+/// compaction).
+fn shared_modules() -> [module_cache::KernelSource; 3] {
+    [
+        crate::gpu::reduce::SRC,
+        crate::gpu::scan::SRC,
+        crate::gpu::compact::SRC,
+    ]
+}
+
+/// What a run whose steps use the modules `steps` compiles at warm-up: those and the shared
+/// layer's, in [`all_modules`]' order. The others are left to their first use, if any (a run
+/// without harmony never waits for NVRTC on harmony's module).
+pub fn modules_for(steps: &[module_cache::KernelSource]) -> Vec<module_cache::KernelSource> {
+    let shared = shared_modules();
+    all_modules()
+        .into_iter()
+        .filter(|m| shared.iter().chain(steps).any(|n| n.name == m.name))
+        .collect()
 }
 
 /// Threads that compile modules at warm-up: NVRTC slows down when many compile at once (11
 /// modules on 11 threads took twice their serial time each), a few side by side do not.
 const COMPILE_THREADS: usize = 3;
 
-/// Loads (or compiles) every module, with each of its kernels (see
+/// Loads (or compiles) `modules` in order (e.g. [`all_modules`] or [`modules_for`] a run), with
+/// each of their kernels (see
 /// [`GpuContext::load_kernels`]), and creates the cuBLAS and cuSOLVER handles on a background
 /// thread, so a pipeline that starts by reading a file finds them ready: library start-up
 /// (hundreds of milliseconds for cuSOLVER) overlaps the read instead of the first step. With
@@ -37,6 +59,7 @@ const COMPILE_THREADS: usize = 3;
 /// first launch, which would otherwise land in the pipeline's PCA step.
 pub fn warm_up_in_background(
     ctx: &std::sync::Arc<GpuContext>,
+    modules: Vec<module_cache::KernelSource>,
     pca_shape: Option<(usize, usize)>,
 ) -> std::thread::JoinHandle<crate::Result<()>> {
     let ctx = ctx.clone();
@@ -44,7 +67,6 @@ pub fn warm_up_in_background(
         let gpu = |e: rmm_cuda::CudaError| crate::KernelError::Gpu(format!("warm-up: {e}"));
         ctx.device().bind().map_err(gpu)?;
         // A few threads take the modules in order; the library handles meanwhile.
-        let modules = all_modules();
         let next = std::sync::atomic::AtomicUsize::new(0);
         std::thread::scope(|s| {
             let workers: Vec<_> = (0..COMPILE_THREADS)
@@ -101,6 +123,24 @@ pub fn warm_up_in_background(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_warms_up_the_shared_modules_and_its_steps_in_the_usual_order() {
+        let names =
+            |v: Vec<module_cache::KernelSource>| v.iter().map(|m| m.name).collect::<Vec<_>>();
+        let run = modules_for(&[crate::neighbors::KERNELS, crate::qc::KERNELS]);
+        assert_eq!(
+            names(run),
+            names(vec![
+                crate::gpu::reduce::SRC,
+                crate::qc::KERNELS,
+                crate::neighbors::KERNELS,
+                crate::gpu::scan::SRC,
+                crate::gpu::compact::SRC,
+            ])
+        );
+        assert_eq!(modules_for(&all_modules()).len(), all_modules().len());
+    }
 
     #[test]
     fn every_module_has_kernels_and_the_warm_up_finds_them_all() {

@@ -7,6 +7,9 @@ use crate::real::Real;
 use rayon::prelude::*;
 
 pub(crate) mod gpu;
+
+/// The step\'s kernel module, for the warm-up ([`crate::warm_up`]).
+pub const KERNELS: crate::gpu::module_cache::KernelSource = gpu::SRC;
 pub use gpu::{log1p_gpu, log1p_streamed};
 
 fn check_base(base: Option<f64>) -> Result<()> {

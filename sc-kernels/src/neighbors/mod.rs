@@ -26,6 +26,9 @@ use faer::{Accum, Mat, MatRef, Par};
 use rayon::prelude::*;
 
 pub(crate) mod gpu;
+
+/// The step\'s kernel module, for the warm-up ([`crate::warm_up`]).
+pub const KERNELS: crate::gpu::module_cache::KernelSource = gpu::SRC;
 pub use gpu::{
     knn_exact_gpu, knn_rows_gpu, neighbors_from_knn_gpu, neighbors_gpu, neighbors_on_device,
     MAX_DIMS as GPU_MAX_DIMS, MAX_K as GPU_MAX_K,

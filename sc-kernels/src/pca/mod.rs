@@ -17,6 +17,9 @@
 //! and scores on the device; the covariance, sign rule and variances by the same host code).
 
 pub(crate) mod gpu;
+
+/// The step\'s kernel module, for the warm-up ([`crate::warm_up`]).
+pub const KERNELS: crate::gpu::module_cache::KernelSource = gpu::SRC;
 pub use gpu::{pca_dense_blocks, pca_dense_gpu, pca_dense_gpu_across, pca_dense_streamed};
 
 use crate::comm::{sum_count, Communicator, SingleRank};

@@ -17,6 +17,9 @@ use crate::stats;
 use rayon::prelude::*;
 
 pub(crate) mod gpu;
+
+/// The step\'s kernel module, for the warm-up ([`crate::warm_up`]).
+pub const KERNELS: crate::gpu::module_cache::KernelSource = gpu::SRC;
 pub use gpu::{
     scale_csr_to_dense_gpu, scale_csr_to_dense_gpu_across, scale_csr_to_dense_streamed,
     scale_stats_blocks, DenseScaler,

@@ -57,8 +57,14 @@ const GPU_SETUP_STEP: &str = "set up the GPU(s)";
 const WHILE_READ: &str = ", while the input was read";
 
 /// Sets up the GPUs `ordinals`, each on a thread of its own, all at once (made one after the
-/// other, four H100s took 0.6-0.7 s), and starts their warm-ups; `when` ends the record's note.
-fn set_up_gpus(plan: &RunPlan, ordinals: std::ops::Range<usize>, when: &str) -> Result<GpuSetup> {
+/// other, four H100s took 0.6-0.7 s), and starts their warm-ups (`generated`: for the demo
+/// generated on the GPU); `when` ends the record's note.
+fn set_up_gpus(
+    plan: &RunPlan,
+    ordinals: std::ops::Range<usize>,
+    generated: bool,
+    when: &str,
+) -> Result<GpuSetup> {
     let timer = StepTimer::start(GPU_SETUP_STEP);
     let runs: Vec<_> = std::thread::scope(|s| {
         let setups: Vec<_> = ordinals
@@ -72,7 +78,10 @@ fn set_up_gpus(plan: &RunPlan, ordinals: std::ops::Range<usize>, when: &str) -> 
     let (mut gpus, mut recorders) = (Vec::new(), MemoryRecorders::default());
     for run in runs {
         let (g, r) = run?;
-        g.warm_up(Some(&plan.config));
+        match generated {
+            true => g.warm_up_generated(&plan.config),
+            false => g.warm_up(Some(&plan.config)),
+        }
         if gpus.is_empty() {
             recorders = r;
         }
@@ -234,7 +243,12 @@ pub fn execute(plan: &RunPlan, observer: &mut dyn StepObserver) -> Result<Outcom
     let set_up_first = on_gpu && (launch.is_some() || generated.is_some());
     let mut setup = None;
     if set_up_first {
-        setup = Some(set_up_gpus(plan, ordinals.clone(), "")?);
+        setup = Some(set_up_gpus(
+            plan,
+            ordinals.clone(),
+            generated.is_some(),
+            "",
+        )?);
     }
     let mut join_record = None;
     let launched_rank = match (launch, &setup) {
@@ -277,7 +291,7 @@ pub fn execute(plan: &RunPlan, observer: &mut dyn StepObserver) -> Result<Outcom
     let (background, loaded) = std::thread::scope(|s| {
         let setting_up = (on_gpu && !set_up_first).then(|| {
             s.spawn(|| {
-                let set = set_up_gpus(plan, ordinals.clone(), WHILE_READ)?;
+                let set = set_up_gpus(plan, ordinals.clone(), false, WHILE_READ)?;
                 let mut joined = None;
                 if set.gpus.len() > 1 {
                     let timer = StepTimer::start("join the GPUs (NCCL)");

@@ -13,6 +13,7 @@ use crate::memory_plan::{self, Execution, MemoryPlan};
 use crate::{AnnData, Error, Result};
 use rmm_core::adaptors::{LimitingAdaptor, TimelineAdaptor};
 use rmm_core::{Device, SharedResource, StatisticsAdaptor, Stream};
+use sc_kernels::gpu::module_cache::KernelSource;
 use sc_kernels::gpu::GpuContext;
 use std::sync::Arc;
 
@@ -169,14 +170,37 @@ impl GpuRun {
 
     /// Starts loading the kernels and the GPU libraries on a background thread (see
     /// [`sc_kernels::warm_up::warm_up_in_background`]); a failure there resurfaces in the step
-    /// that needs what failed. With `config`, the PCA of the run is rehearsed at its size (see
-    /// there).
+    /// that needs what failed. With `config`, only the modules of its steps (the step table's
+    /// `kernels`) are compiled, in the warm-up's order, and the PCA of the run is rehearsed at
+    /// its size (see there); without, every module.
     pub fn warm_up(&self, config: Option<&PipelineConfig>) {
+        self.warm_up_modules(config, &[]);
+    }
+
+    /// [`GpuRun::warm_up`] for the generated demo, whose blocks the synthetic model's kernels
+    /// make.
+    pub fn warm_up_generated(&self, config: &PipelineConfig) {
+        self.warm_up_modules(Some(config), &[sc_kernels::synth::KERNELS]);
+    }
+
+    fn warm_up_modules(&self, config: Option<&PipelineConfig>, extra: &[KernelSource]) {
         let pca_shape = config.and_then(|c| {
             let genes = c.hvg.as_ref().filter(|_| c.subset_hvg)?.n_top_genes?;
             Some((genes, c.n_comps?.min(genes.saturating_sub(1))))
         });
-        let handle = sc_kernels::warm_up::warm_up_in_background(&self.ctx, pca_shape);
+        let modules = match config {
+            Some(c) => {
+                let mut used: Vec<KernelSource> = super::table::STEPS
+                    .iter()
+                    .filter(|s| (s.enabled)(c))
+                    .flat_map(|s| s.kernels.iter().copied())
+                    .collect();
+                used.extend_from_slice(extra);
+                sc_kernels::warm_up::modules_for(&used)
+            }
+            None => sc_kernels::warm_up::all_modules(),
+        };
+        let handle = sc_kernels::warm_up::warm_up_in_background(&self.ctx, modules, pca_shape);
         if let Some(previous) = self.background.0.lock().replace(handle) {
             let _ = previous.join();
         }

@@ -5,6 +5,7 @@
 use super::generated_blocks::GeneratedPass;
 use super::PipelineConfig;
 use crate::{AnnData, Result};
+use sc_kernels::gpu::module_cache::KernelSource;
 use sc_kernels::gpu::GpuContext;
 use sc_kernels::Communicator;
 use std::sync::Arc;
@@ -91,6 +92,9 @@ pub struct Step {
     pub generated: Option<OnGenerated>,
     /// Device bytes beyond X of an in-memory run (`memory_plan`).
     pub device_bytes: fn(&Sizes, &PipelineConfig) -> StepBytes,
+    /// Its GPU kernel modules beyond the shared layer's, which the warm-up compiles while the
+    /// input is read (`sc_kernels::warm_up::modules_for`).
+    pub kernels: &'static [KernelSource],
     /// Refuses, before any step runs, an input this step could not use with `config` (an obs
     /// column an option names that is missing or unusable), naming the option.
     pub check_input: fn(&AnnData, &PipelineConfig) -> Result<()>,

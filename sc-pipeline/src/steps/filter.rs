@@ -20,6 +20,7 @@ pub(crate) const FILTER_CELLS: Step = Step {
         run: generated_filter_cells,
     }),
     device_bytes: no_device_bytes,
+    kernels: &[],
     check_input: no_input_check,
 };
 
@@ -34,6 +35,7 @@ pub(crate) const FILTER_GENES: Step = Step {
         run: generated_filter_genes,
     }),
     device_bytes: no_device_bytes,
+    kernels: &[],
     check_input: no_input_check,
 };
 

@@ -31,6 +31,7 @@ pub(crate) const ROW: Step = Step {
     run: run_step,
     generated: None,
     device_bytes: no_device_bytes,
+    kernels: &[sc_kernels::harmony::KERNELS],
     check_input,
 };
 

@@ -31,6 +31,7 @@ pub(crate) const ON_LOG_NORMALIZED: Step = Step {
         run: run_generated,
     }),
     device_bytes: no_device_bytes,
+    kernels: &[sc_kernels::hvg::KERNELS],
     check_input: check_batch_key,
 };
 
@@ -46,6 +47,7 @@ pub(crate) const SUBSET: Step = Step {
         run: generated_subset,
     }),
     device_bytes: no_device_bytes,
+    kernels: &[],
     check_input: no_input_check,
 };
 

@@ -18,6 +18,7 @@ pub(crate) const ROW: Step = Step {
         run: run_generated,
     }),
     device_bytes: no_device_bytes,
+    kernels: &[sc_kernels::log1p::KERNELS],
     check_input: no_input_check,
 };
 

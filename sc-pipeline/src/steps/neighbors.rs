@@ -100,6 +100,7 @@ pub(crate) const ROW: Step = Step {
     run: run_step,
     generated: None,
     device_bytes: no_device_bytes,
+    kernels: &[sc_kernels::neighbors::KERNELS],
     check_input: no_input_check,
 };
 

@@ -19,6 +19,7 @@ pub(crate) const ROW: Step = Step {
         run: run_generated,
     }),
     device_bytes: no_device_bytes,
+    kernels: &[sc_kernels::normalize::KERNELS],
     check_input: no_input_check,
 };
 

@@ -24,6 +24,7 @@ pub(crate) const ROW: Step = Step {
         run: run_generated,
     }),
     device_bytes,
+    kernels: &[sc_kernels::pca::KERNELS],
     check_input: no_input_check,
 };
 

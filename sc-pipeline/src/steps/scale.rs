@@ -20,6 +20,7 @@ pub(crate) const ROW: Step = Step {
         run: run_generated,
     }),
     device_bytes,
+    kernels: &[sc_kernels::scale::KERNELS],
     check_input: no_input_check,
 };
 
