@@ -14,31 +14,6 @@ pub struct CsrMatrix<T> {
     pub data: Vec<T>,
 }
 
-/// Why a CSR matrix is malformed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CsrError {
-    #[error("indptr has {got} entries, expected n_rows + 1 = {expected}")]
-    IndptrLength { got: usize, expected: usize },
-    #[error("indptr must start at 0, starts at {0}")]
-    IndptrStart(u64),
-    #[error("indptr decreases at row {row}: {from} -> {to}")]
-    IndptrDecreasing { row: usize, from: u64, to: u64 },
-    #[error("indptr ends at {end} but there are {nnz} stored values (indices: {indices})")]
-    IndptrEnd {
-        end: u64,
-        nnz: usize,
-        indices: usize,
-    },
-    #[error("column index {index} out of range at stored value {position} (n_cols = {n_cols})")]
-    IndexOutOfRange {
-        position: usize,
-        index: u32,
-        n_cols: usize,
-    },
-    #[error("n_cols = {0} does not fit 32-bit column indices")]
-    TooManyColumns(usize),
-}
-
 impl<T> CsrMatrix<T> {
     /// Builds a matrix after checking every invariant.
     pub fn new(
@@ -133,7 +108,7 @@ impl<T> CsrMatrix<T> {
     }
 }
 
-use crate::error::KernelError;
+use crate::error::{CsrError, KernelError};
 type KResult<T> = crate::error::Result<T>;
 use crate::real::Real;
 use rayon::prelude::*;

@@ -1,6 +1,5 @@
-//! The error type shared by every step.
-
-use crate::csr::CsrError;
+//! The error types shared by every step: [`KernelError`], and [`CsrError`] for a malformed
+//! sparse matrix.
 
 /// Why a step refused its input or parameters.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -54,3 +53,28 @@ impl KernelError {
 }
 
 pub type Result<T> = std::result::Result<T, KernelError>;
+
+/// Why a CSR matrix is malformed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CsrError {
+    #[error("indptr has {got} entries, expected n_rows + 1 = {expected}")]
+    IndptrLength { got: usize, expected: usize },
+    #[error("indptr must start at 0, starts at {0}")]
+    IndptrStart(u64),
+    #[error("indptr decreases at row {row}: {from} -> {to}")]
+    IndptrDecreasing { row: usize, from: u64, to: u64 },
+    #[error("indptr ends at {end} but there are {nnz} stored values (indices: {indices})")]
+    IndptrEnd {
+        end: u64,
+        nnz: usize,
+        indices: usize,
+    },
+    #[error("column index {index} out of range at stored value {position} (n_cols = {n_cols})")]
+    IndexOutOfRange {
+        position: usize,
+        index: u32,
+        n_cols: usize,
+    },
+    #[error("n_cols = {0} does not fit 32-bit column indices")]
+    TooManyColumns(usize),
+}

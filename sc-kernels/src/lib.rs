@@ -39,7 +39,7 @@ pub mod warm_up;
 
 pub use columns::{Column, NamedColumns};
 pub use comm::{Communicator, SingleRank};
-pub use csr::{CsrError, CsrMatrix};
+pub use csr::CsrMatrix;
 pub use dense::DenseMatrix;
-pub use error::{KernelError, Result};
+pub use error::{CsrError, KernelError, Result};
 pub use real::Real;
