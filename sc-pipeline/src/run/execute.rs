@@ -189,32 +189,18 @@ fn nccl_ranks(gpus: &[GpuRun]) -> Result<Vec<Rank>> {
         .collect()
 }
 
-/// Carries out `plan` (checked first): see the module documentation. Progress goes to
-/// `observer`, notices to stderr.
-pub fn execute(plan: &RunPlan, observer: &mut dyn StepObserver) -> Result<Outcome> {
-    plan.check()?;
-    let config = &plan.config;
-    let output = &plan.outputs.h5ad;
-    let start = crate::report::run_clock();
-    let mut report = RunReport {
-        device: plan.target.name().to_string(),
-        threads: rayon::current_num_threads(),
-        output: Some(output.display().to_string()),
-        ..Default::default()
-    };
-    let on_gpu = plan.target == Target::Gpu;
-    let launch = Launch::from_vars(|k| std::env::var(k).ok())?;
-    // The GPUs this process runs on.
+/// The GPUs this process runs on (a launched rank: its local rank's; else `--gpus` or every
+/// visible GPU), with the notice that says so.
+fn gpus_of_this_process(plan: &RunPlan, launch: Option<Launch>) -> Result<std::ops::Range<usize>> {
     let ordinals = match launch {
         Some(l) => {
             let g = launched_gpu(plan, l)?;
             g..g + 1
         }
         None => {
-            let visible = if on_gpu {
-                rmm_cuda::device_count().unwrap_or(1)
-            } else {
-                1
+            let visible = match plan.target {
+                Target::Gpu => rmm_cuda::device_count().unwrap_or(1),
+                Target::Cpu => 1,
             };
             0..plan.gpu_count(visible)?
         }
@@ -231,6 +217,50 @@ pub fn execute(plan: &RunPlan, observer: &mut dyn StepObserver) -> Result<Outcom
         (Some(n), None) => eprintln!("{n}"),
         (None, None) => {}
     }
+    Ok(ordinals)
+}
+
+/// The demo generated on the GPU for every pass (`note` says why), on the GPU of `setup`.
+fn run_generated_demo(
+    plan: &RunPlan,
+    setup: GpuSetup,
+    note: &str,
+    observer: &mut dyn StepObserver,
+    mut report: RunReport,
+    start: std::time::Instant,
+) -> Result<Outcome> {
+    eprintln!("{note}");
+    let (g, recorders) = setup.adopt(plan, &mut report);
+    let g = g.first().expect("one GPU (generated_on_gpu checked)");
+    let demo = plan.demo().expect("a generated run is a demo");
+    report.input = format!(
+        "generated on the GPU for every pass: {} cells x {} genes, seed {}",
+        demo.n_cells, demo.n_genes, demo.seed
+    );
+    let (adata, records) = super::generated::run_generated(demo, &plan.config, g, observer)?;
+    report.steps.extend(records);
+    report.record_gpu(g);
+    let output = &plan.outputs.h5ad;
+    let written = output::write_step(&adata, output, false, observer, &mut report)?;
+    output::finish(plan, report, start, written, &recorders).map(|f| Outcome::Written(Box::new(f)))
+}
+
+/// Carries out `plan` (checked first): see the module documentation. Progress goes to
+/// `observer`, notices to stderr.
+pub fn execute(plan: &RunPlan, observer: &mut dyn StepObserver) -> Result<Outcome> {
+    plan.check()?;
+    let config = &plan.config;
+    let output = &plan.outputs.h5ad;
+    let start = crate::report::run_clock();
+    let mut report = RunReport {
+        device: plan.target.name().to_string(),
+        threads: rayon::current_num_threads(),
+        output: Some(output.display().to_string()),
+        ..Default::default()
+    };
+    let on_gpu = plan.target == Target::Gpu;
+    let launch = Launch::from_vars(|k| std::env::var(k).ok())?;
+    let ordinals = gpus_of_this_process(plan, launch)?;
     let generated = match plan.input {
         Input::Demo { .. } => {
             plan.generated_on_gpu(super::generated::host_available_bytes(), ordinals.len())?
@@ -261,21 +291,8 @@ pub fn execute(plan: &RunPlan, observer: &mut dyn StepObserver) -> Result<Outcom
         _ => None,
     };
     if let Some(note) = generated {
-        eprintln!("{note}");
         let set = setup.expect("generated_on_gpu checked the GPU");
-        let (g, recorders) = set.adopt(plan, &mut report);
-        let g = g.first().expect("one GPU (generated_on_gpu checked)");
-        let demo = plan.demo().expect("a generated run is a demo");
-        report.input = format!(
-            "generated on the GPU for every pass: {} cells x {} genes, seed {}",
-            demo.n_cells, demo.n_genes, demo.seed
-        );
-        let (adata, records) = super::generated::run_generated(demo, config, g, observer)?;
-        report.steps.extend(records);
-        report.record_gpu(g);
-        let written = output::write_step(&adata, output, false, observer, &mut report)?;
-        return output::finish(plan, report, start, written, &recorders)
-            .map(|f| Outcome::Written(Box::new(f)));
+        return run_generated_demo(plan, set, &note, observer, report, start);
     }
     // Where the cells are split across GPUs, neighbors is short and the output's write is on
     // the critical path: its pages are reserved while the input is read. On one GPU the write
