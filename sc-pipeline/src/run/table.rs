@@ -133,7 +133,7 @@ mod tests {
         };
         for (config, expected) in [
             (harmony("donor"), "obs has no column 'donor'"),
-            (batch_key("donor"), "batch_key: obs has no column 'donor'"),
+            (batch_key("donor"), "obs has no column 'donor' (batch_key)"),
         ] {
             let mut seen = Seen::default();
             let mut a = input();

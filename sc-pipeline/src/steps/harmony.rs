@@ -173,14 +173,7 @@ fn inputs(adata: &AnnData, key: &str) -> Result<(DenseMatrix<f32>, Vec<u32>, usi
 
 /// Each cell's batch code in `obs[key]` and the number of batches (at least 2).
 fn batches(adata: &AnnData, key: &str) -> Result<(Vec<u32>, usize)> {
-    let column = adata.obs.column(key).ok_or_else(|| Error::Missing {
-        step: STEP,
-        problem: format!(
-            "obs has no column '{key}' (the batch key); obs has: {}",
-            adata.obs.column_names().collect::<Vec<_>>().join(", ")
-        ),
-    })?;
-    let (codes, groups) = column.group_labels(key)?;
+    let (codes, groups) = super::obs_labels(adata, STEP, "the batch key", key)?;
     if groups.len() < 2 {
         return Err(Error::param(
             STEP,

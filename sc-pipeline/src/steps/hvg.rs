@@ -60,14 +60,7 @@ fn check_batch_key(adata: &AnnData, config: &PipelineConfig) -> Result<()> {
     let Some(key) = &h.batch_key else {
         return Ok(());
     };
-    let column = adata.obs.column(key).ok_or_else(|| Error::Missing {
-        step: "highly_variable_genes",
-        problem: format!(
-            "batch_key: obs has no column '{key}'; obs has: {}",
-            adata.obs.column_names().collect::<Vec<_>>().join(", ")
-        ),
-    })?;
-    column.group_labels(key).map(|_| ())
+    super::obs_labels(adata, "highly_variable_genes", "batch_key", key).map(|_| ())
 }
 
 fn options<'a>(env: &StepEnv<'a>) -> &'a HvgOptions {
@@ -200,11 +193,7 @@ fn hvg_batches(adata: &AnnData, options: &HvgOptions) -> Result<Option<Batches>>
     match &options.batch_key {
         None => Ok(None),
         Some(key) => {
-            let column = adata.obs.column(key).ok_or_else(|| Error::Missing {
-                step: STEP,
-                problem: format!("batch_key: obs has no column '{key}'"),
-            })?;
-            let (codes, categories) = column.group_labels(key)?;
+            let (codes, categories) = super::obs_labels(adata, STEP, "batch_key", key)?;
             Ok(Some(shared_categories(
                 Batches { codes, categories },
                 adata.comm(),

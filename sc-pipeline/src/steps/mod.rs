@@ -85,6 +85,24 @@ pub(crate) fn obsm_matrix(adata: &AnnData, key: &str) -> crate::Result<Option<De
         .map_err(|e| Error::invalid(what, e.to_string()))
 }
 
+/// Each cell's code in `obs[key]` and the labels (see `Column::group_labels`); a missing column
+/// is an error naming `step`, the column's `role` and the columns obs has.
+pub(crate) fn obs_labels(
+    adata: &AnnData,
+    step: &'static str,
+    role: &str,
+    key: &str,
+) -> crate::Result<(Vec<u32>, Vec<String>)> {
+    let column = adata.obs.column(key).ok_or_else(|| Error::Missing {
+        step,
+        problem: format!(
+            "obs has no column '{key}' ({role}); obs has: {}",
+            adata.obs.column_names().collect::<Vec<_>>().join(", ")
+        ),
+    })?;
+    column.group_labels(key)
+}
+
 /// The communicator of `adata`'s ranks (a single rank when its cells are not split), held apart
 /// from `adata` so a step can borrow X mutably while it combines statistics.
 pub(crate) fn comm_of(adata: &AnnData) -> Arc<dyn sc_kernels::Communicator> {
