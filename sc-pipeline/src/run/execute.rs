@@ -10,7 +10,7 @@ use super::output::{self, CellGraph, Finished};
 use super::plan::{Input, RunPlan, Target};
 use super::recorders::MemoryRecorders;
 use super::runner::StepObserver;
-use super::split::{graph_group, run_pipeline_split, Rank};
+use super::split::{graph_group, run_split_checked, Rank};
 use crate::report::{RunReport, StepRecord, StepTimer};
 use crate::{AnnData, Error, Result};
 use sc_kernels::gpu::NcclCommunicator;
@@ -340,7 +340,7 @@ pub fn execute(plan: &RunPlan, observer: &mut dyn StepObserver) -> Result<Outcom
     let gpu = gpus.first().cloned();
     let (mut adata, load_record) = loaded?;
     // Options that name input data (--batch-key, --harmony) are checked before any step runs
-    // or X moves to a GPU.
+    // or X moves to a GPU, once for every mode below.
     super::table::check_input(config, &adata)?;
     report.steps.extend(join_record);
     report.steps.push(load_record);
@@ -373,7 +373,7 @@ pub fn execute(plan: &RunPlan, observer: &mut dyn StepObserver) -> Result<Outcom
         // Harmony and neighbors run after the rest, while X and .raw are written.
         (None, Some(ranks)) => {
             let graph = graph_group(&ranks);
-            let (stacked, records) = run_pipeline_split(adata, &per_cell, ranks, observer)?;
+            let (stacked, records) = run_split_checked(adata, &per_cell, ranks, observer)?;
             adata = stacked;
             report.steps.extend(records);
             Some(graph)

@@ -32,11 +32,14 @@ pub fn run_pipeline_on(
     gpu: Option<&GpuRun>,
     observer: &mut dyn StepObserver,
 ) -> Result<Vec<StepRecord>> {
+    super::table::check_input(config, adata)?;
     run_steps(adata, config, gpu, observer, true)
 }
 
-/// [`run_pipeline_on`]; without `to_host`, X and `.raw` stay where the steps left them (a
-/// split run gathers the ranks' blocks from their GPUs straight into the stacked result).
+/// [`run_pipeline_on`] on input whose options the caller checked (`table::check_input`, once
+/// per run: a rank of a split run gets its block); without `to_host`, X and `.raw` stay where
+/// the steps left them (a split run gathers the ranks' blocks from their GPUs straight into the
+/// stacked result).
 pub(crate) fn run_steps(
     adata: &mut AnnData,
     config: &PipelineConfig,
@@ -46,7 +49,6 @@ pub(crate) fn run_steps(
 ) -> Result<Vec<StepRecord>> {
     let mut r = Runner::new(observer, gpu);
     check_counts(adata)?;
-    super::table::check_input(config, adata)?;
     // X put on the GPU by the caller (a split run's rank) stays as it is.
     if let Some(g) = gpu.filter(|_| !matches!(adata.x, Matrix::Device(_))) {
         let plan = g.plan(adata, config);

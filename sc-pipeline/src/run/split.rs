@@ -35,6 +35,17 @@ pub struct Rank {
 /// The result equals a one-rank run's up to the order of floating-point sums (the per-gene
 /// statistics are sums over blocks instead of over all cells at once).
 pub fn run_pipeline_split(
+    adata: AnnData,
+    config: &PipelineConfig,
+    ranks: Vec<Rank>,
+    observer: &mut dyn StepObserver,
+) -> Result<(AnnData, Vec<StepRecord>)> {
+    super::table::check_input(config, &adata)?;
+    run_split_checked(adata, config, ranks, observer)
+}
+
+/// [`run_pipeline_split`] on input whose options the caller checked (`table::check_input`).
+pub(crate) fn run_split_checked(
     mut adata: AnnData,
     config: &PipelineConfig,
     ranks: Vec<Rank>,
@@ -54,7 +65,6 @@ pub fn run_pipeline_split(
         }
     }
     check_counts(&adata)?;
-    super::table::check_input(config, &adata)?;
     let timer = StepTimer::start("split cells across ranks");
     let n = adata.n_obs();
     let size = ranks.len();

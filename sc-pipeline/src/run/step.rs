@@ -31,17 +31,6 @@ pub struct StepEnv<'a> {
     pub group: &'a [Arc<dyn Communicator>],
 }
 
-impl<'a> StepEnv<'a> {
-    /// A step environment without GPUs for the cell-graph steps.
-    pub fn host(config: &'a PipelineConfig) -> Self {
-        StepEnv {
-            config,
-            gpus: &[],
-            group: &[],
-        }
-    }
-}
-
 /// The sizes a step's memory estimate is made from: X's cells, genes and stored values when the
 /// run starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
