@@ -190,9 +190,7 @@ impl GpuRun {
         });
         let modules = match config {
             Some(c) => {
-                let mut used: Vec<KernelSource> = super::table::STEPS
-                    .iter()
-                    .filter(|s| (s.enabled)(c))
+                let mut used: Vec<KernelSource> = super::table::all_enabled(c)
                     .flat_map(|s| s.kernels.iter().copied())
                     .collect();
                 used.extend_from_slice(extra);

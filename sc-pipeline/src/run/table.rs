@@ -25,23 +25,20 @@ pub const STEPS: &[Step] = &[
     rows::NEIGHBORS,
 ];
 
+/// The steps that `config` runs, in order.
+pub fn all_enabled(config: &PipelineConfig) -> impl Iterator<Item = &'static Step> + '_ {
+    STEPS.iter().filter(move |s| (s.enabled)(config))
+}
+
 /// The steps of `phase` that `config` runs, in order.
-pub fn enabled<'a>(
-    config: &'a PipelineConfig,
-    phase: Phase,
-) -> impl Iterator<Item = &'static Step> + 'a {
-    STEPS
-        .iter()
-        .filter(move |s| s.phase == phase && (s.enabled)(config))
+pub fn enabled(config: &PipelineConfig, phase: Phase) -> impl Iterator<Item = &'static Step> + '_ {
+    all_enabled(config).filter(move |s| s.phase == phase)
 }
 
 /// Refuses, before any step runs, what the steps of `config` could not use in `adata` (each
 /// row's `check_input`: an obs column an option names, missing or unusable).
 pub fn check_input(config: &PipelineConfig, adata: &AnnData) -> Result<()> {
-    STEPS
-        .iter()
-        .filter(|s| (s.enabled)(config))
-        .try_for_each(|s| (s.check_input)(adata, config))
+    all_enabled(config).try_for_each(|s| (s.check_input)(adata, config))
 }
 
 #[cfg(test)]
