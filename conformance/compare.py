@@ -16,7 +16,10 @@ parameters, then compares every output with the tolerances of issue 4:
   checked to differ only in genes whose normalized variance ties with another gene's);
 - scaled values (`X`) to 1e-5;
 - PCA variance ratios to 1e-3 relative, components and scores up to sign (1e-3);
-- kNN sets overlapping >= 99%, connectivities to 1e-4 (on cells whose kNN sets agree).
+- kNN sets overlapping >= 99%, connectivities to 1e-4 (on cells whose kNN sets agree);
+- umap, leiden and rank_genes_groups on the first run of each dataset, against scanpy's on
+  scpipe's own graph and labels (graph_steps.py), and the same run twice giving the same layout
+  and labels bit for bit.
 
 Prints one line per check, one `SKIP` line (with its reason) per group of comparisons not made,
 and `N passed, M failed, K skipped (U unexpected)`. A skip is expected only when its kind is in
@@ -45,6 +48,9 @@ os.environ.setdefault("NUMBA_CACHE_DIR", str(Path(tempfile.gettempdir()) / "numb
 
 import anndata as ad  # noqa: E402
 import scanpy as sc  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from graph_steps import compare_graph_steps, compare_repeat  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -509,6 +515,11 @@ def check(args, scpipe, work):
             ours = ad.read_h5ad(out)
             print(f"----  {tag}: scpipe {t_ours:.2f} s, scanpy {t_theirs:.2f} s", flush=True)
             compare_runs(rep, tag, ours, theirs, flavor, batch_key, full=(k == 0))
+            if k == 0:
+                compare_graph_steps(rep, tag, ours)
+                again = work / f"{name}_again.h5ad"
+                run_scpipe(scpipe, src, again, flavor, batch_key)
+                compare_repeat(rep, tag, ours, ad.read_h5ad(again))
     print(rep.summary())
     return 0 if rep.ok() else 1
 

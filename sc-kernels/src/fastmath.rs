@@ -62,6 +62,15 @@ pub fn exp_f32(x: f32) -> f32 {
     exp_f64(x as f64) as f32
 }
 
+/// `x^y` for `x > 0`, evaluated in `f64` (relative error about 1e-14) and rounded to `f32`. Only
+/// `+ - * /` and bit operations, none fused: the GPU's copy (`pow_f32` in `umap/umap.cu`, with
+/// `__dadd_rn`-style intrinsics) gives the same bits, which keeps UMAP's layouts identical on
+/// both devices.
+#[inline(always)]
+pub fn pow_f32(x: f32, y: f32) -> f32 {
+    exp_f64(y as f64 * ln_pos(x as f64)) as f32
+}
+
 /// `ln(1 + x)` for `x > -1`, rounded to `f32`.
 #[inline(always)]
 pub fn ln_1p_f32(x: f32) -> f32 {

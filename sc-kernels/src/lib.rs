@@ -13,6 +13,9 @@
 //! | `pca` (covariance route, dense and sparse input) | [`pca`] |
 //! | `neighbors` (exact kNN, UMAP connectivities) | [`neighbors`] |
 //! | `external.pp.harmony_integrate` (harmony2 / harmony1; LISI) | [`harmony`] |
+//! | `tl.umap` | [`umap`] |
+//! | `tl.rank_genes_groups` (t-test, t-test_overestim_var, wilcoxon; reference `rest`) | [`rank_genes`] |
+//! | `tl.leiden` | [`leiden`] |
 //!
 //! Every step is multithreaded with rayon (it runs in the current rayon pool).
 
@@ -24,17 +27,22 @@ pub mod error;
 pub mod fastmath;
 pub mod filter;
 pub mod gpu;
+pub mod graph;
 pub mod harmony;
 pub mod hvg;
+pub mod leiden;
 pub mod log1p;
 pub mod neighbors;
 pub mod normalize;
 pub mod pca;
 pub mod qc;
+pub mod random;
+pub mod rank_genes;
 pub mod real;
 pub mod scale;
 pub mod stats;
 pub mod synth;
+pub mod umap;
 pub mod warm_up;
 
 pub use columns::{Column, NamedColumns};

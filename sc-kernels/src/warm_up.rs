@@ -21,6 +21,7 @@ pub fn all_modules() -> Vec<module_cache::KernelSource> {
         crate::hvg::KERNELS,
         crate::scale::KERNELS,
         crate::synth::KERNELS,
+        crate::umap::KERNELS,
     ]
 }
 

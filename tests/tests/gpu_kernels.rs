@@ -674,3 +674,47 @@ fn gpu_pipeline_with_harmony_matches_cpu() {
         Some(&sc_pipeline::anndata::Value::str("X_pca_harmony"))
     );
 }
+
+/// UMAP's epochs on the GPU give the CPU's layout bit for bit (same schedule, same roundings,
+/// the same counter-based negative samples), on clustered points and on pbmc68k_reduced's PCs.
+#[test]
+fn umap_equals_the_cpu_bit_for_bit() {
+    let Some(d) = gpu_or_skip("gpu umap") else {
+        return;
+    };
+    let ctx = context(&d);
+    let a = sc_pipeline::io::read_h5ad(data_dir().join("pbmc68k_reduced.h5ad")).unwrap();
+    let pcs = a.obsm.get("X_pca").expect("pbmc68k_reduced has X_pca");
+    let values: Vec<f32> = match &pcs.data {
+        sc_pipeline::anndata::ArrayData::F32(v) => v.clone(),
+        sc_pipeline::anndata::ArrayData::F64(v) => v.iter().map(|&x| x as f32).collect(),
+        other => panic!("X_pca holds {}", other.type_name()),
+    };
+    let pbmc = sc_kernels::DenseMatrix::new(pcs.shape[0], pcs.shape[1], values).unwrap();
+    let params = sc_kernels::neighbors::NeighborsParams::default();
+    for (x, epochs) in [
+        (pbmc, None),
+        (clustered_points(11, 3000, 20), None),
+        (clustered_points(12, 30_000, 30), Some(30)),
+    ] {
+        let graph = sc_kernels::neighbors::neighbors(&x, &params)
+            .unwrap()
+            .connectivities;
+        let p = sc_kernels::umap::UmapParams {
+            n_epochs: epochs,
+            ..Default::default()
+        };
+        let cpu = sc_kernels::umap::umap(&graph, &p).unwrap();
+        let gpu = sc_kernels::umap::umap_gpu(&ctx, &graph, &p).unwrap();
+        let differ = cpu
+            .embedding
+            .data
+            .iter()
+            .zip(&gpu.embedding.data)
+            .filter(|(a, b)| a.to_bits() != b.to_bits())
+            .count();
+        assert_eq!(differ, 0, "{} cells: {differ} coordinates differ", x.n_rows);
+        let again = sc_kernels::umap::umap_gpu(&ctx, &graph, &p).unwrap();
+        assert_eq!(gpu.embedding.data, again.embedding.data);
+    }
+}

@@ -3,6 +3,7 @@
 
 pub mod device;
 mod generate;
+mod graph_steps;
 mod hvg_flavor;
 pub mod progress;
 mod run;
@@ -25,7 +26,8 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Run the pipeline: QC, filters, normalize, log1p, HVG, scale, PCA, neighbors.
+    /// Run the pipeline: QC, filters, normalize, log1p, HVG, scale, PCA, neighbors, UMAP,
+    /// Leiden and marker genes.
     Run(run::RunArgs),
     /// Write a synthetic counts dataset (benches/WORKLOADS.md section B) as h5ad.
     Generate(generate::GenerateArgs),

@@ -143,8 +143,10 @@ pub struct RunArgs {
     /// neighbors(n_neighbors=...).
     #[arg(long, default_value_t = 15)]
     pub n_neighbors: usize,
-    #[arg(long, help = "Skip neighbors")]
+    #[arg(long, help = "Skip neighbors (and the steps on its graph)")]
     pub no_neighbors: bool,
+    #[command(flatten)]
+    pub graph: super::graph_steps::GraphStepArgs,
 }
 
 impl RunArgs {
@@ -182,6 +184,9 @@ impl RunArgs {
                 "must be at least 2 (the cell itself counts as one)",
             ));
         }
+        let neighbors = !self.no_pca && !self.no_neighbors;
+        let leiden = self.graph.leiden(neighbors)?;
+        let markers = self.graph.markers(leiden.is_some())?;
         Ok(PipelineConfig {
             qc_mito_prefix: (!self.no_qc).then(|| self.mito_prefix.clone()),
             min_genes: (!self.no_filter_cells).then_some(self.min_genes),
@@ -205,11 +210,14 @@ impl RunArgs {
                     ..HarmonyParams::default()
                 },
             }),
-            n_neighbors: (!self.no_pca && !self.no_neighbors).then_some(self.n_neighbors),
+            n_neighbors: neighbors.then_some(self.n_neighbors),
             neighbors_use_rep: self
                 .harmony
                 .as_ref()
                 .map(|_| crate::steps::HARMONY_ADJUSTED_BASIS.to_string()),
+            umap: self.graph.umap(neighbors)?,
+            leiden,
+            markers,
         })
     }
 

@@ -3,6 +3,9 @@
 
 use sc_kernels::harmony::HarmonyParams;
 use sc_kernels::hvg::Flavor;
+use sc_kernels::leiden::LeidenParams;
+use sc_kernels::rank_genes::{Method, RankGenesParams};
+use sc_kernels::umap::UmapParams;
 
 /// Parameters of a run; [`PipelineConfig::default`] is the benchmark recipe
 /// (`benches/WORKLOADS.md`, section B). A `None` switches its step off.
@@ -25,6 +28,12 @@ pub struct PipelineConfig {
     pub n_neighbors: Option<usize>,
     /// The `obsm` key neighbors uses (scanpy's `use_rep`); `None`: `X_pca` as scanpy decides.
     pub neighbors_use_rep: Option<String>,
+    /// `umap` on the neighbors graph (`obsm['X_umap']`); `None` skips it.
+    pub umap: Option<UmapParams>,
+    /// `leiden` on the neighbors graph, one `obs` column per resolution; `None` skips it.
+    pub leiden: Option<LeidenOptions>,
+    /// `rank_genes_groups` (marker genes) by a grouping of the cells; `None` skips it.
+    pub markers: Option<MarkerOptions>,
 }
 
 impl Default for PipelineConfig {
@@ -42,6 +51,9 @@ impl Default for PipelineConfig {
             harmony: None,
             n_neighbors: Some(15),
             neighbors_use_rep: None,
+            umap: Some(UmapParams::default()),
+            leiden: Some(LeidenOptions::default()),
+            markers: Some(MarkerOptions::default()),
         }
     }
 }
@@ -54,13 +66,28 @@ impl PipelineConfig {
         PipelineConfig {
             harmony: None,
             n_neighbors: None,
+            umap: None,
+            leiden: None,
+            markers: None,
             ..self.clone()
         }
     }
 
-    /// Whether harmony or neighbors run.
+    /// Whether any step over the cell x cell structure runs (harmony to the marker genes).
     pub fn has_cell_graph_steps(&self) -> bool {
-        self.harmony.is_some() || self.n_neighbors.is_some()
+        self.harmony.is_some()
+            || self.n_neighbors.is_some()
+            || self.umap.is_some()
+            || self.leiden.is_some()
+            || self.markers.is_some()
+    }
+
+    /// The obs column the marker genes group by: `--groupby`, else leiden's first column.
+    pub fn markers_groupby(&self) -> Option<String> {
+        let m = self.markers.as_ref()?;
+        m.groupby
+            .clone()
+            .or_else(|| self.leiden.as_ref().map(|l| l.key(0)))
     }
 
     /// The genes X keeps after the highly variable subset, of `n_vars` (all of them without
@@ -107,4 +134,56 @@ impl HvgOptions {
 pub struct HarmonyOptions {
     pub key: String,
     pub params: HarmonyParams,
+}
+
+/// Leiden's resolutions (one `obs` column each) and the algorithm's other parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LeidenOptions {
+    pub resolutions: Vec<f64>,
+    /// The parameters but the resolution (scanpy's igraph flavour: 2 iterations, seed 0).
+    pub params: LeidenParams,
+}
+
+impl Default for LeidenOptions {
+    fn default() -> Self {
+        LeidenOptions {
+            resolutions: vec![1.0],
+            params: LeidenParams::default(),
+        }
+    }
+}
+
+impl LeidenOptions {
+    /// The obs column of resolution `i`: `leiden` for a single resolution, else scanpy's
+    /// tutorial's `leiden_res_{r:4.2f}`.
+    pub fn key(&self, i: usize) -> String {
+        if self.resolutions.len() == 1 {
+            "leiden".to_string()
+        } else {
+            format!("leiden_res_{:4.2}", self.resolutions[i])
+        }
+    }
+}
+
+/// The marker genes' grouping and test.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MarkerOptions {
+    /// The obs column of the groups; `None`: leiden's (its first resolution's) column.
+    pub groupby: Option<String>,
+    pub params: RankGenesParams,
+}
+
+impl Default for MarkerOptions {
+    /// scanpy's clustering tutorial: Wilcoxon on leiden's clusters, 100 genes a group; with
+    /// the tie correction, which counts data's many zeros right.
+    fn default() -> Self {
+        MarkerOptions {
+            groupby: None,
+            params: RankGenesParams {
+                method: Method::Wilcoxon,
+                n_genes: Some(100),
+                tie_correct: true,
+            },
+        }
+    }
 }

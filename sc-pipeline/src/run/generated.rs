@@ -112,6 +112,7 @@ pub fn run_generated(
         config,
         gpus: &gpus,
         group: &[],
+        raw: None,
     };
     for step in table::enabled(config, Phase::PerCell) {
         let on = step

@@ -6,7 +6,7 @@ use super::gpu::GpuRun;
 use super::runner::{Runner, StepObserver};
 use super::step::{Phase, StepEnv};
 use super::PipelineConfig;
-use crate::anndata::Matrix;
+use crate::anndata::{Matrix, Raw};
 use crate::memory_plan::Placement;
 use crate::report::StepRecord;
 use crate::{AnnData, Result};
@@ -77,6 +77,7 @@ pub(crate) fn run_steps(
         config,
         gpus: &graph_gpus,
         group: &[],
+        raw: None,
     };
     r.run_phase(adata, &env, Phase::PerCell)?;
     r.run_phase(adata, &env, Phase::CellGraph)?;
@@ -99,6 +100,7 @@ pub fn run_cell_graph_steps(
     gpu: Option<&GpuRun>,
     gpus: &[Arc<GpuContext>],
     group: &[Arc<dyn Communicator>],
+    raw: Option<&Raw>,
     observer: &mut dyn StepObserver,
 ) -> Result<Vec<StepRecord>> {
     let mut r = Runner::new(observer, gpu);
@@ -106,6 +108,7 @@ pub fn run_cell_graph_steps(
         config,
         gpus,
         group,
+        raw,
     };
     r.run_phase(adata, &env, Phase::CellGraph)?;
     Ok(r.records)

@@ -24,7 +24,7 @@ pub mod split;
 pub mod step;
 pub mod table;
 
-pub use config::{HarmonyOptions, HvgOptions, PipelineConfig};
+pub use config::{HarmonyOptions, HvgOptions, LeidenOptions, MarkerOptions, PipelineConfig};
 pub use execute::{execute, Outcome};
 pub(crate) use generated_blocks::GeneratedPass;
 pub use gpu::{default_budget, DeviceOptions, GpuRun, DEFAULT_BUDGET_FRACTION};

@@ -55,7 +55,7 @@ impl CellGraph<'_> {
             // The file created ahead has the name write_step writes to: it goes first.
             drop(early);
             report.steps.extend(run_cell_graph_steps(
-                adata, config, gpu, gpus, &group, observer,
+                adata, config, gpu, gpus, &group, None, observer,
             )?);
             drop(group);
             return write_step(adata, output, true, observer, report);
@@ -82,7 +82,8 @@ impl CellGraph<'_> {
                 file.write_x_and_raw(&x, raw.as_ref())?;
                 Ok::<_, Error>(timer.finish(n, g, note))
             });
-            let records = run_cell_graph_steps(adata, config, gpu, gpus, &group, observer);
+            let records =
+                run_cell_graph_steps(adata, config, gpu, gpus, &group, raw.as_ref(), observer);
             // NCCL's communicators are done with: destroyed on a thread of their own (0.3 s on
             // 2 and 4 H100s) while the rest of the output is written. On an error it is left to
             // end with the process: after a failed collective, ncclCommDestroy may wait for

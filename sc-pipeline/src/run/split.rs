@@ -192,6 +192,7 @@ pub(crate) fn stack_and_finish(
         config,
         gpus: graph_gpus,
         group,
+        raw: None,
     };
     r.run_phase(&mut stacked, &env, Phase::CellGraph)?;
     Ok((stacked, r.records))

@@ -4,6 +4,7 @@
 
 use super::generated_blocks::GeneratedPass;
 use super::PipelineConfig;
+use crate::anndata::Raw;
 use crate::{AnnData, Result};
 use sc_kernels::gpu::module_cache::KernelSource;
 use sc_kernels::gpu::GpuContext;
@@ -29,6 +30,9 @@ pub struct StepEnv<'a> {
     pub gpus: &'a [Arc<GpuContext>],
     /// The GPUs' communicators, when a cell-graph step may split its cells across them.
     pub group: &'a [Arc<dyn Communicator>],
+    /// `.raw` while the run holds it apart from the data (it is being written meanwhile);
+    /// `None`: the data's own.
+    pub raw: Option<&'a Raw>,
 }
 
 /// The sizes a step's memory estimate is made from: X's cells, genes and stored values when the

@@ -23,6 +23,9 @@ pub const STEPS: &[Step] = &[
     rows::PCA,
     rows::HARMONY,
     rows::NEIGHBORS,
+    rows::UMAP,
+    rows::LEIDEN,
+    rows::MARKERS,
 ];
 
 /// The steps that `config` runs, in order.
@@ -84,7 +87,10 @@ mod tests {
                 "subset to HVG (raw frozen)",
                 "scale",
                 "pca",
-                "neighbors"
+                "neighbors",
+                "umap",
+                "leiden",
+                "rank_genes_groups"
             ]
         );
         // seurat_v3 reads the counts: before normalize_total.
@@ -128,9 +134,17 @@ mod tests {
             }),
             ..PipelineConfig::default()
         };
+        let groupby = |key: &str| PipelineConfig {
+            markers: Some(crate::run::MarkerOptions {
+                groupby: Some(key.into()),
+                ..Default::default()
+            }),
+            ..PipelineConfig::default()
+        };
         for (config, expected) in [
             (harmony("donor"), "obs has no column 'donor'"),
             (batch_key("donor"), "obs has no column 'donor' (batch_key)"),
+            (groupby("tissue"), "obs has no column 'tissue' (--groupby)"),
         ] {
             let mut seen = Seen::default();
             let mut a = input();
@@ -150,6 +164,12 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("at least 2 batches"), "{e}");
+        let e = check_input(&groupby("donor"), &one)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("1 group(s)"), "{e}");
         assert!(check_input(&PipelineConfig::default(), &adata).is_ok());
+        // leiden's own column is made by the run, not looked for in the input.
+        assert!(check_input(&groupby("leiden"), &adata).is_ok());
     }
 }

@@ -9,12 +9,15 @@
 mod filter;
 mod harmony;
 mod hvg;
+mod leiden;
 mod log1p;
+mod markers;
 mod neighbors;
 mod normalize;
 mod pca;
 mod qc;
 mod scale;
+mod umap;
 
 /// The options of the steps that take several (they are part of the run's configuration).
 pub use crate::run::{HarmonyOptions, HvgOptions};
@@ -24,7 +27,9 @@ pub use harmony::{
     HARMONY_ADJUSTED_BASIS, HARMONY_BASIS,
 };
 pub use hvg::{highly_variable_genes, highly_variable_mask};
+pub use leiden::{leiden, leiden_all};
 pub use log1p::log1p;
+pub use markers::rank_genes_groups;
 pub use neighbors::{neighbors, neighbors_on};
 pub use normalize::normalize_total;
 pub use pca::{pca, pca_bytes};
@@ -35,6 +40,7 @@ pub use sc_kernels::hvg::Flavor;
 pub use sc_kernels::normalize::NormalizeParams;
 pub use sc_kernels::scale::ScaleParams;
 pub use scale::scale;
+pub use umap::{umap, umap_on};
 
 /// The pipeline's rows of the step table (`run::table`), one per step (HVG has two: before
 /// normalize_total for the flavours that read counts, after log1p for the others).
@@ -44,12 +50,15 @@ pub(crate) mod rows {
     pub(crate) use super::hvg::{
         ON_COUNTS as HVG_ON_COUNTS, ON_LOG_NORMALIZED as HVG, SUBSET as HVG_SUBSET,
     };
+    pub(crate) use super::leiden::ROW as LEIDEN;
     pub(crate) use super::log1p::ROW as LOG1P;
+    pub(crate) use super::markers::ROW as MARKERS;
     pub(crate) use super::neighbors::ROW as NEIGHBORS;
     pub(crate) use super::normalize::ROW as NORMALIZE;
     pub(crate) use super::pca::ROW as PCA;
     pub(crate) use super::qc::ROW as QC;
     pub(crate) use super::scale::ROW as SCALE;
+    pub(crate) use super::umap::ROW as UMAP;
 }
 
 use crate::anndata::{ArrayData, DenseArray, DeviceData, DeviceMatrix, Matrix};

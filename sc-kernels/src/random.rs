@@ -1,0 +1,95 @@
+//! Counter-based random numbers: the same seed gives the same numbers on every run, every thread
+//! count and on the GPU (the CUDA kernels hash with the same `mix64`), which is what makes the
+//! graph steps' results reproducible bit for bit.
+
+/// SplitMix64's finaliser: a bijective hash of 64 bits with good avalanche.
+#[inline]
+pub fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// The `i`-th number of the stream `(seed, stream)`: independent of any order of evaluation.
+#[inline]
+pub fn hash3(seed: u64, stream: u64, i: u64) -> u64 {
+    mix64(mix64(seed ^ mix64(stream.wrapping_add(0x9e37_79b9_7f4a_7c15))).wrapping_add(i))
+}
+
+/// A sequential generator (SplitMix64) for the single-threaded parts: permutations, choices.
+#[derive(Debug, Clone)]
+pub struct SplitMix64(u64);
+
+impl SplitMix64 {
+    pub fn new(seed: u64) -> Self {
+        SplitMix64(mix64(seed ^ 0x5851_f42d_4c95_7f2d))
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        mix64(self.0)
+    }
+
+    /// Uniform in [0, 1) with 53 random bits.
+    pub fn next_f64(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+
+    /// Uniform in `0..n` (`n > 0`), by Lemire's multiply-shift (bias below 2^-32 for n < 2^32).
+    pub fn below(&mut self, n: usize) -> usize {
+        ((self.next_u64() as u128 * n as u128) >> 64) as usize
+    }
+
+    /// Standard normal, by Box-Muller.
+    pub fn normal(&mut self) -> f64 {
+        let u1 = 1.0 - self.next_f64();
+        let u2 = self.next_f64();
+        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+    }
+
+    /// `0..n` in a random order (Fisher-Yates).
+    pub fn permutation(&mut self, n: usize) -> Vec<u32> {
+        let mut p: Vec<u32> = (0..n as u32).collect();
+        for i in (1..n).rev() {
+            p.swap(i, self.below(i + 1));
+        }
+        p
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_seed_gives_the_same_stream() {
+        let a: Vec<u64> = (0..5).map(|i| hash3(7, 3, i)).collect();
+        let b: Vec<u64> = (0..5).map(|i| hash3(7, 3, i)).collect();
+        assert_eq!(a, b);
+        assert_ne!(hash3(7, 3, 0), hash3(8, 3, 0));
+        assert_ne!(hash3(7, 3, 0), hash3(7, 4, 0));
+        let mut r = SplitMix64::new(1);
+        let p = r.permutation(100);
+        let mut s = p.clone();
+        s.sort();
+        assert_eq!(s, (0..100).collect::<Vec<u32>>());
+        assert_ne!(p, s);
+    }
+
+    #[test]
+    fn uniforms_and_normals_have_the_right_moments() {
+        let mut r = SplitMix64::new(42);
+        let n = 200_000;
+        let (mut su, mut sn, mut sn2) = (0.0, 0.0, 0.0);
+        for _ in 0..n {
+            su += r.next_f64();
+            let z = r.normal();
+            sn += z;
+            sn2 += z * z;
+        }
+        assert!((su / n as f64 - 0.5).abs() < 0.01);
+        assert!((sn / n as f64).abs() < 0.01);
+        assert!((sn2 / n as f64 - 1.0).abs() < 0.02);
+        assert!((0..1000).all(|_| r.below(7) < 7));
+    }
+}

@@ -1,0 +1,71 @@
+//! The GPU twin of [`super::umap`]: the same start (computed on the host), schedule and
+//! formulas; each epoch one launch of `umap_epoch`, a thread per cell, the layouts of two epochs
+//! alternating in device memory. Reproducible bit for bit on one device (no atomics); close to
+//! the CPU's but not bit-identical to it (`powf` differs in the last bits, and the layouts then
+//! drift apart over the epochs).
+
+use super::{prepare, Layout, UmapParams};
+use crate::csr::CsrMatrix;
+use crate::dense::DenseMatrix;
+use crate::error::Result;
+use crate::gpu::module_cache::KernelSource;
+use crate::gpu::{grid_for, GpuContext};
+use rmm_cuda::cudarc::driver::PushKernelArg;
+
+pub(crate) const SRC: KernelSource = KernelSource {
+    name: "umap",
+    source: include_str!("umap.cu"),
+};
+
+/// The most layout coordinates the kernel takes (`UMAP_MAX_DIMS`).
+pub const MAX_DIMS: usize = 8;
+
+/// [`super::umap`] with the epochs on the GPU.
+pub fn umap_gpu(ctx: &GpuContext, graph: &CsrMatrix<f32>, params: &UmapParams) -> Result<Layout> {
+    let (s, g, start) = prepare(graph, params)?;
+    let n = graph.n_rows as u64;
+    let dim = params.n_components as i32;
+    let indptr = ctx.upload(&s.graph.indptr)?;
+    let indices = ctx.upload(&s.graph.indices)?;
+    let eps = ctx.upload(&s.epochs_per_sample)?;
+    let eps_neg = ctx.upload(&s.epochs_per_negative_sample)?;
+    let mut next_sample = ctx.upload(&s.epochs_per_sample)?;
+    let mut next_negative = ctx.upload(&s.epochs_per_negative_sample)?;
+    let mut y = ctx.upload(&start.embedding.data)?;
+    let mut out = ctx.alloc::<f32>(start.embedding.data.len())?;
+    let f = ctx.function(SRC, "umap_epoch")?;
+    let negative = g.negative_samples as i32;
+    for epoch in 0..s.n_epochs {
+        let alpha = (params.learning_rate * (1.0 - epoch as f64 / s.n_epochs as f64)) as f32;
+        let epoch = epoch as u64;
+        let mut l = ctx.launcher(&f);
+        l.arg(&indptr)
+            .arg(&indices)
+            .arg(&eps)
+            .arg(&eps_neg)
+            .arg(&mut next_sample)
+            .arg(&mut next_negative)
+            .arg(&y)
+            .arg(&mut out)
+            .arg(&n)
+            .arg(&dim)
+            .arg(&epoch)
+            .arg(&alpha)
+            .arg(&g.a)
+            .arg(&g.b)
+            .arg(&g.gamma)
+            .arg(&negative)
+            .arg(&g.seed);
+        ctx.launch(l, grid_for(n as usize), "umap_epoch")?;
+        std::mem::swap(&mut y, &mut out);
+    }
+    let data = ctx.download(&y)?;
+    Ok(Layout {
+        embedding: DenseMatrix {
+            n_rows: graph.n_rows,
+            n_cols: params.n_components,
+            data,
+        },
+        ..start
+    })
+}

@@ -1,0 +1,495 @@
+//! `umap` (scanpy's `tl.umap`): a low-dimensional layout of the cell graph by UMAP's stochastic
+//! gradient descent (McInnes et al.), on the connectivities of `neighbors`.
+//!
+//! As umap-learn's `simplicial_set_embedding` with scanpy's arguments: the curve parameters `a`,
+//! `b` fitted to `min_dist` and `spread` ([`find_ab_params`]); edges lighter than `max / n_epochs`
+//! dropped; each edge sampled every `n_epochs * max / w` epochs with `negative_sample_rate`
+//! negative samples per sample; the learning rate falling linearly from 1; gradients clipped to
+//! +-4; a spectral start ([`spectral`]) scaled to [0, 10], or a uniform one in [-10, 10).
+//!
+//! One difference, for reproducibility: each epoch reads the positions of the previous epoch and
+//! every cell sums its own moves in the order of its edges (umap-learn updates the shared layout
+//! in place, in an order that depends on threads). An edge's pull moves both its ends; here each
+//! end moves itself for the two directed copies of the edge the symmetric graph holds, which is
+//! the same move. The negative samples come from a counter-based hash of (seed, epoch, edge,
+//! sample) ([`crate::random`]). So the same graph and seed give the same layout bit for bit on
+//! every run and thread count. The GPU twin ([`umap_gpu`]) runs the same schedule and formulas
+//! with the same roundings (no fused multiply-adds, `pow` by [`crate::fastmath::pow_f32`]): the
+//! same layout bit for bit on the CPU and the GPU.
+
+use crate::csr::CsrMatrix;
+use crate::dense::DenseMatrix;
+use crate::error::{KernelError, Result};
+use crate::fastmath::pow_f32;
+use rayon::prelude::*;
+
+pub(crate) mod gpu;
+pub mod spectral;
+
+/// The step's kernel module, for the warm-up ([`crate::warm_up`]).
+pub const KERNELS: crate::gpu::module_cache::KernelSource = gpu::SRC;
+pub use gpu::umap_gpu;
+
+/// How the layout starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Init {
+    /// The graph's Laplacian eigenvectors (each connected component apart), random where that
+    /// cannot be had.
+    Spectral,
+    /// Uniform in [-10, 10).
+    Random,
+}
+
+/// Parameters, with scanpy's defaults.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct UmapParams {
+    pub min_dist: f64,
+    pub spread: f64,
+    pub n_components: usize,
+    /// `None`: 500 epochs up to 10,000 cells, 200 above (umap-learn's choice).
+    pub n_epochs: Option<usize>,
+    pub learning_rate: f64,
+    /// Weight of the repulsion (umap-learn's `gamma`).
+    pub repulsion_strength: f64,
+    pub negative_sample_rate: usize,
+    pub init: Init,
+    pub random_state: u64,
+}
+
+impl Default for UmapParams {
+    fn default() -> Self {
+        UmapParams {
+            min_dist: 0.5,
+            spread: 1.0,
+            n_components: 2,
+            n_epochs: None,
+            learning_rate: 1.0,
+            repulsion_strength: 1.0,
+            negative_sample_rate: 5,
+            init: Init::Spectral,
+            random_state: 0,
+        }
+    }
+}
+
+impl UmapParams {
+    pub fn epochs_for(&self, n_cells: usize) -> usize {
+        self.n_epochs
+            .unwrap_or(if n_cells <= 10_000 { 500 } else { 200 })
+    }
+
+    fn check(&self) -> Result<()> {
+        let positive = |name, v: f64| {
+            if v > 0.0 && v.is_finite() {
+                Ok(())
+            } else {
+                Err(KernelError::param(name, format!("{v}: must be positive")))
+            }
+        };
+        positive("spread", self.spread)?;
+        positive("learning_rate", self.learning_rate)?;
+        if !(self.min_dist >= 0.0 && self.min_dist <= self.spread) {
+            return Err(KernelError::param(
+                "min_dist",
+                format!(
+                    "{}: must be in [0, spread = {}]",
+                    self.min_dist, self.spread
+                ),
+            ));
+        }
+        if !(self.repulsion_strength >= 0.0 && self.repulsion_strength.is_finite()) {
+            return Err(KernelError::param(
+                "repulsion_strength",
+                format!("{}: must be >= 0", self.repulsion_strength),
+            ));
+        }
+        if !(1..=gpu::MAX_DIMS).contains(&self.n_components) {
+            return Err(KernelError::param(
+                "n_components",
+                format!("{}: must be in 1..={}", self.n_components, gpu::MAX_DIMS),
+            ));
+        }
+        if self.n_epochs == Some(0) {
+            return Err(KernelError::param("n_epochs", "0: at least 1"));
+        }
+        Ok(())
+    }
+}
+
+/// The layout and what was used to make it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Layout {
+    /// `n_cells x n_components` (`obsm['X_umap']`).
+    pub embedding: DenseMatrix<f32>,
+    pub a: f64,
+    pub b: f64,
+    pub n_epochs: usize,
+    /// How it started (e.g. "spectral", or why it fell back to random).
+    pub init: String,
+}
+
+/// The curve `1 / (1 + a d^(2b))` closest (least squares on 300 points of [0, 3 spread]) to 1
+/// below `min_dist` and `exp(-(d - min_dist) / spread)` above, by Levenberg-Marquardt from
+/// (1, 1) as scipy's `curve_fit` does.
+pub fn find_ab_params(spread: f64, min_dist: f64) -> (f64, f64) {
+    let xs: Vec<f64> = (0..300).map(|i| 3.0 * spread * i as f64 / 299.0).collect();
+    let ys: Vec<f64> = xs
+        .iter()
+        .map(|&x| {
+            if x < min_dist {
+                1.0
+            } else {
+                (-(x - min_dist) / spread).exp()
+            }
+        })
+        .collect();
+    let residuals = |a: f64, b: f64| -> f64 {
+        xs.iter()
+            .zip(&ys)
+            .map(|(&x, &y)| (1.0 / (1.0 + a * x.powf(2.0 * b)) - y).powi(2))
+            .sum()
+    };
+    let (mut a, mut b, mut lambda) = (1.0f64, 1.0f64, 1e-3);
+    let mut cost = residuals(a, b);
+    for _ in 0..500 {
+        // J^T J and J^T r of the residuals f(x) - y.
+        let (mut jaa, mut jab, mut jbb, mut ga, mut gb) = (0.0, 0.0, 0.0, 0.0, 0.0);
+        for (&x, &y) in xs.iter().zip(&ys) {
+            let p = if x > 0.0 { x.powf(2.0 * b) } else { 0.0 };
+            let f = 1.0 / (1.0 + a * p);
+            let da = -p * f * f;
+            let db = if x > 0.0 { da * a * 2.0 * x.ln() } else { 0.0 };
+            let r = f - y;
+            jaa += da * da;
+            jab += da * db;
+            jbb += db * db;
+            ga += da * r;
+            gb += db * r;
+        }
+        let (maa, mbb) = (jaa * (1.0 + lambda), jbb * (1.0 + lambda));
+        let det = maa * mbb - jab * jab;
+        if det.abs() < 1e-300 {
+            break;
+        }
+        let step_a = -(mbb * ga - jab * gb) / det;
+        let step_b = -(maa * gb - jab * ga) / det;
+        let trial = residuals(a + step_a, b + step_b);
+        if trial < cost {
+            let done = (cost - trial) <= 1e-15 * cost.max(1e-300);
+            a += step_a;
+            b += step_b;
+            cost = trial;
+            lambda *= 0.3;
+            if done {
+                break;
+            }
+        } else {
+            lambda *= 10.0;
+            if lambda > 1e12 {
+                break;
+            }
+        }
+    }
+    (a, b)
+}
+
+/// The edges UMAP samples and when: the graph less its light edges, each edge's period in
+/// epochs, the period of its negative samples, and the epochs of their next samples.
+#[derive(Debug, Clone)]
+pub(crate) struct Schedule {
+    pub n_epochs: usize,
+    /// The kept edges, both directions, in rows.
+    pub graph: CsrMatrix<f32>,
+    pub epochs_per_sample: Vec<f64>,
+    pub epochs_per_negative_sample: Vec<f64>,
+}
+
+impl Schedule {
+    pub(crate) fn new(
+        graph: &CsrMatrix<f32>,
+        n_epochs: usize,
+        negative_sample_rate: usize,
+    ) -> Self {
+        let max = graph.data.iter().copied().fold(0.0f32, f32::max);
+        // umap-learn's threshold; with few epochs it uses its default count's.
+        let threshold = max / if n_epochs > 10 { n_epochs } else { 200 } as f32;
+        let mut indptr = Vec::with_capacity(graph.n_rows + 1);
+        indptr.push(0u64);
+        let (mut indices, mut data) = (Vec::new(), Vec::new());
+        for r in 0..graph.n_rows {
+            let (idx, w) = graph.row(r);
+            for (&c, &w) in idx.iter().zip(w) {
+                if w >= threshold && w > 0.0 {
+                    indices.push(c);
+                    data.push(w);
+                }
+            }
+            indptr.push(indices.len() as u64);
+        }
+        let epochs_per_sample: Vec<f64> = data
+            .iter()
+            .map(|&w| n_epochs as f64 / (n_epochs as f64 * (w as f64 / max as f64)))
+            .collect();
+        let epochs_per_negative_sample = epochs_per_sample
+            .iter()
+            .map(|e| e / negative_sample_rate.max(1) as f64)
+            .collect();
+        Schedule {
+            n_epochs,
+            graph: CsrMatrix {
+                n_rows: graph.n_rows,
+                n_cols: graph.n_cols,
+                indptr,
+                indices,
+                data,
+            },
+            epochs_per_sample,
+            epochs_per_negative_sample,
+        }
+    }
+}
+
+/// The fixed numbers of every gradient.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Gradient {
+    pub a: f32,
+    pub b: f32,
+    pub gamma: f32,
+    pub negative_samples: bool,
+    pub seed: u64,
+}
+
+impl Gradient {
+    /// The coefficient of the attraction along an edge at squared distance `d2`.
+    #[inline]
+    pub fn attraction(&self, d2: f32) -> f32 {
+        if d2 > 0.0 {
+            -2.0 * self.a * self.b * pow_f32(d2, self.b - 1.0)
+                / (self.a * pow_f32(d2, self.b) + 1.0)
+        } else {
+            0.0
+        }
+    }
+
+    /// The coefficient of the repulsion from a negative sample at squared distance `d2`.
+    #[inline]
+    pub fn repulsion(&self, d2: f32) -> f32 {
+        if d2 > 0.0 {
+            2.0 * self.gamma * self.b / ((0.001 + d2) * (self.a * pow_f32(d2, self.b) + 1.0))
+        } else {
+            0.0
+        }
+    }
+}
+
+#[inline]
+fn clip(v: f32) -> f32 {
+    v.clamp(-4.0, 4.0)
+}
+
+/// The negative sample `p` of edge `e` at `epoch`: a cell in `0..n`.
+#[inline]
+pub(crate) fn negative_sample(seed: u64, epoch: usize, e: usize, p: usize, n: usize) -> usize {
+    let h = crate::random::hash3(seed, epoch as u64, e as u64);
+    let h = crate::random::mix64(h.wrapping_add((p as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)));
+    (((h >> 32) * n as u64) >> 32) as usize
+}
+
+/// The layout of `graph` (symmetric connectivities), on the CPU.
+pub fn umap(graph: &CsrMatrix<f32>, params: &UmapParams) -> Result<Layout> {
+    let (schedule, gradient, start) = prepare(graph, params)?;
+    let mut y = start.embedding.data.clone();
+    optimize(&schedule, &gradient, params, &mut y);
+    Ok(Layout {
+        embedding: DenseMatrix {
+            n_rows: graph.n_rows,
+            n_cols: params.n_components,
+            data: y,
+        },
+        ..start
+    })
+}
+
+/// What both devices start from: the checked graph's schedule, the gradient's constants and the
+/// initial layout (computed on the CPU: see [`spectral`]).
+pub(crate) fn prepare(
+    graph: &CsrMatrix<f32>,
+    params: &UmapParams,
+) -> Result<(Schedule, Gradient, Layout)> {
+    params.check()?;
+    crate::graph::check_graph(graph, "umap")?;
+    if graph.n_rows < 2 {
+        return Err(KernelError::Unsupported(format!(
+            "umap: {} cell(s); at least 2",
+            graph.n_rows
+        )));
+    }
+    let n_epochs = params.epochs_for(graph.n_rows);
+    let schedule = Schedule::new(graph, n_epochs, params.negative_sample_rate);
+    let (a, b) = find_ab_params(params.spread, params.min_dist);
+    let gradient = Gradient {
+        a: a as f32,
+        b: b as f32,
+        gamma: params.repulsion_strength as f32,
+        negative_samples: params.negative_sample_rate > 0,
+        seed: params.random_state,
+    };
+    let (embedding, init) = spectral::initial_layout(graph, params)?;
+    Ok((
+        schedule,
+        gradient,
+        Layout {
+            embedding,
+            a,
+            b,
+            n_epochs,
+            init,
+        },
+    ))
+}
+
+/// Every epoch: each cell's move from the layout of the epoch before (see the module docs).
+fn optimize(s: &Schedule, g: &Gradient, params: &UmapParams, y: &mut Vec<f32>) {
+    let dim = params.n_components;
+    let n = s.graph.n_rows;
+    let mut next_sample = s.epochs_per_sample.clone();
+    let mut next_negative = s.epochs_per_negative_sample.clone();
+    let mut out = y.clone();
+    for epoch in 0..s.n_epochs {
+        let alpha = (params.learning_rate * (1.0 - epoch as f64 / s.n_epochs as f64)) as f32;
+        let prev: &[f32] = y;
+        // Each row's edges are its own: split the per-edge state by rows.
+        let rows = split_by_rows(&s.graph.indptr, &mut next_sample, &mut next_negative);
+        out.par_chunks_mut(dim)
+            .zip(rows)
+            .enumerate()
+            .for_each(|(j, (yj, (ns, nn)))| {
+                move_cell(s, g, epoch, alpha, prev, dim, n, j, yj, ns, nn);
+            });
+        std::mem::swap(y, &mut out);
+    }
+}
+
+/// The per-edge state of each row, as mutable slices.
+fn split_by_rows<'a>(
+    indptr: &[u64],
+    a: &'a mut [f64],
+    b: &'a mut [f64],
+) -> Vec<(&'a mut [f64], &'a mut [f64])> {
+    let mut out = Vec::with_capacity(indptr.len() - 1);
+    let (mut a, mut b) = (a, b);
+    for w in indptr.windows(2) {
+        let len = (w[1] - w[0]) as usize;
+        let (ha, ta) = std::mem::take(&mut a).split_at_mut(len);
+        let (hb, tb) = std::mem::take(&mut b).split_at_mut(len);
+        out.push((ha, hb));
+        a = ta;
+        b = tb;
+    }
+    out
+}
+
+/// Cell `j`'s position after `epoch`, written to `yj`: its previous position plus the pulls of
+/// its edges sampled now (both directions' moves of the pair) and the pushes of their negative
+/// samples. The GPU kernel `umap_epoch` is this function.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+fn move_cell(
+    s: &Schedule,
+    g: &Gradient,
+    epoch: usize,
+    alpha: f32,
+    prev: &[f32],
+    dim: usize,
+    n: usize,
+    j: usize,
+    yj: &mut [f32],
+    next_sample: &mut [f64],
+    next_negative: &mut [f64],
+) {
+    let current = &prev[j * dim..(j + 1) * dim];
+    let mut delta = [0.0f32; gpu::MAX_DIMS];
+    let first = s.graph.indptr[j] as usize;
+    let e_now = epoch as f64;
+    for (i, &k) in s.graph.row(j).0.iter().enumerate() {
+        if next_sample[i] > e_now {
+            continue;
+        }
+        let e = first + i;
+        let other = &prev[k as usize * dim..(k as usize + 1) * dim];
+        let coeff = g.attraction(squared_distance(current, other));
+        for d in 0..dim {
+            delta[d] += 2.0 * clip(coeff * (current[d] - other[d])) * alpha;
+        }
+        next_sample[i] += s.epochs_per_sample[e];
+        if !g.negative_samples {
+            continue;
+        }
+        let count =
+            ((e_now - next_negative[i]) / s.epochs_per_negative_sample[e]).max(0.0) as usize;
+        for p in 0..count {
+            let k = negative_sample(g.seed, epoch, e, p, n);
+            if k == j {
+                continue;
+            }
+            let other = &prev[k * dim..(k + 1) * dim];
+            let coeff = g.repulsion(squared_distance(current, other));
+            if coeff > 0.0 {
+                for d in 0..dim {
+                    delta[d] += clip(coeff * (current[d] - other[d])) * alpha;
+                }
+            }
+        }
+        next_negative[i] += count as f64 * s.epochs_per_negative_sample[e];
+    }
+    for d in 0..dim {
+        yj[d] = current[d] + delta[d];
+    }
+}
+
+#[inline]
+fn squared_distance(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum()
+}
+
+/// sklearn's `trustworthiness` of a layout: how far the `k` nearest neighbours in `embedding`
+/// are from being the `k` nearest in `x` (1 is perfect). Exact, O(n^2): for tests and gates on
+/// samples of a few thousand cells.
+pub fn trustworthiness(x: &DenseMatrix<f32>, embedding: &DenseMatrix<f32>, k: usize) -> f64 {
+    let n = x.n_rows;
+    let ranks_in = |m: &DenseMatrix<f32>, i: usize| -> Vec<usize> {
+        let row = |r: usize| &m.data[r * m.n_cols..(r + 1) * m.n_cols];
+        let mut order: Vec<(f64, usize)> = (0..n)
+            .filter(|&j| j != i)
+            .map(|j| {
+                let d: f64 = row(i)
+                    .iter()
+                    .zip(row(j))
+                    .map(|(a, b)| ((a - b) as f64).powi(2))
+                    .sum();
+                (d, j)
+            })
+            .collect();
+        order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        order.into_iter().map(|(_, j)| j).collect()
+    };
+    let penalty: f64 = (0..n)
+        .into_par_iter()
+        .map(|i| {
+            let original = ranks_in(x, i);
+            let mut rank = vec![0usize; n];
+            for (r, &j) in original.iter().enumerate() {
+                rank[j] = r + 1;
+            }
+            ranks_in(embedding, i)[..k]
+                .iter()
+                .map(|&j| rank[j].saturating_sub(k) as f64)
+                .sum::<f64>()
+        })
+        .sum();
+    let (n, k) = (n as f64, k as f64);
+    1.0 - penalty * 2.0 / (n * k * (2.0 * n - 3.0 * k - 1.0))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,321 @@
+//! UMAP's start: the spectral layout of the graph, as umap-learn's `spectral_layout`: the
+//! eigenvectors of the normalized Laplacian `I - D^-1/2 A D^-1/2` for its smallest non-zero
+//! eigenvalues, here the largest eigenvalues of `D^-1/2 A D^-1/2` found by Lanczos (full
+//! reorthogonalization, the trivial eigenvector `sqrt(d)` projected out) from a vector of ones,
+//! as umap-learn starts ARPACK.
+//!
+//! A graph of several connected components is laid out a component at a time (umap-learn's
+//! `multi_component_layout`): each component's spectral layout, scaled into half the distance to
+//! its nearest neighbour, around its own centre. The centres are umap-learn's for up to
+//! `2 * dim` components (`+-e_i`); beyond that a square grid (umap-learn places them by a
+//! spectral layout of the component centroids in the data, which the graph alone does not have).
+//! Components too small for `dim` eigenvectors start uniformly at random within their box.
+//!
+//! Then as umap-learn: scaled so the largest coordinate is 10, noise of standard deviation 1e-4
+//! added (from the seed), and each coordinate rescaled to [0, 10].
+
+use super::{Init, UmapParams};
+use crate::csr::CsrMatrix;
+use crate::dense::DenseMatrix;
+use crate::error::Result;
+use crate::random::SplitMix64;
+use faer::Mat;
+use rayon::prelude::*;
+
+/// The Lanczos vectors kept (the Krylov space's dimension) for a graph of `n` nodes and a
+/// layout of `dim` coordinates.
+fn krylov_dim(n: usize, dim: usize) -> usize {
+    (n - 1).min(100.max(4 * (dim + 1)))
+}
+
+/// The initial layout and how it was made.
+pub fn initial_layout(
+    graph: &CsrMatrix<f32>,
+    params: &UmapParams,
+) -> Result<(DenseMatrix<f32>, String)> {
+    let n = graph.n_rows;
+    let dim = params.n_components;
+    let mut rng = SplitMix64::new(params.random_state);
+    let (coords, how) = match params.init {
+        Init::Random => (
+            (0..n * dim)
+                .map(|_| rng.next_f64() * 20.0 - 10.0)
+                .collect::<Vec<f64>>(),
+            "random".to_string(),
+        ),
+        Init::Spectral => {
+            let (coords, how) = spectral_layout(graph, dim, &mut rng);
+            (noisy_scale(coords, &mut rng), how)
+        }
+    };
+    Ok((rescale_columns(&coords, n, dim), how))
+}
+
+/// umap-learn's `noisy_scale_coords`: the largest coordinate made 10, as f32, plus N(0, 1e-4).
+fn noisy_scale(coords: Vec<f64>, rng: &mut SplitMix64) -> Vec<f64> {
+    let max = coords.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+    let expansion = if max > 0.0 { 10.0 / max } else { 1.0 };
+    coords
+        .into_iter()
+        .map(|v| (v * expansion) as f32 as f64 + (rng.normal() * 1e-4) as f32 as f64)
+        .collect()
+}
+
+/// Each coordinate mapped to [0, 10], as f32.
+fn rescale_columns(coords: &[f64], n: usize, dim: usize) -> DenseMatrix<f32> {
+    let mut data = vec![0.0f32; n * dim];
+    for d in 0..dim {
+        let col = || (0..n).map(|i| coords[i * dim + d]);
+        let min = col().fold(f64::INFINITY, f64::min);
+        let max = col().fold(f64::NEG_INFINITY, f64::max);
+        let range = if max > min { max - min } else { 1.0 };
+        for (i, v) in col().enumerate() {
+            data[i * dim + d] = (10.0 * (v - min) / range) as f32;
+        }
+    }
+    DenseMatrix {
+        n_rows: n,
+        n_cols: dim,
+        data,
+    }
+}
+
+/// Row-major `n x dim` spectral coordinates of the whole graph, and how they were made.
+fn spectral_layout(graph: &CsrMatrix<f32>, dim: usize, rng: &mut SplitMix64) -> (Vec<f64>, String) {
+    let (component, n_components) = crate::graph::connected_components(graph);
+    if n_components == 1 {
+        return match eigen_layout(graph, dim) {
+            Some(c) => (c, "spectral".into()),
+            None => (
+                uniform(graph.n_rows * dim, 10.0, rng),
+                format!(
+                    "random (the graph of {} cells is too small for a spectral start)",
+                    graph.n_rows
+                ),
+            ),
+        };
+    }
+    let centres = component_centres(n_components, dim);
+    let mut coords = vec![0.0f64; graph.n_rows * dim];
+    let mut members: Vec<Vec<usize>> = vec![Vec::new(); n_components];
+    for (v, &c) in component.iter().enumerate() {
+        members[c as usize].push(v);
+    }
+    let mut n_random = 0;
+    for (c, nodes) in members.iter().enumerate() {
+        let centre = &centres[c * dim..(c + 1) * dim];
+        let half_gap = nearest_gap(&centres, c, dim) / 2.0;
+        let local = if nodes.len() >= 2 * dim && nodes.len() > dim + 1 {
+            eigen_layout(&subgraph(graph, nodes), dim)
+        } else {
+            None
+        };
+        let local = local.unwrap_or_else(|| {
+            n_random += 1;
+            uniform(nodes.len() * dim, 1.0, rng)
+        });
+        let max = local.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        let scale = if max > 0.0 { half_gap / max } else { 0.0 };
+        for (i, &v) in nodes.iter().enumerate() {
+            for d in 0..dim {
+                coords[v * dim + d] = local[i * dim + d] * scale + centre[d];
+            }
+        }
+    }
+    let how = format!(
+        "spectral, {n_components} connected components laid out apart{}",
+        if n_random > 0 {
+            format!(" ({n_random} too small, started at random)")
+        } else {
+            String::new()
+        }
+    );
+    (coords, how)
+}
+
+fn uniform(len: usize, half_width: f64, rng: &mut SplitMix64) -> Vec<f64> {
+    (0..len)
+        .map(|_| (rng.next_f64() * 2.0 - 1.0) * half_width)
+        .collect()
+}
+
+/// The centres of `k` components: `e_1, .., e_dim, -e_1, ..` when they fit, else a square grid.
+fn component_centres(k: usize, dim: usize) -> Vec<f64> {
+    let mut c = vec![0.0f64; k * dim];
+    if k <= 2 * dim {
+        let half = k.div_ceil(2);
+        for i in 0..k {
+            let axis = i % half;
+            if axis < dim {
+                c[i * dim + axis] = if i < half { 1.0 } else { -1.0 };
+            }
+        }
+    } else {
+        let side = (k as f64).sqrt().ceil() as usize;
+        for i in 0..k {
+            c[i * dim] = (i % side) as f64;
+            if dim > 1 {
+                c[i * dim + 1] = (i / side) as f64;
+            }
+        }
+    }
+    c
+}
+
+fn nearest_gap(centres: &[f64], c: usize, dim: usize) -> f64 {
+    let k = centres.len() / dim;
+    (0..k)
+        .filter(|&o| o != c)
+        .map(|o| {
+            (0..dim)
+                .map(|d| (centres[c * dim + d] - centres[o * dim + d]).powi(2))
+                .sum::<f64>()
+                .sqrt()
+        })
+        .fold(f64::INFINITY, f64::min)
+        .min(1.0)
+}
+
+/// The graph induced on `nodes` (sorted), renumbered.
+fn subgraph(graph: &CsrMatrix<f32>, nodes: &[usize]) -> CsrMatrix<f32> {
+    let mut new_id = std::collections::HashMap::with_capacity(nodes.len());
+    for (i, &v) in nodes.iter().enumerate() {
+        new_id.insert(v as u32, i as u32);
+    }
+    let mut indptr = vec![0u64];
+    let (mut indices, mut data) = (Vec::new(), Vec::new());
+    for &v in nodes {
+        let (idx, w) = graph.row(v);
+        for (c, &w) in idx.iter().zip(w) {
+            if let Some(&i) = new_id.get(c) {
+                indices.push(i);
+                data.push(w);
+            }
+        }
+        indptr.push(indices.len() as u64);
+    }
+    CsrMatrix {
+        n_rows: nodes.len(),
+        n_cols: nodes.len(),
+        indptr,
+        indices,
+        data,
+    }
+}
+
+/// The `dim` leading non-trivial eigenvectors of `D^-1/2 A D^-1/2` of a connected graph, row-major
+/// `n x dim`; `None` when the graph is too small or has a node without edges.
+fn eigen_layout(graph: &CsrMatrix<f32>, dim: usize) -> Option<Vec<f64>> {
+    let n = graph.n_rows;
+    if n < dim + 2 {
+        return None;
+    }
+    let sqrt_d: Vec<f64> = (0..n)
+        .map(|v| graph.row(v).1.iter().map(|&w| w as f64).sum::<f64>().sqrt())
+        .collect();
+    if sqrt_d.iter().any(|&s| s <= 0.0) {
+        return None;
+    }
+    let norm = dot(&sqrt_d, &sqrt_d).sqrt();
+    let trivial: Vec<f64> = sqrt_d.iter().map(|s| s / norm).collect();
+    let apply = |x: &[f64], y: &mut [f64]| {
+        y.par_iter_mut().enumerate().for_each(|(v, yv)| {
+            let (idx, w) = graph.row(v);
+            let s: f64 = idx
+                .iter()
+                .zip(w)
+                .map(|(&u, &w)| w as f64 * x[u as usize] / sqrt_d[u as usize])
+                .sum();
+            *yv = s / sqrt_d[v];
+        })
+    };
+    let m = krylov_dim(n, dim);
+    let mut start = vec![1.0f64; n];
+    orthogonalize(&mut start, std::slice::from_ref(&trivial));
+    if dot(&start, &start).sqrt() < 1e-8 {
+        // A regular graph: ones is the trivial vector; start from a fixed alternating one.
+        start = (0..n)
+            .map(|i| if i % 2 == 0 { 1.0 } else { -1.0 })
+            .collect();
+        orthogonalize(&mut start, std::slice::from_ref(&trivial));
+    }
+    let (q, alpha, beta) = lanczos(apply, start, std::slice::from_ref(&trivial), m);
+    let steps = alpha.len();
+    if steps < dim {
+        return None;
+    }
+    let t = Mat::from_fn(steps, steps, |i, j| {
+        if i == j {
+            alpha[i]
+        } else if i + 1 == j {
+            beta[i]
+        } else if j + 1 == i {
+            beta[j]
+        } else {
+            0.0
+        }
+    });
+    let evd = t.self_adjoint_eigen(faer::Side::Lower).ok()?;
+    // Ascending eigenvalues: the last `dim` are the largest.
+    let s = evd.U();
+    let mut out = vec![0.0f64; n * dim];
+    out.par_chunks_mut(dim).enumerate().for_each(|(i, row)| {
+        for (d, r) in row.iter_mut().enumerate() {
+            let col = steps - 1 - d;
+            *r = (0..steps).map(|j| q[j][i] * s[(j, col)]).sum();
+        }
+    });
+    Some(out)
+}
+
+/// `m` steps of Lanczos on the symmetric operator `apply`, every new vector orthogonalized
+/// (twice) against `deflate` and all the earlier ones. Returns the basis and the tridiagonal
+/// (`alpha` its diagonal, `beta` its off-diagonal); stops early on an invariant subspace.
+fn lanczos(
+    apply: impl Fn(&[f64], &mut [f64]),
+    start: Vec<f64>,
+    deflate: &[Vec<f64>],
+    m: usize,
+) -> (Vec<Vec<f64>>, Vec<f64>, Vec<f64>) {
+    let n = start.len();
+    let norm = dot(&start, &start).sqrt();
+    let mut q = vec![start.iter().map(|v| v / norm).collect::<Vec<f64>>()];
+    let (mut alpha, mut beta) = (Vec::with_capacity(m), Vec::with_capacity(m));
+    let mut w = vec![0.0f64; n];
+    for j in 0..m {
+        apply(&q[j], &mut w);
+        alpha.push(dot(&w, &q[j]));
+        for _ in 0..2 {
+            orthogonalize(&mut w, deflate);
+            orthogonalize(&mut w, &q);
+        }
+        let b = dot(&w, &w).sqrt();
+        if j + 1 == m || b < 1e-10 {
+            break;
+        }
+        beta.push(b);
+        q.push(w.iter().map(|v| v / b).collect());
+    }
+    (q, alpha, beta)
+}
+
+/// `x` less its projections on the orthonormal `basis` (classical Gram-Schmidt).
+fn orthogonalize(x: &mut [f64], basis: &[Vec<f64>]) {
+    let coeffs: Vec<f64> = basis.par_iter().map(|b| dot(x, b)).collect();
+    x.par_iter_mut().enumerate().for_each(|(i, xi)| {
+        *xi -= basis
+            .iter()
+            .zip(&coeffs)
+            .map(|(b, c)| c * b[i])
+            .sum::<f64>();
+    });
+}
+
+fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.par_chunks(1 << 14)
+        .zip(b.par_chunks(1 << 14))
+        .map(|(a, b)| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>())
+        .collect::<Vec<f64>>()
+        .iter()
+        .sum()
+}

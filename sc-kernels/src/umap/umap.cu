@@ -1,0 +1,135 @@
+// UMAP's epochs on the GPU: one thread per cell computes the cell's move from the previous
+// epoch's layout (`prev`) into `out`, exactly as `move_cell` in umap/mod.rs does on the CPU: the
+// same schedule (f64), the same gradient formulas and clipping (f32), the same counter-based
+// negative samples (`mix64`), and the moves summed in the order of the cell's edges. No atomics:
+// each thread writes only its own cell and its own edges' state. Every operation is the CPU's,
+// rounded the same way (the `_rn` intrinsics forbid fused multiply-adds): the same bits.
+
+#define UMAP_MAX_DIMS 8
+
+__device__ __forceinline__ u64 mix64(u64 z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+// random.rs `hash3`.
+__device__ __forceinline__ u64 hash3(u64 seed, u64 stream, u64 i) {
+    return mix64(mix64(seed ^ mix64(stream + 0x9e3779b97f4a7c15ull)) + i);
+}
+
+// fastmath.rs `ln_pos`, `exp_f64` and `pow_f32`, operation for operation and unfused, so the
+// result has the CPU's bits.
+__device__ __forceinline__ double ln_pos(double y) {
+    u64 bits = (u64)__double_as_longlong(y);
+    double e = __dsub_rn(__longlong_as_double((long long)(0x4330000000000000ull | ((bits >> 52) & 0x7ff))),
+                         4503599627370496.0 + 1023.0);
+    double m = __longlong_as_double((long long)((bits & ((1ull << 52) - 1)) | (1023ull << 52)));
+    bool big = m > 1.4142135623730951;
+    m = big ? __dmul_rn(m, 0.5) : m;
+    e = __dadd_rn(e, big ? 1.0 : 0.0);
+    double s = __ddiv_rn(__dsub_rn(m, 1.0), __dadd_rn(m, 1.0));
+    double s2 = __dmul_rn(s, s);
+    double p = __dadd_rn(1.0 / 15.0, __dmul_rn(s2, 1.0 / 17.0));
+    p = __dadd_rn(1.0 / 13.0, __dmul_rn(s2, p));
+    p = __dadd_rn(1.0 / 11.0, __dmul_rn(s2, p));
+    p = __dadd_rn(1.0 / 9.0, __dmul_rn(s2, p));
+    p = __dadd_rn(1.0 / 7.0, __dmul_rn(s2, p));
+    p = __dadd_rn(1.0 / 5.0, __dmul_rn(s2, p));
+    p = __dadd_rn(1.0 / 3.0, __dmul_rn(s2, p));
+    p = __dadd_rn(1.0, __dmul_rn(s2, p));
+    return __dadd_rn(__dmul_rn(e, 0.6931471805599453), __dmul_rn(__dmul_rn(2.0, s), p));
+}
+
+__device__ __forceinline__ double exp_f64(double x) {
+    x = fmin(fmax(x, -708.0), 709.0);
+    const double SHIFT = 6755399441055744.0;
+    double t = __dadd_rn(__dmul_rn(x, 1.4426950408889634), SHIFT);
+    long long k = __double_as_longlong(t) - __double_as_longlong(SHIFT);
+    double kf = __dsub_rn(t, SHIFT);
+    double r = __dsub_rn(__dsub_rn(x, __dmul_rn(kf, 6.93147180369123816490e-01)),
+                         __dmul_rn(kf, 1.90821492927058770002e-10));
+    double p = 1.0 / 479001600.0;
+    p = __dadd_rn(__dmul_rn(p, r), 1.0 / 39916800.0);
+    p = __dadd_rn(__dmul_rn(p, r), 1.0 / 3628800.0);
+    p = __dadd_rn(__dmul_rn(p, r), 1.0 / 362880.0);
+    p = __dadd_rn(__dmul_rn(p, r), 1.0 / 40320.0);
+    p = __dadd_rn(__dmul_rn(p, r), 1.0 / 5040.0);
+    p = __dadd_rn(__dmul_rn(p, r), 1.0 / 720.0);
+    p = __dadd_rn(__dmul_rn(p, r), 1.0 / 120.0);
+    p = __dadd_rn(__dmul_rn(p, r), 1.0 / 24.0);
+    p = __dadd_rn(__dmul_rn(p, r), 1.0 / 6.0);
+    p = __dadd_rn(__dmul_rn(p, r), 0.5);
+    p = __dadd_rn(__dmul_rn(p, r), 1.0);
+    p = __dadd_rn(__dmul_rn(p, r), 1.0);
+    return __dmul_rn(p, __longlong_as_double((long long)((u64)(k + 1023) << 52)));
+}
+
+__device__ __forceinline__ float pow_f32(float x, float y) {
+    return (float)exp_f64(__dmul_rn((double)y, ln_pos((double)x)));
+}
+
+__device__ __forceinline__ float clip4(float v) { return fminf(fmaxf(v, -4.0f), 4.0f); }
+
+extern "C" __global__ void umap_epoch(
+    const u64* __restrict__ indptr, const u32* __restrict__ indices,
+    const double* __restrict__ epochs_per_sample, const double* __restrict__ epochs_per_negative,
+    double* __restrict__ next_sample, double* __restrict__ next_negative,
+    const float* __restrict__ prev, float* __restrict__ out,
+    u64 n, int dim, u64 epoch, float alpha, float a, float b, float gamma,
+    int negative_samples, u64 seed) {
+    u64 j = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= n) return;
+    float cur[UMAP_MAX_DIMS], delta[UMAP_MAX_DIMS];
+    for (int d = 0; d < dim; d++) {
+        cur[d] = prev[j * dim + d];
+        delta[d] = 0.0f;
+    }
+    double e_now = (double)epoch;
+    for (u64 e = indptr[j]; e < indptr[j + 1]; e++) {
+        if (next_sample[e] > e_now) continue;
+        u64 k = indices[e];
+        float d2 = 0.0f;
+        for (int d = 0; d < dim; d++) {
+            float t = __fsub_rn(cur[d], prev[k * dim + d]);
+            d2 = __fadd_rn(d2, __fmul_rn(t, t));
+        }
+        float coeff = 0.0f;
+        if (d2 > 0.0f) {
+            coeff = __fdiv_rn(__fmul_rn(__fmul_rn(-2.0f * a, b), pow_f32(d2, __fsub_rn(b, 1.0f))),
+                              __fadd_rn(__fmul_rn(a, pow_f32(d2, b)), 1.0f));
+        }
+        for (int d = 0; d < dim; d++) {
+            float g = clip4(__fmul_rn(coeff, __fsub_rn(cur[d], prev[k * dim + d])));
+            delta[d] = __fadd_rn(delta[d], __fmul_rn(__fmul_rn(2.0f, g), alpha));
+        }
+        next_sample[e] = __dadd_rn(next_sample[e], epochs_per_sample[e]);
+        if (!negative_samples) continue;
+        double c = __ddiv_rn(__dsub_rn(e_now, next_negative[e]), epochs_per_negative[e]);
+        u64 count = c > 0.0 ? (u64)c : 0;
+        u64 h0 = hash3(seed, epoch, e);
+        for (u64 p = 0; p < count; p++) {
+            u64 h = mix64(h0 + p * 0x9e3779b97f4a7c15ull);
+            u64 s = ((h >> 32) * n) >> 32;
+            if (s == j) continue;
+            float r2 = 0.0f;
+            for (int d = 0; d < dim; d++) {
+                float t = __fsub_rn(cur[d], prev[s * dim + d]);
+                r2 = __fadd_rn(r2, __fmul_rn(t, t));
+            }
+            if (r2 > 0.0f) {
+                float rc = __fdiv_rn(__fmul_rn(2.0f * gamma, b),
+                                     __fmul_rn(__fadd_rn(0.001f, r2),
+                                               __fadd_rn(__fmul_rn(a, pow_f32(r2, b)), 1.0f)));
+                if (rc > 0.0f) {
+                    for (int d = 0; d < dim; d++) {
+                        float g = clip4(__fmul_rn(rc, __fsub_rn(cur[d], prev[s * dim + d])));
+                        delta[d] = __fadd_rn(delta[d], __fmul_rn(g, alpha));
+                    }
+                }
+            }
+        }
+        next_negative[e] = __dadd_rn(next_negative[e], __dmul_rn((double)count, epochs_per_negative[e]));
+    }
+    for (int d = 0; d < dim; d++) out[j * dim + d] = __fadd_rn(cur[d], delta[d]);
+}

@@ -1,0 +1,148 @@
+//! The options of the steps after neighbors: `umap`, `leiden` and `rank_genes_groups` (on by
+//! default, each with a `--no-...` to skip it), turned into their parts of the configuration.
+
+use crate::run::{LeidenOptions, MarkerOptions};
+use crate::{Error, Result};
+use sc_kernels::leiden::LeidenParams;
+use sc_kernels::rank_genes::{Method, RankGenesParams};
+use sc_kernels::umap::{Init, UmapParams};
+
+#[derive(clap::Args, Debug)]
+pub struct GraphStepArgs {
+    #[arg(long, help = "Skip umap")]
+    pub no_umap: bool,
+    /// umap(min_dist=...).
+    #[arg(long, default_value_t = 0.5)]
+    pub min_dist: f64,
+    /// umap(spread=...).
+    #[arg(long, default_value_t = 1.0)]
+    pub spread: f64,
+    /// UMAP's epochs (default: 500 up to 10,000 cells, else 200, as umap-learn).
+    #[arg(long)]
+    pub umap_epochs: Option<usize>,
+    /// UMAP's start: spectral (the graph's Laplacian eigenvectors) or random.
+    #[arg(long, default_value = "spectral", value_parser = ["spectral", "random"])]
+    pub umap_init: String,
+    #[arg(long, help = "Skip leiden")]
+    pub no_leiden: bool,
+    /// leiden(resolution=...); several (comma-separated) give one obs column each,
+    /// leiden_res_{r:4.2f}.
+    #[arg(long, value_delimiter = ',', default_value = "1.0")]
+    pub resolution: Vec<f64>,
+    /// Leiden's iterations (scanpy's igraph flavour: 2); negative: until nothing changes.
+    #[arg(long, default_value_t = 2, allow_negative_numbers = true)]
+    pub leiden_iterations: i32,
+    /// Seed of umap and leiden (scanpy's random_state).
+    #[arg(long, default_value_t = 0)]
+    pub random_state: u64,
+    #[arg(long, help = "Skip rank_genes_groups (marker genes)")]
+    pub no_markers: bool,
+    /// obs column the marker genes group by (default: leiden's).
+    #[arg(long, value_name = "KEY")]
+    pub groupby: Option<String>,
+    /// rank_genes_groups(method=...).
+    #[arg(long, default_value = "wilcoxon", value_parser = ["wilcoxon", "t-test", "t-test_overestim_var"])]
+    pub markers_method: String,
+    /// Marker genes kept per group (rank_genes_groups(n_genes=...)).
+    #[arg(long, default_value_t = 100)]
+    pub markers_n_genes: usize,
+    #[arg(
+        long,
+        help = "Wilcoxon without the tie correction of its variance (scanpy's default)"
+    )]
+    pub no_tie_correct: bool,
+}
+
+impl GraphStepArgs {
+    /// umap's parameters, when it runs (it needs the neighbors graph).
+    pub fn umap(&self, neighbors: bool) -> Result<Option<UmapParams>> {
+        if self.no_umap || !neighbors {
+            return Ok(None);
+        }
+        if !(self.spread > 0.0 && self.spread.is_finite()) {
+            return Err(Error::param(
+                "--spread",
+                format!("{} must be positive", self.spread),
+            ));
+        }
+        if !(self.min_dist >= 0.0 && self.min_dist <= self.spread) {
+            return Err(Error::param(
+                "--min-dist",
+                format!(
+                    "{} must be in [0, --spread = {}]",
+                    self.min_dist, self.spread
+                ),
+            ));
+        }
+        if self.umap_epochs == Some(0) {
+            return Err(Error::param("--umap-epochs", "must be at least 1"));
+        }
+        Ok(Some(UmapParams {
+            min_dist: self.min_dist,
+            spread: self.spread,
+            n_epochs: self.umap_epochs,
+            init: if self.umap_init == "random" {
+                Init::Random
+            } else {
+                Init::Spectral
+            },
+            random_state: self.random_state,
+            ..UmapParams::default()
+        }))
+    }
+
+    /// leiden's options, when it runs (it needs the neighbors graph).
+    pub fn leiden(&self, neighbors: bool) -> Result<Option<LeidenOptions>> {
+        if self.no_leiden || !neighbors {
+            return Ok(None);
+        }
+        if self.resolution.is_empty() {
+            return Err(Error::param("--resolution", "give at least one resolution"));
+        }
+        if let Some(r) = self
+            .resolution
+            .iter()
+            .find(|r| !(**r > 0.0 && r.is_finite()))
+        {
+            return Err(Error::param("--resolution", format!("{r} is not positive")));
+        }
+        if self.leiden_iterations == 0 {
+            return Err(Error::param(
+                "--leiden-iterations",
+                "0: at least 1, or negative to iterate until nothing changes",
+            ));
+        }
+        Ok(Some(LeidenOptions {
+            resolutions: self.resolution.clone(),
+            params: LeidenParams {
+                n_iterations: self.leiden_iterations,
+                random_state: self.random_state,
+                ..LeidenParams::default()
+            },
+        }))
+    }
+
+    /// The marker genes' options, when they run: they need groups, `--groupby`'s or leiden's.
+    pub fn markers(&self, leiden: bool) -> Result<Option<MarkerOptions>> {
+        if self.no_markers || (self.groupby.is_none() && !leiden) {
+            return Ok(None);
+        }
+        if self.markers_n_genes == 0 {
+            return Err(Error::param("--markers-n-genes", "must be at least 1"));
+        }
+        let method: Method =
+            self.markers_method
+                .parse()
+                .map_err(|e: sc_kernels::KernelError| {
+                    Error::param("--markers-method", e.to_string())
+                })?;
+        Ok(Some(MarkerOptions {
+            groupby: self.groupby.clone(),
+            params: RankGenesParams {
+                method,
+                n_genes: Some(self.markers_n_genes),
+                tie_correct: !self.no_tie_correct,
+            },
+        }))
+    }
+}

@@ -1,0 +1,83 @@
+//! `umap` (scanpy's `tl.umap`): a 2-D layout of the cells from the neighbors graph.
+//!
+//! Reads `obsp['connectivities']`; writes `obsm['X_umap']` (float32, cells x components) and
+//! `uns['umap']` with scanpy's keys (`params`: `a`, `b`, and `random_state` when not 0). On a GPU
+//! when the run has one (the epochs; the spectral start on the host), else on the CPU: the same
+//! layout bit for bit on both (`sc_kernels::umap`).
+
+use super::kernel_error;
+use crate::anndata::{ArrayData, DenseArray, Value};
+use crate::run::step::{no_device_bytes, no_input_check, Phase, Step, StepEnv};
+use crate::{AnnData, Error, Result};
+use sc_kernels::gpu::GpuContext;
+use sc_kernels::umap::{Layout, UmapParams};
+use sc_kernels::CsrMatrix;
+
+/// The pipeline's row: on the first GPU of the run (none: the CPU).
+pub(crate) const ROW: Step = Step {
+    name: "umap",
+    phase: Phase::CellGraph,
+    enabled: |c| c.umap.is_some(),
+    run: |a, env: &StepEnv<'_>| {
+        let params = env.config.umap.expect("the row runs only with umap");
+        let layout = umap_on(a, &params, env.gpus.first().map(|g| g.as_ref()))?;
+        Ok(format!(
+            "{} epochs, start: {}, on the {}",
+            layout.n_epochs,
+            layout.init,
+            if env.gpus.is_empty() { "CPU" } else { "GPU" }
+        ))
+    },
+    generated: None,
+    device_bytes: no_device_bytes,
+    kernels: &[sc_kernels::umap::KERNELS],
+    check_input: no_input_check,
+};
+
+/// The neighbors graph, or an error saying to run neighbors first.
+pub(crate) fn connectivities<'a>(
+    adata: &'a AnnData,
+    step: &'static str,
+) -> Result<&'a CsrMatrix<f32>> {
+    adata
+        .obsp
+        .get("connectivities")
+        .ok_or_else(|| Error::Missing {
+            step,
+            problem: "obsp has no 'connectivities': run neighbors first".into(),
+        })
+}
+
+/// Lays out the cells of `adata` (scanpy's `tl.umap`) on `gpu` (none: the CPU).
+pub fn umap_on(
+    adata: &mut AnnData,
+    params: &UmapParams,
+    gpu: Option<&GpuContext>,
+) -> Result<Layout> {
+    const STEP: &str = "umap";
+    let graph = connectivities(adata, STEP)?;
+    let layout = match gpu {
+        Some(ctx) => sc_kernels::umap::umap_gpu(ctx, graph, params),
+        None => sc_kernels::umap::umap(graph, params),
+    }
+    .map_err(kernel_error(STEP))?;
+    let e = &layout.embedding;
+    adata.obsm.insert(
+        "X_umap".into(),
+        DenseArray::new(vec![e.n_rows, e.n_cols], ArrayData::F32(e.data.clone()))?,
+    );
+    let mut p = vec![("a", Value::float(layout.a)), ("b", Value::float(layout.b))];
+    if params.random_state != 0 {
+        p.push(("random_state", Value::int(params.random_state as i64)));
+    }
+    adata
+        .uns
+        .insert("umap".into(), Value::dict([("params", Value::dict(p))]));
+    Ok(layout)
+}
+
+/// [`umap_on`] where X lives (its GPU when on one).
+pub fn umap(adata: &mut AnnData, params: &UmapParams) -> Result<Layout> {
+    let gpu = super::x_gpu(adata);
+    umap_on(adata, params, gpu.as_deref())
+}
