@@ -7,7 +7,8 @@
 
 use super::kernel_error;
 use crate::anndata::{ArrayData, DenseArray, Value};
-use crate::run::step::{no_device_bytes, no_input_check, Phase, Step, StepEnv};
+use crate::run::step::{no_input_check, Phase, Step, StepBytes, StepEnv, Sizes};
+use crate::run::PipelineConfig;
 use crate::{AnnData, Error, Result};
 use sc_kernels::gpu::GpuContext;
 use sc_kernels::umap::{Layout, UmapParams};
@@ -29,10 +30,21 @@ pub(crate) const ROW: Step = Step {
         ))
     },
     generated: None,
-    device_bytes: no_device_bytes,
+    device_bytes,
     kernels: &[sc_kernels::umap::KERNELS],
     check_input: no_input_check,
 };
+
+/// The GPU's epochs hold the graph (at most `2 k` edges a cell once symmetrized), each edge's
+/// column (4 bytes) and four f64 schedule entries, the row offsets, and two layouts.
+fn device_bytes(s: &Sizes, config: &PipelineConfig) -> StepBytes {
+    let (n, k) = (s.n_obs as u64, config.n_neighbors.unwrap_or(15) as u64);
+    let dim = config.umap.map_or(2, |u| u.n_components) as u64;
+    StepBytes {
+        kept: 0,
+        transient: 2 * k * n * (4 + 4 * 8) + (n + 1) * 8 + 2 * n * dim * 4,
+    }
+}
 
 /// The neighbors graph, or an error saying to run neighbors first.
 pub(crate) fn connectivities<'a>(

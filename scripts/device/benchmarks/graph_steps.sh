@@ -1,0 +1,51 @@
+#!/bin/bash
+# UMAP, Leiden and marker genes on the GPU machine, in one call:
+# 1. tests: gpu_kernels' umap test (the GPU's layout equal to the CPU's bit for bit), also under
+#    compute-sanitizer memcheck;
+# 2. scpipe's whole run on the demo data, on the GPU, at each of SIZES (default "200000
+#    1000000") cells, twice (the first compiles the kernels into an empty cache; the second is a
+#    fresh process with the cache filled, as users run it), the step table and report kept;
+# 3. the graph steps' bench (benches/benches/graph_steps.rs) on the 100,000-cell output with 16
+#    and 2 threads (and umap on the GPU), then scanpy on the same file with 2 cores.
+# PARTS (default "tests scpipe bench") picks the parts, to split them across device calls.
+# Usage: bash scripts/device/benchmarks/graph_steps.sh BIN_DIR SITE_DIR
+#   BIN_DIR: scpipe, test-gpu_kernels, bench-graph_steps; SITE_DIR: scanpy and its wheels
+#   installed (pip --target), or "" to skip scanpy. Reports in $OUT/graph/.
+set -u
+B=${1:?directory with the binaries}
+SITE=${2:-}
+OUT=${OUT:-/tmp/out}
+R=$OUT/graph; mkdir -p "$R"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$R/gpu.txt"
+export SCPIPE_DATA=${SCPIPE_DATA:-$PWD/data} SCPIPE_KERNEL_CACHE=/tmp/kc-graph
+PARTS=${PARTS:-tests scpipe bench}
+part() { [[ " $PARTS " == *" $1 "* ]]; }
+if part tests; then
+  echo "== tests"
+  REQUIRE_GPU=1 "$B/test-gpu_kernels" umap 2>&1 | tail -3
+  compute-sanitizer --tool memcheck --error-exitcode 1 env REQUIRE_GPU=1 "$B/test-gpu_kernels" umap 2>&1 | tail -3
+fi
+part scpipe && for cells in ${SIZES:-200000 1000000}; do
+  for run in cold cached; do
+    echo "== scpipe $cells cells, $run kernel cache"
+    [ $run = cold ] && rm -rf "$SCPIPE_KERNEL_CACHE"
+    "$B/scpipe" run --demo --demo-cells "$cells" --demo-genes 20000 -o "/dev/shm/graph_$cells.h5ad" \
+      --device gpu --report "$R/scpipe_${cells}_$run.json" > "$R/scpipe_${cells}_$run.log" 2>&1 || echo "FAILED"
+    grep -E "^(neighbors|umap|leiden|rank_genes_groups|total|pca) " "$R/scpipe_${cells}_$run.log"
+  done
+  [ "$cells" = 100000 ] || rm -f "/dev/shm/graph_$cells.h5ad"
+done
+part bench || exit 0
+F=/dev/shm/graph_100000.h5ad
+if [ ! -f "$F" ]; then
+  "$B/scpipe" run --demo --demo-cells 100000 --demo-genes 20000 -o "$F" --device gpu > "$R/scpipe_100000.log" 2>&1
+fi
+echo "== graph steps bench, 100,000 cells"
+"$B/bench-graph_steps" "$F" --threads 16 --gpu --repeat 2 | tee "$R/ours_16.jsonl"
+taskset -c 0,1 "$B/bench-graph_steps" "$F" --threads 2 --repeat 1 | tee "$R/ours_2.jsonl"
+if [ -n "$SITE" ]; then
+  echo "== scanpy, 2 cores"
+  PYTHONPATH=$SITE NUMBA_NUM_THREADS=2 OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 \
+    timeout ${SCANPY_DEADLINE:-420} taskset -c 0,1 python3 benches/scanpy_graph_steps.py "$F" | tee "$R/scanpy_2.jsonl"
+fi
+rm -f "$F"
