@@ -12,7 +12,10 @@ use serde_json::json;
 use std::time::Instant;
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).filter(|a| a != "--bench").collect();
+    let args: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| a != "--bench")
+        .collect();
     let Some(path) = args.first().filter(|a| !a.starts_with("--")) else {
         eprintln!("graph_steps: give an h5ad written by `scpipe run` (skipped)");
         return;
@@ -20,12 +23,19 @@ fn main() {
     let threads = benches::flag_value(&args, "--threads").map(|t| t.parse::<usize>().unwrap());
     let repeat: usize = benches::flag_value(&args, "--repeat").map_or(2, |r| r.parse().unwrap());
     if let Some(t) = threads {
-        rayon::ThreadPoolBuilder::new().num_threads(t).build_global().unwrap();
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(t)
+            .build_global()
+            .unwrap();
     }
     let threads = rayon::current_num_threads();
     let t = Instant::now();
     let mut a = sc_pipeline::io::read_h5ad(path).unwrap();
-    eprintln!("read {path} in {:.1} s: {} cells", t.elapsed().as_secs_f64(), a.n_obs());
+    eprintln!(
+        "read {path} in {:.1} s: {} cells",
+        t.elapsed().as_secs_f64(),
+        a.n_obs()
+    );
     let n = a.n_obs();
     let report = |step: &str, device: &str, run: usize, seconds: f64, note: String| {
         println!(
@@ -50,10 +60,22 @@ fn main() {
         }
         let t = Instant::now();
         let p = steps::leiden(&mut a, &Default::default(), "leiden").unwrap();
-        report("leiden", "cpu", r, t.elapsed().as_secs_f64(), format!("{} clusters", p.n_communities));
+        report(
+            "leiden",
+            "cpu",
+            r,
+            t.elapsed().as_secs_f64(),
+            format!("{} clusters", p.n_communities),
+        );
         let m = MarkerOptions::default();
         let t = Instant::now();
         steps::rank_genes_groups(&mut a, "leiden", &m.params).unwrap();
-        report("rank_genes_groups", "cpu", r, t.elapsed().as_secs_f64(), m.params.method.to_string());
+        report(
+            "rank_genes_groups",
+            "cpu",
+            r,
+            t.elapsed().as_secs_f64(),
+            m.params.method.to_string(),
+        );
     }
 }

@@ -5,8 +5,11 @@ use crate::csr::CsrMatrix;
 use crate::error::{KernelError, Result};
 use rayon::prelude::*;
 
-/// Cells per block of the transposition.
-pub(crate) const BLOCK_CELLS: usize = 8192;
+/// Cells per block of the transposition: few enough that the block's writes (one running
+/// position per gene) stay in cache, enough that the per-block offsets (one per gene) stay small
+/// next to the data (80 MB for a million cells and 20,000 genes). 2048 took 0.17 s where 8192 and
+/// 32768 took 0.20 and 0.28 s (100,000 cells x 2,000 genes, 10% non-zero, 2 threads).
+pub(crate) const BLOCK_CELLS: usize = 2048;
 
 /// Each gene's non-zero values and their cells' groups, in cell order. Explicit zeros of the CSR
 /// matrix are left out: they count as implicit zeros, as in scanpy (which drops them).
@@ -32,9 +35,9 @@ struct ColumnBlock {
 }
 
 impl GeneColumns {
-    /// The columns of `x` (a valid CSR matrix), whose cell `i` is in group `groups[i]`, one of
-    /// `0..n_groups`. Fails when the codes do not fit, or when a cell stores the same gene twice
-    /// (each cell must count once per gene).
+    /// The columns of `x`, whose cell `i` is in group `groups[i]`, one of `0..n_groups`. Fails
+    /// when `x` is malformed or a cell stores the same gene twice (each cell must count once per
+    /// gene), or when the codes do not fit.
     pub fn new(x: &CsrMatrix<f32>, groups: &[u32], n_groups: usize) -> Result<Self> {
         Self::with_block(x, groups, n_groups, BLOCK_CELLS)
     }
@@ -46,12 +49,14 @@ impl GeneColumns {
         n_groups: usize,
         block_cells: usize,
     ) -> Result<Self> {
+        x.validate()?;
         let group_sizes = count_groups(groups, x.n_rows, n_groups)?;
-        let starts: Vec<usize> = (0..x.n_rows).step_by(block_cells.max(1)).collect();
+        let block = block_cells.max(1);
+        let starts: Vec<usize> = (0..x.n_rows).step_by(block).collect();
         let blocks = starts
             .into_par_iter()
             .map(|first| {
-                let cells = first..(first + block_cells).min(x.n_rows);
+                let cells = first..(first + block).min(x.n_rows);
                 ColumnBlock::transpose(x, groups, cells)
             })
             .collect::<Result<_>>()?;
@@ -86,14 +91,6 @@ impl GeneColumns {
             let r = b.offsets[gene]..b.offsets[gene + 1];
             (&b.values[r.clone()], &b.groups[r])
         })
-    }
-
-    /// Number of non-zero values of `gene`.
-    pub fn nnz(&self, gene: usize) -> usize {
-        self.blocks
-            .iter()
-            .map(|b| b.offsets[gene + 1] - b.offsets[gene])
-            .sum()
     }
 }
 

@@ -4,7 +4,10 @@
 //! (`t-test_overestim_var`), or the Wilcoxon rank-sum test (`wilcoxon`). Expects log-normalized
 //! data (natural `log1p`).
 //!
-//! ## Definitions, as scanpy 1.11
+//! Not covered: another `reference` or a subset of `groups`, `bonferroni`, `logreg`, `pts`,
+//! `rankby_abs`, `mask_var`, and a `log1p` base other than e.
+//!
+//! ## Definitions, as scanpy 1.11.5
 //!
 //! For a group of `n` cells among `N`, per gene:
 //! - means and variances (ddof 1) of the group and of the rest: `f64` sums of the `f32` values
@@ -20,17 +23,23 @@
 //! - a NaN score becomes 0 and a NaN p-value 1 (a gene that is constant everywhere);
 //! - `pvals_adj`: Benjamini-Hochberg over all genes of the group (statsmodels' `fdr_bh`);
 //! - `logfoldchanges = log2((expm1(mean) + 1e-9) / (expm1(mean_rest) + 1e-9))`;
-//! - genes sorted by score, descending, the first `n_genes` kept. scanpy's order among exactly
-//!   equal scores is arbitrary (an unstable sort); here equal scores keep gene order.
+//! - genes sorted by score, descending, the first `n_genes` kept (all by default, as scanpy 1.11;
+//!   older versions kept 100). scanpy's order among exactly equal scores is arbitrary (an
+//!   unstable sort); here equal scores keep gene order.
 //!
 //! Scores and fold changes are returned as `f32`, p-values as `f64`, scanpy's stored dtypes.
+//! The rest's sums are the other groups' sums added up (scanpy sums the rest's cells directly;
+//! equal up to rounding). p-values follow scipy's to ~1e-12 relative (t-test: ~1e-10 where the
+//! degrees of freedom reach millions; see [`dist`]), except that below ~1e-307 this keeps
+//! subnormal values where scipy may return 0.
 //!
 //! ## Structure
 //!
 //! The data is read once per gene ([`GeneColumns`], a transpose by blocks of cells), and the only
 //! passes over it are [`group_moments`] and [`rank_sums`] (gene-parallel; a GPU twin replaces
-//! them). The rest turns their `n_groups x n_genes` results into scores, p-values and the sorted
-//! tables. Every sum runs in a fixed order, so the result does not depend on the thread count.
+//! them). [`markers_from_stats`] turns their `n_groups x n_genes` results into scores, p-values
+//! and the sorted tables. Every sum runs in a fixed order, so the result does not depend on the
+//! thread count.
 
 pub mod dist;
 mod gene_columns;
@@ -128,14 +137,58 @@ pub struct GroupMarkers {
 /// the rest of the cells; cell `i` is in group `groups[i]`. One table per group, in group order.
 ///
 /// Fails when there are fewer than 2 groups, a group has fewer than 2 cells (as scanpy), a code
-/// is `>= n_groups`, `groups` is not one code per cell, `n_genes` is 0, or `x` is malformed or
-/// holds a non-finite value.
+/// is `>= n_groups`, `groups` is not one code per cell, `n_genes` is 0, or `x` is malformed
+/// (including a cell storing a gene twice) or holds a non-finite value.
 pub fn rank_genes_groups(
     x: &CsrMatrix<f32>,
     groups: &[u32],
     n_groups: usize,
     params: &RankGenesParams,
 ) -> Result<Vec<GroupMarkers>> {
+    check_params(params, n_groups)?;
+    let cols = GeneColumns::new(x, groups, n_groups)?;
+    x.check_finite()?;
+    check_group_sizes(cols.group_sizes())?;
+    markers_from_columns(&cols, params)
+}
+
+/// The tables from the gene columns: the two passes, then [`markers_from_stats`].
+fn markers_from_columns(cols: &GeneColumns, params: &RankGenesParams) -> Result<Vec<GroupMarkers>> {
+    let moments = group_moments(cols);
+    let ranks = (params.method == Method::Wilcoxon).then(|| rank_sums(cols));
+    markers_from_stats(&moments, ranks.as_ref(), cols.group_sizes(), params)
+}
+
+/// The tables from the per-gene statistics of the groups of `group_sizes` cells: the host half
+/// of the step, which a GPU twin shares. `ranks` is needed by `wilcoxon` only.
+pub fn markers_from_stats(
+    moments: &GroupMoments,
+    ranks: Option<&RankSums>,
+    group_sizes: &[u64],
+    params: &RankGenesParams,
+) -> Result<Vec<GroupMarkers>> {
+    check_params(params, group_sizes.len())?;
+    check_group_sizes(group_sizes)?;
+    check_shapes(moments, ranks, group_sizes.len(), params.method)?;
+    let n_top = params.n_genes.unwrap_or(usize::MAX);
+    let n_cells = group_sizes.iter().sum::<u64>();
+    Ok((0..group_sizes.len())
+        .into_par_iter()
+        .map(|g| {
+            let summary = GroupSummary::new(moments, group_sizes, g);
+            let (scores, pvals) = match ranks {
+                Some(r) if params.method == Method::Wilcoxon => {
+                    wilcoxon(r, g, group_sizes[g], n_cells, params.tie_correct)
+                }
+                _ => t_test(&summary, params.method == Method::TTestOverestimVar),
+            };
+            group_markers(&scores, &pvals, &summary.log_fold_changes(), n_top)
+        })
+        .collect())
+}
+
+/// The checks that need no data: `n_genes` and the number of groups.
+fn check_params(params: &RankGenesParams, n_groups: usize) -> Result<()> {
     if params.n_genes == Some(0) {
         return Err(KernelError::param("n_genes", "must be at least 1"));
     }
@@ -144,35 +197,54 @@ pub fn rank_genes_groups(
             "rank_genes_groups needs at least 2 groups, got {n_groups}"
         )));
     }
-    x.validate()?;
-    x.check_finite()?;
-    let cols = GeneColumns::new(x, groups, n_groups)?;
-    if let Some((g, n)) = cols.group_sizes().iter().enumerate().find(|(_, &n)| n < 2) {
-        return Err(KernelError::Unsupported(format!(
-            "group {g} has {n} cell(s); rank_genes_groups needs at least 2 per group"
-        )));
-    }
-    Ok(markers_from_columns(&cols, params))
+    Ok(())
 }
 
-/// The tables from the gene columns (groups of at least 2 cells, `n_genes` not 0).
-fn markers_from_columns(cols: &GeneColumns, params: &RankGenesParams) -> Vec<GroupMarkers> {
-    let moments = group_moments(cols);
-    let ranks = (params.method == Method::Wilcoxon).then(|| rank_sums(cols));
-    let n_top = params.n_genes.unwrap_or(usize::MAX);
-    let sizes = cols.group_sizes();
-    let n_cells = cols.n_cells() as u64;
-    (0..cols.n_groups())
-        .into_par_iter()
-        .map(|g| {
-            let summary = GroupSummary::new(&moments, sizes, g);
-            let (scores, pvals) = match &ranks {
-                Some(r) => wilcoxon(r, g, sizes[g], n_cells, params.tie_correct),
-                None => t_test(&summary, params.method == Method::TTestOverestimVar),
-            };
-            group_markers(&scores, &pvals, &summary.log_fold_changes(), n_top)
-        })
-        .collect()
+/// scanpy refuses groups of fewer than 2 cells (their variance is undefined).
+fn check_group_sizes(sizes: &[u64]) -> Result<()> {
+    match sizes.iter().enumerate().find(|(_, &n)| n < 2) {
+        Some((g, n)) => Err(KernelError::Unsupported(format!(
+            "group {g} has {n} cell(s); rank_genes_groups needs at least 2 per group"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The statistics agree with each other and with the number of groups.
+fn check_shapes(
+    moments: &GroupMoments,
+    ranks: Option<&RankSums>,
+    n_groups: usize,
+    method: Method,
+) -> Result<()> {
+    let entries = n_groups.checked_mul(moments.n_genes);
+    let fits = |len: usize| Some(len) == entries;
+    let mut ok = moments.n_groups == n_groups
+        && fits(moments.sum.len())
+        && fits(moments.sum_sq.len())
+        && fits(moments.nnz.len());
+    match ranks {
+        Some(r) => {
+            ok &= r.n_groups == n_groups
+                && r.n_genes == moments.n_genes
+                && fits(r.rank_sum.len())
+                && r.tie_sum.len() == r.n_genes;
+        }
+        None => ok &= method != Method::Wilcoxon,
+    }
+    if ok {
+        Ok(())
+    } else {
+        Err(KernelError::Shape(format!(
+            "statistics of {n_groups} groups: moments of {} groups x {} genes, rank sums {}",
+            moments.n_groups,
+            moments.n_genes,
+            ranks.map_or("missing".to_string(), |r| format!(
+                "of {} groups x {} genes",
+                r.n_groups, r.n_genes
+            ))
+        )))
+    }
 }
 
 /// Means and variances (ddof 1) of one group and of the rest of the cells, per gene.

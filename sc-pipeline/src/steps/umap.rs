@@ -7,7 +7,7 @@
 
 use super::kernel_error;
 use crate::anndata::{ArrayData, DenseArray, Value};
-use crate::run::step::{no_input_check, Phase, Step, StepBytes, StepEnv, Sizes};
+use crate::run::step::{no_input_check, Phase, Sizes, Step, StepBytes, StepEnv};
 use crate::run::PipelineConfig;
 use crate::{AnnData, Error, Result};
 use sc_kernels::gpu::GpuContext;
