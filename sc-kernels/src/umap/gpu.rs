@@ -23,6 +23,7 @@ pub const MAX_DIMS: usize = 8;
 /// [`super::umap`] with the epochs on the GPU.
 pub fn umap_gpu(ctx: &GpuContext, graph: &CsrMatrix<f32>, params: &UmapParams) -> Result<Layout> {
     let (s, g, start) = prepare(graph, params)?;
+    let t = std::time::Instant::now();
     let n = graph.n_rows as u64;
     let dim = params.n_components as i32;
     let indptr = ctx.upload(&s.graph.indptr)?;
@@ -61,6 +62,7 @@ pub fn umap_gpu(ctx: &GpuContext, graph: &CsrMatrix<f32>, params: &UmapParams) -
     }
     let data = ctx.download(&y)?;
     Ok(Layout {
+        epochs_seconds: t.elapsed().as_secs_f64(),
         embedding: DenseMatrix {
             n_rows: graph.n_rows,
             n_cols: params.n_components,

@@ -123,7 +123,24 @@ pub fn run_generated(
         })?;
     }
     drop(pass);
+    // The marker genes need expression values, which this run never holds.
+    let graph_config = PipelineConfig {
+        markers: None,
+        ..config.clone()
+    };
+    let env = StepEnv {
+        config: &graph_config,
+        ..env
+    };
     r.run_phase(&mut adata, &env, Phase::CellGraph)?;
+    if config.markers.is_some() {
+        r.step_on("rank_genes_groups", false, &mut adata, |_| {
+            Ok((
+                (),
+                "skipped: the generated demo holds neither X nor .raw to rank genes on".into(),
+            ))
+        })?;
+    }
     Ok((adata, r.records))
 }
 

@@ -8,7 +8,7 @@
 //! Each process reads the input, keeps its block of cells and runs the per-cell steps on its
 //! GPU, the per-gene statistics combined through NCCL. The blocks then reach rank 0 as h5ad
 //! files next to the output (`OUT.rank-R-of-W.partial`, so the output's directory must be
-//! shared by the hosts): rank 0 stacks them, runs harmony and neighbors, writes the output, and
+//! shared by the hosts): rank 0 stacks them, runs the cell-graph steps, writes the output, and
 //! the partial files are removed.
 
 use super::gpu::GpuRun;

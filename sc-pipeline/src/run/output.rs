@@ -33,7 +33,7 @@ pub(crate) struct CellGraph<'a> {
 }
 
 impl CellGraph<'_> {
-    /// Runs harmony and neighbors while another thread writes the output's X and `.raw` (final
+    /// Runs the cell-graph steps (harmony to the marker genes) while another thread writes the output's X and `.raw` (final
     /// by then, and most of the file's bytes), and writes the rest as soon as they end, while X
     /// and `.raw` may still be written; the records go to `report`. Without those steps, or when
     /// neighbors would read X itself (no PCA), it runs them and then writes the whole file.
@@ -75,7 +75,7 @@ impl CellGraph<'_> {
         let (bulk, records, rest, destroying) = std::thread::scope(|s| {
             let writing = s.spawn(|| {
                 let timer = StepTimer::start("write h5ad: X and .raw");
-                let mut note = "while harmony and neighbors ran".to_string();
+                let mut note = "while the cell-graph steps ran".to_string();
                 if file.reserves() {
                     note += ", into pages reserved meanwhile";
                 }
@@ -127,7 +127,7 @@ impl CellGraph<'_> {
     }
 }
 
-/// The output of a GPU run that writes X and `.raw` while harmony and neighbors run, created
+/// The output of a GPU run that writes X and `.raw` while the cell-graph steps run, created
 /// before its data, with a bound on its bytes (for an input of `size`: cells, genes, stored
 /// values) reserved on a thread of its own meanwhile (see `io::create_h5ad`: on tmpfs the
 /// reservation is most of a large write's time). `None` for a run without those steps.
@@ -162,7 +162,7 @@ pub(crate) fn input_size(plan: &RunPlan) -> Option<(usize, usize, u64)> {
     }
 }
 
-/// Whether X and `.raw` are written while harmony and neighbors run: there are such steps, and
+/// Whether X and `.raw` are written while the cell-graph steps run: there are such steps, and
 /// they read `obsm['X_pca']` (not X itself).
 fn writes_during_graph_steps(config: &PipelineConfig, adata: &AnnData) -> bool {
     config.has_cell_graph_steps() && adata.obsm.contains_key("X_pca")

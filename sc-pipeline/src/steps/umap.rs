@@ -23,10 +23,12 @@ pub(crate) const ROW: Step = Step {
         let params = env.config.umap.expect("the row runs only with umap");
         let layout = umap_on(a, &params, env.gpus.first().map(|g| g.as_ref()))?;
         Ok(format!(
-            "{} epochs, start: {}, on the {}",
-            layout.n_epochs,
+            "start: {} ({:.2} s, host); {} epochs on the {} ({:.2} s)",
             layout.init,
-            if env.gpus.is_empty() { "CPU" } else { "GPU" }
+            layout.start_seconds,
+            layout.n_epochs,
+            if env.gpus.is_empty() { "CPU" } else { "GPU" },
+            layout.epochs_seconds
         ))
     },
     generated: None,
