@@ -75,19 +75,28 @@ impl PipelineConfig {
 
     /// Whether any step over the cell x cell structure runs (harmony to the marker genes).
     pub fn has_cell_graph_steps(&self) -> bool {
-        self.harmony.is_some()
-            || self.n_neighbors.is_some()
-            || self.umap.is_some()
-            || self.leiden.is_some()
-            || self.markers.is_some()
+        self.harmony.is_some() || self.n_neighbors.is_some() || self.markers_groupby().is_some()
     }
 
-    /// The obs column the marker genes group by: `--groupby`, else leiden's first column.
+    /// Whether umap runs: asked for, on the graph neighbors makes.
+    pub fn runs_umap(&self) -> bool {
+        self.umap.is_some() && self.n_neighbors.is_some()
+    }
+
+    /// Whether leiden runs: asked for, on the graph neighbors makes.
+    pub fn runs_leiden(&self) -> bool {
+        self.leiden.is_some() && self.n_neighbors.is_some()
+    }
+
+    /// The obs column the marker genes group by when they run: `groupby`, else leiden's first
+    /// column when leiden runs; `None`: no markers.
     pub fn markers_groupby(&self) -> Option<String> {
         let m = self.markers.as_ref()?;
-        m.groupby
-            .clone()
-            .or_else(|| self.leiden.as_ref().map(|l| l.key(0)))
+        m.groupby.clone().or_else(|| {
+            self.runs_leiden()
+                .then(|| self.leiden.as_ref().map(|l| l.key(0)))
+                .flatten()
+        })
     }
 
     /// The genes X keeps after the highly variable subset, of `n_vars` (all of them without

@@ -9,7 +9,7 @@ use super::kernel_error;
 use super::umap::connectivities;
 use crate::anndata::{ArrayData, Column, Value};
 use crate::run::step::{no_device_bytes, no_input_check, Phase, Step, StepEnv};
-use crate::run::LeidenOptions;
+use crate::run::{LeidenOptions, PipelineConfig};
 use crate::{AnnData, Result};
 use sc_kernels::leiden::{LeidenParams, Partition};
 
@@ -17,7 +17,7 @@ use sc_kernels::leiden::{LeidenParams, Partition};
 pub(crate) const ROW: Step = Step {
     name: "leiden",
     phase: Phase::CellGraph,
-    enabled: |c| c.leiden.is_some(),
+    enabled: PipelineConfig::runs_leiden,
     run: |a, env: &StepEnv<'_>| {
         let options = env
             .config

@@ -21,7 +21,7 @@ const STEP: &str = "rank_genes_groups";
 pub(crate) const ROW: Step = Step {
     name: STEP,
     phase: Phase::CellGraph,
-    enabled: |c| c.markers.is_some(),
+    enabled: |c| c.markers_groupby().is_some(),
     run: |a, env: &StepEnv<'_>| {
         let m = env
             .config
@@ -31,7 +31,7 @@ pub(crate) const ROW: Step = Step {
         let groupby = env
             .config
             .markers_groupby()
-            .expect("checked with the options: a groupby or leiden");
+            .expect("the row runs only with a grouping");
         let (n_groups, on) = rank_genes_groups_in(a, &groupby, &m.params, env.raw)?;
         Ok(format!(
             "{} by '{groupby}' ({n_groups} groups vs rest), on {on}, on the CPU",
@@ -49,10 +49,11 @@ fn check_input(adata: &AnnData, config: &PipelineConfig) -> Result<()> {
     let Some(groupby) = config.markers.as_ref().and_then(|m| m.groupby.as_ref()) else {
         return Ok(());
     };
-    let made_by_leiden = config
-        .leiden
-        .as_ref()
-        .is_some_and(|l| (0..l.resolutions.len()).any(|i| &l.key(i) == groupby));
+    let made_by_leiden = config.runs_leiden()
+        && config
+            .leiden
+            .as_ref()
+            .is_some_and(|l| (0..l.resolutions.len()).any(|i| &l.key(i) == groupby));
     if made_by_leiden {
         return Ok(());
     }

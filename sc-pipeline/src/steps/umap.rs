@@ -18,7 +18,7 @@ use sc_kernels::CsrMatrix;
 pub(crate) const ROW: Step = Step {
     name: "umap",
     phase: Phase::CellGraph,
-    enabled: |c| c.umap.is_some(),
+    enabled: PipelineConfig::runs_umap,
     run: |a, env: &StepEnv<'_>| {
         let params = env.config.umap.expect("the row runs only with umap");
         let layout = umap_on(a, &params, env.gpus.first().map(|g| g.as_ref()))?;
