@@ -217,7 +217,8 @@ fn eigen_layout(graph: &CsrMatrix<f32>, dim: usize) -> Option<Vec<f64>> {
         return None;
     }
     let norm = dot(&sqrt_d, &sqrt_d).sqrt();
-    let trivial: Vec<f64> = sqrt_d.iter().map(|s| s / norm).collect();
+    let mut trivial = Basis::new(n);
+    trivial.push_scaled(&sqrt_d, 1.0 / norm);
     let apply = |x: &[f64], y: &mut [f64]| {
         y.par_iter_mut().enumerate().for_each(|(v, yv)| {
             let (idx, w) = graph.row(v);
@@ -231,15 +232,15 @@ fn eigen_layout(graph: &CsrMatrix<f32>, dim: usize) -> Option<Vec<f64>> {
     };
     let m = krylov_dim(n, dim);
     let mut start = vec![1.0f64; n];
-    orthogonalize(&mut start, std::slice::from_ref(&trivial));
+    project_out(&mut start, &trivial);
     if dot(&start, &start).sqrt() < 1e-8 {
         // A regular graph: ones is the trivial vector; start from a fixed alternating one.
         start = (0..n)
             .map(|i| if i % 2 == 0 { 1.0 } else { -1.0 })
             .collect();
-        orthogonalize(&mut start, std::slice::from_ref(&trivial));
+        project_out(&mut start, &trivial);
     }
-    let (q, alpha, beta) = lanczos(apply, start, std::slice::from_ref(&trivial), m);
+    let (q, alpha, beta) = lanczos(apply, start, &trivial, m);
     let steps = alpha.len();
     if steps < dim {
         return None;
@@ -258,57 +259,117 @@ fn eigen_layout(graph: &CsrMatrix<f32>, dim: usize) -> Option<Vec<f64>> {
     let evd = t.self_adjoint_eigen(faer::Side::Lower).ok()?;
     // Ascending eigenvalues: the last `dim` are the largest.
     let s = evd.U();
+    // The Ritz vectors, a block of rows at a time so each Lanczos vector is read in order.
     let mut out = vec![0.0f64; n * dim];
-    out.par_chunks_mut(dim).enumerate().for_each(|(i, row)| {
-        for (d, r) in row.iter_mut().enumerate() {
-            let col = steps - 1 - d;
-            *r = (0..steps).map(|j| q[j][i] * s[(j, col)]).sum();
-        }
-    });
+    out.par_chunks_mut(ROWS * dim)
+        .enumerate()
+        .for_each(|(c, block)| {
+            let r0 = c * ROWS;
+            for j in 0..steps {
+                let qj = &q.col(j)[r0..r0 + block.len() / dim];
+                for d in 0..dim {
+                    let coeff = s[(j, steps - 1 - d)];
+                    for (row, &qi) in block.chunks_mut(dim).zip(qj) {
+                        row[d] += qi * coeff;
+                    }
+                }
+            }
+        });
     Some(out)
 }
 
+/// Vectors of one length `n`, stored one after the other (column-major).
+struct Basis {
+    n: usize,
+    data: Vec<f64>,
+}
+
+impl Basis {
+    fn new(n: usize) -> Basis {
+        Basis {
+            n,
+            data: Vec::new(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.data.len() / self.n.max(1)
+    }
+
+    fn col(&self, j: usize) -> &[f64] {
+        &self.data[j * self.n..(j + 1) * self.n]
+    }
+
+    fn push_scaled(&mut self, v: &[f64], scale: f64) {
+        self.data.extend(v.iter().map(|x| x * scale));
+    }
+}
+
+/// Rows per block of the projections: fixed, so the sums do not depend on the thread count.
+const ROWS: usize = 1 << 14;
+
+/// `x` less its projections on the orthonormal vectors of `q` (classical Gram-Schmidt), each
+/// block of rows reading every vector once.
+fn project_out(x: &mut [f64], q: &Basis) {
+    let k = q.len();
+    if k == 0 {
+        return;
+    }
+    let partial: Vec<Vec<f64>> = x
+        .par_chunks(ROWS)
+        .enumerate()
+        .map(|(c, xc)| {
+            let r = c * ROWS..c * ROWS + xc.len();
+            (0..k)
+                .map(|b| q.col(b)[r.clone()].iter().zip(xc).map(|(a, x)| a * x).sum())
+                .collect()
+        })
+        .collect();
+    let coeffs: Vec<f64> = (0..k).map(|b| partial.iter().map(|p| p[b]).sum()).collect();
+    x.par_chunks_mut(ROWS).enumerate().for_each(|(c, xc)| {
+        let r = c * ROWS..c * ROWS + xc.len();
+        for (b, &cb) in coeffs.iter().enumerate() {
+            for (xi, qi) in xc.iter_mut().zip(&q.col(b)[r.clone()]) {
+                *xi -= cb * qi;
+            }
+        }
+    });
+}
+
 /// `m` steps of Lanczos on the symmetric operator `apply`, every new vector orthogonalized
-/// (twice) against `deflate` and all the earlier ones. Returns the basis and the tridiagonal
-/// (`alpha` its diagonal, `beta` its off-diagonal); stops early on an invariant subspace.
+/// against `deflate` and all the earlier ones, a second time when the first lost most of its
+/// norm (Kahan and Parlett's "twice is enough"). Returns the basis and the tridiagonal (`alpha`
+/// its diagonal, `beta` its off-diagonal); stops early on an invariant subspace.
 fn lanczos(
     apply: impl Fn(&[f64], &mut [f64]),
     start: Vec<f64>,
-    deflate: &[Vec<f64>],
+    deflate: &Basis,
     m: usize,
-) -> (Vec<Vec<f64>>, Vec<f64>, Vec<f64>) {
+) -> (Basis, Vec<f64>, Vec<f64>) {
     let n = start.len();
-    let norm = dot(&start, &start).sqrt();
-    let mut q = vec![start.iter().map(|v| v / norm).collect::<Vec<f64>>()];
+    let mut q = Basis::new(n);
+    q.push_scaled(&start, 1.0 / dot(&start, &start).sqrt());
     let (mut alpha, mut beta) = (Vec::with_capacity(m), Vec::with_capacity(m));
     let mut w = vec![0.0f64; n];
     for j in 0..m {
-        apply(&q[j], &mut w);
-        alpha.push(dot(&w, &q[j]));
-        for _ in 0..2 {
-            orthogonalize(&mut w, deflate);
-            orthogonalize(&mut w, &q);
+        apply(q.col(j), &mut w);
+        alpha.push(dot(&w, q.col(j)));
+        let before = dot(&w, &w).sqrt();
+        project_out(&mut w, deflate);
+        project_out(&mut w, &q);
+        let mut b = dot(&w, &w).sqrt();
+        if b < std::f64::consts::FRAC_1_SQRT_2 * before {
+            project_out(&mut w, deflate);
+            project_out(&mut w, &q);
+            b = dot(&w, &w).sqrt();
         }
-        let b = dot(&w, &w).sqrt();
         if j + 1 == m || b < 1e-10 {
             break;
         }
         beta.push(b);
-        q.push(w.iter().map(|v| v / b).collect());
+        q.push_scaled(&w, 1.0 / b);
     }
     (q, alpha, beta)
-}
-
-/// `x` less its projections on the orthonormal `basis` (classical Gram-Schmidt).
-fn orthogonalize(x: &mut [f64], basis: &[Vec<f64>]) {
-    let coeffs: Vec<f64> = basis.par_iter().map(|b| dot(x, b)).collect();
-    x.par_iter_mut().enumerate().for_each(|(i, xi)| {
-        *xi -= basis
-            .iter()
-            .zip(&coeffs)
-            .map(|(b, c)| c * b[i])
-            .sum::<f64>();
-    });
 }
 
 fn dot(a: &[f64], b: &[f64]) -> f64 {
