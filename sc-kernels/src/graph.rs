@@ -97,6 +97,30 @@ pub(crate) mod tests {
         CsrMatrix::new(n, n, indptr, indices, data).unwrap()
     }
 
+    /// A kNN-like graph of `n` nodes in planted groups of `group`: 15 edges drawn per node, a
+    /// share `inside` of them within its group, weights in [0.05, 1).
+    pub(crate) fn planted(n: usize, group: usize, inside: f64, seed: u64) -> CsrMatrix<f32> {
+        let mut rng = crate::random::SplitMix64::new(seed);
+        let group = group.min(n);
+        let mut edges = Vec::with_capacity(n * 15);
+        for a in 0..n {
+            let first = (a / group) * group;
+            for _ in 0..15 {
+                let b = if rng.next_f64() < inside {
+                    first + rng.below(group.min(n - first))
+                } else {
+                    rng.below(n)
+                };
+                if a != b {
+                    edges.push((a.min(b), a.max(b), 0.05 + 0.95 * rng.next_f64() as f32));
+                }
+            }
+        }
+        edges.sort_unstable_by_key(|e| (e.0, e.1));
+        edges.dedup_by_key(|e| (e.0, e.1));
+        graph(n, &edges)
+    }
+
     #[test]
     fn components_and_checks() {
         let g = graph(5, &[(0, 1, 1.0), (1, 2, 0.5), (3, 4, 0.2)]);

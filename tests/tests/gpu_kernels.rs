@@ -481,6 +481,11 @@ fn neighbors_match_the_cpu() {
         )
         .unwrap();
     // Real data: the PCA embedding scanpy stored in pbmc68k_reduced.
+    check_neighbors(&ctx, &pbmc_pcs(), 15);
+}
+
+/// The PCA embedding scanpy stored in pbmc68k_reduced (real data for the graph kernels).
+fn pbmc_pcs() -> sc_kernels::DenseMatrix<f32> {
     let a = sc_pipeline::io::read_h5ad(data_dir().join("pbmc68k_reduced.h5ad")).unwrap();
     let pcs = a.obsm.get("X_pca").expect("pbmc68k_reduced has X_pca");
     let values: Vec<f32> = match &pcs.data {
@@ -488,8 +493,7 @@ fn neighbors_match_the_cpu() {
         sc_pipeline::anndata::ArrayData::F64(v) => v.iter().map(|&x| x as f32).collect(),
         other => panic!("X_pca holds {}", other.type_name()),
     };
-    let x = sc_kernels::DenseMatrix::new(pcs.shape[0], pcs.shape[1], values).unwrap();
-    check_neighbors(&ctx, &x, 15);
+    sc_kernels::DenseMatrix::new(pcs.shape[0], pcs.shape[1], values).unwrap()
 }
 
 /// Clustered points in `d` dimensions, each of `batches` batches shifted by its own offset.
@@ -683,14 +687,7 @@ fn umap_equals_the_cpu_bit_for_bit() {
         return;
     };
     let ctx = context(&d);
-    let a = sc_pipeline::io::read_h5ad(data_dir().join("pbmc68k_reduced.h5ad")).unwrap();
-    let pcs = a.obsm.get("X_pca").expect("pbmc68k_reduced has X_pca");
-    let values: Vec<f32> = match &pcs.data {
-        sc_pipeline::anndata::ArrayData::F32(v) => v.clone(),
-        sc_pipeline::anndata::ArrayData::F64(v) => v.iter().map(|&x| x as f32).collect(),
-        other => panic!("X_pca holds {}", other.type_name()),
-    };
-    let pbmc = sc_kernels::DenseMatrix::new(pcs.shape[0], pcs.shape[1], values).unwrap();
+    let pbmc = pbmc_pcs();
     let params = sc_kernels::neighbors::NeighborsParams::default();
     for (x, epochs) in [
         (pbmc, None),

@@ -642,7 +642,6 @@ mod tests {
 #[cfg(test)]
 mod timing {
     use super::*;
-    use crate::graph::tests::graph;
 
     /// `LEIDEN_TIMING=cells cargo test --release -p sc-kernels --lib leiden::timing -- --ignored
     /// --nocapture`: a kNN-like graph of planted groups (15 neighbours a cell, 85% inside its
@@ -654,24 +653,7 @@ mod timing {
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(1_000_000);
-        let mut rng = SplitMix64::new(5);
-        let group = 50_000.min(n);
-        let mut edges = Vec::with_capacity(n * 15);
-        for a in 0..n {
-            for _ in 0..15 {
-                let b = if rng.next_f64() < 0.85 {
-                    (a / group) * group + rng.below(group.min(n - (a / group) * group))
-                } else {
-                    rng.below(n)
-                };
-                if a != b {
-                    edges.push((a.min(b), a.max(b), 0.2 + 0.8 * rng.next_f64() as f32));
-                }
-            }
-        }
-        edges.sort_unstable_by_key(|e| (e.0, e.1));
-        edges.dedup_by_key(|e| (e.0, e.1));
-        let g = graph(n, &edges);
+        let g = crate::graph::tests::planted(n, 50_000, 0.85, 5);
         let t = std::time::Instant::now();
         let p = leiden(&g, &LeidenParams::default()).unwrap();
         eprintln!(

@@ -173,24 +173,7 @@ fn timing() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(200_000);
-    let mut rng = SplitMix64::new(5);
-    let group = 20_000.min(n);
-    let mut edges = Vec::with_capacity(n * 15);
-    for a in 0..n {
-        for _ in 0..15 {
-            let b = if rng.next_f64() < 0.9 {
-                (a / group) * group + rng.below(group.min(n - (a / group) * group))
-            } else {
-                rng.below(n)
-            };
-            if a != b {
-                edges.push((a.min(b), a.max(b), 0.05 + 0.95 * rng.next_f64() as f32));
-            }
-        }
-    }
-    edges.sort_unstable_by_key(|e| (e.0, e.1));
-    edges.dedup_by_key(|e| (e.0, e.1));
-    let g = crate::graph::tests::graph(n, &edges);
+    let g = crate::graph::tests::planted(n, 20_000, 0.9, 5);
     let l = umap(&g, &UmapParams::default()).unwrap();
     eprintln!(
         "{n} cells, {} edges: start {:.2} s ({}), {} epochs {:.2} s",
