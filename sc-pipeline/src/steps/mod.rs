@@ -104,10 +104,16 @@ pub(crate) fn obs_labels(
 ) -> crate::Result<(Vec<u32>, Vec<String>)> {
     let column = adata.obs.column(key).ok_or_else(|| Error::Missing {
         step,
-        problem: format!(
-            "obs has no column '{key}' ({role}); obs has: {}",
-            adata.obs.column_names().collect::<Vec<_>>().join(", ")
-        ),
+        problem: {
+            let names: Vec<_> = adata.obs.column_names().collect();
+            match names.is_empty() {
+                true => format!("obs has no column '{key}' ({role}); obs has no columns"),
+                false => format!(
+                    "obs has no column '{key}' ({role}); obs has: {}",
+                    names.join(", ")
+                ),
+            }
+        },
     })?;
     column.group_labels(key)
 }
