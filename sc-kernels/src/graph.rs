@@ -3,6 +3,7 @@
 
 use crate::csr::CsrMatrix;
 use crate::error::{KernelError, Result};
+use rayon::prelude::*;
 
 /// Refuses what is not a weighted undirected graph: a non-square matrix, a negative or
 /// non-finite weight, or an asymmetric pattern of weights (checked to 1e-5 relative), so that a
@@ -27,21 +28,23 @@ pub fn check_graph(g: &CsrMatrix<f32>, step: &'static str) -> Result<()> {
             g.indices[i]
         )));
     }
-    let t = g.transpose();
-    for r in 0..g.n_rows {
-        let (ci, cw) = g.row(r);
-        let (ti, tw) = t.row(r);
-        let same = ci == ti
-            && cw
-                .iter()
-                .zip(tw)
-                .all(|(a, b)| (a - b).abs() <= 1e-5 * a.abs().max(b.abs()));
-        if !same {
-            return Err(KernelError::Unsupported(format!(
-                "{step}: the graph is not symmetric (row {r} differs from column {r}): \
-                 expected the connectivities of `neighbors`"
-            )));
-        }
+    // Each entry (r, c) must have its mirror (c, r) of the same weight: looked up in row c, in
+    // parallel over the rows, without building the transpose.
+    let asymmetric = (0..g.n_rows).into_par_iter().find_first(|&r| {
+        let (cols, weights) = g.row(r);
+        cols.iter().zip(weights).any(|(&c, &w)| {
+            let (back, back_w) = g.row(c as usize);
+            match back.iter().position(|&b| b as usize == r) {
+                Some(i) => (w - back_w[i]).abs() > 1e-5 * w.abs().max(back_w[i].abs()),
+                None => true,
+            }
+        })
+    });
+    if let Some(r) = asymmetric {
+        return Err(KernelError::Unsupported(format!(
+            "{step}: the graph is not symmetric (row {r} differs from column {r}): \
+             expected the connectivities of `neighbors`"
+        )));
     }
     Ok(())
 }
