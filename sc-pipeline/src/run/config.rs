@@ -93,9 +93,10 @@ impl PipelineConfig {
     pub fn markers_groupby(&self) -> Option<String> {
         let m = self.markers.as_ref()?;
         m.groupby.clone().or_else(|| {
-            self.runs_leiden()
-                .then(|| self.leiden.as_ref().map(|l| l.key(0)))
-                .flatten()
+            self.leiden
+                .as_ref()
+                .filter(|_| self.runs_leiden())
+                .map(|l| l.key(0))
         })
     }
 
