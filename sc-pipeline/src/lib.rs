@@ -12,6 +12,7 @@ pub mod huge_pages;
 pub mod io;
 pub mod memory_plan;
 pub mod memory_timeline;
+pub mod plot;
 mod release;
 pub mod report;
 pub mod run;

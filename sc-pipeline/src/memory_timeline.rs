@@ -96,6 +96,7 @@ fn draw(
     marks: &[(f64, String)],
 ) -> std::result::Result<(), String> {
     let err = |e: &dyn std::fmt::Display| e.to_string();
+    crate::plot::font::register();
     let root = SVGBackend::new(path, (1000, 460)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let t_end = t

@@ -75,6 +75,58 @@ pub struct RunReport {
     /// and the NVRTC compile time of this process (zero when every module came from the cache).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu: Option<GpuTotals>,
+    /// The pictures of `--plot`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plots: Option<PlotSummary>,
+}
+
+/// The pictures `--plot DIR` wrote and those it skipped, with why.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct PlotSummary {
+    pub dir: String,
+    pub written: Vec<WrittenPlot>,
+    pub skipped: Vec<SkippedPlot>,
+}
+
+/// A picture written: its name, its files (in the folder) and what it leaves out, if anything.
+#[derive(Debug, Clone, Serialize)]
+pub struct WrittenPlot {
+    pub name: String,
+    pub files: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// A picture not drawn, because the run did not make what it shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct SkippedPlot {
+    pub name: String,
+    pub reason: String,
+}
+
+impl PlotSummary {
+    /// Lines for the end of the run's table.
+    pub fn lines(&self) -> String {
+        let mut out = String::new();
+        let files: Vec<&str> = self
+            .written
+            .iter()
+            .flat_map(|w| w.files.iter().map(String::as_str))
+            .collect();
+        match files.is_empty() {
+            true => out += &format!("pictures in {}: none\n", self.dir),
+            false => out += &format!("pictures in {}: {}\n", self.dir, files.join(", ")),
+        }
+        for w in &self.written {
+            if let Some(note) = &w.note {
+                out += &format!("  {}: {note}\n", w.name);
+            }
+        }
+        for s in &self.skipped {
+            out += &format!("  skipped {}: {}\n", s.name, s.reason);
+        }
+        out
+    }
 }
 
 /// Whole-run GPU figures.
@@ -216,6 +268,9 @@ impl RunReport {
                 g.kernel_compile_seconds,
                 g.kernels_from_disk_cache
             );
+        }
+        if let Some(p) = &self.plots {
+            out += &p.lines();
         }
         out
     }

@@ -67,6 +67,10 @@ pub struct AnnData {
     pub raw: Option<Raw>,
     /// Set when this object holds one rank's cells of a dataset split across ranks.
     pub ranks: Option<Ranks>,
+    /// Columns of `obs` as they were for every cell before `filter_cells` removed any (those
+    /// [`crate::run::PipelineConfig::keep_before_filter`] names: the QC plots' "before"
+    /// violins). Held in memory only, never written; `None`: nothing was kept.
+    pub obs_before_filter: Option<DataFrame>,
 }
 
 impl AnnData {
@@ -85,6 +89,7 @@ impl AnnData {
             uns: BTreeMap::new(),
             raw: None,
             ranks: None,
+            obs_before_filter: None,
         }
     }
 

@@ -68,6 +68,7 @@ impl AnnData {
                 None => None,
             },
             ranks: None,
+            obs_before_filter: None,
         })
     }
 
@@ -95,6 +96,7 @@ impl AnnData {
         }
         let obs_parts: Vec<&DataFrame> = parts.iter().map(|p| &p.obs).collect();
         let obs = DataFrame::stack_rows_with_index(&obs_parts, index)?;
+        let obs_before_filter = stack_before_filter(&parts)?;
         let mut obsm = BTreeMap::new();
         for k in first.obsm.keys() {
             let arrays = each_part(&parts, &format!("obsm['{k}']"), |p| p.obsm.get(k))?;
@@ -147,10 +149,26 @@ impl AnnData {
             uns: first.uns,
             raw,
             ranks: None,
+            obs_before_filter,
         };
         stacked.validate_shapes()?;
         Ok(stacked)
     }
+}
+
+/// The parts' `obs_before_filter` stacked in order, when every part kept one (a part read back
+/// from a file, as a launched rank's, has none: then nothing is known of the whole).
+fn stack_before_filter(parts: &[AnnData]) -> Result<Option<DataFrame>> {
+    let tables: Option<Vec<&DataFrame>> =
+        parts.iter().map(|p| p.obs_before_filter.as_ref()).collect();
+    let Some(tables) = tables else {
+        return Ok(None);
+    };
+    let index = tables
+        .iter()
+        .flat_map(|t| t.index.iter().cloned())
+        .collect();
+    DataFrame::stack_rows_with_index(&tables, index).map(Some)
 }
 
 /// The parts as device matrices, when they all are and can be stacked as blocks of rows

@@ -61,6 +61,12 @@ pub struct RunArgs {
     /// RMM's (GPU runs).
     #[arg(long, value_name = "FILE.csv")]
     pub allocation_log: Option<PathBuf>,
+    /// Draw the run's pictures into this folder (made if missing), as PNG and SVG: the UMAP
+    /// coloured by Leiden cluster, by batch and by total counts, the marker genes' dot plot,
+    /// and the QC violins before and after filtering. A picture whose step did not run is
+    /// skipped with the reason.
+    #[arg(long, value_name = "DIR")]
+    pub plot: Option<PathBuf>,
     /// GPU memory resource (the allocator every device allocation of the run goes through).
     #[arg(long, value_enum, default_value_t = AllocatorChoice::Pool)]
     pub allocator: AllocatorChoice,
@@ -218,6 +224,11 @@ impl RunArgs {
             umap: self.graph.umap(neighbors)?,
             leiden,
             markers,
+            // The QC violins show the cells before filter_cells too.
+            keep_before_filter: match self.plot {
+                Some(_) => crate::plot::QC_COLUMNS.map(|(c, _)| c.to_string()).to_vec(),
+                None => Vec::new(),
+            },
         })
     }
 
@@ -249,6 +260,7 @@ impl RunArgs {
                 memory_timeline: self.memory_timeline.clone(),
                 memory_snapshot: self.memory_snapshot.clone(),
                 allocation_log: self.allocation_log.clone(),
+                plot: self.plot.clone(),
             },
             config,
             target: device.target,

@@ -34,6 +34,9 @@ pub struct PipelineConfig {
     pub leiden: Option<LeidenOptions>,
     /// `rank_genes_groups` (marker genes) by a grouping of the cells; `None` skips it.
     pub markers: Option<MarkerOptions>,
+    /// `obs` columns that `filter_cells` keeps aside for every cell before removing any
+    /// (`AnnData::obs_before_filter`: the QC plots of `--plot`); empty: none.
+    pub keep_before_filter: Vec<String>,
 }
 
 impl Default for PipelineConfig {
@@ -54,6 +57,7 @@ impl Default for PipelineConfig {
             umap: Some(UmapParams::default()),
             leiden: Some(LeidenOptions::default()),
             markers: Some(MarkerOptions::default()),
+            keep_before_filter: Vec::new(),
         }
     }
 }

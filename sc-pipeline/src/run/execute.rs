@@ -242,7 +242,8 @@ fn run_generated_demo(
     report.record_gpu(g);
     let output = &plan.outputs.h5ad;
     let written = output::write_step(&adata, output, false, observer, &mut report)?;
-    output::finish(plan, report, start, written, &recorders).map(|f| Outcome::Written(Box::new(f)))
+    output::finish(plan, &adata, report, start, written, &recorders)
+        .map(|f| Outcome::Written(Box::new(f)))
 }
 
 /// Carries out `plan` (checked first): see the module documentation. Progress goes to
@@ -414,5 +415,6 @@ pub fn execute(plan: &RunPlan, observer: &mut dyn StepObserver) -> Result<Outcom
     if let Some(g) = &gpu {
         report.record_gpu(g);
     }
-    output::finish(plan, report, start, written, &recorders).map(|f| Outcome::Written(Box::new(f)))
+    output::finish(plan, &adata, report, start, written, &recorders)
+        .map(|f| Outcome::Written(Box::new(f)))
 }

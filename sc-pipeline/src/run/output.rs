@@ -1,6 +1,7 @@
 //! A run's output: the h5ad written while the cell-graph steps run (X and `.raw`, final by
-//! then, on a thread of their own), or after the steps; then the memory pictures, logs and the
-//! report, moved into place with the output only when everything succeeded.
+//! then, on a thread of their own), or after the steps; then the pictures of the data
+//! (`--plot`), the memory pictures, logs and the report, moved into place with the output only
+//! when everything succeeded.
 
 use super::gpu::GpuRun;
 use super::in_memory::run_cell_graph_steps;
@@ -196,18 +197,35 @@ pub(crate) fn write_step(
     Ok(written)
 }
 
-/// The run's memory pictures and logs, its report, and the output moved into place.
+/// The run's pictures of `adata` (the final data), memory pictures and logs, its report, and
+/// the output moved into place.
 pub(crate) fn finish(
     plan: &RunPlan,
+    adata: &AnnData,
     mut report: RunReport,
     start: Instant,
     written: StagedFile,
     recorders: &MemoryRecorders,
 ) -> Result<Finished> {
     let outputs = &plan.outputs;
-    report.total_seconds = start.elapsed().as_secs_f64();
     // Moved into place together, the output last.
     let mut files = Vec::new();
+    if let Some(dir) = &outputs.plot {
+        let timer = StepTimer::start("draw pictures");
+        let drawn = crate::plot::draw(adata, &plot_request(&plan.config), dir)?;
+        let note = format!(
+            "{} written, {} skipped, into {}",
+            drawn.summary.written.len(),
+            drawn.summary.skipped.len(),
+            dir.display()
+        );
+        report
+            .steps
+            .push(timer.finish(adata.n_obs(), adata.n_vars(), note));
+        files.extend(drawn.files);
+        report.plots = Some(drawn.summary);
+    }
+    report.total_seconds = start.elapsed().as_secs_f64();
     if let (Some(path), Some(rec)) = (&outputs.memory_timeline, &recorders.timeline) {
         // Step ends on the recorder's clock, which starts when the first GPU's memory pool is
         // made (`start` is the run's clock, which the steps' starts count from).
@@ -238,6 +256,24 @@ pub(crate) fn finish(
     crate::io::commit_all(files)?;
     Ok(Finished { report })
 }
+/// What the run's configuration made that the pictures show.
+fn plot_request(config: &PipelineConfig) -> crate::plot::Request {
+    let leiden_keys = match &config.leiden {
+        Some(l) if config.runs_leiden() => (0..l.resolutions.len()).map(|i| l.key(i)).collect(),
+        _ => Vec::new(),
+    };
+    let batch_key = match (&config.harmony, &config.hvg) {
+        (Some(h), _) => Some(h.key.clone()),
+        (None, Some(hvg)) => hvg.batch_key.clone(),
+        (None, None) => None,
+    };
+    crate::plot::Request {
+        leiden_keys,
+        batch_key,
+        filtered: config.min_genes.is_some(),
+    }
+}
+
 /// Writes the report under a temporary name next to `path`, to be moved into place with the
 /// output.
 fn stage_report(report: &RunReport, path: &Path) -> Result<StagedFile> {

@@ -48,6 +48,8 @@ pub struct Outputs {
     pub memory_timeline: Option<PathBuf>,
     pub memory_snapshot: Option<PathBuf>,
     pub allocation_log: Option<PathBuf>,
+    /// `--plot DIR`: the folder of the run's pictures (see [`crate::plot`]).
+    pub plot: Option<PathBuf>,
 }
 
 impl Outputs {
@@ -88,6 +90,9 @@ impl RunPlan {
             if let Some(path) = path {
                 check_output_place(flag, path)?;
             }
+        }
+        if let Some(dir) = &self.outputs.plot {
+            crate::plot::create_dir(dir)?;
         }
         if self.target == Target::Gpu {
             return Ok(());
@@ -299,6 +304,7 @@ mod tests {
                 memory_timeline: None,
                 memory_snapshot: None,
                 allocation_log: None,
+                plot: None,
             },
             config: PipelineConfig::default(),
             target,

@@ -53,6 +53,7 @@ fn min_cells(env: &StepEnv<'_>) -> u64 {
 
 fn run_filter_cells(a: &mut AnnData, env: &StepEnv<'_>) -> Result<String> {
     let min_genes = min_genes(env);
+    keep_before_filter(a, env);
     let removed = filter_cells(a, CellFilter::MinGenes(min_genes))?;
     // A split run's rank holds only its block: the steps after it judge the whole.
     if a.comm().size() == 1 {
@@ -90,6 +91,7 @@ fn generated_filter_cells(
     pass: &mut GeneratedPass<'_>,
 ) -> Result<String> {
     let min_genes = min_genes(env);
+    keep_before_filter(a, env);
     let result = sc_kernels::filter::filter_cells_blocks(
         &pass.ctx,
         &pass.rows(),
@@ -118,6 +120,24 @@ fn generated_filter_genes(
     let removed = keep_genes(a, result)?;
     pass.chain.keep_genes = Some(keep);
     Ok(format!("min_cells={min_cells}: {removed} genes removed"))
+}
+
+/// Keeps aside, for every cell, the `obs` columns the run asks for
+/// (`PipelineConfig::keep_before_filter`, for the QC plots) before the filter removes cells;
+/// columns `obs` lacks are left out.
+fn keep_before_filter(a: &mut AnnData, env: &StepEnv<'_>) {
+    let names = &env.config.keep_before_filter;
+    if names.is_empty() {
+        return;
+    }
+    let mut kept = crate::anndata::DataFrame::with_index(a.obs.index.clone());
+    for name in names {
+        if let Some(c) = a.obs.column(name) {
+            kept.set(name.clone(), c.clone())
+                .expect("a column of obs has one value per cell");
+        }
+    }
+    a.obs_before_filter = Some(kept);
 }
 
 /// Refuses a filter (`step`, parameter `param` = `min`) that kept fewer than two `item`s (each

@@ -1,0 +1,170 @@
+//! Pictures of a finished run (`scpipe run --plot DIR`), drawn from the final AnnData in every
+//! mode, as PNG and SVG: the UMAP coloured by each Leiden clustering (names at the clusters'
+//! centres), by batch and by total counts ([`umap`]), the marker genes' dot plot ([`dotplot`])
+//! and the QC violins before and after filtering ([`violin`]). A picture whose inputs the run
+//! did not make is skipped with the reason, never an error.
+//!
+//! Each picture is a [`figure::Figure`], drawn by plotters on either backend and written by
+//! [`figure::write`] under temporary names the run moves into place with its other outputs.
+
+mod data;
+pub mod dotplot;
+mod figure;
+pub(crate) mod font;
+mod legend;
+mod palette;
+pub mod raster;
+pub mod umap;
+pub mod violin;
+
+#[cfg(test)]
+mod tests;
+
+pub use dotplot::GENES_PER_GROUP;
+pub use violin::QC_COLUMNS;
+
+use crate::io::StagedFile;
+use crate::report::{PlotSummary, SkippedPlot, WrittenPlot};
+use crate::{AnnData, Error, Result};
+use std::path::Path;
+use umap::{Colouring, UmapFigure};
+
+/// What the run made that the pictures show (from its configuration).
+#[derive(Debug, Clone, Default)]
+pub struct Request {
+    /// Leiden's `obs` columns (one per resolution); empty: Leiden did not run.
+    pub leiden_keys: Vec<String>,
+    /// The `obs` column of the batches (`--harmony`, else `--batch-key`).
+    pub batch_key: Option<String>,
+    /// Whether `filter_cells` ran.
+    pub filtered: bool,
+}
+
+/// The pictures' files, staged, and what was drawn or skipped.
+pub struct Drawn {
+    pub files: Vec<StagedFile>,
+    pub summary: PlotSummary,
+}
+
+/// The obsm key of the embedding drawn.
+const UMAP: &str = "X_umap";
+
+/// Creates `dir` when it does not exist, naming the problem when it cannot be.
+pub fn create_dir(dir: &Path) -> Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(dir).map_err(|e| {
+        Error::param(
+            "--plot",
+            format!("cannot create the folder {}: {e}", dir.display()),
+        )
+    })
+}
+
+/// Draws every picture `adata` has the inputs of into `dir` (which must exist).
+pub fn draw(adata: &AnnData, request: &Request, dir: &Path) -> Result<Drawn> {
+    let mut out = Drawn {
+        files: Vec::new(),
+        summary: PlotSummary {
+            dir: dir.display().to_string(),
+            ..Default::default()
+        },
+    };
+    let umap = data::embedding(adata, UMAP)
+        .map_err(|e| format!("{e} (UMAP did not run: --no-umap, --no-neighbors or --no-pca)"));
+    let groups_by = |key: &str, labels: bool| -> std::result::Result<Colouring, String> {
+        Ok(Colouring::Groups {
+            key: key.to_string(),
+            groups: data::Groups::of(&adata.obs, key)?,
+            labels,
+        })
+    };
+    let mut umaps: Vec<(String, std::result::Result<Colouring, String>)> = Vec::new();
+    if request.leiden_keys.is_empty() {
+        let why = "Leiden did not run (--no-leiden, or no neighbors graph)".to_string();
+        umaps.push(("umap_leiden".into(), Err(why)));
+    }
+    for key in &request.leiden_keys {
+        umaps.push((format!("umap_{key}"), groups_by(key, true)));
+    }
+    let batch = match &request.batch_key {
+        Some(key) => groups_by(key, false),
+        None => Err("no batch key (--harmony KEY or --batch-key KEY names one)".into()),
+    };
+    umaps.push(("umap_batch".into(), batch));
+    let counts = data::numbers(&adata.obs, "total_counts", "obs")
+        .map_err(|e| format!("{e} (the QC metrics did not run: --no-qc)"))
+        .map(|values| Colouring::Values {
+            key: "total_counts".into(),
+            values,
+        });
+    umaps.push(("umap_total_counts".into(), counts));
+    for (name, colouring) in umaps {
+        let figure = match (&umap, colouring) {
+            (Err(why), _) => Err(why.clone()),
+            (Ok(_), Err(why)) => Err(why),
+            (Ok(points), Ok(colouring)) => Ok(UmapFigure {
+                title: format!("UMAP: {}", colour_name(&colouring)),
+                points,
+                colouring,
+            }),
+        };
+        out.add(dir, &name, figure.map(|f| (f, None)))?;
+    }
+    let dots = dotplot::prepare(adata, GENES_PER_GROUP).map(|d| (d, None));
+    out.add(dir, "dotplot_markers", dots)?;
+    out.add(dir, "qc_violins", violin::prepare(adata, request.filtered))?;
+    Ok(out)
+}
+
+fn colour_name(c: &Colouring) -> &str {
+    match c {
+        Colouring::Groups { key, .. } | Colouring::Values { key, .. } => key,
+    }
+}
+
+impl Drawn {
+    /// Writes a prepared picture as `name` (with its note), or records why it was skipped.
+    fn add(
+        &mut self,
+        dir: &Path,
+        name: &str,
+        prepared: std::result::Result<(impl figure::Figure, Option<String>), String>,
+    ) -> Result<()> {
+        let name = file_name(name);
+        match prepared {
+            Ok((figure, note)) => {
+                let files = figure::write(&figure, dir, &name)?;
+                let names = files
+                    .iter()
+                    .map(|f| {
+                        let d = f.destination();
+                        d.file_name()
+                            .unwrap_or_default()
+                            .to_string_lossy()
+                            .into_owned()
+                    })
+                    .collect();
+                self.files.extend(files);
+                self.summary.written.push(WrittenPlot {
+                    name,
+                    files: names,
+                    note,
+                });
+            }
+            Err(reason) => self.summary.skipped.push(SkippedPlot { name, reason }),
+        }
+        Ok(())
+    }
+}
+
+/// `name` safe as a file name (an obs column may hold any character).
+fn file_name(name: &str) -> String {
+    name.chars()
+        .map(|c| match c {
+            'a'..='z' | 'A'..='Z' | '0'..='9' | '.' | '_' | '-' => c,
+            _ => '_',
+        })
+        .collect()
+}
