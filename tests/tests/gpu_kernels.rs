@@ -715,3 +715,128 @@ fn umap_equals_the_cpu_bit_for_bit() {
         assert_eq!(gpu.embedding.data, again.embedding.data);
     }
 }
+
+/// The device's radix sort gives the host's order: the standard sort over all bits, and over a
+/// range of bits the stable order of the host twin's passes (keys differing only outside the
+/// range keep their order).
+#[test]
+fn radix_sort_equals_the_host_order() {
+    let Some(d) = gpu_or_skip("gpu radix sort") else {
+        return;
+    };
+    let ctx = context(&d);
+    use sc_kernels::gpu::radix_sort::{radix_pass_host, sort_keys, TILE};
+    let mut rng = sc_kernels::random::SplitMix64::new(3);
+    for (n, lo, hi, mask) in [
+        (0usize, 0u32, 64u32, u64::MAX),
+        (1, 0, 64, u64::MAX),
+        (TILE - 1, 0, 64, u64::MAX),
+        (TILE, 5, 45, 0x0000_3fff_ffff_ffff),
+        (1_000_003, 0, 64, u64::MAX),
+        // Many equal digits, as a gene's tied values.
+        (3 * TILE + 77, 3, 40, 0x0000_00f0_0f00_00ff),
+    ] {
+        let keys: Vec<u64> = (0..n).map(|_| rng.next_u64() & mask).collect();
+        let sorted = sort_keys(&ctx, ctx.upload(&keys).unwrap(), lo, hi).unwrap();
+        let got = ctx.download(&sorted).unwrap();
+        let mut want = keys.clone();
+        let mut shift = lo;
+        while shift < hi {
+            want = radix_pass_host(&want, shift);
+            shift += 8;
+        }
+        if (lo, hi) == (0, 64) {
+            let mut std = keys.clone();
+            std.sort_unstable();
+            assert_eq!(want, std);
+        }
+        assert!(got == want, "{n} keys, bits {lo}..{hi}");
+    }
+    assert!(sort_keys(&ctx, ctx.upload(&[1u64, 2]).unwrap(), 8, 8).is_err());
+}
+
+/// rank_genes_groups' passes on the GPU: moments equal to the fixed-point host twin and rank
+/// sums equal to the CPU's bit for bit (so Wilcoxon scores and p-values are the CPU's exactly),
+/// in one chunk and in many; the markers of every method equal the CPU's within 1e-6 relative
+/// (fold changes and t-tests use the fixed-point moments) with the same genes in the same order.
+#[test]
+fn rank_genes_groups_equals_the_cpu() {
+    let Some(d) = gpu_or_skip("gpu rank_genes_groups") else {
+        return;
+    };
+    let ctx = context(&d);
+    use sc_kernels::rank_genes::{
+        fixed_moments::fixed_point_moments, group_statistics_gpu, rank_genes_groups,
+        rank_genes_groups_gpu, rank_sums, GeneColumns, Method, RankGenesParams,
+    };
+    let mut cases: Vec<(CsrMatrix<f32>, usize)> = real_counts()
+        .into_iter()
+        .map(|mut x| {
+            sc_kernels::normalize::normalize_total(&mut x, &NormalizeParams::default()).unwrap();
+            sc_kernels::log1p::log1p(&mut x, None).unwrap();
+            (x, 7)
+        })
+        .collect();
+    // Counts with runs of many ties (no .raw: X itself), and a signed matrix with explicit
+    // zeros.
+    cases.push((counts(21, 20_000, 300, 0.2), 22));
+    let mut signed = counts(22, 3000, 120, 0.3);
+    for (k, v) in signed.data.iter_mut().enumerate() {
+        *v = match k % 7 {
+            0 => 0.0,
+            1 => -*v,
+            _ => *v * 0.25,
+        };
+    }
+    cases.push((signed, 3));
+    for (x, n_groups) in &cases {
+        let groups: Vec<u32> = (0..x.n_rows)
+            .map(|i| (sc_kernels::random::mix64(i as u64) % *n_groups as u64) as u32)
+            .collect();
+        let dx = DeviceCsr::upload(&ctx, x).unwrap();
+        let cols = GeneColumns::new(x, &groups, *n_groups).unwrap();
+        let twin = fixed_point_moments(x, &groups, *n_groups).unwrap();
+        let cpu_ranks = rank_sums(&cols);
+        for chunk in [sc_kernels::rank_genes::CHUNK_KEYS, 997] {
+            let (m, r) =
+                group_statistics_gpu(&ctx, &dx, &groups, *n_groups, Method::Wilcoxon, chunk)
+                    .unwrap();
+            assert!(m == twin, "moments, {} cells, chunks of {chunk}", x.n_rows);
+            assert!(r.unwrap() == cpu_ranks, "rank sums, {} cells", x.n_rows);
+        }
+        for method in Method::ALL {
+            let p = RankGenesParams {
+                method,
+                n_genes: Some(50),
+                tie_correct: true,
+            };
+            let cpu = rank_genes_groups(x, &groups, *n_groups, &p).unwrap();
+            let gpu = rank_genes_groups_gpu(&ctx, &dx, &groups, *n_groups, &p).unwrap();
+            for (c, g) in cpu.iter().zip(&gpu) {
+                assert_eq!(c.genes, g.genes, "{method}, {} cells", x.n_rows);
+                let close = |a: f64, b: f64| (a - b).abs() <= 1e-6 * a.abs().max(1.0) || a == b;
+                for k in 0..c.genes.len() {
+                    assert!(close(c.scores[k] as f64, g.scores[k] as f64), "{method} score");
+                    assert!(close(c.pvals[k], g.pvals[k]), "{method} p-value");
+                    let (a, b) = (c.logfoldchanges[k] as f64, g.logfoldchanges[k] as f64);
+                    assert!(close(a, b) || (a.is_nan() && b.is_nan()), "{method} lfc");
+                }
+                if method == Method::Wilcoxon {
+                    assert_eq!(c.scores, g.scores, "wilcoxon: the CPU's scores exactly");
+                }
+            }
+        }
+    }
+    // A value that is not finite is refused as the CPU refuses it: the same first position.
+    let mut bad = counts(23, 50, 10, 0.5);
+    let last = bad.data.len() - 1;
+    bad.data[last / 2] = f32::NAN;
+    bad.data[last] = f32::INFINITY;
+    let dx = DeviceCsr::upload(&ctx, &bad).unwrap();
+    let groups: Vec<u32> = (0..50).map(|i| i % 2).collect();
+    let p = RankGenesParams::default();
+    let gpu = rank_genes_groups_gpu(&ctx, &dx, &groups, 2, &p).unwrap_err().to_string();
+    let cpu = rank_genes_groups(&bad, &groups, 2, &p).unwrap_err().to_string();
+    assert_eq!(gpu, cpu);
+    assert!(gpu.contains("NaN"), "{gpu}");
+}

@@ -7,6 +7,7 @@
 //!   a disk cache keyed by source, GPU architecture and NVRTC version.
 //! - [`DeviceCsr`] / [`DeviceDense`]: matrices whose storage is `rmm-core` [`DeviceVec`]s.
 //! - [`scan`]: exclusive prefix sums, the building block of every compaction.
+//! - [`radix_sort`]: sorting `u64` keys (a step packs what it needs ordered into them).
 //! - [`NcclCommunicator`]: the [`crate::comm::Communicator`] of ranks on several GPUs.
 //! - [`streamed`]: host matrices streamed through the device in row blocks (the steps'
 //!   `*_streamed` twins run in a fraction of the device memory the matrix needs).
@@ -18,6 +19,7 @@ mod context;
 mod matrix;
 pub mod module_cache;
 mod nccl_communicator;
+pub mod radix_sort;
 pub mod reduce;
 pub mod scan;
 pub mod staging;

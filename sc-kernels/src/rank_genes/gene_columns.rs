@@ -95,7 +95,7 @@ impl GeneColumns {
 }
 
 /// Cells per group, after checking that there is one code per cell and each is below `n_groups`.
-fn count_groups(groups: &[u32], n_cells: usize, n_groups: usize) -> Result<Vec<u64>> {
+pub(super) fn count_groups(groups: &[u32], n_cells: usize, n_groups: usize) -> Result<Vec<u64>> {
     if groups.len() != n_cells {
         return Err(KernelError::Shape(format!(
             "{} group codes for {n_cells} cells",

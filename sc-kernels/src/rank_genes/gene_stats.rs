@@ -172,7 +172,7 @@ fn order_key(v: f32) -> u32 {
 }
 
 /// `t^3 - t` for a run of `t` tied values, exactly.
-fn tie_term(t: u64) -> u128 {
+pub(super) fn tie_term(t: u64) -> u128 {
     let t = u128::from(t);
     t * t * t - t
 }

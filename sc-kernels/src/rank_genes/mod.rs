@@ -37,16 +37,23 @@
 //!
 //! The data is read once per gene ([`GeneColumns`], a transpose by blocks of cells), and the only
 //! passes over it are [`group_moments`] and [`rank_sums`] (gene-parallel; a GPU twin replaces
-//! them). [`markers_from_stats`] turns their `n_groups x n_genes` results into scores, p-values
+//! them; [`rank_genes_groups_gpu`] runs them on the device). [`markers_from_stats`] turns their `n_groups x n_genes` results into scores, p-values
 //! and the sorted tables. Every sum runs in a fixed order, so the result does not depend on the
 //! thread count.
 
 pub mod dist;
+pub mod fixed_moments;
 mod gene_columns;
 mod gene_stats;
+mod gpu;
 
 pub use gene_columns::GeneColumns;
 pub use gene_stats::{group_moments, rank_sums, GroupMoments, RankSums};
+pub use gpu::{group_statistics_gpu, rank_genes_groups_gpu, CHUNK_KEYS};
+
+/// The GPU's kernel modules (compiled at warm-up by runs that rank genes).
+pub const KERNELS: [crate::gpu::module_cache::KernelSource; 2] =
+    [gpu::SRC, crate::gpu::radix_sort::SRC];
 
 use crate::csr::CsrMatrix;
 use crate::error::{KernelError, Result};

@@ -709,3 +709,26 @@ const NORMAL_TWO_SIDED: [(f64, f64, f64); 12] = [
     (30.0, 9.813427854295816e-198, 9.813427854296374e-198),
     (37.0, 1.1451142445047853e-299, 1.1451142445049154e-299),
 ];
+
+#[test]
+fn fixed_point_moments_are_the_f64_sums_within_rounding() {
+    use super::fixed_moments::{fixed_point_moments, MomentScales};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+    for _ in 0..200 {
+        let (x, d, groups, n_groups) = random_case(&mut rng);
+        let (exact, _) = brute_force(&d, &groups, n_groups);
+        let fixed = fixed_point_moments(&x, &groups, n_groups).unwrap();
+        assert_eq!(fixed.nnz, exact.nnz);
+        for (got, want) in [(&fixed.sum, &exact.sum), (&fixed.sum_sq, &exact.sum_sq)] {
+            for (a, b) in got.iter().zip(want) {
+                assert!((a - b).abs() <= 1e-9 * (1.0 + b.abs()), "{a} vs {b}");
+            }
+        }
+    }
+    // Log-normalized values over a million cells: 2^-38 per value, 2^-35 per square.
+    let s = MomentScales::new(9.22, 1_000_000).unwrap();
+    assert_eq!((s.s1, s.s2), (2f64.powi(38), 2f64.powi(35)));
+    assert_eq!(MomentScales::new(0.0, 10).unwrap().s1, 1.0);
+    let e = MomentScales::new(1e30, 10).unwrap_err().to_string();
+    assert!(e.contains("too large"), "{e}");
+}

@@ -7,13 +7,22 @@
 //! `use_raw`, `corr_method`) and the record arrays `names`, `scores`, `logfoldchanges`, `pvals`,
 //! `pvals_adj` (one field per group, in the groups' order, the top `n_genes` rows), which
 //! `sc.get.rank_genes_groups_df` and `sc.pl.rank_genes_groups` read as scanpy's own.
+//!
+//! On the run's first GPU when it has one (`sc_kernels::rank_genes::rank_genes_groups_gpu`;
+//! `.raw` used where it lies on that GPU, else copied there), else on the CPU. The GPU's Wilcoxon
+//! scores and p-values are the CPU's bit for bit; its fold changes and t-tests agree to ~1e-12
+//! (exact fixed-point sums against the CPU's f64 sums). When the GPU lacks the memory for the
+//! matrix and its sort, the step runs on the CPU and says so.
 
 use super::{kernel_error, obs_labels};
-use crate::anndata::{array_as_strings, ArrayData, Column, Value};
-use crate::run::step::{no_device_bytes, Phase, Step, StepEnv};
+use crate::anndata::{array_as_strings, ArrayData, Column, DeviceData, Matrix, Value};
+use crate::run::step::{Phase, Sizes, Step, StepBytes, StepEnv};
 use crate::run::PipelineConfig;
 use crate::{AnnData, Error, Result};
-use sc_kernels::rank_genes::{GroupMarkers, RankGenesParams};
+use sc_kernels::gpu::{radix_sort, DeviceCsr, GpuContext};
+use sc_kernels::rank_genes::{GroupMarkers, RankGenesParams, CHUNK_KEYS};
+use sc_kernels::{CsrMatrix, KernelError};
+use std::sync::Arc;
 
 const STEP: &str = "rank_genes_groups";
 
@@ -32,17 +41,42 @@ pub(crate) const ROW: Step = Step {
             .config
             .markers_groupby()
             .expect("the row runs only with a grouping");
-        let (n_groups, on) = rank_genes_groups_in(a, &groupby, &m.params, env.raw)?;
+        let gpu = env.gpus.first();
+        let r = rank_genes_groups_in(a, &groupby, &m.params, env.raw, gpu)?;
         Ok(format!(
-            "{} by '{groupby}' ({n_groups} groups vs rest), on {on}, on the CPU",
-            m.params.method
+            "{} by '{groupby}' ({} groups vs rest), on {}, on the {}",
+            m.params.method, r.n_groups, r.on, r.device
         ))
     },
     generated: None,
-    device_bytes: no_device_bytes,
-    kernels: &[],
+    device_bytes,
+    kernels: &sc_kernels::rank_genes::KERNELS,
     check_input,
 };
+
+/// `.raw` copied to the GPU (as many values as X's counts, 8 bytes each with their gene, and
+/// the row offsets), the sort's keys and scratch for a chunk of values, and the per-group sums
+/// (taking up to 64 groups).
+fn device_bytes(s: &Sizes, _: &PipelineConfig) -> StepBytes {
+    let keys = s.nnz.min(CHUNK_KEYS);
+    StepBytes {
+        kept: 0,
+        transient: s.nnz as u64 * 8
+            + (s.n_obs as u64 + 1) * 8
+            + keys as u64 * 8
+            + radix_sort::scratch_bytes(keys)
+            + 64 * 4 * 8 * s.n_vars as u64,
+    }
+}
+
+/// What [`rank_genes_groups_in`] did.
+pub(crate) struct Ranked {
+    pub n_groups: usize,
+    /// The matrix: `.raw` or X.
+    pub on: &'static str,
+    /// Where: the GPU, or the CPU (and why, when a GPU was there).
+    pub device: &'static str,
+}
 
 /// A `--groupby` column that leiden does not make must be in obs before any step runs.
 fn check_input(adata: &AnnData, config: &PipelineConfig) -> Result<()> {
@@ -77,22 +111,71 @@ pub fn rank_genes_groups(
     groupby: &str,
     params: &RankGenesParams,
 ) -> Result<()> {
-    rank_genes_groups_in(adata, groupby, params, None).map(|_| ())
+    let gpu = super::x_gpu(adata);
+    rank_genes_groups_in(adata, groupby, params, None, gpu.as_ref()).map(|_| ())
 }
 
-/// [`rank_genes_groups`] with `.raw` held apart from `adata` (while the run writes it). Returns
-/// the number of groups and what it ran on.
+/// [`rank_genes_groups`] with `.raw` held apart from `adata` (while the run writes it), on
+/// `gpu` when given.
 pub(crate) fn rank_genes_groups_in(
     adata: &mut AnnData,
     groupby: &str,
     params: &RankGenesParams,
     raw_apart: Option<&crate::anndata::Raw>,
-) -> Result<(usize, &'static str)> {
+    gpu: Option<&Arc<GpuContext>>,
+) -> Result<Ranked> {
     let (codes, groups) = obs_labels(adata, STEP, "groupby", groupby)?;
     let (codes, groups) = in_category_order(adata, groupby, codes, groups);
-    let (value, on) = markers_record(adata, groupby, &codes, &groups, params, raw_apart)?;
+    let (value, r) = markers_record(adata, groupby, &codes, &groups, params, raw_apart, gpu)?;
     adata.uns.insert("rank_genes_groups".into(), value);
-    Ok((groups.len(), on))
+    Ok(r)
+}
+
+/// The markers of each group of `codes` in `x`: on `gpu` when given and its memory suffices,
+/// else on the CPU. Returns them and where they were computed.
+fn markers_of(
+    x: &Matrix,
+    codes: &[u32],
+    n_groups: usize,
+    params: &RankGenesParams,
+    gpu: Option<&Arc<GpuContext>>,
+) -> std::result::Result<(Vec<GroupMarkers>, &'static str), KernelError> {
+    let host = |x: &Matrix| -> std::result::Result<_, KernelError> {
+        let csr = x
+            .to_csr()
+            .map_err(|e| KernelError::Gpu(format!("reading the matrix: {e}")))?;
+        sc_kernels::rank_genes::rank_genes_groups(&csr, codes, n_groups, params)
+    };
+    let Some(ctx) = gpu else {
+        return Ok((host(x)?, "CPU"));
+    };
+    let on_gpu = |dx: &DeviceCsr| {
+        sc_kernels::rank_genes::rank_genes_groups_gpu(ctx, dx, codes, n_groups, params)
+    };
+    let result = match x {
+        // Already there: no copy.
+        Matrix::Device(d) if Arc::ptr_eq(&d.ctx, ctx) && matches!(d.data, DeviceData::Csr(_)) => {
+            let DeviceData::Csr(dx) = &d.data else {
+                unreachable!("matched as CSR")
+            };
+            on_gpu(dx)
+        }
+        // Streamed: the matrix does not fit the GPU.
+        Matrix::Device(d) if matches!(d.data, DeviceData::StreamedCsr(_)) => {
+            return Ok((host(x)?, "CPU (the matrix is streamed)"));
+        }
+        _ => {
+            let csr: std::borrow::Cow<'_, CsrMatrix<f32>> = x
+                .to_csr()
+                .map_err(|e| KernelError::Gpu(format!("reading the matrix: {e}")))?;
+            DeviceCsr::upload(ctx, &csr).and_then(|dx| on_gpu(&dx))
+        }
+    };
+    match result {
+        Ok(m) => Ok((m, "GPU")),
+        Err(KernelError::Memory(_)) => Ok((host(x)?, "CPU (too little GPU memory)")),
+        Err(e) => Err(e),
+    }
 }
 
 /// The test's results as scanpy's `uns['rank_genes_groups']`, and what they were computed on.
@@ -103,17 +186,16 @@ fn markers_record(
     groups: &[String],
     params: &RankGenesParams,
     raw_apart: Option<&crate::anndata::Raw>,
-) -> Result<(Value, &'static str)> {
+    gpu: Option<&Arc<GpuContext>>,
+) -> Result<(Value, Ranked)> {
     let raw = raw_apart.or(adata.raw.as_ref());
     let (x, genes, on) = match raw {
-        Some(r) => (r.x.to_csr()?, &r.var.index, ".raw"),
-        None => (adata.x.to_csr()?, &adata.var.index, "X (no .raw)"),
+        Some(r) => (&r.x, &r.var.index, ".raw"),
+        None => (&adata.x, &adata.var.index, "X (no .raw)"),
     };
-    let markers = sc_kernels::rank_genes::rank_genes_groups(&x, codes, groups.len(), params)
-        .map_err(|e| match e {
-            sc_kernels::KernelError::Unsupported(m) => {
-                Error::invalid(format!("obs['{groupby}']"), m)
-            }
+    let (markers, device) =
+        markers_of(x, codes, groups.len(), params, gpu).map_err(|e| match e {
+            KernelError::Unsupported(m) => Error::invalid(format!("obs['{groupby}']"), m),
             e => kernel_error(STEP)(e),
         })?;
     let record = |f: &dyn Fn(&GroupMarkers) -> ArrayData| {
@@ -147,7 +229,12 @@ fn markers_record(
             record(&|m| ArrayData::F64(m.pvals_adj.clone())),
         ),
     ]);
-    Ok((value, on))
+    let ranked = Ranked {
+        n_groups: groups.len(),
+        on,
+        device,
+    };
+    Ok((value, ranked))
 }
 
 /// The groups in the order scanpy reports them: a categorical's categories as ordered (those
