@@ -8,7 +8,7 @@ const SQRT2: f64 = std::f64::consts::SQRT_2;
 
 /// `ln(y)` for positive normal `y`, relative error about 1e-15.
 #[inline(always)]
-fn ln_pos(y: f64) -> f64 {
+pub(crate) fn ln_pos(y: f64) -> f64 {
     let bits = y.to_bits();
     // Biased exponent as an exact f64 without an integer-to-float conversion (AVX2 has none
     // for 64-bit integers): 2^52 + e, minus 2^52.

@@ -22,6 +22,10 @@ use crate::csr::CsrMatrix;
 use crate::error::{KernelError, Result};
 use crate::random::SplitMix64;
 
+pub mod parallel;
+
+pub use parallel::leiden_parallel;
+
 /// Parameters, with scanpy's defaults (igraph flavour's iteration count).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LeidenParams {
