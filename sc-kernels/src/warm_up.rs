@@ -22,6 +22,7 @@ pub fn all_modules() -> Vec<module_cache::KernelSource> {
         crate::scale::KERNELS,
         crate::synth::KERNELS,
         crate::umap::KERNELS,
+        crate::leiden::KERNELS,
         crate::rank_genes::KERNELS[0],
         crate::rank_genes::KERNELS[1],
     ]

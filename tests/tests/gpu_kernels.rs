@@ -840,3 +840,140 @@ fn rank_genes_groups_equals_the_cpu() {
     assert_eq!(gpu, cpu);
     assert!(gpu.contains("NaN"), "{gpu}");
 }
+
+/// A kNN-like graph: `n` nodes in groups of `group`, 15 edges drawn per node (a share `inside`
+/// within its group, weights in [0.05, 1)), symmetric, then `isolated` nodes without edges.
+fn planted_graph(
+    seed: u64,
+    n: usize,
+    group: usize,
+    inside: f64,
+    isolated: usize,
+) -> CsrMatrix<f32> {
+    let mut rng = sc_kernels::random::SplitMix64::new(seed);
+    let mut rows: Vec<Vec<(u32, f32)>> = vec![Vec::new(); n + isolated];
+    for a in 0..n {
+        let first = (a / group) * group;
+        for _ in 0..15 {
+            let b = if rng.next_f64() < inside {
+                first + rng.below(group.min(n - first))
+            } else {
+                rng.below(n)
+            };
+            if a != b {
+                let w = 0.05 + 0.95 * rng.next_f64() as f32;
+                rows[a].push((b as u32, w));
+                rows[b].push((a as u32, w));
+            }
+        }
+    }
+    let mut indptr = vec![0u64];
+    let (mut indices, mut data) = (Vec::new(), Vec::new());
+    for mut r in rows {
+        r.sort_by_key(|e| e.0);
+        // A pair drawn twice keeps its largest weight (both rows see the same pairs).
+        let mut merged: Vec<(u32, f32)> = Vec::with_capacity(r.len());
+        for (c, w) in r {
+            match merged.last_mut() {
+                Some(last) if last.0 == c => last.1 = last.1.max(w),
+                _ => merged.push((c, w)),
+            }
+        }
+        for (c, w) in merged {
+            indices.push(c);
+            data.push(w);
+        }
+        indptr.push(indices.len() as u64);
+    }
+    let m = n + isolated;
+    CsrMatrix::new(m, m, indptr, indices, data).unwrap()
+}
+
+/// The GPU Leiden gives its CPU twin's partition bit for bit (labels and modularity), with every
+/// level on the device and with the default hand-over to the host, and the same on a second run:
+/// kNN graphs of real and clustered points, planted graphs (one with isolated nodes, so several
+/// components), at several resolutions and seeds.
+#[test]
+fn leiden_gpu_equals_its_cpu_twin_bit_for_bit() {
+    let Some(d) = gpu_or_skip("gpu leiden") else {
+        return;
+    };
+    let ctx = context(&d);
+    use sc_kernels::leiden::{leiden_gpu, leiden_gpu_with, leiden_parallel, LeidenParams};
+    let knn = |x: &sc_kernels::DenseMatrix<f32>| {
+        sc_kernels::neighbors::neighbors(x, &Default::default())
+            .unwrap()
+            .connectivities
+    };
+    let graphs = [
+        ("pbmc68k_reduced", knn(&pbmc_pcs())),
+        ("clustered 30000", knn(&clustered_points(21, 30_000, 30))),
+        ("planted 20000", planted_graph(1, 20_000, 1000, 0.8, 0)),
+        (
+            "planted noisy 100000",
+            planted_graph(2, 100_000, 5000, 0.5, 0),
+        ),
+        (
+            "planted with isolated nodes",
+            planted_graph(3, 10_000, 300, 0.9, 57),
+        ),
+    ];
+    for (name, g) in &graphs {
+        for (resolution, seed) in [(1.0, 0u64), (0.5, 7)] {
+            let p = LeidenParams {
+                resolution,
+                random_state: seed,
+                ..Default::default()
+            };
+            let cpu = leiden_parallel(g, &p).unwrap();
+            let all_device = leiden_gpu_with(&ctx, g, &p, 0).unwrap();
+            let differ = cpu
+                .membership
+                .iter()
+                .zip(&all_device.membership)
+                .filter(|(a, b)| a != b)
+                .count();
+            assert_eq!(
+                differ, 0,
+                "{name}, resolution {resolution}: {differ} of {} labels differ ({} vs {} clusters)",
+                g.n_rows, cpu.n_communities, all_device.n_communities
+            );
+            assert_eq!(
+                cpu.quality.to_bits(),
+                all_device.quality.to_bits(),
+                "{name}"
+            );
+            assert_eq!(
+                all_device,
+                leiden_gpu_with(&ctx, g, &p, 0).unwrap(),
+                "{name}: rerun"
+            );
+            assert_eq!(
+                cpu,
+                leiden_gpu(&ctx, g, &p).unwrap(),
+                "{name}: default hand-over"
+            );
+        }
+    }
+    let until_stable = LeidenParams {
+        n_iterations: -1,
+        ..Default::default()
+    };
+    let g = &graphs[2].1;
+    assert_eq!(
+        leiden_parallel(g, &until_stable).unwrap(),
+        leiden_gpu_with(&ctx, g, &until_stable, 0).unwrap()
+    );
+    let empty = CsrMatrix::<f32>::zeros(5, 5);
+    assert_eq!(
+        leiden_gpu_with(&ctx, &empty, &LeidenParams::default(), 0)
+            .unwrap()
+            .n_communities,
+        5
+    );
+    let bad = LeidenParams {
+        resolution: 0.0,
+        ..Default::default()
+    };
+    assert!(leiden_gpu(&ctx, g, &bad).is_err());
+}

@@ -22,9 +22,14 @@ use crate::csr::CsrMatrix;
 use crate::error::{KernelError, Result};
 use crate::random::SplitMix64;
 
+mod gpu;
 pub mod parallel;
 
+pub use gpu::{leiden_gpu, leiden_gpu_with, HOST_BELOW};
 pub use parallel::leiden_parallel;
+
+/// The CUDA module of [`leiden_gpu`] (what the warm-up compiles).
+pub const KERNELS: crate::gpu::module_cache::KernelSource = gpu::SRC;
 
 /// Parameters, with scanpy's defaults (igraph flavour's iteration count).
 #[derive(Debug, Clone, Copy, PartialEq)]

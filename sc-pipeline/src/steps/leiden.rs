@@ -3,14 +3,18 @@
 //! Reads `obsp['connectivities']`; writes, for each resolution, `obs[key]` (categorical,
 //! string labels `'0'`, `'1'`, ... numbered by cluster size, largest first) and `uns[key]`
 //! (`params`: `resolution`, `random_state`, `n_iterations`; and the partition's `modularity`).
-//! On the CPU (`sc_kernels::leiden`): the same labels bit for bit on every run.
+//! On the run's first GPU when it has one (`sc_kernels::leiden::leiden_gpu`, the parallel
+//! algorithm: the same labels bit for bit as its CPU twin `leiden_parallel`), else on the CPU
+//! (`sc_kernels::leiden::leiden`, the sequential algorithm); each the same labels bit for bit on
+//! every run, the two of the same quality but not the same labels.
 
 use super::kernel_error;
 use super::umap::connectivities;
 use crate::anndata::{ArrayData, Column, Value};
-use crate::run::step::{no_device_bytes, no_input_check, Phase, Step, StepEnv};
+use crate::run::step::{no_input_check, Phase, Sizes, Step, StepBytes, StepEnv};
 use crate::run::{LeidenOptions, PipelineConfig};
 use crate::{AnnData, Result};
+use sc_kernels::gpu::GpuContext;
 use sc_kernels::leiden::{LeidenParams, Partition};
 
 /// The pipeline's row: one partition per resolution.
@@ -24,7 +28,8 @@ pub(crate) const ROW: Step = Step {
             .leiden
             .as_ref()
             .expect("the row runs only with leiden");
-        let notes = leiden_all(a, options)?
+        let gpu = env.gpus.first().map(|g| g.as_ref());
+        let notes = leiden_all_on(a, options, gpu)?
             .iter()
             .zip(&options.resolutions)
             .map(|(p, r)| {
@@ -34,16 +39,44 @@ pub(crate) const ROW: Step = Step {
                 )
             })
             .collect::<Vec<_>>();
-        Ok(format!("{}; on the CPU", notes.join("; ")))
+        let on = if gpu.is_some() {
+            "on the GPU (parallel Leiden)"
+        } else {
+            "on the CPU"
+        };
+        Ok(format!("{}; {on}", notes.join("; ")))
     },
     generated: None,
-    device_bytes: no_device_bytes,
-    kernels: &[],
+    device_bytes,
+    kernels: &[sc_kernels::leiden::KERNELS],
     check_input: no_input_check,
 };
 
-/// Every resolution of `options`, each into its column ([`LeidenOptions::key`]).
+/// The GPU Leiden holds the first level (at most `2 k` edges a cell once symmetrized: a column,
+/// a fixed-point weight, and a hash-table slot of key and sum for up to four entries each), the
+/// next level built from it (at most as large), and a few arrays of a value per cell.
+fn device_bytes(s: &Sizes, config: &PipelineConfig) -> StepBytes {
+    let (n, k) = (s.n_obs as u64, config.n_neighbors.unwrap_or(15) as u64);
+    let edges = 2 * k * n;
+    StepBytes {
+        kept: 0,
+        transient: edges * (2 * (4 + 8) + 4 * (4 + 8)) + n * 96,
+    }
+}
+
+/// Every resolution of `options`, each into its column ([`LeidenOptions::key`]), on the GPU of
+/// X when it lives on one.
 pub fn leiden_all(adata: &mut AnnData, options: &LeidenOptions) -> Result<Vec<Partition>> {
+    let gpu = super::x_gpu(adata);
+    leiden_all_on(adata, options, gpu.as_deref())
+}
+
+/// [`leiden_all`] on `gpu` (none: the CPU).
+pub fn leiden_all_on(
+    adata: &mut AnnData,
+    options: &LeidenOptions,
+    gpu: Option<&GpuContext>,
+) -> Result<Vec<Partition>> {
     options
         .resolutions
         .iter()
@@ -53,16 +86,32 @@ pub fn leiden_all(adata: &mut AnnData, options: &LeidenOptions) -> Result<Vec<Pa
                 resolution,
                 ..options.params
             };
-            leiden(adata, &params, &options.key(i))
+            leiden_on(adata, &params, &options.key(i), gpu)
         })
         .collect()
 }
 
-/// Clusters the cells of `adata` (scanpy's `tl.leiden`) into `obs[key]`.
+/// Clusters the cells of `adata` (scanpy's `tl.leiden`) into `obs[key]`, on the GPU of X when it
+/// lives on one.
 pub fn leiden(adata: &mut AnnData, params: &LeidenParams, key: &str) -> Result<Partition> {
+    let gpu = super::x_gpu(adata);
+    leiden_on(adata, params, key, gpu.as_deref())
+}
+
+/// [`leiden`] on `gpu` (none: the sequential CPU algorithm).
+pub fn leiden_on(
+    adata: &mut AnnData,
+    params: &LeidenParams,
+    key: &str,
+    gpu: Option<&GpuContext>,
+) -> Result<Partition> {
     const STEP: &str = "leiden";
     let graph = connectivities(adata, STEP)?;
-    let p = sc_kernels::leiden::leiden(graph, params).map_err(kernel_error(STEP))?;
+    let p = match gpu {
+        Some(ctx) => sc_kernels::leiden::leiden_gpu(ctx, graph, params),
+        None => sc_kernels::leiden::leiden(graph, params),
+    }
+    .map_err(kernel_error(STEP))?;
     let categories: Vec<String> = (0..p.n_communities).map(|c| c.to_string()).collect();
     adata.obs.set(
         key,

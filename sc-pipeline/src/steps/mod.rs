@@ -27,7 +27,7 @@ pub use harmony::{
     HARMONY_ADJUSTED_BASIS, HARMONY_BASIS,
 };
 pub use hvg::{highly_variable_genes, highly_variable_mask};
-pub use leiden::{leiden, leiden_all};
+pub use leiden::{leiden, leiden_all, leiden_all_on, leiden_on};
 pub use log1p::log1p;
 pub use markers::rank_genes_groups;
 pub use neighbors::{neighbors, neighbors_on};
