@@ -264,6 +264,7 @@ fn help_lists_the_hvg_flavors() {
     let names: Vec<&str> = Flavor::ALL.iter().map(|f| f.name()).collect();
     let listed = format!("[possible values: {}]", names.join(", "));
     assert!(text(&o).contains(&listed), "{listed} in {}", text(&o));
+    assert!(text(&o).contains("--plot <DIR>"), "{}", text(&o));
     let r = scpipe(&["run", "x.h5ad", "-o", "y.h5ad", "--hvg-flavor", "pearson"]);
     assert_eq!(r.status.code(), Some(2), "a usage error: {}", text(&r));
     assert!(text(&r).contains(&listed), "{}", text(&r));
@@ -576,4 +577,103 @@ fn gpu_memory_options_need_the_gpu_and_write_nothing_on_the_cpu() {
         );
         assert!(!out.exists() && !file.exists());
     }
+}
+
+#[test]
+fn plot_draws_the_pictures_beside_the_output_and_names_what_it_skips() {
+    let output = common::scratch("plotted.h5ad");
+    let report = common::scratch("plotted.json");
+    let dir = common::scratch("pictures");
+    let demo = [
+        "run",
+        "--demo",
+        "--demo-cells",
+        "600",
+        "--demo-genes",
+        "3000",
+        "--device",
+        "cpu",
+    ];
+    let mut args = demo.to_vec();
+    let (o, r, d) = (
+        output.to_str().unwrap(),
+        report.to_str().unwrap(),
+        dir.to_str().unwrap(),
+    );
+    args.extend(["-o", o, "--report", r, "--plot", d, "--batch-key", "batch"]);
+    let run = scpipe(&args);
+    let out = text(&run);
+    assert!(run.status.success(), "{out}");
+    let expected: Vec<String> = [
+        "dotplot_markers",
+        "qc_violins",
+        "umap_batch",
+        "umap_leiden",
+        "umap_total_counts",
+    ]
+    .iter()
+    .flat_map(|n| [format!("{n}.png"), format!("{n}.svg")])
+    .collect();
+    assert_eq!(listing(&dir), expected);
+    assert!(
+        out.contains("draw pictures") && out.contains("umap_leiden.png"),
+        "{out}"
+    );
+    assert!(!out.contains("  skipped "), "{out}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(json["plots"]["written"].as_array().unwrap().len(), 5);
+    // The QC violins show the cells before filter_cells beside those it kept.
+    let svg = std::fs::read_to_string(dir.join("qc_violins.svg")).unwrap();
+    assert!(svg.contains("before filtering") && svg.contains("after filtering"));
+
+    // Without Leiden (so without markers) and without a batch key: what can be drawn is, the
+    // rest is named with the reason.
+    let fewer = common::scratch("fewer");
+    let mut args = demo.to_vec();
+    let f = fewer.to_str().unwrap();
+    args.extend(["-o", o, "--plot", f, "--no-leiden"]);
+    let run = scpipe(&args);
+    let out = text(&run);
+    assert!(run.status.success(), "{out}");
+    assert_eq!(
+        listing(&fewer),
+        [
+            "qc_violins.png",
+            "qc_violins.svg",
+            "umap_total_counts.png",
+            "umap_total_counts.svg"
+        ]
+    );
+    for skipped in [
+        "skipped umap_leiden: Leiden did not run",
+        "skipped umap_batch: no batch key",
+        "skipped dotplot_markers: uns['rank_genes_groups'] is missing",
+    ] {
+        assert!(out.contains(skipped), "'{skipped}' in {out}");
+    }
+
+    // A folder that cannot be made stops the run before any step, naming it.
+    let blocker = common::scratch("a-file");
+    std::fs::write(&blocker, "x").unwrap();
+    let never = common::scratch("never-plotted.h5ad");
+    let bad = blocker.join("pictures");
+    let mut args = demo.to_vec();
+    args.extend([
+        "-o",
+        never.to_str().unwrap(),
+        "--plot",
+        bad.to_str().unwrap(),
+    ]);
+    let run = scpipe(&args);
+    let out = text(&run);
+    assert!(!run.status.success());
+    assert!(
+        out.contains("--plot") && out.contains("cannot create the folder"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("generate demo data") && !never.exists(),
+        "{out}"
+    );
 }

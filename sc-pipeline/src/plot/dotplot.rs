@@ -299,7 +299,7 @@ impl Figure for DotPlot {
             (lx, sy),
             legend::left_text(14),
         ))?;
-        let sizes = legend::nice_ticks(0.0, dot_max, 4)
+        let sizes = legend::nice_ticks(0.0, dot_max, 5)
             .into_iter()
             .filter(|&f| f > 0.0);
         for (i, f) in sizes.enumerate() {

@@ -81,7 +81,7 @@ pub fn color_bar<DB: DrawingBackend>(
 
 /// About `n` round values (1, 2 or 5 times a power of ten apart) within `lo..=hi`.
 pub fn nice_ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
-    if !(hi > lo) || !lo.is_finite() || !hi.is_finite() {
+    if hi <= lo || !lo.is_finite() || !hi.is_finite() {
         return if lo.is_finite() { vec![lo] } else { Vec::new() };
     }
     let raw = (hi - lo) / n.max(1) as f64;

@@ -26,7 +26,7 @@ impl Bounds {
             y = (y.0.min(p[1] as f64), y.1.max(p[1] as f64));
         }
         let widen = |(lo, hi): (f64, f64)| {
-            if !(lo <= hi) {
+            if lo > hi {
                 return (0.0, 1.0);
             }
             let d = if hi > lo { (hi - lo) * pad } else { 0.5 };

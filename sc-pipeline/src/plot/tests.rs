@@ -320,5 +320,9 @@ fn a_million_cells_draw_in_seconds() {
     crate::io::commit_all(files).unwrap();
     println!("1,000,000 cells: PNG and SVG in {seconds:.2} s");
     assert!(seconds < 10.0, "{seconds} s");
-    std::fs::remove_dir_all(&dir).unwrap();
+    // SCPIPE_KEEP_TEST_FILES keeps the pictures to look at (as the integration tests do).
+    match std::env::var_os("SCPIPE_KEEP_TEST_FILES") {
+        Some(_) => println!("in {}", dir.display()),
+        None => std::fs::remove_dir_all(&dir).unwrap(),
+    }
 }

@@ -108,7 +108,7 @@ pub fn kde(values: &[f64]) -> (Vec<f64>, Vec<f64>) {
         return (Vec::new(), Vec::new());
     };
     let bw = scott_bandwidth(values);
-    if !(bw > 0.0) || hi == lo {
+    if bw.is_nan() || bw <= 0.0 || hi == lo {
         return (vec![lo, hi], vec![1.0, 1.0]);
     }
     let width = (hi - lo) / BINS as f64;
@@ -196,7 +196,7 @@ fn draw_panel<DB: DrawingBackend>(
             (lo, hi) = (lo.min(g), hi.max(g));
         }
     }
-    if !(lo < hi) {
+    if lo >= hi {
         (lo, hi) = if lo.is_finite() {
             (lo - 1.0, lo + 1.0)
         } else {
