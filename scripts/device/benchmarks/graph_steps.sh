@@ -1,13 +1,16 @@
 #!/bin/bash
 # UMAP, Leiden and marker genes on the GPU machine, in one call:
-# 1. tests: gpu_kernels' umap test (the GPU's layout equal to the CPU's bit for bit), also under
-#    compute-sanitizer memcheck;
+# 1. tests: gpu_kernels' graph-step tests (umap: the GPU's layout equal to the CPU's bit for bit;
+#    leiden: the GPU's partition equal to its host twin's; rank_genes and the radix sort: equal
+#    to the CPU's), also under compute-sanitizer memcheck;
 # 2. scpipe's whole run on the demo data, on the GPU, at each of SIZES (default "200000
 #    1000000") cells, twice (the first compiles the kernels into an empty cache; the second is a
 #    fresh process with the cache filled, as users run it), the step table and report kept;
 # 3. the graph steps' bench (benches/benches/graph_steps.rs) on the 100,000-cell output with 16
 #    and 2 threads (and umap on the GPU), then scanpy on the same file with 2 cores.
-# PARTS (default "tests scpipe bench") picks the parts, to split them across device calls.
+# PARTS (default "tests scpipe bench") picks the parts, to split them across device calls;
+# TESTS the gpu_kernels filters, SCPIPE_ARGS more options for scpipe (e.g. --no-leiden), RUNS=cold
+# only the run with an empty kernel cache.
 # Usage: bash scripts/device/benchmarks/graph_steps.sh BIN_DIR SITE_DIR
 #   BIN_DIR: scpipe, test-gpu_kernels, bench-graph_steps; SITE_DIR: scanpy and its wheels
 #   installed (pip --target), or "" to skip scanpy. Reports in $OUT/graph/.
@@ -22,16 +25,19 @@ PARTS=${PARTS:-tests scpipe bench}
 part() { [[ " $PARTS " == *" $1 "* ]]; }
 if part tests; then
   echo "== tests"
-  REQUIRE_GPU=1 "$B/test-gpu_kernels" umap 2>&1 | tail -3
-  compute-sanitizer --tool memcheck --error-exitcode 1 env REQUIRE_GPU=1 "$B/test-gpu_kernels" umap 2>&1 | tail -3
+  for t in ${TESTS:-umap leiden rank_genes radix_sort}; do
+    REQUIRE_GPU=1 "$B/test-gpu_kernels" "$t" 2>&1 | grep -E "^test |test result|panicked|assert" | tail -8
+    compute-sanitizer --tool memcheck --error-exitcode 1 env REQUIRE_GPU=1 "$B/test-gpu_kernels" "$t" 2>&1 | grep -E "ERROR SUMMARY|test result" | tail -2
+  done
 fi
 part scpipe && for cells in ${SIZES:-200000 1000000}; do
   for run in cold cached; do
     echo "== scpipe $cells cells, $run kernel cache"
     [ $run = cold ] && rm -rf "$SCPIPE_KERNEL_CACHE"
     "$B/scpipe" run --demo --demo-cells "$cells" --demo-genes 20000 -o "/dev/shm/graph_$cells.h5ad" \
-      --device gpu --report "$R/scpipe_${cells}_$run.json" > "$R/scpipe_${cells}_$run.log" 2>&1 || echo "FAILED"
-    grep -E "^(neighbors|umap|leiden|rank_genes_groups|total|pca) " "$R/scpipe_${cells}_$run.log"
+      --device gpu --report "$R/scpipe_${cells}_$run.json" ${SCPIPE_ARGS:-} > "$R/scpipe_${cells}_$run.log" 2>&1 || echo "FAILED"
+    grep -E "^(neighbors|umap|leiden|rank_genes_groups|total|pca) |FAILED|rror" "$R/scpipe_${cells}_$run.log"
+    [ "${RUNS:-cold cached}" = cold ] && break
   done
   [ "$cells" = 100000 ] || rm -f "/dev/shm/graph_$cells.h5ad"
 done
