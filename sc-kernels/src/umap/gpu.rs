@@ -1,10 +1,10 @@
-//! The GPU twin of [`super::umap`]: the same start (computed on the host), schedule and
-//! formulas; each epoch one launch of `umap_epoch`, a thread per cell, the layouts of two epochs
-//! alternating in device memory. Reproducible bit for bit on one device (no atomics); close to
-//! the CPU's but not bit-identical to it (`powf` differs in the last bits, and the layouts then
-//! drift apart over the epochs).
+//! The GPU twin of [`super::umap`]: the same start (the spectral start's Lanczos vectors on the
+//! device, [`super::spectral_gpu`], for graphs of 50,000 cells or more), schedule and formulas;
+//! each epoch one launch of `umap_epoch`, a thread per cell, the layouts of two epochs
+//! alternating in device memory. No atomics, and every operation rounded as the CPU's: the
+//! layout equals the CPU's bit for bit.
 
-use super::{prepare, Layout, UmapParams};
+use super::{prepare_on, Layout, UmapParams};
 use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
 use crate::error::Result;
@@ -22,7 +22,10 @@ pub const MAX_DIMS: usize = 8;
 
 /// [`super::umap`] with the epochs on the GPU.
 pub fn umap_gpu(ctx: &GpuContext, graph: &CsrMatrix<f32>, params: &UmapParams) -> Result<Layout> {
-    let (s, g, start) = prepare(graph, params)?;
+    let make = |g: &CsrMatrix<f32>, sqrt_d: Vec<f64>, m: usize| {
+        super::spectral_gpu::gpu_space(ctx, g, sqrt_d, m)
+    };
+    let (s, g, start) = prepare_on(graph, params, &make)?;
     let t = std::time::Instant::now();
     let n = graph.n_rows as u64;
     let dim = params.n_components as i32;

@@ -25,6 +25,7 @@ use rayon::prelude::*;
 
 pub(crate) mod gpu;
 pub mod spectral;
+mod spectral_gpu;
 
 /// The step's kernel module, for the warm-up ([`crate::warm_up`]).
 pub const KERNELS: crate::gpu::module_cache::KernelSource = gpu::SRC;
@@ -321,6 +322,15 @@ pub(crate) fn prepare(
     graph: &CsrMatrix<f32>,
     params: &UmapParams,
 ) -> Result<(Schedule, Gradient, Layout)> {
+    prepare_on(graph, params, &spectral::host_space)
+}
+
+/// [`prepare`] with the spectral start's Lanczos vectors where `make` puts them.
+pub(crate) fn prepare_on(
+    graph: &CsrMatrix<f32>,
+    params: &UmapParams,
+    make: &spectral::SpaceMaker<'_>,
+) -> Result<(Schedule, Gradient, Layout)> {
     params.check()?;
     crate::graph::check_graph(graph, "umap")?;
     if graph.n_rows < 2 {
@@ -340,7 +350,7 @@ pub(crate) fn prepare(
         negative_samples: params.negative_sample_rate > 0,
         seed: params.random_state,
     };
-    let (embedding, init) = spectral::initial_layout(graph, params)?;
+    let (embedding, init) = spectral::initial_layout_on(graph, params, make)?;
     Ok((
         schedule,
         gradient,

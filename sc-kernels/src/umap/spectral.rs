@@ -28,10 +28,24 @@ fn krylov_dim(n: usize, dim: usize) -> usize {
     (n - 1).min(100.max(4 * (dim + 1)))
 }
 
-/// The initial layout and how it was made.
+/// The initial layout and how it was made, the Lanczos vectors on the host.
 pub fn initial_layout(
     graph: &CsrMatrix<f32>,
     params: &UmapParams,
+) -> Result<(DenseMatrix<f32>, String)> {
+    initial_layout_on(graph, params, &host_space)
+}
+
+/// Makes the [`Space`] of a (connected) graph's Lanczos vectors, given `sqrt(degree)` of its
+/// nodes: [`host_space`], or a GPU's.
+pub(crate) type SpaceMaker<'a> =
+    dyn Fn(&CsrMatrix<f32>, Vec<f64>, usize) -> Result<Box<dyn Space + 'a>> + 'a;
+
+/// [`initial_layout`] with the Lanczos vectors where `make` puts them (the same bits anywhere).
+pub(crate) fn initial_layout_on(
+    graph: &CsrMatrix<f32>,
+    params: &UmapParams,
+    make: &SpaceMaker<'_>,
 ) -> Result<(DenseMatrix<f32>, String)> {
     let n = graph.n_rows;
     let dim = params.n_components;
@@ -44,7 +58,7 @@ pub fn initial_layout(
             "random".to_string(),
         ),
         Init::Spectral => {
-            let (coords, how) = spectral_layout(graph, dim, &mut rng);
+            let (coords, how) = spectral_layout(graph, dim, &mut rng, make)?;
             (noisy_scale(coords, &mut rng), how)
         }
     };
@@ -81,11 +95,25 @@ fn rescale_columns(coords: &[f64], n: usize, dim: usize) -> DenseMatrix<f32> {
 }
 
 /// Row-major `n x dim` spectral coordinates of the whole graph, and how they were made.
-fn spectral_layout(graph: &CsrMatrix<f32>, dim: usize, rng: &mut SplitMix64) -> (Vec<f64>, String) {
+fn spectral_layout(
+    graph: &CsrMatrix<f32>,
+    dim: usize,
+    rng: &mut SplitMix64,
+    make: &SpaceMaker<'_>,
+) -> Result<(Vec<f64>, String)> {
+    let t = std::time::Instant::now();
     let (component, n_components) = crate::graph::connected_components(graph);
+    let components_seconds = t.elapsed().as_secs_f64();
     if n_components == 1 {
-        return match eigen_layout(graph, dim) {
-            Some(c) => (c, "spectral".into()),
+        let t = std::time::Instant::now();
+        return Ok(match eigen_layout(graph, dim, make)? {
+            Some(c) => (
+                c,
+                format!(
+                    "spectral (components {components_seconds:.2} s, eigenvectors {:.2} s)",
+                    t.elapsed().as_secs_f64()
+                ),
+            ),
             None => (
                 uniform(graph.n_rows * dim, 10.0, rng),
                 format!(
@@ -93,7 +121,7 @@ fn spectral_layout(graph: &CsrMatrix<f32>, dim: usize, rng: &mut SplitMix64) -> 
                     graph.n_rows
                 ),
             ),
-        };
+        });
     }
     let centres = component_centres(n_components, dim);
     let mut coords = vec![0.0f64; graph.n_rows * dim];
@@ -106,7 +134,7 @@ fn spectral_layout(graph: &CsrMatrix<f32>, dim: usize, rng: &mut SplitMix64) -> 
         let centre = &centres[c * dim..(c + 1) * dim];
         let half_gap = nearest_gap(&centres, c, dim) / 2.0;
         let local = if nodes.len() >= 2 * dim && nodes.len() > dim + 1 {
-            eigen_layout(&subgraph(graph, nodes), dim)
+            eigen_layout(&subgraph(graph, nodes), dim, make)?
         } else {
             None
         };
@@ -130,7 +158,7 @@ fn spectral_layout(graph: &CsrMatrix<f32>, dim: usize, rng: &mut SplitMix64) -> 
             String::new()
         }
     );
-    (coords, how)
+    Ok((coords, how))
 }
 
 fn uniform(len: usize, half_width: f64, rng: &mut SplitMix64) -> Vec<f64> {
@@ -178,16 +206,18 @@ fn nearest_gap(centres: &[f64], c: usize, dim: usize) -> f64 {
 
 /// The graph induced on `nodes` (sorted), renumbered.
 fn subgraph(graph: &CsrMatrix<f32>, nodes: &[usize]) -> CsrMatrix<f32> {
-    let mut new_id = std::collections::HashMap::with_capacity(nodes.len());
+    // A dense map: a million-cell component's 30 M lookups in a hash map took seconds.
+    let mut new_id = vec![u32::MAX; graph.n_rows];
     for (i, &v) in nodes.iter().enumerate() {
-        new_id.insert(v as u32, i as u32);
+        new_id[v] = i as u32;
     }
     let mut indptr = vec![0u64];
     let (mut indices, mut data) = (Vec::new(), Vec::new());
     for &v in nodes {
         let (idx, w) = graph.row(v);
         for (c, &w) in idx.iter().zip(w) {
-            if let Some(&i) = new_id.get(c) {
+            let i = new_id[*c as usize];
+            if i != u32::MAX {
                 indices.push(i);
                 data.push(w);
             }
@@ -204,32 +234,26 @@ fn subgraph(graph: &CsrMatrix<f32>, nodes: &[usize]) -> CsrMatrix<f32> {
 }
 
 /// The `dim` leading non-trivial eigenvectors of `D^-1/2 A D^-1/2` of a connected graph, row-major
-/// `n x dim`; `None` when the graph is too small or has a node without edges.
-fn eigen_layout(graph: &CsrMatrix<f32>, dim: usize) -> Option<Vec<f64>> {
+/// `n x dim`, the Lanczos vectors in the space `make` gives; `None` when the graph is too small
+/// or has a node without edges.
+fn eigen_layout(
+    graph: &CsrMatrix<f32>,
+    dim: usize,
+    make: &SpaceMaker<'_>,
+) -> Result<Option<Vec<f64>>> {
     let n = graph.n_rows;
     if n < dim + 2 {
-        return None;
+        return Ok(None);
     }
     let sqrt_d: Vec<f64> = (0..n)
         .map(|v| graph.row(v).1.iter().map(|&w| w as f64).sum::<f64>().sqrt())
         .collect();
     if sqrt_d.iter().any(|&s| s <= 0.0) {
-        return None;
+        return Ok(None);
     }
     let norm = dot(&sqrt_d, &sqrt_d).sqrt();
     let mut trivial = Basis::new(n);
     trivial.push_scaled(&sqrt_d, 1.0 / norm);
-    let apply = |x: &[f64], y: &mut [f64]| {
-        y.par_iter_mut().enumerate().for_each(|(v, yv)| {
-            let (idx, w) = graph.row(v);
-            let s: f64 = idx
-                .iter()
-                .zip(w)
-                .map(|(&u, &w)| w as f64 * x[u as usize] / sqrt_d[u as usize])
-                .sum();
-            *yv = s / sqrt_d[v];
-        })
-    };
     let m = krylov_dim(n, dim);
     let mut start = vec![1.0f64; n];
     project_out(&mut start, &trivial);
@@ -240,10 +264,11 @@ fn eigen_layout(graph: &CsrMatrix<f32>, dim: usize) -> Option<Vec<f64>> {
             .collect();
         project_out(&mut start, &trivial);
     }
-    let (q, alpha, beta) = lanczos(apply, start, &trivial, m);
+    let mut space = make(graph, sqrt_d, m)?;
+    let (alpha, beta) = lanczos(space.as_mut(), &start, m)?;
     let steps = alpha.len();
     if steps < dim {
-        return None;
+        return Ok(None);
     }
     let t = Mat::from_fn(steps, steps, |i, j| {
         if i == j {
@@ -256,26 +281,124 @@ fn eigen_layout(graph: &CsrMatrix<f32>, dim: usize) -> Option<Vec<f64>> {
             0.0
         }
     });
-    let evd = t.self_adjoint_eigen(faer::Side::Lower).ok()?;
+    let Ok(evd) = t.self_adjoint_eigen(faer::Side::Lower) else {
+        return Ok(None);
+    };
     // Ascending eigenvalues: the last `dim` are the largest.
-    let s = evd.U();
-    // The Ritz vectors, a block of rows at a time so each Lanczos vector is read in order.
-    let mut out = vec![0.0f64; n * dim];
-    out.par_chunks_mut(ROWS * dim)
-        .enumerate()
-        .for_each(|(c, block)| {
-            let r0 = c * ROWS;
-            for j in 0..steps {
-                let qj = &q.col(j)[r0..r0 + block.len() / dim];
-                for d in 0..dim {
-                    let coeff = s[(j, steps - 1 - d)];
-                    for (row, &qi) in block.chunks_mut(dim).zip(qj) {
-                        row[d] += qi * coeff;
+    let u = evd.U();
+    let coef: Vec<f64> = (0..steps)
+        .flat_map(|j| (0..dim).map(move |d| u[(j, steps - 1 - d)]))
+        .collect();
+    space.ritz(&coef, steps, dim).map(Some)
+}
+
+/// Where the Lanczos vectors `q_j` and the work vector `w` live, and the operations on them:
+/// the host ([`host_space`]) or a GPU (`super::gpu`), each sum in the same order, so both give
+/// the same bits. `M = D^-1/2 A D^-1/2`; the trivial eigenvector `sqrt(d) / |sqrt(d)|` is kept
+/// apart and projected out with the others.
+pub(crate) trait Space {
+    /// `q_len = v * scale`.
+    fn push(&mut self, v: &[f64], scale: f64) -> Result<()>;
+    /// `w = M q_j`.
+    fn apply(&mut self, j: usize) -> Result<()>;
+    /// `w . q_j`.
+    fn dot_w(&mut self, j: usize) -> Result<f64>;
+    /// `|w|`.
+    fn norm_w(&mut self) -> Result<f64>;
+    /// `w` less its projections on the trivial vector, then on `q_0 ..` (classical
+    /// Gram-Schmidt: [`project_out`]).
+    fn orthogonalize_w(&mut self) -> Result<()>;
+    /// `q_len = w * scale`.
+    fn push_w(&mut self, scale: f64) -> Result<()>;
+    /// Row-major `n x dim`: `out[r][d] = sum_j q_j[r] coef[j dim + d]`, summed from `j = 0` up.
+    fn ritz(&self, coef: &[f64], steps: usize, dim: usize) -> Result<Vec<f64>>;
+}
+
+/// The host's space: the reference the GPU's equals.
+pub(crate) fn host_space<'a>(
+    graph: &CsrMatrix<f32>,
+    sqrt_d: Vec<f64>,
+    _m: usize,
+) -> Result<Box<dyn Space + 'a>> {
+    let n = graph.n_rows;
+    let mut trivial = Basis::new(n);
+    trivial.push_scaled(&sqrt_d, 1.0 / dot(&sqrt_d, &sqrt_d).sqrt());
+    Ok(Box::new(HostSpace {
+        graph: graph.clone(),
+        sqrt_d,
+        trivial,
+        q: Basis::new(n),
+        w: vec![0.0; n],
+    }))
+}
+
+struct HostSpace {
+    graph: CsrMatrix<f32>,
+    sqrt_d: Vec<f64>,
+    trivial: Basis,
+    q: Basis,
+    w: Vec<f64>,
+}
+
+impl Space for HostSpace {
+    fn push(&mut self, v: &[f64], scale: f64) -> Result<()> {
+        self.q.push_scaled(v, scale);
+        Ok(())
+    }
+
+    fn apply(&mut self, j: usize) -> Result<()> {
+        let (graph, sqrt_d, x) = (&self.graph, &self.sqrt_d, self.q.col(j));
+        self.w.par_iter_mut().enumerate().for_each(|(v, yv)| {
+            let (idx, w) = graph.row(v);
+            let s: f64 = idx
+                .iter()
+                .zip(w)
+                .map(|(&u, &w)| w as f64 * x[u as usize] / sqrt_d[u as usize])
+                .sum();
+            *yv = s / sqrt_d[v];
+        });
+        Ok(())
+    }
+
+    fn dot_w(&mut self, j: usize) -> Result<f64> {
+        Ok(dot(&self.w, self.q.col(j)))
+    }
+
+    fn norm_w(&mut self) -> Result<f64> {
+        Ok(dot(&self.w, &self.w).sqrt())
+    }
+
+    fn orthogonalize_w(&mut self) -> Result<()> {
+        project_out(&mut self.w, &self.trivial);
+        project_out(&mut self.w, &self.q);
+        Ok(())
+    }
+
+    fn push_w(&mut self, scale: f64) -> Result<()> {
+        self.q.push_scaled(&self.w, scale);
+        Ok(())
+    }
+
+    fn ritz(&self, coef: &[f64], steps: usize, dim: usize) -> Result<Vec<f64>> {
+        let n = self.w.len();
+        // A block of rows at a time, so each Lanczos vector is read in order.
+        let mut out = vec![0.0f64; n * dim];
+        out.par_chunks_mut(ROWS * dim)
+            .enumerate()
+            .for_each(|(c, block)| {
+                let r0 = c * ROWS;
+                for j in 0..steps {
+                    let qj = &self.q.col(j)[r0..r0 + block.len() / dim];
+                    for d in 0..dim {
+                        let cj = coef[j * dim + d];
+                        for (row, &qi) in block.chunks_mut(dim).zip(qj) {
+                            row[d] += qi * cj;
+                        }
                     }
                 }
-            }
-        });
-    Some(out)
+            });
+        Ok(out)
+    }
 }
 
 /// Vectors of one length `n`, stored one after the other (column-major).
@@ -305,8 +428,9 @@ impl Basis {
     }
 }
 
-/// Rows per block of the projections: fixed, so the sums do not depend on the thread count.
-const ROWS: usize = 1 << 14;
+/// Rows per block of the projections and dot products: fixed, so the sums do not depend on the
+/// thread count (nor on the device: the GPU sums the same blocks in the same order).
+pub(crate) const ROWS: usize = 1 << 14;
 
 /// `x` less its projections on the orthonormal vectors of `q` (classical Gram-Schmidt), each
 /// block of rows reading every vector once.
@@ -336,45 +460,36 @@ fn project_out(x: &mut [f64], q: &Basis) {
     });
 }
 
-/// `m` steps of Lanczos on the symmetric operator `apply`, every new vector orthogonalized
-/// against `deflate` and all the earlier ones, a second time when the first lost most of its
-/// norm (Kahan and Parlett's "twice is enough"). Returns the basis and the tridiagonal (`alpha`
-/// its diagonal, `beta` its off-diagonal); stops early on an invariant subspace.
-fn lanczos(
-    apply: impl Fn(&[f64], &mut [f64]),
-    start: Vec<f64>,
-    deflate: &Basis,
-    m: usize,
-) -> (Basis, Vec<f64>, Vec<f64>) {
-    let n = start.len();
-    let mut q = Basis::new(n);
-    q.push_scaled(&start, 1.0 / dot(&start, &start).sqrt());
+/// `m` steps of Lanczos on `M` in `s` from `start`, every new vector orthogonalized against the
+/// trivial one and all the earlier ones, a second time when the first lost most of its norm
+/// (Kahan and Parlett's "twice is enough"). Returns the tridiagonal (`alpha` its diagonal,
+/// `beta` its off-diagonal); stops early on an invariant subspace.
+fn lanczos(s: &mut dyn Space, start: &[f64], m: usize) -> Result<(Vec<f64>, Vec<f64>)> {
+    s.push(start, 1.0 / dot(start, start).sqrt())?;
     let (mut alpha, mut beta) = (Vec::with_capacity(m), Vec::with_capacity(m));
-    let mut w = vec![0.0f64; n];
     for j in 0..m {
-        apply(q.col(j), &mut w);
-        alpha.push(dot(&w, q.col(j)));
-        let before = dot(&w, &w).sqrt();
-        project_out(&mut w, deflate);
-        project_out(&mut w, &q);
-        let mut b = dot(&w, &w).sqrt();
+        s.apply(j)?;
+        alpha.push(s.dot_w(j)?);
+        let before = s.norm_w()?;
+        s.orthogonalize_w()?;
+        let mut b = s.norm_w()?;
         if b < std::f64::consts::FRAC_1_SQRT_2 * before {
-            project_out(&mut w, deflate);
-            project_out(&mut w, &q);
-            b = dot(&w, &w).sqrt();
+            s.orthogonalize_w()?;
+            b = s.norm_w()?;
         }
         if j + 1 == m || b < 1e-10 {
             break;
         }
         beta.push(b);
-        q.push_scaled(&w, 1.0 / b);
+        s.push_w(1.0 / b)?;
     }
-    (q, alpha, beta)
+    Ok((alpha, beta))
 }
 
-fn dot(a: &[f64], b: &[f64]) -> f64 {
-    a.par_chunks(1 << 14)
-        .zip(b.par_chunks(1 << 14))
+/// `a . b`, summed in blocks of [`ROWS`] and the blocks' sums in order.
+pub(crate) fn dot(a: &[f64], b: &[f64]) -> f64 {
+    a.par_chunks(ROWS)
+        .zip(b.par_chunks(ROWS))
         .map(|(a, b)| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>())
         .collect::<Vec<f64>>()
         .iter()

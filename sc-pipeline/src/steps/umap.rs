@@ -2,8 +2,8 @@
 //!
 //! Reads `obsp['connectivities']`; writes `obsm['X_umap']` (float32, cells x components) and
 //! `uns['umap']` with scanpy's keys (`params`: `a`, `b`, and `random_state` when not 0). On a GPU
-//! when the run has one (the epochs; the spectral start on the host), else on the CPU: the same
-//! layout bit for bit on both (`sc_kernels::umap`).
+//! when the run has one (the epochs, and the spectral start's Lanczos vectors from 50,000 cells
+//! on), else on the CPU: the same layout bit for bit on both (`sc_kernels::umap`).
 
 use super::kernel_error;
 use crate::anndata::{ArrayData, DenseArray, Value};
@@ -23,7 +23,7 @@ pub(crate) const ROW: Step = Step {
         let params = env.config.umap.expect("the row runs only with umap");
         let layout = umap_on(a, &params, env.gpus.first().map(|g| g.as_ref()))?;
         Ok(format!(
-            "start: {} ({:.2} s, host); {} epochs on the {} ({:.2} s)",
+            "start: {} ({:.2} s); {} epochs on the {} ({:.2} s)",
             layout.init,
             layout.start_seconds,
             layout.n_epochs,
@@ -38,13 +38,17 @@ pub(crate) const ROW: Step = Step {
 };
 
 /// The GPU's epochs hold the graph (at most `2 k` edges a cell once symmetrized), each edge's
-/// column (4 bytes) and four f64 schedule entries, the row offsets, and two layouts.
+/// column (4 bytes) and four f64 schedule entries, the row offsets, and two layouts; before
+/// them the spectral start holds the graph (8 bytes an edge), its Lanczos basis (101 vectors of
+/// f64 per cell) and a few vectors more.
 fn device_bytes(s: &Sizes, config: &PipelineConfig) -> StepBytes {
     let (n, k) = (s.n_obs as u64, config.n_neighbors.unwrap_or(15) as u64);
     let dim = config.umap.map_or(2, |u| u.n_components) as u64;
+    let epochs = 2 * k * n * (4 + 4 * 8) + (n + 1) * 8 + 2 * n * dim * 4;
+    let start = 2 * k * n * 8 + (n + 1) * 8 + (101 + 4 + dim) * n * 8;
     StepBytes {
         kept: 0,
-        transient: 2 * k * n * (4 + 4 * 8) + (n + 1) * 8 + 2 * n * dim * 4,
+        transient: epochs.max(start),
     }
 }
 
