@@ -693,6 +693,8 @@ fn umap_equals_the_cpu_bit_for_bit() {
         (pbmc, None),
         (clustered_points(11, 3000, 20), None),
         (clustered_points(12, 30_000, 30), Some(30)),
+        // Past 50,000 cells the spectral start's Lanczos vectors live on the GPU.
+        (clustered_points(13, 60_000, 20), Some(5)),
     ] {
         let graph = sc_kernels::neighbors::neighbors(&x, &params)
             .unwrap()
@@ -899,7 +901,9 @@ fn leiden_gpu_equals_its_cpu_twin_bit_for_bit() {
         return;
     };
     let ctx = context(&d);
-    use sc_kernels::leiden::{leiden_gpu, leiden_gpu_with, leiden_parallel, LeidenParams};
+    use sc_kernels::leiden::{
+        leiden_gpu, leiden_gpu_with, leiden_parallel, leiden_parallel_with, LeidenParams,
+    };
     let knn = |x: &sc_kernels::DenseMatrix<f32>| {
         sc_kernels::neighbors::neighbors(x, &Default::default())
             .unwrap()
@@ -925,7 +929,7 @@ fn leiden_gpu_equals_its_cpu_twin_bit_for_bit() {
                 random_state: seed,
                 ..Default::default()
             };
-            let cpu = leiden_parallel(g, &p).unwrap();
+            let cpu = leiden_parallel_with(g, &p, 0).unwrap();
             let all_device = leiden_gpu_with(&ctx, g, &p, 0).unwrap();
             let differ = cpu
                 .membership
@@ -949,7 +953,7 @@ fn leiden_gpu_equals_its_cpu_twin_bit_for_bit() {
                 "{name}: rerun"
             );
             assert_eq!(
-                cpu,
+                leiden_parallel(g, &p).unwrap(),
                 leiden_gpu(&ctx, g, &p).unwrap(),
                 "{name}: default hand-over"
             );
@@ -961,7 +965,7 @@ fn leiden_gpu_equals_its_cpu_twin_bit_for_bit() {
     };
     let g = &graphs[2].1;
     assert_eq!(
-        leiden_parallel(g, &until_stable).unwrap(),
+        leiden_parallel_with(g, &until_stable, 0).unwrap(),
         leiden_gpu_with(&ctx, g, &until_stable, 0).unwrap()
     );
     let empty = CsrMatrix::<f32>::zeros(5, 5);
@@ -976,4 +980,31 @@ fn leiden_gpu_equals_its_cpu_twin_bit_for_bit() {
         ..Default::default()
     };
     assert!(leiden_gpu(&ctx, g, &bad).is_err());
+}
+
+/// Not a test: the GPU Leiden's modularity and time on the graph of an h5ad (`LEIDEN_FILE`) for
+/// several hand-over points to the sequential finish (a tuning aid; `--ignored`).
+#[test]
+#[ignore]
+fn leiden_hand_over_on_a_file() {
+    let Some(d) = gpu_or_skip("gpu leiden hand-over") else {
+        return;
+    };
+    let ctx = context(&d);
+    let Ok(path) = std::env::var("LEIDEN_FILE") else {
+        return;
+    };
+    let a = sc_pipeline::io::read_h5ad(&path).unwrap();
+    let g = a.obsp.get("connectivities").unwrap();
+    let p = sc_kernels::leiden::LeidenParams::default();
+    for host_below in [0usize, 200_000, 1_000_000, 4_000_000, 16_000_000] {
+        let t = std::time::Instant::now();
+        let r = sc_kernels::leiden::leiden_gpu_with(&ctx, g, &p, host_below).unwrap();
+        eprintln!(
+            "host below {host_below}: modularity {:.5}, {} clusters, {:.2} s",
+            r.quality,
+            r.n_communities,
+            t.elapsed().as_secs_f64()
+        );
+    }
 }

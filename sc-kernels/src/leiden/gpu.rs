@@ -7,9 +7,10 @@
 //! refinement (per round the refined totals, the movers, their choices), renumbering (the shared
 //! exclusive scan) and aggregation (coarse rows' tables filled with integer atomics, counted,
 //! scanned and compacted). Each round reads back one counter (moves or movers) to decide whether
-//! to go on. Once a level has at most [`HOST_BELOW`] stored edges, the level is downloaded and the
-//! iteration finishes on the host with the twin's own functions (the same algorithm: a few
-//! hundred small launches would cost more than the work).
+//! to go on. Once an aggregate level has at most [`HOST_BELOW`] stored edges, the level is
+//! downloaded and the iteration finishes on the host, as the twin does, with the sequential
+//! algorithm (better partitions of the small coarse graphs; see
+//! [`super::parallel::finish_sequential`]).
 
 use super::parallel::{
     self, finish, fixed_exponent, level0, quiet_moves, stream, Consts, Level, MAX_MOVE_ROUNDS,
@@ -29,8 +30,10 @@ pub(crate) const SRC: KernelSource = KernelSource {
     source: include_str!("leiden.cu"),
 };
 
-/// A level with at most this many stored edges is finished on the host.
-pub const HOST_BELOW: usize = 200_000;
+/// From the first aggregate level with at most this many stored edges on, an iteration is
+/// finished on the host by the sequential algorithm (see [`super::parallel::finish_sequential`]):
+/// on the 1M-cell demo 2 s of host time for 0.016 of modularity.
+pub const HOST_BELOW: usize = 16_000_000;
 
 /// [`super::leiden`]'s interface, the parallel algorithm on the GPU of `ctx`.
 pub fn leiden_gpu(
@@ -41,7 +44,7 @@ pub fn leiden_gpu(
     leiden_gpu_with(ctx, graph, params, HOST_BELOW)
 }
 
-/// [`leiden_gpu`] finishing each iteration on the host from the first level of at most
+/// [`leiden_gpu`] finishing each iteration on the host from the first aggregate level of at most
 /// `host_below` edges (0: every level on the device; the tests use it).
 pub fn leiden_gpu_with(
     ctx: &GpuContext,
@@ -59,7 +62,7 @@ pub fn leiden_gpu_with(
     let mut membership: Vec<u32> = (0..n as u32).collect();
     let mut iteration = 0u32;
     while params.n_iterations < 0 || (iteration as i32) < params.n_iterations {
-        let (m, changed) = iterate(ctx, &d0, &membership, &c, iteration, host_below)?;
+        let (m, changed) = iterate(ctx, &d0, &membership, &c, params, iteration, host_below)?;
         membership = m;
         iteration += 1;
         if !changed && params.n_iterations < 0 {
@@ -166,6 +169,7 @@ fn iterate(
     d0: &DeviceLevel,
     membership: &[u32],
     c: &Consts,
+    params: &LeidenParams,
     iteration: u32,
     host_below: usize,
 ) -> Result<(Vec<u32>, bool)> {
@@ -179,12 +183,13 @@ fn iterate(
     let mut level = 0u32;
     loop {
         let g = owned.as_ref().unwrap_or(d0);
-        if g.nnz <= host_below {
+        if level > 0 && g.nnz <= host_below {
             let host = g.download(ctx)?;
             let part_h = download(ctx, &part, g.n)?;
             let node_of_h = download(ctx, &node_of, n0)?;
-            let (m, moved) =
-                parallel::finish_iteration(host, part_h, &node_of_h, c, iteration, level);
+            let (m, moved) = parallel::finish_iteration(
+                host, part_h, &node_of_h, c, params, iteration, level, host_below,
+            );
             return Ok((m, changed | moved));
         }
         changed |= local_move(ctx, g, &part, c, iteration, level)?;

@@ -32,7 +32,7 @@ mod gpu;
 pub mod parallel;
 
 pub use gpu::{leiden_gpu, leiden_gpu_with, HOST_BELOW};
-pub use parallel::leiden_parallel;
+pub use parallel::{leiden_parallel, leiden_parallel_with};
 
 /// The CUDA module of [`leiden_gpu`] (what the warm-up compiles).
 pub const KERNELS: crate::gpu::module_cache::KernelSource = gpu::SRC;

@@ -603,19 +603,28 @@ pub fn one_level(
 
 /// Continues iteration `iteration` from `level` (graph `g`, partition `part`), `node_of` the
 /// level's node of each original node; returns each original node's community and whether a
-/// node moved.
+/// node moved. From the first aggregate level (not the first level: that is the one the GPU is
+/// for) of at most `host_below` stored edges on, the iteration finishes with the sequential
+/// algorithm ([`finish_sequential`]).
+#[allow(clippy::too_many_arguments)]
 pub fn finish_iteration(
     g: Level,
     mut part: Vec<u32>,
     node_of: &[u32],
     c: &Consts,
+    params: &LeidenParams,
     iteration: u32,
     mut level: u32,
+    host_below: usize,
 ) -> (Vec<u32>, bool) {
     let mut g = g;
     let mut node_of = node_of.to_vec();
     let mut changed = false;
     loop {
+        if level > 0 && g.nnz() <= host_below {
+            let (m, moved) = finish_sequential(&g, part, &node_of, c, params, iteration);
+            return (m, changed | moved);
+        }
         let (moved, next) = one_level(&g, &mut part, c, iteration, level);
         changed |= moved;
         let Some(next) = next else { break };
@@ -629,9 +638,59 @@ pub fn finish_iteration(
     (node_of.iter().map(|&a| part[a as usize]).collect(), changed)
 }
 
+/// Finishes an iteration on a small level with the sequential algorithm (its queue of moves
+/// with exact totals after each one): on aggregate nodes, synchronous moves judged on the
+/// round's stale totals merge communities that one-at-a-time moves keep apart. On the 1M-cell
+/// demo's graph (27 M edges), the parallel algorithm on every level reached a modularity of
+/// 0.8835, sequential from the aggregates of at most 0.2 M / 4 M / 16 M edges 0.8890 / 0.8920 /
+/// 0.8995 (the sequential algorithm throughout: 0.9034). One thread, its own counter-based
+/// generator: the same result on every run.
+pub fn finish_sequential(
+    g: &Level,
+    mut part: Vec<u32>,
+    node_of: &[u32],
+    c: &Consts,
+    params: &LeidenParams,
+    iteration: u32,
+) -> (Vec<u32>, bool) {
+    let n = g.n();
+    let mut indptr = Vec::with_capacity(n + 1);
+    indptr.push(0usize);
+    let (mut indices, mut weights) = (Vec::with_capacity(g.nnz()), Vec::with_capacity(g.nnz()));
+    let mut self_loops = Vec::with_capacity(n);
+    for v in 0..n {
+        let (idx, w) = g.row(v);
+        let mut outside = 0u64;
+        for (&u, &w) in idx.iter().zip(w) {
+            if u as usize != v && w > 0 {
+                indices.push(u);
+                weights.push(w as f64 * c.unit);
+                outside += w;
+            }
+        }
+        // The strength less the edges to others: the node's inner weight, its loop.
+        self_loops.push((g.strength[v] - outside) as f64 * c.unit);
+        indptr.push(indices.len());
+    }
+    let graph = super::Graph::with_edges(indptr, indices, weights, self_loops);
+    let mut rng = crate::random::SplitMix64::new(hash3(c.seed, 0x5e9_0e47, iteration as u64));
+    let changed = super::one_iteration(&graph, &mut part, params, &mut rng);
+    (node_of.iter().map(|&a| part[a as usize]).collect(), changed)
+}
+
 /// The parallel algorithm on the CPU: the same partition, bit for bit, as
 /// the GPU.
 pub fn leiden_parallel(graph: &CsrMatrix<f32>, params: &LeidenParams) -> Result<Partition> {
+    leiden_parallel_with(graph, params, super::gpu::HOST_BELOW)
+}
+
+/// [`leiden_parallel`] finishing each iteration sequentially from the first level of at most
+/// `host_below` stored edges (0: parallel on every level), as [`super::leiden_gpu_with`].
+pub fn leiden_parallel_with(
+    graph: &CsrMatrix<f32>,
+    params: &LeidenParams,
+    host_below: usize,
+) -> Result<Partition> {
     check_params(params)?;
     crate::graph::check_graph(graph, "leiden")?;
     let e = fixed_exponent(graph);
@@ -642,7 +701,16 @@ pub fn leiden_parallel(graph: &CsrMatrix<f32>, params: &LeidenParams) -> Result<
     let identity: Vec<u32> = (0..n as u32).collect();
     let mut iteration = 0u32;
     while params.n_iterations < 0 || (iteration as i32) < params.n_iterations {
-        let (m, changed) = finish_iteration(g0.clone(), membership, &identity, &c, iteration, 0);
+        let (m, changed) = finish_iteration(
+            g0.clone(),
+            membership,
+            &identity,
+            &c,
+            params,
+            iteration,
+            0,
+            host_below,
+        );
         membership = m;
         iteration += 1;
         if !changed && params.n_iterations < 0 {
