@@ -1,7 +1,8 @@
 //! The steps after neighbors (umap, leiden, rank_genes_groups) on a file `scpipe run` wrote
 //! (its graph, `.raw` and leiden labels), each timed `--repeat` times in this process on the CPU
-//! (`--threads`, default all cores) and, with `--gpu`, umap on GPU 0 (its kernels compiled
-//! before the timing). Prints one JSON line a measurement; `scanpy_graph_steps.py` times scanpy
+//! (`--threads`, default all cores) and, with `--gpu`, each also on GPU 0 (their kernels compiled
+//! before the timing; the markers' `.raw` copied to the GPU inside the timing, as in a run
+//! whose writer holds `.raw` on the host). Prints one JSON line a measurement; `scanpy_graph_steps.py` times scanpy
 //! on the same file.
 //!
 //! `cargo bench -p benches --bench graph_steps -- FILE.h5ad [--threads N] [--gpu] [--repeat R]`
@@ -46,7 +47,12 @@ fn main() {
     };
     let gpu = args.iter().any(|x| x == "--gpu").then(|| {
         let (run, _) = GpuRun::set_up(0, &DeviceOptions::default()).unwrap();
-        run.ctx.load_kernels(sc_kernels::umap::KERNELS).unwrap();
+        for k in [sc_kernels::umap::KERNELS, sc_kernels::leiden::KERNELS]
+            .into_iter()
+            .chain(sc_kernels::rank_genes::KERNELS)
+        {
+            run.ctx.load_kernels(k).unwrap();
+        }
         run
     });
     for r in 0..repeat {
@@ -67,6 +73,18 @@ fn main() {
             t.elapsed().as_secs_f64(),
             format!("{} clusters", p.n_communities),
         );
+        if let Some(g) = &gpu {
+            let t = Instant::now();
+            let p = steps::leiden_on(&mut a, &Default::default(), "leiden_gpu", Some(&g.ctx));
+            let p = p.unwrap();
+            report(
+                "leiden",
+                "gpu",
+                r,
+                t.elapsed().as_secs_f64(),
+                format!("{} clusters", p.n_communities),
+            );
+        }
         let m = MarkerOptions::default();
         let t = Instant::now();
         steps::rank_genes_groups(&mut a, "leiden", &m.params).unwrap();
@@ -77,5 +95,16 @@ fn main() {
             t.elapsed().as_secs_f64(),
             m.params.method.to_string(),
         );
+        if let Some(g) = &gpu {
+            let t = Instant::now();
+            steps::rank_genes_groups_on(&mut a, "leiden", &m.params, Some(&g.ctx)).unwrap();
+            report(
+                "rank_genes_groups",
+                "gpu",
+                r,
+                t.elapsed().as_secs_f64(),
+                m.params.method.to_string(),
+            );
+        }
     }
 }

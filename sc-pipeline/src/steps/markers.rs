@@ -112,7 +112,17 @@ pub fn rank_genes_groups(
     params: &RankGenesParams,
 ) -> Result<()> {
     let gpu = super::x_gpu(adata);
-    rank_genes_groups_in(adata, groupby, params, None, gpu.as_ref()).map(|_| ())
+    rank_genes_groups_on(adata, groupby, params, gpu.as_ref())
+}
+
+/// [`rank_genes_groups`] on `gpu` (none: the CPU).
+pub fn rank_genes_groups_on(
+    adata: &mut AnnData,
+    groupby: &str,
+    params: &RankGenesParams,
+    gpu: Option<&Arc<GpuContext>>,
+) -> Result<()> {
+    rank_genes_groups_in(adata, groupby, params, None, gpu).map(|_| ())
 }
 
 /// [`rank_genes_groups`] with `.raw` held apart from `adata` (while the run writes it), on

@@ -29,7 +29,7 @@ pub use harmony::{
 pub use hvg::{highly_variable_genes, highly_variable_mask};
 pub use leiden::{leiden, leiden_all, leiden_all_on, leiden_on};
 pub use log1p::log1p;
-pub use markers::rank_genes_groups;
+pub use markers::{rank_genes_groups, rank_genes_groups_on};
 pub use neighbors::{neighbors, neighbors_on};
 pub use normalize::normalize_total;
 pub use pca::{pca, pca_bytes};

@@ -8,6 +8,9 @@
 #    fresh process with the cache filled, as users run it), the step table and report kept;
 # 3. the graph steps' bench (benches/benches/graph_steps.rs) on the 100,000-cell output with 16
 #    and 2 threads (and umap on the GPU), then scanpy on the same file with 2 cores.
+# 4. gates: scpipe on the GPU on the real count datasets and a 20,000-cell demo (twice), then
+#    conformance/graph_steps.py's comparisons with scanpy on those files
+#    (scripts/device/tests/graph_steps_gpu_gates.py).
 # PARTS (default "tests scpipe bench") picks the parts, to split them across device calls;
 # TESTS the gpu_kernels filters, SCPIPE_ARGS more options for scpipe (e.g. --no-leiden), RUNS=cold
 # only the run with an empty kernel cache.
@@ -41,6 +44,19 @@ part scpipe && for cells in ${SIZES:-200000 1000000}; do
   done
   [ "$cells" = 100000 ] || rm -f "/dev/shm/graph_$cells.h5ad"
 done
+if part gates && [ -n "$SITE" ]; then
+  echo "== issue 28's gates on the GPU's output (scanpy on the same files)"
+  G=/dev/shm/gates; mkdir -p $G
+  for f in celltypist_sample_559x32786_counts scvi_pbmc5k_pbmc10k_400cells_2batches_counts; do
+    "$B/scpipe" run "$SCPIPE_DATA/$f.h5ad" -o "$G/$f.h5ad" --device gpu > "$R/gates_$f.log" 2>&1 || echo "FAILED $f"
+  done
+  for i in 1 2; do
+    "$B/scpipe" run --demo --demo-cells 20000 -o "$G/demo20k_$i.h5ad" --device gpu > "$R/gates_demo_$i.log" 2>&1 || echo "FAILED demo $i"
+  done
+  PYTHONPATH=$SITE timeout ${GATES_DEADLINE:-300} python3 scripts/device/tests/graph_steps_gpu_gates.py \
+    $G/celltypist_sample_559x32786_counts.h5ad $G/scvi_pbmc5k_pbmc10k_400cells_2batches_counts.h5ad \
+    $G/demo20k_1.h5ad --repeat $G/demo20k_1.h5ad $G/demo20k_2.h5ad 2>&1 | grep -vE "Warning|warn" | tee "$R/gates.txt" | tail -40
+fi
 part bench || exit 0
 F=/dev/shm/graph_100000.h5ad
 if [ ! -f "$F" ]; then
