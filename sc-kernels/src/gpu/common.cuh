@@ -67,3 +67,38 @@ __device__ u64 block_inclusive_scan(u64 v, u64* warp_tot, u64* total) {
     __syncthreads();
     return v;
 }
+
+// random.rs `mix64` (SplitMix64's finalizer) and `hash3`: counter-based random numbers, the same
+// on the host and the device.
+__device__ __forceinline__ u64 mix64(u64 z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+__device__ __forceinline__ u64 hash3(u64 seed, u64 stream, u64 i) {
+    return mix64(mix64(seed ^ mix64(stream + 0x9e3779b97f4a7c15ull)) + i);
+}
+
+// fastmath.rs `ln_pos`, operation for operation and unfused (the `_rn` intrinsics), so the
+// result has the CPU's bits.
+__device__ __forceinline__ double ln_pos(double y) {
+    u64 bits = (u64)__double_as_longlong(y);
+    double e = __dsub_rn(__longlong_as_double((long long)(0x4330000000000000ull | ((bits >> 52) & 0x7ff))),
+                         4503599627370496.0 + 1023.0);
+    double m = __longlong_as_double((long long)((bits & ((1ull << 52) - 1)) | (1023ull << 52)));
+    bool big = m > 1.4142135623730951;
+    m = big ? __dmul_rn(m, 0.5) : m;
+    e = __dadd_rn(e, big ? 1.0 : 0.0);
+    double s = __ddiv_rn(__dsub_rn(m, 1.0), __dadd_rn(m, 1.0));
+    double s2 = __dmul_rn(s, s);
+    double p = __dadd_rn(1.0 / 15.0, __dmul_rn(s2, 1.0 / 17.0));
+    p = __dadd_rn(1.0 / 13.0, __dmul_rn(s2, p));
+    p = __dadd_rn(1.0 / 11.0, __dmul_rn(s2, p));
+    p = __dadd_rn(1.0 / 9.0, __dmul_rn(s2, p));
+    p = __dadd_rn(1.0 / 7.0, __dmul_rn(s2, p));
+    p = __dadd_rn(1.0 / 5.0, __dmul_rn(s2, p));
+    p = __dadd_rn(1.0 / 3.0, __dmul_rn(s2, p));
+    p = __dadd_rn(1.0, __dmul_rn(s2, p));
+    return __dadd_rn(__dmul_rn(e, 0.6931471805599453), __dmul_rn(__dmul_rn(2.0, s), p));
+}

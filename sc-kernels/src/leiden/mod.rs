@@ -660,7 +660,7 @@ mod timing {
 
     /// `LEIDEN_TIMING=cells cargo test --release -p sc-kernels --lib leiden::timing -- --ignored
     /// --nocapture`: a kNN-like graph of planted groups (15 neighbours a cell, 85% inside its
-    /// group of 50,000), timed.
+    /// group of 50,000), timed with the sequential algorithm and the parallel twin.
     #[test]
     #[ignore = "timing"]
     fn planted_groups() {
@@ -669,14 +669,20 @@ mod timing {
             .and_then(|v| v.parse().ok())
             .unwrap_or(1_000_000);
         let g = crate::graph::tests::planted(n, 50_000, 0.85, 5);
-        let t = std::time::Instant::now();
-        let p = leiden(&g, &LeidenParams::default()).unwrap();
-        eprintln!(
-            "{n} nodes, {} edges: {:.2} s, {} communities, modularity {:.4}",
-            g.nnz(),
-            t.elapsed().as_secs_f64(),
-            p.n_communities,
-            p.quality
-        );
+        type Algorithm = fn(&CsrMatrix<f32>, &LeidenParams) -> Result<Partition>;
+        for (name, algorithm) in [
+            ("sequential", leiden as Algorithm),
+            ("parallel twin", leiden_parallel as Algorithm),
+        ] {
+            let t = std::time::Instant::now();
+            let p = algorithm(&g, &LeidenParams::default()).unwrap();
+            eprintln!(
+                "{name}: {n} nodes, {} edges: {:.2} s, {} communities, modularity {:.4}",
+                g.nnz(),
+                t.elapsed().as_secs_f64(),
+                p.n_communities,
+                p.quality
+            );
+        }
     }
 }

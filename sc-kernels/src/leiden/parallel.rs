@@ -658,15 +658,24 @@ pub fn finish_sequential(
     indptr.push(0usize);
     let (mut indices, mut weights) = (Vec::with_capacity(g.nnz()), Vec::with_capacity(g.nnz()));
     let mut self_loops = Vec::with_capacity(n);
+    // Each row in neighbour order: the sequential algorithm breaks ties by the order it meets
+    // communities, and the GPU's aggregates list their rows' entries in hash-table order.
+    let mut row: Vec<(u32, u64)> = Vec::new();
     for v in 0..n {
         let (idx, w) = g.row(v);
+        row.clear();
+        row.extend(
+            idx.iter()
+                .zip(w)
+                .filter(|&(&u, &w)| u as usize != v && w > 0)
+                .map(|(&u, &w)| (u, w)),
+        );
+        row.sort_unstable();
         let mut outside = 0u64;
-        for (&u, &w) in idx.iter().zip(w) {
-            if u as usize != v && w > 0 {
-                indices.push(u);
-                weights.push(w as f64 * c.unit);
-                outside += w;
-            }
+        for &(u, w) in &row {
+            indices.push(u);
+            weights.push(w as f64 * c.unit);
+            outside += w;
         }
         // The strength less the edges to others: the node's inner weight, its loop.
         self_loops.push((g.strength[v] - outside) as f64 * c.unit);
@@ -899,31 +908,5 @@ pub(crate) mod tests {
         assert!(total < 1 << 62);
         assert_eq!(l.strength[2], to_fixed(1.0, 2f64.powi(e)));
         assert_eq!(renumber_by_id(&mut [7, 3, 7, 9], 10), 3);
-    }
-}
-
-#[cfg(test)]
-mod timing {
-    use super::*;
-
-    /// `LEIDEN_TIMING=cells cargo test --release -p sc-kernels --lib leiden::parallel::timing --
-    /// --ignored --nocapture`: the parallel twin on the sequential timing's planted graph.
-    #[test]
-    #[ignore = "timing"]
-    fn planted_groups() {
-        let n: usize = std::env::var("LEIDEN_TIMING")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(1_000_000);
-        let g = crate::graph::tests::planted(n, 50_000, 0.85, 5);
-        let t = std::time::Instant::now();
-        let p = leiden_parallel(&g, &LeidenParams::default()).unwrap();
-        eprintln!(
-            "{n} nodes, {} edges: {:.2} s, {} communities, modularity {:.4}",
-            g.nnz(),
-            t.elapsed().as_secs_f64(),
-            p.n_communities,
-            p.quality
-        );
     }
 }

@@ -20,11 +20,6 @@
 #define C_DRAW0 16ull
 #define MAX_DRAWS_PER_GENE 64ull
 
-__device__ __forceinline__ u64 mix64(u64 z) {
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 __device__ __forceinline__ u64 cell_key(u64 seed, u64 cell) {
     return mix64(seed ^ mix64((cell + 1ull) * GOLDEN));
 }
