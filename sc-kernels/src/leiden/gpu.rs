@@ -7,10 +7,10 @@
 //! refinement (per round the refined totals, the movers, their choices), renumbering (the shared
 //! exclusive scan) and aggregation (coarse rows' tables filled with integer atomics, counted,
 //! scanned and compacted). Each round reads back one counter (moves or movers) to decide whether
-//! to go on. Once an aggregate level has at most [`HOST_BELOW`] stored edges, the level is
-//! downloaded and the iteration finishes on the host, as the twin does, with the sequential
-//! algorithm (better partitions of the small coarse graphs; see
-//! [`super::parallel::finish_sequential`]).
+//! to go on. Once an aggregate level has at most [`HOST_BELOW`] stored edges (a first level, a
+//! sixteenth of that), the level is downloaded and the iteration finishes on the host, as the
+//! twin does, with the sequential algorithm (better partitions of small graphs; see
+//! [`super::parallel::hands_over`]).
 
 use super::parallel::{
     self, finish, fixed_exponent, level0, quiet_moves, stream, Consts, Level, MAX_MOVE_ROUNDS,
@@ -183,7 +183,7 @@ fn iterate(
     let mut level = 0u32;
     loop {
         let g = owned.as_ref().unwrap_or(d0);
-        if level > 0 && g.nnz <= host_below {
+        if parallel::hands_over(level, g.nnz, host_below) {
             let host = g.download(ctx)?;
             let part_h = download(ctx, &part, g.n)?;
             let node_of_h = download(ctx, &node_of, n0)?;
