@@ -818,7 +818,10 @@ fn rank_genes_groups_equals_the_cpu() {
                 assert_eq!(c.genes, g.genes, "{method}, {} cells", x.n_rows);
                 let close = |a: f64, b: f64| (a - b).abs() <= 1e-6 * a.abs().max(1.0) || a == b;
                 for k in 0..c.genes.len() {
-                    assert!(close(c.scores[k] as f64, g.scores[k] as f64), "{method} score");
+                    assert!(
+                        close(c.scores[k] as f64, g.scores[k] as f64),
+                        "{method} score"
+                    );
                     assert!(close(c.pvals[k], g.pvals[k]), "{method} p-value");
                     let (a, b) = (c.logfoldchanges[k] as f64, g.logfoldchanges[k] as f64);
                     assert!(close(a, b) || (a.is_nan() && b.is_nan()), "{method} lfc");
@@ -837,8 +840,12 @@ fn rank_genes_groups_equals_the_cpu() {
     let dx = DeviceCsr::upload(&ctx, &bad).unwrap();
     let groups: Vec<u32> = (0..50).map(|i| i % 2).collect();
     let p = RankGenesParams::default();
-    let gpu = rank_genes_groups_gpu(&ctx, &dx, &groups, 2, &p).unwrap_err().to_string();
-    let cpu = rank_genes_groups(&bad, &groups, 2, &p).unwrap_err().to_string();
+    let gpu = rank_genes_groups_gpu(&ctx, &dx, &groups, 2, &p)
+        .unwrap_err()
+        .to_string();
+    let cpu = rank_genes_groups(&bad, &groups, 2, &p)
+        .unwrap_err()
+        .to_string();
     assert_eq!(gpu, cpu);
     assert!(gpu.contains("NaN"), "{gpu}");
 }

@@ -66,7 +66,11 @@ pub fn sort_keys(
     let mut shift = lo;
     while shift < hi {
         let mut l = ctx.launcher(&histogram);
-        l.arg(&from).arg(&n64).arg(&shift).arg(&tiles64).arg(&counts);
+        l.arg(&from)
+            .arg(&n64)
+            .arg(&shift)
+            .arg(&tiles64)
+            .arg(&counts);
         ctx.launch(l, grid, "radix_histogram")?;
         let (offsets, _) = exclusive_scan(ctx, &counts)?;
         let mut l = ctx.launcher(&scatter);

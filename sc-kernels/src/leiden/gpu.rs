@@ -52,6 +52,10 @@ pub fn leiden_gpu_with(
     params: &LeidenParams,
     host_below: usize,
 ) -> Result<Partition> {
+    if parallel::hands_over(0, graph.nnz(), host_below) {
+        // A small graph: the sequential algorithm, the CPU's own result.
+        return super::leiden(graph, params);
+    }
     check_params(params)?;
     crate::graph::check_graph(graph, "leiden")?;
     let e = fixed_exponent(graph);

@@ -79,7 +79,11 @@ impl MomentScales {
 
 /// The host twin of the GPU's moments: group-major sums of `x`'s non-zero values, cell `i` in
 /// group `groups[i]` (codes checked by the caller).
-pub fn fixed_point_moments(x: &CsrMatrix<f32>, groups: &[u32], n_groups: usize) -> Result<GroupMoments> {
+pub fn fixed_point_moments(
+    x: &CsrMatrix<f32>,
+    groups: &[u32],
+    n_groups: usize,
+) -> Result<GroupMoments> {
     let max_abs = x
         .data
         .iter()

@@ -40,7 +40,8 @@ pub fn rank_genes_groups_gpu(
     check_params(params, n_groups)?;
     let sizes = super::gene_columns::count_groups(groups, x.n_rows, n_groups)?;
     check_group_sizes(&sizes)?;
-    let (moments, ranks) = group_statistics_gpu(ctx, x, groups, n_groups, params.method, CHUNK_KEYS)?;
+    let (moments, ranks) =
+        group_statistics_gpu(ctx, x, groups, n_groups, params.method, CHUNK_KEYS)?;
     markers_from_stats(&moments, ranks.as_ref(), &sizes, params)
 }
 
@@ -123,7 +124,12 @@ fn describe(ctx: &GpuContext, x: &DeviceCsr, p: u64) -> Result<[u64; 3]> {
     let f = ctx.function(SRC, "rg_describe")?;
     let n = x.n_rows as u64;
     let mut l = ctx.launcher(&f);
-    l.arg(&x.indptr).arg(&x.indices).arg(&x.data).arg(&n).arg(&p).arg(&out);
+    l.arg(&x.indptr)
+        .arg(&x.indices)
+        .arg(&x.data)
+        .arg(&n)
+        .arg(&p)
+        .arg(&out);
     ctx.launch(l, grid_for(1), "rg_describe")?;
     let v = ctx.download(&out)?;
     Ok([v[0], v[1], v[2]])
@@ -138,7 +144,11 @@ fn moments(
 ) -> Result<GroupMoments> {
     let scales = MomentScales::new(scan.max_abs, x.n_rows)?;
     let len = (n_groups * x.n_cols).max(1);
-    let (sum, sq, nnz) = (ctx.zeros::<u64>(len)?, ctx.zeros::<u64>(len)?, ctx.zeros::<u64>(len)?);
+    let (sum, sq, nnz) = (
+        ctx.zeros::<u64>(len)?,
+        ctx.zeros::<u64>(len)?,
+        ctx.zeros::<u64>(len)?,
+    );
     let f = ctx.function(SRC, "rg_moments")?;
     let (n, g) = (x.n_rows as u64, x.n_cols as u64);
     let mut l = ctx.launcher(&f);
@@ -266,7 +276,8 @@ fn rank_sums(
             let at = g * n_genes + j;
             twice[at] += (size - moments.nnz[at]) * zero_twice_rank;
         }
-        let ties = (u128::from(hi[j]) << 64 | u128::from(lo[j])) + super::gene_stats::tie_term(zeros);
+        let ties =
+            (u128::from(hi[j]) << 64 | u128::from(lo[j])) + super::gene_stats::tie_term(zeros);
         tie_sum.push(ties as f64);
     }
     twice.truncate(n_groups * n_genes);
@@ -284,7 +295,10 @@ mod tests {
 
     #[test]
     fn chunks_hold_at_most_the_cap_unless_a_gene_is_larger() {
-        assert_eq!(gene_chunks(&[3, 3, 3, 10, 1], 6), vec![0..2, 2..3, 3..4, 4..5]);
+        assert_eq!(
+            gene_chunks(&[3, 3, 3, 10, 1], 6),
+            vec![0..2, 2..3, 3..4, 4..5]
+        );
         assert_eq!(gene_chunks(&[0, 0, 5], 6), vec![0..3]);
         assert_eq!(gene_chunks(&[], 6), Vec::<std::ops::Range<usize>>::new());
         assert_eq!(bits_for(1), 0);

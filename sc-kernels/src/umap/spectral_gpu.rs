@@ -73,8 +73,14 @@ impl GpuSpace<'_> {
         let nb = n_blocks as u64;
         let f = self.ctx.function(SRC, "spectral_block_dots")?;
         let mut l = self.ctx.launcher(&f);
-        l.arg(&q).arg(&k64).arg(&x).arg(&n).arg(&rows).arg(&self.partial);
-        self.ctx.launch(l, grid_for(k * n_blocks), "spectral_block_dots")?;
+        l.arg(&q)
+            .arg(&k64)
+            .arg(&x)
+            .arg(&n)
+            .arg(&rows)
+            .arg(&self.partial);
+        self.ctx
+            .launch(l, grid_for(k * n_blocks), "spectral_block_dots")?;
         let f = self.ctx.function(SRC, "spectral_block_sums")?;
         let mut l = self.ctx.launcher(&f);
         l.arg(&self.partial).arg(&k64).arg(&nb).arg(&self.coeffs);
@@ -91,7 +97,11 @@ impl GpuSpace<'_> {
         let (n, k64) = (self.n as u64, k as u64);
         let f = self.ctx.function(SRC, "spectral_subtract")?;
         let mut l = self.ctx.launcher(&f);
-        l.arg(&q).arg(&k64).arg(&self.coeffs).arg(&mut self.w).arg(&n);
+        l.arg(&q)
+            .arg(&k64)
+            .arg(&self.coeffs)
+            .arg(&mut self.w)
+            .arg(&n);
         self.ctx.launch(l, grid_for(self.n), "spectral_subtract")
     }
 
