@@ -13,10 +13,9 @@
 //! [`super::parallel::hands_over`]).
 
 use super::parallel::{
-    self, finish, fixed_exponent, level0, quiet_moves, stream, Consts, Level, MAX_MOVE_ROUNDS,
-    MAX_REFINE_ROUNDS, MOVE_STREAM,
+    self, quiet_moves, stream, Consts, Level, MAX_MOVE_ROUNDS, MAX_REFINE_ROUNDS, MOVE_STREAM,
 };
-use super::{check_params, LeidenParams, Partition};
+use super::{LeidenParams, Partition};
 use crate::csr::CsrMatrix;
 use crate::error::Result;
 use crate::gpu::module_cache::KernelSource;
@@ -52,28 +51,15 @@ pub fn leiden_gpu_with(
     params: &LeidenParams,
     host_below: usize,
 ) -> Result<Partition> {
-    if parallel::hands_over(0, graph.nnz(), host_below) {
-        // A small graph: the sequential algorithm, the CPU's own result.
-        return super::leiden(graph, params);
-    }
-    check_params(params)?;
-    crate::graph::check_graph(graph, "leiden")?;
-    let e = fixed_exponent(graph);
-    let g0 = level0(graph, e);
-    let c = Consts::new(&g0, params, e);
-    let d0 = DeviceLevel::upload(ctx, &g0)?;
-    let n = graph.n_rows;
-    let mut membership: Vec<u32> = (0..n as u32).collect();
-    let mut iteration = 0u32;
-    while params.n_iterations < 0 || (iteration as i32) < params.n_iterations {
-        let (m, changed) = iterate(ctx, &d0, &membership, &c, params, iteration, host_below)?;
-        membership = m;
-        iteration += 1;
-        if !changed && params.n_iterations < 0 {
-            break;
+    // The first level goes to the device once, on the first iteration.
+    let mut d0: Option<DeviceLevel> = None;
+    parallel::run_iterations(graph, params, host_below, |g0, c, membership, iteration| {
+        if d0.is_none() {
+            d0 = Some(DeviceLevel::upload(ctx, g0)?);
         }
-    }
-    Ok(finish(graph, membership, params.resolution))
+        let d0 = d0.as_ref().expect("uploaded above");
+        iterate(ctx, d0, &membership, c, params, iteration, host_below)
+    })
 }
 
 /// A level's graph on the device.

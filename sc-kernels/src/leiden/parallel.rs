@@ -714,6 +714,31 @@ pub fn leiden_parallel_with(
     params: &LeidenParams,
     host_below: usize,
 ) -> Result<Partition> {
+    let identity: Vec<u32> = (0..graph.n_rows as u32).collect();
+    run_iterations(graph, params, host_below, |g0, c, membership, iteration| {
+        Ok(finish_iteration(
+            g0.clone(),
+            membership,
+            &identity,
+            c,
+            params,
+            iteration,
+            0,
+            host_below,
+        ))
+    })
+}
+
+/// The frame the twin and the GPU share: a small graph to the sequential algorithm
+/// ([`hands_over`]); else the checks, the fixed-point first level, and `n_iterations`
+/// iterations (negative: until one changes nothing) of `iterate(level 0, constants,
+/// membership, iteration)`, which returns the new membership and whether a node moved.
+pub(crate) fn run_iterations(
+    graph: &CsrMatrix<f32>,
+    params: &LeidenParams,
+    host_below: usize,
+    mut iterate: impl FnMut(&Level, &Consts, Vec<u32>, u32) -> Result<(Vec<u32>, bool)>,
+) -> Result<Partition> {
     if hands_over(0, graph.nnz(), host_below) {
         // A small graph: the sequential algorithm, the CPU's own result.
         return super::leiden(graph, params);
@@ -723,21 +748,10 @@ pub fn leiden_parallel_with(
     let e = fixed_exponent(graph);
     let g0 = level0(graph, e);
     let c = Consts::new(&g0, params, e);
-    let n = graph.n_rows;
-    let mut membership: Vec<u32> = (0..n as u32).collect();
-    let identity: Vec<u32> = (0..n as u32).collect();
+    let mut membership: Vec<u32> = (0..graph.n_rows as u32).collect();
     let mut iteration = 0u32;
     while params.n_iterations < 0 || (iteration as i32) < params.n_iterations {
-        let (m, changed) = finish_iteration(
-            g0.clone(),
-            membership,
-            &identity,
-            &c,
-            params,
-            iteration,
-            0,
-            host_below,
-        );
+        let (m, changed) = iterate(&g0, &c, membership, iteration)?;
         membership = m;
         iteration += 1;
         if !changed && params.n_iterations < 0 {
