@@ -16,7 +16,6 @@
 //! `--cpu-knn` also times the CPU exact kNN (our CPU twin) on the same data; `--dump-data DIR`
 //! writes `DIR/points_N.f32` (raw little-endian, N x D) for the torch comparison script.
 
-use rand::{Rng, SeedableRng};
 use rmm_core::adaptors::{Timeline, TimelineAdaptor};
 use rmm_core::{CudaResource, Device, SharedResource};
 use sc_kernels::gpu::GpuContext;
@@ -96,28 +95,6 @@ fn parse() -> Result<Args, String> {
     Ok(a)
 }
 
-/// N x D points: 8 cell types, 4 batches (a shift of every component per batch), seeded.
-fn points(n: usize, d: usize) -> (DenseMatrix<f32>, Vec<u32>) {
-    let mut rng = rand::rngs::StdRng::seed_from_u64(42);
-    let centre: Vec<Vec<f32>> = (0..8)
-        .map(|_| (0..d).map(|_| rng.random_range(-8.0f32..8.0)).collect())
-        .collect();
-    let shift: Vec<Vec<f32>> = (0..4)
-        .map(|_| (0..d).map(|_| rng.random_range(-2.0f32..2.0)).collect())
-        .collect();
-    let mut data = Vec::with_capacity(n * d);
-    let mut batches = Vec::with_capacity(n);
-    for _ in 0..n {
-        let (t, b) = (rng.random_range(0..8), rng.random_range(0..4u32));
-        batches.push(b);
-        for j in 0..d {
-            let noise: f32 = (0..3).map(|_| rng.random_range(-1.0f32..1.0)).sum();
-            data.push(centre[t][j] + shift[b as usize][j] + noise);
-        }
-    }
-    (DenseMatrix::new(n, d, data).unwrap(), batches)
-}
-
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(|a, b| a.partial_cmp(b).unwrap());
     v[v.len() / 2]
@@ -163,7 +140,7 @@ fn run() -> Result<(), String> {
     let mut results = vec![];
     for &n in &args.cells {
         let t0 = Instant::now();
-        let (x, batches) = points(n, args.dims);
+        let (x, batches) = benches::workload_c_points(n, args.dims);
         println!("N = {n}: data in {:.1} s", t0.elapsed().as_secs_f64());
         if let Some(dir) = &args.dump {
             std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;

@@ -248,3 +248,30 @@ pub fn cells_after_pca(first: usize, n: usize) -> sc_pipeline::AnnData {
     a.obsm.insert("X_pca".into(), pca);
     a
 }
+
+/// Workload C's points (`benches/WORKLOADS.md`): N x D, 8 cell types, 4 batches (a shift of
+/// every component per batch), noise in every component; seeded, the same on every call.
+pub fn workload_c_points(n: usize, d: usize) -> (sc_kernels::DenseMatrix<f32>, Vec<u32>) {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(42);
+    let centre: Vec<Vec<f32>> = (0..8)
+        .map(|_| (0..d).map(|_| rng.random_range(-8.0f32..8.0)).collect())
+        .collect();
+    let shift: Vec<Vec<f32>> = (0..4)
+        .map(|_| (0..d).map(|_| rng.random_range(-2.0f32..2.0)).collect())
+        .collect();
+    let mut data = Vec::with_capacity(n * d);
+    let mut batches = Vec::with_capacity(n);
+    for _ in 0..n {
+        let (t, b) = (rng.random_range(0..8), rng.random_range(0..4u32));
+        batches.push(b);
+        for j in 0..d {
+            let noise: f32 = (0..3).map(|_| rng.random_range(-1.0f32..1.0)).sum();
+            data.push(centre[t][j] + shift[b as usize][j] + noise);
+        }
+    }
+    (
+        sc_kernels::DenseMatrix::new(n, d, data).expect("n x d values"),
+        batches,
+    )
+}

@@ -13,7 +13,8 @@ pub fn all_modules() -> Vec<module_cache::KernelSource> {
         crate::qc::KERNELS,
         crate::pca::KERNELS,
         crate::harmony::KERNELS,
-        crate::neighbors::KERNELS,
+        crate::neighbors::KERNELS[0],
+        crate::neighbors::KERNELS[1],
         crate::gpu::scan::SRC,
         crate::gpu::compact::SRC,
         crate::normalize::KERNELS,
@@ -132,13 +133,13 @@ mod tests {
     fn a_run_warms_up_the_shared_modules_and_its_steps_in_the_usual_order() {
         let names =
             |v: Vec<module_cache::KernelSource>| v.iter().map(|m| m.name).collect::<Vec<_>>();
-        let run = modules_for(&[crate::neighbors::KERNELS, crate::qc::KERNELS]);
+        let run = modules_for(&[crate::neighbors::KERNELS[1], crate::qc::KERNELS]);
         assert_eq!(
             names(run),
             names(vec![
                 crate::gpu::reduce::SRC,
                 crate::qc::KERNELS,
-                crate::neighbors::KERNELS,
+                crate::neighbors::KERNELS[1],
                 crate::gpu::scan::SRC,
                 crate::gpu::compact::SRC,
             ])

@@ -123,7 +123,7 @@ fn knn_of_row_ranges_joins_into_the_whole_knn() {
     let whole = neighbors_gpu(&ctx, &x, &params).unwrap();
     let (mut indices, mut distances) = (Vec::new(), Vec::new());
     for rows in [0..1700, 1700..1700, 1700..3333, 3333..5000] {
-        let (i, dd) = knn_rows_gpu(&ctx, &x, k, rows.clone()).unwrap();
+        let (i, dd, _) = knn_rows_gpu(&ctx, &x, k, rows.clone()).unwrap();
         assert_eq!(i.len(), rows.len() * k);
         indices.extend(i);
         distances.extend(dd);
@@ -138,6 +138,7 @@ fn knn_of_row_ranges_joins_into_the_whole_knn() {
             indices,
             distances,
         },
+        whole.scan,
         &params,
     )
     .unwrap();

@@ -16,7 +16,8 @@
 //! `k` entries), counts the entries of every row of `A + A^T - A o A^T`, a prefix sum gives the
 //! row offsets, `union_fill` writes the entries and `sort_rows` orders each row by column.
 
-use super::{check_k, effective_k, Knn, NeighborsParams, NeighborsResult, EXTRA};
+use super::tensor;
+use super::{check_k, effective_k, Knn, NeighborsParams, NeighborsResult, Scan, EXTRA};
 use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
@@ -55,24 +56,45 @@ pub fn knn_exact_gpu(
     d: usize,
     k: usize,
 ) -> Result<Knn> {
-    let (idx, dist) = knn_on_device(ctx, x, n, d, k)?;
-    Ok(Knn {
+    Ok(knn_exact_gpu_with(ctx, x, n, d, k, Products::Auto)?.0)
+}
+
+/// [`knn_exact_gpu`] with the candidates ranked by `products`, and how they were.
+pub fn knn_exact_gpu_with(
+    ctx: &GpuContext,
+    x: &DeviceVec<f32>,
+    n: usize,
+    d: usize,
+    k: usize,
+    products: Products,
+) -> Result<(Knn, Scan)> {
+    let (idx, dist, scan) = knn_rows_on_device(ctx, x, n, d, k, 0..n, products)?;
+    let knn = Knn {
         n_obs: n,
         k,
         indices: ctx.download(&idx)?,
         distances: ctx.download(&dist)?,
-    })
+    };
+    Ok((knn, scan))
 }
 
-/// kNN left on the device: `(indices, distances)`, `n * k` each.
+/// kNN left on the device: `(indices, distances)`, `n * k` each, and how it was scanned.
 fn knn_on_device(
     ctx: &GpuContext,
     x: &DeviceVec<f32>,
     n: usize,
     d: usize,
     k: usize,
-) -> Result<(DeviceVec<u32>, DeviceVec<f32>)> {
-    knn_rows_on_device(ctx, x, n, d, k, 0..n)
+) -> Result<(DeviceVec<u32>, DeviceVec<f32>, Scan)> {
+    knn_rows_on_device(ctx, x, n, d, k, 0..n, Products::Auto)
+}
+
+/// Which products rank the candidates: tensor cores where the GPU has them and the shape fits
+/// (`Auto`), or the CUDA cores' f32 (`F32`, today's scan everywhere; for comparisons).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Products {
+    Auto,
+    F32,
 }
 
 /// The kNN of the rows `rows` of `x` among all its `n` rows, left on the device:
@@ -84,7 +106,8 @@ fn knn_rows_on_device(
     d: usize,
     k: usize,
     rows: std::ops::Range<usize>,
-) -> Result<(DeviceVec<u32>, DeviceVec<f32>)> {
+    products: Products,
+) -> Result<(DeviceVec<u32>, DeviceVec<f32>, Scan)> {
     check_k(n, k)?;
     if rows.end > n || rows.start > rows.end {
         return Err(KernelError::param(
@@ -92,7 +115,7 @@ fn knn_rows_on_device(
             format!("{rows:?} is not within the {n} rows"),
         ));
     }
-    let (q_start, q_end, q) = (rows.start as u64, rows.end as u64, rows.len());
+    let q = rows.len();
     if d == 0 || d > MAX_DIMS || k > MAX_K {
         return Err(KernelError::Unsupported(format!(
             "the GPU kNN takes 1 to {MAX_DIMS} dimensions and k up to {MAX_K} (got {d} and {k})"
@@ -104,17 +127,75 @@ fn knn_rows_on_device(
             format!("holds {} values, not {n} x {d}", x.len()),
         ));
     }
-    let kc = (k + EXTRA).min(n);
+    let plan = match products {
+        Products::Auto if q > 0 => tensor::plan(ctx.arch(), n, d, k),
+        _ => None,
+    };
+    // Candidates: `kc` slots per query (`counts` of them filled, when given).
+    let (cand, counts, kc, scan) = match plan {
+        Some(plan) => {
+            let c = tensor::candidates(ctx, x, n, d, k, rows.clone(), plan)?;
+            if !c.uncertain.is_empty() {
+                // Their counts already say `width`: the f32 scan fills every slot.
+                let list = ctx.upload(&c.uncertain)?;
+                f32_scan(ctx, x, n, d, c.width, rows.clone(), Some(&list), &c.cand)?;
+            }
+            let scan = Scan::Tensor {
+                f32_queries: c.uncertain.len(),
+            };
+            (c.cand, Some(c.counts), c.width, scan)
+        }
+        None => {
+            let kc = (k + EXTRA).min(n);
+            let cand = ctx.alloc::<u32>(q.max(1) * kc)?;
+            f32_scan(ctx, x, n, d, kc, rows.clone(), None, &cand)?;
+            (cand, None, kc, Scan::F32)
+        }
+    };
+
+    let (kc32, k32, d32, q_start) = (kc as u32, k as u32, d as u32, rows.start as u64);
+    let idx = ctx.alloc::<u32>(q.max(1) * k)?;
+    let dist = ctx.alloc::<f32>(q.max(1) * k)?;
+    let sd = ctx.alloc::<f64>(q.max(1) * (kc + 1))?;
+    let si = ctx.alloc::<u32>(q.max(1) * (kc + 1))?;
+    let q64 = q as u64;
+    let f = ctx.function(SRC, "knn_refine")?;
+    let null = 0u64;
+    let mut l = ctx.launcher(&f);
+    l.arg(x).arg(&cand);
+    match &counts {
+        Some(c) => l.arg(c),
+        None => l.arg(&null),
+    };
+    l.arg(&q_start)
+        .arg(&q64)
+        .arg(&d32)
+        .arg(&kc32)
+        .arg(&k32)
+        .arg(&sd)
+        .arg(&si)
+        .arg(&idx)
+        .arg(&dist);
+    ctx.launch(l, grid_stride(q.max(1)), "knn_refine")?;
+    Ok((idx, dist, scan))
+}
+
+/// The f32 scan (`knn_scan`): the `kc` best candidates of the queries `rows` (or of the rows
+/// `rows.start + list[e]`) into their rows of `cand` (`kc` per query, from `rows.start`).
+#[allow(clippy::too_many_arguments)]
+fn f32_scan(
+    ctx: &GpuContext,
+    x: &DeviceVec<f32>,
+    n: usize,
+    d: usize,
+    kc: usize,
+    rows: std::ops::Range<usize>,
+    list: Option<&DeviceVec<u32>>,
+    cand: &DeviceVec<u32>,
+) -> Result<()> {
     let ld = n.div_ceil(RT) * RT;
     let dpad = d.div_ceil(DK) * DK;
-    let (n64, d32, ld64, dpad32, kc32, k32) = (
-        n as u64,
-        d as u32,
-        ld as u64,
-        dpad as u32,
-        kc as u32,
-        k as u32,
-    );
+    let (n64, d32, ld64, dpad32, kc32) = (n as u64, d as u32, ld as u64, dpad as u32, kc as u32);
 
     let xt = ctx.alloc::<f32>(dpad.max(d) * ld)?;
     let f = ctx.function(SRC, "transpose_pad")?;
@@ -128,7 +209,6 @@ fn knn_rows_on_device(
     l.arg(x).arg(&n64).arg(&d32).arg(&norms);
     ctx.launch(l, grid_stride(n), "row_norms")?;
 
-    let cand = ctx.alloc::<u32>(q.max(1) * kc)?;
     let f = ctx.function(SRC, "knn_scan")?;
     let smem = scan_shared_bytes(dpad, kc);
     f.set_attribute(
@@ -136,6 +216,12 @@ fn knn_rows_on_device(
         smem as i32,
     )
     .map_err(|e| KernelError::Gpu(format!("knn_scan: {smem} bytes of shared memory: {e:?}")))?;
+    let (q_start, q_end) = (rows.start as u64, rows.end as u64);
+    let null = 0u64;
+    let (queries, n_list) = match list {
+        Some(l) => (l.len(), l.len() as u64),
+        None => (rows.len(), 0),
+    };
     let mut l = ctx.launcher(&f);
     l.arg(x)
         .arg(&xt)
@@ -146,63 +232,48 @@ fn knn_rows_on_device(
         .arg(&ld64)
         .arg(&kc32)
         .arg(&q_start)
-        .arg(&q_end)
-        .arg(&cand);
+        .arg(&q_end);
+    match list {
+        Some(list) => l.arg(list),
+        None => l.arg(&null),
+    };
+    l.arg(&n_list).arg(cand);
     let cfg = LaunchConfig {
-        grid_dim: (q.div_ceil(QT).max(1) as u32, 1, 1),
+        grid_dim: (queries.div_ceil(QT).max(1) as u32, 1, 1),
         block_dim: (THREADS, 1, 1),
         shared_mem_bytes: smem as u32,
     };
-    ctx.launch(l, cfg, "knn_scan")?;
-    drop(xt);
-
-    let idx = ctx.alloc::<u32>(q.max(1) * k)?;
-    let dist = ctx.alloc::<f32>(q.max(1) * k)?;
-    let sd = ctx.alloc::<f64>(q.max(1) * (kc + 1))?;
-    let si = ctx.alloc::<u32>(q.max(1) * (kc + 1))?;
-    let q64 = q as u64;
-    let f = ctx.function(SRC, "knn_refine")?;
-    let mut l = ctx.launcher(&f);
-    l.arg(x)
-        .arg(&cand)
-        .arg(&q_start)
-        .arg(&q64)
-        .arg(&d32)
-        .arg(&kc32)
-        .arg(&k32)
-        .arg(&sd)
-        .arg(&si)
-        .arg(&idx)
-        .arg(&dist);
-    ctx.launch(l, grid_stride(q.max(1)), "knn_refine")?;
-    Ok((idx, dist))
+    ctx.launch(l, cfg, "knn_scan")
 }
 
 /// The kNN (self included) of the rows `rows` of `x` (`n x d` row-major, finite values) among
-/// all its rows: `rows.len() * k` indices and distances, the rows of [`knn_exact_gpu`]'s result.
-/// Several GPUs each take a range of rows and [`neighbors_from_knn_gpu`] joins them.
+/// all its rows: `rows.len() * k` indices and distances, the rows of [`knn_exact_gpu`]'s result,
+/// and how they were scanned. Several GPUs each take a range of rows and
+/// [`neighbors_from_knn_gpu`] joins them.
 pub fn knn_rows_gpu(
     ctx: &GpuContext,
     x: &DenseMatrix<f32>,
     k: usize,
     rows: std::ops::Range<usize>,
-) -> Result<(Vec<u32>, Vec<f32>)> {
+) -> Result<(Vec<u32>, Vec<f32>, Scan)> {
     super::check_finite(x)?;
     ctx.bind_to_thread()?;
     let xd = ctx.upload(&x.data)?;
     let q = rows.len();
-    let (idx, dist) = knn_rows_on_device(ctx, &xd, x.n_rows, x.n_cols, k, rows)?;
+    let (idx, dist, scan) =
+        knn_rows_on_device(ctx, &xd, x.n_rows, x.n_cols, k, rows, Products::Auto)?;
     let (mut i, mut d) = (ctx.download(&idx)?, ctx.download(&dist)?);
     i.truncate(q * k);
     d.truncate(q * k);
-    Ok((i, d))
+    Ok((i, d, scan))
 }
 
 /// The neighbors result (connectivities and distances on the device) of a complete kNN, e.g.
-/// one whose rows came from [`knn_rows_gpu`] on several GPUs.
+/// one whose rows came from [`knn_rows_gpu`] on several GPUs (`scan`: how they were scanned).
 pub fn neighbors_from_knn_gpu(
     ctx: &GpuContext,
     knn: Knn,
+    scan: Scan,
     params: &NeighborsParams,
 ) -> Result<NeighborsResult> {
     let (n, k) = (knn.n_obs, knn.k);
@@ -223,6 +294,7 @@ pub fn neighbors_from_knn_gpu(
         distances: distances.download(ctx, n)?,
         connectivities: conn.download(ctx, n)?,
         knn,
+        scan,
     })
 }
 
@@ -393,7 +465,7 @@ pub fn neighbors_on_device(
     k: usize,
     params: &NeighborsParams,
 ) -> Result<NeighborsResult> {
-    let (idx, dist) = knn_on_device(ctx, x, n, d, k)?;
+    let (idx, dist, scan) = knn_on_device(ctx, x, n, d, k)?;
     let conn = connectivities_on_device(ctx, &idx, &dist, n, k, params)?;
     let distances = distances_on_device(ctx, &idx, &dist, n, k)?;
     Ok(NeighborsResult {
@@ -406,5 +478,6 @@ pub fn neighbors_on_device(
         },
         distances: distances.download(ctx, n)?,
         connectivities: conn.download(ctx, n)?,
+        scan,
     })
 }

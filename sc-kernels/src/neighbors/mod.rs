@@ -26,13 +26,40 @@ use faer::{Accum, Mat, MatRef, Par};
 use rayon::prelude::*;
 
 pub(crate) mod gpu;
+pub mod tensor;
 
-/// The step\'s kernel module, for the warm-up ([`crate::warm_up`]).
-pub const KERNELS: crate::gpu::module_cache::KernelSource = gpu::SRC;
+/// The step's kernel modules, for the warm-up ([`crate::warm_up`]): the f32 scan and the
+/// connectivities, and the tensor-core scan.
+pub const KERNELS: [crate::gpu::module_cache::KernelSource; 2] = [gpu::SRC, tensor::SRC];
 pub use gpu::{
-    knn_exact_gpu, knn_rows_gpu, neighbors_from_knn_gpu, neighbors_gpu, neighbors_on_device,
-    MAX_DIMS as GPU_MAX_DIMS, MAX_K as GPU_MAX_K,
+    knn_exact_gpu, knn_exact_gpu_with, knn_rows_gpu, neighbors_from_knn_gpu, neighbors_gpu,
+    neighbors_on_device, Products, MAX_DIMS as GPU_MAX_DIMS, MAX_K as GPU_MAX_K,
 };
+
+/// How a kNN's candidates were ranked before their exact f64 distances chose the neighbours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scan {
+    /// On the CPU (f32 matrix products).
+    Cpu,
+    /// On the GPU's CUDA cores (f32).
+    F32,
+    /// On tensor cores (TF32), `f32_queries` of the queries not certified by the bound and
+    /// scanned again in f32.
+    Tensor { f32_queries: usize },
+}
+
+impl Scan {
+    /// Two parts of one kNN (e.g. the row ranges of several GPUs) as one.
+    pub fn join(self, other: Scan) -> Scan {
+        match (self, other) {
+            (Scan::Tensor { f32_queries: a }, Scan::Tensor { f32_queries: b }) => {
+                Scan::Tensor { f32_queries: a + b }
+            }
+            (Scan::Tensor { .. }, o) | (o, Scan::Tensor { .. }) => o,
+            (a, _) => a,
+        }
+    }
+}
 
 /// Parameters, with scanpy's defaults.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -82,6 +109,8 @@ pub struct NeighborsResult {
     pub distances: CsrMatrix<f32>,
     /// `obsp['connectivities']`: the symmetric fuzzy union.
     pub connectivities: CsrMatrix<f32>,
+    /// How the kNN's candidates were ranked.
+    pub scan: Scan,
 }
 
 const QUERY_BLOCK: usize = 256;
@@ -458,6 +487,7 @@ pub fn neighbors<T: Real>(x: &DenseMatrix<T>, params: &NeighborsParams) -> Resul
         knn,
         distances,
         connectivities,
+        scan: Scan::Cpu,
     })
 }
 

@@ -39,12 +39,15 @@ __device__ __forceinline__ bool knn_before(float a, u32 ia, float b, u32 ib) {
 }
 
 // For each query, the `kc` references of smallest |r|^2 - 2 q.r (which ranks references by
-// distance to q), in that order: cand[q * kc + t]. Shared memory (dynamic):
+// distance to q), in that order: cand[q * kc + t]. The queries are rows q_start .. q_end, or,
+// when `qlist` is given, the rows q_start + qlist[e] for e < n_list (cand row qlist[e]).
+// Shared memory (dynamic):
 //   qs[dpad][KNN_QT], rs[KNN_DK][KNN_RT], rn[KNN_RT], thr[KNN_QT], cnt[KNN_QT],
 //   cv/ci[KNN_QT][KNN_RT] (this chunk's candidates), tv/ti[KNN_QT][kc], len[KNN_QT].
 extern "C" __global__ void __launch_bounds__(KNN_THREADS)
 knn_scan(const float* __restrict__ x, const float* __restrict__ xt, const float* __restrict__ norms,
-         u64 n, u32 d, u32 dpad, u64 ld, u32 kc, u64 q_start, u64 q_end, u32* __restrict__ cand) {
+         u64 n, u32 d, u32 dpad, u64 ld, u32 kc, u64 q_start, u64 q_end,
+         const u32* __restrict__ qlist, u64 n_list, u32* __restrict__ cand) {
     extern __shared__ float smem[];
     float* qs = smem;                                   // dpad * QT
     float* rs = qs + (u64)dpad * KNN_QT;                // DK * RT
@@ -58,13 +61,19 @@ knn_scan(const float* __restrict__ x, const float* __restrict__ xt, const float*
     u32* len = ti + (u64)KNN_QT * kc;                   // QT
 
     const u32 tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
-    // This block's queries: rows q0.. of x, within q_start..q_end (cand rows from q_start).
-    const u64 q0 = q_start + (u64)blockIdx.x * KNN_QT;
+    // This block's queries: entries e0.. of the list, or rows q_start + e0.. (cand row = the
+    // row's offset from q_start); `query_row` is past q_end for an entry past the end.
+    const u64 e0 = (u64)blockIdx.x * KNN_QT;
+    auto query_row = [&](u32 q) -> u64 {
+        u64 e = e0 + q;
+        if (qlist) return e < n_list ? q_start + qlist[e] : q_end;
+        return q_start + e;
+    };
 
     // The block's queries, dimension-major, zero past d and past n.
     for (u32 t = tid; t < dpad * KNN_QT; t += KNN_THREADS) {
         u32 dim = t / KNN_QT, q = t % KNN_QT;
-        u64 qi = q0 + q;
+        u64 qi = query_row(q);
         qs[t] = (dim < d && qi < q_end) ? x[qi * d + dim] : 0.0f;
     }
     for (u32 q = tid; q < KNN_QT; q += KNN_THREADS) {
@@ -155,7 +164,7 @@ knn_scan(const float* __restrict__ x, const float* __restrict__ xt, const float*
 
     for (u32 t = tid; t < KNN_QT * kc; t += KNN_THREADS) {
         u32 q = t / kc, s = t % kc;
-        u64 qi = q0 + q;
+        u64 qi = query_row(q);
         if (qi < q_end) cand[(qi - q_start) * kc + s] = ti[q * kc + s];
     }
 }
@@ -163,8 +172,10 @@ knn_scan(const float* __restrict__ x, const float* __restrict__ xt, const float*
 // Exact distances of the candidates (f64, dimensions in order, as the CPU), the best k by
 // (distance, not-self, index) with the cell itself moved first. One thread per query.
 // `scratch` holds (kc + 1) doubles and u32s per query.
-// Queries are the rows q_start + r, r < q_count (cand, scratch and output rows are r).
+// Queries are the rows q_start + r, r < q_count (cand, scratch and output rows are r). A row
+// of cand holds kc candidates, or counts[r] when `counts` is given.
 extern "C" __global__ void knn_refine(const float* __restrict__ x, const u32* __restrict__ cand,
+                                      const u32* __restrict__ counts,
                                       u64 q_start, u64 q_count, u32 d, u32 kc, u32 k,
                                       double* __restrict__ sd, u32* __restrict__ si,
                                       u32* __restrict__ out_idx, float* __restrict__ out_dist) {
@@ -176,7 +187,8 @@ extern "C" __global__ void knn_refine(const float* __restrict__ x, const u32* __
         const float* xi = x + i * d;
         u32 m = 0;
         bool has_self = false;
-        for (u32 t = 0; t < kc; ++t) {
+        const u32 mc = counts ? min(counts[r], kc) : kc;
+        for (u32 t = 0; t < mc; ++t) {
             u32 j = cand[r * kc + t];
             const float* xj = x + (u64)j * d;
             double s = 0.0;

@@ -10,7 +10,7 @@ use crate::anndata::{Matrix, Value};
 use crate::run::step::{no_device_bytes, no_input_check, Phase, Step, StepEnv};
 use crate::{AnnData, Error, Result};
 use sc_kernels::gpu::GpuContext;
-use sc_kernels::neighbors::{Knn, NeighborsParams, NeighborsResult};
+use sc_kernels::neighbors::{Knn, NeighborsParams, NeighborsResult, Scan};
 use sc_kernels::DenseMatrix;
 use std::sync::Arc;
 
@@ -78,9 +78,11 @@ fn neighbors_across_gpus(
             .collect::<sc_kernels::Result<Vec<_>>>()
     })?;
     let (mut indices, mut distances) = (Vec::with_capacity(n * k), Vec::with_capacity(n * k));
-    for (i, d) in parts {
+    let mut scan = None;
+    for (i, d, s) in parts {
         indices.extend(i);
         distances.extend(d);
+        scan = Some(scan.map_or(s, |t: Scan| t.join(s)));
     }
     let knn = Knn {
         n_obs: n,
@@ -88,7 +90,8 @@ fn neighbors_across_gpus(
         indices,
         distances,
     };
-    sc_kernels::neighbors::neighbors_from_knn_gpu(&gpus[0], knn, params)
+    let scan = scan.unwrap_or(Scan::F32);
+    sc_kernels::neighbors::neighbors_from_knn_gpu(&gpus[0], knn, scan, params)
 }
 
 /// The pipeline's row: exact kNN on `X_pca` (or `--harmony`'s corrected embedding), its rows
@@ -100,7 +103,7 @@ pub(crate) const ROW: Step = Step {
     run: run_step,
     generated: None,
     device_bytes: no_device_bytes,
-    kernels: &[sc_kernels::neighbors::KERNELS],
+    kernels: &sc_kernels::neighbors::KERNELS,
     check_input: no_input_check,
 };
 
@@ -110,15 +113,28 @@ fn run_step(a: &mut AnnData, env: &StepEnv<'_>) -> Result<String> {
         .n_neighbors
         .expect("the row runs only with n_neighbors");
     let rep = env.config.neighbors_use_rep.as_deref();
-    neighbors_on(a, k, rep, env.gpus)?;
+    let scan = neighbors_on(a, k, rep, env.gpus)?;
     Ok(format!(
-        "n_neighbors={k}, exact, euclidean, on {}{}",
+        "n_neighbors={k}, exact, euclidean, on {}{}{}",
         rep.unwrap_or("X_pca"),
         match env.gpus.len() {
             0 | 1 => String::new(),
             g => format!(", kNN rows split across {g} GPUs"),
-        }
+        },
+        scan_note(scan),
     ))
+}
+
+/// What the step's note says of how the candidates were ranked.
+fn scan_note(scan: Scan) -> String {
+    match scan {
+        Scan::Cpu | Scan::F32 => String::new(),
+        Scan::Tensor { f32_queries: 0 } => ", candidates on tensor cores".into(),
+        Scan::Tensor { f32_queries } => format!(
+            ", candidates on tensor cores ({f32_queries} cells not certified by the TF32 bound, \
+             scanned again in f32)"
+        ),
+    }
 }
 
 /// Computes the neighbourhood graph with `n_neighbors` neighbours per cell, on the GPU when X
@@ -126,17 +142,17 @@ fn run_step(a: &mut AnnData, env: &StepEnv<'_>) -> Result<String> {
 /// `obsm[use_rep]` when named (scanpy's `use_rep`), else `X_pca`, or X itself when it has at most 50 genes.
 pub fn neighbors(adata: &mut AnnData, n_neighbors: usize, use_rep: Option<&str>) -> Result<()> {
     let gpus: Vec<_> = super::x_gpu(adata).into_iter().collect();
-    neighbors_on(adata, n_neighbors, use_rep, &gpus)
+    neighbors_on(adata, n_neighbors, use_rep, &gpus).map(|_| ())
 }
 
 /// [`neighbors`] on the given GPUs (none: the CPU), wherever X is; with several, each searches
-/// the neighbours of a range of the cells.
+/// the neighbours of a range of the cells. Says how the kNN's candidates were ranked.
 pub fn neighbors_on(
     adata: &mut AnnData,
     n_neighbors: usize,
     use_rep: Option<&str>,
     gpus: &[Arc<GpuContext>],
-) -> Result<()> {
+) -> Result<Scan> {
     const STEP: &str = "neighbors";
     if n_neighbors < 2 {
         return Err(Error::param(
@@ -166,6 +182,7 @@ pub fn neighbors_on(
         _ => sc_kernels::neighbors::neighbors(&rep, &params),
     }
     .map_err(kernel_error(STEP))?;
+    let scan = result.scan;
     adata.obsp.insert("distances".into(), result.distances);
     adata
         .obsp
@@ -187,5 +204,5 @@ pub fn neighbors_on(
             ("params", Value::dict(p)),
         ]),
     );
-    Ok(())
+    Ok(scan)
 }

@@ -1,0 +1,158 @@
+//! Exact kNN on the GPU: candidates ranked by tensor cores (TF32, with the bound's certificate)
+//! against the CUDA cores' f32 scan, on the same data in one process; the neighbour sets
+//! compared row by row.
+//!
+//! .gpu/bin/bench-knn [--cells 200000,1000000] [--dims 50] [--k 15] [--runs 3]
+//!     [--h5ad FILE (its obsm X_pca, instead of workload C's points)]
+//!     [--raw FILE (little-endian f32, --dims columns, instead)] [--json OUT]
+//!
+//! Per data set and products: one untimed run, then `--runs` timed runs (the kNN on data already
+//! on the device, indices and distances downloaded); the median. Then the two results: rows whose
+//! index lists differ, and of those, rows that differ other than by ties (a neighbour swapped
+//! for another at the same distance).
+
+use sc_kernels::gpu::GpuContext;
+use sc_kernels::neighbors::{knn_exact_gpu_with, Knn, Products, Scan};
+use sc_kernels::DenseMatrix;
+use sc_pipeline::run::allocator::{build, AllocatorChoice};
+use serde_json::json;
+use std::time::Instant;
+
+fn main() {
+    if let Err(e) = run() {
+        eprintln!("knn: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn data_sets(args: &[String]) -> Result<Vec<(String, DenseMatrix<f32>)>, String> {
+    if let Some(path) = benches::flag_value(args, "--h5ad") {
+        let a = sc_pipeline::io::read_h5ad(&path).map_err(|e| e.to_string())?;
+        let pcs = a
+            .obsm
+            .get("X_pca")
+            .ok_or(format!("{path} has no obsm X_pca"))?;
+        let values: Vec<f32> = match &pcs.data {
+            sc_pipeline::anndata::ArrayData::F32(v) => v.clone(),
+            sc_pipeline::anndata::ArrayData::F64(v) => v.iter().map(|&x| x as f32).collect(),
+            other => return Err(format!("X_pca holds {}", other.type_name())),
+        };
+        let x = DenseMatrix::new(pcs.shape[0], pcs.shape[1], values).map_err(|e| e.to_string())?;
+        return Ok(vec![(format!("{path} X_pca"), x)]);
+    }
+    let dims: usize = benches::flag_value(args, "--dims")
+        .map_or(Ok(50), |v| v.parse())
+        .map_err(|e| format!("--dims: {e}"))?;
+    if let Some(path) = benches::flag_value(args, "--raw") {
+        let bytes = std::fs::read(&path).map_err(|e| format!("{path}: {e}"))?;
+        let values: Vec<f32> = bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        let n = values.len() / dims;
+        let x = DenseMatrix::new(n, dims, values).map_err(|e| format!("{path}: {e}"))?;
+        return Ok(vec![(format!("{path} ({n} x {dims})"), x)]);
+    }
+    let cells = benches::flag_value(args, "--cells").unwrap_or("200000,1000000".into());
+    cells
+        .split(',')
+        .map(|c| {
+            let n: usize = c.parse().map_err(|e| format!("--cells {c}: {e}"))?;
+            Ok((
+                format!("workload C {n} x {dims}"),
+                benches::workload_c_points(n, dims).0,
+            ))
+        })
+        .collect()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// (rows whose lists differ, rows that differ other than by ties).
+fn compare(a: &Knn, b: &Knn) -> (usize, usize) {
+    let (mut differ, mut not_ties) = (0, 0);
+    for i in 0..a.n_obs {
+        let ((ai, ad), (bi, bd)) = (a.row(i), b.row(i));
+        if ai == bi && ad == bd {
+            continue;
+        }
+        differ += 1;
+        // Ties only: the same distances, and every index that differs sits at a distance
+        // shared by another neighbour of the row.
+        let ties = ad == bd
+            && (0..a.k).all(|t| ai[t] == bi[t] || ad.iter().filter(|&&v| v == ad[t]).count() > 1);
+        if !ties {
+            not_ties += 1;
+        }
+    }
+    (differ, not_ties)
+}
+
+fn run() -> Result<(), String> {
+    let args: Vec<String> = std::env::args().collect();
+    if !rmm_cuda::gpu_available() {
+        println!("knn: no GPU; nothing to measure");
+        return Ok(());
+    }
+    let k: usize = benches::flag_value(&args, "--k")
+        .map_or(Ok(15), |v| v.parse())
+        .map_err(|e| format!("--k: {e}"))?;
+    let runs: usize = benches::flag_value(&args, "--runs")
+        .map_or(Ok(3), |v| v.parse())
+        .map_err(|e| format!("--runs: {e}"))?;
+    let device = rmm_core::Device::cuda(0).map_err(|e| e.to_string())?;
+    let stream = device.new_stream().map_err(|e| e.to_string())?;
+    let resource = build(AllocatorChoice::Pool, &device, None, None)
+        .map_err(|e| e.to_string())?
+        .resource;
+    let ctx = GpuContext::new(&device, &stream, resource).map_err(|e| e.to_string())?;
+    let mut results = vec![];
+    for (name, x) in data_sets(&args)? {
+        let (n, d) = (x.n_rows, x.n_cols);
+        let xd = ctx.upload(&x.data).map_err(|e| e.to_string())?;
+        let mut knns = vec![];
+        let mut times = vec![];
+        for products in [Products::F32, Products::Auto] {
+            let once = || -> Result<(f64, Knn, Scan), String> {
+                let t = Instant::now();
+                let (knn, scan) =
+                    knn_exact_gpu_with(&ctx, &xd, n, d, k, products).map_err(|e| e.to_string())?;
+                ctx.synchronize().map_err(|e| e.to_string())?;
+                Ok((t.elapsed().as_secs_f64(), knn, scan))
+            };
+            let (first, _, _) = once()?;
+            let mut secs = vec![];
+            let mut last = None;
+            for _ in 0..runs.max(1) {
+                let (s, knn, scan) = once()?;
+                secs.push(s);
+                last = Some((knn, scan));
+            }
+            let (knn, scan) = last.expect("at least one run");
+            let m = median(secs.clone());
+            println!("{name}, k {k}: {products:?}: {m:.3} s (first {first:.3} s, runs {secs:.3?}), {scan:?}");
+            results.push(json!({"data": name, "n": n, "d": d, "k": k,
+                "products": format!("{products:?}"), "median_s": m, "first_s": first,
+                "runs_s": secs, "scan": format!("{scan:?}")}));
+            knns.push(knn);
+            times.push(m);
+        }
+        let (differ, not_ties) = compare(&knns[0], &knns[1]);
+        println!(
+            "{name}: tensor / f32 time {:.3} (f32 {:.2}x slower); rows differing {differ}, not by ties {not_ties}",
+            times[1] / times[0],
+            times[0] / times[1]
+        );
+        results.push(json!({"data": name, "speedup": times[0] / times[1],
+            "rows_differing": differ, "rows_differing_not_ties": not_ties}));
+    }
+    if let Some(out) = benches::flag_value(&args, "--json") {
+        let doc = json!({"device": benches::describe_device(&device), "results": results});
+        std::fs::write(&out, serde_json::to_string_pretty(&doc).unwrap())
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}

@@ -1,0 +1,370 @@
+// Exact kNN candidates from TF32 tensor-core products (see tensor.rs for the bound).
+//
+// Data are centred (distances do not change) and packed in chunks of 128 rows: the chunk holds,
+// for each 8-dimension step s and each pair of 8-row tiles t2, 32 lanes x 4 values in the order
+// the m16n8k8 TF32 mma wants them (as B: b0, b1 of tile 2 t2, then of tile 2 t2 + 1; the same
+// four values are a0, a2, a1, a3 of the A fragment of rows 16 t2 ..). One chunk is both a block's
+// queries and a tile of references.
+//
+// A block owns 128 queries, warp w the 16 of pair w; every reference chunk passes through shared
+// memory (double-buffered with cp.async when it fits). Two passes over the references, the same
+// products (the same bits) in both:
+// 1. `knn_tensor_bound`: per query, U = the k-th smallest UPPER bound S~ + eps of the score
+//    |r|^2 - 2 q.r over the references (a sorted list of k values per query);
+// 2. `knn_tensor_collect`: every reference whose LOWER bound S~ - eps is at most U is a
+//    candidate (appended, no sorting). The k nearest are all among them: each has an exact
+//    score at most the k-th exact score, which is at most U. A query with more than `width`
+//    candidates is flagged; the host runs the f32 scan for it.
+#define KT_Q 128       // queries per block (one packed chunk)
+#define KT_R 128       // references per chunk
+#define KT_WARPS 8
+#define KT_THREADS 256
+#define KT_CAP 16      // pass 1: values buffered per query before each merge
+
+__device__ __forceinline__ float to_tf32(float v) {
+    u32 r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
+    return __uint_as_float(r);
+}
+
+// Rows row0 .. row0 + count of x, minus `mean`, rounded to TF32, packed into ceil(count / 128)
+// chunks of ks * 1024 floats (zero past count and past d). One thread per packed value.
+extern "C" __global__ void tc_pack(const float* __restrict__ x, const float* __restrict__ mean,
+                                   u64 row0, u64 count, u32 d, u32 ks,
+                                   float* __restrict__ packed) {
+    const u64 per_chunk = (u64)ks * 1024;
+    const u64 total = (count + KT_R - 1) / KT_R * per_chunk;
+    for (u64 o = blockIdx.x * (u64)blockDim.x + threadIdx.x; o < total;
+         o += (u64)gridDim.x * blockDim.x) {
+        u64 chunk = o / per_chunk;
+        u32 rem = (u32)(o % per_chunk);
+        u32 comp = rem & 3, lane = (rem >> 2) & 31, st2 = rem >> 7;
+        u32 t2 = st2 & 7, s = st2 >> 3;
+        u32 odd = comp >> 1, hi = comp & 1, g = lane >> 2, tg = lane & 3;
+        u32 j = (t2 * 2 + odd) * 8 + g;
+        u32 t = s * 8 + hi * 4 + tg;
+        u64 r = chunk * KT_R + j;
+        float v = 0.0f;
+        if (r < count && t < d) v = to_tf32(__fsub_rn(x[(row0 + r) * d + t], mean[t]));
+        packed[o] = v;
+    }
+}
+
+// Per row of x: the centred squared norm s in f32 (dimensions in order), nrm = |r| rounded up,
+// and the per-reference parts of the score's bounds, rb_lo = s - kb |r|^2, rb_up = s + kb |r|^2.
+extern "C" __global__ void tc_row_terms(const float* __restrict__ x, const float* __restrict__ mean,
+                                        u64 n, u32 d, float kb, float* __restrict__ rb_lo,
+                                        float* __restrict__ rb_up, float* __restrict__ nrm) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
+         i += (u64)gridDim.x * blockDim.x) {
+        float s = 0.0f;
+        for (u32 t = 0; t < d; ++t) {
+            float v = __fsub_rn(x[i * d + t], mean[t]);
+            s = __fadd_rn(s, __fmul_rn(v, v));
+        }
+        float m = __fmul_rn(sqrtf(s), 1.0000153f);  // 1 + 2^-16: at least |r|
+        nrm[i] = m;
+        float b = __fmul_rn(kb, __fmul_rn(m, m));
+        rb_lo[i] = __fsub_rn(s, b);
+        rb_up[i] = __fadd_rn(s, b);
+    }
+}
+
+__device__ __forceinline__ void mma_tf32(float* c, float4 a, float2 b) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(__float_as_uint(a.x)), "r"(__float_as_uint(a.z)), "r"(__float_as_uint(a.y)),
+          "r"(__float_as_uint(a.w)), "r"(__float_as_uint(b.x)), "r"(__float_as_uint(b.y)));
+#endif
+}
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+#if __CUDA_ARCH__ >= 800
+    u32 s = (u32)__cvta_generic_to_shared(smem);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group 0;\n" ::);
+#endif
+}
+__device__ __forceinline__ void cp_async_wait_one() {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group 1;\n" ::);
+#endif
+}
+
+// Chunk c of the references (packed values, rb, nrm) into shared memory, asynchronously.
+__device__ __forceinline__ void tc_load_chunk(const float* __restrict__ refs,
+                                              const float* __restrict__ rb,
+                                              const float* __restrict__ nrm, u64 n, u32 ks,
+                                              u64 c, float* bs, float* rbs, float* rms) {
+    const u32 per_chunk = ks * 1024;
+    const float* src = refs + c * per_chunk;
+    for (u32 t = threadIdx.x; t < per_chunk / 4; t += KT_THREADS) cp_async16(bs + t * 4, src + t * 4);
+    // rb and nrm: 128 each, in 16-byte pieces where the chunk is whole, else one by one.
+    u64 r0 = c * KT_R;
+    if (r0 + KT_R <= n && (r0 & 3) == 0) {
+        u32 t = threadIdx.x;
+        if (t < 32) cp_async16(rbs + t * 4, rb + r0 + t * 4);
+        else if (t < 64) cp_async16(rms + (t - 32) * 4, nrm + r0 + (t - 32) * 4);
+    } else {
+        for (u32 t = threadIdx.x; t < KT_R; t += KT_THREADS) {
+            bool in = r0 + t < n;
+            rbs[t] = in ? rb[r0 + t] : 0.0f;
+            rms[t] = in ? nrm[r0 + t] : 0.0f;
+        }
+    }
+    cp_async_commit();
+}
+
+// The products of warp `warp`'s 16 queries (as, packed) with a chunk of 128 references (bs,
+// packed): acc[t][e] for reference 8 t + 2 tg + (e & 1), query row g (e < 2) or g + 8.
+__device__ __forceinline__ void tc_products(float (*acc)[4], const float* as, const float* bs,
+                                            u32 ks, u32 warp, u32 lane) {
+#pragma unroll
+    for (int t = 0; t < 16; ++t)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[t][e] = 0.0f;
+    for (u32 s = 0; s < ks; ++s) {
+        float4 a = *(const float4*)(as + ((s * 8 + warp) * 32 + lane) * 4);
+#pragma unroll
+        for (int t2 = 0; t2 < 8; ++t2) {
+            float4 b = *(const float4*)(bs + ((s * 8 + t2) * 32 + lane) * 4);
+            mma_tf32(acc[2 * t2], a, make_float2(b.x, b.y));
+            mma_tf32(acc[2 * t2 + 1], a, make_float2(b.z, b.w));
+        }
+    }
+}
+
+// Shared memory both passes start with: the block's queries, the reference chunks (nbuf of
+// them) with their rb and nrm values.
+struct TcShared {
+    float* as;
+    float* bsb;
+    float* rbsb;
+    float* rmsb;
+    float* rest;  // what follows, for the pass's own arrays
+};
+
+__device__ __forceinline__ TcShared tc_shared(float* smem, u32 ks, u32 nbuf) {
+    const u32 per_chunk = ks * 1024;
+    TcShared t;
+    t.as = smem;
+    t.bsb = t.as + per_chunk;
+    t.rbsb = t.bsb + (u64)nbuf * per_chunk;
+    t.rmsb = t.rbsb + nbuf * KT_R;
+    t.rest = t.rmsb + nbuf * KT_R;
+    return t;
+}
+
+// Streams every reference chunk through shared memory and calls epi(c, bs, rbs, rms) with the
+// chunk in place (all threads; the epilogue may synchronise its warp only). The block's queries
+// are loaded first (their cp.async group is the oldest).
+template <typename Epi>
+__device__ __forceinline__ void tc_stream(const float* __restrict__ refs, const float* __restrict__ rb,
+                                          const float* __restrict__ nrm, u64 n, u32 ks,
+                                          const float* __restrict__ queries, u32 nbuf,
+                                          const TcShared& sh, Epi epi) {
+    const u32 per_chunk = ks * 1024;
+    {
+        const float* src = queries + (u64)blockIdx.x * per_chunk;
+        for (u32 t = threadIdx.x; t < per_chunk / 4; t += KT_THREADS) cp_async16(sh.as + t * 4, src + t * 4);
+        cp_async_commit();
+    }
+    const u64 nchunks = (n + KT_R - 1) / KT_R;
+    if (nbuf == 2) tc_load_chunk(refs, rb, nrm, n, ks, 0, sh.bsb, sh.rbsb, sh.rmsb);
+    for (u64 c = 0; c < nchunks; ++c) {
+        u32 buf = (nbuf == 2) ? (u32)(c & 1) : 0;
+        if (nbuf == 2) {
+            if (c + 1 < nchunks) {
+                u32 nb = (u32)((c + 1) & 1);
+                tc_load_chunk(refs, rb, nrm, n, ks, c + 1, sh.bsb + (u64)nb * per_chunk,
+                              sh.rbsb + nb * KT_R, sh.rmsb + nb * KT_R);
+                cp_async_wait_one();
+            } else {
+                cp_async_wait_all();
+            }
+        } else {
+            tc_load_chunk(refs, rb, nrm, n, ks, c, sh.bsb, sh.rbsb, sh.rmsb);
+            cp_async_wait_all();
+        }
+        __syncthreads();
+        epi(c, sh.bsb + (u64)buf * per_chunk, sh.rbsb + buf * KT_R, sh.rmsb + buf * KT_R);
+        __syncthreads();
+    }
+}
+
+// Pass 1: per query of `queries` (rows q_row0 + q of the references, q < q_count), the k-th
+// smallest upper bound, minus the query's own term kc_err |q|^2 and plus twice it:
+// tau[q] = U' + 2 qc, the threshold pass 2 compares lower bounds (also without qc) with.
+// rb_up[r] = |r|^2 + kb |r|^2; the upper bound is rb_up - 2 q.r + ka |q||r| (+ qc).
+extern "C" __global__ void __launch_bounds__(KT_THREADS)
+knn_tensor_bound(const float* __restrict__ refs, const float* __restrict__ rb_up,
+                 const float* __restrict__ nrm, u64 n, u32 ks, const float* __restrict__ queries,
+                 u64 q_row0, u64 q_count, u32 k, float ka, float kc_err, u32 nbuf,
+                 float* __restrict__ tau) {
+    extern __shared__ float4 smem4[];
+    const TcShared sh = tc_shared((float*)smem4, ks, nbuf);
+    float* thr = sh.rest;                       // 128
+    u32* cnt = (u32*)(thr + KT_Q);              // 128
+    u32* len = cnt + KT_Q;                      // 128
+    float* bv = (float*)(len + KT_Q);           // 128 * CAP
+    float* lists = bv + KT_Q * KT_CAP;          // 128 * k
+
+    const u32 tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const u32 g = lane >> 2, tg = lane & 3;
+    for (u32 q = tid; q < KT_Q; q += KT_THREADS) {
+        thr[q] = __int_as_float(0x7f800000);
+        cnt[q] = 0;
+        len[q] = 0;
+    }
+    const u32 qa_row = warp * 16 + g, qb_row = qa_row + 8;
+    const u64 q0 = (u64)blockIdx.x * KT_Q;
+    const float* qn = nrm + q_row0;
+    const float qa_k = q0 + qa_row < q_count ? __fmul_rn(ka, qn[q0 + qa_row]) : 0.0f;
+    const float qb_k = q0 + qb_row < q_count ? __fmul_rn(ka, qn[q0 + qb_row]) : 0.0f;
+
+    tc_stream(refs, rb_up, nrm, n, ks, queries, nbuf, sh,
+              [&](u64 c, const float* bs, const float* rbs, const float* rms) {
+        float acc[16][4];
+        tc_products(acc, sh.as, bs, ks, warp, lane);
+        const u64 r0 = c * KT_R;
+        // Upper bounds below a query's k-th go to its buffer, CAP at a time: values that did
+        // not fit are offered again once the merge has lowered the threshold.
+        unsigned long long pushed = 0;
+        for (;;) {
+            const float ta = thr[qa_row], tb = thr[qb_row];
+#pragma unroll
+            for (int t = 0; t < 16; ++t) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    u32 j = t * 8 + tg * 2 + (e & 1);
+                    u32 qr = (e < 2) ? qa_row : qb_row;
+                    float v = __fmaf_rn(rms[j], (e < 2) ? qa_k : qb_k,
+                                        __fmaf_rn(-2.0f, acc[t][e], rbs[j]));
+                    unsigned long long bit = 1ull << (t * 4 + e);
+                    if (!(pushed & bit) && v < ((e < 2) ? ta : tb) && r0 + j < n) {
+                        u32 p = atomicAdd(&cnt[qr], 1u);
+                        if (p < KT_CAP) {
+                            bv[qr * KT_CAP + p] = v;
+                            pushed |= bit;
+                        }
+                    }
+                }
+            }
+            __syncwarp();
+            bool over = false;
+            if (lane < 16) {
+                u32 qr = warp * 16 + lane, l = len[qr], m = min(cnt[qr], (u32)KT_CAP);
+                float* lv = lists + qr * k;
+                over = cnt[qr] > KT_CAP;
+                for (u32 e = 0; e < m; ++e) {
+                    float v = bv[qr * KT_CAP + e];
+                    if (l == k && !(v < lv[k - 1])) continue;
+                    u32 p = (l < k) ? l : k - 1;
+                    while (p > 0 && v < lv[p - 1]) {
+                        lv[p] = lv[p - 1];
+                        --p;
+                    }
+                    lv[p] = v;
+                    if (l < k) ++l;
+                }
+                len[qr] = l;
+                cnt[qr] = 0;
+                if (l == k) thr[qr] = lv[k - 1];
+            }
+            bool again = __any_sync(FULL_MASK, over);
+            __syncwarp();
+            if (!again) break;
+        }
+    });
+
+    if (lane < 16) {
+        u32 qr = warp * 16 + lane;
+        u64 qg = q0 + qr;
+        if (qg < q_count) {
+            float qc = __fmul_rn(kc_err, __fmul_rn(qn[qg], qn[qg]));
+            tau[qg] = __fadd_rn(lists[qr * k + k - 1], __fmul_rn(2.0f, qc));
+        }
+    }
+}
+
+// Pass 2: the candidates of each query: every reference whose lower bound (rb_lo - 2 q.r -
+// ka |q||r|, rb_lo = |r|^2 - kb |r|^2) is at most tau[q]: cand[q * width + p], p < width;
+// counts[q] = how many (at most width); a query with more is flagged (uncertain[q] = 1) and
+// counted.
+extern "C" __global__ void __launch_bounds__(KT_THREADS)
+knn_tensor_collect(const float* __restrict__ refs, const float* __restrict__ rb_lo,
+                   const float* __restrict__ nrm, u64 n, u32 ks, const float* __restrict__ queries,
+                   u64 q_row0, u64 q_count, float ka, u32 nbuf, const float* __restrict__ tau,
+                   u32 width, u32* __restrict__ cand, u32* __restrict__ counts,
+                   u8* __restrict__ uncertain, u32* __restrict__ n_uncertain) {
+    extern __shared__ float4 smem4[];
+    const TcShared sh = tc_shared((float*)smem4, ks, nbuf);
+    u32* cnt = (u32*)sh.rest;  // 128
+
+    const u32 tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const u32 g = lane >> 2, tg = lane & 3;
+    for (u32 q = tid; q < KT_Q; q += KT_THREADS) cnt[q] = 0;
+    const u32 qa_row = warp * 16 + g, qb_row = qa_row + 8;
+    const u64 q0 = (u64)blockIdx.x * KT_Q;
+    const float* qn = nrm + q_row0;
+    const bool qa_in = q0 + qa_row < q_count, qb_in = q0 + qb_row < q_count;
+    const float qa_k = qa_in ? __fmul_rn(ka, qn[q0 + qa_row]) : 0.0f;
+    const float qb_k = qb_in ? __fmul_rn(ka, qn[q0 + qb_row]) : 0.0f;
+    // Past q_count: -inf, nothing is collected.
+    const float ta = qa_in ? tau[q0 + qa_row] : __int_as_float(0xff800000);
+    const float tb = qb_in ? tau[q0 + qb_row] : __int_as_float(0xff800000);
+
+    tc_stream(refs, rb_lo, nrm, n, ks, queries, nbuf, sh,
+              [&](u64 c, const float* bs, const float* rbs, const float* rms) {
+        float acc[16][4];
+        tc_products(acc, sh.as, bs, ks, warp, lane);
+        const u64 r0 = c * KT_R;
+#pragma unroll
+        for (int t = 0; t < 16; ++t) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                u32 j = t * 8 + tg * 2 + (e & 1);
+                float v = __fmaf_rn(-rms[j], (e < 2) ? qa_k : qb_k,
+                                    __fmaf_rn(-2.0f, acc[t][e], rbs[j]));
+                if (v <= ((e < 2) ? ta : tb) && r0 + j < n) {
+                    u32 qr = (e < 2) ? qa_row : qb_row;
+                    u32 p = atomicAdd(&cnt[qr], 1u);
+                    if (p < width) cand[(q0 + qr) * width + p] = (u32)(r0 + j);
+                }
+            }
+        }
+    });
+
+    for (u32 qr = tid; qr < KT_Q; qr += KT_THREADS) {
+        u64 qg = q0 + qr;
+        if (qg >= q_count) continue;
+        u32 m = cnt[qr];
+        counts[qg] = min(m, width);
+        uncertain[qg] = m > width ? 1 : 0;
+        if (m > width) atomicAdd(n_uncertain, 1u);
+    }
+}
+
+// Column sums in f64 of rows [b * per, (b + 1) * per) of x, one block each: partial[b * d + t].
+// (The centre only has to be some vector near the data: the bound counts its rounding.)
+extern "C" __global__ void tc_column_sums(const float* __restrict__ x, u64 n, u32 d, u64 per,
+                                          double* __restrict__ partial) {
+    u64 r0 = blockIdx.x * per, r1 = min(n, r0 + per);
+    for (u32 t = threadIdx.x; t < d; t += blockDim.x) {
+        double s = 0.0;
+        for (u64 i = r0; i < r1; ++i) s += (double)x[i * d + t];
+        partial[(u64)blockIdx.x * d + t] = s;
+    }
+}
