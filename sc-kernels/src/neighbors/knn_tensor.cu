@@ -1,10 +1,11 @@
-// Exact kNN candidates from TF32 tensor-core products (see tensor.rs for the bound).
+// Exact kNN candidates from FP16 tensor-core products (see tensor.rs for the bound).
 //
-// Data are centred (distances do not change) and packed in chunks of 128 rows: the chunk holds,
-// for each 8-dimension step s and each pair of 8-row tiles t2, 32 lanes x 4 values in the order
-// the m16n8k8 TF32 mma wants them (as B: b0, b1 of tile 2 t2, then of tile 2 t2 + 1; the same
-// four values are a0, a2, a1, a3 of the A fragment of rows 16 t2 ..). One chunk is both a block's
-// queries and a tile of references.
+// Data are centred (distances do not change), scaled by a power of two (exact) so that they fit
+// FP16's range, and packed in chunks of 128 rows: the chunk holds, for each 16-dimension step s
+// and each pair of 8-row tiles t2, 32 lanes x 4 words (each two FP16 values, the lower dimension
+// in the low half) in the order the m16n8k16 mma wants them (as B: b0, b1 of tile 2 t2, then of
+// tile 2 t2 + 1; the same four words are a0, a2, a1, a3 of the A fragment of rows 16 t2 ..). One
+// chunk is both a block's queries and a tile of references.
 //
 // A block owns 128 queries, warp w the 16 of pair w; every reference chunk passes through shared
 // memory (double-buffered with cp.async when it fits). Two passes over the references, the same
@@ -21,17 +22,26 @@
 #define KT_THREADS 256
 #define KT_CAP 16      // pass 1: values buffered per query before each merge
 
-__device__ __forceinline__ float to_tf32(float v) {
-    u32 r;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
-    return __uint_as_float(r);
+// Two values rounded to FP16 (to nearest, subnormals kept): lo in the low half.
+__device__ __forceinline__ u32 to_f16x2(float lo, float hi) {
+    u32 r = 0;
+#if __CUDA_ARCH__ >= 800
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#endif
+    return r;
 }
 
-// Rows row0 .. row0 + count of x, minus `mean`, rounded to TF32, packed into ceil(count / 128)
-// chunks of ks * 1024 floats (zero past count and past d). One thread per packed value.
+// Value t of row r of x, centred and scaled (0 past d).
+__device__ __forceinline__ float tc_value(const float* __restrict__ x, const float* __restrict__ mean,
+                                          u64 r, u32 d, u32 t, float scale) {
+    return t < d ? __fmul_rn(__fsub_rn(x[r * d + t], mean[t]), scale) : 0.0f;
+}
+
+// Rows row0 .. row0 + count of x, minus `mean`, times `scale`, rounded to FP16, packed into
+// ceil(count / 128) chunks of ks * 1024 words (zero past count and past d). One thread per word.
 extern "C" __global__ void tc_pack(const float* __restrict__ x, const float* __restrict__ mean,
-                                   u64 row0, u64 count, u32 d, u32 ks,
-                                   float* __restrict__ packed) {
+                                   u64 row0, u64 count, u32 d, u32 ks, float scale,
+                                   u32* __restrict__ packed) {
     const u64 per_chunk = (u64)ks * 1024;
     const u64 total = (count + KT_R - 1) / KT_R * per_chunk;
     for (u64 o = blockIdx.x * (u64)blockDim.x + threadIdx.x; o < total;
@@ -42,38 +52,42 @@ extern "C" __global__ void tc_pack(const float* __restrict__ x, const float* __r
         u32 t2 = st2 & 7, s = st2 >> 3;
         u32 odd = comp >> 1, hi = comp & 1, g = lane >> 2, tg = lane & 3;
         u32 j = (t2 * 2 + odd) * 8 + g;
-        u32 t = s * 8 + hi * 4 + tg;
+        u32 t = s * 16 + hi * 8 + tg * 2;
         u64 r = chunk * KT_R + j;
-        float v = 0.0f;
-        if (r < count && t < d) v = to_tf32(__fsub_rn(x[(row0 + r) * d + t], mean[t]));
-        packed[o] = v;
+        u32 w = 0;
+        if (r < count)
+            w = to_f16x2(tc_value(x, mean, row0 + r, d, t, scale),
+                         tc_value(x, mean, row0 + r, d, t + 1, scale));
+        packed[o] = w;
     }
 }
 
-// Per row of x: the centred squared norm s in f32 (dimensions in order), nrm = |r| rounded up,
-// and the per-reference parts of the score's bounds, rb_lo = s - kb |r|^2, rb_up = s + kb |r|^2.
+// Per row of x, centred and scaled: the squared norm s in f32 (dimensions in order), nrm = |r|
+// rounded up, and the per-reference parts of the score's bounds, rb_lo = s - b, rb_up = s + b
+// with b = kb |r|^2 + kf |r|.
 extern "C" __global__ void tc_row_terms(const float* __restrict__ x, const float* __restrict__ mean,
-                                        u64 n, u32 d, float kb, float* __restrict__ rb_lo,
-                                        float* __restrict__ rb_up, float* __restrict__ nrm) {
+                                        u64 n, u32 d, float scale, float kb, float kf,
+                                        float* __restrict__ rb_lo, float* __restrict__ rb_up,
+                                        float* __restrict__ nrm) {
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
          i += (u64)gridDim.x * blockDim.x) {
         float s = 0.0f;
         for (u32 t = 0; t < d; ++t) {
-            float v = __fsub_rn(x[i * d + t], mean[t]);
+            float v = tc_value(x, mean, i, d, t, scale);
             s = __fadd_rn(s, __fmul_rn(v, v));
         }
         float m = __fmul_rn(sqrtf(s), 1.0000153f);  // 1 + 2^-16: at least |r|
         nrm[i] = m;
-        float b = __fmul_rn(kb, __fmul_rn(m, m));
+        float b = __fadd_rn(__fmul_rn(kb, __fmul_rn(m, m)), __fmul_rn(kf, m));
         rb_lo[i] = __fsub_rn(s, b);
         rb_up[i] = __fadd_rn(s, b);
     }
 }
 
-__device__ __forceinline__ void mma_tf32(float* c, float4 a, float2 b) {
+__device__ __forceinline__ void mma_f16(float* c, float4 a, float2 b) {
 #if __CUDA_ARCH__ >= 800
     asm volatile(
-        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
         "{%8,%9}, {%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(__float_as_uint(a.x)), "r"(__float_as_uint(a.z)), "r"(__float_as_uint(a.y)),
@@ -140,8 +154,8 @@ __device__ __forceinline__ void tc_products(float (*acc)[4], const float* as, co
 #pragma unroll
         for (int t2 = 0; t2 < 8; ++t2) {
             float4 b = *(const float4*)(bs + ((s * 8 + t2) * 32 + lane) * 4);
-            mma_tf32(acc[2 * t2], a, make_float2(b.x, b.y));
-            mma_tf32(acc[2 * t2 + 1], a, make_float2(b.z, b.w));
+            mma_f16(acc[2 * t2], a, make_float2(b.x, b.y));
+            mma_f16(acc[2 * t2 + 1], a, make_float2(b.z, b.w));
         }
     }
 }
@@ -205,14 +219,15 @@ __device__ __forceinline__ void tc_stream(const float* __restrict__ refs, const 
 }
 
 // Pass 1: per query of `queries` (rows q_row0 + q of the references, q < q_count), the k-th
-// smallest upper bound, minus the query's own term kc_err |q|^2 and plus twice it:
-// tau[q] = U' + 2 qc, the threshold pass 2 compares lower bounds (also without qc) with.
-// rb_up[r] = |r|^2 + kb |r|^2; the upper bound is rb_up - 2 q.r + ka |q||r| (+ qc).
+// smallest upper bound, without the query's own term qc = kc_err |q|^2 + kf |q| + ke, plus
+// twice it: tau[q] = U' + 2 qc, the threshold pass 2 compares lower bounds (also without qc)
+// with.
+// rb_up[r] = |r|^2 + kb |r|^2 + kf |r|; the upper bound is rb_up - 2 q.r + ka |q||r| (+ qc).
 extern "C" __global__ void __launch_bounds__(KT_THREADS)
 knn_tensor_bound(const float* __restrict__ refs, const float* __restrict__ rb_up,
                  const float* __restrict__ nrm, u64 n, u32 ks, const float* __restrict__ queries,
-                 u64 q_row0, u64 q_count, u32 k, float ka, float kc_err, u32 nbuf,
-                 float* __restrict__ tau) {
+                 u64 q_row0, u64 q_count, u32 k, float ka, float kc_err, float kf, float ke,
+                 u32 nbuf, float* __restrict__ tau) {
     extern __shared__ float4 smem4[];
     const TcShared sh = tc_shared((float*)smem4, ks, nbuf);
     float* thr = sh.rest;                       // 128
@@ -293,14 +308,15 @@ knn_tensor_bound(const float* __restrict__ refs, const float* __restrict__ rb_up
         u32 qr = warp * 16 + lane;
         u64 qg = q0 + qr;
         if (qg < q_count) {
-            float qc = __fmul_rn(kc_err, __fmul_rn(qn[qg], qn[qg]));
+            float m = qn[qg];
+            float qc = __fadd_rn(__fadd_rn(__fmul_rn(kc_err, __fmul_rn(m, m)), __fmul_rn(kf, m)), ke);
             tau[qg] = __fadd_rn(lists[qr * k + k - 1], __fmul_rn(2.0f, qc));
         }
     }
 }
 
 // Pass 2: the candidates of each query: every reference whose lower bound (rb_lo - 2 q.r -
-// ka |q||r|, rb_lo = |r|^2 - kb |r|^2) is at most tau[q]: cand[q * width + p], p < width;
+// ka |q||r|, rb_lo = |r|^2 - kb |r|^2 - kf |r|) is at most tau[q]: cand[q * width + p], p < width;
 // counts[q] = how many (at most width); a query with more is flagged (uncertain[q] = 1) and
 // counted.
 extern "C" __global__ void __launch_bounds__(KT_THREADS)
@@ -357,14 +373,22 @@ knn_tensor_collect(const float* __restrict__ refs, const float* __restrict__ rb_
     }
 }
 
-// Column sums in f64 of rows [b * per, (b + 1) * per) of x, one block each: partial[b * d + t].
-// (The centre only has to be some vector near the data: the bound counts its rounding.)
+// Column sums in f64 and largest magnitudes of rows [b * per, (b + 1) * per) of x, one block
+// each: partial[b * d + t], largest[b * d + t]. (The centre only has to be some vector near the
+// data: the bound counts its rounding; the magnitudes choose the scale.)
 extern "C" __global__ void tc_column_sums(const float* __restrict__ x, u64 n, u32 d, u64 per,
-                                          double* __restrict__ partial) {
+                                          double* __restrict__ partial,
+                                          float* __restrict__ largest) {
     u64 r0 = blockIdx.x * per, r1 = min(n, r0 + per);
     for (u32 t = threadIdx.x; t < d; t += blockDim.x) {
         double s = 0.0;
-        for (u64 i = r0; i < r1; ++i) s += (double)x[i * d + t];
+        float m = 0.0f;
+        for (u64 i = r0; i < r1; ++i) {
+            float v = x[i * d + t];
+            s += (double)v;
+            m = fmaxf(m, fabsf(v));
+        }
         partial[(u64)blockIdx.x * d + t] = s;
+        largest[(u64)blockIdx.x * d + t] = m;
     }
 }

@@ -1,15 +1,19 @@
-//! kNN candidates from TF32 tensor-core products, with a proven bound (`knn_tensor.cu`).
+//! kNN candidates from FP16 tensor-core products, with a proven bound (`knn_tensor.cu`).
 //!
 //! The f32 scan (`knn_scan`) ranks references by `|r|^2 - 2 q.r` on the CUDA cores and keeps
-//! `k + 8`. Tensor cores form the products 5-10x faster, but from inputs rounded to TF32 (10
-//! mantissa bits), so the ranking is coarser. The rounding is bounded instead of hoped away:
+//! `k + 8`. Tensor cores form the products many times faster, but from inputs rounded to FP16
+//! (10 mantissa bits, as TF32, at twice TF32's rate and half its bytes), so the ranking is
+//! coarser. The rounding is bounded instead of hoped away:
 //!
 //! - the data are centred first (any centre: distances do not change; PCA output is centred
-//!   already), which keeps `|q|` and `|r|` small;
-//! - for a query `q` and reference `r` (centred, f32), the TF32 score `S~` and the exact score
-//!   `S = |r|^2 - 2 q.r` satisfy `|S~ - S| <= eps(q, r) = ka |q||r| + kb |r|^2 + kc |q|^2`
-//!   ([`TensorBound`]: rounding both inputs to TF32, the f32 accumulation whatever its order and
-//!   rounding, the f32 norm and the final subtraction, the centring, with a safety factor);
+//!   already), which keeps `|q|` and `|r|` small, then scaled by a power of two (exact) so the
+//!   largest value is at most 2^14, well inside FP16's range;
+//! - for a query `q` and reference `r` (centred and scaled, f32), the FP16 score `S~` and the
+//!   exact score
+//!   `S = |r|^2 - 2 q.r` satisfy `|S~ - S| <= eps(q, r) = ka |q||r| + kb |r|^2 + kc |q|^2 +
+//!   kf (|q| + |r|) + ke` ([`TensorBound`]: rounding both inputs to FP16, subnormals
+//!   included, the f32 accumulation whatever its order and rounding, the f32 norm and the final
+//!   subtraction, the centring, with a safety factor);
 //! - pass 1 (`knn_tensor_bound`) finds, per query, `U` = the `k`-th smallest UPPER bound
 //!   `S~ + eps` over all references: the `k`-th nearest has an exact score at most `U`;
 //! - pass 2 (`knn_tensor_collect`) forms the same products again and collects every reference
@@ -20,7 +24,7 @@
 //!   the bound of the `k`-th) goes through the f32 scan with that width. The step reports how
 //!   many.
 //!
-//! [`candidates_host`] runs the same two passes on the CPU (TF32 rounding emulated), so CI checks
+//! [`candidates_host`] runs the same two passes on the CPU (FP16 rounding emulated), so CI checks
 //! the bound and the logic without a GPU.
 
 use crate::error::{KernelError, Result};
@@ -42,7 +46,7 @@ const CAP: usize = 16;
 
 /// Largest `k` the tensor path takes (pass 1 keeps `k` values per query in shared memory).
 pub const MAX_K: usize = 64;
-/// Largest dimension count (padded to 8) the tensor path takes.
+/// Largest dimension count (padded to 16) the tensor path takes.
 pub const MAX_DIMS: usize = 128;
 
 /// Candidates a query may have (more: it goes to the f32 scan), at most `n`. Measured by
@@ -58,21 +62,27 @@ pub fn width(k: usize, n: usize) -> usize {
 const MAX_WIDTH: usize = 128;
 
 /// The constants of the score's error bound for `d` dimensions (see the module's text):
-/// `|S~ - S| <= ka |q||r| + kb |r|^2 + kc |q|^2`, with `|q|`, `|r|` the centred norms.
+/// `|S~ - S| <= ka |q||r| + kb |r|^2 + kc |q|^2 + kf (|q| + |r|) + ke`, with `|q|`, `|r|` the
+/// centred, scaled norms.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TensorBound {
     pub ka: f32,
     pub kb: f32,
     pub kc: f32,
+    pub kf: f32,
+    pub ke: f32,
 }
 
 impl TensorBound {
     pub fn for_dims(d: usize) -> Self {
         let d = d as f64;
-        let u = 2f64.powi(-11); // TF32 (round to nearest): relative error of each input
-                                // Products of the two rounded inputs, and their f32 sum in any order, even truncating,
-                                // with 8 times the usual allowance; times 2 (the score has 2 q.r); the score's own
-                                // rounding.
+        let u = 2f64.powi(-11); // FP16 (round to nearest): relative error of a normal input
+                                // A subnormal input's absolute error; with |v - v~| <= u |v| + sub for every input,
+                                // sum |q_i r_i - q~_i r~_i| <= (2u + u^2) |q||r| + sub (1 + u) sqrt(d) (|q| + |r|) + d sub^2.
+        let sub = 2f64.powi(-25);
+        // Products of the two rounded inputs, and their f32 sum in any order, even truncating,
+        // with 8 times the usual allowance; times 2 (the score has 2 q.r); the score's own
+        // rounding.
         let dot = 2.0 * u + u * u + (d + 8.0) * 2f64.powi(-20);
         let a = 2.0 * dot + 2f64.powi(-23);
         let b = (d + 3.0) * 2f64.powi(-24); // the f32 norm of r
@@ -82,6 +92,8 @@ impl TensorBound {
             ka: ((a + 2.0 * c) * safety) as f32,
             kb: ((b + c) * safety) as f32,
             kc: (c * safety) as f32,
+            kf: (2.0 * sub * (1.0 + u) * d.sqrt() * safety) as f32,
+            ke: (2.0 * d * sub * sub * safety) as f32,
         }
     }
 }
@@ -108,8 +120,8 @@ fn shared_bytes(ks: usize, k: usize, nbuf: usize, bound: bool) -> usize {
 /// Shared memory a block of the GPU may use (opt-in), bytes.
 const SHARED_LIMIT: usize = 227 * 1024;
 
-/// Whether a GPU of architecture `arch` (`sm_XY`) has the tensor cores the scan uses (TF32,
-/// compute capability 8.0 and later).
+/// Whether a GPU of architecture `arch` (`sm_XY`) has the tensor cores the scan uses (FP16 with
+/// f32 accumulation and `cp.async`, compute capability 8.0 and later).
 pub fn plan_exists(arch: &str) -> bool {
     plan(arch, 1 << 20, 50, 15).is_some()
 }
@@ -121,7 +133,7 @@ pub(crate) fn plan(arch: &str, n: usize, d: usize, k: usize) -> Option<Plan> {
     if major < 8 || k > MAX_K || d == 0 || d > MAX_DIMS || n <= k {
         return None;
     }
-    let ks = d.div_ceil(8);
+    let ks = d.div_ceil(16);
     let fits = |nbuf| shared_bytes(ks, k, nbuf, true) <= SHARED_LIMIT;
     let nbuf = if fits(2) { 2 } else { 1 };
     fits(nbuf).then_some(Plan {
@@ -177,13 +189,19 @@ pub(crate) fn candidates(
     let bound = TensorBound::for_dims(d);
     let (n64, d32, ks32) = (n as u64, d as u32, ks as u32);
 
-    // The centre: column means from block partial sums.
+    // The centre: column means from block partial sums; the scale from the largest values.
     let blocks = n.clamp(1, 1024);
     let per = n.div_ceil(blocks) as u64;
     let partial = ctx.alloc::<f64>(blocks * d)?;
+    let largest = ctx.alloc::<f32>(blocks * d)?;
     let f = ctx.function(SRC, "tc_column_sums")?;
     let mut l = ctx.launcher(&f);
-    l.arg(x).arg(&n64).arg(&d32).arg(&per).arg(&partial);
+    l.arg(x)
+        .arg(&n64)
+        .arg(&d32)
+        .arg(&per)
+        .arg(&partial)
+        .arg(&largest);
     let cfg = LaunchConfig {
         grid_dim: (blocks as u32, 1, 1),
         block_dim: (64, 1, 1),
@@ -194,6 +212,8 @@ pub(crate) fn candidates(
     let mean: Vec<f32> = (0..d)
         .map(|t| (sums.iter().skip(t).step_by(d).sum::<f64>() / n as f64) as f32)
         .collect();
+    let big = ctx.download(&largest)?.iter().fold(0f32, |m, &v| m.max(v));
+    let scale = fp16_scale(big + mean.iter().fold(0f32, |m, &v| m.max(v.abs())));
     let mean = ctx.upload(&mean)?;
 
     let rb_lo = ctx.alloc::<f32>(n)?;
@@ -205,14 +225,17 @@ pub(crate) fn candidates(
         .arg(&mean)
         .arg(&n64)
         .arg(&d32)
+        .arg(&scale)
         .arg(&bound.kb)
+        .arg(&bound.kf)
         .arg(&rb_lo)
         .arg(&rb_up)
         .arg(&nrm);
     ctx.launch(l, grid_stride(n), "tc_row_terms")?;
 
-    let pack = |row0: usize, count: usize| -> Result<DeviceVec<f32>> {
-        let packed = ctx.alloc::<f32>(count.div_ceil(R) * ks * 1024)?;
+    // FP16 pairs, one u32 word each.
+    let pack = |row0: usize, count: usize| -> Result<DeviceVec<u32>> {
+        let packed = ctx.alloc::<u32>(count.div_ceil(R) * ks * 1024)?;
         let (r0, c64) = (row0 as u64, count as u64);
         let f = ctx.function(SRC, "tc_pack")?;
         let mut l = ctx.launcher(&f);
@@ -222,6 +245,7 @@ pub(crate) fn candidates(
             .arg(&c64)
             .arg(&d32)
             .arg(&ks32)
+            .arg(&scale)
             .arg(&packed);
         ctx.launch(l, grid_stride(packed.len()), "tc_pack")?;
         Ok(packed)
@@ -259,6 +283,8 @@ pub(crate) fn candidates(
         .arg(&k32)
         .arg(&bound.ka)
         .arg(&bound.kc)
+        .arg(&bound.kf)
+        .arg(&bound.ke)
         .arg(&nbuf32)
         .arg(&tau);
     let cfg = LaunchConfig {
@@ -312,12 +338,29 @@ pub(crate) fn candidates(
     })
 }
 
-/// TF32 rounding as `cvt.rna.tf32.f32` does it: to 10 mantissa bits, ties away from zero.
-pub fn to_tf32(v: f32) -> f32 {
-    f32::from_bits(v.to_bits().wrapping_add(0x1000) & !0x1fff)
+/// The power of two that brings values of magnitude at most `largest` to at most 2^14 (FP16's
+/// largest finite value is 65504), or 1 when there is nothing to scale.
+pub fn fp16_scale(largest: f32) -> f32 {
+    if !(largest > 0.0) || !largest.is_finite() {
+        return 1.0;
+    }
+    let e = (largest as f64).log2().ceil() as i32 + 1; // one binade of margin for the rounding
+    2f32.powi((14 - e).clamp(-120, 120))
 }
 
-/// The tensor scan on the CPU, for tests: TF32 inputs, products summed in f32 (in reverse
+/// FP16 rounding as `cvt.rn.f16x2.f32` does it: to nearest, ties to even, subnormals kept
+/// (steps of 2^-24 below 2^-14); returned as the f32 of the same value.
+pub fn to_f16(v: f32) -> f32 {
+    let a = v.abs();
+    if a == 0.0 || !a.is_finite() {
+        return v;
+    }
+    let exponent = ((a.to_bits() >> 23) & 0xff) as i32 - 127;
+    let step = 2f64.powi(exponent.max(-14) - 10);
+    ((v as f64 / step).round_ties_even() * step) as f32
+}
+
+/// The tensor scan on the CPU, for tests: FP16 inputs, products summed in f32 (in reverse
 /// order, truncating when `truncate`, to stand for any accumulation the tensor cores use), the
 /// same bounds and the same two passes. Returns, per query (all rows), its candidates (in
 /// reference order) and whether it has at most [`width`] of them.
@@ -333,8 +376,10 @@ pub fn candidates_host(
     let mean: Vec<f32> = (0..d)
         .map(|t| ((0..n).map(|i| x[i * d + t] as f64).sum::<f64>() / n as f64) as f32)
         .collect();
-    let centred: Vec<f32> = (0..n * d).map(|p| x[p] - mean[p % d]).collect();
-    let tf: Vec<f32> = centred.iter().map(|&v| to_tf32(v)).collect();
+    let big = x.iter().fold(0f32, |m, &v| m.max(v.abs()));
+    let scale = fp16_scale(big + mean.iter().fold(0f32, |m, &v| m.max(v.abs())));
+    let centred: Vec<f32> = (0..n * d).map(|p| (x[p] - mean[p % d]) * scale).collect();
+    let tf: Vec<f32> = centred.iter().map(|&v| to_f16(v)).collect();
     let norm2: Vec<f32> = (0..n)
         .map(|i| {
             centred[i * d..(i + 1) * d]
@@ -343,7 +388,9 @@ pub fn candidates_host(
         })
         .collect();
     let nrm: Vec<f32> = norm2.iter().map(|&s| s.sqrt() * 1.000_015_3).collect();
-    let b: Vec<f32> = (0..n).map(|i| bound.kb * (nrm[i] * nrm[i])).collect();
+    let b: Vec<f32> = (0..n)
+        .map(|i| bound.kb * (nrm[i] * nrm[i]) + bound.kf * nrm[i])
+        .collect();
     let add = |a: f32, b: f32| -> f32 {
         let s = a + b;
         if !truncate || s == 0.0 || !s.is_finite() {
@@ -360,7 +407,7 @@ pub fn candidates_host(
     (0..n)
         .map(|qi| {
             let qk = bound.ka * nrm[qi];
-            let qc = bound.kc * (nrm[qi] * nrm[qi]);
+            let qc = bound.kc * (nrm[qi] * nrm[qi]) + bound.kf * nrm[qi] + bound.ke;
             let dots: Vec<f32> = (0..n)
                 .map(|r| {
                     (0..d)
@@ -476,14 +523,17 @@ mod tests {
     }
 
     #[test]
-    fn the_bound_covers_the_tf32_error() {
-        // Worst cases for the rounding: every input just off a TF32 tie, signs aligned.
+    fn the_bound_covers_the_fp16_error() {
+        // Inputs of every magnitude, subnormal ones included, signs aligned or not.
         let mut rng = rand::rngs::StdRng::seed_from_u64(9);
         for d in [1usize, 8, 50, 128] {
             let b = TensorBound::for_dims(d);
-            for _ in 0..2000 {
-                let q: Vec<f32> = (0..d).map(|_| rng.random_range(-20.0f32..20.0)).collect();
-                let r: Vec<f32> = (0..d).map(|_| rng.random_range(-20.0f32..20.0)).collect();
+            for case in 0..3000 {
+                let mag = [20.0f32, 1e-3, 3e-6][case % 3];
+                let q: Vec<f32> = (0..d).map(|_| rng.random_range(-mag..mag)).collect();
+                let r: Vec<f32> = (0..d)
+                    .map(|_| rng.random_range(-mag..mag).abs() * q[0].signum())
+                    .collect();
                 let exact: f64 = r.iter().map(|&v| (v as f64).powi(2)).sum::<f64>()
                     - 2.0
                         * q.iter()
@@ -492,7 +542,7 @@ mod tests {
                             .sum::<f64>();
                 let mut dot = 0f32;
                 for t in 0..d {
-                    dot += to_tf32(q[t]) * to_tf32(r[t]);
+                    dot += to_f16(q[t]) * to_f16(r[t]);
                 }
                 let n2: f32 = r.iter().fold(0f32, |s, &v| s + v * v);
                 let approx = (-2.0f32).mul_add(dot, n2) as f64;
@@ -500,7 +550,11 @@ mod tests {
                     q.iter().map(|&v| (v as f64).powi(2)).sum::<f64>().sqrt(),
                     r.iter().map(|&v| (v as f64).powi(2)).sum::<f64>().sqrt(),
                 );
-                let eps = b.ka as f64 * nq * nr + b.kb as f64 * nr * nr + b.kc as f64 * nq * nq;
+                let eps = b.ka as f64 * nq * nr
+                    + b.kb as f64 * nr * nr
+                    + b.kc as f64 * nq * nq
+                    + b.kf as f64 * (nq + nr)
+                    + b.ke as f64;
                 assert!(
                     (approx - exact).abs() <= eps,
                     "d {d}: {approx} vs {exact}, bound {eps}"
@@ -510,11 +564,19 @@ mod tests {
     }
 
     #[test]
-    fn tf32_rounds_to_ten_bits_ties_away() {
-        assert_eq!(to_tf32(1.0), 1.0);
-        assert_eq!(to_tf32(1.0 + 2f32.powi(-11)), 1.0 + 2f32.powi(-10));
-        assert_eq!(to_tf32(-(1.0 + 2f32.powi(-11))), -(1.0 + 2f32.powi(-10)));
-        assert_eq!(to_tf32(1.0 + 2f32.powi(-12)), 1.0);
+    fn fp16_rounds_to_ten_bits_ties_to_even_and_keeps_subnormals() {
+        assert_eq!(to_f16(1.0), 1.0);
+        assert_eq!(to_f16(1.0 + 2f32.powi(-11)), 1.0); // a tie: to even
+        assert_eq!(to_f16(1.0 + 3.0 * 2f32.powi(-11)), 1.0 + 2f32.powi(-9));
+        assert_eq!(
+            to_f16(-(1.0 + 3.0 * 2f32.powi(-11))),
+            -(1.0 + 2f32.powi(-9))
+        );
+        assert_eq!(to_f16(3.0 * 2f32.powi(-25)), 2f32.powi(-23)); // subnormal tie: to even
+        assert_eq!(to_f16(2f32.powi(-26)), 0.0);
+        assert_eq!(fp16_scale(1.0), 2f32.powi(13));
+        assert_eq!(fp16_scale(3000.0), 2.0);
+        assert_eq!(fp16_scale(0.0), 1.0);
     }
 
     #[test]
