@@ -7,6 +7,7 @@ use bytemuck::Pod;
 use rmm_core::{DeviceVec, SharedResource};
 use rmm_cuda::cudarc::cublas::CudaBlas;
 use rmm_cuda::cudarc::cusolver::DnHandle;
+use rmm_cuda::cudarc::driver::sys::CUfunction_attribute_enum;
 use rmm_cuda::cudarc::driver::{CudaFunction, CudaModule, CudaStream, LaunchArgs, LaunchConfig};
 use rmm_cuda::{Device, Stream};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -315,6 +316,23 @@ impl GpuContext {
         module
             .load_function(name)
             .map_err(|e| KernelError::Gpu(format!("kernel `{}::{name}`: {e:?}", src.name)))
+    }
+
+    /// [`GpuContext::function`], allowed `bytes` of dynamic shared memory per block (beyond the
+    /// default 48 KiB needs this opt-in).
+    pub fn function_with_shared(
+        &self,
+        src: KernelSource,
+        name: &str,
+        bytes: usize,
+    ) -> Result<CudaFunction> {
+        let f = self.function(src, name)?;
+        f.set_attribute(
+            CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            bytes as i32,
+        )
+        .map_err(|e| KernelError::Gpu(format!("{name}: {bytes} bytes of shared memory: {e:?}")))?;
+        Ok(f)
     }
 
     /// A launch of `f` on the context's stream; push the arguments, then [`GpuContext::launch`].

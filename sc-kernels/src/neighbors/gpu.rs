@@ -25,7 +25,6 @@ use crate::gpu::module_cache::KernelSource;
 use crate::gpu::scan::exclusive_scan;
 use crate::gpu::{grid_stride, DeviceVec, GpuContext};
 use crate::real::Real;
-use rmm_cuda::cudarc::driver::sys::CUfunction_attribute_enum;
 use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 
 pub(crate) const SRC: KernelSource = KernelSource {
@@ -209,13 +208,8 @@ fn f32_scan(
     l.arg(x).arg(&n64).arg(&d32).arg(&norms);
     ctx.launch(l, grid_stride(n), "row_norms")?;
 
-    let f = ctx.function(SRC, "knn_scan")?;
     let smem = scan_shared_bytes(dpad, kc);
-    f.set_attribute(
-        CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-        smem as i32,
-    )
-    .map_err(|e| KernelError::Gpu(format!("knn_scan: {smem} bytes of shared memory: {e:?}")))?;
+    let f = ctx.function_with_shared(SRC, "knn_scan", smem)?;
     let (q_start, q_end) = (rows.start as u64, rows.end as u64);
     let null = 0u64;
     let (queries, n_list) = match list {

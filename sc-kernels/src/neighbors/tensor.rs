@@ -27,10 +27,9 @@
 //! [`candidates_host`] runs the same two passes on the CPU (FP16 rounding emulated), so CI checks
 //! the bound and the logic without a GPU.
 
-use crate::error::{KernelError, Result};
+use crate::error::Result;
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::{grid_stride, DeviceVec, GpuContext};
-use rmm_cuda::cudarc::driver::sys::CUfunction_attribute_enum;
 use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 
 pub(crate) const SRC: KernelSource = KernelSource {
@@ -156,19 +155,6 @@ pub(crate) struct Candidates {
     pub uncertain: Vec<u32>,
 }
 
-/// Sets the dynamic shared memory a kernel may use.
-fn allow_shared(
-    f: &rmm_cuda::cudarc::driver::CudaFunction,
-    name: &str,
-    bytes: usize,
-) -> Result<()> {
-    f.set_attribute(
-        CUfunction_attribute_enum::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-        bytes as i32,
-    )
-    .map_err(|e| KernelError::Gpu(format!("{name}: {bytes} bytes of shared memory: {e:?}")))
-}
-
 /// The tensor scan of the queries `rows` of `x` (`n x d`, row-major, on the device) against all
 /// its rows, as [`plan`] says.
 pub(crate) fn candidates(
@@ -269,8 +255,7 @@ pub(crate) fn candidates(
     let grid = (q.div_ceil(Q).max(1) as u32, 1, 1);
 
     let tau = ctx.alloc::<f32>(q.max(1))?;
-    let f = ctx.function(SRC, "knn_tensor_bound")?;
-    allow_shared(&f, "knn_tensor_bound", smem[0])?;
+    let f = ctx.function_with_shared(SRC, "knn_tensor_bound", smem[0])?;
     let mut l = ctx.launcher(&f);
     l.arg(&refs)
         .arg(&rb_up)
@@ -298,8 +283,7 @@ pub(crate) fn candidates(
     let counts = ctx.alloc::<u32>(q.max(1))?;
     let uncertain = ctx.zeros::<u8>(q.max(1))?;
     let n_uncertain = ctx.zeros::<u32>(1)?;
-    let f = ctx.function(SRC, "knn_tensor_collect")?;
-    allow_shared(&f, "knn_tensor_collect", smem[1])?;
+    let f = ctx.function_with_shared(SRC, "knn_tensor_collect", smem[1])?;
     let mut l = ctx.launcher(&f);
     l.arg(&refs)
         .arg(&rb_lo)
