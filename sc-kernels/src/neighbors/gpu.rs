@@ -89,7 +89,8 @@ fn knn_on_device(
 }
 
 /// Which products rank the candidates: tensor cores where the GPU has them and the shape fits
-/// (`Auto`), or the CUDA cores' f32 (`F32`, today's scan everywhere; for comparisons).
+/// (`Auto`, see [`super::tensor`]), or the CUDA cores' f32 scan everywhere (`F32`, what every GPU
+/// ran before the tensor path; for comparisons).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Products {
     Auto,
