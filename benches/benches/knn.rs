@@ -80,10 +80,13 @@ fn compare(a: &Knn, b: &Knn) -> (usize, usize) {
             continue;
         }
         differ += 1;
-        // Ties only: the same distances, and every index that differs sits at a distance
-        // shared by another neighbour of the row.
+        // Ties only: the same distances, and every index that differs sits at the row's largest
+        // distance or at one shared by another neighbour of the row.
+        let last = ad[a.k - 1];
         let ties = ad == bd
-            && (0..a.k).all(|t| ai[t] == bi[t] || ad.iter().filter(|&&v| v == ad[t]).count() > 1);
+            && (0..a.k).all(|t| {
+                ai[t] == bi[t] || ad[t] == last || ad.iter().filter(|&&v| v == ad[t]).count() > 1
+            });
         if !ties {
             not_ties += 1;
         }

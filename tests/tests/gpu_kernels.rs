@@ -395,6 +395,36 @@ fn clustered_points(seed: u64, n: usize, d: usize) -> sc_kernels::DenseMatrix<f3
     sc_kernels::DenseMatrix::new(n, d, data).unwrap()
 }
 
+/// Two kNNs of the same cells: identical distances row by row, and the same neighbours apart
+/// from ties (a neighbour at the row's largest distance, or at a distance the row holds twice).
+/// Says whether every row's neighbours are identical.
+fn same_neighbours_up_to_ties(
+    what: &str,
+    want: &sc_kernels::neighbors::Knn,
+    got: &sc_kernels::neighbors::Knn,
+) -> bool {
+    let k = want.k;
+    let mut same = true;
+    for i in 0..want.n_obs {
+        let ((wi, wd), (gi, gd)) = (want.row(i), got.row(i));
+        assert_eq!(gd, wd, "{what}: distances of row {i}");
+        if gi == wi {
+            continue;
+        }
+        same = false;
+        for t in (0..k).filter(|&t| gi[t] != wi[t]) {
+            assert!(
+                wd[t] == wd[k - 1] || wd.iter().filter(|&&v| v == wd[t]).count() > 1,
+                "{what}: row {i} neighbour {t}: {} vs {} at distance {}",
+                gi[t],
+                wi[t],
+                wd[t]
+            );
+        }
+    }
+    same
+}
+
 /// The GPU neighbours against the CPU's: identical distances row by row, the same neighbour
 /// sets apart from ties at a row's last distance, and then the same connectivities.
 fn check_neighbors(ctx: &GpuContext, x: &sc_kernels::DenseMatrix<f32>, k: usize) {
@@ -407,34 +437,14 @@ fn check_neighbors(ctx: &GpuContext, x: &sc_kernels::DenseMatrix<f32>, k: usize)
     let gpu = neighbors_gpu(ctx, x, &params).unwrap();
     let what = format!("{} x {}, k {k}", x.n_rows, x.n_cols);
     assert_eq!(gpu.n_neighbors, cpu.n_neighbors, "{what}");
-    let k = cpu.n_neighbors;
-    let mut same_sets = true;
     for i in 0..x.n_rows {
-        let (ci, cd) = cpu.knn.row(i);
-        let (gi, gd) = gpu.knn.row(i);
-        assert_eq!(gd, cd, "{what}: distances of row {i}");
         assert_eq!(
-            gi[0], i as u32,
+            gpu.knn.row(i).0[0],
+            i as u32,
             "{what}: row {i} starts with the cell itself"
         );
-        if gi != ci {
-            // Only neighbours at the row's largest distance (a tie) may differ.
-            let last = cd[k - 1];
-            for t in 0..k {
-                if gi[t] != ci[t] {
-                    assert_eq!(cd[t], gd[t], "{what}: row {i}");
-                    assert!(
-                        cd[t] == last || cd.iter().filter(|&&v| v == cd[t]).count() > 1,
-                        "{what}: row {i} neighbour {t}: {} vs {} at distance {}",
-                        gi[t],
-                        ci[t],
-                        cd[t]
-                    );
-                }
-            }
-            same_sets = false;
-        }
     }
+    let same_sets = same_neighbours_up_to_ties(&what, &cpu.knn, &gpu.knn);
     assert_eq!(gpu.distances.indptr, cpu.distances.indptr, "{what}");
     if same_sets {
         assert_eq!(gpu.distances.indices, cpu.distances.indices, "{what}");
@@ -549,18 +559,7 @@ fn tensor_core_knn_equals_the_f32_scan() {
                 "{what}: {other:?} on a GPU with tensor cores"
             ),
         }
-        for i in 0..n {
-            let ((ai, ad), (bi, bd)) = (f32_knn.row(i), tc_knn.row(i));
-            assert_eq!(ad, bd, "{what}: distances of row {i}");
-            for t in 0..k {
-                assert!(
-                    ai[t] == bi[t] || ad.iter().filter(|&&v| v == ad[t]).count() > 1,
-                    "{what}: row {i} neighbour {t}: {} (f32) vs {} (tensor)",
-                    ai[t],
-                    bi[t]
-                );
-            }
-        }
+        same_neighbours_up_to_ties(what, &f32_knn, &tc_knn);
     }
     if tensor_cores {
         // The isotropic clusters leave some queries to the f32 scan: that path was run too.

@@ -325,7 +325,7 @@ pub(crate) fn candidates(
 /// The power of two that brings values of magnitude at most `largest` to at most 2^14 (FP16's
 /// largest finite value is 65504), or 1 when there is nothing to scale.
 pub fn fp16_scale(largest: f32) -> f32 {
-    if !(largest > 0.0) || !largest.is_finite() {
+    if !largest.is_finite() || largest <= 0.0 {
         return 1.0;
     }
     let e = (largest as f64).log2().ceil() as i32 + 1; // one binade of margin for the rounding
@@ -424,8 +424,8 @@ mod tests {
     use super::*;
     use rand::{Rng, SeedableRng};
 
-    /// Exact f64 score |r - q|^2 ranks; the k nearest by (distance, index).
-    fn exact_nearest(x: &[f32], n: usize, d: usize, q: usize, k: usize) -> Vec<u32> {
+    /// The k nearest of query q by exact f64 squared distance (ties by index), with it.
+    fn exact_nearest(x: &[f32], n: usize, d: usize, q: usize, k: usize) -> Vec<(f64, u32)> {
         let mut all: Vec<(f64, u32)> = (0..n)
             .map(|r| {
                 let s: f64 = (0..d)
@@ -436,7 +436,7 @@ mod tests {
             .collect();
         all.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
         all.truncate(k);
-        all.into_iter().map(|(_, r)| r).collect()
+        all
     }
 
     /// Points in clusters far from the origin (the centring matters), with exact duplicates
@@ -481,20 +481,12 @@ mod tests {
                     continue;
                 }
                 certified += 1;
-                for r in exact_nearest(&x, n, d, q, k) {
+                let nearest = exact_nearest(&x, n, d, q, k);
+                let kth = nearest[k - 1].0;
+                for &(dist, r) in &nearest {
                     // Ties at the k-th distance may pick either; the rest must be kept.
                     assert!(
-                        kept.contains(&r) || {
-                            let dist = |j: u32| -> f64 {
-                                (0..d)
-                                    .map(|t| {
-                                        (x[q * d + t] as f64 - x[j as usize * d + t] as f64).powi(2)
-                                    })
-                                    .sum()
-                            };
-                            let kth = dist(*exact_nearest(&x, n, d, q, k).last().unwrap());
-                            dist(r) == kth
-                        },
+                        kept.contains(&r) || dist == kth,
                         "seed {seed}: query {q} certified without its neighbour {r}"
                     );
                 }

@@ -77,12 +77,11 @@ fn neighbors_across_gpus(
             .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
             .collect::<sc_kernels::Result<Vec<_>>>()
     })?;
+    let scan = parts.iter().map(|p| p.2).reduce(Scan::join);
     let (mut indices, mut distances) = (Vec::with_capacity(n * k), Vec::with_capacity(n * k));
-    let mut scan = None;
-    for (i, d, s) in parts {
+    for (i, d, _) in parts {
         indices.extend(i);
         distances.extend(d);
-        scan = Some(scan.map_or(s, |t: Scan| t.join(s)));
     }
     let knn = Knn {
         n_obs: n,
