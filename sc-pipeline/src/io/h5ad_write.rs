@@ -718,9 +718,9 @@ mod tests {
     /// after the other into a file created ahead, read back equal.
     #[test]
     fn large_datasets_filled_in_parallel_read_back() {
-        let (n, g) = (2100, 8100); // dense X: 68 MB
+        let (n, g) = (1000, 2200); // dense X: 8.8 MB, past the (test's) parallel-fill size
         let dense: Vec<f32> = (0..n * g).map(|i| (i % 977) as f32 * 0.25).collect();
-        let per_row = 8100;
+        let per_row = 2200;
         let indptr: Vec<u64> = (0..=n as u64).map(|r| r * per_row as u64).collect();
         let indices: Vec<u32> = (0..n * per_row).map(|i| (i % per_row) as u32).collect();
         let data: Vec<f32> = (0..n * per_row).map(|i| (i % 13) as f32 + 1.0).collect();
@@ -739,11 +739,11 @@ mod tests {
             DenseArray::matrix_f32(n, 2, (0..2 * n).map(|v| v as f32).collect()).unwrap(),
         );
         // The rest's own dataset past the parallel-fill size.
-        let wide: Vec<f32> = (0..n * 8000).map(|i| (i % 613) as f32).collect();
+        let wide: Vec<f32> = (0..n * 2200).map(|i| (i % 613) as f32).collect();
         assert!(wide.len() * 4 >= parallel_fill::PARALLEL_FILL_BYTES);
         a.obsm.insert(
             "X_wide".into(),
-            DenseArray::matrix_f32(n, 8000, wide).unwrap(),
+            DenseArray::matrix_f32(n, 2200, wide).unwrap(),
         );
         let dir = std::env::temp_dir().join(format!("scpipe-fill-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();

@@ -19,8 +19,9 @@ use crate::{Error, Result};
 use rayon::prelude::*;
 use std::path::Path;
 
-/// Datasets of at least this many bytes are filled in parallel.
-pub(crate) const PARALLEL_FILL_BYTES: usize = 64 << 20;
+/// Datasets of at least this many bytes are filled in parallel. Tests use a smaller size, so
+/// they take the parallel path without writing hundreds of megabytes to a CI machine's disk.
+pub(crate) const PARALLEL_FILL_BYTES: usize = if cfg!(test) { 8 << 20 } else { 64 << 20 };
 
 /// Bytes one thread copies at a time.
 const PIECE: usize = 4 << 20;

@@ -19,8 +19,8 @@ use std::thread::JoinHandle;
 /// Files whose first `bytes` are reserved (the reservation has ended), for [`reserved_bytes`].
 static RESERVED: Mutex<Vec<(PathBuf, u64)>> = Mutex::new(Vec::new());
 
-/// Reservations smaller than this are not worth a thread.
-const MIN_BYTES: u64 = 64 << 20;
+/// Reservations smaller than this are not worth a thread (smaller in tests, to spare the disk).
+const MIN_BYTES: u64 = if cfg!(test) { 8 << 20 } else { 64 << 20 };
 
 /// Bytes reserved per fallocate call: a dropped reservation stops within one step (about 0.1 s
 /// on tmpfs), rather than going on allocating tens of GB for a file being removed.
@@ -188,7 +188,7 @@ mod tests {
             std::fs::write(&path, vec![1u8; 5000]).unwrap();
             let bytes = 2 * MIN_BYTES;
             let mut ahead =
-                ReservedAhead::start(&path, bytes, Some(u64::MAX)).expect("room for 128 MiB");
+                ReservedAhead::start(&path, bytes, Some(u64::MAX)).expect("room for twice the smallest reservation");
             ahead.wait();
             assert_eq!(
                 std::fs::metadata(&path).unwrap().len(),
