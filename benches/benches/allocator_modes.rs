@@ -151,6 +151,7 @@ fn run() -> Result<(), String> {
         if args.cpu_knn && args.workloads.iter().any(|w| w == "neighbors") {
             let params = NeighborsParams {
                 n_neighbors: args.k,
+                method: sc_kernels::neighbors::KnnMethod::Exact,
                 ..NeighborsParams::default()
             };
             let t = Instant::now();

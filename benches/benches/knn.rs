@@ -1,17 +1,22 @@
-//! Exact kNN on the GPU: candidates ranked by tensor cores (TF32, with the bound's certificate)
-//! against the CUDA cores' f32 scan, on the same data in one process; the neighbour sets
-//! compared row by row.
+//! kNN on the GPU. Exact: candidates ranked by tensor cores (FP16, with the bound's
+//! certificate) against the CUDA cores' f32 scan, on the same data in one process; the
+//! neighbour sets compared row by row. Approximate (`--ivf`): the inverted file at each asked
+//! shape, its time and its recall against the exact kNN over every cell (and the sampled
+//! recall the pipeline reports).
 //!
 //! .gpu/bin/bench-knn [--cells 200000,1000000] [--dims 50] [--k 15] [--runs 3]
 //!     [--h5ad FILE (its obsm X_pca, instead of workload C's points)]
 //!     [--raw FILE (little-endian f32, --dims columns, instead)] [--json OUT]
+//!     [--no-f32 (the exact kNN only as the pipeline runs it)]
+//!     [--ivf default,1000/50,... (n_lists/n_probes; default: the pipeline's)]
 //!
-//! Per data set and products: one untimed run, then `--runs` timed runs (the kNN on data already
-//! on the device, indices and distances downloaded); the median. Then the two results: rows whose
-//! index lists differ, and of those, rows that differ other than by ties (a neighbour swapped
-//! for another at the same distance).
+//! Per data set and search: one untimed run, then `--runs` timed runs (the kNN on data already
+//! on the device, indices and distances downloaded); the median. Then the two exact results:
+//! rows whose index lists differ, and of those, rows that differ other than by ties (a
+//! neighbour swapped for another at the same distance).
 
 use sc_kernels::gpu::GpuContext;
+use sc_kernels::neighbors::ivf::{self, IvfParams, SampleKnn};
 use sc_kernels::neighbors::{knn_exact_gpu_with, Knn, Products, Scan};
 use sc_kernels::DenseMatrix;
 use sc_pipeline::run::allocator::{build, AllocatorChoice};
@@ -61,6 +66,29 @@ fn data_sets(args: &[String]) -> Result<Vec<(String, DenseMatrix<f32>)>, String>
             Ok((
                 format!("workload C {n} x {dims}"),
                 benches::workload_c_points(n, dims).0,
+            ))
+        })
+        .collect()
+}
+
+/// `--ivf default,1000/50,...`: (name, parameters) per shape.
+fn ivf_specs(args: &[String]) -> Result<Vec<(String, IvfParams)>, String> {
+    let Some(list) = benches::flag_value(args, "--ivf") else {
+        return Ok(vec![]);
+    };
+    list.split(',')
+        .map(|s| {
+            if s == "default" {
+                return Ok((s.to_string(), IvfParams::default()));
+            }
+            let (l, p) = s.split_once('/').ok_or(format!("--ivf {s}: LISTS/PROBES"))?;
+            let num = |v: &str| v.parse::<usize>().map_err(|e| format!("--ivf {s}: {e}"));
+            Ok((
+                s.to_string(),
+                IvfParams {
+                    n_lists: Some(num(l)?),
+                    n_probes: Some(num(p)?),
+                },
             ))
         })
         .collect()
@@ -118,7 +146,11 @@ fn run() -> Result<(), String> {
         let xd = ctx.upload(&x.data).map_err(|e| e.to_string())?;
         let mut knns = vec![];
         let mut times = vec![];
-        for products in [Products::F32, Products::Auto] {
+        let products: &[Products] = match args.iter().any(|a| a == "--no-f32") {
+            true => &[Products::Auto],
+            false => &[Products::F32, Products::Auto],
+        };
+        for &products in products {
             let once = || -> Result<(f64, Knn, Scan), String> {
                 let t = Instant::now();
                 let (knn, scan) =
@@ -143,14 +175,54 @@ fn run() -> Result<(), String> {
             knns.push(knn);
             times.push(m);
         }
-        let (differ, not_ties) = compare(&knns[0], &knns[1]);
-        println!(
-            "{name}: tensor / f32 time {:.3} (f32 {:.2}x slower); rows differing {differ}, not by ties {not_ties}",
-            times[1] / times[0],
-            times[0] / times[1]
-        );
-        results.push(json!({"data": name, "speedup": times[0] / times[1],
-            "rows_differing": differ, "rows_differing_not_ties": not_ties}));
+        if knns.len() == 2 {
+            let (differ, not_ties) = compare(&knns[0], &knns[1]);
+            println!(
+                "{name}: tensor / f32 time {:.3} (f32 {:.2}x slower); rows differing {differ}, not by ties {not_ties}",
+                times[1] / times[0],
+                times[0] / times[1]
+            );
+            results.push(json!({"data": name, "speedup": times[0] / times[1],
+                "rows_differing": differ, "rows_differing_not_ties": not_ties}));
+        }
+        let exact = knns.pop().expect("the exact kNN ran");
+        let exact_s = times.pop().expect("timed");
+        for spec in ivf_specs(&args)? {
+            let p = spec.1;
+            let once = || -> Result<(f64, Knn, ivf::IvfStats), String> {
+                let t = Instant::now();
+                let part = ivf::knn_ivf_gpu(&ctx, &x, &xd, k, &p, (0, 1)).map_err(|e| e.to_string())?;
+                let (knn, stats) = ivf::join_parts(n, k, vec![part]).map_err(|e| e.to_string())?;
+                Ok((t.elapsed().as_secs_f64(), knn, stats))
+            };
+            let (first, _, _) = once()?;
+            let mut secs = vec![];
+            let mut last = None;
+            for _ in 0..runs.max(1) {
+                let (s, knn, stats) = once()?;
+                secs.push(s);
+                last = Some((knn, stats));
+            }
+            let (knn, stats) = last.expect("at least one run");
+            let m = median(secs.clone());
+            let every = SampleKnn {
+                cells: (0..n as u32).collect(),
+                k,
+                indices: exact.indices.clone(),
+                distances: exact.distances.clone(),
+            };
+            let full = ivf::recall(&every, &knn).value;
+            let sampled = stats.recall.map_or(f64::NAN, |r| r.value);
+            println!(
+                "{name}, k {k}: ivf {} ({} lists, {} probes, {:.0} refs per cell): {m:.3} s (first {first:.3} s, runs {secs:.3?}); {:.2}x the exact {exact_s:.3} s; recall@{k} {full:.4} over every cell, {sampled:.4} sampled",
+                spec.0, stats.shape.n_lists, stats.shape.n_probes, stats.refs_per_cell, exact_s / m
+            );
+            results.push(json!({"data": name, "n": n, "d": d, "k": k, "ivf": spec.0,
+                "n_lists": stats.shape.n_lists, "n_probes": stats.shape.n_probes,
+                "refs_per_cell": stats.refs_per_cell, "median_s": m, "first_s": first,
+                "runs_s": secs, "exact_s": exact_s, "speedup": exact_s / m,
+                "recall_all": full, "recall_sampled": sampled}));
+        }
     }
     if let Some(out) = benches::flag_value(&args, "--json") {
         let doc = json!({"device": benches::describe_device(&device), "results": results});

@@ -217,12 +217,44 @@ fn the_demo_runs_without_an_input_file() {
 }
 
 #[test]
+fn neighbors_by_an_inverted_file_report_their_recall() {
+    let output = common::scratch("demo_ivf.h5ad");
+    let o = scpipe(&[
+        "run",
+        "--demo",
+        "--demo-cells",
+        "3000",
+        "--demo-genes",
+        "3000",
+        "--neighbors-method",
+        "ivf",
+        "--n-lists",
+        "30",
+        "--n-probes",
+        "5",
+        "--no-umap",
+        "--no-leiden",
+        "--no-markers",
+        "-o",
+        output.to_str().unwrap(),
+    ]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains("ivf (30 lists, 5 probed") && out.contains("recall@15"),
+        "{out}"
+    );
+    let a = read_h5ad(&output).unwrap();
+    assert_eq!(a.obsp["distances"].n_rows, a.n_obs());
+}
+
+#[test]
 fn bad_options_are_refused_clearly() {
     let input = common::shared_data("10x/v2_filtered_gene_bc_matrices_h5.h5");
     let inp = input.to_str().unwrap();
     let out = common::scratch("never.h5ad");
     let o = out.to_str().unwrap();
-    let cases: [(&[&str], &str); 8] = [
+    let cases: [(&[&str], &str); 12] = [
         (
             &["run", inp, "-o", o, "--hvg-flavor", "seurat_v9"],
             "invalid value 'seurat_v9' for '--hvg-flavor",
@@ -241,6 +273,20 @@ fn bad_options_are_refused_clearly() {
             "--n-neighbors",
         ),
         (&["run", inp, "-o", o, "--target-sum=-5"], "--target-sum"),
+        (
+            &["run", inp, "-o", o, "--n-lists", "10", "--n-probes", "11"],
+            "--n-probes: 11 is more than the 10 lists",
+        ),
+        (
+            &["run", inp, "-o", o, "--neighbors-method", "exact", "--n-probes", "4"],
+            "--n-probes",
+        ),
+        (&["run", inp, "-o", o, "--n-lists", "0"], "--n-lists"),
+        // More lists than the input has cells: refused before any step.
+        (
+            &["run", inp, "-o", o, "--neighbors-method", "ivf", "--n-lists", "1000000"],
+            "n_lists",
+        ),
         (&["run", "/no/such/file.h5ad", "-o", o], "no such file"),
         (&["run", inp, "-o", o, "--device", "gpu"], "--device gpu"),
         (&["generate", "0", "100", "-o", o], "N_CELLS"),

@@ -86,6 +86,12 @@ impl<T: Pod> DeviceVec<T> {
         self.buf.memset(0)
     }
 
+    /// Sets every byte of every value to `byte` (queued on the stream; `0xff` makes every
+    /// unsigned integer its maximum).
+    pub fn fill_bytes(&mut self, byte: u8) -> Result<()> {
+        self.buf.memset(byte)
+    }
+
     /// A copy of `values` from the current resource.
     pub fn from_host(values: &[T], stream: &Stream) -> Result<Self> {
         Self::from_host_with_resource(values, stream, get_per_device_resource(stream.device()))

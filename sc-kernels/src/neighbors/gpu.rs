@@ -33,10 +33,10 @@ pub(crate) const SRC: KernelSource = KernelSource {
 };
 
 // Must match the defines of neighbors.cu.
-const QT: usize = 64;
-const RT: usize = 128;
+pub(crate) const QT: usize = 64;
+pub(crate) const RT: usize = 128;
 const DK: usize = 32;
-const THREADS: u32 = 256;
+pub(crate) const THREADS: u32 = 256;
 
 /// Largest `k` (with the cell itself) and dimension count the GPU kNN takes (shared memory).
 pub const MAX_K: usize = 100;
@@ -153,6 +153,26 @@ fn knn_rows_on_device(
         }
     };
 
+    let (idx, dist) = refine(ctx, x, &cand, counts.as_ref(), None, rows, d, kc, k)?;
+    Ok((idx, dist, scan))
+}
+
+/// `knn_refine`: the exact best `k` of each query's `kc` candidates (`counts[r]` of them when
+/// given). The queries are the rows `rows` of `x`, or, with `qmap`, the rows `qmap[p]` for the
+/// positions `p` in `rows` (~0: none). Output rows follow `rows`: `rows.len() * k` each.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn refine(
+    ctx: &GpuContext,
+    x: &DeviceVec<f32>,
+    cand: &DeviceVec<u32>,
+    counts: Option<&DeviceVec<u32>>,
+    qmap: Option<&DeviceVec<u32>>,
+    rows: std::ops::Range<usize>,
+    d: usize,
+    kc: usize,
+    k: usize,
+) -> Result<(DeviceVec<u32>, DeviceVec<f32>)> {
+    let q = rows.len();
     let (kc32, k32, d32, q_start) = (kc as u32, k as u32, d as u32, rows.start as u64);
     let idx = ctx.alloc::<u32>(q.max(1) * k)?;
     let dist = ctx.alloc::<f32>(q.max(1) * k)?;
@@ -162,9 +182,13 @@ fn knn_rows_on_device(
     let f = ctx.function(SRC, "knn_refine")?;
     let null = 0u64;
     let mut l = ctx.launcher(&f);
-    l.arg(x).arg(&cand);
-    match &counts {
+    l.arg(x).arg(cand);
+    match counts {
         Some(c) => l.arg(c),
+        None => l.arg(&null),
+    };
+    match qmap {
+        Some(m) => l.arg(m),
         None => l.arg(&null),
     };
     l.arg(&q_start)
@@ -177,7 +201,118 @@ fn knn_rows_on_device(
         .arg(&idx)
         .arg(&dist);
     ctx.launch(l, grid_stride(q.max(1)), "knn_refine")?;
-    Ok((idx, dist, scan))
+    Ok((idx, dist))
+}
+
+/// References laid out for the scans: reference-major (`ld` values per dimension, zero past
+/// the `n` references and in `dpad` beyond `d`), and their squared norms.
+pub(crate) struct RefTable {
+    pub(crate) xt: DeviceVec<f32>,
+    pub(crate) norms: DeviceVec<f32>,
+    pub(crate) n: usize,
+    pub(crate) d: usize,
+    pub(crate) dpad: usize,
+    pub(crate) ld: usize,
+}
+
+impl RefTable {
+    /// The table of the `n` rows of `x` (`n x d`), `ld` at least `n` rounded up to a chunk
+    /// (more where scans start chunks anywhere, as the inverted file's lists).
+    pub(crate) fn new(ctx: &GpuContext, x: &DeviceVec<f32>, n: usize, d: usize, ld: usize) -> Result<Self> {
+        let ld = ld.max(n.div_ceil(RT) * RT);
+        let dpad = d.div_ceil(DK) * DK;
+        let (n64, d32, ld64) = (n as u64, d as u32, ld as u64);
+        let xt = ctx.alloc::<f32>(dpad.max(d) * ld)?;
+        let f = ctx.function(SRC, "transpose_pad")?;
+        let mut l = ctx.launcher(&f);
+        l.arg(x).arg(&n64).arg(&d32).arg(&ld64).arg(&xt);
+        ctx.launch(l, grid_stride(d * ld), "transpose_pad")?;
+        let norms = ctx.alloc::<f32>(n.max(1))?;
+        let f = ctx.function(SRC, "row_norms")?;
+        let mut l = ctx.launcher(&f);
+        l.arg(x).arg(&n64).arg(&d32).arg(&norms);
+        ctx.launch(l, grid_stride(n), "row_norms")?;
+        Ok(RefTable { xt, norms, n, d, dpad, ld })
+    }
+
+    /// Shared memory of a scan block keeping `kc` candidates per query.
+    pub(crate) fn shared_bytes(&self, kc: usize) -> usize {
+        scan_shared_bytes(self.dpad, kc)
+    }
+}
+
+/// `knn_scan`: the `kc` best candidates among the table's references (named by `ids` when
+/// given) of the queries `rows` of `x` (or of the rows `rows.start + list[e]`), into their rows
+/// of `cand` (`kc` per query, from `rows.start`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn scan_table(
+    ctx: &GpuContext,
+    table: &RefTable,
+    ids: Option<&DeviceVec<u32>>,
+    x: &DeviceVec<f32>,
+    kc: usize,
+    rows: std::ops::Range<usize>,
+    list: Option<&DeviceVec<u32>>,
+    cand: &DeviceVec<u32>,
+) -> Result<()> {
+    scan_table_split(ctx, table, ids, x, kc, rows, list, 1, cand)
+}
+
+/// [`scan_table`] with the references split in `spans` (a grid of `spans` rows of blocks, for
+/// few queries): span `y`'s candidates of query row `r` at `cand[(y * rows + r) * kc ..]`,
+/// `~0` where a span holds fewer than `kc`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn scan_table_split(
+    ctx: &GpuContext,
+    table: &RefTable,
+    ids: Option<&DeviceVec<u32>>,
+    x: &DeviceVec<f32>,
+    kc: usize,
+    rows: std::ops::Range<usize>,
+    list: Option<&DeviceVec<u32>>,
+    spans: usize,
+    cand: &DeviceVec<u32>,
+) -> Result<()> {
+    let (n64, d32, ld64, dpad32, kc32) = (
+        table.n as u64,
+        table.d as u32,
+        table.ld as u64,
+        table.dpad as u32,
+        kc as u32,
+    );
+    let smem = table.shared_bytes(kc);
+    let f = ctx.function_with_shared(SRC, "knn_scan", smem)?;
+    let (q_start, q_end) = (rows.start as u64, rows.end as u64);
+    let null = 0u64;
+    let (queries, n_list) = match list {
+        Some(l) => (l.len(), l.len() as u64),
+        None => (rows.len(), 0),
+    };
+    let mut l = ctx.launcher(&f);
+    l.arg(x).arg(&table.xt).arg(&table.norms);
+    match ids {
+        Some(ids) => l.arg(ids),
+        None => l.arg(&null),
+    };
+    l.arg(&n64)
+        .arg(&d32)
+        .arg(&dpad32)
+        .arg(&ld64)
+        .arg(&kc32)
+        .arg(&q_start)
+        .arg(&q_end);
+    match list {
+        Some(list) => l.arg(list),
+        None => l.arg(&null),
+    };
+    let cand_rows = rows.len() as u64;
+    l.arg(&n_list).arg(&cand_rows).arg(cand);
+    let cfg = LaunchConfig {
+        grid_dim: (queries.div_ceil(QT).max(1) as u32, spans.max(1) as u32, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: smem as u32,
+    };
+    ctx.launch(l, cfg, "knn_scan")
 }
 
 /// The f32 scan (`knn_scan`): the `kc` best candidates of the queries `rows` (or of the rows
@@ -193,52 +328,8 @@ fn f32_scan(
     list: Option<&DeviceVec<u32>>,
     cand: &DeviceVec<u32>,
 ) -> Result<()> {
-    let ld = n.div_ceil(RT) * RT;
-    let dpad = d.div_ceil(DK) * DK;
-    let (n64, d32, ld64, dpad32, kc32) = (n as u64, d as u32, ld as u64, dpad as u32, kc as u32);
-
-    let xt = ctx.alloc::<f32>(dpad.max(d) * ld)?;
-    let f = ctx.function(SRC, "transpose_pad")?;
-    let mut l = ctx.launcher(&f);
-    l.arg(x).arg(&n64).arg(&d32).arg(&ld64).arg(&xt);
-    ctx.launch(l, grid_stride(d * ld), "transpose_pad")?;
-
-    let norms = ctx.alloc::<f32>(n)?;
-    let f = ctx.function(SRC, "row_norms")?;
-    let mut l = ctx.launcher(&f);
-    l.arg(x).arg(&n64).arg(&d32).arg(&norms);
-    ctx.launch(l, grid_stride(n), "row_norms")?;
-
-    let smem = scan_shared_bytes(dpad, kc);
-    let f = ctx.function_with_shared(SRC, "knn_scan", smem)?;
-    let (q_start, q_end) = (rows.start as u64, rows.end as u64);
-    let null = 0u64;
-    let (queries, n_list) = match list {
-        Some(l) => (l.len(), l.len() as u64),
-        None => (rows.len(), 0),
-    };
-    let mut l = ctx.launcher(&f);
-    l.arg(x)
-        .arg(&xt)
-        .arg(&norms)
-        .arg(&n64)
-        .arg(&d32)
-        .arg(&dpad32)
-        .arg(&ld64)
-        .arg(&kc32)
-        .arg(&q_start)
-        .arg(&q_end);
-    match list {
-        Some(list) => l.arg(list),
-        None => l.arg(&null),
-    };
-    l.arg(&n_list).arg(cand);
-    let cfg = LaunchConfig {
-        grid_dim: (queries.div_ceil(QT).max(1) as u32, 1, 1),
-        block_dim: (THREADS, 1, 1),
-        shared_mem_bytes: smem as u32,
-    };
-    ctx.launch(l, cfg, "knn_scan")
+    let table = RefTable::new(ctx, x, n, d, 0)?;
+    scan_table(ctx, &table, None, x, kc, rows, list, cand)
 }
 
 /// The kNN (self included) of the rows `rows` of `x` (`n x d` row-major, finite values) among
@@ -448,10 +539,18 @@ pub fn neighbors_gpu<T: Real>(
     super::check_finite(x)?;
     let values: Vec<f32> = x.data.iter().map(|v| v.to_f64() as f32).collect();
     let xd = ctx.upload(&values)?;
-    neighbors_on_device(ctx, &xd, x.n_rows, x.n_cols, k, params)
+    let Some(ivf) = params.method.ivf_for(x.n_rows) else {
+        return neighbors_on_device(ctx, &xd, x.n_rows, x.n_cols, k, params);
+    };
+    let xf = DenseMatrix::new(x.n_rows, x.n_cols, values)?;
+    let rows = super::ivf::knn_ivf_gpu(ctx, &xf, &xd, k, &ivf, (0, 1))?;
+    drop(xd);
+    let (knn, stats) = super::ivf::join_parts(x.n_rows, k, vec![rows])?;
+    neighbors_from_knn_gpu(ctx, knn, Scan::Ivf(stats), params)
 }
 
-/// Neighbors of a device matrix (`n x d` row-major, finite values) with `k` already settled.
+/// Neighbors of a device matrix (`n x d` row-major, finite values) with `k` already settled,
+/// from the exact kNN (whatever `params.method` says).
 pub fn neighbors_on_device(
     ctx: &GpuContext,
     x: &DeviceVec<f32>,

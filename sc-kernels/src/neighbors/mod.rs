@@ -1,6 +1,8 @@
-//! `neighbors` (scanpy's `pp.neighbors` with `method="umap"`): exact k nearest neighbours
-//! (euclidean, the cell itself included as its first neighbour) and UMAP's fuzzy simplicial set
-//! as the connectivities, exactly as `umap.umap_.fuzzy_simplicial_set` computes it.
+//! `neighbors` (scanpy's `pp.neighbors` with `method="umap"`): k nearest neighbours
+//! (euclidean, the cell itself included as its first neighbour), exact or, from
+//! [`AUTO_IVF_CELLS`] cells or when asked, approximate within an inverted file ([`ivf`]), and
+//! UMAP's fuzzy simplicial set as the connectivities, exactly as
+//! `umap.umap_.fuzzy_simplicial_set` computes it.
 //!
 //! kNN: blocks of queries against blocks of references, the inner products by faer matrix
 //! products (`|b|^2 - 2 a.b` ranks the references of a query), `k + 8` candidates kept per query,
@@ -26,7 +28,11 @@ use faer::{Accum, Mat, MatRef, Par};
 use rayon::prelude::*;
 
 pub(crate) mod gpu;
+mod host_scan;
+pub mod ivf;
 pub mod tensor;
+
+use host_scan::{exact_best, Candidates};
 
 /// The step's kernel modules, for the warm-up ([`crate::warm_up`]): the f32 scan and the
 /// connectivities, and the tensor-core scan.
@@ -37,7 +43,7 @@ pub use gpu::{
 };
 
 /// How a kNN's candidates were ranked before their exact f64 distances chose the neighbours.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Scan {
     /// On the CPU (f32 matrix products).
     Cpu,
@@ -46,6 +52,8 @@ pub enum Scan {
     /// On tensor cores (TF32), `f32_queries` of the queries not certified by the bound and
     /// scanned again in f32.
     Tensor { f32_queries: usize },
+    /// Approximate: within the lists of an inverted file (CPU or GPU), and how it did.
+    Ivf(ivf::IvfStats),
 }
 
 impl Scan {
@@ -61,13 +69,15 @@ impl Scan {
     }
 }
 
-/// Parameters, with scanpy's defaults.
+/// Parameters, with scanpy's defaults (and the search chosen by size, as scanpy, which
+/// searches approximately from 4,096 cells).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct NeighborsParams {
     /// Neighbours per cell, the cell itself included (scanpy's `n_neighbors`).
     pub n_neighbors: usize,
     pub set_op_mix_ratio: f64,
     pub local_connectivity: f64,
+    pub method: KnnMethod,
 }
 
 impl Default for NeighborsParams {
@@ -76,6 +86,33 @@ impl Default for NeighborsParams {
             n_neighbors: 15,
             set_op_mix_ratio: 1.0,
             local_connectivity: 1.0,
+            method: KnnMethod::Auto(ivf::IvfParams::default()),
+        }
+    }
+}
+
+/// How the kNN is searched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KnnMethod {
+    /// Every cell against every cell.
+    Exact,
+    /// Within the probed lists of an inverted file ([`ivf`]).
+    Ivf(ivf::IvfParams),
+    /// Exact below [`AUTO_IVF_CELLS`] cells, the inverted file from there.
+    Auto(ivf::IvfParams),
+}
+
+/// Cells from which [`KnnMethod::Auto`] searches an inverted file: where it became the faster
+/// on the GPU (`benches/RESULTS.md`, bench-knn).
+pub const AUTO_IVF_CELLS: usize = 100_000;
+
+impl KnnMethod {
+    /// The inverted file's parameters when `n` cells are searched with it; `None`: exactly.
+    pub fn ivf_for(self, n: usize) -> Option<ivf::IvfParams> {
+        match self {
+            KnnMethod::Exact => None,
+            KnnMethod::Ivf(p) => Some(p),
+            KnnMethod::Auto(p) => (n >= AUTO_IVF_CELLS).then_some(p),
         }
     }
 }
@@ -162,9 +199,7 @@ pub fn knn_exact<T: Real>(x: &DenseMatrix<T>, k: usize) -> Result<Knn> {
             let q0 = qb * QUERY_BLOCK;
             let nq = oi.len() / k;
             let a = MatRef::from_row_major_slice(&xf[q0 * d..(q0 + nq) * d], nq, d);
-            // Candidate lists: sorted (approx distance, index), at most kc.
-            let mut cand: Vec<Vec<(f32, u32)>> = vec![Vec::with_capacity(kc + 1); nq];
-            let mut thr = vec![f32::INFINITY; nq];
+            let mut cand = Candidates::new(nq, kc);
             let mut prod = Mat::<f32>::zeros(REF_BLOCK, nq);
             let mut r0 = 0;
             while r0 < n {
@@ -179,73 +214,12 @@ pub fn knn_exact<T: Real>(x: &DenseMatrix<T>, k: usize) -> Result<Knn> {
                     1.0,
                     Par::Seq,
                 );
-                let nb = &norms[r0..r0 + nr];
-                for q in 0..nq {
-                    let col = pm.rb().col(q).try_as_col_major().unwrap().as_slice();
-                    let c = &mut cand[q];
-                    let mut t = thr[q];
-                    let mut j = 0;
-                    while j < nr {
-                        let end = (j + 16).min(nr);
-                        // Cheap vectorizable test first; most chunks hold no candidate.
-                        let mut any = false;
-                        for jj in j..end {
-                            any |= nb[jj] - 2.0 * col[jj] < t;
-                        }
-                        if any {
-                            for jj in j..end {
-                                let dist = nb[jj] - 2.0 * col[jj];
-                                if dist < t {
-                                    let pos = c.partition_point(|e| e.0 <= dist);
-                                    c.insert(pos, (dist, (r0 + jj) as u32));
-                                    if c.len() > kc {
-                                        c.pop();
-                                    }
-                                    if c.len() == kc {
-                                        t = c[kc - 1].0;
-                                    }
-                                }
-                            }
-                        }
-                        j = end;
-                    }
-                    thr[q] = t;
-                }
+                cand.offer(pm.rb(), &norms[r0..r0 + nr], |j| (r0 + j) as u32);
                 r0 += nr;
             }
-            // Exact distances of the candidates, best k.
-            for q in 0..nq {
-                let i = q0 + q;
-                let xi = &xf[i * d..(i + 1) * d];
-                let mut exact: Vec<(f64, bool, u32)> = cand[q]
-                    .iter()
-                    .map(|&(_, j)| {
-                        let xj = &xf[j as usize * d..(j as usize + 1) * d];
-                        let s: f64 = xi
-                            .iter()
-                            .zip(xj)
-                            .map(|(a, b)| (*a as f64 - *b as f64).powi(2))
-                            .sum();
-                        (s.sqrt(), j as usize != i, j)
-                    })
-                    .collect();
-                if !exact.iter().any(|e| !e.1) {
-                    exact.push((0.0, false, i as u32));
-                }
-                exact.sort_by(|a, b| {
-                    a.0.partial_cmp(&b.0)
-                        .unwrap()
-                        .then(a.1.cmp(&b.1))
-                        .then(a.2.cmp(&b.2))
-                });
-                // The cell itself first (scanpy requires it), then the nearest others.
-                let self_pos = exact.iter().position(|e| !e.1).unwrap();
-                let me = exact.remove(self_pos);
-                exact.insert(0, (0.0, false, me.2));
-                for (t, e) in exact.iter().take(k).enumerate() {
-                    oi[q * k + t] = e.2;
-                    od[q * k + t] = e.0 as f32;
-                }
+            for (q, c) in cand.lists.iter().enumerate() {
+                let (oi, od) = (&mut oi[q * k..(q + 1) * k], &mut od[q * k..(q + 1) * k]);
+                exact_best(&xf, d, q0 + q, c.iter().map(|e| e.1), oi, od);
             }
         });
     Ok(Knn {
@@ -478,7 +452,13 @@ pub fn distance_matrix(knn: &Knn) -> CsrMatrix<f32> {
 /// `n_neighbors` exceeds the number of cells it becomes `1 + n_obs / 2`.
 pub fn neighbors<T: Real>(x: &DenseMatrix<T>, params: &NeighborsParams) -> Result<NeighborsResult> {
     let k = effective_k(x.n_rows, params)?;
-    let knn = knn_exact(x, k)?;
+    let (knn, scan) = match params.method.ivf_for(x.n_rows) {
+        None => (knn_exact(x, k)?, Scan::Cpu),
+        Some(p) => {
+            let (knn, stats) = ivf::knn_ivf(x, k, &p)?;
+            (knn, Scan::Ivf(stats))
+        }
+    };
     let connectivities =
         umap_connectivities(&knn, params.set_op_mix_ratio, params.local_connectivity)?;
     let distances = distance_matrix(&knn);
@@ -487,7 +467,7 @@ pub fn neighbors<T: Real>(x: &DenseMatrix<T>, params: &NeighborsParams) -> Resul
         knn,
         distances,
         connectivities,
-        scan: Scan::Cpu,
+        scan,
     })
 }
 

@@ -7,6 +7,8 @@ use crate::memory_plan::Execution;
 use crate::run::allocator::{parse_size, AllocatorChoice};
 use crate::run::{DeviceOptions, Input, Outcome, Outputs, PipelineConfig, RunPlan};
 use crate::steps::{Flavor, HarmonyOptions, HarmonyParams, HvgOptions};
+use sc_kernels::neighbors::ivf::IvfParams;
+use sc_kernels::neighbors::KnnMethod;
 use crate::synthetic::SyntheticParams;
 use crate::{Error, Result};
 use std::path::PathBuf;
@@ -151,11 +153,63 @@ pub struct RunArgs {
     pub n_neighbors: usize,
     #[arg(long, help = "Skip neighbors (and the steps on its graph)")]
     pub no_neighbors: bool,
+    /// How neighbors searches: every cell against every cell (exact), within the probed lists
+    /// of an inverted file (ivf, approximate; the recall on a sample is reported), or exact
+    /// below 100,000 cells and ivf from there (auto).
+    #[arg(long, value_enum, default_value_t = KnnChoice::Auto)]
+    pub neighbors_method: KnnChoice,
+    /// Lists of the inverted file (ivf and auto; default: the square root of the cells).
+    #[arg(long, value_name = "N")]
+    pub n_lists: Option<usize>,
+    /// Lists each cell's search probes (ivf and auto; default: a twentieth of the lists, at
+    /// least 8). More probes: higher recall, more time.
+    #[arg(long, value_name = "N")]
+    pub n_probes: Option<usize>,
     #[command(flatten)]
     pub graph: super::graph_steps::GraphStepArgs,
 }
 
+/// `--neighbors-method`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum KnnChoice {
+    Exact,
+    Ivf,
+    Auto,
+}
+
 impl RunArgs {
+    /// The kNN search `--neighbors-method`, `--n-lists` and `--n-probes` ask for.
+    fn knn_method(&self) -> Result<KnnMethod> {
+        for (flag, v) in [("--n-lists", self.n_lists), ("--n-probes", self.n_probes)] {
+            if v == Some(0) {
+                return Err(Error::param(flag, "must be at least 1"));
+            }
+            if v.is_some() && self.neighbors_method == KnnChoice::Exact {
+                return Err(Error::param(
+                    flag,
+                    "sets the inverted file: use it with --neighbors-method ivf or auto",
+                ));
+            }
+        }
+        if let (Some(l), Some(p)) = (self.n_lists, self.n_probes) {
+            if p > l {
+                return Err(Error::param(
+                    "--n-probes",
+                    format!("{p} is more than the {l} lists (--n-lists)"),
+                ));
+            }
+        }
+        let ivf = IvfParams {
+            n_lists: self.n_lists,
+            n_probes: self.n_probes,
+        };
+        Ok(match self.neighbors_method {
+            KnnChoice::Exact => KnnMethod::Exact,
+            KnnChoice::Ivf => KnnMethod::Ivf(ivf),
+            KnnChoice::Auto => KnnMethod::Auto(ivf),
+        })
+    }
+
     /// The pipeline configuration the options describe.
     pub fn config(&self) -> Result<PipelineConfig> {
         let flavor = Flavor::from_name(&self.hvg_flavor)
@@ -217,6 +271,7 @@ impl RunArgs {
                 },
             }),
             n_neighbors: neighbors.then_some(self.n_neighbors),
+            knn_method: self.knn_method()?,
             neighbors_use_rep: self
                 .harmony
                 .as_ref()

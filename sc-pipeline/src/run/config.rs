@@ -4,6 +4,8 @@
 use sc_kernels::harmony::HarmonyParams;
 use sc_kernels::hvg::Flavor;
 use sc_kernels::leiden::LeidenParams;
+use sc_kernels::neighbors::ivf::IvfParams;
+use sc_kernels::neighbors::KnnMethod;
 use sc_kernels::rank_genes::{Method, RankGenesParams};
 use sc_kernels::umap::UmapParams;
 
@@ -26,6 +28,8 @@ pub struct PipelineConfig {
     /// `harmony_integrate` after pca (`obsm['X_pca_harmony']`); `None` skips it.
     pub harmony: Option<HarmonyOptions>,
     pub n_neighbors: Option<usize>,
+    /// How neighbors searches the kNN (exact, an inverted file, or by size).
+    pub knn_method: KnnMethod,
     /// The `obsm` key neighbors uses (scanpy's `use_rep`); `None`: `X_pca` as scanpy decides.
     pub neighbors_use_rep: Option<String>,
     /// `umap` on the neighbors graph (`obsm['X_umap']`); `None` skips it.
@@ -53,6 +57,7 @@ impl Default for PipelineConfig {
             n_comps: Some(50),
             harmony: None,
             n_neighbors: Some(15),
+            knn_method: KnnMethod::Auto(IvfParams::default()),
             neighbors_use_rep: None,
             umap: Some(UmapParams::default()),
             leiden: Some(LeidenOptions::default()),

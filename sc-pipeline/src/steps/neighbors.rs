@@ -1,5 +1,6 @@
-//! `neighbors` (scanpy's `pp.neighbors`, `method='umap'`): exact k nearest neighbours
-//! (euclidean, the cell itself included) on `obsm['X_pca']`, and UMAP connectivities.
+//! `neighbors` (scanpy's `pp.neighbors`, `method='umap'`): k nearest neighbours (euclidean,
+//! the cell itself included) on `obsm['X_pca']`, exact or within an inverted file
+//! (`--neighbors-method`), and UMAP connectivities.
 //!
 //! Writes `obsp['distances']`, `obsp['connectivities']` and `uns['neighbors']` with scanpy's
 //! keys: `connectivities_key`, `distances_key` and `params` (`n_neighbors`, `method`, `metric`,
@@ -7,10 +8,11 @@
 
 use super::kernel_error;
 use crate::anndata::{Matrix, Value};
-use crate::run::step::{no_device_bytes, no_input_check, Phase, Step, StepEnv};
+use crate::run::step::{no_device_bytes, Phase, Step, StepEnv};
 use crate::{AnnData, Error, Result};
 use sc_kernels::gpu::GpuContext;
-use sc_kernels::neighbors::{Knn, NeighborsParams, NeighborsResult, Scan};
+use sc_kernels::neighbors::ivf::{self, IvfStats};
+use sc_kernels::neighbors::{Knn, KnnMethod, NeighborsParams, NeighborsResult, Scan};
 use sc_kernels::DenseMatrix;
 use std::sync::Arc;
 
@@ -63,6 +65,9 @@ fn neighbors_across_gpus(
 ) -> sc_kernels::Result<NeighborsResult> {
     let n = rep.n_rows;
     let k = sc_kernels::neighbors::effective_k(n, params)?;
+    if let Some(p) = params.method.ivf_for(n) {
+        return ivf_across_gpus(gpus, rep, k, &p, params);
+    }
     let parts = std::thread::scope(|s| {
         let handles: Vec<_> = gpus
             .iter()
@@ -93,8 +98,39 @@ fn neighbors_across_gpus(
     sc_kernels::neighbors::neighbors_from_knn_gpu(&gpus[0], knn, scan, params)
 }
 
-/// The pipeline's row: exact kNN on `X_pca` (or `--harmony`'s corrected embedding), its rows
-/// split across the GPUs when there are several.
+/// The inverted file's kNN with its blocks split across `gpus` (each builds the same index from
+/// the whole representation), the connectivities then on the first GPU.
+fn ivf_across_gpus(
+    gpus: &[Arc<GpuContext>],
+    rep: &DenseMatrix<f32>,
+    k: usize,
+    ivf: &ivf::IvfParams,
+    params: &NeighborsParams,
+) -> sc_kernels::Result<NeighborsResult> {
+    let n = rep.n_rows;
+    let parts = std::thread::scope(|s| {
+        let handles: Vec<_> = gpus
+            .iter()
+            .enumerate()
+            .map(|(r, ctx)| {
+                s.spawn(move || {
+                    ctx.bind_to_thread()?;
+                    let xd = ctx.upload(&rep.data)?;
+                    ivf::knn_ivf_gpu(ctx, rep, &xd, k, ivf, (r, gpus.len()))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect::<sc_kernels::Result<Vec<_>>>()
+    })?;
+    let (knn, stats) = ivf::join_parts(n, k, parts)?;
+    sc_kernels::neighbors::neighbors_from_knn_gpu(&gpus[0], knn, Scan::Ivf(stats), params)
+}
+
+/// The pipeline's row: kNN on `X_pca` (or `--harmony`'s corrected embedding), its work split
+/// across the GPUs when there are several.
 pub(crate) const ROW: Step = Step {
     name: "neighbors",
     phase: Phase::CellGraph,
@@ -103,8 +139,20 @@ pub(crate) const ROW: Step = Step {
     generated: None,
     device_bytes: no_device_bytes,
     kernels: &sc_kernels::neighbors::KERNELS,
-    check_input: no_input_check,
+    check_input,
 };
+
+/// An inverted file the input's cells cannot hold (more lists than cells, more probes than
+/// lists) is refused before any step; filtering may still lower the cells below it.
+fn check_input(a: &AnnData, config: &crate::run::PipelineConfig) -> Result<()> {
+    match (config.n_neighbors, config.knn_method.ivf_for(a.n_obs())) {
+        (Some(_), Some(p)) => p
+            .settle(a.n_obs())
+            .map(|_| ())
+            .map_err(kernel_error("neighbors")),
+        _ => Ok(()),
+    }
+}
 
 fn run_step(a: &mut AnnData, env: &StepEnv<'_>) -> Result<String> {
     let k = env
@@ -112,22 +160,46 @@ fn run_step(a: &mut AnnData, env: &StepEnv<'_>) -> Result<String> {
         .n_neighbors
         .expect("the row runs only with n_neighbors");
     let rep = env.config.neighbors_use_rep.as_deref();
-    let scan = neighbors_on(a, k, rep, env.gpus)?;
+    let scan = neighbors_on(a, k, rep, env.config.knn_method, env.gpus)?;
     Ok(format!(
-        "n_neighbors={k}, exact, euclidean, on {}{}{}",
+        "n_neighbors={k}, {}, euclidean, on {}{}{}",
+        match scan {
+            Scan::Ivf(s) => ivf_note(&s),
+            _ => "exact".to_string(),
+        },
         rep.unwrap_or("X_pca"),
-        match env.gpus.len() {
-            0 | 1 => String::new(),
-            g => format!(", kNN rows split across {g} GPUs"),
+        match (env.gpus.len(), scan) {
+            (0 | 1, _) => String::new(),
+            (g, Scan::Ivf(_)) => format!(", lists split across {g} GPUs"),
+            (g, _) => format!(", kNN rows split across {g} GPUs"),
         },
         scan_note(scan),
     ))
 }
 
+/// What the step's note says of an inverted file's search.
+fn ivf_note(s: &IvfStats) -> String {
+    let recall = match s.recall {
+        Some(r) => format!(
+            ", recall@{} {:.3} on {} cells",
+            r.k,
+            r.value,
+            r.cells
+        ),
+        None => String::new(),
+    };
+    format!(
+        "ivf ({} lists, {} probed, {} cells scanned per cell{recall})",
+        s.shape.n_lists,
+        s.shape.n_probes,
+        s.refs_per_cell.round(),
+    )
+}
+
 /// What the step's note says of how the candidates were ranked.
 fn scan_note(scan: Scan) -> String {
     match scan {
-        Scan::Cpu | Scan::F32 => String::new(),
+        Scan::Cpu | Scan::F32 | Scan::Ivf(_) => String::new(),
         Scan::Tensor { f32_queries: 0 } => ", candidates on tensor cores".into(),
         Scan::Tensor { f32_queries } => format!(
             ", candidates on tensor cores ({f32_queries} cells not certified by the TF32 bound, \
@@ -141,15 +213,18 @@ fn scan_note(scan: Scan) -> String {
 /// `obsm[use_rep]` when named (scanpy's `use_rep`), else `X_pca`, or X itself when it has at most 50 genes.
 pub fn neighbors(adata: &mut AnnData, n_neighbors: usize, use_rep: Option<&str>) -> Result<()> {
     let gpus: Vec<_> = super::x_gpu(adata).into_iter().collect();
-    neighbors_on(adata, n_neighbors, use_rep, &gpus).map(|_| ())
+    let method = NeighborsParams::default().method;
+    neighbors_on(adata, n_neighbors, use_rep, method, &gpus).map(|_| ())
 }
 
-/// [`neighbors`] on the given GPUs (none: the CPU), wherever X is; with several, each searches
-/// the neighbours of a range of the cells. Says how the kNN's candidates were ranked.
+/// [`neighbors`] searched by `method` on the given GPUs (none: the CPU), wherever X is; with
+/// several, each searches the neighbours of a share of the cells. Says how the kNN's
+/// candidates were ranked.
 pub fn neighbors_on(
     adata: &mut AnnData,
     n_neighbors: usize,
     use_rep: Option<&str>,
+    method: KnnMethod,
     gpus: &[Arc<GpuContext>],
 ) -> Result<Scan> {
     const STEP: &str = "neighbors";
@@ -171,6 +246,7 @@ pub fn neighbors_on(
     let (rep, rep_name) = representation(adata, use_rep)?;
     let params = NeighborsParams {
         n_neighbors,
+        method,
         ..NeighborsParams::default()
     };
     let result = match gpus {

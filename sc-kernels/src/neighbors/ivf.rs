@@ -1,0 +1,853 @@
+//! Approximate kNN by an inverted file ("IVF-flat"), for data too large for the exact scan's
+//! `O(n^2)` work.
+//!
+//! The index: k-means (Lloyd, `TRAIN_ITERS` rounds) on a seeded sample of `TRAIN_PER_LIST`
+//! cells per list gives `n_lists` centroids; every cell goes to the list of its nearest
+//! centroid. The search is blocked by list: the cells of one list are queried together
+//! against the lists of the `n_probes` centroids nearest to their own list's centroid (their
+//! own first; more where those hold fewer than the candidates kept), so a block of 64 queries
+//! shares every reference it loads, as in the exact scan. Within the probed lists the search is
+//! exact: the same f32 candidates and f64 refinement as [`super::knn_exact`], so a neighbour
+//! that is found has its exact distance, and the result differs from the exact kNN only where
+//! a true neighbour lies in a list that was not probed.
+//!
+//! Recall is measured, not assumed: [`recall`] compares the result with the exact kNN of a
+//! seeded sample of [`RECALL_CELLS`] cells (exact on the device on the GPU).
+//!
+//! On the GPU the lists are laid out one after another (each starting at a multiple of 4, the
+//! scan's vector loads), `ivf_scan` runs one block per 64 cells of a list, and `knn_refine`
+//! picks the neighbours; the centroid assignments run on the exact scan's kernel (`k = 1`).
+//! Several GPUs each build the same index (the same kernels on the same data) and take a
+//! share of the blocks.
+
+use super::gpu::{refine, scan_table, scan_table_split, RefTable, QT, RT, SRC, THREADS};
+use super::host_scan::{exact_best, Candidates};
+use super::{check_finite, check_k, Knn, EXTRA};
+use crate::dense::DenseMatrix;
+use crate::error::{KernelError, Result};
+use crate::gpu::{grid_stride, DeviceVec, GpuContext};
+use crate::random::SplitMix64;
+use faer::reborrow::ReborrowMut;
+use faer::{Accum, Mat, MatRef, Par};
+use rayon::prelude::*;
+use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
+
+/// Training cells per list (k-means on a sample).
+const TRAIN_PER_LIST: usize = 64;
+/// Lloyd rounds.
+const TRAIN_ITERS: usize = 10;
+/// Seed of the training sample, the empty lists' new centroids and the recall sample.
+const SEED: u64 = 0x1f_5eed;
+/// Cells whose exact kNN measures the recall.
+pub const RECALL_CELLS: usize = 2048;
+
+/// The inverted file's size; `None`: the default for the data (see [`IvfParams::settle`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct IvfParams {
+    pub n_lists: Option<usize>,
+    pub n_probes: Option<usize>,
+}
+
+/// Lists and probes settled for `n` cells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IvfShape {
+    pub n_lists: usize,
+    pub n_probes: usize,
+}
+
+impl IvfParams {
+    /// The shape for `n` cells: `n_lists` defaults to `sqrt(n)` (at least 1), `n_probes` to
+    /// [`default_probes`]; a named error for 0, more lists than cells or more probes than
+    /// lists.
+    pub fn settle(&self, n: usize) -> Result<IvfShape> {
+        let n_lists = self
+            .n_lists
+            .unwrap_or_else(|| ((n as f64).sqrt().round() as usize).clamp(1, n.max(1)));
+        if n_lists == 0 || n_lists > n {
+            return Err(KernelError::param(
+                "n_lists",
+                format!("must be between 1 and the number of cells ({n}), got {n_lists}"),
+            ));
+        }
+        let n_probes = self.n_probes.unwrap_or_else(|| default_probes(n_lists));
+        if n_probes == 0 || n_probes > n_lists {
+            return Err(KernelError::param(
+                "n_probes",
+                format!("must be between 1 and n_lists ({n_lists}), got {n_probes}"),
+            ));
+        }
+        Ok(IvfShape { n_lists, n_probes })
+    }
+}
+
+/// Probes for `n_lists` lists when none are asked for: a twentieth of the lists, at least 8
+/// (all of them up to 8).
+pub fn default_probes(n_lists: usize) -> usize {
+    (n_lists / 20).max(8).min(n_lists)
+}
+
+/// What the inverted file did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IvfStats {
+    pub shape: IvfShape,
+    /// References scanned per cell, on average.
+    pub refs_per_cell: f64,
+    pub recall: Option<Recall>,
+}
+
+/// recall@k of an approximate kNN: the share of the exact kNN's `k - 1` other neighbours of
+/// the sampled cells that it found (a neighbour tied with the exact k-th counts as found).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Recall {
+    pub value: f64,
+    pub cells: usize,
+    pub k: usize,
+}
+
+/// The approximate kNN (self included) of the rows of `x` on the CPU, and what it did
+/// (recall included).
+pub fn knn_ivf<T: crate::real::Real>(
+    x: &DenseMatrix<T>,
+    k: usize,
+    params: &IvfParams,
+) -> Result<(Knn, IvfStats)> {
+    let (n, d) = (x.n_rows, x.n_cols);
+    check_k(n, k)?;
+    check_finite(x)?;
+    let shape = params.settle(n)?;
+    let xf: Vec<f32> = x.data.iter().map(|v| v.to_f64() as f32).collect();
+    let kc = (k + EXTRA).min(n);
+    let pts = training_sample(&xf, n, d, shape.n_lists);
+    let centroids = train(&pts, d, shape.n_lists, |c| Ok(nearest_host(&pts, c, d)))?;
+    let assign = nearest_host(&xf, &centroids, d);
+    let lists = Lists::new(&assign, shape.n_lists);
+    let (probe_ptr, probes) = probe_table(&centroids, d, &lists.sizes, shape.n_probes, kc);
+    let norms = row_norms_host(&xf, d);
+    let members = |l: usize| -> &[u32] {
+        let s = lists.starts[l] as usize;
+        &lists.perm[s..s + lists.sizes[l] as usize]
+    };
+    let mut indices = vec![0u32; n * k];
+    let mut distances = vec![0f32; n * k];
+    let rows: Vec<(Vec<u32>, Vec<u32>, Vec<f32>)> = (0..shape.n_lists)
+        .into_par_iter()
+        .map(|l| {
+            let queries = members(l);
+            let qx = gather(&xf, d, queries);
+            let a = MatRef::from_row_major_slice(&qx, queries.len(), d);
+            let mut cand = Candidates::new(queries.len(), kc);
+            for &p in &probes[probe_ptr[l] as usize..probe_ptr[l + 1] as usize] {
+                let refs = members(p as usize);
+                let rx = gather(&xf, d, refs);
+                let b = MatRef::from_row_major_slice(&rx, refs.len(), d);
+                let mut prod = Mat::<f32>::zeros(refs.len(), queries.len());
+                faer::linalg::matmul::matmul(
+                    prod.as_mut().rb_mut(),
+                    Accum::Replace,
+                    b,
+                    a.transpose(),
+                    1.0,
+                    Par::Seq,
+                );
+                let rn: Vec<f32> = refs.iter().map(|&r| norms[r as usize]).collect();
+                cand.offer(prod.as_ref(), &rn, |j| refs[j]);
+            }
+            let (mut oi, mut od) = (vec![0u32; queries.len() * k], vec![0f32; queries.len() * k]);
+            for (q, c) in cand.lists.iter().enumerate() {
+                let (i, dd) = (&mut oi[q * k..(q + 1) * k], &mut od[q * k..(q + 1) * k]);
+                exact_best(&xf, d, queries[q] as usize, c.iter().map(|e| e.1), i, dd);
+            }
+            (queries.to_vec(), oi, od)
+        })
+        .collect();
+    for (cells, oi, od) in rows {
+        for (q, &c) in cells.iter().enumerate() {
+            let c = c as usize;
+            indices[c * k..(c + 1) * k].copy_from_slice(&oi[q * k..(q + 1) * k]);
+            distances[c * k..(c + 1) * k].copy_from_slice(&od[q * k..(q + 1) * k]);
+        }
+    }
+    let knn = Knn {
+        n_obs: n,
+        k,
+        indices,
+        distances,
+    };
+    let sample = exact_sample_host(&xf, &norms, n, d, k);
+    let stats = IvfStats {
+        shape,
+        refs_per_cell: refs_per_cell(&lists.sizes, &probe_ptr, &probes, n),
+        recall: Some(recall(&sample, &knn)),
+    };
+    Ok((knn, stats))
+}
+
+/// The exact kNN of a seeded sample of the cells: what [`recall`] compares with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SampleKnn {
+    pub cells: Vec<u32>,
+    pub k: usize,
+    pub indices: Vec<u32>,
+    pub distances: Vec<f32>,
+}
+
+/// The sample's cells: [`RECALL_CELLS`] of the `n` (all of them when fewer), seeded.
+fn recall_cells(n: usize) -> Vec<u32> {
+    let mut cells = sample_rows(n, RECALL_CELLS, SEED ^ 0x7ec0);
+    cells.sort_unstable();
+    cells
+}
+
+/// recall@k of `approx` against the exact kNN of a sample of its cells.
+pub fn recall(sample: &SampleKnn, approx: &Knn) -> Recall {
+    let k = sample.k;
+    let mut found = 0usize;
+    for (s, &c) in sample.cells.iter().enumerate() {
+        let kth = sample.distances[(s + 1) * k - 1];
+        let (_, dist) = approx.row(c as usize);
+        found += dist[1..].iter().filter(|&&v| v <= kth).count().min(k - 1);
+    }
+    let total = sample.cells.len() * (k - 1);
+    Recall {
+        value: if total == 0 { 1.0 } else { found as f64 / total as f64 },
+        cells: sample.cells.len(),
+        k,
+    }
+}
+
+/// The sample's exact kNN on the CPU.
+fn exact_sample_host(xf: &[f32], norms: &[f32], n: usize, d: usize, k: usize) -> SampleKnn {
+    let cells = recall_cells(n);
+    let kc = (k + EXTRA).min(n);
+    let qx = gather(xf, d, &cells);
+    let a = MatRef::from_row_major_slice(&qx, cells.len(), d);
+    const REFS: usize = 4096;
+    let parts: Vec<Candidates> = (0..n.div_ceil(REFS))
+        .into_par_iter()
+        .map(|b| {
+            let r0 = b * REFS;
+            let nr = REFS.min(n - r0);
+            let rb = MatRef::from_row_major_slice(&xf[r0 * d..(r0 + nr) * d], nr, d);
+            let mut prod = Mat::<f32>::zeros(nr, cells.len());
+            faer::linalg::matmul::matmul(
+                prod.as_mut().rb_mut(),
+                Accum::Replace,
+                rb,
+                a.transpose(),
+                1.0,
+                Par::Seq,
+            );
+            let mut c = Candidates::new(cells.len(), kc);
+            c.offer(prod.as_ref(), &norms[r0..r0 + nr], |j| (r0 + j) as u32);
+            c
+        })
+        .collect();
+    let cand: Vec<Vec<u32>> = (0..cells.len())
+        .map(|q| parts.iter().flat_map(|p| p.lists[q].iter().map(|e| e.1)).collect())
+        .collect();
+    exact_rows(xf, d, k, cells, &cand)
+}
+
+/// The exact best `k` of each sampled cell's candidates (ids of cells; ~0: none).
+fn exact_rows(xf: &[f32], d: usize, k: usize, cells: Vec<u32>, cand: &[Vec<u32>]) -> SampleKnn {
+    let mut indices = vec![0u32; cells.len() * k];
+    let mut distances = vec![0f32; cells.len() * k];
+    indices
+        .par_chunks_mut(k)
+        .zip(distances.par_chunks_mut(k))
+        .enumerate()
+        .for_each(|(s, (oi, od))| {
+            let c = cand[s].iter().copied().filter(|&j| j != u32::MAX);
+            exact_best(xf, d, cells[s] as usize, c, oi, od);
+        });
+    SampleKnn {
+        cells,
+        k,
+        indices,
+        distances,
+    }
+}
+
+/// The cells stored list by list: list `l` holds positions `starts[l] .. starts[l] + sizes[l]`
+/// (starts a multiple of 4), `perm[position]` the cell (~0 in the padding between lists).
+struct Lists {
+    perm: Vec<u32>,
+    starts: Vec<u64>,
+    sizes: Vec<u32>,
+}
+
+impl Lists {
+    fn new(assign: &[u32], n_lists: usize) -> Lists {
+        let mut sizes = vec![0u32; n_lists];
+        for &a in assign {
+            sizes[a as usize] += 1;
+        }
+        let mut starts = Vec::with_capacity(n_lists);
+        let mut end = 0u64;
+        for &s in &sizes {
+            starts.push(end);
+            end += (s as u64).div_ceil(4) * 4;
+        }
+        let mut perm = vec![u32::MAX; end as usize];
+        let mut fill = starts.clone();
+        for (i, &a) in assign.iter().enumerate() {
+            perm[fill[a as usize] as usize] = i as u32;
+            fill[a as usize] += 1;
+        }
+        Lists {
+            perm,
+            starts,
+            sizes,
+        }
+    }
+
+    /// The blocks of the scan: (list, first position) per `QT` cells of a list.
+    fn tiles(&self) -> Vec<u32> {
+        let mut tiles = Vec::new();
+        for (l, (&s, &z)) in self.starts.iter().zip(&self.sizes).enumerate() {
+            let mut p = s;
+            while p < s + z as u64 {
+                tiles.extend([l as u32, p as u32]);
+                p += QT as u64;
+            }
+        }
+        tiles
+    }
+}
+
+/// The lists each list's cells probe (CSR: `probes[ptr[l] .. ptr[l + 1]]`): itself, then the
+/// lists of the nearest other centroids (f64 distances, ties by index) until `n_probes`, and
+/// on until they hold `min_refs` cells (the candidates kept) or every list is probed.
+fn probe_table(
+    centroids: &[f32],
+    d: usize,
+    sizes: &[u32],
+    n_probes: usize,
+    min_refs: usize,
+) -> (Vec<u32>, Vec<u32>) {
+    let n_lists = sizes.len();
+    let rows: Vec<Vec<u32>> = (0..n_lists)
+        .into_par_iter()
+        .map(|l| {
+            let cl = &centroids[l * d..(l + 1) * d];
+            let mut order: Vec<(f64, u32)> = (0..n_lists)
+                .filter(|&m| m != l)
+                .map(|m| {
+                    let cm = &centroids[m * d..(m + 1) * d];
+                    let s: f64 = cl
+                        .iter()
+                        .zip(cm)
+                        .map(|(a, b)| (*a as f64 - *b as f64).powi(2))
+                        .sum();
+                    (s, m as u32)
+                })
+                .collect();
+            order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            let mut row = vec![l as u32];
+            let mut refs = sizes[l] as usize;
+            for (_, m) in order {
+                if row.len() >= n_probes && refs >= min_refs {
+                    break;
+                }
+                row.push(m);
+                refs += sizes[m as usize] as usize;
+            }
+            row
+        })
+        .collect();
+    let mut ptr = vec![0u32];
+    let mut probes = Vec::new();
+    for r in rows {
+        probes.extend(r);
+        ptr.push(probes.len() as u32);
+    }
+    (ptr, probes)
+}
+
+/// References scanned per cell, on average.
+fn refs_per_cell(sizes: &[u32], ptr: &[u32], probes: &[u32], n: usize) -> f64 {
+    let total: f64 = (0..sizes.len())
+        .map(|l| {
+            let refs: u64 = probes[ptr[l] as usize..ptr[l + 1] as usize]
+                .iter()
+                .map(|&p| sizes[p as usize] as u64)
+                .sum();
+            sizes[l] as f64 * refs as f64
+        })
+        .sum();
+    total / n.max(1) as f64
+}
+
+/// `m` distinct rows of `n` (all when `m >= n`, in order), seeded.
+fn sample_rows(n: usize, m: usize, seed: u64) -> Vec<u32> {
+    if m >= n {
+        return (0..n as u32).collect();
+    }
+    let mut p = SplitMix64::new(seed).permutation(n);
+    p.truncate(m);
+    p
+}
+
+/// The rows `rows` of `xf` (`d` values each), one after another.
+fn gather(xf: &[f32], d: usize, rows: &[u32]) -> Vec<f32> {
+    let mut out = Vec::with_capacity(rows.len() * d);
+    for &r in rows {
+        out.extend_from_slice(&xf[r as usize * d..(r as usize + 1) * d]);
+    }
+    out
+}
+
+fn row_norms_host(xf: &[f32], d: usize) -> Vec<f32> {
+    xf.par_chunks(d.max(1))
+        .map(|r| r.iter().map(|v| v * v).sum())
+        .collect()
+}
+
+/// The nearest centroid of each point (f32 `|c|^2 - 2 p.c`, ties by the smaller index), as
+/// the GPU's scan with `k = 1`.
+fn nearest_host(points: &[f32], centroids: &[f32], d: usize) -> Vec<u32> {
+    let cn = row_norms_host(centroids, d);
+    points
+        .par_chunks(d.max(1))
+        .map(|p| {
+            let mut best = (f32::INFINITY, 0u32);
+            for (c, &nc) in cn.iter().enumerate() {
+                let dot: f32 = p
+                    .iter()
+                    .zip(&centroids[c * d..(c + 1) * d])
+                    .map(|(a, b)| a * b)
+                    .sum();
+                let v = nc - 2.0 * dot;
+                if v < best.0 {
+                    best = (v, c as u32);
+                }
+            }
+            best.1
+        })
+        .collect()
+}
+
+/// The k-means training points: a seeded sample of the `n` cells of `xf`, `TRAIN_PER_LIST`
+/// per list (every cell when fewer).
+fn training_sample(xf: &[f32], n: usize, d: usize, n_lists: usize) -> Vec<f32> {
+    gather(xf, d, &sample_rows(n, TRAIN_PER_LIST * n_lists, SEED))
+}
+
+/// k-means centroids (`n_lists x d`) of the training points `pts`; `nearest` assigns them to
+/// centroids (the CPU's or the GPU's).
+fn train(
+    pts: &[f32],
+    d: usize,
+    n_lists: usize,
+    mut nearest: impl FnMut(&[f32]) -> Result<Vec<u32>>,
+) -> Result<Vec<f32>> {
+    let m = pts.len() / d;
+    // The first n_lists sampled cells (a seeded random choice) start the centroids.
+    let mut centroids = pts[..n_lists * d].to_vec();
+    let mut rng = SplitMix64::new(SEED ^ 0xe3);
+    for _ in 0..TRAIN_ITERS {
+        let assign = nearest(&centroids)?;
+        let mut sums = vec![0f64; n_lists * d];
+        let mut counts = vec![0usize; n_lists];
+        for (p, &a) in assign.iter().enumerate() {
+            counts[a as usize] += 1;
+            let s = &mut sums[a as usize * d..(a as usize + 1) * d];
+            for (t, v) in s.iter_mut().zip(&pts[p * d..(p + 1) * d]) {
+                *t += *v as f64;
+            }
+        }
+        for l in 0..n_lists {
+            let c = &mut centroids[l * d..(l + 1) * d];
+            if counts[l] == 0 {
+                // An empty list restarts at a random sampled cell.
+                let p = rng.below(m);
+                c.copy_from_slice(&pts[p * d..(p + 1) * d]);
+            } else {
+                for (t, s) in c.iter_mut().zip(&sums[l * d..(l + 1) * d]) {
+                    *t = (*s / counts[l] as f64) as f32;
+                }
+            }
+        }
+    }
+    Ok(centroids)
+}
+
+/// A part of the GPU's approximate kNN: the rows of `cells` (`k` each).
+#[derive(Debug, Clone)]
+pub struct IvfRows {
+    pub cells: Vec<u32>,
+    pub indices: Vec<u32>,
+    pub distances: Vec<f32>,
+    pub stats: IvfStats,
+    /// The sample's exact kNN (measured by the first part), for [`recall`].
+    pub sample: Option<SampleKnn>,
+}
+
+/// The approximate kNN on the GPU of the cells of share `part` = (rank, ranks) of the index's
+/// blocks (`(0, 1)`: every cell), with `x` (`n x d`, finite) on the host and `xd` its copy on
+/// the device. The first share also measures the sample's exact kNN.
+pub fn knn_ivf_gpu(
+    ctx: &GpuContext,
+    x: &DenseMatrix<f32>,
+    xd: &DeviceVec<f32>,
+    k: usize,
+    params: &IvfParams,
+    part: (usize, usize),
+) -> Result<IvfRows> {
+    let (n, d) = (x.n_rows, x.n_cols);
+    check_k(n, k)?;
+    let shape = params.settle(n)?;
+    if d == 0 || d > super::GPU_MAX_DIMS || k > super::GPU_MAX_K {
+        return Err(KernelError::Unsupported(format!(
+            "the GPU kNN takes 1 to {} dimensions and k up to {} (got {d} and {k})",
+            super::GPU_MAX_DIMS,
+            super::GPU_MAX_K
+        )));
+    }
+    ctx.bind_to_thread()?;
+    let kc = (k + EXTRA).min(n);
+    let xf = &x.data;
+    let mut trace = Trace::new(ctx);
+
+    // The index: centroids trained with the device's assignments, then every cell's list.
+    let pts = training_sample(xf, n, d, shape.n_lists);
+    let pd = ctx.upload(&pts)?;
+    let centroids = train(&pts, d, shape.n_lists, |c| {
+        nearest_gpu(ctx, &pd, pts.len() / d, c, d)
+    })?;
+    drop(pd);
+    trace.mark("train")?;
+    let assign = nearest_gpu(ctx, xd, n, &centroids, d)?;
+    let lists = Lists::new(&assign, shape.n_lists);
+    let (probe_ptr, probes) = probe_table(&centroids, d, &lists.sizes, shape.n_probes, kc);
+    let positions = lists.perm.len();
+    let perm = ctx.upload(&lists.perm)?;
+    let xp = ctx.alloc::<f32>(positions.max(1) * d)?;
+    let (pos64, d32) = (positions as u64, d as u32);
+    let f = ctx.function(SRC, "ivf_gather")?;
+    let mut l = ctx.launcher(&f);
+    l.arg(xd).arg(&perm).arg(&pos64).arg(&d32).arg(&xp);
+    ctx.launch(l, grid_stride(positions * d), "ivf_gather")?;
+    // Chunks start at any list's start: the table is readable one chunk past the end.
+    let table = RefTable::new(ctx, &xp, positions, d, positions + RT)?;
+    trace.mark("lists")?;
+
+    // This part's blocks and the positions they cover.
+    let tiles = lists.tiles();
+    let n_tiles = tiles.len() / 2;
+    let share = crate::comm::rank_rows(n_tiles, part.1, part.0);
+    let p0 = tiles.get(2 * share.start + 1).map_or(positions, |&p| p as usize);
+    let p1 = match share.end < n_tiles {
+        true => tiles[2 * share.end + 1] as usize,
+        false => positions,
+    };
+    let p1 = p1.max(p0);
+    let mut cand = ctx.alloc::<u32>((p1 - p0).max(1) * kc)?;
+    cand.fill_bytes(0xff)?;
+    if !share.is_empty() {
+        let part_tiles = ctx.upload(&tiles[2 * share.start..2 * share.end])?;
+        let starts = ctx.upload(&lists.starts)?;
+        let sizes = ctx.upload(&lists.sizes)?;
+        let ptr = ctx.upload(&probe_ptr)?;
+        let probes_d = ctx.upload(&probes)?;
+        let smem = table.shared_bytes(kc);
+        let f = ctx.function_with_shared(SRC, "ivf_scan", smem)?;
+        let (dpad32, ld64, kc32, p064) =
+            (table.dpad as u32, table.ld as u64, kc as u32, p0 as u64);
+        let mut l = ctx.launcher(&f);
+        l.arg(&xp)
+            .arg(&table.xt)
+            .arg(&table.norms)
+            .arg(&perm)
+            .arg(&starts)
+            .arg(&sizes)
+            .arg(&ptr)
+            .arg(&probes_d)
+            .arg(&part_tiles)
+            .arg(&p064)
+            .arg(&d32)
+            .arg(&dpad32)
+            .arg(&ld64)
+            .arg(&kc32)
+            .arg(&cand);
+        let cfg = LaunchConfig {
+            grid_dim: (share.len() as u32, 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: smem as u32,
+        };
+        ctx.launch(l, cfg, "ivf_scan")?;
+    }
+    trace.mark("scan")?;
+    let (idx, dist) = refine(ctx, xd, &cand, None, Some(&perm), p0..p1, d, kc, k)?;
+    drop(cand);
+    let (idx, dist) = (ctx.download(&idx)?, ctx.download(&dist)?);
+    trace.mark("refine")?;
+    let mut rows = IvfRows {
+        cells: Vec::new(),
+        indices: Vec::new(),
+        distances: Vec::new(),
+        stats: IvfStats {
+            shape,
+            refs_per_cell: refs_per_cell(&lists.sizes, &probe_ptr, &probes, n),
+            recall: None,
+        },
+        sample: None,
+    };
+    for (r, &cell) in lists.perm[p0..p1].iter().enumerate() {
+        if cell != u32::MAX {
+            rows.cells.push(cell);
+            rows.indices.extend_from_slice(&idx[r * k..(r + 1) * k]);
+            rows.distances.extend_from_slice(&dist[r * k..(r + 1) * k]);
+        }
+    }
+    trace.mark("rows")?;
+    if part.0 == 0 {
+        // The sample's exact candidates: the whole table (by cell), in spans of references so
+        // that the few queries fill the device; each span's candidates, then the best of all.
+        let cells = recall_cells(n);
+        let qs = ctx.upload(&gather(xf, d, &cells))?;
+        let blocks = cells.len().div_ceil(QT);
+        let spans = (4 * ctx.multiprocessors() as usize)
+            .div_ceil(blocks)
+            .min(positions.div_ceil(4096))
+            .max(1);
+        let q = cells.len();
+        let sc = ctx.alloc::<u32>(spans * q.max(1) * kc)?;
+        scan_table_split(ctx, &table, Some(&perm), &qs, kc, 0..q, None, spans, &sc)?;
+        let sc = ctx.download(&sc)?;
+        let cand: Vec<Vec<u32>> = (0..q)
+            .map(|r| {
+                (0..spans)
+                    .flat_map(|y| &sc[(y * q + r) * kc..(y * q + r + 1) * kc])
+                    .copied()
+                    .collect()
+            })
+            .collect();
+        rows.sample = Some(exact_rows(xf, d, k, cells, &cand));
+        trace.mark("recall sample")?;
+    }
+    Ok(rows)
+}
+
+/// With `SCPIPE_TRACE_IVF` set, the time of each phase of [`knn_ivf_gpu`] on standard error
+/// (the device synchronised at each mark; nothing otherwise).
+struct Trace<'a> {
+    ctx: Option<&'a GpuContext>,
+    last: std::time::Instant,
+}
+
+impl<'a> Trace<'a> {
+    fn new(ctx: &'a GpuContext) -> Self {
+        Trace {
+            ctx: std::env::var_os("SCPIPE_TRACE_IVF")
+                .filter(|v| !v.is_empty())
+                .map(|_| ctx),
+            last: std::time::Instant::now(),
+        }
+    }
+
+    fn mark(&mut self, phase: &str) -> Result<()> {
+        if let Some(ctx) = self.ctx {
+            ctx.synchronize()?;
+            eprintln!("ivf {phase}: {:.1} ms", self.last.elapsed().as_secs_f64() * 1e3);
+            self.last = std::time::Instant::now();
+        }
+        Ok(())
+    }
+}
+
+/// The nearest of the `centroids` (`d` values each) to each of the `m` rows of `points` on
+/// the device (the exact scan with one candidate).
+fn nearest_gpu(
+    ctx: &GpuContext,
+    points: &DeviceVec<f32>,
+    m: usize,
+    centroids: &[f32],
+    d: usize,
+) -> Result<Vec<u32>> {
+    let c = ctx.upload(centroids)?;
+    let table = RefTable::new(ctx, &c, centroids.len() / d, d, 0)?;
+    let out = ctx.alloc::<u32>(m.max(1))?;
+    scan_table(ctx, &table, None, points, 1, 0..m, None, &out)?;
+    let mut v = ctx.download(&out)?;
+    v.truncate(m);
+    Ok(v)
+}
+
+/// The kNN of every cell from the parts of [`knn_ivf_gpu`] (each cell in one part), and the
+/// stats with the recall.
+pub fn join_parts(n: usize, k: usize, parts: Vec<IvfRows>) -> Result<(Knn, IvfStats)> {
+    let mut indices = vec![0u32; n * k];
+    let mut distances = vec![0f32; n * k];
+    let mut seen = 0usize;
+    let mut stats = None;
+    let mut sample = None;
+    for p in parts {
+        for (r, &c) in p.cells.iter().enumerate() {
+            let c = c as usize;
+            indices[c * k..(c + 1) * k].copy_from_slice(&p.indices[r * k..(r + 1) * k]);
+            distances[c * k..(c + 1) * k].copy_from_slice(&p.distances[r * k..(r + 1) * k]);
+        }
+        seen += p.cells.len();
+        stats.get_or_insert(p.stats);
+        if p.sample.is_some() {
+            sample = p.sample;
+        }
+    }
+    let mut stats = stats.ok_or_else(|| KernelError::Shape("no part of the kNN".into()))?;
+    if seen != n {
+        return Err(KernelError::Shape(format!(
+            "the parts of the kNN hold {seen} cells, not {n}"
+        )));
+    }
+    let knn = Knn {
+        n_obs: n,
+        k,
+        indices,
+        distances,
+    };
+    stats.recall = sample.map(|s| recall(&s, &knn));
+    Ok((knn, stats))
+}
+
+/// The parts of one launch: the number of blocks `ivf_scan` would run for `x` (tests).
+#[cfg(test)]
+fn block_count(assign: &[u32], n_lists: usize) -> usize {
+    Lists::new(assign, n_lists).tiles().len() / 2
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clusters(n: usize, d: usize, centres: usize, seed: u64) -> DenseMatrix<f32> {
+        let mut rng = SplitMix64::new(seed);
+        let c: Vec<f64> = (0..centres * d).map(|_| rng.normal() * 8.0).collect();
+        let data = (0..n * d)
+            .map(|t| (c[(t / d % centres) * d + t % d] + rng.normal()) as f32)
+            .collect();
+        DenseMatrix::new(n, d, data).unwrap()
+    }
+
+    #[test]
+    fn lists_hold_every_cell_once_from_aligned_starts() {
+        let assign = [2u32, 0, 2, 1, 2, 2, 2, 0];
+        let lists = Lists::new(&assign, 4);
+        assert_eq!(lists.sizes, vec![2, 1, 5, 0]);
+        assert_eq!(lists.starts, vec![0, 4, 8, 16]);
+        assert!(lists.starts.iter().all(|s| s % 4 == 0));
+        let mut cells: Vec<u32> = lists.perm.iter().copied().filter(|&c| c != u32::MAX).collect();
+        cells.sort_unstable();
+        assert_eq!(cells, (0..8).collect::<Vec<_>>());
+        assert_eq!(&lists.perm[8..13], &[0, 2, 4, 5, 6]);
+        assert_eq!(lists.tiles(), vec![0, 0, 1, 4, 2, 8]);
+        assert_eq!(block_count(&vec![0u32; 130], 1), 3);
+    }
+
+    #[test]
+    fn probes_start_with_the_own_list_and_hold_enough_cells() {
+        // Centroids on a line at 0, 1, 2, 3; list sizes 1, 1, 1, 10.
+        let c = [0f32, 1.0, 2.0, 3.0];
+        let (ptr, probes) = probe_table(&c, 1, &[1, 1, 1, 10], 2, 3);
+        let row = |l: usize| &probes[ptr[l] as usize..ptr[l + 1] as usize];
+        assert_eq!(row(0), &[0, 1, 2], "two probes hold 2 cells: one more list");
+        assert_eq!(row(1), &[1, 0, 2], "ties by index");
+        assert_eq!(row(2), &[2, 1, 3]);
+        assert_eq!(row(3), &[3, 2]);
+        let per_cell = (3. + 3. + 12. + 10. * 11.) / 13.;
+        assert_eq!(refs_per_cell(&[1, 1, 1, 10], &ptr, &probes, 13), per_cell);
+    }
+
+    #[test]
+    fn bad_shapes_are_named() {
+        let p = |l, q| IvfParams {
+            n_lists: l,
+            n_probes: q,
+        };
+        assert_eq!(
+            p(None, None).settle(1_000_000).unwrap(),
+            IvfShape {
+                n_lists: 1000,
+                n_probes: 50
+            }
+        );
+        assert_eq!(p(None, None).settle(10).unwrap().n_probes, 3);
+        let msg = |r: Result<IvfShape>| r.unwrap_err().to_string();
+        assert!(msg(p(Some(10), Some(11)).settle(100)).contains("n_probes"));
+        assert!(msg(p(Some(0), None).settle(100)).contains("n_lists"));
+        assert!(msg(p(Some(101), None).settle(100)).contains("n_lists"));
+        assert!(msg(p(Some(4), Some(0)).settle(100)).contains("n_probes"));
+    }
+
+    #[test]
+    fn all_lists_probed_is_the_exact_knn() {
+        let x = clusters(600, 7, 5, 3);
+        let params = IvfParams {
+            n_lists: Some(6),
+            n_probes: Some(6),
+        };
+        let (knn, stats) = knn_ivf(&x, 10, &params).unwrap();
+        assert_eq!(knn, super::super::knn_exact(&x, 10).unwrap());
+        assert_eq!(stats.refs_per_cell, 600.0);
+        assert_eq!(stats.recall.unwrap().value, 1.0);
+    }
+
+    #[test]
+    fn few_probes_find_most_neighbours_and_say_how_many() {
+        let x = clusters(4000, 12, 20, 5);
+        let k = 15;
+        let exact = super::super::knn_exact(&x, k).unwrap();
+        let (knn, stats) = knn_ivf(
+            &x,
+            k,
+            &IvfParams {
+                n_lists: Some(64),
+                n_probes: Some(6),
+            },
+        )
+        .unwrap();
+        // Every row: the cell itself first, distinct cells, ascending exact distances.
+        for i in 0..4000 {
+            let (idx, dist) = knn.row(i);
+            assert_eq!(idx[0], i as u32);
+            let mut s = idx.to_vec();
+            s.sort_unstable();
+            s.dedup();
+            assert_eq!(s.len(), k);
+            assert!(dist.windows(2).all(|w| w[0] <= w[1]));
+        }
+        // The sampled recall agrees with the recall over every cell.
+        let all = SampleKnn {
+            cells: (0..4000).collect(),
+            k,
+            indices: exact.indices.clone(),
+            distances: exact.distances.clone(),
+        };
+        let full = recall(&all, &knn).value;
+        let sampled = stats.recall.unwrap();
+        assert_eq!(sampled.cells, RECALL_CELLS);
+        assert!(full > 0.8, "recall {full}");
+        assert!((sampled.value - full).abs() < 0.02, "{} vs {full}", sampled.value);
+        assert!(stats.refs_per_cell < 4000.0 * 0.3, "{}", stats.refs_per_cell);
+        // A found neighbour has its exact distance.
+        for i in 0..4000 {
+            let (ei, ed) = exact.row(i);
+            let (ai, ad) = knn.row(i);
+            for (t, j) in ai.iter().enumerate() {
+                if let Some(p) = ei.iter().position(|e| e == j) {
+                    assert_eq!(ad[t], ed[p]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn training_is_seeded() {
+        let x = clusters(2000, 5, 8, 9);
+        let p = IvfParams {
+            n_lists: Some(16),
+            n_probes: Some(3),
+        };
+        assert_eq!(knn_ivf(&x, 8, &p).unwrap(), knn_ivf(&x, 8, &p).unwrap());
+    }
+}
