@@ -80,10 +80,12 @@ impl IvfParams {
     }
 }
 
-/// Probes for `n_lists` lists when none are asked for: a twentieth of the lists, at least 8
-/// (all of them up to 8).
+/// Probes for `n_lists` lists when none are asked for: a thirtieth of the lists, at least 20
+/// (all of them up to 20). On the H200 (`benches/RESULTS.md` (b3)) 1,000 lists of the 1 M-cell
+/// demo's PCs gave recall@15 0.967 at 30 probes and 0.975 at 35, 446 lists of its 200k cells
+/// 0.979 at 22.
 pub fn default_probes(n_lists: usize) -> usize {
-    (n_lists / 20).max(8).min(n_lists)
+    (n_lists / 30).max(20).min(n_lists)
 }
 
 /// What the inverted file did.
@@ -378,14 +380,20 @@ fn refs_per_cell(sizes: &[u32], ptr: &[u32], probes: &[u32], n: usize) -> f64 {
     total / n.max(1) as f64
 }
 
-/// `m` distinct rows of `n` (all when `m >= n`, in order), seeded.
+/// `m` distinct rows of `n` in order (all when `m >= n`), one at a seeded place in each of
+/// `m` equal strides: spread over the whole file (cells stored batch by batch are all
+/// sampled), in `O(m)`.
 fn sample_rows(n: usize, m: usize, seed: u64) -> Vec<u32> {
     if m >= n {
         return (0..n as u32).collect();
     }
-    let mut p = SplitMix64::new(seed).permutation(n);
-    p.truncate(m);
-    p
+    let mut rng = SplitMix64::new(seed);
+    (0..m)
+        .map(|i| {
+            let (lo, hi) = (i * n / m, (i + 1) * n / m);
+            (lo + rng.below(hi - lo)) as u32
+        })
+        .collect()
 }
 
 /// The rows `rows` of `xf` (`d` values each), one after another.
@@ -442,8 +450,12 @@ fn train(
     mut nearest: impl FnMut(&[f32]) -> Result<Vec<u32>>,
 ) -> Result<Vec<f32>> {
     let m = pts.len() / d;
-    // The first n_lists sampled cells (a seeded random choice) start the centroids.
-    let mut centroids = pts[..n_lists * d].to_vec();
+    // Evenly spaced training points start the centroids.
+    let mut centroids = Vec::with_capacity(n_lists * d);
+    for l in 0..n_lists {
+        let p = l * m / n_lists;
+        centroids.extend_from_slice(&pts[p * d..(p + 1) * d]);
+    }
     let mut rng = SplitMix64::new(SEED ^ 0xe3);
     for _ in 0..TRAIN_ITERS {
         let assign = nearest(&centroids)?;
@@ -472,7 +484,8 @@ fn train(
     Ok(centroids)
 }
 
-/// A part of the GPU's approximate kNN: the rows of `cells` (`k` each).
+/// A part of the GPU's approximate kNN: `indices` and `distances` hold `n x k` values in cell
+/// order, of which the rows of `cells` are this part's (the others are undefined).
 #[derive(Debug, Clone)]
 pub struct IvfRows {
     pub cells: Vec<u32>,
@@ -580,12 +593,31 @@ pub fn knn_ivf_gpu(
     trace.mark("scan")?;
     let (idx, dist) = refine(ctx, xd, &cand, None, Some(&perm), p0..p1, d, kc, k)?;
     drop(cand);
-    let (idx, dist) = (ctx.download(&idx)?, ctx.download(&dist)?);
     trace.mark("refine")?;
+    // The rows into cell order on the device: the whole kNN is then one download.
+    let out_idx = ctx.alloc::<u32>(n * k)?;
+    let out_dist = ctx.alloc::<f32>(n * k)?;
+    let (p064, count, k32) = (p0 as u64, (p1 - p0) as u64, k as u32);
+    let f = ctx.function(SRC, "ivf_scatter")?;
+    let mut l = ctx.launcher(&f);
+    l.arg(&idx)
+        .arg(&dist)
+        .arg(&perm)
+        .arg(&p064)
+        .arg(&count)
+        .arg(&k32)
+        .arg(&out_idx)
+        .arg(&out_dist);
+    ctx.launch(l, grid_stride((p1 - p0) * k), "ivf_scatter")?;
+    drop((idx, dist));
     let mut rows = IvfRows {
-        cells: Vec::new(),
-        indices: Vec::new(),
-        distances: Vec::new(),
+        cells: lists.perm[p0..p1]
+            .iter()
+            .copied()
+            .filter(|&c| c != u32::MAX)
+            .collect(),
+        indices: ctx.download(&out_idx)?,
+        distances: ctx.download(&out_dist)?,
         stats: IvfStats {
             shape,
             refs_per_cell: refs_per_cell(&lists.sizes, &probe_ptr, &probes, n),
@@ -593,13 +625,6 @@ pub fn knn_ivf_gpu(
         },
         sample: None,
     };
-    for (r, &cell) in lists.perm[p0..p1].iter().enumerate() {
-        if cell != u32::MAX {
-            rows.cells.push(cell);
-            rows.indices.extend_from_slice(&idx[r * k..(r + 1) * k]);
-            rows.distances.extend_from_slice(&dist[r * k..(r + 1) * k]);
-        }
-    }
     trace.mark("rows")?;
     if part.0 == 0 {
         // The sample's exact candidates: the whole table (by cell), in spans of references so
@@ -677,24 +702,31 @@ fn nearest_gpu(
 /// The kNN of every cell from the parts of [`knn_ivf_gpu`] (each cell in one part), and the
 /// stats with the recall.
 pub fn join_parts(n: usize, k: usize, parts: Vec<IvfRows>) -> Result<(Knn, IvfStats)> {
-    let mut indices = vec![0u32; n * k];
-    let mut distances = vec![0f32; n * k];
-    let mut seen = 0usize;
-    let mut stats = None;
-    let mut sample = None;
+    if parts.iter().any(|p| p.indices.len() != n * k || p.distances.len() != n * k) {
+        return Err(KernelError::Shape(format!(
+            "a part of the kNN does not hold {n} x {k} values"
+        )));
+    }
+    let mut parts = parts.into_iter();
+    let first = parts
+        .next()
+        .ok_or_else(|| KernelError::Shape("no part of the kNN".into()))?;
+    // The first part's arrays hold the whole; the others' rows are copied in.
+    let (mut indices, mut distances) = (first.indices, first.distances);
+    let mut seen = first.cells.len();
+    let mut stats = first.stats;
+    let mut sample = first.sample;
     for p in parts {
-        for (r, &c) in p.cells.iter().enumerate() {
+        for &c in &p.cells {
             let c = c as usize;
-            indices[c * k..(c + 1) * k].copy_from_slice(&p.indices[r * k..(r + 1) * k]);
-            distances[c * k..(c + 1) * k].copy_from_slice(&p.distances[r * k..(r + 1) * k]);
+            indices[c * k..(c + 1) * k].copy_from_slice(&p.indices[c * k..(c + 1) * k]);
+            distances[c * k..(c + 1) * k].copy_from_slice(&p.distances[c * k..(c + 1) * k]);
         }
         seen += p.cells.len();
-        stats.get_or_insert(p.stats);
         if p.sample.is_some() {
             sample = p.sample;
         }
     }
-    let mut stats = stats.ok_or_else(|| KernelError::Shape("no part of the kNN".into()))?;
     if seen != n {
         return Err(KernelError::Shape(format!(
             "the parts of the kNN hold {seen} cells, not {n}"
@@ -768,9 +800,10 @@ mod tests {
             p(None, None).settle(1_000_000).unwrap(),
             IvfShape {
                 n_lists: 1000,
-                n_probes: 50
+                n_probes: 33
             }
         );
+        assert_eq!(p(None, None).settle(200_000).unwrap().n_probes, 20);
         assert_eq!(p(None, None).settle(10).unwrap().n_probes, 3);
         let msg = |r: Result<IvfShape>| r.unwrap_err().to_string();
         assert!(msg(p(Some(10), Some(11)).settle(100)).contains("n_probes"));

@@ -250,6 +250,21 @@ ivf_scan(const float* __restrict__ xp, const float* __restrict__ xt, const float
     });
 }
 
+// A part's kNN rows (row r: position p0 + r) into cell order: out row perm[p0 + r], for the
+// positions that hold a cell.
+extern "C" __global__ void ivf_scatter(const u32* __restrict__ idx, const float* __restrict__ dist,
+                                       const u32* __restrict__ perm, u64 p0, u64 count, u32 k,
+                                       u32* __restrict__ out_idx, float* __restrict__ out_dist) {
+    for (u64 t = blockIdx.x * (u64)blockDim.x + threadIdx.x; t < count * k;
+         t += (u64)gridDim.x * blockDim.x) {
+        u32 cell = perm[p0 + t / k];
+        if (cell == ~0u) continue;
+        u64 o = (u64)cell * k + t % k;
+        out_idx[o] = idx[t];
+        out_dist[o] = dist[t];
+    }
+}
+
 // Rows of x in list order: xp[position] = x[perm[position]], zero where perm is ~0 (padding).
 extern "C" __global__ void ivf_gather(const float* __restrict__ x, const u32* __restrict__ perm,
                                       u64 positions, u32 d, float* __restrict__ xp) {

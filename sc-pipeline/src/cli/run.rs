@@ -155,14 +155,14 @@ pub struct RunArgs {
     pub no_neighbors: bool,
     /// How neighbors searches: every cell against every cell (exact), within the probed lists
     /// of an inverted file (ivf, approximate; the recall on a sample is reported), or exact
-    /// below 100,000 cells and ivf from there (auto).
+    /// below 200,000 cells and ivf from there (auto; where ivf became the faster on an H200).
     #[arg(long, value_enum, default_value_t = KnnChoice::Auto)]
     pub neighbors_method: KnnChoice,
     /// Lists of the inverted file (ivf and auto; default: the square root of the cells).
     #[arg(long, value_name = "N")]
     pub n_lists: Option<usize>,
-    /// Lists each cell's search probes (ivf and auto; default: a twentieth of the lists, at
-    /// least 8). More probes: higher recall, more time.
+    /// Lists each cell's search probes (ivf and auto; default: a thirtieth of the lists, at
+    /// least 20). More probes: higher recall, more time.
     #[arg(long, value_name = "N")]
     pub n_probes: Option<usize>,
     #[command(flatten)]
