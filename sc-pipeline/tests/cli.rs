@@ -275,7 +275,7 @@ fn bad_options_are_refused_clearly() {
         (&["run", inp, "-o", o, "--target-sum=-5"], "--target-sum"),
         (
             &["run", inp, "-o", o, "--n-lists", "10", "--n-probes", "11"],
-            "--n-probes: 11 is more than the 10 lists",
+            "--n-probes: invalid parameter: 11 is more than the 10 lists",
         ),
         (
             &["run", inp, "-o", o, "--neighbors-method", "exact", "--n-probes", "4"],
