@@ -17,7 +17,7 @@
 
 use sc_kernels::gpu::GpuContext;
 use sc_kernels::neighbors::ivf::{self, IvfParams, SampleKnn};
-use sc_kernels::neighbors::{knn_exact_gpu_with, Knn, Products, Scan};
+use sc_kernels::neighbors::{knn_exact_gpu_with, Knn, Products};
 use sc_kernels::DenseMatrix;
 use sc_pipeline::run::allocator::{build, AllocatorChoice};
 use serde_json::json;
@@ -94,6 +94,25 @@ fn ivf_specs(args: &[String]) -> Result<Vec<(String, IvfParams)>, String> {
         .collect()
 }
 
+/// One untimed run of `f`, then `runs` (at least 1) timed: (the first's seconds, the timed
+/// runs' seconds, the last result).
+fn timed<T>(
+    runs: usize,
+    mut f: impl FnMut() -> Result<T, String>,
+) -> Result<(f64, Vec<f64>, T), String> {
+    let t = Instant::now();
+    f()?;
+    let first = t.elapsed().as_secs_f64();
+    let mut secs = vec![];
+    let mut last = None;
+    for _ in 0..runs.max(1) {
+        let t = Instant::now();
+        last = Some(f()?);
+        secs.push(t.elapsed().as_secs_f64());
+    }
+    Ok((first, secs, last.expect("at least one run")))
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -151,22 +170,11 @@ fn run() -> Result<(), String> {
             false => &[Products::F32, Products::Auto],
         };
         for &products in products {
-            let once = || -> Result<(f64, Knn, Scan), String> {
-                let t = Instant::now();
-                let (knn, scan) =
-                    knn_exact_gpu_with(&ctx, &xd, n, d, k, products).map_err(|e| e.to_string())?;
+            let (first, secs, (knn, scan)) = timed(runs, || {
+                let r = knn_exact_gpu_with(&ctx, &xd, n, d, k, products).map_err(|e| e.to_string());
                 ctx.synchronize().map_err(|e| e.to_string())?;
-                Ok((t.elapsed().as_secs_f64(), knn, scan))
-            };
-            let (first, _, _) = once()?;
-            let mut secs = vec![];
-            let mut last = None;
-            for _ in 0..runs.max(1) {
-                let (s, knn, scan) = once()?;
-                secs.push(s);
-                last = Some((knn, scan));
-            }
-            let (knn, scan) = last.expect("at least one run");
+                r
+            })?;
             let m = median(secs.clone());
             println!("{name}, k {k}: {products:?}: {m:.3} s (first {first:.3} s, runs {secs:.3?}), {scan:?}");
             results.push(json!({"data": name, "n": n, "d": d, "k": k,
@@ -189,21 +197,10 @@ fn run() -> Result<(), String> {
         let exact_s = times.pop().expect("timed");
         for spec in ivf_specs(&args)? {
             let p = spec.1;
-            let once = || -> Result<(f64, Knn, ivf::IvfStats), String> {
-                let t = Instant::now();
+            let (first, secs, (knn, stats)) = timed(runs, || {
                 let part = ivf::knn_ivf_gpu(&ctx, &x, &xd, k, &p, (0, 1)).map_err(|e| e.to_string())?;
-                let (knn, stats) = ivf::join_parts(n, k, vec![part]).map_err(|e| e.to_string())?;
-                Ok((t.elapsed().as_secs_f64(), knn, stats))
-            };
-            let (first, _, _) = once()?;
-            let mut secs = vec![];
-            let mut last = None;
-            for _ in 0..runs.max(1) {
-                let (s, knn, stats) = once()?;
-                secs.push(s);
-                last = Some((knn, stats));
-            }
-            let (knn, stats) = last.expect("at least one run");
+                ivf::join_parts(n, k, vec![part]).map_err(|e| e.to_string())
+            })?;
             let m = median(secs.clone());
             let every = SampleKnn {
                 cells: (0..n as u32).collect(),

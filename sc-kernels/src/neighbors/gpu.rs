@@ -243,26 +243,11 @@ impl RefTable {
 
 /// `knn_scan`: the `kc` best candidates among the table's references (named by `ids` when
 /// given) of the queries `rows` of `x` (or of the rows `rows.start + list[e]`), into their rows
-/// of `cand` (`kc` per query, from `rows.start`).
+/// of `cand` (`kc` per query, from `rows.start`). With `spans` above 1 the references are split
+/// in `spans` (a grid of `spans` rows of blocks, for few queries): span `y`'s candidates of
+/// query row `r` at `cand[(y * rows + r) * kc ..]`, `~0` where a span holds fewer than `kc`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn scan_table(
-    ctx: &GpuContext,
-    table: &RefTable,
-    ids: Option<&DeviceVec<u32>>,
-    x: &DeviceVec<f32>,
-    kc: usize,
-    rows: std::ops::Range<usize>,
-    list: Option<&DeviceVec<u32>>,
-    cand: &DeviceVec<u32>,
-) -> Result<()> {
-    scan_table_split(ctx, table, ids, x, kc, rows, list, 1, cand)
-}
-
-/// [`scan_table`] with the references split in `spans` (a grid of `spans` rows of blocks, for
-/// few queries): span `y`'s candidates of query row `r` at `cand[(y * rows + r) * kc ..]`,
-/// `~0` where a span holds fewer than `kc`.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn scan_table_split(
     ctx: &GpuContext,
     table: &RefTable,
     ids: Option<&DeviceVec<u32>>,
@@ -329,7 +314,7 @@ fn f32_scan(
     cand: &DeviceVec<u32>,
 ) -> Result<()> {
     let table = RefTable::new(ctx, x, n, d, 0)?;
-    scan_table(ctx, &table, None, x, kc, rows, list, cand)
+    scan_table(ctx, &table, None, x, kc, rows, list, 1, cand)
 }
 
 /// The kNN (self included) of the rows `rows` of `x` (`n x d` row-major, finite values) among

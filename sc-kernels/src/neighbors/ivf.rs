@@ -20,7 +20,7 @@
 //! Several GPUs each build the same index (the same kernels on the same data) and take a
 //! share of the blocks.
 
-use super::gpu::{refine, scan_table, scan_table_split, RefTable, QT, RT, SRC, THREADS};
+use super::gpu::{refine, scan_table, RefTable, QT, RT, SRC, THREADS};
 use super::host_scan::{exact_best, Candidates};
 use super::{check_finite, check_k, Knn, EXTRA};
 use crate::dense::DenseMatrix;
@@ -638,7 +638,7 @@ pub fn knn_ivf_gpu(
             .max(1);
         let q = cells.len();
         let sc = ctx.alloc::<u32>(spans * q.max(1) * kc)?;
-        scan_table_split(ctx, &table, Some(&perm), &qs, kc, 0..q, None, spans, &sc)?;
+        scan_table(ctx, &table, Some(&perm), &qs, kc, 0..q, None, spans, &sc)?;
         let sc = ctx.download(&sc)?;
         let cand: Vec<Vec<u32>> = (0..q)
             .map(|r| {
@@ -693,7 +693,7 @@ fn nearest_gpu(
     let c = ctx.upload(centroids)?;
     let table = RefTable::new(ctx, &c, centroids.len() / d, d, 0)?;
     let out = ctx.alloc::<u32>(m.max(1))?;
-    scan_table(ctx, &table, None, points, 1, 0..m, None, &out)?;
+    scan_table(ctx, &table, None, points, 1, 0..m, None, 1, &out)?;
     let mut v = ctx.download(&out)?;
     v.truncate(m);
     Ok(v)

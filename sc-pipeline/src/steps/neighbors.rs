@@ -56,6 +56,27 @@ fn fits_gpu(rep: &DenseMatrix<f32>, k: usize) -> bool {
     rep.n_cols <= sc_kernels::neighbors::GPU_MAX_DIMS && k <= sc_kernels::neighbors::GPU_MAX_K
 }
 
+/// `work(rank, gpu)` on a thread per GPU at once; the results in rank order, or the first error.
+fn on_each_gpu<T: Send>(
+    gpus: &[Arc<GpuContext>],
+    work: impl Fn(usize, &GpuContext) -> sc_kernels::Result<T> + Sync,
+) -> sc_kernels::Result<Vec<T>> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = gpus
+            .iter()
+            .enumerate()
+            .map(|(r, ctx)| {
+                let work = &work;
+                s.spawn(move || work(r, ctx))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
+}
+
 /// The kNN with the cells' rows split across `gpus` (each GPU holds the whole representation,
 /// searches for its range of rows), the connectivities then on the first GPU.
 fn neighbors_across_gpus(
@@ -68,19 +89,9 @@ fn neighbors_across_gpus(
     if let Some(p) = params.method.ivf_for(n) {
         return ivf_across_gpus(gpus, rep, k, &p, params);
     }
-    let parts = std::thread::scope(|s| {
-        let handles: Vec<_> = gpus
-            .iter()
-            .enumerate()
-            .map(|(r, ctx)| {
-                let rows = sc_kernels::comm::rank_rows(n, gpus.len(), r);
-                s.spawn(move || sc_kernels::neighbors::knn_rows_gpu(ctx, rep, k, rows))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect::<sc_kernels::Result<Vec<_>>>()
+    let parts = on_each_gpu(gpus, |r, ctx| {
+        let rows = sc_kernels::comm::rank_rows(n, gpus.len(), r);
+        sc_kernels::neighbors::knn_rows_gpu(ctx, rep, k, rows)
     })?;
     let scan = parts.iter().map(|p| p.2).reduce(Scan::join);
     let (mut indices, mut distances) = (Vec::with_capacity(n * k), Vec::with_capacity(n * k));
@@ -108,22 +119,10 @@ fn ivf_across_gpus(
     params: &NeighborsParams,
 ) -> sc_kernels::Result<NeighborsResult> {
     let n = rep.n_rows;
-    let parts = std::thread::scope(|s| {
-        let handles: Vec<_> = gpus
-            .iter()
-            .enumerate()
-            .map(|(r, ctx)| {
-                s.spawn(move || {
-                    ctx.bind_to_thread()?;
-                    let xd = ctx.upload(&rep.data)?;
-                    ivf::knn_ivf_gpu(ctx, rep, &xd, k, ivf, (r, gpus.len()))
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect::<sc_kernels::Result<Vec<_>>>()
+    let parts = on_each_gpu(gpus, |r, ctx| {
+        ctx.bind_to_thread()?;
+        let xd = ctx.upload(&rep.data)?;
+        ivf::knn_ivf_gpu(ctx, rep, &xd, k, ivf, (r, gpus.len()))
     })?;
     let (knn, stats) = ivf::join_parts(n, k, parts)?;
     sc_kernels::neighbors::neighbors_from_knn_gpu(&gpus[0], knn, Scan::Ivf(stats), params)
