@@ -412,25 +412,38 @@ fn row_norms_host(xf: &[f32], d: usize) -> Vec<f32> {
 }
 
 /// The nearest centroid of each point (f32 `|c|^2 - 2 p.c`, ties by the smaller index), as
-/// the GPU's scan with `k = 1`.
+/// the GPU's scan with `k = 1`; the products by blocks of matrix products.
 fn nearest_host(points: &[f32], centroids: &[f32], d: usize) -> Vec<u32> {
+    const BLOCK: usize = 1024;
     let cn = row_norms_host(centroids, d);
+    let nl = cn.len();
+    let c = MatRef::from_row_major_slice(centroids, nl, d);
     points
-        .par_chunks(d.max(1))
-        .map(|p| {
-            let mut best = (f32::INFINITY, 0u32);
-            for (c, &nc) in cn.iter().enumerate() {
-                let dot: f32 = p
-                    .iter()
-                    .zip(&centroids[c * d..(c + 1) * d])
-                    .map(|(a, b)| a * b)
-                    .sum();
-                let v = nc - 2.0 * dot;
-                if v < best.0 {
-                    best = (v, c as u32);
+        .par_chunks(BLOCK * d.max(1))
+        .flat_map_iter(|block| {
+            let cn = &cn;
+            let nb = block.len() / d.max(1);
+            let p = MatRef::from_row_major_slice(block, nb, d);
+            let mut prod = Mat::<f32>::zeros(nl, nb);
+            faer::linalg::matmul::matmul(
+                prod.as_mut().rb_mut(),
+                Accum::Replace,
+                c,
+                p.transpose(),
+                1.0,
+                Par::Seq,
+            );
+            (0..nb).map(move |q| {
+                let col = prod.as_ref().col(q).try_as_col_major().unwrap().as_slice();
+                let mut best = (f32::INFINITY, 0u32);
+                for (l, (&nc, &dot)) in cn.iter().zip(col).enumerate() {
+                    let v = nc - 2.0 * dot;
+                    if v < best.0 {
+                        best = (v, l as u32);
+                    }
                 }
-            }
-            best.1
+                best.1
+            })
         })
         .collect()
 }
