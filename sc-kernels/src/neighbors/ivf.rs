@@ -510,8 +510,8 @@ pub struct IvfRows {
 }
 
 /// The approximate kNN on the GPU of the cells of share `part` = (rank, ranks) of the index's
-/// blocks (`(0, 1)`: every cell), with `x` (`n x d`, finite) on the host and `xd` its copy on
-/// the device. The first share also measures the sample's exact kNN.
+/// blocks (`(0, 1)`: every cell), with `x` (`n x d`; a non-finite value is refused) on the host
+/// and `xd` its copy on the device. The first share also measures the sample's exact kNN.
 pub fn knn_ivf_gpu(
     ctx: &GpuContext,
     x: &DenseMatrix<f32>,
@@ -522,6 +522,7 @@ pub fn knn_ivf_gpu(
 ) -> Result<IvfRows> {
     let (n, d) = (x.n_rows, x.n_cols);
     check_k(n, k)?;
+    check_finite(x)?;
     let shape = params.settle(n)?;
     if d == 0 || d > super::GPU_MAX_DIMS || k > super::GPU_MAX_K {
         return Err(KernelError::Unsupported(format!(
@@ -885,6 +886,23 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn the_method_chooses_the_inverted_file_by_size_and_bad_values_are_named() {
+        use super::super::{KnnMethod, AUTO_IVF_CELLS};
+        let p = IvfParams::default();
+        assert_eq!(KnnMethod::Auto(p).ivf_for(AUTO_IVF_CELLS - 1), None);
+        assert_eq!(KnnMethod::Auto(p).ivf_for(AUTO_IVF_CELLS), Some(p));
+        assert_eq!(KnnMethod::Ivf(p).ivf_for(10), Some(p));
+        assert_eq!(KnnMethod::Exact.ivf_for(usize::MAX), None);
+        let mut x = clusters(300, 4, 3, 1);
+        x.data[7 * 4 + 2] = f32::NAN;
+        match knn_ivf(&x, 5, &p) {
+            Err(KernelError::NonFinite { row: 7, col: 2, .. }) => {}
+            other => panic!("{other:?}"),
+        }
+        assert!(knn_ivf(&clusters(300, 4, 3, 1), 301, &p).is_err(), "k above the cells");
     }
 
     #[test]

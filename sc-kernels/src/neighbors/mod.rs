@@ -172,7 +172,8 @@ pub(crate) fn check_k(n: usize, k: usize) -> Result<()> {
 /// Every coordinate must be finite.
 pub(crate) fn check_finite<T: Real>(x: &DenseMatrix<T>) -> Result<()> {
     let d = x.n_cols;
-    match x.data.iter().position(|v| !v.is_finite()) {
+    // The first non-finite value (rayon's position_first: the same as a sequential search).
+    match x.data.par_iter().position_first(|v| !v.is_finite()) {
         Some(p) => Err(KernelError::NonFinite {
             row: p / d.max(1),
             col: p % d.max(1),
