@@ -35,7 +35,7 @@ pub(crate) const SRC: KernelSource = KernelSource {
 // Must match the defines of neighbors.cu.
 pub(crate) const QT: usize = 64;
 pub(crate) const RT: usize = 128;
-const DK: usize = 32;
+pub(crate) const DK: usize = 32;
 pub(crate) const THREADS: u32 = 256;
 
 /// Largest `k` (with the cell itself) and dimension count the GPU kNN takes (shared memory).

@@ -343,6 +343,14 @@ pub fn execute(plan: &RunPlan, observer: &mut dyn StepObserver) -> Result<Outcom
     // Options that name input data (--batch-key, --harmony) are checked before any step runs
     // or X moves to a GPU, once for every mode below.
     super::table::check_input(config, &adata)?;
+    if let Some(g) = &gpu {
+        crate::steps::neighbors::check_device_budget(
+            config,
+            adata.n_obs(),
+            adata.n_vars(),
+            g.memory_budget,
+        )?;
+    }
     report.steps.extend(join_record);
     report.steps.push(load_record);
     if eligible && early.is_none() {

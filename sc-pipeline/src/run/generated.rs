@@ -100,6 +100,12 @@ pub fn run_generated(
         ))
     })?;
     table::check_input(config, &adata)?;
+    crate::steps::neighbors::check_device_budget(
+        config,
+        adata.n_obs(),
+        adata.n_vars(),
+        gpu.memory_budget,
+    )?;
     let mut pass = GeneratedPass {
         ctx: ctx.clone(),
         model: &model,

@@ -12,7 +12,7 @@ mod hvg;
 mod leiden;
 mod log1p;
 mod markers;
-mod neighbors;
+pub(crate) mod neighbors;
 mod normalize;
 mod pca;
 mod qc;

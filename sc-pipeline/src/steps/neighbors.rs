@@ -141,6 +141,37 @@ pub(crate) const ROW: Step = Step {
     check_input,
 };
 
+/// An inverted file that a GPU run's device budget cannot hold for the input's `n_obs` cells
+/// (of `n_vars` genes) is refused before any step, naming what it needs and what to change;
+/// the exact kNN and runs on the CPU are not checked here.
+pub(crate) fn check_device_budget(
+    config: &crate::run::PipelineConfig,
+    n_obs: usize,
+    n_vars: usize,
+    budget: u64,
+) -> Result<()> {
+    let (Some(k), Some(p)) = (config.n_neighbors, config.knn_method.ivf_for(n_obs)) else {
+        return Ok(());
+    };
+    let shape = p.settle(n_obs).map_err(kernel_error("neighbors"))?;
+    let dims = config.n_comps.unwrap_or(n_vars).min(n_vars);
+    let bytes = ivf::device_bytes(n_obs, dims, k.min(n_obs), shape);
+    if bytes <= budget {
+        return Ok(());
+    }
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    Err(Error::param(
+        "neighbors",
+        format!(
+            "the inverted file of {n_obs} cells x {dims} dimensions needs {:.2} GiB of device \
+             memory, more than the run's {:.2} GiB budget: raise --device-memory-limit (or \
+             --pool-max), or run on the CPU (--device cpu)",
+            gib(bytes),
+            gib(budget)
+        ),
+    ))
+}
+
 /// An inverted file the input's cells cannot hold (more lists than cells, more probes than
 /// lists) is refused before any step; filtering may still lower the cells below it.
 fn check_input(a: &AnnData, config: &crate::run::PipelineConfig) -> Result<()> {
@@ -279,4 +310,36 @@ pub fn neighbors_on(
         ]),
     );
     Ok(scan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::PipelineConfig;
+
+    #[test]
+    fn an_index_the_budget_cannot_hold_is_refused_before_the_run() {
+        let config = PipelineConfig::default();
+        const GIB: u64 = 1 << 30;
+        // 1 M cells x 50 PCs: about 1.1 GiB.
+        let e = check_device_budget(&config, 1_000_000, 20_000, GIB / 2).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("neighbors") && msg.contains("--device-memory-limit"),
+            "{msg}"
+        );
+        assert!(check_device_budget(&config, 1_000_000, 20_000, 8 * GIB).is_ok());
+        // Below the inverted file's size, and with the exact kNN asked for: not checked here.
+        assert!(check_device_budget(&config, 100_000, 20_000, 1).is_ok());
+        let exact = PipelineConfig {
+            knn_method: KnnMethod::Exact,
+            ..config.clone()
+        };
+        assert!(check_device_budget(&exact, 1_000_000, 20_000, 1).is_ok());
+        let off = PipelineConfig {
+            n_neighbors: None,
+            ..config
+        };
+        assert!(check_device_budget(&off, 1_000_000, 20_000, 1).is_ok());
+    }
 }
