@@ -125,24 +125,28 @@ pub fn knn_ivf<T: crate::real::Real>(
     let lists = Lists::new(&assign, shape.n_lists);
     let (probe_ptr, probes) = probe_table(&centroids, d, &lists.sizes, shape.n_probes, kc);
     let norms = row_norms_host(&xf, d);
-    let members = |l: usize| -> &[u32] {
-        let s = lists.starts[l] as usize;
-        &lists.perm[s..s + lists.sizes[l] as usize]
-    };
+    // The cells in list order once (as the GPU lays them out), padding left out: each list is
+    // then one block of rows, its norms one slice.
+    let order: Vec<u32> = lists.perm.iter().copied().filter(|&c| c != u32::MAX).collect();
+    let xo = gather(&xf, d, &order);
+    let no: Vec<f32> = order.iter().map(|&c| norms[c as usize]).collect();
+    let mut first = vec![0usize; shape.n_lists + 1];
+    for (l, &s) in lists.sizes.iter().enumerate() {
+        first[l + 1] = first[l] + s as usize;
+    }
+    let list = |l: usize| first[l]..first[l + 1];
     let mut indices = vec![0u32; n * k];
     let mut distances = vec![0f32; n * k];
-    let rows: Vec<(Vec<u32>, Vec<u32>, Vec<f32>)> = (0..shape.n_lists)
+    let rows: Vec<(&[u32], Vec<u32>, Vec<f32>)> = (0..shape.n_lists)
         .into_par_iter()
         .map(|l| {
-            let queries = members(l);
-            let qx = gather(&xf, d, queries);
-            let a = MatRef::from_row_major_slice(&qx, queries.len(), d);
+            let (qr, queries) = (list(l), &order[list(l)]);
+            let a = MatRef::from_row_major_slice(&xo[qr.start * d..qr.end * d], qr.len(), d);
             let mut cand = Candidates::new(queries.len(), kc);
             for &p in &probes[probe_ptr[l] as usize..probe_ptr[l + 1] as usize] {
-                let refs = members(p as usize);
-                let rx = gather(&xf, d, refs);
-                let b = MatRef::from_row_major_slice(&rx, refs.len(), d);
-                let mut prod = Mat::<f32>::zeros(refs.len(), queries.len());
+                let rr = list(p as usize);
+                let b = MatRef::from_row_major_slice(&xo[rr.start * d..rr.end * d], rr.len(), d);
+                let mut prod = Mat::<f32>::zeros(rr.len(), queries.len());
                 faer::linalg::matmul::matmul(
                     prod.as_mut().rb_mut(),
                     Accum::Replace,
@@ -151,15 +155,14 @@ pub fn knn_ivf<T: crate::real::Real>(
                     1.0,
                     Par::Seq,
                 );
-                let rn: Vec<f32> = refs.iter().map(|&r| norms[r as usize]).collect();
-                cand.offer(prod.as_ref(), &rn, |j| refs[j]);
+                cand.offer(prod.as_ref(), &no[rr.clone()], |j| order[rr.start + j]);
             }
             let (mut oi, mut od) = (vec![0u32; queries.len() * k], vec![0f32; queries.len() * k]);
             for (q, c) in cand.lists.iter().enumerate() {
                 let (i, dd) = (&mut oi[q * k..(q + 1) * k], &mut od[q * k..(q + 1) * k]);
                 exact_best(&xf, d, queries[q] as usize, c.iter().map(|e| e.1), i, dd);
             }
-            (queries.to_vec(), oi, od)
+            (queries, oi, od)
         })
         .collect();
     for (cells, oi, od) in rows {
@@ -195,9 +198,7 @@ pub struct SampleKnn {
 
 /// The sample's cells: [`RECALL_CELLS`] of the `n` (all of them when fewer), seeded.
 fn recall_cells(n: usize) -> Vec<u32> {
-    let mut cells = sample_rows(n, RECALL_CELLS, SEED ^ 0x7ec0);
-    cells.sort_unstable();
-    cells
+    sample_rows(n, RECALL_CELLS, SEED ^ 0x7ec0)
 }
 
 /// recall@k of `approx` against the exact kNN of a sample of its cells.
