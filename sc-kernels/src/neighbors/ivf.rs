@@ -771,12 +771,6 @@ pub fn join_parts(n: usize, k: usize, parts: Vec<IvfRows>) -> Result<(Knn, IvfSt
     Ok((knn, stats))
 }
 
-/// The parts of one launch: the number of blocks `ivf_scan` would run for `x` (tests).
-#[cfg(test)]
-fn block_count(assign: &[u32], n_lists: usize) -> usize {
-    Lists::new(assign, n_lists).tiles().len() / 2
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -802,7 +796,8 @@ mod tests {
         assert_eq!(cells, (0..8).collect::<Vec<_>>());
         assert_eq!(&lists.perm[8..13], &[0, 2, 4, 5, 6]);
         assert_eq!(lists.tiles(), vec![0, 0, 1, 4, 2, 8]);
-        assert_eq!(block_count(&vec![0u32; 130], 1), 3);
+        // 130 cells of one list: three blocks of up to 64.
+        assert_eq!(Lists::new(&[0u32; 130], 1).tiles(), vec![0, 0, 0, 64, 0, 128]);
     }
 
     #[test]
