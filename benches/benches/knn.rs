@@ -81,7 +81,9 @@ fn ivf_specs(args: &[String]) -> Result<Vec<(String, IvfParams)>, String> {
             if s == "default" {
                 return Ok((s.to_string(), IvfParams::default()));
             }
-            let (l, p) = s.split_once('/').ok_or(format!("--ivf {s}: LISTS/PROBES"))?;
+            let (l, p) = s
+                .split_once('/')
+                .ok_or(format!("--ivf {s}: LISTS/PROBES"))?;
             let num = |v: &str| v.parse::<usize>().map_err(|e| format!("--ivf {s}: {e}"));
             Ok((
                 s.to_string(),
@@ -198,7 +200,8 @@ fn run() -> Result<(), String> {
         for spec in ivf_specs(&args)? {
             let p = spec.1;
             let (first, secs, (knn, stats)) = timed(runs, || {
-                let part = ivf::knn_ivf_gpu(&ctx, &x, &xd, k, &p, (0, 1)).map_err(|e| e.to_string())?;
+                let part =
+                    ivf::knn_ivf_gpu(&ctx, &x, &xd, k, &p, (0, 1)).map_err(|e| e.to_string())?;
                 ivf::join_parts(n, k, vec![part]).map_err(|e| e.to_string())
             })?;
             let m = median(secs.clone());

@@ -278,13 +278,31 @@ fn bad_options_are_refused_clearly() {
             "--n-probes: invalid parameter: 11 is more than the 10 lists",
         ),
         (
-            &["run", inp, "-o", o, "--neighbors-method", "exact", "--n-probes", "4"],
+            &[
+                "run",
+                inp,
+                "-o",
+                o,
+                "--neighbors-method",
+                "exact",
+                "--n-probes",
+                "4",
+            ],
             "--n-probes",
         ),
         (&["run", inp, "-o", o, "--n-lists", "0"], "--n-lists"),
         // More lists than the input has cells: refused before any step.
         (
-            &["run", inp, "-o", o, "--neighbors-method", "ivf", "--n-lists", "1000000"],
+            &[
+                "run",
+                inp,
+                "-o",
+                o,
+                "--neighbors-method",
+                "ivf",
+                "--n-lists",
+                "1000000",
+            ],
             "n_lists",
         ),
         (&["run", "/no/such/file.h5ad", "-o", o], "no such file"),

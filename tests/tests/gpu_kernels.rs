@@ -578,7 +578,9 @@ fn tensor_core_knn_equals_the_f32_scan() {
 /// and as sampled) is close to its CPU twin's, and a found neighbour has its exact distance.
 #[test]
 fn ivf_knn_on_the_gpu_is_exact_where_it_probes() {
-    use sc_kernels::neighbors::ivf::{join_parts, knn_ivf, knn_ivf_gpu, recall, IvfParams, SampleKnn};
+    use sc_kernels::neighbors::ivf::{
+        join_parts, knn_ivf, knn_ivf_gpu, recall, IvfParams, SampleKnn,
+    };
     use sc_kernels::neighbors::{knn_exact_gpu, Knn};
     let Some(dev) = gpu_or_skip("ivf kNN") else {
         return;
@@ -620,10 +622,14 @@ fn ivf_knn_on_the_gpu_is_exact_where_it_probes() {
         }
         let full = recall(&every(&exact), &few).value;
         let sampled = stats.recall.unwrap().value;
-        let (cpu, cpu_stats) = knn_ivf(&x, k, &IvfParams {
-            n_lists: Some(lists),
-            n_probes: Some(3),
-        })
+        let (cpu, cpu_stats) = knn_ivf(
+            &x,
+            k,
+            &IvfParams {
+                n_lists: Some(lists),
+                n_probes: Some(3),
+            },
+        )
         .unwrap();
         let cpu_full = recall(&every(&exact), &cpu).value;
         println!(
@@ -633,12 +639,21 @@ fn ivf_knn_on_the_gpu_is_exact_where_it_probes() {
         );
         // Three probes of ~sqrt(n) lists find a fair share (0.40 of the clustered points'
         // neighbours on the H200), the same share as the CPU twin's lists.
-        assert!(full > 0.25 && (full - cpu_full).abs() < 0.03, "{what}: {full} vs {cpu_full}");
-        assert!((sampled - full).abs() < 0.03, "{what}: sampled {sampled} vs {full}");
+        assert!(
+            full > 0.25 && (full - cpu_full).abs() < 0.03,
+            "{what}: {full} vs {cpu_full}"
+        );
+        assert!(
+            (sampled - full).abs() < 0.03,
+            "{what}: sampled {sampled} vs {full}"
+        );
         for i in 0..x.n_rows {
             let ((ei, ed), (ai, ad)) = (exact.row(i), few.row(i));
             assert_eq!(ai[0], i as u32, "{what}: row {i} starts with the cell");
-            assert!(ad.windows(2).all(|w| w[0] <= w[1]), "{what}: row {i} ascending");
+            assert!(
+                ad.windows(2).all(|w| w[0] <= w[1]),
+                "{what}: row {i} ascending"
+            );
             for (t, j) in ai.iter().enumerate() {
                 if let Some(p) = ei.iter().position(|e| e == j) {
                     assert_eq!(ad[t], ed[p], "{what}: row {i}, neighbour {j}");

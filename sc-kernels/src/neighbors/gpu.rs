@@ -218,7 +218,13 @@ pub(crate) struct RefTable {
 impl RefTable {
     /// The table of the `n` rows of `x` (`n x d`), `ld` at least `n` rounded up to a chunk
     /// (more where scans start chunks anywhere, as the inverted file's lists).
-    pub(crate) fn new(ctx: &GpuContext, x: &DeviceVec<f32>, n: usize, d: usize, ld: usize) -> Result<Self> {
+    pub(crate) fn new(
+        ctx: &GpuContext,
+        x: &DeviceVec<f32>,
+        n: usize,
+        d: usize,
+        ld: usize,
+    ) -> Result<Self> {
         let ld = ld.max(n.div_ceil(RT) * RT);
         let dpad = d.div_ceil(DK) * DK;
         let (n64, d32, ld64) = (n as u64, d as u32, ld as u64);
@@ -232,7 +238,14 @@ impl RefTable {
         let mut l = ctx.launcher(&f);
         l.arg(x).arg(&n64).arg(&d32).arg(&norms);
         ctx.launch(l, grid_stride(n), "row_norms")?;
-        Ok(RefTable { xt, norms, n, d, dpad, ld })
+        Ok(RefTable {
+            xt,
+            norms,
+            n,
+            d,
+            dpad,
+            ld,
+        })
     }
 
     /// Shared memory of a scan block keeping `kc` candidates per query.

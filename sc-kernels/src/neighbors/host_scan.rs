@@ -22,7 +22,12 @@ impl Candidates {
 
     /// Offers the references of a block: `prod[(r, q)]` = reference r . query q, `norms[r]` its
     /// squared norm, `id(r)` its name.
-    pub(crate) fn offer(&mut self, prod: MatRef<'_, f32>, norms: &[f32], id: impl Fn(usize) -> u32) {
+    pub(crate) fn offer(
+        &mut self,
+        prod: MatRef<'_, f32>,
+        norms: &[f32],
+        id: impl Fn(usize) -> u32,
+    ) {
         let nr = norms.len();
         let kc = self.kc;
         for (q, c) in self.lists.iter_mut().enumerate() {

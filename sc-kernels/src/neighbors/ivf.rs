@@ -127,7 +127,12 @@ pub fn knn_ivf<T: crate::real::Real>(
     let norms = row_norms_host(&xf, d);
     // The cells in list order once (as the GPU lays them out), padding left out: each list is
     // then one block of rows, its norms one slice.
-    let order: Vec<u32> = lists.perm.iter().copied().filter(|&c| c != u32::MAX).collect();
+    let order: Vec<u32> = lists
+        .perm
+        .iter()
+        .copied()
+        .filter(|&c| c != u32::MAX)
+        .collect();
     let xo = gather(&xf, d, &order);
     let no: Vec<f32> = order.iter().map(|&c| norms[c as usize]).collect();
     let mut first = vec![0usize; shape.n_lists + 1];
@@ -212,7 +217,11 @@ pub fn recall(sample: &SampleKnn, approx: &Knn) -> Recall {
     }
     let total = sample.cells.len() * (k - 1);
     Recall {
-        value: if total == 0 { 1.0 } else { found as f64 / total as f64 },
+        value: if total == 0 {
+            1.0
+        } else {
+            found as f64 / total as f64
+        },
         cells: sample.cells.len(),
         k,
     }
@@ -246,7 +255,12 @@ fn exact_sample_host(xf: &[f32], norms: &[f32], n: usize, d: usize, k: usize) ->
         })
         .collect();
     let cand: Vec<Vec<u32>> = (0..cells.len())
-        .map(|q| parts.iter().flat_map(|p| p.lists[q].iter().map(|e| e.1)).collect())
+        .map(|q| {
+            parts
+                .iter()
+                .flat_map(|p| p.lists[q].iter().map(|e| e.1))
+                .collect()
+        })
         .collect();
     exact_rows(xf, d, k, cells, &cand)
 }
@@ -564,7 +578,9 @@ pub fn knn_ivf_gpu(
     let tiles = lists.tiles();
     let n_tiles = tiles.len() / 2;
     let share = crate::comm::rank_rows(n_tiles, part.1, part.0);
-    let p0 = tiles.get(2 * share.start + 1).map_or(positions, |&p| p as usize);
+    let p0 = tiles
+        .get(2 * share.start + 1)
+        .map_or(positions, |&p| p as usize);
     let p1 = match share.end < n_tiles {
         true => tiles[2 * share.end + 1] as usize,
         false => positions,
@@ -580,8 +596,7 @@ pub fn knn_ivf_gpu(
         let probes_d = ctx.upload(&probes)?;
         let smem = table.shared_bytes(kc);
         let f = ctx.function_with_shared(SRC, "ivf_scan", smem)?;
-        let (dpad32, ld64, kc32, p064) =
-            (table.dpad as u32, table.ld as u64, kc as u32, p0 as u64);
+        let (dpad32, ld64, kc32, p064) = (table.dpad as u32, table.ld as u64, kc as u32, p0 as u64);
         let mut l = ctx.launcher(&f);
         l.arg(&xp)
             .arg(&table.xt)
@@ -689,7 +704,10 @@ impl<'a> Trace<'a> {
     fn mark(&mut self, phase: &str) -> Result<()> {
         if let Some(ctx) = self.ctx {
             ctx.synchronize()?;
-            eprintln!("ivf {phase}: {:.1} ms", self.last.elapsed().as_secs_f64() * 1e3);
+            eprintln!(
+                "ivf {phase}: {:.1} ms",
+                self.last.elapsed().as_secs_f64() * 1e3
+            );
             self.last = std::time::Instant::now();
         }
         Ok(())
@@ -731,7 +749,10 @@ fn nearest_gpu(
 /// The kNN of every cell from the parts of [`knn_ivf_gpu`] (each cell in one part), and the
 /// stats with the recall.
 pub fn join_parts(n: usize, k: usize, parts: Vec<IvfRows>) -> Result<(Knn, IvfStats)> {
-    if parts.iter().any(|p| p.indices.len() != n * k || p.distances.len() != n * k) {
+    if parts
+        .iter()
+        .any(|p| p.indices.len() != n * k || p.distances.len() != n * k)
+    {
         return Err(KernelError::Shape(format!(
             "a part of the kNN does not hold {n} x {k} values"
         )));
@@ -791,13 +812,21 @@ mod tests {
         assert_eq!(lists.sizes, vec![2, 1, 5, 0]);
         assert_eq!(lists.starts, vec![0, 4, 8, 16]);
         assert!(lists.starts.iter().all(|s| s % 4 == 0));
-        let mut cells: Vec<u32> = lists.perm.iter().copied().filter(|&c| c != u32::MAX).collect();
+        let mut cells: Vec<u32> = lists
+            .perm
+            .iter()
+            .copied()
+            .filter(|&c| c != u32::MAX)
+            .collect();
         cells.sort_unstable();
         assert_eq!(cells, (0..8).collect::<Vec<_>>());
         assert_eq!(&lists.perm[8..13], &[0, 2, 4, 5, 6]);
         assert_eq!(lists.tiles(), vec![0, 0, 1, 4, 2, 8]);
         // 130 cells of one list: three blocks of up to 64.
-        assert_eq!(Lists::new(&[0u32; 130], 1).tiles(), vec![0, 0, 0, 64, 0, 128]);
+        assert_eq!(
+            Lists::new(&[0u32; 130], 1).tiles(),
+            vec![0, 0, 0, 64, 0, 128]
+        );
     }
 
     #[test]
@@ -884,8 +913,16 @@ mod tests {
         let sampled = stats.recall.unwrap();
         assert_eq!(sampled.cells, RECALL_CELLS);
         assert!(full > 0.8, "recall {full}");
-        assert!((sampled.value - full).abs() < 0.02, "{} vs {full}", sampled.value);
-        assert!(stats.refs_per_cell < 4000.0 * 0.3, "{}", stats.refs_per_cell);
+        assert!(
+            (sampled.value - full).abs() < 0.02,
+            "{} vs {full}",
+            sampled.value
+        );
+        assert!(
+            stats.refs_per_cell < 4000.0 * 0.3,
+            "{}",
+            stats.refs_per_cell
+        );
         // A found neighbour has its exact distance.
         for i in 0..4000 {
             let (ei, ed) = exact.row(i);
@@ -912,7 +949,10 @@ mod tests {
             Err(KernelError::NonFinite { row: 7, col: 2, .. }) => {}
             other => panic!("{other:?}"),
         }
-        assert!(knn_ivf(&clusters(300, 4, 3, 1), 301, &p).is_err(), "k above the cells");
+        assert!(
+            knn_ivf(&clusters(300, 4, 3, 1), 301, &p).is_err(),
+            "k above the cells"
+        );
     }
 
     #[test]

@@ -7,10 +7,10 @@ use crate::memory_plan::Execution;
 use crate::run::allocator::{parse_size, AllocatorChoice};
 use crate::run::{DeviceOptions, Input, Outcome, Outputs, PipelineConfig, RunPlan};
 use crate::steps::{Flavor, HarmonyOptions, HarmonyParams, HvgOptions};
-use sc_kernels::neighbors::ivf::IvfParams;
-use sc_kernels::neighbors::KnnMethod;
 use crate::synthetic::SyntheticParams;
 use crate::{Error, Result};
+use sc_kernels::neighbors::ivf::IvfParams;
+use sc_kernels::neighbors::KnnMethod;
 use std::path::PathBuf;
 
 /// Where `--demo` writes when no `-o` is given.

@@ -187,8 +187,8 @@ mod tests {
             let path = dir.join("f.bin");
             std::fs::write(&path, vec![1u8; 5000]).unwrap();
             let bytes = 2 * MIN_BYTES;
-            let mut ahead =
-                ReservedAhead::start(&path, bytes, Some(u64::MAX)).expect("room for twice the smallest reservation");
+            let mut ahead = ReservedAhead::start(&path, bytes, Some(u64::MAX))
+                .expect("room for twice the smallest reservation");
             ahead.wait();
             assert_eq!(
                 std::fs::metadata(&path).unwrap().len(),

@@ -210,12 +210,7 @@ fn run_step(a: &mut AnnData, env: &StepEnv<'_>) -> Result<String> {
 /// What the step's note says of an inverted file's search.
 fn ivf_note(s: &IvfStats) -> String {
     let recall = match s.recall {
-        Some(r) => format!(
-            ", recall@{} {:.3} on {} cells",
-            r.k,
-            r.value,
-            r.cells
-        ),
+        Some(r) => format!(", recall@{} {:.3} on {} cells", r.k, r.value, r.cells),
         None => String::new(),
     };
     format!(
