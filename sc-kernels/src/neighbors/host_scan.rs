@@ -2,7 +2,27 @@
 //! `kc` best f32 scores `|r|^2 - 2 q.r` (which rank references by distance to q), fed from
 //! blocks of matrix products, then the candidates' distances recomputed exactly in f64.
 
-use faer::MatRef;
+use faer::{Accum, Mat, MatMut, MatRef, Par};
+
+/// `out[(r, q)] = refs[r] . queries[q]` in f32 on one thread (the callers run in parallel):
+/// the products the scans rank references by.
+pub(crate) fn products_into(out: MatMut<'_, f32>, refs: MatRef<'_, f32>, queries: MatRef<'_, f32>) {
+    faer::linalg::matmul::matmul(
+        out,
+        Accum::Replace,
+        refs,
+        queries.transpose(),
+        1.0,
+        Par::Seq,
+    );
+}
+
+/// [`products_into`] a new `refs x queries` matrix.
+pub(crate) fn products(refs: MatRef<'_, f32>, queries: MatRef<'_, f32>) -> Mat<f32> {
+    let mut out = Mat::<f32>::zeros(refs.nrows(), queries.nrows());
+    products_into(out.as_mut(), refs, queries);
+    out
+}
 
 /// Per-query candidate lists, sorted by score (a tie keeps the earlier offer), at most `kc`.
 pub(crate) struct Candidates {

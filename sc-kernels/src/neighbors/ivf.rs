@@ -21,14 +21,13 @@
 //! share of the blocks.
 
 use super::gpu::{refine, scan_table, RefTable, DK, QT, RT, SRC, THREADS};
-use super::host_scan::{exact_best, Candidates};
+use super::host_scan::{exact_best, products, Candidates};
 use super::{check_finite, check_k, Knn, EXTRA};
 use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
 use crate::gpu::{grid_stride, DeviceVec, GpuContext};
 use crate::random::SplitMix64;
-use faer::reborrow::ReborrowMut;
-use faer::{Accum, Mat, MatRef, Par};
+use faer::MatRef;
 use rayon::prelude::*;
 use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 
@@ -151,15 +150,7 @@ pub fn knn_ivf<T: crate::real::Real>(
             for &p in &probes[probe_ptr[l] as usize..probe_ptr[l + 1] as usize] {
                 let rr = list(p as usize);
                 let b = MatRef::from_row_major_slice(&xo[rr.start * d..rr.end * d], rr.len(), d);
-                let mut prod = Mat::<f32>::zeros(rr.len(), queries.len());
-                faer::linalg::matmul::matmul(
-                    prod.as_mut().rb_mut(),
-                    Accum::Replace,
-                    b,
-                    a.transpose(),
-                    1.0,
-                    Par::Seq,
-                );
+                let prod = products(b, a);
                 cand.offer(prod.as_ref(), &no[rr.clone()], |j| order[rr.start + j]);
             }
             let (mut oi, mut od) = (vec![0u32; queries.len() * k], vec![0f32; queries.len() * k]);
@@ -240,15 +231,7 @@ fn exact_sample_host(xf: &[f32], norms: &[f32], n: usize, d: usize, k: usize) ->
             let r0 = b * REFS;
             let nr = REFS.min(n - r0);
             let rb = MatRef::from_row_major_slice(&xf[r0 * d..(r0 + nr) * d], nr, d);
-            let mut prod = Mat::<f32>::zeros(nr, cells.len());
-            faer::linalg::matmul::matmul(
-                prod.as_mut().rb_mut(),
-                Accum::Replace,
-                rb,
-                a.transpose(),
-                1.0,
-                Par::Seq,
-            );
+            let prod = products(rb, a);
             let mut c = Candidates::new(cells.len(), kc);
             c.offer(prod.as_ref(), &norms[r0..r0 + nr], |j| (r0 + j) as u32);
             c
@@ -439,15 +422,7 @@ fn nearest_host(points: &[f32], centroids: &[f32], d: usize) -> Vec<u32> {
             let cn = &cn;
             let nb = block.len() / d.max(1);
             let p = MatRef::from_row_major_slice(block, nb, d);
-            let mut prod = Mat::<f32>::zeros(nl, nb);
-            faer::linalg::matmul::matmul(
-                prod.as_mut().rb_mut(),
-                Accum::Replace,
-                c,
-                p.transpose(),
-                1.0,
-                Par::Seq,
-            );
+            let prod = products(c, p);
             (0..nb).map(move |q| {
                 let col = prod.as_ref().col(q).try_as_col_major().unwrap().as_slice();
                 let mut best = (f32::INFINITY, 0u32);

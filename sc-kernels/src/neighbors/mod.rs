@@ -24,7 +24,7 @@ use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
 use crate::real::Real;
 use faer::reborrow::{Reborrow, ReborrowMut};
-use faer::{Accum, Mat, MatRef, Par};
+use faer::{Mat, MatRef};
 use rayon::prelude::*;
 
 pub(crate) mod gpu;
@@ -32,7 +32,7 @@ mod host_scan;
 pub mod ivf;
 pub mod tensor;
 
-use host_scan::{exact_best, Candidates};
+use host_scan::{exact_best, products_into, Candidates};
 
 /// The step's kernel modules, for the warm-up ([`crate::warm_up`]): the f32 scan and the
 /// connectivities, and the tensor-core scan.
@@ -210,14 +210,7 @@ pub fn knn_exact<T: Real>(x: &DenseMatrix<T>, k: usize) -> Result<Knn> {
                 let nr = REF_BLOCK.min(n - r0);
                 let b = MatRef::from_row_major_slice(&xf[r0 * d..(r0 + nr) * d], nr, d);
                 let mut pm = prod.as_mut().submatrix_mut(0, 0, nr, nq);
-                faer::linalg::matmul::matmul(
-                    pm.rb_mut(),
-                    Accum::Replace,
-                    b,
-                    a.transpose(),
-                    1.0,
-                    Par::Seq,
-                );
+                products_into(pm.rb_mut(), b, a);
                 cand.offer(pm.rb(), &norms[r0..r0 + nr], |j| (r0 + j) as u32);
                 r0 += nr;
             }
