@@ -8,7 +8,12 @@
 //!     [--h5ad FILE (its obsm X_pca, instead of workload C's points)]
 //!     [--raw FILE (little-endian f32, --dims columns, instead)] [--json OUT]
 //!     [--no-f32 (the exact kNN only as the pipeline runs it)]
-//!     [--ivf default,1000/50,... (n_lists/n_probes; default: the pipeline's)]
+//!     [--ivf default,1000/50,1000/r0.9,... (n_lists/n_probes, or the probes chosen for a
+//!     recall; default: the pipeline's)]
+//!     [--gpus 1,2,4 (each --ivf shape split across that many GPUs of this host, each count
+//!     timed once after a warm-up; without the exact kNN, the recall sampled)]
+//!     [--plan (each --ivf shape's index only: its probes and the references a cell's search
+//!     scans, without the exact kNN or the search; for sizing at atlas scale)]
 //!
 //! Per data set and search: one untimed run, then `--runs` timed runs (the kNN on data already
 //! on the device, indices and distances downloaded); the median. Then the two exact results:
@@ -71,7 +76,9 @@ fn data_sets(args: &[String]) -> Result<Vec<(String, DenseMatrix<f32>)>, String>
         .collect()
 }
 
-/// `--ivf default,1000/50,...`: (name, parameters) per shape.
+/// `--ivf default,1000/50,1000/r0.9,...`: (name, parameters) per shape: `default`, or
+/// LISTS/PROBES where PROBES may be `rT` (the fewest reaching recall T on the sample) and
+/// LISTS `default`.
 fn ivf_specs(args: &[String]) -> Result<Vec<(String, IvfParams)>, String> {
     let Some(list) = benches::flag_value(args, "--ivf") else {
         return Ok(vec![]);
@@ -84,14 +91,21 @@ fn ivf_specs(args: &[String]) -> Result<Vec<(String, IvfParams)>, String> {
             let (l, p) = s
                 .split_once('/')
                 .ok_or(format!("--ivf {s}: LISTS/PROBES"))?;
-            let num = |v: &str| v.parse::<usize>().map_err(|e| format!("--ivf {s}: {e}"));
-            Ok((
-                s.to_string(),
-                IvfParams {
-                    n_lists: Some(num(l)?),
-                    n_probes: Some(num(p)?),
-                },
-            ))
+            let bad = |e: &dyn std::fmt::Display| format!("--ivf {s}: {e}");
+            let n_lists = match l {
+                "default" => None,
+                l => Some(l.parse::<usize>().map_err(|e| bad(&e))?),
+            };
+            let (n_probes, target_recall) = match p.strip_prefix('r') {
+                Some(t) => (None, Some(t.parse::<f64>().map_err(|e| bad(&e))?)),
+                None => (Some(p.parse::<usize>().map_err(|e| bad(&e))?), None),
+            };
+            let params = IvfParams {
+                n_lists,
+                n_probes,
+                target_recall,
+            };
+            Ok((s.to_string(), params))
         })
         .collect()
 }
@@ -113,6 +127,58 @@ fn timed<T>(
         secs.push(t.elapsed().as_secs_f64());
     }
     Ok((first, secs, last.expect("at least one run")))
+}
+
+/// `--gpus`: each shape's kNN split across each count of GPUs (contexts and pools made once,
+/// kernels loaded by a warm-up on the first cells), the time of one run with the uploads.
+fn across_gpus(
+    name: &str,
+    x: &DenseMatrix<f32>,
+    k: usize,
+    counts: &str,
+    specs: &[(String, IvfParams)],
+) -> Result<Vec<serde_json::Value>, String> {
+    let counts: Vec<usize> = counts
+        .split(',')
+        .map(|c| c.parse().map_err(|e| format!("--gpus {c}: {e}")))
+        .collect::<Result<_, _>>()?;
+    let most = counts.iter().copied().max().unwrap_or(1);
+    let gpus = (0..most)
+        .map(|i| {
+            let device = rmm_core::Device::cuda(i).map_err(|e| format!("GPU {i}: {e}"))?;
+            let stream = device.new_stream().map_err(|e| e.to_string())?;
+            let resource = build(AllocatorChoice::Pool, &device, None, None)
+                .map_err(|e| e.to_string())?
+                .resource;
+            GpuContext::new(&device, &stream, resource)
+                .map(std::sync::Arc::new)
+                .map_err(|e| e.to_string())
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let head = x.n_rows.min(50_000);
+    let warm = DenseMatrix::new(head, x.n_cols, x.data[..head * x.n_cols].to_vec())
+        .map_err(|e| e.to_string())?;
+    let mut out = vec![];
+    for (spec, p) in specs {
+        ivf::knn_ivf_across(&gpus, &warm, k, p).map_err(|e| e.to_string())?;
+        let mut one = None;
+        for &g in &counts {
+            let t = Instant::now();
+            let (_, s) = ivf::knn_ivf_across(&gpus[..g], x, k, p).map_err(|e| e.to_string())?;
+            let secs = t.elapsed().as_secs_f64();
+            let base = *one.get_or_insert(secs);
+            let recall = s.recall.map_or(f64::NAN, |r| r.value);
+            println!(
+                "{name}, k {k}: ivf {spec} on {g} GPU(s): {secs:.3} s ({:.2}x one GPU); {} lists, {} probes, {:.0} refs per cell, recall@{k} {recall:.4} sampled",
+                base / secs, s.n_lists, s.n_probes, s.refs_per_cell
+            );
+            out.push(json!({"data": name, "n": x.n_rows, "d": x.n_cols, "k": k, "ivf": spec,
+                "gpus": g, "seconds": secs, "speedup": base / secs, "n_lists": s.n_lists,
+                "n_probes": s.n_probes, "refs_per_cell": s.refs_per_cell,
+                "recall_sampled": recall}));
+        }
+    }
+    Ok(out)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -165,6 +231,25 @@ fn run() -> Result<(), String> {
     for (name, x) in data_sets(&args)? {
         let (n, d) = (x.n_rows, x.n_cols);
         let xd = ctx.upload(&x.data).map_err(|e| e.to_string())?;
+        if let Some(counts) = benches::flag_value(&args, "--gpus") {
+            results.extend(across_gpus(&name, &x, k, &counts, &ivf_specs(&args)?)?);
+            continue;
+        }
+        if args.iter().any(|a| a == "--plan") {
+            for (spec, p) in ivf_specs(&args)? {
+                let t = Instant::now();
+                let s = ivf::plan_ivf_gpu(&ctx, &x, &xd, k, &p).map_err(|e| e.to_string())?;
+                let secs = t.elapsed().as_secs_f64();
+                println!(
+                    "{name}, k {k}: plan {spec}: {} lists, {} probes, {:.0} refs per cell ({:.4} of the cells); index built in {secs:.2} s",
+                    s.n_lists, s.n_probes, s.refs_per_cell, s.refs_per_cell / n as f64
+                );
+                results.push(json!({"data": name, "n": n, "d": d, "k": k, "plan": spec,
+                    "n_lists": s.n_lists, "n_probes": s.n_probes,
+                    "refs_per_cell": s.refs_per_cell, "build_s": secs}));
+            }
+            continue;
+        }
         let mut knns = vec![];
         let mut times = vec![];
         let products: &[Products] = match args.iter().any(|a| a == "--no-f32") {
@@ -215,10 +300,10 @@ fn run() -> Result<(), String> {
             let sampled = stats.recall.map_or(f64::NAN, |r| r.value);
             println!(
                 "{name}, k {k}: ivf {} ({} lists, {} probes, {:.0} refs per cell): {m:.3} s (first {first:.3} s, runs {secs:.3?}); {:.2}x the exact {exact_s:.3} s; recall@{k} {full:.4} over every cell, {sampled:.4} sampled",
-                spec.0, stats.shape.n_lists, stats.shape.n_probes, stats.refs_per_cell, exact_s / m
+                spec.0, stats.n_lists, stats.n_probes, stats.refs_per_cell, exact_s / m
             );
             results.push(json!({"data": name, "n": n, "d": d, "k": k, "ivf": spec.0,
-                "n_lists": stats.shape.n_lists, "n_probes": stats.shape.n_probes,
+                "n_lists": stats.n_lists, "n_probes": stats.n_probes,
                 "refs_per_cell": stats.refs_per_cell, "median_s": m, "first_s": first,
                 "runs_s": secs, "exact_s": exact_s, "speedup": exact_s / m,
                 "recall_all": full, "recall_sampled": sampled}));

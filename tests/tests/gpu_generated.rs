@@ -142,4 +142,23 @@ fn generated_run_matches_the_in_memory_run_on_the_same_cells() {
         matches!(got.x, Matrix::Sparse(ref x) if x.nnz() == 0),
         "X is a placeholder"
     );
+    // The marker genes: on every cell here (fewer than the subset's cap), generated again as
+    // .raw holds them, so the same as ranking the in-memory run's .raw by the same labels.
+    let raw = want.raw.as_ref().expect("the in-memory run keeps .raw");
+    let mut check = sc_pipeline::AnnData::new(raw.x.host_copy().unwrap());
+    check.var = raw.var.clone();
+    check.obs = got.obs.clone();
+    let groupby = config.markers_groupby().unwrap();
+    let params = &config.markers.as_ref().unwrap().params;
+    sc_pipeline::steps::rank_genes_groups_on(&mut check, &groupby, params, Some(&full.ctx))
+        .unwrap();
+    let names = |a: &sc_pipeline::AnnData| a.uns["rank_genes_groups"].get("names").cloned();
+    assert!(names(&got).is_some(), "markers ranked");
+    assert_eq!(names(&got), names(&check), "the markers of .raw");
+    let note = &records
+        .iter()
+        .find(|r| r.step == "rank_genes_groups")
+        .expect("the markers' row")
+        .note;
+    assert!(note.contains("every cell"), "{note}");
 }

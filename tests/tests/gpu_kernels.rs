@@ -591,6 +591,7 @@ fn ivf_knn_on_the_gpu_is_exact_where_it_probes() {
         let p = IvfParams {
             n_lists: Some(lists),
             n_probes: Some(probes),
+            target_recall: None,
         };
         let rows = (0..parts)
             .map(|r| knn_ivf_gpu(&ctx, x, &xd, k, &p, (r, parts)).unwrap())
@@ -620,6 +621,19 @@ fn ivf_knn_on_the_gpu_is_exact_where_it_probes() {
             assert_eq!(joined, few, "{what}: {parts} parts");
             assert_eq!(s, stats, "{what}: {parts} parts");
         }
+        // Probes chosen for a recall reach it, over the sample and (within the sample's
+        // error) over every cell.
+        let xd = ctx.upload(&x.data).unwrap();
+        let p = IvfParams {
+            n_lists: Some(lists),
+            n_probes: None,
+            target_recall: Some(0.9),
+        };
+        let part = knn_ivf_gpu(&ctx, &x, &xd, k, &p, (0, 1)).unwrap();
+        let (chosen, s) = join_parts(x.n_rows, k, vec![part]).unwrap();
+        let (sampled, all) = (s.recall.unwrap().value, recall(&every(&exact), &chosen).value);
+        println!("{what}: recall 0.9 asked: {} probes, {sampled:.4} sampled, {all:.4} over all", s.n_probes);
+        assert!(sampled >= 0.9 && all > 0.88, "{what}: {sampled} {all}");
         let full = recall(&every(&exact), &few).value;
         let sampled = stats.recall.unwrap().value;
         let (cpu, cpu_stats) = knn_ivf(
@@ -628,6 +642,7 @@ fn ivf_knn_on_the_gpu_is_exact_where_it_probes() {
             &IvfParams {
                 n_lists: Some(lists),
                 n_probes: Some(3),
+                target_recall: None,
             },
         )
         .unwrap();

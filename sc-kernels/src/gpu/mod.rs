@@ -35,3 +35,24 @@ pub const BLOCK: u32 = 256;
 
 /// Common device helpers, prepended to every module's source.
 pub(crate) const COMMON: &str = include_str!("common.cuh");
+
+/// `work(rank, gpu)` on a thread per GPU at once; the results in rank order, or the first error.
+pub fn on_each_gpu<T: Send>(
+    gpus: &[std::sync::Arc<GpuContext>],
+    work: impl Fn(usize, &GpuContext) -> crate::Result<T> + Sync,
+) -> crate::Result<Vec<T>> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = gpus
+            .iter()
+            .enumerate()
+            .map(|(r, ctx)| {
+                let work = &work;
+                s.spawn(move || work(r, ctx))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect()
+    })
+}

@@ -40,24 +40,39 @@ const SEED: u64 = 0x1f_5eed;
 /// Cells whose exact kNN measures the recall.
 pub const RECALL_CELLS: usize = 2048;
 
+/// recall@k that the probes are chosen to reach when no probe count is given.
+pub const DEFAULT_TARGET_RECALL: f64 = 0.95;
+
 /// The inverted file's size; `None`: the default for the data (see [`IvfParams::settle`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct IvfParams {
     pub n_lists: Option<usize>,
+    /// Lists each list's cells probe; `None`: the fewest that reach `target_recall` on the
+    /// recall sample (see [`probes_for`]).
     pub n_probes: Option<usize>,
+    /// The recall@k the chosen probes reach on the sample (without `n_probes`); `None`:
+    /// [`DEFAULT_TARGET_RECALL`].
+    pub target_recall: Option<f64>,
+}
+
+/// How many lists are probed: a given count, or the fewest that reach a recall on the sample.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Probes {
+    Fixed(usize),
+    Target(f64),
 }
 
 /// Lists and probes settled for `n` cells.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct IvfShape {
     pub n_lists: usize,
-    pub n_probes: usize,
+    pub probes: Probes,
 }
 
 impl IvfParams {
-    /// The shape for `n` cells: `n_lists` defaults to `sqrt(n)` (at least 1), `n_probes` to
-    /// [`default_probes`]; a named error for 0, more lists than cells or more probes than
-    /// lists.
+    /// The shape for `n` cells: `n_lists` defaults to `sqrt(n)` (at least 1), the probes to
+    /// those reaching [`DEFAULT_TARGET_RECALL`]; a named error for 0, more lists than cells,
+    /// more probes than lists, a recall outside (0, 1], or both a probe count and a recall.
     pub fn settle(&self, n: usize) -> Result<IvfShape> {
         let n_lists = self
             .n_lists
@@ -68,29 +83,40 @@ impl IvfParams {
                 format!("must be between 1 and the number of cells ({n}), got {n_lists}"),
             ));
         }
-        let n_probes = self.n_probes.unwrap_or_else(|| default_probes(n_lists));
-        if n_probes == 0 || n_probes > n_lists {
-            return Err(KernelError::param(
-                "n_probes",
-                format!("must be between 1 and n_lists ({n_lists}), got {n_probes}"),
-            ));
-        }
-        Ok(IvfShape { n_lists, n_probes })
+        let probes = match (self.n_probes, self.target_recall) {
+            (Some(_), Some(_)) => {
+                return Err(KernelError::param(
+                    "target_recall",
+                    "n_probes and target_recall both choose the probes: give one",
+                ))
+            }
+            (Some(p), None) if p == 0 || p > n_lists => {
+                return Err(KernelError::param(
+                    "n_probes",
+                    format!("must be between 1 and n_lists ({n_lists}), got {p}"),
+                ))
+            }
+            (Some(p), None) => Probes::Fixed(p),
+            (None, Some(t)) if !(t > 0.0 && t <= 1.0) => {
+                return Err(KernelError::param(
+                    "target_recall",
+                    format!("must be above 0 and at most 1, got {t}"),
+                ))
+            }
+            (None, t) => Probes::Target(t.unwrap_or(DEFAULT_TARGET_RECALL)),
+        };
+        Ok(IvfShape { n_lists, probes })
     }
-}
-
-/// Probes for `n_lists` lists when none are asked for: a thirtieth of the lists, at least 20
-/// (all of them up to 20). On the H200 (`benches/RESULTS.md` (b3)) 1,000 lists of the 1 M-cell
-/// demo's PCs gave recall@15 0.967 at 30 probes and 0.975 at 35, 446 lists of its 200k cells
-/// 0.979 at 22.
-pub fn default_probes(n_lists: usize) -> usize {
-    (n_lists / 30).max(20).min(n_lists)
 }
 
 /// What the inverted file did.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct IvfStats {
-    pub shape: IvfShape,
+    pub n_lists: usize,
+    /// Lists each list's cells probed (at least; more where those held too few cells).
+    pub n_probes: usize,
+    /// The recall the probes were chosen for; `None`: a given count.
+    pub target_recall: Option<f64>,
     /// References scanned per cell, on average.
     pub refs_per_cell: f64,
     pub recall: Option<Recall>,
@@ -122,8 +148,10 @@ pub fn knn_ivf<T: crate::real::Real>(
     let centroids = train(&pts, d, shape.n_lists, |c| Ok(nearest_host(&pts, c, d)))?;
     let assign = nearest_host(&xf, &centroids, d);
     let lists = Lists::new(&assign, shape.n_lists);
-    let (probe_ptr, probes) = probe_table(&centroids, d, &lists.sizes, shape.n_probes, kc);
     let norms = row_norms_host(&xf, d);
+    let sample = exact_sample_host(&xf, &norms, n, d, k);
+    let n_probes = settle_probes(shape.probes, &sample, &assign, &centroids, d);
+    let (probe_ptr, probes) = probe_table(&centroids, d, &lists.sizes, n_probes, kc);
     // The cells in list order once (as the GPU lays them out), padding left out: each list is
     // then one block of rows, its norms one slice.
     let order: Vec<u32> = lists
@@ -174,9 +202,10 @@ pub fn knn_ivf<T: crate::real::Real>(
         indices,
         distances,
     };
-    let sample = exact_sample_host(&xf, &norms, n, d, k);
     let stats = IvfStats {
-        shape,
+        n_lists: shape.n_lists,
+        n_probes,
+        target_recall: target_of(shape.probes),
         refs_per_cell: refs_per_cell(&lists.sizes, &probe_ptr, &probes, n),
         recall: Some(recall(&sample, &knn)),
     };
@@ -315,9 +344,32 @@ impl Lists {
     }
 }
 
-/// The lists each list's cells probe (CSR: `probes[ptr[l] .. ptr[l + 1]]`): itself, then the
-/// lists of the nearest other centroids (f64 distances, ties by index) until `n_probes`, and
-/// on until they hold `min_refs` cells (the candidates kept) or every list is probed.
+/// Every list in the order list `l`'s cells probe them: `l` itself, then the others by the
+/// distance of their centroid to `l`'s (f64, ties by index).
+fn probe_order(centroids: &[f32], d: usize, l: usize) -> Vec<u32> {
+    let n_lists = centroids.len() / d;
+    let cl = &centroids[l * d..(l + 1) * d];
+    let mut order: Vec<(f64, u32)> = (0..n_lists)
+        .filter(|&m| m != l)
+        .map(|m| {
+            let cm = &centroids[m * d..(m + 1) * d];
+            let s: f64 = cl
+                .iter()
+                .zip(cm)
+                .map(|(a, b)| (*a as f64 - *b as f64).powi(2))
+                .sum();
+            (s, m as u32)
+        })
+        .collect();
+    order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    std::iter::once(l as u32)
+        .chain(order.into_iter().map(|(_, m)| m))
+        .collect()
+}
+
+/// The lists each list's cells probe (CSR: `probes[ptr[l] .. ptr[l + 1]]`): the first
+/// `n_probes` of [`probe_order`], and on until they hold `min_refs` cells (the candidates
+/// kept) or every list is probed.
 fn probe_table(
     centroids: &[f32],
     d: usize,
@@ -325,27 +377,12 @@ fn probe_table(
     n_probes: usize,
     min_refs: usize,
 ) -> (Vec<u32>, Vec<u32>) {
-    let n_lists = sizes.len();
-    let rows: Vec<Vec<u32>> = (0..n_lists)
+    let rows: Vec<Vec<u32>> = (0..sizes.len())
         .into_par_iter()
         .map(|l| {
-            let cl = &centroids[l * d..(l + 1) * d];
-            let mut order: Vec<(f64, u32)> = (0..n_lists)
-                .filter(|&m| m != l)
-                .map(|m| {
-                    let cm = &centroids[m * d..(m + 1) * d];
-                    let s: f64 = cl
-                        .iter()
-                        .zip(cm)
-                        .map(|(a, b)| (*a as f64 - *b as f64).powi(2))
-                        .sum();
-                    (s, m as u32)
-                })
-                .collect();
-            order.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-            let mut row = vec![l as u32];
-            let mut refs = sizes[l] as usize;
-            for (_, m) in order {
+            let mut row = Vec::with_capacity(n_probes);
+            let mut refs = 0usize;
+            for m in probe_order(centroids, d, l) {
                 if row.len() >= n_probes && refs >= min_refs {
                     break;
                 }
@@ -362,6 +399,69 @@ fn probe_table(
         ptr.push(probes.len() as u32);
     }
     (ptr, probes)
+}
+
+/// The probe count of `probes`: a given one, or [`probes_for`] its target on `sample`.
+fn settle_probes(
+    probes: Probes,
+    sample: &SampleKnn,
+    assign: &[u32],
+    centroids: &[f32],
+    d: usize,
+) -> usize {
+    match probes {
+        Probes::Fixed(p) => p,
+        Probes::Target(t) => probes_for(t, sample, assign, centroids, d),
+    }
+}
+
+fn target_of(probes: Probes) -> Option<f64> {
+    match probes {
+        Probes::Fixed(_) => None,
+        Probes::Target(t) => Some(t),
+    }
+}
+
+/// The fewest probes with which the search finds `target` of the sample's exact neighbours.
+/// Within the probed lists the search is exact, so a sampled cell of list `l` finds its true
+/// neighbour of list `m` exactly when `m` is among `l`'s probes: with `m`'s place in
+/// [`probe_order`] plus one. The `target` quantile of those counts over the sample is the
+/// answer, and the recall then measured on the same sample is at least `target` (neighbours
+/// tied with the k-th aside).
+pub fn probes_for(
+    target: f64,
+    sample: &SampleKnn,
+    assign: &[u32],
+    centroids: &[f32],
+    d: usize,
+) -> usize {
+    let (k, n_lists) = (sample.k, centroids.len() / d);
+    let mut by_list: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
+    for (s, &c) in sample.cells.iter().enumerate() {
+        by_list.entry(assign[c as usize]).or_default().push(s);
+    }
+    let by_list: Vec<(u32, Vec<usize>)> = by_list.into_iter().collect();
+    let mut need: Vec<u32> = by_list
+        .par_iter()
+        .flat_map_iter(|(l, members)| {
+            let mut place = vec![0u32; n_lists];
+            for (r, m) in probe_order(centroids, d, *l as usize).into_iter().enumerate() {
+                place[m as usize] = r as u32 + 1;
+            }
+            let rows = members.iter().flat_map(move |&s| {
+                sample.indices[s * k + 1..(s + 1) * k]
+                    .iter()
+                    .map(|&j| assign[j as usize])
+            });
+            rows.map(move |m| place[m as usize]).collect::<Vec<_>>()
+        })
+        .collect();
+    if need.is_empty() {
+        return 1;
+    }
+    let at = ((target * need.len() as f64).ceil() as usize).clamp(1, need.len()) - 1;
+    let (_, p, _) = need.select_nth_unstable(at);
+    (*p as usize).max(1)
 }
 
 /// References scanned per cell, on average.
@@ -511,43 +611,20 @@ pub fn knn_ivf_gpu(
     part: (usize, usize),
 ) -> Result<IvfRows> {
     let (n, d) = (x.n_rows, x.n_cols);
-    check_k(n, k)?;
-    check_finite(x)?;
-    let shape = params.settle(n)?;
-    if d == 0 || d > super::GPU_MAX_DIMS || k > super::GPU_MAX_K {
-        return Err(KernelError::Unsupported(format!(
-            "the GPU kNN takes 1 to {} dimensions and k up to {} (got {d} and {k})",
-            super::GPU_MAX_DIMS,
-            super::GPU_MAX_K
-        )));
-    }
-    ctx.bind_to_thread()?;
     let kc = (k + EXTRA).min(n);
-    let xf = &x.data;
     let mut trace = Trace::new(ctx);
-
-    // The index: centroids trained with the device's assignments, then every cell's list.
-    let pts = training_sample(xf, n, d, shape.n_lists);
-    let pd = ctx.upload(&pts)?;
-    let centroids = train(&pts, d, shape.n_lists, |c| {
-        nearest_gpu(ctx, &pd, pts.len() / d, c, d)
-    })?;
-    drop(pd);
-    trace.mark("train")?;
-    let assign = nearest_gpu(ctx, xd, n, &centroids, d)?;
-    let lists = Lists::new(&assign, shape.n_lists);
-    let (probe_ptr, probes) = probe_table(&centroids, d, &lists.sizes, shape.n_probes, kc);
+    let GpuIndex {
+        lists,
+        perm,
+        xp,
+        table,
+        sample,
+        stats,
+        probe_ptr,
+        probes,
+    } = GpuIndex::build(ctx, x, xd, k, params, &mut trace)?;
     let positions = lists.perm.len();
-    let perm = ctx.upload(&lists.perm)?;
-    let xp = ctx.alloc::<f32>(positions.max(1) * d)?;
-    let (pos64, d32) = (positions as u64, d as u32);
-    let f = ctx.function(SRC, "ivf_gather")?;
-    let mut l = ctx.launcher(&f);
-    l.arg(xd).arg(&perm).arg(&pos64).arg(&d32).arg(&xp);
-    ctx.launch(l, grid_stride(positions * d), "ivf_gather")?;
-    // Chunks start at any list's start: the table is readable one chunk past the end.
-    let table = RefTable::new(ctx, &xp, positions, d, positions + RT)?;
-    trace.mark("lists")?;
+    let d32 = d as u32;
 
     // This part's blocks and the positions they cover.
     let tiles = lists.tiles();
@@ -615,7 +692,7 @@ pub fn knn_ivf_gpu(
         .arg(&out_dist);
     ctx.launch(l, grid_stride((p1 - p0) * k), "ivf_scatter")?;
     drop((idx, dist));
-    let mut rows = IvfRows {
+    let rows = IvfRows {
         cells: lists.perm[p0..p1]
             .iter()
             .copied()
@@ -623,40 +700,157 @@ pub fn knn_ivf_gpu(
             .collect(),
         indices: ctx.download(&out_idx)?,
         distances: ctx.download(&out_dist)?,
-        stats: IvfStats {
-            shape,
-            refs_per_cell: refs_per_cell(&lists.sizes, &probe_ptr, &probes, n),
-            recall: None,
-        },
-        sample: None,
+        stats,
+        sample: (part.0 == 0).then_some(sample),
     };
     trace.mark("rows")?;
-    if part.0 == 0 {
-        // The sample's exact candidates: the whole table (by cell), in spans of references so
-        // that the few queries fill the device; each span's candidates, then the best of all.
-        let cells = recall_cells(n);
-        let qs = ctx.upload(&gather(xf, d, &cells))?;
-        let blocks = cells.len().div_ceil(QT);
-        let spans = (4 * ctx.multiprocessors() as usize)
-            .div_ceil(blocks)
-            .min(positions.div_ceil(4096))
-            .max(1);
-        let q = cells.len();
-        let sc = ctx.alloc::<u32>(spans * q.max(1) * kc)?;
-        scan_table(ctx, &table, Some(&perm), &qs, kc, 0..q, None, spans, &sc)?;
-        let sc = ctx.download(&sc)?;
-        let cand: Vec<Vec<u32>> = (0..q)
-            .map(|r| {
-                (0..spans)
-                    .flat_map(|y| &sc[(y * q + r) * kc..(y * q + r + 1) * kc])
-                    .copied()
-                    .collect()
-            })
-            .collect();
-        rows.sample = Some(exact_rows(xf, d, k, cells, &cand));
-        trace.mark("recall sample")?;
-    }
     Ok(rows)
+}
+
+/// The inverted file on one GPU, with its probes settled: what every part searches.
+struct GpuIndex {
+    lists: Lists,
+    perm: DeviceVec<u32>,
+    /// The cells in list order, and their reference-major table.
+    xp: DeviceVec<f32>,
+    table: RefTable,
+    sample: SampleKnn,
+    stats: IvfStats,
+    probe_ptr: Vec<u32>,
+    probes: Vec<u32>,
+}
+
+impl GpuIndex {
+    /// Centroids trained with the device's assignments, every cell's list, the sample's exact
+    /// kNN (which chooses the probes, alike on every part) and the probe table.
+    fn build(
+        ctx: &GpuContext,
+        x: &DenseMatrix<f32>,
+        xd: &DeviceVec<f32>,
+        k: usize,
+        params: &IvfParams,
+        trace: &mut Trace<'_>,
+    ) -> Result<GpuIndex> {
+        let (n, d) = (x.n_rows, x.n_cols);
+        check_k(n, k)?;
+        check_finite(x)?;
+        let shape = params.settle(n)?;
+        if d == 0 || d > super::GPU_MAX_DIMS || k > super::GPU_MAX_K {
+            return Err(KernelError::Unsupported(format!(
+                "the GPU kNN takes 1 to {} dimensions and k up to {} (got {d} and {k})",
+                super::GPU_MAX_DIMS,
+                super::GPU_MAX_K
+            )));
+        }
+        ctx.bind_to_thread()?;
+        let kc = (k + EXTRA).min(n);
+        let xf = &x.data;
+        let pts = training_sample(xf, n, d, shape.n_lists);
+        let pd = ctx.upload(&pts)?;
+        let centroids = train(&pts, d, shape.n_lists, |c| {
+            nearest_gpu(ctx, &pd, pts.len() / d, c, d)
+        })?;
+        drop(pd);
+        trace.mark("train")?;
+        let assign = nearest_gpu(ctx, xd, n, &centroids, d)?;
+        let lists = Lists::new(&assign, shape.n_lists);
+        let positions = lists.perm.len();
+        let perm = ctx.upload(&lists.perm)?;
+        let xp = ctx.alloc::<f32>(positions.max(1) * d)?;
+        let (pos64, d32) = (positions as u64, d as u32);
+        let f = ctx.function(SRC, "ivf_gather")?;
+        let mut l = ctx.launcher(&f);
+        l.arg(xd).arg(&perm).arg(&pos64).arg(&d32).arg(&xp);
+        ctx.launch(l, grid_stride(positions * d), "ivf_gather")?;
+        // Chunks start at any list's start: the table is readable one chunk past the end.
+        let table = RefTable::new(ctx, &xp, positions, d, positions + RT)?;
+        trace.mark("lists")?;
+        let sample = exact_sample_gpu(ctx, xf, &table, &perm, k)?;
+        let n_probes = settle_probes(shape.probes, &sample, &assign, &centroids, d);
+        let (probe_ptr, probes) = probe_table(&centroids, d, &lists.sizes, n_probes, kc);
+        trace.mark("recall sample")?;
+        let stats = IvfStats {
+            n_lists: shape.n_lists,
+            n_probes,
+            target_recall: target_of(shape.probes),
+            refs_per_cell: refs_per_cell(&lists.sizes, &probe_ptr, &probes, n),
+            recall: None,
+        };
+        Ok(GpuIndex {
+            lists,
+            perm,
+            xp,
+            table,
+            sample,
+            stats,
+            probe_ptr,
+            probes,
+        })
+    }
+}
+
+/// The inverted file [`knn_ivf_gpu`] would search, built without the search: its lists, the
+/// probes chosen and the references a cell's search would scan (what the scan's time follows).
+/// For sizing lists and probes on large data (`bench-knn --plan`).
+pub fn plan_ivf_gpu(
+    ctx: &GpuContext,
+    x: &DenseMatrix<f32>,
+    xd: &DeviceVec<f32>,
+    k: usize,
+    params: &IvfParams,
+) -> Result<IvfStats> {
+    GpuIndex::build(ctx, x, xd, k, params, &mut Trace::new(ctx)).map(|i| i.stats)
+}
+
+/// The approximate kNN of the rows of `x` with the index's blocks split across `gpus`: each
+/// holds the whole of `x`, builds the same index and searches its share (see [`knn_ivf_gpu`]);
+/// the parts joined, with the stats and the recall.
+pub fn knn_ivf_across(
+    gpus: &[std::sync::Arc<GpuContext>],
+    x: &DenseMatrix<f32>,
+    k: usize,
+    params: &IvfParams,
+) -> Result<(Knn, IvfStats)> {
+    let parts = crate::gpu::on_each_gpu(gpus, |r, ctx| {
+        ctx.bind_to_thread()?;
+        let xd = ctx.upload(&x.data)?;
+        knn_ivf_gpu(ctx, x, &xd, k, params, (r, gpus.len()))
+    })?;
+    join_parts(x.n_rows, k, parts)
+}
+
+/// The exact kNN of the recall sample on the device: its candidates from the whole table (by
+/// cell), in spans of references so that the few queries fill the device; each span's
+/// candidates, then the best of all on the host.
+fn exact_sample_gpu(
+    ctx: &GpuContext,
+    xf: &[f32],
+    table: &RefTable,
+    perm: &DeviceVec<u32>,
+    k: usize,
+) -> Result<SampleKnn> {
+    let (n, d, positions) = (xf.len() / table.d, table.d, table.n);
+    let kc = (k + EXTRA).min(n);
+    let cells = recall_cells(n);
+    let qs = ctx.upload(&gather(xf, d, &cells))?;
+    let blocks = cells.len().div_ceil(QT);
+    let spans = (4 * ctx.multiprocessors() as usize)
+        .div_ceil(blocks)
+        .min(positions.div_ceil(4096))
+        .max(1);
+    let q = cells.len();
+    let sc = ctx.alloc::<u32>(spans * q.max(1) * kc)?;
+    scan_table(ctx, table, Some(perm), &qs, kc, 0..q, None, spans, &sc)?;
+    let sc = ctx.download(&sc)?;
+    let cand: Vec<Vec<u32>> = (0..q)
+        .map(|r| {
+            (0..spans)
+                .flat_map(|y| &sc[(y * q + r) * kc..(y * q + r + 1) * kc])
+                .copied()
+                .collect()
+        })
+        .collect();
+    Ok(exact_rows(xf, d, k, cells, &cand))
 }
 
 /// With `SCPIPE_TRACE_IVF` set, the time of each phase of [`knn_ivf_gpu`] on standard error
@@ -689,15 +883,15 @@ impl<'a> Trace<'a> {
     }
 }
 
-/// Device bytes [`knn_ivf_gpu`] holds at its peak for `n` cells of `d` dimensions and `k`
-/// neighbours: the embedding, its copy in list order and that copy's reference-major table,
+/// Device bytes [`knn_ivf_gpu`] holds at its peak for `n` cells of `d` dimensions, `k`
+/// neighbours and `n_lists` lists: the embedding, its copy in list order and that copy's reference-major table,
 /// then the candidates, the refinement's workspace and its rows. What a device budget must hold
 /// at least (the atlas run, 11.35 M x 100: 20.7 GB estimated, 21.8 GB peak measured with the
 /// pool's rounding and the graph's start).
-pub fn device_bytes(n: usize, d: usize, k: usize, shape: IvfShape) -> u64 {
+pub fn device_bytes(n: usize, d: usize, k: usize, n_lists: usize) -> u64 {
     let (n, d, k) = (n as u64, d as u64, k as u64);
     let kc = (k + EXTRA as u64).min(n);
-    let positions = n + 3 * shape.n_lists as u64;
+    let positions = n + 3 * n_lists as u64;
     let dpad = d.div_ceil(DK as u64) * DK as u64;
     let tables = (n + positions) * d * 4 + dpad * (positions + 2 * RT as u64) * 4 + positions * 8;
     tables + positions * (kc * 4 + k * 8 + (kc + 1) * 12)
@@ -823,21 +1017,63 @@ mod tests {
         let p = |l, q| IvfParams {
             n_lists: l,
             n_probes: q,
+            target_recall: None,
         };
         assert_eq!(
             p(None, None).settle(1_000_000).unwrap(),
             IvfShape {
                 n_lists: 1000,
-                n_probes: 33
+                probes: Probes::Target(DEFAULT_TARGET_RECALL)
             }
         );
-        assert_eq!(p(None, None).settle(200_000).unwrap().n_probes, 20);
-        assert_eq!(p(None, None).settle(10).unwrap().n_probes, 3);
+        assert_eq!(p(None, Some(7)).settle(200).unwrap().probes, Probes::Fixed(7));
         let msg = |r: Result<IvfShape>| r.unwrap_err().to_string();
         assert!(msg(p(Some(10), Some(11)).settle(100)).contains("n_probes"));
         assert!(msg(p(Some(0), None).settle(100)).contains("n_lists"));
         assert!(msg(p(Some(101), None).settle(100)).contains("n_lists"));
         assert!(msg(p(Some(4), Some(0)).settle(100)).contains("n_probes"));
+        let t = |n_probes, t| IvfParams {
+            n_lists: None,
+            n_probes,
+            target_recall: Some(t),
+        };
+        for bad in [0.0, -0.5, 1.01, f64::NAN] {
+            assert!(msg(t(None, bad).settle(100)).contains("target_recall"), "{bad}");
+        }
+        assert!(msg(t(Some(3), 0.9).settle(100)).contains("give one"));
+        assert_eq!(t(None, 1.0).settle(100).unwrap().probes, Probes::Target(1.0));
+    }
+
+    #[test]
+    fn the_probes_chosen_for_a_recall_reach_it_on_the_sample() {
+        let x = clusters(6000, 12, 20, 7);
+        let k = 15;
+        let fixed = |p| {
+            let params = IvfParams {
+                n_lists: Some(80),
+                n_probes: Some(p),
+                target_recall: None,
+            };
+            knn_ivf(&x, k, &params).unwrap().1
+        };
+        for target in [0.6, 0.9, 0.99, 1.0] {
+            let params = IvfParams {
+                n_lists: Some(80),
+                n_probes: None,
+                target_recall: Some(target),
+            };
+            let (_, s) = knn_ivf(&x, k, &params).unwrap();
+            let got = s.recall.unwrap().value;
+            assert_eq!(s.target_recall, Some(target));
+            assert!(got >= target, "target {target}: recall {got}");
+            // The fewest: one probe less misses the target (where more than one is probed).
+            if s.n_probes > 1 {
+                let less = fixed(s.n_probes - 1).recall.unwrap().value;
+                assert!(less < target, "target {target}: {} probes reach {less}", s.n_probes - 1);
+            }
+            // The same probes given as a count give the same search.
+            assert_eq!(fixed(s.n_probes).recall, s.recall, "target {target}");
+        }
     }
 
     #[test]
@@ -846,6 +1082,7 @@ mod tests {
         let params = IvfParams {
             n_lists: Some(6),
             n_probes: Some(6),
+            target_recall: None,
         };
         let (knn, stats) = knn_ivf(&x, 10, &params).unwrap();
         assert_eq!(knn, super::super::knn_exact(&x, 10).unwrap());
@@ -864,6 +1101,7 @@ mod tests {
             &IvfParams {
                 n_lists: Some(64),
                 n_probes: Some(6),
+                target_recall: None,
             },
         )
         .unwrap();
@@ -932,11 +1170,7 @@ mod tests {
 
     #[test]
     fn the_device_estimate_is_close_under_the_atlas_runs_peak() {
-        let shape = IvfShape {
-            n_lists: 3369,
-            n_probes: 112,
-        };
-        let bytes = device_bytes(11_351_190, 100, 15, shape) as f64;
+        let bytes = device_bytes(11_351_190, 100, 15, 3369) as f64;
         // The run's peak (20.28 GiB) also held the pool's rounding and the graph's start.
         let peak = 20.28 * (1u64 << 30) as f64;
         assert!(bytes < peak && bytes > 0.9 * peak, "{bytes} for {peak}");
@@ -948,6 +1182,7 @@ mod tests {
         let p = IvfParams {
             n_lists: Some(16),
             n_probes: Some(3),
+            target_recall: None,
         };
         assert_eq!(knn_ivf(&x, 8, &p).unwrap(), knn_ivf(&x, 8, &p).unwrap());
     }

@@ -92,7 +92,7 @@ impl Default for NeighborsParams {
 }
 
 /// How the kNN is searched.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum KnnMethod {
     /// Every cell against every cell.
     Exact,

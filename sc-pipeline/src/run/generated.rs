@@ -99,6 +99,7 @@ pub fn run_generated(
             ),
         ))
     })?;
+    let all_genes = adata.var.clone();
     table::check_input(config, &adata)?;
     crate::steps::neighbors::check_device_budget(
         config,
@@ -128,8 +129,8 @@ pub fn run_generated(
             (on.run)(a, &env, &mut pass).map(|note| ((), note))
         })?;
     }
-    drop(pass);
-    // The marker genes need expression values, which this run never holds.
+    // The marker genes need expression values, which this run never holds whole: they come
+    // after the graph steps, on a subset of the cells generated again.
     let graph_config = PipelineConfig {
         markers: None,
         ..config.clone()
@@ -139,12 +140,9 @@ pub fn run_generated(
         ..env
     };
     r.run_phase(&mut adata, &env, Phase::CellGraph)?;
-    if config.markers.is_some() {
-        r.step_on("rank_genes_groups", false, &mut adata, |_| {
-            Ok((
-                (),
-                "skipped: the generated demo holds neither X nor .raw to rank genes on".into(),
-            ))
+    if let (Some(m), Some(groupby)) = (&config.markers, config.markers_groupby()) {
+        r.step_on("rank_genes_groups", true, &mut adata, |a| {
+            markers_on_subset(a, &pass, &all_genes, &groupby, &m.params).map(|note| ((), note))
         })?;
     }
     Ok((adata, r.records))
@@ -173,6 +171,75 @@ fn check_config(config: &PipelineConfig) -> Result<()> {
 
 /// An AnnData of `n_cells` x `n_genes` whose X is an empty placeholder (no stored values; the
 /// writer leaves it out).
+/// Cells the generated demo ranks its marker genes on, at most.
+const MARKER_CELLS: usize = 200_000;
+
+/// rank_genes_groups of the generated demo on a stated subset: every `s`-th cell (at most
+/// [`MARKER_CELLS`]), its row generated again as `.raw` would hold it (normalized and log1p,
+/// every gene filter_genes kept: `all_genes` selected), grouped by `groupby` of `adata`. The
+/// result goes to `adata.uns` as on a whole run; the note says which cells.
+fn markers_on_subset(
+    adata: &mut AnnData,
+    pass: &GeneratedPass<'_>,
+    all_genes: &crate::anndata::DataFrame,
+    groupby: &str,
+    params: &sc_kernels::rank_genes::RankGenesParams,
+) -> Result<String> {
+    use sc_kernels::gpu::streamed::RowBlocks;
+    let ctx = &pass.ctx;
+    let raw = GeneratedPass {
+        ctx: ctx.clone(),
+        model: pass.model,
+        cells: pass.cells,
+        chain: Chain {
+            keep_hvg: None,
+            ..pass.chain.clone()
+        },
+        scaler: None,
+    };
+    let rows = raw.rows();
+    let n = rows.n_rows();
+    let stride = n.div_ceil(MARKER_CELLS).max(1);
+    let keep: Vec<bool> = (0..n).map(|i| i % stride == 0).collect();
+    let mut parts = Vec::new();
+    for (b, range) in rows.ranges().iter().enumerate() {
+        let block_keep = &keep[range.clone()];
+        if !block_keep.contains(&true) {
+            continue;
+        }
+        let x = rows.make(ctx, b).map_err(gpu_error)?;
+        let x = sc_kernels::gpu::compact::select_rows(ctx, &x, block_keep).map_err(gpu_error)?;
+        parts.push(Matrix::Sparse(x.download(ctx).map_err(gpu_error)?));
+    }
+    let x = Matrix::stack_rows(&parts.iter().collect::<Vec<_>>())?;
+    drop(parts);
+    let mut sub = AnnData::new(x);
+    sub.obs = adata.obs.select_rows(&keep);
+    sub.var = match &raw.chain.keep_genes {
+        Some(k) => all_genes.select_rows(k),
+        None => all_genes.clone(),
+    };
+    let cells = sub.n_obs();
+    let r = crate::steps::markers::rank_genes_groups_in(&mut sub, groupby, params, None, Some(ctx))?;
+    let ranked = sub
+        .uns
+        .remove("rank_genes_groups")
+        .expect("rank_genes_groups records its result");
+    adata.uns.insert("rank_genes_groups".into(), ranked);
+    let which = match stride {
+        1 => format!("every cell ({cells})"),
+        s => format!("a subset: every {s}th cell ({cells} of {n})"),
+    };
+    Ok(format!(
+        "{} by '{groupby}' ({} groups vs rest), on {which}, generated again as .raw would \
+         hold it (log-normalized, {} genes), on the {}",
+        params.method,
+        r.n_groups,
+        sub.n_vars(),
+        r.device
+    ))
+}
+
 fn placeholder(n_cells: usize, n_genes: usize) -> AnnData {
     let x = CsrMatrix {
         n_rows: n_cells,

@@ -11,7 +11,7 @@ mod harmony;
 mod hvg;
 mod leiden;
 mod log1p;
-mod markers;
+pub(crate) mod markers;
 pub(crate) mod neighbors;
 mod normalize;
 mod pca;

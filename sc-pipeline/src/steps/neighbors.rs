@@ -56,27 +56,6 @@ fn fits_gpu(rep: &DenseMatrix<f32>, k: usize) -> bool {
     rep.n_cols <= sc_kernels::neighbors::GPU_MAX_DIMS && k <= sc_kernels::neighbors::GPU_MAX_K
 }
 
-/// `work(rank, gpu)` on a thread per GPU at once; the results in rank order, or the first error.
-fn on_each_gpu<T: Send>(
-    gpus: &[Arc<GpuContext>],
-    work: impl Fn(usize, &GpuContext) -> sc_kernels::Result<T> + Sync,
-) -> sc_kernels::Result<Vec<T>> {
-    std::thread::scope(|s| {
-        let handles: Vec<_> = gpus
-            .iter()
-            .enumerate()
-            .map(|(r, ctx)| {
-                let work = &work;
-                s.spawn(move || work(r, ctx))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
-            .collect()
-    })
-}
-
 /// The kNN with the cells' rows split across `gpus` (each GPU holds the whole representation,
 /// searches for its range of rows), the connectivities then on the first GPU.
 fn neighbors_across_gpus(
@@ -89,7 +68,7 @@ fn neighbors_across_gpus(
     if let Some(p) = params.method.ivf_for(n) {
         return ivf_across_gpus(gpus, rep, k, &p, params);
     }
-    let parts = on_each_gpu(gpus, |r, ctx| {
+    let parts = sc_kernels::gpu::on_each_gpu(gpus, |r, ctx| {
         let rows = sc_kernels::comm::rank_rows(n, gpus.len(), r);
         sc_kernels::neighbors::knn_rows_gpu(ctx, rep, k, rows)
     })?;
@@ -118,13 +97,7 @@ fn ivf_across_gpus(
     ivf: &ivf::IvfParams,
     params: &NeighborsParams,
 ) -> sc_kernels::Result<NeighborsResult> {
-    let n = rep.n_rows;
-    let parts = on_each_gpu(gpus, |r, ctx| {
-        ctx.bind_to_thread()?;
-        let xd = ctx.upload(&rep.data)?;
-        ivf::knn_ivf_gpu(ctx, rep, &xd, k, ivf, (r, gpus.len()))
-    })?;
-    let (knn, stats) = ivf::join_parts(n, k, parts)?;
+    let (knn, stats) = ivf::knn_ivf_across(gpus, rep, k, ivf)?;
     sc_kernels::neighbors::neighbors_from_knn_gpu(&gpus[0], knn, Scan::Ivf(stats), params)
 }
 
@@ -155,7 +128,7 @@ pub(crate) fn check_device_budget(
     };
     let shape = p.settle(n_obs).map_err(kernel_error("neighbors"))?;
     let dims = config.n_comps.unwrap_or(n_vars).min(n_vars);
-    let bytes = ivf::device_bytes(n_obs, dims, k.min(n_obs), shape);
+    let bytes = ivf::device_bytes(n_obs, dims, k.min(n_obs), shape.n_lists);
     if bytes <= budget {
         return Ok(());
     }
@@ -213,10 +186,14 @@ fn ivf_note(s: &IvfStats) -> String {
         Some(r) => format!(", recall@{} {:.3} on {} cells", r.k, r.value, r.cells),
         None => String::new(),
     };
+    let chosen = match s.target_recall {
+        Some(t) => format!(" (the fewest for recall {t} on the sample)"),
+        None => String::new(),
+    };
     format!(
-        "ivf ({} lists, {} probed, {} cells scanned per cell{recall})",
-        s.shape.n_lists,
-        s.shape.n_probes,
+        "ivf ({} lists, {} probed{chosen}, {} cells scanned per cell{recall})",
+        s.n_lists,
+        s.n_probes,
         s.refs_per_cell.round(),
     )
 }
