@@ -51,6 +51,7 @@ import scanpy as sc  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from graph_steps import compare_graph_steps, compare_repeat  # noqa: E402
+from zarr_files import check_zarr  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -148,7 +149,7 @@ class Report:
 # Running both sides
 
 
-def run_scpipe(scpipe: Path, src: Path, out: Path, flavor: str, batch_key: str | None) -> float:
+def run_scpipe(scpipe: Path, src: Path, out: Path, flavor: str, batch_key: str | None, extra: list[str] | None = None) -> float:
     cmd = [
         str(scpipe), "run", str(src), "-o", str(out), "--device", "cpu",
         "--mito-prefix", MITO, "--min-genes", str(MIN_GENES), "--min-cells", str(MIN_CELLS),
@@ -157,6 +158,7 @@ def run_scpipe(scpipe: Path, src: Path, out: Path, flavor: str, batch_key: str |
     ]
     if batch_key:
         cmd += ["--batch-key", batch_key]
+    cmd += extra or []
     t = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
@@ -520,6 +522,8 @@ def check(args, scpipe, work):
                 again = work / f"{name}_again.h5ad"
                 run_scpipe(scpipe, src, again, flavor, batch_key)
                 compare_repeat(rep, tag, ours, ad.read_h5ad(again))
+                if name == "celltypist":
+                    check_zarr(rep, run_scpipe, scpipe, src, out, work, flavor)
     print(rep.summary())
     return 0 if rep.ok() else 1
 

@@ -15,6 +15,13 @@ pub enum Error {
         element: String,
         message: String,
     },
+    /// The zarr library failed on an element of a store.
+    #[error("{path}: zarr error at '{element}': {message}")]
+    Zarr {
+        path: PathBuf,
+        element: String,
+        message: String,
+    },
     /// The file opened but does not have the layout it must have (missing group, wrong shape,
     /// offsets out of range, unsupported encoding, ...).
     #[error("{path}: malformed element '{element}': {problem}")]

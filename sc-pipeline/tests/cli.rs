@@ -41,6 +41,57 @@ fn generate_is_deterministic_and_readable() {
     assert_eq!(x, y);
 }
 
+/// A zarr store in and out: the run on the input converted to zarr writes a store that holds
+/// what the run on the h5ad input writes.
+#[test]
+fn zarr_stores_are_read_and_written() {
+    let input = common::scratch("zin.h5ad");
+    let zin = common::scratch("zin.zarr");
+    let (zout, hout) = (common::scratch("zout.zarr"), common::scratch("zout.h5ad"));
+    let o = scpipe(&["generate", "800", "3000", "-o", input.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    sc_pipeline::io::write_zarr(&read_h5ad(&input).unwrap(), &zin).unwrap();
+    let run = |inp: &std::path::Path, out: &std::path::Path| {
+        let o = scpipe(&[
+            "run",
+            inp.to_str().unwrap(),
+            "-o",
+            out.to_str().unwrap(),
+            "--device",
+            "cpu",
+            "--n-top-genes",
+            "300",
+            "--n-comps",
+            "20",
+            "--zarr-compression",
+            "lz4",
+        ]);
+        let t = text(&o);
+        assert!(o.status.success(), "{t}");
+        t
+    };
+    let t = run(&zin, &zout);
+    assert!(t.contains("write zarr"), "{t}");
+    run(&input, &hout);
+    let (z, h) = (
+        sc_pipeline::io::read_zarr(&zout).unwrap(),
+        read_h5ad(&hout).unwrap(),
+    );
+    assert_eq!(z.obs, h.obs);
+    assert_eq!(z.var, h.var);
+    assert_eq!(z.obsm, h.obsm);
+    assert_eq!(z.obsp, h.obsp);
+    assert_eq!(z.x, h.x);
+    assert_eq!(z.raw, h.raw);
+    assert_eq!(
+        z.uns.keys().collect::<Vec<_>>(),
+        h.uns.keys().collect::<Vec<_>>()
+    );
+    for p in [&zin, &zout] {
+        std::fs::remove_dir_all(p).unwrap();
+    }
+}
+
 #[test]
 fn run_writes_the_output_and_a_report() {
     let input = common::scratch("in.h5ad");
@@ -246,6 +297,39 @@ fn neighbors_by_an_inverted_file_report_their_recall() {
     );
     let a = read_h5ad(&output).unwrap();
     assert_eq!(a.obsp["distances"].n_rows, a.n_obs());
+    // Without --n-probes the probes are the fewest that reach the target on the sample.
+    let o = scpipe(&[
+        "run",
+        "--demo",
+        "--demo-cells",
+        "3000",
+        "--demo-genes",
+        "3000",
+        "--neighbors-method",
+        "ivf",
+        "--n-lists",
+        "30",
+        "--target-recall",
+        "0.9",
+        "--no-umap",
+        "--no-leiden",
+        "--no-markers",
+        "-o",
+        output.to_str().unwrap(),
+    ]);
+    let out = text(&o);
+    assert!(o.status.success(), "{out}");
+    assert!(
+        out.contains("(the fewest for recall 0.9 on the sample)"),
+        "{out}"
+    );
+    let recall: f64 = out
+        .split("recall@15 ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|r| r.parse().ok())
+        .expect("the recall in the note");
+    assert!(recall >= 0.9, "{out}");
 }
 
 #[test]
@@ -254,7 +338,7 @@ fn bad_options_are_refused_clearly() {
     let inp = input.to_str().unwrap();
     let out = common::scratch("never.h5ad");
     let o = out.to_str().unwrap();
-    let cases: [(&[&str], &str); 12] = [
+    let cases: [(&[&str], &str); 14] = [
         (
             &["run", inp, "-o", o, "--hvg-flavor", "seurat_v9"],
             "invalid value 'seurat_v9' for '--hvg-flavor",
@@ -291,6 +375,23 @@ fn bad_options_are_refused_clearly() {
             "--n-probes",
         ),
         (&["run", inp, "-o", o, "--n-lists", "0"], "--n-lists"),
+        (
+            &["run", inp, "-o", o, "--target-recall", "1.5"],
+            "--target-recall: invalid parameter: must be above 0 and at most 1, got 1.5",
+        ),
+        (
+            &[
+                "run",
+                inp,
+                "-o",
+                o,
+                "--target-recall",
+                "0.9",
+                "--n-probes",
+                "4",
+            ],
+            "--target-recall: invalid parameter: and --n-probes both choose the probes",
+        ),
         // More lists than the input has cells: refused before any step.
         (
             &[

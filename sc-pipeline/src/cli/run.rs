@@ -18,12 +18,18 @@ pub const DEMO_OUTPUT: &str = "scpipe_demo.h5ad";
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
-    /// Input: an h5ad file, or a 10x Genomics HDF5 matrix (.h5).
+    /// Input: an h5ad file, an AnnData zarr store (a directory, zarr format 2 or 3), or a 10x
+    /// Genomics HDF5 matrix (.h5).
     #[arg(required_unless_present = "demo")]
     pub input: Option<PathBuf>,
-    /// Output h5ad file (with --demo: default scpipe_demo.h5ad).
+    /// Output: an h5ad file, or a zarr store when the name ends in .zarr (with --demo: default
+    /// scpipe_demo.h5ad).
     #[arg(short, long, required_unless_present = "demo")]
     pub output: Option<PathBuf>,
+    /// Compression of a zarr output's chunks: zstd (level 1), lz4 (in blosc, with byte
+    /// shuffling) or none.
+    #[arg(long, value_enum, default_value_t = ZarrCodec::Zstd)]
+    pub zarr_compression: ZarrCodec,
     /// Run on a generated dataset instead of a file.
     #[arg(long, conflicts_with = "input")]
     pub demo: bool,
@@ -171,6 +177,24 @@ pub struct RunArgs {
     pub target_recall: Option<f64>,
     #[command(flatten)]
     pub graph: super::graph_steps::GraphStepArgs,
+}
+
+/// `--zarr-compression`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ZarrCodec {
+    None,
+    Zstd,
+    Lz4,
+}
+
+impl From<ZarrCodec> for crate::io::ZarrCompression {
+    fn from(c: ZarrCodec) -> Self {
+        match c {
+            ZarrCodec::None => crate::io::ZarrCompression::None,
+            ZarrCodec::Zstd => crate::io::ZarrCompression::Zstd,
+            ZarrCodec::Lz4 => crate::io::ZarrCompression::Lz4,
+        }
+    }
 }
 
 /// `--neighbors-method`.
@@ -333,6 +357,7 @@ impl RunArgs {
             },
             None => return Err(Error::param("run", "an input file is needed (or --demo)")),
         };
+        let format = crate::io::OutputFormat::for_path(&h5ad, self.zarr_compression.into());
         Ok(RunPlan {
             input,
             outputs: Outputs {
@@ -342,6 +367,7 @@ impl RunArgs {
                 memory_snapshot: self.memory_snapshot.clone(),
                 allocation_log: self.allocation_log.clone(),
                 plot: self.plot.clone(),
+                format,
             },
             config,
             target: device.target,

@@ -1,4 +1,5 @@
-//! File formats: h5ad (read, write, read in row chunks) and 10x Genomics HDF5 matrices.
+//! File formats: h5ad (read, write, read in row chunks), zarr (read, write) and 10x Genomics
+//! HDF5 matrices.
 
 mod detect;
 mod device_write;
@@ -9,11 +10,16 @@ mod h5ad_stream_write;
 mod h5ad_write;
 pub(crate) mod hdf5_access;
 mod notices;
+mod output_file;
 mod parallel_fill;
 mod rec_array;
 mod reserve_ahead;
 mod staged_file;
 mod tenx;
+mod zarr_read;
+mod zarr_records;
+mod zarr_store;
+mod zarr_write;
 
 pub use detect::is_10x_h5;
 pub(crate) use device_write::prepare_device_write;
@@ -24,6 +30,10 @@ pub use h5ad_stream_write::H5adStreamWriter;
 pub use h5ad_write::{
     create_h5ad, write_h5ad, write_h5ad_staged, write_h5ad_staged_without_x, H5adWrite,
 };
+pub use output_file::{write_output_staged, OutputFormat, OutputWrite};
 pub(crate) use parallel_fill::switched_on;
 pub use staged_file::{commit_all, exit_interrupted, PartialFile, StagedFile};
 pub use tenx::{read_10x_h5, read_10x_h5_with_notices};
+pub use zarr_read::{read_zarr, read_zarr_with_notices};
+pub use zarr_store::{is_zarr, ZarrCompression};
+pub use zarr_write::{write_zarr, write_zarr_staged, ZarrWrite};

@@ -27,7 +27,7 @@ pub fn exit_interrupted() -> ! {
     let _committing = lock(&COMMITTING);
     let mut pending = lock(&PENDING);
     for path in pending.drain(..) {
-        let _ = std::fs::remove_file(path);
+        remove(&path);
     }
     eprintln!("interrupted: partial outputs removed");
     // SAFETY: _exit ends the process at once; it has no preconditions.
@@ -55,10 +55,19 @@ impl PartialFile {
     }
 }
 
+/// Removes a file, or a directory with everything in it (a zarr store).
+fn remove(path: &Path) {
+    if path.is_dir() {
+        let _ = std::fs::remove_dir_all(path);
+    } else {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
 impl Drop for PartialFile {
     fn drop(&mut self) {
         if !self.keep {
-            let _ = std::fs::remove_file(&self.path);
+            remove(&self.path);
         }
         let mut pending = lock(&PENDING);
         if let Some(i) = pending.iter().position(|p| p == &self.path) {
@@ -102,18 +111,41 @@ impl StagedFile {
         &self.destination
     }
 
-    /// Moves the written file to its final name (replacing a file there). On failure the
-    /// written file is removed.
+    /// Moves the written file to its final name (replacing a file there, or a directory when
+    /// the written file is one: a zarr store). On failure the written file is removed.
     pub fn commit(self) -> Result<()> {
         commit_all(vec![self])
     }
 
     fn rename(&mut self) -> Result<()> {
-        std::fs::rename(self.temporary.path(), &self.destination).map_err(|e| Error::File {
+        let failed = |e: std::io::Error| Error::File {
             path: self.destination.clone(),
             message: format!("cannot move the written file into place: {e}"),
-        })?;
+        };
+        // A directory replaces a directory: the old one is moved aside first (a rename cannot
+        // replace a directory that is not empty), and removed once the new one is in place.
+        let aside = (self.temporary.path().is_dir() && self.destination.is_dir()).then(|| {
+            let mut name = self
+                .destination
+                .file_name()
+                .unwrap_or_default()
+                .to_os_string();
+            name.push(format!(".{}.replaced", std::process::id()));
+            self.destination.with_file_name(name)
+        });
+        if let Some(old) = &aside {
+            std::fs::rename(&self.destination, old).map_err(failed)?;
+        }
+        if let Err(e) = std::fs::rename(self.temporary.path(), &self.destination) {
+            if let Some(old) = &aside {
+                let _ = std::fs::rename(old, &self.destination);
+            }
+            return Err(failed(e));
+        }
         self.temporary.keep = true;
+        if let Some(old) = aside {
+            let _ = std::fs::remove_dir_all(old);
+        }
         Ok(())
     }
 }
@@ -123,11 +155,11 @@ impl StagedFile {
 /// waits for the group. Put the file whose presence says "done" (the main output) last.
 pub fn commit_all(files: Vec<StagedFile>) -> Result<()> {
     let _committing = lock(&COMMITTING);
-    let mut moved = Vec::with_capacity(files.len());
+    let mut moved: Vec<PathBuf> = Vec::with_capacity(files.len());
     for mut file in files {
         if let Err(e) = file.rename() {
             for path in moved {
-                let _ = std::fs::remove_file(path);
+                remove(&path);
             }
             return Err(e);
         }

@@ -116,10 +116,12 @@ fn launched_gpu(plan: &RunPlan, launch: Launch) -> Result<usize> {
     Ok(launch.local_rank % visible)
 }
 
-/// Reads an h5ad file or a 10x HDF5 matrix (see [`crate::io::is_10x_h5`]), with the reader's
+/// Reads an h5ad file, a zarr store or a 10x HDF5 matrix (see [`crate::io::is_10x_h5`]), with the reader's
 /// notices.
 pub fn read_input(path: &std::path::Path, genome: Option<&str>) -> Result<(AnnData, Vec<String>)> {
-    if crate::io::is_10x_h5(path) {
+    if crate::io::is_zarr(path) {
+        crate::io::read_zarr_with_notices(path)
+    } else if crate::io::is_10x_h5(path) {
         crate::io::read_10x_h5_with_notices(path, genome)
     } else {
         crate::io::read_h5ad_with_notices(path)
@@ -240,7 +242,7 @@ fn run_generated_demo(
     let (adata, records) = super::generated::run_generated(demo, &plan.config, g, observer)?;
     report.steps.extend(records);
     report.record_gpu(g);
-    let output = &plan.outputs.h5ad;
+    let output = (plan.outputs.h5ad.as_path(), plan.outputs.format);
     let written = output::write_step(&adata, output, false, observer, &mut report)?;
     output::finish(plan, &adata, report, start, written, &recorders)
         .map(|f| Outcome::Written(Box::new(f)))
@@ -303,7 +305,7 @@ pub fn execute(plan: &RunPlan, observer: &mut dyn StepObserver) -> Result<Outcom
     let mut early = None;
     if eligible && ordinals.len() > 1 {
         if let Some(size) = output::input_size(plan) {
-            early = output::started_early(config, size, output)?;
+            early = output::started_early(config, size, (output, plan.outputs.format))?;
         }
     }
     let (background, loaded) = std::thread::scope(|s| {
@@ -356,7 +358,7 @@ pub fn execute(plan: &RunPlan, observer: &mut dyn StepObserver) -> Result<Outcom
     if eligible && early.is_none() {
         let (n_obs, n_vars) = adata.x.shape();
         let size = (n_obs, n_vars, adata.x.stored_values() as u64);
-        early = output::started_early(config, size, output)?;
+        early = output::started_early(config, size, (output, plan.outputs.format))?;
     }
 
     let per_cell = config.per_cell_steps();
@@ -412,12 +414,24 @@ pub fn execute(plan: &RunPlan, observer: &mut dyn StepObserver) -> Result<Outcom
                 gpus: &gpus,
                 group,
             };
-            graph.run_while_writing(&mut adata, output, early, observer, &mut report)?
+            graph.run_while_writing(
+                &mut adata,
+                (output, plan.outputs.format),
+                early,
+                observer,
+                &mut report,
+            )?
         }
         None => {
             // The file created ahead has the name write_step writes to: it goes first.
             drop(early);
-            output::write_step(&adata, output, true, observer, &mut report)?
+            output::write_step(
+                &adata,
+                (output, plan.outputs.format),
+                true,
+                observer,
+                &mut report,
+            )?
         }
     };
     if let Some(g) = &gpu {

@@ -220,7 +220,8 @@ fn markers_on_subset(
         None => all_genes.clone(),
     };
     let cells = sub.n_obs();
-    let r = crate::steps::markers::rank_genes_groups_in(&mut sub, groupby, params, None, Some(ctx))?;
+    let r =
+        crate::steps::markers::rank_genes_groups_in(&mut sub, groupby, params, None, Some(ctx))?;
     let ranked = sub
         .uns
         .remove("rank_genes_groups")

@@ -10,7 +10,7 @@ use super::recorders::MemoryRecorders;
 use super::runner::StepObserver;
 use super::PipelineConfig;
 use crate::anndata::Matrix;
-use crate::io::{H5adWrite, StagedFile};
+use crate::io::{OutputFormat, OutputWrite, StagedFile};
 use crate::report::{RunReport, StepTimer};
 use crate::{memory_timeline, AnnData, Error, Result};
 use sc_kernels::gpu::GpuContext;
@@ -41,8 +41,8 @@ impl CellGraph<'_> {
     pub(crate) fn run_while_writing(
         self,
         adata: &mut AnnData,
-        output: &Path,
-        early: Option<H5adWrite>,
+        (output, format): (&Path, OutputFormat),
+        early: Option<OutputWrite>,
         observer: &mut dyn StepObserver,
         report: &mut RunReport,
     ) -> Result<StagedFile> {
@@ -59,7 +59,7 @@ impl CellGraph<'_> {
                 adata, config, gpu, gpus, &group, None, observer,
             )?);
             drop(group);
-            return write_step(adata, output, true, observer, report);
+            return write_step(adata, (output, format), true, observer, report);
         }
         crate::io::prepare_device_write(&adata.x)?;
         if let Some(r) = &adata.raw {
@@ -68,14 +68,14 @@ impl CellGraph<'_> {
         let (n, g) = (adata.n_obs(), adata.n_vars());
         let file = match early {
             Some(file) => file,
-            None => crate::io::create_h5ad(output, 0, None)?,
+            None => OutputWrite::create(output, format)?,
         };
         // The steps read obsm and obs only; X is an empty stand-in of the same shape meanwhile.
         let x = std::mem::replace(&mut adata.x, Matrix::Sparse(CsrMatrix::zeros(n, g)));
         let raw = adata.raw.take();
         let (bulk, records, rest, destroying) = std::thread::scope(|s| {
             let writing = s.spawn(|| {
-                let timer = StepTimer::start("write h5ad: X and .raw");
+                let timer = StepTimer::start(&format!("write {}: X and .raw", format.name()));
                 let mut note = "while the cell-graph steps ran".to_string();
                 if file.reserves() {
                     note += ", into pages reserved meanwhile";
@@ -94,8 +94,8 @@ impl CellGraph<'_> {
             // their way (on several GPUs neighbors ends well before them). Since the pages are
             // reserved ahead, the two parts no longer wait on each other's fallocate.
             let rest = records.is_ok().then(|| {
-                observer.started("write h5ad");
-                let timer = StepTimer::start("write h5ad: the rest");
+                observer.started(&format!("write {}", format.name()));
+                let timer = StepTimer::start(&format!("write {}: the rest", format.name()));
                 let beside = !writing.is_finished();
                 let written = file.write_rest(adata);
                 observer.stopped();
@@ -135,14 +135,14 @@ impl CellGraph<'_> {
 pub(crate) fn started_early(
     config: &PipelineConfig,
     (n_obs, n_vars, nnz): (usize, usize, u64),
-    output: &Path,
-) -> Result<Option<H5adWrite>> {
-    if !config.has_cell_graph_steps() || config.n_comps.is_none() {
+    (output, format): (&Path, OutputFormat),
+) -> Result<Option<OutputWrite>> {
+    if !config.has_cell_graph_steps() || config.n_comps.is_none() || format != OutputFormat::H5ad {
         return Ok(None);
     }
     let bytes = crate::memory_plan::output_bytes(n_obs, n_vars, nnz as usize, config);
     let memory = super::generated::host_available_bytes();
-    crate::io::create_h5ad(output, bytes, memory).map(Some)
+    crate::io::create_h5ad(output, bytes, memory).map(|w| Some(OutputWrite::H5ad(w)))
 }
 
 /// The input's cells, genes and stored values, known before it is read: a demo's bound (2% above
@@ -173,18 +173,15 @@ fn writes_during_graph_steps(config: &PipelineConfig, adata: &AnnData) -> bool {
 /// "write h5ad" step of `report`.
 pub(crate) fn write_step(
     adata: &AnnData,
-    output: &Path,
+    (output, format): (&Path, OutputFormat),
     with_x: bool,
     observer: &mut dyn StepObserver,
     report: &mut RunReport,
 ) -> Result<StagedFile> {
-    observer.started("write h5ad");
-    let timer = StepTimer::start("write h5ad");
-    let written = if with_x {
-        crate::io::write_h5ad_staged(adata, output)
-    } else {
-        crate::io::write_h5ad_staged_without_x(adata, output)
-    };
+    let name = format!("write {}", format.name());
+    observer.started(&name);
+    let timer = StepTimer::start(&name);
+    let written = crate::io::write_output_staged(adata, output, format, with_x);
     observer.stopped();
     let written = written?;
     let note = match with_x {

@@ -50,6 +50,8 @@ pub struct Outputs {
     pub allocation_log: Option<PathBuf>,
     /// `--plot DIR`: the folder of the run's pictures (see [`crate::plot`]).
     pub plot: Option<PathBuf>,
+    /// The format of `h5ad` (named for the default): h5ad, or a zarr store for `*.zarr`.
+    pub format: crate::io::OutputFormat,
 }
 
 impl Outputs {
@@ -305,6 +307,7 @@ mod tests {
                 memory_snapshot: None,
                 allocation_log: None,
                 plot: None,
+                format: crate::io::OutputFormat::H5ad,
             },
             config: PipelineConfig::default(),
             target,

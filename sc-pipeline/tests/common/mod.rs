@@ -84,3 +84,132 @@ pub fn store_values_as_float64(path: &std::path::Path, matrix: &str) {
         .write_raw(&values)
         .unwrap();
 }
+
+use sc_kernels::{CsrMatrix, DenseMatrix};
+use sc_pipeline::anndata::{ArrayData, Column, DataFrame, DenseArray, Matrix, Raw, Value};
+use sc_pipeline::AnnData;
+use std::collections::BTreeMap;
+
+/// An object with every kind of part the readers and writers take.
+pub fn sample() -> AnnData {
+    let x = CsrMatrix::new(
+        4,
+        3,
+        vec![0, 2, 2, 3, 5],
+        vec![0, 2, 1, 0, 2],
+        vec![1.0f32, 2.5, 3.0, 4.0, 5.0],
+    )
+    .unwrap();
+    let mut a = AnnData::new(Matrix::Sparse(x.clone()));
+    a.obs = DataFrame::with_index(vec!["c1".into(), "c2".into(), "c3".into(), "c4".into()]);
+    a.obs
+        .set_values("n_genes", ArrayData::I32(vec![2, 0, 1, 2]))
+        .unwrap();
+    a.obs
+        .set_values("score", ArrayData::F64(vec![0.5, -1.0, f64::NAN, 2.0]))
+        .unwrap();
+    a.obs
+        .set_values("ok", ArrayData::Bool(vec![true, false, true, true]))
+        .unwrap();
+    a.obs
+        .set_values(
+            "label",
+            ArrayData::Str(vec!["a".into(), "ü".into(), "".into(), "d".into()]),
+        )
+        .unwrap();
+    a.obs
+        .set(
+            "batch",
+            Column::categorical_from_labels(&["b1", "b2", "b1", "b2"]),
+        )
+        .unwrap();
+    a.obs
+        .set(
+            "ranked",
+            Column::Categorical {
+                codes: vec![1, -1, 0, 1],
+                categories: ArrayData::Str(vec!["lo".into(), "hi".into()]),
+                ordered: true,
+            },
+        )
+        .unwrap();
+    a.obs
+        .set(
+            "maybe",
+            Column::Nullable {
+                values: ArrayData::I64(vec![1, 0, 3, 4]),
+                mask: vec![false, true, false, false],
+            },
+        )
+        .unwrap();
+    a.var = DataFrame::with_index(vec!["MT-CO1".into(), "GENE2".into(), "GENE3".into()]);
+    a.var.index_name = "gene".into();
+    a.var
+        .set_values("means", ArrayData::F32(vec![0.1, 0.2, 0.3]))
+        .unwrap();
+    a.obsm.insert(
+        "X_pca".into(),
+        DenseArray::matrix_f32(4, 2, vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]).unwrap(),
+    );
+    a.varm.insert(
+        "PCs".into(),
+        DenseArray::new(vec![3, 2], ArrayData::F64(vec![0.5; 6])).unwrap(),
+    );
+    a.obsp.insert(
+        "connectivities".into(),
+        CsrMatrix::new(
+            4,
+            4,
+            vec![0, 1, 2, 2, 3],
+            vec![1, 0, 3],
+            vec![0.5f32, 0.5, 1.0],
+        )
+        .unwrap(),
+    );
+    a.layers.insert(
+        "counts".into(),
+        Matrix::Dense(DenseMatrix::new(4, 3, vec![1.0; 12]).unwrap()),
+    );
+    let mut params = BTreeMap::new();
+    params.insert("n_neighbors".to_string(), Value::int(15));
+    params.insert("method".to_string(), Value::str("umap"));
+    params.insert("flag".to_string(), Value::bool(true));
+    a.uns.insert(
+        "neighbors".into(),
+        Value::dict([("params", Value::Dict(params)), ("eps", Value::float(1e-3))]),
+    );
+    a.uns.insert(
+        "variance".into(),
+        Value::vector(ArrayData::F32(vec![3.0, 2.0])),
+    );
+    a.uns.insert(
+        "colors".into(),
+        Value::vector(ArrayData::Str(vec!["#ff0000".into(), "#00ff00".into()])),
+    );
+    a.uns.insert(
+        "ranked".into(),
+        Value::Records(vec![
+            ("g1".into(), ArrayData::Str(vec!["A".into(), "B".into()])),
+            ("g2".into(), ArrayData::F32(vec![1.5, 2.5])),
+        ]),
+    );
+    a.uns.insert(
+        "table".into(),
+        Value::DataFrame(DataFrame::with_index(vec!["r".into()])),
+    );
+    a.uns.insert(
+        "graph".into(),
+        Value::Sparse(CsrMatrix::new(1, 2, vec![0, 1], vec![1], vec![7.0f32]).unwrap()),
+    );
+    a.raw = Some(Raw {
+        x: Matrix::Sparse(x),
+        var: a.var.clone(),
+        varm: BTreeMap::new(),
+    });
+    a
+}
+
+/// NaN-aware equality of the whole object, through its debug form (NaN prints the same).
+pub fn same(a: &AnnData, b: &AnnData) -> bool {
+    format!("{a:?}") == format!("{b:?}")
+}

@@ -1,0 +1,542 @@
+//! Reading AnnData zarr stores (format 2 or 3, as anndata writes them): `X` as CSR, CSC or
+//! dense, `obs`/`var` dataframes with categoricals and nullable columns, `obsm`, `varm`,
+//! `obsp`, `varp`, `layers`, nested `uns` and `raw`; chunks decoded in parallel by `zarrs`.
+//! Every structural problem is reported with the element's path.
+
+use super::zarr_store::{child, NodeKind, ZarrCompression, ZarrStore};
+use crate::anndata::{
+    AnnData, ArrayData, Column, DataFrame, DenseArray, DenseMatrix, Matrix, Raw, Scalar, Value,
+};
+use crate::Result;
+use sc_kernels::CsrMatrix;
+use serde_json::{Map, Value as Json};
+use std::collections::BTreeMap;
+use std::path::Path;
+use zarrs::array::{DataType, ElementOwned};
+use zarrs::array_subset::ArraySubset;
+
+/// Reads a whole zarr store into memory.
+pub fn read_zarr(path: impl AsRef<Path>) -> Result<AnnData> {
+    read_zarr_with_notices(path).map(|(a, _)| a)
+}
+
+/// [`read_zarr`], also returning what the user should be told (e.g. a float64 X read as
+/// float32).
+pub fn read_zarr_with_notices(path: impl AsRef<Path>) -> Result<(AnnData, Vec<String>)> {
+    let path = path.as_ref();
+    if !super::zarr_store::is_zarr(path) {
+        return Err(crate::Error::File {
+            path: path.to_path_buf(),
+            message: "not a zarr store (a directory with zarr.json or .zgroup)".into(),
+        });
+    }
+    let s = ZarrStore::open(path, ZarrCompression::None)?;
+    let mut r = Reader {
+        s,
+        notices: Vec::new(),
+    };
+    let root = r.s.attrs("/")?;
+    if let Some(kind) = root.get("encoding-type").and_then(Json::as_str) {
+        if kind != "anndata" {
+            return Err(r
+                .s
+                .format("/", format!("encoding-type '{kind}' is not anndata")));
+        }
+    }
+    if r.s.kind("/X").is_none() {
+        return Err(r.s.format("/X", "missing: the store has no X matrix"));
+    }
+    let x = r.matrix("/X")?;
+    let (n_obs, n_vars) = x.shape();
+    let mut adata = AnnData::new(x);
+    adata.obs = r.dataframe_or_default("/obs", n_obs)?;
+    adata.var = r.dataframe_or_default("/var", n_vars)?;
+    adata.obsm = r.dense_dict("/obsm")?;
+    adata.varm = r.dense_dict("/varm")?;
+    adata.obsp = r.sparse_dict("/obsp")?;
+    adata.varp = r.sparse_dict("/varp")?;
+    if r.s.kind("/layers").is_some() {
+        for name in r.s.members("/layers")? {
+            let layer = r.matrix(&child("/layers", &name))?;
+            adata.layers.insert(name, layer);
+        }
+    }
+    if r.s.kind("/uns").is_some() {
+        if let Value::Dict(d) = r.group_value("/uns")? {
+            adata.uns = d;
+        }
+    }
+    // anndata writes a missing `.raw` as a group encoded "null".
+    if r.s.kind("/raw").is_some() && r.encoding("/raw")?.as_deref() != Some("null") {
+        let x = r.matrix("/raw/X")?;
+        let var = r.dataframe_or_default("/raw/var", x.shape().1)?;
+        let varm = r.dense_dict("/raw/varm")?;
+        adata.raw = Some(Raw { x, var, varm });
+    }
+    adata
+        .validate()
+        .map_err(|e| r.s.format("/", e.to_string()))?;
+    Ok((adata, r.notices))
+}
+
+struct Reader {
+    s: ZarrStore,
+    notices: Vec<String>,
+}
+
+impl Reader {
+    fn encoding(&self, element: &str) -> Result<Option<String>> {
+        Ok(self
+            .s
+            .attrs(element)?
+            .get("encoding-type")
+            .and_then(Json::as_str)
+            .map(str::to_string))
+    }
+
+    /// Every element of the array `element` with its shape.
+    fn elements<T: ElementOwned>(&self, element: &str) -> Result<(Vec<usize>, Vec<T>)> {
+        let a = self.s.array(element)?;
+        let shape = a.shape().to_vec();
+        let v = a
+            .retrieve_array_subset_elements::<T>(&ArraySubset::new_with_shape(shape.clone()))
+            .map_err(|e| self.s.err(element)(&e))?;
+        Ok((shape.into_iter().map(|d| d as usize).collect(), v))
+    }
+
+    /// The array `element` as typed values (integer widths folded as [`ArrayData`] does).
+    fn array(&self, element: &str) -> Result<(Vec<usize>, ArrayData)> {
+        let dt = self.s.array(element)?.data_type().clone();
+        fn widen<T: Into<i64> + Copy>(v: Vec<T>) -> Vec<i64> {
+            v.into_iter().map(Into::into).collect()
+        }
+        macro_rules! read {
+            ($t:ty, $wrap:expr) => {{
+                let (shape, v) = self.elements::<$t>(element)?;
+                (shape, $wrap(v))
+            }};
+        }
+        Ok(match dt {
+            DataType::Bool => read!(bool, ArrayData::Bool),
+            DataType::Int8 => read!(i8, |v: Vec<i8>| ArrayData::I32(
+                v.into_iter().map(i32::from).collect()
+            )),
+            DataType::Int16 => read!(i16, |v: Vec<i16>| ArrayData::I32(
+                v.into_iter().map(i32::from).collect()
+            )),
+            DataType::Int32 => read!(i32, ArrayData::I32),
+            DataType::Int64 => read!(i64, ArrayData::I64),
+            DataType::UInt8 => read!(u8, |v: Vec<u8>| ArrayData::I32(
+                v.into_iter().map(i32::from).collect()
+            )),
+            DataType::UInt16 => read!(u16, |v: Vec<u16>| ArrayData::I32(
+                v.into_iter().map(i32::from).collect()
+            )),
+            DataType::UInt32 => read!(u32, |v: Vec<u32>| ArrayData::I64(widen(v))),
+            DataType::UInt64 => {
+                let (shape, v) = self.elements::<u64>(element)?;
+                let v = v
+                    .into_iter()
+                    .map(i64::try_from)
+                    .collect::<std::result::Result<Vec<_>, _>>()
+                    .map_err(|_| self.s.format(element, "a uint64 value above int64's range"))?;
+                (shape, ArrayData::I64(v))
+            }
+            DataType::Float32 => read!(f32, ArrayData::F32),
+            DataType::Float64 => read!(f64, ArrayData::F64),
+            DataType::String => read!(String, ArrayData::Str),
+            other => {
+                return Err(self
+                    .s
+                    .format(element, format!("unsupported data type {other:?}")))
+            }
+        })
+    }
+
+    /// A matrix's values as float32 (float64 narrowed with a notice; integers that float32
+    /// holds exactly).
+    fn values(&mut self, element: &str) -> Result<Vec<f32>> {
+        let (_, data) = self.array(element)?;
+        let exact = |v: f64| v.abs() <= (1u64 << 24) as f64;
+        let ints = |v: Vec<i64>, s: &ZarrStore| -> Result<Vec<f32>> {
+            match v.iter().find(|&&x| !exact(x as f64)) {
+                Some(bad) => Err(s.format(
+                    element,
+                    format!("integer {bad} cannot be held exactly as float32"),
+                )),
+                None => Ok(v.into_iter().map(|x| x as f32).collect()),
+            }
+        };
+        match data {
+            ArrayData::F32(v) => Ok(v),
+            ArrayData::F64(v) => {
+                self.notices.push(format!(
+                    "notice: {element} is stored as float64 and was read as float32"
+                ));
+                Ok(v.into_iter().map(|x| x as f32).collect())
+            }
+            ArrayData::I32(v) => ints(v.into_iter().map(i64::from).collect(), &self.s),
+            ArrayData::I64(v) => ints(v, &self.s),
+            ArrayData::Bool(v) => Ok(v.into_iter().map(|b| b as u8 as f32).collect()),
+            ArrayData::Str(_) => Err(self.s.format(element, "a matrix of strings")),
+        }
+    }
+
+    /// Offsets or indices as u64, refusing negative values.
+    fn offsets(&self, element: &str) -> Result<Vec<u64>> {
+        let neg = || self.s.format(element, "a negative offset or index");
+        match self.array(element)?.1 {
+            ArrayData::I32(v) => v
+                .into_iter()
+                .map(|x| u64::try_from(x).map_err(|_| neg()))
+                .collect(),
+            ArrayData::I64(v) => v
+                .into_iter()
+                .map(|x| u64::try_from(x).map_err(|_| neg()))
+                .collect(),
+            other => Err(self.s.format(
+                element,
+                format!("must hold integers, holds {}", other.type_name()),
+            )),
+        }
+    }
+
+    /// `X`, a layer or `raw/X`: a sparse group or a dense 2-D array.
+    fn matrix(&mut self, element: &str) -> Result<Matrix> {
+        match self.s.kind(element) {
+            Some(NodeKind::Group) => Ok(Matrix::Sparse(self.sparse(element)?)),
+            Some(NodeKind::Array) => {
+                let shape = self.s.array(element)?.shape().to_vec();
+                if shape.len() != 2 {
+                    return Err(self.s.format(
+                        element,
+                        format!("a dense matrix must be 2-dimensional, has shape {shape:?}"),
+                    ));
+                }
+                let data = self.values(element)?;
+                Ok(Matrix::Dense(DenseMatrix {
+                    n_rows: shape[0] as usize,
+                    n_cols: shape[1] as usize,
+                    data,
+                }))
+            }
+            None => Err(self.s.format(element, "missing")),
+        }
+    }
+
+    /// A `csr_matrix` or `csc_matrix` group, as CSR.
+    fn sparse(&mut self, element: &str) -> Result<CsrMatrix<f32>> {
+        let attrs = self.s.attrs(element)?;
+        let csc = match attrs.get("encoding-type").and_then(Json::as_str) {
+            Some("csr_matrix") => false,
+            Some("csc_matrix") => true,
+            Some(other) => {
+                return Err(self.s.format(
+                    element,
+                    format!("encoding-type '{other}' is not a sparse matrix"),
+                ))
+            }
+            None => {
+                return Err(self
+                    .s
+                    .format(element, "group has no encoding-type: not a sparse matrix"))
+            }
+        };
+        let shape: Vec<u64> = attrs
+            .get("shape")
+            .and_then(Json::as_array)
+            .map(|s| s.iter().filter_map(Json::as_u64).collect())
+            .unwrap_or_default();
+        let [n_rows, n_cols] = shape[..] else {
+            return Err(self
+                .s
+                .format(element, "sparse matrix has no 'shape' of two sizes"));
+        };
+        let (n_rows, n_cols) = (n_rows as usize, n_cols as usize);
+        let data = self.values(&child(element, "data"))?;
+        let indices = self.offsets(&child(element, "indices"))?;
+        let indptr = self.offsets(&child(element, "indptr"))?;
+        let (major, minor) = if csc {
+            (n_cols, n_rows)
+        } else {
+            (n_rows, n_cols)
+        };
+        if indices.len() != data.len() {
+            return Err(self.s.format(
+                element,
+                format!(
+                    "data has {} values but indices has {}",
+                    data.len(),
+                    indices.len()
+                ),
+            ));
+        }
+        if indptr.len() != major + 1 {
+            return Err(self.s.format(
+                &child(element, "indptr"),
+                format!("has {} offsets, expected {}", indptr.len(), major + 1),
+            ));
+        }
+        if let Some(&bad) = indices.iter().find(|&&i| i >= minor as u64) {
+            return Err(self.s.format(
+                &child(element, "indices"),
+                format!("index {bad} is out of range (< {minor})"),
+            ));
+        }
+        let m = CsrMatrix {
+            n_rows: major,
+            n_cols: minor,
+            indptr,
+            indices: indices.into_iter().map(|i| i as u32).collect(),
+            data,
+        };
+        m.validate()
+            .map_err(|e| self.s.format(element, e.to_string()))?;
+        // CSC arrays are the CSR arrays of the transpose.
+        Ok(if csc { m.transpose() } else { m })
+    }
+
+    fn dataframe_or_default(&mut self, element: &str, n_rows: usize) -> Result<DataFrame> {
+        if self.s.kind(element).is_none() {
+            return Ok(DataFrame::with_default_index(n_rows));
+        }
+        let df = self.dataframe(element)?;
+        if df.n_rows() != n_rows {
+            return Err(self.s.format(
+                element,
+                format!("has {} rows but the matrix has {n_rows}", df.n_rows()),
+            ));
+        }
+        Ok(df)
+    }
+
+    /// A pandas dataframe: `_index` names the index array, `column-order` the columns.
+    fn dataframe(&mut self, element: &str) -> Result<DataFrame> {
+        let attrs = self.s.attrs(element)?;
+        match attrs.get("encoding-type").and_then(Json::as_str) {
+            Some("dataframe") | None => {}
+            Some(other) => {
+                return Err(self.s.format(
+                    element,
+                    format!("expected a dataframe, encoding-type is '{other}'"),
+                ))
+            }
+        }
+        let index_name = str_attr(&attrs, "_index").ok_or_else(|| {
+            self.s
+                .format(element, "dataframe has no '_index' attribute")
+        })?;
+        let index_el = child(element, &index_name);
+        let index = match self.column(&index_el)? {
+            Column::Values(ArrayData::Str(v)) => v,
+            // pandas' StringArray index: a missing name reads as pandas prints it.
+            Column::Nullable {
+                values: ArrayData::Str(v),
+                mask,
+            } => v
+                .into_iter()
+                .zip(mask)
+                .map(|(s, m)| if m { "NaN".to_string() } else { s })
+                .collect(),
+            Column::Values(other) => crate::anndata::array_as_strings(&other),
+            _ => return Err(self.s.format(&index_el, "the index must hold strings")),
+        };
+        let mut df = DataFrame::with_index(index);
+        df.index_name = index_name;
+        let order: Vec<String> = attrs
+            .get("column-order")
+            .and_then(Json::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Json::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        for name in order {
+            let col_el = child(element, &name);
+            if self.s.kind(&col_el).is_none() {
+                return Err(self
+                    .s
+                    .format(&col_el, "column listed in column-order is missing"));
+            }
+            let column = self.column(&col_el)?;
+            if column.len() != df.n_rows() {
+                return Err(self.s.format(
+                    &col_el,
+                    format!("has {} values for {} rows", column.len(), df.n_rows()),
+                ));
+            }
+            df.set(name, column)
+                .map_err(|e| self.s.format(&col_el, e.to_string()))?;
+        }
+        Ok(df)
+    }
+
+    /// One dataframe column: a 1-D array, a categorical group or a nullable group.
+    fn column(&mut self, element: &str) -> Result<Column> {
+        if self.s.kind(element) == Some(NodeKind::Array) {
+            let (shape, data) = self.array(element)?;
+            if shape.len() != 1 {
+                return Err(self.s.format(
+                    element,
+                    format!("a column must be 1-dimensional, has shape {shape:?}"),
+                ));
+            }
+            return Ok(Column::Values(data));
+        }
+        let attrs = self.s.attrs(element)?;
+        match attrs.get("encoding-type").and_then(Json::as_str) {
+            Some("categorical") => {
+                let codes_el = child(element, "codes");
+                let codes = match self.array(&codes_el)?.1 {
+                    ArrayData::I32(v) => v,
+                    other => {
+                        return Err(self.s.format(
+                            &codes_el,
+                            format!("codes must be small integers, are {}", other.type_name()),
+                        ))
+                    }
+                };
+                let categories = self.array(&child(element, "categories"))?.1;
+                if let Some(&bad) = codes
+                    .iter()
+                    .find(|&&c| c < -1 || c >= categories.len() as i32)
+                {
+                    return Err(self.s.format(
+                        &codes_el,
+                        format!("code {bad} is outside -1..{}", categories.len()),
+                    ));
+                }
+                let ordered = attrs
+                    .get("ordered")
+                    .and_then(Json::as_bool)
+                    .unwrap_or(false);
+                Ok(Column::Categorical {
+                    codes,
+                    categories,
+                    ordered,
+                })
+            }
+            Some("nullable-integer" | "nullable-boolean" | "nullable-string-array") => {
+                let values = self.array(&child(element, "values"))?.1;
+                let mask_el = child(element, "mask");
+                let mask = match self.array(&mask_el)?.1 {
+                    ArrayData::Bool(m) => m,
+                    other => {
+                        return Err(self.s.format(
+                            &mask_el,
+                            format!("mask must be boolean, is {}", other.type_name()),
+                        ))
+                    }
+                };
+                if mask.len() != values.len() {
+                    return Err(self.s.format(
+                        element,
+                        format!("{} values but {} mask entries", values.len(), mask.len()),
+                    ));
+                }
+                Ok(Column::Nullable { values, mask })
+            }
+            Some(other) => Err(self
+                .s
+                .format(element, format!("unsupported column encoding '{other}'"))),
+            None => Err(self.s.format(element, "column group has no encoding-type")),
+        }
+    }
+
+    /// `obsm` / `varm`: dense arrays by name.
+    fn dense_dict(&mut self, element: &str) -> Result<BTreeMap<String, DenseArray>> {
+        let mut out = BTreeMap::new();
+        if self.s.kind(element).is_none() {
+            return Ok(out);
+        }
+        for key in self.s.members(element)? {
+            let el = child(element, &key);
+            if self.s.kind(&el) == Some(NodeKind::Group) {
+                return Err(self.s.format(
+                    &el,
+                    "only dense arrays are supported here (found a group: sparse matrix or dataframe)",
+                ));
+            }
+            let (shape, data) = self.array(&el)?;
+            out.insert(key, DenseArray { shape, data });
+        }
+        Ok(out)
+    }
+
+    /// `obsp` / `varp`: sparse matrices by name.
+    fn sparse_dict(&mut self, element: &str) -> Result<BTreeMap<String, CsrMatrix<f32>>> {
+        let mut out = BTreeMap::new();
+        if self.s.kind(element).is_none() {
+            return Ok(out);
+        }
+        for key in self.s.members(element)? {
+            let m = match self.matrix(&child(element, &key))? {
+                Matrix::Sparse(m) => m,
+                Matrix::Dense(d) => CsrMatrix::from_dense(&d),
+                Matrix::Device(_) => unreachable!("the reader makes host matrices"),
+            };
+            out.insert(key, m);
+        }
+        Ok(out)
+    }
+
+    /// Any element of `uns`, by its encoding.
+    fn value(&mut self, element: &str) -> Result<Value> {
+        if self.s.kind(element) == Some(NodeKind::Group) {
+            return self.group_value(element);
+        }
+        match self.encoding(element)?.as_deref() {
+            Some("rec-array") => {
+                return super::zarr_records::read_records(&self.s, element).map(Value::Records)
+            }
+            Some("array" | "string-array" | "numeric-scalar" | "string") | None => {}
+            Some(other) => {
+                return Err(self
+                    .s
+                    .format(element, format!("unsupported encoding-type '{other}'")))
+            }
+        }
+        let (shape, data) = self.array(element)?;
+        if shape.is_empty() {
+            return Ok(Value::Scalar(match data {
+                ArrayData::Bool(v) => Scalar::Bool(v[0]),
+                ArrayData::I32(v) => Scalar::Int(v[0] as i64),
+                ArrayData::I64(v) => Scalar::Int(v[0]),
+                ArrayData::F32(v) => Scalar::Float(v[0] as f64),
+                ArrayData::F64(v) => Scalar::Float(v[0]),
+                ArrayData::Str(mut v) => Scalar::Str(v.remove(0)),
+            }));
+        }
+        Ok(Value::Array(DenseArray { shape, data }))
+    }
+
+    fn group_value(&mut self, element: &str) -> Result<Value> {
+        match self.encoding(element)?.as_deref() {
+            Some("dict") | None => {
+                let mut d = BTreeMap::new();
+                for key in self.s.members(element)? {
+                    let el = child(element, &key);
+                    // A None that anndata wrote ("null"): no value to hold.
+                    if self.encoding(&el)?.as_deref() == Some("null") {
+                        continue;
+                    }
+                    let v = self.value(&el)?;
+                    d.insert(key, v);
+                }
+                Ok(Value::Dict(d))
+            }
+            Some("dataframe") => Ok(Value::DataFrame(self.dataframe(element)?)),
+            Some("csr_matrix" | "csc_matrix") => Ok(Value::Sparse(self.sparse(element)?)),
+            Some(other) => Err(self.s.format(
+                element,
+                format!("unsupported encoding-type '{other}' in uns"),
+            )),
+        }
+    }
+}
+
+fn str_attr(attrs: &Map<String, Json>, key: &str) -> Option<String> {
+    attrs.get(key).and_then(Json::as_str).map(str::to_string)
+}

@@ -1,0 +1,160 @@
+//! AnnData zarr stores: every part survives a round trip with each compression, large arrays
+//! span many chunks, damaged or foreign stores get named errors, and a failed write leaves no
+//! store behind.
+
+mod common;
+
+use common::{same, sample};
+use sc_kernels::CsrMatrix;
+use sc_pipeline::anndata::{ArrayData, Matrix, Value};
+use sc_pipeline::io::{
+    read_h5ad, read_zarr, write_h5ad, write_zarr, write_zarr_staged, ZarrCompression,
+};
+use sc_pipeline::AnnData;
+use std::path::Path;
+
+fn fresh(name: &str) -> std::path::PathBuf {
+    let p = common::scratch(name);
+    let _ = std::fs::remove_dir_all(&p);
+    p
+}
+
+#[test]
+fn every_part_survives_a_round_trip_with_each_compression() {
+    let a = sample();
+    for c in [
+        ZarrCompression::None,
+        ZarrCompression::Zstd,
+        ZarrCompression::Lz4,
+    ] {
+        let path = fresh(&format!("roundtrip-{c:?}.zarr"));
+        write_zarr_staged(&a, &path, c, true)
+            .unwrap()
+            .commit()
+            .unwrap();
+        assert!(sc_pipeline::io::is_zarr(&path));
+        let b = read_zarr(&path).unwrap();
+        assert!(same(&a, &b), "{c:?}: written:\n{a:#?}\nread back:\n{b:#?}");
+        std::fs::remove_dir_all(&path).unwrap();
+    }
+}
+
+#[test]
+fn the_zarr_and_h5ad_outputs_hold_the_same() {
+    let a = sample();
+    let (z, h) = (fresh("same.zarr"), common::scratch("same.h5ad"));
+    write_zarr(&a, &z).unwrap();
+    write_h5ad(&a, &h).unwrap();
+    assert!(same(&read_zarr(&z).unwrap(), &read_h5ad(&h).unwrap()));
+    // Written again over the first store: replaced whole.
+    let mut b = sample();
+    b.uns.insert("again".into(), Value::int(2));
+    write_zarr(&b, &z).unwrap();
+    assert!(same(&read_zarr(&z).unwrap(), &b));
+    let dir = z.parent().unwrap();
+    let stale = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            n.starts_with("same.zarr.") && (n.ends_with(".partial") || n.ends_with(".replaced"))
+        })
+        .count();
+    assert_eq!(stale, 0, "no temporary stores left");
+}
+
+/// A matrix of several chunks (each chunk is encoded on its own thread).
+#[test]
+fn a_large_matrix_spans_many_chunks() {
+    let (n_rows, n_cols, per_row) = (60_000usize, 2_000usize, 90usize);
+    let mut indptr = vec![0u64];
+    let mut indices = Vec::with_capacity(n_rows * per_row);
+    let mut data = Vec::with_capacity(n_rows * per_row);
+    for r in 0..n_rows {
+        for k in 0..per_row {
+            indices.push(((r * 7 + k * 13) % n_cols) as u32);
+            data.push((r % 97) as f32 + k as f32 * 0.25);
+        }
+        let row = &mut indices[r * per_row..];
+        row.sort_unstable();
+        indptr.push(indices.len() as u64);
+    }
+    // Columns within a row are distinct: 13 * k mod 2000 repeats only after 2000 / gcd steps.
+    let x = CsrMatrix::new(n_rows, n_cols, indptr, indices, data).unwrap();
+    let a = AnnData::new(Matrix::Sparse(x));
+    let path = fresh("large.zarr");
+    write_zarr(&a, &path).unwrap();
+    let chunks = std::fs::read_dir(path.join("X/data/c")).unwrap().count();
+    assert!(chunks >= 2, "{chunks} chunks");
+    assert!(same(&a, &read_zarr(&path).unwrap()));
+    std::fs::remove_dir_all(&path).unwrap();
+}
+
+fn error_of(path: &Path) -> String {
+    read_zarr(path).unwrap_err().to_string()
+}
+
+#[test]
+fn damaged_or_foreign_stores_get_named_errors() {
+    let a = sample();
+    let fresh_store = |name: &str| {
+        let p = fresh(name);
+        write_zarr(&a, &p).unwrap();
+        p
+    };
+    // A missing array.
+    let p = fresh_store("missing.zarr");
+    std::fs::remove_dir_all(p.join("X/indices")).unwrap();
+    let e = error_of(&p);
+    assert!(e.contains("X/indices"), "{e}");
+    // A truncated chunk.
+    let p = fresh_store("truncated.zarr");
+    let chunk = p.join("X/data/c/0");
+    let bytes = std::fs::read(&chunk).unwrap();
+    std::fs::write(&chunk, &bytes[..bytes.len() / 2]).unwrap();
+    let e = error_of(&p);
+    assert!(e.contains("X/data"), "{e}");
+    // An unknown codec.
+    let p = fresh_store("codec.zarr");
+    let meta = p.join("obsm/X_pca/zarr.json");
+    let text = std::fs::read_to_string(&meta)
+        .unwrap()
+        .replace("\"zstd\"", "\"zorro\"");
+    std::fs::write(&meta, text).unwrap();
+    let e = error_of(&p);
+    assert!(e.contains("obsm/X_pca"), "{e}");
+    // A group that is not AnnData.
+    let p = fresh_store("foreign.zarr");
+    let root = p.join("zarr.json");
+    let text = std::fs::read_to_string(&root)
+        .unwrap()
+        .replace("\"anndata\"", "\"dict\"");
+    std::fs::write(&root, text).unwrap();
+    let e = error_of(&p);
+    assert!(e.contains("is not anndata"), "{e}");
+    // Not a store at all.
+    let e = error_of(&common::scratch("no-such-store.zarr"));
+    assert!(e.contains("not a zarr store"), "{e}");
+}
+
+#[test]
+fn a_failed_write_leaves_no_store() {
+    let mut a = sample();
+    a.uns.insert(
+        "uneven".into(),
+        Value::Records(vec![
+            ("a".into(), ArrayData::I32(vec![1, 2])),
+            ("b".into(), ArrayData::I32(vec![1])),
+        ]),
+    );
+    let path = fresh("failed.zarr");
+    let e = write_zarr(&a, &path).unwrap_err().to_string();
+    assert!(e.contains("uneven") && e.contains("field 'b'"), "{e}");
+    assert!(!path.exists());
+    let left = std::fs::read_dir(path.parent().unwrap())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with("failed.zarr"))
+        .count();
+    assert_eq!(left, 0, "no partial store");
+}
