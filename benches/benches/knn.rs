@@ -172,10 +172,12 @@ fn across_gpus(
                 "{name}, k {k}: ivf {spec} on {g} GPU(s): {secs:.3} s ({:.2}x one GPU); {} lists, {} probes, {:.0} refs per cell, recall@{k} {recall:.4} sampled",
                 base / secs, s.n_lists, s.n_probes, s.refs_per_cell
             );
-            out.push(json!({"data": name, "n": x.n_rows, "d": x.n_cols, "k": k, "ivf": spec,
+            out.push(
+                json!({"data": name, "n": x.n_rows, "d": x.n_cols, "k": k, "ivf": spec,
                 "gpus": g, "seconds": secs, "speedup": base / secs, "n_lists": s.n_lists,
                 "n_probes": s.n_probes, "refs_per_cell": s.refs_per_cell,
-                "recall_sampled": recall}));
+                "recall_sampled": recall}),
+            );
         }
     }
     Ok(out)

@@ -631,8 +631,14 @@ fn ivf_knn_on_the_gpu_is_exact_where_it_probes() {
         };
         let part = knn_ivf_gpu(&ctx, &x, &xd, k, &p, (0, 1)).unwrap();
         let (chosen, s) = join_parts(x.n_rows, k, vec![part]).unwrap();
-        let (sampled, all) = (s.recall.unwrap().value, recall(&every(&exact), &chosen).value);
-        println!("{what}: recall 0.9 asked: {} probes, {sampled:.4} sampled, {all:.4} over all", s.n_probes);
+        let (sampled, all) = (
+            s.recall.unwrap().value,
+            recall(&every(&exact), &chosen).value,
+        );
+        println!(
+            "{what}: recall 0.9 asked: {} probes, {sampled:.4} sampled, {all:.4} over all",
+            s.n_probes
+        );
         assert!(sampled >= 0.9 && all > 0.88, "{what}: {sampled} {all}");
         let full = recall(&every(&exact), &few).value;
         let sampled = stats.recall.unwrap().value;

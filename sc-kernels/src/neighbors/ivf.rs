@@ -445,7 +445,10 @@ pub fn probes_for(
         .par_iter()
         .flat_map_iter(|(l, members)| {
             let mut place = vec![0u32; n_lists];
-            for (r, m) in probe_order(centroids, d, *l as usize).into_iter().enumerate() {
+            for (r, m) in probe_order(centroids, d, *l as usize)
+                .into_iter()
+                .enumerate()
+            {
                 place[m as usize] = r as u32 + 1;
             }
             let rows = members.iter().flat_map(move |&s| {
@@ -1026,7 +1029,10 @@ mod tests {
                 probes: Probes::Target(DEFAULT_TARGET_RECALL)
             }
         );
-        assert_eq!(p(None, Some(7)).settle(200).unwrap().probes, Probes::Fixed(7));
+        assert_eq!(
+            p(None, Some(7)).settle(200).unwrap().probes,
+            Probes::Fixed(7)
+        );
         let msg = |r: Result<IvfShape>| r.unwrap_err().to_string();
         assert!(msg(p(Some(10), Some(11)).settle(100)).contains("n_probes"));
         assert!(msg(p(Some(0), None).settle(100)).contains("n_lists"));
@@ -1038,10 +1044,16 @@ mod tests {
             target_recall: Some(t),
         };
         for bad in [0.0, -0.5, 1.01, f64::NAN] {
-            assert!(msg(t(None, bad).settle(100)).contains("target_recall"), "{bad}");
+            assert!(
+                msg(t(None, bad).settle(100)).contains("target_recall"),
+                "{bad}"
+            );
         }
         assert!(msg(t(Some(3), 0.9).settle(100)).contains("give one"));
-        assert_eq!(t(None, 1.0).settle(100).unwrap().probes, Probes::Target(1.0));
+        assert_eq!(
+            t(None, 1.0).settle(100).unwrap().probes,
+            Probes::Target(1.0)
+        );
     }
 
     #[test]
@@ -1069,7 +1081,11 @@ mod tests {
             // The fewest: one probe less misses the target (where more than one is probed).
             if s.n_probes > 1 {
                 let less = fixed(s.n_probes - 1).recall.unwrap().value;
-                assert!(less < target, "target {target}: {} probes reach {less}", s.n_probes - 1);
+                assert!(
+                    less < target,
+                    "target {target}: {} probes reach {less}",
+                    s.n_probes - 1
+                );
             }
             // The same probes given as a count give the same search.
             assert_eq!(fixed(s.n_probes).recall, s.recall, "target {target}");
