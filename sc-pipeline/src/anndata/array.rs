@@ -60,6 +60,20 @@ impl ArrayData {
         }
     }
 
+    /// anndata's encoding of a nullable column of these values; a named problem for a type
+    /// anndata has none for.
+    pub fn nullable_encoding(&self) -> Result<&'static str, String> {
+        match self {
+            ArrayData::Bool(_) => Ok("nullable-boolean"),
+            ArrayData::Str(_) => Ok("nullable-string-array"),
+            ArrayData::I32(_) | ArrayData::I64(_) => Ok("nullable-integer"),
+            other => Err(format!(
+                "nullable columns of {} are not an anndata encoding",
+                other.type_name()
+            )),
+        }
+    }
+
     /// The values as f64 when the type is numeric or boolean (for numeric consumers).
     pub fn to_f64(&self) -> Option<Vec<f64>> {
         Some(match self {

@@ -52,6 +52,25 @@ impl Column {
         }
     }
 
+    /// The column as a dataframe's index (row names): strings, a pandas StringArray (a missing
+    /// name reads "NaN", as pandas prints it) or numbers as text; `None` for other columns.
+    pub fn into_index_names(self) -> Option<Vec<String>> {
+        match self {
+            Column::Values(ArrayData::Str(v)) => Some(v),
+            Column::Nullable {
+                values: ArrayData::Str(v),
+                mask,
+            } => Some(
+                v.into_iter()
+                    .zip(mask)
+                    .map(|(s, m)| if m { "NaN".to_string() } else { s })
+                    .collect(),
+            ),
+            Column::Values(other) => Some(array_as_strings(&other)),
+            _ => None,
+        }
+    }
+
     /// Rows picked by `keep`. Categories are kept as they are (as pandas does on subsetting).
     pub fn select(&self, keep: &[bool]) -> Column {
         match self {

@@ -301,19 +301,9 @@ pub(crate) fn read_dataframe(ctx: &H5Ctx, g: &Group, element: &str) -> Result<Da
         .string_attr(g, "_index", element)?
         .ok_or_else(|| ctx.format(element, "dataframe has no '_index' attribute"))?;
     let index_el = format!("{element}/{index_name}");
-    let index = match read_column(ctx, g, &index_name, &index_el)? {
-        Column::Values(ArrayData::Str(v)) => v,
-        Column::Nullable {
-            values: ArrayData::Str(v),
-            mask,
-        } => v
-            .into_iter()
-            .zip(mask)
-            .map(|(s, m)| if m { "NaN".to_string() } else { s })
-            .collect(),
-        Column::Values(other) => crate::anndata::array_as_strings(&other),
-        _ => return Err(ctx.format(&index_el, "the index must hold strings")),
-    };
+    let index = read_column(ctx, g, &index_name, &index_el)?
+        .into_index_names()
+        .ok_or_else(|| ctx.format(&index_el, "the index must hold strings"))?;
     let mut df = DataFrame::with_index(index);
     df.index_name = index_name;
     let order = ctx

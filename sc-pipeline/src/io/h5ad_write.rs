@@ -595,20 +595,9 @@ fn write_column(ctx: &H5Ctx, g: &Group, name: &str, col: &Column) -> Result<()> 
             )
         }
         Column::Nullable { values, mask } => {
-            let kind = match values {
-                ArrayData::Bool(_) => "nullable-boolean",
-                ArrayData::Str(_) => "nullable-string-array",
-                ArrayData::I32(_) | ArrayData::I64(_) => "nullable-integer",
-                other => {
-                    return Err(ctx.format(
-                        &element,
-                        format!(
-                            "nullable columns of {} are not an anndata encoding",
-                            other.type_name()
-                        ),
-                    ))
-                }
-            };
+            let kind = values
+                .nullable_encoding()
+                .map_err(|problem| ctx.format(&element, problem))?;
             let cg = new_group(ctx, g, name, kind, "0.1.0")?;
             write_array(ctx, &cg, "values", &[values.len()], values)?;
             write_array(

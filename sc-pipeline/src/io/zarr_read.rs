@@ -8,6 +8,7 @@ use crate::anndata::{
     AnnData, ArrayData, Column, DataFrame, DenseArray, DenseMatrix, Matrix, Raw, Scalar, Value,
 };
 use crate::Result;
+use rayon::prelude::*;
 use sc_kernels::CsrMatrix;
 use serde_json::{Map, Value as Json};
 use std::collections::BTreeMap;
@@ -73,8 +74,9 @@ pub fn read_zarr_with_notices(path: impl AsRef<Path>) -> Result<(AnnData, Vec<St
         let varm = r.dense_dict("/raw/varm")?;
         adata.raw = Some(Raw { x, var, varm });
     }
+    // The sparse matrices' offsets and indices were checked while reading.
     adata
-        .validate()
+        .validate_shapes()
         .map_err(|e| r.s.format("/", e.to_string()))?;
     Ok((adata, r.notices))
 }
@@ -164,7 +166,7 @@ impl Reader {
                     element,
                     format!("integer {bad} cannot be held exactly as float32"),
                 )),
-                None => Ok(v.into_iter().map(|x| x as f32).collect()),
+                None => Ok(v.into_par_iter().map(|x| x as f32).collect()),
             }
         };
         match data {
@@ -199,6 +201,32 @@ impl Reader {
                 format!("must hold integers, holds {}", other.type_name()),
             )),
         }
+    }
+
+    /// Column (or row) indices below `minor`, checked and converted on rayon's threads (a large
+    /// matrix holds billions).
+    fn indices(&self, element: &str, minor: usize) -> Result<Vec<u32>> {
+        fn narrow<T: Copy + Send + Sync + TryInto<u32>>(v: &[T], minor: usize) -> Option<Vec<u32>> {
+            v.par_iter()
+                .map(|&i| i.try_into().ok().filter(|&i| (i as usize) < minor))
+                .collect()
+        }
+        let dt = self.s.array(element)?.data_type().clone();
+        let out = match dt {
+            DataType::Int32 => narrow(&self.elements::<i32>(element)?.1, minor),
+            DataType::Int64 => narrow(&self.elements::<i64>(element)?.1, minor),
+            DataType::UInt32 => narrow(&self.elements::<u32>(element)?.1, minor),
+            DataType::UInt64 => narrow(&self.elements::<u64>(element)?.1, minor),
+            other => {
+                return Err(self
+                    .s
+                    .format(element, format!("indices must be integers, are {other:?}")))
+            }
+        };
+        out.ok_or_else(|| {
+            self.s
+                .format(element, format!("an index is out of range (0 to {minor})"))
+        })
     }
 
     /// `X`, a layer or `raw/X`: a sparse group or a dense 2-D array.
@@ -253,14 +281,15 @@ impl Reader {
                 .format(element, "sparse matrix has no 'shape' of two sizes"));
         };
         let (n_rows, n_cols) = (n_rows as usize, n_cols as usize);
-        let data = self.values(&child(element, "data"))?;
-        let indices = self.offsets(&child(element, "indices"))?;
-        let indptr = self.offsets(&child(element, "indptr"))?;
         let (major, minor) = if csc {
             (n_cols, n_rows)
         } else {
             (n_rows, n_cols)
         };
+        let data = self.values(&child(element, "data"))?;
+        let indices = self.indices(&child(element, "indices"), minor)?;
+        let indptr_el = child(element, "indptr");
+        let indptr = self.offsets(&indptr_el)?;
         if indices.len() != data.len() {
             return Err(self.s.format(
                 element,
@@ -273,25 +302,35 @@ impl Reader {
         }
         if indptr.len() != major + 1 {
             return Err(self.s.format(
-                &child(element, "indptr"),
+                &indptr_el,
                 format!("has {} offsets, expected {}", indptr.len(), major + 1),
             ));
         }
-        if let Some(&bad) = indices.iter().find(|&&i| i >= minor as u64) {
+        if let Some(i) = indptr.windows(2).position(|w| w[1] < w[0]) {
+            let (a, b) = (indptr[i], indptr[i + 1]);
+            return Err(self
+                .s
+                .format(&indptr_el, format!("decreases at row {i}: {a} -> {b}")));
+        }
+        if (indptr[0], indptr[major]) != (0, data.len() as u64) {
             return Err(self.s.format(
-                &child(element, "indices"),
-                format!("index {bad} is out of range (< {minor})"),
+                &indptr_el,
+                format!(
+                    "runs from {} to {}, not from 0 to the {} stored values",
+                    indptr[0],
+                    indptr[major],
+                    data.len()
+                ),
             ));
         }
+        // Checked above: offsets, lengths and every index (no pass over them again).
         let m = CsrMatrix {
             n_rows: major,
             n_cols: minor,
             indptr,
-            indices: indices.into_iter().map(|i| i as u32).collect(),
+            indices,
             data,
         };
-        m.validate()
-            .map_err(|e| self.s.format(element, e.to_string()))?;
         // CSC arrays are the CSR arrays of the transpose.
         Ok(if csc { m.transpose() } else { m })
     }
@@ -327,20 +366,10 @@ impl Reader {
                 .format(element, "dataframe has no '_index' attribute")
         })?;
         let index_el = child(element, &index_name);
-        let index = match self.column(&index_el)? {
-            Column::Values(ArrayData::Str(v)) => v,
-            // pandas' StringArray index: a missing name reads as pandas prints it.
-            Column::Nullable {
-                values: ArrayData::Str(v),
-                mask,
-            } => v
-                .into_iter()
-                .zip(mask)
-                .map(|(s, m)| if m { "NaN".to_string() } else { s })
-                .collect(),
-            Column::Values(other) => crate::anndata::array_as_strings(&other),
-            _ => return Err(self.s.format(&index_el, "the index must hold strings")),
-        };
+        let index = self
+            .column(&index_el)?
+            .into_index_names()
+            .ok_or_else(|| self.s.format(&index_el, "the index must hold strings"))?;
         let mut df = DataFrame::with_index(index);
         df.index_name = index_name;
         let order: Vec<String> = attrs

@@ -22,9 +22,11 @@ pub enum ZarrCompression {
     /// Raw little-endian bytes.
     None,
     /// zstd at level 1 (zarr v3's own compressor, as anndata writes it).
-    #[default]
     Zstd,
-    /// LZ4 inside blosc with byte shuffling (numcodecs' and anndata's older default).
+    /// LZ4 inside blosc with byte shuffling (numcodecs' and anndata's older default). The
+    /// default: at 1 M cells on an H200 machine X and `.raw` took 6.0 s and 13 GB against
+    /// zstd's 10.7 s and 6.1 GB and no compression's 3.0 s and 23 GB (`benches/RESULTS.md`).
+    #[default]
     Lz4,
 }
 

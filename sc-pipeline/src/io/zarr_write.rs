@@ -267,20 +267,9 @@ fn write_column(s: &ZarrStore, element: &str, col: &Column) -> Result<()> {
             }
         }
         Column::Nullable { values, mask } => {
-            let kind = match values {
-                ArrayData::Bool(_) => "nullable-boolean",
-                ArrayData::Str(_) => "nullable-string-array",
-                ArrayData::I32(_) | ArrayData::I64(_) => "nullable-integer",
-                other => {
-                    return Err(s.format(
-                        element,
-                        format!(
-                            "nullable columns of {} are not an anndata encoding",
-                            other.type_name()
-                        ),
-                    ))
-                }
-            };
+            let kind = values
+                .nullable_encoding()
+                .map_err(|problem| s.format(element, problem))?;
             s.put_group(element, encoding(kind, "0.1.0"))?;
             write_array(s, &child(element, "values"), &[values.len()], values)?;
             let mask = ArrayData::Bool(mask.clone());
