@@ -99,7 +99,10 @@ fn damaged_or_foreign_stores_get_named_errors() {
     let a = sample();
     let fresh_store = |name: &str| {
         let p = fresh(name);
-        write_zarr(&a, &p).unwrap();
+        write_zarr_staged(&a, &p, ZarrCompression::Zstd, true)
+            .unwrap()
+            .commit()
+            .unwrap();
         p
     };
     // A missing array.

@@ -40,8 +40,12 @@ impl ZarrWrite {
         Ok(ZarrWrite { staged, store })
     }
 
-    /// X and `.raw` (matrices on a GPU are downloaded first).
+    /// X and `.raw` (matrices on a GPU are downloaded first; `.raw`'s shape is checked first:
+    /// [`ZarrWrite::write_rest`] checks the rest against X's shape, without them).
     pub fn write_x_and_raw(&self, x: &Matrix, raw: Option<&Raw>) -> Result<()> {
+        if let Some(raw) = raw {
+            raw.validate_shapes(x.shape().0)?;
+        }
         write_matrix(&self.store, "/X", x)?;
         if let Some(raw) = raw {
             self.store.put_group("/raw", encoding("raw", "0.1.0"))?;
@@ -52,8 +56,9 @@ impl ZarrWrite {
         Ok(())
     }
 
-    /// Everything but X and `.raw`.
+    /// Everything but X and `.raw` (`adata`'s X need only have the real X's shape).
     pub fn write_rest(&self, adata: &AnnData) -> Result<()> {
+        adata.validate()?;
         let s = &self.store;
         write_dataframe(s, "/obs", &adata.obs)?;
         write_dataframe(s, "/var", &adata.var)?;
