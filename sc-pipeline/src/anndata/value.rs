@@ -47,6 +47,22 @@ impl Value {
         Value::Dict(entries.into_iter().map(|(k, v)| (k.into(), v)).collect())
     }
 
+    /// An array read from a file: a scalar when it has no dimensions (anndata's
+    /// `numeric-scalar` and `string`), else the array.
+    pub fn from_array(shape: Vec<usize>, data: ArrayData) -> Value {
+        if !shape.is_empty() {
+            return Value::Array(DenseArray { shape, data });
+        }
+        Value::Scalar(match data {
+            ArrayData::Bool(v) => Scalar::Bool(v[0]),
+            ArrayData::I32(v) => Scalar::Int(v[0] as i64),
+            ArrayData::I64(v) => Scalar::Int(v[0]),
+            ArrayData::F32(v) => Scalar::Float(v[0] as f64),
+            ArrayData::F64(v) => Scalar::Float(v[0]),
+            ArrayData::Str(mut v) => Scalar::Str(v.remove(0)),
+        })
+    }
+
     /// The entry `key` of a dict.
     pub fn get(&self, key: &str) -> Option<&Value> {
         match self {

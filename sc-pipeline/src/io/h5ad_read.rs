@@ -4,7 +4,7 @@
 
 use super::hdf5_access::H5Ctx;
 use crate::anndata::{
-    AnnData, ArrayData, Column, DataFrame, DenseArray, DenseMatrix, Matrix, Raw, Scalar, Value,
+    AnnData, ArrayData, Column, DataFrame, DenseArray, DenseMatrix, Matrix, Raw, Value,
 };
 use crate::Result;
 use hdf5::{Dataset, Group, Location};
@@ -474,17 +474,7 @@ fn read_value(ctx: &H5Ctx, parent: &Group, name: &str, element: &str) -> Result<
         }
     }
     let (shape, data) = ctx.array(&ds, element)?;
-    if shape.is_empty() {
-        return Ok(Value::Scalar(match data {
-            ArrayData::Bool(v) => Scalar::Bool(v[0]),
-            ArrayData::I32(v) => Scalar::Int(v[0] as i64),
-            ArrayData::I64(v) => Scalar::Int(v[0]),
-            ArrayData::F32(v) => Scalar::Float(v[0] as f64),
-            ArrayData::F64(v) => Scalar::Float(v[0]),
-            ArrayData::Str(mut v) => Scalar::Str(v.remove(0)),
-        }));
-    }
-    Ok(Value::Array(DenseArray { shape, data }))
+    Ok(Value::from_array(shape, data))
 }
 
 fn read_group_value(ctx: &H5Ctx, g: &Group, element: &str) -> Result<Value> {

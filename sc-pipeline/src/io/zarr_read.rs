@@ -5,7 +5,7 @@
 
 use super::zarr_store::{child, NodeKind, ZarrCompression, ZarrStore};
 use crate::anndata::{
-    AnnData, ArrayData, Column, DataFrame, DenseArray, DenseMatrix, Matrix, Raw, Scalar, Value,
+    AnnData, ArrayData, Column, DataFrame, DenseArray, DenseMatrix, Matrix, Raw, Value,
 };
 use crate::Result;
 use rayon::prelude::*;
@@ -528,17 +528,7 @@ impl Reader {
             }
         }
         let (shape, data) = self.array(element)?;
-        if shape.is_empty() {
-            return Ok(Value::Scalar(match data {
-                ArrayData::Bool(v) => Scalar::Bool(v[0]),
-                ArrayData::I32(v) => Scalar::Int(v[0] as i64),
-                ArrayData::I64(v) => Scalar::Int(v[0]),
-                ArrayData::F32(v) => Scalar::Float(v[0] as f64),
-                ArrayData::F64(v) => Scalar::Float(v[0]),
-                ArrayData::Str(mut v) => Scalar::Str(v.remove(0)),
-            }));
-        }
-        Ok(Value::Array(DenseArray { shape, data }))
+        Ok(Value::from_array(shape, data))
     }
 
     fn group_value(&mut self, element: &str) -> Result<Value> {
