@@ -56,9 +56,16 @@ impl ZarrWrite {
         Ok(())
     }
 
-    /// Everything but X and `.raw` (`adata`'s X need only have the real X's shape).
+    /// Everything but X and `.raw` (`adata`'s X need only have the real X's shape), checked
+    /// against X's shape first.
     pub fn write_rest(&self, adata: &AnnData) -> Result<()> {
         adata.validate()?;
+        self.rest(adata)
+    }
+
+    /// [`ZarrWrite::write_rest`] without the check (a whole object written at once: the h5ad
+    /// writer does not pass over a large X again either).
+    fn rest(&self, adata: &AnnData) -> Result<()> {
         let s = &self.store;
         write_dataframe(s, "/obs", &adata.obs)?;
         write_dataframe(s, "/var", &adata.var)?;
@@ -95,7 +102,7 @@ pub fn write_zarr_staged(
     if with_x {
         w.write_x_and_raw(&adata.x, adata.raw.as_ref())?;
     }
-    w.write_rest(adata)?;
+    w.rest(adata)?;
     w.close()
 }
 
