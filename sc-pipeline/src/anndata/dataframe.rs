@@ -52,6 +52,15 @@ impl Column {
         }
     }
 
+    /// What is wrong with categorical `codes` for `n_categories` categories (each must be -1,
+    /// missing, or index a category), naming the first bad code; `None`: nothing.
+    pub fn bad_category_code(codes: &[i32], n_categories: usize) -> Option<String> {
+        codes
+            .iter()
+            .find(|&&c| c < -1 || c as i64 >= n_categories as i64)
+            .map(|bad| format!("code {bad} is outside -1..{n_categories}"))
+    }
+
     /// The column as a dataframe's index (row names): strings, a pandas StringArray (a missing
     /// name reads "NaN", as pandas prints it) or numbers as text; `None` for other columns.
     pub fn into_index_names(self) -> Option<Vec<String>> {

@@ -357,14 +357,8 @@ fn read_column(ctx: &H5Ctx, g: &Group, name: &str, element: &str) -> Result<Colu
             let cats_el = format!("{element}/categories");
             let cats_ds = ctx.dataset(&cg, "categories", &cats_el)?;
             let categories = ctx.array(&cats_ds, &cats_el)?.1;
-            if let Some(&bad) = codes
-                .iter()
-                .find(|&&c| c < -1 || c >= categories.len() as i32)
-            {
-                return Err(ctx.format(
-                    &codes_el,
-                    format!("code {bad} is outside -1..{}", categories.len()),
-                ));
+            if let Some(problem) = Column::bad_category_code(&codes, categories.len()) {
+                return Err(ctx.format(&codes_el, problem));
             }
             let ordered = ctx.bool_attr(&cg, "ordered", element)?.unwrap_or(false);
             Ok(Column::Categorical {

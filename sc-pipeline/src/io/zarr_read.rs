@@ -428,14 +428,8 @@ impl Reader {
                     }
                 };
                 let categories = self.array(&child(element, "categories"))?.1;
-                if let Some(&bad) = codes
-                    .iter()
-                    .find(|&&c| c < -1 || c >= categories.len() as i32)
-                {
-                    return Err(self.s.format(
-                        &codes_el,
-                        format!("code {bad} is outside -1..{}", categories.len()),
-                    ));
+                if let Some(problem) = Column::bad_category_code(&codes, categories.len()) {
+                    return Err(self.s.format(&codes_el, problem));
                 }
                 let ordered = attrs
                     .get("ordered")
