@@ -10,4 +10,10 @@ fi
 if ! "$VENV/bin/cmake" --version >/dev/null 2>&1; then
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check 'cmake>=3.26,<5'
 fi
+# NVRTC 13.0 (a library, no GPU needed): sc-kernels/build.rs compiles every kernel ahead of time
+# with it, so runs load CUBIN from the binary instead of compiling at first use. 13.0 so that
+# any CUDA 13 driver loads what it makes.
+if ! compgen -G "$VENV/lib/python3*/site-packages/nvidia/cu13/lib/libnvrtc.so.13" >/dev/null; then
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check 'nvidia-cuda-nvrtc==13.0.*'
+fi
 export PATH="$VENV/bin:$PATH"

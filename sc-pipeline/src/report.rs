@@ -136,9 +136,14 @@ pub struct GpuTotals {
     pub allocations: u64,
     pub host_to_device_bytes: u64,
     pub device_to_host_bytes: u64,
+    /// Modules loaded from the binary (compiled ahead of time).
+    pub kernels_built_in: u64,
     pub kernels_compiled: u64,
     pub kernel_compile_seconds: f64,
     pub kernels_from_disk_cache: u64,
+    /// Modules the driver compiled from the binary's PTX (a GPU the build had no CUBIN for,
+    /// on a machine without NVRTC).
+    pub kernels_from_ptx: u64,
 }
 
 /// Peak resident memory since the last [`reset_peak_rss`] (Linux: `VmHWM`).
@@ -205,9 +210,11 @@ impl RunReport {
             allocations: stats.allocations.total.max(0) as u64,
             host_to_device_bytes: t.host_to_device,
             device_to_host_bytes: t.device_to_host,
+            kernels_built_in: c.built_in,
             kernels_compiled: c.compiled,
             kernel_compile_seconds: c.compile_seconds,
             kernels_from_disk_cache: c.disk_hits,
+            kernels_from_ptx: c.from_ptx,
         });
     }
 
@@ -258,15 +265,21 @@ impl RunReport {
         );
         if let Some(g) = &self.gpu {
             out += &format!(
-                "GPU {} ({} allocator): {} allocations, {:.2} GB to the device, {:.2} GB back; kernels: {} compiled in {:.2} s, {} from the disk cache\n",
+                "GPU {} ({} allocator): {} allocations, {:.2} GB to the device, {:.2} GB back; kernels: {} built in, {} compiled in {:.2} s, {} from the disk cache{}\n",
                 self.gpu_name.as_deref().unwrap_or("?"),
                 self.allocator.as_deref().unwrap_or("?"),
                 g.allocations,
                 g.host_to_device_bytes as f64 / 1e9,
                 g.device_to_host_bytes as f64 / 1e9,
+                g.kernels_built_in,
                 g.kernels_compiled,
                 g.kernel_compile_seconds,
-                g.kernels_from_disk_cache
+                g.kernels_from_disk_cache,
+                if g.kernels_from_ptx > 0 {
+                    format!(", {} from PTX", g.kernels_from_ptx)
+                } else {
+                    String::new()
+                }
             );
         }
         if let Some(p) = &self.plots {

@@ -98,6 +98,41 @@ fn every_kernel_of_every_module_loads() {
     }
 }
 
+/// On a GPU of a generation the build compiled for, every module comes from the binary: none
+/// waits for NVRTC (`SCPIPE_BUILT_IN_KERNELS=0` runs the other tests through NVRTC instead).
+#[test]
+fn every_module_is_loaded_from_the_binary() {
+    use sc_kernels::gpu::{built_in, module_cache};
+    let Some(d) = gpu_or_skip("built-in kernels") else {
+        return;
+    };
+    let ctx = context(&d);
+    let targets = ["sm_80", "sm_90", "sm_100", "sm_120"];
+    if built_in::nvrtc_version().is_none()
+        || !built_in::enabled()
+        || built_in::cubin_target_for(ctx.arch(), &targets).is_none()
+    {
+        eprintln!(
+            "skipped: no built-in CUBIN for {} in this build or run",
+            ctx.arch()
+        );
+        return;
+    }
+    let before = module_cache::compile_stats();
+    let modules = sc_kernels::warm_up::all_modules();
+    for &m in &modules {
+        ctx.load_kernels(m)
+            .unwrap_or_else(|e| panic!("module {}: {e}", m.name));
+    }
+    let after = module_cache::compile_stats();
+    // Other tests may load modules meanwhile, from the binary too: nothing is compiled.
+    assert_eq!(
+        after.compiled, before.compiled,
+        "a module was compiled by NVRTC"
+    );
+    assert!(after.built_in >= before.built_in + modules.len() as u64);
+}
+
 #[test]
 fn scan_and_compaction_match_the_host() {
     let Some(d) = gpu_or_skip("gpu scan/compaction") else {

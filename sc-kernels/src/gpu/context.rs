@@ -289,7 +289,7 @@ impl GpuContext {
         }
     }
 
-    /// Module `src`, compiled or loaded from the disk cache on first use.
+    /// Module `src`, loaded on first use (built in, from the disk cache, or compiled).
     pub fn load_module(&self, src: KernelSource) -> Result<Arc<CudaModule>> {
         let ctx = self.device.cuda_context().expect("real device");
         self.modules
@@ -310,7 +310,7 @@ impl GpuContext {
         Ok(())
     }
 
-    /// The kernel `name` of module `src` (compiled or loaded from the disk cache on first use).
+    /// The kernel `name` of module `src` (its module loaded on first use).
     pub fn function(&self, src: KernelSource, name: &str) -> Result<CudaFunction> {
         let module = self.load_module(src)?;
         module

@@ -3,17 +3,20 @@
 //! - [`GpuContext`]: the device, the stream and the memory resource a step runs with (the
 //!   caller picks them; a kernel never chooses a resource itself), plus the compiled modules and
 //!   the cuBLAS / cuSOLVER handles of that stream, and counters of the bytes moved.
-//! - [`module_cache`]: CUDA C compiled once per process by NVRTC, and once per machine through
-//!   a disk cache keyed by source, GPU architecture and NVRTC version.
+//! - [`module_cache`]: kernel modules loaded once per process: built into the binary
+//!   ([`built_in`], compiled ahead of time by `build.rs`), else compiled by NVRTC once per
+//!   machine through a disk cache keyed by source, GPU architecture and NVRTC version.
 //! - [`DeviceCsr`] / [`DeviceDense`]: matrices whose storage is `rmm-core` [`DeviceVec`]s.
 //! - [`scan`]: exclusive prefix sums, the building block of every compaction.
 //! - [`radix_sort`]: sorting `u64` keys (a step packs what it needs ordered into them).
 //! - [`NcclCommunicator`]: the [`crate::comm::Communicator`] of ranks on several GPUs.
 //! - [`streamed`]: host matrices streamed through the device in row blocks (the steps'
 //!   `*_streamed` twins run in a fraction of the device memory the matrix needs).
+//! - [`trace`]: the time of each phase of a step, when `SCPIPE_TRACE_PHASES` is set.
 //!
 //! Every device allocation of a step comes from the context's resource, on its stream.
 
+pub mod built_in;
 pub mod compact;
 mod context;
 mod matrix;
@@ -24,6 +27,7 @@ pub mod reduce;
 pub mod scan;
 pub mod staging;
 pub mod streamed;
+pub mod trace;
 
 pub use context::{blocks_for_rows, grid_for, grid_stride, GpuContext, Transfers};
 pub use matrix::{DeviceCsr, DeviceDense};

@@ -1,5 +1,11 @@
-//! CUDA C compiled by NVRTC at run time, cached twice: in memory (once per process and device)
-//! and on disk as CUBIN (once per machine), so a second process compiles nothing.
+//! Kernel modules loaded into a context, once per process and device. A module comes from the
+//! first of:
+//! 1. the binary ([`super::built_in`]: CUBIN compiled ahead of time for the GPU's generation);
+//! 2. the disk cache of CUBIN that run-time NVRTC compiled on this machine before;
+//! 3. NVRTC now (the result stored in that cache);
+//! 4. the binary's PTX, compiled by the driver, when this machine has no NVRTC library.
+//!
+//! So a GPU of a generation the build compiled for never waits for NVRTC, nor loads it.
 //!
 //! The disk key hashes the complete source, the GPU architecture (`sm_XY`), the NVRTC version
 //! and the compile options: any change to one of them is a new entry, never a stale module. The
@@ -49,8 +55,15 @@ impl KernelSource {
     }
 }
 
-/// Options every module is compiled with (IEEE division and square root, as the CPU computes).
-const OPTIONS: &[&str] = &["--std=c++17", "-default-device"];
+mod nvrtc_options {
+    include!("nvrtc_options.rs");
+}
+use nvrtc_options::OPTIONS;
+
+/// The text NVRTC compiles for `src`: `common` (the shared header), then the module's source.
+pub fn full_source(common: &str, src: KernelSource) -> String {
+    nvrtc_options::full_source(common, src.source)
+}
 
 /// The environment variable that overrides the cache directory (an empty value disables it).
 pub const CACHE_ENV: &str = "SCPIPE_KERNEL_CACHE";
@@ -89,24 +102,31 @@ pub fn cache_path(dir: &Path, name: &str, key: &str) -> PathBuf {
     dir.join(format!("{name}-{}.cubin", &key[..32]))
 }
 
-/// Process-wide compile figures: how long NVRTC ran and how many modules came from disk.
+/// Process-wide compile figures: how many modules came from the binary, how many NVRTC compiled
+/// and for how long, how many came from disk, and how many the driver compiled from PTX.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct CompileStats {
+    pub built_in: u64,
     pub compiled: u64,
     pub compile_seconds: f64,
     pub disk_hits: u64,
+    pub from_ptx: u64,
 }
 
+static BUILT_IN: AtomicU64 = AtomicU64::new(0);
 static COMPILED: AtomicU64 = AtomicU64::new(0);
 static COMPILE_NANOS: AtomicU64 = AtomicU64::new(0);
 static DISK_HITS: AtomicU64 = AtomicU64::new(0);
+static FROM_PTX: AtomicU64 = AtomicU64::new(0);
 
 /// What this process compiled and found on disk so far.
 pub fn compile_stats() -> CompileStats {
     CompileStats {
+        built_in: BUILT_IN.load(Ordering::Relaxed),
         compiled: COMPILED.load(Ordering::Relaxed),
         compile_seconds: COMPILE_NANOS.load(Ordering::Relaxed) as f64 * 1e-9,
         disk_hits: DISK_HITS.load(Ordering::Relaxed),
+        from_ptx: FROM_PTX.load(Ordering::Relaxed),
     }
 }
 
@@ -129,7 +149,8 @@ impl std::fmt::Debug for ModuleCache {
 }
 
 impl ModuleCache {
-    /// The module, loaded into `ctx` (compiled or read from disk on first use).
+    /// The module, loaded into `ctx` on first use (see the module's documentation for where it
+    /// comes from).
     pub fn get(
         &self,
         ctx: &Arc<CudaContext>,
@@ -143,14 +164,42 @@ impl ModuleCache {
             .entry(src.name)
             .or_default()
             .clone();
-        slot.get_or_init(|| {
-            let full = format!("{}\n{}", super::COMMON, src.source);
-            let cubin = cubin_for(src.name, &full, arch)?;
-            ctx.load_module(Ptx::from_binary(cubin))
-                .map_err(|e| format!("loading kernel module `{}`: {e:?}", src.name))
-        })
-        .clone()
+        slot.get_or_init(|| load(ctx, arch, src)).clone()
     }
+}
+
+fn load(ctx: &Arc<CudaContext>, arch: &str, src: KernelSource) -> Result<Arc<CudaModule>, String> {
+    let full = full_source(super::COMMON, src);
+    let name = src.name;
+    let mut rejected = None;
+    if let Some(image) = super::built_in::cubin(&full, arch).filter(|_| super::built_in::enabled())
+    {
+        match ctx.load_module(Ptx::from_binary(image.to_vec())) {
+            Ok(m) => {
+                BUILT_IN.fetch_add(1, Ordering::Relaxed);
+                return Ok(m);
+            }
+            // E.g. a driver older than the build's NVRTC: compile here instead.
+            Err(e) => rejected = Some(format!("the built-in CUBIN was rejected ({e:?})")),
+        }
+    }
+    let cubin = match cubin_for(name, &full, arch) {
+        Ok(cubin) => cubin,
+        Err(e) => {
+            // No NVRTC here: the driver compiles the built-in PTX, if there is one.
+            let Some(ptx) = super::built_in::ptx(&full).filter(|_| nvrtc_version().is_err()) else {
+                let why = rejected.map_or(String::new(), |r| format!("; {r}"));
+                return Err(format!("kernel module `{name}`: {e}{why}"));
+            };
+            let m = ctx.load_module(Ptx::from_src(ptx)).map_err(|p| {
+                format!("kernel module `{name}`: {e}; the driver rejected its PTX: {p:?}")
+            })?;
+            FROM_PTX.fetch_add(1, Ordering::Relaxed);
+            return Ok(m);
+        }
+    };
+    ctx.load_module(Ptx::from_binary(cubin))
+        .map_err(|e| format!("loading kernel module `{name}`: {e:?}"))
 }
 
 /// The CUBIN of a module: from the disk cache, else compiled (and stored).

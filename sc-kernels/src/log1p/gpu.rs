@@ -5,6 +5,7 @@ use crate::csr::CsrMatrix;
 use crate::error::Result;
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::streamed::{csr_blocks, update_values_in_place};
+use crate::gpu::trace::PhaseTrace;
 use crate::gpu::{DeviceCsr, GpuContext};
 use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 
@@ -19,7 +20,9 @@ pub fn log1p_gpu(ctx: &GpuContext, x: &mut DeviceCsr, base: Option<f64>) -> Resu
     check_base(base)?;
     let n = x.nnz() as u64;
     let ln_base = base.map_or(0.0, f64::ln);
+    let mut trace = PhaseTrace::new(ctx, "log1p");
     let f = ctx.function(SRC, "log1p_values")?;
+    trace.mark("module")?;
     let mut l = ctx.launcher(&f);
     l.arg(&x.data).arg(&n).arg(&ln_base);
     // A grid-stride loop over a grid that fills the device a few times.
@@ -29,7 +32,8 @@ pub fn log1p_gpu(ctx: &GpuContext, x: &mut DeviceCsr, base: Option<f64>) -> Resu
         block_dim: (256, 1, 1),
         shared_mem_bytes: 0,
     };
-    ctx.launch(l, cfg, "log1p_values")
+    ctx.launch(l, cfg, "log1p_values")?;
+    trace.mark("kernel")
 }
 
 /// [`log1p_gpu`] of a host matrix streamed through the device in row blocks of at most

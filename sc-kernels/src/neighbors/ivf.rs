@@ -25,6 +25,7 @@ use super::host_scan::{exact_best, products, Candidates};
 use super::{check_finite, check_k, Knn, EXTRA};
 use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
+use crate::gpu::trace::PhaseTrace;
 use crate::gpu::{grid_stride, DeviceVec, GpuContext};
 use crate::random::SplitMix64;
 use faer::MatRef;
@@ -615,7 +616,7 @@ pub fn knn_ivf_gpu(
 ) -> Result<IvfRows> {
     let (n, d) = (x.n_rows, x.n_cols);
     let kc = (k + EXTRA).min(n);
-    let mut trace = Trace::new(ctx);
+    let mut trace = PhaseTrace::new(ctx, "ivf");
     let GpuIndex {
         lists,
         perm,
@@ -732,7 +733,7 @@ impl GpuIndex {
         xd: &DeviceVec<f32>,
         k: usize,
         params: &IvfParams,
-        trace: &mut Trace<'_>,
+        trace: &mut PhaseTrace<'_>,
     ) -> Result<GpuIndex> {
         let (n, d) = (x.n_rows, x.n_cols);
         check_k(n, k)?;
@@ -802,7 +803,7 @@ pub fn plan_ivf_gpu(
     k: usize,
     params: &IvfParams,
 ) -> Result<IvfStats> {
-    GpuIndex::build(ctx, x, xd, k, params, &mut Trace::new(ctx)).map(|i| i.stats)
+    GpuIndex::build(ctx, x, xd, k, params, &mut PhaseTrace::new(ctx, "ivf")).map(|i| i.stats)
 }
 
 /// The approximate kNN of the rows of `x` with the index's blocks split across `gpus`: each
@@ -854,36 +855,6 @@ fn exact_sample_gpu(
         })
         .collect();
     Ok(exact_rows(xf, d, k, cells, &cand))
-}
-
-/// With `SCPIPE_TRACE_IVF` set, the time of each phase of [`knn_ivf_gpu`] on standard error
-/// (the device synchronised at each mark; nothing otherwise).
-struct Trace<'a> {
-    ctx: Option<&'a GpuContext>,
-    last: std::time::Instant,
-}
-
-impl<'a> Trace<'a> {
-    fn new(ctx: &'a GpuContext) -> Self {
-        Trace {
-            ctx: std::env::var_os("SCPIPE_TRACE_IVF")
-                .filter(|v| !v.is_empty())
-                .map(|_| ctx),
-            last: std::time::Instant::now(),
-        }
-    }
-
-    fn mark(&mut self, phase: &str) -> Result<()> {
-        if let Some(ctx) = self.ctx {
-            ctx.synchronize()?;
-            eprintln!(
-                "ivf {phase}: {:.1} ms",
-                self.last.elapsed().as_secs_f64() * 1e3
-            );
-            self.last = std::time::Instant::now();
-        }
-        Ok(())
-    }
 }
 
 /// Device bytes [`knn_ivf_gpu`] holds at its peak for `n` cells of `d` dimensions, `k`

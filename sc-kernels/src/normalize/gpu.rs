@@ -11,6 +11,7 @@ use crate::error::Result;
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::reduce::warps_for_rows;
 use crate::gpu::streamed::{csr_blocks, for_each_csr_block, update_values_in_place};
+use crate::gpu::trace::PhaseTrace;
 use crate::gpu::{DeviceCsr, DeviceVec, GpuContext};
 use rmm_cuda::cudarc::driver::PushKernelArg;
 
@@ -55,9 +56,11 @@ pub fn normalize_total_gpu_across(
     let n = x.n_rows as u64;
     if let (Some(t), false) = (params.target_sum, params.exclude_highly_expressed) {
         // One fused pass; the factors are then the CPU's own formula on the same totals.
+        let mut trace = PhaseTrace::new(ctx, "normalize_total");
         let counts = ctx.alloc::<f32>(x.n_rows)?;
         let target = t as f32;
         let f = ctx.function(SRC, "normalize_rows")?;
+        trace.mark("module and memory")?;
         let mut l = ctx.launcher(&f);
         l.arg(&x.indptr)
             .arg(&x.data)
@@ -65,9 +68,13 @@ pub fn normalize_total_gpu_across(
             .arg(&target)
             .arg(&counts);
         ctx.launch(l, warps_for_rows(x.n_rows), "normalize_rows")?;
+        trace.mark("kernel")?;
         let counts_h = ctx.download(&counts)?;
+        trace.mark("download")?;
         let (target, factor) = target_and_factors(&counts_h, params);
-        return Ok(result(target, &counts_h, &factor, None));
+        let out = result(target, &counts_h, &factor, None);
+        trace.mark("host")?;
+        return Ok(out);
     }
     let mut counts = totals(ctx, x, None)?;
     let mut excluded = None;

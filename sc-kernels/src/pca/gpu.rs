@@ -19,6 +19,7 @@ use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::streamed::{dense_blocks, for_each_block};
+use crate::gpu::trace::PhaseTrace;
 use crate::gpu::{grid_stride, DeviceDense, DeviceVec, GpuContext, BLOCK};
 use crate::stats::add_into;
 use faer::Mat;
@@ -62,19 +63,29 @@ pub fn pca_dense_gpu_across(
     }
     check_sizes(n, g)?;
     ctx.bind_to_thread()?;
+    let trace = std::cell::RefCell::new(PhaseTrace::new(ctx, "pca"));
     let mut sums = col_sums(ctx, x)?;
+    trace.borrow_mut().mark("column sums")?;
     let mut gm = gram(ctx, x)?;
+    trace.borrow_mut().mark("gram (with its download)")?;
     reduce_gram(comm, &mut gm, &mut sums)?;
-    finish_covariance(
+    let out = finish_covariance(
         n_all,
         g,
         k,
         params.zero_center,
         gm,
         sums,
-        eig_on_root(comm, |c, k| top_eigen(ctx, c, k)),
+        eig_on_root(comm, |c, k| {
+            trace.borrow_mut().mark("covariance (host)")?;
+            let e = top_eigen(ctx, c, k)?;
+            trace.borrow_mut().mark("eigenvectors")?;
+            Ok(e)
+        }),
         |v, mean| project(ctx, x, v, mean),
-    )
+    )?;
+    trace.borrow_mut().mark("scores and host")?;
+    Ok(out)
 }
 
 /// Column sums of `X` in f64.

@@ -6,6 +6,7 @@ use crate::csr::CsrMatrix;
 use crate::error::Result;
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::streamed::{for_each_row_block, HostRows, RowBlocks};
+use crate::gpu::trace::PhaseTrace;
 use crate::gpu::{blocks_for_rows, DeviceCsr, GpuContext};
 use rmm_cuda::cudarc::driver::PushKernelArg;
 
@@ -21,6 +22,7 @@ pub fn qc_sums_gpu(
     params: &QcParams,
     ns: &[usize],
 ) -> Result<QcSums> {
+    let mut trace = PhaseTrace::new(ctx, "calculate_qc_metrics");
     let (n, g) = (x.n_rows, x.n_cols);
     let n_qc = params.qc_vars.len();
     let mut masks = vec![0u8; n_qc * g];
@@ -40,6 +42,7 @@ pub fn qc_sums_gpu(
     let gene_n_cells = ctx.zeros::<u64>(g)?;
     let gene_sums = ctx.zeros::<f64>(g)?;
     let f = ctx.function(SRC, "qc_rows")?;
+    trace.mark("module and memory")?;
     let (n64, g64, nq, nt) = (n as u64, g as u64, n_qc as u32, ns.len() as u32);
     let mut l = ctx.launcher(&f);
     l.arg(&x.indptr)
@@ -58,9 +61,10 @@ pub fn qc_sums_gpu(
         .arg(&gene_n_cells)
         .arg(&gene_sums);
     ctx.launch(l, blocks_for_rows(n, 256), "qc_rows")?;
+    trace.mark("kernel")?;
     let qc_h = ctx.download(&qc)?;
     let top_h = ctx.download(&top)?;
-    Ok(QcSums {
+    let sums = QcSums {
         n_genes: ctx.download(&n_genes)?,
         total: ctx.download(&total)?,
         top: (0..ns.len())
@@ -75,7 +79,9 @@ pub fn qc_sums_gpu(
             .map(|c| c as i64)
             .collect(),
         gene_sums: ctx.download(&gene_sums)?,
-    })
+    };
+    trace.mark("downloads")?;
+    Ok(sums)
 }
 
 /// `calculate_qc_metrics` of a device matrix of counts (finite values, as the pipeline checks
@@ -87,7 +93,10 @@ pub fn calculate_qc_metrics_gpu(
 ) -> Result<QcMetrics> {
     let ns = check_params(x.n_cols, params)?;
     let sums = qc_sums_gpu(ctx, x, params, &ns)?;
-    Ok(assemble::<f32>(&sums, params, &ns, x.n_rows))
+    let mut trace = PhaseTrace::new(ctx, "calculate_qc_metrics");
+    let metrics = assemble::<f32>(&sums, params, &ns, x.n_rows);
+    trace.mark("host")?;
+    Ok(metrics)
 }
 
 /// `calculate_qc_metrics` of a host matrix of counts streamed through the device in row blocks

@@ -58,7 +58,7 @@ if part plan && [ -f /dev/shm/atlas_pcs.f32 ]; then
 fi
 if part e2e; then
   say "== QC through UMAP and Leiden, one GPU${LISTS:+, $LISTS lists}"
-  SCPIPE_TRACE_IVF=1 /usr/bin/time -v timeout ${E2E_S:-420} "$B/scpipe" run $ATLAS --gpus 1 --neighbors-method ivf \
+  SCPIPE_TRACE_PHASES=1 /usr/bin/time -v timeout ${E2E_S:-420} "$B/scpipe" run $ATLAS --gpus 1 --neighbors-method ivf \
     ${LISTS:+--n-lists $LISTS} -o /dev/shm/atlas.h5ad --report "$R/e2e.json" > "$R/e2e.log" 2>&1 || say "FAILED (e2e)"
   keep_rows < "$R/e2e.log" | tee -a "$S"
   rm -f /dev/shm/atlas.h5ad

@@ -4,7 +4,7 @@
 # 2. scpipe on the demo (cells generated on the GPU; no UMAP, Leiden or markers) at each of
 #    SIZES cells with --neighbors-method exact, ivf, and ivf with --n-probes $PROBES, each in a
 #    fresh process with the kernel cache filled (the first, empty-cache run apart; the second
-#    cached ivf run traces its phases, SCPIPE_TRACE_IVF); the step table's neighbors line;
+#    cached ivf run traces its phases, SCPIPE_TRACE_PHASES); the step table's neighbors line;
 # 3. bench-knn (benches/benches/knn.rs): the exact kNN as the pipeline runs it and the inverted
 #    file at each of IVF's shapes, time and recall over every cell, on workload C's points and
 #    on the demo's X_pca from step 2;
@@ -37,7 +37,7 @@ part scpipe && for cells in ${SIZES:-200000 1000000}; do
       case $method in exact) opts="--neighbors-method exact";; ivf) opts="--neighbors-method ivf";;
         *) opts="--neighbors-method ivf --n-probes $PROBES";; esac
       trace=; [ $run = cached2 ] && [ $method != exact ] && trace=1
-      SCPIPE_TRACE_IVF=$trace "$B/scpipe" run --demo --demo-on-gpu --demo-cells "$cells" --demo-genes 20000 --target-sum 10000 \
+      SCPIPE_TRACE_PHASES=$trace "$B/scpipe" run --demo --demo-on-gpu --demo-cells "$cells" --demo-genes 20000 --target-sum 10000 \
         --no-umap --no-leiden --no-markers $opts -o "/dev/shm/ivf_$cells.h5ad" \
         --device gpu --report "$R/scpipe_${cells}_${method}_$run.json" > "$R/scpipe_${cells}_${method}_$run.log" 2>&1 || echo "FAILED"
       echo "-- scpipe $cells cells, $method, $run kernel cache"
