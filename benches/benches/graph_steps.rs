@@ -46,7 +46,7 @@ fn main() {
         )
     };
     let gpu = args.iter().any(|x| x == "--gpu").then(|| {
-        let (run, _) = GpuRun::set_up(0, &DeviceOptions::default()).unwrap();
+        let (run, _) = GpuRun::set_up(0, &DeviceOptions::default(), None).unwrap();
         for k in [sc_kernels::umap::KERNELS, sc_kernels::leiden::KERNELS]
             .into_iter()
             .chain(sc_kernels::rank_genes::KERNELS)

@@ -1,5 +1,7 @@
-//! Warming a GPU up for the steps, on a background thread: every step's kernel module loaded
-//! (or compiled), the cuBLAS and cuSOLVER handles made, and the PCA of the run rehearsed. It
+//! Warming a GPU up for the steps, on background threads: the cuBLAS and cuSOLVER libraries
+//! loaded and the PCA of the run rehearsed as soon as the device exists
+//! ([`rehearse_libraries`]), then every step's kernel module loaded and the run's own library
+//! handles made ([`warm_up_in_background`]). It
 //! sits above the steps' modules (it lists them), so the shared GPU layer (`gpu`) knows none of
 //! its users.
 
@@ -55,17 +57,13 @@ pub fn modules_for(steps: &[module_cache::KernelSource]) -> Vec<module_cache::Ke
 const COMPILE_THREADS: usize = 3;
 
 /// Loads (or compiles) `modules` in order (e.g. [`all_modules`] or [`modules_for`] a run), with
-/// each of their kernels (see
-/// [`GpuContext::load_kernels`]), and creates the cuBLAS and cuSOLVER handles on a background
-/// thread, so a pipeline that starts by reading a file finds them ready: library start-up
-/// (hundreds of milliseconds for cuSOLVER) overlaps the read instead of the first step. With
-/// `pca_shape = (genes, comps)`, it also runs a small PCA of that many genes on a scratch
-/// stream and resource of its own: CUDA loads the library kernels a solver size needs on their
-/// first launch, which would otherwise land in the pipeline's PCA step.
+/// each of their kernels (see [`GpuContext::load_kernels`]), and creates `ctx`'s cuBLAS and
+/// cuSOLVER handles, on a background thread, so a pipeline that starts by reading a file finds
+/// them ready. The libraries themselves are best loaded earlier still, by
+/// [`rehearse_libraries`].
 pub fn warm_up_in_background(
     ctx: &std::sync::Arc<GpuContext>,
     modules: Vec<module_cache::KernelSource>,
-    pca_shape: Option<(usize, usize)>,
 ) -> std::thread::JoinHandle<crate::Result<()>> {
     let ctx = ctx.clone();
     std::thread::spawn(move || {
@@ -94,34 +92,53 @@ pub fn warm_up_in_background(
             workers
                 .into_iter()
                 .try_for_each(|h| h.join().expect("a module load panicked"))
-        })?;
-        if let Some((genes, comps)) = pca_shape.filter(|&(g, k)| g >= 2 && k >= 1) {
-            let stream = ctx.device().new_stream().map_err(gpu)?;
-            let scratch: rmm_core::SharedResource =
-                std::sync::Arc::new(rmm_core::CudaResource::new(ctx.device()));
-            let sctx = GpuContext::new(ctx.device(), &stream, scratch)?;
-            let n = (2 * genes).max(1024);
-            let mut state = 0x9e37_79b9_7f4a_7c15u64;
-            let data: Vec<f32> = (0..n * genes)
-                .map(|_| {
-                    state = state
-                        .wrapping_mul(6364136223846793005)
-                        .wrapping_add(1442695040888963407);
-                    (state >> 40) as f32 / (1u64 << 24) as f32
-                })
-                .collect();
-            let x = DeviceDense {
-                n_rows: n,
-                n_cols: genes,
-                data: sctx.upload(&data)?,
-            };
-            let params = crate::pca::PcaParams {
-                n_comps: comps,
-                zero_center: true,
-            };
-            crate::pca::pca_dense_gpu(&sctx, &x, &params)?;
-        }
-        Ok(())
+        })
+    })
+}
+
+/// Loads cuBLAS and cuSOLVER (hundreds of milliseconds for cuSOLVER) on a scratch context of
+/// `device` (a stream and resource of its own), on a thread of its own: started as soon as the
+/// device exists, it overlaps the rest of the GPU's set-up and the input's read instead of the
+/// first step that needs them. With `pca_shape = (genes, comps)` it then runs a small PCA of
+/// that many genes there: CUDA loads the library kernels a solver size needs on their first
+/// launch, which would otherwise land in the pipeline's PCA step.
+pub fn rehearse_libraries(
+    device: &rmm_core::Device,
+    pca_shape: Option<(usize, usize)>,
+) -> std::thread::JoinHandle<crate::Result<()>> {
+    let device = device.clone();
+    std::thread::spawn(move || {
+        let gpu = |e: rmm_cuda::CudaError| crate::KernelError::Gpu(format!("warm-up: {e}"));
+        device.bind().map_err(gpu)?;
+        let stream = device.new_stream().map_err(gpu)?;
+        let scratch: rmm_core::SharedResource =
+            std::sync::Arc::new(rmm_core::CudaResource::new(&device));
+        let sctx = GpuContext::new(&device, &stream, scratch)?;
+        sctx.blas()?;
+        sctx.solver()?;
+        let Some((genes, comps)) = pca_shape.filter(|&(g, k)| g >= 2 && k >= 1) else {
+            return Ok(());
+        };
+        let n = (2 * genes).max(1024);
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let data: Vec<f32> = (0..n * genes)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (state >> 40) as f32 / (1u64 << 24) as f32
+            })
+            .collect();
+        let x = DeviceDense {
+            n_rows: n,
+            n_cols: genes,
+            data: sctx.upload(&data)?,
+        };
+        let params = crate::pca::PcaParams {
+            n_comps: comps,
+            zero_center: true,
+        };
+        crate::pca::pca_dense_gpu(&sctx, &x, &params).map(|_| ())
     })
 }
 

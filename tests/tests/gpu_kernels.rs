@@ -223,6 +223,12 @@ fn normalize_log1p_scale_match_the_cpu() {
                 target_sum: Some(1e4),
                 ..Default::default()
             },
+            // The totals left on the device: the same X, no per-cell arrays.
+            NormalizeParams {
+                target_sum: Some(1e4),
+                per_cell: false,
+                ..Default::default()
+            },
             NormalizeParams::default(),
             NormalizeParams {
                 exclude_highly_expressed: true,

@@ -116,6 +116,7 @@ fn streamed_kernels_match_their_in_memory_twins() {
             target_sum: None,
             exclude_highly_expressed: true,
             max_fraction: 0.05,
+            per_cell: true,
         },
     ] {
         let mut hs = x.clone();

@@ -55,24 +55,32 @@ pub fn normalize_total_gpu_across(
     check_params(params)?;
     let n = x.n_rows as u64;
     if let (Some(t), false) = (params.target_sum, params.exclude_highly_expressed) {
-        // One fused pass; the factors are then the CPU's own formula on the same totals.
+        // One fused pass; the factors are then the CPU's own formula on the same totals
+        // (which stay on the device when the per-cell arrays are not asked for).
         let mut trace = PhaseTrace::new(ctx, "normalize_total");
-        let counts = ctx.alloc::<f32>(x.n_rows)?;
+        let counts = match params.per_cell {
+            true => Some(ctx.alloc::<f32>(x.n_rows)?),
+            false => None,
+        };
         let target = t as f32;
+        let null = 0u64;
         let f = ctx.function(SRC, "normalize_rows")?;
         trace.mark("module and memory")?;
         let mut l = ctx.launcher(&f);
-        l.arg(&x.indptr)
-            .arg(&x.data)
-            .arg(&n)
-            .arg(&target)
-            .arg(&counts);
+        l.arg(&x.indptr).arg(&x.data).arg(&n).arg(&target);
+        match &counts {
+            Some(c) => l.arg(c),
+            None => l.arg(&null),
+        };
         ctx.launch(l, warps_for_rows(x.n_rows), "normalize_rows")?;
         trace.mark("kernel")?;
-        let counts_h = ctx.download(&counts)?;
+        let counts_h = match &counts {
+            Some(c) => ctx.download(c)?,
+            None => Vec::new(),
+        };
         trace.mark("download")?;
         let (target, factor) = target_and_factors(&counts_h, params);
-        let out = result(target, &counts_h, &factor, None);
+        let out = result(params, target, &counts_h, &factor, None);
         trace.mark("host")?;
         return Ok(out);
     }
@@ -93,7 +101,7 @@ pub fn normalize_total_gpu_across(
     let counts_h = ctx.download(&counts)?;
     let (target, factor) = target_and_factors_across(&counts_h, params, comm)?;
     divide_rows(ctx, x, &factor)?;
-    Ok(result(target, &counts_h, &factor, excluded))
+    Ok(result(params, target, &counts_h, &factor, excluded))
 }
 
 /// Marks (1) the genes that make up more than `max_fraction` of some row's total.
@@ -176,7 +184,7 @@ pub fn normalize_total_streamed(
         })?;
         return Ok(out.unwrap_or_else(|| {
             let (target, factor) = target_and_factors::<f32>(&[], params);
-            result(target, &[], &factor, None)
+            result(params, target, &[], &factor, None)
         }));
     }
     let mut excluded = None;
@@ -204,5 +212,5 @@ pub fn normalize_total_streamed(
     update_values_in_place(ctx, x, &blocks, false, |block, rows| {
         divide_rows(ctx, block, &factor[rows])
     })?;
-    Ok(result(target, &counts_h, &factor, excluded))
+    Ok(result(params, target, &counts_h, &factor, excluded))
 }

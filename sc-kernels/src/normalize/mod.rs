@@ -29,6 +29,10 @@ pub struct NormalizeParams {
     pub target_sum: Option<f64>,
     pub exclude_highly_expressed: bool,
     pub max_fraction: f64,
+    /// Whether the result holds the per-cell arrays (`counts_per_cell`, `norm_factor`: what
+    /// scanpy's `key_added` stores). `false` leaves them empty, and spares a GPU run with a
+    /// fixed target bringing the totals back to the host.
+    pub per_cell: bool,
 }
 
 impl Default for NormalizeParams {
@@ -37,6 +41,7 @@ impl Default for NormalizeParams {
             target_sum: None,
             exclude_highly_expressed: false,
             max_fraction: 0.05,
+            per_cell: true,
         }
     }
 }
@@ -147,15 +152,20 @@ fn divisor<T: Real>(f: T) -> T {
 }
 
 fn result<T: Real>(
+    params: &NormalizeParams,
     target: T,
     counts: &[T],
     factor: &[T],
     excluded: Option<Vec<bool>>,
 ) -> NormalizeResult {
+    let per_cell = |v: &[T]| match params.per_cell {
+        true => v.iter().map(|c| c.to_f64()).collect(),
+        false => Vec::new(),
+    };
     NormalizeResult {
         target_sum: target.to_f64(),
-        counts_per_cell: counts.iter().map(|c| c.to_f64()).collect(),
-        norm_factor: factor.iter().map(|c| c.to_f64()).collect(),
+        counts_per_cell: per_cell(counts),
+        norm_factor: per_cell(factor),
         excluded_genes: excluded,
     }
 }
@@ -233,7 +243,7 @@ pub fn normalize_total_across<T: Real>(
             }
         }
     });
-    Ok(result(target, &counts, &factor, excluded))
+    Ok(result(params, target, &counts, &factor, excluded))
 }
 
 #[cfg(test)]
@@ -268,6 +278,7 @@ mod tests {
                 target_sum: Some(1.0),
                 exclude_highly_expressed: true,
                 max_fraction: 0.2,
+                ..Default::default()
             },
         )
         .unwrap();
@@ -320,6 +331,26 @@ mod tests {
             ..Default::default()
         };
         assert!(normalize_total(&mut x, &p).is_err());
+    }
+
+    #[test]
+    fn without_per_cell_arrays_x_is_the_same() {
+        let d = vec![1., 1., 0., 0., 3., 3., 2., 2.];
+        let (mut a, mut b) = (csr(4, 2, d.clone()), csr(4, 2, d));
+        let p = NormalizeParams::default();
+        let full = normalize_total(&mut a, &p).unwrap();
+        let lean = normalize_total(
+            &mut b,
+            &NormalizeParams {
+                per_cell: false,
+                ..p
+            },
+        )
+        .unwrap();
+        assert_eq!(a, b);
+        assert_eq!(lean.target_sum, full.target_sum);
+        assert!(lean.counts_per_cell.is_empty() && lean.norm_factor.is_empty());
+        assert_eq!(full.counts_per_cell.len(), 4);
     }
 
     proptest! {

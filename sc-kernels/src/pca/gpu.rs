@@ -63,6 +63,9 @@ pub fn pca_dense_gpu_across(
     }
     check_sizes(n, g)?;
     ctx.bind_to_thread()?;
+    if comm.size() == 1 {
+        return pca_on_device(ctx, x, params.zero_center, k);
+    }
     let trace = std::cell::RefCell::new(PhaseTrace::new(ctx, "pca"));
     let mut sums = col_sums(ctx, x)?;
     trace.borrow_mut().mark("column sums")?;
@@ -86,6 +89,50 @@ pub fn pca_dense_gpu_across(
     )?;
     trace.borrow_mut().mark("scores and host")?;
     Ok(out)
+}
+
+/// One GPU's covariance route with the `g x g` matrices kept on the device: the Gram matrix,
+/// the covariance formed from it in place (`covariance_lower`, the CPU's formula), and its top
+/// eigenpairs; only vectors of `g` values and the `g x k` components come back.
+fn pca_on_device(
+    ctx: &GpuContext,
+    x: &DeviceDense,
+    zero_center: bool,
+    k: usize,
+) -> Result<PcaResult> {
+    let (n, g) = (x.n_rows, x.n_cols);
+    let mut trace = PhaseTrace::new(ctx, "pca");
+    let sums = col_sums(ctx, x)?;
+    trace.mark("column sums")?;
+    let mut gram = GramAccumulator::new(ctx, g)?;
+    gram.add(ctx, x)?;
+    trace.mark("gram")?;
+    let mean = super::column_means(n, zero_center, &sums);
+    let (sq, diag) = (ctx.alloc::<f64>(g)?, ctx.alloc::<f64>(g)?);
+    let f = ctx.function(SRC, "covariance_lower")?;
+    let (g64, nf, center) = (g as u64, n as f64, zero_center as i32);
+    let mean_d = ctx.upload(&mean)?;
+    let mut l = ctx.launcher(&f);
+    l.arg(&gram.acc)
+        .arg(&g64)
+        .arg(&nf)
+        .arg(&mean_d)
+        .arg(&center)
+        .arg(&sq)
+        .arg(&diag);
+    ctx.launch(l, grid_stride(g * g), "covariance_lower")?;
+    let sq = ctx.download(&sq)?;
+    // The trace, summed in the CPU's order.
+    let total: f64 = ctx.download(&diag)?.iter().sum();
+    trace.mark("covariance")?;
+    drop(gram.part);
+    let eig = top_eigen_on_device(ctx, gram.acc, g, k)?;
+    trace.mark("eigenvectors")?;
+    let out = super::finish_eigen(n, k, zero_center, eig, total, sums, &sq, |v, m| {
+        project(ctx, x, v, m)
+    });
+    trace.mark("scores and host")?;
+    out
 }
 
 /// Column sums of `X` in f64.
@@ -291,6 +338,17 @@ fn top_eigen(ctx: &GpuContext, c: Mat<f64>, k: usize) -> Result<(Vec<f64>, Mat<f
     let g = c.nrows();
     let a = ctx.upload(&to_col_major(&c))?;
     drop(c);
+    top_eigen_on_device(ctx, a, g, k)
+}
+
+/// [`top_eigen`] of the symmetric `g x g` matrix `a` already on the device (column-major, its
+/// lower triangle read; overwritten).
+fn top_eigen_on_device(
+    ctx: &GpuContext,
+    a: DeviceVec<f64>,
+    g: usize,
+    k: usize,
+) -> Result<(Vec<f64>, Mat<f64>)> {
     let w = ctx.alloc::<f64>(g)?;
     let info = ctx.zeros::<i32>(1)?;
     let handle = ctx.solver()?.cu();

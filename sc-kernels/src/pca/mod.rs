@@ -302,15 +302,11 @@ fn finish_covariance<E, P, S>(
 where
     E: FnOnce(Mat<f64>, usize) -> Result<(Vec<f64>, Mat<f64>)>,
     P: FnOnce(&Mat<f64>, &[f64]) -> Result<Vec<S>>,
-    S: Real,
+    S: Real + 'static,
 {
     let sq_sums: Vec<f64> = (0..g).map(|j| gm[(j, j)]).collect();
     let nf = n as f64;
-    let mean: Vec<f64> = if zero_center {
-        sums.iter().map(|s| s / nf).collect()
-    } else {
-        vec![0.0; g]
-    };
+    let mean = column_means(n, zero_center, &sums);
     let mut c = gm;
     if zero_center {
         for j in 0..g {
@@ -335,6 +331,51 @@ where
     )
 }
 
+/// The means the covariance route subtracts: the column sums over `n` cells, or zeros without
+/// centring.
+pub(crate) fn column_means(n: usize, zero_center: bool, sums: &[f64]) -> Vec<f64> {
+    match zero_center {
+        true => sums.iter().map(|s| s / n as f64).collect(),
+        false => vec![0.0; sums.len()],
+    }
+}
+
+/// The covariance route's tail from the top eigenpairs of a covariance formed elsewhere (on a
+/// device): `total` its trace, `sq_sums` the Gram matrix's diagonal; the signs flipped as
+/// [`top_components`] does, then the scores and variances.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn finish_eigen<P, S>(
+    n: usize,
+    k: usize,
+    zero_center: bool,
+    (vals, mut comps): (Vec<f64>, Mat<f64>),
+    total: f64,
+    sums: Vec<f64>,
+    sq_sums: &[f64],
+    project: P,
+) -> Result<PcaResult>
+where
+    P: FnOnce(&Mat<f64>, &[f64]) -> Result<Vec<S>>,
+    S: Real + 'static,
+{
+    flip_signs(&mut comps);
+    let mean = column_means(n, zero_center, &sums);
+    let g = sums.len();
+    assemble(
+        n,
+        g,
+        k,
+        zero_center,
+        vals,
+        comps,
+        total,
+        mean,
+        &sums,
+        sq_sums,
+        project,
+    )
+}
+
 /// Scores, variances and the result from the components.
 #[allow(clippy::too_many_arguments)]
 fn assemble<P, S>(
@@ -352,7 +393,7 @@ fn assemble<P, S>(
 ) -> Result<PcaResult>
 where
     P: FnOnce(&Mat<f64>, &[f64]) -> Result<Vec<S>>,
-    S: Real,
+    S: Real + 'static,
 {
     let nf = n as f64;
     let scores = project(&comps, &mean)?;
@@ -382,11 +423,20 @@ where
             components.data[c_ * g + j] = comps[(j, c_)];
         }
     }
+    let n_rows = scores.len() / k.max(1);
+    // f32 scores (the GPU's) are kept as they are: no copy of n x k values.
+    let data = match (Box::new(scores) as Box<dyn std::any::Any>).downcast::<Vec<f32>>() {
+        Ok(f32s) => *f32s,
+        Err(other) => {
+            let scores = other.downcast::<Vec<S>>().expect("the scores' own type");
+            scores.iter().map(|&v| v.to_f64() as f32).collect()
+        }
+    };
     let x_pca = DenseMatrix {
         // This rank's cells (all cells unless the rows are split across ranks).
-        n_rows: scores.len() / k.max(1),
+        n_rows,
         n_cols: k,
-        data: scores.iter().map(|&v| v.to_f64() as f32).collect(),
+        data,
     };
     Ok(PcaResult {
         x_pca,

@@ -25,6 +25,28 @@ extern "C" __global__ void add_lower(const float* part, u64 g, double* acc) {
     }
 }
 
+// The covariance from the f64 Gram matrix in place, on its lower triangle (column-major g x g):
+// (G_ij - n mean_i mean_j) / (n - 1) when centring, the CPU's operations in its order (no fused
+// multiply-add). sq: the Gram diagonal (sums of squares); diag: the covariance's diagonal.
+extern "C" __global__ void covariance_lower(double* a, u64 g, double nf, const double* mean,
+                                            int center, double* sq, double* diag) {
+    u64 total = g * g;
+    u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 idx = (u64)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += stride) {
+        u64 col = idx / g;
+        u64 row = idx - col * g;
+        if (row < col) continue;
+        double v = a[idx];
+        if (row == col) sq[col] = v;
+        if (center) {
+            double m = __dmul_rn(__dmul_rn(nf, mean[row]), mean[col]);
+            v = __ddiv_rn(__dsub_rn(v, m), __dsub_rn(nf, 1.0));
+            a[idx] = v;
+        }
+        if (row == col) diag[col] = v;
+    }
+}
+
 // scores (n x k, row-major) -= mv[c] in each column c, the difference taken in f64.
 extern "C" __global__ void subtract_cols(float* scores, u64 n, u64 k, const double* mv) {
     u64 total = n * k;

@@ -68,7 +68,9 @@ fn set_up_gpus(
     let timer = StepTimer::start(GPU_SETUP_STEP);
     let runs: Vec<_> = std::thread::scope(|s| {
         let setups: Vec<_> = ordinals
-            .map(|ordinal| s.spawn(move || GpuRun::set_up(ordinal, &plan.device)))
+            .map(|ordinal| {
+                s.spawn(move || GpuRun::set_up(ordinal, &plan.device, Some(&plan.config)))
+            })
             .collect();
         setups
             .into_iter()

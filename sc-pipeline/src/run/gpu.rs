@@ -30,6 +30,9 @@ pub struct GpuRun {
     pub execution: Execution,
     /// The warm-up thread, joined when the last clone of the run is dropped.
     background: Arc<Background>,
+    /// The libraries' rehearsal thread ([`sc_kernels::warm_up::rehearse_libraries`]), joined
+    /// the same way.
+    rehearsal: Arc<Background>,
 }
 
 /// A thread that uses the GPU: it must end before the process does (a thread inside a CUDA call
@@ -93,15 +96,26 @@ impl GpuRun {
             memory_budget: default_budget(free as u64),
             execution: Execution::Auto,
             background: Arc::default(),
+            rehearsal: Arc::default(),
         })
     }
 
     /// GPU `ordinal` with the whole resource stack of `options` (see the module documentation),
     /// a stream for the steps and the pinned staging buffers of its transfers, and the memory
-    /// recorders asked for.
-    pub fn set_up(ordinal: usize, options: &DeviceOptions) -> Result<(GpuRun, MemoryRecorders)> {
+    /// recorders asked for. The libraries' rehearsal for `config`'s PCA starts first, on a
+    /// thread of its own.
+    pub fn set_up(
+        ordinal: usize,
+        options: &DeviceOptions,
+        config: Option<&PipelineConfig>,
+    ) -> Result<(GpuRun, MemoryRecorders)> {
         let device =
             Device::cuda(ordinal).map_err(|e| Error::Device(format!("GPU {ordinal}: {e}")))?;
+        // The libraries load beside the rest of the set-up (the pool, the pinned buffers) and
+        // the input's read: in a fresh process they are the longest part of the warm-up.
+        let rehearsal = Arc::new(Background(parking_lot::Mutex::new(Some(
+            sc_kernels::warm_up::rehearse_libraries(&device, config.and_then(pca_rehearsal)),
+        ))));
         let memory = device
             .memory_info()
             .map_err(|e| Error::Device(format!("GPU {ordinal} memory: {e}")))?;
@@ -137,7 +151,9 @@ impl GpuRun {
         let stream = device
             .new_stream()
             .map_err(|e| Error::Device(format!("creating a stream on GPU {ordinal}: {e}")))?;
-        let run = GpuRun::new(&device, &stream, resource)?.with_memory(budget, options.execution);
+        let mut run =
+            GpuRun::new(&device, &stream, resource)?.with_memory(budget, options.execution);
+        run.rehearsal = rehearsal;
         // The pinned staging buffers of the upload and of the output's downloads (on the copy
         // lane), made now, beside the input's read: pinning takes 0.05-0.1 s a GPU, and made
         // later it would wait for the kernels queued meanwhile (see
@@ -168,11 +184,12 @@ impl GpuRun {
         )
     }
 
-    /// Starts loading the kernels and the GPU libraries on a background thread (see
-    /// [`sc_kernels::warm_up::warm_up_in_background`]); a failure there resurfaces in the step
-    /// that needs what failed. With `config`, only the modules of its steps (the step table's
-    /// `kernels`) are compiled, in the warm-up's order, and the PCA of the run is rehearsed at
-    /// its size (see there); without, every module.
+    /// Starts loading the kernels and the run's library handles on a background thread (see
+    /// [`sc_kernels::warm_up::warm_up_in_background`]), and the libraries' rehearsal if
+    /// [`GpuRun::set_up`] did not start it; a failure there resurfaces in the step that needs
+    /// what failed. With `config`, only the modules of its steps (the step table's `kernels`)
+    /// are loaded, in the warm-up's order, and the PCA of the run is rehearsed at its size
+    /// ([`pca_rehearsal`]); without, every module.
     pub fn warm_up(&self, config: Option<&PipelineConfig>) {
         self.warm_up_modules(config, &[]);
     }
@@ -184,10 +201,16 @@ impl GpuRun {
     }
 
     fn warm_up_modules(&self, config: Option<&PipelineConfig>, extra: &[KernelSource]) {
-        let pca_shape = config.and_then(|c| {
-            let genes = c.hvg.as_ref().filter(|_| c.subset_hvg)?.n_top_genes?;
-            Some((genes, c.n_comps?.min(genes.saturating_sub(1))))
-        });
+        {
+            // A run made by `GpuRun::new` has not started the libraries' rehearsal yet.
+            let mut rehearsal = self.rehearsal.0.lock();
+            if rehearsal.is_none() {
+                *rehearsal = Some(sc_kernels::warm_up::rehearse_libraries(
+                    self.ctx.device(),
+                    config.and_then(pca_rehearsal),
+                ));
+            }
+        }
         let modules = match config {
             Some(c) => {
                 let mut used: Vec<KernelSource> = super::table::all_enabled(c)
@@ -198,11 +221,25 @@ impl GpuRun {
             }
             None => sc_kernels::warm_up::all_modules(),
         };
-        let handle = sc_kernels::warm_up::warm_up_in_background(&self.ctx, modules, pca_shape);
+        let handle = sc_kernels::warm_up::warm_up_in_background(&self.ctx, modules);
         if let Some(previous) = self.background.0.lock().replace(handle) {
             let _ = previous.join();
         }
     }
+}
+
+/// The PCA the warm-up rehearses for `config`: `(genes, comps)` when the run keeps a known
+/// number of highly variable genes; `None` with `SCPIPE_REHEARSE_PCA=0`.
+pub fn pca_rehearsal(config: &PipelineConfig) -> Option<(usize, usize)> {
+    if std::env::var_os("SCPIPE_REHEARSE_PCA").is_some_and(|v| v == "0") {
+        return None;
+    }
+    let genes = config
+        .hvg
+        .as_ref()
+        .filter(|_| config.subset_hvg)?
+        .n_top_genes?;
+    Some((genes, config.n_comps?.min(genes.saturating_sub(1))))
 }
 
 /// The default device memory budget: this fraction of the memory free when the run starts

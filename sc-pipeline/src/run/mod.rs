@@ -27,7 +27,7 @@ pub mod table;
 pub use config::{HarmonyOptions, HvgOptions, LeidenOptions, MarkerOptions, PipelineConfig};
 pub use execute::{execute, Outcome};
 pub(crate) use generated_blocks::GeneratedPass;
-pub use gpu::{default_budget, DeviceOptions, GpuRun, DEFAULT_BUDGET_FRACTION};
+pub use gpu::{default_budget, pca_rehearsal, DeviceOptions, GpuRun, DEFAULT_BUDGET_FRACTION};
 pub use in_memory::{run_cell_graph_steps, run_pipeline, run_pipeline_on};
 pub use plan::{Input, Outputs, RunPlan, Target};
 pub use runner::{Silent, StepObserver};

@@ -34,6 +34,8 @@ fn run_step(a: &mut AnnData, env: &StepEnv<'_>) -> Result<String> {
         a,
         &NormalizeParams {
             target_sum: target_sum(env),
+            // The pipeline stores no per-cell arrays (scanpy's default, key_added=None).
+            per_cell: false,
             ..Default::default()
         },
     )?;
@@ -50,6 +52,7 @@ fn run_generated(
     let target = target_sum(env).expect("the generated run refuses the median target");
     pass.chain.normalize = Some(NormalizeParams {
         target_sum: Some(target),
+        per_cell: false,
         ..Default::default()
     });
     Ok(format!(
