@@ -157,7 +157,7 @@ where
 const BLOCK: usize = 1024;
 
 /// The `k` largest eigenvalues of a symmetric matrix (descending) and their unit eigenvectors
-/// (the columns of a `g x k` matrix), by faer: the CPU's eigensolver of [`top_components`]
+/// (the columns of a `g x k` matrix), by faer: the CPU's eigensolver of [`top_eigenpairs`]
 /// (the GPU's is cuSOLVER's).
 fn faer_top_eigen(c: Mat<f64>, k: usize) -> Result<(Vec<f64>, Mat<f64>)> {
     let g = c.nrows();
@@ -178,10 +178,10 @@ fn faer_top_eigen(c: Mat<f64>, k: usize) -> Result<(Vec<f64>, Mat<f64>)> {
     Ok((vals, comps))
 }
 
-/// Top `k` components of the (lower-stored) covariance by the eigensolver `eig` (given the full
-/// symmetric matrix, it returns what [`faer_top_eigen`] does), signs flipped, with the total
-/// variance (the trace).
-fn top_components<E>(mut c: Mat<f64>, k: usize, eig: E) -> Result<(Vec<f64>, Mat<f64>, f64)>
+/// Top `k` eigenpairs of the (lower-stored) covariance by the eigensolver `eig` (given the full
+/// symmetric matrix, it returns what [`faer_top_eigen`] does), with the total variance (the
+/// trace); [`finish_eigen`] flips their signs.
+fn top_eigenpairs<E>(mut c: Mat<f64>, k: usize, eig: E) -> Result<(Vec<f64>, Mat<f64>, f64)>
 where
     E: FnOnce(Mat<f64>, usize) -> Result<(Vec<f64>, Mat<f64>)>,
 {
@@ -192,8 +192,7 @@ where
         }
     }
     let total: f64 = (0..g).map(|i| c[(i, i)]).sum();
-    let (vals, mut comps) = eig(c, k)?;
-    flip_signs(&mut comps);
+    let (vals, comps) = eig(c, k)?;
     Ok((vals, comps, total))
 }
 
@@ -286,7 +285,7 @@ fn n_comps(params: &PcaParams, n: usize, g: usize) -> Result<usize> {
 }
 
 /// The shared tail of the covariance route, from the lower triangle of the Gram matrix `gm` (its
-/// diagonal is the column sums of squares) and the column sums: covariance, top components by `eig` (see [`top_components`]), scores
+/// diagonal is the column sums of squares) and the column sums: covariance, top components by `eig` (see [`top_eigenpairs`]), scores
 /// by `project(V, mu)` (`n x k`, row-major, f32 or f64), variances.
 #[allow(clippy::too_many_arguments)]
 fn finish_covariance<E, P, S>(
@@ -315,17 +314,14 @@ where
             }
         }
     }
-    let (vals, comps, total) = top_components(c, k, eig)?;
-    assemble(
+    let (vals, comps, total) = top_eigenpairs(c, k, eig)?;
+    finish_eigen(
         n,
-        g,
         k,
         zero_center,
-        vals,
-        comps,
+        (vals, comps),
         total,
-        mean,
-        &sums,
+        sums,
         &sq_sums,
         project,
     )
@@ -340,9 +336,9 @@ pub(crate) fn column_means(n: usize, zero_center: bool, sums: &[f64]) -> Vec<f64
     }
 }
 
-/// The covariance route's tail from the top eigenpairs of a covariance formed elsewhere (on a
-/// device): `total` its trace, `sq_sums` the Gram matrix's diagonal; the signs flipped as
-/// [`top_components`] does, then the scores and variances.
+/// The covariance route's tail from the top eigenpairs of the covariance (formed on the host
+/// or on a device): `total` its trace, `sq_sums` the Gram matrix's diagonal; the signs flipped,
+/// then the scores and variances.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn finish_eigen<P, S>(
     n: usize,
