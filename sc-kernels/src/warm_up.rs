@@ -5,7 +5,7 @@
 //! sits above the steps' modules (it lists them), so the shared GPU layer (`gpu`) knows none of
 //! its users.
 
-use crate::gpu::{module_cache, DeviceDense, GpuContext};
+use crate::gpu::{module_cache, GpuContext};
 
 /// Every kernel module, in the order the warm-up compiles them: the first steps' modules, then
 /// the ones that take NVRTC longest (neighbors, harmony) while the cheap ones follow.
@@ -119,21 +119,7 @@ pub fn rehearse_libraries(
         let Some((genes, comps)) = pca_shape.filter(|&(g, k)| g >= 2 && k >= 1) else {
             return Ok(());
         };
-        let n = (2 * genes).max(1024);
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let data: Vec<f32> = (0..n * genes)
-            .map(|_| {
-                state = state
-                    .wrapping_mul(6364136223846793005)
-                    .wrapping_add(1442695040888963407);
-                (state >> 40) as f32 / (1u64 << 24) as f32
-            })
-            .collect();
-        let x = DeviceDense {
-            n_rows: n,
-            n_cols: genes,
-            data: sctx.upload(&data)?,
-        };
+        let x = crate::pca::gpu::uniform_matrix(&sctx, (2 * genes).max(1024), genes, 0x9e37)?;
         let params = crate::pca::PcaParams {
             n_comps: comps,
             zero_center: true,

@@ -135,6 +135,22 @@ fn pca_on_device(
     out
 }
 
+/// A dense `n x g` device matrix of uniform values in [0, 1) made on the device (the warm-up's
+/// rehearsal data: no host array is made or uploaded).
+pub fn uniform_matrix(ctx: &GpuContext, n: usize, g: usize, seed: u64) -> Result<DeviceDense> {
+    let data = ctx.alloc::<f32>(n * g)?;
+    let f = ctx.function(SRC, "fill_uniform")?;
+    let len = (n * g) as u64;
+    let mut l = ctx.launcher(&f);
+    l.arg(&data).arg(&len).arg(&seed);
+    ctx.launch(l, grid_stride(n * g), "fill_uniform")?;
+    Ok(DeviceDense {
+        n_rows: n,
+        n_cols: g,
+        data,
+    })
+}
+
 /// Column sums of `X` in f64.
 fn col_sums(ctx: &GpuContext, x: &DeviceDense) -> Result<Vec<f64>> {
     let (n, g) = (x.n_rows, x.n_cols);

@@ -55,3 +55,11 @@ extern "C" __global__ void subtract_cols(float* scores, u64 n, u64 k, const doub
         scores[idx] = (float)((double)scores[idx] - mv[idx % k]);
     }
 }
+
+// Data for the warm-up's PCA rehearsal, made on the device (no host array, no upload): x[i]
+// uniform in [0, 1) from hash3 (common.cuh).
+extern "C" __global__ void fill_uniform(float* x, u64 len, u64 seed) {
+    u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < len; i += stride)
+        x[i] = (float)(hash3(seed, 0, i) >> 40) * (1.0f / 16777216.0f);
+}
