@@ -66,29 +66,19 @@ pub fn pca_dense_gpu_across(
     if comm.size() == 1 {
         return pca_on_device(ctx, x, params.zero_center, k);
     }
-    let trace = std::cell::RefCell::new(PhaseTrace::new(ctx, "pca"));
     let mut sums = col_sums(ctx, x)?;
-    trace.borrow_mut().mark("column sums")?;
     let mut gm = gram(ctx, x)?;
-    trace.borrow_mut().mark("gram (with its download)")?;
     reduce_gram(comm, &mut gm, &mut sums)?;
-    let out = finish_covariance(
+    finish_covariance(
         n_all,
         g,
         k,
         params.zero_center,
         gm,
         sums,
-        eig_on_root(comm, |c, k| {
-            trace.borrow_mut().mark("covariance (host)")?;
-            let e = top_eigen(ctx, c, k)?;
-            trace.borrow_mut().mark("eigenvectors")?;
-            Ok(e)
-        }),
+        eig_on_root(comm, |c, k| top_eigen(ctx, c, k)),
         |v, mean| project(ctx, x, v, mean),
-    )?;
-    trace.borrow_mut().mark("scores and host")?;
-    Ok(out)
+    )
 }
 
 /// One GPU's covariance route with the `g x g` matrices kept on the device: the Gram matrix,
@@ -128,7 +118,7 @@ fn pca_on_device(
     drop(gram.part);
     let eig = top_eigen_on_device(ctx, gram.acc, g, k)?;
     trace.mark("eigenvectors")?;
-    let out = super::finish_eigen(n, k, zero_center, eig, total, sums, &sq, |v, m| {
+    let out = super::finish_eigen(n, k, zero_center, eig, total, mean, sums, &sq, |v, m| {
         project(ctx, x, v, m)
     });
     trace.mark("scores and host")?;

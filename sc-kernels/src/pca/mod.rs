@@ -321,6 +321,7 @@ where
         zero_center,
         (vals, comps),
         total,
+        mean,
         sums,
         &sq_sums,
         project,
@@ -337,8 +338,8 @@ pub(crate) fn column_means(n: usize, zero_center: bool, sums: &[f64]) -> Vec<f64
 }
 
 /// The covariance route's tail from the top eigenpairs of the covariance (formed on the host
-/// or on a device): `total` its trace, `sq_sums` the Gram matrix's diagonal; the signs flipped,
-/// then the scores and variances.
+/// or on a device): `total` its trace, `mean` the means it subtracted ([`column_means`]),
+/// `sq_sums` the Gram matrix's diagonal; the signs flipped, then the scores and variances.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn finish_eigen<P, S>(
     n: usize,
@@ -346,6 +347,7 @@ pub(crate) fn finish_eigen<P, S>(
     zero_center: bool,
     (vals, mut comps): (Vec<f64>, Mat<f64>),
     total: f64,
+    mean: Vec<f64>,
     sums: Vec<f64>,
     sq_sums: &[f64],
     project: P,
@@ -355,7 +357,6 @@ where
     S: Real + 'static,
 {
     flip_signs(&mut comps);
-    let mean = column_means(n, zero_center, &sums);
     let g = sums.len();
     assemble(
         n,
