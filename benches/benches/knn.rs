@@ -2,7 +2,8 @@
 //! certificate) against the CUDA cores' f32 scan, on the same data in one process; the
 //! neighbour sets compared row by row. Approximate (`--ivf`): the inverted file at each asked
 //! shape, its time and its recall against the exact kNN over every cell (and the sampled
-//! recall the pipeline reports).
+//! recall the pipeline reports), its tensor-core scan against its f32 scan (without
+//! `--no-f32`), their neighbour sets compared.
 //!
 //! .gpu/bin/bench-knn [--cells 200000,1000000] [--dims 50] [--k 15] [--runs 3]
 //!     [--h5ad FILE (its obsm X_pca, instead of workload C's points)]
@@ -286,29 +287,46 @@ fn run() -> Result<(), String> {
         let exact_s = times.pop().expect("timed");
         for spec in ivf_specs(&args)? {
             let p = spec.1;
-            let (first, secs, (knn, stats)) = timed(runs, || {
-                let part =
-                    ivf::knn_ivf_gpu(&ctx, &x, &xd, k, &p, (0, 1)).map_err(|e| e.to_string())?;
-                ivf::join_parts(n, k, vec![part]).map_err(|e| e.to_string())
-            })?;
-            let m = median(secs.clone());
-            let every = SampleKnn {
-                cells: (0..n as u32).collect(),
-                k,
-                indices: exact.indices.clone(),
-                distances: exact.distances.clone(),
-            };
-            let full = ivf::recall(&every, &knn).value;
-            let sampled = stats.recall.map_or(f64::NAN, |r| r.value);
-            println!(
-                "{name}, k {k}: ivf {} ({} lists, {} probes, {:.0} refs per cell): {m:.3} s (first {first:.3} s, runs {secs:.3?}); {:.2}x the exact {exact_s:.3} s; recall@{k} {full:.4} over every cell, {sampled:.4} sampled",
-                spec.0, stats.n_lists, stats.n_probes, stats.refs_per_cell, exact_s / m
-            );
-            results.push(json!({"data": name, "n": n, "d": d, "k": k, "ivf": spec.0,
-                "n_lists": stats.n_lists, "n_probes": stats.n_probes,
-                "refs_per_cell": stats.refs_per_cell, "median_s": m, "first_s": first,
-                "runs_s": secs, "exact_s": exact_s, "speedup": exact_s / m,
-                "recall_all": full, "recall_sampled": sampled}));
+            let mut ivf_runs = vec![];
+            for &products in products {
+                let (first, secs, (knn, stats)) = timed(runs, || {
+                    let part = ivf::knn_ivf_gpu_with(&ctx, &x, &xd, k, &p, (0, 1), products)
+                        .map_err(|e| e.to_string())?;
+                    ivf::join_parts(n, k, vec![part]).map_err(|e| e.to_string())
+                })?;
+                let m = median(secs.clone());
+                let every = SampleKnn {
+                    cells: (0..n as u32).collect(),
+                    k,
+                    indices: exact.indices.clone(),
+                    distances: exact.distances.clone(),
+                };
+                let full = ivf::recall(&every, &knn).value;
+                let sampled = stats.recall.map_or(f64::NAN, |r| r.value);
+                println!(
+                    "{name}, k {k}: ivf {} {products:?} ({} lists, {} probes, {:.0} refs per cell, f32 re-scans {:?}): {m:.3} s (first {first:.3} s, runs {secs:.3?}); {:.2}x the exact {exact_s:.3} s; recall@{k} {full:.4} over every cell, {sampled:.4} sampled",
+                    spec.0, stats.n_lists, stats.n_probes, stats.refs_per_cell, stats.f32_queries, exact_s / m
+                );
+                results.push(json!({"data": name, "n": n, "d": d, "k": k, "ivf": spec.0,
+                    "products": format!("{products:?}"), "f32_queries": stats.f32_queries,
+                    "n_lists": stats.n_lists, "n_probes": stats.n_probes,
+                    "refs_per_cell": stats.refs_per_cell, "median_s": m, "first_s": first,
+                    "runs_s": secs, "exact_s": exact_s, "speedup": exact_s / m,
+                    "recall_all": full, "recall_sampled": sampled}));
+                ivf_runs.push((knn, m));
+            }
+            if let [(f32_knn, f32_s), (tc_knn, tc_s)] = &ivf_runs[..] {
+                let (differ, not_ties) = compare(f32_knn, tc_knn);
+                println!(
+                    "{name}: ivf {}: f32 {:.2}x the tensor scan's time; rows differing {differ}, not by ties {not_ties}",
+                    spec.0,
+                    f32_s / tc_s
+                );
+                results.push(
+                    json!({"data": name, "ivf": spec.0, "tensor_speedup": f32_s / tc_s,
+                    "rows_differing": differ, "rows_differing_not_ties": not_ties}),
+                );
+            }
         }
     }
     if let Some(out) = benches::flag_value(&args, "--json") {

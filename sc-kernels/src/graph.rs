@@ -49,30 +49,63 @@ pub fn check_graph(g: &CsrMatrix<f32>, step: &'static str) -> Result<()> {
     Ok(())
 }
 
-/// The connected component of each node (numbered in order of their first node) and the count;
-/// edges of zero weight do not connect.
+/// The connected components of `g` over its edges of positive weight: each node's component
+/// and how many there are, numbered by their smallest node (as a depth-first search from node
+/// 0 upwards numbers them). Found by a concurrent union-find over the rows in parallel: each
+/// union links the larger root under the smaller, so a root is its component's smallest node
+/// whatever the order the threads run in.
 pub fn connected_components(g: &CsrMatrix<f32>) -> (Vec<u32>, usize) {
-    const NONE: u32 = u32::MAX;
-    let mut comp = vec![NONE; g.n_rows];
-    let mut stack = Vec::new();
-    let mut n = 0u32;
-    for start in 0..g.n_rows {
-        if comp[start] != NONE {
-            continue;
+    use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+    let parent: Vec<AtomicU32> = (0..g.n_rows as u32).map(AtomicU32::new).collect();
+    // The root of x, halving the path on the way (a racing update only skips a step).
+    let find = |mut x: u32| -> u32 {
+        loop {
+            let p = parent[x as usize].load(Relaxed);
+            if p == x {
+                return x;
+            }
+            let gp = parent[p as usize].load(Relaxed);
+            if gp != p {
+                let _ = parent[x as usize].compare_exchange(p, gp, Relaxed, Relaxed);
+            }
+            x = p;
         }
-        comp[start] = n;
-        stack.push(start);
-        while let Some(v) = stack.pop() {
-            let (idx, w) = g.row(v);
-            for (&u, &w) in idx.iter().zip(w) {
-                if w > 0.0 && comp[u as usize] == NONE {
-                    comp[u as usize] = n;
-                    stack.push(u as usize);
+    };
+    (0..g.n_rows).into_par_iter().for_each(|v| {
+        let (idx, w) = g.row(v);
+        for (&u, &w) in idx.iter().zip(w) {
+            if w <= 0.0 || u as usize == v {
+                continue;
+            }
+            let (mut a, mut b) = (v as u32, u);
+            loop {
+                a = find(a);
+                b = find(b);
+                if a == b {
+                    break;
+                }
+                let (hi, lo) = if a > b { (a, b) } else { (b, a) };
+                // Only a root is linked: fails (and retries) when `hi` gained a parent meanwhile.
+                if parent[hi as usize]
+                    .compare_exchange(hi, lo, Relaxed, Relaxed)
+                    .is_ok()
+                {
+                    break;
                 }
             }
         }
-        n += 1;
+    });
+    // Roots in increasing order are the components in the search's order.
+    let root: Vec<u32> = (0..g.n_rows as u32).into_par_iter().map(find).collect();
+    let mut number = vec![u32::MAX; g.n_rows];
+    let mut n = 0u32;
+    for (v, &r) in root.iter().enumerate() {
+        if r as usize == v {
+            number[v] = n;
+            n += 1;
+        }
     }
+    let comp = root.par_iter().map(|&r| number[r as usize]).collect();
     (comp, n as usize)
 }
 
@@ -122,6 +155,59 @@ pub(crate) mod tests {
         edges.sort_unstable_by_key(|e| (e.0, e.1));
         edges.dedup_by_key(|e| (e.0, e.1));
         graph(n, &edges)
+    }
+
+    /// Components by a depth-first search from node 0 upwards: the numbering the parallel
+    /// union-find must give.
+    fn components_by_search(g: &CsrMatrix<f32>) -> (Vec<u32>, usize) {
+        let mut comp = vec![u32::MAX; g.n_rows];
+        let mut n = 0u32;
+        for start in 0..g.n_rows {
+            if comp[start] != u32::MAX {
+                continue;
+            }
+            comp[start] = n;
+            let mut stack = vec![start];
+            while let Some(v) = stack.pop() {
+                let (idx, w) = g.row(v);
+                for (&u, &w) in idx.iter().zip(w) {
+                    if w > 0.0 && comp[u as usize] == u32::MAX {
+                        comp[u as usize] = n;
+                        stack.push(u as usize);
+                    }
+                }
+            }
+            n += 1;
+        }
+        (comp, n as usize)
+    }
+
+    #[test]
+    fn parallel_components_are_numbered_as_a_search_numbers_them() {
+        // Many small groups joined at random, some edges of zero weight, isolated nodes.
+        let mut rng = crate::random::SplitMix64::new(5);
+        for (n, edges) in [(2_000usize, 900usize), (20_000, 12_000), (50_000, 60_000)] {
+            let list: Vec<(usize, usize, f32)> = (0..edges)
+                .map(|e| {
+                    let a = rng.below(n);
+                    let b = (a + 1 + rng.below(40)).min(n - 1);
+                    (a.min(b), a.max(b), if e % 7 == 0 { 0.0 } else { 0.5 })
+                })
+                .filter(|e| e.0 != e.1)
+                .collect();
+            let mut list = list;
+            list.sort_unstable_by_key(|e| (e.0, e.1));
+            list.dedup_by_key(|e| (e.0, e.1));
+            let g = graph(n, &list);
+            let want = components_by_search(&g);
+            assert!(want.1 > 1 && want.1 < n, "{} components", want.1);
+            assert_eq!(connected_components(&g), want);
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(1)
+                .build()
+                .unwrap();
+            assert_eq!(pool.install(|| connected_components(&g)), want);
+        }
     }
 
     #[test]

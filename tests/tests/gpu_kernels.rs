@@ -537,7 +537,7 @@ fn neighbors_match_the_cpu() {
 }
 
 /// The tensor-core scan against the f32 scan on the same device data: the same neighbours
-/// (ties aside) and distances, whether a query was held by the TF32 bound or scanned again in
+/// (ties aside) and distances, whether a query was held by the FP16 bound or scanned again in
 /// f32; dense isotropic clusters (queries the bound cannot hold), real PCs. Data far from the
 /// origin against an f64 brute force instead: there the f32 scan (uncentred) is the one that
 /// errs, and the tensor scan (centred) must not.
@@ -557,25 +557,7 @@ fn tensor_core_knn_equals_the_f32_scan() {
             .for_each(|(p, v)| *v += 1000.0 + (p % 50) as f32);
         x
     };
-    let isotropic = {
-        use rand::{Rng, SeedableRng};
-        let mut rng = rand::rngs::StdRng::seed_from_u64(12);
-        let (n, dims) = (30_000, 50);
-        let centres: Vec<Vec<f32>> = (0..3)
-            .map(|_| (0..dims).map(|_| rng.random_range(-8.0f32..8.0)).collect())
-            .collect();
-        let data = (0..n)
-            .flat_map(|i| {
-                let c = centres[i % 3].clone();
-                let noise: Vec<f32> = (0..dims).map(|_| rng.random_range(-1.0f32..1.0)).collect();
-                c.into_iter()
-                    .zip(noise)
-                    .map(|(a, b)| a + b)
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        sc_kernels::DenseMatrix::new(n, dims, data).unwrap()
-    };
+    let isotropic = isotropic_points(12, 30_000, 50);
     let mut uncertified = 0;
     for (what, x, k) in [
         ("clustered", clustered_points(13, 20_000, 50), 15),
@@ -608,6 +590,83 @@ fn tensor_core_knn_equals_the_f32_scan() {
         assert!(
             uncertified > 0,
             "every query certified: the f32 re-scan went untested"
+        );
+    }
+}
+
+/// Three dense clusters with uniform noise in every dimension: queries whose k-th neighbour
+/// has many references within the FP16 bound, which the tensor scans leave to the f32 scan.
+fn isotropic_points(seed: u64, n: usize, dims: usize) -> sc_kernels::DenseMatrix<f32> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let centres: Vec<Vec<f32>> = (0..3)
+        .map(|_| (0..dims).map(|_| rng.random_range(-8.0f32..8.0)).collect())
+        .collect();
+    let data = (0..n)
+        .flat_map(|i| {
+            let c = centres[i % 3].clone();
+            let noise: Vec<f32> = (0..dims).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+            c.into_iter()
+                .zip(noise)
+                .map(|(a, b)| a + b)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    sc_kernels::DenseMatrix::new(n, dims, data).unwrap()
+}
+
+/// The inverted file's tensor-core scan against its f32 scan on the same index: the same
+/// neighbours (ties aside) and distances, with few lists probed and with all, in one part and
+/// in several, the uncertified queries' f32 re-scan included.
+#[test]
+fn ivf_tensor_scan_equals_the_f32_scan() {
+    use sc_kernels::neighbors::ivf::{join_parts, knn_ivf_gpu_with, IvfParams};
+    use sc_kernels::neighbors::Products;
+    let Some(d) = gpu_or_skip("ivf tensor-core scan") else {
+        return;
+    };
+    let ctx = context(&d);
+    let tensor_cores = sc_kernels::neighbors::tensor::plan_exists(ctx.arch());
+    let mut uncertified = 0;
+    for (what, x, k) in [
+        ("clustered", clustered_points(31, 20_000, 30), 15),
+        ("isotropic", isotropic_points(32, 30_000, 50), 15),
+        ("pbmc68k PCs", pbmc_pcs(), 30),
+        ("few dims", clustered_points(33, 3000, 3), 10),
+    ] {
+        let xd = ctx.upload(&x.data).unwrap();
+        let lists = (x.n_rows as f64).sqrt() as usize;
+        for (probes, parts) in [(3, 1), (3, 2), (lists, 1)] {
+            let p = IvfParams {
+                n_lists: Some(lists),
+                n_probes: Some(probes),
+                target_recall: None,
+            };
+            let run = |products| {
+                let rows = (0..parts)
+                    .map(|r| knn_ivf_gpu_with(&ctx, &x, &xd, k, &p, (r, parts), products).unwrap())
+                    .collect();
+                join_parts(x.n_rows, k, rows).unwrap()
+            };
+            let (f32_knn, f32_stats) = run(Products::F32);
+            let (tc_knn, tc_stats) = run(Products::Auto);
+            assert_eq!(f32_stats.f32_queries, None, "{what}");
+            match tc_stats.f32_queries {
+                Some(q) => uncertified += q,
+                None => assert!(!tensor_cores, "{what}: f32 on a GPU with tensor cores"),
+            }
+            let what = format!("{what}, {probes} probes, {parts} parts");
+            same_neighbours_up_to_ties(&what, &f32_knn, &tc_knn);
+            println!(
+                "{what}: {:?} cells scanned again in f32",
+                tc_stats.f32_queries
+            );
+        }
+    }
+    if tensor_cores {
+        assert!(
+            uncertified > 0,
+            "every query certified: the f32 re-scan of listed cells went untested"
         );
     }
 }

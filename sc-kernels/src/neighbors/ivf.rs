@@ -20,8 +20,9 @@
 //! Several GPUs each build the same index (the same kernels on the same data) and take a
 //! share of the blocks.
 
-use super::gpu::{refine, scan_table, RefTable, DK, QT, RT, SRC, THREADS};
+use super::gpu::{refine, scan_table, Products, RefTable, DK, QT, RT, SRC, THREADS};
 use super::host_scan::{exact_best, products, Candidates};
+use super::ivf_tensor;
 use super::{check_finite, check_k, Knn, EXTRA};
 use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
@@ -121,6 +122,9 @@ pub struct IvfStats {
     /// References scanned per cell, on average.
     pub refs_per_cell: f64,
     pub recall: Option<Recall>,
+    /// `Some(q)`: the probed lists were scanned on tensor cores, and `q` cells, not certified
+    /// by the FP16 bound, scanned again in f32; `None`: in f32 (or on the CPU).
+    pub f32_queries: Option<usize>,
 }
 
 /// recall@k of an approximate kNN: the share of the exact kNN's `k - 1` other neighbours of
@@ -209,6 +213,7 @@ pub fn knn_ivf<T: crate::real::Real>(
         target_recall: target_of(shape.probes),
         refs_per_cell: refs_per_cell(&lists.sizes, &probe_ptr, &probes, n),
         recall: Some(recall(&sample, &knn)),
+        f32_queries: None,
     };
     Ok((knn, stats))
 }
@@ -605,7 +610,9 @@ pub struct IvfRows {
 
 /// The approximate kNN on the GPU of the cells of share `part` = (rank, ranks) of the index's
 /// blocks (`(0, 1)`: every cell), with `x` (`n x d`; a non-finite value is refused) on the host
-/// and `xd` its copy on the device. The first share also measures the sample's exact kNN.
+/// and `xd` its copy on the device. The first share also measures the sample's exact kNN. The
+/// probed lists are scanned on tensor cores where the GPU and the shape allow
+/// ([`ivf_tensor`](super::ivf_tensor)).
 pub fn knn_ivf_gpu(
     ctx: &GpuContext,
     x: &DenseMatrix<f32>,
@@ -614,19 +621,103 @@ pub fn knn_ivf_gpu(
     params: &IvfParams,
     part: (usize, usize),
 ) -> Result<IvfRows> {
+    knn_ivf_gpu_with(ctx, x, xd, k, params, part, Products::Auto)
+}
+
+/// [`knn_ivf_gpu`] with the products chosen (`F32`: the CUDA cores' scan on any GPU).
+pub fn knn_ivf_gpu_with(
+    ctx: &GpuContext,
+    x: &DenseMatrix<f32>,
+    xd: &DeviceVec<f32>,
+    k: usize,
+    params: &IvfParams,
+    part: (usize, usize),
+    products: Products,
+) -> Result<IvfRows> {
     let (n, d) = (x.n_rows, x.n_cols);
-    let kc = (k + EXTRA).min(n);
     let mut trace = PhaseTrace::new(ctx, "ivf");
+    let index = GpuIndex::build(ctx, x, xd, k, params, &mut trace)?;
+    // The rows land in cell order on the device: the whole kNN is then one download.
+    let out = || -> Result<(DeviceVec<u32>, DeviceVec<f32>)> {
+        Ok((ctx.alloc::<u32>(n * k)?, ctx.alloc::<f32>(n * k)?))
+    };
+    let plan = match products {
+        Products::Auto => ivf_tensor::plan(ctx, n, d, k),
+        Products::F32 => None,
+    };
+    let mut stats = index.stats;
+    let (cells, (out_idx, out_dist)) = match plan {
+        Some(plan) => {
+            let (out_idx, out_dist) = out()?;
+            let slots =
+                ivf_tensor::Slots::new(&index.lists.perm, &index.lists.starts, &index.lists.sizes);
+            let starts = ctx.upload(&index.lists.starts)?;
+            let sizes = ctx.upload(&index.lists.sizes)?;
+            let ptr = ctx.upload(&index.probe_ptr)?;
+            let probes = ctx.upload(&index.probes)?;
+            let layout = ivf_tensor::F32Layout {
+                xp: &index.xp,
+                table: &index.table,
+                perm: &index.perm,
+                starts: &starts,
+                sizes: &sizes,
+            };
+            let probes = ivf_tensor::DeviceProbes {
+                ptr: &ptr,
+                probes: &probes,
+            };
+            let (cells, f32_queries) = ivf_tensor::search(
+                ctx,
+                xd,
+                (n, d, k),
+                &slots,
+                &layout,
+                &probes,
+                part,
+                plan,
+                (&out_idx, &out_dist),
+            )?;
+            trace.mark("tensor scan, refine")?;
+            stats.f32_queries = Some(f32_queries);
+            (cells, (out_idx, out_dist))
+        }
+        None => f32_search(ctx, xd, &index, (d, k), part, out, &mut trace)?,
+    };
+    let rows = IvfRows {
+        cells,
+        indices: ctx.download(&out_idx)?,
+        distances: ctx.download(&out_dist)?,
+        stats,
+        sample: (part.0 == 0).then_some(index.sample),
+    };
+    trace.mark("rows")?;
+    Ok(rows)
+}
+
+/// The CUDA cores' scan of the part's blocks of 64 cells (`ivf_scan`), the refinement and the
+/// rows into cell order in the arrays `out` makes (once the candidates are freed); returns the
+/// part's cells and those arrays.
+#[allow(clippy::type_complexity)]
+fn f32_search(
+    ctx: &GpuContext,
+    xd: &DeviceVec<f32>,
+    index: &GpuIndex,
+    (d, k): (usize, usize),
+    part: (usize, usize),
+    out: impl Fn() -> Result<(DeviceVec<u32>, DeviceVec<f32>)>,
+    trace: &mut PhaseTrace<'_>,
+) -> Result<(Vec<u32>, (DeviceVec<u32>, DeviceVec<f32>))> {
     let GpuIndex {
         lists,
         perm,
         xp,
         table,
-        sample,
-        stats,
         probe_ptr,
         probes,
-    } = GpuIndex::build(ctx, x, xd, k, params, &mut trace)?;
+        ..
+    } = index;
+    let n = xd.len() / d;
+    let kc = (k + EXTRA).min(n);
     let positions = lists.perm.len();
     let d32 = d as u32;
 
@@ -648,16 +739,16 @@ pub fn knn_ivf_gpu(
         let part_tiles = ctx.upload(&tiles[2 * share.start..2 * share.end])?;
         let starts = ctx.upload(&lists.starts)?;
         let sizes = ctx.upload(&lists.sizes)?;
-        let ptr = ctx.upload(&probe_ptr)?;
-        let probes_d = ctx.upload(&probes)?;
+        let ptr = ctx.upload(probe_ptr)?;
+        let probes_d = ctx.upload(probes)?;
         let smem = table.shared_bytes(kc);
         let f = ctx.function_with_shared(SRC, "ivf_scan", smem)?;
         let (dpad32, ld64, kc32, p064) = (table.dpad as u32, table.ld as u64, kc as u32, p0 as u64);
         let mut l = ctx.launcher(&f);
-        l.arg(&xp)
+        l.arg(xp)
             .arg(&table.xt)
             .arg(&table.norms)
-            .arg(&perm)
+            .arg(perm)
             .arg(&starts)
             .arg(&sizes)
             .arg(&ptr)
@@ -677,38 +768,28 @@ pub fn knn_ivf_gpu(
         ctx.launch(l, cfg, "ivf_scan")?;
     }
     trace.mark("scan")?;
-    let (idx, dist) = refine(ctx, xd, &cand, None, Some(&perm), p0..p1, d, kc, k)?;
+    let (idx, dist) = refine(ctx, xd, &cand, None, Some(perm), p0..p1, d, kc, k)?;
     drop(cand);
     trace.mark("refine")?;
-    // The rows into cell order on the device: the whole kNN is then one download.
-    let out_idx = ctx.alloc::<u32>(n * k)?;
-    let out_dist = ctx.alloc::<f32>(n * k)?;
+    let (out_idx, out_dist) = out()?;
     let (p064, count, k32) = (p0 as u64, (p1 - p0) as u64, k as u32);
     let f = ctx.function(SRC, "ivf_scatter")?;
     let mut l = ctx.launcher(&f);
     l.arg(&idx)
         .arg(&dist)
-        .arg(&perm)
+        .arg(perm)
         .arg(&p064)
         .arg(&count)
         .arg(&k32)
         .arg(&out_idx)
         .arg(&out_dist);
     ctx.launch(l, grid_stride((p1 - p0) * k), "ivf_scatter")?;
-    drop((idx, dist));
-    let rows = IvfRows {
-        cells: lists.perm[p0..p1]
-            .iter()
-            .copied()
-            .filter(|&c| c != u32::MAX)
-            .collect(),
-        indices: ctx.download(&out_idx)?,
-        distances: ctx.download(&out_dist)?,
-        stats,
-        sample: (part.0 == 0).then_some(sample),
-    };
-    trace.mark("rows")?;
-    Ok(rows)
+    let cells = lists.perm[p0..p1]
+        .iter()
+        .copied()
+        .filter(|&c| c != u32::MAX)
+        .collect();
+    Ok((cells, (out_idx, out_dist)))
 }
 
 /// The inverted file on one GPU, with its probes settled: what every part searches.
@@ -779,6 +860,7 @@ impl GpuIndex {
             target_recall: target_of(shape.probes),
             refs_per_cell: refs_per_cell(&lists.sizes, &probe_ptr, &probes, n),
             recall: None,
+            f32_queries: None,
         };
         Ok(GpuIndex {
             lists,
@@ -862,13 +944,24 @@ fn exact_sample_gpu(
 /// then the candidates, the refinement's workspace and its rows. What a device budget must hold
 /// at least (the atlas run, 11.35 M x 100: 20.7 GB estimated, 21.8 GB peak measured with the
 /// pool's rounding and the graph's start).
+/// On tensor cores the cells are packed again (FP16, in chunks of 128 per list) with their
+/// bound terms, and the candidates and the refinement's workspace are held a batch at a time
+/// ([`ivf_tensor`]); the estimate is the larger of the two scans'.
 pub fn device_bytes(n: usize, d: usize, k: usize, n_lists: usize) -> u64 {
     let (n, d, k) = (n as u64, d as u64, k as u64);
     let kc = (k + EXTRA as u64).min(n);
     let positions = n + 3 * n_lists as u64;
     let dpad = d.div_ceil(DK as u64) * DK as u64;
     let tables = (n + positions) * d * 4 + dpad * (positions + 2 * RT as u64) * 4 + positions * 8;
-    tables + positions * (kc * 4 + k * 8 + (kc + 1) * 12)
+    let rows = n * k * 8;
+    let f32_scan = positions * (kc * 4 + k * 8 + (kc + 1) * 12);
+    let slots = n + 127 * n_lists as u64;
+    let ks = d.div_ceil(16);
+    let width = super::tensor::width(k as usize, n as usize) as u64;
+    let batch = (ivf_tensor::BATCH_SLOTS as u64).min(slots);
+    let tensor_scan =
+        slots * (32 * ks + 24) + rows + batch * (width * 4 + 5 + (width + 1) * 12 + k * 8);
+    tables + f32_scan.max(tensor_scan)
 }
 
 /// The nearest of the `centroids` (`d` values each) to each of the `m` rows of `points` on
@@ -916,6 +1009,10 @@ pub fn join_parts(n: usize, k: usize, parts: Vec<IvfRows>) -> Result<(Knn, IvfSt
             distances[c * k..(c + 1) * k].copy_from_slice(&p.distances[c * k..(c + 1) * k]);
         }
         seen += p.cells.len();
+        stats.f32_queries = match (stats.f32_queries, p.stats.f32_queries) {
+            (Some(a), Some(b)) => Some(a + b),
+            (a, b) => a.or(b),
+        };
         if p.sample.is_some() {
             sample = p.sample;
         }

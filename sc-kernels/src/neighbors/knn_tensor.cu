@@ -37,11 +37,20 @@ __device__ __forceinline__ float tc_value(const float* __restrict__ x, const flo
     return t < d ? __fmul_rn(__fsub_rn(x[r * d + t], mean[t]), scale) : 0.0f;
 }
 
-// Rows row0 .. row0 + count of x, minus `mean`, times `scale`, rounded to FP16, packed into
-// ceil(count / 128) chunks of ks * 1024 words (zero past count and past d). One thread per word.
+// The row of x behind packed row r: row0 + r, or ids[row0 + r] when a map is given (~0 for a
+// padding row: zero values, and bounds that no comparison passes).
+__device__ __forceinline__ u64 tc_row(const u32* __restrict__ ids, u64 row0, u64 r) {
+    if (!ids) return row0 + r;
+    u32 i = ids[row0 + r];
+    return i == ~0u ? ~0ull : (u64)i;
+}
+
+// Rows row0 .. row0 + count of x (or of its map, see tc_row), minus `mean`, times `scale`,
+// rounded to FP16, packed into ceil(count / 128) chunks of ks * 1024 words (zero past count
+// and past d). One thread per word.
 extern "C" __global__ void tc_pack(const float* __restrict__ x, const float* __restrict__ mean,
-                                   u64 row0, u64 count, u32 d, u32 ks, float scale,
-                                   u32* __restrict__ packed) {
+                                   const u32* __restrict__ ids, u64 row0, u64 count, u32 d,
+                                   u32 ks, float scale, u32* __restrict__ packed) {
     const u64 per_chunk = (u64)ks * 1024;
     const u64 total = (count + KT_R - 1) / KT_R * per_chunk;
     for (u64 o = blockIdx.x * (u64)blockDim.x + threadIdx.x; o < total;
@@ -55,25 +64,36 @@ extern "C" __global__ void tc_pack(const float* __restrict__ x, const float* __r
         u32 t = s * 16 + hi * 8 + tg * 2;
         u64 r = chunk * KT_R + j;
         u32 w = 0;
-        if (r < count)
-            w = to_f16x2(tc_value(x, mean, row0 + r, d, t, scale),
-                         tc_value(x, mean, row0 + r, d, t + 1, scale));
+        if (r < count) {
+            u64 row = tc_row(ids, row0, r);
+            if (row != ~0ull)
+                w = to_f16x2(tc_value(x, mean, row, d, t, scale),
+                             tc_value(x, mean, row, d, t + 1, scale));
+        }
         packed[o] = w;
     }
 }
 
-// Per row of x, centred and scaled: the squared norm s in f32 (dimensions in order), nrm = |r|
-// rounded up, and the per-reference parts of the score's bounds, rb_lo = s - b, rb_up = s + b
-// with b = kb |r|^2 + kf |r|.
+// Per row i < n of x (or of its map, see tc_row), centred and scaled: the squared norm s in
+// f32 (dimensions in order), nrm = |r| rounded up, and the per-reference parts of the score's
+// bounds, rb_lo = s - b, rb_up = s + b with b = kb |r|^2 + kf |r|. A padding row gets NaN
+// bounds: no threshold passes them.
 extern "C" __global__ void tc_row_terms(const float* __restrict__ x, const float* __restrict__ mean,
-                                        u64 n, u32 d, float scale, float kb, float kf,
-                                        float* __restrict__ rb_lo, float* __restrict__ rb_up,
-                                        float* __restrict__ nrm) {
+                                        const u32* __restrict__ ids, u64 n, u32 d, float scale,
+                                        float kb, float kf, float* __restrict__ rb_lo,
+                                        float* __restrict__ rb_up, float* __restrict__ nrm) {
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
          i += (u64)gridDim.x * blockDim.x) {
+        const u64 row = tc_row(ids, 0, i);
+        if (row == ~0ull) {
+            nrm[i] = 0.0f;
+            rb_lo[i] = __int_as_float(0x7fc00000);
+            rb_up[i] = __int_as_float(0x7fc00000);
+            continue;
+        }
         float s = 0.0f;
         for (u32 t = 0; t < d; ++t) {
-            float v = tc_value(x, mean, i, d, t, scale);
+            float v = tc_value(x, mean, row, d, t, scale);
             s = __fadd_rn(s, __fmul_rn(v, v));
         }
         float m = __fmul_rn(sqrtf(s), 1.0000153f);  // 1 + 2^-16: at least |r|
@@ -181,53 +201,87 @@ __device__ __forceinline__ TcShared tc_shared(float* smem, u32 ks, u32 nbuf) {
     return t;
 }
 
-// Streams every reference chunk through shared memory and calls epi(c, bs, rbs, rms) with the
-// chunk in place (all threads; the epilogue may synchronise its warp only). The block's queries
-// are loaded first (their cp.async group is the oldest).
-template <typename Epi>
+// The reference chunks a block streams: all of them (the exact kNN) ...
+struct TcAllChunks {
+    u64 count, i;
+    __device__ bool next(u64& c) {
+        if (i == count) return false;
+        c = i++;
+        return true;
+    }
+};
+
+// ... or those of the lists probes[p .. pend] (the inverted file: list l is the chunks
+// cstart[l] .. cstart[l] + ccount[l]).
+struct TcProbedChunks {
+    const u32* probes;
+    const u32* cstart;
+    const u32* ccount;
+    u32 p, pend, c, cend;
+    __device__ bool next(u64& out) {
+        while (c == cend) {
+            if (p == pend) return false;
+            u32 l = probes[p++];
+            c = cstart[l];
+            cend = c + ccount[l];
+        }
+        out = c++;
+        return true;
+    }
+};
+
+// Streams the chunks of `seq` through shared memory and calls epi(c, bs, rbs, rms) with chunk
+// c in place (all threads; the epilogue may synchronise its warp only). The block's queries
+// (`qpacked`, one packed chunk) are loaded first (their cp.async group is the oldest).
+template <typename Seq, typename Epi>
 __device__ __forceinline__ void tc_stream(const float* __restrict__ refs, const float* __restrict__ rb,
                                           const float* __restrict__ nrm, u64 n, u32 ks,
-                                          const float* __restrict__ queries, u32 nbuf,
-                                          const TcShared& sh, Epi epi) {
+                                          const float* __restrict__ qpacked, u32 nbuf,
+                                          const TcShared& sh, Seq seq, Epi epi) {
     const u32 per_chunk = ks * 1024;
-    {
-        const float* src = queries + (u64)blockIdx.x * per_chunk;
-        for (u32 t = threadIdx.x; t < per_chunk / 4; t += KT_THREADS) cp_async16(sh.as + t * 4, src + t * 4);
-        cp_async_commit();
-    }
-    const u64 nchunks = (n + KT_R - 1) / KT_R;
-    if (nbuf == 2) tc_load_chunk(refs, rb, nrm, n, ks, 0, sh.bsb, sh.rbsb, sh.rmsb);
-    for (u64 c = 0; c < nchunks; ++c) {
-        u32 buf = (nbuf == 2) ? (u32)(c & 1) : 0;
+    for (u32 t = threadIdx.x; t < per_chunk / 4; t += KT_THREADS) cp_async16(sh.as + t * 4, qpacked + t * 4);
+    cp_async_commit();
+    u64 cur = 0;
+    bool has = seq.next(cur);
+    if (nbuf == 2 && has) tc_load_chunk(refs, rb, nrm, n, ks, cur, sh.bsb, sh.rbsb, sh.rmsb);
+    for (u32 i = 0; has; ++i) {
+        u64 nxt = 0;
+        const bool more = seq.next(nxt);
+        const u32 buf = (nbuf == 2) ? (i & 1) : 0;
         if (nbuf == 2) {
-            if (c + 1 < nchunks) {
-                u32 nb = (u32)((c + 1) & 1);
-                tc_load_chunk(refs, rb, nrm, n, ks, c + 1, sh.bsb + (u64)nb * per_chunk,
+            if (more) {
+                const u32 nb = (i + 1) & 1;
+                tc_load_chunk(refs, rb, nrm, n, ks, nxt, sh.bsb + (u64)nb * per_chunk,
                               sh.rbsb + nb * KT_R, sh.rmsb + nb * KT_R);
                 cp_async_wait_one();
             } else {
                 cp_async_wait_all();
             }
         } else {
-            tc_load_chunk(refs, rb, nrm, n, ks, c, sh.bsb, sh.rbsb, sh.rmsb);
+            tc_load_chunk(refs, rb, nrm, n, ks, cur, sh.bsb, sh.rbsb, sh.rmsb);
             cp_async_wait_all();
         }
         __syncthreads();
-        epi(c, sh.bsb + (u64)buf * per_chunk, sh.rbsb + buf * KT_R, sh.rmsb + buf * KT_R);
+        epi(cur, sh.bsb + (u64)buf * per_chunk, sh.rbsb + buf * KT_R, sh.rmsb + buf * KT_R);
         __syncthreads();
+        cur = nxt;
+        has = more;
     }
+    cp_async_wait_all();
+    __syncthreads();
 }
 
-// Pass 1: per query of `queries` (rows q_row0 + q of the references, q < q_count), the k-th
-// smallest upper bound, without the query's own term qc = kc_err |q|^2 + kf |q| + ke, plus
-// twice it: tau[q] = U' + 2 qc, the threshold pass 2 compares lower bounds (also without qc)
-// with.
+// Pass 1 of a block: per query row qr of its packed queries `qpacked` (squared-norm bound
+// terms from qn[qr], written when valid(qr)), the k-th smallest upper bound over the chunks of
+// `seq`, without the query's own term qc = kc_err |q|^2 + kf |q| + ke, plus twice it:
+// tau_out[qr] = U' + 2 qc, the threshold pass 2 compares lower bounds (also without qc) with.
 // rb_up[r] = |r|^2 + kb |r|^2 + kf |r|; the upper bound is rb_up - 2 q.r + ka |q||r| (+ qc).
-extern "C" __global__ void __launch_bounds__(KT_THREADS)
-knn_tensor_bound(const float* __restrict__ refs, const float* __restrict__ rb_up,
-                 const float* __restrict__ nrm, u64 n, u32 ks, const float* __restrict__ queries,
-                 u64 q_row0, u64 q_count, u32 k, float ka, float kc_err, float kf, float ke,
-                 u32 nbuf, float* __restrict__ tau) {
+template <typename Seq, typename Valid>
+__device__ __forceinline__ void tc_bound_block(
+    const float* __restrict__ refs, const float* __restrict__ rb_up, const float* __restrict__ nrm,
+    u64 n, u32 ks, const float* __restrict__ qpacked, const float* __restrict__ qn, Valid valid,
+    u32 k, float ka, float kc_err, float kf, float ke, u32 nbuf, Seq seq,
+    float* __restrict__ tau_out) {
     extern __shared__ float4 smem4[];
     const TcShared sh = tc_shared((float*)smem4, ks, nbuf);
     float* thr = sh.rest;                       // 128
@@ -244,12 +298,10 @@ knn_tensor_bound(const float* __restrict__ refs, const float* __restrict__ rb_up
         len[q] = 0;
     }
     const u32 qa_row = warp * 16 + g, qb_row = qa_row + 8;
-    const u64 q0 = (u64)blockIdx.x * KT_Q;
-    const float* qn = nrm + q_row0;
-    const float qa_k = q0 + qa_row < q_count ? __fmul_rn(ka, qn[q0 + qa_row]) : 0.0f;
-    const float qb_k = q0 + qb_row < q_count ? __fmul_rn(ka, qn[q0 + qb_row]) : 0.0f;
+    const float qa_k = valid(qa_row) ? __fmul_rn(ka, qn[qa_row]) : 0.0f;
+    const float qb_k = valid(qb_row) ? __fmul_rn(ka, qn[qb_row]) : 0.0f;
 
-    tc_stream(refs, rb_up, nrm, n, ks, queries, nbuf, sh,
+    tc_stream(refs, rb_up, nrm, n, ks, qpacked, nbuf, sh, seq,
               [&](u64 c, const float* bs, const float* rbs, const float* rms) {
         float acc[16][4];
         tc_products(acc, sh.as, bs, ks, warp, lane);
@@ -306,25 +358,28 @@ knn_tensor_bound(const float* __restrict__ refs, const float* __restrict__ rb_up
 
     if (lane < 16) {
         u32 qr = warp * 16 + lane;
-        u64 qg = q0 + qr;
-        if (qg < q_count) {
-            float m = qn[qg];
+        if (valid(qr)) {
+            float m = qn[qr];
             float qc = __fadd_rn(__fadd_rn(__fmul_rn(kc_err, __fmul_rn(m, m)), __fmul_rn(kf, m)), ke);
-            tau[qg] = __fadd_rn(lists[qr * k + k - 1], __fmul_rn(2.0f, qc));
+            // Fewer than k references seen: +inf, every reference is a candidate.
+            float kth = len[qr] == k ? lists[qr * k + k - 1] : __int_as_float(0x7f800000);
+            tau_out[qr] = __fadd_rn(kth, __fmul_rn(2.0f, qc));
         }
     }
 }
 
-// Pass 2: the candidates of each query: every reference whose lower bound (rb_lo - 2 q.r -
-// ka |q||r|, rb_lo = |r|^2 - kb |r|^2 - kf |r|) is at most tau[q]: cand[q * width + p], p < width;
-// counts[q] = how many (at most width); a query with more is flagged (uncertain[q] = 1) and
-// counted.
-extern "C" __global__ void __launch_bounds__(KT_THREADS)
-knn_tensor_collect(const float* __restrict__ refs, const float* __restrict__ rb_lo,
-                   const float* __restrict__ nrm, u64 n, u32 ks, const float* __restrict__ queries,
-                   u64 q_row0, u64 q_count, float ka, u32 nbuf, const float* __restrict__ tau,
-                   u32 width, u32* __restrict__ cand, u32* __restrict__ counts,
-                   u8* __restrict__ uncertain, u32* __restrict__ n_uncertain) {
+// Pass 2 of a block: the candidates of each valid query row qr: every reference of the chunks
+// of `seq` whose lower bound (rb_lo - 2 q.r - ka |q||r|, rb_lo = |r|^2 - kb |r|^2 - kf |r|)
+// is at most tau[qr]: cand[qr * width + p] (the reference's row, or ids[row] with a map),
+// p < width; counts[qr] = how many (at most width); a query with more is flagged
+// (uncertain[qr] = 1) and counted.
+template <typename Seq, typename Valid>
+__device__ __forceinline__ void tc_collect_block(
+    const float* __restrict__ refs, const float* __restrict__ rb_lo, const float* __restrict__ nrm,
+    u64 n, u32 ks, const float* __restrict__ qpacked, const float* __restrict__ qn, Valid valid,
+    float ka, u32 nbuf, Seq seq, const float* __restrict__ tau, u32 width,
+    const u32* __restrict__ ids, u32* __restrict__ cand, u32* __restrict__ counts,
+    u8* __restrict__ uncertain, u32* __restrict__ n_uncertain) {
     extern __shared__ float4 smem4[];
     const TcShared sh = tc_shared((float*)smem4, ks, nbuf);
     u32* cnt = (u32*)sh.rest;  // 128
@@ -333,16 +388,14 @@ knn_tensor_collect(const float* __restrict__ refs, const float* __restrict__ rb_
     const u32 g = lane >> 2, tg = lane & 3;
     for (u32 q = tid; q < KT_Q; q += KT_THREADS) cnt[q] = 0;
     const u32 qa_row = warp * 16 + g, qb_row = qa_row + 8;
-    const u64 q0 = (u64)blockIdx.x * KT_Q;
-    const float* qn = nrm + q_row0;
-    const bool qa_in = q0 + qa_row < q_count, qb_in = q0 + qb_row < q_count;
-    const float qa_k = qa_in ? __fmul_rn(ka, qn[q0 + qa_row]) : 0.0f;
-    const float qb_k = qb_in ? __fmul_rn(ka, qn[q0 + qb_row]) : 0.0f;
-    // Past q_count: -inf, nothing is collected.
-    const float ta = qa_in ? tau[q0 + qa_row] : __int_as_float(0xff800000);
-    const float tb = qb_in ? tau[q0 + qb_row] : __int_as_float(0xff800000);
+    const bool qa_in = valid(qa_row), qb_in = valid(qb_row);
+    const float qa_k = qa_in ? __fmul_rn(ka, qn[qa_row]) : 0.0f;
+    const float qb_k = qb_in ? __fmul_rn(ka, qn[qb_row]) : 0.0f;
+    // Not a query: -inf, nothing is collected.
+    const float ta = qa_in ? tau[qa_row] : __int_as_float(0xff800000);
+    const float tb = qb_in ? tau[qb_row] : __int_as_float(0xff800000);
 
-    tc_stream(refs, rb_lo, nrm, n, ks, queries, nbuf, sh,
+    tc_stream(refs, rb_lo, nrm, n, ks, qpacked, nbuf, sh, seq,
               [&](u64 c, const float* bs, const float* rbs, const float* rms) {
         float acc[16][4];
         tc_products(acc, sh.as, bs, ks, warp, lane);
@@ -357,20 +410,90 @@ knn_tensor_collect(const float* __restrict__ refs, const float* __restrict__ rb_
                 if (v <= ((e < 2) ? ta : tb) && r0 + j < n) {
                     u32 qr = (e < 2) ? qa_row : qb_row;
                     u32 p = atomicAdd(&cnt[qr], 1u);
-                    if (p < width) cand[(q0 + qr) * width + p] = (u32)(r0 + j);
+                    if (p < width) cand[(u64)qr * width + p] = ids ? ids[r0 + j] : (u32)(r0 + j);
                 }
             }
         }
     });
 
     for (u32 qr = tid; qr < KT_Q; qr += KT_THREADS) {
-        u64 qg = q0 + qr;
-        if (qg >= q_count) continue;
+        if (!valid(qr)) continue;
         u32 m = cnt[qr];
-        counts[qg] = min(m, width);
-        uncertain[qg] = m > width ? 1 : 0;
+        counts[qr] = min(m, width);
+        uncertain[qr] = m > width ? 1 : 0;
         if (m > width) atomicAdd(n_uncertain, 1u);
     }
+}
+
+// Pass 1 of the exact kNN: the queries are rows q_row0 + q of the references, q < q_count,
+// packed in `queries` (block b: chunk b); tau[q].
+extern "C" __global__ void __launch_bounds__(KT_THREADS)
+knn_tensor_bound(const float* __restrict__ refs, const float* __restrict__ rb_up,
+                 const float* __restrict__ nrm, u64 n, u32 ks, const float* __restrict__ queries,
+                 u64 q_row0, u64 q_count, u32 k, float ka, float kc_err, float kf, float ke,
+                 u32 nbuf, float* __restrict__ tau) {
+    const u64 q0 = (u64)blockIdx.x * KT_Q;
+    tc_bound_block(refs, rb_up, nrm, n, ks, queries + (u64)blockIdx.x * ks * 1024,
+                   nrm + q_row0 + q0, [&](u32 qr) { return q0 + qr < q_count; }, k, ka, kc_err,
+                   kf, ke, nbuf, TcAllChunks{(n + KT_R - 1) / KT_R, 0}, tau + q0);
+}
+
+// Pass 2 of the exact kNN (queries as in pass 1): cand[q * width ..], counts[q], uncertain[q].
+extern "C" __global__ void __launch_bounds__(KT_THREADS)
+knn_tensor_collect(const float* __restrict__ refs, const float* __restrict__ rb_lo,
+                   const float* __restrict__ nrm, u64 n, u32 ks, const float* __restrict__ queries,
+                   u64 q_row0, u64 q_count, float ka, u32 nbuf, const float* __restrict__ tau,
+                   u32 width, u32* __restrict__ cand, u32* __restrict__ counts,
+                   u8* __restrict__ uncertain, u32* __restrict__ n_uncertain) {
+    const u64 q0 = (u64)blockIdx.x * KT_Q;
+    tc_collect_block(refs, rb_lo, nrm, n, ks, queries + (u64)blockIdx.x * ks * 1024,
+                     nrm + q_row0 + q0, [&](u32 qr) { return q0 + qr < q_count; }, ka, nbuf,
+                     TcAllChunks{(n + KT_R - 1) / KT_R, 0}, tau + q0, width, nullptr,
+                     cand + q0 * width, counts + q0, uncertain + q0, n_uncertain);
+}
+
+// The inverted file (ivf_tensor.rs): the cells packed list by list, list l in the chunks
+// cstart[l] .. cstart[l] + ccount[l] (ids[slot] its cell, ~0 in a list's last chunk past its
+// cells). Block b takes the chunk tiles[2b + 1] of list tiles[2b] as its queries and streams
+// the chunks of the lists probes[probe_ptr[list] .. probe_ptr[list + 1]].
+struct IvfTile {
+    u32 list;
+    u64 q0;  // the block's first slot
+    __device__ IvfTile(const u32* tiles) : list(tiles[2 * blockIdx.x]), q0((u64)tiles[2 * blockIdx.x + 1] * KT_Q) {}
+};
+
+// Pass 1 of the inverted file: tau[slot].
+extern "C" __global__ void __launch_bounds__(KT_THREADS)
+ivf_tensor_bound(const float* __restrict__ refs, const float* __restrict__ rb_up,
+                 const float* __restrict__ nrm, u64 n, u32 ks, const u32* __restrict__ ids,
+                 const u32* __restrict__ tiles, const u32* __restrict__ probe_ptr,
+                 const u32* __restrict__ probes, const u32* __restrict__ cstart,
+                 const u32* __restrict__ ccount, u32 k, float ka, float kc_err, float kf, float ke,
+                 u32 nbuf, float* __restrict__ tau) {
+    const IvfTile tile(tiles);
+    const u64 q0 = tile.q0;
+    TcProbedChunks seq{probes, cstart, ccount, probe_ptr[tile.list], probe_ptr[tile.list + 1], 0, 0};
+    tc_bound_block(refs, rb_up, nrm, n, ks, refs + (q0 / KT_Q) * ks * 1024, nrm + q0,
+                   [&](u32 qr) { return ids[q0 + qr] != ~0u; }, k, ka, kc_err, kf, ke, nbuf,
+                   seq, tau + q0);
+}
+
+// Pass 2 of the inverted file, for the slots from s0 (the blocks' slots lie in s0 ..): rows
+// slot - s0 of cand (cells), counts and uncertain.
+extern "C" __global__ void __launch_bounds__(KT_THREADS)
+ivf_tensor_collect(const float* __restrict__ refs, const float* __restrict__ rb_lo,
+                   const float* __restrict__ nrm, u64 n, u32 ks, const u32* __restrict__ ids,
+                   const u32* __restrict__ tiles, const u32* __restrict__ probe_ptr,
+                   const u32* __restrict__ probes, const u32* __restrict__ cstart,
+                   const u32* __restrict__ ccount, float ka, u32 nbuf, const float* __restrict__ tau,
+                   u64 s0, u32 width, u32* __restrict__ cand, u32* __restrict__ counts,
+                   u8* __restrict__ uncertain, u32* __restrict__ n_uncertain) {
+    const IvfTile tile(tiles);
+    const u64 q0 = tile.q0, row0 = q0 - s0;
+    TcProbedChunks seq{probes, cstart, ccount, probe_ptr[tile.list], probe_ptr[tile.list + 1], 0, 0};
+    tc_collect_block(refs, rb_lo, nrm, n, ks, refs + (q0 / KT_Q) * ks * 1024, nrm + q0,
+                     [&](u32 qr) { return ids[q0 + qr] != ~0u; }, ka, nbuf, seq, tau + q0, width,
+                     ids, cand + row0 * width, counts + row0, uncertain + row0, n_uncertain);
 }
 
 // Column sums in f64 and largest magnitudes of rows [b * per, (b + 1) * per) of x, one block

@@ -30,6 +30,7 @@ use rayon::prelude::*;
 pub(crate) mod gpu;
 mod host_scan;
 pub mod ivf;
+mod ivf_tensor;
 pub mod tensor;
 
 use host_scan::{exact_best, products_into, Candidates};
@@ -49,7 +50,7 @@ pub enum Scan {
     Cpu,
     /// On the GPU's CUDA cores (f32).
     F32,
-    /// On tensor cores (TF32), `f32_queries` of the queries not certified by the bound and
+    /// On tensor cores (FP16), `f32_queries` of the queries not certified by the bound and
     /// scanned again in f32.
     Tensor { f32_queries: usize },
     /// Approximate: within the lists of an inverted file (CPU or GPU), and how it did.

@@ -250,6 +250,32 @@ ivf_scan(const float* __restrict__ xp, const float* __restrict__ xt, const float
     });
 }
 
+// The same scan for listed cells (those the tensor scan could not certify, ivf_tensor.rs):
+// block b takes the entries tiles[3b + 1] .. tiles[3b + 2] (at most KNN_QT, all of list
+// tiles[3b]) of `qpos` (positions) and writes each one's `kc` best candidates to cand row
+// crow[entry].
+extern "C" __global__ void __launch_bounds__(KNN_THREADS)
+ivf_scan_listed(const float* __restrict__ xp, const float* __restrict__ xt,
+                const float* __restrict__ norms, const u32* __restrict__ perm,
+                const u64* __restrict__ starts, const u32* __restrict__ sizes,
+                const u32* __restrict__ probe_ptr, const u32* __restrict__ probes,
+                const u32* __restrict__ tiles, const u32* __restrict__ qpos,
+                const u32* __restrict__ crow, u32 d, u32 dpad, u64 ld, u32 kc,
+                u32* __restrict__ cand) {
+    extern __shared__ float smem[];
+    const KnnBlock s = knn_block(smem, dpad, kc);
+    const u32 list = tiles[3 * blockIdx.x], e0 = tiles[3 * blockIdx.x + 1],
+              e1 = tiles[3 * blockIdx.x + 2];
+    knn_load_queries(s, xp, d, dpad,
+                     [&](u32 q) -> u64 { return e0 + q < e1 ? (u64)qpos[e0 + q] : ~0ull; });
+    for (u32 p = probe_ptr[list]; p < probe_ptr[list + 1]; ++p) {
+        const u32 l = probes[p];
+        knn_scan_range(s, xt, norms, perm, starts[l], starts[l] + sizes[l], d, dpad, ld, kc);
+    }
+    knn_store(s, kc, cand,
+              [&](u32 q) -> u64 { return e0 + q < e1 ? (u64)crow[e0 + q] : ~0ull; });
+}
+
 // A part's kNN rows (row r: position p0 + r) into cell order: out row perm[p0 + r], for the
 // positions that hold a cell.
 extern "C" __global__ void ivf_scatter(const u32* __restrict__ idx, const float* __restrict__ dist,

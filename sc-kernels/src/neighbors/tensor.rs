@@ -101,11 +101,11 @@ impl TensorBound {
 /// or too little shared memory).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Plan {
-    ks: usize,
-    width: usize,
-    nbuf: usize,
+    pub(crate) ks: usize,
+    pub(crate) width: usize,
+    pub(crate) nbuf: usize,
     /// Shared memory of pass 1 and pass 2, bytes.
-    smem: [usize; 2],
+    pub(crate) smem: [usize; 2],
 }
 
 /// Shared memory of pass 1 (`bound`) or pass 2: the queries, `nbuf` reference chunks with their
@@ -173,69 +173,10 @@ pub(crate) fn candidates(
         smem,
     } = plan;
     let bound = TensorBound::for_dims(d);
-    let (n64, d32, ks32) = (n as u64, d as u32, ks as u32);
-
-    // The centre: column means from block partial sums; the scale from the largest values.
-    let blocks = n.clamp(1, 1024);
-    let per = n.div_ceil(blocks) as u64;
-    let partial = ctx.alloc::<f64>(blocks * d)?;
-    let largest = ctx.alloc::<f32>(blocks * d)?;
-    let f = ctx.function(SRC, "tc_column_sums")?;
-    let mut l = ctx.launcher(&f);
-    l.arg(x)
-        .arg(&n64)
-        .arg(&d32)
-        .arg(&per)
-        .arg(&partial)
-        .arg(&largest);
-    let cfg = LaunchConfig {
-        grid_dim: (blocks as u32, 1, 1),
-        block_dim: (64, 1, 1),
-        shared_mem_bytes: 0,
-    };
-    ctx.launch(l, cfg, "tc_column_sums")?;
-    let sums = ctx.download(&partial)?;
-    let mean: Vec<f32> = (0..d)
-        .map(|t| (sums.iter().skip(t).step_by(d).sum::<f64>() / n as f64) as f32)
-        .collect();
-    let big = ctx.download(&largest)?.iter().fold(0f32, |m, &v| m.max(v));
-    let scale = fp16_scale(big + mean.iter().fold(0f32, |m, &v| m.max(v.abs())));
-    let mean = ctx.upload(&mean)?;
-
-    let rb_lo = ctx.alloc::<f32>(n)?;
-    let rb_up = ctx.alloc::<f32>(n)?;
-    let nrm = ctx.alloc::<f32>(n)?;
-    let f = ctx.function(SRC, "tc_row_terms")?;
-    let mut l = ctx.launcher(&f);
-    l.arg(x)
-        .arg(&mean)
-        .arg(&n64)
-        .arg(&d32)
-        .arg(&scale)
-        .arg(&bound.kb)
-        .arg(&bound.kf)
-        .arg(&rb_lo)
-        .arg(&rb_up)
-        .arg(&nrm);
-    ctx.launch(l, grid_stride(n), "tc_row_terms")?;
-
-    // FP16 pairs, one u32 word each.
-    let pack = |row0: usize, count: usize| -> Result<DeviceVec<u32>> {
-        let packed = ctx.alloc::<u32>(count.div_ceil(R) * ks * 1024)?;
-        let (r0, c64) = (row0 as u64, count as u64);
-        let f = ctx.function(SRC, "tc_pack")?;
-        let mut l = ctx.launcher(&f);
-        l.arg(x)
-            .arg(&mean)
-            .arg(&r0)
-            .arg(&c64)
-            .arg(&d32)
-            .arg(&ks32)
-            .arg(&scale)
-            .arg(&packed);
-        ctx.launch(l, grid_stride(packed.len()), "tc_pack")?;
-        Ok(packed)
-    };
+    let (n64, ks32) = (n as u64, ks as u32);
+    let frame = Frame::new(ctx, x, n, d)?;
+    let (rb_lo, rb_up, nrm) = frame.row_terms(ctx, x, None, n, &bound)?;
+    let pack = |row0: usize, count: usize| frame.pack(ctx, x, None, row0, count, ks);
     let refs = pack(0, n)?;
     let own_queries = if rows == (0..n) {
         None
@@ -320,6 +261,114 @@ pub(crate) fn candidates(
         width,
         uncertain,
     })
+}
+
+/// How rows are brought to FP16: minus a centre (column means, from block partial sums),
+/// times a power of two (from the largest magnitudes), as the module's text says.
+pub(crate) struct Frame {
+    mean: DeviceVec<f32>,
+    scale: f32,
+    d: usize,
+}
+
+impl Frame {
+    /// The frame of the `n x d` rows of `x`.
+    pub(crate) fn new(ctx: &GpuContext, x: &DeviceVec<f32>, n: usize, d: usize) -> Result<Frame> {
+        let (n64, d32) = (n as u64, d as u32);
+        let blocks = n.clamp(1, 1024);
+        let per = n.div_ceil(blocks) as u64;
+        let partial = ctx.alloc::<f64>(blocks * d)?;
+        let largest = ctx.alloc::<f32>(blocks * d)?;
+        let f = ctx.function(SRC, "tc_column_sums")?;
+        let mut l = ctx.launcher(&f);
+        l.arg(x)
+            .arg(&n64)
+            .arg(&d32)
+            .arg(&per)
+            .arg(&partial)
+            .arg(&largest);
+        let cfg = LaunchConfig {
+            grid_dim: (blocks as u32, 1, 1),
+            block_dim: (64, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        ctx.launch(l, cfg, "tc_column_sums")?;
+        let sums = ctx.download(&partial)?;
+        let mean: Vec<f32> = (0..d)
+            .map(|t| (sums.iter().skip(t).step_by(d).sum::<f64>() / n as f64) as f32)
+            .collect();
+        let big = ctx.download(&largest)?.iter().fold(0f32, |m, &v| m.max(v));
+        let scale = fp16_scale(big + mean.iter().fold(0f32, |m, &v| m.max(v.abs())));
+        Ok(Frame {
+            mean: ctx.upload(&mean)?,
+            scale,
+            d,
+        })
+    }
+
+    /// `tc_row_terms` of `count` rows of `x` (through `ids` when given: ~0 is a padding row):
+    /// `(rb_lo, rb_up, nrm)`.
+    pub(crate) fn row_terms(
+        &self,
+        ctx: &GpuContext,
+        x: &DeviceVec<f32>,
+        ids: Option<&DeviceVec<u32>>,
+        count: usize,
+        bound: &TensorBound,
+    ) -> Result<(DeviceVec<f32>, DeviceVec<f32>, DeviceVec<f32>)> {
+        let rb_lo = ctx.alloc::<f32>(count.max(1))?;
+        let rb_up = ctx.alloc::<f32>(count.max(1))?;
+        let nrm = ctx.alloc::<f32>(count.max(1))?;
+        let (c64, d32, null) = (count as u64, self.d as u32, 0u64);
+        let f = ctx.function(SRC, "tc_row_terms")?;
+        let mut l = ctx.launcher(&f);
+        l.arg(x).arg(&self.mean);
+        match ids {
+            Some(ids) => l.arg(ids),
+            None => l.arg(&null),
+        };
+        l.arg(&c64)
+            .arg(&d32)
+            .arg(&self.scale)
+            .arg(&bound.kb)
+            .arg(&bound.kf)
+            .arg(&rb_lo)
+            .arg(&rb_up)
+            .arg(&nrm);
+        ctx.launch(l, grid_stride(count), "tc_row_terms")?;
+        Ok((rb_lo, rb_up, nrm))
+    }
+
+    /// `tc_pack`: rows `row0 .. row0 + count` of `x` (through `ids` when given) as FP16 pairs,
+    /// one u32 word each, in chunks of [`R`] rows.
+    pub(crate) fn pack(
+        &self,
+        ctx: &GpuContext,
+        x: &DeviceVec<f32>,
+        ids: Option<&DeviceVec<u32>>,
+        row0: usize,
+        count: usize,
+        ks: usize,
+    ) -> Result<DeviceVec<u32>> {
+        let packed = ctx.alloc::<u32>((count.div_ceil(R) * ks * 1024).max(1))?;
+        let (r0, c64, d32, ks32, null) =
+            (row0 as u64, count as u64, self.d as u32, ks as u32, 0u64);
+        let f = ctx.function(SRC, "tc_pack")?;
+        let mut l = ctx.launcher(&f);
+        l.arg(x).arg(&self.mean);
+        match ids {
+            Some(ids) => l.arg(ids),
+            None => l.arg(&null),
+        };
+        l.arg(&r0)
+            .arg(&c64)
+            .arg(&d32)
+            .arg(&ks32)
+            .arg(&self.scale)
+            .arg(&packed);
+        ctx.launch(l, grid_stride(packed.len()), "tc_pack")?;
+        Ok(packed)
+    }
 }
 
 /// The power of two that brings values of magnitude at most `largest` to at most 2^14 (FP16's

@@ -127,7 +127,9 @@ pub struct Layout {
     pub n_epochs: usize,
     /// How it started (e.g. "spectral", or why it fell back to random).
     pub init: String,
-    /// Seconds the start took (the spectral layout, on the host) and the epochs took.
+    /// Seconds the graph's checks and the sampling schedule took, the start took (the
+    /// spectral layout) and the epochs took.
+    pub schedule_seconds: f64,
     pub start_seconds: f64,
     pub epochs_seconds: f64,
 }
@@ -197,16 +199,22 @@ pub fn find_ab_params(spread: f64, min_dist: f64) -> (f64, f64) {
     (a, b)
 }
 
-/// The edges UMAP samples and when: the graph less its light edges, each edge's period in
-/// epochs, the period of its negative samples, and the epochs of their next samples.
+/// The edges UMAP samples and when: the graph less its light edges, and what each kept edge's
+/// period in epochs (and its negative samples') follows from ([`Schedule::epochs_per_sample`];
+/// the GPU forms the periods on the device from the same numbers, `umap_schedule`).
 #[derive(Debug, Clone)]
 pub(crate) struct Schedule {
     pub n_epochs: usize,
     /// The kept edges, both directions, in rows.
     pub graph: CsrMatrix<f32>,
-    pub epochs_per_sample: Vec<f64>,
-    pub epochs_per_negative_sample: Vec<f64>,
+    /// The heaviest weight of the graph.
+    pub max_weight: f32,
+    /// Negative samples per sampled edge (at least 1 in the periods' formula).
+    pub negative_sample_rate: usize,
 }
+
+/// Rows per block of the schedule's parallel filter.
+const FILTER_ROWS: usize = 1 << 14;
 
 impl Schedule {
     pub(crate) fn new(
@@ -214,30 +222,51 @@ impl Schedule {
         n_epochs: usize,
         negative_sample_rate: usize,
     ) -> Self {
-        let max = graph.data.iter().copied().fold(0.0f32, f32::max);
+        let max = graph.data.par_iter().copied().reduce(|| 0.0f32, f32::max);
         // umap-learn's threshold; with few epochs it uses its default count's.
         let threshold = max / if n_epochs > 10 { n_epochs } else { 200 } as f32;
-        let mut indptr = Vec::with_capacity(graph.n_rows + 1);
-        indptr.push(0u64);
-        let (mut indices, mut data) = (Vec::new(), Vec::new());
-        for r in 0..graph.n_rows {
-            let (idx, w) = graph.row(r);
-            for (&c, &w) in idx.iter().zip(w) {
-                if w >= threshold && w > 0.0 {
-                    indices.push(c);
-                    data.push(w);
-                }
-            }
-            indptr.push(indices.len() as u64);
+        let keep = |w: f32| w >= threshold && w > 0.0;
+        // Blocks of rows in parallel: count what each keeps, then fill each block's share.
+        let n = graph.n_rows;
+        let counts: Vec<usize> = (0..n.div_ceil(FILTER_ROWS))
+            .into_par_iter()
+            .map(|b| {
+                let rows = b * FILTER_ROWS..((b + 1) * FILTER_ROWS).min(n);
+                let span = graph.indptr[rows.start] as usize..graph.indptr[rows.end] as usize;
+                graph.data[span].iter().filter(|&&w| keep(w)).count()
+            })
+            .collect();
+        let total: usize = counts.iter().sum();
+        let mut indptr = vec![0u64; n + 1];
+        let mut indices = vec![0u32; total];
+        let mut data = vec![0f32; total];
+        let mut shares = Vec::with_capacity(counts.len());
+        let (mut idx_rest, mut data_rest) = (indices.as_mut_slice(), data.as_mut_slice());
+        let mut offset = 0u64;
+        for (ptr, &c) in indptr[1..].chunks_mut(FILTER_ROWS).zip(&counts) {
+            let (i, ir) = std::mem::take(&mut idx_rest).split_at_mut(c);
+            let (d, dr) = std::mem::take(&mut data_rest).split_at_mut(c);
+            shares.push((ptr, i, d, offset));
+            (idx_rest, data_rest) = (ir, dr);
+            offset += c as u64;
         }
-        let epochs_per_sample: Vec<f64> = data
-            .iter()
-            .map(|&w| n_epochs as f64 / (n_epochs as f64 * (w as f64 / max as f64)))
-            .collect();
-        let epochs_per_negative_sample = epochs_per_sample
-            .iter()
-            .map(|e| e / negative_sample_rate.max(1) as f64)
-            .collect();
+        shares
+            .into_par_iter()
+            .enumerate()
+            .for_each(|(b, (ptr, out_idx, out_w, offset))| {
+                let mut p = 0usize;
+                for (i, end) in ptr.iter_mut().enumerate() {
+                    let (idx, w) = graph.row(b * FILTER_ROWS + i);
+                    for (&c, &w) in idx.iter().zip(w) {
+                        if keep(w) {
+                            out_idx[p] = c;
+                            out_w[p] = w;
+                            p += 1;
+                        }
+                    }
+                    *end = offset + p as u64;
+                }
+            });
         Schedule {
             n_epochs,
             graph: CsrMatrix {
@@ -247,9 +276,24 @@ impl Schedule {
                 indices,
                 data,
             },
-            epochs_per_sample,
-            epochs_per_negative_sample,
+            max_weight: max,
+            negative_sample_rate,
         }
+    }
+
+    /// Each kept edge's period in epochs, and its negative samples' (umap-learn's
+    /// `make_epochs_per_sample`, then divided by the rate).
+    pub(crate) fn epochs_per_sample(&self) -> (Vec<f64>, Vec<f64>) {
+        let (e, max) = (self.n_epochs as f64, self.max_weight as f64);
+        let rate = self.negative_sample_rate.max(1) as f64;
+        let per_sample: Vec<f64> = self
+            .graph
+            .data
+            .par_iter()
+            .map(|&w| e / (e * (w as f64 / max)))
+            .collect();
+        let per_negative = per_sample.par_iter().map(|p| p / rate).collect();
+        (per_sample, per_negative)
     }
 }
 
@@ -332,6 +376,7 @@ pub(crate) fn prepare_on(
     make: &spectral::SpaceMaker<'_>,
 ) -> Result<(Schedule, Gradient, Layout)> {
     params.check()?;
+    let t = std::time::Instant::now();
     crate::graph::check_graph(graph, "umap")?;
     if graph.n_rows < 2 {
         return Err(KernelError::Unsupported(format!(
@@ -339,9 +384,10 @@ pub(crate) fn prepare_on(
             graph.n_rows
         )));
     }
-    let t = std::time::Instant::now();
     let n_epochs = params.epochs_for(graph.n_rows);
     let schedule = Schedule::new(graph, n_epochs, params.negative_sample_rate);
+    let schedule_seconds = t.elapsed().as_secs_f64();
+    let t = std::time::Instant::now();
     let (a, b) = find_ab_params(params.spread, params.min_dist);
     let gradient = Gradient {
         a: a as f32,
@@ -360,6 +406,7 @@ pub(crate) fn prepare_on(
             b,
             n_epochs,
             init,
+            schedule_seconds,
             start_seconds: t.elapsed().as_secs_f64(),
             epochs_seconds: 0.0,
         },
@@ -370,8 +417,9 @@ pub(crate) fn prepare_on(
 fn optimize(s: &Schedule, g: &Gradient, params: &UmapParams, y: &mut Vec<f32>) {
     let dim = params.n_components;
     let n = s.graph.n_rows;
-    let mut next_sample = s.epochs_per_sample.clone();
-    let mut next_negative = s.epochs_per_negative_sample.clone();
+    let (per_sample, per_negative) = s.epochs_per_sample();
+    let (mut next_sample, mut next_negative) = (per_sample.clone(), per_negative.clone());
+    let periods = (per_sample.as_slice(), per_negative.as_slice());
     let mut out = y.clone();
     for epoch in 0..s.n_epochs {
         let alpha = (params.learning_rate * (1.0 - epoch as f64 / s.n_epochs as f64)) as f32;
@@ -382,7 +430,7 @@ fn optimize(s: &Schedule, g: &Gradient, params: &UmapParams, y: &mut Vec<f32>) {
             .zip(rows)
             .enumerate()
             .for_each(|(j, (yj, (ns, nn)))| {
-                move_cell(s, g, epoch, alpha, prev, dim, n, j, yj, ns, nn);
+                move_cell(s, periods, g, epoch, alpha, prev, dim, n, j, yj, ns, nn);
             });
         std::mem::swap(y, &mut out);
     }
@@ -414,6 +462,7 @@ fn split_by_rows<'a>(
 #[inline]
 fn move_cell(
     s: &Schedule,
+    (per_sample, per_negative): (&[f64], &[f64]),
     g: &Gradient,
     epoch: usize,
     alpha: f32,
@@ -439,12 +488,11 @@ fn move_cell(
         for d in 0..dim {
             delta[d] += 2.0 * clip(coeff * (current[d] - other[d])) * alpha;
         }
-        next_sample[i] += s.epochs_per_sample[e];
+        next_sample[i] += per_sample[e];
         if !g.negative_samples {
             continue;
         }
-        let count =
-            ((e_now - next_negative[i]) / s.epochs_per_negative_sample[e]).max(0.0) as usize;
+        let count = ((e_now - next_negative[i]) / per_negative[e]).max(0.0) as usize;
         for p in 0..count {
             let k = negative_sample(g.seed, epoch, e, p, n);
             if k == j {
@@ -458,7 +506,7 @@ fn move_cell(
                 }
             }
         }
-        next_negative[i] += count as f64 * s.epochs_per_negative_sample[e];
+        next_negative[i] += count as f64 * per_negative[e];
     }
     for d in 0..dim {
         yj[d] = current[d] + delta[d];

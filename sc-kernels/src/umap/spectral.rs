@@ -246,6 +246,7 @@ fn eigen_layout(
         return Ok(None);
     }
     let sqrt_d: Vec<f64> = (0..n)
+        .into_par_iter()
         .map(|v| graph.row(v).1.iter().map(|&w| w as f64).sum::<f64>().sqrt())
         .collect();
     if sqrt_d.iter().any(|&s| s <= 0.0) {

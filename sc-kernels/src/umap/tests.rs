@@ -176,8 +176,9 @@ fn timing() {
     let g = crate::graph::tests::planted(n, 20_000, 0.9, 5);
     let l = umap(&g, &UmapParams::default()).unwrap();
     eprintln!(
-        "{n} cells, {} edges: start {:.2} s ({}), {} epochs {:.2} s",
+        "{n} cells, {} edges: checks and schedule {:.2} s, start {:.2} s ({}), {} epochs {:.2} s",
         g.nnz(),
+        l.schedule_seconds,
         l.start_seconds,
         l.init,
         l.n_epochs,

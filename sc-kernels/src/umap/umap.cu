@@ -103,6 +103,25 @@ extern "C" __global__ void umap_epoch(
     for (int d = 0; d < dim; d++) out[j * dim + d] = __fadd_rn(cur[d], delta[d]);
 }
 
+// Each kept edge's period in epochs and its negative samples' (Schedule::epochs_per_sample,
+// the same operations in the same order), and the epochs of their first samples.
+extern "C" __global__ void umap_periods(const float* __restrict__ w, u64 nnz, double n_epochs,
+                                        float max_weight, double rate,
+                                        double* __restrict__ per_sample,
+                                        double* __restrict__ per_negative,
+                                        double* __restrict__ next_sample,
+                                        double* __restrict__ next_negative) {
+    for (u64 e = (u64)blockIdx.x * blockDim.x + threadIdx.x; e < nnz;
+         e += (u64)gridDim.x * blockDim.x) {
+        double p = __ddiv_rn(n_epochs, __dmul_rn(n_epochs, __ddiv_rn((double)w[e], (double)max_weight)));
+        double q = __ddiv_rn(p, rate);
+        per_sample[e] = p;
+        next_sample[e] = p;
+        per_negative[e] = q;
+        next_negative[e] = q;
+    }
+}
+
 // The spectral start's Lanczos vectors on the GPU (spectral_gpu.rs): each kernel sums in the
 // order of spectral.rs's host code, rounded the same way (`_rn`: no fused multiply-adds), so
 // the start equals the host's bit for bit. Vectors are columns of `n` doubles; sums run in

@@ -190,8 +190,15 @@ fn ivf_note(s: &IvfStats) -> String {
         Some(t) => format!(" (the fewest for recall {t} on the sample)"),
         None => String::new(),
     };
+    let tensor = match s.f32_queries {
+        None => String::new(),
+        Some(0) => ", on tensor cores".into(),
+        Some(q) => format!(
+            ", on tensor cores ({q} cells not certified by the FP16 bound, scanned again in f32)"
+        ),
+    };
     format!(
-        "ivf ({} lists, {} probed{chosen}, {} cells scanned per cell{recall})",
+        "ivf ({} lists, {} probed{chosen}, {} cells scanned per cell{tensor}{recall})",
         s.n_lists,
         s.n_probes,
         s.refs_per_cell.round(),
@@ -204,7 +211,7 @@ fn scan_note(scan: Scan) -> String {
         Scan::Cpu | Scan::F32 | Scan::Ivf(_) => String::new(),
         Scan::Tensor { f32_queries: 0 } => ", candidates on tensor cores".into(),
         Scan::Tensor { f32_queries } => format!(
-            ", candidates on tensor cores ({f32_queries} cells not certified by the TF32 bound, \
+            ", candidates on tensor cores ({f32_queries} cells not certified by the FP16 bound, \
              scanned again in f32)"
         ),
     }

@@ -23,7 +23,8 @@ pub(crate) const ROW: Step = Step {
         let params = env.config.umap.expect("the row runs only with umap");
         let layout = umap_on(a, &params, env.gpus.first().map(|g| g.as_ref()))?;
         Ok(format!(
-            "start: {} ({:.2} s); {} epochs on the {} ({:.2} s)",
+            "checks and schedule {:.2} s; start: {} ({:.2} s); {} epochs on the {} ({:.2} s)",
+            layout.schedule_seconds,
             layout.init,
             layout.start_seconds,
             layout.n_epochs,

@@ -1,0 +1,406 @@
+//! The inverted file's scan on tensor cores: the exact kNN's two FP16 passes with their proven
+//! bound ([`super::tensor`]), run over the probed lists instead of all the cells, so the search
+//! stays exact within the probed lists (what the f32 `ivf_scan` gives, ties aside).
+//!
+//! The tensor passes read references and queries in packed chunks of 128 rows, so the cells
+//! are laid out again for them: list `l` in the chunks `cstart[l] .. cstart[l] + ccount[l]`
+//! ([`Slots`]), its last chunk padded (a padding slot has bounds no threshold passes). A block
+//! takes one chunk of a list as its queries and streams the chunks of the lists that list
+//! probes. Pass 1 runs over every block of the part at once; pass 2, the f32 scan of the
+//! queries it could not certify (`ivf_scan_listed`), the f64 refinement and the scatter into
+//! cell order run in batches of slots, which bound the candidates' memory.
+
+use super::gpu::{refine, RefTable, QT, SRC as SCAN_SRC, THREADS as SCAN_THREADS};
+use super::tensor::{self, Frame, Plan, TensorBound, SRC};
+use crate::error::Result;
+use crate::gpu::{grid_stride, DeviceVec, GpuContext};
+use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
+
+/// Rows of a packed chunk (`KT_R`, `KT_Q` of knn_tensor.cu).
+const CHUNK: usize = 128;
+/// Threads of a tensor block (`KT_THREADS`).
+const THREADS: u32 = 256;
+/// Slots per batch of pass 2 and the refinement (a multiple of [`CHUNK`]): the candidates
+/// (`width` u32 each) and the refinement's scratch (12 bytes a candidate) of 2^20 slots at
+/// width 96 take about 1.6 GB.
+pub(super) const BATCH_SLOTS: usize = 1 << 20;
+
+/// The cells laid out for the tensor passes: list `l` in chunks `cstart[l] ..` (`ccount[l]`
+/// of them), `chunk_list[c]` the list of chunk `c`, `cells[slot]` the cell in a slot (~0 for
+/// padding), `positions[slot]` its position in the f32 scan's list-by-list layout.
+#[derive(Debug, PartialEq)]
+pub(super) struct Slots {
+    pub cstart: Vec<u32>,
+    pub ccount: Vec<u32>,
+    pub chunk_list: Vec<u32>,
+    pub cells: Vec<u32>,
+    pub positions: Vec<u32>,
+}
+
+impl Slots {
+    /// From the f32 layout: list `l` at positions `starts[l] .. starts[l] + sizes[l]`,
+    /// `perm[position]` its cells.
+    pub(super) fn new(perm: &[u32], starts: &[u64], sizes: &[u32]) -> Slots {
+        let ccount: Vec<u32> = sizes
+            .iter()
+            .map(|&s| (s as usize).div_ceil(CHUNK) as u32)
+            .collect();
+        let mut cstart = Vec::with_capacity(sizes.len());
+        let mut chunk_list = Vec::new();
+        let mut chunks = 0u32;
+        for (l, &c) in ccount.iter().enumerate() {
+            cstart.push(chunks);
+            chunk_list.extend(std::iter::repeat_n(l as u32, c as usize));
+            chunks += c;
+        }
+        let slots = chunks as usize * CHUNK;
+        let (mut cells, mut positions) = (vec![u32::MAX; slots], vec![u32::MAX; slots]);
+        for (l, (&start, &size)) in starts.iter().zip(sizes).enumerate() {
+            let s0 = cstart[l] as usize * CHUNK;
+            for i in 0..size as usize {
+                let p = start as usize + i;
+                cells[s0 + i] = perm[p];
+                positions[s0 + i] = p as u32;
+            }
+        }
+        Slots {
+            cstart,
+            ccount,
+            chunk_list,
+            cells,
+            positions,
+        }
+    }
+
+    /// The blocks of the passes: (list, chunk) for every chunk of every list, in slot order.
+    pub(super) fn tiles(&self) -> Vec<u32> {
+        (0u32..)
+            .zip(&self.chunk_list)
+            .flat_map(|(chunk, &l)| [l, chunk])
+            .collect()
+    }
+}
+
+/// The f32 scan's blocks for the listed `slots` (sorted; each a cell the tensor scan could not
+/// certify), grouped by list, at most [`QT`] a block: `(tiles, qpos, crow)` for
+/// `ivf_scan_listed`: tiles (list, first entry, end entry) over `qpos` (positions) and `crow`
+/// (candidate rows, `slot - s0`).
+pub(super) fn listed_tiles(
+    slots: &Slots,
+    listed: &[u64],
+    s0: u64,
+) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
+    let list_of = |slot: u64| slots.chunk_list[slot as usize / CHUNK] as usize;
+    let (mut tiles, mut qpos, mut crow) = (Vec::new(), Vec::new(), Vec::new());
+    let mut current: Option<(usize, usize)> = None; // (list, first entry of the open tile)
+    for &slot in listed {
+        let l = list_of(slot);
+        let e = qpos.len();
+        match current {
+            Some((cl, first)) if cl == l && e - first < QT => {}
+            _ => {
+                if let Some((cl, first)) = current {
+                    tiles.extend([cl as u32, first as u32, e as u32]);
+                }
+                current = Some((l, e));
+            }
+        }
+        qpos.push(slots.positions[slot as usize]);
+        crow.push((slot - s0) as u32);
+    }
+    if let Some((cl, first)) = current {
+        tiles.extend([cl as u32, first as u32, qpos.len() as u32]);
+    }
+    (tiles, qpos, crow)
+}
+
+/// What the f32 layout of the index holds, for the fallback scan.
+pub(super) struct F32Layout<'a> {
+    pub xp: &'a DeviceVec<f32>,
+    pub table: &'a RefTable,
+    pub perm: &'a DeviceVec<u32>,
+    pub starts: &'a DeviceVec<u64>,
+    pub sizes: &'a DeviceVec<u32>,
+}
+
+/// The probe table on the device.
+pub(super) struct DeviceProbes<'a> {
+    pub ptr: &'a DeviceVec<u32>,
+    pub probes: &'a DeviceVec<u32>,
+}
+
+/// The kNN rows of the part `part` = (rank, ranks) of the tiles, into `out_idx`/`out_dist`
+/// (`n x k`, cell order). Returns the cells of the part and how many of them the f32 scan
+/// took (not certified by the bound).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn search(
+    ctx: &GpuContext,
+    xd: &DeviceVec<f32>,
+    (n, d, k): (usize, usize, usize),
+    slots: &Slots,
+    f32_layout: &F32Layout<'_>,
+    probes: &DeviceProbes<'_>,
+    part: (usize, usize),
+    plan: Plan,
+    out: (&DeviceVec<u32>, &DeviceVec<f32>),
+) -> Result<(Vec<u32>, usize)> {
+    let Plan {
+        ks,
+        width,
+        nbuf,
+        smem,
+    } = plan;
+    let bound = TensorBound::for_dims(d);
+    let n_slots = slots.cells.len();
+    let ids = ctx.upload(&slots.cells)?;
+    let cstart = ctx.upload(&slots.cstart)?;
+    let ccount = ctx.upload(&slots.ccount)?;
+    let frame = Frame::new(ctx, xd, n, d)?;
+    let (rb_lo, rb_up, nrm) = frame.row_terms(ctx, xd, Some(&ids), n_slots, &bound)?;
+    let refs = frame.pack(ctx, xd, Some(&ids), 0, n_slots, ks)?;
+
+    let all_tiles = slots.tiles();
+    let share = crate::comm::rank_rows(all_tiles.len() / 2, part.1, part.0);
+    let cells: Vec<u32> = slots.cells[share.start * CHUNK..share.end * CHUNK]
+        .iter()
+        .copied()
+        .filter(|&c| c != u32::MAX)
+        .collect();
+    if share.is_empty() {
+        return Ok((cells, 0));
+    }
+    let tiles = ctx.upload(&all_tiles[2 * share.start..2 * share.end])?;
+    let (ns64, ks32, k32, nbuf32, width32) = (
+        n_slots as u64,
+        ks as u32,
+        k as u32,
+        nbuf as u32,
+        width as u32,
+    );
+    // The tiles from tile t of the share, as a kernel argument.
+    let tiles_from = |t: usize| tiles.ptr() + (2 * t * std::mem::size_of::<u32>()) as u64;
+    let blocks = |count: usize| LaunchConfig {
+        grid_dim: (count as u32, 1, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    };
+
+    let tau = ctx.alloc::<f32>(n_slots)?;
+    let f = ctx.function_with_shared(SRC, "ivf_tensor_bound", smem[0])?;
+    let mut l = ctx.launcher(&f);
+    l.arg(&refs)
+        .arg(&rb_up)
+        .arg(&nrm)
+        .arg(&ns64)
+        .arg(&ks32)
+        .arg(&ids)
+        .arg(&tiles)
+        .arg(probes.ptr)
+        .arg(probes.probes)
+        .arg(&cstart)
+        .arg(&ccount)
+        .arg(&k32)
+        .arg(&bound.ka)
+        .arg(&bound.kc)
+        .arg(&bound.kf)
+        .arg(&bound.ke)
+        .arg(&nbuf32)
+        .arg(&tau);
+    let cfg = LaunchConfig {
+        shared_mem_bytes: smem[0] as u32,
+        ..blocks(share.len())
+    };
+    ctx.launch(l, cfg, "ivf_tensor_bound")?;
+    drop(rb_up);
+
+    let per_batch = BATCH_SLOTS / CHUNK;
+    let mut f32_queries = 0;
+    for t0 in (0..share.len()).step_by(per_batch) {
+        let t1 = (t0 + per_batch).min(share.len());
+        let (s0, s1) = ((share.start + t0) * CHUNK, (share.start + t1) * CHUNK);
+        let rows = s1 - s0;
+        let cand = ctx.alloc::<u32>(rows * width)?;
+        let counts = ctx.alloc::<u32>(rows)?;
+        let uncertain = ctx.zeros::<u8>(rows)?;
+        let n_uncertain = ctx.zeros::<u32>(1)?;
+        let s064 = s0 as u64;
+        let f = ctx.function_with_shared(SRC, "ivf_tensor_collect", smem[1])?;
+        let mut l = ctx.launcher(&f);
+        let batch_tiles = tiles_from(t0);
+        l.arg(&refs)
+            .arg(&rb_lo)
+            .arg(&nrm)
+            .arg(&ns64)
+            .arg(&ks32)
+            .arg(&ids)
+            .arg(&batch_tiles)
+            .arg(probes.ptr)
+            .arg(probes.probes)
+            .arg(&cstart)
+            .arg(&ccount)
+            .arg(&bound.ka)
+            .arg(&nbuf32)
+            .arg(&tau)
+            .arg(&s064)
+            .arg(&width32)
+            .arg(&cand)
+            .arg(&counts)
+            .arg(&uncertain)
+            .arg(&n_uncertain);
+        let cfg = LaunchConfig {
+            shared_mem_bytes: smem[1] as u32,
+            ..blocks(t1 - t0)
+        };
+        ctx.launch(l, cfg, "ivf_tensor_collect")?;
+        if ctx.download(&n_uncertain)?[0] > 0 {
+            let flags = ctx.download(&uncertain)?;
+            let listed: Vec<u64> = (0..rows)
+                .filter(|&r| flags[r] != 0)
+                .map(|r| (s0 + r) as u64)
+                .collect();
+            f32_queries += listed.len();
+            scan_listed(ctx, slots, f32_layout, probes, &listed, s0, d, width, &cand)?;
+        }
+        // Their counts already say `width`: the f32 scan filled every slot.
+        let (idx, dist) = refine(
+            ctx,
+            xd,
+            &cand,
+            Some(&counts),
+            Some(&ids),
+            s0..s1,
+            d,
+            width,
+            k,
+        )?;
+        drop((cand, counts));
+        let (count, k32) = (rows as u64, k as u32);
+        let f = ctx.function(SCAN_SRC, "ivf_scatter")?;
+        let mut l = ctx.launcher(&f);
+        l.arg(&idx)
+            .arg(&dist)
+            .arg(&ids)
+            .arg(&s064)
+            .arg(&count)
+            .arg(&k32)
+            .arg(out.0)
+            .arg(out.1);
+        ctx.launch(l, grid_stride(rows * k), "ivf_scatter")?;
+    }
+    Ok((cells, f32_queries))
+}
+
+/// `ivf_scan_listed`: the f32 scan's `width` best candidates of the listed slots into their
+/// rows of `cand`.
+#[allow(clippy::too_many_arguments)]
+fn scan_listed(
+    ctx: &GpuContext,
+    slots: &Slots,
+    f: &F32Layout<'_>,
+    probes: &DeviceProbes<'_>,
+    listed: &[u64],
+    s0: usize,
+    d: usize,
+    width: usize,
+    cand: &DeviceVec<u32>,
+) -> Result<()> {
+    let (tiles, qpos, crow) = listed_tiles(slots, listed, s0 as u64);
+    let n_tiles = tiles.len() / 3;
+    let (tiles, qpos, crow) = (ctx.upload(&tiles)?, ctx.upload(&qpos)?, ctx.upload(&crow)?);
+    let smem = f.table.shared_bytes(width);
+    let func = ctx.function_with_shared(SCAN_SRC, "ivf_scan_listed", smem)?;
+    let (d32, dpad32, ld64, w32) = (
+        d as u32,
+        f.table.dpad as u32,
+        f.table.ld as u64,
+        width as u32,
+    );
+    let mut l = ctx.launcher(&func);
+    l.arg(f.xp)
+        .arg(&f.table.xt)
+        .arg(&f.table.norms)
+        .arg(f.perm)
+        .arg(f.starts)
+        .arg(f.sizes)
+        .arg(probes.ptr)
+        .arg(probes.probes)
+        .arg(&tiles)
+        .arg(&qpos)
+        .arg(&crow)
+        .arg(&d32)
+        .arg(&dpad32)
+        .arg(&ld64)
+        .arg(&w32)
+        .arg(cand);
+    let cfg = LaunchConfig {
+        grid_dim: (n_tiles as u32, 1, 1),
+        block_dim: (SCAN_THREADS, 1, 1),
+        shared_mem_bytes: smem as u32,
+    };
+    ctx.launch(l, cfg, "ivf_scan_listed")
+}
+
+/// Whether the tensor scan can serve an inverted file of `n` cells (see [`tensor::plan`]).
+pub(super) fn plan(ctx: &GpuContext, n: usize, d: usize, k: usize) -> Option<Plan> {
+    tensor::plan(ctx.arch(), n, d, k)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn layout() -> (Vec<u32>, Vec<u64>, Vec<u32>) {
+        // Three lists of 130, 0 and 5 cells at positions aligned to 4, as `Lists` lays them.
+        let sizes = vec![130u32, 0, 5];
+        let starts = vec![0u64, 132, 132];
+        let mut perm = vec![u32::MAX; 140];
+        for i in 0..130 {
+            perm[i] = (i * 2) as u32;
+        }
+        for i in 0..5 {
+            perm[132 + i] = (1000 + i) as u32;
+        }
+        (perm, starts, sizes)
+    }
+
+    #[test]
+    fn slots_hold_every_cell_once_in_whole_chunks() {
+        let (perm, starts, sizes) = layout();
+        let s = Slots::new(&perm, &starts, &sizes);
+        assert_eq!(s.ccount, vec![2, 0, 1]);
+        assert_eq!(s.cstart, vec![0, 2, 2]);
+        assert_eq!(s.cells.len(), 3 * CHUNK);
+        let mut cells: Vec<u32> = s.cells.iter().copied().filter(|&c| c != u32::MAX).collect();
+        cells.sort_unstable();
+        let mut want: Vec<u32> = perm.iter().copied().filter(|&c| c != u32::MAX).collect();
+        want.sort_unstable();
+        assert_eq!(cells, want);
+        for (slot, &c) in s.cells.iter().enumerate() {
+            if c != u32::MAX {
+                assert_eq!(perm[s.positions[slot] as usize], c, "slot {slot}");
+            }
+        }
+        assert_eq!(s.cells[2 * CHUNK], 1000);
+        assert_eq!(s.cells[130], u32::MAX);
+        assert_eq!(s.chunk_list, vec![0, 0, 2]);
+        assert_eq!(s.tiles(), vec![0, 0, 0, 1, 2, 2]);
+    }
+
+    #[test]
+    fn listed_cells_are_grouped_by_list_a_block_at_most() {
+        let (perm, starts, sizes) = layout();
+        let s = Slots::new(&perm, &starts, &sizes);
+        // 70 slots of list 0 (more than one block), then two of list 2; the batch from slot 0.
+        let mut listed: Vec<u64> = (0..70).collect();
+        listed.extend([256, 259]);
+        let (tiles, qpos, crow) = listed_tiles(&s, &listed, 0);
+        assert_eq!(tiles, vec![0, 0, 64, 0, 64, 70, 2, 70, 72]);
+        assert_eq!(qpos[..3], [0, 1, 2]);
+        assert_eq!(qpos[70..], [132, 135]);
+        assert_eq!(crow[70..], [256, 259]);
+        // A batch from slot 256: rows from there.
+        let (tiles, _, crow) = listed_tiles(&s, &[256, 259], 256);
+        assert_eq!(tiles, vec![2, 0, 2]);
+        assert_eq!(crow, vec![0, 3]);
+    }
+}
