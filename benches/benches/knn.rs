@@ -13,6 +13,7 @@
 //!     recall; default: the pipeline's)]
 //!     [--gpus 1,2,4 (each --ivf shape split across that many GPUs of this host, each count
 //!     timed once after a warm-up; without the exact kNN, the recall sampled)]
+//!     [--compare-f32 (with --gpus: first the f32 and the tensor scan on one GPU, compared)]
 //!     [--plan (each --ivf shape's index only: its probes and the references a cell's search
 //!     scans, without the exact kNN or the search; for sizing at atlas scale)]
 //!
@@ -138,6 +139,7 @@ fn across_gpus(
     k: usize,
     counts: &str,
     specs: &[(String, IvfParams)],
+    compare_f32: bool,
 ) -> Result<Vec<serde_json::Value>, String> {
     let counts: Vec<usize> = counts
         .split(',')
@@ -162,6 +164,9 @@ fn across_gpus(
     let mut out = vec![];
     for (spec, p) in specs {
         ivf::knn_ivf_across(&gpus, &warm, k, p).map_err(|e| e.to_string())?;
+        if compare_f32 {
+            out.extend(ivf_products_on_one_gpu(name, &gpus[0], x, k, spec, p)?);
+        }
         let mut one = None;
         for &g in &counts {
             let t = Instant::now();
@@ -181,6 +186,45 @@ fn across_gpus(
             );
         }
     }
+    Ok(out)
+}
+
+/// `--compare-f32` with `--gpus`: the inverted file on one GPU with the f32 scan, then with
+/// the tensor scan (each timed once, the index built in both), the rows compared.
+fn ivf_products_on_one_gpu(
+    name: &str,
+    ctx: &GpuContext,
+    x: &DenseMatrix<f32>,
+    k: usize,
+    spec: &str,
+    p: &IvfParams,
+) -> Result<Vec<serde_json::Value>, String> {
+    let xd = ctx.upload(&x.data).map_err(|e| e.to_string())?;
+    let mut runs = vec![];
+    let mut out = vec![];
+    for products in [Products::F32, Products::Auto] {
+        let t = Instant::now();
+        let part = ivf::knn_ivf_gpu_with(ctx, x, &xd, k, p, (0, 1), products)
+            .map_err(|e| e.to_string())?;
+        let (knn, s) = ivf::join_parts(x.n_rows, k, vec![part]).map_err(|e| e.to_string())?;
+        let secs = t.elapsed().as_secs_f64();
+        let recall = s.recall.map_or(f64::NAN, |r| r.value);
+        println!(
+            "{name}, k {k}: ivf {spec} {products:?} on one GPU: {secs:.3} s; {} lists, {} probes, {:.0} refs per cell, f32 re-scans {:?}, recall@{k} {recall:.4} sampled",
+            s.n_lists, s.n_probes, s.refs_per_cell, s.f32_queries
+        );
+        out.push(json!({"data": name, "n": x.n_rows, "d": x.n_cols, "k": k, "ivf": spec,
+            "products": format!("{products:?}"), "seconds": secs, "f32_queries": s.f32_queries,
+            "n_lists": s.n_lists, "n_probes": s.n_probes, "recall_sampled": recall}));
+        runs.push((knn, secs));
+    }
+    let (differ, not_ties) = compare(&runs[0].0, &runs[1].0);
+    println!(
+        "{name}: ivf {spec}: f32 {:.2}x the tensor scan's time; rows differing {differ}, not by ties {not_ties}",
+        runs[0].1 / runs[1].1
+    );
+    out.push(json!({"data": name, "ivf": spec, "tensor_speedup": runs[0].1 / runs[1].1,
+        "rows_differing": differ, "rows_differing_not_ties": not_ties}));
     Ok(out)
 }
 
@@ -235,7 +279,8 @@ fn run() -> Result<(), String> {
         let (n, d) = (x.n_rows, x.n_cols);
         let xd = ctx.upload(&x.data).map_err(|e| e.to_string())?;
         if let Some(counts) = benches::flag_value(&args, "--gpus") {
-            results.extend(across_gpus(&name, &x, k, &counts, &ivf_specs(&args)?)?);
+            let compare_f32 = args.iter().any(|a| a == "--compare-f32");
+            results.extend(across_gpus(&name, &x, k, &counts, &ivf_specs(&args)?, compare_f32)?);
             continue;
         }
         if args.iter().any(|a| a == "--plan") {
