@@ -11,6 +11,8 @@ pub const TRACE_ENV: &str = "SCPIPE_TRACE_PHASES";
 
 /// The phase marks of one call of a step (`what`, e.g. `pca`).
 pub struct PhaseTrace<'a> {
+    on: bool,
+    /// The device each mark waits for (none: the phases run on the host).
     ctx: Option<&'a GpuContext>,
     what: &'static str,
     last: Instant,
@@ -20,9 +22,16 @@ impl<'a> PhaseTrace<'a> {
     /// Starts the clock of the first phase (when [`TRACE_ENV`] is set).
     pub fn new(ctx: &'a GpuContext, what: &'static str) -> Self {
         PhaseTrace {
-            ctx: std::env::var_os(TRACE_ENV)
-                .filter(|v| !v.is_empty())
-                .map(|_| ctx),
+            ctx: Some(ctx),
+            ..PhaseTrace::on_host(what)
+        }
+    }
+
+    /// The marks of phases that run on the host (nothing to wait for).
+    pub fn on_host(what: &'static str) -> Self {
+        PhaseTrace {
+            on: std::env::var_os(TRACE_ENV).is_some_and(|v| !v.is_empty()),
+            ctx: None,
             what,
             last: Instant::now(),
         }
@@ -30,8 +39,10 @@ impl<'a> PhaseTrace<'a> {
 
     /// Ends the phase `phase`: prints its time and starts the next one's clock.
     pub fn mark(&mut self, phase: &str) -> Result<()> {
-        if let Some(ctx) = self.ctx {
-            ctx.synchronize()?;
+        if self.on {
+            if let Some(ctx) = self.ctx {
+                ctx.synchronize()?;
+            }
             eprintln!(
                 "{} {phase}: {:.2} ms",
                 self.what,

@@ -27,6 +27,7 @@ pub fn umap_gpu(ctx: &GpuContext, graph: &CsrMatrix<f32>, params: &UmapParams) -
     };
     let (s, g, start) = prepare_on(graph, params, &make)?;
     let t = std::time::Instant::now();
+    let mut trace = crate::gpu::trace::PhaseTrace::new(ctx, "umap epochs");
     let n = graph.n_rows as u64;
     let dim = params.n_components as i32;
     let indptr = ctx.upload(&s.graph.indptr)?;
@@ -56,6 +57,7 @@ pub fn umap_gpu(ctx: &GpuContext, graph: &CsrMatrix<f32>, params: &UmapParams) -
     }
     let mut y = ctx.upload(&start.embedding.data)?;
     let mut out = ctx.alloc::<f32>(start.embedding.data.len())?;
+    trace.mark("schedule to the device")?;
     let f = ctx.function(SRC, "umap_epoch")?;
     let negative = g.negative_samples as i32;
     for epoch in 0..s.n_epochs {
@@ -82,6 +84,7 @@ pub fn umap_gpu(ctx: &GpuContext, graph: &CsrMatrix<f32>, params: &UmapParams) -
         ctx.launch(l, grid_for(n as usize), "umap_epoch")?;
         std::mem::swap(&mut y, &mut out);
     }
+    trace.mark("epochs")?;
     let data = ctx.download(&y)?;
     Ok(Layout {
         epochs_seconds: t.elapsed().as_secs_f64(),

@@ -377,7 +377,9 @@ pub(crate) fn prepare_on(
 ) -> Result<(Schedule, Gradient, Layout)> {
     params.check()?;
     let t = std::time::Instant::now();
+    let mut trace = crate::gpu::trace::PhaseTrace::on_host("umap");
     crate::graph::check_graph(graph, "umap")?;
+    trace.mark("checks")?;
     if graph.n_rows < 2 {
         return Err(KernelError::Unsupported(format!(
             "umap: {} cell(s); at least 2",
@@ -387,6 +389,7 @@ pub(crate) fn prepare_on(
     let n_epochs = params.epochs_for(graph.n_rows);
     let schedule = Schedule::new(graph, n_epochs, params.negative_sample_rate);
     let schedule_seconds = t.elapsed().as_secs_f64();
+    trace.mark("schedule")?;
     let t = std::time::Instant::now();
     let (a, b) = find_ab_params(params.spread, params.min_dist);
     let gradient = Gradient {

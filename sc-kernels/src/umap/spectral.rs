@@ -50,6 +50,7 @@ pub(crate) fn initial_layout_on(
     let n = graph.n_rows;
     let dim = params.n_components;
     let mut rng = SplitMix64::new(params.random_state);
+    let mut trace = crate::gpu::trace::PhaseTrace::on_host("umap start");
     let (coords, how) = match params.init {
         Init::Random => (
             (0..n * dim)
@@ -59,10 +60,15 @@ pub(crate) fn initial_layout_on(
         ),
         Init::Spectral => {
             let (coords, how) = spectral_layout(graph, dim, &mut rng, make)?;
-            (noisy_scale(coords, &mut rng), how)
+            trace.mark("spectral layout")?;
+            let coords = noisy_scale(coords, &mut rng);
+            trace.mark("noise")?;
+            (coords, how)
         }
     };
-    Ok((rescale_columns(&coords, n, dim), how))
+    let layout = rescale_columns(&coords, n, dim);
+    trace.mark("rescale")?;
+    Ok((layout, how))
 }
 
 /// umap-learn's `noisy_scale_coords`: the largest coordinate made 10, as f32, plus N(0, 1e-4).
@@ -245,6 +251,7 @@ fn eigen_layout(
     if n < dim + 2 {
         return Ok(None);
     }
+    let mut trace = crate::gpu::trace::PhaseTrace::on_host("umap eigenvectors");
     let sqrt_d: Vec<f64> = (0..n)
         .into_par_iter()
         .map(|v| graph.row(v).1.iter().map(|&w| w as f64).sum::<f64>().sqrt())
@@ -265,8 +272,11 @@ fn eigen_layout(
             .collect();
         project_out(&mut start, &trivial);
     }
+    trace.mark("degrees and start")?;
     let mut space = make(graph, sqrt_d, m)?;
+    trace.mark("space")?;
     let (alpha, beta) = lanczos(space.as_mut(), &start, m)?;
+    trace.mark("lanczos")?;
     let steps = alpha.len();
     if steps < dim {
         return Ok(None);
@@ -290,7 +300,11 @@ fn eigen_layout(
     let coef: Vec<f64> = (0..steps)
         .flat_map(|j| (0..dim).map(move |d| u[(j, steps - 1 - d)]))
         .collect();
-    space.ritz(&coef, steps, dim).map(Some)
+    let layout = space.ritz(&coef, steps, dim)?;
+    trace.mark("ritz")?;
+    drop(space);
+    trace.mark("free")?;
+    Ok(Some(layout))
 }
 
 /// Where the Lanczos vectors `q_j` and the work vector `w` live, and the operations on them:
