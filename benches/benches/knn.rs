@@ -213,9 +213,11 @@ fn ivf_products_on_one_gpu(
             "{name}, k {k}: ivf {spec} {products:?} on one GPU: {secs:.3} s; {} lists, {} probes, {:.0} refs per cell, f32 re-scans {:?}, recall@{k} {recall:.4} sampled",
             s.n_lists, s.n_probes, s.refs_per_cell, s.f32_queries
         );
-        out.push(json!({"data": name, "n": x.n_rows, "d": x.n_cols, "k": k, "ivf": spec,
+        out.push(
+            json!({"data": name, "n": x.n_rows, "d": x.n_cols, "k": k, "ivf": spec,
             "products": format!("{products:?}"), "seconds": secs, "f32_queries": s.f32_queries,
-            "n_lists": s.n_lists, "n_probes": s.n_probes, "recall_sampled": recall}));
+            "n_lists": s.n_lists, "n_probes": s.n_probes, "recall_sampled": recall}),
+        );
         runs.push((knn, secs));
     }
     let (differ, not_ties) = compare(&runs[0].0, &runs[1].0);
@@ -223,8 +225,10 @@ fn ivf_products_on_one_gpu(
         "{name}: ivf {spec}: f32 {:.2}x the tensor scan's time; rows differing {differ}, not by ties {not_ties}",
         runs[0].1 / runs[1].1
     );
-    out.push(json!({"data": name, "ivf": spec, "tensor_speedup": runs[0].1 / runs[1].1,
-        "rows_differing": differ, "rows_differing_not_ties": not_ties}));
+    out.push(
+        json!({"data": name, "ivf": spec, "tensor_speedup": runs[0].1 / runs[1].1,
+        "rows_differing": differ, "rows_differing_not_ties": not_ties}),
+    );
     Ok(out)
 }
 
@@ -280,7 +284,14 @@ fn run() -> Result<(), String> {
         let xd = ctx.upload(&x.data).map_err(|e| e.to_string())?;
         if let Some(counts) = benches::flag_value(&args, "--gpus") {
             let compare_f32 = args.iter().any(|a| a == "--compare-f32");
-            results.extend(across_gpus(&name, &x, k, &counts, &ivf_specs(&args)?, compare_f32)?);
+            results.extend(across_gpus(
+                &name,
+                &x,
+                k,
+                &counts,
+                &ivf_specs(&args)?,
+                compare_f32,
+            )?);
             continue;
         }
         if args.iter().any(|a| a == "--plan") {

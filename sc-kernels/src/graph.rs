@@ -59,9 +59,8 @@ pub fn check_graph(g: &CsrMatrix<f32>, step: &'static str) -> Result<()> {
 /// sums but with a chance of 2^-64. Graphs whose sums differ are checked entry by entry.
 fn mirrored_exactly(g: &CsrMatrix<f32>) -> bool {
     use crate::random::mix64;
-    let entry = |r: u32, c: u32, w: f32| {
-        mix64(mix64(((r as u64) << 32) | c as u64) ^ w.to_bits() as u64)
-    };
+    let entry =
+        |r: u32, c: u32, w: f32| mix64(mix64(((r as u64) << 32) | c as u64) ^ w.to_bits() as u64);
     let (sum, mirrored) = (0..g.n_rows)
         .into_par_iter()
         .map(|r| {

@@ -16,6 +16,15 @@ pub fn hash3(seed: u64, stream: u64, i: u64) -> u64 {
     mix64(mix64(seed ^ mix64(stream.wrapping_add(0x9e37_79b9_7f4a_7c15))).wrapping_add(i))
 }
 
+/// A standard normal, the `i`-th of the stream `(seed, stream)` (Box-Muller on two uniforms
+/// hashed from it): for parallel loops that need one per item, whatever the thread count.
+pub fn normal_at(seed: u64, stream: u64, i: u64) -> f64 {
+    let h = hash3(seed, stream, i);
+    let unit = |x: u64| (x >> 11) as f64 * (1.0 / (1u64 << 53) as f64);
+    let (u1, u2) = (1.0 - unit(h), unit(mix64(h)));
+    (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+}
+
 /// A sequential generator (SplitMix64) for the single-threaded parts: permutations, choices.
 #[derive(Debug, Clone)]
 pub struct SplitMix64(u64);

@@ -1006,7 +1006,8 @@ fn gpu_pipeline_with_harmony_matches_cpu() {
 }
 
 /// UMAP's epochs on the GPU give the CPU's layout bit for bit (same schedule, same roundings,
-/// the same counter-based negative samples), on clustered points and on pbmc68k_reduced's PCs.
+/// the same counter-based negative samples), on clustered points and on pbmc68k_reduced's PCs,
+/// rows of 60 neighbours and more included.
 #[test]
 fn umap_equals_the_cpu_bit_for_bit() {
     let Some(d) = gpu_or_skip("gpu umap") else {
@@ -1014,17 +1015,24 @@ fn umap_equals_the_cpu_bit_for_bit() {
     };
     let ctx = context(&d);
     let pbmc = pbmc_pcs();
-    let params = sc_kernels::neighbors::NeighborsParams::default();
-    for (x, epochs) in [
-        (pbmc, None),
-        (clustered_points(11, 3000, 20), None),
-        (clustered_points(12, 30_000, 30), Some(30)),
+    for (x, epochs, k) in [
+        (pbmc, None, 15),
+        (clustered_points(11, 3000, 20), None, 15),
+        (clustered_points(12, 30_000, 30), Some(30), 15),
         // Past 50,000 cells the spectral start's Lanczos vectors live on the GPU.
-        (clustered_points(13, 60_000, 20), Some(5)),
+        (clustered_points(13, 60_000, 20), Some(5), 15),
+        // Rows of more than 32 edges (a warp's chunk) and more moves than a warp buffers.
+        (clustered_points(14, 4000, 10), Some(50), 60),
     ] {
+        let params = sc_kernels::neighbors::NeighborsParams {
+            n_neighbors: k,
+            ..Default::default()
+        };
         let graph = sc_kernels::neighbors::neighbors(&x, &params)
             .unwrap()
             .connectivities;
+        let widest = graph.indptr.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+        assert!(k < 60 || widest > 64, "{widest} edges at most");
         let p = sc_kernels::umap::UmapParams {
             n_epochs: epochs,
             ..Default::default()

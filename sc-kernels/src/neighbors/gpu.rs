@@ -25,6 +25,7 @@ use crate::gpu::module_cache::KernelSource;
 use crate::gpu::scan::exclusive_scan;
 use crate::gpu::{grid_stride, DeviceVec, GpuContext};
 use crate::real::Real;
+use rayon::prelude::*;
 use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 
 pub(crate) const SRC: KernelSource = KernelSource {
@@ -535,7 +536,7 @@ pub fn neighbors_gpu<T: Real>(
 ) -> Result<NeighborsResult> {
     let k = effective_k(x.n_rows, params)?;
     super::check_finite(x)?;
-    let values: Vec<f32> = x.data.iter().map(|v| v.to_f64() as f32).collect();
+    let values: Vec<f32> = x.data.par_iter().map(|v| v.to_f64() as f32).collect();
     let xd = ctx.upload(&values)?;
     let Some(ivf) = params.method.ivf_for(x.n_rows) else {
         return neighbors_on_device(ctx, &xd, x.n_rows, x.n_cols, k, params);

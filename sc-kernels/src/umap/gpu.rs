@@ -1,6 +1,6 @@
 //! The GPU twin of [`super::umap`]: the same start (the spectral start's Lanczos vectors on the
 //! device, [`super::spectral_gpu`], for graphs of 50,000 cells or more), schedule and formulas;
-//! each epoch one launch of `umap_epoch`, a thread per cell, the layouts of two epochs
+//! each epoch one launch of `umap_epoch`, a warp per cell, the layouts of two epochs
 //! alternating in device memory. No atomics, and every operation rounded as the CPU's: the
 //! layout equals the CPU's bit for bit.
 
@@ -9,8 +9,8 @@ use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
 use crate::error::Result;
 use crate::gpu::module_cache::KernelSource;
-use crate::gpu::{grid_for, grid_stride, GpuContext};
-use rmm_cuda::cudarc::driver::PushKernelArg;
+use crate::gpu::{grid_stride, GpuContext};
+use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 
 pub(crate) const SRC: KernelSource = KernelSource {
     name: "umap",
@@ -19,6 +19,9 @@ pub(crate) const SRC: KernelSource = KernelSource {
 
 /// The most layout coordinates the kernel takes (`UMAP_MAX_DIMS`).
 pub const MAX_DIMS: usize = 8;
+
+/// Cells per block of `umap_epoch` (`UMAP_WARPS`).
+const EPOCH_CELLS_PER_BLOCK: usize = 8;
 
 /// [`super::umap`] with the epochs on the GPU.
 pub fn umap_gpu(ctx: &GpuContext, graph: &CsrMatrix<f32>, params: &UmapParams) -> Result<Layout> {
@@ -59,6 +62,12 @@ pub fn umap_gpu(ctx: &GpuContext, graph: &CsrMatrix<f32>, params: &UmapParams) -
     let mut out = ctx.alloc::<f32>(start.embedding.data.len())?;
     trace.mark("schedule to the device")?;
     let f = ctx.function(SRC, "umap_epoch")?;
+    // A warp per cell (`UMAP_WARPS` cells a block).
+    let cfg = LaunchConfig {
+        grid_dim: ((n as usize).div_ceil(EPOCH_CELLS_PER_BLOCK) as u32, 1, 1),
+        block_dim: (32 * EPOCH_CELLS_PER_BLOCK as u32, 1, 1),
+        shared_mem_bytes: 0,
+    };
     let negative = g.negative_samples as i32;
     for epoch in 0..s.n_epochs {
         let alpha = (params.learning_rate * (1.0 - epoch as f64 / s.n_epochs as f64)) as f32;
@@ -81,7 +90,7 @@ pub fn umap_gpu(ctx: &GpuContext, graph: &CsrMatrix<f32>, params: &UmapParams) -
             .arg(&g.gamma)
             .arg(&negative)
             .arg(&g.seed);
-        ctx.launch(l, grid_for(n as usize), "umap_epoch")?;
+        ctx.launch(l, cfg, "umap_epoch")?;
         std::mem::swap(&mut y, &mut out);
     }
     trace.mark("epochs")?;

@@ -61,7 +61,7 @@ pub(crate) fn initial_layout_on(
         Init::Spectral => {
             let (coords, how) = spectral_layout(graph, dim, &mut rng, make)?;
             trace.mark("spectral layout")?;
-            let coords = noisy_scale(coords, &mut rng);
+            let coords = noisy_scale(coords, params.random_state);
             trace.mark("noise")?;
             (coords, how)
         }
@@ -71,28 +71,58 @@ pub(crate) fn initial_layout_on(
     Ok((layout, how))
 }
 
-/// umap-learn's `noisy_scale_coords`: the largest coordinate made 10, as f32, plus N(0, 1e-4).
-fn noisy_scale(coords: Vec<f64>, rng: &mut SplitMix64) -> Vec<f64> {
-    let max = coords.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+/// The stream of the start's noise (see [`crate::random::normal_at`]).
+const NOISE_STREAM: u64 = 0x6e6f_6973_65;
+
+/// umap-learn's `noisy_scale_coords`: the largest coordinate made 10, as f32, plus N(0, 1e-4),
+/// coordinate `i`'s noise the `i`-th of a counter-based stream, so that the coordinates are
+/// scaled in parallel (at 11.4 M cells a sequential pass took 11.5 s on the H200's host).
+fn noisy_scale(coords: Vec<f64>, seed: u64) -> Vec<f64> {
+    let max = coords
+        .par_iter()
+        .fold(|| 0.0f64, |m, v| m.max(v.abs()))
+        .reduce(|| 0.0, f64::max);
     let expansion = if max > 0.0 { 10.0 / max } else { 1.0 };
     coords
-        .into_iter()
-        .map(|v| (v * expansion) as f32 as f64 + (rng.normal() * 1e-4) as f32 as f64)
+        .into_par_iter()
+        .enumerate()
+        .map(|(i, v)| {
+            let noise = crate::random::normal_at(seed, NOISE_STREAM, i as u64);
+            (v * expansion) as f32 as f64 + (noise * 1e-4) as f32 as f64
+        })
         .collect()
 }
 
 /// Each coordinate mapped to [0, 10], as f32.
 fn rescale_columns(coords: &[f64], n: usize, dim: usize) -> DenseMatrix<f32> {
+    let bounds = || (vec![f64::INFINITY; dim], vec![f64::NEG_INFINITY; dim]);
+    let (min, max) = coords
+        .par_chunks(dim)
+        .fold(bounds, |(mut lo, mut hi), row| {
+            for (d, &v) in row.iter().enumerate() {
+                lo[d] = lo[d].min(v);
+                hi[d] = hi[d].max(v);
+            }
+            (lo, hi)
+        })
+        .reduce(bounds, |(a, b), (c, e)| {
+            let lo = a.iter().zip(&c).map(|(x, y)| x.min(*y)).collect();
+            let hi = b.iter().zip(&e).map(|(x, y)| x.max(*y)).collect();
+            (lo, hi)
+        });
     let mut data = vec![0.0f32; n * dim];
-    for d in 0..dim {
-        let col = || (0..n).map(|i| coords[i * dim + d]);
-        let min = col().fold(f64::INFINITY, f64::min);
-        let max = col().fold(f64::NEG_INFINITY, f64::max);
-        let range = if max > min { max - min } else { 1.0 };
-        for (i, v) in col().enumerate() {
-            data[i * dim + d] = (10.0 * (v - min) / range) as f32;
-        }
-    }
+    data.par_chunks_mut(dim)
+        .zip(coords.par_chunks(dim))
+        .for_each(|(out, row)| {
+            for d in 0..dim {
+                let range = if max[d] > min[d] {
+                    max[d] - min[d]
+                } else {
+                    1.0
+                };
+                out[d] = (10.0 * (row[d] - min[d]) / range) as f32;
+            }
+        });
     DenseMatrix {
         n_rows: n,
         n_cols: dim,

@@ -1,8 +1,8 @@
-// UMAP's epochs on the GPU: one thread per cell computes the cell's move from the previous
+// UMAP's epochs on the GPU: a warp per cell computes the cell's move from the previous
 // epoch's layout (`prev`) into `out`, exactly as `move_cell` in umap/mod.rs does on the CPU: the
 // same schedule (f64), the same gradient formulas and clipping (f32), the same counter-based
 // negative samples (`mix64`), and the moves summed in the order of the cell's edges. No atomics:
-// each thread writes only its own cell and its own edges' state. Every operation is the CPU's,
+// each warp writes only its own cell and its own edges' state. Every operation is the CPU's,
 // rounded the same way (the `_rn` intrinsics forbid fused multiply-adds): the same bits.
 
 #define UMAP_MAX_DIMS 8
@@ -40,67 +40,128 @@ __device__ __forceinline__ float pow_f32(float x, float y) {
 
 __device__ __forceinline__ float clip4(float v) { return fminf(fmaxf(v, -4.0f), 4.0f); }
 
-extern "C" __global__ void umap_epoch(
+#define UMAP_WARPS 8    // cells per block, a warp each
+#define UMAP_TERMS 128  // moves buffered per warp before they are summed
+
+// The attraction along edge (j, k): 2 clip(coeff (cur - prev_k)) alpha per coordinate.
+__device__ __forceinline__ void umap_attraction(const float* cur, const float* pk, int dim,
+                                                float alpha, float a, float b, float* out) {
+    float d2 = 0.0f;
+    for (int d = 0; d < dim; d++) {
+        float t = __fsub_rn(cur[d], pk[d]);
+        d2 = __fadd_rn(d2, __fmul_rn(t, t));
+    }
+    float coeff = 0.0f;
+    if (d2 > 0.0f) {
+        coeff = __fdiv_rn(__fmul_rn(__fmul_rn(-2.0f * a, b), pow_f32(d2, __fsub_rn(b, 1.0f))),
+                          __fadd_rn(__fmul_rn(a, pow_f32(d2, b)), 1.0f));
+    }
+    for (int d = 0; d < dim; d++) {
+        float g = clip4(__fmul_rn(coeff, __fsub_rn(cur[d], pk[d])));
+        out[d] = __fmul_rn(__fmul_rn(2.0f, g), alpha);
+    }
+}
+
+// The push of negative sample s: clip(rc (cur - prev_s)) alpha per coordinate; false when
+// nothing is added (at the same place, or a zero coefficient).
+__device__ __forceinline__ bool umap_repulsion(const float* cur, const float* ps, int dim,
+                                               float alpha, float a, float b, float gamma,
+                                               float* out) {
+    float r2 = 0.0f;
+    for (int d = 0; d < dim; d++) {
+        float t = __fsub_rn(cur[d], ps[d]);
+        r2 = __fadd_rn(r2, __fmul_rn(t, t));
+    }
+    if (!(r2 > 0.0f)) return false;
+    float rc = __fdiv_rn(__fmul_rn(2.0f * gamma, b),
+                         __fmul_rn(__fadd_rn(0.001f, r2), __fadd_rn(__fmul_rn(a, pow_f32(r2, b)), 1.0f)));
+    if (!(rc > 0.0f)) return false;
+    for (int d = 0; d < dim; d++) {
+        float g = clip4(__fmul_rn(rc, __fsub_rn(cur[d], ps[d])));
+        out[d] = __fmul_rn(g, alpha);
+    }
+    return true;
+}
+
+// One epoch, a warp per cell j. The lanes take 32 of its edges at a time: each decides whether
+// its edge is sampled now and how many negative samples it draws, and advances the edge's
+// schedule; the moves of those edges (the attraction, then each negative sample's push, edge
+// by edge: the CPU's order) are numbered by a prefix sum and computed by the lanes in turn into
+// shared memory; then lane d adds coordinate d's moves in that order. Every move is the CPU's
+// operation for operation, and the sum runs in its order: the same bits.
+extern "C" __global__ void __launch_bounds__(UMAP_WARPS * 32) umap_epoch(
     const u64* __restrict__ indptr, const u32* __restrict__ indices,
     const double* __restrict__ epochs_per_sample, const double* __restrict__ epochs_per_negative,
     double* __restrict__ next_sample, double* __restrict__ next_negative,
     const float* __restrict__ prev, float* __restrict__ out,
     u64 n, int dim, u64 epoch, float alpha, float a, float b, float gamma,
     int negative_samples, u64 seed) {
-    u64 j = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    __shared__ float moves[UMAP_WARPS][UMAP_TERMS][UMAP_MAX_DIMS];
+    __shared__ unsigned char added[UMAP_WARPS][UMAP_TERMS];
+    __shared__ u32 first[UMAP_WARPS][33];   // the lanes' first move; [32]: the moves in all
+    __shared__ u32 other[UMAP_WARPS][32];   // the lanes' edge ends
+    const u32 lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const u64 j = (u64)blockIdx.x * UMAP_WARPS + w;
     if (j >= n) return;
-    float cur[UMAP_MAX_DIMS], delta[UMAP_MAX_DIMS];
-    for (int d = 0; d < dim; d++) {
-        cur[d] = prev[j * dim + d];
-        delta[d] = 0.0f;
-    }
-    double e_now = (double)epoch;
-    for (u64 e = indptr[j]; e < indptr[j + 1]; e++) {
-        if (next_sample[e] > e_now) continue;
-        u64 k = indices[e];
-        float d2 = 0.0f;
-        for (int d = 0; d < dim; d++) {
-            float t = __fsub_rn(cur[d], prev[k * dim + d]);
-            d2 = __fadd_rn(d2, __fmul_rn(t, t));
-        }
-        float coeff = 0.0f;
-        if (d2 > 0.0f) {
-            coeff = __fdiv_rn(__fmul_rn(__fmul_rn(-2.0f * a, b), pow_f32(d2, __fsub_rn(b, 1.0f))),
-                              __fadd_rn(__fmul_rn(a, pow_f32(d2, b)), 1.0f));
-        }
-        for (int d = 0; d < dim; d++) {
-            float g = clip4(__fmul_rn(coeff, __fsub_rn(cur[d], prev[k * dim + d])));
-            delta[d] = __fadd_rn(delta[d], __fmul_rn(__fmul_rn(2.0f, g), alpha));
-        }
-        next_sample[e] = __dadd_rn(next_sample[e], epochs_per_sample[e]);
-        if (!negative_samples) continue;
-        double c = __ddiv_rn(__dsub_rn(e_now, next_negative[e]), epochs_per_negative[e]);
-        u64 count = c > 0.0 ? (u64)c : 0;
-        u64 h0 = hash3(seed, epoch, e);
-        for (u64 p = 0; p < count; p++) {
-            u64 h = mix64(h0 + p * 0x9e3779b97f4a7c15ull);
-            u64 s = ((h >> 32) * n) >> 32;
-            if (s == j) continue;
-            float r2 = 0.0f;
-            for (int d = 0; d < dim; d++) {
-                float t = __fsub_rn(cur[d], prev[s * dim + d]);
-                r2 = __fadd_rn(r2, __fmul_rn(t, t));
+    float cur[UMAP_MAX_DIMS];
+    for (int d = 0; d < dim; d++) cur[d] = prev[j * dim + d];
+    float delta = 0.0f;  // lane d < dim: coordinate d's sum
+    const double e_now = (double)epoch;
+    const u64 row1 = indptr[j + 1];
+    for (u64 base = indptr[j]; base < row1; base += 32) {
+        const u64 e = base + lane;
+        u32 moves_here = 0;
+        if (e < row1 && !(next_sample[e] > e_now)) {
+            moves_here = 1;
+            next_sample[e] = __dadd_rn(next_sample[e], epochs_per_sample[e]);
+            if (negative_samples) {
+                double c = __ddiv_rn(__dsub_rn(e_now, next_negative[e]), epochs_per_negative[e]);
+                u64 count = c > 0.0 ? (u64)c : 0;
+                next_negative[e] = __dadd_rn(next_negative[e], __dmul_rn((double)count, epochs_per_negative[e]));
+                moves_here += (u32)count;
             }
-            if (r2 > 0.0f) {
-                float rc = __fdiv_rn(__fmul_rn(2.0f * gamma, b),
-                                     __fmul_rn(__fadd_rn(0.001f, r2),
-                                               __fadd_rn(__fmul_rn(a, pow_f32(r2, b)), 1.0f)));
-                if (rc > 0.0f) {
-                    for (int d = 0; d < dim; d++) {
-                        float g = clip4(__fmul_rn(rc, __fsub_rn(cur[d], prev[s * dim + d])));
-                        delta[d] = __fadd_rn(delta[d], __fmul_rn(g, alpha));
-                    }
+            other[w][lane] = indices[e];
+        }
+        u32 upto = moves_here;  // inclusive prefix sum over the lanes
+        for (u32 o = 1; o < 32; o <<= 1) {
+            u32 v = __shfl_up_sync(FULL_MASK, upto, o);
+            if (lane >= o) upto += v;
+        }
+        first[w][lane] = upto - moves_here;
+        if (lane == 31) first[w][32] = upto;
+        __syncwarp();
+        const u32 total = first[w][32];
+        for (u32 t0 = 0; t0 < total; t0 += UMAP_TERMS) {
+            const u32 t1 = min(total, t0 + UMAP_TERMS);
+            for (u32 t = t0 + lane; t < t1; t += 32) {
+                // The lane whose moves hold t: the last with first <= t.
+                u32 lo = 0, hi = 31;
+                while (lo < hi) {
+                    u32 mid = (lo + hi + 1) >> 1;
+                    if (first[w][mid] <= t) lo = mid; else hi = mid - 1;
+                }
+                const u32 sub = t - first[w][lo];
+                float* m = moves[w][t - t0];
+                if (sub == 0) {
+                    umap_attraction(cur, prev + (u64)other[w][lo] * dim, dim, alpha, a, b, m);
+                    added[w][t - t0] = 1;
+                } else {
+                    const u64 edge = base + lo, p = sub - 1;
+                    u64 h = mix64(hash3(seed, epoch, edge) + p * 0x9e3779b97f4a7c15ull);
+                    u64 s = ((h >> 32) * n) >> 32;
+                    added[w][t - t0] =
+                        s != j && umap_repulsion(cur, prev + s * dim, dim, alpha, a, b, gamma, m);
                 }
             }
+            __syncwarp();
+            if (lane < (u32)dim)
+                for (u32 t = 0; t < t1 - t0; ++t)
+                    if (added[w][t]) delta = __fadd_rn(delta, moves[w][t][lane]);
+            __syncwarp();
         }
-        next_negative[e] = __dadd_rn(next_negative[e], __dmul_rn((double)count, epochs_per_negative[e]));
+        __syncwarp();  // every lane has read this chunk's `first` and `other`
     }
-    for (int d = 0; d < dim; d++) out[j * dim + d] = __fadd_rn(cur[d], delta[d]);
+    if (lane < (u32)dim) out[j * dim + lane] = __fadd_rn(cur[lane], delta);
 }
 
 // Each kept edge's period in epochs and its negative samples' (Schedule::epochs_per_sample,
