@@ -1031,7 +1031,12 @@ fn umap_equals_the_cpu_bit_for_bit() {
         let graph = sc_kernels::neighbors::neighbors(&x, &params)
             .unwrap()
             .connectivities;
-        let widest = graph.indptr.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
+        let widest = graph
+            .indptr
+            .windows(2)
+            .map(|w| w[1] - w[0])
+            .max()
+            .unwrap_or(0);
         assert!(k < 60 || widest > 64, "{widest} edges at most");
         let p = sc_kernels::umap::UmapParams {
             n_epochs: epochs,

@@ -665,6 +665,8 @@ pub fn knn_ivf_gpu_with(
             let probes = ivf_tensor::DeviceProbes {
                 ptr: &ptr,
                 probes: &probes,
+                host_ptr: &index.probe_ptr,
+                host_probes: &index.probes,
             };
             let (cells, f32_queries) = ivf_tensor::search(
                 ctx,

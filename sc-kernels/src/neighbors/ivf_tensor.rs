@@ -123,10 +123,48 @@ pub(super) struct F32Layout<'a> {
     pub sizes: &'a DeviceVec<u32>,
 }
 
-/// The probe table on the device.
+/// The probe table: list `l` probes `probes[ptr[l] .. ptr[l + 1]]`, on the device (`ptr`,
+/// `probes`) and on the host (`host_ptr`, `host_probes`).
 pub(super) struct DeviceProbes<'a> {
     pub ptr: &'a DeviceVec<u32>,
     pub probes: &'a DeviceVec<u32>,
+    pub host_ptr: &'a [u32],
+    pub host_probes: &'a [u32],
+}
+
+/// Part `rank` of `ranks` of the tiles, split by their work (each tile streams the chunks of
+/// the lists its list probes) rather than by their count, so that parts take alike times.
+pub(super) fn balanced_share(
+    slots: &Slots,
+    probes: (&[u32], &[u32]),
+    ranks: usize,
+    rank: usize,
+) -> std::ops::Range<usize> {
+    let (ptr, table) = probes;
+    let list_work: Vec<u64> = (0..slots.cstart.len())
+        .map(|l| {
+            let probed = &table[ptr[l] as usize..ptr[l + 1] as usize];
+            probed
+                .iter()
+                .map(|&p| slots.ccount[p as usize] as u64)
+                .sum::<u64>()
+                + 1
+        })
+        .collect();
+    let mut ends = Vec::with_capacity(slots.chunk_list.len() + 1);
+    ends.push(0u64);
+    for &l in &slots.chunk_list {
+        ends.push(ends.last().unwrap() + list_work[l as usize]);
+    }
+    let total = *ends.last().unwrap();
+    // The tiles whose work's midpoint lies in [rank, rank + 1) * total / ranks (in halves, to
+    // stay in integers).
+    let twice_mid: Vec<u64> = ends.windows(2).map(|w| w[0] + w[1]).collect();
+    let bound = |r: usize| -> usize {
+        let at = 2 * (total as u128 * r as u128 / ranks.max(1) as u128) as u64;
+        twice_mid.partition_point(|&m| m < at)
+    };
+    bound(rank)..bound(rank + 1)
 }
 
 /// The kNN rows of the part `part` = (rank, ranks) of the tiles, into `out_idx`/`out_dist`
@@ -160,7 +198,7 @@ pub(super) fn search(
     let refs = frame.pack(ctx, xd, Some(&ids), 0, n_slots, ks)?;
 
     let all_tiles = slots.tiles();
-    let share = crate::comm::rank_rows(all_tiles.len() / 2, part.1, part.0);
+    let share = balanced_share(slots, (probes.host_ptr, probes.host_probes), part.1, part.0);
     let cells: Vec<u32> = slots.cells[share.start * CHUNK..share.end * CHUNK]
         .iter()
         .copied()
@@ -384,6 +422,32 @@ mod tests {
         assert_eq!(s.cells[130], u32::MAX);
         assert_eq!(s.chunk_list, vec![0, 0, 2]);
         assert_eq!(s.tiles(), vec![0, 0, 0, 1, 2, 2]);
+    }
+
+    #[test]
+    fn shares_split_the_tiles_by_their_work() {
+        let (perm, starts, sizes) = layout();
+        let s = Slots::new(&perm, &starts, &sizes);
+        // List 0 probes itself and list 2 (3 chunks a tile), list 2 only itself (1 chunk).
+        let (ptr, probes) = (vec![0u32, 2, 2, 3], vec![0u32, 2, 2]);
+        let whole: Vec<_> = (0..1)
+            .map(|r| balanced_share(&s, (&ptr, &probes), 1, r))
+            .collect();
+        assert_eq!(whole, vec![0..3]);
+        for ranks in 1..5 {
+            let parts: Vec<_> = (0..ranks)
+                .map(|r| balanced_share(&s, (&ptr, &probes), ranks, r))
+                .collect();
+            assert_eq!(parts[0].start, 0);
+            assert_eq!(parts[ranks - 1].end, 3);
+            assert!(
+                parts.windows(2).all(|w| w[0].end == w[1].start),
+                "{parts:?}"
+            );
+        }
+        // Work 4, 4, 2 (each plus one): two parts take the first tile and the other two.
+        assert_eq!(balanced_share(&s, (&ptr, &probes), 2, 0), 0..1);
+        assert_eq!(balanced_share(&s, (&ptr, &probes), 2, 1), 1..3);
     }
 
     #[test]

@@ -1,0 +1,73 @@
+"""Issue 29's first gate: UMAP and Leiden from the inverted file's graph within issue 28's quality
+gates of the same steps on the exact graph, on one scpipe output each (the same cells).
+
+Usage (on the GPU machine; h5py, numpy, scipy and scikit-learn):
+  python3 scripts/device/tests/ivf_quality.py EXACT.h5ad IVF.h5ad EXACT_SEED1.h5ad [SAMPLE]
+EXACT_SEED1 is the exact run with --random-state 1 (Leiden's own agreement between two seeds).
+Trustworthiness and silhouettes are measured on SAMPLE cells (default 20,000, seeded), the
+modularities on the exact run's whole graph. Prints PASS/FAIL lines; exits 1 on a failure.
+"""
+
+import os
+import sys
+
+import h5py
+import numpy as np
+import scipy.sparse as sp
+from sklearn.manifold import trustworthiness
+from sklearn.metrics import adjusted_rand_score, silhouette_score
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "conformance"))
+from graph_metrics import modularity  # noqa: E402
+
+
+def read(path: str) -> dict:
+    with h5py.File(path, "r") as f:
+        g = f["obsp/connectivities"]
+        n = f["obsm/X_pca"].shape[0]
+        return {
+            "pca": f["obsm/X_pca"][:],
+            "umap": f["obsm/X_umap"][:],
+            "leiden": f["obs/leiden/codes"][:],
+            "graph": sp.csr_matrix((g["data"][:], g["indices"][:], g["indptr"][:]), shape=(n, n)),
+        }
+
+
+def main(argv: list[str]) -> int:
+    exact, ivf, seed1 = (read(p) for p in argv[:3])
+    m = int(argv[3]) if len(argv) > 3 else 20_000
+    n = exact["pca"].shape[0]
+    cells = np.sort(np.random.default_rng(0).choice(n, size=min(m, n), replace=False))
+    failed = 0
+
+    def check(name: str, ok: bool, detail: str) -> None:
+        nonlocal failed
+        failed += not ok
+        print(f"{'PASS' if ok else 'FAIL'}  {name}  ({detail})", flush=True)
+
+    x = exact["pca"][cells]
+    t_exact = trustworthiness(x, exact["umap"][cells], n_neighbors=15)
+    t_ivf = trustworthiness(x, ivf["umap"][cells], n_neighbors=15)
+    check("umap trustworthiness (ivf graph) >= exact graph's - 0.01", t_ivf >= t_exact - 0.01,
+          f"{t_ivf:.4f} vs {t_exact:.4f} on {len(cells)} cells")
+    labels = exact["leiden"][cells]
+    s_exact = silhouette_score(exact["umap"][cells], labels)
+    s_ivf = silhouette_score(ivf["umap"][cells], labels)
+    check("umap silhouette of the exact run's leiden within 0.05", abs(s_ivf - s_exact) <= 0.05,
+          f"{s_ivf:.4f} vs {s_exact:.4f}")
+    q_exact = modularity(exact["graph"], exact["leiden"])
+    q_ivf = modularity(exact["graph"], ivf["leiden"])
+    check("leiden (ivf graph) modularity on the exact graph >= exact's - 0.005",
+          q_ivf >= q_exact - 0.005, f"{q_ivf:.4f} vs {q_exact:.4f}")
+    ari = adjusted_rand_score(exact["leiden"], ivf["leiden"])
+    seeds = adjusted_rand_score(exact["leiden"], seed1["leiden"])
+    check("leiden ARI (ivf vs exact graph) >= the exact graph's seed agreement - 0.05",
+          ari >= seeds - 0.05, f"{ari:.3f} vs {seeds:.3f}")
+    same = exact["graph"].nnz, ivf["graph"].nnz
+    print(f"graph entries: exact {same[0]}, ivf {same[1]}")
+    print(f"{4 - failed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
