@@ -201,7 +201,7 @@ pub fn find_ab_params(spread: f64, min_dist: f64) -> (f64, f64) {
 
 /// The edges UMAP samples and when: the graph less its light edges, and what each kept edge's
 /// period in epochs (and its negative samples') follows from ([`Schedule::epochs_per_sample`];
-/// the GPU forms the periods on the device from the same numbers, `umap_schedule`).
+/// the GPU forms the periods on the device from the same numbers, `umap_periods`).
 #[derive(Debug, Clone)]
 pub(crate) struct Schedule {
     pub n_epochs: usize,
