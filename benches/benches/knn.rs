@@ -106,6 +106,7 @@ fn ivf_specs(args: &[String]) -> Result<Vec<(String, IvfParams)>, String> {
                 n_lists,
                 n_probes,
                 target_recall,
+                descent_rounds: None,
             };
             Ok((s.to_string(), params))
         })

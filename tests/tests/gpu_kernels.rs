@@ -641,6 +641,7 @@ fn ivf_tensor_scan_equals_the_f32_scan() {
                 n_lists: Some(lists),
                 n_probes: Some(probes),
                 target_recall: None,
+                descent_rounds: Some(0),
             };
             let run = |products| {
                 let rows = (0..parts)
@@ -692,6 +693,7 @@ fn ivf_knn_on_the_gpu_is_exact_where_it_probes() {
             n_lists: Some(lists),
             n_probes: Some(probes),
             target_recall: None,
+            descent_rounds: Some(0),
         };
         let rows = (0..parts)
             .map(|r| knn_ivf_gpu(&ctx, x, &xd, k, &p, (r, parts)).unwrap())
@@ -728,6 +730,7 @@ fn ivf_knn_on_the_gpu_is_exact_where_it_probes() {
             n_lists: Some(lists),
             n_probes: None,
             target_recall: Some(0.9),
+            descent_rounds: Some(0),
         };
         let part = knn_ivf_gpu(&ctx, &x, &xd, k, &p, (0, 1)).unwrap();
         let (chosen, s) = join_parts(x.n_rows, k, vec![part]).unwrap();
@@ -749,6 +752,7 @@ fn ivf_knn_on_the_gpu_is_exact_where_it_probes() {
                 n_lists: Some(lists),
                 n_probes: Some(3),
                 target_recall: None,
+                descent_rounds: Some(0),
             },
         )
         .unwrap();
@@ -781,6 +785,96 @@ fn ivf_knn_on_the_gpu_is_exact_where_it_probes() {
                 }
             }
         }
+    }
+}
+
+/// NN-descent's local join on the GPU equals its CPU twin bit for bit (one and two rounds, on
+/// the inverted file's scan of few probes; a trial on a few cells gives them the whole round's
+/// rows), and through `finish_gpu` it raises the recall over every cell, the stats saying the
+/// scan's and the result's.
+#[test]
+fn nn_descent_on_the_gpu_equals_its_cpu_twin() {
+    use sc_kernels::neighbors::descent::{descend_gpu, descend_host, Trial};
+    use sc_kernels::neighbors::ivf::{
+        finish_gpu, join_parts, knn_ivf_gpu, recall, IvfParams, SampleKnn,
+    };
+    use sc_kernels::neighbors::knn_exact_gpu;
+    let Some(dev) = gpu_or_skip("nn-descent") else {
+        return;
+    };
+    let ctx = context(&dev);
+    for (what, x, k) in [
+        ("clustered", clustered_points(41, 20_000, 30), 15),
+        ("pbmc68k PCs", pbmc_pcs(), 30),
+        ("few dims", clustered_points(42, 3000, 3), 10),
+    ] {
+        let (n, d) = (x.n_rows, x.n_cols);
+        let xd = ctx.upload(&x.data).unwrap();
+        let lists = (n as f64).sqrt() as usize;
+        let p = IvfParams {
+            n_lists: Some(lists),
+            n_probes: Some(2),
+            target_recall: None,
+            descent_rounds: Some(2),
+        };
+        let scan = || {
+            let rows = knn_ivf_gpu(&ctx, &x, &xd, k, &p, (0, 1)).unwrap();
+            join_parts(n, k, vec![rows]).unwrap().0
+        };
+        for rounds in [1, 2] {
+            let (gpu, g) = descend_gpu(&ctx, &xd, d, scan(), rounds, None).unwrap();
+            let (cpu, c) = descend_host(&x.data, d, scan(), rounds, None);
+            assert_eq!(gpu, cpu, "{what}: {rounds} rounds");
+            assert_eq!(g, c, "{what}: {rounds} rounds, neighbours replaced");
+            assert!(g.replaced > 0, "{what}: the join found nothing");
+        }
+        // A trial on a few cells gives them the whole round's rows, on the device too.
+        let cells: Vec<u32> = (0..n as u32).step_by(n / 7).collect();
+        let mut seen = Vec::new();
+        let mut keep = |i: &[u32], dd: &[f32]| {
+            seen.push((i.to_vec(), dd.to_vec()));
+            true
+        };
+        let trial = Trial {
+            cells: &cells,
+            worth: &mut keep,
+        };
+        let (whole, _) = descend_gpu(&ctx, &xd, d, scan(), 1, Some(trial)).unwrap();
+        for (w, &c) in cells.iter().enumerate() {
+            let (i, dd) = whole.row(c as usize);
+            assert_eq!(&seen[0].0[w * k..(w + 1) * k], i, "{what}: trial row {c}");
+            assert_eq!(&seen[0].1[w * k..(w + 1) * k], dd, "{what}: trial row {c}");
+        }
+        let exact = knn_exact_gpu(&ctx, &xd, n, d, k).unwrap();
+        let every = SampleKnn {
+            cells: (0..n as u32).collect(),
+            k,
+            indices: exact.indices.clone(),
+            distances: exact.distances.clone(),
+        };
+        let rows = knn_ivf_gpu(&ctx, &x, &xd, k, &p, (0, 1)).unwrap();
+        let (joined, stats) = finish_gpu(&ctx, &xd, d, k, &p, vec![rows]).unwrap();
+        let (before, after) = (recall(&every, &scan()).value, recall(&every, &joined).value);
+        let (s_before, s_after) = (
+            stats.scan_recall.unwrap().value,
+            stats.recall.unwrap().value,
+        );
+        println!(
+            "{what}: recall {before:.4} after the scan, {after:.4} after 2 rounds \
+             (sampled {s_before:.4}, {s_after:.4}), {} replaced",
+            stats.descent_replaced
+        );
+        // A round runs where the sample's recall rises by DESCENT_MIN_GAIN.
+        match stats.descent_declined {
+            Some(g) => assert!(g < 0.01 && stats.descent_rounds < 2, "{what}: {g}"),
+            None => assert_eq!(stats.descent_rounds, 2, "{what}"),
+        }
+        assert!(stats.descent_rounds >= 1, "{what}: {stats:?}");
+        assert!(after > before && s_after > s_before, "{what}");
+        assert!(
+            (s_before - before).abs() < 0.03,
+            "{what}: sampled {s_before} vs {before}"
+        );
     }
 }
 

@@ -543,8 +543,8 @@ pub fn neighbors_gpu<T: Real>(
     };
     let xf = DenseMatrix::new(x.n_rows, x.n_cols, values)?;
     let rows = super::ivf::knn_ivf_gpu(ctx, &xf, &xd, k, &ivf, (0, 1))?;
+    let (knn, stats) = super::ivf::finish_gpu(ctx, &xd, x.n_cols, k, &ivf, vec![rows])?;
     drop(xd);
-    let (knn, stats) = super::ivf::join_parts(x.n_rows, k, vec![rows])?;
     neighbors_from_knn_gpu(ctx, knn, Scan::Ivf(stats), params)
 }
 

@@ -27,6 +27,7 @@ use faer::reborrow::{Reborrow, ReborrowMut};
 use faer::{Mat, MatRef};
 use rayon::prelude::*;
 
+pub mod descent;
 pub(crate) mod gpu;
 mod host_scan;
 pub mod ivf;

@@ -9,7 +9,7 @@ use crate::run::{DeviceOptions, Input, Outcome, Outputs, PipelineConfig, RunPlan
 use crate::steps::{Flavor, HarmonyOptions, HarmonyParams, HvgOptions};
 use crate::synthetic::SyntheticParams;
 use crate::{Error, Result};
-use sc_kernels::neighbors::ivf::IvfParams;
+use sc_kernels::neighbors::ivf::{self, IvfParams};
 use sc_kernels::neighbors::KnnMethod;
 use std::path::PathBuf;
 
@@ -175,6 +175,12 @@ pub struct RunArgs {
     /// their exact kNN (ivf and auto, without --n-probes; default 0.95).
     #[arg(long, value_name = "R")]
     pub target_recall: Option<f64>,
+    /// Rounds of NN-descent's local join after the inverted file's scan (ivf and auto; default
+    /// 1, at most 8; 0: the scan's result as it is). Each cell is offered its neighbours' and
+    /// reverse neighbours' neighbours: the scan misses neighbours across list boundaries, which
+    /// cut the graph and split Leiden's clusters there.
+    #[arg(long, value_name = "N")]
+    pub descent_rounds: Option<usize>,
     #[command(flatten)]
     pub graph: super::graph_steps::GraphStepArgs,
 }
@@ -240,6 +246,20 @@ impl RunArgs {
                 ));
             }
         }
+        if let Some(r) = self.descent_rounds {
+            if self.neighbors_method == KnnChoice::Exact {
+                return Err(Error::param(
+                    "--descent-rounds",
+                    "refines the inverted file's result: use it with --neighbors-method ivf or auto",
+                ));
+            }
+            if r > ivf::MAX_DESCENT_ROUNDS {
+                return Err(Error::param(
+                    "--descent-rounds",
+                    format!("must be at most {}, got {r}", ivf::MAX_DESCENT_ROUNDS),
+                ));
+            }
+        }
         if let (Some(l), Some(p)) = (self.n_lists, self.n_probes) {
             if p > l {
                 return Err(Error::param(
@@ -252,6 +272,7 @@ impl RunArgs {
             n_lists: self.n_lists,
             n_probes: self.n_probes,
             target_recall: self.target_recall,
+            descent_rounds: self.descent_rounds,
         };
         Ok(match self.neighbors_method {
             KnnChoice::Exact => KnnMethod::Exact,

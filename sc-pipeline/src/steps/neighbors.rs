@@ -182,9 +182,25 @@ fn run_step(a: &mut AnnData, env: &StepEnv<'_>) -> Result<String> {
 
 /// What the step's note says of an inverted file's search.
 fn ivf_note(s: &IvfStats) -> String {
-    let recall = match s.recall {
-        Some(r) => format!(", recall@{} {:.3} on {} cells", r.k, r.value, r.cells),
-        None => String::new(),
+    let descent = match (s.descent_rounds, s.descent_declined) {
+        (0, None) => String::new(),
+        (0, Some(g)) => format!(
+            ", NN-descent not run (a round would raise the sample's recall by {g:.3}, under {})",
+            ivf::DESCENT_MIN_GAIN
+        ),
+        (r, _) => format!(
+            ", {r} round{} of NN-descent ({} neighbours replaced)",
+            if r == 1 { "" } else { "s" },
+            s.descent_replaced
+        ),
+    };
+    let recall = match (s.recall, s.scan_recall) {
+        (Some(r), Some(scan)) if s.descent_rounds > 0 => format!(
+            ", recall@{} {:.3} on {} cells ({:.3} after the scan)",
+            r.k, r.value, r.cells, scan.value
+        ),
+        (Some(r), _) => format!(", recall@{} {:.3} on {} cells", r.k, r.value, r.cells),
+        (None, _) => String::new(),
     };
     let chosen = match s.target_recall {
         Some(t) => format!(" (the fewest for recall {t} on the sample)"),
@@ -198,7 +214,7 @@ fn ivf_note(s: &IvfStats) -> String {
         ),
     };
     format!(
-        "ivf ({} lists, {} probed{chosen}, {} cells scanned per cell{tensor}{recall})",
+        "ivf ({} lists, {} probed{chosen}, {} cells scanned per cell{tensor}{descent}{recall})",
         s.n_lists,
         s.n_probes,
         s.refs_per_cell.round(),
