@@ -352,7 +352,7 @@ fn bad_options_are_refused_clearly() {
     let inp = input.to_str().unwrap();
     let out = common::scratch("never.h5ad");
     let o = out.to_str().unwrap();
-    let cases: [(&[&str], &str); 16] = [
+    let cases: [(&[&str], &str); 17] = [
         (
             &["run", inp, "-o", o, "--hvg-flavor", "seurat_v9"],
             "invalid value 'seurat_v9' for '--hvg-flavor",
@@ -389,6 +389,11 @@ fn bad_options_are_refused_clearly() {
             "--n-probes",
         ),
         (&["run", inp, "-o", o, "--n-lists", "0"], "--n-lists"),
+        // An X over half of the host memory allowed is read from an h5ad file by blocks.
+        (
+            &["run", inp, "-o", o, "--host-memory-limit", "1K"],
+            "--host-memory-limit: invalid parameter: reading X from the file block by block takes h5ad inputs",
+        ),
         (
             &["run", inp, "-o", o, "--descent-rounds", "9"],
             "--descent-rounds: invalid parameter: must be at most 8, got 9",

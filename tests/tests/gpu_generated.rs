@@ -1,6 +1,7 @@
-//! The demo generated on the GPU for every pass (`scpipe run --demo-on-gpu`): the device
-//! generator against its CPU twin, and the whole generated run against the in-memory GPU run
-//! on the same cells made in host memory.
+//! The runs that hold no X: the demo generated on the GPU for every pass (`scpipe run
+//! --demo-on-gpu`; the device generator against its CPU twin) and an h5ad input read from its
+//! file for every pass (`--host-memory-limit`), each against the in-memory GPU run on the same
+//! cells made in host memory.
 //!
 //! Tolerances: gene sets exact; counts exact (they differ only where the device's log/exp/cos
 //! round unlike the host's, which these inputs never hit: the test says so if it happens);
@@ -10,7 +11,7 @@
 use integration_tests::gpu_or_skip;
 use sc_kernels::synth::gpu::DeviceCountModel;
 use sc_pipeline::anndata::{ArrayData, Column, Matrix};
-use sc_pipeline::run::generated::run_generated;
+use sc_pipeline::run::generated::{run_from_file, run_generated};
 use sc_pipeline::run::{run_pipeline_on, GpuRun, PipelineConfig, Silent};
 use sc_pipeline::steps::HvgOptions;
 use sc_pipeline::synthetic::{count_model, generate_cell_by_cell, SyntheticParams};
@@ -88,6 +89,73 @@ fn generated_run_matches_the_in_memory_run_on_the_same_cells() {
         .unwrap()
         .with_memory(48 << 20, Default::default());
     let (got, records) = run_generated(&p, &config, &small, &mut Silent).unwrap();
+    let mut want = generate_cell_by_cell(&p).unwrap();
+    let full = GpuRun::new(&d, &stream, resource).unwrap();
+    run_pipeline_on(&mut want, &config, Some(&full), &mut Silent).unwrap();
+    same_as_the_in_memory_run(&got, &records, &want, &config, &full);
+    let note = &records
+        .iter()
+        .find(|r| r.step == "rank_genes_groups")
+        .expect("the markers' row")
+        .note;
+    assert!(note.contains("generated again"), "{note}");
+}
+
+/// An h5ad input read from its file block by block for every pass: the same as the in-memory
+/// run on the same cells, and each pass's note says what it read.
+#[test]
+fn run_from_the_file_matches_the_in_memory_run() {
+    let Some(d) = gpu_or_skip("run from the file") else {
+        return;
+    };
+    let p = SyntheticParams::new(20_000, 3000, 2);
+    let config = PipelineConfig {
+        hvg: Some(HvgOptions {
+            n_top_genes: Some(500),
+            ..HvgOptions::default()
+        }),
+        n_comps: Some(20),
+        ..PipelineConfig::default()
+    };
+    let cells = generate_cell_by_cell(&p).unwrap();
+    let path = std::env::temp_dir().join(format!("scpipe-from-file-{}.h5ad", std::process::id()));
+    sc_pipeline::io::write_h5ad(&cells, &path).unwrap();
+    let resource: rmm_core::SharedResource = Arc::new(rmm_core::CudaResource::new(&d));
+    let stream = d.new_stream().unwrap();
+    let small = GpuRun::new(&d, &stream, resource.clone())
+        .unwrap()
+        .with_memory(48 << 20, Default::default());
+    let (got, records) = run_from_file(&path, &config, &small, &mut Silent).unwrap();
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(records[0].step, "open the input");
+    let mut want = cells;
+    let full = GpuRun::new(&d, &stream, resource).unwrap();
+    run_pipeline_on(&mut want, &config, Some(&full), &mut Silent).unwrap();
+    same_as_the_in_memory_run(&got, &records, &want, &config, &full);
+    for step in [
+        "calculate_qc_metrics",
+        "filter_cells",
+        "pca",
+        "rank_genes_groups",
+    ] {
+        let note = &records
+            .iter()
+            .find(|r| r.step.starts_with(step))
+            .unwrap()
+            .note;
+        assert!(note.contains("GB of X from the file at"), "{step}: {note}");
+    }
+}
+
+/// A run that held no X (`got`, its `records`) against the in-memory run `want` of the same
+/// cells: blocks made, cells, genes, QC and HVG columns, PCA, and the markers of `.raw`.
+fn same_as_the_in_memory_run(
+    got: &sc_pipeline::AnnData,
+    records: &[sc_pipeline::report::StepRecord],
+    want: &sc_pipeline::AnnData,
+    config: &PipelineConfig,
+    full: &GpuRun,
+) {
     let prepared = &records[0];
     assert!(prepared.note.contains("blocks"), "{}", prepared.note);
     let n_blocks: usize = prepared
@@ -98,10 +166,6 @@ fn generated_run_matches_the_in_memory_run_on_the_same_cells() {
         .parse()
         .unwrap();
     assert!(n_blocks >= 10, "{}", prepared.note);
-
-    let mut want = generate_cell_by_cell(&p).unwrap();
-    let full = GpuRun::new(&d, &stream, resource).unwrap();
-    run_pipeline_on(&mut want, &config, Some(&full), &mut Silent).unwrap();
 
     assert_eq!(got.obs.index, want.obs.index, "same cells kept");
     assert_eq!(got.var.index, want.var.index, "same highly variable genes");
@@ -136,14 +200,14 @@ fn generated_run_matches_the_in_memory_run_on_the_same_cells() {
         let v = m.data.to_f64().unwrap().iter().map(|&x| x as f32).collect();
         sc_kernels::dense::DenseMatrix::new(m.shape[0], m.shape[1], v).unwrap()
     };
-    let cors = column_correlations(&as_matrix(&got), &as_matrix(&want));
+    let cors = column_correlations(&as_matrix(got), &as_matrix(want));
     assert!(cors.iter().all(|c| c.abs() > 0.9999), "{cors:?}");
     assert!(
         matches!(got.x, Matrix::Sparse(ref x) if x.nnz() == 0),
         "X is a placeholder"
     );
-    // The marker genes: on every cell here (fewer than the subset's cap), generated again as
-    // .raw holds them, so the same as ranking the in-memory run's .raw by the same labels.
+    // The marker genes: on every cell here (fewer than the subset's cap), made again as .raw
+    // holds them, so the same as ranking the in-memory run's .raw by the same labels.
     let raw = want.raw.as_ref().expect("the in-memory run keeps .raw");
     let mut check = sc_pipeline::AnnData::new(raw.x.host_copy().unwrap());
     check.var = raw.var.clone();
@@ -153,8 +217,8 @@ fn generated_run_matches_the_in_memory_run_on_the_same_cells() {
     sc_pipeline::steps::rank_genes_groups_on(&mut check, &groupby, params, Some(&full.ctx))
         .unwrap();
     let names = |a: &sc_pipeline::AnnData| a.uns["rank_genes_groups"].get("names").cloned();
-    assert!(names(&got).is_some(), "markers ranked");
-    assert_eq!(names(&got), names(&check), "the markers of .raw");
+    assert!(names(got).is_some(), "markers ranked");
+    assert_eq!(names(got), names(&check), "the markers of .raw");
     let note = &records
         .iter()
         .find(|r| r.step == "rank_genes_groups")

@@ -89,6 +89,12 @@ pub struct RunArgs {
     /// Default: 90% of the GPU's free memory.
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     pub device_memory_limit: Option<usize>,
+    /// Host memory the run may use, e.g. 8GiB. An h5ad input whose X (8 bytes a stored value in
+    /// memory) is over half of it is not held: it is read from the file block by block for
+    /// every pass, onto one GPU (the output then holds no X, and normalize_total needs a fixed
+    /// --target-sum). Default: the memory the machine has available.
+    #[arg(long, value_parser = parse_size, value_name = "SIZE")]
+    pub host_memory_limit: Option<usize>,
     /// How a GPU run holds X: auto (in device memory when it fits the limit, else streamed),
     /// in-memory, or streamed.
     #[arg(long, value_enum, default_value_t = Execution::Auto)]
@@ -403,6 +409,7 @@ impl RunArgs {
                 allocation_log: self.memory_snapshot.is_some() || self.allocation_log.is_some(),
             },
             gpus: self.gpus,
+            host_memory_limit: self.host_memory_limit.map(|b| b as u64),
         })
     }
 }

@@ -21,6 +21,28 @@ enum Layout {
     Dense(Dataset),
 }
 
+/// The cells, genes and stored values of an h5ad file's `X`, from its metadata alone (nothing
+/// of X is read): what holding X in memory would cost.
+pub fn x_extent(path: impl AsRef<Path>) -> Result<(usize, usize, u64)> {
+    let ctx = H5Ctx::new(path.as_ref());
+    let file = ctx.open()?;
+    if !file.link_exists("X") {
+        return Err(ctx.format("/X", "missing: the h5ad file has no X matrix"));
+    }
+    if let Ok(g) = file.group("X") {
+        let sparse = SparseGroup::open(&ctx, &g, "/X")?;
+        return Ok((sparse.n_rows, sparse.n_cols, sparse.data.size() as u64));
+    }
+    let shape = ctx.dataset(&file, "X", "/X")?.shape();
+    match shape[..] {
+        [n, m] => Ok((n, m, (n * m) as u64)),
+        _ => Err(ctx.format(
+            "/X",
+            format!("a dense matrix must be 2-dimensional, has shape {shape:?}"),
+        )),
+    }
+}
+
 /// An open h5ad file whose `X` is read block by block.
 pub struct H5adRowChunks {
     ctx: H5Ctx,
@@ -123,6 +145,18 @@ impl H5adRowChunks {
         match &self.layout {
             Layout::Csr { indptr, .. } => indptr[rows.end] - indptr[rows.start],
             Layout::Dense(_) => (rows.len() * self.n_vars) as u64,
+        }
+    }
+
+    /// Bytes of the file that reading `rows` reads (the values and, for CSR, their column
+    /// indices, at the sizes they are stored in).
+    pub fn stored_bytes(&self, rows: Range<usize>) -> u64 {
+        let size = |ds: &Dataset| ds.dtype().map_or(4, |t| t.size()) as u64;
+        match &self.layout {
+            Layout::Csr { data, indices, .. } => {
+                self.stored_values(rows) * (size(data) + size(indices))
+            }
+            Layout::Dense(ds) => self.stored_values(rows) * size(ds),
         }
     }
 

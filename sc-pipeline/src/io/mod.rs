@@ -23,7 +23,7 @@ mod zarr_write;
 
 pub use detect::is_10x_h5;
 pub(crate) use device_write::prepare_device_write;
-pub use h5ad_chunks::H5adRowChunks;
+pub use h5ad_chunks::{x_extent, H5adRowChunks};
 pub use h5ad_read::h5ad_x_size;
 pub use h5ad_read::{read_h5ad, read_h5ad_with_notices};
 pub use h5ad_stream_write::H5adStreamWriter;

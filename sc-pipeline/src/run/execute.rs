@@ -1,7 +1,7 @@
 //! Carries out a [`RunPlan`]: sets up the GPUs (beside the input's read), reads or generates
 //! the input, runs the step table in the mode the plan and the machine call for (in memory or
-//! streamed on one GPU, generated on the GPU, split across this host's GPUs, or one rank of a
-//! launched group), and writes the output.
+//! streamed on one GPU, generated on the GPU or read from the file for every pass, split across
+//! this host's GPUs, or one rank of a launched group), and writes the output.
 
 use super::gpu::GpuRun;
 use super::in_memory::run_steps;
@@ -224,8 +224,9 @@ fn gpus_of_this_process(plan: &RunPlan, launch: Option<Launch>) -> Result<std::o
     Ok(ordinals)
 }
 
-/// The demo generated on the GPU for every pass (`note` says why), on the GPU of `setup`.
-fn run_generated_demo(
+/// A run whose X is never held (`note` says why): the demo generated on the GPU, or the input
+/// read from its file, for every pass, on the GPU of `setup`.
+fn run_without_x(
     plan: &RunPlan,
     setup: GpuSetup,
     note: &str,
@@ -235,13 +236,22 @@ fn run_generated_demo(
 ) -> Result<Outcome> {
     eprintln!("{note}");
     let (g, recorders) = setup.adopt(plan, &mut report);
-    let g = g.first().expect("one GPU (generated_on_gpu checked)");
-    let demo = plan.demo().expect("a generated run is a demo");
-    report.input = format!(
-        "generated on the GPU for every pass: {} cells x {} genes, seed {}",
-        demo.n_cells, demo.n_genes, demo.seed
-    );
-    let (adata, records) = super::generated::run_generated(demo, &plan.config, g, observer)?;
+    let g = g
+        .first()
+        .expect("one GPU (generated_on_gpu and read_from_disk checked)");
+    let (adata, records) = match &plan.input {
+        Input::Demo { params: demo, .. } => {
+            report.input = format!(
+                "generated on the GPU for every pass: {} cells x {} genes, seed {}",
+                demo.n_cells, demo.n_genes, demo.seed
+            );
+            super::generated::run_generated(demo, &plan.config, g, observer)?
+        }
+        Input::File { path, .. } => {
+            report.input = format!("{}, read for every pass", path.display());
+            super::generated::run_from_file(path, &plan.config, g, observer)?
+        }
+    };
     report.steps.extend(records);
     report.record_gpu(g);
     let output = (plan.outputs.h5ad.as_path(), plan.outputs.format);
@@ -266,9 +276,17 @@ pub fn execute(plan: &RunPlan, observer: &mut dyn StepObserver) -> Result<Outcom
     let on_gpu = plan.target == Target::Gpu;
     let launch = Launch::from_vars(|k| std::env::var(k).ok())?;
     let ordinals = gpus_of_this_process(plan, launch)?;
-    let generated = match plan.input {
-        Input::Demo { .. } => {
-            plan.generated_on_gpu(super::generated::host_available_bytes(), ordinals.len())?
+    let available = super::generated::host_available_bytes();
+    let generated = match &plan.input {
+        Input::Demo { .. } => plan.generated_on_gpu(available, ordinals.len())?,
+        // An h5ad X too large for the host memory the run may use is read for every pass.
+        Input::File { path, .. } if launch.is_none() => {
+            let h5ad = !crate::io::is_zarr(path) && !crate::io::is_10x_h5(path);
+            let x = match h5ad {
+                true => Some(crate::io::x_extent(path)?),
+                false => None,
+            };
+            plan.read_from_disk(x, available, ordinals.len())?
         }
         Input::File { .. } => None,
     };
@@ -296,8 +314,8 @@ pub fn execute(plan: &RunPlan, observer: &mut dyn StepObserver) -> Result<Outcom
         _ => None,
     };
     if let Some(note) = generated {
-        let set = setup.expect("generated_on_gpu checked the GPU");
-        return run_generated_demo(plan, set, &note, observer, report, start);
+        let set = setup.expect("generated_on_gpu and read_from_disk checked the GPU");
+        return run_without_x(plan, set, &note, observer, report, start);
     }
     // Where the cells are split across GPUs, neighbors is short and the output's write is on
     // the critical path: its pages are reserved while the input is read. On one GPU the write

@@ -1,7 +1,9 @@
-//! The `--demo` pipeline on a dataset larger than host memory: cells are generated on the GPU
-//! block by block ([`sc_kernels::synth`]) and generated again for every pass over them, so X
-//! never exists whole, neither on the device nor on the host (11.4 million cells x 45,854 genes
-//! hold about 23 billion values, 180 GB).
+//! The pipeline on a dataset larger than host memory: the cells' counts are made block by
+//! block and made again for every pass over them, so X never exists whole, neither on the
+//! device nor on the host (11.4 million cells x 45,854 genes hold about 23 billion values,
+//! 180 GB). Two sources ([`super::generated_blocks::CellSource`]): the `--demo` generated on
+//! the GPU ([`sc_kernels::synth`], [`run_generated`]), and an h5ad file read by rows
+//! ([`super::file_cells`], [`run_from_file`]).
 //!
 //! Each step runs its `*_blocks` kernel over a `GeneratedRows` source: a block is generated,
 //! then the steps already run are applied to it as it is made (cells and genes that failed the
@@ -10,11 +12,12 @@
 //! each; PCA two (Gram matrix, then scores). Per-gene sums are combined over the blocks as over
 //! the row blocks of a streamed run.
 //!
-//! What differs from a run on a file: the result holds no X (and no `.raw`); anndata reads the
-//! written file with `X = None`. normalize_total needs a fixed target (the median of all cells'
-//! totals would need a pass of its own).
+//! What differs from a run that holds X: the result holds no X (and no `.raw`); anndata reads
+//! the written file with `X = None`. normalize_total needs a fixed target (the median of all
+//! cells' totals would need a pass of its own).
 
-use super::generated_blocks::{Chain, GeneratedPass};
+use super::file_cells::FileCells;
+use super::generated_blocks::{CellSource, Chain, GeneratedPass};
 use super::gpu::GpuRun;
 use super::runner::{Runner, StepObserver};
 use super::step::{Phase, StepEnv};
@@ -26,6 +29,7 @@ use crate::{AnnData, Error, Result};
 use sc_kernels::synth::gpu::DeviceCountModel;
 use sc_kernels::CsrMatrix;
 use std::ops::Range;
+use std::path::Path;
 
 const STEP: &str = "generated demo";
 
@@ -45,17 +49,22 @@ pub fn too_large_for_host(p: &SyntheticParams, available: u64) -> bool {
     x_bytes > available / 2
 }
 
-/// Cells per generated block: a block's generated, filtered and transformed copies (8 bytes a
-/// value each) and its dense scaled rows within a quarter of `budget` (two blocks are in flight,
-/// and PCA's matrices come on top).
-fn cells_per_block(p: &SyntheticParams, config: &PipelineConfig, budget: u64) -> usize {
-    let per_cell_values = max_stored_values(p) / p.n_cells.max(1) as u64 + 1;
+/// Cells per block for cells of `per_cell_values` stored values (at most, or on average) over
+/// `n_genes`: a block's made, filtered and transformed copies (8 bytes a value each) and its
+/// dense scaled rows within a quarter of `budget` (two blocks are in flight, and PCA's
+/// matrices come on top).
+fn cells_per_block(
+    per_cell_values: u64,
+    n_genes: usize,
+    config: &PipelineConfig,
+    budget: u64,
+) -> usize {
     let dense_genes = config
         .hvg
         .as_ref()
         .filter(|_| config.subset_hvg)
         .and_then(|h| h.n_top_genes)
-        .unwrap_or(p.n_genes) as u64;
+        .unwrap_or(n_genes) as u64;
     let per_cell = per_cell_values * 8 * 3 + dense_genes * 4 + 64;
     ((budget / 4) / per_cell).clamp(1024, 1 << 20) as usize
 }
@@ -69,35 +78,130 @@ pub fn run_generated(
     gpu: &GpuRun,
     observer: &mut dyn StepObserver,
 ) -> Result<(AnnData, Vec<StepRecord>)> {
+    run_blocks(Made::Demo(p), config, gpu, observer)
+}
+
+/// The pipeline of `config` on the h5ad file `path`, its X read block by block for every pass
+/// onto `gpu` (see the module documentation); the result as [`run_generated`]'s.
+pub fn run_from_file(
+    path: &Path,
+    config: &PipelineConfig,
+    gpu: &GpuRun,
+    observer: &mut dyn StepObserver,
+) -> Result<(AnnData, Vec<StepRecord>)> {
+    run_blocks(Made::File(path), config, gpu, observer)
+}
+
+/// Where the blocks come from.
+enum Made<'a> {
+    Demo(&'a SyntheticParams),
+    File(&'a Path),
+}
+
+/// The source of a run, opened.
+enum Cells {
+    Demo(DeviceCountModel),
+    File(FileCells),
+}
+
+impl Cells {
+    fn source(&self) -> &dyn CellSource {
+        match self {
+            Cells::Demo(m) => m,
+            Cells::File(f) => f,
+        }
+    }
+
+    /// What the passes since the last call read from the file ("" for the demo).
+    fn reads_note(&self) -> String {
+        match self {
+            Cells::Demo(_) => String::new(),
+            Cells::File(f) => f.reads_note(),
+        }
+    }
+
+    /// How a block is made again, for the markers' note.
+    fn again(&self) -> &'static str {
+        match self {
+            Cells::Demo(_) => "generated again",
+            Cells::File(_) => "read again from the file",
+        }
+    }
+}
+
+/// The demo's or the file's cells: the source, the annotations, and the stored values per cell
+/// (at most for the demo, on average for the file).
+fn open_cells(
+    made: &Made<'_>,
+    ctx: &sc_kernels::gpu::GpuContext,
+) -> Result<(
+    Cells,
+    crate::anndata::DataFrame,
+    crate::anndata::DataFrame,
+    u64,
+    &'static str,
+)> {
+    match made {
+        Made::Demo(p) => {
+            let (model, genes) = count_model(p)?;
+            let groups: Vec<(u8, u8)> = {
+                use rayon::prelude::*;
+                (0..p.n_cells as u64)
+                    .into_par_iter()
+                    .map(|c| model.group(c))
+                    .collect()
+            };
+            let (obs, var) = annotations(p, &groups, genes)?;
+            let model = DeviceCountModel::upload(ctx, &model).map_err(gpu_error)?;
+            let per_cell = max_stored_values(p) / p.n_cells.max(1) as u64 + 1;
+            Ok((
+                Cells::Demo(model),
+                obs,
+                var,
+                per_cell,
+                "generated on the GPU",
+            ))
+        }
+        Made::File(path) => {
+            let f = FileCells::open(path)?;
+            let c = f.chunks();
+            let (obs, var) = (c.obs().clone(), c.var().clone());
+            let per_cell = c.stored_values(0..c.n_obs()) / c.n_obs().max(1) as u64 + 1;
+            Ok((Cells::File(f), obs, var, per_cell, "read from the file"))
+        }
+    }
+}
+
+fn run_blocks(
+    made: Made<'_>,
+    config: &PipelineConfig,
+    gpu: &GpuRun,
+    observer: &mut dyn StepObserver,
+) -> Result<(AnnData, Vec<StepRecord>)> {
     check_config(config)?;
     let mut r = Runner::new(observer, Some(gpu));
     let ctx = gpu.ctx.clone();
     let mut adata = placeholder(0, 0);
-    let per_block = cells_per_block(p, config, gpu.memory_budget);
-    let cells: Vec<Range<usize>> = (0..p.n_cells)
-        .step_by(per_block)
-        .map(|s| s..(s + per_block).min(p.n_cells))
-        .collect();
-    let model = r.step_on("prepare the generated cells", true, &mut adata, |a| {
-        let (model, genes) = count_model(p)?;
-        let groups: Vec<(u8, u8)> = {
-            use rayon::prelude::*;
-            (0..p.n_cells as u64)
-                .into_par_iter()
-                .map(|c| model.group(c))
-                .collect()
-        };
-        let (obs, var) = annotations(p, &groups, genes)?;
-        *a = placeholder(p.n_cells, p.n_genes);
+    let mut cells: Vec<Range<usize>> = Vec::new();
+    let name = match made {
+        Made::Demo(_) => "prepare the generated cells",
+        Made::File(_) => "open the input",
+    };
+    let source = r.step_on(name, true, &mut adata, |a| {
+        let (source, obs, var, per_cell, how) = open_cells(&made, &ctx)?;
+        let (n_cells, n_genes) = (obs.n_rows(), var.n_rows());
+        let per_block = cells_per_block(per_cell, n_genes, config, gpu.memory_budget);
+        cells = (0..n_cells)
+            .step_by(per_block)
+            .map(|s| s..(s + per_block).min(n_cells))
+            .collect();
+        *a = placeholder(n_cells, n_genes);
         (a.obs, a.var) = (obs, var);
-        let model = DeviceCountModel::upload(&ctx, &model).map_err(gpu_error)?;
-        Ok((
-            model,
-            format!(
-                "{} blocks of up to {per_block} cells, generated on the GPU for every pass; no X held",
-                cells.len()
-            ),
-        ))
+        let note = format!(
+            "{} blocks of up to {per_block} cells, {how} for every pass; no X held",
+            cells.len()
+        );
+        Ok((source, note))
     })?;
     let all_genes = adata.var.clone();
     table::check_input(config, &adata)?;
@@ -109,7 +213,7 @@ pub fn run_generated(
     )?;
     let mut pass = GeneratedPass {
         ctx: ctx.clone(),
-        model: &model,
+        source: source.source(),
         cells: &cells,
         chain: Chain::default(),
         scaler: None,
@@ -126,7 +230,7 @@ pub fn run_generated(
             .generated
             .expect("every per-cell step has a generated form (see the table's tests)");
         r.step_on(on.name, true, &mut adata, |a| {
-            (on.run)(a, &env, &mut pass).map(|note| ((), note))
+            (on.run)(a, &env, &mut pass).map(|note| ((), note + &source.reads_note()))
         })?;
     }
     // The marker genes need expression values, which this run never holds whole: they come
@@ -142,7 +246,8 @@ pub fn run_generated(
     r.run_phase(&mut adata, &env, Phase::CellGraph)?;
     if let (Some(m), Some(groupby)) = (&config.markers, config.markers_groupby()) {
         r.step_on("rank_genes_groups", true, &mut adata, |a| {
-            markers_on_subset(a, &pass, &all_genes, &groupby, &m.params).map(|note| ((), note))
+            markers_on_subset(a, &pass, &all_genes, &groupby, &m.params, source.again())
+                .map(|note| ((), note + &source.reads_note()))
         })?;
     }
     Ok((adata, r.records))
@@ -174,8 +279,8 @@ fn check_config(config: &PipelineConfig) -> Result<()> {
 /// Cells the generated demo ranks its marker genes on, at most.
 const MARKER_CELLS: usize = 200_000;
 
-/// rank_genes_groups of the generated demo on a stated subset: every `s`-th cell (at most
-/// [`MARKER_CELLS`]), its row generated again as `.raw` would hold it (normalized and log1p,
+/// rank_genes_groups of a run that holds no X on a stated subset: every `s`-th cell (at most
+/// [`MARKER_CELLS`]), its row made `again` as `.raw` would hold it (normalized and log1p,
 /// every gene filter_genes kept: `all_genes` selected), grouped by `groupby` of `adata`. The
 /// result goes to `adata.uns` as on a whole run; the note says which cells.
 fn markers_on_subset(
@@ -184,12 +289,13 @@ fn markers_on_subset(
     all_genes: &crate::anndata::DataFrame,
     groupby: &str,
     params: &sc_kernels::rank_genes::RankGenesParams,
+    again: &str,
 ) -> Result<String> {
     use sc_kernels::gpu::streamed::RowBlocks;
     let ctx = &pass.ctx;
     let raw = GeneratedPass {
         ctx: ctx.clone(),
-        model: pass.model,
+        source: pass.source,
         cells: pass.cells,
         chain: Chain {
             keep_hvg: None,
@@ -232,8 +338,8 @@ fn markers_on_subset(
         s => format!("a subset: every {s}th cell ({cells} of {n})"),
     };
     Ok(format!(
-        "{} by '{groupby}' ({} groups vs rest), on {which}, generated again as .raw would \
-         hold it (log-normalized, {} genes), on the {}",
+        "{} by '{groupby}' ({} groups vs rest), on {which}, {again} as .raw would hold it \
+         (log-normalized, {} genes), on the {}",
         params.method,
         r.n_groups,
         sub.n_vars(),
@@ -277,11 +383,15 @@ mod tests {
     fn blocks_fit_a_quarter_of_the_budget_within_bounds() {
         let p = SyntheticParams::new(11_400_000, 45_854, 0);
         let config = PipelineConfig::default();
-        let per = cells_per_block(&p, &config, 70 << 30);
+        let values = max_stored_values(&p) / p.n_cells as u64 + 1;
+        let per = cells_per_block(values, p.n_genes, &config, 70 << 30);
         // 2,500 values x 24 bytes + 2,000 dense genes x 4 bytes a cell.
         assert!((200_000..=300_000).contains(&per), "{per}");
-        assert_eq!(cells_per_block(&p, &config, 1 << 20), 1024);
-        assert_eq!(cells_per_block(&p, &config, 1 << 50), 1 << 20);
+        assert_eq!(cells_per_block(values, p.n_genes, &config, 1 << 20), 1024);
+        assert_eq!(
+            cells_per_block(values, p.n_genes, &config, 1 << 50),
+            1 << 20
+        );
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The generated demo's matrix as the steps so far have made it, one row block at a time: a
-//! block is generated on the GPU ([`sc_kernels::synth`]), then what the steps already run
+//! The matrix of a run whose X is never held, as the steps so far have made it, one row block
+//! at a time: a block's counts come from its [`CellSource`] (generated on the GPU by
+//! [`sc_kernels::synth`], or read from the input file), then what the steps already run
 //! decided is applied to it as it is made (cells and genes that failed the filters dropped,
 //! normalize_total with a fixed target, log1p, the highly variable genes kept). Each step's
 //! generated function (its row's [`super::step::OnGenerated`]) reads these blocks and adds to
@@ -27,10 +28,28 @@ pub struct Chain {
     pub keep_hvg: Option<Vec<bool>>,
 }
 
+/// Where a run made block by block gets its cells' counts, for every pass over them.
+pub trait CellSource: Sync {
+    fn n_genes(&self) -> usize;
+
+    /// The counts of `cells` (all genes) on `lane`'s device.
+    fn block(&self, lane: &GpuContext, cells: Range<usize>) -> sc_kernels::Result<DeviceCsr>;
+}
+
+impl CellSource for DeviceCountModel {
+    fn n_genes(&self) -> usize {
+        self.model().n_genes
+    }
+
+    fn block(&self, lane: &GpuContext, cells: Range<usize>) -> sc_kernels::Result<DeviceCsr> {
+        self.generate(lane, cells.start as u64..cells.end as u64)
+    }
+}
+
 /// The state of a generated run between its steps.
 pub struct GeneratedPass<'a> {
     pub ctx: Arc<GpuContext>,
-    pub model: &'a DeviceCountModel,
+    pub source: &'a dyn CellSource,
     /// The generated cells of each block.
     pub cells: &'a [Range<usize>],
     pub chain: Chain,
@@ -41,13 +60,13 @@ pub struct GeneratedPass<'a> {
 impl GeneratedPass<'_> {
     /// The blocks as the chain makes them now.
     pub fn rows(&self) -> GeneratedRows<'_> {
-        GeneratedRows::new(self.model, self.cells, &self.chain)
+        GeneratedRows::new(self.source, self.cells, &self.chain)
     }
 }
 
 /// The generated matrix through a [`Chain`], one row block at a time.
 pub struct GeneratedRows<'a> {
-    model: &'a DeviceCountModel,
+    source: &'a dyn CellSource,
     cells: &'a [Range<usize>],
     /// Each block's rows in this matrix (the kept cells).
     ranges: Vec<Range<usize>>,
@@ -56,7 +75,7 @@ pub struct GeneratedRows<'a> {
 }
 
 impl<'a> GeneratedRows<'a> {
-    fn new(model: &'a DeviceCountModel, cells: &'a [Range<usize>], chain: &'a Chain) -> Self {
+    fn new(source: &'a dyn CellSource, cells: &'a [Range<usize>], chain: &'a Chain) -> Self {
         let mut ranges = Vec::with_capacity(cells.len());
         let mut row = 0;
         for c in cells {
@@ -70,9 +89,9 @@ impl<'a> GeneratedRows<'a> {
         let kept = |k: &Option<Vec<bool>>, all: usize| {
             k.as_ref().map_or(all, |k| k.iter().filter(|&&b| b).count())
         };
-        let genes = kept(&chain.keep_genes, model.model().n_genes);
+        let genes = kept(&chain.keep_genes, source.n_genes());
         GeneratedRows {
-            model,
+            source,
             cells,
             ranges,
             n_cols: kept(&chain.keep_hvg, genes),
@@ -97,9 +116,7 @@ impl RowBlocks for GeneratedRows<'_> {
     fn make(&self, lane: &GpuContext, k: usize) -> sc_kernels::Result<DeviceCsr> {
         let cells = self.cells[k].clone();
         let c = self.chain;
-        let mut x = self
-            .model
-            .generate(lane, cells.start as u64..cells.end as u64)?;
+        let mut x = self.source.block(lane, cells.clone())?;
         if let Some(keep) = &c.keep_cells {
             x = select_rows(lane, &x, &keep[cells])?;
         }

@@ -3,7 +3,8 @@
 //! stack ([`GpuRun`]), and the modes that walk the table:
 //!
 //! - [`in_memory`]: one X held whole, on the host, on a GPU, or streamed through a GPU;
-//! - [`generated`]: the demo generated on the GPU block by block for every pass;
+//! - [`generated`]: X never held: the demo generated on the GPU, or an input larger than the
+//!   host memory read from its file ([`file_cells`]), block by block for every pass;
 //! - [`split`]: the cells split across this host's GPUs (or threads), one rank each;
 //! - [`launched`]: one rank of a group started by a launcher, one process per GPU;
 //! - [`mod@execute`]: carries out a [`RunPlan`], choosing among them, and writes the output.
@@ -11,6 +12,7 @@
 pub mod allocator;
 mod config;
 pub mod execute;
+pub mod file_cells;
 pub mod generated;
 pub mod generated_blocks;
 pub mod gpu;

@@ -79,6 +79,9 @@ pub struct RunPlan {
     pub device: DeviceOptions,
     /// `--gpus`: the GPUs to split the cells across, when asked.
     pub gpus: Option<usize>,
+    /// Host memory the run may use (`--host-memory-limit`); `None`: what the machine has
+    /// available when it starts.
+    pub host_memory_limit: Option<u64>,
 }
 
 impl RunPlan {
@@ -238,6 +241,74 @@ impl RunPlan {
     }
 }
 
+impl RunPlan {
+    /// Whether the input file's X is read from the file block by block for every pass instead
+    /// of being held: when X in memory (`x`: cells, genes and stored values; 8 bytes a stored
+    /// value and 8 a row offset) is over half of the host memory the run may use
+    /// (`--host-memory-limit`, else `available`), the run holding X and its copies beside it.
+    /// The notice that says so, or a clear error where that run cannot be made on `n_gpus`;
+    /// `x` is `None` for an input that is not h5ad (refused with a limit given).
+    pub fn read_from_disk(
+        &self,
+        x: Option<(usize, usize, u64)>,
+        available: Option<u64>,
+        n_gpus: usize,
+    ) -> Result<Option<String>> {
+        const FLAG: &str = "--host-memory-limit";
+        let Input::File { path, .. } = &self.input else {
+            return Ok(None);
+        };
+        let Some((n_obs, n_vars, stored)) = x else {
+            return match self.host_memory_limit {
+                Some(_) => Err(Error::param(
+                    FLAG,
+                    format!(
+                        "reading X from the file block by block takes h5ad inputs; {} is not one",
+                        path.display()
+                    ),
+                )),
+                None => Ok(None),
+            };
+        };
+        let Some(limit) = self.host_memory_limit.or(available) else {
+            return Ok(None);
+        };
+        let x_bytes = stored * 8 + (n_obs as u64 + 1) * 8;
+        if x_bytes <= limit / 2 {
+            return Ok(None);
+        }
+        let gb = |b: u64| b as f64 * 1e-9;
+        let why = format!(
+            "X ({n_obs} x {n_vars}, {:.2} GB in memory) is over half of {:.2} GB{}",
+            gb(x_bytes),
+            gb(limit),
+            match self.host_memory_limit {
+                Some(_) => " (--host-memory-limit)",
+                None => " available",
+            }
+        );
+        let refuse = |option: &'static str, what: &str| {
+            Err(Error::param(
+                option,
+                format!("{why}: it is read from the file block by block, {what}"),
+            ))
+        };
+        if self.target != Target::Gpu {
+            return refuse(FLAG, "which needs the GPU (--device gpu)");
+        }
+        if n_gpus != 1 {
+            return refuse("--gpus", "on one GPU: run it with --gpus 1");
+        }
+        if self.device.execution != Execution::Auto {
+            return refuse("--execution", "for every pass: X is never held");
+        }
+        Ok(Some(format!(
+            "notice: {why}: it is read from the file block by block for every pass, onto the \
+             GPU; the output holds no X"
+        )))
+    }
+}
+
 /// Refuses an output that is the input file itself (or a link to it): the input is never
 /// replaced.
 fn check_output_is_not_input(input: &Path, output: &Path) -> Result<()> {
@@ -314,6 +385,7 @@ mod tests {
             target_notice: None,
             device: DeviceOptions::default(),
             gpus: None,
+            host_memory_limit: None,
         }
     }
 
@@ -383,6 +455,46 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("needs the GPU"));
+    }
+
+    #[test]
+    fn an_x_over_half_the_host_memory_is_read_from_the_file_on_one_gpu() {
+        let mut p = plan(Target::Gpu);
+        p.input = Input::File {
+            path: PathBuf::from("in.h5ad"),
+            genome: None,
+        };
+        // 1 M cells x 2,000 values: 16 GB in memory.
+        let x = Some((1_000_000, 20_000, 2_000_000_000));
+        assert_eq!(p.read_from_disk(x, Some(64 << 30), 1).unwrap(), None);
+        let note = p.read_from_disk(x, Some(16 << 30), 1).unwrap().unwrap();
+        assert!(
+            note.contains("16.01 GB in memory") && note.contains("available"),
+            "{note}"
+        );
+        p.host_memory_limit = Some(8 << 30);
+        let note = p.read_from_disk(x, Some(1 << 40), 1).unwrap().unwrap();
+        assert!(
+            note.contains("(--host-memory-limit)") && note.contains("no X"),
+            "{note}"
+        );
+        let e = |p: &RunPlan, x, gpus| p.read_from_disk(x, None, gpus).unwrap_err().to_string();
+        assert!(e(&p, x, 2).contains("--gpus 1"));
+        assert!(e(&p, None, 1).contains("takes h5ad inputs"));
+        let mut q = p.clone();
+        q.device.execution = Execution::Streamed;
+        assert!(e(&q, x, 1).contains("--execution"));
+        q = p.clone();
+        q.target = Target::Cpu;
+        assert!(e(&q, x, 1).contains("needs the GPU"));
+        // A demo is not read from a file; without a limit or an answer nothing is decided.
+        assert_eq!(
+            plan(Target::Gpu).read_from_disk(x, Some(1), 1).unwrap(),
+            None
+        );
+        p.host_memory_limit = None;
+        assert_eq!(p.read_from_disk(x, None, 1).unwrap(), None);
+        assert_eq!(p.read_from_disk(None, Some(1), 1).unwrap(), None);
     }
 
     #[test]

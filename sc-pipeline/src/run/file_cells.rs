@@ -1,0 +1,116 @@
+//! The input file as a [`CellSource`]: a run whose X is larger than the host memory it may use
+//! (`--host-memory-limit`) reads its cells' rows from the h5ad file block by block, for every
+//! pass ([`H5adRowChunks`]: one hyperslab of `data` and `indices` per block, only the row
+//! offsets held for the whole file), and counts what it read, so that each step's note says
+//! how much its passes read and how fast.
+
+use super::generated_blocks::CellSource;
+use crate::anndata::Matrix;
+use crate::io::H5adRowChunks;
+use crate::Result;
+use sc_kernels::gpu::{DeviceCsr, GpuContext};
+use sc_kernels::{CsrMatrix, KernelError};
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+/// An h5ad file's X, read by rows for every pass.
+pub struct FileCells {
+    path: PathBuf,
+    chunks: H5adRowChunks,
+    /// Bytes read and nanoseconds spent reading since [`FileCells::reads_note`] last took them.
+    bytes: AtomicU64,
+    nanos: AtomicU64,
+}
+
+impl FileCells {
+    /// Opens `path` (its obs, var and X's row offsets are read now).
+    pub fn open(path: &Path) -> Result<Self> {
+        Ok(FileCells {
+            path: path.to_path_buf(),
+            chunks: H5adRowChunks::open(path)?,
+            bytes: AtomicU64::new(0),
+            nanos: AtomicU64::new(0),
+        })
+    }
+
+    pub fn chunks(&self) -> &H5adRowChunks {
+        &self.chunks
+    }
+
+    /// What the blocks read since the last call: the end of a step's note ("" when none).
+    pub fn reads_note(&self) -> String {
+        let bytes = self.bytes.swap(0, Ordering::Relaxed);
+        let secs = self.nanos.swap(0, Ordering::Relaxed) as f64 * 1e-9;
+        match bytes {
+            0 => String::new(),
+            b => format!(
+                "; read {:.2} GB of X from the file at {:.2} GB/s",
+                b as f64 * 1e-9,
+                b as f64 * 1e-9 / secs.max(1e-9)
+            ),
+        }
+    }
+}
+
+impl CellSource for FileCells {
+    fn n_genes(&self) -> usize {
+        self.chunks.n_vars()
+    }
+
+    fn block(&self, lane: &GpuContext, cells: Range<usize>) -> sc_kernels::Result<DeviceCsr> {
+        let start = Instant::now();
+        let read = self.chunks.read_rows(cells.clone()).map_err(|e| {
+            KernelError::Unsupported(format!(
+                "reading cells {cells:?} of X from {}: {e}",
+                self.path.display()
+            ))
+        })?;
+        self.nanos
+            .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        self.bytes
+            .fetch_add(self.chunks.stored_bytes(cells), Ordering::Relaxed);
+        let csr = match read {
+            Matrix::Sparse(m) => m,
+            Matrix::Dense(m) => dense_rows(&m.data, m.n_rows, m.n_cols),
+            Matrix::Device(_) => unreachable!("the file's rows are read to the host"),
+        };
+        DeviceCsr::upload(lane, &csr)
+    }
+}
+
+/// A dense block as CSR (its zeros left out), as the blocks' kernels take it.
+fn dense_rows(data: &[f32], n_rows: usize, n_cols: usize) -> CsrMatrix<f32> {
+    let mut m = CsrMatrix {
+        n_rows,
+        n_cols,
+        indptr: Vec::with_capacity(n_rows + 1),
+        indices: Vec::new(),
+        data: Vec::new(),
+    };
+    m.indptr.push(0);
+    for row in data.chunks(n_cols.max(1)).take(n_rows) {
+        for (j, &v) in row.iter().enumerate() {
+            if v != 0.0 {
+                m.indices.push(j as u32);
+                m.data.push(v);
+            }
+        }
+        m.indptr.push(m.data.len() as u64);
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dense_block_becomes_csr_without_its_zeros() {
+        let m = dense_rows(&[0.0, 2.0, 0.0, 1.0, 0.0, 3.0], 2, 3);
+        assert_eq!(m.indptr, vec![0, 1, 3]);
+        assert_eq!(m.indices, vec![1, 0, 2]);
+        assert_eq!(m.data, vec![2.0, 1.0, 3.0]);
+    }
+}
