@@ -78,6 +78,28 @@ pub struct RunReport {
     /// The pictures of `--plot`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plots: Option<PlotSummary>,
+    /// Where the run held X, and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub x_placement: Option<XPlacement>,
+}
+
+/// Where a run held X while its per-cell steps ran (on the GPU, in host memory streamed
+/// through the GPU, split across GPUs, on the host for a CPU run, or nowhere: read from the
+/// file or generated on the GPU for every pass), and why that place was chosen.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct XPlacement {
+    pub place: String,
+    pub why: String,
+}
+
+impl XPlacement {
+    pub fn new(place: impl Into<String>, why: impl Into<String>) -> Self {
+        let why: String = why.into();
+        XPlacement {
+            place: place.into(),
+            why: why.strip_prefix("notice: ").unwrap_or(&why).to_string(),
+        }
+    }
 }
 
 /// The pictures `--plot DIR` wrote and those it skipped, with why.
@@ -263,6 +285,9 @@ impl RunReport {
             "",
             gib(self.gpu.as_ref().map(|g| g.peak_device_bytes))
         );
+        if let Some(x) = &self.x_placement {
+            out += &format!("X: {} ({})\n", x.place, x.why);
+        }
         if let Some(g) = &self.gpu {
             out += &format!(
                 "GPU {} ({} allocator): {} allocations, {:.2} GB to the device, {:.2} GB back; kernels: {} built in, {} compiled in {:.2} s, {} from the disk cache{}\n",

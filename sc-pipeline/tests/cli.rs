@@ -126,8 +126,15 @@ fn run_writes_the_output_and_a_report() {
     ] {
         assert!(out.contains(step), "summary table lists {step}: {out}");
     }
+    // Where X was held, and why: under the table and in the report.
+    assert!(
+        out.contains("X: in host memory (a CPU run) (--device cpu)"),
+        "{out}"
+    );
     let json: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(json["x_placement"]["place"], "in host memory (a CPU run)");
+    assert_eq!(json["x_placement"]["why"], "--device cpu");
     let steps = json["steps"].as_array().unwrap();
     assert!(steps
         .iter()

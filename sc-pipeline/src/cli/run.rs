@@ -96,7 +96,8 @@ pub struct RunArgs {
     #[arg(long, value_parser = parse_size, value_name = "SIZE")]
     pub host_memory_limit: Option<usize>,
     /// How a GPU run holds X: auto (in device memory when it fits the limit, else streamed),
-    /// in-memory, or streamed.
+    /// in-memory, or streamed. Where X was held (the GPU, host memory, the disk, or several
+    /// GPUs) and why is the line under the step table and the report's x_placement.
     #[arg(long, value_enum, default_value_t = Execution::Auto)]
     pub execution: Execution,
     /// GPUs to split the cells across (one block of cells, one stream and one memory pool per

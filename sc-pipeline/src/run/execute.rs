@@ -11,7 +11,8 @@ use super::plan::{Input, RunPlan, Target};
 use super::recorders::MemoryRecorders;
 use super::runner::StepObserver;
 use super::split::{graph_group, run_split_checked, Rank};
-use crate::report::{RunReport, StepRecord, StepTimer};
+use crate::memory_plan::Placement;
+use crate::report::{RunReport, StepRecord, StepTimer, XPlacement};
 use crate::{AnnData, Error, Result};
 use sc_kernels::gpu::NcclCommunicator;
 use std::sync::Arc;
@@ -245,10 +246,18 @@ fn run_without_x(
                 "generated on the GPU for every pass: {} cells x {} genes, seed {}",
                 demo.n_cells, demo.n_genes, demo.seed
             );
+            report.x_placement = Some(XPlacement::new(
+                "nowhere: generated on the GPU block by block for every pass",
+                note,
+            ));
             super::generated::run_generated(demo, &plan.config, g, observer)?
         }
         Input::File { path, .. } => {
             report.input = format!("{}, read for every pass", path.display());
+            report.x_placement = Some(XPlacement::new(
+                "on the disk: read from the file block by block for every pass",
+                note,
+            ));
             super::generated::run_from_file(path, &plan.config, g, observer)?
         }
     };
@@ -258,6 +267,46 @@ fn run_without_x(
     let written = output::write_step(&adata, output, false, observer, &mut report)?;
     output::finish(plan, &adata, report, start, written, &recorders)
         .map(|f| Outcome::Written(Box::new(f)))
+}
+
+/// Where a run that reads its input holds X for the per-cell steps, and why: a launched rank's
+/// GPU, the cells split across `n_gpus`, one GPU in memory or streamed from host memory (as
+/// [`GpuRun::plan`] decides for `per_cell`), or the host of a CPU run.
+fn placement_of_x(
+    plan: &RunPlan,
+    adata: &AnnData,
+    per_cell: &super::PipelineConfig,
+    gpu: Option<&GpuRun>,
+    launch: Option<Launch>,
+    n_gpus: usize,
+) -> XPlacement {
+    match (launch, gpu) {
+        (Some(l), _) => XPlacement::new(
+            "on the GPU: this rank's share of the cells",
+            format!("rank {} of {}, started by a launcher", l.rank, l.world),
+        ),
+        (None, Some(_)) if n_gpus > 1 => XPlacement::new(
+            format!("on {n_gpus} GPUs: each GPU's share of the cells"),
+            match plan.gpus {
+                Some(n) => format!("--gpus {n}"),
+                None => format!("every visible GPU ({n_gpus}; --gpus 1 for one)"),
+            },
+        ),
+        (None, Some(g)) => {
+            let m = g.plan(adata, per_cell);
+            let place = match m.placement {
+                Placement::InMemory => "on the GPU",
+                Placement::Streamed { .. } => {
+                    "in host memory, streamed through the GPU in row blocks"
+                }
+            };
+            XPlacement::new(place, m.describe())
+        }
+        (None, None) => XPlacement::new(
+            "in host memory (a CPU run)",
+            plan.target_notice.as_deref().unwrap_or("--device cpu"),
+        ),
+    }
 }
 
 /// Carries out `plan` (checked first): see the module documentation. Progress goes to
@@ -382,6 +431,14 @@ pub fn execute(plan: &RunPlan, observer: &mut dyn StepObserver) -> Result<Outcom
     }
 
     let per_cell = config.per_cell_steps();
+    report.x_placement = Some(placement_of_x(
+        plan,
+        &adata,
+        &per_cell,
+        gpu.as_ref(),
+        launch,
+        gpus.len(),
+    ));
     let cell_graph = match (launched_rank, ranks) {
         (Some((l, rank)), _) => {
             let n = adata.n_obs();
