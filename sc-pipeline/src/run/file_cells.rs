@@ -38,9 +38,19 @@ impl FileCells {
     pub fn chunks(&self) -> &H5adRowChunks {
         &self.chunks
     }
+}
 
-    /// What the blocks read since the last call: the end of a step's note ("" when none).
-    pub fn reads_note(&self) -> String {
+impl CellSource for FileCells {
+    fn n_genes(&self) -> usize {
+        self.chunks.n_vars()
+    }
+
+    fn stored_values(&self, cells: Range<usize>) -> u64 {
+        self.chunks.stored_values(cells)
+    }
+
+    /// The bytes read since the last call and their rate.
+    fn reads_note(&self) -> String {
         let bytes = self.bytes.swap(0, Ordering::Relaxed);
         let secs = self.nanos.swap(0, Ordering::Relaxed) as f64 * 1e-9;
         match bytes {
@@ -52,11 +62,9 @@ impl FileCells {
             ),
         }
     }
-}
 
-impl CellSource for FileCells {
-    fn n_genes(&self) -> usize {
-        self.chunks.n_vars()
+    fn again(&self) -> &'static str {
+        "read again from the file"
     }
 
     fn block(&self, lane: &GpuContext, cells: Range<usize>) -> sc_kernels::Result<DeviceCsr> {

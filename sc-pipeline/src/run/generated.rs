@@ -17,7 +17,7 @@
 //! cells' totals would need a pass of its own).
 
 use super::file_cells::FileCells;
-use super::generated_blocks::{CellSource, Chain, GeneratedPass};
+use super::generated_blocks::{blocks_of_values, CellSource, Chain, DemoCells, GeneratedPass};
 use super::gpu::GpuRun;
 use super::runner::{Runner, StepObserver};
 use super::step::{Phase, StepEnv};
@@ -98,44 +98,13 @@ enum Made<'a> {
     File(&'a Path),
 }
 
-/// The source of a run, opened.
-enum Cells {
-    Demo(DeviceCountModel),
-    File(FileCells),
-}
-
-impl Cells {
-    fn source(&self) -> &dyn CellSource {
-        match self {
-            Cells::Demo(m) => m,
-            Cells::File(f) => f,
-        }
-    }
-
-    /// What the passes since the last call read from the file ("" for the demo).
-    fn reads_note(&self) -> String {
-        match self {
-            Cells::Demo(_) => String::new(),
-            Cells::File(f) => f.reads_note(),
-        }
-    }
-
-    /// How a block is made again, for the markers' note.
-    fn again(&self) -> &'static str {
-        match self {
-            Cells::Demo(_) => "generated again",
-            Cells::File(_) => "read again from the file",
-        }
-    }
-}
-
 /// The demo's or the file's cells: the source, the annotations, and the stored values per cell
 /// (at most for the demo, on average for the file).
 fn open_cells(
     made: &Made<'_>,
     ctx: &sc_kernels::gpu::GpuContext,
 ) -> Result<(
-    Cells,
+    Box<dyn CellSource>,
     crate::anndata::DataFrame,
     crate::anndata::DataFrame,
     u64,
@@ -154,24 +123,21 @@ fn open_cells(
             let (obs, var) = annotations(p, &groups, genes)?;
             let model = DeviceCountModel::upload(ctx, &model).map_err(gpu_error)?;
             let per_cell = max_stored_values(p) / p.n_cells.max(1) as u64 + 1;
-            Ok((
-                Cells::Demo(model),
-                obs,
-                var,
-                per_cell,
-                "generated on the GPU",
-            ))
+            let source = DemoCells { model, per_cell };
+            Ok((Box::new(source), obs, var, per_cell, "generated on the GPU"))
         }
         Made::File(path) => {
             let f = FileCells::open(path)?;
             let c = f.chunks();
             let (obs, var) = (c.obs().clone(), c.var().clone());
             let per_cell = c.stored_values(0..c.n_obs()) / c.n_obs().max(1) as u64 + 1;
-            Ok((Cells::File(f), obs, var, per_cell, "read from the file"))
+            Ok((Box::new(f), obs, var, per_cell, "read from the file"))
         }
     }
 }
 
+/// The pipeline of `config` on the cells `made` gives, block by block on `gpu`: the blocks
+/// hold at most the values of [`cells_per_block`] average cells each.
 fn run_blocks(
     made: Made<'_>,
     config: &PipelineConfig,
@@ -191,14 +157,13 @@ fn run_blocks(
         let (source, obs, var, per_cell, how) = open_cells(&made, &ctx)?;
         let (n_cells, n_genes) = (obs.n_rows(), var.n_rows());
         let per_block = cells_per_block(per_cell, n_genes, config, gpu.memory_budget);
-        cells = (0..n_cells)
-            .step_by(per_block)
-            .map(|s| s..(s + per_block).min(n_cells))
-            .collect();
+        let max_values = per_block as u64 * per_cell;
+        cells = blocks_of_values(source.as_ref(), n_cells, max_values);
         *a = placeholder(n_cells, n_genes);
         (a.obs, a.var) = (obs, var);
         let note = format!(
-            "{} blocks of up to {per_block} cells, {how} for every pass; no X held",
+            "{} blocks of at most {max_values} stored values (about {per_block} cells), {how} \
+             for every pass; no X held",
             cells.len()
         );
         Ok((source, note))
@@ -213,7 +178,7 @@ fn run_blocks(
     )?;
     let mut pass = GeneratedPass {
         ctx: ctx.clone(),
-        source: source.source(),
+        source: source.as_ref(),
         cells: &cells,
         chain: Chain::default(),
         scaler: None,
@@ -246,7 +211,7 @@ fn run_blocks(
     r.run_phase(&mut adata, &env, Phase::CellGraph)?;
     if let (Some(m), Some(groupby)) = (&config.markers, config.markers_groupby()) {
         r.step_on("rank_genes_groups", true, &mut adata, |a| {
-            markers_on_subset(a, &pass, &all_genes, &groupby, &m.params, source.again())
+            markers_on_subset(a, &pass, &all_genes, &groupby, &m.params)
                 .map(|note| ((), note + &source.reads_note()))
         })?;
     }
@@ -280,7 +245,7 @@ fn check_config(config: &PipelineConfig) -> Result<()> {
 const MARKER_CELLS: usize = 200_000;
 
 /// rank_genes_groups of a run that holds no X on a stated subset: every `s`-th cell (at most
-/// [`MARKER_CELLS`]), its row made `again` as `.raw` would hold it (normalized and log1p,
+/// [`MARKER_CELLS`]), its row made again by the source as `.raw` would hold it (normalized and log1p,
 /// every gene filter_genes kept: `all_genes` selected), grouped by `groupby` of `adata`. The
 /// result goes to `adata.uns` as on a whole run; the note says which cells.
 fn markers_on_subset(
@@ -289,8 +254,8 @@ fn markers_on_subset(
     all_genes: &crate::anndata::DataFrame,
     groupby: &str,
     params: &sc_kernels::rank_genes::RankGenesParams,
-    again: &str,
 ) -> Result<String> {
+    let again = pass.source.again();
     use sc_kernels::gpu::streamed::RowBlocks;
     let ctx = &pass.ctx;
     let raw = GeneratedPass {

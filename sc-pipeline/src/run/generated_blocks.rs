@@ -32,18 +32,64 @@ pub struct Chain {
 pub trait CellSource: Sync {
     fn n_genes(&self) -> usize;
 
+    /// The stored values of `cells` (at most), which size the blocks.
+    fn stored_values(&self, cells: Range<usize>) -> u64;
+
     /// The counts of `cells` (all genes) on `lane`'s device.
     fn block(&self, lane: &GpuContext, cells: Range<usize>) -> sc_kernels::Result<DeviceCsr>;
+
+    /// What the blocks made since the last call read, for the end of a step's note ("": none).
+    fn reads_note(&self) -> String {
+        String::new()
+    }
+
+    /// How a block is made again, for the markers' note.
+    fn again(&self) -> &'static str;
 }
 
-impl CellSource for DeviceCountModel {
+/// The demo's cells generated on the GPU, each holding at most `per_cell` values.
+pub struct DemoCells {
+    pub model: DeviceCountModel,
+    pub per_cell: u64,
+}
+
+impl CellSource for DemoCells {
     fn n_genes(&self) -> usize {
-        self.model().n_genes
+        self.model.model().n_genes
+    }
+
+    fn stored_values(&self, cells: Range<usize>) -> u64 {
+        self.per_cell * cells.len() as u64
     }
 
     fn block(&self, lane: &GpuContext, cells: Range<usize>) -> sc_kernels::Result<DeviceCsr> {
-        self.generate(lane, cells.start as u64..cells.end as u64)
+        self.model
+            .generate(lane, cells.start as u64..cells.end as u64)
     }
+
+    fn again(&self) -> &'static str {
+        "generated again"
+    }
+}
+
+/// The source's `n_cells` cut into blocks of consecutive cells holding at most `max_values`
+/// stored values each (at least one cell a block).
+pub fn blocks_of_values(
+    source: &dyn CellSource,
+    n_cells: usize,
+    max_values: u64,
+) -> Vec<Range<usize>> {
+    let mut blocks = Vec::new();
+    let mut start = 0;
+    while start < n_cells {
+        let mut end = start + 1;
+        while end < n_cells && source.stored_values(start..end + 1) <= max_values {
+            end += 1;
+        }
+        blocks.push(start..end);
+        start = end;
+    }
+    blocks
 }
 
 /// The state of a generated run between its steps.
@@ -133,5 +179,42 @@ impl RowBlocks for GeneratedRows<'_> {
             x = select_cols(lane, &x, keep)?;
         }
         Ok(x)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Cells of the given stored values (only sizes: no block is made).
+    struct Sizes(Vec<u64>);
+
+    impl CellSource for Sizes {
+        fn n_genes(&self) -> usize {
+            1
+        }
+
+        fn stored_values(&self, cells: Range<usize>) -> u64 {
+            self.0[cells].iter().sum()
+        }
+
+        fn block(&self, _: &GpuContext, _: Range<usize>) -> sc_kernels::Result<DeviceCsr> {
+            unreachable!("only the sizes are asked for")
+        }
+
+        fn again(&self) -> &'static str {
+            "made again"
+        }
+    }
+
+    #[test]
+    fn blocks_hold_at_most_their_values_and_every_cell_once() {
+        let cells = Sizes(vec![3, 3, 3, 9, 1, 1, 1, 1, 20, 2]);
+        let blocks = blocks_of_values(&cells, 10, 6);
+        assert_eq!(blocks, vec![0..2, 2..3, 3..4, 4..8, 8..9, 9..10]);
+        // A cell over the limit is a block of its own; uniform cells make equal blocks.
+        let uniform = Sizes(vec![5; 10]);
+        assert_eq!(blocks_of_values(&uniform, 10, 20), vec![0..4, 4..8, 8..10]);
+        assert!(blocks_of_values(&uniform, 0, 20).is_empty());
     }
 }

@@ -181,14 +181,6 @@ impl RunPlan {
         }
     }
 
-    /// The demo's parameters (the input of a demo run).
-    pub fn demo(&self) -> Option<&SyntheticParams> {
-        match &self.input {
-            Input::Demo { params, .. } => Some(params),
-            Input::File { .. } => None,
-        }
-    }
-
     /// Whether a demo run generates its cells on the GPU for every pass (`--demo-on-gpu`, or X
     /// too large for host memory with `available` bytes), and the notice that says so; a clear
     /// error where that run cannot be made on `n_gpus`.
