@@ -81,44 +81,9 @@ impl CellSource for FileCells {
             .fetch_add(self.chunks.stored_bytes(cells), Ordering::Relaxed);
         let csr = match read {
             Matrix::Sparse(m) => m,
-            Matrix::Dense(m) => dense_rows(&m.data, m.n_rows, m.n_cols),
+            Matrix::Dense(m) => CsrMatrix::from_dense(&m),
             Matrix::Device(_) => unreachable!("the file's rows are read to the host"),
         };
         DeviceCsr::upload(lane, &csr)
-    }
-}
-
-/// A dense block as CSR (its zeros left out), as the blocks' kernels take it.
-fn dense_rows(data: &[f32], n_rows: usize, n_cols: usize) -> CsrMatrix<f32> {
-    let mut m = CsrMatrix {
-        n_rows,
-        n_cols,
-        indptr: Vec::with_capacity(n_rows + 1),
-        indices: Vec::new(),
-        data: Vec::new(),
-    };
-    m.indptr.push(0);
-    for row in data.chunks(n_cols.max(1)).take(n_rows) {
-        for (j, &v) in row.iter().enumerate() {
-            if v != 0.0 {
-                m.indices.push(j as u32);
-                m.data.push(v);
-            }
-        }
-        m.indptr.push(m.data.len() as u64);
-    }
-    m
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_dense_block_becomes_csr_without_its_zeros() {
-        let m = dense_rows(&[0.0, 2.0, 0.0, 1.0, 0.0, 3.0], 2, 3);
-        assert_eq!(m.indptr, vec![0, 1, 3]);
-        assert_eq!(m.indices, vec![1, 0, 2]);
-        assert_eq!(m.data, vec![2.0, 1.0, 3.0]);
     }
 }
