@@ -25,10 +25,13 @@ fn matches_r_harmony_on_pbmc_3500() {
     assert_eq!((z.n_rows, z.n_cols), (3500, 30));
     assert_eq!(names, ["A", "B", "C"]); // 500, 2000 and 1000 cells
     let gate = |flavor: HarmonyFlavor, rounds: usize, min_r: f64, max_l2: f64| {
+        let base = match flavor {
+            HarmonyFlavor::Harmony1 => HarmonyParams::harmony1(),
+            HarmonyFlavor::Harmony2 => HarmonyParams::default(),
+        };
         let p = HarmonyParams {
-            flavor,
             max_iter_harmony: rounds,
-            ..Default::default()
+            ..base
         };
         let t = std::time::Instant::now();
         let res = harmony_integrate(&z, &donor, names.len(), &p).unwrap();

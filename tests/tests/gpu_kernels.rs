@@ -957,9 +957,7 @@ type HarmonyCase = (
 /// and on clustered random points with 4 batches.
 #[test]
 fn harmony_matches_the_cpu() {
-    use sc_kernels::harmony::{
-        harmony_integrate, harmony_integrate_gpu, HarmonyFlavor, HarmonyParams,
-    };
+    use sc_kernels::harmony::{harmony_integrate, harmony_integrate_gpu, HarmonyParams};
     let Some(d) = gpu_or_skip("gpu harmony") else {
         return;
     };
@@ -981,9 +979,8 @@ fn harmony_matches_the_cpu() {
             donors,
             3,
             HarmonyParams {
-                flavor: HarmonyFlavor::Harmony1,
                 max_iter_harmony: 20,
-                ..HarmonyParams::default()
+                ..HarmonyParams::harmony1()
             },
         ),
     ];

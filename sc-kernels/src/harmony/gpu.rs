@@ -43,6 +43,7 @@ use crate::comm::{Communicator, SingleRank};
 use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
 use crate::gpu::module_cache::KernelSource;
+use crate::gpu::trace::PhaseTrace;
 use crate::gpu::{grid_stride, DeviceVec, GpuContext};
 use bytemuck::Pod;
 use rmm_cuda::cudarc::cublas::sys as cublas;
@@ -394,11 +395,13 @@ impl Run<'_> {
         let remove_shared = if self.small { b * k * 4 } else { 0 };
         let update_shared = k * 8 + if self.small { 2 * b * k * 4 } else { 0 };
         let mut objectives = vec![];
+        let mut trace = PhaseTrace::new(ctx, "harmony iteration");
         for t in 0..self.params.max_iter_clustering {
             self.column_sums(&buf.zn, &buf.r, &buf.y)?;
             self.sum_f32(&mut buf.y)?;
             self.unit_rows(&buf.y, k, &buf.y)?;
             self.dots(&buf.zn, &buf.y, &buf.sim)?;
+            trace.mark("centroids and similarities")?;
             let perm = block_order(self.setup, self.params, h, t);
             let [k0, k1, k2, k3] = perm.keys;
             for p0 in (0..n).step_by(self.setup.block_size) {
@@ -450,6 +453,7 @@ impl Run<'_> {
                 ctx.launch(l, cfg, "block_update")?;
             }
             objectives.push(self.finish_iteration(buf)?);
+            trace.mark("blocks")?;
             if clustering_converged(&objectives, self.params.tol_clustering) {
                 break;
             }
@@ -543,6 +547,7 @@ pub fn harmony_integrate_gpu_rows(
     params: &HarmonyParams,
     rows: Range<usize>,
 ) -> Result<HarmonyResult> {
+    let mut trace = PhaseTrace::new(ctx, "harmony");
     let setup = Setup::without_rows(z, batches, n_batches, params)?;
     let (n, d, k, b) = (setup.n, setup.d, setup.k, setup.b);
     if rows.start > rows.end || rows.end > n || (comm.size() == 1 && rows != (0..n)) {
@@ -609,6 +614,7 @@ pub fn harmony_integrate_gpu_rows(
         ctx.launch(l, grid_stride(nl * d), "gather_rows")?;
         run.unit_rows(&buf.x, nl, &buf.zn)?;
     }
+    trace.mark("set-up, upload and gather")?;
     // The CPU's seeds: the sampled rows normalized on the host as the CPU does.
     let sample: Vec<f32> = sample_indices(n, k, params.seed)
         .iter()
@@ -619,8 +625,11 @@ pub fn harmony_integrate_gpu_rows(
         })
         .collect();
     let centroids = ctx.upload(&seed_from_sample(&sample, d, k, params.seed))?;
+    trace.mark("seeds")?;
     run.lloyd(&mut buf, &centroids)?;
+    trace.mark("lloyd")?;
     let obj0 = run.initial_state(&mut buf, &centroids)?;
+    trace.mark("initial state")?;
     drop(centroids);
 
     let mut objective = vec![obj0];
@@ -631,7 +640,9 @@ pub fn harmony_integrate_gpu_rows(
         let (obj, its) = run.round(&mut buf, h)?;
         objective.push(obj);
         clustering_iterations.push(its);
+        trace.mark(&format!("round {h}: {its} clustering iterations"))?;
         run.correct(&mut buf)?;
+        trace.mark(&format!("round {h}: correction"))?;
         iterations = h + 1;
         if harmony_converged(&objective, params.tol_harmony) {
             converged = true;
@@ -650,6 +661,7 @@ pub fn harmony_integrate_gpu_rows(
         .arg(&out);
     ctx.launch(l, grid_stride(nl * d), "scatter_rows")?;
     let corrected = DenseMatrix::new(nl, d, ctx.download(&out)?)?;
+    trace.mark("scatter and download")?;
     Ok(HarmonyResult {
         corrected,
         iterations,

@@ -78,8 +78,11 @@ pub enum HarmonyFlavor {
     Harmony1,
 }
 
-/// Parameters, with rapids-singlecell's defaults (harmonypy 2 and R harmony 2 stop earlier by
-/// default: 4 clustering iterations, tolerances 1e-3 and 1e-2; the other values agree).
+/// Parameters, with rapids-singlecell's defaults. [`Default`] is harmony2 with the stopping
+/// rules harmony2 has in rapids-singlecell 0.18, harmonypy 2 and R harmony 2 (at most 4
+/// clustering iterations a round, tolerances 1e-3 for clustering and 1e-2 for the rounds);
+/// [`HarmonyParams::harmony1`] is the original algorithm with its own (200, 1e-5, 1e-4), as
+/// rapids-singlecell and harmony-pytorch stop it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct HarmonyParams {
     pub flavor: HarmonyFlavor,
@@ -117,13 +120,27 @@ impl Default for HarmonyParams {
             tau: 0.0,
             block_proportion: 0.05,
             max_iter_harmony: 10,
-            max_iter_clustering: 200,
-            tol_harmony: 1e-4,
-            tol_clustering: 1e-5,
+            max_iter_clustering: 4,
+            tol_harmony: 1e-2,
+            tol_clustering: 1e-3,
             ridge_lambda: 1.0,
             alpha: 0.2,
             batch_prune_threshold: Some(1e-5),
             seed: 0,
+        }
+    }
+}
+
+impl HarmonyParams {
+    /// harmony1 (`flavor="harmony1"`) with its stopping rules: at most 200 clustering
+    /// iterations a round, tolerances 1e-5 for clustering and 1e-4 for the rounds.
+    pub fn harmony1() -> Self {
+        HarmonyParams {
+            flavor: HarmonyFlavor::Harmony1,
+            max_iter_clustering: 200,
+            tol_harmony: 1e-4,
+            tol_clustering: 1e-5,
+            ..HarmonyParams::default()
         }
     }
 }

@@ -113,10 +113,7 @@ fn is_deterministic_and_follows_the_seed() {
 fn harmony1_and_options_run() {
     let (z, b, _) = synthetic(500, 5, 2, 2, 3, 1.5);
     for p in [
-        HarmonyParams {
-            flavor: HarmonyFlavor::Harmony1,
-            ..Default::default()
-        },
+        HarmonyParams::harmony1(),
         HarmonyParams {
             tau: 5.0,
             n_clusters: Some(7),
