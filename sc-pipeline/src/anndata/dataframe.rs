@@ -115,52 +115,94 @@ impl Column {
     /// appearance. Returns the per-row group index and the group names. Missing values are an
     /// error, since a cell without a group cannot be assigned.
     pub fn group_labels(&self, name: &str) -> Result<(Vec<u32>, Vec<String>)> {
-        let labels: Vec<String> = match self {
+        let what = || format!("column '{name}'");
+        match self {
             Column::Categorical {
                 codes, categories, ..
             } => {
+                // Numbered per code, each code's category looked up once (by name, so that
+                // repeated category names are one group).
                 let names = array_as_strings(categories);
-                let mut out = Vec::with_capacity(codes.len());
+                let mut group_of_code: Vec<Option<u32>> = vec![None; names.len()];
+                let mut groups = FirstSeen::default();
+                let mut index = Vec::with_capacity(codes.len());
                 for (row, &c) in codes.iter().enumerate() {
-                    if c < 0 || c as usize >= names.len() {
-                        return Err(Error::invalid(
-                            format!("column '{name}'"),
-                            format!("row {row} has no category (code {c})"),
-                        ));
-                    }
-                    out.push(names[c as usize].clone());
+                    let slot = usize::try_from(c)
+                        .ok()
+                        .and_then(|c| group_of_code.get_mut(c))
+                        .ok_or_else(|| {
+                            Error::invalid(what(), format!("row {row} has no category (code {c})"))
+                        })?;
+                    let g = *slot.get_or_insert_with(|| groups.number(&names[c as usize]));
+                    index.push(g);
                 }
-                out
+                Ok((index, groups.names))
             }
             Column::Values(ArrayData::F32(_)) | Column::Values(ArrayData::F64(_)) => {
-                return Err(Error::invalid(
-                    format!("column '{name}'"),
+                Err(Error::invalid(
+                    what(),
                     "floating-point values cannot be used as group labels",
                 ))
             }
-            Column::Values(v) => array_as_strings(v),
+            Column::Values(v) => Ok(values_as_groups(v)),
             Column::Nullable { values, mask } => {
                 if let Some(row) = mask.iter().position(|&m| m) {
-                    return Err(Error::invalid(
-                        format!("column '{name}'"),
-                        format!("row {row} is missing"),
-                    ));
+                    return Err(Error::invalid(what(), format!("row {row} is missing")));
                 }
-                array_as_strings(values)
+                Ok(values_as_groups(values))
             }
-        };
-        let mut groups: Vec<String> = Vec::new();
-        let mut lookup = std::collections::HashMap::new();
-        let index = labels
-            .into_iter()
-            .map(|l| {
-                *lookup.entry(l.clone()).or_insert_with(|| {
-                    groups.push(l);
-                    groups.len() as u32 - 1
+        }
+    }
+}
+
+/// Group names numbered in order of first appearance.
+#[derive(Default)]
+struct FirstSeen {
+    names: Vec<String>,
+    lookup: std::collections::HashMap<String, u32>,
+}
+
+impl FirstSeen {
+    fn number(&mut self, label: &str) -> u32 {
+        if let Some(&g) = self.lookup.get(label) {
+            return g;
+        }
+        let g = self.names.len() as u32;
+        self.names.push(label.to_string());
+        self.lookup.insert(label.to_string(), g);
+        g
+    }
+}
+
+/// [`Column::group_labels`] of plain values: each distinct value looked up once per row by
+/// value (not rendered as text per row), rendered once per group.
+fn values_as_groups(v: &ArrayData) -> (Vec<u32>, Vec<String>) {
+    fn number<K: std::hash::Hash + Eq + Copy>(
+        keys: impl Iterator<Item = K>,
+        render: impl Fn(K) -> String,
+    ) -> (Vec<u32>, Vec<String>) {
+        let mut seen = std::collections::HashMap::new();
+        let mut names = Vec::new();
+        let index = keys
+            .map(|k| {
+                *seen.entry(k).or_insert_with(|| {
+                    names.push(render(k));
+                    names.len() as u32 - 1
                 })
             })
             .collect();
-        Ok((index, groups))
+        (index, names)
+    }
+    match v {
+        ArrayData::Str(s) => number(s.iter().map(String::as_str), str::to_string),
+        ArrayData::Bool(b) => number(b.iter().copied(), |x| x.to_string()),
+        ArrayData::I32(i) => number(i.iter().copied(), |x| x.to_string()),
+        ArrayData::I64(i) => number(i.iter().copied(), |x| x.to_string()),
+        // Callers refuse floating-point labels before they get here; rendered as text if not.
+        ArrayData::F32(_) | ArrayData::F64(_) => {
+            let text = array_as_strings(v);
+            number(text.iter().map(String::as_str), str::to_string)
+        }
     }
 }
 
@@ -307,5 +349,85 @@ impl DataFrame {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(v: &[&str]) -> ArrayData {
+        ArrayData::Str(v.iter().map(|s| s.to_string()).collect())
+    }
+
+    #[test]
+    fn group_labels_number_groups_in_order_of_first_appearance() {
+        let cat = Column::Categorical {
+            codes: vec![2, 0, 2, 1, 0],
+            categories: strings(&["a", "b", "c"]),
+            ordered: false,
+        };
+        assert_eq!(
+            cat.group_labels("batch").unwrap(),
+            (
+                vec![0, 1, 0, 2, 1],
+                vec!["c".into(), "a".into(), "b".into()]
+            )
+        );
+        // A repeated category name is one group.
+        let repeated = Column::Categorical {
+            codes: vec![0, 1, 2],
+            categories: strings(&["x", "y", "x"]),
+            ordered: false,
+        };
+        assert_eq!(
+            repeated.group_labels("batch").unwrap(),
+            (vec![0, 1, 0], vec!["x".into(), "y".into()])
+        );
+        let s = Column::Values(strings(&["p", "q", "p"]));
+        assert_eq!(
+            s.group_labels("batch").unwrap(),
+            (vec![0, 1, 0], vec!["p".into(), "q".into()])
+        );
+        let i = Column::Values(ArrayData::I64(vec![7, 3, 7, 7]));
+        assert_eq!(
+            i.group_labels("batch").unwrap(),
+            (vec![0, 1, 0, 0], vec!["7".into(), "3".into()])
+        );
+        let b = Column::Nullable {
+            values: ArrayData::Bool(vec![true, false]),
+            mask: vec![false, false],
+        };
+        assert_eq!(
+            b.group_labels("batch").unwrap(),
+            (vec![0, 1], vec!["true".into(), "false".into()])
+        );
+    }
+
+    #[test]
+    fn group_labels_refuse_missing_and_floating_values() {
+        let bad_code = Column::Categorical {
+            codes: vec![0, -1],
+            categories: strings(&["a"]),
+            ordered: false,
+        };
+        let e = bad_code.group_labels("batch").unwrap_err().to_string();
+        assert!(e.contains("row 1 has no category (code -1)"), "{e}");
+        let past_end = Column::Categorical {
+            codes: vec![0, 1],
+            categories: strings(&["a"]),
+            ordered: false,
+        };
+        let e = past_end.group_labels("batch").unwrap_err().to_string();
+        assert!(e.contains("row 1 has no category (code 1)"), "{e}");
+        let missing = Column::Nullable {
+            values: ArrayData::I32(vec![1, 2]),
+            mask: vec![false, true],
+        };
+        let e = missing.group_labels("batch").unwrap_err().to_string();
+        assert!(e.contains("row 1 is missing"), "{e}");
+        let float = Column::Values(ArrayData::F32(vec![1.0]));
+        let e = float.group_labels("batch").unwrap_err().to_string();
+        assert!(e.contains("floating-point"), "{e}");
     }
 }

@@ -105,11 +105,11 @@ pub fn harmony_integrate_on(
     params: &HarmonyParams,
     gpu: Option<&Arc<GpuContext>>,
 ) -> Result<HarmonySummary> {
-    let (z, codes, n_batches) = inputs(adata, key)?;
-    let result = match gpu {
-        Some(ctx) => harmony_integrate_gpu(ctx, &z, &codes, n_batches, params),
-        None => harmony_cpu(&z, &codes, n_batches, params),
-    }
+    let (codes, n_batches) = batches(adata, key)?;
+    let result = with_basis(adata, |_, z| match gpu {
+        Some(ctx) => harmony_integrate_gpu(ctx, z, &codes, n_batches, params),
+        None => harmony_cpu(z, &codes, n_batches, params),
+    })?
     .map_err(kernel_error(STEP))?;
     store(adata, n_batches, result)
 }
@@ -123,14 +123,33 @@ pub fn harmony_integrate_across(
     params: &HarmonyParams,
     group: &[(Arc<GpuContext>, Arc<dyn Communicator>)],
 ) -> Result<HarmonySummary> {
-    let (z, codes, n_batches) = inputs(adata, key)?;
+    let (codes, n_batches) = batches(adata, key)?;
+    let parts = with_basis(adata, |_, z| {
+        harmony_on_ranks(z, &codes, n_batches, params, group)
+    })?;
+    let mut results = all_ranks_ok(parts).map_err(kernel_error(STEP))?;
+    let mut whole = results.remove(0);
+    for r in results {
+        whole.corrected.data.extend(r.corrected.data);
+        whole.corrected.n_rows += r.corrected.n_rows;
+    }
+    store(adata, n_batches, whole)
+}
+
+/// Each rank of `group` corrects its block of `z`'s rows (one thread a rank).
+fn harmony_on_ranks(
+    z: &DenseMatrix<f32>,
+    codes: &[u32],
+    n_batches: usize,
+    params: &HarmonyParams,
+    group: &[(Arc<GpuContext>, Arc<dyn Communicator>)],
+) -> Vec<sc_kernels::Result<HarmonyResult>> {
     let (n, size) = (z.n_rows, group.len());
-    let parts: Vec<sc_kernels::Result<HarmonyResult>> = std::thread::scope(|s| {
+    std::thread::scope(|s| {
         let handles: Vec<_> = group
             .iter()
             .enumerate()
             .map(|(r, (ctx, comm))| {
-                let (z, codes) = (&z, &codes);
                 s.spawn(move || {
                     let part = harmony_integrate_gpu_rows(
                         ctx,
@@ -152,24 +171,10 @@ pub fn harmony_integrate_across(
             .into_iter()
             .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
             .collect()
-    });
-    let mut results = all_ranks_ok(parts).map_err(kernel_error(STEP))?;
-    let mut whole = results.remove(0);
-    for r in results {
-        whole.corrected.data.extend(r.corrected.data);
-        whole.corrected.n_rows += r.corrected.n_rows;
-    }
-    store(adata, n_batches, whole)
+    })
 }
 
 const STEP: &str = "harmony_integrate";
-
-/// The embedding, each cell's batch code and the number of batches (at least 2).
-fn inputs(adata: &AnnData, key: &str) -> Result<(DenseMatrix<f32>, Vec<u32>, usize)> {
-    let z = basis(adata)?;
-    let (codes, n_batches) = batches(adata, key)?;
-    Ok((z, codes, n_batches))
-}
 
 /// Each cell's batch code in `obs[key]` and the number of batches (at least 2).
 fn batches(adata: &AnnData, key: &str) -> Result<(Vec<u32>, usize)> {
@@ -202,9 +207,12 @@ fn store(adata: &mut AnnData, n_batches: usize, result: HarmonyResult) -> Result
     Ok(summary)
 }
 
-/// `obsm['X_pca']` as an `f32` matrix.
-fn basis(adata: &AnnData) -> Result<DenseMatrix<f32>> {
-    super::obsm_matrix(adata, HARMONY_BASIS)?.ok_or_else(|| Error::Missing {
+/// Runs `f` on `obsm['X_pca']` (moved out of `adata` for the call, not copied).
+fn with_basis<T>(
+    adata: &mut AnnData,
+    f: impl FnOnce(&AnnData, &DenseMatrix<f32>) -> T,
+) -> Result<T> {
+    super::with_obsm_matrix(adata, HARMONY_BASIS, f)?.ok_or_else(|| Error::Missing {
         step: "harmony_integrate",
         problem: format!("obsm has no '{HARMONY_BASIS}': run pca first"),
     })

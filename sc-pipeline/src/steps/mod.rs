@@ -94,6 +94,42 @@ pub(crate) fn obsm_matrix(adata: &AnnData, key: &str) -> crate::Result<Option<De
         .map_err(|e| Error::invalid(what, e.to_string()))
 }
 
+/// Runs `f` on `obsm[key]` as an `f32` matrix (`None` when obsm has no `key`). A 2-dimensional
+/// `f32` array is moved out of `adata` for the call and back after it, not copied (the
+/// embedding of a million cells is 200 MB); `f` sees the rest of `adata`.
+pub(crate) fn with_obsm_matrix<T>(
+    adata: &mut AnnData,
+    key: &str,
+    f: impl FnOnce(&AnnData, &DenseMatrix<f32>) -> T,
+) -> crate::Result<Option<T>> {
+    let movable = matches!(
+        adata.obsm.get(key),
+        Some(DenseArray { shape, data: ArrayData::F32(v) })
+            if shape.len() == 2 && shape[0].checked_mul(shape[1]) == Some(v.len())
+    );
+    if !movable {
+        return Ok(obsm_matrix(adata, key)?.map(|m| f(adata, &m)));
+    }
+    let DenseArray { shape, data } = adata.obsm.remove(key).expect("checked above");
+    let ArrayData::F32(values) = data else {
+        unreachable!("checked above")
+    };
+    let m = DenseMatrix {
+        n_rows: shape[0],
+        n_cols: shape[1],
+        data: values,
+    };
+    let out = f(adata, &m);
+    adata.obsm.insert(
+        key.to_string(),
+        DenseArray {
+            shape,
+            data: ArrayData::F32(m.data),
+        },
+    );
+    Ok(Some(out))
+}
+
 /// Each cell's code in `obs[key]` and the labels (see `Column::group_labels`); a missing column
 /// is an error naming `step`, the column's `role` and the columns obs has.
 pub(crate) fn obs_labels(
