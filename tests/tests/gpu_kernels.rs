@@ -191,6 +191,9 @@ fn qc_and_filters_equal_the_cpu_exactly() {
         let gpu = sc_kernels::qc::qc_sums_gpu(&ctx, &dx, &params, &ns).unwrap();
         let cpu = sc_kernels::qc::qc_sums(x, &params, &ns);
         assert_eq!(gpu, cpu);
+        // Rows in several launches, the per-gene sums carried across them.
+        let launches = sc_kernels::qc::qc_sums_gpu_in_launches(&ctx, &dx, &params, &ns, 7);
+        assert_eq!(launches.unwrap(), cpu);
         for f in [
             CellFilter::MinGenes(3),
             CellFilter::MinCounts(10.0),

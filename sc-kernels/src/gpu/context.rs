@@ -213,6 +213,37 @@ impl GpuContext {
         Ok(out)
     }
 
+    /// Values `range` of `v`, copied to the host (waits for the stream) through the pinned
+    /// staging buffers: e.g. one column of a device array of several, without a host copy of
+    /// the whole array to cut it from.
+    pub fn download_range<T: Pod + Send + Sync>(
+        &self,
+        v: &DeviceVec<T>,
+        range: std::ops::Range<usize>,
+    ) -> Result<Vec<T>> {
+        if range.start > range.end || range.end > v.len() {
+            return Err(KernelError::Shape(format!(
+                "values {range:?} of a device array of {}",
+                v.len()
+            )));
+        }
+        let len = range.len();
+        let mut out: Vec<T> = Vec::with_capacity(len);
+        if len > 0 {
+            let src = v.ptr() + (range.start * std::mem::size_of::<T>()) as u64;
+            // SAFETY: `src .. src + len` lies inside `v` (checked above); the copies are queued
+            // on the context's stream; the spare capacity holds `len` values.
+            self.with_staging(|s| unsafe {
+                s.download_to(src, &mut out.spare_capacity_mut()[..len])
+            })?;
+            // SAFETY: download_to wrote every value 0..len.
+            unsafe { out.set_len(len) };
+        }
+        self.d2h
+            .fetch_add((len * std::mem::size_of::<T>()) as u64, Ordering::Relaxed);
+        Ok(out)
+    }
+
     /// Copies `v` into `dst` (of the same length; waits for the stream), through the pinned
     /// staging buffers when large: no host array is allocated on the way.
     pub fn download_into<T: Pod + Send + Sync>(

@@ -5,15 +5,20 @@ use super::{assemble, check_params, QcMetrics, QcParams, QcSums};
 use crate::csr::CsrMatrix;
 use crate::error::Result;
 use crate::gpu::module_cache::KernelSource;
+use crate::gpu::reduce::warps_for_rows;
 use crate::gpu::streamed::{for_each_row_block, HostRows, RowBlocks};
 use crate::gpu::trace::PhaseTrace;
-use crate::gpu::{blocks_for_rows, DeviceCsr, GpuContext};
+use crate::gpu::{grid_stride, DeviceCsr, DeviceVec, GpuContext};
 use rmm_cuda::cudarc::driver::PushKernelArg;
 
 pub(crate) const SRC: KernelSource = KernelSource {
     name: "qc",
     source: include_str!("qc.cu"),
 };
+
+/// Rows per launch of `qc_rows`: a gene's small-integer values (below 1,024) of this many rows
+/// sum to less than 2^32, the room its packed sum has (qc.cu).
+const PACKED_ROWS: usize = 4_000_000;
 
 /// The per-cell and per-gene sums of a device matrix (`ns`: `percent_top` ascending).
 pub fn qc_sums_gpu(
@@ -22,6 +27,19 @@ pub fn qc_sums_gpu(
     params: &QcParams,
     ns: &[usize],
 ) -> Result<QcSums> {
+    qc_sums_gpu_in_launches(ctx, x, params, ns, PACKED_ROWS)
+}
+
+/// [`qc_sums_gpu`] with at most `rows_per_launch` rows a launch (at most [`PACKED_ROWS`]; tests
+/// use a few, to cover the launches' seams).
+pub fn qc_sums_gpu_in_launches(
+    ctx: &GpuContext,
+    x: &DeviceCsr,
+    params: &QcParams,
+    ns: &[usize],
+    rows_per_launch: usize,
+) -> Result<QcSums> {
+    let rows_per_launch = rows_per_launch.clamp(1, PACKED_ROWS);
     let mut trace = PhaseTrace::new(ctx, "calculate_qc_metrics");
     let (n, g) = (x.n_rows, x.n_cols);
     let n_qc = params.qc_vars.len();
@@ -41,38 +59,55 @@ pub fn qc_sums_gpu(
     let top = ctx.alloc::<f64>((ns.len() * n).max(1))?;
     let gene_n_cells = ctx.zeros::<u64>(g)?;
     let gene_sums = ctx.zeros::<f64>(g)?;
+    let gene_packed = ctx.zeros::<u64>(g)?;
     let f = ctx.function(SRC, "qc_rows")?;
+    let f_unpack = ctx.function(SRC, "qc_unpack_genes")?;
     trace.mark("module and memory")?;
     let (n64, g64, nq, nt) = (n as u64, g as u64, n_qc as u32, ns.len() as u32);
-    let mut l = ctx.launcher(&f);
-    l.arg(&x.indptr)
-        .arg(&x.indices)
-        .arg(&x.data)
-        .arg(&n64)
-        .arg(&g64)
-        .arg(&d_masks)
-        .arg(&nq)
-        .arg(&d_ns)
-        .arg(&nt)
-        .arg(&n_genes)
-        .arg(&total)
-        .arg(&qc)
-        .arg(&top)
-        .arg(&gene_n_cells)
-        .arg(&gene_sums);
-    ctx.launch(l, blocks_for_rows(n, 256), "qc_rows")?;
+    for r0 in (0..n).step_by(rows_per_launch) {
+        let r1 = (r0 + rows_per_launch).min(n);
+        let (r0_64, r1_64) = (r0 as u64, r1 as u64);
+        let mut l = ctx.launcher(&f);
+        l.arg(&x.indptr)
+            .arg(&x.indices)
+            .arg(&x.data)
+            .arg(&r0_64)
+            .arg(&r1_64)
+            .arg(&n64)
+            .arg(&g64)
+            .arg(&d_masks)
+            .arg(&nq)
+            .arg(&d_ns)
+            .arg(&nt)
+            .arg(&n_genes)
+            .arg(&total)
+            .arg(&qc)
+            .arg(&top)
+            .arg(&gene_n_cells)
+            .arg(&gene_sums)
+            .arg(&gene_packed);
+        // A warp per row, 8 rows per block of 256 threads (qc.cu: QC_WARPS).
+        ctx.launch(l, warps_for_rows(r1 - r0), "qc_rows")?;
+        let mut l = ctx.launcher(&f_unpack);
+        l.arg(&gene_packed)
+            .arg(&g64)
+            .arg(&gene_n_cells)
+            .arg(&gene_sums);
+        ctx.launch(l, grid_stride(g), "qc_unpack_genes")?;
+    }
     trace.mark("kernel")?;
-    let qc_h = ctx.download(&qc)?;
-    let top_h = ctx.download(&top)?;
+    // Each column straight into its own array (cutting them from one download copied 40 MB on
+    // one thread at a million cells).
+    let columns = |v: &DeviceVec<f64>, count: usize| -> Result<Vec<Vec<f64>>> {
+        (0..count)
+            .map(|c| ctx.download_range(v, c * n..(c + 1) * n))
+            .collect()
+    };
     let sums = QcSums {
         n_genes: ctx.download(&n_genes)?,
         total: ctx.download(&total)?,
-        top: (0..ns.len())
-            .map(|k| top_h[k * n..(k + 1) * n].to_vec())
-            .collect(),
-        qc: (0..n_qc)
-            .map(|q| qc_h[q * n..(q + 1) * n].to_vec())
-            .collect(),
+        top: columns(&top, ns.len())?,
+        qc: columns(&qc, n_qc)?,
         gene_n_cells: ctx
             .download(&gene_n_cells)?
             .into_iter()

@@ -25,7 +25,7 @@ pub(crate) mod gpu;
 pub const KERNELS: crate::gpu::module_cache::KernelSource = gpu::SRC;
 pub use gpu::{
     calculate_qc_metrics_blocks, calculate_qc_metrics_gpu, calculate_qc_metrics_streamed,
-    qc_sums_gpu,
+    qc_sums_gpu, qc_sums_gpu_in_launches,
 };
 
 /// Parameters of [`calculate_qc_metrics`].
@@ -72,6 +72,15 @@ fn f32_or_f64<T: Real>(v: Vec<f64>) -> Column {
         Column::F32(v.into_iter().map(|x| x as f32).collect())
     } else {
         Column::F64(v)
+    }
+}
+
+/// As [`f32_or_f64`], of borrowed values, by one parallel pass.
+fn column_of<T: Real>(v: &[f64]) -> Column {
+    if std::mem::size_of::<T>() == 4 {
+        Column::F32(v.par_iter().map(|&x| x as f32).collect())
+    } else {
+        Column::F64(v.par_iter().copied().collect())
     }
 }
 
@@ -303,44 +312,62 @@ pub fn qc_sums<T: Real>(x: &CsrMatrix<T>, params: &QcParams, ns: &[usize]) -> Qc
 /// The `obs` and `var` columns from the sums, in scanpy's order and dtypes (`T` is the
 /// matrix's element type).
 pub fn assemble<T: Real>(s: &QcSums, params: &QcParams, ns: &[usize], n_rows: usize) -> QcMetrics {
+    // Every column is made by one parallel pass over the sums, straight in its dtype: new
+    // memory is written by all threads at once (its first touch is most of the cost).
+    // This rank's cells (`n_rows` counts every rank's, for the per-gene means).
+    let cells = s.total.len();
+    let total_t = |i: usize| T::from_f64(s.total[i]);
     let mut obs: NamedColumns = Vec::new();
-    let n_genes = s.n_genes.clone();
+    let n_genes: Vec<i32> = s.n_genes.par_iter().copied().collect();
+    obs.push(("n_genes_by_counts".into(), Column::I32(n_genes)));
     if params.log1p {
-        let l = n_genes.par_iter().map(|&n| (n as f64).ln_1p()).collect();
-        obs.push(("n_genes_by_counts".into(), Column::I32(n_genes)));
+        let l = s.n_genes.par_iter().map(|&n| (n as f64).ln_1p()).collect();
         obs.push(("log1p_n_genes_by_counts".into(), Column::F64(l)));
-    } else {
-        obs.push(("n_genes_by_counts".into(), Column::I32(n_genes)));
     }
     // Totals rounded to the element type, as scanpy keeps them.
-    let total_t: Vec<T> = s.total.par_iter().map(|&t| T::from_f64(t)).collect();
-    let total = f32_or_f64::<T>(s.total.clone());
-    obs.push(("total_counts".into(), total.clone()));
+    let total = column_of::<T>(&s.total);
     if params.log1p {
-        obs.push(("log1p_total_counts".into(), log1p_col::<T>(&total)));
+        let l = log1p_col::<T>(&total);
+        obs.push(("total_counts".into(), total));
+        obs.push(("log1p_total_counts".into(), l));
+    } else {
+        obs.push(("total_counts".into(), total));
     }
     for (k, n) in ns.iter().enumerate() {
         let pct = s.top[k]
             .par_iter()
-            .zip(&total_t)
-            .map(|(&top, &t)| T::from_f64(top).to_f64() / t.to_f64() * 100.0)
+            .enumerate()
+            .map(|(i, &top)| T::from_f64(top).to_f64() / total_t(i).to_f64() * 100.0)
             .collect();
         obs.push((format!("pct_counts_in_top_{n}_genes"), Column::F64(pct)));
     }
     for (q, (name, _)) in params.qc_vars.iter().enumerate() {
-        let tq: Vec<T> = s.qc[q].par_iter().map(|&v| T::from_f64(v)).collect();
-        let col = f32_or_f64::<T>(tq.iter().map(|t| t.to_f64()).collect());
-        obs.push((format!("total_counts_{name}"), col.clone()));
+        let col = column_of::<T>(&s.qc[q]);
         if params.log1p {
-            obs.push((format!("log1p_total_counts_{name}"), log1p_col::<T>(&col)));
+            let l = log1p_col::<T>(&col);
+            obs.push((format!("total_counts_{name}"), col));
+            obs.push((format!("log1p_total_counts_{name}"), l));
+        } else {
+            obs.push((format!("total_counts_{name}"), col));
         }
         // Computed in the element type, as pandas does on float32 Series.
-        let pct: Vec<f64> = tq
-            .par_iter()
-            .zip(&total_t)
-            .map(|(&a, &t)| (a / t * T::from_f64(100.0)).to_f64())
-            .collect();
-        obs.push((format!("pct_counts_{name}"), f32_or_f64::<T>(pct)));
+        let pct = |i: usize| T::from_f64(s.qc[q][i]) / total_t(i) * T::from_f64(100.0);
+        let pct = if std::mem::size_of::<T>() == 4 {
+            Column::F32(
+                (0..cells)
+                    .into_par_iter()
+                    .map(|i| pct(i).to_f64() as f32)
+                    .collect(),
+            )
+        } else {
+            Column::F64(
+                (0..cells)
+                    .into_par_iter()
+                    .map(|i| pct(i).to_f64())
+                    .collect(),
+            )
+        };
+        obs.push((format!("pct_counts_{name}"), pct));
     }
 
     // Per gene.
