@@ -155,7 +155,8 @@ pub struct RunArgs {
     #[arg(long, help = "Skip pca (and neighbors)")]
     pub no_pca: bool,
     /// harmony_integrate after pca with the batches in this obs column (writes
-    /// obsm['X_pca_harmony'], which neighbors then uses); harmony2 defaults.
+    /// obsm['X_pca_harmony'], which neighbors then uses); harmony2 defaults (at
+    /// most 4 clustering iterations a round, as rapids-singlecell 0.18).
     #[arg(long, value_name = "KEY")]
     pub harmony: Option<String>,
     /// Seed of harmony's k-means initialization and block order.
