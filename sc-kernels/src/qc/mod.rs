@@ -67,20 +67,14 @@ impl QcMetrics {
     }
 }
 
-fn f32_or_f64<T: Real>(v: Vec<f64>) -> Column {
+/// A column of the element type `T` (`f32` or `f64`) of `value(i)` rounded to it, for `i` in
+/// `0..len`, made by one parallel pass (new memory written by all threads at once: its first
+/// touch is most of the cost).
+fn column_of<T: Real>(len: usize, value: impl Fn(usize) -> f64 + Send + Sync) -> Column {
     if std::mem::size_of::<T>() == 4 {
-        Column::F32(v.into_iter().map(|x| x as f32).collect())
+        Column::F32((0..len).into_par_iter().map(|i| value(i) as f32).collect())
     } else {
-        Column::F64(v)
-    }
-}
-
-/// As [`f32_or_f64`], of borrowed values, by one parallel pass.
-fn column_of<T: Real>(v: &[f64]) -> Column {
-    if std::mem::size_of::<T>() == 4 {
-        Column::F32(v.par_iter().map(|&x| x as f32).collect())
-    } else {
-        Column::F64(v.par_iter().copied().collect())
+        Column::F64((0..len).into_par_iter().map(value).collect())
     }
 }
 
@@ -312,8 +306,7 @@ pub fn qc_sums<T: Real>(x: &CsrMatrix<T>, params: &QcParams, ns: &[usize]) -> Qc
 /// The `obs` and `var` columns from the sums, in scanpy's order and dtypes (`T` is the
 /// matrix's element type).
 pub fn assemble<T: Real>(s: &QcSums, params: &QcParams, ns: &[usize], n_rows: usize) -> QcMetrics {
-    // Every column is made by one parallel pass over the sums, straight in its dtype: new
-    // memory is written by all threads at once (its first touch is most of the cost).
+    // Every column is made by one parallel pass over the sums, straight in its dtype.
     // This rank's cells (`n_rows` counts every rank's, for the per-gene means).
     let cells = s.total.len();
     let total_t = |i: usize| T::from_f64(s.total[i]);
@@ -325,7 +318,7 @@ pub fn assemble<T: Real>(s: &QcSums, params: &QcParams, ns: &[usize], n_rows: us
         obs.push(("log1p_n_genes_by_counts".into(), Column::F64(l)));
     }
     // Totals rounded to the element type, as scanpy keeps them.
-    let total = column_of::<T>(&s.total);
+    let total = column_of::<T>(cells, |i| s.total[i]);
     if params.log1p {
         let l = log1p_col::<T>(&total);
         obs.push(("total_counts".into(), total));
@@ -342,7 +335,7 @@ pub fn assemble<T: Real>(s: &QcSums, params: &QcParams, ns: &[usize], n_rows: us
         obs.push((format!("pct_counts_in_top_{n}_genes"), Column::F64(pct)));
     }
     for (q, (name, _)) in params.qc_vars.iter().enumerate() {
-        let col = column_of::<T>(&s.qc[q]);
+        let col = column_of::<T>(cells, |i| s.qc[q][i]);
         if params.log1p {
             let l = log1p_col::<T>(&col);
             obs.push((format!("total_counts_{name}"), col));
@@ -351,22 +344,9 @@ pub fn assemble<T: Real>(s: &QcSums, params: &QcParams, ns: &[usize], n_rows: us
             obs.push((format!("total_counts_{name}"), col));
         }
         // Computed in the element type, as pandas does on float32 Series.
-        let pct = |i: usize| T::from_f64(s.qc[q][i]) / total_t(i) * T::from_f64(100.0);
-        let pct = if std::mem::size_of::<T>() == 4 {
-            Column::F32(
-                (0..cells)
-                    .into_par_iter()
-                    .map(|i| pct(i).to_f64() as f32)
-                    .collect(),
-            )
-        } else {
-            Column::F64(
-                (0..cells)
-                    .into_par_iter()
-                    .map(|i| pct(i).to_f64())
-                    .collect(),
-            )
-        };
+        let pct = column_of::<T>(cells, |i| {
+            (T::from_f64(s.qc[q][i]) / total_t(i) * T::from_f64(100.0)).to_f64()
+        });
         obs.push((format!("pct_counts_{name}"), pct));
     }
 
@@ -391,7 +371,7 @@ pub fn assemble<T: Real>(s: &QcSums, params: &QcParams, ns: &[usize], n_rows: us
         var.push(("mean_counts".into(), Column::F64(mean)));
     }
     var.push(("pct_dropout_by_counts".into(), Column::F64(dropout)));
-    let gt = f32_or_f64::<T>(s.gene_sums.clone());
+    let gt = column_of::<T>(s.gene_sums.len(), |i| s.gene_sums[i]);
     var.push(("total_counts".into(), gt.clone()));
     if params.log1p {
         var.push(("log1p_total_counts".into(), log1p_col::<T>(&gt)));
