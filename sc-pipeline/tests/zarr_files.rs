@@ -117,6 +117,28 @@ fn damaged_or_foreign_stores_get_named_errors() {
     std::fs::write(&chunk, &bytes[..bytes.len() / 2]).unwrap();
     let e = error_of(&p);
     assert!(e.contains("X/data"), "{e}");
+    // Uncompressed chunks, read straight into place: a short one, and an index out of range.
+    let plain_store = |name: &str| {
+        let p = fresh(name);
+        write_zarr_staged(&a, &p, ZarrCompression::None, true)
+            .unwrap()
+            .commit()
+            .unwrap();
+        p
+    };
+    let p = plain_store("short_plain.zarr");
+    let chunk = p.join("X/indices/c/0");
+    let bytes = std::fs::read(&chunk).unwrap();
+    std::fs::write(&chunk, &bytes[..bytes.len() - 4]).unwrap();
+    let e = error_of(&p);
+    assert!(e.contains("X/indices"), "{e}");
+    let p = plain_store("bad_index.zarr");
+    let chunk = p.join("X/indices/c/0");
+    let mut bytes = std::fs::read(&chunk).unwrap();
+    bytes[..8].fill(0xff);
+    std::fs::write(&chunk, &bytes).unwrap();
+    let e = error_of(&p);
+    assert!(e.contains("X/indices") && e.contains("out of range"), "{e}");
     // An unknown codec.
     let p = fresh_store("codec.zarr");
     let meta = p.join("obsm/X_pca/zarr.json");

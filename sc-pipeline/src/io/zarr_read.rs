@@ -106,6 +106,81 @@ impl Reader {
         Ok((shape.into_iter().map(|d| d as usize).collect(), v))
     }
 
+    /// The 1-dimensional array `element` of `S` values, each mapped by `f` (`None` from `f`
+    /// refuses the array: `Ok(None)`), its chunks read, decoded and mapped on rayon's threads
+    /// straight into their place. zarrs' whole-array read ends in a copy of the whole array on
+    /// one thread; a matrix's `data` and `indices` hold billions of values.
+    fn map_1d<S: bytemuck::Pod, T: Copy + Send + Sync>(
+        &self,
+        element: &str,
+        f: impl Fn(S) -> Option<T> + Send + Sync,
+    ) -> Result<Option<Vec<T>>> {
+        let a = self.s.array(element)?;
+        let size = std::mem::size_of::<S>();
+        if a.data_type().fixed_size() != Some(size) {
+            return Err(self.s.format(
+                element,
+                format!("holds {:?}, not {size}-byte values", a.data_type()),
+            ));
+        }
+        let [len] = a.shape()[..] else {
+            return Err(self.s.format(element, "must be 1-dimensional"));
+        };
+        let len = usize::try_from(len).map_err(|_| self.s.format(element, "too long"))?;
+        let chunk = match a.chunk_shape(&[0]) {
+            Ok(c) => c[0].get() as usize,
+            Err(e) => return Err(self.s.err(element)(&e)),
+        };
+        let mut out: Vec<T> = Vec::with_capacity(len);
+        let refused = std::sync::atomic::AtomicBool::new(false);
+        out.spare_capacity_mut()[..len]
+            .par_chunks_mut(chunk)
+            .enumerate()
+            .try_for_each(|(c, slots)| -> Result<()> {
+                // The parts assume a regular grid: chunk c starts at c times the first's size.
+                let start = a
+                    .chunk_subset(&[c as u64])
+                    .map_err(|e| self.s.err(element)(&e))?
+                    .start()[0];
+                if start != (c * chunk) as u64 {
+                    return Err(self.s.format(
+                        element,
+                        format!("chunk {c} starts at {start}: chunks of unequal sizes"),
+                    ));
+                }
+                let bytes = a
+                    .retrieve_chunk(&[c as u64])
+                    .map_err(|e| self.s.err(element)(&e))?;
+                let bytes = bytes.into_fixed().map_err(|e| self.s.err(element)(&e))?;
+                // The last chunk is stored whole; only the array's part is read.
+                let values = bytes
+                    .chunks_exact(size)
+                    .map(bytemuck::pod_read_unaligned::<S>);
+                for (slot, v) in slots.iter_mut().zip(values) {
+                    match f(v) {
+                        Some(t) => {
+                            slot.write(t);
+                        }
+                        None => {
+                            refused.store(true, std::sync::atomic::Ordering::Relaxed);
+                            return Ok(());
+                        }
+                    }
+                }
+                if bytes.len() < slots.len() * size {
+                    return Err(self.s.format(element, format!("chunk {c} is short")));
+                }
+                Ok(())
+            })?;
+        if refused.into_inner() {
+            return Ok(None);
+        }
+        // SAFETY: every chunk wrote every slot of its part (a short chunk is an error above, a
+        // refused value returns before this).
+        unsafe { out.set_len(len) };
+        Ok(Some(out))
+    }
+
     /// The array `element` as typed values (integer widths folded as [`ArrayData`] does).
     fn array(&self, element: &str) -> Result<(Vec<usize>, ArrayData)> {
         let dt = self.s.array(element)?.data_type().clone();
@@ -158,6 +233,12 @@ impl Reader {
     /// A matrix's values as float32 (float64 narrowed with a notice; integers that float32
     /// holds exactly).
     fn values(&mut self, element: &str) -> Result<Vec<f32>> {
+        let a = self.s.array(element)?;
+        if a.shape().len() == 1 && *a.data_type() == DataType::Float32 {
+            // A sparse matrix's data: read chunk by chunk into place.
+            let v = self.map_1d::<f32, f32>(element, Some)?;
+            return Ok(v.expect("Some refuses no value"));
+        }
         let (_, data) = self.array(element)?;
         let exact = |v: f64| v.abs() <= (1u64 << 24) as f64;
         let ints = |v: Vec<i64>, s: &ZarrStore| -> Result<Vec<f32>> {
@@ -203,20 +284,18 @@ impl Reader {
         }
     }
 
-    /// Column (or row) indices below `minor`, checked and converted on rayon's threads (a large
-    /// matrix holds billions).
+    /// Column (or row) indices below `minor`, checked and converted chunk by chunk on rayon's
+    /// threads (a large matrix holds billions).
     fn indices(&self, element: &str, minor: usize) -> Result<Vec<u32>> {
-        fn narrow<T: Copy + Send + Sync + TryInto<u32>>(v: &[T], minor: usize) -> Option<Vec<u32>> {
-            v.par_iter()
-                .map(|&i| i.try_into().ok().filter(|&i| (i as usize) < minor))
-                .collect()
+        fn below<T: TryInto<u32>>(minor: usize) -> impl Fn(T) -> Option<u32> + Send + Sync {
+            move |i| i.try_into().ok().filter(|&i| (i as usize) < minor)
         }
         let dt = self.s.array(element)?.data_type().clone();
         let out = match dt {
-            DataType::Int32 => narrow(&self.elements::<i32>(element)?.1, minor),
-            DataType::Int64 => narrow(&self.elements::<i64>(element)?.1, minor),
-            DataType::UInt32 => narrow(&self.elements::<u32>(element)?.1, minor),
-            DataType::UInt64 => narrow(&self.elements::<u64>(element)?.1, minor),
+            DataType::Int32 => self.map_1d::<i32, u32>(element, below(minor))?,
+            DataType::Int64 => self.map_1d::<i64, u32>(element, below(minor))?,
+            DataType::UInt32 => self.map_1d::<u32, u32>(element, below(minor))?,
+            DataType::UInt64 => self.map_1d::<u64, u32>(element, below(minor))?,
             other => {
                 return Err(self
                     .s
