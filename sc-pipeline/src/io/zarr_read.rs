@@ -106,11 +106,26 @@ impl Reader {
         Ok((shape.into_iter().map(|d| d as usize).collect(), v))
     }
 
-    /// The 1-dimensional array `element` of `S` values, each mapped by `f` (`None` from `f`
-    /// refuses the array: `Ok(None)`), its chunks read, decoded and mapped on rayon's threads
-    /// straight into their place. zarrs' whole-array read ends in a copy of the whole array on
-    /// one thread; a matrix's `data` and `indices` hold billions of values.
-    fn map_1d<S: bytemuck::Pod, T: Copy + Send + Sync>(
+    /// Every element of the array `element`, read by [`Reader::map_rows`] when its chunks are
+    /// whole rows (this crate's writer makes them so), else by zarrs' whole-array read.
+    fn pod_elements<T: ElementOwned + bytemuck::Pod + Send + Sync>(
+        &self,
+        element: &str,
+    ) -> Result<(Vec<usize>, Vec<T>)> {
+        let a = self.s.array(element)?;
+        if rows_per_chunk(&a).is_none() {
+            return self.elements::<T>(element);
+        }
+        let shape = a.shape().iter().map(|&d| d as usize).collect();
+        let v = self.map_rows::<T, T>(element, Some)?;
+        Ok((shape, v.expect("Some refuses no value")))
+    }
+
+    /// The array `element` of `S` values, whose chunks are whole rows, each value mapped by `f`
+    /// (`None` from `f` refuses the array: `Ok(None)`): its chunks read, decoded and mapped on
+    /// rayon's threads straight into their place. zarrs' whole-array read ends in a copy of the
+    /// whole array on one thread; a matrix's `data` and `indices` hold billions of values.
+    fn map_rows<S: bytemuck::Pod, T: Copy + Send + Sync>(
         &self,
         element: &str,
         f: impl Fn(S) -> Option<T> + Send + Sync,
@@ -123,34 +138,44 @@ impl Reader {
                 format!("holds {:?}, not {size}-byte values", a.data_type()),
             ));
         }
-        let [len] = a.shape()[..] else {
-            return Err(self.s.format(element, "must be 1-dimensional"));
+        let Some(rows) = rows_per_chunk(&a) else {
+            return Err(self.s.format(element, "chunks are not whole rows"));
         };
-        let len = usize::try_from(len).map_err(|_| self.s.format(element, "too long"))?;
-        let chunk = match a.chunk_shape(&[0]) {
-            Ok(c) => c[0].get() as usize,
-            Err(e) => return Err(self.s.err(element)(&e)),
-        };
+        let too_large = || self.s.format(element, "too large for this machine");
+        let dims: Vec<usize> = a
+            .shape()
+            .iter()
+            .map(|&d| usize::try_from(d).map_err(|_| too_large()))
+            .collect::<Result<_>>()?;
+        let row_len = dims[1..]
+            .iter()
+            .try_fold(1usize, |p, &d| p.checked_mul(d))
+            .ok_or_else(too_large)?;
+        let len = dims[0].checked_mul(row_len).ok_or_else(too_large)?;
         let mut out: Vec<T> = Vec::with_capacity(len);
+        if len == 0 {
+            return Ok(Some(out));
+        }
+        let chunk = rows.checked_mul(row_len).ok_or_else(too_large)?;
         let refused = std::sync::atomic::AtomicBool::new(false);
         out.spare_capacity_mut()[..len]
             .par_chunks_mut(chunk)
             .enumerate()
             .try_for_each(|(c, slots)| -> Result<()> {
-                // The parts assume a regular grid: chunk c starts at c times the first's size.
+                let mut at = vec![0u64; dims.len()];
+                at[0] = c as u64;
+                // The parts assume a regular grid: chunk c starts at c times the first's rows.
                 let start = a
-                    .chunk_subset(&[c as u64])
+                    .chunk_subset(&at)
                     .map_err(|e| self.s.err(element)(&e))?
                     .start()[0];
-                if start != (c * chunk) as u64 {
+                if start != (c * rows) as u64 {
                     return Err(self.s.format(
                         element,
-                        format!("chunk {c} starts at {start}: chunks of unequal sizes"),
+                        format!("chunk {c} starts at row {start}: chunks of unequal sizes"),
                     ));
                 }
-                let bytes = a
-                    .retrieve_chunk(&[c as u64])
-                    .map_err(|e| self.s.err(element)(&e))?;
+                let bytes = a.retrieve_chunk(&at).map_err(|e| self.s.err(element)(&e))?;
                 let bytes = bytes.into_fixed().map_err(|e| self.s.err(element)(&e))?;
                 // The last chunk is stored whole; only the array's part is read.
                 let values = bytes
@@ -189,12 +214,15 @@ impl Reader {
         }
         macro_rules! read {
             ($t:ty, $wrap:expr) => {{
-                let (shape, v) = self.elements::<$t>(element)?;
+                let (shape, v) = self.pod_elements::<$t>(element)?;
                 (shape, $wrap(v))
             }};
         }
         Ok(match dt {
-            DataType::Bool => read!(bool, ArrayData::Bool),
+            DataType::Bool => {
+                let (shape, v) = self.elements::<bool>(element)?;
+                (shape, ArrayData::Bool(v))
+            }
             DataType::Int8 => read!(i8, |v: Vec<i8>| ArrayData::I32(
                 v.into_iter().map(i32::from).collect()
             )),
@@ -211,7 +239,7 @@ impl Reader {
             )),
             DataType::UInt32 => read!(u32, |v: Vec<u32>| ArrayData::I64(widen(v))),
             DataType::UInt64 => {
-                let (shape, v) = self.elements::<u64>(element)?;
+                let (shape, v) = self.pod_elements::<u64>(element)?;
                 let v = v
                     .into_iter()
                     .map(i64::try_from)
@@ -221,7 +249,10 @@ impl Reader {
             }
             DataType::Float32 => read!(f32, ArrayData::F32),
             DataType::Float64 => read!(f64, ArrayData::F64),
-            DataType::String => read!(String, ArrayData::Str),
+            DataType::String => {
+                let (shape, v) = self.elements::<String>(element)?;
+                (shape, ArrayData::Str(v))
+            }
             other => {
                 return Err(self
                     .s
@@ -233,12 +264,6 @@ impl Reader {
     /// A matrix's values as float32 (float64 narrowed with a notice; integers that float32
     /// holds exactly).
     fn values(&mut self, element: &str) -> Result<Vec<f32>> {
-        let a = self.s.array(element)?;
-        if a.shape().len() == 1 && *a.data_type() == DataType::Float32 {
-            // A sparse matrix's data: read chunk by chunk into place.
-            let v = self.map_1d::<f32, f32>(element, Some)?;
-            return Ok(v.expect("Some refuses no value"));
-        }
         let (_, data) = self.array(element)?;
         let exact = |v: f64| v.abs() <= (1u64 << 24) as f64;
         let ints = |v: Vec<i64>, s: &ZarrStore| -> Result<Vec<f32>> {
@@ -292,10 +317,10 @@ impl Reader {
         }
         let dt = self.s.array(element)?.data_type().clone();
         let out = match dt {
-            DataType::Int32 => self.map_1d::<i32, u32>(element, below(minor))?,
-            DataType::Int64 => self.map_1d::<i64, u32>(element, below(minor))?,
-            DataType::UInt32 => self.map_1d::<u32, u32>(element, below(minor))?,
-            DataType::UInt64 => self.map_1d::<u64, u32>(element, below(minor))?,
+            DataType::Int32 => self.map_rows::<i32, u32>(element, below(minor))?,
+            DataType::Int64 => self.map_rows::<i64, u32>(element, below(minor))?,
+            DataType::UInt32 => self.map_rows::<u32, u32>(element, below(minor))?,
+            DataType::UInt64 => self.map_rows::<u64, u32>(element, below(minor))?,
             other => {
                 return Err(self
                     .s
@@ -627,6 +652,18 @@ impl Reader {
             )),
         }
     }
+}
+
+/// Rows per chunk when every chunk of `a` is whole rows (all dimensions but the first whole; a
+/// 1-dimensional array always), else `None` (also for a 0-dimensional array).
+fn rows_per_chunk(a: &zarrs::array::Array<zarrs::filesystem::FilesystemStore>) -> Option<usize> {
+    let shape = a.shape();
+    if shape.is_empty() {
+        return None;
+    }
+    let c = a.chunk_shape(&vec![0; shape.len()]).ok()?;
+    let whole = c[1..].iter().zip(&shape[1..]).all(|(c, &d)| c.get() == d);
+    whole.then(|| c[0].get() as usize)
 }
 
 fn str_attr(attrs: &Map<String, Json>, key: &str) -> Option<String> {
