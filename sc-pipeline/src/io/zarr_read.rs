@@ -13,8 +13,9 @@ use sc_kernels::CsrMatrix;
 use serde_json::{Map, Value as Json};
 use std::collections::BTreeMap;
 use std::path::Path;
-use zarrs::array::{DataType, ElementOwned};
+use zarrs::array::{Array, DataType, ElementOwned};
 use zarrs::array_subset::ArraySubset;
+use zarrs::filesystem::FilesystemStore;
 
 /// Reads a whole zarr store into memory.
 pub fn read_zarr(path: impl AsRef<Path>) -> Result<AnnData> {
@@ -117,7 +118,7 @@ impl Reader {
             return self.elements::<T>(element);
         }
         let shape = a.shape().iter().map(|&d| d as usize).collect();
-        let v = self.map_rows::<T, T>(element, Some)?;
+        let v = self.map_rows::<T, T>(element, &a, Some)?;
         Ok((shape, v.expect("Some refuses no value")))
     }
 
@@ -128,9 +129,9 @@ impl Reader {
     fn map_rows<S: bytemuck::Pod, T: Copy + Send + Sync>(
         &self,
         element: &str,
+        a: &Array<FilesystemStore>,
         f: impl Fn(S) -> Option<T> + Send + Sync,
     ) -> Result<Option<Vec<T>>> {
-        let a = self.s.array(element)?;
         let size = std::mem::size_of::<S>();
         if a.data_type().fixed_size() != Some(size) {
             return Err(self.s.format(
@@ -138,7 +139,7 @@ impl Reader {
                 format!("holds {:?}, not {size}-byte values", a.data_type()),
             ));
         }
-        let Some(rows) = rows_per_chunk(&a) else {
+        let Some(rows) = rows_per_chunk(a) else {
             return Err(self.s.format(element, "chunks are not whole rows"));
         };
         let too_large = || self.s.format(element, "too large for this machine");
@@ -315,12 +316,12 @@ impl Reader {
         fn below<T: TryInto<u32>>(minor: usize) -> impl Fn(T) -> Option<u32> + Send + Sync {
             move |i| i.try_into().ok().filter(|&i| (i as usize) < minor)
         }
-        let dt = self.s.array(element)?.data_type().clone();
-        let out = match dt {
-            DataType::Int32 => self.map_rows::<i32, u32>(element, below(minor))?,
-            DataType::Int64 => self.map_rows::<i64, u32>(element, below(minor))?,
-            DataType::UInt32 => self.map_rows::<u32, u32>(element, below(minor))?,
-            DataType::UInt64 => self.map_rows::<u64, u32>(element, below(minor))?,
+        let a = self.s.array(element)?;
+        let out = match a.data_type() {
+            DataType::Int32 => self.map_rows::<i32, u32>(element, &a, below(minor))?,
+            DataType::Int64 => self.map_rows::<i64, u32>(element, &a, below(minor))?,
+            DataType::UInt32 => self.map_rows::<u32, u32>(element, &a, below(minor))?,
+            DataType::UInt64 => self.map_rows::<u64, u32>(element, &a, below(minor))?,
             other => {
                 return Err(self
                     .s
@@ -656,7 +657,7 @@ impl Reader {
 
 /// Rows per chunk when every chunk of `a` is whole rows (all dimensions but the first whole; a
 /// 1-dimensional array always), else `None` (also for a 0-dimensional array).
-fn rows_per_chunk(a: &zarrs::array::Array<zarrs::filesystem::FilesystemStore>) -> Option<usize> {
+fn rows_per_chunk(a: &Array<FilesystemStore>) -> Option<usize> {
     let shape = a.shape();
     if shape.is_empty() {
         return None;
