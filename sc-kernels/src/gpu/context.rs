@@ -228,17 +228,10 @@ impl GpuContext {
             )));
         }
         let len = range.len();
-        let mut out: Vec<T> = Vec::with_capacity(len);
-        if len > 0 {
-            let src = v.ptr() + (range.start * std::mem::size_of::<T>()) as u64;
-            // SAFETY: `src .. src + len` lies inside `v` (checked above); the copies are queued
-            // on the context's stream; the spare capacity holds `len` values.
-            self.with_staging(|s| unsafe {
-                s.download_to(src, &mut out.spare_capacity_mut()[..len])
-            })?;
-            // SAFETY: download_to wrote every value 0..len.
-            unsafe { out.set_len(len) };
-        }
+        let src = v.ptr() + (range.start * std::mem::size_of::<T>()) as u64;
+        // SAFETY: `src .. src + len` lies inside `v` (checked above); the copies are queued on
+        // the context's stream.
+        let out = self.with_staging(|s| unsafe { s.download(src, len) })?;
         self.d2h
             .fetch_add((len * std::mem::size_of::<T>()) as u64, Ordering::Relaxed);
         Ok(out)
