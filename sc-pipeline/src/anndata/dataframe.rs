@@ -124,7 +124,7 @@ impl Column {
                 // repeated category names are one group).
                 let names = array_as_strings(categories);
                 let mut group_of_code: Vec<Option<u32>> = vec![None; names.len()];
-                let mut groups = FirstSeen::default();
+                let mut groups = FirstSeen::new();
                 let mut index = Vec::with_capacity(codes.len());
                 for (row, &c) in codes.iter().enumerate() {
                     let slot = usize::try_from(c)
@@ -133,7 +133,9 @@ impl Column {
                         .ok_or_else(|| {
                             Error::invalid(what(), format!("row {row} has no category (code {c})"))
                         })?;
-                    let g = *slot.get_or_insert_with(|| groups.number(&names[c as usize]));
+                    let g = *slot.get_or_insert_with(|| {
+                        groups.number(names[c as usize].as_str(), str::to_string)
+                    });
                     index.push(g);
                 }
                 Ok((index, groups.names))
@@ -155,22 +157,26 @@ impl Column {
     }
 }
 
-/// Group names numbered in order of first appearance.
-#[derive(Default)]
-struct FirstSeen {
+/// Groups numbered in order of first appearance: each distinct key once, its name rendered once.
+struct FirstSeen<K> {
     names: Vec<String>,
-    lookup: std::collections::HashMap<String, u32>,
+    lookup: std::collections::HashMap<K, u32>,
 }
 
-impl FirstSeen {
-    fn number(&mut self, label: &str) -> u32 {
-        if let Some(&g) = self.lookup.get(label) {
-            return g;
+impl<K: std::hash::Hash + Eq + Copy> FirstSeen<K> {
+    fn new() -> Self {
+        FirstSeen {
+            names: Vec::new(),
+            lookup: std::collections::HashMap::new(),
         }
-        let g = self.names.len() as u32;
-        self.names.push(label.to_string());
-        self.lookup.insert(label.to_string(), g);
-        g
+    }
+
+    fn number(&mut self, key: K, render: impl FnOnce(K) -> String) -> u32 {
+        let names = &mut self.names;
+        *self.lookup.entry(key).or_insert_with(|| {
+            names.push(render(key));
+            names.len() as u32 - 1
+        })
     }
 }
 
@@ -181,17 +187,9 @@ fn values_as_groups(v: &ArrayData) -> (Vec<u32>, Vec<String>) {
         keys: impl Iterator<Item = K>,
         render: impl Fn(K) -> String,
     ) -> (Vec<u32>, Vec<String>) {
-        let mut seen = std::collections::HashMap::new();
-        let mut names = Vec::new();
-        let index = keys
-            .map(|k| {
-                *seen.entry(k).or_insert_with(|| {
-                    names.push(render(k));
-                    names.len() as u32 - 1
-                })
-            })
-            .collect();
-        (index, names)
+        let mut groups = FirstSeen::new();
+        let index = keys.map(|k| groups.number(k, &render)).collect();
+        (index, groups.names)
     }
     match v {
         ArrayData::Str(s) => number(s.iter().map(String::as_str), str::to_string),
