@@ -106,7 +106,7 @@ pub fn harmony_integrate_on(
     gpu: Option<&Arc<GpuContext>>,
 ) -> Result<HarmonySummary> {
     let (codes, n_batches) = batches(adata, key)?;
-    let result = with_basis(adata, |_, z| match gpu {
+    let result = with_basis(adata, |z| match gpu {
         Some(ctx) => harmony_integrate_gpu(ctx, z, &codes, n_batches, params),
         None => harmony_cpu(z, &codes, n_batches, params),
     })?
@@ -124,7 +124,7 @@ pub fn harmony_integrate_across(
     group: &[(Arc<GpuContext>, Arc<dyn Communicator>)],
 ) -> Result<HarmonySummary> {
     let (codes, n_batches) = batches(adata, key)?;
-    let parts = with_basis(adata, |_, z| {
+    let parts = with_basis(adata, |z| {
         harmony_on_ranks(z, &codes, n_batches, params, group)
     })?;
     let mut results = all_ranks_ok(parts).map_err(kernel_error(STEP))?;
@@ -208,10 +208,7 @@ fn store(adata: &mut AnnData, n_batches: usize, result: HarmonyResult) -> Result
 }
 
 /// Runs `f` on `obsm['X_pca']` (moved out of `adata` for the call, not copied).
-fn with_basis<T>(
-    adata: &mut AnnData,
-    f: impl FnOnce(&AnnData, &DenseMatrix<f32>) -> T,
-) -> Result<T> {
+fn with_basis<T>(adata: &mut AnnData, f: impl FnOnce(&DenseMatrix<f32>) -> T) -> Result<T> {
     super::with_obsm_matrix(adata, HARMONY_BASIS, f)?.ok_or_else(|| Error::Missing {
         step: "harmony_integrate",
         problem: format!("obsm has no '{HARMONY_BASIS}': run pca first"),

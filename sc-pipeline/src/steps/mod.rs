@@ -96,11 +96,11 @@ pub(crate) fn obsm_matrix(adata: &AnnData, key: &str) -> crate::Result<Option<De
 
 /// Runs `f` on `obsm[key]` as an `f32` matrix (`None` when obsm has no `key`). A 2-dimensional
 /// `f32` array is moved out of `adata` for the call and back after it, not copied (the
-/// embedding of a million cells is 200 MB); `f` sees the rest of `adata`.
+/// embedding of a million cells is 200 MB).
 pub(crate) fn with_obsm_matrix<T>(
     adata: &mut AnnData,
     key: &str,
-    f: impl FnOnce(&AnnData, &DenseMatrix<f32>) -> T,
+    f: impl FnOnce(&DenseMatrix<f32>) -> T,
 ) -> crate::Result<Option<T>> {
     let movable = matches!(
         adata.obsm.get(key),
@@ -108,7 +108,7 @@ pub(crate) fn with_obsm_matrix<T>(
             if shape.len() == 2 && shape[0].checked_mul(shape[1]) == Some(v.len())
     );
     if !movable {
-        return Ok(obsm_matrix(adata, key)?.map(|m| f(adata, &m)));
+        return Ok(obsm_matrix(adata, key)?.map(|m| f(&m)));
     }
     let DenseArray { shape, data } = adata.obsm.remove(key).expect("checked above");
     let ArrayData::F32(values) = data else {
@@ -119,7 +119,7 @@ pub(crate) fn with_obsm_matrix<T>(
         n_cols: shape[1],
         data: values,
     };
-    let out = f(adata, &m);
+    let out = f(&m);
     adata.obsm.insert(
         key.to_string(),
         DenseArray {
