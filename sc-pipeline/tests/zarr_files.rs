@@ -97,14 +97,15 @@ fn error_of(path: &Path) -> String {
 #[test]
 fn damaged_or_foreign_stores_get_named_errors() {
     let a = sample();
-    let fresh_store = |name: &str| {
+    let store_in = |name: &str, compression: ZarrCompression| {
         let p = fresh(name);
-        write_zarr_staged(&a, &p, ZarrCompression::Zstd, true)
+        write_zarr_staged(&a, &p, compression, true)
             .unwrap()
             .commit()
             .unwrap();
         p
     };
+    let fresh_store = |name: &str| store_in(name, ZarrCompression::Zstd);
     // A missing array.
     let p = fresh_store("missing.zarr");
     std::fs::remove_dir_all(p.join("X/indices")).unwrap();
@@ -118,14 +119,7 @@ fn damaged_or_foreign_stores_get_named_errors() {
     let e = error_of(&p);
     assert!(e.contains("X/data"), "{e}");
     // Uncompressed chunks, read straight into place: a short one, and an index out of range.
-    let plain_store = |name: &str| {
-        let p = fresh(name);
-        write_zarr_staged(&a, &p, ZarrCompression::None, true)
-            .unwrap()
-            .commit()
-            .unwrap();
-        p
-    };
+    let plain_store = |name: &str| store_in(name, ZarrCompression::None);
     let p = plain_store("short_plain.zarr");
     let chunk = p.join("X/indices/c/0");
     let bytes = std::fs::read(&chunk).unwrap();
