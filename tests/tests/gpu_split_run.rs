@@ -268,8 +268,9 @@ fn split_run_with_harmony_matches_one_gpu() {
 
 /// X and `raw.X` left on the GPUs, as blocks of rows (a split run's stacked result; blocks take
 /// turns over the GPUs there are) and as one GPU's matrix, are written straight from device
-/// memory, and read back equal to their host copies. The matrices are large enough (over 64 MiB
-/// a dataset) for the copy into the file's map.
+/// memory to h5ad and to zarr, and read back equal to their host copies. The matrices are large
+/// enough (over 64 MiB a dataset) for the copy into the h5ad file's map, and for several zarr
+/// chunks.
 #[test]
 fn device_matrices_are_written_straight_from_the_gpus() {
     use sc_kernels::gpu::{DeviceCsr, DeviceDense};
@@ -328,13 +329,26 @@ fn device_matrices_are_written_straight_from_the_gpus() {
             var: DataFrame::with_index((0..genes).map(|g| format!("g{g}")).collect()),
             varm: Default::default(),
         });
-        let path = dir.join(format!("case{i}.h5ad"));
-        sc_pipeline::io::write_h5ad(&a, &path).unwrap();
-        let back = sc_pipeline::io::read_h5ad(&path).unwrap();
-        assert_eq!(back.x, want_x, "X, {what}");
-        assert_eq!(back.raw.as_ref().unwrap().x, want_raw, "raw.X, {what}");
+        for format in ["h5ad", "zarr"] {
+            let path = dir.join(format!("case{i}.{format}"));
+            let back = if format == "h5ad" {
+                sc_pipeline::io::write_h5ad(&a, &path).unwrap();
+                sc_pipeline::io::read_h5ad(&path).unwrap()
+            } else {
+                // Several chunks each, the last one short, some across two GPUs' blocks.
+                sc_pipeline::io::write_zarr(&a, &path).unwrap();
+                sc_pipeline::io::read_zarr(&path).unwrap()
+            };
+            assert_eq!(back.x, want_x, "X, {what}, {format}");
+            assert_eq!(
+                back.raw.as_ref().unwrap().x,
+                want_raw,
+                "raw.X, {what}, {format}"
+            );
+        }
         println!(
-            "{what} on {} GPU(s): X {:?} and raw.X with {} stored values written from the GPUs",
+            "{what} on {} GPU(s): X {:?} and raw.X with {} stored values written from the GPUs \
+             to h5ad and zarr",
             gpus.len(),
             want_x.shape(),
             want_raw.stored_values()

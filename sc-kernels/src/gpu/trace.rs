@@ -4,7 +4,12 @@
 
 use super::GpuContext;
 use crate::error::Result;
+use std::sync::OnceLock;
 use std::time::Instant;
+
+/// When the first trace of the process began: each mark also says how long after it it ended,
+/// so phases on different threads (the warm-up's, the run's) can be put in order.
+static FIRST: OnceLock<Instant> = OnceLock::new();
 
 /// The environment variable that turns the phase marks on (any value but empty).
 pub const TRACE_ENV: &str = "SCPIPE_TRACE_PHASES";
@@ -29,8 +34,12 @@ impl<'a> PhaseTrace<'a> {
 
     /// The marks of phases that run on the host (nothing to wait for).
     pub fn on_host(what: &'static str) -> Self {
+        let on = std::env::var_os(TRACE_ENV).is_some_and(|v| !v.is_empty());
+        if on {
+            FIRST.get_or_init(Instant::now);
+        }
         PhaseTrace {
-            on: std::env::var_os(TRACE_ENV).is_some_and(|v| !v.is_empty()),
+            on,
             ctx: None,
             what,
             last: Instant::now(),
@@ -43,10 +52,12 @@ impl<'a> PhaseTrace<'a> {
             if let Some(ctx) = self.ctx {
                 ctx.synchronize()?;
             }
+            let first = FIRST.get_or_init(Instant::now);
             eprintln!(
-                "{} {phase}: {:.2} ms",
+                "{} {phase}: {:.2} ms (at {:.3} s)",
                 self.what,
-                self.last.elapsed().as_secs_f64() * 1e3
+                self.last.elapsed().as_secs_f64() * 1e3,
+                first.elapsed().as_secs_f64()
             );
             self.last = Instant::now();
         }

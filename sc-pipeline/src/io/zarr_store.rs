@@ -3,9 +3,11 @@
 //! `zarrs` encodes in parallel; the codecs are the store's choice ([`ZarrCompression`]).
 
 use crate::{Error, Result};
+use rayon::prelude::*;
 use serde_json::{Map, Value as Json};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use zarrs::array::codec::CodecOptions;
 use zarrs::array::codec::{BytesToBytesCodecTraits, ZstdCodec};
 use zarrs::array::{Array, ArrayBuilder, DataType, Element, FillValue};
 use zarrs::array_subset::ArraySubset;
@@ -78,7 +80,8 @@ impl ZarrStore {
     }
 
     /// Writes `values` as the array `element` of `shape` (row-major) with attributes `attrs`:
-    /// chunks of whole rows of about [`CHUNK_ELEMENTS`] values, encoded in parallel.
+    /// chunks of whole rows of about [`CHUNK_ELEMENTS`] values, encoded in parallel (by
+    /// `zarrs`); numeric arrays of any size take [`ZarrStore::put_array_with`].
     pub(crate) fn put_array<T: Element>(
         &self,
         element: &str,
@@ -89,13 +92,9 @@ impl ZarrStore {
         attrs: Map<String, Json>,
     ) -> Result<()> {
         let e = self.err(element);
-        let row: usize = shape.iter().skip(1).product::<usize>().max(1);
-        let mut chunk: Vec<u64> = shape.iter().map(|&s| s.max(1) as u64).collect();
-        if let Some(first) = chunk.first_mut() {
-            *first = (CHUNK_ELEMENTS / row).clamp(1, shape[0].max(1)) as u64;
-        }
         let shape64: Vec<u64> = shape.iter().map(|&s| s as u64).collect();
-        let mut builder = ArrayBuilder::new(shape64.clone(), chunk, data_type, fill.into());
+        let mut builder =
+            ArrayBuilder::new(shape64.clone(), row_chunks(shape), data_type, fill.into());
         builder
             .bytes_to_bytes_codecs(self.codecs(std::mem::size_of::<T>())?)
             .attributes(attrs);
@@ -109,6 +108,71 @@ impl ZarrStore {
         array
             .store_array_subset_elements(&ArraySubset::new_with_shape(shape64), values)
             .map_err(|x| e(&x))
+    }
+
+    /// [`ZarrStore::put_array_with`] of the numeric `values`.
+    pub(crate) fn put_values<T: Element + bytemuck::Pod + Send + Sync>(
+        &self,
+        element: &str,
+        shape: &[usize],
+        data_type: DataType,
+        values: &[T],
+        attrs: Map<String, Json>,
+    ) -> Result<()> {
+        self.put_array_with(element, shape, data_type, attrs, |start, dst: &mut [T]| {
+            dst.copy_from_slice(&values[start..start + dst.len()]);
+            Ok(())
+        })
+    }
+
+    /// Writes the array `element` of `shape` (row-major, fill value zero) with attributes
+    /// `attrs`, in chunks of whole rows of about [`CHUNK_ELEMENTS`] values, so each chunk holds
+    /// consecutive values: chunks are encoded and written in parallel on rayon's threads, each
+    /// filled first by `fill(start, dst)` with the values `start .. start + dst.len()` (from host
+    /// memory, or downloaded from a GPU chunk by chunk while other chunks are written). A
+    /// thread reuses its chunk buffer; the last chunk's part past the array's end is zero.
+    pub(crate) fn put_array_with<T, F>(
+        &self,
+        element: &str,
+        shape: &[usize],
+        data_type: DataType,
+        attrs: Map<String, Json>,
+        fill: F,
+    ) -> Result<()>
+    where
+        T: Element + bytemuck::Pod + Send + Sync,
+        F: Fn(usize, &mut [T]) -> Result<()> + Sync,
+    {
+        let e = self.err(element);
+        let chunk = row_chunks(shape);
+        let shape64: Vec<u64> = shape.iter().map(|&s| s as u64).collect();
+        let zero = FillValue::new(bytemuck::bytes_of(&T::zeroed()).to_vec());
+        let mut builder = ArrayBuilder::new(shape64, chunk.clone(), data_type, zero);
+        builder
+            .bytes_to_bytes_codecs(self.codecs(std::mem::size_of::<T>())?)
+            .attributes(attrs);
+        let array = builder
+            .build(self.inner.clone(), element)
+            .map_err(|x| e(&x))?;
+        array.store_metadata().map_err(|x| e(&x))?;
+        let len: usize = shape.iter().product();
+        let per = chunk.iter().product::<u64>() as usize;
+        // One chunk per task: the codec itself runs on one thread.
+        let options = CodecOptions::builder().concurrent_target(1).build();
+        (0..len.div_ceil(per)).into_par_iter().try_for_each_init(
+            || bytemuck::zeroed_vec::<T>(per),
+            |buf, c| {
+                let start = c * per;
+                let n = per.min(len - start);
+                fill(start, &mut buf[..n])?;
+                buf[n..].fill(T::zeroed());
+                let mut at = vec![0u64; shape.len()];
+                at[0] = c as u64;
+                array
+                    .store_chunk_elements_opt(&at, buf, &options)
+                    .map_err(|x| e(&x))
+            },
+        )
     }
 
     /// The bytes-to-bytes codecs of an array of elements of `size` bytes.
@@ -253,4 +317,83 @@ pub(crate) fn encoding(kind: &str, version: &str) -> Map<String, Json> {
 /// Whether `path` is a zarr store (a directory with a root group of either version).
 pub fn is_zarr(path: &Path) -> bool {
     path.is_dir() && (path.join("zarr.json").is_file() || path.join(".zgroup").is_file())
+}
+
+/// The chunk shape of an array of `shape` (row-major): whole rows, about [`CHUNK_ELEMENTS`]
+/// values a chunk, so each chunk holds consecutive values.
+fn row_chunks(shape: &[usize]) -> Vec<u64> {
+    let row: usize = shape.iter().skip(1).product::<usize>().max(1);
+    let mut chunk: Vec<u64> = shape.iter().map(|&s| s.max(1) as u64).collect();
+    if let Some(first) = chunk.first_mut() {
+        *first = (CHUNK_ELEMENTS / row).clamp(1, shape[0].max(1)) as u64;
+    }
+    chunk
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read_back<T: zarrs::array::ElementOwned>(s: &ZarrStore, element: &str) -> Vec<T> {
+        let a = s.array(element).unwrap();
+        let shape = a.shape().to_vec();
+        a.retrieve_array_subset_elements::<T>(&ArraySubset::new_with_shape(shape))
+            .unwrap()
+    }
+
+    /// Arrays of several chunks, the last one short, written from a filler, read back equal
+    /// with each compression; a filler's error stops the write with it.
+    #[test]
+    fn chunks_of_whole_rows_are_filled_and_written_in_parallel() {
+        let dir = std::env::temp_dir().join(format!("zarr-chunks-{}", std::process::id()));
+        for (i, compression) in [
+            ZarrCompression::None,
+            ZarrCompression::Lz4,
+            ZarrCompression::Zstd,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let path = dir.join(format!("s{i}.zarr"));
+            std::fs::create_dir_all(&path).unwrap();
+            let s = ZarrStore::open(&path, compression).unwrap();
+            let n = 2 * CHUNK_ELEMENTS + 5;
+            let wide = |start: usize, dst: &mut [i64]| {
+                for (j, d) in dst.iter_mut().enumerate() {
+                    *d = (start + j) as i64 * 3 - 7;
+                }
+                Ok(())
+            };
+            s.put_array_with("/wide", &[n], DataType::Int64, Map::new(), wide)
+                .unwrap();
+            let back = read_back::<i64>(&s, "/wide");
+            assert_eq!(back.len(), n);
+            assert!(back.iter().enumerate().all(|(j, &v)| v == j as i64 * 3 - 7));
+            // 3,000 columns: 699 rows a chunk, 1,500 rows in 3 chunks.
+            let (rows, cols) = (1500, 3000);
+            let dense: Vec<f32> = (0..rows * cols).map(|v| (v % 977) as f32 * 0.5).collect();
+            s.put_values(
+                "/dense",
+                &[rows, cols],
+                DataType::Float32,
+                &dense,
+                Map::new(),
+            )
+            .unwrap();
+            assert_eq!(s.array("/dense").unwrap().chunk_grid_shape(), &vec![3, 1]);
+            assert_eq!(read_back::<f32>(&s, "/dense"), dense);
+            let failing = |start: usize, _: &mut [f32]| {
+                if start > 0 {
+                    Err(crate::Error::Device(format!("no values at {start}")))
+                } else {
+                    Ok(())
+                }
+            };
+            let e = s
+                .put_array_with("/failing", &[n], DataType::Float32, Map::new(), failing)
+                .unwrap_err();
+            assert!(e.to_string().contains("no values at"), "{e}");
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 }

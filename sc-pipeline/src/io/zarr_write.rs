@@ -8,12 +8,15 @@
 
 use super::h5ad_write::IndexWidth;
 use super::staged_file::StagedFile;
-use super::zarr_store::{child, encoding, ZarrCompression, ZarrStore, CHUNK_ELEMENTS};
+use super::zarr_store::{child, encoding, ZarrCompression, ZarrStore};
 use crate::anndata::{
-    AnnData, ArrayData, Column, DataFrame, DenseArray, Matrix, Raw, Scalar, Value,
+    block_parts, gather_bytes, stacked_indptr, AnnData, ArrayData, BlockParts, Column, DataFrame,
+    DenseArray, DenseMatrix, DeviceData, DeviceMatrix, Matrix, Raw, Scalar, Value,
 };
 use crate::Result;
 use rayon::prelude::*;
+use rmm_core::DeviceVec;
+use sc_kernels::gpu::GpuContext;
 use sc_kernels::CsrMatrix;
 use serde_json::{json, Map, Value as Json};
 use std::collections::BTreeMap;
@@ -46,12 +49,15 @@ impl ZarrWrite {
         if let Some(raw) = raw {
             raw.validate_shapes(x.shape().0)?;
         }
+        let mut trace = sc_kernels::gpu::trace::PhaseTrace::on_host("zarr write");
         write_matrix(&self.store, "/X", x)?;
+        trace.mark("X").ok();
         if let Some(raw) = raw {
             self.store.put_group("/raw", encoding("raw", "0.1.0"))?;
             write_matrix(&self.store, "/raw/X", &raw.x)?;
             write_dataframe(&self.store, "/raw/var", &raw.var)?;
             write_dense_dict(&self.store, "/raw/varm", &raw.varm)?;
+            trace.mark(".raw").ok();
         }
         Ok(())
     }
@@ -74,7 +80,7 @@ impl ZarrWrite {
         for (name, map) in [("/obsp", &adata.obsp), ("/varp", &adata.varp)] {
             s.put_group(name, encoding("dict", "0.1.0"))?;
             for (k, m) in map {
-                write_csr(s, &child(name, k), m)?;
+                write_csr(s, &child(name, k), &CsrSource::host(m))?;
             }
         }
         s.put_group("/layers", encoding("dict", "0.1.0"))?;
@@ -113,98 +119,163 @@ pub fn write_zarr(adata: &AnnData, path: impl AsRef<Path>) -> Result<()> {
 
 fn write_matrix(s: &ZarrStore, element: &str, m: &Matrix) -> Result<()> {
     match m {
-        Matrix::Sparse(csr) => write_csr(s, element, csr),
-        Matrix::Dense(d) => {
-            let attrs = encoding("array", "0.2.0");
-            s.put_array(
-                element,
-                &[d.n_rows, d.n_cols],
-                DataType::Float32,
-                0f32,
-                &d.data,
-                attrs,
-            )
-        }
-        Matrix::Device(_) => write_matrix(s, element, &m.host_copy()?),
+        Matrix::Sparse(csr) => write_csr(s, element, &CsrSource::host(csr)),
+        Matrix::Dense(d) => write_host_dense(s, element, d),
+        Matrix::Device(d) => write_device_matrix(s, element, d),
     }
+}
+
+/// A device matrix written chunk by chunk: each chunk downloaded (on its GPU's copy lane,
+/// through pinned buffers) by the thread that encodes and writes it, so the downloads and the
+/// writes overlap and no host copy of the whole matrix is made. A streamed matrix is written
+/// from its host memory; CSR matrices whose indices need int64 on disk are downloaded first.
+fn write_device_matrix(s: &ZarrStore, element: &str, m: &DeviceMatrix) -> Result<()> {
+    match &m.data {
+        DeviceData::StreamedCsr(x) => return write_csr(s, element, &CsrSource::host(&x.host)),
+        DeviceData::StreamedDense(x) => return write_host_dense(s, element, &x.host),
+        _ => {}
+    }
+    let (n_rows, n_cols) = m.shape();
+    let device_err = |e: sc_kernels::KernelError| device_error(element, e);
+    match block_parts(&m.blocks().iter().collect::<Vec<_>>()) {
+        Some(BlockParts::Dense(parts)) => {
+            write_dense(s, element, [n_rows, n_cols], |start, dst| {
+                download(&parts, start, dst, element)
+            })
+        }
+        Some(BlockParts::Csr(parts))
+            if IndexWidth::for_matrix(m.stored_values() as u64, n_cols) == IndexWidth::I32 =>
+        {
+            let data: Vec<_> = parts.iter().map(|&(c, m)| (c, &m.data)).collect();
+            let indices: Vec<_> = parts.iter().map(|&(c, m)| (c, &m.indices)).collect();
+            let source = CsrSource {
+                shape: [n_rows, n_cols],
+                nnz: m.stored_values(),
+                data: Box::new(|start, dst| download(&data, start, dst, element)),
+                indices: Box::new(|start, dst| download(&indices, start, dst, element)),
+                indptr: stacked_indptr(&parts, true).map_err(device_err)?.into(),
+            };
+            write_csr(s, element, &source)
+        }
+        _ => {
+            let mut trace = sc_kernels::gpu::trace::PhaseTrace::on_host("zarr write");
+            let host = m.download().map_err(device_err)?;
+            trace.mark("download").ok();
+            write_matrix(s, element, &host)
+        }
+    }
+}
+
+fn write_host_dense(s: &ZarrStore, element: &str, d: &DenseMatrix<f32>) -> Result<()> {
+    write_dense(s, element, [d.n_rows, d.n_cols], |start, dst| {
+        copy_from(&d.data, start, dst)
+    })
+}
+
+/// Values `start .. start + dst.len()` of the device vectors `parts` laid one after the other.
+fn download<T: bytemuck::Pod + Send + Sync>(
+    parts: &[(&GpuContext, &DeviceVec<T>)],
+    start: usize,
+    dst: &mut [T],
+    element: &str,
+) -> Result<()> {
+    let size = std::mem::size_of::<T>();
+    gather_bytes(parts, start * size, bytemuck::cast_slice_mut(dst), None)
+        .map_err(|e| device_error(element, e))
+}
+
+fn device_error(element: &str, e: sc_kernels::KernelError) -> crate::Error {
+    crate::Error::Device(format!("writing {element} from the GPU: {e}"))
+}
+
+/// A dense `f32` matrix as anndata's `array`, its values `start ..` given by `fill`.
+fn write_dense(
+    s: &ZarrStore,
+    element: &str,
+    shape: [usize; 2],
+    fill: impl Fn(usize, &mut [f32]) -> Result<()> + Sync,
+) -> Result<()> {
+    let attrs = encoding("array", "0.2.0");
+    s.put_array_with(element, &shape, DataType::Float32, attrs, fill)
+}
+
+/// Fills `dst` with an array's values `start .. start + dst.len()`.
+type Filler<'a, T> = Box<dyn Fn(usize, &mut [T]) -> Result<()> + Sync + 'a>;
+
+/// A CSR matrix to write, wherever its values are: `data` and `indices` give their values
+/// `start ..` into `dst`.
+struct CsrSource<'a> {
+    shape: [usize; 2],
+    nnz: usize,
+    data: Filler<'a, f32>,
+    indices: Filler<'a, u32>,
+    indptr: std::borrow::Cow<'a, [u64]>,
+}
+
+impl<'a> CsrSource<'a> {
+    fn host(m: &'a CsrMatrix<f32>) -> CsrSource<'a> {
+        CsrSource {
+            shape: [m.n_rows, m.n_cols],
+            nnz: m.nnz(),
+            data: Box::new(|start, dst| copy_from(&m.data, start, dst)),
+            indices: Box::new(|start, dst| copy_from(&m.indices, start, dst)),
+            indptr: (&m.indptr[..]).into(),
+        }
+    }
+}
+
+fn copy_from<T: Copy>(values: &[T], start: usize, dst: &mut [T]) -> Result<()> {
+    dst.copy_from_slice(&values[start..start + dst.len()]);
+    Ok(())
 }
 
 /// A CSR matrix as anndata's `csr_matrix` group: `data`, and `indices` and `indptr` both int32
 /// or both int64 (as scipy needs).
-fn write_csr(s: &ZarrStore, element: &str, m: &CsrMatrix<f32>) -> Result<()> {
+fn write_csr(s: &ZarrStore, element: &str, m: &CsrSource) -> Result<()> {
     let mut attrs = encoding("csr_matrix", "0.1.0");
-    attrs.insert("shape".into(), json!([m.n_rows, m.n_cols]));
+    attrs.insert("shape".into(), json!(m.shape));
     s.put_group(element, attrs)?;
     let (data, indices, indptr) = (
         child(element, "data"),
         child(element, "indices"),
         child(element, "indptr"),
     );
-    s.put_array(
-        &data,
-        &[m.nnz()],
-        DataType::Float32,
-        0f32,
-        &m.data,
-        Map::new(),
-    )?;
-    match IndexWidth::for_matrix(m.nnz() as u64, m.n_cols) {
+    let mut trace = sc_kernels::gpu::trace::PhaseTrace::on_host("zarr write csr");
+    s.put_array_with(&data, &[m.nnz], DataType::Float32, Map::new(), &m.data)?;
+    trace.mark("data").ok();
+    match IndexWidth::for_matrix(m.nnz as u64, m.shape[1]) {
         IndexWidth::I32 => {
-            let idx: &[i32] = bytemuck::cast_slice(&m.indices);
-            s.put_array(
+            // The column indices' bytes as int32: each is below n_cols, which fits in an int32.
+            s.put_array_with(
                 &indices,
-                &[idx.len()],
+                &[m.nnz],
                 DataType::Int32,
-                0i32,
-                idx,
                 Map::new(),
+                |start, dst| (m.indices)(start, bytemuck::cast_slice_mut::<i32, u32>(dst)),
             )?;
             let ptr: Vec<i32> = m.indptr.par_iter().map(|&p| p as i32).collect();
-            s.put_array(
-                &indptr,
-                &[ptr.len()],
-                DataType::Int32,
-                0i32,
-                &ptr,
-                Map::new(),
-            )
+            s.put_values(&indptr, &[ptr.len()], DataType::Int32, &ptr, Map::new())
         }
         IndexWidth::I64 => {
-            put_widened(s, &indices, &m.indices)?;
-            let ptr: Vec<i64> = m.indptr.par_iter().map(|&p| p as i64).collect();
-            s.put_array(
-                &indptr,
-                &[ptr.len()],
+            // Widened a chunk at a time (a whole int64 copy would double their memory).
+            s.put_array_with(
+                &indices,
+                &[m.nnz],
                 DataType::Int64,
-                0i64,
-                &ptr,
                 Map::new(),
-            )
+                |start, dst| {
+                    let mut narrow = vec![0u32; dst.len()];
+                    (m.indices)(start, &mut narrow)?;
+                    for (d, &v) in dst.iter_mut().zip(&narrow) {
+                        *d = v as i64;
+                    }
+                    Ok(())
+                },
+            )?;
+            let ptr: Vec<i64> = m.indptr.par_iter().map(|&p| p as i64).collect();
+            s.put_values(&indptr, &[ptr.len()], DataType::Int64, &ptr, Map::new())
         }
     }
-}
-
-/// Column indices as int64, converted a chunk at a time on rayon's threads (a whole int64 copy
-/// of a large matrix's indices would double their memory).
-fn put_widened(s: &ZarrStore, element: &str, values: &[u32]) -> Result<()> {
-    s.put_array::<i64>(
-        element,
-        &[values.len()],
-        DataType::Int64,
-        0i64,
-        &[],
-        Map::new(),
-    )?;
-    let array = s.array(element)?;
-    values
-        .par_chunks(CHUNK_ELEMENTS)
-        .enumerate()
-        .try_for_each(|(c, chunk)| {
-            let wide: Vec<i64> = chunk.iter().map(|&v| v as i64).collect();
-            array
-                .store_chunk_elements(&[c as u64], &wide)
-                .map_err(|e| s.err(element)(&e))
-        })
 }
 
 /// An array with anndata's `array`, `string-array`, `numeric-scalar` or `string` encoding
@@ -324,7 +395,7 @@ fn write_value(s: &ZarrStore, element: &str, v: &Value) -> Result<()> {
         Value::Array(a) => write_array(s, element, &a.shape, &a.data),
         Value::Dict(d) => write_dict(s, element, d),
         Value::DataFrame(df) => write_dataframe(s, element, df),
-        Value::Sparse(m) => write_csr(s, element, m),
+        Value::Sparse(m) => write_csr(s, element, &CsrSource::host(m)),
         Value::Records(fields) => super::zarr_records::write_records(s, element, fields),
     }
 }

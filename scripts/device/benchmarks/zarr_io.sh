@@ -4,9 +4,12 @@
 #    neighbors on the GPU, no UMAP/Leiden/markers) with -o OUT.h5ad and -o OUT.zarr for each
 #    --zarr-compression: the step table's "write ...: X and .raw" (written while neighbors
 #    runs) and "write ...: the rest" rows, and the output's size;
-# 2. read: the input as a zarr store (zstd and lz4; the run with every step skipped copies it;
-#    /dev/shm holds half the host's memory), then `scpipe run` of the h5ad and of each store with every step skipped: the "read
-#    input" row; and anndata's read_h5ad / read_zarr of the same files in Python.
+# 2. read: the input as a zarr store of each of $READS (default zstd lz4; made by a run with
+#    every step skipped), `scpipe run` of the h5ad and of the store, twice, with every step
+#    skipped: the "read input" row; then anndata's read_h5ad / read_zarr (the lz4 store) in
+#    Python when anndata imports (PYTHONPATH with .rsc-bench's wheels).
+# FORMATS (default h5ad zstd lz4 none) picks the written outputs; TRACE=1 prints the zarr
+# write's phases (SCPIPE_TRACE_PHASES).
 # Usage: bash scripts/device/benchmarks/zarr_io.sh BIN_DIR (scpipe). Reports in $OUT/zarr/,
 #   a summary in $OUT/a_all.txt.
 set -u
@@ -22,31 +25,40 @@ rows() { grep -E "^(read input|write|neighbors|total) |rror" "$1" | cut -c1-150 
 SKIP="--no-qc --no-filter-cells --no-filter-genes --no-normalize --no-log1p --no-hvg --no-scale --no-pca"
 say "== generate $CELLS x 20000"
 /usr/bin/time -f "%e s" "$B/scpipe" generate "$CELLS" 20000 -o $D/in.h5ad 2>&1 | tail -1 | tee -a "$S"
-for fmt in h5ad zstd lz4 none; do
+for fmt in ${FORMATS:-h5ad zstd lz4 none}; do
   case $fmt in h5ad) o=$D/out.h5ad; opt=;; *) o=$D/out_$fmt.zarr; opt="--zarr-compression $fmt";; esac
   say "== write: -o $(basename $o)"
-  "$B/scpipe" run $D/in.h5ad -o "$o" $opt --device gpu --target-sum 10000 --no-umap --no-leiden --no-markers \
+  SCPIPE_TRACE_PHASES=${TRACE:-} "$B/scpipe" run $D/in.h5ad -o "$o" $opt --device gpu --target-sum 10000 --no-umap --no-leiden --no-markers \
     --report "$R/write_$fmt.json" > "$R/write_$fmt.log" 2>&1 || say "FAILED"
   rows "$R/write_$fmt.log"
+  grep -E "^zarr write" "$R/write_$fmt.log" | tee -a "$S"
   say "size: $(du -sh "$o" | cut -f1)"
   rm -rf "$o"
 done
-for fmt in zstd lz4; do
+# Each store is made from the h5ad (every step skipped), read twice beside the h5ad, then
+# removed: /dev/shm holds half the host's memory. The read runs' outputs go to $READ_OUT's
+# directory (the machine's disk by default), removed after each run.
+READ_OUT=${READ_OUT:-/tmp/copy.zarr}
+for fmt in ${READS:-zstd lz4}; do
   "$B/scpipe" run $D/in.h5ad -o $D/in_$fmt.zarr --zarr-compression $fmt --device cpu $SKIP > "$R/copy_$fmt.log" 2>&1 || say "FAILED (copy $fmt)"
-done
-for run in 1 2; do
-  for src in in.h5ad in_zstd.zarr in_lz4.zarr; do
-    say "== read $src (run $run)"
-    "$B/scpipe" run $D/$src -o $D/copy.h5ad --device cpu $SKIP > "$R/read_${src}_$run.log" 2>&1 || say "FAILED"
-    grep -E "^read input " "$R/read_${src}_$run.log" | cut -c1-100 | tee -a "$S"
-    rm -f $D/copy.h5ad
+  for run in 1 2; do
+    for src in in.h5ad in_$fmt.zarr; do
+      say "== read $src (run $run)"
+      "$B/scpipe" run $D/$src -o "$READ_OUT" --zarr-compression lz4 --device cpu $SKIP > "$R/read_${src}_$run.log" 2>&1 || say "FAILED"
+      grep -E "^read input " "$R/read_${src}_$run.log" | cut -c1-100 | tee -a "$S"
+      rm -rf "$READ_OUT"
+    done
   done
+  [ "$fmt" = lz4 ] || rm -rf $D/in_$fmt.zarr
 done
 say "== anndata"
 python3 -c "import anndata" 2>/dev/null || { say "(no anndata in this Python: skipped)"; exit 0; }
 timeout 240 python3 - <<'EOF' 2>&1 | tee -a "$S"
 import time, anndata as ad
-for f in ["/dev/shm/in.h5ad", "/dev/shm/in_zstd.zarr", "/dev/shm/in_lz4.zarr"]:
+import os
+for f in ["/dev/shm/in.h5ad", "/dev/shm/in_lz4.zarr", "/dev/shm/in.h5ad"]:
+    if not os.path.exists(f):
+        continue
     t = time.perf_counter()
     a = ad.read_h5ad(f) if f.endswith("h5ad") else ad.read_zarr(f)
     print(f"anndata {'read_h5ad' if f.endswith('h5ad') else 'read_zarr'} {f}: {time.perf_counter() - t:.2f} s, {a.X.nnz} stored values")

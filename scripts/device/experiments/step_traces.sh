@@ -23,7 +23,7 @@ for cells in ${SIZES:-200000 1000000}; do
     env $( [ "$v" = - ] || echo "$v" ) SCPIPE_TRACE_PHASES=1 SCPIPE_TRACE_TRANSFERS=1 "$B/scpipe" run "$F" \
       -o /dev/shm/traces_out.h5ad --device gpu --harmony batch ${EXTRA:-} --report "$R/${cells}_$name.json" > "$log" 2>&1
     echo "== $cells cells, $v (exit $?)"
-    grep -E "^calculate_qc|^qc assemble|^harmony [a-z]" "$log" | grep -v "^harmony iteration"
+    grep -E "^calculate_qc|^qc assemble|^pca [a-z]|^harmony [a-z]" "$log" | grep -v "^harmony iteration"
     grep -iE "download|staged" "$log" | head -12
     awk '/^harmony iteration/ { sub(/^harmony iteration /, ""); split($0, a, ": "); n[a[1]]++; t[a[1]] += a[2] }
          END { for (p in n) printf "harmony iterations, %s: %d, %.2f ms in all\n", p, n[p], t[p] }' "$log"
