@@ -96,36 +96,56 @@ pub fn warm_up_in_background(
     })
 }
 
-/// Loads cuBLAS and cuSOLVER (hundreds of milliseconds for cuSOLVER) on a scratch context of
-/// `device` (a stream and resource of its own), on a thread of its own: started as soon as the
-/// device exists, it overlaps the rest of the GPU's set-up and the input's read instead of the
-/// first step that needs them. With `pca_shape = (genes, comps)` it then runs a small PCA of
-/// that many genes there: CUDA loads the library kernels a solver size needs on their first
-/// launch, which would otherwise land in the pipeline's PCA step.
+/// Loads cuBLAS and cuSOLVER (hundreds of milliseconds for cuSOLVER) on scratch contexts of
+/// `device` (a stream and resource of their own), on threads of their own: started as soon as
+/// the device exists, they overlap the rest of the GPU's set-up and the input's read instead of
+/// the first step that needs them. With `pca_shape = (genes, comps)` each then rehearses its
+/// part of a PCA of that many genes (CUDA loads a library's kernels on their first launch,
+/// which would otherwise land in the pipeline's PCA step): cuSOLVER's eigensolver, the longest
+/// (about 0.2 s on an H200), beside cuBLAS's Gram matrix rather than after it.
 pub fn rehearse_libraries(
     device: &rmm_core::Device,
     pca_shape: Option<(usize, usize)>,
 ) -> std::thread::JoinHandle<crate::Result<()>> {
     let device = device.clone();
+    let shape = pca_shape.filter(|&(g, k)| g >= 2 && k >= 1);
     std::thread::spawn(move || {
-        let gpu = |e: rmm_cuda::CudaError| crate::KernelError::Gpu(format!("warm-up: {e}"));
-        device.bind().map_err(gpu)?;
-        let stream = device.new_stream().map_err(gpu)?;
-        let scratch: rmm_core::SharedResource =
-            std::sync::Arc::new(rmm_core::CudaResource::new(&device));
-        let sctx = GpuContext::new(&device, &stream, scratch)?;
-        sctx.blas()?;
-        sctx.solver()?;
-        let Some((genes, comps)) = pca_shape.filter(|&(g, k)| g >= 2 && k >= 1) else {
-            return Ok(());
-        };
-        let x = crate::pca::gpu::uniform_matrix(&sctx, (2 * genes).max(1024), genes, 0x9e37)?;
-        let params = crate::pca::PcaParams {
-            n_comps: comps,
-            zero_center: true,
-        };
-        crate::pca::pca_dense_gpu(&sctx, &x, &params).map(|_| ())
+        std::thread::scope(|s| {
+            let solver = s.spawn(|| {
+                on_scratch_context(&device, |ctx| {
+                    ctx.solver()?;
+                    match shape {
+                        Some((g, k)) => crate::pca::gpu::rehearse_eigen(ctx, g, k),
+                        None => Ok(()),
+                    }
+                })
+            });
+            let blas = on_scratch_context(&device, |ctx| {
+                ctx.blas()?;
+                match shape {
+                    Some((g, _)) => crate::pca::gpu::rehearse_gram(ctx, g),
+                    None => Ok(()),
+                }
+            });
+            let solver = solver.join().expect("the cuSOLVER rehearsal panicked");
+            blas.and(solver)
+        })
     })
+}
+
+/// `f` on a context of `device` with a stream and a resource of its own (the device bound to
+/// this thread).
+fn on_scratch_context(
+    device: &rmm_core::Device,
+    f: impl FnOnce(&GpuContext) -> crate::Result<()>,
+) -> crate::Result<()> {
+    let gpu = |e: rmm_cuda::CudaError| crate::KernelError::Gpu(format!("warm-up: {e}"));
+    device.bind().map_err(gpu)?;
+    let stream = device.new_stream().map_err(gpu)?;
+    let scratch: rmm_core::SharedResource =
+        std::sync::Arc::new(rmm_core::CudaResource::new(device));
+    let ctx = GpuContext::new(device, &stream, scratch)?;
+    f(&ctx)
 }
 
 #[cfg(test)]

@@ -316,6 +316,37 @@ fn pca_matches_the_cpu_up_to_sign() {
                 assert!(dot > 0.999, "component {c}: dot {dot}");
             }
         }
+        check_scores(&dense, &gpu);
+        // More components than `project_rows` makes in one block (64): two column tiles.
+        let more = PcaParams {
+            n_comps: 70,
+            zero_center: true,
+        };
+        check_scores(
+            &dense,
+            &sc_kernels::pca::pca_dense_gpu(&ctx, &dd, &more).unwrap(),
+        );
+    }
+}
+
+/// The scores are `X`'s projection on the result's own components (summed in f32 on the GPU,
+/// in f64 here), every 7th row.
+fn check_scores(x: &sc_kernels::DenseMatrix<f32>, p: &sc_kernels::pca::PcaResult) {
+    let (n, g, k) = (x.n_rows, x.n_cols, p.x_pca.n_cols);
+    assert_eq!((p.x_pca.n_rows, p.components.n_rows), (n, k));
+    for c in 0..k {
+        let comp = &p.components.data[c * g..(c + 1) * g];
+        let (mut err, mut scale) = (0.0f64, 0.0f64);
+        for r in (0..n).step_by(7) {
+            let row = &x.data[r * g..(r + 1) * g];
+            let want: f64 = (0..g).map(|j| (row[j] as f64 - p.mean[j]) * comp[j]).sum();
+            err = err.max((p.x_pca.data[r * k + c] as f64 - want).abs());
+            scale = scale.max(want.abs());
+        }
+        assert!(
+            err <= 1e-4 * scale.max(1.0),
+            "scores of component {c}: error {err}, scale {scale}"
+        );
     }
 }
 

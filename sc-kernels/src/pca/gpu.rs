@@ -437,47 +437,67 @@ fn top_k_descending(w: &[f64], top: &[f64], g: usize, k: usize) -> (Vec<f64>, Ma
     (vals, vecs)
 }
 
-/// Scores `X V - 1 (mu^T V)` as f32: `sgemm(transa = T, transb = N, m = k, n = n, k = g,
-/// A = V (column-major g x k, lda = g), B = X^T (lda = g), C = scores (ldc = k))` gives the
-/// column-major `k x n` matrix `V^T X^T = (X V)^T`, i.e. row-major `X V`; then `subtract_cols`.
+/// Scores `X V - 1 (mu^T V)` as f32 (`project_rows` in `pca.cu`: the products summed in f32,
+/// `mu^T V` subtracted in f64), row-major `n x k`.
 fn project(ctx: &GpuContext, x: &DeviceDense, v: &Mat<f64>, mean: &[f64]) -> Result<Vec<f32>> {
     let (n, g, k) = (x.n_rows, x.n_cols, v.ncols());
-    let vf: Vec<f32> = to_col_major(v).into_iter().map(|a| a as f32).collect();
+    let vf: Vec<f32> = (0..g)
+        .flat_map(|j| (0..k).map(move |c| v[(j, c)] as f32))
+        .collect();
     let v_d = ctx.upload(&vf)?;
+    let mv_d = ctx.upload(&mean_times_v(mean, v))?;
     let scores = ctx.alloc::<f32>(n * k)?;
-    let handle = *ctx.blas()?.handle();
-    let (one, zero) = (1.0f32, 0.0f32);
-    // SAFETY: V holds g*k values (lda g), X n*g (lda g), scores n*k (ldc k); host alpha/beta.
-    unsafe {
-        cublas::cublasSgemm_v2(
-            handle,
-            cublas::cublasOperation_t::CUBLAS_OP_T,
-            cublas::cublasOperation_t::CUBLAS_OP_N,
-            k as i32,
-            n as i32,
-            g as i32,
-            &one,
-            v_d.ptr() as *const f32,
-            g as i32,
-            x.data.ptr() as *const f32,
-            g as i32,
-            &zero,
-            scores.ptr() as *mut f32,
-            k as i32,
-        )
-    }
-    .result()
-    .map_err(|e| KernelError::Gpu(format!("cublasSgemm_v2 (scores): {e:?}")))?;
-    let mv = mean_times_v(mean, v);
-    if mv.iter().any(|&m| m != 0.0) {
-        let mv_d = ctx.upload(&mv)?;
-        let f = ctx.function(SRC, "subtract_cols")?;
-        let (n64, k64) = (n as u64, k as u64);
-        let mut l = ctx.launcher(&f);
-        l.arg(&scores).arg(&n64).arg(&k64).arg(&mv_d);
-        ctx.launch(l, grid_stride(n * k), "subtract_cols")?;
+    let f = ctx.function(SRC, "project_rows")?;
+    let (n64, g64, k64) = (n as u64, g as u64, k as u64);
+    let mut l = ctx.launcher(&f);
+    l.arg(&x.data)
+        .arg(&n64)
+        .arg(&g64)
+        .arg(&v_d)
+        .arg(&k64)
+        .arg(&mv_d)
+        .arg(&scores);
+    let cfg = LaunchConfig {
+        grid_dim: (
+            n.div_ceil(PROJECT_ROWS) as u32,
+            k.div_ceil(PROJECT_COLS) as u32,
+            1,
+        ),
+        block_dim: (PROJECT_THREADS, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    if n > 0 && k > 0 {
+        ctx.launch(l, cfg, "project_rows")?;
     }
     ctx.download(&scores)
+}
+
+/// `project_rows`' block: threads, and rows x columns of the scores it makes (`PR_*` in
+/// `pca.cu`).
+const PROJECT_THREADS: u32 = 256;
+const PROJECT_ROWS: usize = 128;
+const PROJECT_COLS: usize = 64;
+
+/// The warm-up's rehearsal of the library calls of [`pca_dense_gpu`] for `g` genes (see
+/// `warm_up::rehearse_libraries`): cuBLAS's Gram matrix of `2 g` uniform rows, so CUDA loads
+/// the `ssyrk` kernels before the pipeline's PCA needs them.
+pub fn rehearse_gram(ctx: &GpuContext, g: usize) -> Result<()> {
+    let x = uniform_matrix(ctx, (2 * g).max(1024), g, 0x9e37)?;
+    let mut gram = GramAccumulator::new(ctx, g)?;
+    gram.add(ctx, &x)?;
+    ctx.synchronize()
+}
+
+/// The same for cuSOLVER: the top `k` eigenpairs of a uniform symmetric `g x g` matrix (its
+/// lower triangle), which loads the eigensolver's kernels for that size.
+pub fn rehearse_eigen(ctx: &GpuContext, g: usize, k: usize) -> Result<()> {
+    let a = ctx.alloc::<f64>(g * g)?;
+    let f = ctx.function(SRC, "fill_uniform_f64")?;
+    let (len, seed) = ((g * g) as u64, 0x9e37u64);
+    let mut l = ctx.launcher(&f);
+    l.arg(&a).arg(&len).arg(&seed);
+    ctx.launch(l, grid_stride(g * g), "fill_uniform_f64")?;
+    top_eigen_on_device(ctx, a, g, k.clamp(1, g)).map(|_| ())
 }
 
 #[cfg(test)]
@@ -509,12 +529,9 @@ mod tests {
     }
 
     #[test]
-    fn blas_conventions_give_gram_and_scores_of_row_major_x() {
-        let (n, g, k) = (7, 4, 2);
+    fn blas_conventions_give_the_gram_matrix_of_row_major_x() {
+        let (n, g) = (7, 4);
         let x: Vec<f32> = (0..n * g).map(|t| ((t * 37 % 11) as f32) - 5.0).collect();
-        let v = Mat::from_fn(g, k, |i, c| {
-            (i as f64 + 1.0) * if c == 0 { 1.0 } else { -0.5 }
-        });
         // ssyrk(N, n = g, k = rows, lda = g) is gemm(N, T) of the g x rows view with itself.
         let (s, b) = (2, 4);
         let blk = &x[s * g..(s + b) * g];
@@ -524,15 +541,6 @@ mod tests {
             for j in 0..=i {
                 let want: f32 = (s..s + b).map(|r| x[r * g + i] * x[r * g + j]).sum();
                 assert_eq!(lower[(i, j)], want as f64);
-            }
-        }
-        // sgemm(T, N, m = k, n = n, k = g, lda = g, ldb = g, ldc = k) is row-major X V.
-        let vf: Vec<f32> = to_col_major(&v).into_iter().map(|a| a as f32).collect();
-        let sc = gemm_cm(true, false, k, n, g, &vf, g, &x, g, k);
-        for r in 0..n {
-            for c in 0..k {
-                let want: f32 = (0..g).map(|j| x[r * g + j] * v[(j, c)] as f32).sum();
-                assert_eq!(sc[r * k + c], want);
             }
         }
     }

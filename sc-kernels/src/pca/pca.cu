@@ -47,19 +47,77 @@ extern "C" __global__ void covariance_lower(double* a, u64 g, double nf, const d
     }
 }
 
-// scores (n x k, row-major) -= mv[c] in each column c, the difference taken in f64.
-extern "C" __global__ void subtract_cols(float* scores, u64 n, u64 k, const double* mv) {
-    u64 total = n * k;
-    u64 stride = (u64)gridDim.x * blockDim.x;
-    for (u64 idx = (u64)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += stride) {
-        scores[idx] = (float)((double)scores[idx] - mv[idx % k]);
+// The scores X V - mv (n x k, row-major): X row-major n x g, V row-major g x k, the products
+// summed in f32 in the order of the genes, then mv[c] (f64: mean . V) subtracted in f64. A
+// block of PR_THREADS threads makes PR_ROWS rows x PR_COLS columns, through shared memory
+// PR_STEP genes at a time; each thread 8 rows x 4 columns (columns tx, tx + 16, ...: conflict-
+// free reads). cuBLAS's sgemm did this, but its kernels load lazily in a fresh process (about
+// 30 ms on an H200, more than the product takes).
+#define PR_THREADS 256
+#define PR_ROWS 128
+#define PR_COLS 64
+#define PR_STEP 32
+extern "C" __global__ void __launch_bounds__(PR_THREADS)
+    project_rows(const float* x, u64 n, u64 g, const float* v, u64 k, const double* mv,
+                 float* scores) {
+    __shared__ float xs[PR_STEP][PR_ROWS + 1];
+    __shared__ float vs[PR_STEP][PR_COLS];
+    const int t = threadIdx.x, tx = t % 16, ty = t / 16;
+    const u64 row0 = (u64)blockIdx.x * PR_ROWS, col0 = (u64)blockIdx.y * PR_COLS;
+    float acc[8][4];
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) acc[i][c] = 0.0f;
+    for (u64 j0 = 0; j0 < g; j0 += PR_STEP) {
+        for (int i = t; i < PR_ROWS * PR_STEP; i += PR_THREADS) {
+            int r = i / PR_STEP, c = i % PR_STEP;
+            u64 row = row0 + r, j = j0 + c;
+            xs[c][r] = row < n && j < g ? x[row * g + j] : 0.0f;
+        }
+        for (int i = t; i < PR_STEP * PR_COLS; i += PR_THREADS) {
+            int r = i / PR_COLS, c = i % PR_COLS;
+            u64 j = j0 + r, col = col0 + c;
+            vs[r][c] = j < g && col < k ? v[j * k + col] : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll 8
+        for (int s = 0; s < PR_STEP; ++s) {
+            float a[8], b[4];
+#pragma unroll
+            for (int i = 0; i < 8; ++i) a[i] = xs[s][ty * 8 + i];
+#pragma unroll
+            for (int c = 0; c < 4; ++c) b[c] = vs[s][tx + 16 * c];
+#pragma unroll
+            for (int i = 0; i < 8; ++i)
+#pragma unroll
+                for (int c = 0; c < 4; ++c) acc[i][c] = __fmaf_rn(a[i], b[c], acc[i][c]);
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+        u64 row = row0 + ty * 8 + i;
+        if (row >= n) break;
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+            u64 col = col0 + tx + 16 * c;
+            if (col < k) scores[row * k + col] = (float)((double)acc[i][c] - mv[col]);
+        }
     }
 }
 
 // Data for the warm-up's PCA rehearsal, made on the device (no host array, no upload): x[i]
 // uniform in [0, 1) from hash3 (common.cuh).
-extern "C" __global__ void fill_uniform(float* x, u64 len, u64 seed) {
+template <typename T>
+__device__ void fill_uniform_values(T* x, u64 len, u64 seed) {
     u64 stride = (u64)gridDim.x * blockDim.x;
     for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < len; i += stride)
-        x[i] = (float)(hash3(seed, 0, i) >> 40) * (1.0f / 16777216.0f);
+        x[i] = (T)(hash3(seed, 0, i) >> 40) * (T)(1.0 / 16777216.0);
+}
+extern "C" __global__ void fill_uniform(float* x, u64 len, u64 seed) {
+    fill_uniform_values(x, len, seed);
+}
+extern "C" __global__ void fill_uniform_f64(double* x, u64 len, u64 seed) {
+    fill_uniform_values(x, len, seed);
 }

@@ -3,9 +3,9 @@
 //! `zarrs` encodes in parallel; the codecs are the store's choice ([`ZarrCompression`]).
 
 use crate::{Error, Result};
-use rayon::prelude::*;
 use serde_json::{Map, Value as Json};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use zarrs::array::codec::CodecOptions;
 use zarrs::array::codec::{BytesToBytesCodecTraits, ZstdCodec};
@@ -127,10 +127,11 @@ impl ZarrStore {
 
     /// Writes the array `element` of `shape` (row-major, fill value zero) with attributes
     /// `attrs`, in chunks of whole rows of about [`CHUNK_ELEMENTS`] values, so each chunk holds
-    /// consecutive values: chunks are encoded and written in parallel on rayon's threads, each
+    /// consecutive values: chunks are encoded and written in parallel, a thread per core, each
     /// filled first by `fill(start, dst)` with the values `start .. start + dst.len()` (from host
     /// memory, or downloaded from a GPU chunk by chunk while other chunks are written). A
-    /// thread reuses its chunk buffer; the last chunk's part past the array's end is zero.
+    /// thread reuses its chunk buffer; the last chunk's part past the array's end is zero. The
+    /// first error stops the writers.
     pub(crate) fn put_array_with<T, F>(
         &self,
         element: &str,
@@ -157,22 +158,51 @@ impl ZarrStore {
         array.store_metadata().map_err(|x| e(&x))?;
         let len: usize = shape.iter().product();
         let per = chunk.iter().product::<u64>() as usize;
+        let n_chunks = len.div_ceil(per);
         // One chunk per task: the codec itself runs on one thread.
         let options = CodecOptions::builder().concurrent_target(1).build();
-        (0..len.div_ceil(per)).into_par_iter().try_for_each_init(
-            || bytemuck::zeroed_vec::<T>(per),
-            |buf, c| {
+        let next = AtomicUsize::new(0);
+        let failed = AtomicBool::new(false);
+        let work = || -> Result<()> {
+            let mut buf = bytemuck::zeroed_vec::<T>(per);
+            loop {
+                let c = next.fetch_add(1, Ordering::Relaxed);
+                if c >= n_chunks || failed.load(Ordering::Relaxed) {
+                    return Ok(());
+                }
                 let start = c * per;
                 let n = per.min(len - start);
-                fill(start, &mut buf[..n])?;
-                buf[n..].fill(T::zeroed());
                 let mut at = vec![0u64; shape.len()];
                 at[0] = c as u64;
-                array
-                    .store_chunk_elements_opt(&at, buf, &options)
-                    .map_err(|x| e(&x))
-            },
-        )
+                let done = fill(start, &mut buf[..n]).and_then(|()| {
+                    buf[n..].fill(T::zeroed());
+                    array
+                        .store_chunk_elements_opt(&at, &buf, &options)
+                        .map_err(|x| e(&x))
+                });
+                if done.is_err() {
+                    failed.store(true, Ordering::Relaxed);
+                    return done;
+                }
+            }
+        };
+        // Threads of their own, not rayon's: a fill may hold a lock while it runs a parallel
+        // copy on rayon's pool (a GPU's staging buffers), and a rayon worker waiting in that
+        // copy could take another chunk's task and wait for the lock it holds.
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |c| c.get())
+            .min(n_chunks);
+        if threads <= 1 {
+            return work();
+        }
+        std::thread::scope(|s| {
+            let workers: Vec<_> = (0..threads).map(|_| s.spawn(work)).collect();
+            workers
+                .into_iter()
+                .map(|w| w.join().expect("a zarr chunk writer panicked"))
+                .collect::<Result<Vec<()>>>()
+                .map(|_| ())
+        })
     }
 
     /// The bytes-to-bytes codecs of an array of elements of `size` bytes.
