@@ -2,8 +2,8 @@
 //! cells x genes matrix): the column sums (`pca.cu`), the Gram matrix `X^T X` (cuBLAS `ssyrk`
 //! over blocks of rows, each block's f32 product added into an f64 total on the device, as the
 //! CPU accumulates), the top of the symmetric eigendecomposition (cuSOLVER `dsyevdx`, f64) and the scores
-//! `X V - mu V` (cuBLAS `sgemm`) run on the device; the covariance, the sign rule and the
-//! variances are the CPU's shared host code on the `g x g` and `g x k` matrices.
+//! `X V - mu V` (`project_rows` in `pca.cu`) run on the device; the covariance, the sign rule
+//! and the variances are the CPU's shared host code on the `g x g` and `g x k` matrices.
 //!
 //! Conventions: `X` is row-major `n x g`, which cuBLAS reads as the column-major `g x n` matrix
 //! `X^T` with leading dimension `g`; the `g x g` matrices are column-major with leading dimension

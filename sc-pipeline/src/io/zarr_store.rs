@@ -92,21 +92,16 @@ impl ZarrStore {
         attrs: Map<String, Json>,
     ) -> Result<()> {
         let e = self.err(element);
-        let shape64: Vec<u64> = shape.iter().map(|&s| s as u64).collect();
-        let mut builder =
-            ArrayBuilder::new(shape64.clone(), row_chunks(shape), data_type, fill.into());
-        builder
-            .bytes_to_bytes_codecs(self.codecs(std::mem::size_of::<T>())?)
-            .attributes(attrs);
-        let array = builder
-            .build(self.inner.clone(), element)
-            .map_err(|x| e(&x))?;
-        array.store_metadata().map_err(|x| e(&x))?;
+        let size = std::mem::size_of::<T>();
+        let array = self.create_array(element, shape, size, data_type, fill.into(), attrs)?;
         if values.is_empty() {
             return Ok(());
         }
         array
-            .store_array_subset_elements(&ArraySubset::new_with_shape(shape64), values)
+            .store_array_subset_elements(
+                &ArraySubset::new_with_shape(array.shape().to_vec()),
+                values,
+            )
             .map_err(|x| e(&x))
     }
 
@@ -145,19 +140,11 @@ impl ZarrStore {
         F: Fn(usize, &mut [T]) -> Result<()> + Sync,
     {
         let e = self.err(element);
-        let chunk = row_chunks(shape);
-        let shape64: Vec<u64> = shape.iter().map(|&s| s as u64).collect();
         let zero = FillValue::new(bytemuck::bytes_of(&T::zeroed()).to_vec());
-        let mut builder = ArrayBuilder::new(shape64, chunk.clone(), data_type, zero);
-        builder
-            .bytes_to_bytes_codecs(self.codecs(std::mem::size_of::<T>())?)
-            .attributes(attrs);
-        let array = builder
-            .build(self.inner.clone(), element)
-            .map_err(|x| e(&x))?;
-        array.store_metadata().map_err(|x| e(&x))?;
+        let size = std::mem::size_of::<T>();
+        let array = self.create_array(element, shape, size, data_type, zero, attrs)?;
         let len: usize = shape.iter().product();
-        let per = chunk.iter().product::<u64>() as usize;
+        let per = row_chunks(shape).iter().product::<u64>() as usize;
         let n_chunks = len.div_ceil(per);
         // One chunk per task: the codec itself runs on one thread.
         let options = CodecOptions::builder().concurrent_target(1).build();
@@ -203,6 +190,30 @@ impl ZarrStore {
                 .collect::<Result<Vec<()>>>()
                 .map(|_| ())
         })
+    }
+
+    /// Creates the array `element` of `shape` (row-major) and elements of `size` bytes, chunked
+    /// by whole rows ([`row_chunks`]) with the store's codecs, and writes its metadata.
+    fn create_array(
+        &self,
+        element: &str,
+        shape: &[usize],
+        size: usize,
+        data_type: DataType,
+        fill: FillValue,
+        attrs: Map<String, Json>,
+    ) -> Result<Array<FilesystemStore>> {
+        let e = self.err(element);
+        let shape64: Vec<u64> = shape.iter().map(|&s| s as u64).collect();
+        let mut builder = ArrayBuilder::new(shape64, row_chunks(shape), data_type, fill);
+        builder
+            .bytes_to_bytes_codecs(self.codecs(size)?)
+            .attributes(attrs);
+        let array = builder
+            .build(self.inner.clone(), element)
+            .map_err(|x| e(&x))?;
+        array.store_metadata().map_err(|x| e(&x))?;
+        Ok(array)
     }
 
     /// The bytes-to-bytes codecs of an array of elements of `size` bytes.
