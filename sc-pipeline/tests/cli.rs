@@ -399,7 +399,7 @@ fn bad_options_are_refused_clearly() {
         // An X over half of the host memory allowed is read from an h5ad file by blocks.
         (
             &["run", inp, "-o", o, "--host-memory-limit", "1K"],
-            "--host-memory-limit: invalid parameter: reading X from the file block by block takes h5ad inputs",
+            "--host-memory-limit: invalid parameter: reading X from the file block by block takes h5ad and zarr inputs",
         ),
         (
             &["run", inp, "-o", o, "--descent-rounds", "9"],

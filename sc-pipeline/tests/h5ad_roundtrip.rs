@@ -5,7 +5,7 @@ mod common;
 use common::{same, sample};
 use sc_kernels::{CsrMatrix, DenseMatrix};
 use sc_pipeline::anndata::{ArrayData, Matrix};
-use sc_pipeline::io::{read_h5ad, write_h5ad, H5adRowChunks};
+use sc_pipeline::io::{read_h5ad, write_h5ad, H5adRowChunks, RowChunks};
 use sc_pipeline::AnnData;
 
 #[test]

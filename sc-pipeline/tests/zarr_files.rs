@@ -177,3 +177,80 @@ fn a_failed_write_leaves_no_store() {
         .count();
     assert_eq!(left, 0, "no partial store");
 }
+
+/// A store's X read by blocks of rows (inputs larger than memory): the blocks, across chunk
+/// boundaries, are X's rows, for a CSR and a dense X, compressed or not; its extent comes from
+/// the metadata; a CSC X and rows past the end are refused by name.
+#[test]
+fn x_is_read_by_blocks_of_rows() {
+    use sc_pipeline::io::{open_row_chunks, row_chunks_extent, ZarrRowChunks};
+    let (n_rows, n_cols) = (25_000usize, 300usize);
+    let dense: Vec<f32> = (0..n_rows * n_cols)
+        .map(|v| if v % 3 == 0 { (v % 101) as f32 } else { 0.0 })
+        .collect();
+    let dense = sc_pipeline::anndata::DenseMatrix::new(n_rows, n_cols, dense).unwrap();
+    let csr = CsrMatrix::from_dense(&dense);
+    // Several chunks each: 2,500,000 stored values of CSR, 7,500,000 dense.
+    for (what, x, c) in [
+        ("csr", Matrix::Sparse(csr.clone()), ZarrCompression::Lz4),
+        ("dense", Matrix::Dense(dense.clone()), ZarrCompression::None),
+    ] {
+        let mut a = AnnData::new(x);
+        a.obs = sample_obs(n_rows);
+        let path = fresh(&format!("rows-{what}.zarr"));
+        write_zarr_staged(&a, &path, c, true)
+            .unwrap()
+            .commit()
+            .unwrap();
+        let stored = csr.nnz() as u64;
+        let want = (
+            n_rows,
+            n_cols,
+            if what == "csr" {
+                stored
+            } else {
+                (n_rows * n_cols) as u64
+            },
+        );
+        assert_eq!(row_chunks_extent(&path).unwrap(), Some(want), "{what}");
+        let r = open_row_chunks(&path).unwrap();
+        assert_eq!((r.n_obs(), r.n_vars()), (n_rows, n_cols));
+        assert_eq!(r.obs().n_rows(), n_rows);
+        for start in (0..n_rows).step_by(4_567) {
+            let rows = start..(start + 4_567).min(n_rows);
+            let block = r.read_rows(rows.clone()).unwrap();
+            let block = block.to_csr().unwrap();
+            assert_eq!(block.n_rows, rows.len(), "{what} {rows:?}");
+            for (i, row) in rows.clone().enumerate() {
+                assert_eq!(block.row(i), csr.row(row), "{what}: row {row}");
+            }
+            let values = match what {
+                "csr" => block.nnz(),
+                _ => rows.len() * n_cols,
+            };
+            assert_eq!(
+                r.stored_values(rows.clone()),
+                values as u64,
+                "{what} {rows:?}"
+            );
+        }
+        let e = r.read_rows(n_rows - 1..n_rows + 1).unwrap_err().to_string();
+        assert!(e.contains("outside"), "{e}");
+        std::fs::remove_dir_all(&path).unwrap();
+    }
+    // CSC: refused with the reason.
+    let mut a = AnnData::new(Matrix::Sparse(csr.transpose()));
+    a.obs = sample_obs(n_cols);
+    let path = fresh("rows-csc.zarr");
+    write_zarr(&a, &path).unwrap();
+    let csc_group = path.join("X/zarr.json");
+    let meta = std::fs::read_to_string(&csc_group).unwrap();
+    std::fs::write(&csc_group, meta.replace("csr_matrix", "csc_matrix")).unwrap();
+    let e = ZarrRowChunks::open(&path).err().unwrap().to_string();
+    assert!(e.contains("csc_matrix") && e.contains("/X"), "{e}");
+    std::fs::remove_dir_all(&path).unwrap();
+}
+
+fn sample_obs(n: usize) -> sc_pipeline::anndata::DataFrame {
+    sc_pipeline::anndata::DataFrame::with_index((0..n).map(|i| format!("cell{i}")).collect())
+}

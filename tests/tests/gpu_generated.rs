@@ -1,6 +1,6 @@
 //! The runs that hold no X: the demo generated on the GPU for every pass (`scpipe run
-//! --demo-on-gpu`; the device generator against its CPU twin) and an h5ad input read from its
-//! file for every pass (`--host-memory-limit`), each against the in-memory GPU run on the same
+//! --demo-on-gpu`; the device generator against its CPU twin) and an h5ad or zarr input read
+//! from its file for every pass (`--host-memory-limit`), each against the in-memory GPU run on the same
 //! cells made in host memory.
 //!
 //! Tolerances: gene sets exact; counts exact (they differ only where the device's log/exp/cos
@@ -101,7 +101,7 @@ fn generated_run_matches_the_in_memory_run_on_the_same_cells() {
     assert!(note.contains("generated again"), "{note}");
 }
 
-/// An h5ad input read from its file block by block for every pass: the same as the in-memory
+/// An h5ad file and a zarr store read block by block for every pass: the same as the in-memory
 /// run on the same cells, and each pass's note says what it read.
 #[test]
 fn run_from_the_file_matches_the_in_memory_run() {
@@ -118,32 +118,47 @@ fn run_from_the_file_matches_the_in_memory_run() {
         ..PipelineConfig::default()
     };
     let cells = generate_cell_by_cell(&p).unwrap();
-    let path = std::env::temp_dir().join(format!("scpipe-from-file-{}.h5ad", std::process::id()));
-    sc_pipeline::io::write_h5ad(&cells, &path).unwrap();
     let resource: rmm_core::SharedResource = Arc::new(rmm_core::CudaResource::new(&d));
     let stream = d.new_stream().unwrap();
-    let small = GpuRun::new(&d, &stream, resource.clone())
-        .unwrap()
-        .with_memory(48 << 20, Default::default());
-    let (got, records) = run_from_file(&path, &config, &small, &mut Silent).unwrap();
-    std::fs::remove_file(&path).unwrap();
-    assert_eq!(records[0].step, "open the input");
+    let files = ["h5ad", "zarr"].map(|format| {
+        let name = format!("scpipe-from-file-{}.{format}", std::process::id());
+        let path = std::env::temp_dir().join(name);
+        match format {
+            "h5ad" => sc_pipeline::io::write_h5ad(&cells, &path).unwrap(),
+            _ => sc_pipeline::io::write_zarr(&cells, &path).unwrap(),
+        }
+        (format, path)
+    });
     let mut want = cells;
-    let full = GpuRun::new(&d, &stream, resource).unwrap();
+    let full = GpuRun::new(&d, &stream, resource.clone()).unwrap();
     run_pipeline_on(&mut want, &config, Some(&full), &mut Silent).unwrap();
-    same_as_the_in_memory_run(&got, &records, &want, &config, &full);
-    for step in [
-        "calculate_qc_metrics",
-        "filter_cells",
-        "pca",
-        "rank_genes_groups",
-    ] {
-        let note = &records
-            .iter()
-            .find(|r| r.step.starts_with(step))
+    for (format, path) in files {
+        let small = GpuRun::new(&d, &stream, resource.clone())
             .unwrap()
-            .note;
-        assert!(note.contains("GB of X from the file at"), "{step}: {note}");
+            .with_memory(48 << 20, Default::default());
+        let (got, records) = run_from_file(&path, &config, &small, &mut Silent).unwrap();
+        match format {
+            "h5ad" => std::fs::remove_file(&path).unwrap(),
+            _ => std::fs::remove_dir_all(&path).unwrap(),
+        }
+        assert_eq!(records[0].step, "open the input");
+        same_as_the_in_memory_run(&got, &records, &want, &config, &full);
+        for step in [
+            "calculate_qc_metrics",
+            "filter_cells",
+            "pca",
+            "rank_genes_groups",
+        ] {
+            let note = &records
+                .iter()
+                .find(|r| r.step.starts_with(step))
+                .unwrap()
+                .note;
+            assert!(
+                note.contains("GB of X from the file at"),
+                "{format}, {step}: {note}"
+            );
+        }
     }
 }
 

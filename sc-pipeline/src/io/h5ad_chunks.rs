@@ -5,19 +5,15 @@
 
 use super::h5ad_read::{encoding_type, read_dataframe, SparseFormat, SparseGroup};
 use super::hdf5_access::H5Ctx;
-use crate::anndata::{DataFrame, DenseMatrix, Matrix};
-use crate::{Error, Result};
+use super::row_chunks::{RowChunks, RowIndex};
+use crate::anndata::{DataFrame, Matrix};
+use crate::Result;
 use hdf5::{Dataset, File};
-use sc_kernels::CsrMatrix;
 use std::ops::Range;
 use std::path::Path;
 
 enum Layout {
-    Csr {
-        data: Dataset,
-        indices: Dataset,
-        indptr: Vec<u64>,
-    },
+    Csr { data: Dataset, indices: Dataset },
     Dense(Dataset),
 }
 
@@ -43,15 +39,12 @@ pub fn x_extent(path: impl AsRef<Path>) -> Result<(usize, usize, u64)> {
     }
 }
 
-/// An open h5ad file whose `X` is read block by block.
+/// An open h5ad file whose `X` is read block by block ([`RowChunks`]).
 pub struct H5adRowChunks {
     ctx: H5Ctx,
     _file: File,
     layout: Layout,
-    n_obs: usize,
-    n_vars: usize,
-    obs: DataFrame,
-    var: DataFrame,
+    index: RowIndex,
 }
 
 impl H5adRowChunks {
@@ -63,7 +56,7 @@ impl H5adRowChunks {
         if !file.link_exists("X") {
             return Err(ctx.format("/X", "missing: the h5ad file has no X matrix"));
         }
-        let (layout, n_obs, n_vars) = if let Ok(g) = file.group("X") {
+        let (layout, indptr, n_obs, n_vars) = if let Ok(g) = file.group("X") {
             let sparse = SparseGroup::open(&ctx, &g, "/X")?;
             if sparse.format == SparseFormat::Csc {
                 return Err(ctx.format(
@@ -80,9 +73,8 @@ impl H5adRowChunks {
             let layout = Layout::Csr {
                 data: sparse.data,
                 indices: sparse.indices,
-                indptr,
             };
-            (layout, sparse.n_rows, sparse.n_cols)
+            (layout, Some(indptr), sparse.n_rows, sparse.n_cols)
         } else {
             let ds = ctx.dataset(&file, "X", "/X")?;
             if ds.ndim() != 2 {
@@ -95,7 +87,7 @@ impl H5adRowChunks {
                 ));
             }
             let shape = ds.shape();
-            (Layout::Dense(ds), shape[0], shape[1])
+            (Layout::Dense(ds), None, shape[0], shape[1])
         };
         let obs = Self::table(&ctx, &file, "obs", n_obs)?;
         let var = Self::table(&ctx, &file, "var", n_vars)?;
@@ -103,10 +95,7 @@ impl H5adRowChunks {
             ctx,
             _file: file,
             layout,
-            n_obs,
-            n_vars,
-            obs,
-            var,
+            index: RowIndex::new(obs, var, indptr),
         })
     }
 
@@ -124,75 +113,43 @@ impl H5adRowChunks {
         Ok(df)
     }
 
-    pub fn n_obs(&self) -> usize {
-        self.n_obs
+    /// Blocks of at most `rows_per_chunk` rows covering X in order.
+    pub fn chunks(
+        &self,
+        rows_per_chunk: usize,
+    ) -> impl Iterator<Item = Result<(Range<usize>, Matrix)>> + '_ {
+        let step = rows_per_chunk.max(1);
+        (0..self.n_obs()).step_by(step).map(move |start| {
+            let rows = start..(start + step).min(self.n_obs());
+            self.read_rows(rows.clone()).map(|m| (rows, m))
+        })
+    }
+}
+
+impl RowChunks for H5adRowChunks {
+    fn index(&self) -> &RowIndex {
+        &self.index
     }
 
-    pub fn n_vars(&self) -> usize {
-        self.n_vars
-    }
-
-    pub fn obs(&self) -> &DataFrame {
-        &self.obs
-    }
-
-    pub fn var(&self) -> &DataFrame {
-        &self.var
-    }
-
-    /// Stored values in `rows` (all values for a dense X): what reading them costs in memory.
-    pub fn stored_values(&self, rows: Range<usize>) -> u64 {
-        match &self.layout {
-            Layout::Csr { indptr, .. } => indptr[rows.end] - indptr[rows.start],
-            Layout::Dense(_) => (rows.len() * self.n_vars) as u64,
-        }
-    }
-
-    /// Bytes of the file that reading `rows` reads (the values and, for CSR, their column
-    /// indices, at the sizes they are stored in).
-    pub fn stored_bytes(&self, rows: Range<usize>) -> u64 {
+    fn value_bytes(&self) -> u64 {
         let size = |ds: &Dataset| ds.dtype().map_or(4, |t| t.size()) as u64;
         match &self.layout {
-            Layout::Csr { data, indices, .. } => {
-                self.stored_values(rows) * (size(data) + size(indices))
-            }
-            Layout::Dense(ds) => self.stored_values(rows) * size(ds),
+            Layout::Csr { data, indices } => size(data) + size(indices),
+            Layout::Dense(ds) => size(ds),
         }
     }
 
-    /// Rows `rows` of X.
-    pub fn read_rows(&self, rows: Range<usize>) -> Result<Matrix> {
-        if rows.start > rows.end || rows.end > self.n_obs {
-            return Err(Error::param(
-                "read_rows",
-                format!("rows {rows:?} outside 0..{}", self.n_obs),
-            ));
-        }
+    fn read_checked(&self, rows: Range<usize>) -> Result<Matrix> {
+        let n_vars = self.index.n_vars;
         match &self.layout {
-            Layout::Csr {
-                data,
-                indices,
-                indptr,
-            } => {
-                let (start, end) = (indptr[rows.start] as usize, indptr[rows.end] as usize);
-                let values = self.ctx.matrix_values(data, Some(start..end), "/X/data")?;
-                let cols = self.ctx.matrix_indices(
-                    indices,
-                    Some(start..end),
-                    self.n_vars,
-                    "/X/indices",
-                )?;
-                let offsets = indptr[rows.start..=rows.end]
-                    .iter()
-                    .map(|&p| p - start as u64)
-                    .collect();
-                Ok(Matrix::Sparse(CsrMatrix {
-                    n_rows: rows.len(),
-                    n_cols: self.n_vars,
-                    indptr: offsets,
-                    indices: cols,
-                    data: values,
-                }))
+            Layout::Csr { data, indices } => {
+                let range = self.index.csr_range(&rows);
+                let range = Some(range.start as usize..range.end as usize);
+                let values = self.ctx.matrix_values(data, range.clone(), "/X/data")?;
+                let cols = self
+                    .ctx
+                    .matrix_indices(indices, range, n_vars, "/X/indices")?;
+                Ok(self.index.block(rows, values, Some(cols)))
             }
             Layout::Dense(ds) => {
                 let block = ds
@@ -200,24 +157,8 @@ impl H5adRowChunks {
                     .map_err(self.ctx.h5("/X"))?
                     .into_raw_vec_and_offset()
                     .0;
-                Ok(Matrix::Dense(DenseMatrix {
-                    n_rows: rows.len(),
-                    n_cols: self.n_vars,
-                    data: block,
-                }))
+                Ok(self.index.block(rows, block, None))
             }
         }
-    }
-
-    /// Blocks of at most `rows_per_chunk` rows covering X in order.
-    pub fn chunks(
-        &self,
-        rows_per_chunk: usize,
-    ) -> impl Iterator<Item = Result<(Range<usize>, Matrix)>> + '_ {
-        let step = rows_per_chunk.max(1);
-        (0..self.n_obs).step_by(step).map(move |start| {
-            let rows = start..(start + step).min(self.n_obs);
-            self.read_rows(rows.clone()).map(|m| (rows, m))
-        })
     }
 }

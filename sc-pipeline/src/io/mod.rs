@@ -1,5 +1,5 @@
-//! File formats: h5ad (read, write, read in row chunks), zarr (read, write) and 10x Genomics
-//! HDF5 matrices.
+//! File formats: h5ad (read, write, read in row chunks), zarr (read, write, read in row
+//! chunks) and 10x Genomics HDF5 matrices.
 
 mod detect;
 mod device_write;
@@ -14,8 +14,10 @@ mod output_file;
 mod parallel_fill;
 mod rec_array;
 mod reserve_ahead;
+mod row_chunks;
 mod staged_file;
 mod tenx;
+mod zarr_chunks;
 mod zarr_read;
 mod zarr_records;
 mod zarr_store;
@@ -32,8 +34,10 @@ pub use h5ad_write::{
 };
 pub use output_file::{write_output_staged, OutputFormat, OutputWrite};
 pub(crate) use parallel_fill::switched_on;
+pub use row_chunks::{open_row_chunks, row_chunks_extent, RowChunks, RowIndex};
 pub use staged_file::{commit_all, exit_interrupted, PartialFile, StagedFile};
 pub use tenx::{read_10x_h5, read_10x_h5_with_notices};
+pub use zarr_chunks::{zarr_x_extent, ZarrRowChunks};
 pub use zarr_read::{read_zarr, read_zarr_with_notices};
 pub use zarr_store::{is_zarr, ZarrCompression};
 pub use zarr_write::{write_zarr, write_zarr_staged, ZarrWrite};

@@ -25,29 +25,7 @@ pub fn read_zarr(path: impl AsRef<Path>) -> Result<AnnData> {
 /// [`read_zarr`], also returning what the user should be told (e.g. a float64 X read as
 /// float32).
 pub fn read_zarr_with_notices(path: impl AsRef<Path>) -> Result<(AnnData, Vec<String>)> {
-    let path = path.as_ref();
-    if !super::zarr_store::is_zarr(path) {
-        return Err(crate::Error::File {
-            path: path.to_path_buf(),
-            message: "not a zarr store (a directory with zarr.json or .zgroup)".into(),
-        });
-    }
-    let s = ZarrStore::open(path, ZarrCompression::None)?;
-    let mut r = Reader {
-        s,
-        notices: Vec::new(),
-    };
-    let root = r.s.attrs("/")?;
-    if let Some(kind) = root.get("encoding-type").and_then(Json::as_str) {
-        if kind != "anndata" {
-            return Err(r
-                .s
-                .format("/", format!("encoding-type '{kind}' is not anndata")));
-        }
-    }
-    if r.s.kind("/X").is_none() {
-        return Err(r.s.format("/X", "missing: the store has no X matrix"));
-    }
+    let mut r = Reader::open(path.as_ref())?;
     let x = r.matrix("/X")?;
     let (n_obs, n_vars) = x.shape();
     let mut adata = AnnData::new(x);
@@ -82,12 +60,37 @@ pub fn read_zarr_with_notices(path: impl AsRef<Path>) -> Result<(AnnData, Vec<St
     Ok((adata, r.notices))
 }
 
-struct Reader {
-    s: ZarrStore,
+pub(super) struct Reader {
+    pub(super) s: ZarrStore,
     notices: Vec<String>,
 }
 
 impl Reader {
+    /// The AnnData store at `path` (a zarr store whose root is not another encoding, with an
+    /// X), to be read.
+    pub(super) fn open(path: &Path) -> Result<Reader> {
+        if !super::zarr_store::is_zarr(path) {
+            return Err(crate::Error::File {
+                path: path.to_path_buf(),
+                message: "not a zarr store (a directory with zarr.json or .zgroup)".into(),
+            });
+        }
+        let s = ZarrStore::open(path, ZarrCompression::None)?;
+        let root = s.attrs("/")?;
+        if let Some(kind) = root.get("encoding-type").and_then(Json::as_str) {
+            if kind != "anndata" {
+                return Err(s.format("/", format!("encoding-type '{kind}' is not anndata")));
+            }
+        }
+        if s.kind("/X").is_none() {
+            return Err(s.format("/X", "missing: the store has no X matrix"));
+        }
+        Ok(Reader {
+            s,
+            notices: Vec::new(),
+        })
+    }
+
     fn encoding(&self, element: &str) -> Result<Option<String>> {
         Ok(self
             .s
@@ -207,6 +210,70 @@ impl Reader {
         Ok(Some(out))
     }
 
+    /// The part `part` of the numeric array `a` (`element`) as typed values, integer widths
+    /// folded as [`ArrayData`] does (what a block of rows of X reads).
+    pub(super) fn subset(
+        &self,
+        element: &str,
+        a: &Array<FilesystemStore>,
+        part: &ArraySubset,
+    ) -> Result<ArrayData> {
+        let err = |e: zarrs::array::ArrayError| self.s.err(element)(&e);
+        macro_rules! read {
+            ($t:ty) => {
+                a.retrieve_array_subset_elements::<$t>(part).map_err(err)?
+            };
+        }
+        let ints = |v: Vec<i64>| ArrayData::I64(v);
+        Ok(match a.data_type() {
+            DataType::Float32 => ArrayData::F32(read!(f32)),
+            DataType::Float64 => ArrayData::F64(read!(f64)),
+            DataType::Int8 => ArrayData::I32(read!(i8).into_iter().map(i32::from).collect()),
+            DataType::Int16 => ArrayData::I32(read!(i16).into_iter().map(i32::from).collect()),
+            DataType::Int32 => ArrayData::I32(read!(i32)),
+            DataType::Int64 => ArrayData::I64(read!(i64)),
+            DataType::UInt8 => ArrayData::I32(read!(u8).into_iter().map(i32::from).collect()),
+            DataType::UInt16 => ArrayData::I32(read!(u16).into_iter().map(i32::from).collect()),
+            DataType::UInt32 => ints(read!(u32).into_iter().map(i64::from).collect()),
+            DataType::UInt64 => ints(
+                read!(u64)
+                    .into_iter()
+                    .map(i64::try_from)
+                    .collect::<std::result::Result<Vec<_>, _>>()
+                    .map_err(|_| self.s.format(element, "a uint64 value above int64's range"))?,
+            ),
+            other => {
+                return Err(self
+                    .s
+                    .format(element, format!("unsupported data type {other:?}")))
+            }
+        })
+    }
+
+    /// Column indices read already, checked to be below `minor`.
+    pub(super) fn indices_of(
+        &self,
+        element: &str,
+        data: ArrayData,
+        minor: usize,
+    ) -> Result<Vec<u32>> {
+        let below = |i: i64| u32::try_from(i).ok().filter(|&i| (i as usize) < minor);
+        let out: Option<Vec<u32>> = match data {
+            ArrayData::I32(v) => v.into_iter().map(|i| below(i64::from(i))).collect(),
+            ArrayData::I64(v) => v.into_iter().map(below).collect(),
+            other => {
+                return Err(self.s.format(
+                    element,
+                    format!("indices must be integers, are {}", other.type_name()),
+                ))
+            }
+        };
+        out.ok_or_else(|| {
+            self.s
+                .format(element, format!("an index is out of range (0 to {minor})"))
+        })
+    }
+
     /// The array `element` as typed values (integer widths folded as [`ArrayData`] does).
     fn array(&self, element: &str) -> Result<(Vec<usize>, ArrayData)> {
         let dt = self.s.array(element)?.data_type().clone();
@@ -266,6 +333,11 @@ impl Reader {
     /// holds exactly).
     fn values(&mut self, element: &str) -> Result<Vec<f32>> {
         let (_, data) = self.array(element)?;
+        self.values_of(element, data)
+    }
+
+    /// [`Reader::values`] of values read already.
+    pub(super) fn values_of(&mut self, element: &str, data: ArrayData) -> Result<Vec<f32>> {
         let exact = |v: f64| v.abs() <= (1u64 << 24) as f64;
         let ints = |v: Vec<i64>, s: &ZarrStore| -> Result<Vec<f32>> {
             match v.iter().find(|&&x| !exact(x as f64)) {
@@ -292,7 +364,7 @@ impl Reader {
     }
 
     /// Offsets or indices as u64, refusing negative values.
-    fn offsets(&self, element: &str) -> Result<Vec<u64>> {
+    pub(super) fn offsets(&self, element: &str) -> Result<Vec<u64>> {
         let neg = || self.s.format(element, "a negative offset or index");
         match self.array(element)?.1 {
             ArrayData::I32(v) => v
@@ -359,6 +431,41 @@ impl Reader {
 
     /// A `csr_matrix` or `csc_matrix` group, as CSR.
     fn sparse(&mut self, element: &str) -> Result<CsrMatrix<f32>> {
+        let (csc, n_rows, n_cols) = self.sparse_header(element)?;
+        let (major, minor) = if csc {
+            (n_cols, n_rows)
+        } else {
+            (n_rows, n_cols)
+        };
+        let data = self.values(&child(element, "data"))?;
+        let indices = self.indices(&child(element, "indices"), minor)?;
+        let indptr_el = child(element, "indptr");
+        let indptr = self.offsets(&indptr_el)?;
+        if indices.len() != data.len() {
+            return Err(self.s.format(
+                element,
+                format!(
+                    "data has {} values but indices has {}",
+                    data.len(),
+                    indices.len()
+                ),
+            ));
+        }
+        self.check_indptr(&indptr_el, &indptr, major, data.len())?;
+        // Checked above: offsets, lengths and every index (no pass over them again).
+        let m = CsrMatrix {
+            n_rows: major,
+            n_cols: minor,
+            indptr,
+            indices,
+            data,
+        };
+        // CSC arrays are the CSR arrays of the transpose.
+        Ok(if csc { m.transpose() } else { m })
+    }
+
+    /// Whether the sparse group `element` is CSC (else CSR), and its shape.
+    pub(super) fn sparse_header(&self, element: &str) -> Result<(bool, usize, usize)> {
         let attrs = self.s.attrs(element)?;
         let csc = match attrs.get("encoding-type").and_then(Json::as_str) {
             Some("csr_matrix") => false,
@@ -385,29 +492,21 @@ impl Reader {
                 .s
                 .format(element, "sparse matrix has no 'shape' of two sizes"));
         };
-        let (n_rows, n_cols) = (n_rows as usize, n_cols as usize);
-        let (major, minor) = if csc {
-            (n_cols, n_rows)
-        } else {
-            (n_rows, n_cols)
-        };
-        let data = self.values(&child(element, "data"))?;
-        let indices = self.indices(&child(element, "indices"), minor)?;
-        let indptr_el = child(element, "indptr");
-        let indptr = self.offsets(&indptr_el)?;
-        if indices.len() != data.len() {
-            return Err(self.s.format(
-                element,
-                format!(
-                    "data has {} values but indices has {}",
-                    data.len(),
-                    indices.len()
-                ),
-            ));
-        }
+        Ok((csc, n_rows as usize, n_cols as usize))
+    }
+
+    /// Refuses offsets `indptr` (the array `element`) that are not `major + 1` values rising
+    /// from 0 to `nnz`.
+    pub(super) fn check_indptr(
+        &self,
+        element: &str,
+        indptr: &[u64],
+        major: usize,
+        nnz: usize,
+    ) -> Result<()> {
         if indptr.len() != major + 1 {
             return Err(self.s.format(
-                &indptr_el,
+                element,
                 format!("has {} offsets, expected {}", indptr.len(), major + 1),
             ));
         }
@@ -415,32 +514,25 @@ impl Reader {
             let (a, b) = (indptr[i], indptr[i + 1]);
             return Err(self
                 .s
-                .format(&indptr_el, format!("decreases at row {i}: {a} -> {b}")));
+                .format(element, format!("decreases at row {i}: {a} -> {b}")));
         }
-        if (indptr[0], indptr[major]) != (0, data.len() as u64) {
+        if (indptr[0], indptr[major]) != (0, nnz as u64) {
             return Err(self.s.format(
-                &indptr_el,
+                element,
                 format!(
                     "runs from {} to {}, not from 0 to the {} stored values",
-                    indptr[0],
-                    indptr[major],
-                    data.len()
+                    indptr[0], indptr[major], nnz
                 ),
             ));
         }
-        // Checked above: offsets, lengths and every index (no pass over them again).
-        let m = CsrMatrix {
-            n_rows: major,
-            n_cols: minor,
-            indptr,
-            indices,
-            data,
-        };
-        // CSC arrays are the CSR arrays of the transpose.
-        Ok(if csc { m.transpose() } else { m })
+        Ok(())
     }
 
-    fn dataframe_or_default(&mut self, element: &str, n_rows: usize) -> Result<DataFrame> {
+    pub(super) fn dataframe_or_default(
+        &mut self,
+        element: &str,
+        n_rows: usize,
+    ) -> Result<DataFrame> {
         if self.s.kind(element).is_none() {
             return Ok(DataFrame::with_default_index(n_rows));
         }

@@ -328,13 +328,10 @@ pub fn execute(plan: &RunPlan, observer: &mut dyn StepObserver) -> Result<Outcom
     let available = super::generated::host_available_bytes();
     let generated = match &plan.input {
         Input::Demo { .. } => plan.generated_on_gpu(available, ordinals.len())?,
-        // An h5ad X too large for the host memory the run may use is read for every pass.
+        // An h5ad or zarr X too large for the host memory the run may use is read for every
+        // pass.
         Input::File { path, .. } if launch.is_none() => {
-            let h5ad = !crate::io::is_zarr(path) && !crate::io::is_10x_h5(path);
-            let x = match h5ad {
-                true => Some(crate::io::x_extent(path)?),
-                false => None,
-            };
+            let x = crate::io::row_chunks_extent(path)?;
             plan.read_from_disk(x, available, ordinals.len())?
         }
         Input::File { .. } => None,

@@ -1,12 +1,12 @@
 //! The input file as a [`CellSource`]: a run whose X is larger than the host memory it may use
-//! (`--host-memory-limit`) reads its cells' rows from the h5ad file block by block, for every
-//! pass ([`H5adRowChunks`]: one hyperslab of `data` and `indices` per block, only the row
-//! offsets held for the whole file), and counts what it read, so that each step's note says
-//! how much its passes read and how fast.
+//! (`--host-memory-limit`) reads its cells' rows from the h5ad file or zarr store block by
+//! block, for every pass ([`RowChunks`]: one part of `data` and `indices` per block, only the
+//! row offsets held for the whole file), and counts what it read, so that each step's note
+//! says how much its passes read and how fast.
 
 use super::generated_blocks::CellSource;
 use crate::anndata::Matrix;
-use crate::io::H5adRowChunks;
+use crate::io::RowChunks;
 use crate::Result;
 use sc_kernels::gpu::{DeviceCsr, GpuContext};
 use sc_kernels::{CsrMatrix, KernelError};
@@ -15,10 +15,10 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 
-/// An h5ad file's X, read by rows for every pass.
+/// An h5ad file's or zarr store's X, read by rows for every pass.
 pub struct FileCells {
     path: PathBuf,
-    chunks: H5adRowChunks,
+    chunks: Box<dyn RowChunks>,
     /// Bytes read and nanoseconds spent reading since [`FileCells::reads_note`] last took them.
     bytes: AtomicU64,
     nanos: AtomicU64,
@@ -29,14 +29,14 @@ impl FileCells {
     pub fn open(path: &Path) -> Result<Self> {
         Ok(FileCells {
             path: path.to_path_buf(),
-            chunks: H5adRowChunks::open(path)?,
+            chunks: crate::io::open_row_chunks(path)?,
             bytes: AtomicU64::new(0),
             nanos: AtomicU64::new(0),
         })
     }
 
-    pub fn chunks(&self) -> &H5adRowChunks {
-        &self.chunks
+    pub fn chunks(&self) -> &dyn RowChunks {
+        self.chunks.as_ref()
     }
 }
 

@@ -239,7 +239,7 @@ impl RunPlan {
     /// value and 8 a row offset) is over half of the host memory the run may use
     /// (`--host-memory-limit`, else `available`), the run holding X and its copies beside it.
     /// The notice that says so, or a clear error where that run cannot be made on `n_gpus`;
-    /// `x` is `None` for an input that is not h5ad (refused with a limit given).
+    /// `x` is `None` for an input that is neither h5ad nor zarr (refused with a limit given).
     pub fn read_from_disk(
         &self,
         x: Option<(usize, usize, u64)>,
@@ -255,7 +255,7 @@ impl RunPlan {
                 Some(_) => Err(Error::param(
                     FLAG,
                     format!(
-                        "reading X from the file block by block takes h5ad inputs; {} is not one",
+                        "reading X from the file block by block takes h5ad and zarr inputs; {} is neither",
                         path.display()
                     ),
                 )),

@@ -1,0 +1,132 @@
+//! `X` read by blocks of rows from an input larger than memory, whatever its format: an h5ad
+//! file ([`H5adRowChunks`]) or a zarr store ([`ZarrRowChunks`]).
+
+use super::{H5adRowChunks, ZarrRowChunks};
+use crate::anndata::{DataFrame, DenseMatrix, Matrix};
+use crate::{Error, Result};
+use sc_kernels::CsrMatrix;
+use std::ops::Range;
+use std::path::Path;
+
+/// What a reader of X by rows holds for the whole input: X's shape, `obs` and `var`, and the
+/// row offsets of a CSR X (8 bytes a cell; `None` for a dense X).
+pub struct RowIndex {
+    pub(super) n_obs: usize,
+    pub(super) n_vars: usize,
+    pub(super) obs: DataFrame,
+    pub(super) var: DataFrame,
+    pub(super) indptr: Option<Vec<u64>>,
+}
+
+impl RowIndex {
+    /// The index of an X whose `obs` and `var` (checked to match X's shape) are given, with
+    /// the row offsets of a CSR X.
+    pub(super) fn new(obs: DataFrame, var: DataFrame, indptr: Option<Vec<u64>>) -> RowIndex {
+        RowIndex {
+            n_obs: obs.n_rows(),
+            n_vars: var.n_rows(),
+            obs,
+            var,
+            indptr,
+        }
+    }
+
+    /// The stored values of `rows` of a CSR X: a range of its `data` and `indices`.
+    pub(super) fn csr_range(&self, rows: &Range<usize>) -> Range<u64> {
+        let indptr = self.indptr.as_deref().expect("a CSR X has row offsets");
+        indptr[rows.start]..indptr[rows.end]
+    }
+
+    /// Rows `rows` of X from the values read for them: with their column indices for a CSR X
+    /// (the values of [`RowIndex::csr_range`]), without for a dense one.
+    pub(super) fn block(
+        &self,
+        rows: Range<usize>,
+        data: Vec<f32>,
+        indices: Option<Vec<u32>>,
+    ) -> Matrix {
+        let n_cols = self.n_vars;
+        match indices {
+            Some(indices) => {
+                let start = self.csr_range(&rows).start;
+                let indptr = self.indptr.as_deref().expect("a CSR X has row offsets");
+                let offsets = indptr[rows.start..=rows.end].iter().map(|&p| p - start);
+                Matrix::Sparse(CsrMatrix {
+                    n_rows: rows.len(),
+                    n_cols,
+                    indptr: offsets.collect(),
+                    indices,
+                    data,
+                })
+            }
+            None => Matrix::Dense(DenseMatrix {
+                n_rows: rows.len(),
+                n_cols,
+                data,
+            }),
+        }
+    }
+}
+
+/// An open input whose `X` is read block by block.
+pub trait RowChunks: Sync {
+    fn index(&self) -> &RowIndex;
+    /// Bytes the input stores a value in (with its column index for a CSR X), uncompressed.
+    fn value_bytes(&self) -> u64;
+    /// Rows `rows` of X, checked to lie in X by the caller ([`RowChunks::read_rows`]).
+    fn read_checked(&self, rows: Range<usize>) -> Result<Matrix>;
+
+    fn n_obs(&self) -> usize {
+        self.index().n_obs
+    }
+    fn n_vars(&self) -> usize {
+        self.index().n_vars
+    }
+    fn obs(&self) -> &DataFrame {
+        &self.index().obs
+    }
+    fn var(&self) -> &DataFrame {
+        &self.index().var
+    }
+    /// Stored values in `rows` (all values for a dense X): what reading them costs in memory.
+    fn stored_values(&self, rows: Range<usize>) -> u64 {
+        match &self.index().indptr {
+            Some(indptr) => indptr[rows.end] - indptr[rows.start],
+            None => (rows.len() * self.n_vars()) as u64,
+        }
+    }
+    /// Bytes the input stores for `rows` (values and, for CSR, column indices, uncompressed).
+    fn stored_bytes(&self, rows: Range<usize>) -> u64 {
+        self.stored_values(rows) * self.value_bytes()
+    }
+    /// Rows `rows` of X.
+    fn read_rows(&self, rows: Range<usize>) -> Result<Matrix> {
+        if rows.start > rows.end || rows.end > self.n_obs() {
+            return Err(Error::param(
+                "read_rows",
+                format!("rows {rows:?} outside 0..{}", self.n_obs()),
+            ));
+        }
+        self.read_checked(rows)
+    }
+}
+
+/// Opens `path`, a zarr store or an h5ad file, to read its `X` by rows.
+pub fn open_row_chunks(path: &Path) -> Result<Box<dyn RowChunks>> {
+    Ok(match super::is_zarr(path) {
+        true => Box::new(ZarrRowChunks::open(path)?),
+        false => Box::new(H5adRowChunks::open(path)?),
+    })
+}
+
+/// The cells, genes and stored values of the `X` of an input that can be read by rows (an h5ad
+/// file or a zarr store), from its metadata alone; `None` for other inputs (10x matrices).
+pub fn row_chunks_extent(path: &Path) -> Result<Option<(usize, usize, u64)>> {
+    if super::is_zarr(path) {
+        return super::zarr_x_extent(path).map(Some);
+    }
+    if super::is_10x_h5(path) {
+        return Ok(None);
+    }
+    super::x_extent(path).map(Some)
+}
