@@ -463,6 +463,27 @@ fn bad_options_are_refused_clearly() {
         );
     }
     assert!(!out.exists());
+    // A zarr store too large for the host memory allowed is read by rows, on the GPU only.
+    let store = common::scratch("big-x.zarr");
+    let _ = std::fs::remove_dir_all(&store);
+    sc_pipeline::io::write_zarr(&common::sample(), &store).unwrap();
+    let s = store.to_str().unwrap();
+    let args = [
+        "run",
+        s,
+        "-o",
+        o,
+        "--host-memory-limit",
+        "16",
+        "--device",
+        "cpu",
+    ];
+    let r = scpipe(&args);
+    assert!(!r.status.success(), "{args:?} should fail");
+    let want = "is read from the file block by block, which needs the GPU (--device gpu)";
+    assert!(text(&r).contains(want), "{args:?}: {}", text(&r));
+    std::fs::remove_dir_all(&store).unwrap();
+    assert!(!out.exists());
 }
 
 #[test]

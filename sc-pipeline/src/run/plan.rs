@@ -472,7 +472,7 @@ mod tests {
         );
         let e = |p: &RunPlan, x, gpus| p.read_from_disk(x, None, gpus).unwrap_err().to_string();
         assert!(e(&p, x, 2).contains("--gpus 1"));
-        assert!(e(&p, None, 1).contains("takes h5ad inputs"));
+        assert!(e(&p, None, 1).contains("takes h5ad and zarr inputs"));
         let mut q = p.clone();
         q.device.execution = Execution::Streamed;
         assert!(e(&q, x, 1).contains("--execution"));
