@@ -115,6 +115,7 @@ fn fill_from_devices<T: bytemuck::Pod + Send + Sync>(
     })
 }
 
-fn device_error(element: &str, e: sc_kernels::KernelError) -> Error {
+/// The error of writing `element` from a GPU (the h5ad and zarr writers).
+pub(super) fn device_error(element: &str, e: sc_kernels::KernelError) -> Error {
     Error::Device(format!("writing {element} from the GPU: {e}"))
 }

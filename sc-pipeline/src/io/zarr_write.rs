@@ -6,6 +6,7 @@
 //! X and `.raw` can be written on one thread while the rest is written on another
 //! ([`ZarrWrite`]): they are different directories of the store.
 
+use super::device_write::device_error;
 use super::h5ad_write::IndexWidth;
 use super::staged_file::StagedFile;
 use super::zarr_store::{child, encoding, ZarrCompression, ZarrStore};
@@ -182,10 +183,6 @@ fn download<T: bytemuck::Pod + Send + Sync>(
     let size = std::mem::size_of::<T>();
     gather_bytes(parts, start * size, bytemuck::cast_slice_mut(dst), None)
         .map_err(|e| device_error(element, e))
-}
-
-fn device_error(element: &str, e: sc_kernels::KernelError) -> crate::Error {
-    crate::Error::Device(format!("writing {element} from the GPU: {e}"))
 }
 
 /// A dense `f32` matrix as anndata's `array`, its values `start ..` given by `fill`.
