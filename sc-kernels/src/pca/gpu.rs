@@ -127,7 +127,7 @@ fn pca_on_device(
 
 /// A dense `n x g` device matrix of uniform values in [0, 1) made on the device (the warm-up's
 /// rehearsal data: no host array is made or uploaded).
-pub fn uniform_matrix(ctx: &GpuContext, n: usize, g: usize, seed: u64) -> Result<DeviceDense> {
+fn uniform_matrix(ctx: &GpuContext, n: usize, g: usize, seed: u64) -> Result<DeviceDense> {
     let data = ctx.alloc::<f32>(n * g)?;
     let f = ctx.function(SRC, "fill_uniform")?;
     let len = (n * g) as u64;

@@ -95,7 +95,7 @@ impl H5adRowChunks {
             ctx,
             _file: file,
             layout,
-            index: RowIndex::new(obs, var, indptr),
+            index: RowIndex { obs, var, indptr },
         })
     }
 
@@ -140,7 +140,7 @@ impl RowChunks for H5adRowChunks {
     }
 
     fn read_checked(&self, rows: Range<usize>) -> Result<Matrix> {
-        let n_vars = self.index.n_vars;
+        let n_vars = self.n_vars();
         match &self.layout {
             Layout::Csr { data, indices } => {
                 let range = self.index.csr_range(&rows);

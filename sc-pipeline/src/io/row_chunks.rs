@@ -8,29 +8,16 @@ use sc_kernels::CsrMatrix;
 use std::ops::Range;
 use std::path::Path;
 
-/// What a reader of X by rows holds for the whole input: X's shape, `obs` and `var`, and the
-/// row offsets of a CSR X (8 bytes a cell; `None` for a dense X).
+/// What a reader of X by rows holds for the whole input: `obs` and `var` (checked to match
+/// X's shape, so they give it), and the row offsets of a CSR X (8 bytes a cell; `None` for a
+/// dense X).
 pub struct RowIndex {
-    pub(super) n_obs: usize,
-    pub(super) n_vars: usize,
     pub(super) obs: DataFrame,
     pub(super) var: DataFrame,
     pub(super) indptr: Option<Vec<u64>>,
 }
 
 impl RowIndex {
-    /// The index of an X whose `obs` and `var` (checked to match X's shape) are given, with
-    /// the row offsets of a CSR X.
-    pub(super) fn new(obs: DataFrame, var: DataFrame, indptr: Option<Vec<u64>>) -> RowIndex {
-        RowIndex {
-            n_obs: obs.n_rows(),
-            n_vars: var.n_rows(),
-            obs,
-            var,
-            indptr,
-        }
-    }
-
     /// The stored values of `rows` of a CSR X: a range of its `data` and `indices`.
     pub(super) fn csr_range(&self, rows: &Range<usize>) -> Range<u64> {
         let indptr = self.indptr.as_deref().expect("a CSR X has row offsets");
@@ -45,11 +32,11 @@ impl RowIndex {
         data: Vec<f32>,
         indices: Option<Vec<u32>>,
     ) -> Matrix {
-        let n_cols = self.n_vars;
+        let n_cols = self.var.n_rows();
         match indices {
             Some(indices) => {
-                let start = self.csr_range(&rows).start;
                 let indptr = self.indptr.as_deref().expect("a CSR X has row offsets");
+                let start = indptr[rows.start];
                 let offsets = indptr[rows.start..=rows.end].iter().map(|&p| p - start);
                 Matrix::Sparse(CsrMatrix {
                     n_rows: rows.len(),
@@ -77,10 +64,10 @@ pub trait RowChunks: Sync {
     fn read_checked(&self, rows: Range<usize>) -> Result<Matrix>;
 
     fn n_obs(&self) -> usize {
-        self.index().n_obs
+        self.index().obs.n_rows()
     }
     fn n_vars(&self) -> usize {
-        self.index().n_vars
+        self.index().var.n_rows()
     }
     fn obs(&self) -> &DataFrame {
         &self.index().obs

@@ -100,7 +100,7 @@ impl ZarrRowChunks {
         Ok(ZarrRowChunks {
             reader: std::sync::Mutex::new(r),
             layout,
-            index: RowIndex::new(obs, var, indptr),
+            index: RowIndex { obs, var, indptr },
         })
     }
 }
@@ -119,7 +119,7 @@ impl RowChunks for ZarrRowChunks {
     }
 
     fn read_checked(&self, rows: Range<usize>) -> Result<Matrix> {
-        let n_vars = self.index.n_vars;
+        let n_vars = self.n_vars();
         // The reader collects notices (a float64 X read as float32): one block at a time.
         let mut r = self.reader.lock().unwrap_or_else(|p| p.into_inner());
         match &self.layout {

@@ -218,36 +218,50 @@ impl Reader {
         a: &Array<FilesystemStore>,
         part: &ArraySubset,
     ) -> Result<ArrayData> {
-        let err = |e: zarrs::array::ArrayError| self.s.err(element)(&e);
-        macro_rules! read {
-            ($t:ty) => {
-                a.retrieve_array_subset_elements::<$t>(part).map_err(err)?
-            };
-        }
-        let ints = |v: Vec<i64>| ArrayData::I64(v);
-        Ok(match a.data_type() {
-            DataType::Float32 => ArrayData::F32(read!(f32)),
-            DataType::Float64 => ArrayData::F64(read!(f64)),
-            DataType::Int8 => ArrayData::I32(read!(i8).into_iter().map(i32::from).collect()),
-            DataType::Int16 => ArrayData::I32(read!(i16).into_iter().map(i32::from).collect()),
-            DataType::Int32 => ArrayData::I32(read!(i32)),
-            DataType::Int64 => ArrayData::I64(read!(i64)),
-            DataType::UInt8 => ArrayData::I32(read!(u8).into_iter().map(i32::from).collect()),
-            DataType::UInt16 => ArrayData::I32(read!(u16).into_iter().map(i32::from).collect()),
-            DataType::UInt32 => ints(read!(u32).into_iter().map(i64::from).collect()),
-            DataType::UInt64 => ints(
-                read!(u64)
+        let read = Part {
+            a,
+            part,
+            err: self.s.err(element),
+        };
+        self.numeric(element, a.data_type(), &read)?
+            .ok_or_else(|| self.unsupported(element, a.data_type()))
+    }
+
+    /// Values of the numeric type `dt` that `read` reads, as [`ArrayData`] (integer widths
+    /// folded); `None` for a type that is not numeric.
+    fn numeric(
+        &self,
+        element: &str,
+        dt: &DataType,
+        read: &impl ReadValues,
+    ) -> Result<Option<ArrayData>> {
+        let i32s = |v: Vec<i32>| ArrayData::I32(v);
+        Ok(Some(match dt {
+            DataType::Float32 => ArrayData::F32(read.values::<f32>()?),
+            DataType::Float64 => ArrayData::F64(read.values::<f64>()?),
+            DataType::Int8 => i32s(read.values::<i8>()?.into_iter().map(i32::from).collect()),
+            DataType::Int16 => i32s(read.values::<i16>()?.into_iter().map(i32::from).collect()),
+            DataType::Int32 => ArrayData::I32(read.values::<i32>()?),
+            DataType::Int64 => ArrayData::I64(read.values::<i64>()?),
+            DataType::UInt8 => i32s(read.values::<u8>()?.into_iter().map(i32::from).collect()),
+            DataType::UInt16 => i32s(read.values::<u16>()?.into_iter().map(i32::from).collect()),
+            DataType::UInt32 => {
+                ArrayData::I64(read.values::<u32>()?.into_iter().map(i64::from).collect())
+            }
+            DataType::UInt64 => ArrayData::I64(
+                read.values::<u64>()?
                     .into_iter()
                     .map(i64::try_from)
                     .collect::<std::result::Result<Vec<_>, _>>()
                     .map_err(|_| self.s.format(element, "a uint64 value above int64's range"))?,
             ),
-            other => {
-                return Err(self
-                    .s
-                    .format(element, format!("unsupported data type {other:?}")))
-            }
-        })
+            _ => return Ok(None),
+        }))
+    }
+
+    fn unsupported(&self, element: &str, dt: &DataType) -> crate::Error {
+        self.s
+            .format(element, format!("unsupported data type {dt:?}"))
     }
 
     /// Column indices read already, checked to be below `minor`.
@@ -276,57 +290,21 @@ impl Reader {
 
     /// The array `element` as typed values (integer widths folded as [`ArrayData`] does).
     fn array(&self, element: &str) -> Result<(Vec<usize>, ArrayData)> {
-        let dt = self.s.array(element)?.data_type().clone();
-        fn widen<T: Into<i64> + Copy>(v: Vec<T>) -> Vec<i64> {
-            v.into_iter().map(Into::into).collect()
-        }
-        macro_rules! read {
-            ($t:ty, $wrap:expr) => {{
-                let (shape, v) = self.pod_elements::<$t>(element)?;
-                (shape, $wrap(v))
-            }};
-        }
-        Ok(match dt {
-            DataType::Bool => {
-                let (shape, v) = self.elements::<bool>(element)?;
-                (shape, ArrayData::Bool(v))
+        let a = self.s.array(element)?;
+        let shape = a.shape().iter().map(|&d| d as usize).collect();
+        let data = match a.data_type() {
+            DataType::Bool => ArrayData::Bool(self.elements::<bool>(element)?.1),
+            DataType::String => ArrayData::Str(self.elements::<String>(element)?.1),
+            dt => {
+                let read = Whole {
+                    reader: self,
+                    element,
+                };
+                self.numeric(element, dt, &read)?
+                    .ok_or_else(|| self.unsupported(element, dt))?
             }
-            DataType::Int8 => read!(i8, |v: Vec<i8>| ArrayData::I32(
-                v.into_iter().map(i32::from).collect()
-            )),
-            DataType::Int16 => read!(i16, |v: Vec<i16>| ArrayData::I32(
-                v.into_iter().map(i32::from).collect()
-            )),
-            DataType::Int32 => read!(i32, ArrayData::I32),
-            DataType::Int64 => read!(i64, ArrayData::I64),
-            DataType::UInt8 => read!(u8, |v: Vec<u8>| ArrayData::I32(
-                v.into_iter().map(i32::from).collect()
-            )),
-            DataType::UInt16 => read!(u16, |v: Vec<u16>| ArrayData::I32(
-                v.into_iter().map(i32::from).collect()
-            )),
-            DataType::UInt32 => read!(u32, |v: Vec<u32>| ArrayData::I64(widen(v))),
-            DataType::UInt64 => {
-                let (shape, v) = self.pod_elements::<u64>(element)?;
-                let v = v
-                    .into_iter()
-                    .map(i64::try_from)
-                    .collect::<std::result::Result<Vec<_>, _>>()
-                    .map_err(|_| self.s.format(element, "a uint64 value above int64's range"))?;
-                (shape, ArrayData::I64(v))
-            }
-            DataType::Float32 => read!(f32, ArrayData::F32),
-            DataType::Float64 => read!(f64, ArrayData::F64),
-            DataType::String => {
-                let (shape, v) = self.elements::<String>(element)?;
-                (shape, ArrayData::Str(v))
-            }
-            other => {
-                return Err(self
-                    .s
-                    .format(element, format!("unsupported data type {other:?}")))
-            }
-        })
+        };
+        Ok((shape, data))
     }
 
     /// A matrix's values as float32 (float64 narrowed with a notice; integers that float32
@@ -744,6 +722,38 @@ impl Reader {
                 format!("unsupported encoding-type '{other}' in uns"),
             )),
         }
+    }
+}
+
+/// Reads the values of one numeric element type of an array (see [`Reader::numeric`]).
+trait ReadValues {
+    fn values<T: ElementOwned + bytemuck::Pod + Send + Sync>(&self) -> Result<Vec<T>>;
+}
+
+/// A whole array, chunk by chunk into place where its chunks are whole rows.
+struct Whole<'a> {
+    reader: &'a Reader,
+    element: &'a str,
+}
+
+impl ReadValues for Whole<'_> {
+    fn values<T: ElementOwned + bytemuck::Pod + Send + Sync>(&self) -> Result<Vec<T>> {
+        self.reader.pod_elements::<T>(self.element).map(|(_, v)| v)
+    }
+}
+
+/// A part of an array.
+struct Part<'a, E> {
+    a: &'a Array<FilesystemStore>,
+    part: &'a ArraySubset,
+    err: E,
+}
+
+impl<E: Fn(&dyn std::fmt::Display) -> crate::Error> ReadValues for Part<'_, E> {
+    fn values<T: ElementOwned + bytemuck::Pod + Send + Sync>(&self) -> Result<Vec<T>> {
+        self.a
+            .retrieve_array_subset_elements::<T>(self.part)
+            .map_err(|e| (self.err)(&e))
     }
 }
 

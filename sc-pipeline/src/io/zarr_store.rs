@@ -115,8 +115,7 @@ impl ZarrStore {
         attrs: Map<String, Json>,
     ) -> Result<()> {
         self.put_array_with(element, shape, data_type, attrs, |start, dst: &mut [T]| {
-            dst.copy_from_slice(&values[start..start + dst.len()]);
-            Ok(())
+            copy_from(values, start, dst)
         })
     }
 
@@ -358,6 +357,12 @@ pub(crate) fn encoding(kind: &str, version: &str) -> Map<String, Json> {
 /// Whether `path` is a zarr store (a directory with a root group of either version).
 pub fn is_zarr(path: &Path) -> bool {
     path.is_dir() && (path.join("zarr.json").is_file() || path.join(".zgroup").is_file())
+}
+
+/// Fills `dst` with `values[start ..]` (a [`ZarrStore::put_array_with`] fill from host memory).
+pub(crate) fn copy_from<T: Copy>(values: &[T], start: usize, dst: &mut [T]) -> Result<()> {
+    dst.copy_from_slice(&values[start..start + dst.len()]);
+    Ok(())
 }
 
 /// The chunk shape of an array of `shape` (row-major): whole rows, about [`CHUNK_ELEMENTS`]

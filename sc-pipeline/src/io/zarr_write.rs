@@ -9,7 +9,7 @@
 use super::device_write::device_error;
 use super::h5ad_write::IndexWidth;
 use super::staged_file::StagedFile;
-use super::zarr_store::{child, encoding, ZarrCompression, ZarrStore};
+use super::zarr_store::{child, copy_from, encoding, ZarrCompression, ZarrStore};
 use crate::anndata::{
     block_parts, gather_bytes, stacked_indptr, AnnData, ArrayData, BlockParts, Column, DataFrame,
     DenseArray, DenseMatrix, DeviceData, DeviceMatrix, Matrix, Raw, Scalar, Value,
@@ -219,11 +219,6 @@ impl<'a> CsrSource<'a> {
             indptr: (&m.indptr[..]).into(),
         }
     }
-}
-
-fn copy_from<T: Copy>(values: &[T], start: usize, dst: &mut [T]) -> Result<()> {
-    dst.copy_from_slice(&values[start..start + dst.len()]);
-    Ok(())
 }
 
 /// A CSR matrix as anndata's `csr_matrix` group: `data`, and `indices` and `indptr` both int32
