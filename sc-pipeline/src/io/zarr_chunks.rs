@@ -5,7 +5,7 @@
 
 use super::row_chunks::{RowChunks, RowIndex};
 use super::zarr_read::Reader;
-use super::zarr_store::{child, NodeKind, ZarrStore};
+use super::zarr_store::{child, NodeKind};
 use crate::anndata::Matrix;
 use crate::Result;
 use std::ops::Range;
@@ -32,22 +32,9 @@ pub fn zarr_x_extent(path: impl AsRef<Path>) -> Result<(usize, usize, u64)> {
             Ok((n_rows, n_cols, nnz.unwrap_or(0)))
         }
         _ => {
-            let (n, m) = dense_shape(&r.s, &r.s.array("/X")?)?;
+            let (n, m) = r.dense_shape("/X", &r.s.array("/X")?)?;
             Ok((n, m, (n * m) as u64))
         }
-    }
-}
-
-fn dense_shape(s: &ZarrStore, a: &Array<FilesystemStore>) -> Result<(usize, usize)> {
-    match a.shape()[..] {
-        [n, m] => Ok((n as usize, m as usize)),
-        _ => Err(s.format(
-            "/X",
-            format!(
-                "a dense matrix must be 2-dimensional, has shape {:?}",
-                a.shape()
-            ),
-        )),
     }
 }
 
@@ -91,7 +78,7 @@ impl ZarrRowChunks {
             }
             _ => {
                 let a = r.s.array("/X")?;
-                let (n, m) = dense_shape(&r.s, &a)?;
+                let (n, m) = r.dense_shape("/X", &a)?;
                 (Layout::Dense(a), None, n, m)
             }
         };

@@ -389,21 +389,30 @@ impl Reader {
         match self.s.kind(element) {
             Some(NodeKind::Group) => Ok(Matrix::Sparse(self.sparse(element)?)),
             Some(NodeKind::Array) => {
-                let shape = self.s.array(element)?.shape().to_vec();
-                if shape.len() != 2 {
-                    return Err(self.s.format(
-                        element,
-                        format!("a dense matrix must be 2-dimensional, has shape {shape:?}"),
-                    ));
-                }
+                let (n_rows, n_cols) = self.dense_shape(element, &self.s.array(element)?)?;
                 let data = self.values(element)?;
                 Ok(Matrix::Dense(DenseMatrix {
-                    n_rows: shape[0] as usize,
-                    n_cols: shape[1] as usize,
+                    n_rows,
+                    n_cols,
                     data,
                 }))
             }
             None => Err(self.s.format(element, "missing")),
+        }
+    }
+
+    /// Rows and columns of the dense matrix `a` (`element`), refused unless 2-dimensional.
+    pub(super) fn dense_shape(
+        &self,
+        element: &str,
+        a: &Array<FilesystemStore>,
+    ) -> Result<(usize, usize)> {
+        match a.shape()[..] {
+            [n, m] => Ok((n as usize, m as usize)),
+            ref shape => Err(self.s.format(
+                element,
+                format!("a dense matrix must be 2-dimensional, has shape {shape:?}"),
+            )),
         }
     }
 
