@@ -9,6 +9,10 @@
 //!     [--h5ad FILE (its obsm X_pca, instead of workload C's points)]
 //!     [--raw FILE (little-endian f32, --dims columns, instead)] [--json OUT]
 //!     [--no-f32 (the exact kNN only as the pipeline runs it)]
+//!     [--exact f32,auto,tensor,pruned,pruned:LISTS/PROBES[@SHARE],... (the exact kNN's variants, each
+//!     compared with the first: the f32 scan, as the pipeline runs it, tensor cores over all
+//!     pairs, tensor cores within pruned lists with the default or the given lists and pass-1
+//!     probes, all pairs scanned above SHARE of them kept; default f32,auto)]
 //!     [--ivf default,1000/50,1000/r0.9,... (n_lists/n_probes, or the probes chosen for a
 //!     recall; default: the pipeline's)]
 //!     [--gpus 1,2,4 (each --ivf shape split across that many GPUs of this host, each count
@@ -24,6 +28,7 @@
 
 use sc_kernels::gpu::GpuContext;
 use sc_kernels::neighbors::ivf::{self, IvfParams, SampleKnn};
+use sc_kernels::neighbors::pruned::PrunedParams;
 use sc_kernels::neighbors::{knn_exact_gpu_with, Knn, Products};
 use sc_kernels::DenseMatrix;
 use sc_pipeline::run::allocator::{build, AllocatorChoice};
@@ -109,6 +114,45 @@ fn ivf_specs(args: &[String]) -> Result<Vec<(String, IvfParams)>, String> {
                 descent_rounds: None,
             };
             Ok((s.to_string(), params))
+        })
+        .collect()
+}
+
+/// The exact kNN's variants to run (`--exact`, else `--no-f32`'s or the default's).
+fn exact_variants(args: &[String]) -> Result<Vec<Products>, String> {
+    let Some(list) = benches::flag_value(args, "--exact") else {
+        return Ok(match args.iter().any(|a| a == "--no-f32") {
+            true => vec![Products::Auto],
+            false => vec![Products::F32, Products::Auto],
+        });
+    };
+    list.split(',')
+        .map(|v| match v {
+            "f32" => Ok(Products::F32),
+            "auto" => Ok(Products::Auto),
+            "tensor" => Ok(Products::Tensor),
+            "pruned" => Ok(Products::Pruned(PrunedParams::default())),
+            other => {
+                let bad =
+                    || format!("--exact {other}: f32, auto, tensor, pruned or pruned:LISTS/PROBES");
+                let (l, p) = other
+                    .strip_prefix("pruned:")
+                    .and_then(|s| s.split_once('/'))
+                    .ok_or_else(bad)?;
+                let n_lists = match l {
+                    "default" => None,
+                    l => Some(l.parse().map_err(|_| bad())?),
+                };
+                // PROBES or PROBES@SHARE (the kept share above which all pairs are scanned).
+                let (p, share) = p.split_once('@').map_or((p, None), |(p, s)| (p, Some(s)));
+                let first_probes = Some(p.parse().map_err(|_| bad())?);
+                let all_pairs_above = share.map(|s| s.parse().map_err(|_| bad())).transpose()?;
+                Ok(Products::Pruned(PrunedParams {
+                    n_lists,
+                    first_probes,
+                    all_pairs_above,
+                }))
+            }
         })
         .collect()
 }
@@ -312,11 +356,8 @@ fn run() -> Result<(), String> {
         }
         let mut knns = vec![];
         let mut times = vec![];
-        let products: &[Products] = match args.iter().any(|a| a == "--no-f32") {
-            true => &[Products::Auto],
-            false => &[Products::F32, Products::Auto],
-        };
-        for &products in products {
+        let variants = exact_variants(&args)?;
+        for &products in &variants {
             let (first, secs, (knn, scan)) = timed(runs, || {
                 let r = knn_exact_gpu_with(&ctx, &xd, n, d, k, products).map_err(|e| e.to_string());
                 ctx.synchronize().map_err(|e| e.to_string())?;
@@ -330,14 +371,15 @@ fn run() -> Result<(), String> {
             knns.push(knn);
             times.push(m);
         }
-        if knns.len() == 2 {
-            let (differ, not_ties) = compare(&knns[0], &knns[1]);
+        for (i, v) in variants.iter().enumerate().skip(1) {
+            let (differ, not_ties) = compare(&knns[0], &knns[i]);
             println!(
-                "{name}: tensor / f32 time {:.3} (f32 {:.2}x slower); rows differing {differ}, not by ties {not_ties}",
-                times[1] / times[0],
-                times[0] / times[1]
+                "{name}: {v:?} against {:?}: {:.2}x faster; rows differing {differ}, not by ties {not_ties}",
+                variants[0],
+                times[0] / times[i]
             );
-            results.push(json!({"data": name, "speedup": times[0] / times[1],
+            results.push(json!({"data": name, "variant": format!("{v:?}"),
+                "against": format!("{:?}", variants[0]), "speedup": times[0] / times[i],
                 "rows_differing": differ, "rows_differing_not_ties": not_ties}));
         }
         let exact = knns.pop().expect("the exact kNN ran");
@@ -345,6 +387,10 @@ fn run() -> Result<(), String> {
         for spec in ivf_specs(&args)? {
             let p = spec.1;
             let mut ivf_runs = vec![];
+            let products: &[Products] = match args.iter().any(|a| a == "--no-f32") {
+                true => &[Products::Auto],
+                false => &[Products::F32, Products::Auto],
+            };
             for &products in products {
                 let (first, secs, (knn, stats)) = timed(runs, || {
                     let part = ivf::knn_ivf_gpu_with(&ctx, &x, &xd, k, &p, (0, 1), products)

@@ -17,6 +17,7 @@ pub fn all_modules() -> Vec<module_cache::KernelSource> {
         crate::harmony::KERNELS,
         crate::neighbors::KERNELS[0],
         crate::neighbors::KERNELS[1],
+        crate::neighbors::KERNELS[2],
         crate::gpu::scan::SRC,
         crate::gpu::compact::SRC,
         crate::normalize::KERNELS,

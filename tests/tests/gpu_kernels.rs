@@ -570,13 +570,14 @@ fn neighbors_match_the_cpu() {
     check_neighbors(&ctx, &pbmc_pcs(), 15);
 }
 
-/// The tensor-core scan against the f32 scan on the same device data: the same neighbours
-/// (ties aside) and distances, whether a query was held by the FP16 bound or scanned again in
-/// f32; dense isotropic clusters (queries the bound cannot hold), real PCs. Data far from the
+/// The tensor-core scan, over all pairs and within pruned lists, against the f32 scan on the
+/// same device data: the same neighbours (ties aside) and distances, whether a query was held
+/// by the FP16 bound or scanned again in f32; dense isotropic clusters (queries the bound cannot hold), real PCs. Data far from the
 /// origin against an f64 brute force instead: there the f32 scan (uncentred) is the one that
 /// errs, and the tensor scan (centred) must not.
 #[test]
 fn tensor_core_knn_equals_the_f32_scan() {
+    use sc_kernels::neighbors::pruned::PrunedParams;
     use sc_kernels::neighbors::{knn_exact_gpu_with, Products, Scan};
     let Some(d) = gpu_or_skip("tensor-core kNN") else {
         return;
@@ -592,7 +593,7 @@ fn tensor_core_knn_equals_the_f32_scan() {
         x
     };
     let isotropic = isotropic_points(12, 30_000, 50);
-    let mut uncertified = 0;
+    let (mut uncertified, mut uncertified_pruned) = (0, 0);
     for (what, x, k) in [
         ("clustered", clustered_points(13, 20_000, 50), 15),
         ("shifted", shifted, 15),
@@ -603,7 +604,9 @@ fn tensor_core_knn_equals_the_f32_scan() {
         let xd = ctx.upload(&x.data).unwrap();
         let (n, dims) = (x.n_rows, x.n_cols);
         let (f32_knn, f32_scan) = knn_exact_gpu_with(&ctx, &xd, n, dims, k, Products::F32).unwrap();
-        let (tc_knn, tc_scan) = knn_exact_gpu_with(&ctx, &xd, n, dims, k, Products::Auto).unwrap();
+        let (tc_knn, tc_scan) =
+            knn_exact_gpu_with(&ctx, &xd, n, dims, k, Products::Tensor).unwrap();
+
         assert_eq!(f32_scan, Scan::F32);
         let f32_knn = if what == "shifted" {
             brute_force_knn(&x, k)
@@ -618,12 +621,41 @@ fn tensor_core_knn_equals_the_f32_scan() {
             ),
         }
         same_neighbours_up_to_ties(what, &f32_knn, &tc_knn);
+        // Pass 2 within the kept lists, and over all pairs with pass 1's bound from the lists.
+        for all_pairs_above in [1.0, 0.0] {
+            let params = PrunedParams {
+                all_pairs_above: Some(all_pairs_above),
+                ..Default::default()
+            };
+            let (pruned_knn, pruned_scan) =
+                knn_exact_gpu_with(&ctx, &xd, n, dims, k, Products::Pruned(params)).unwrap();
+            match pruned_scan {
+                Scan::Pruned(s) => {
+                    uncertified_pruned += s.f32_queries;
+                    assert_eq!(s.all_pairs, all_pairs_above == 0.0, "{what}: {s:?}");
+                    assert!(s.refs_per_cell <= n as f64, "{what}: {s:?}");
+                    if what == "clustered" {
+                        assert!(
+                            s.refs_per_cell < 0.8 * n as f64,
+                            "{what}: nothing pruned: {s:?}"
+                        );
+                    }
+                }
+                other => assert!(
+                    !tensor_cores,
+                    "{what}: {other:?} on a GPU with tensor cores"
+                ),
+            }
+            let what = format!("{what}, pruned, all pairs above {all_pairs_above}");
+            same_neighbours_up_to_ties(&what, &f32_knn, &pruned_knn);
+        }
     }
     if tensor_cores {
         // The isotropic clusters leave some queries to the f32 scan: that path was run too.
         assert!(
-            uncertified > 0,
-            "every query certified: the f32 re-scan went untested"
+            uncertified > 0 && uncertified_pruned > 0,
+            "every query certified ({uncertified}, pruned {uncertified_pruned}): the f32 \
+             re-scan went untested"
         );
     }
 }

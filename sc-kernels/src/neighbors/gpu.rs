@@ -16,8 +16,8 @@
 //! `k` entries), counts the entries of every row of `A + A^T - A o A^T`, a prefix sum gives the
 //! row offsets, `union_fill` writes the entries and `sort_rows` orders each row by column.
 
-use super::tensor;
 use super::{check_k, effective_k, Knn, NeighborsParams, NeighborsResult, Scan, EXTRA};
+use super::{pruned, tensor};
 use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
@@ -90,11 +90,16 @@ fn knn_on_device(
 }
 
 /// Which products rank the candidates: tensor cores where the GPU has them and the shape fits
-/// (`Auto`, see [`super::tensor`]), or the CUDA cores' f32 scan everywhere (`F32`, what every GPU
-/// ran before the tensor path; for comparisons).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// (`Auto`, see [`super::tensor`]; for every row of at least
+/// [`PRUNED_FROM_CELLS`](super::pruned::PRUNED_FROM_CELLS) cells within the lists the bounds of
+/// [`super::pruned`] keep), or, for comparisons: tensor cores over all pairs (`Tensor`), through
+/// pruned lists whatever the size (`Pruned`), the CUDA cores' f32 scan everywhere (`F32`, what
+/// every GPU ran before the tensor path).
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Products {
     Auto,
+    Tensor,
+    Pruned(super::pruned::PrunedParams),
     F32,
 }
 
@@ -129,20 +134,36 @@ fn knn_rows_on_device(
         ));
     }
     let plan = match products {
-        Products::Auto if q > 0 => tensor::plan(ctx.arch(), n, d, k),
+        Products::F32 => None,
+        _ if q == 0 => None,
+        _ => tensor::plan(ctx.arch(), n, d, k),
+    };
+    let pruned = match products {
+        Products::Auto if n >= pruned::PRUNED_FROM_CELLS => Some(Default::default()),
+        Products::Pruned(p) => Some(p),
         _ => None,
     };
+    // Pass 1's bound from the pruned lists, when they kept too much to scan only them.
+    let (mut tau, mut pruned_stats) = (None, None);
+    if let (Some(plan), Some(params), true) = (plan, pruned, rows == (0..n)) {
+        match pruned::knn_pruned(ctx, x, (n, d, k), plan, params)? {
+            pruned::Pruned::Done(idx, dist, stats) => return Ok((idx, dist, Scan::Pruned(stats))),
+            pruned::Pruned::AllPairs(t, stats) => (tau, pruned_stats) = (Some(t), Some(stats)),
+        }
+    }
     // Candidates: `kc` slots per query (`counts` of them filled, when given).
     let (cand, counts, kc, scan) = match plan {
         Some(plan) => {
-            let c = tensor::candidates(ctx, x, n, d, k, rows.clone(), plan)?;
+            let c = tensor::candidates(ctx, x, n, d, k, rows.clone(), plan, tau)?;
             if !c.uncertain.is_empty() {
                 // Their counts already say `width`: the f32 scan fills every slot.
                 let list = ctx.upload(&c.uncertain)?;
                 f32_scan(ctx, x, n, d, c.width, rows.clone(), Some(&list), &c.cand)?;
             }
-            let scan = Scan::Tensor {
-                f32_queries: c.uncertain.len(),
+            let f32_queries = c.uncertain.len();
+            let scan = match pruned_stats {
+                Some(s) => Scan::Pruned(pruned::PrunedStats { f32_queries, ..s }),
+                None => Scan::Tensor { f32_queries },
             };
             (c.cand, Some(c.counts), c.width, scan)
         }

@@ -396,10 +396,10 @@ fn exact_rows(xf: &[f32], d: usize, k: usize, cells: Vec<u32>, cand: &[Vec<u32>]
 
 /// The cells stored list by list: list `l` holds positions `starts[l] .. starts[l] + sizes[l]`
 /// (starts a multiple of 4), `perm[position]` the cell (~0 in the padding between lists).
-struct Lists {
-    perm: Vec<u32>,
-    starts: Vec<u64>,
-    sizes: Vec<u32>,
+pub(super) struct Lists {
+    pub perm: Vec<u32>,
+    pub starts: Vec<u64>,
+    pub sizes: Vec<u32>,
 }
 
 impl Lists {
@@ -467,7 +467,7 @@ fn probe_order(centroids: &[f32], d: usize, l: usize) -> Vec<u32> {
 /// The lists each list's cells probe (CSR: `probes[ptr[l] .. ptr[l + 1]]`): the first
 /// `n_probes` of [`probe_order`], and on until they hold `min_refs` cells (the candidates
 /// kept) or every list is probed.
-fn probe_table(
+pub(super) fn probe_table(
     centroids: &[f32],
     d: usize,
     sizes: &[u32],
@@ -565,7 +565,7 @@ pub fn probes_for(
 }
 
 /// References scanned per cell, on average.
-fn refs_per_cell(sizes: &[u32], ptr: &[u32], probes: &[u32], n: usize) -> f64 {
+pub(super) fn refs_per_cell(sizes: &[u32], ptr: &[u32], probes: &[u32], n: usize) -> f64 {
     let total: f64 = (0..sizes.len())
         .map(|l| {
             let refs: u64 = probes[ptr[l] as usize..ptr[l + 1] as usize]
@@ -733,8 +733,8 @@ pub fn knn_ivf_gpu_with(
         Ok((ctx.alloc::<u32>(n * k)?, ctx.alloc::<f32>(n * k)?))
     };
     let plan = match products {
-        Products::Auto => ivf_tensor::plan(ctx, n, d, k),
         Products::F32 => None,
+        _ => ivf_tensor::plan(ctx, n, d, k),
     };
     let mut stats = index.stats;
     let (cells, (out_idx, out_dist)) = match plan {
@@ -885,6 +885,80 @@ fn f32_search(
     Ok((cells, (out_idx, out_dist)))
 }
 
+/// k-means centroids (`n_lists x d`) of the `n` rows of `xd` (on the device): the training
+/// sample ([`TRAIN_PER_LIST`] seeded cells a list) gathered there, trained with the device's
+/// assignments.
+pub(super) fn centroids_gpu(
+    ctx: &GpuContext,
+    xd: &DeviceVec<f32>,
+    n: usize,
+    d: usize,
+    n_lists: usize,
+) -> Result<Vec<f32>> {
+    let rows = sample_rows(n, TRAIN_PER_LIST * n_lists, SEED);
+    let pd = gather_gpu(ctx, xd, &ctx.upload(&rows)?, rows.len(), d)?;
+    let pts = ctx.download(&pd)?;
+    train(&pts, d, n_lists, |c| {
+        nearest_gpu(ctx, &pd, rows.len(), c, d)
+    })
+}
+
+/// `ivf_gather`: rows `perm[p]` of `xd` (`d` values each; ~0 a row of zeros) for the
+/// `positions` positions `p`, one after another.
+fn gather_gpu(
+    ctx: &GpuContext,
+    xd: &DeviceVec<f32>,
+    perm: &DeviceVec<u32>,
+    positions: usize,
+    d: usize,
+) -> Result<DeviceVec<f32>> {
+    let out = ctx.alloc::<f32>(positions.max(1) * d)?;
+    let (pos64, d32) = (positions as u64, d as u32);
+    let f = ctx.function(SRC, "ivf_gather")?;
+    let mut l = ctx.launcher(&f);
+    l.arg(xd).arg(perm).arg(&pos64).arg(&d32).arg(&out);
+    ctx.launch(l, grid_stride(positions * d), "ivf_gather")?;
+    Ok(out)
+}
+
+/// The cells in lists on the device: every cell in the list of its nearest centroid, the
+/// cells in list order (`xp`) and the f32 scan's table of them.
+pub(super) struct ListLayout {
+    pub lists: Lists,
+    pub perm: DeviceVec<u32>,
+    pub xp: DeviceVec<f32>,
+    pub table: RefTable,
+}
+
+impl ListLayout {
+    /// The layout of the `n x d` rows of `xd` for `centroids`, with every cell's list.
+    pub(super) fn new(
+        ctx: &GpuContext,
+        xd: &DeviceVec<f32>,
+        d: usize,
+        centroids: &[f32],
+        n_lists: usize,
+    ) -> Result<(Vec<u32>, ListLayout)> {
+        let n = xd.len() / d.max(1);
+        let assign = nearest_gpu(ctx, xd, n, centroids, d)?;
+        let lists = Lists::new(&assign, n_lists);
+        let positions = lists.perm.len();
+        let perm = ctx.upload(&lists.perm)?;
+        let xp = gather_gpu(ctx, xd, &perm, positions, d)?;
+        // Chunks start at any list's start: the table is readable one chunk past the end.
+        let table = RefTable::new(ctx, &xp, positions, d, positions + RT)?;
+        Ok((
+            assign,
+            ListLayout {
+                lists,
+                perm,
+                xp,
+                table,
+            },
+        ))
+    }
+}
+
 /// The inverted file on one GPU, with its probes settled: what every part searches.
 struct GpuIndex {
     lists: Lists,
@@ -923,25 +997,15 @@ impl GpuIndex {
         ctx.bind_to_thread()?;
         let kc = (k + EXTRA).min(n);
         let xf = &x.data;
-        let pts = training_sample(xf, n, d, shape.n_lists);
-        let pd = ctx.upload(&pts)?;
-        let centroids = train(&pts, d, shape.n_lists, |c| {
-            nearest_gpu(ctx, &pd, pts.len() / d, c, d)
-        })?;
-        drop(pd);
+        let centroids = centroids_gpu(ctx, xd, n, d, shape.n_lists)?;
         trace.mark("train")?;
-        let assign = nearest_gpu(ctx, xd, n, &centroids, d)?;
-        let lists = Lists::new(&assign, shape.n_lists);
-        let positions = lists.perm.len();
-        let perm = ctx.upload(&lists.perm)?;
-        let xp = ctx.alloc::<f32>(positions.max(1) * d)?;
-        let (pos64, d32) = (positions as u64, d as u32);
-        let f = ctx.function(SRC, "ivf_gather")?;
-        let mut l = ctx.launcher(&f);
-        l.arg(xd).arg(&perm).arg(&pos64).arg(&d32).arg(&xp);
-        ctx.launch(l, grid_stride(positions * d), "ivf_gather")?;
-        // Chunks start at any list's start: the table is readable one chunk past the end.
-        let table = RefTable::new(ctx, &xp, positions, d, positions + RT)?;
+        let (assign, layout) = ListLayout::new(ctx, xd, d, &centroids, shape.n_lists)?;
+        let ListLayout {
+            lists,
+            perm,
+            xp,
+            table,
+        } = layout;
         trace.mark("lists")?;
         let sample = exact_sample_gpu(ctx, xf, &table, &perm, k)?;
         let n_probes = settle_probes(shape.probes, &sample, &assign, &centroids, d);

@@ -167,9 +167,215 @@ pub(super) fn balanced_share(
     bound(rank)..bound(rank + 1)
 }
 
+/// The cells packed for the tensor passes in the slots' order, with their bound terms: what
+/// both passes read.
+pub(super) struct Packed {
+    pub ids: DeviceVec<u32>,
+    pub cstart: DeviceVec<u32>,
+    pub ccount: DeviceVec<u32>,
+    rb_lo: DeviceVec<f32>,
+    rb_up: DeviceVec<f32>,
+    /// `|q|` of each slot in the frame (centred, times `scale`), rounded up.
+    pub nrm: DeviceVec<f32>,
+    pub scale: f32,
+    refs: DeviceVec<u32>,
+    /// Every tile (list, chunk), in slot order.
+    tiles: DeviceVec<u32>,
+    n_slots: usize,
+    bound: TensorBound,
+}
+
+impl Packed {
+    pub(super) fn new(
+        ctx: &GpuContext,
+        xd: &DeviceVec<f32>,
+        (n, d): (usize, usize),
+        slots: &Slots,
+        ks: usize,
+    ) -> Result<Packed> {
+        let bound = TensorBound::for_dims(d);
+        let n_slots = slots.cells.len();
+        let ids = ctx.upload(&slots.cells)?;
+        let frame = Frame::new(ctx, xd, n, d)?;
+        let (rb_lo, rb_up, nrm) = frame.row_terms(ctx, xd, Some(&ids), n_slots, &bound)?;
+        let refs = frame.pack(ctx, xd, Some(&ids), 0, n_slots, ks)?;
+        Ok(Packed {
+            cstart: ctx.upload(&slots.cstart)?,
+            ccount: ctx.upload(&slots.ccount)?,
+            ids,
+            rb_lo,
+            rb_up,
+            nrm,
+            scale: frame.scale(),
+            refs,
+            tiles: ctx.upload(&slots.tiles())?,
+            n_slots,
+            bound,
+        })
+    }
+
+    /// The tiles from tile `t`, as a kernel argument.
+    fn tiles_from(&self, t: usize) -> u64 {
+        self.tiles.ptr() + (2 * t * std::mem::size_of::<u32>()) as u64
+    }
+
+    /// Pass 1 (`ivf_tensor_bound`) of the tiles `share` over the lists `probes` names: `tau`
+    /// of their slots (the others' are left undefined).
+    pub(super) fn bound_pass(
+        &self,
+        ctx: &GpuContext,
+        share: std::ops::Range<usize>,
+        probes: &DeviceProbes<'_>,
+        plan: Plan,
+        k: usize,
+    ) -> Result<DeviceVec<f32>> {
+        let tau = ctx.alloc::<f32>(self.n_slots.max(1))?;
+        if share.is_empty() {
+            return Ok(tau);
+        }
+        let (ns64, ks32, k32, nbuf32) = (
+            self.n_slots as u64,
+            plan.ks as u32,
+            k as u32,
+            plan.nbuf as u32,
+        );
+        let tiles = self.tiles_from(share.start);
+        let f = ctx.function_with_shared(SRC, "ivf_tensor_bound", plan.smem[0])?;
+        let mut l = ctx.launcher(&f);
+        l.arg(&self.refs)
+            .arg(&self.rb_up)
+            .arg(&self.nrm)
+            .arg(&ns64)
+            .arg(&ks32)
+            .arg(&self.ids)
+            .arg(&tiles)
+            .arg(probes.ptr)
+            .arg(probes.probes)
+            .arg(&self.cstart)
+            .arg(&self.ccount)
+            .arg(&k32)
+            .arg(&self.bound.ka)
+            .arg(&self.bound.kc)
+            .arg(&self.bound.kf)
+            .arg(&self.bound.ke)
+            .arg(&nbuf32)
+            .arg(&tau);
+        let cfg = LaunchConfig {
+            grid_dim: (share.len() as u32, 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: plan.smem[0] as u32,
+        };
+        ctx.launch(l, cfg, "ivf_tensor_bound")?;
+        Ok(tau)
+    }
+
+    /// Pass 2 (`ivf_tensor_collect`) of the tiles `share` over the lists `probes` names, with
+    /// `tau` from [`Packed::bound_pass`], in batches of slots: the candidates, the f32 scan of
+    /// the queries the bound could not certify, the f64 refinement and the rows into `out`
+    /// (cell order). Returns how many queries the f32 scan took.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn collect_pass(
+        &self,
+        ctx: &GpuContext,
+        xd: &DeviceVec<f32>,
+        (d, k): (usize, usize),
+        slots: &Slots,
+        f32_layout: &F32Layout<'_>,
+        share: std::ops::Range<usize>,
+        probes: &DeviceProbes<'_>,
+        plan: Plan,
+        tau: &DeviceVec<f32>,
+        out: (&DeviceVec<u32>, &DeviceVec<f32>),
+    ) -> Result<usize> {
+        let (ns64, ks32, nbuf32, width) = (
+            self.n_slots as u64,
+            plan.ks as u32,
+            plan.nbuf as u32,
+            plan.width,
+        );
+        let width32 = width as u32;
+        let per_batch = BATCH_SLOTS / CHUNK;
+        let mut f32_queries = 0;
+        for t0 in (0..share.len()).step_by(per_batch) {
+            let t1 = (t0 + per_batch).min(share.len());
+            let (s0, s1) = ((share.start + t0) * CHUNK, (share.start + t1) * CHUNK);
+            let rows = s1 - s0;
+            let cand = ctx.alloc::<u32>(rows * width)?;
+            let counts = ctx.alloc::<u32>(rows)?;
+            let uncertain = ctx.zeros::<u8>(rows)?;
+            let n_uncertain = ctx.zeros::<u32>(1)?;
+            let s064 = s0 as u64;
+            let f = ctx.function_with_shared(SRC, "ivf_tensor_collect", plan.smem[1])?;
+            let mut l = ctx.launcher(&f);
+            let batch_tiles = self.tiles_from(share.start + t0);
+            l.arg(&self.refs)
+                .arg(&self.rb_lo)
+                .arg(&self.nrm)
+                .arg(&ns64)
+                .arg(&ks32)
+                .arg(&self.ids)
+                .arg(&batch_tiles)
+                .arg(probes.ptr)
+                .arg(probes.probes)
+                .arg(&self.cstart)
+                .arg(&self.ccount)
+                .arg(&self.bound.ka)
+                .arg(&nbuf32)
+                .arg(tau)
+                .arg(&s064)
+                .arg(&width32)
+                .arg(&cand)
+                .arg(&counts)
+                .arg(&uncertain)
+                .arg(&n_uncertain);
+            let cfg = LaunchConfig {
+                grid_dim: ((t1 - t0) as u32, 1, 1),
+                block_dim: (THREADS, 1, 1),
+                shared_mem_bytes: plan.smem[1] as u32,
+            };
+            ctx.launch(l, cfg, "ivf_tensor_collect")?;
+            if ctx.download(&n_uncertain)?[0] > 0 {
+                let flags = ctx.download(&uncertain)?;
+                let listed: Vec<u64> = (0..rows)
+                    .filter(|&r| flags[r] != 0)
+                    .map(|r| (s0 + r) as u64)
+                    .collect();
+                f32_queries += listed.len();
+                scan_listed(ctx, slots, f32_layout, probes, &listed, s0, d, width, &cand)?;
+            }
+            // Their counts already say `width`: the f32 scan filled every slot.
+            let (idx, dist) = refine(
+                ctx,
+                xd,
+                &cand,
+                Some(&counts),
+                Some(&self.ids),
+                s0..s1,
+                d,
+                width,
+                k,
+            )?;
+            drop((cand, counts));
+            let (count, k32) = (rows as u64, k as u32);
+            let f = ctx.function(SCAN_SRC, "ivf_scatter")?;
+            let mut l = ctx.launcher(&f);
+            l.arg(&idx)
+                .arg(&dist)
+                .arg(&self.ids)
+                .arg(&s064)
+                .arg(&count)
+                .arg(&k32)
+                .arg(out.0)
+                .arg(out.1);
+            ctx.launch(l, grid_stride(rows * k), "ivf_scatter")?;
+        }
+        Ok(f32_queries)
+    }
+}
+
 /// The kNN rows of the part `part` = (rank, ranks) of the tiles, into `out_idx`/`out_dist`
-/// (`n x k`, cell order). Returns the cells of the part and how many of them the f32 scan
-/// took (not certified by the bound).
+/// (`n x k`, cell order): both passes over the same probes. Returns the cells of the part and
+/// how many of them the f32 scan took (not certified by the bound).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn search(
     ctx: &GpuContext,
@@ -182,22 +388,6 @@ pub(super) fn search(
     plan: Plan,
     out: (&DeviceVec<u32>, &DeviceVec<f32>),
 ) -> Result<(Vec<u32>, usize)> {
-    let Plan {
-        ks,
-        width,
-        nbuf,
-        smem,
-    } = plan;
-    let bound = TensorBound::for_dims(d);
-    let n_slots = slots.cells.len();
-    let ids = ctx.upload(&slots.cells)?;
-    let cstart = ctx.upload(&slots.cstart)?;
-    let ccount = ctx.upload(&slots.ccount)?;
-    let frame = Frame::new(ctx, xd, n, d)?;
-    let (rb_lo, rb_up, nrm) = frame.row_terms(ctx, xd, Some(&ids), n_slots, &bound)?;
-    let refs = frame.pack(ctx, xd, Some(&ids), 0, n_slots, ks)?;
-
-    let all_tiles = slots.tiles();
     let share = balanced_share(slots, (probes.host_ptr, probes.host_probes), part.1, part.0);
     let cells: Vec<u32> = slots.cells[share.start * CHUNK..share.end * CHUNK]
         .iter()
@@ -207,124 +397,20 @@ pub(super) fn search(
     if share.is_empty() {
         return Ok((cells, 0));
     }
-    let tiles = ctx.upload(&all_tiles[2 * share.start..2 * share.end])?;
-    let (ns64, ks32, k32, nbuf32, width32) = (
-        n_slots as u64,
-        ks as u32,
-        k as u32,
-        nbuf as u32,
-        width as u32,
-    );
-    // The tiles from tile t of the share, as a kernel argument.
-    let tiles_from = |t: usize| tiles.ptr() + (2 * t * std::mem::size_of::<u32>()) as u64;
-    let blocks = |count: usize| LaunchConfig {
-        grid_dim: (count as u32, 1, 1),
-        block_dim: (THREADS, 1, 1),
-        shared_mem_bytes: 0,
-    };
-
-    let tau = ctx.alloc::<f32>(n_slots)?;
-    let f = ctx.function_with_shared(SRC, "ivf_tensor_bound", smem[0])?;
-    let mut l = ctx.launcher(&f);
-    l.arg(&refs)
-        .arg(&rb_up)
-        .arg(&nrm)
-        .arg(&ns64)
-        .arg(&ks32)
-        .arg(&ids)
-        .arg(&tiles)
-        .arg(probes.ptr)
-        .arg(probes.probes)
-        .arg(&cstart)
-        .arg(&ccount)
-        .arg(&k32)
-        .arg(&bound.ka)
-        .arg(&bound.kc)
-        .arg(&bound.kf)
-        .arg(&bound.ke)
-        .arg(&nbuf32)
-        .arg(&tau);
-    let cfg = LaunchConfig {
-        shared_mem_bytes: smem[0] as u32,
-        ..blocks(share.len())
-    };
-    ctx.launch(l, cfg, "ivf_tensor_bound")?;
-    drop(rb_up);
-
-    let per_batch = BATCH_SLOTS / CHUNK;
-    let mut f32_queries = 0;
-    for t0 in (0..share.len()).step_by(per_batch) {
-        let t1 = (t0 + per_batch).min(share.len());
-        let (s0, s1) = ((share.start + t0) * CHUNK, (share.start + t1) * CHUNK);
-        let rows = s1 - s0;
-        let cand = ctx.alloc::<u32>(rows * width)?;
-        let counts = ctx.alloc::<u32>(rows)?;
-        let uncertain = ctx.zeros::<u8>(rows)?;
-        let n_uncertain = ctx.zeros::<u32>(1)?;
-        let s064 = s0 as u64;
-        let f = ctx.function_with_shared(SRC, "ivf_tensor_collect", smem[1])?;
-        let mut l = ctx.launcher(&f);
-        let batch_tiles = tiles_from(t0);
-        l.arg(&refs)
-            .arg(&rb_lo)
-            .arg(&nrm)
-            .arg(&ns64)
-            .arg(&ks32)
-            .arg(&ids)
-            .arg(&batch_tiles)
-            .arg(probes.ptr)
-            .arg(probes.probes)
-            .arg(&cstart)
-            .arg(&ccount)
-            .arg(&bound.ka)
-            .arg(&nbuf32)
-            .arg(&tau)
-            .arg(&s064)
-            .arg(&width32)
-            .arg(&cand)
-            .arg(&counts)
-            .arg(&uncertain)
-            .arg(&n_uncertain);
-        let cfg = LaunchConfig {
-            shared_mem_bytes: smem[1] as u32,
-            ..blocks(t1 - t0)
-        };
-        ctx.launch(l, cfg, "ivf_tensor_collect")?;
-        if ctx.download(&n_uncertain)?[0] > 0 {
-            let flags = ctx.download(&uncertain)?;
-            let listed: Vec<u64> = (0..rows)
-                .filter(|&r| flags[r] != 0)
-                .map(|r| (s0 + r) as u64)
-                .collect();
-            f32_queries += listed.len();
-            scan_listed(ctx, slots, f32_layout, probes, &listed, s0, d, width, &cand)?;
-        }
-        // Their counts already say `width`: the f32 scan filled every slot.
-        let (idx, dist) = refine(
-            ctx,
-            xd,
-            &cand,
-            Some(&counts),
-            Some(&ids),
-            s0..s1,
-            d,
-            width,
-            k,
-        )?;
-        drop((cand, counts));
-        let (count, k32) = (rows as u64, k as u32);
-        let f = ctx.function(SCAN_SRC, "ivf_scatter")?;
-        let mut l = ctx.launcher(&f);
-        l.arg(&idx)
-            .arg(&dist)
-            .arg(&ids)
-            .arg(&s064)
-            .arg(&count)
-            .arg(&k32)
-            .arg(out.0)
-            .arg(out.1);
-        ctx.launch(l, grid_stride(rows * k), "ivf_scatter")?;
-    }
+    let packed = Packed::new(ctx, xd, (n, d), slots, plan.ks)?;
+    let tau = packed.bound_pass(ctx, share.clone(), probes, plan, k)?;
+    let f32_queries = packed.collect_pass(
+        ctx,
+        xd,
+        (d, k),
+        slots,
+        f32_layout,
+        share,
+        probes,
+        plan,
+        &tau,
+        out,
+    )?;
     Ok((cells, f32_queries))
 }
 

@@ -32,13 +32,15 @@ pub(crate) mod gpu;
 mod host_scan;
 pub mod ivf;
 mod ivf_tensor;
+pub mod pruned;
 pub mod tensor;
 
 use host_scan::{exact_best, products_into, Candidates};
 
 /// The step's kernel modules, for the warm-up ([`crate::warm_up`]): the f32 scan and the
-/// connectivities, and the tensor-core scan.
-pub const KERNELS: [crate::gpu::module_cache::KernelSource; 2] = [gpu::SRC, tensor::SRC];
+/// connectivities, the tensor-core scan and the exact kNN's list pruning.
+pub const KERNELS: [crate::gpu::module_cache::KernelSource; 3] =
+    [gpu::SRC, tensor::SRC, pruned::SRC];
 pub use gpu::{
     knn_exact_gpu, knn_exact_gpu_with, knn_rows_gpu, neighbors_from_knn_gpu, neighbors_gpu,
     neighbors_on_device, Products, MAX_DIMS as GPU_MAX_DIMS, MAX_K as GPU_MAX_K,
@@ -54,6 +56,9 @@ pub enum Scan {
     /// On tensor cores (FP16), `f32_queries` of the queries not certified by the bound and
     /// scanned again in f32.
     Tensor { f32_queries: usize },
+    /// Exact, on tensor cores within the lists of an inverted file that the bounds of
+    /// [`pruned`] keep.
+    Pruned(pruned::PrunedStats),
     /// Approximate: within the lists of an inverted file (CPU or GPU), and how it did.
     Ivf(ivf::IvfStats),
 }

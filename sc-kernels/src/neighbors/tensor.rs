@@ -156,7 +156,9 @@ pub(crate) struct Candidates {
 }
 
 /// The tensor scan of the queries `rows` of `x` (`n x d`, row-major, on the device) against all
-/// its rows, as [`plan`] says.
+/// its rows, as [`plan`] says. With `tau` (per query row, an upper bound of its `k`-th score in
+/// this frame, e.g. over fewer references) pass 1 is skipped.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn candidates(
     ctx: &GpuContext,
     x: &DeviceVec<f32>,
@@ -165,6 +167,7 @@ pub(crate) fn candidates(
     k: usize,
     rows: std::ops::Range<usize>,
     plan: Plan,
+    tau: Option<DeviceVec<f32>>,
 ) -> Result<Candidates> {
     let Plan {
         ks,
@@ -195,30 +198,36 @@ pub(crate) fn candidates(
     );
     let grid = (q.div_ceil(Q).max(1) as u32, 1, 1);
 
-    let tau = ctx.alloc::<f32>(q.max(1))?;
-    let f = ctx.function_with_shared(SRC, "knn_tensor_bound", smem[0])?;
-    let mut l = ctx.launcher(&f);
-    l.arg(&refs)
-        .arg(&rb_up)
-        .arg(&nrm)
-        .arg(&n64)
-        .arg(&ks32)
-        .arg(queries)
-        .arg(&q_row0)
-        .arg(&q64)
-        .arg(&k32)
-        .arg(&bound.ka)
-        .arg(&bound.kc)
-        .arg(&bound.kf)
-        .arg(&bound.ke)
-        .arg(&nbuf32)
-        .arg(&tau);
-    let cfg = LaunchConfig {
-        grid_dim: grid,
-        block_dim: (THREADS, 1, 1),
-        shared_mem_bytes: smem[0] as u32,
+    let tau = match tau {
+        Some(tau) => tau,
+        None => {
+            let tau = ctx.alloc::<f32>(q.max(1))?;
+            let f = ctx.function_with_shared(SRC, "knn_tensor_bound", smem[0])?;
+            let mut l = ctx.launcher(&f);
+            l.arg(&refs)
+                .arg(&rb_up)
+                .arg(&nrm)
+                .arg(&n64)
+                .arg(&ks32)
+                .arg(queries)
+                .arg(&q_row0)
+                .arg(&q64)
+                .arg(&k32)
+                .arg(&bound.ka)
+                .arg(&bound.kc)
+                .arg(&bound.kf)
+                .arg(&bound.ke)
+                .arg(&nbuf32)
+                .arg(&tau);
+            let cfg = LaunchConfig {
+                grid_dim: grid,
+                block_dim: (THREADS, 1, 1),
+                shared_mem_bytes: smem[0] as u32,
+            };
+            ctx.launch(l, cfg, "knn_tensor_bound")?;
+            tau
+        }
     };
-    ctx.launch(l, cfg, "knn_tensor_bound")?;
 
     let cand = ctx.alloc::<u32>(q.max(1) * width)?;
     let counts = ctx.alloc::<u32>(q.max(1))?;
@@ -304,6 +313,11 @@ impl Frame {
             scale,
             d,
         })
+    }
+
+    /// The power of two the centred rows are multiplied by.
+    pub(crate) fn scale(&self) -> f32 {
+        self.scale
     }
 
     /// `tc_row_terms` of `count` rows of `x` (through `ids` when given: ~0 is a padding row):

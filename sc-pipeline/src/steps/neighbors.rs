@@ -176,7 +176,7 @@ fn run_step(a: &mut AnnData, env: &StepEnv<'_>) -> Result<String> {
             (g, Scan::Ivf(_)) => format!(", lists split across {g} GPUs"),
             (g, _) => format!(", kNN rows split across {g} GPUs"),
         },
-        scan_note(scan),
+        scan_note(scan, a.n_obs()),
     ))
 }
 
@@ -222,9 +222,23 @@ fn ivf_note(s: &IvfStats) -> String {
 }
 
 /// What the step's note says of how the candidates were ranked.
-fn scan_note(scan: Scan) -> String {
+fn scan_note(scan: Scan, n_cells: usize) -> String {
     match scan {
         Scan::Cpu | Scan::F32 | Scan::Ivf(_) => String::new(),
+        Scan::Pruned(p) => format!(
+            ", candidates on tensor cores {} ({:.1}% of the pairs kept by the bounds of {} \
+             lists{})",
+            match p.all_pairs {
+                true => "over all pairs after a bound from the nearest lists",
+                false => "within the lists the bounds keep",
+            },
+            100.0 * p.refs_per_cell / n_cells.max(1) as f64,
+            p.n_lists,
+            match p.f32_queries {
+                0 => String::new(),
+                q => format!(", {q} cells not certified by the FP16 bound, scanned again in f32"),
+            }
+        ),
         Scan::Tensor { f32_queries: 0 } => ", candidates on tensor cores".into(),
         Scan::Tensor { f32_queries } => format!(
             ", candidates on tensor cores ({f32_queries} cells not certified by the FP16 bound, \

@@ -1,0 +1,410 @@
+//! The exact kNN through an inverted file whose lists are pruned by proof, not by recall.
+//!
+//! The all-pairs tensor scan ([`super::tensor`]) forms every product twice: pass 1 for each
+//! query's bound `U` on its `k`-th score, pass 2 to collect the references under it. Here the
+//! cells are first put in `sqrt(n)` k-means lists ([`ivf`](super::ivf)'s training and
+//! layout), then:
+//!
+//! 1. pass 1 runs over the [`PrunedParams::first_probes`] lists nearest to each list only. The
+//!    `k`-th smallest upper bound over some references is at least the one over all of them,
+//!    so `U` is still an upper bound of the `k`-th exact score, only less tight;
+//! 2. `prune.cu` turns each query's `U` into `D_q`, an upper bound of the distance to its
+//!    `k`-th neighbour, and keeps for each list `A` the lists `L` where some query `q` of `A`
+//!    may have a reference within `D_q`: two lower bounds on `|q - r|` for every `r` of `L`
+//!    (the ball around `L`'s centroid, and the bisector between `A`'s and `L`'s centroids with
+//!    the least margin of `L`'s cells beyond it) decide, in f64 with slack for the rounding;
+//! 3. pass 2 collects within the kept lists, and the f32 scan of the queries the bound could
+//!    not certify ([`ivf_tensor`](super::ivf_tensor)) also scans only them, then the same f64
+//!    refinement. Where the bounds keep more than [`ALL_PAIRS_ABOVE`] of the pairs (data
+//!    without clusters well apart at the scale of the `k`-th neighbour), the all-pairs pass 2
+//!    (cheaper per pair) runs instead, with pass 1's bounds: still one pass, not two.
+//!
+//! Every reference within `D_q` of `q` lies in a kept list, so the candidates hold every
+//! reference whose lower bound is at most `U`: the result is the all-pairs scan's, ties and
+//! all. How much is pruned depends on the data (clusters prune well, uniform noise not at all);
+//! the step reports the share of pairs scanned.
+
+use super::ivf::{self, ListLayout};
+use super::ivf_tensor::{DeviceProbes, F32Layout, Packed, Slots};
+use super::tensor::Plan;
+use super::EXTRA;
+use crate::error::Result;
+use crate::gpu::module_cache::KernelSource;
+use crate::gpu::trace::PhaseTrace;
+use crate::gpu::{DeviceVec, GpuContext};
+use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
+
+pub(crate) const SRC: KernelSource = KernelSource {
+    name: "neighbors_prune",
+    source: include_str!("prune.cu"),
+};
+
+// Must match the defines of prune.cu.
+const THREADS: u32 = 256;
+const TILE_CELLS: usize = 64;
+const TILE_CENTROIDS: usize = 32;
+
+/// Cells from which the exact kNN prunes (below, the all-pairs scan is as fast: the lists'
+/// training and layout cost about what they save).
+pub const PRUNED_FROM_CELLS: usize = 100_000;
+
+/// Lists pass 1 probes per list by default. On the H200 (`benches/RESULTS.md` (b2)), 1 M
+/// cells: 32 against 16 took workload C from 0.78 to 0.51 s (the looser bound of 16 left
+/// 144,253 cells to the f32 scan, 32 left 6,517) and the demo's PCs from 1.36 to 1.39 s; at
+/// 200k the demo's from 0.111 to 0.081 s.
+pub const FIRST_PROBES: usize = 32;
+
+/// Share of the pairs the bounds keep above which pass 2 scans all pairs instead: the
+/// all-pairs pass reads references in one order for every block, and more efficiently per pair
+/// than the lists' (no padding, no list changes).
+pub const ALL_PAIRS_ABOVE: f64 = 0.6;
+
+/// The pruned search's shape.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct PrunedParams {
+    /// Lists (default `sqrt(n)`).
+    pub n_lists: Option<usize>,
+    /// Lists pass 1 probes per list (default [`FIRST_PROBES`]).
+    pub first_probes: Option<usize>,
+    /// Share of the pairs kept above which pass 2 scans all pairs (default
+    /// [`ALL_PAIRS_ABOVE`]).
+    pub all_pairs_above: Option<f64>,
+}
+
+/// What the pruned search did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PrunedStats {
+    pub n_lists: usize,
+    pub first_probes: usize,
+    /// References in the lists the bounds keep, per cell, on average.
+    pub refs_per_cell: f64,
+    /// Whether pass 2 scanned all pairs (the bounds kept too many).
+    pub all_pairs: bool,
+    /// Queries the bound could not certify, scanned again in f32 within the kept lists.
+    pub f32_queries: usize,
+}
+
+/// What [`knn_pruned`] leaves.
+pub(super) enum Pruned {
+    /// The kNN: `(indices, distances)`, `n x k` in cell order.
+    Done(DeviceVec<u32>, DeviceVec<f32>, PrunedStats),
+    /// The bounds kept more than [`PrunedParams::all_pairs_above`] of the pairs: pass 1's
+    /// bound `tau` per cell (the all-pairs pass 2 takes it, in the same frame).
+    AllPairs(DeviceVec<f32>, PrunedStats),
+}
+
+/// The exact kNN of all `n` rows of `xd` (`n x d`, finite values) on tensor cores as `plan`
+/// says, through pruned lists.
+pub(super) fn knn_pruned(
+    ctx: &GpuContext,
+    xd: &DeviceVec<f32>,
+    (n, d, k): (usize, usize, usize),
+    plan: Plan,
+    params: PrunedParams,
+) -> Result<Pruned> {
+    let n_lists = params
+        .n_lists
+        .unwrap_or_else(|| (n as f64).sqrt().round() as usize)
+        .clamp(1, n.max(1));
+    let first_probes = params
+        .first_probes
+        .unwrap_or(FIRST_PROBES)
+        .clamp(1, n_lists);
+    let mut trace = PhaseTrace::new(ctx, "pruned");
+    let centroids = ivf::centroids_gpu(ctx, xd, n, d, n_lists)?;
+    let (_, layout) = ListLayout::new(ctx, xd, d, &centroids, n_lists)?;
+    let lists = &layout.lists;
+    let slots = Slots::new(&lists.perm, &lists.starts, &lists.sizes);
+    let packed = Packed::new(ctx, xd, (n, d), &slots, plan.ks)?;
+    trace.mark("lists")?;
+
+    let tiles = 0..slots.chunk_list.len();
+    let kc = (k + EXTRA).min(n);
+    let (ptr1, probes1) = ivf::probe_table(&centroids, d, &lists.sizes, first_probes, kc);
+    let (ptr1_d, probes1_d) = (ctx.upload(&ptr1)?, ctx.upload(&probes1)?);
+    let first = DeviceProbes {
+        ptr: &ptr1_d,
+        probes: &probes1_d,
+        host_ptr: &ptr1,
+        host_probes: &probes1,
+    };
+    let tau = packed.bound_pass(ctx, tiles.clone(), &first, plan, k)?;
+    trace.mark("bound")?;
+
+    let keep = keep_lists_gpu(ctx, xd, d, &centroids, &packed, &tau)?;
+    let (ptr2, probes2) = probes_kept(&keep, n_lists);
+    let (ptr2_d, probes2_d) = (ctx.upload(&ptr2)?, ctx.upload(&probes2)?);
+    let kept = DeviceProbes {
+        ptr: &ptr2_d,
+        probes: &probes2_d,
+        host_ptr: &ptr2,
+        host_probes: &probes2,
+    };
+    trace.mark("prune")?;
+    let mut stats = PrunedStats {
+        n_lists,
+        first_probes,
+        refs_per_cell: ivf::refs_per_cell(&lists.sizes, &ptr2, &probes2, n),
+        all_pairs: false,
+        f32_queries: 0,
+    };
+    if stats.refs_per_cell > params.all_pairs_above.unwrap_or(ALL_PAIRS_ABOVE) * n as f64 {
+        stats.all_pairs = true;
+        let by_slot = ctx.download(&tau)?;
+        let mut by_cell = vec![f32::INFINITY; n];
+        for (&cell, &t) in slots.cells.iter().zip(&by_slot) {
+            if cell != u32::MAX {
+                by_cell[cell as usize] = t;
+            }
+        }
+        return Ok(Pruned::AllPairs(ctx.upload(&by_cell)?, stats));
+    }
+
+    let (starts, sizes) = (ctx.upload(&lists.starts)?, ctx.upload(&lists.sizes)?);
+    let f32_layout = F32Layout {
+        xp: &layout.xp,
+        table: &layout.table,
+        perm: &layout.perm,
+        starts: &starts,
+        sizes: &sizes,
+    };
+    let out = (ctx.alloc::<u32>(n * k)?, ctx.alloc::<f32>(n * k)?);
+    let f32_queries = packed.collect_pass(
+        ctx,
+        xd,
+        (d, k),
+        &slots,
+        &f32_layout,
+        tiles,
+        &kept,
+        plan,
+        &tau,
+        (&out.0, &out.1),
+    )?;
+    trace.mark("collect, refine")?;
+    stats.f32_queries = f32_queries;
+    Ok(Pruned::Done(out.0, out.1, stats))
+}
+
+/// The kept lists (`keep[a * nl + l]`, 1: list `l` may hold a neighbour of a cell of `a`) by
+/// `prune_gaps` and `prune_lists`.
+fn keep_lists_gpu(
+    ctx: &GpuContext,
+    xd: &DeviceVec<f32>,
+    d: usize,
+    centroids: &[f32],
+    packed: &Packed,
+    tau: &DeviceVec<f32>,
+) -> Result<Vec<u8>> {
+    let nl = centroids.len() / d;
+    let c: Vec<f64> = centroids.iter().map(|&v| v as f64).collect();
+    let c = ctx.upload(&c)?;
+    let gap = ctx.alloc::<f64>(nl * nl)?;
+    let radius = ctx.alloc::<f64>(nl)?;
+    let norm2 = ctx.alloc::<f64>(nl)?;
+    let (nl32, d32, dp32) = (nl as u32, d as u32, (d | 1) as u32);
+    let tiles = 8 * ((TILE_CELLS + TILE_CENTROIDS) * (d | 1) + 3 * TILE_CELLS + 2 * TILE_CENTROIDS)
+        + 4 * TILE_CELLS;
+    let blocks = |smem: usize| LaunchConfig {
+        grid_dim: (nl as u32, 1, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: smem as u32,
+    };
+    let f = ctx.function_with_shared(SRC, "prune_gaps", tiles)?;
+    let mut l = ctx.launcher(&f);
+    l.arg(xd)
+        .arg(&c)
+        .arg(&packed.ids)
+        .arg(&packed.cstart)
+        .arg(&packed.ccount)
+        .arg(&nl32)
+        .arg(&d32)
+        .arg(&dp32)
+        .arg(&gap)
+        .arg(&radius)
+        .arg(&norm2);
+    ctx.launch(l, blocks(tiles), "prune_gaps")?;
+
+    let keep = ctx.alloc::<u8>(nl * nl)?;
+    let smem = tiles + nl;
+    let f = ctx.function_with_shared(SRC, "prune_lists", smem)?;
+    let mut l = ctx.launcher(&f);
+    l.arg(xd)
+        .arg(&c)
+        .arg(&packed.ids)
+        .arg(&packed.cstart)
+        .arg(&packed.ccount)
+        .arg(&nl32)
+        .arg(&d32)
+        .arg(&dp32)
+        .arg(&gap)
+        .arg(&radius)
+        .arg(&norm2)
+        .arg(tau)
+        .arg(&packed.nrm)
+        .arg(&packed.scale)
+        .arg(&keep);
+    ctx.launch(l, blocks(smem), "prune_lists")?;
+    ctx.download(&keep)
+}
+
+/// The probe table (CSR, as [`ivf::probe_table`]'s) of the kept lists: each list's own first,
+/// then the others it keeps in index order.
+fn probes_kept(keep: &[u8], nl: usize) -> (Vec<u32>, Vec<u32>) {
+    let mut ptr = Vec::with_capacity(nl + 1);
+    let mut probes = Vec::new();
+    ptr.push(0u32);
+    for a in 0..nl {
+        probes.push(a as u32);
+        let row = &keep[a * nl..(a + 1) * nl];
+        probes.extend((0..nl as u32).filter(|&l| l as usize != a && row[l as usize] != 0));
+        ptr.push(probes.len() as u32);
+    }
+    (ptr, probes)
+}
+
+/// The lists `prune.cu` keeps, on the CPU (the same bounds in the same f64 steps), for tests:
+/// `keep[a * nl + l]` for the cells of `x` (`d` values each) in the lists `members` around
+/// `centroids`, each cell `q` with `dq[q]`, an upper bound of the distance to its `k`-th
+/// neighbour (NaN: none).
+pub fn keep_lists_host(
+    x: &[f32],
+    d: usize,
+    centroids: &[f32],
+    members: &[Vec<u32>],
+    dq: &[f64],
+) -> Vec<u8> {
+    const TOL: f64 = 1e-10;
+    let nl = members.len();
+    let row = |i: u32| &x[i as usize * d..(i as usize + 1) * d];
+    let cen = |l: usize| &centroids[l * d..(l + 1) * d];
+    let dist2 = |a: &[f32], b: &[f32]| -> f64 {
+        a.iter()
+            .zip(b)
+            .map(|(&u, &v)| (u as f64 - v as f64).powi(2))
+            .sum()
+    };
+    let norm2 = |a: &[f32]| -> f64 { a.iter().map(|&u| (u as f64).powi(2)).sum() };
+    // gap[l][j], radius[l], largest |r|^2 of l.
+    let mut gap = vec![f64::INFINITY; nl * nl];
+    let mut radius = vec![0f64; nl];
+    let mut big = vec![0f64; nl];
+    for (l, cells) in members.iter().enumerate() {
+        for &r in cells {
+            let own = dist2(row(r), cen(l));
+            radius[l] = radius[l].max(own);
+            big[l] = big[l].max(norm2(row(r)));
+            for j in 0..nl {
+                let g = &mut gap[l * nl + j];
+                *g = g.min(dist2(row(r), cen(j)) - own);
+            }
+        }
+        radius[l] = radius[l].sqrt() * (1.0 + TOL);
+    }
+    let mut keep = vec![0u8; nl * nl];
+    for (a, cells) in members.iter().enumerate() {
+        keep[a * nl + a] = 1;
+        for l in 0..nl {
+            if members[l].is_empty() {
+                continue;
+            }
+            let cc2 = dist2(cen(a), cen(l));
+            let half = if cc2 > 0.0 { 0.5 / cc2.sqrt() } else { 0.0 };
+            let cn = norm2(cen(l));
+            let kept = cells.iter().any(|&q| {
+                let (own, dl) = (dist2(row(q), cen(a)), dist2(row(q), cen(l)));
+                let tol = TOL * (norm2(row(q)) + cn + big[l] + own);
+                let (dq, reach) = (dq[q as usize], dq[q as usize] + radius[l]);
+                let ball = !(dl - tol > reach * reach);
+                let plane = !(half > 0.0 && (gap[l * nl + a] - (own - dl) - 2.0 * tol) * half > dq);
+                ball && plane
+            });
+            if kept {
+                keep[a * nl + l] = 1;
+            }
+        }
+    }
+    keep
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::neighbors::knn_exact;
+    use crate::random::SplitMix64;
+    use crate::DenseMatrix;
+
+    /// `n` points in `d` dimensions around `centres` centres (noise 1, centres 12 apart per
+    /// dimension at most), seeded.
+    fn clusters(n: usize, d: usize, centres: usize, seed: u64) -> Vec<f32> {
+        let mut rng = SplitMix64::new(seed);
+        let mut u = || (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+        let c: Vec<f64> = (0..centres * d).map(|_| (u() - 0.5) * 12.0).collect();
+        (0..n)
+            .flat_map(|i| (0..d).map(move |t| (i, t)))
+            .map(|(i, t)| (c[(i % centres) * d + t] + (u() + u() + u() - 1.5)) as f32)
+            .collect()
+    }
+
+    /// Lists around the first `nl` cells (every cluster's, in turn; centroids need not be
+    /// means: the bounds hold for any), each cell in its nearest's.
+    fn lists(x: &[f32], n: usize, d: usize, nl: usize) -> (Vec<f32>, Vec<Vec<u32>>) {
+        let centroids = x[..nl * d].to_vec();
+        let mut members = vec![Vec::new(); nl];
+        for i in 0..n {
+            let best = (0..nl)
+                .min_by(|&a, &b| {
+                    let da: f32 = (0..d)
+                        .map(|t| (x[i * d + t] - centroids[a * d + t]).powi(2))
+                        .sum();
+                    let db: f32 = (0..d)
+                        .map(|t| (x[i * d + t] - centroids[b * d + t]).powi(2))
+                        .sum();
+                    da.total_cmp(&db)
+                })
+                .unwrap();
+            members[best].push(i as u32);
+        }
+        (centroids, members)
+    }
+
+    #[test]
+    fn kept_lists_hold_every_exact_neighbour_and_prune_the_rest() {
+        let (n, d, k, nl) = (3000, 12, 15, 40);
+        let x = clusters(n, d, 6, 7);
+        let knn = knn_exact(&DenseMatrix::new(n, d, x.clone()).unwrap(), k).unwrap();
+        let (centroids, members) = lists(&x, n, d, nl);
+        let mut list_of = vec![0usize; n];
+        for (l, m) in members.iter().enumerate() {
+            for &i in m {
+                list_of[i as usize] = l;
+            }
+        }
+        // D_q: the exact k-th distance (the tightest bound the search could have).
+        let dq: Vec<f64> = (0..n).map(|i| knn.row(i).1[k - 1] as f64).collect();
+        let keep = keep_lists_host(&x, d, &centroids, &members, &dq);
+        for q in 0..n {
+            for &r in knn.row(q).0 {
+                let (a, l) = (list_of[q], list_of[r as usize]);
+                assert_eq!(keep[a * nl + l], 1, "cell {q} (list {a}) needs list {l}");
+            }
+        }
+        let kept = keep.iter().filter(|&&v| v != 0).count();
+        assert!(kept < nl * nl / 3, "{kept} of {} kept", nl * nl);
+        // A query without a bound keeps every non-empty list.
+        let mut none = dq.clone();
+        none[members[0][0] as usize] = f64::NAN;
+        let keep = keep_lists_host(&x, d, &centroids, &members, &none);
+        for l in 0..nl {
+            assert_eq!(keep[l], u8::from(!members[l].is_empty()), "list {l}");
+        }
+    }
+
+    #[test]
+    fn kept_lists_become_a_probe_table_own_list_first() {
+        let keep = vec![1, 0, 1, 0, 1, 0, 1, 1, 1];
+        let (ptr, probes) = probes_kept(&keep, 3);
+        assert_eq!(ptr, vec![0, 2, 3, 6]);
+        assert_eq!(probes, vec![0, 2, 1, 2, 0, 1]);
+    }
+}
