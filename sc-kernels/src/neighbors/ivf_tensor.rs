@@ -17,7 +17,7 @@ use crate::gpu::{grid_stride, DeviceVec, GpuContext};
 use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 
 /// Rows of a packed chunk (`KT_R`, `KT_Q` of knn_tensor.cu).
-const CHUNK: usize = 128;
+pub(super) const CHUNK: usize = 128;
 /// Threads of a tensor block (`KT_THREADS`).
 const THREADS: u32 = 256;
 /// Slots per batch of pass 2 and the refinement (a multiple of [`CHUNK`]): the candidates
@@ -35,6 +35,9 @@ pub(super) struct Slots {
     pub chunk_list: Vec<u32>,
     pub cells: Vec<u32>,
     pub positions: Vec<u32>,
+    /// For [`Slots::contiguous`]: each slot's list (the f32 scan's probe row of its cell);
+    /// empty where a chunk's list is its row.
+    pub slot_lists: Vec<u32>,
 }
 
 impl Slots {
@@ -69,6 +72,47 @@ impl Slots {
             chunk_list,
             cells,
             positions,
+            slot_lists: Vec::new(),
+        }
+    }
+
+    /// The cells in the f32 layout's positions as they are (`perm`, list `l` at positions
+    /// `starts[l] .. starts[l] + sizes[l]`, not padded to chunks), for passes whose tiles
+    /// stream ranges of chunks rather than lists: chunk `c` is its own tile row
+    /// (`chunk_list[c] = c`), slot = position, no list has chunks of its own (`cstart`,
+    /// `ccount` empty), and the f32 scan groups its cells by list (`slot_lists`).
+    pub(super) fn contiguous(perm: &[u32], starts: &[u64], sizes: &[u32]) -> Slots {
+        let chunks = perm.len().div_ceil(CHUNK);
+        let mut cells = perm.to_vec();
+        cells.resize(chunks * CHUNK, u32::MAX);
+        let positions = (0..cells.len() as u32)
+            .map(|p| {
+                if (p as usize) < perm.len() {
+                    p
+                } else {
+                    u32::MAX
+                }
+            })
+            .collect();
+        let mut slot_lists = vec![0u32; cells.len()];
+        for (l, (&s, &z)) in starts.iter().zip(sizes).enumerate() {
+            slot_lists[s as usize..s as usize + z as usize].fill(l as u32);
+        }
+        Slots {
+            cstart: Vec::new(),
+            ccount: Vec::new(),
+            chunk_list: (0..chunks as u32).collect(),
+            cells,
+            positions,
+            slot_lists,
+        }
+    }
+
+    /// The f32 scan's probe row of the cell in `slot`: its list's, or its chunk's.
+    fn row_of(&self, slot: u64) -> usize {
+        match self.slot_lists.is_empty() {
+            true => self.chunk_list[slot as usize / CHUNK] as usize,
+            false => self.slot_lists[slot as usize] as usize,
         }
     }
 
@@ -82,7 +126,7 @@ impl Slots {
 }
 
 /// The f32 scan's blocks for the listed `slots` (sorted; each a cell the tensor scan could not
-/// certify), grouped by list, at most [`QT`] a block: `(tiles, qpos, crow)` for
+/// certify), grouped by probe row ([`Slots::row_of`]), at most [`QT`] a block: `(tiles, qpos, crow)` for
 /// `ivf_scan_listed`: tiles (list, first entry, end entry) over `qpos` (positions) and `crow`
 /// (candidate rows, `slot - s0`).
 pub(super) fn listed_tiles(
@@ -90,7 +134,7 @@ pub(super) fn listed_tiles(
     listed: &[u64],
     s0: u64,
 ) -> (Vec<u32>, Vec<u32>, Vec<u32>) {
-    let list_of = |slot: u64| slots.chunk_list[slot as usize / CHUNK] as usize;
+    let list_of = |slot: u64| slots.row_of(slot);
     let (mut tiles, mut qpos, mut crow) = (Vec::new(), Vec::new(), Vec::new());
     let mut current: Option<(usize, usize)> = None; // (list, first entry of the open tile)
     for &slot in listed {
@@ -132,6 +176,17 @@ pub(super) struct DeviceProbes<'a> {
     pub host_probes: &'a [u32],
 }
 
+/// What the tiles of the tensor passes stream: tile row `r` (its list, or its chunk for
+/// [`Slots::contiguous`]) the chunk ranges `ranges[ptr[r] .. ptr[r + 1]]`, range `g` the
+/// chunks `cstart[g] .. cstart[g] + ccount[g]` (for the inverted file: the probed lists, each
+/// list its own range).
+pub(super) struct Streams<'a> {
+    pub ptr: &'a DeviceVec<u32>,
+    pub ranges: &'a DeviceVec<u32>,
+    pub cstart: &'a DeviceVec<u32>,
+    pub ccount: &'a DeviceVec<u32>,
+}
+
 /// Part `rank` of `ranks` of the tiles, split by their work (each tile streams the chunks of
 /// the lists its list probes) rather than by their count, so that parts take alike times.
 pub(super) fn balanced_share(
@@ -171,8 +226,6 @@ pub(super) fn balanced_share(
 /// both passes read.
 pub(super) struct Packed {
     pub ids: DeviceVec<u32>,
-    pub cstart: DeviceVec<u32>,
-    pub ccount: DeviceVec<u32>,
     rb_lo: DeviceVec<f32>,
     rb_up: DeviceVec<f32>,
     /// `|q|` of each slot in the frame (centred, times `scale`), rounded up.
@@ -200,8 +253,6 @@ impl Packed {
         let (rb_lo, rb_up, nrm) = frame.row_terms(ctx, xd, Some(&ids), n_slots, &bound)?;
         let refs = frame.pack(ctx, xd, Some(&ids), 0, n_slots, ks)?;
         Ok(Packed {
-            cstart: ctx.upload(&slots.cstart)?,
-            ccount: ctx.upload(&slots.ccount)?,
             ids,
             rb_lo,
             rb_up,
@@ -219,13 +270,13 @@ impl Packed {
         self.tiles.ptr() + (2 * t * std::mem::size_of::<u32>()) as u64
     }
 
-    /// Pass 1 (`ivf_tensor_bound`) of the tiles `share` over the lists `probes` names: `tau`
-    /// of their slots (the others' are left undefined).
+    /// Pass 1 (`ivf_tensor_bound`) of the tiles `share` over what `streams` names: `tau` of
+    /// their slots (the others' are left undefined).
     pub(super) fn bound_pass(
         &self,
         ctx: &GpuContext,
         share: std::ops::Range<usize>,
-        probes: &DeviceProbes<'_>,
+        streams: &Streams<'_>,
         plan: Plan,
         k: usize,
     ) -> Result<DeviceVec<f32>> {
@@ -249,10 +300,10 @@ impl Packed {
             .arg(&ks32)
             .arg(&self.ids)
             .arg(&tiles)
-            .arg(probes.ptr)
-            .arg(probes.probes)
-            .arg(&self.cstart)
-            .arg(&self.ccount)
+            .arg(streams.ptr)
+            .arg(streams.ranges)
+            .arg(streams.cstart)
+            .arg(streams.ccount)
             .arg(&k32)
             .arg(&self.bound.ka)
             .arg(&self.bound.kc)
@@ -269,10 +320,11 @@ impl Packed {
         Ok(tau)
     }
 
-    /// Pass 2 (`ivf_tensor_collect`) of the tiles `share` over the lists `probes` names, with
+    /// Pass 2 (`ivf_tensor_collect`) of the tiles `share` over what `streams` names, with
     /// `tau` from [`Packed::bound_pass`], in batches of slots: the candidates, the f32 scan of
-    /// the queries the bound could not certify, the f64 refinement and the rows into `out`
-    /// (cell order). Returns how many queries the f32 scan took.
+    /// the queries the bound could not certify (over the lists `probes` gives each tile row),
+    /// the f64 refinement and the rows into `out` (cell order). Returns how many queries the
+    /// f32 scan took.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn collect_pass(
         &self,
@@ -282,6 +334,7 @@ impl Packed {
         slots: &Slots,
         f32_layout: &F32Layout<'_>,
         share: std::ops::Range<usize>,
+        streams: &Streams<'_>,
         probes: &DeviceProbes<'_>,
         plan: Plan,
         tau: &DeviceVec<f32>,
@@ -315,10 +368,10 @@ impl Packed {
                 .arg(&ks32)
                 .arg(&self.ids)
                 .arg(&batch_tiles)
-                .arg(probes.ptr)
-                .arg(probes.probes)
-                .arg(&self.cstart)
-                .arg(&self.ccount)
+                .arg(streams.ptr)
+                .arg(streams.ranges)
+                .arg(streams.cstart)
+                .arg(streams.ccount)
                 .arg(&self.bound.ka)
                 .arg(&nbuf32)
                 .arg(tau)
@@ -398,7 +451,14 @@ pub(super) fn search(
         return Ok((cells, 0));
     }
     let packed = Packed::new(ctx, xd, (n, d), slots, plan.ks)?;
-    let tau = packed.bound_pass(ctx, share.clone(), probes, plan, k)?;
+    let (cstart, ccount) = (ctx.upload(&slots.cstart)?, ctx.upload(&slots.ccount)?);
+    let streams = Streams {
+        ptr: probes.ptr,
+        ranges: probes.probes,
+        cstart: &cstart,
+        ccount: &ccount,
+    };
+    let tau = packed.bound_pass(ctx, share.clone(), &streams, plan, k)?;
     let f32_queries = packed.collect_pass(
         ctx,
         xd,
@@ -406,6 +466,7 @@ pub(super) fn search(
         slots,
         f32_layout,
         share,
+        &streams,
         probes,
         plan,
         &tau,

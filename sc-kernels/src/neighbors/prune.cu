@@ -1,8 +1,8 @@
 // Lists of an inverted file that provably hold none of a list's exact neighbours (pruned.rs).
 //
 // The cells are reached list by list through the tensor scan's slots: list l holds the slots
-// cstart[l] * 128 .. (cstart[l] + ccount[l]) * 128, ids[slot] its cell (~0: padding). Squared
-// distances are formed in f64 from the f32 rows of x (n x d) and the centroids c (nl x d).
+// starts[l] .. starts[l] + sizes[l], ids[slot] its cell (~0: padding). Squared distances are
+// formed in f64 from the f32 rows of x (n x d) and the centroids c (nl x d).
 //
 // Two lower bounds on |q - r| for a query q of list A and any cell r of list L:
 // - the ball: |q - c_L| - R_L, with R_L the largest |r - c_L| over L's cells;
@@ -16,7 +16,6 @@
 #define PR_THREADS 256
 #define PR_M 64  // cells per tile (8 per thread, one column of centroids)
 #define PR_C 32  // centroids per tile
-#define PR_SLOT 128
 #define PR_TOL 1e-10
 
 // Shared memory: the cells' rows xs[PR_M][dp], the centroids' cs[PR_C][dp] (dp odd: the
@@ -52,11 +51,11 @@ __device__ __forceinline__ PrTiles pr_tiles(double* smem, u32 dp) {
 // squared distances D[i] of cells (tid >> 5) + 8 i of the tile. `epi` may synchronise the block.
 template <typename Prep, typename CPrep, typename Epi>
 __device__ __forceinline__ void pr_stream(const float* __restrict__ x, const double* __restrict__ c,
-                                          const u32* __restrict__ ids, const u32* __restrict__ cstart,
-                                          const u32* __restrict__ ccount, u32 nl, u32 d, u32 l,
+                                          const u32* __restrict__ ids, const u64* __restrict__ starts,
+                                          const u32* __restrict__ sizes, u32 nl, u32 d, u32 l,
                                           const PrTiles& sh, u32 dp, Prep prep, CPrep cprep, Epi epi) {
     const u32 tid = threadIdx.x, jj = tid & 31, w = tid >> 5;
-    const u64 s0 = (u64)cstart[l] * PR_SLOT, s1 = s0 + (u64)ccount[l] * PR_SLOT;
+    const u64 s0 = starts[l], s1 = s0 + sizes[l];
     const double* cl = c + (u64)l * d;
     for (u64 m0 = s0; m0 < s1; m0 += PR_M) {
         __syncthreads();
@@ -113,7 +112,7 @@ __device__ __forceinline__ void pr_stream(const float* __restrict__ x, const dou
 // norm2[l] = the largest |r|^2 of l's cells. One block a list.
 extern "C" __global__ void __launch_bounds__(PR_THREADS)
 prune_gaps(const float* __restrict__ x, const double* __restrict__ c, const u32* __restrict__ ids,
-           const u32* __restrict__ cstart, const u32* __restrict__ ccount, u32 nl, u32 d, u32 dp,
+           const u64* __restrict__ starts, const u32* __restrict__ sizes, u32 nl, u32 d, u32 dp,
            double* __restrict__ gap, double* __restrict__ radius, double* __restrict__ norm2) {
     extern __shared__ double pr_smem[];
     const PrTiles sh = pr_tiles(pr_smem, dp);
@@ -123,7 +122,7 @@ prune_gaps(const float* __restrict__ x, const double* __restrict__ c, const u32*
     if (tid == 0) big[0] = big[1] = 0.0;
     for (u32 j = tid; j < nl; j += PR_THREADS) gap[(u64)l * nl + j] = __longlong_as_double(0x7ff0000000000000ll);
     __syncthreads();
-    pr_stream(x, c, ids, cstart, ccount, nl, d, l, sh, dp,
+    pr_stream(x, c, ids, starts, sizes, nl, d, l, sh, dp,
               [&](u32 i, u64) {
                   // Non-negative doubles order as their bits do (NaN above +inf: kept).
                   if (sh.ok[i]) {
@@ -159,7 +158,7 @@ prune_gaps(const float* __restrict__ x, const double* __restrict__ c, const u32*
 // A query without a finite bound keeps every list.
 extern "C" __global__ void __launch_bounds__(PR_THREADS)
 prune_lists(const float* __restrict__ x, const double* __restrict__ c, const u32* __restrict__ ids,
-            const u32* __restrict__ cstart, const u32* __restrict__ ccount, u32 nl, u32 d, u32 dp,
+            const u64* __restrict__ starts, const u32* __restrict__ sizes, u32 nl, u32 d, u32 dp,
             const double* __restrict__ gap, const double* __restrict__ radius,
             const double* __restrict__ norm2, const float* __restrict__ tau,
             const float* __restrict__ nrm, float scale, u8* __restrict__ keep) {
@@ -170,7 +169,7 @@ prune_lists(const float* __restrict__ x, const double* __restrict__ c, const u32
     for (u32 j = tid; j < nl; j += PR_THREADS) kept[j] = j == a;
     const double* ca = c + (u64)a * d;
     const double inv = 1.0 / (double)scale;
-    pr_stream(x, c, ids, cstart, ccount, nl, d, a, sh, dp,
+    pr_stream(x, c, ids, starts, sizes, nl, d, a, sh, dp,
               [&](u32 i, u64 slot) {
                   double dq = __longlong_as_double(0x7ff0000000000000ll);
                   if (sh.ok[i]) {
@@ -191,7 +190,7 @@ prune_lists(const float* __restrict__ x, const double* __restrict__ c, const u32
                   sh.cextra[jj] = s > 0.0 ? 0.5 / sqrt(s) : 0.0;
               },
               [&](u32 j, const double* D) {
-                  if (j >= nl || ccount[j] == 0) return;
+                  if (j >= nl || sizes[j] == 0) return;
                   const double rl = radius[j], gl = gap[(u64)j * nl + a], nj = norm2[j];
                   const double half = sh.cextra[j & 31], cnj = sh.cn[j & 31];
                   bool any = false;

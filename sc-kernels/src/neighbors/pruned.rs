@@ -24,14 +24,17 @@
 //! all. How much is pruned depends on the data (clusters prune well, uniform noise not at all);
 //! the step reports the share of pairs scanned.
 
+use super::host_scan::products;
 use super::ivf::{self, ListLayout};
-use super::ivf_tensor::{DeviceProbes, F32Layout, Packed, Slots};
+use super::ivf_tensor::{DeviceProbes, F32Layout, Packed, Slots, Streams, CHUNK};
 use super::tensor::Plan;
 use super::EXTRA;
 use crate::error::Result;
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::trace::PhaseTrace;
 use crate::gpu::{DeviceVec, GpuContext};
+use faer::MatRef;
+use rayon::prelude::*;
 use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 
 pub(crate) const SRC: KernelSource = KernelSource {
@@ -54,10 +57,11 @@ pub const PRUNED_FROM_CELLS: usize = 100_000;
 /// 200k the demo's from 0.111 to 0.081 s.
 pub const FIRST_PROBES: usize = 32;
 
-/// Share of the pairs the bounds keep above which pass 2 scans all pairs instead: the
-/// all-pairs pass reads references in one order for every block, and more efficiently per pair
-/// than the lists' (no padding, no list changes).
-pub const ALL_PAIRS_ABOVE: f64 = 0.6;
+/// Share of the pairs the bounds keep above which pass 2 scans all pairs instead (cheaper per
+/// pair: no list changes, no chunk shared by two lists). On the H200, the demo's PCs: at 77%
+/// kept the lists' pass took 1.29-1.31 s against 1.41-1.46 s over all pairs (1 M cells), at
+/// 87% 0.125 against 0.115 s (200k).
+pub const ALL_PAIRS_ABOVE: f64 = 0.85;
 
 /// The pruned search's shape.
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
@@ -111,36 +115,29 @@ pub(super) fn knn_pruned(
         .unwrap_or(FIRST_PROBES)
         .clamp(1, n_lists);
     let mut trace = PhaseTrace::new(ctx, "pruned");
-    let centroids = ivf::centroids_gpu(ctx, xd, n, d, n_lists)?;
+    let centroids = chained(&ivf::centroids_gpu(ctx, xd, n, d, n_lists)?, d);
     let (_, layout) = ListLayout::new(ctx, xd, d, &centroids, n_lists)?;
     let lists = &layout.lists;
-    let slots = Slots::new(&lists.perm, &lists.starts, &lists.sizes);
+    // The cells in the f32 layout's order, lists one after another: a tile is a chunk of 128
+    // of them (of one list or of the end and start of two) and streams ranges of chunks.
+    let slots = Slots::contiguous(&lists.perm, &lists.starts, &lists.sizes);
     let packed = Packed::new(ctx, xd, (n, d), &slots, plan.ks)?;
+    let held = chunk_lists(&lists.starts, &lists.sizes, slots.chunk_list.len());
+    let (starts, sizes) = (ctx.upload(&lists.starts)?, ctx.upload(&lists.sizes)?);
     trace.mark("lists")?;
 
     let tiles = 0..slots.chunk_list.len();
     let kc = (k + EXTRA).min(n);
     let (ptr1, probes1) = ivf::probe_table(&centroids, d, &lists.sizes, first_probes, kc);
-    let (ptr1_d, probes1_d) = (ctx.upload(&ptr1)?, ctx.upload(&probes1)?);
-    let first = DeviceProbes {
-        ptr: &ptr1_d,
-        probes: &probes1_d,
-        host_ptr: &ptr1,
-        host_probes: &probes1,
-    };
-    let tau = packed.bound_pass(ctx, tiles.clone(), &first, plan, k)?;
+    let first = DeviceStreams::new(
+        ctx,
+        &ranges_of(rows_of_chunks(&held, &ptr1, &probes1), lists),
+    )?;
+    let tau = packed.bound_pass(ctx, tiles.clone(), &first.streams(), plan, k)?;
     trace.mark("bound")?;
 
-    let keep = keep_lists_gpu(ctx, xd, d, &centroids, &packed, &tau)?;
+    let keep = keep_lists_gpu(ctx, xd, d, &centroids, (&starts, &sizes), &packed, &tau)?;
     let (ptr2, probes2) = probes_kept(&keep, n_lists);
-    let (ptr2_d, probes2_d) = (ctx.upload(&ptr2)?, ctx.upload(&probes2)?);
-    let kept = DeviceProbes {
-        ptr: &ptr2_d,
-        probes: &probes2_d,
-        host_ptr: &ptr2,
-        host_probes: &probes2,
-    };
-    trace.mark("prune")?;
     let mut stats = PrunedStats {
         n_lists,
         first_probes,
@@ -148,6 +145,7 @@ pub(super) fn knn_pruned(
         all_pairs: false,
         f32_queries: 0,
     };
+    trace.mark("prune")?;
     if stats.refs_per_cell > params.all_pairs_above.unwrap_or(ALL_PAIRS_ABOVE) * n as f64 {
         stats.all_pairs = true;
         let by_slot = ctx.download(&tau)?;
@@ -160,7 +158,18 @@ pub(super) fn knn_pruned(
         return Ok(Pruned::AllPairs(ctx.upload(&by_cell)?, stats));
     }
 
-    let (starts, sizes) = (ctx.upload(&lists.starts)?, ctx.upload(&lists.sizes)?);
+    let kept = DeviceStreams::new(
+        ctx,
+        &ranges_of(rows_of_chunks(&held, &ptr2, &probes2), lists),
+    )?;
+    // The f32 scan of the cells the bound could not certify: by list, within its kept lists.
+    let (ptr2_d, probes2_d) = (ctx.upload(&ptr2)?, ctx.upload(&probes2)?);
+    let fallback = DeviceProbes {
+        ptr: &ptr2_d,
+        probes: &probes2_d,
+        host_ptr: &ptr2,
+        host_probes: &probes2,
+    };
     let f32_layout = F32Layout {
         xp: &layout.xp,
         table: &layout.table,
@@ -168,22 +177,162 @@ pub(super) fn knn_pruned(
         starts: &starts,
         sizes: &sizes,
     };
+    trace.mark("ranges")?;
     let out = (ctx.alloc::<u32>(n * k)?, ctx.alloc::<f32>(n * k)?);
-    let f32_queries = packed.collect_pass(
+    stats.f32_queries = packed.collect_pass(
         ctx,
         xd,
         (d, k),
         &slots,
         &f32_layout,
         tiles,
-        &kept,
+        &kept.streams(),
+        &fallback,
         plan,
         &tau,
         (&out.0, &out.1),
     )?;
     trace.mark("collect, refine")?;
-    stats.f32_queries = f32_queries;
     Ok(Pruned::Done(out.0, out.1, stats))
+}
+
+/// The centroids (`d` values each) in the order of a greedy chain (from the first, each next
+/// the nearest not yet taken), so that lists laid out one after another are near: a chunk
+/// that holds the end of one list and the start of the next keeps much the same lists as
+/// either, and lists kept together form runs of chunks.
+fn chained(centroids: &[f32], d: usize) -> Vec<f32> {
+    let nl = centroids.len() / d.max(1);
+    if nl < 3 {
+        return centroids.to_vec();
+    }
+    // `|a|^2 + |b|^2 - 2 a.b` for every pair by one matrix product (f32: an order, not a bound).
+    let c = MatRef::from_row_major_slice(centroids, nl, d);
+    let dots = products(c, c);
+    let norms: Vec<f32> = (0..nl).map(|l| dots[(l, l)]).collect();
+    let mut taken = vec![false; nl];
+    let mut out = Vec::with_capacity(centroids.len());
+    let mut at = 0usize;
+    loop {
+        taken[at] = true;
+        out.extend_from_slice(&centroids[at * d..(at + 1) * d]);
+        let col = dots.col(at);
+        let next = (0..nl)
+            .filter(|&m| !taken[m])
+            .map(|m| (norms[m] - 2.0 * col[m], m))
+            .min_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        match next {
+            Some((_, m)) => at = m,
+            None => break out,
+        }
+    }
+}
+
+/// The lists whose cells lie in each of the `chunks` chunks of 128 positions (list `l` at
+/// positions `starts[l] .. starts[l] + sizes[l]`, in list order).
+fn chunk_lists(starts: &[u64], sizes: &[u32], chunks: usize) -> Vec<Vec<u32>> {
+    let mut held = vec![Vec::new(); chunks];
+    for (l, (&s, &z)) in starts.iter().zip(sizes).enumerate() {
+        if z > 0 {
+            let (c0, c1) = (s as usize / CHUNK, (s as usize + z as usize - 1) / CHUNK);
+            for h in &mut held[c0..=c1] {
+                h.push(l as u32);
+            }
+        }
+    }
+    held
+}
+
+/// Per chunk, the lists the rows of its lists in `(ptr, table)` (CSR, by list) name, merged in
+/// list order: a CSR by chunk.
+fn rows_of_chunks(held: &[Vec<u32>], ptr: &[u32], table: &[u32]) -> (Vec<u32>, Vec<u32>) {
+    let rows: Vec<Vec<u32>> = held
+        .par_iter()
+        .map(|ls| {
+            let mut row: Vec<u32> = ls
+                .iter()
+                .flat_map(|&l| &table[ptr[l as usize] as usize..ptr[l as usize + 1] as usize])
+                .copied()
+                .collect();
+            row.sort_unstable();
+            row.dedup();
+            row
+        })
+        .collect();
+    let mut out_ptr = Vec::with_capacity(rows.len() + 1);
+    out_ptr.push(0u32);
+    let mut out = Vec::new();
+    for r in rows {
+        out.extend(r);
+        out_ptr.push(out.len() as u32);
+    }
+    (out_ptr, out)
+}
+
+/// The chunk ranges a tile row streams for its lists (`rows`: CSR by chunk, lists in order):
+/// each list's chunks, runs that touch or overlap merged so that no chunk comes twice.
+/// `(ptr, ranges, cstart, ccount)` as [`Streams`] reads them (a row's ranges are its own).
+fn ranges_of(rows: (Vec<u32>, Vec<u32>), lists: &ivf::Lists) -> [Vec<u32>; 4] {
+    let (ptr, table) = rows;
+    let mut out_ptr = Vec::with_capacity(ptr.len());
+    out_ptr.push(0u32);
+    let (mut cstart, mut ccount) = (Vec::new(), Vec::new());
+    for r in ptr.windows(2) {
+        let mut open: Option<(u32, u32)> = None;
+        for &l in &table[r[0] as usize..r[1] as usize] {
+            let (s, z) = (
+                lists.starts[l as usize] as usize,
+                lists.sizes[l as usize] as usize,
+            );
+            if z == 0 {
+                continue;
+            }
+            let (c0, c1) = ((s / CHUNK) as u32, (s + z).div_ceil(CHUNK) as u32);
+            open = match open {
+                Some((a, b)) if c0 <= b => Some((a, b.max(c1))),
+                Some((a, b)) => {
+                    cstart.push(a);
+                    ccount.push(b - a);
+                    Some((c0, c1))
+                }
+                None => Some((c0, c1)),
+            };
+        }
+        if let Some((a, b)) = open {
+            cstart.push(a);
+            ccount.push(b - a);
+        }
+        out_ptr.push(cstart.len() as u32);
+    }
+    let ranges = (0..cstart.len() as u32).collect();
+    [out_ptr, ranges, cstart, ccount]
+}
+
+/// [`ranges_of`]'s tables on the device.
+struct DeviceStreams {
+    ptr: DeviceVec<u32>,
+    ranges: DeviceVec<u32>,
+    cstart: DeviceVec<u32>,
+    ccount: DeviceVec<u32>,
+}
+
+impl DeviceStreams {
+    fn new(ctx: &GpuContext, t: &[Vec<u32>; 4]) -> Result<Self> {
+        Ok(DeviceStreams {
+            ptr: ctx.upload(&t[0])?,
+            ranges: ctx.upload(&t[1])?,
+            cstart: ctx.upload(&t[2])?,
+            ccount: ctx.upload(&t[3])?,
+        })
+    }
+
+    fn streams(&self) -> Streams<'_> {
+        Streams {
+            ptr: &self.ptr,
+            ranges: &self.ranges,
+            cstart: &self.cstart,
+            ccount: &self.ccount,
+        }
+    }
 }
 
 /// The kept lists (`keep[a * nl + l]`, 1: list `l` may hold a neighbour of a cell of `a`) by
@@ -193,6 +342,7 @@ fn keep_lists_gpu(
     xd: &DeviceVec<f32>,
     d: usize,
     centroids: &[f32],
+    (starts, sizes): (&DeviceVec<u64>, &DeviceVec<u32>),
     packed: &Packed,
     tau: &DeviceVec<f32>,
 ) -> Result<Vec<u8>> {
@@ -215,8 +365,8 @@ fn keep_lists_gpu(
     l.arg(xd)
         .arg(&c)
         .arg(&packed.ids)
-        .arg(&packed.cstart)
-        .arg(&packed.ccount)
+        .arg(starts)
+        .arg(sizes)
         .arg(&nl32)
         .arg(&d32)
         .arg(&dp32)
@@ -232,8 +382,8 @@ fn keep_lists_gpu(
     l.arg(xd)
         .arg(&c)
         .arg(&packed.ids)
-        .arg(&packed.cstart)
-        .arg(&packed.ccount)
+        .arg(starts)
+        .arg(sizes)
         .arg(&nl32)
         .arg(&d32)
         .arg(&dp32)
@@ -398,6 +548,51 @@ mod tests {
         for l in 0..nl {
             assert_eq!(keep[l], u8::from(!members[l].is_empty()), "list {l}");
         }
+    }
+
+    #[test]
+    fn chunks_stream_their_lists_ranges_once_each() {
+        // Lists of 130, 0, 5 and 200 cells at positions 0, 132, 132, 140 (aligned to 4).
+        let lists = ivf::Lists {
+            perm: vec![0; 340],
+            starts: vec![0, 132, 132, 140],
+            sizes: vec![130, 0, 5, 200],
+        };
+        let held = chunk_lists(&lists.starts, &lists.sizes, 3);
+        assert_eq!(held, vec![vec![0], vec![0, 2, 3], vec![3]]);
+        // List 0 keeps itself and 2; 2 keeps 0, 1, 3; 3 keeps itself.
+        let (ptr, table) = (vec![0u32, 2, 2, 5, 6], vec![0u32, 2, 0, 1, 3, 3]);
+        let rows = rows_of_chunks(&held, &ptr, &table);
+        assert_eq!(rows.0, vec![0, 2, 6, 7]);
+        assert_eq!(rows.1, vec![0, 2, 0, 1, 2, 3, 3]);
+        let [rptr, ranges, cstart, ccount] = ranges_of(rows, &lists);
+        // Chunk 0: lists 0 (chunks 0-1) and 2 (chunk 1): one run 0..2. Chunk 1: 0, 1 (empty),
+        // 2, 3 (chunks 1-2): one run 0..3. Chunk 2: list 3, chunks 1..3.
+        assert_eq!(rptr, vec![0, 1, 2, 3]);
+        assert_eq!(ranges, vec![0, 1, 2]);
+        assert_eq!(cstart, vec![0, 0, 1]);
+        assert_eq!(ccount, vec![2, 3, 2]);
+        // Lists apart stay apart.
+        let far = ivf::Lists {
+            perm: vec![0; 1024],
+            starts: vec![0, 512],
+            sizes: vec![10, 10],
+        };
+        let [_, _, cstart, ccount] = ranges_of((vec![0, 2], vec![0, 1]), &far);
+        assert_eq!((cstart, ccount), (vec![0, 4], vec![1, 1]));
+    }
+
+    #[test]
+    fn chained_centroids_are_each_once_neighbours_next() {
+        // Points on a line, shuffled: the chain from the first walks to one end (6 before 4:
+        // as near, and first in the input), then jumps.
+        let xs = [5.0f32, 1.0, 9.0, 3.0, 7.0, 0.0, 8.0, 2.0, 6.0, 4.0];
+        let c: Vec<f32> = xs.iter().flat_map(|&x| [x, 0.0]).collect();
+        let chain: Vec<f32> = chained(&c, 2).chunks(2).map(|p| p[0]).collect();
+        assert_eq!(
+            chain,
+            vec![5.0, 6.0, 7.0, 8.0, 9.0, 4.0, 3.0, 2.0, 1.0, 0.0]
+        );
     }
 
     #[test]
