@@ -114,8 +114,8 @@ pub enum KnnMethod {
 /// against the exact tensor-core kNN's 0.109-0.139 s, and 0.33-0.35 s at 1 M against
 /// 2.43-2.61 s. Below, the exact kNN's time falls as n^2 (0.032 s at 100k) while the inverted
 /// file keeps its fixed costs (training, lists, the recall sample: about 0.06 s). Since the
-/// exact kNN prunes its lists ([`pruned`], (b2)), it takes 0.057-0.081 s at 200k and
-/// 0.51-1.39 s at 1 M (workload C, the demo's PCs): alike at 200k, still slower at 1 M.
+/// exact kNN prunes its lists ([`pruned`], (b2)), it takes 0.064-0.088 s at 200k and
+/// 0.47-1.27 s at 1 M (workload C, the demo's PCs): alike at 200k, still slower at 1 M.
 pub const AUTO_IVF_CELLS: usize = 200_000;
 
 impl KnnMethod {
