@@ -363,40 +363,30 @@ fn keep_lists_gpu(
         block_dim: (THREADS, 1, 1),
         shared_mem_bytes: smem as u32,
     };
+    // Both kernels start with the cells, the lists and the lists' geometry.
+    let lists_args = |f| {
+        let mut l = ctx.launcher(f);
+        l.arg(xd)
+            .arg(&c)
+            .arg(&packed.ids)
+            .arg(starts)
+            .arg(sizes)
+            .arg(&nl32)
+            .arg(&d32)
+            .arg(&dp32)
+            .arg(&gap)
+            .arg(&radius)
+            .arg(&norm2);
+        l
+    };
     let f = ctx.function_with_shared(SRC, "prune_gaps", tiles)?;
-    let mut l = ctx.launcher(&f);
-    l.arg(xd)
-        .arg(&c)
-        .arg(&packed.ids)
-        .arg(starts)
-        .arg(sizes)
-        .arg(&nl32)
-        .arg(&d32)
-        .arg(&dp32)
-        .arg(&gap)
-        .arg(&radius)
-        .arg(&norm2);
-    ctx.launch(l, blocks(tiles), "prune_gaps")?;
+    ctx.launch(lists_args(&f), blocks(tiles), "prune_gaps")?;
 
     let keep = ctx.alloc::<u8>(nl * nl)?;
     let smem = tiles + nl;
     let f = ctx.function_with_shared(SRC, "prune_lists", smem)?;
-    let mut l = ctx.launcher(&f);
-    l.arg(xd)
-        .arg(&c)
-        .arg(&packed.ids)
-        .arg(starts)
-        .arg(sizes)
-        .arg(&nl32)
-        .arg(&d32)
-        .arg(&dp32)
-        .arg(&gap)
-        .arg(&radius)
-        .arg(&norm2)
-        .arg(tau)
-        .arg(&packed.nrm)
-        .arg(&packed.scale)
-        .arg(&keep);
+    let mut l = lists_args(&f);
+    l.arg(tau).arg(&packed.nrm).arg(&packed.scale).arg(&keep);
     ctx.launch(l, blocks(smem), "prune_lists")?;
     ctx.download(&keep)
 }
