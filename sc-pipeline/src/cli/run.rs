@@ -167,9 +167,11 @@ pub struct RunArgs {
     pub n_neighbors: usize,
     #[arg(long, help = "Skip neighbors (and the steps on its graph)")]
     pub no_neighbors: bool,
-    /// How neighbors searches: every cell against every cell (exact), within the probed lists
-    /// of an inverted file (ivf, approximate; the recall on a sample is reported), or exact
-    /// below 200,000 cells and ivf from there (auto; where ivf became the faster on an H200).
+    /// How neighbors searches: every cell against every cell (exact; on the GPU from 100,000
+    /// cells within the lists that proven bounds keep, the same result), within the probed
+    /// lists of an inverted file (ivf, approximate; the recall on a sample is reported), or
+    /// exact below 200,000 cells and ivf from there (auto; where ivf became the faster on an
+    /// H200).
     #[arg(long, value_enum, default_value_t = KnnChoice::Auto)]
     pub neighbors_method: KnnChoice,
     /// Lists of the inverted file (ivf and auto; default: the square root of the cells).
