@@ -198,21 +198,26 @@ pub(crate) fn candidates(
     );
     let grid = (q.div_ceil(Q).max(1) as u32, 1, 1);
 
+    // Both passes start with the references, a bound term, the norms and the queries.
+    let scan_args = |f, rb| {
+        let mut l = ctx.launcher(f);
+        l.arg(&refs)
+            .arg(rb)
+            .arg(&nrm)
+            .arg(&n64)
+            .arg(&ks32)
+            .arg(queries)
+            .arg(&q_row0)
+            .arg(&q64);
+        l
+    };
+    let bound_fn = ctx.function_with_shared(SRC, "knn_tensor_bound", smem[0])?;
     let tau = match tau {
         Some(tau) => tau,
         None => {
             let tau = ctx.alloc::<f32>(q.max(1))?;
-            let f = ctx.function_with_shared(SRC, "knn_tensor_bound", smem[0])?;
-            let mut l = ctx.launcher(&f);
-            l.arg(&refs)
-                .arg(&rb_up)
-                .arg(&nrm)
-                .arg(&n64)
-                .arg(&ks32)
-                .arg(queries)
-                .arg(&q_row0)
-                .arg(&q64)
-                .arg(&k32)
+            let mut l = scan_args(&bound_fn, &rb_up);
+            l.arg(&k32)
                 .arg(&bound.ka)
                 .arg(&bound.kc)
                 .arg(&bound.kf)
@@ -234,16 +239,8 @@ pub(crate) fn candidates(
     let uncertain = ctx.zeros::<u8>(q.max(1))?;
     let n_uncertain = ctx.zeros::<u32>(1)?;
     let f = ctx.function_with_shared(SRC, "knn_tensor_collect", smem[1])?;
-    let mut l = ctx.launcher(&f);
-    l.arg(&refs)
-        .arg(&rb_lo)
-        .arg(&nrm)
-        .arg(&n64)
-        .arg(&ks32)
-        .arg(queries)
-        .arg(&q_row0)
-        .arg(&q64)
-        .arg(&bound.ka)
+    let mut l = scan_args(&f, &rb_lo);
+    l.arg(&bound.ka)
         .arg(&nbuf32)
         .arg(&tau)
         .arg(&width32)
