@@ -1,6 +1,7 @@
 //! `GpuContext`: the one value a step's GPU twin is handed.
 
 use super::module_cache::{KernelSource, ModuleCache};
+use super::pinned_buffers::PinnedBuffers;
 use super::staging::{fill_from, Staging, CHUNK_BYTES};
 use crate::error::{KernelError, Result};
 use bytemuck::Pod;
@@ -36,6 +37,9 @@ pub struct GpuContext {
     solver: OnceLock<DnHandle>,
     /// Pinned buffers for large transfers (made on first use; one transfer at a time).
     staging: Mutex<Option<Staging>>,
+    /// Pinned buffers lent to threads downloading at once (made by
+    /// [`GpuContext::prepare_write_buffers`]).
+    write_buffers: OnceLock<PinnedBuffers>,
     /// A second context on a stream of its own, same device and resource, for uploads that
     /// overlap this stream's work (made on first use; see [`GpuContext::copy_lane`]).
     lane: OnceLock<Box<GpuContext>>,
@@ -87,6 +91,7 @@ impl GpuContext {
             blas: OnceLock::new(),
             solver: OnceLock::new(),
             staging: Mutex::new(None),
+            write_buffers: OnceLock::new(),
             lane: OnceLock::new(),
             h2d: Arc::default(),
             d2h: Arc::default(),
@@ -161,6 +166,54 @@ impl GpuContext {
     /// output written while neighbors runs) makes its buffers before those kernels are queued.
     pub fn prepare_transfers(&self) -> Result<()> {
         self.with_staging(|_| Ok(()))
+    }
+
+    /// Makes `count` pinned buffers of `bytes` for threads that download at once, each into a
+    /// buffer of its own ([`GpuContext::write_buffers`], [`GpuContext::download_bytes_direct`]),
+    /// if none are made yet: like the staging buffers, before long kernels are queued.
+    pub fn prepare_write_buffers(&self, count: usize, bytes: usize) -> Result<()> {
+        if self.write_buffers.get().is_none() {
+            let made = PinnedBuffers::new(&self.device, &self.stream, count, bytes)?;
+            let _ = self.write_buffers.set(made);
+        }
+        Ok(())
+    }
+
+    /// The buffers [`GpuContext::prepare_write_buffers`] made, if it ran.
+    pub fn write_buffers(&self) -> Option<&PinnedBuffers> {
+        self.write_buffers.get()
+    }
+
+    /// Copies the bytes `offset..offset + dst.len()` of `v`'s values straight into `dst` and
+    /// waits for that copy alone (queued on this context's stream after the work queued
+    /// before): no staging buffer, so several threads may download at once. At the bus's speed
+    /// when `dst` is pinned (a buffer of [`GpuContext::write_buffers`]); correct, but slower,
+    /// into any other memory.
+    pub fn download_bytes_direct<T: Pod + Send + Sync>(
+        &self,
+        v: &DeviceVec<T>,
+        offset: usize,
+        dst: &mut [u8],
+    ) -> Result<()> {
+        let total = v.len() * std::mem::size_of::<T>();
+        if offset.checked_add(dst.len()).is_none_or(|end| end > total) {
+            return Err(KernelError::Shape(format!(
+                "bytes {offset}..{} of a device array of {total} bytes",
+                offset.saturating_add(dst.len())
+            )));
+        }
+        if dst.is_empty() {
+            return Ok(());
+        }
+        let gpu = |e: rmm_cuda::CudaError| KernelError::Gpu(format!("direct download: {e}"));
+        let done = self.device.new_event().map_err(gpu)?;
+        // SAFETY: the range lies inside `v` (checked above); `dst` stays borrowed until the
+        // event recorded after the copy has fired.
+        unsafe { self.stream.copy_to_host_async(dst, v.ptr() + offset as u64) }.map_err(gpu)?;
+        self.stream.record(&done).map_err(gpu)?;
+        done.synchronize().map_err(gpu)?;
+        self.d2h.fetch_add(dst.len() as u64, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Runs `f` with the staging buffers (made on first use).

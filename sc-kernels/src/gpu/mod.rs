@@ -10,6 +10,8 @@
 //! - [`scan`]: exclusive prefix sums, the building block of every compaction.
 //! - [`radix_sort`]: sorting `u64` keys (a step packs what it needs ordered into them).
 //! - [`NcclCommunicator`]: the [`crate::comm::Communicator`] of ranks on several GPUs.
+//! - [`pinned_buffers`]: page-locked buffers lent to threads that download at once (a chunked
+//!   write's threads).
 //! - [`streamed`]: host matrices streamed through the device in row blocks (the steps'
 //!   `*_streamed` twins run in a fraction of the device memory the matrix needs).
 //! - [`trace`]: the time of each phase of a step, when `SCPIPE_TRACE_PHASES` is set.
@@ -22,6 +24,7 @@ mod context;
 mod matrix;
 pub mod module_cache;
 mod nccl_communicator;
+pub mod pinned_buffers;
 pub mod radix_sort;
 pub mod reduce;
 pub mod scan;

@@ -122,10 +122,45 @@ pub(crate) fn gather_bytes<T: bytemuck::Pod + Send + Sync>(
     dst: &mut [u8],
     pool: Option<&rayon::ThreadPool>,
 ) -> sc_kernels::Result<()> {
+    let jobs = shares(vecs, start, dst)?
+        .into_iter()
+        .map(|(ctx, v, at, mine)| {
+            (ctx, move || {
+                ctx.copy_lane()?.download_bytes_into(v, at, mine)
+            })
+        });
+    on_their_gpus(jobs, pool)
+}
+
+/// As [`gather_bytes`], each share copied straight into `dst` by the calling thread
+/// ([`GpuContext::download_bytes_direct`] on each GPU's copy lane), without the staging buffers'
+/// lock: for several threads gathering at once, each into pinned memory of its own (a chunked
+/// write's buffers).
+pub(crate) fn gather_bytes_direct<T: bytemuck::Pod + Send + Sync>(
+    vecs: &[(&GpuContext, &DeviceVec<T>)],
+    start: usize,
+    dst: &mut [u8],
+) -> sc_kernels::Result<()> {
+    shares(vecs, start, dst)?
+        .into_iter()
+        .try_for_each(|(ctx, v, at, mine)| ctx.copy_lane()?.download_bytes_direct(v, at, mine))
+}
+
+/// One device vector's share of a gather: its context, the vector, the byte offset in it and
+/// the part of the destination it fills.
+type Share<'a, 'd, T> = (&'a GpuContext, &'a DeviceVec<T>, usize, &'d mut [u8]);
+
+/// `dst` cut into the shares of the vectors (laid one after the other) that bytes
+/// `start..start + dst.len()` fall in; an error when those bytes run past the vectors' end.
+fn shares<'a, 'd, T: bytemuck::Pod>(
+    vecs: &[(&'a GpuContext, &'a DeviceVec<T>)],
+    start: usize,
+    dst: &'d mut [u8],
+) -> sc_kernels::Result<Vec<Share<'a, 'd, T>>> {
     let size = std::mem::size_of::<T>();
     let end = start + dst.len();
     let mut rest = dst;
-    let mut jobs = Vec::new();
+    let mut out = Vec::new();
     let mut first = 0;
     for &(ctx, v) in vecs {
         let (lo, hi) = (first, first + v.len() * size);
@@ -136,16 +171,14 @@ pub(crate) fn gather_bytes<T: bytemuck::Pod + Send + Sync>(
         }
         let (mine, after) = std::mem::take(&mut rest).split_at_mut(to - from);
         rest = after;
-        jobs.push((ctx, move || {
-            ctx.copy_lane()?.download_bytes_into(v, from - lo, mine)
-        }));
+        out.push((ctx, v, from - lo, mine));
     }
     if !rest.is_empty() || first < end {
         return Err(KernelError::Shape(format!(
             "bytes {start}..{end} of device arrays of {first} bytes"
         )));
     }
-    on_their_gpus(jobs, pool)
+    Ok(out)
 }
 
 /// Runs each job on a thread of its own (inside `pool` when given) with its GPU's context

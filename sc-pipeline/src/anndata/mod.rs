@@ -12,7 +12,9 @@ mod value;
 pub use array::{ArrayData, DenseArray};
 pub use dataframe::{array_as_strings, Column, DataFrame};
 pub use device::{DeviceData, DeviceMatrix, Streamed};
-pub(crate) use gather::{block_parts, gather_bytes, stacked_indptr, BlockParts};
+pub(crate) use gather::{
+    block_parts, gather_bytes, gather_bytes_direct, stacked_indptr, BlockParts,
+};
 pub use matrix::Matrix;
 
 pub use sc_kernels::dense::DenseMatrix;

@@ -3,6 +3,7 @@
 //! `zarrs` encodes in parallel; the codecs are the store's choice ([`ZarrCompression`]).
 
 use crate::{Error, Result};
+use sc_kernels::gpu::pinned_buffers::PinnedBuffers;
 use serde_json::{Map, Value as Json};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -30,6 +31,17 @@ pub enum ZarrCompression {
     /// zstd's 10.7 s and 6.1 GB and no compression's 3.0 s and 23 GB (`benches/RESULTS.md`).
     #[default]
     Lz4,
+}
+
+/// Where each chunk writer's buffer comes from ([`ZarrStore::put_array_with`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum ChunkBuffers<'a> {
+    /// Host memory of its own.
+    Host,
+    /// A page-locked buffer lent by a GPU, which a fill can download straight into
+    /// ([`crate::anndata::gather_bytes_direct`]); as many writers as buffers. Host memory where a
+    /// chunk is larger than a buffer.
+    Pinned(&'a PinnedBuffers),
 }
 
 /// A store opened or created at a directory, its errors naming `path` and the element.
@@ -105,7 +117,7 @@ impl ZarrStore {
             .map_err(|x| e(&x))
     }
 
-    /// [`ZarrStore::put_array_with`] of the numeric `values`.
+    /// [`ZarrStore::put_array_with`] of the numeric `values` (host buffers).
     pub(crate) fn put_values<T: Element + bytemuck::Pod + Send + Sync>(
         &self,
         element: &str,
@@ -114,24 +126,24 @@ impl ZarrStore {
         values: &[T],
         attrs: Map<String, Json>,
     ) -> Result<()> {
-        self.put_array_with(element, shape, data_type, attrs, |start, dst: &mut [T]| {
-            copy_from(values, start, dst)
-        })
+        let fill = |start, dst: &mut [T]| copy_from(values, start, dst);
+        self.put_array_with(element, shape, data_type, attrs, ChunkBuffers::Host, fill)
     }
 
     /// Writes the array `element` of `shape` (row-major, fill value zero) with attributes
     /// `attrs`, in chunks of whole rows of about [`CHUNK_ELEMENTS`] values, so each chunk holds
-    /// consecutive values: chunks are encoded and written in parallel, a thread per core, each
-    /// filled first by `fill(start, dst)` with the values `start .. start + dst.len()` (from host
-    /// memory, or downloaded from a GPU chunk by chunk while other chunks are written). A
-    /// thread reuses its chunk buffer; the last chunk's part past the array's end is zero. The
-    /// first error stops the writers.
+    /// consecutive values: chunks are encoded and written in parallel, a thread per core (per
+    /// pinned buffer, with [`ChunkBuffers::Pinned`]), each filled first by `fill(start, dst)`
+    /// with the values `start .. start + dst.len()` (from host memory, or downloaded from a GPU
+    /// chunk by chunk while other chunks are written). A thread reuses its chunk buffer; the
+    /// last chunk's part past the array's end is zero. The first error stops the writers.
     pub(crate) fn put_array_with<T, F>(
         &self,
         element: &str,
         shape: &[usize],
         data_type: DataType,
         attrs: Map<String, Json>,
+        buffers: ChunkBuffers,
         fill: F,
     ) -> Result<()>
     where
@@ -145,12 +157,25 @@ impl ZarrStore {
         let len: usize = shape.iter().product();
         let per = row_chunks(shape).iter().product::<u64>() as usize;
         let n_chunks = len.div_ceil(per);
+        // Pinned buffers too small for a chunk are not used.
+        let pinned = match buffers {
+            ChunkBuffers::Pinned(b) if b.bytes() >= per * size => Some(b),
+            _ => None,
+        };
         // One chunk per task: the codec itself runs on one thread.
         let options = CodecOptions::builder().concurrent_target(1).build();
         let next = AtomicUsize::new(0);
         let failed = AtomicBool::new(false);
         let work = || -> Result<()> {
-            let mut buf = bytemuck::zeroed_vec::<T>(per);
+            let mut lent = pinned.and_then(|b| b.lend());
+            let mut host = match lent {
+                Some(_) => Vec::new(),
+                None => bytemuck::zeroed_vec::<T>(per),
+            };
+            let buf: &mut [T] = match &mut lent {
+                Some(b) => bytemuck::cast_slice_mut(&mut b.as_mut_bytes()[..per * size]),
+                None => &mut host,
+            };
             loop {
                 let c = next.fetch_add(1, Ordering::Relaxed);
                 if c >= n_chunks || failed.load(Ordering::Relaxed) {
@@ -163,7 +188,7 @@ impl ZarrStore {
                 let done = fill(start, &mut buf[..n]).and_then(|()| {
                     buf[n..].fill(T::zeroed());
                     array
-                        .store_chunk_elements_opt(&at, &buf, &options)
+                        .store_chunk_elements_opt(&at, buf, &options)
                         .map_err(|x| e(&x))
                 });
                 if done.is_err() {
@@ -177,6 +202,7 @@ impl ZarrStore {
         // copy could take another chunk's task and wait for the lock it holds.
         let threads = std::thread::available_parallelism()
             .map_or(1, |c| c.get())
+            .min(pinned.map_or(usize::MAX, |b| b.count()))
             .min(n_chunks);
         if threads <= 1 {
             return work();
@@ -388,9 +414,15 @@ mod tests {
     }
 
     /// Arrays of several chunks, the last one short, written from a filler, read back equal
-    /// with each compression; a filler's error stops the write with it.
+    /// with each compression, into host buffers and into pinned ones (a simulated device's:
+    /// two writers; too small for a chunk: host buffers instead); a filler's error stops the
+    /// write with it.
     #[test]
     fn chunks_of_whole_rows_are_filled_and_written_in_parallel() {
+        let device = rmm_cuda::Device::simulated(64 << 20);
+        let stream = device.new_stream().unwrap();
+        let pinned = PinnedBuffers::new(&device, &stream, 2, CHUNK_ELEMENTS * 8).unwrap();
+        let small = PinnedBuffers::new(&device, &stream, 2, 1 << 20).unwrap();
         let dir = std::env::temp_dir().join(format!("zarr-chunks-{}", std::process::id()));
         for (i, compression) in [
             ZarrCompression::None,
@@ -410,7 +442,8 @@ mod tests {
                 }
                 Ok(())
             };
-            s.put_array_with("/wide", &[n], DataType::Int64, Map::new(), wide)
+            let buffers = ChunkBuffers::Pinned(&pinned);
+            s.put_array_with("/wide", &[n], DataType::Int64, Map::new(), buffers, wide)
                 .unwrap();
             let back = read_back::<i64>(&s, "/wide");
             assert_eq!(back.len(), n);
@@ -428,6 +461,19 @@ mod tests {
             .unwrap();
             assert_eq!(s.array("/dense").unwrap().chunk_grid_shape(), &vec![3, 1]);
             assert_eq!(read_back::<f32>(&s, "/dense"), dense);
+            let fill = |start: usize, dst: &mut [f32]| copy_from(&dense, start, dst);
+            let buffers = ChunkBuffers::Pinned(&small);
+            let shape = [rows, cols];
+            s.put_array_with(
+                "/dense2",
+                &shape,
+                DataType::Float32,
+                Map::new(),
+                buffers,
+                fill,
+            )
+            .unwrap();
+            assert_eq!(read_back::<f32>(&s, "/dense2"), dense);
             let failing = |start: usize, _: &mut [f32]| {
                 if start > 0 {
                     Err(crate::Error::Device(format!("no values at {start}")))
@@ -436,7 +482,14 @@ mod tests {
                 }
             };
             let e = s
-                .put_array_with("/failing", &[n], DataType::Float32, Map::new(), failing)
+                .put_array_with(
+                    "/failing",
+                    &[n],
+                    DataType::Float32,
+                    Map::new(),
+                    ChunkBuffers::Host,
+                    failing,
+                )
                 .unwrap_err();
             assert!(e.to_string().contains("no values at"), "{e}");
         }

@@ -9,10 +9,13 @@
 use super::device_write::device_error;
 use super::h5ad_write::IndexWidth;
 use super::staged_file::StagedFile;
-use super::zarr_store::{child, copy_from, encoding, ZarrCompression, ZarrStore};
+use super::zarr_store::{
+    child, copy_from, encoding, ChunkBuffers, ZarrCompression, ZarrStore, CHUNK_ELEMENTS,
+};
 use crate::anndata::{
-    block_parts, gather_bytes, stacked_indptr, AnnData, ArrayData, BlockParts, Column, DataFrame,
-    DenseArray, DenseMatrix, DeviceData, DeviceMatrix, Matrix, Raw, Scalar, Value,
+    block_parts, gather_bytes, gather_bytes_direct, stacked_indptr, AnnData, ArrayData, BlockParts,
+    Column, DataFrame, DenseArray, DenseMatrix, DeviceData, DeviceMatrix, Matrix, Raw, Scalar,
+    Value,
 };
 use crate::Result;
 use rayon::prelude::*;
@@ -44,11 +47,16 @@ impl ZarrWrite {
         Ok(ZarrWrite { staged, store })
     }
 
-    /// X and `.raw` (matrices on a GPU are downloaded first; `.raw`'s shape is checked first:
-    /// [`ZarrWrite::write_rest`] checks the rest against X's shape, without them).
+    /// X and `.raw` (matrices on a GPU are downloaded chunk by chunk; `.raw`'s shape is checked
+    /// first: [`ZarrWrite::write_rest`] checks the rest against X's shape, without them).
     pub fn write_x_and_raw(&self, x: &Matrix, raw: Option<&Raw>) -> Result<()> {
         if let Some(raw) = raw {
             raw.validate_shapes(x.shape().0)?;
+        }
+        // Already made when the write runs beside neighbors (made before its kernels).
+        prepare_zarr_write(x)?;
+        if let Some(raw) = raw {
+            prepare_zarr_write(&raw.x)?;
         }
         let mut trace = sc_kernels::gpu::trace::PhaseTrace::on_host("zarr write");
         write_matrix(&self.store, "/X", x)?;
@@ -126,10 +134,12 @@ fn write_matrix(s: &ZarrStore, element: &str, m: &Matrix) -> Result<()> {
     }
 }
 
-/// A device matrix written chunk by chunk: each chunk downloaded (on its GPU's copy lane,
-/// through pinned buffers) by the thread that encodes and writes it, so the downloads and the
-/// writes overlap and no host copy of the whole matrix is made. A streamed matrix is written
-/// from its host memory; CSR matrices whose indices need int64 on disk are downloaded first.
+/// A device matrix written chunk by chunk: each chunk downloaded by the thread that encodes and
+/// writes it, so the downloads and the writes overlap and no host copy of the whole matrix is
+/// made. Each writer downloads straight into a pinned buffer of its own where the first GPU's
+/// copy lane has them ([`prepare_zarr_write`]), else through the lane's staging buffers, one
+/// writer at a time. A streamed matrix is written from its host memory; CSR matrices whose
+/// indices need int64 on disk are downloaded first.
 fn write_device_matrix(s: &ZarrStore, element: &str, m: &DeviceMatrix) -> Result<()> {
     match &m.data {
         DeviceData::StreamedCsr(x) => return write_csr(s, element, &CsrSource::host(&x.host)),
@@ -138,10 +148,16 @@ fn write_device_matrix(s: &ZarrStore, element: &str, m: &DeviceMatrix) -> Result
     }
     let (n_rows, n_cols) = m.shape();
     let device_err = |e: sc_kernels::KernelError| device_error(element, e);
+    let buffers = m
+        .blocks()
+        .first()
+        .and_then(|b| b.ctx.copy_lane().ok())
+        .and_then(GpuContext::write_buffers)
+        .map_or(ChunkBuffers::Host, ChunkBuffers::Pinned);
     match block_parts(&m.blocks().iter().collect::<Vec<_>>()) {
         Some(BlockParts::Dense(parts)) => {
-            write_dense(s, element, [n_rows, n_cols], |start, dst| {
-                download(&parts, start, dst, element)
+            write_dense(s, element, [n_rows, n_cols], buffers, |start, dst| {
+                download(&parts, start, dst, buffers, element)
             })
         }
         Some(BlockParts::Csr(parts))
@@ -152,8 +168,9 @@ fn write_device_matrix(s: &ZarrStore, element: &str, m: &DeviceMatrix) -> Result
             let source = CsrSource {
                 shape: [n_rows, n_cols],
                 nnz: m.stored_values(),
-                data: Box::new(|start, dst| download(&data, start, dst, element)),
-                indices: Box::new(|start, dst| download(&indices, start, dst, element)),
+                buffers,
+                data: Box::new(|start, dst| download(&data, start, dst, buffers, element)),
+                indices: Box::new(|start, dst| download(&indices, start, dst, buffers, element)),
                 indptr: stacked_indptr(&parts, true).map_err(device_err)?.into(),
             };
             write_csr(s, element, &source)
@@ -167,22 +184,60 @@ fn write_device_matrix(s: &ZarrStore, element: &str, m: &DeviceMatrix) -> Result
     }
 }
 
-fn write_host_dense(s: &ZarrStore, element: &str, d: &DenseMatrix<f32>) -> Result<()> {
-    write_dense(s, element, [d.n_rows, d.n_cols], |start, dst| {
-        copy_from(&d.data, start, dst)
-    })
+/// Makes the pinned buffers the chunk writers of `m` download into (one per writer, a chunk
+/// each), on its first GPU's copy lane: before neighbors' kernels are queued, as pinning waits
+/// for them (see [`GpuContext::prepare_transfers`]). The memory is portable, so the chunks of
+/// every GPU's rows are downloaded into them.
+pub(crate) fn prepare_zarr_write(m: &crate::anndata::Matrix) -> Result<()> {
+    if let Matrix::Device(d) = m {
+        if let Some(b) = d.blocks().first() {
+            let writers = std::thread::available_parallelism().map_or(1, |c| c.get());
+            b.ctx
+                .copy_lane()
+                .and_then(|lane| {
+                    lane.prepare_write_buffers(writers.min(MAX_WRITE_BUFFERS), CHUNK_BYTES)
+                })
+                .map_err(|e| device_error("X", e))?;
+        }
+    }
+    Ok(())
 }
 
-/// Values `start .. start + dst.len()` of the device vectors `parts` laid one after the other.
+/// Pinned chunk buffers at most (256 MiB): past 32 writers the file system, not the number of
+/// threads, sets the pace.
+const MAX_WRITE_BUFFERS: usize = 32;
+
+/// Bytes of a chunk of 4-byte values, the elements a device matrix's chunks hold.
+const CHUNK_BYTES: usize = CHUNK_ELEMENTS * 4;
+
+fn write_host_dense(s: &ZarrStore, element: &str, d: &DenseMatrix<f32>) -> Result<()> {
+    write_dense(
+        s,
+        element,
+        [d.n_rows, d.n_cols],
+        ChunkBuffers::Host,
+        |start, dst| copy_from(&d.data, start, dst),
+    )
+}
+
+/// Values `start .. start + dst.len()` of the device vectors `parts` laid one after the other:
+/// straight into `dst` when it is a pinned buffer, else through the staging buffers.
 fn download<T: bytemuck::Pod + Send + Sync>(
     parts: &[(&GpuContext, &DeviceVec<T>)],
     start: usize,
     dst: &mut [T],
+    buffers: ChunkBuffers,
     element: &str,
 ) -> Result<()> {
-    let size = std::mem::size_of::<T>();
-    gather_bytes(parts, start * size, bytemuck::cast_slice_mut(dst), None)
-        .map_err(|e| device_error(element, e))
+    let (at, bytes) = (
+        start * std::mem::size_of::<T>(),
+        bytemuck::cast_slice_mut(dst),
+    );
+    match buffers {
+        ChunkBuffers::Pinned(_) => gather_bytes_direct(parts, at, bytes),
+        ChunkBuffers::Host => gather_bytes(parts, at, bytes, None),
+    }
+    .map_err(|e| device_error(element, e))
 }
 
 /// A dense `f32` matrix as anndata's `array`, its values `start ..` given by `fill`.
@@ -190,10 +245,11 @@ fn write_dense(
     s: &ZarrStore,
     element: &str,
     shape: [usize; 2],
+    buffers: ChunkBuffers,
     fill: impl Fn(usize, &mut [f32]) -> Result<()> + Sync,
 ) -> Result<()> {
     let attrs = encoding("array", "0.2.0");
-    s.put_array_with(element, &shape, DataType::Float32, attrs, fill)
+    s.put_array_with(element, &shape, DataType::Float32, attrs, buffers, fill)
 }
 
 /// Fills `dst` with an array's values `start .. start + dst.len()`.
@@ -204,6 +260,8 @@ type Filler<'a, T> = Box<dyn Fn(usize, &mut [T]) -> Result<()> + Sync + 'a>;
 struct CsrSource<'a> {
     shape: [usize; 2],
     nnz: usize,
+    /// The chunk writers' buffers (`Pinned` when `data` and `indices` download into them).
+    buffers: ChunkBuffers<'a>,
     data: Filler<'a, f32>,
     indices: Filler<'a, u32>,
     indptr: std::borrow::Cow<'a, [u64]>,
@@ -214,6 +272,7 @@ impl<'a> CsrSource<'a> {
         CsrSource {
             shape: [m.n_rows, m.n_cols],
             nnz: m.nnz(),
+            buffers: ChunkBuffers::Host,
             data: Box::new(|start, dst| copy_from(&m.data, start, dst)),
             indices: Box::new(|start, dst| copy_from(&m.indices, start, dst)),
             indptr: (&m.indptr[..]).into(),
@@ -233,7 +292,15 @@ fn write_csr(s: &ZarrStore, element: &str, m: &CsrSource) -> Result<()> {
         child(element, "indptr"),
     );
     let mut trace = sc_kernels::gpu::trace::PhaseTrace::on_host("zarr write csr");
-    s.put_array_with(&data, &[m.nnz], DataType::Float32, Map::new(), &m.data)?;
+    let buffers = m.buffers;
+    s.put_array_with(
+        &data,
+        &[m.nnz],
+        DataType::Float32,
+        Map::new(),
+        buffers,
+        &m.data,
+    )?;
     trace.mark("data").ok();
     match IndexWidth::for_matrix(m.nnz as u64, m.shape[1]) {
         IndexWidth::I32 => {
@@ -243,6 +310,7 @@ fn write_csr(s: &ZarrStore, element: &str, m: &CsrSource) -> Result<()> {
                 &[m.nnz],
                 DataType::Int32,
                 Map::new(),
+                buffers,
                 |start, dst| (m.indices)(start, bytemuck::cast_slice_mut::<i32, u32>(dst)),
             )?;
             let ptr: Vec<i32> = m.indptr.par_iter().map(|&p| p as i32).collect();
@@ -255,6 +323,7 @@ fn write_csr(s: &ZarrStore, element: &str, m: &CsrSource) -> Result<()> {
                 &[m.nnz],
                 DataType::Int64,
                 Map::new(),
+                ChunkBuffers::Host,
                 |start, dst| {
                     let mut narrow = vec![0u32; dst.len()];
                     (m.indices)(start, &mut narrow)?;

@@ -65,6 +65,12 @@ impl CellGraph<'_> {
         if let Some(r) = &adata.raw {
             crate::io::prepare_device_write(&r.x)?;
         }
+        if matches!(format, OutputFormat::Zarr(_)) {
+            crate::io::prepare_zarr_write(&adata.x)?;
+            if let Some(r) = &adata.raw {
+                crate::io::prepare_zarr_write(&r.x)?;
+            }
+        }
         let (n, g) = (adata.n_obs(), adata.n_vars());
         let file = match early {
             Some(file) => file,
