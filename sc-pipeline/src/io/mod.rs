@@ -18,6 +18,7 @@ mod row_chunks;
 mod staged_file;
 mod tenx;
 mod zarr_chunks;
+mod zarr_files;
 mod zarr_read;
 mod zarr_records;
 mod zarr_store;

@@ -2,6 +2,7 @@
 //! attributes, what the zarr reader and writer share. Arrays are written in chunks that
 //! `zarrs` encodes in parallel; the codecs are the store's choice ([`ZarrCompression`]).
 
+use super::zarr_files::UnsyncedFiles;
 use crate::{Error, Result};
 use sc_kernels::gpu::pinned_buffers::PinnedBuffers;
 use serde_json::{Map, Value as Json};
@@ -48,6 +49,8 @@ pub(crate) enum ChunkBuffers<'a> {
 pub(crate) struct ZarrStore {
     pub(crate) path: PathBuf,
     pub(crate) inner: Arc<FilesystemStore>,
+    /// What the writer writes through (the same files, no `fsync` after each).
+    written: Arc<UnsyncedFiles>,
     compression: ZarrCompression,
 }
 
@@ -58,9 +61,11 @@ impl ZarrStore {
             path: path.to_path_buf(),
             message: format!("cannot open as a zarr store: {e}"),
         })?;
+        let inner = Arc::new(inner);
         Ok(ZarrStore {
             path: path.to_path_buf(),
-            inner: Arc::new(inner),
+            written: Arc::new(UnsyncedFiles::new(inner.clone())),
+            inner,
             compression,
         })
     }
@@ -85,7 +90,7 @@ impl ZarrStore {
         let e = self.err(element);
         GroupBuilder::new()
             .attributes(attrs)
-            .build(self.inner.clone(), element)
+            .build(self.written.clone(), element)
             .map_err(|x| e(&x))?
             .store_metadata()
             .map_err(|x| e(&x))
@@ -227,7 +232,7 @@ impl ZarrStore {
         data_type: DataType,
         fill: FillValue,
         attrs: Map<String, Json>,
-    ) -> Result<Array<FilesystemStore>> {
+    ) -> Result<Array<UnsyncedFiles>> {
         let e = self.err(element);
         let shape64: Vec<u64> = shape.iter().map(|&s| s as u64).collect();
         let mut builder = ArrayBuilder::new(shape64, row_chunks(shape), data_type, fill);
@@ -235,7 +240,7 @@ impl ZarrStore {
             .bytes_to_bytes_codecs(self.codecs(size)?)
             .attributes(attrs);
         let array = builder
-            .build(self.inner.clone(), element)
+            .build(self.written.clone(), element)
             .map_err(|x| e(&x))?;
         array.store_metadata().map_err(|x| e(&x))?;
         Ok(array)

@@ -5,6 +5,8 @@
 # (default 2), then to -o OUT.h5ad with the second build: the step table's "write ...: X and
 # .raw" row (written while neighbors runs). The two builds' lz4 stores are compared file by
 # file (`diff -r`): the same bytes.
+# OUTDIR (default /dev/shm) is where the outputs go (e.g. /tmp: the machine's disk); the input
+# stays in /dev/shm.
 # Usage: bash scripts/device/benchmarks/zarr_write_ab.sh PREV_DIR NEW_DIR (each holding
 # scpipe). Logs and reports in $OUT/zarr_ab/, a summary in $OUT/a_all.txt.
 set -u
@@ -16,6 +18,7 @@ S=$OUT/a_all.txt
 export SCPIPE_KERNEL_CACHE=/tmp/kc-zarr
 CELLS=${CELLS:-1000000}
 D=/dev/shm
+O=${OUTDIR:-/dev/shm}
 say() { echo "$@" | tee -a "$S"; }
 [ -f $D/in.h5ad ] || "$N/scpipe" generate "$CELLS" 20000 -o $D/in.h5ad > /dev/null 2>&1
 OPTS="--device gpu --target-sum 10000 --no-umap --no-leiden --no-markers"
@@ -28,19 +31,19 @@ for round in $(seq 1 ${ROUNDS:-2}); do
   for fmt in ${FORMATS:-none lz4}; do
     for b in prev new; do
       dir=$P; [ $b = new ] && dir=$N
-      o=$D/out_${b}_$fmt.zarr
+      o=$O/out_${b}_$fmt.zarr
       write "$dir" "${b}_${fmt}_$round" "$o" --zarr-compression $fmt
       [ "$fmt" = lz4 ] && [ $round = 1 ] || rm -rf "$o"
     done
     if [ "$fmt" = lz4 ] && [ $round = 1 ]; then
-      if diff -r -q $D/out_prev_lz4.zarr $D/out_new_lz4.zarr > "$R/diff_lz4.txt" 2>&1; then
-        say "lz4 stores of the two builds: the same bytes ($(find $D/out_new_lz4.zarr -type f | wc -l) files)"
+      if diff -r -q $O/out_prev_lz4.zarr $O/out_new_lz4.zarr > "$R/diff_lz4.txt" 2>&1; then
+        say "lz4 stores of the two builds: the same bytes ($(find $O/out_new_lz4.zarr -type f | wc -l) files)"
       else
         say "lz4 stores DIFFER: $(wc -l < "$R/diff_lz4.txt") lines in diff_lz4.txt"
       fi
-      rm -rf $D/out_prev_lz4.zarr $D/out_new_lz4.zarr
+      rm -rf $O/out_prev_lz4.zarr $O/out_new_lz4.zarr
     fi
   done
 done
-write "$N" h5ad_new $D/out.h5ad
-rm -f $D/out.h5ad
+write "$N" h5ad_new $O/out.h5ad
+rm -f $O/out.h5ad
