@@ -195,6 +195,26 @@ impl GpuContext {
         offset: usize,
         dst: &mut [u8],
     ) -> Result<()> {
+        self.bytes_out(v, offset, dst, |src, dst| {
+            let gpu = |e: rmm_cuda::CudaError| KernelError::Gpu(format!("direct download: {e}"));
+            let done = self.device.new_event().map_err(gpu)?;
+            // SAFETY: the range lies inside `v` (checked by `bytes_out`); `dst` stays borrowed
+            // until the event recorded after the copy has fired.
+            unsafe { self.stream.copy_to_host_async(dst, src) }.map_err(gpu)?;
+            self.stream.record(&done).map_err(gpu)?;
+            done.synchronize().map_err(gpu)
+        })
+    }
+
+    /// Checks that the bytes `offset..offset + dst.len()` lie inside `v`'s values, has
+    /// `copy(address, dst)` copy them (unless there are none) and counts them.
+    fn bytes_out<T: Pod>(
+        &self,
+        v: &DeviceVec<T>,
+        offset: usize,
+        dst: &mut [u8],
+        copy: impl FnOnce(u64, &mut [u8]) -> Result<()>,
+    ) -> Result<()> {
         let total = v.len() * std::mem::size_of::<T>();
         if offset.checked_add(dst.len()).is_none_or(|end| end > total) {
             return Err(KernelError::Shape(format!(
@@ -205,13 +225,7 @@ impl GpuContext {
         if dst.is_empty() {
             return Ok(());
         }
-        let gpu = |e: rmm_cuda::CudaError| KernelError::Gpu(format!("direct download: {e}"));
-        let done = self.device.new_event().map_err(gpu)?;
-        // SAFETY: the range lies inside `v` (checked above); `dst` stays borrowed until the
-        // event recorded after the copy has fired.
-        unsafe { self.stream.copy_to_host_async(dst, v.ptr() + offset as u64) }.map_err(gpu)?;
-        self.stream.record(&done).map_err(gpu)?;
-        done.synchronize().map_err(gpu)?;
+        copy(v.ptr() + offset as u64, dst)?;
         self.d2h.fetch_add(dst.len() as u64, Ordering::Relaxed);
         Ok(())
     }
@@ -309,21 +323,11 @@ impl GpuContext {
         offset: usize,
         dst: &mut [u8],
     ) -> Result<()> {
-        let total = v.len() * std::mem::size_of::<T>();
-        if offset.checked_add(dst.len()).is_none_or(|end| end > total) {
-            return Err(KernelError::Shape(format!(
-                "bytes {offset}..{} of a device array of {total} bytes",
-                offset.saturating_add(dst.len())
-            )));
-        }
-        if dst.is_empty() {
-            return Ok(());
-        }
-        // SAFETY: the range lies inside `v` (checked above); the copies are queued on the
-        // context's stream.
-        self.with_staging(|s| unsafe { s.download_to(v.ptr() + offset as u64, as_uninit(dst)) })?;
-        self.d2h.fetch_add(dst.len() as u64, Ordering::Relaxed);
-        Ok(())
+        self.bytes_out(v, offset, dst, |src, dst| {
+            // SAFETY: the range lies inside `v` (checked by `bytes_out`); the copies are queued
+            // on the context's stream.
+            self.with_staging(|s| unsafe { s.download_to(src, as_uninit(dst)) })
+        })
     }
 
     /// As [`GpuContext::download_into`], into memory not written yet (e.g. the spare capacity of

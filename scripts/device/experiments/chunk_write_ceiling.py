@@ -9,33 +9,43 @@ d, gib = sys.argv[1], float(sys.argv[2])
 total = int(gib * (1 << 30))
 
 
-def files(threads, chunk_mib, sync=False):
-    chunk = chunk_mib << 20
-    n = total // chunk
-    src = np.full(chunk, 7, dtype=np.uint8)
-    root = os.path.join(d, "ceiling")
-    os.makedirs(root, exist_ok=True)
+def in_threads(threads, n, job):
+    """Runs job(t, i) for i in 0..n, each i taken by the next free one of `threads` threads
+    (t is the thread's number); returns the seconds it took."""
     nxt = [0]
     lock = threading.Lock()
 
-    def work():
+    def work(t):
         while True:
             with lock:
                 i = nxt[0]
                 nxt[0] += 1
             if i >= n:
                 return
-            fd = os.open(os.path.join(root, str(i)), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            os.write(fd, src.data)
-            if sync:
-                os.fsync(fd)
-            os.close(fd)
+            job(t, i)
 
     t0 = time.perf_counter()
-    ts = [threading.Thread(target=work) for _ in range(threads)]
+    ts = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
     [t.start() for t in ts]
     [t.join() for t in ts]
-    dt = time.perf_counter() - t0
+    return time.perf_counter() - t0
+
+
+def files(threads, chunk_mib, sync=False):
+    chunk = chunk_mib << 20
+    n = total // chunk
+    src = np.full(chunk, 7, dtype=np.uint8)
+    root = os.path.join(d, "ceiling")
+    os.makedirs(root, exist_ok=True)
+
+    def job(_, i):
+        fd = os.open(os.path.join(root, str(i)), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.write(fd, src.data)
+        if sync:
+            os.fsync(fd)
+        os.close(fd)
+
+    dt = in_threads(threads, n, job)
     print(f"files: {threads:2d} threads, {chunk_mib} MiB files{' +fsync' if sync else ''}: "
           f"{n * chunk / dt / 1e9:.1f} GB/s ({dt:.2f} s)", flush=True)
     for i in range(n):
@@ -63,26 +73,14 @@ torch.cuda.synchronize()
 def copies(threads, streams):
     bufs = [torch.empty(chunk // 4, dtype=torch.float32).pin_memory() for _ in range(threads)]
     ss = [torch.cuda.Stream() for _ in range(threads)] if streams else [torch.cuda.current_stream()] * threads
-    nxt = [0]
-    lock = threading.Lock()
+    per = chunk // 4
 
-    def work(t):
+    def job(t, i):
         with torch.cuda.stream(ss[t]):
-            while True:
-                with lock:
-                    i = nxt[0]
-                    nxt[0] += 1
-                if i >= n:
-                    return
-                per = chunk // 4
-                bufs[t].copy_(dev[i * per:(i + 1) * per], non_blocking=True)
-                ss[t].synchronize()
+            bufs[t].copy_(dev[i * per:(i + 1) * per], non_blocking=True)
+            ss[t].synchronize()
 
-    t0 = time.perf_counter()
-    ts = [threading.Thread(target=work, args=(t,)) for t in range(threads)]
-    [t.start() for t in ts]
-    [t.join() for t in ts]
-    dt = time.perf_counter() - t0
+    dt = in_threads(threads, n, job)
     print(f"device to pinned host: {threads:2d} threads, {'a stream each' if streams else 'one stream'}, "
           f"8 MiB copies: {n * chunk / dt / 1e9:.1f} GB/s", flush=True)
 
