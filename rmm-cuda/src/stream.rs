@@ -402,6 +402,51 @@ impl Stream {
         }
     }
 
+    /// Queues a copy of `bytes` from `src` in the memory of the device `from` to `dst` on this
+    /// stream's device (`cuMemcpyPeerAsync`: straight between the GPUs where they reach each
+    /// other, else through the host). The copy starts after the work queued on this stream; the
+    /// source must be final (nothing queued on `from` still writing it).
+    ///
+    /// # Safety
+    /// `src .. src + bytes` must be device memory of `from` and `dst .. dst + bytes` device
+    /// memory of this stream's device that nothing else uses until the copy is done.
+    pub unsafe fn copy_from_peer(
+        &self,
+        dst: u64,
+        src: u64,
+        from: &Device,
+        bytes: usize,
+    ) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        match (&self.inner, self.device.cuda_context(), from.cuda_context()) {
+            (Inner::Cuda(s), Some(to_ctx), Some(from_ctx)) => {
+                self.bind()?;
+                result::memcpy_peer_async(
+                    to_ctx.cu_ctx(),
+                    dst,
+                    from_ctx.cu_ctx(),
+                    src,
+                    bytes,
+                    s.cu_stream(),
+                )
+                .checked("cuMemcpyPeerAsync")
+            }
+            (Inner::Sim(_), None, None) => {
+                let (to, source) = (self.device.sim().unwrap(), from.sim().unwrap());
+                source.check_range("cuMemcpyPeerAsync", src, bytes)?;
+                to.check_range("cuMemcpyPeerAsync", dst, bytes)?;
+                std::ptr::copy_nonoverlapping(src as *const u8, dst as *mut u8, bytes);
+                Ok(())
+            }
+            _ => Err(CudaError::invalid(
+                "cuMemcpyPeerAsync",
+                "a copy between a simulated device and a real one",
+            )),
+        }
+    }
+
     /// Queues a byte memset.
     ///
     /// # Safety

@@ -55,6 +55,32 @@ fn simulated_copies_check_their_ranges() {
     }
 }
 
+/// A copy from another (simulated) device lands in this one's memory; a range past either
+/// allocation is refused.
+#[test]
+fn simulated_peer_copies_check_both_ranges() {
+    let (a, b) = (Device::simulated(1 << 20), Device::simulated(1 << 20));
+    let (sa, sb) = (a.new_stream().unwrap(), b.new_stream().unwrap());
+    let (pa, pb) = (a.alloc(16).unwrap(), b.alloc(16).unwrap());
+    unsafe {
+        sa.copy_from_host(pa, &[7u8; 16]).unwrap();
+        sb.copy_from_peer(pb + 4, pa, &a, 8).unwrap();
+        let mut out = [0u8; 16];
+        sb.copy_to_host(&mut out, pb).unwrap();
+        assert_eq!(out[4..12], [7u8; 8]);
+        assert!(
+            sb.copy_from_peer(pb, pa + 8, &a, 16).is_err(),
+            "past the source"
+        );
+        assert!(
+            sb.copy_from_peer(pb + 8, pa, &a, 16).is_err(),
+            "past the destination"
+        );
+        a.free(pa).unwrap();
+        b.free(pb).unwrap();
+    }
+}
+
 #[test]
 fn simulated_events_record_and_wait_are_logged() {
     let d = Device::simulated(1 << 20);

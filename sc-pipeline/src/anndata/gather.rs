@@ -67,6 +67,56 @@ pub(super) fn gather_blocks(blocks: &[&DeviceMatrix]) -> sc_kernels::Result<Matr
     }))
 }
 
+/// CSR blocks of rows on several GPUs stacked into one matrix on `ctx`'s GPU, each block's
+/// values and indices copied device to device (`cuMemcpyPeerAsync`: straight between the GPUs
+/// where they reach each other), the offsets through the host: no host copy of the matrix. The
+/// blocks must be final; returns when the copies are done.
+pub(crate) fn stack_csr_on(
+    ctx: &GpuContext,
+    parts: &[(&GpuContext, &DeviceCsr)],
+) -> sc_kernels::Result<DeviceCsr> {
+    let n_cols = parts.first().map_or(0, |(_, m)| m.n_cols);
+    if let Some((_, m)) = parts.iter().find(|(_, m)| m.n_cols != n_cols) {
+        return Err(KernelError::Shape(format!(
+            "stacking blocks of {} and {n_cols} columns",
+            m.n_cols
+        )));
+    }
+    let nnz = parts.iter().map(|(_, m)| m.data.len()).sum();
+    let data = ctx.alloc::<f32>(nnz)?;
+    let indices = ctx.alloc::<u32>(nnz)?;
+    let peer =
+        |e: rmm_cuda::CudaError| KernelError::Gpu(format!("copying a block between GPUs: {e}"));
+    let mut at = 0u64;
+    for (from, m) in parts {
+        let bytes = m.data.len() * 4;
+        // SAFETY: each block's `bytes` fit in the new arrays at `at` (they hold every block's
+        // values one after the other); the sources are device memory of `from`'s GPU, final,
+        // and outlive the copies (waited for below).
+        unsafe {
+            let s = ctx.stream();
+            for (dst, src) in [(data.ptr(), m.data.ptr()), (indices.ptr(), m.indices.ptr())] {
+                if from.device() == ctx.device() {
+                    s.copy_device(dst + at, src, bytes)
+                } else {
+                    s.copy_from_peer(dst + at, src, from.device(), bytes)
+                }
+                .map_err(peer)?;
+            }
+        }
+        at += bytes as u64;
+    }
+    let indptr = ctx.upload(&stacked_indptr(parts, false)?)?;
+    ctx.stream().synchronize().map_err(peer)?;
+    Ok(DeviceCsr {
+        n_rows: parts.iter().map(|(_, m)| m.n_rows).sum(),
+        n_cols,
+        indptr,
+        indices,
+        data,
+    })
+}
+
 /// The row offsets of CSR blocks stacked in order (each block's offsets downloaded, on its
 /// GPU's copy lane when `lane`, and shifted by the values before it).
 pub(crate) fn stacked_indptr(

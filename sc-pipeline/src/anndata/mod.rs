@@ -13,7 +13,7 @@ pub use array::{ArrayData, DenseArray};
 pub use dataframe::{array_as_strings, Column, DataFrame};
 pub use device::{DeviceData, DeviceMatrix, Streamed};
 pub(crate) use gather::{
-    block_parts, gather_bytes, gather_bytes_direct, stacked_indptr, BlockParts,
+    block_parts, gather_bytes, gather_bytes_direct, stack_csr_on, stacked_indptr, BlockParts,
 };
 pub use matrix::Matrix;
 

@@ -15,7 +15,10 @@
 //! matrix and its sort, the step runs on the CPU and says so.
 
 use super::{kernel_error, obs_labels};
-use crate::anndata::{array_as_strings, ArrayData, Column, DeviceData, Matrix, Value};
+use crate::anndata::{
+    array_as_strings, block_parts, stack_csr_on, ArrayData, BlockParts, Column, DeviceData, Matrix,
+    Value,
+};
 use crate::run::step::{Phase, Sizes, Step, StepBytes, StepEnv};
 use crate::run::PipelineConfig;
 use crate::{AnnData, Error, Result};
@@ -162,6 +165,12 @@ fn markers_of(
     let on_gpu = |dx: &DeviceCsr| {
         sc_kernels::rank_genes::rank_genes_groups_gpu(ctx, dx, codes, n_groups, params)
     };
+    let upload_and_rank = |x: &Matrix| {
+        let csr: std::borrow::Cow<'_, CsrMatrix<f32>> = x
+            .to_csr()
+            .map_err(|e| KernelError::Gpu(format!("reading the matrix: {e}")))?;
+        DeviceCsr::upload(ctx, &csr).and_then(|dx| on_gpu(&dx))
+    };
     let result = match x {
         // Already there: no copy.
         Matrix::Device(d) if Arc::ptr_eq(&d.ctx, ctx) && matches!(d.data, DeviceData::Csr(_)) => {
@@ -174,12 +183,17 @@ fn markers_of(
         Matrix::Device(d) if matches!(d.data, DeviceData::StreamedCsr(_)) => {
             return Ok((host(x)?, "CPU (the matrix is streamed)"));
         }
-        _ => {
-            let csr: std::borrow::Cow<'_, CsrMatrix<f32>> = x
-                .to_csr()
-                .map_err(|e| KernelError::Gpu(format!("reading the matrix: {e}")))?;
-            DeviceCsr::upload(ctx, &csr).and_then(|dx| on_gpu(&dx))
+        // Blocks of rows on several GPUs (a split run's `.raw`): stacked on this one, device
+        // to device.
+        Matrix::Device(d) if matches!(d.data, DeviceData::Rows(_)) => {
+            match block_parts(&d.blocks().iter().collect::<Vec<_>>()) {
+                Some(BlockParts::Csr(parts)) => {
+                    stack_csr_on(ctx, &parts).and_then(|dx| on_gpu(&dx))
+                }
+                _ => upload_and_rank(x),
+            }
         }
+        _ => upload_and_rank(x),
     };
     match result {
         Ok(m) => Ok((m, "GPU")),
