@@ -110,18 +110,19 @@ pub fn assert_same_pipeline_output(
             "neighbour sets agree for {share} of the entries"
         );
     }
-    // The same clusters have the same marker genes (a split run's `.raw` is in blocks on its
-    // GPUs, stacked on one for the test).
+}
+
+/// A split run's marker genes equal the one-GPU run's when their clusters agree (its `.raw`
+/// lies in blocks on its GPUs, stacked on one for the test).
+pub fn assert_same_markers(got: &sc_pipeline::AnnData, want: &sc_pipeline::AnnData) {
+    use sc_pipeline::anndata::Value;
     let leiden = |a: &sc_pipeline::AnnData| a.obs.column("leiden").cloned();
-    if leiden(got).is_some() && leiden(got) == leiden(want) {
-        use sc_pipeline::anndata::Value;
-        let names = |a: &sc_pipeline::AnnData| match a.uns.get("rank_genes_groups") {
-            Some(Value::Dict(d)) => d.get("names").cloned(),
-            _ => None,
-        };
-        if names(want).is_some() {
-            assert_eq!(names(got), names(want), "rank_genes_groups' names");
-        }
+    let names = |a: &sc_pipeline::AnnData| match a.uns.get("rank_genes_groups") {
+        Some(Value::Dict(d)) => d.get("names").cloned(),
+        _ => None,
+    };
+    if leiden(got).is_some() && leiden(got) == leiden(want) && names(want).is_some() {
+        assert_eq!(names(got), names(want), "rank_genes_groups' names");
     }
 }
 

@@ -2,7 +2,9 @@
 //! the simulated communicator does, and the split run's output equals the one-GPU run's (one
 //! rank on a machine with one GPU: NCCL itself still runs).
 
-use integration_tests::{assert_same_pipeline_output, gpu_or_skip, harmony_on_batch_config};
+use integration_tests::{
+    assert_same_markers, assert_same_pipeline_output, gpu_or_skip, harmony_on_batch_config,
+};
 use rmm_core::{CudaResource, Device, SharedResource};
 use sc_kernels::comm::all_gather;
 use sc_kernels::gpu::NcclCommunicator;
@@ -91,6 +93,7 @@ fn split_run_on_every_gpu_matches_one_gpu() {
         .iter()
         .any(|r| r.step == "pca" && r.device.as_deref() == Some("gpu")));
     assert_same_pipeline_output(&split, &one, 1e-3);
+    assert_same_markers(&split, &one);
     println!("split run over {n} GPU(s) matches the one-GPU run");
 }
 
@@ -252,6 +255,7 @@ fn split_run_with_harmony_matches_one_gpu() {
         .expect("a harmony row");
     println!("{} on {n} GPU(s): {:.3} s, {}", h.step, h.seconds, h.note);
     assert_same_pipeline_output(&split, &one, 1e-3);
+    assert_same_markers(&split, &one);
     let to_dense = |a: &sc_pipeline::anndata::DenseArray| {
         let v: Vec<f32> = a.data.to_f64().unwrap().iter().map(|&x| x as f32).collect();
         sc_kernels::DenseMatrix::new(a.shape[0], a.shape[1], v).unwrap()

@@ -3,7 +3,7 @@
 //! the flows whose per-gene statistics need every rank (median target, seurat_v3 with batches,
 //! harmony).
 
-use integration_tests::assert_same_pipeline_output;
+use integration_tests::{assert_same_markers, assert_same_pipeline_output};
 use sc_kernels::comm::LocalGroup;
 use sc_kernels::hvg::Flavor;
 use sc_pipeline::run::split::{run_pipeline_split, Rank};
@@ -35,6 +35,7 @@ fn check(config: PipelineConfig, seed: u64) {
     for ranks in 1..=4 {
         let got = split(&config, ranks, seed);
         assert_same_pipeline_output(&got, &one, 1e-4);
+        assert_same_markers(&got, &one);
         if config.harmony.is_some() {
             let (a, b) = (&got.obsm["X_pca_harmony"], &one.obsm["X_pca_harmony"]);
             assert_eq!(a.shape, b.shape);
