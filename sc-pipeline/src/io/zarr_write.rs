@@ -187,10 +187,11 @@ fn write_device_matrix(s: &ZarrStore, element: &str, m: &DeviceMatrix) -> Result
 /// Makes the pinned buffers the chunk writers of `m` download into (one per writer, a chunk
 /// each), on its first GPU's copy lane: before neighbors' kernels are queued, as pinning waits
 /// for them (see [`GpuContext::prepare_transfers`]). The memory is portable, so the chunks of
-/// every GPU's rows are downloaded into them.
+/// every GPU's rows are downloaded into them. None for a streamed matrix (written from host
+/// memory).
 pub(crate) fn prepare_zarr_write(m: &crate::anndata::Matrix) -> Result<()> {
     if let Matrix::Device(d) = m {
-        if let Some(b) = d.blocks().first() {
+        if let Some(b) = d.blocks().first().filter(|_| !d.is_streamed()) {
             let writers = std::thread::available_parallelism().map_or(1, |c| c.get());
             b.ctx
                 .copy_lane()
