@@ -116,6 +116,38 @@ fn the_default_run_lays_out_results_as_scanpy() {
     assert_eq!(read_h5ad(&path).unwrap().n_vars(), a.n_vars());
 }
 
+#[test]
+fn umap_runs_beside_leiden_and_lays_out_as_in_order() {
+    let mut a = small();
+    let config = PipelineConfig {
+        hvg: n_top_genes_override(),
+        ..PipelineConfig::default()
+    };
+    let records = run_pipeline(&mut a, &config, &mut Silent).unwrap();
+    let names: Vec<&str> = records.iter().map(|r| r.step.as_str()).collect();
+    let at = |n: &str| names.iter().position(|&s| s == n).unwrap();
+    // The report keeps the table's order.
+    assert!(
+        at("neighbors") < at("umap")
+            && at("umap") < at("leiden")
+            && at("leiden") < at("rank_genes_groups"),
+        "{names:?}"
+    );
+    let umap = &records[at("umap")];
+    assert!(
+        umap.note.contains("beside leiden, rank_genes_groups"),
+        "{}",
+        umap.note
+    );
+    assert!(a.obs.column("leiden").is_some() && a.uns.contains_key("rank_genes_groups"));
+    // The same layout, bit for bit, as umap run alone on the finished graph.
+    let beside = a.obsm.remove("X_umap").expect("obsm['X_umap']");
+    let uns_beside = a.uns.remove("umap").expect("uns['umap']");
+    steps::umap(&mut a, &config.umap.unwrap()).unwrap();
+    assert_eq!(a.obsm["X_umap"], beside);
+    assert_eq!(a.uns["umap"], uns_beside);
+}
+
 fn n_top_genes_override() -> Option<HvgOptions> {
     Some(HvgOptions {
         n_top_genes: Some(500),

@@ -32,7 +32,8 @@ pub struct GpuContext {
     resource: SharedResource,
     arch: String,
     multiprocessors: u32,
-    modules: ModuleCache,
+    /// Shared with the context's lanes (a module serves every stream of its device).
+    modules: Arc<ModuleCache>,
     blas: OnceLock<CudaBlas>,
     solver: OnceLock<DnHandle>,
     /// Pinned buffers for large transfers (made on first use; one transfer at a time).
@@ -43,7 +44,10 @@ pub struct GpuContext {
     /// A second context on a stream of its own, same device and resource, for uploads that
     /// overlap this stream's work (made on first use; see [`GpuContext::copy_lane`]).
     lane: OnceLock<Box<GpuContext>>,
-    /// Bytes moved, shared with the copy lane.
+    /// A context on a third stream for a step that runs beside the others (made on first use;
+    /// see [`GpuContext::step_lane`]).
+    step_lane: OnceLock<Arc<GpuContext>>,
+    /// Bytes moved, shared with the lanes.
     h2d: Arc<AtomicU64>,
     d2h: Arc<AtomicU64>,
 }
@@ -87,12 +91,13 @@ impl GpuContext {
             resource,
             arch: format!("sm_{major}{minor}"),
             multiprocessors,
-            modules: ModuleCache::default(),
+            modules: Arc::default(),
             blas: OnceLock::new(),
             solver: OnceLock::new(),
             staging: Mutex::new(None),
             write_buffers: OnceLock::new(),
             lane: OnceLock::new(),
+            step_lane: OnceLock::new(),
             h2d: Arc::default(),
             d2h: Arc::default(),
         })
@@ -106,14 +111,34 @@ impl GpuContext {
         if let Some(l) = self.lane.get() {
             return Ok(l);
         }
+        let lane = self.sibling("the copy stream")?;
+        Ok(self.lane.get_or_init(|| Box::new(lane)))
+    }
+
+    /// The step lane: a context on a stream of its own (not the copy lane's, whose downloads
+    /// must not queue behind a step's kernels), with the same device, resource, modules and
+    /// transfer counters, for a step that runs on another thread beside the steps on this
+    /// context (`sc_pipeline`'s runner).
+    pub fn step_lane(&self) -> Result<Arc<GpuContext>> {
+        if let Some(l) = self.step_lane.get() {
+            return Ok(l.clone());
+        }
+        let lane = Arc::new(self.sibling("the step lane's stream")?);
+        Ok(self.step_lane.get_or_init(|| lane).clone())
+    }
+
+    /// A context on a new stream of this one's device, sharing its resource, modules and
+    /// transfer counters; staging buffers and library handles of its own.
+    fn sibling(&self, what: &str) -> Result<GpuContext> {
         let stream = self
             .device
             .new_stream()
-            .map_err(|e| KernelError::Gpu(format!("creating the copy stream: {e}")))?;
+            .map_err(|e| KernelError::Gpu(format!("creating {what}: {e}")))?;
         let mut lane = GpuContext::new(&self.device, &stream, self.resource.clone())?;
+        lane.modules = self.modules.clone();
         lane.h2d = self.h2d.clone();
         lane.d2h = self.d2h.clone();
-        Ok(self.lane.get_or_init(|| Box::new(lane)))
+        Ok(lane)
     }
 
     pub fn device(&self) -> &Device {

@@ -10,6 +10,7 @@
 //! - [`mod@execute`]: carries out a [`RunPlan`], choosing among them, and writes the output.
 
 pub mod allocator;
+mod beside;
 mod config;
 pub mod execute;
 pub mod file_cells;

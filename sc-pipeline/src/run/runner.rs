@@ -1,8 +1,9 @@
 //! Runs steps one after the other, timing each: wall time, the device memory and transfers of
 //! a GPU step, the process's peak memory; an observer is told when each starts and ends.
 
+use super::beside::{self, Decision};
 use super::gpu::GpuRun;
-use super::step::{Phase, StepEnv};
+use super::step::{Phase, Step, StepEnv};
 use super::table;
 use crate::anndata::Matrix;
 use crate::report::{DeviceStepStats, StepRecord, StepTimer};
@@ -41,23 +42,49 @@ impl<'a> Runner<'a> {
     }
 
     /// Runs the enabled steps of `phase` in the table's order. A per-cell step runs where X
-    /// lives; a cell-graph step on `env`'s GPUs.
+    /// lives; a cell-graph step on `env`'s GPUs, the one whose row allows it beside the steps
+    /// after it (see [`super::beside`]).
     pub(crate) fn run_phase(
         &mut self,
         adata: &mut AnnData,
         env: &StepEnv<'_>,
         phase: Phase,
     ) -> Result<()> {
-        for step in table::enabled(env.config, phase) {
-            let on_gpu = match phase {
-                Phase::PerCell => matches!(adata.x, Matrix::Device(_)),
-                Phase::CellGraph => !env.gpus.is_empty(),
-            };
-            self.step_on(step.name, on_gpu, adata, |a| {
-                (step.run)(a, env).map(|note| ((), note))
-            })?;
-        }
-        Ok(())
+        let steps: Vec<&'static Step> = table::enabled(env.config, phase).collect();
+        let on_gpu = match phase {
+            Phase::PerCell => matches!(adata.x, Matrix::Device(_)),
+            Phase::CellGraph => !env.gpus.is_empty(),
+        };
+        std::thread::scope(|scope| {
+            let mut running = None;
+            for (i, step) in steps.iter().enumerate() {
+                let later = &steps[i + 1..];
+                let mut why_in_order = None;
+                if running.is_none() {
+                    match beside::decide(step, later, adata, env, self.gpu.as_ref()) {
+                        Decision::Beside(lane) => {
+                            let at = self.records.len();
+                            running = Some((
+                                beside::start(scope, step, adata, env.config, lane, at),
+                                later,
+                            ));
+                            continue;
+                        }
+                        Decision::InOrder(why) => why_in_order = why,
+                    }
+                }
+                self.step_on(step.name, on_gpu, adata, |a| {
+                    let note = (step.run)(a, env)?;
+                    Ok(((), with_reason(note, why_in_order)))
+                })?;
+            }
+            match running {
+                Some((r, later)) => {
+                    beside::finish(r, adata, later, &mut *self.observer, &mut self.records)
+                }
+                None => Ok(()),
+            }
+        })
     }
 
     /// Runs `f` as the step `name` (`on_gpu`: the record says it ran on the GPU) and records
@@ -111,5 +138,14 @@ impl<'a> Runner<'a> {
         self.observer.finished(&record);
         self.records.push(record);
         Ok(out)
+    }
+}
+
+/// `note`, followed by why its step ran where it did when there is a reason to give.
+fn with_reason(note: String, why: Option<String>) -> String {
+    match why {
+        Some(w) if note.is_empty() => w,
+        Some(w) => format!("{note}; {w}"),
+        None => note,
     }
 }

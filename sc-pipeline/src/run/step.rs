@@ -91,6 +91,10 @@ pub struct Step {
     /// Refuses, before any step runs, an input this step could not use with `config` (an obs
     /// column an option names that is missing or unusable), naming the option.
     pub check_input: fn(&AnnData, &PipelineConfig) -> Result<()>,
+    /// A cell-graph step that reads only `obsp['connectivities']` and writes only obsm and uns
+    /// keys of its own: the runner may start it on a thread and a stream of its own, beside the
+    /// steps after it (`run::beside`).
+    pub beside: bool,
 }
 
 /// The input check of a step that takes everything it reads from the steps before it.

@@ -22,6 +22,7 @@ pub(crate) const FILTER_CELLS: Step = Step {
     device_bytes: no_device_bytes,
     kernels: &[],
     check_input: no_input_check,
+    beside: false,
 };
 
 /// The pipeline's row of `filter_genes(min_cells=...)`.
@@ -37,6 +38,7 @@ pub(crate) const FILTER_GENES: Step = Step {
     device_bytes: no_device_bytes,
     kernels: &[],
     check_input: no_input_check,
+    beside: false,
 };
 
 fn min_genes(env: &StepEnv<'_>) -> u64 {

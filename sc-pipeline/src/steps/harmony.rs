@@ -33,6 +33,7 @@ pub(crate) const ROW: Step = Step {
     device_bytes: no_device_bytes,
     kernels: &[sc_kernels::harmony::KERNELS],
     check_input,
+    beside: false,
 };
 
 /// The batch column must exist with at least two batches before any step runs (found after PCA,

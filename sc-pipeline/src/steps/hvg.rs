@@ -33,6 +33,7 @@ pub(crate) const ON_LOG_NORMALIZED: Step = Step {
     device_bytes: no_device_bytes,
     kernels: &[sc_kernels::hvg::KERNELS],
     check_input: check_batch_key,
+    beside: false,
 };
 
 /// The pipeline's row that subsets X to the highly variable genes, `.raw` frozen first
@@ -49,6 +50,7 @@ pub(crate) const SUBSET: Step = Step {
     device_bytes: no_device_bytes,
     kernels: &[],
     check_input: no_input_check,
+    beside: false,
 };
 
 /// `--batch-key`'s column must exist and hold labels before any step runs.

@@ -50,6 +50,7 @@ pub(crate) const ROW: Step = Step {
     device_bytes,
     kernels: &[sc_kernels::leiden::KERNELS],
     check_input: no_input_check,
+    beside: false,
 };
 
 /// The GPU Leiden holds the first level (at most `2 k` edges a cell once symmetrized: a column,

@@ -20,6 +20,7 @@ pub(crate) const ROW: Step = Step {
     device_bytes: no_device_bytes,
     kernels: &[sc_kernels::log1p::KERNELS],
     check_input: no_input_check,
+    beside: false,
 };
 
 /// Lazy: each block is transformed as it is generated.

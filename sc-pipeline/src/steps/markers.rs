@@ -55,6 +55,7 @@ pub(crate) const ROW: Step = Step {
     device_bytes,
     kernels: &sc_kernels::rank_genes::KERNELS,
     check_input,
+    beside: false,
 };
 
 /// `.raw` copied to the GPU (as many values as X's counts, 8 bytes each with their gene, and

@@ -112,6 +112,7 @@ pub(crate) const ROW: Step = Step {
     device_bytes: no_device_bytes,
     kernels: &sc_kernels::neighbors::KERNELS,
     check_input,
+    beside: false,
 };
 
 /// An inverted file that a GPU run's device budget cannot hold for the input's `n_obs` cells

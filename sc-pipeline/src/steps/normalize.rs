@@ -21,6 +21,7 @@ pub(crate) const ROW: Step = Step {
     device_bytes: no_device_bytes,
     kernels: &[sc_kernels::normalize::KERNELS],
     check_input: no_input_check,
+    beside: false,
 };
 
 fn target_sum(env: &StepEnv<'_>) -> Option<f64> {

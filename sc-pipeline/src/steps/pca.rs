@@ -26,6 +26,7 @@ pub(crate) const ROW: Step = Step {
     device_bytes,
     kernels: &[sc_kernels::pca::KERNELS],
     check_input: no_input_check,
+    beside: false,
 };
 
 fn n_comps(env: &StepEnv<'_>) -> usize {

@@ -26,6 +26,7 @@ pub(crate) const ROW: Step = Step {
     device_bytes: no_device_bytes,
     kernels: &[sc_kernels::qc::KERNELS],
     check_input: no_input_check,
+    beside: false,
 };
 
 fn mito_prefix<'a>(env: &StepEnv<'a>) -> &'a str {

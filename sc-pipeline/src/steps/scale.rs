@@ -22,6 +22,7 @@ pub(crate) const ROW: Step = Step {
     device_bytes,
     kernels: &[sc_kernels::scale::KERNELS],
     check_input: no_input_check,
+    beside: false,
 };
 
 fn params(env: &StepEnv<'_>) -> ScaleParams {

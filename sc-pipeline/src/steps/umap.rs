@@ -36,6 +36,7 @@ pub(crate) const ROW: Step = Step {
     device_bytes,
     kernels: &[sc_kernels::umap::KERNELS],
     check_input: no_input_check,
+    beside: true,
 };
 
 /// The GPU's epochs hold the graph (at most `2 k` edges a cell once symmetrized), each edge's
