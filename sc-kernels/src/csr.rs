@@ -76,15 +76,15 @@ impl<T> CsrMatrix<T> {
                 indices: self.indices.len(),
             });
         }
-        if let Some((position, &index)) = self
+        let n_cols = self.n_cols;
+        if let Some(position) = self
             .indices
-            .iter()
-            .enumerate()
-            .find(|(_, &c)| c as usize >= self.n_cols)
+            .par_iter()
+            .position_first(|&c| c as usize >= n_cols)
         {
             return Err(CsrError::IndexOutOfRange {
                 position,
-                index,
+                index: self.indices[position],
                 n_cols: self.n_cols,
             });
         }

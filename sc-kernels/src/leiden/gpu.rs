@@ -21,6 +21,7 @@ use crate::error::Result;
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::reduce::warps_for_rows;
 use crate::gpu::scan::exclusive_scan;
+use crate::gpu::trace::PhaseTrace;
 use crate::gpu::{grid_for, DeviceVec, GpuContext};
 use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 
@@ -51,15 +52,34 @@ pub fn leiden_gpu_with(
     params: &LeidenParams,
     host_below: usize,
 ) -> Result<Partition> {
+    let mut trace = PhaseTrace::new(ctx, "leiden");
     // The first level goes to the device once, on the first iteration.
     let mut d0: Option<DeviceLevel> = None;
-    parallel::run_iterations(graph, params, host_below, |g0, c, membership, iteration| {
+    let p = parallel::run_iterations(graph, params, host_below, |g0, c, membership, iteration| {
         if d0.is_none() {
+            trace.mark("checks and the fixed-point graph (host)")?;
             d0 = Some(DeviceLevel::upload(ctx, g0)?);
+            trace.mark("upload")?;
         }
         let d0 = d0.as_ref().expect("uploaded above");
-        iterate(ctx, d0, &membership, c, params, iteration, host_below)
-    })
+        let it = Iteration {
+            c,
+            params,
+            iteration,
+            host_below,
+        };
+        iterate(ctx, d0, &membership, &it, &mut trace)
+    })?;
+    trace.mark("labels by size and modularity (host)")?;
+    Ok(p)
+}
+
+/// What every level of an iteration is run with.
+struct Iteration<'a> {
+    c: &'a Consts,
+    params: &'a LeidenParams,
+    iteration: u32,
+    host_below: usize,
 }
 
 /// A level's graph on the device.
@@ -158,11 +178,15 @@ fn iterate(
     ctx: &GpuContext,
     d0: &DeviceLevel,
     membership: &[u32],
-    c: &Consts,
-    params: &LeidenParams,
-    iteration: u32,
-    host_below: usize,
+    it: &Iteration<'_>,
+    trace: &mut PhaseTrace<'_>,
 ) -> Result<(Vec<u32>, bool)> {
+    let Iteration {
+        c,
+        params,
+        iteration,
+        host_below,
+    } = *it;
     let n0 = d0.n;
     let n0_64 = n0 as u64;
     let mut part = upload(ctx, membership)?;
@@ -173,22 +197,33 @@ fn iterate(
     let mut level = 0u32;
     loop {
         let g = owned.as_ref().unwrap_or(d0);
+        let at = format!(
+            "iteration {iteration}, level {level} ({} nodes, {} edges)",
+            g.n, g.nnz
+        );
         if parallel::hands_over(level, g.nnz, host_below) {
             let host = g.download(ctx)?;
             let part_h = download(ctx, &part, g.n)?;
             let node_of_h = download(ctx, &node_of, n0)?;
+            trace.mark(&format!("{at}: download"))?;
             let (m, moved) = parallel::finish_iteration(
                 host, part_h, &node_of_h, c, params, iteration, level, host_below,
             );
+            trace.mark(&format!(
+                "{at}: finished by the sequential algorithm (host)"
+            ))?;
             return Ok((m, changed | moved));
         }
-        changed |= local_move(ctx, g, &part, c, iteration, level)?;
+        let (moved, rounds) = local_move(ctx, g, &part, c, iteration, level)?;
+        changed |= moved;
         let n_comm = renumber(ctx, &part, g.n)?;
+        trace.mark(&format!("{at}: local moving ({rounds} rounds)"))?;
         if n_comm == g.n {
             break;
         }
         let into = refine(ctx, g, &part, c, iteration, level)?;
         let mut k = renumber(ctx, &into, g.n)?;
+        trace.mark(&format!("{at}: refinement"))?;
         let n = g.n as u64;
         if k == g.n {
             // Nothing merged: aggregate the communities themselves.
@@ -199,6 +234,7 @@ fn iterate(
         launch!(ctx, "next_partition", grid_for(g.n); &into, &part, &n, &next_part)?;
         launch!(ctx, "compose", grid_for(n0); &node_of, &into, &n0_64)?;
         let next = aggregate(ctx, g, &into, k)?;
+        trace.mark(&format!("{at}: aggregation"))?;
         owned = Some(next);
         part = next_part;
         level += 1;
@@ -206,6 +242,7 @@ fn iterate(
     let g_n = owned.as_ref().unwrap_or(d0).n;
     let part_h = download(ctx, &part, g_n)?;
     let node_of_h = download(ctx, &node_of, n0)?;
+    trace.mark(&format!("iteration {iteration}: download"))?;
     Ok((
         node_of_h.iter().map(|&a| part_h[a as usize]).collect(),
         changed,
@@ -265,7 +302,7 @@ fn community_totals(
     Ok((strength, size))
 }
 
-/// [`parallel::local_move`] on the device.
+/// [`parallel::local_move`] on the device; whether a node moved, and the rounds it took.
 fn local_move(
     ctx: &GpuContext,
     g: &DeviceLevel,
@@ -273,14 +310,15 @@ fn local_move(
     c: &Consts,
     iteration: u32,
     level: u32,
-) -> Result<bool> {
+) -> Result<(bool, u32)> {
     let n = g.n as u64;
     let t = node_tables(ctx, g)?;
     let (comm_strength, comm_size) = community_totals(ctx, g, part)?;
     let target = alloc::<u32>(ctx, g.n)?;
     let moved = zeros::<u64>(ctx, MAX_MOVE_ROUNDS as usize)?;
-    let (mut changed, mut last) = (false, u64::MAX);
+    let (mut changed, mut last, mut rounds) = (false, u64::MAX, 0);
     for round in 0..MAX_MOVE_ROUNDS {
+        rounds += 1;
         let up: i32 = if round % 2 == 0 { 1 } else { 0 };
         let st = stream(iteration, level, round) | MOVE_STREAM;
         launch!(ctx, "lm_best", warps(g.n);
@@ -295,7 +333,7 @@ fn local_move(
         }
         last = m;
     }
-    Ok(changed)
+    Ok((changed, rounds))
 }
 
 /// [`parallel::renumber_by_id`] on the device (ids below `n`); returns the count.

@@ -131,8 +131,9 @@ pub fn level0(graph: &CsrMatrix<f32>, e: i32) -> Level {
         })
         .collect();
     Level {
-        indptr: graph.indptr.clone(),
-        indices: graph.indices.clone(),
+        // Copied by every core: at the atlas's size a copy on one thread takes a second.
+        indptr: graph.indptr.par_iter().copied().collect(),
+        indices: graph.indices.par_iter().copied().collect(),
         weights,
         strength,
     }

@@ -84,10 +84,7 @@ fn fits(in_use: u64, both: u64, budget: u64) -> std::result::Result<(), String> 
 /// The sizes the rows' estimates are made from: the cells, and the matrix the marker genes read
 /// (`.raw` when there is one, else X).
 fn sizes(adata: &AnnData, env: &StepEnv<'_>) -> Sizes {
-    let matrix = env
-        .raw
-        .or(adata.raw.as_ref())
-        .map_or(&adata.x, |r| &r.x);
+    let matrix = env.raw.or(adata.raw.as_ref()).map_or(&adata.x, |r| &r.x);
     Sizes {
         n_obs: adata.n_obs(),
         n_vars: matrix.shape().1,
@@ -203,7 +200,10 @@ mod tests {
     fn a_step_runs_beside_only_within_the_budget() {
         assert!(fits(1 << 30, 1 << 30, 2 << 30).is_ok());
         let why = fits(1 << 30, (1 << 30) + 1, 2 << 30).unwrap_err();
-        assert!(why.contains("exceed the device budget of 2.00 GiB"), "{why}");
+        assert!(
+            why.contains("exceed the device budget of 2.00 GiB"),
+            "{why}"
+        );
         assert!(fits(u64::MAX, 1, u64::MAX).is_err());
     }
 }

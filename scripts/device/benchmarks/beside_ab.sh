@@ -3,7 +3,7 @@
 # (SCPIPE_BESIDE=0): the default flow on `--demo` cells (generated on the host) for each size of
 # SIZES (default 1000000), one GPU, h5ad output in /dev/shm, the two taking turns for ROUNDS rounds
 # (default 2) after one warm-up run; then the cell-graph steps' times, the end to end time without
-# the input's generation, and whether the two outputs' UMAP, Leiden and markers are the same bits.
+# the input's generation, and the two outputs compared dataset by dataset (compare_h5ad.py).
 # Usage: bash scripts/device/benchmarks/beside_ab.sh BIN_DIR (scpipe)   ($OUT gets the reports)
 set -u
 B=${1:?directory with scpipe}
@@ -23,16 +23,8 @@ for size in ${SIZES:-1000000}; do
       run "$size" "$mode" "$round"
     done
   done
-  python3 - /dev/shm/beside-in_order.h5ad /dev/shm/beside-beside.h5ad <<'PY'
-import sys, h5py, numpy as np
-a, b = (h5py.File(p, "r") for p in sys.argv[1:])
-def same(x, y):
-    if isinstance(x, h5py.Dataset):
-        return x.dtype == y.dtype and np.asarray(x[()]).tobytes() == np.asarray(y[()]).tobytes()
-    return set(x) == set(y) and all(same(x[k], y[k]) for k in x)
-for key in ["obsm/X_umap", "obs/leiden", "uns/rank_genes_groups", "uns/umap", "obsp/connectivities"]:
-    print(f"{key}: {'the same' if key in a and key in b and same(a[key], b[key]) else 'DIFFERENT'}")
-PY
+  echo "== $size cells: the outputs in order and beside, dataset by dataset"
+  python3 "$(dirname "$0")/compare_h5ad.py" /dev/shm/beside-in_order.h5ad /dev/shm/beside-beside.h5ad
   rm -f /dev/shm/beside-*.h5ad
 done
 python3 - "$OUT" <<'PY'
