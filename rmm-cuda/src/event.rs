@@ -107,7 +107,11 @@ impl Event {
     /// Blocks the host until the work before the last record is done.
     pub fn synchronize(&self) -> Result<()> {
         match &self.inner {
-            Inner::Cuda(ev) => ev.synchronize().checked("cuEventSynchronize"),
+            Inner::Cuda(ev) => {
+                let done = ev.synchronize().checked("cuEventSynchronize");
+                crate::clear_upper_vector_state();
+                done
+            }
             Inner::Sim(id) => {
                 if let Some(sim) = self.device.sim() {
                     sim.host_wait(SimOp::EventSync { event: *id });

@@ -18,6 +18,7 @@ mod mem_pool;
 mod nccl;
 mod sim;
 mod stream;
+mod vector_state;
 mod virtual_memory;
 
 pub use device::{Device, DeviceGuard, DeviceId, MemAdvice, MemoryInfo};
@@ -31,6 +32,7 @@ pub use mem_pool::{MemPool, MemPoolOptions};
 pub use nccl::{NcclComm, NcclId};
 pub use sim::{SimOp, SimWaitHook};
 pub use stream::{Stream, StreamId};
+pub use vector_state::clear_upper_vector_state;
 pub use virtual_memory::VirtualRange;
 
 /// Every pointer handed out by the memory resources is aligned to this many bytes (as in RMM).

@@ -250,10 +250,15 @@ impl Stream {
         }
     }
 
-    /// Blocks the host until all work queued on this stream is done.
+    /// Blocks the host until all work queued on this stream is done (and clears the upper
+    /// vector state the driver leaves: see [`crate::clear_upper_vector_state`]).
     pub fn synchronize(&self) -> Result<()> {
         match &self.inner {
-            Inner::Cuda(s) => s.synchronize().checked("cuStreamSynchronize"),
+            Inner::Cuda(s) => {
+                let done = s.synchronize().checked("cuStreamSynchronize");
+                crate::clear_upper_vector_state();
+                done
+            }
             Inner::Sim(id) => {
                 if let Some(sim) = self.device.sim() {
                     sim.host_wait(SimOp::StreamSync { stream: **id });
