@@ -9,6 +9,7 @@ set -u
 B=${1:?bundle directory with scpipe and scpipe-prev}
 CELLS=${2:-1000000}
 OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT"
 HERE=$(dirname "$0")
 source "$HERE/../nccl_env.sh"
 GPUS=${GPUS:-1 $N}
