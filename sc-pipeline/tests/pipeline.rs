@@ -5,6 +5,7 @@ mod common;
 
 use sc_pipeline::anndata::{ArrayData, Column, Matrix, Value};
 use sc_pipeline::io::{read_h5ad, write_h5ad};
+use sc_pipeline::report::StepRecord;
 use sc_pipeline::run::{run_pipeline, PipelineConfig, Silent};
 use sc_pipeline::steps::{self, Flavor, HvgOptions};
 use sc_pipeline::synthetic::{generate, SyntheticParams};
@@ -22,14 +23,21 @@ fn f64_column(a: &AnnData, table: &str, name: &str) -> Vec<f64> {
     }
 }
 
-#[test]
-fn the_default_run_lays_out_results_as_scanpy() {
+/// The default flow (500 highly variable genes) on [`small`]: the result, its configuration and
+/// the steps' records.
+fn default_run() -> (AnnData, PipelineConfig, Vec<StepRecord>) {
     let mut a = small();
     let config = PipelineConfig {
         hvg: n_top_genes_override(),
         ..PipelineConfig::default()
     };
     let records = run_pipeline(&mut a, &config, &mut Silent).unwrap();
+    (a, config, records)
+}
+
+#[test]
+fn the_default_run_lays_out_results_as_scanpy() {
+    let (a, _, records) = default_run();
     let names: Vec<&str> = records.iter().map(|r| r.step.as_str()).collect();
     assert!(
         names.contains(&"calculate_qc_metrics") && names.contains(&"scale"),
@@ -118,12 +126,7 @@ fn the_default_run_lays_out_results_as_scanpy() {
 
 #[test]
 fn umap_runs_beside_leiden_and_lays_out_as_in_order() {
-    let mut a = small();
-    let config = PipelineConfig {
-        hvg: n_top_genes_override(),
-        ..PipelineConfig::default()
-    };
-    let records = run_pipeline(&mut a, &config, &mut Silent).unwrap();
+    let (mut a, config, records) = default_run();
     let names: Vec<&str> = records.iter().map(|r| r.step.as_str()).collect();
     let at = |n: &str| names.iter().position(|&s| s == n).unwrap();
     // The report keeps the table's order.

@@ -113,7 +113,7 @@ pub(crate) fn start<'scope>(
 ) -> Running<'scope> {
     let mut view = AnnData::new(Matrix::Dense(DenseMatrix::zeros(adata.n_obs(), 0)));
     if let Some(graph) = adata.obsp.get("connectivities") {
-        view.obsp.insert("connectivities".into(), graph.clone());
+        view.obsp.insert("connectivities".into(), graph.par_clone());
     }
     let n_vars = adata.n_vars();
     let on_gpu = lane.is_some();
