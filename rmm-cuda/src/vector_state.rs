@@ -33,9 +33,9 @@ mod tests {
     /// XINUSE (`xgetbv` with ECX 1): which state components are not in their initial state; bit
     /// 2 is the upper halves of the YMM registers. `None` where the CPU cannot tell.
     fn in_use() -> Option<u64> {
-        // SAFETY: CPUID leaf 0xD, sub-leaf 1, EAX bit 2 says XGETBV with ECX 1 is supported.
+        // CPUID leaf 0xD, sub-leaf 1, EAX bit 2: XGETBV with ECX 1 is supported.
         let supported = std::arch::is_x86_feature_detected!("xsave")
-            && unsafe { std::arch::x86_64::__cpuid_count(0xd, 1) }.eax & 4 != 0;
+            && std::arch::x86_64::__cpuid_count(0xd, 1).eax & 4 != 0;
         if !supported {
             return None;
         }
