@@ -746,7 +746,7 @@ fn ivf_tensor_scan_equals_the_f32_scan() {
 #[test]
 fn ivf_knn_on_the_gpu_is_exact_where_it_probes() {
     use sc_kernels::neighbors::ivf::{
-        join_parts, knn_ivf, knn_ivf_gpu, recall, IvfParams, SampleKnn,
+        finish_gpu, join_parts, knn_ivf, knn_ivf_across, knn_ivf_gpu, recall, IvfParams, SampleKnn,
     };
     use sc_kernels::neighbors::{knn_exact_gpu, Knn};
     let Some(dev) = gpu_or_skip("ivf kNN") else {
@@ -788,6 +788,24 @@ fn ivf_knn_on_the_gpu_is_exact_where_it_probes() {
             let (joined, s) = run(&x, k, lists, 3, parts);
             assert_eq!(joined, few, "{what}: {parts} parts");
             assert_eq!(s, stats, "{what}: {parts} parts");
+        }
+        // Across "GPUs" (contexts of this one): the first trains while the others measure the
+        // recall sample in shares, on the cells in their own order; the same kNN and stats.
+        let p = IvfParams {
+            n_lists: Some(lists),
+            n_probes: Some(3),
+            target_recall: None,
+            descent_rounds: Some(0),
+        };
+        let rows = knn_ivf_gpu(&ctx, &x, &xd, k, &p, (0, 1)).unwrap();
+        let one = finish_gpu(&ctx, &xd, x.n_cols, k, &p, vec![rows]).unwrap();
+        assert_eq!(one.0, few, "{what}: finished without a round");
+        for gpus in [1, 2, 3] {
+            let contexts: Vec<_> = (0..gpus)
+                .map(|_| std::sync::Arc::new(context(&dev)))
+                .collect();
+            let across = knn_ivf_across(&contexts, &x, k, &p).unwrap();
+            assert_eq!(across, one, "{what}: across {gpus} GPUs");
         }
         // Probes chosen for a recall reach it, over the sample and (within the sample's
         // error) over every cell.

@@ -63,4 +63,12 @@ impl<'a> PhaseTrace<'a> {
         }
         Ok(())
     }
+
+    /// Prints a part of the current phase measured by the caller (`seconds` of `part`), without
+    /// ending the phase.
+    pub fn part(&self, part: &str, seconds: f64) {
+        if self.on {
+            eprintln!("{} ({part}: {:.2} ms)", self.what, seconds * 1e3);
+        }
+    }
 }
