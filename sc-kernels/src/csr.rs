@@ -77,10 +77,8 @@ impl<T> CsrMatrix<T> {
             });
         }
         let n_cols = self.n_cols;
-        if let Some(position) = self
-            .indices
-            .par_iter()
-            .position_first(|&c| c as usize >= n_cols)
+        if let Some(position) =
+            crate::first_match::par_position_first(&self.indices, |&c| c as usize >= n_cols)
         {
             return Err(CsrError::IndexOutOfRange {
                 position,
@@ -211,15 +209,9 @@ impl<T: Real> CsrMatrix<T> {
             })
     }
 
-    /// The first stored value (in row order) for which `bad` holds: a branch-free scan of blocks
-    /// of `data` (it vectorizes; a per-row `any` did not), then the first bad value located.
+    /// The first stored value (in row order) for which `bad` holds.
     fn find_bad(&self, bad: impl Fn(T) -> bool + Sync) -> Option<(usize, usize, f64)> {
-        const BLOCK: usize = 1 << 14;
-        let k = self
-            .data
-            .par_chunks(BLOCK)
-            .position_first(|c| c.iter().fold(false, |b, &v| b | bad(v)))?;
-        let p = k * BLOCK + self.data[k * BLOCK..].iter().position(|&v| bad(v))?;
+        let p = crate::first_match::par_position_first(&self.data, |&v| bad(v))?;
         let row = self.indptr.partition_point(|&o| o as usize <= p) - 1;
         Some((row, self.indices[p] as usize, self.data[p].to_f64()))
     }

@@ -16,10 +16,7 @@ pub fn check_graph(g: &CsrMatrix<f32>, step: &'static str) -> Result<()> {
             g.n_rows, g.n_cols
         )));
     }
-    if let Some(i) = g
-        .data
-        .par_iter()
-        .position_first(|w| !w.is_finite() || *w < 0.0)
+    if let Some(i) = crate::first_match::par_position_first(&g.data, |w| !w.is_finite() || *w < 0.0)
     {
         let w = g.data[i];
         let row = g.indptr.partition_point(|&p| p as usize <= i) - 1;

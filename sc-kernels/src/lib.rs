@@ -26,6 +26,7 @@ pub mod dense;
 pub mod error;
 pub mod fastmath;
 pub mod filter;
+pub mod first_match;
 pub mod gpu;
 pub mod graph;
 pub mod harmony;

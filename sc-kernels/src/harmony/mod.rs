@@ -243,7 +243,7 @@ impl Setup {
                 "harmony: {n} cells exceed the 2^31 - 1 this implementation indexes"
             )));
         }
-        if let Some(p) = z.data.par_iter().position_first(|v| !v.is_finite()) {
+        if let Some(p) = crate::first_match::par_position_first(&z.data, |v| !v.is_finite()) {
             return Err(KernelError::NonFinite {
                 row: p / d,
                 col: p % d,

@@ -28,7 +28,7 @@ fn check_base(base: Option<f64>) -> Result<()> {
 /// as numpy does. Rejects NaN and infinite values (reported with `row` 0 and `col` the position).
 pub fn log1p_values<T: Real>(values: &mut [T], base: Option<f64>) -> Result<()> {
     check_base(base)?;
-    if let Some(k) = values.par_iter().position_first(|v| !v.is_finite()) {
+    if let Some(k) = crate::first_match::par_position_first(values, |v| !v.is_finite()) {
         return Err(KernelError::NonFinite {
             row: 0,
             col: k,

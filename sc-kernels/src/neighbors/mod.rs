@@ -181,8 +181,7 @@ pub(crate) fn check_k(n: usize, k: usize) -> Result<()> {
 /// Every coordinate must be finite.
 pub(crate) fn check_finite<T: Real>(x: &DenseMatrix<T>) -> Result<()> {
     let d = x.n_cols;
-    // The first non-finite value (rayon's position_first: the same as a sequential search).
-    match x.data.par_iter().position_first(|v| !v.is_finite()) {
+    match crate::first_match::par_position_first(&x.data, |v| !v.is_finite()) {
         Some(p) => Err(KernelError::NonFinite {
             row: p / d.max(1),
             col: p % d.max(1),

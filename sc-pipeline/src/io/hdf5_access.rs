@@ -10,6 +10,7 @@ use hdf5::types::{
 };
 use hdf5::{Container, Dataset, File, Group, H5Type, Location};
 use rayon::prelude::*;
+use sc_kernels::first_match::par_position_first;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -326,17 +327,14 @@ impl H5Ctx {
         match d {
             TypeDescriptor::Integer(IntSize::U4) => {
                 let v = read_range::<i32>(&self.path, ds, range).map_err(self.h5(element))?;
-                if let Some(pos) = v.par_iter().position_any(|&x| x < 0 || x as usize >= bound) {
+                if let Some(pos) = par_position_first(&v, |&x| x < 0 || x as usize >= bound) {
                     return Err(out_of_range(offset + pos, v[pos] as i64));
                 }
                 Ok(reinterpret_i32_as_u32(v))
             }
             TypeDescriptor::Integer(_) | TypeDescriptor::Unsigned(_) => {
                 let v = read_range::<i64>(&self.path, ds, range).map_err(self.h5(element))?;
-                if let Some(pos) = v
-                    .par_iter()
-                    .position_any(|&x| x < 0 || x as u64 >= bound as u64)
-                {
+                if let Some(pos) = par_position_first(&v, |&x| x < 0 || x as u64 >= bound as u64) {
                     return Err(out_of_range(offset + pos, v[pos]));
                 }
                 Ok(v.par_iter().map(|&x| x as u32).collect())
