@@ -94,6 +94,18 @@ fn split_run_on_every_gpu_matches_one_gpu() {
         .any(|r| r.step == "pca" && r.device.as_deref() == Some("gpu")));
     assert_same_pipeline_output(&split, &one, 1e-3);
     assert_same_markers(&split, &one);
+    // UMAP ran beside Leiden and the markers, on the last GPU when there are several, and laid
+    // out the split run's graph as UMAP alone does (on the CPU: the same layout bit for bit).
+    let umap = records.iter().find(|r| r.step == "umap").unwrap();
+    let place = match n {
+        1 => "(on a GPU stream of its own)".to_string(),
+        _ => format!("(on cuda:{}, a stream of its own)", n - 1),
+    };
+    assert!(umap.note.contains(&place), "{}", umap.note);
+    let mut split = split;
+    let beside = split.obsm.remove("X_umap").unwrap();
+    sc_pipeline::steps::umap(&mut split, &config.umap.unwrap()).unwrap();
+    assert_eq!(split.obsm["X_umap"], beside);
     println!("split run over {n} GPU(s) matches the one-GPU run");
 }
 

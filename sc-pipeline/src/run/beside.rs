@@ -8,6 +8,8 @@
 //!
 //! On a GPU it runs beside only when the run's device memory budget holds it and the largest of
 //! the steps after it at once (their rows' estimates); otherwise in order, and its note says why.
+//! In a split run it goes to another of the run's GPUs (the last), which the steps after it,
+//! all on the first, leave idle: there its budget need hold only the step itself.
 //! `SCPIPE_BESIDE=0` keeps every step in order.
 
 use super::gpu::GpuRun;
@@ -29,14 +31,16 @@ pub(crate) enum Decision {
     InOrder(Option<String>),
 }
 
-/// Where `step` runs, given `later`, the enabled steps after it, and `gpu`, the run whose
-/// statistics and budget cover `env`'s first GPU.
+/// Where `step` runs, given `later`, the enabled steps after it, `gpu`, the run whose
+/// statistics and budget cover `env`'s first GPU, and `other`, in a split run the run of
+/// another of `env`'s GPUs (tried first).
 pub(crate) fn decide(
     step: &Step,
     later: &[&Step],
     adata: &AnnData,
     env: &StepEnv<'_>,
     gpu: Option<&GpuRun>,
+    other: Option<&GpuRun>,
 ) -> Decision {
     if !step.beside || later.is_empty() || !crate::io::switched_on("SCPIPE_BESIDE") {
         return Decision::InOrder(None);
@@ -48,21 +52,60 @@ pub(crate) fn decide(
     let Some(run) = gpu.filter(|g| Arc::ptr_eq(&g.ctx, first)) else {
         return Decision::InOrder(None);
     };
+    let other = other
+        .filter(|o| !Arc::ptr_eq(&o.ctx, first) && env.gpus.iter().any(|g| Arc::ptr_eq(g, &o.ctx)));
     let sizes = sizes(adata, env);
     let own = (step.device_bytes)(&sizes, env.config);
+    let own = own.kept + own.transient;
     let others = later
         .iter()
         .map(|s| (s.device_bytes)(&sizes, env.config).transient)
         .max()
         .unwrap_or(0);
-    let in_use = run.stats.statistics().bytes.value.max(0) as u64;
-    if let Err(why) = fits(in_use, own.kept + own.transient + others, run.memory_budget) {
-        return Decision::InOrder(Some(why));
-    }
-    match first.step_lane() {
+    let room = |r: &GpuRun| Room {
+        in_use: r.stats.statistics().bytes.value.max(0) as u64,
+        budget: r.memory_budget,
+    };
+    let host = match choose(other.map(room), room(run), own, others) {
+        Ok(Gpu::Other) => other.unwrap_or(run),
+        Ok(Gpu::First) => run,
+        Err(why) => return Decision::InOrder(Some(why)),
+    };
+    match host.ctx.step_lane() {
         Ok(lane) => Decision::Beside(Some(lane)),
         Err(e) => Decision::InOrder(Some(format!("in order: no stream of its own ({e})"))),
     }
+}
+
+/// A GPU's device memory: what is in use, and the run's budget.
+#[derive(Clone, Copy)]
+struct Room {
+    in_use: u64,
+    budget: u64,
+}
+
+/// Which GPU a step runs beside the others on.
+#[derive(Debug, PartialEq)]
+enum Gpu {
+    /// Another GPU of a split run, which the steps after it leave idle.
+    Other,
+    /// The GPU the steps after it run on.
+    First,
+}
+
+/// Where a step of `own` bytes runs beside steps of at most `others` bytes: on `other` (a split
+/// run's idle GPU) when its budget holds the step alone, else on `first` when its budget holds
+/// both at once; else the reason it runs in order.
+fn choose(
+    other: Option<Room>,
+    first: Room,
+    own: u64,
+    others: u64,
+) -> std::result::Result<Gpu, String> {
+    if other.is_some_and(|o| fits(o.in_use, own, o.budget).is_ok()) {
+        return Ok(Gpu::Other);
+    }
+    fits(first.in_use, own.saturating_add(others), first.budget).map(|()| Gpu::First)
 }
 
 /// Whether `both` bytes (the step beside the largest of the steps after it) fit `budget` with
@@ -97,7 +140,8 @@ pub(crate) struct Running<'scope> {
     step: &'static Step,
     /// Where its record goes among the records (the table's order).
     index: usize,
-    on_gpu: bool,
+    /// The GPU it runs on (none: the CPU).
+    device: Option<rmm_cuda::DeviceId>,
     handle: ScopedJoinHandle<'scope, Result<(AnnData, StepRecord)>>,
 }
 
@@ -116,7 +160,7 @@ pub(crate) fn start<'scope>(
         view.obsp.insert("connectivities".into(), graph.par_clone());
     }
     let n_vars = adata.n_vars();
-    let on_gpu = lane.is_some();
+    let device = lane.as_ref().map(|l| l.device().id());
     let handle = scope.spawn(move || {
         let gpus: Vec<_> = lane.into_iter().collect();
         if let Some(l) = gpus.first() {
@@ -139,7 +183,7 @@ pub(crate) fn start<'scope>(
     Running {
         step,
         index,
-        on_gpu,
+        device,
         handle,
     }
 }
@@ -152,9 +196,11 @@ fn gpu_error(step: &Step, e: sc_kernels::KernelError) -> Error {
 }
 
 /// Waits for `running` (the observer shows it while the run waits), adds what it wrote to
-/// `adata` and its record to `records`; `later` names the steps it ran beside.
+/// `adata` and its record to `records`; `later` names the steps it ran beside, `first` the
+/// GPU they ran on.
 pub(crate) fn finish(
     running: Running<'_>,
+    first: Option<&Arc<GpuContext>>,
     adata: &mut AnnData,
     later: &[&Step],
     observer: &mut dyn StepObserver,
@@ -163,7 +209,7 @@ pub(crate) fn finish(
     let Running {
         step,
         index,
-        on_gpu,
+        device,
         handle,
     } = running;
     observer.started(step.name);
@@ -180,13 +226,17 @@ pub(crate) fn finish(
     adata.obsm.extend(view.obsm);
     adata.uns.extend(view.uns);
     let names: Vec<_> = later.iter().map(|s| s.name).collect();
-    let place = if on_gpu { "a GPU stream" } else { "a thread" };
+    let place = match device {
+        Some(d) if first.is_some_and(|f| f.device().id() != d) => format!("on {d}, a stream"),
+        Some(_) => "on a GPU stream".to_string(),
+        None => "on a thread".to_string(),
+    };
     record.note = format!(
-        "{}; beside {} (on {place} of its own)",
+        "{}; beside {} ({place} of its own)",
         record.note,
         names.join(", ")
     );
-    record.device = Some(if on_gpu { "gpu" } else { "cpu" }.into());
+    record.device = Some(if device.is_some() { "gpu" } else { "cpu" }.into());
     observer.finished(&record);
     records.insert(index.min(records.len()), record);
     Ok(())
@@ -205,5 +255,33 @@ mod tests {
             "{why}"
         );
         assert!(fits(u64::MAX, 1, u64::MAX).is_err());
+    }
+
+    #[test]
+    fn a_split_runs_idle_gpu_is_tried_first_and_needs_room_for_the_step_alone() {
+        let gib = 1u64 << 30;
+        let room = |in_use, budget| Room { in_use, budget };
+        // The idle GPU holds the step (3 GiB) though not the step and Leiden (5 GiB) at once.
+        let idle = Some(room(gib, 4 * gib));
+        assert_eq!(
+            choose(idle, room(gib, 20 * gib), 3 * gib, 5 * gib),
+            Ok(Gpu::Other)
+        );
+        // Too full: the first GPU, where both must fit.
+        let full = Some(room(3 * gib, 4 * gib));
+        assert_eq!(
+            choose(full, room(gib, 20 * gib), 3 * gib, 5 * gib),
+            Ok(Gpu::First)
+        );
+        assert_eq!(
+            choose(None, room(gib, 20 * gib), 3 * gib, 5 * gib),
+            Ok(Gpu::First)
+        );
+        let why = choose(full, room(gib, 8 * gib), 3 * gib, 5 * gib).unwrap_err();
+        assert!(
+            why.contains("exceed the device budget of 8.00 GiB"),
+            "{why}"
+        );
+        assert!(choose(None, room(1, u64::MAX), u64::MAX, 1).is_err());
     }
 }

@@ -13,7 +13,7 @@
 
 use super::gpu::GpuRun;
 use super::runner::StepObserver;
-use super::split::{run_rank_steps, stack_and_finish, Rank};
+use super::split::{run_rank_steps, stack_and_finish, GraphRuns, Rank};
 use super::PipelineConfig;
 use crate::report::StepRecord;
 use crate::{AnnData, Error, Result};
@@ -182,16 +182,11 @@ pub fn run_launched(
     all_succeeded(comm.as_ref(), read.is_ok())?;
     read?;
     let gpus: Vec<_> = rank.gpu.iter().map(|g| g.ctx.clone()).collect();
-    stack_and_finish(
-        parts,
-        config,
-        records,
-        rank.gpu.as_ref(),
-        &gpus,
-        &[],
-        observer,
-    )
-    .map(Some)
+    let runs = GraphRuns {
+        first: rank.gpu.as_ref(),
+        beside: None,
+    };
+    stack_and_finish(parts, config, records, runs, &gpus, &[], observer).map(Some)
 }
 
 #[cfg(test)]

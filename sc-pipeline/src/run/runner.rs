@@ -30,6 +30,8 @@ pub(crate) struct Runner<'a> {
     pub(crate) records: Vec<StepRecord>,
     pub(crate) observer: &'a mut dyn StepObserver,
     pub(crate) gpu: Option<GpuRun>,
+    /// In a split run, the GPU a step whose row allows it runs beside the others on.
+    pub(crate) beside_gpu: Option<GpuRun>,
 }
 
 impl<'a> Runner<'a> {
@@ -38,6 +40,7 @@ impl<'a> Runner<'a> {
             records: Vec::new(),
             observer,
             gpu: gpu.cloned(),
+            beside_gpu: None,
         }
     }
 
@@ -61,7 +64,8 @@ impl<'a> Runner<'a> {
                 let later = &steps[i + 1..];
                 let mut why_in_order = None;
                 if running.is_none() {
-                    match beside::decide(step, later, adata, env, self.gpu.as_ref()) {
+                    let (gpu, other) = (self.gpu.as_ref(), self.beside_gpu.as_ref());
+                    match beside::decide(step, later, adata, env, gpu, other) {
                         Decision::Beside(lane) => {
                             let at = self.records.len();
                             running = Some((
@@ -80,7 +84,15 @@ impl<'a> Runner<'a> {
             }
             match running {
                 Some((r, later)) => {
-                    beside::finish(r, adata, later, &mut *self.observer, &mut self.records)
+                    let first = env.gpus.first();
+                    beside::finish(
+                        r,
+                        first,
+                        adata,
+                        later,
+                        &mut *self.observer,
+                        &mut self.records,
+                    )
                 }
                 None => Ok(()),
             }

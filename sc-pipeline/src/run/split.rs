@@ -131,8 +131,11 @@ pub(crate) fn run_split_checked(
     let mut records = with_slowest_rank(per_rank);
     records.insert(0, split_record);
     let (graph_gpus, group) = graph_group(&ranks);
-    let gpu = ranks[0].gpu.as_ref();
-    stack_and_finish(parts, config, records, gpu, &graph_gpus, &group, observer)
+    let gpus = GraphRuns {
+        first: ranks[0].gpu.as_ref(),
+        beside: ranks[1..].last().and_then(|r| r.gpu.as_ref()),
+    };
+    stack_and_finish(parts, config, records, gpus, &graph_gpus, &group, observer)
 }
 
 /// The GPUs of `ranks` for the steps over the cell x cell structure, and their communicators
@@ -168,15 +171,23 @@ pub(crate) fn run_rank_steps(
     records
 }
 
+/// The runs of the GPUs the cell-graph steps use: the first (the steps in order), and another
+/// for a step that runs beside them.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct GraphRuns<'a> {
+    pub first: Option<&'a GpuRun>,
+    pub beside: Option<&'a GpuRun>,
+}
+
 /// The ranks' blocks stacked in rank order, then the cell-graph steps over all cells: harmony
 /// with its cells split across `graph_gpus` when `group` holds their communicators (else on
-/// `gpu`), neighbors split across `graph_gpus`; `records` are the ranks' steps so far.
-#[allow(clippy::too_many_arguments)]
+/// `gpus.first`), neighbors split across `graph_gpus`, a step whose row allows it beside the
+/// others on `gpus.beside`; `records` are the ranks' steps so far.
 pub(crate) fn stack_and_finish(
     parts: Vec<AnnData>,
     config: &PipelineConfig,
     mut records: Vec<StepRecord>,
-    gpu: Option<&GpuRun>,
+    gpus: GraphRuns<'_>,
     graph_gpus: &[Arc<GpuContext>],
     group: &[Arc<dyn Communicator>],
     observer: &mut dyn StepObserver,
@@ -186,7 +197,8 @@ pub(crate) fn stack_and_finish(
     let stack_record = timer.finish(stacked.n_obs(), stacked.n_vars(), String::new());
     observer.finished(&stack_record);
     records.push(stack_record);
-    let mut r = Runner::new(observer, gpu);
+    let mut r = Runner::new(observer, gpus.first);
+    r.beside_gpu = gpus.beside.cloned();
     r.records = records;
     let env = StepEnv {
         config,
