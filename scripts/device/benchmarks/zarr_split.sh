@@ -3,7 +3,8 @@
 # host) written to each output of FORMATS (default "zarr h5ad": OUT.zarr with the default lz4,
 # OUT.h5ad) in /dev/shm, on each GPU count of GPUS (default "1 N"), taking turns for ROUNDS
 # rounds (default 2); then a table: end to end without the input's generation, the write of X
-# and `.raw`, the rest of the output, the total.
+# and `.raw`, the rest of the output, the total. FLAGS adds scpipe options to every run (e.g.
+# "--no-umap --no-leiden --no-markers": the flow of QC through neighbors), TAG names its reports.
 # Usage: bash scripts/device/benchmarks/zarr_split.sh BIN_DIR (scpipe)   ($OUT gets the reports)
 set -u
 B=${1:?directory with scpipe}
@@ -16,15 +17,15 @@ for round in $(seq ${ROUNDS:-2}); do
     for fmt in ${FORMATS:-zarr h5ad}; do
       o=/dev/shm/split.$fmt
       "$B/scpipe" run --demo --demo-cells 1000000 --demo-genes 20000 --gpus "$n" -o "$o" \
-        --report "$OUT/r$round-$fmt-g$n.json" > "$OUT/r$round-$fmt-g$n.log" 2>&1 || echo "r$round $fmt $n GPUs FAILED"
+        ${FLAGS:-} --report "$OUT/${TAG:-}r$round-$fmt-g$n.json" > "$OUT/${TAG:-}r$round-$fmt-g$n.log" 2>&1 || echo "r$round $fmt $n GPUs FAILED"
       rm -rf "$o"
     done
   done
 done
-python3 - "$OUT" <<'PY'
+TAG=${TAG:-} python3 - "$OUT" <<'PY'
 import json, sys, glob, os
 print(f"{'run':18} {'end to end w/o input':>21} {'input':>7} {'X and .raw':>11} {'rest':>6} {'total':>7}")
-for f in sorted(glob.glob(os.path.join(sys.argv[1], "r*-g*.json"))):
+for f in sorted(glob.glob(os.path.join(sys.argv[1], os.environ.get("TAG", "") + "r*-g*.json"))):
     r = json.load(open(f))
     s = {x["step"]: x["seconds"] for x in r["steps"]}
     gen = s.get("generate demo data", 0.0)
