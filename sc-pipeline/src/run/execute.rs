@@ -407,6 +407,8 @@ pub fn execute(plan: &RunPlan, observer: &mut dyn StepObserver) -> Result<Outcom
         None => (Vec::new(), MemoryRecorders::default()),
     };
     let gpu = gpus.first().cloned();
+    // A split run's last GPU takes the step that runs beside the others (UMAP beside Leiden).
+    let beside_run = gpus.get(1..).and_then(|g| g.last()).cloned();
     let (mut adata, load_record) = loaded?;
     // Options that name input data (--batch-key, --harmony) are checked before any step runs
     // or X moves to a GPU, once for every mode below.
@@ -485,6 +487,7 @@ pub fn execute(plan: &RunPlan, observer: &mut dyn StepObserver) -> Result<Outcom
             let graph = CellGraph {
                 config,
                 gpu: gpu.as_ref(),
+                beside: beside_run.as_ref(),
                 gpus: &gpus,
                 group,
             };

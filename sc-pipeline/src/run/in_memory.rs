@@ -103,7 +103,34 @@ pub fn run_cell_graph_steps(
     raw: Option<&Raw>,
     observer: &mut dyn StepObserver,
 ) -> Result<Vec<StepRecord>> {
-    let mut r = Runner::new(observer, gpu);
+    let runs = GraphRuns {
+        first: gpu,
+        beside: None,
+    };
+    cell_graph_steps_on(adata, config, runs, gpus, group, raw, observer)
+}
+
+/// The runs of the GPUs the cell-graph steps use: the first (the steps in order), and another
+/// for a step that runs beside them.
+#[derive(Clone, Copy, Default)]
+pub(crate) struct GraphRuns<'a> {
+    pub first: Option<&'a GpuRun>,
+    pub beside: Option<&'a GpuRun>,
+}
+
+/// [`run_cell_graph_steps`] with `runs.beside`, a split run's GPU for the step that runs beside
+/// the others.
+pub(crate) fn cell_graph_steps_on(
+    adata: &mut AnnData,
+    config: &PipelineConfig,
+    runs: GraphRuns<'_>,
+    gpus: &[Arc<GpuContext>],
+    group: &[Arc<dyn Communicator>],
+    raw: Option<&Raw>,
+    observer: &mut dyn StepObserver,
+) -> Result<Vec<StepRecord>> {
+    let mut r = Runner::new(observer, runs.first);
+    r.beside_gpu = runs.beside.cloned();
     let env = StepEnv {
         config,
         gpus,

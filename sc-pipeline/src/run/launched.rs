@@ -12,8 +12,9 @@
 //! the partial files are removed.
 
 use super::gpu::GpuRun;
+use super::in_memory::GraphRuns;
 use super::runner::StepObserver;
-use super::split::{run_rank_steps, stack_and_finish, GraphRuns, Rank};
+use super::split::{run_rank_steps, stack_and_finish, Rank};
 use super::PipelineConfig;
 use crate::report::StepRecord;
 use crate::{AnnData, Error, Result};

@@ -4,7 +4,7 @@
 //! when everything succeeded.
 
 use super::gpu::GpuRun;
-use super::in_memory::run_cell_graph_steps;
+use super::in_memory::{cell_graph_steps_on, GraphRuns};
 use super::plan::{Input, RunPlan};
 use super::recorders::MemoryRecorders;
 use super::runner::StepObserver;
@@ -28,6 +28,8 @@ pub struct Finished {
 pub(crate) struct CellGraph<'a> {
     pub(crate) config: &'a PipelineConfig,
     pub(crate) gpu: Option<&'a GpuRun>,
+    /// In a split run, the GPU for the step that runs beside the others.
+    pub(crate) beside: Option<&'a GpuRun>,
     pub(crate) gpus: &'a [Arc<GpuContext>],
     /// The GPUs' communicators, destroyed once the steps are done (see `run_while_writing`).
     pub(crate) group: Vec<Arc<dyn Communicator>>,
@@ -49,14 +51,16 @@ impl CellGraph<'_> {
         let CellGraph {
             config,
             gpu,
+            beside,
             gpus,
             group,
         } = self;
+        let runs = GraphRuns { first: gpu, beside };
         if !writes_during_graph_steps(config, adata) {
             // The file created ahead has the name write_step writes to: it goes first.
             drop(early);
-            report.steps.extend(run_cell_graph_steps(
-                adata, config, gpu, gpus, &group, None, observer,
+            report.steps.extend(cell_graph_steps_on(
+                adata, config, runs, gpus, &group, None, observer,
             )?);
             drop(group);
             return write_step(adata, (output, format), true, observer, report);
@@ -90,7 +94,7 @@ impl CellGraph<'_> {
                 Ok::<_, Error>(timer.finish(n, g, note))
             });
             let records =
-                run_cell_graph_steps(adata, config, gpu, gpus, &group, raw.as_ref(), observer);
+                cell_graph_steps_on(adata, config, runs, gpus, &group, raw.as_ref(), observer);
             // NCCL's communicators are done with: destroyed on a thread of their own (0.3 s on
             // 2 and 4 H100s) while the rest of the output is written. On an error it is left to
             // end with the process: after a failed collective, ncclCommDestroy may wait for

@@ -8,9 +8,8 @@
 //! communicators), neighbors with each GPU searching the neighbours of a range of the cells.
 
 use super::gpu::GpuRun;
-use super::in_memory::{check_counts, run_steps};
-use super::runner::{Runner, Silent, StepObserver};
-use super::step::{Phase, StepEnv};
+use super::in_memory::{cell_graph_steps_on, check_counts, run_steps, GraphRuns};
+use super::runner::{Silent, StepObserver};
 use super::PipelineConfig;
 use crate::anndata::{DeviceMatrix, Matrix, Ranks};
 use crate::report::{StepRecord, StepTimer};
@@ -133,7 +132,7 @@ pub(crate) fn run_split_checked(
     let (graph_gpus, group) = graph_group(&ranks);
     let gpus = GraphRuns {
         first: ranks[0].gpu.as_ref(),
-        beside: ranks[1..].last().and_then(|r| r.gpu.as_ref()),
+        beside: ranks.get(1..).and_then(|r| r.last()?.gpu.as_ref()),
     };
     stack_and_finish(parts, config, records, gpus, &graph_gpus, &group, observer)
 }
@@ -171,14 +170,6 @@ pub(crate) fn run_rank_steps(
     records
 }
 
-/// The runs of the GPUs the cell-graph steps use: the first (the steps in order), and another
-/// for a step that runs beside them.
-#[derive(Clone, Copy, Default)]
-pub(crate) struct GraphRuns<'a> {
-    pub first: Option<&'a GpuRun>,
-    pub beside: Option<&'a GpuRun>,
-}
-
 /// The ranks' blocks stacked in rank order, then the cell-graph steps over all cells: harmony
 /// with its cells split across `graph_gpus` when `group` holds their communicators (else on
 /// `gpus.first`), neighbors split across `graph_gpus`, a step whose row allows it beside the
@@ -197,17 +188,17 @@ pub(crate) fn stack_and_finish(
     let stack_record = timer.finish(stacked.n_obs(), stacked.n_vars(), String::new());
     observer.finished(&stack_record);
     records.push(stack_record);
-    let mut r = Runner::new(observer, gpus.first);
-    r.beside_gpu = gpus.beside.cloned();
-    r.records = records;
-    let env = StepEnv {
+    let graph = cell_graph_steps_on(
+        &mut stacked,
         config,
-        gpus: graph_gpus,
+        gpus,
+        graph_gpus,
         group,
-        raw: None,
-    };
-    r.run_phase(&mut stacked, &env, Phase::CellGraph)?;
-    Ok((stacked, r.records))
+        None,
+        observer,
+    )?;
+    records.extend(graph);
+    Ok((stacked, records))
 }
 
 /// Rank 0's records, each step's note naming the slowest rank when another rank took longer
