@@ -17,6 +17,7 @@ mod reserve_ahead;
 mod row_chunks;
 mod staged_file;
 mod tenx;
+mod writer_priority;
 mod zarr_chunks;
 mod zarr_files;
 mod zarr_read;

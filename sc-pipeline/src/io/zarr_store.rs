@@ -212,8 +212,13 @@ impl ZarrStore {
         if threads <= 1 {
             return work();
         }
+        // The writers take the cores the steps running beside the write leave idle.
+        let writer = || {
+            super::writer_priority::yield_to_the_steps();
+            work()
+        };
         std::thread::scope(|s| {
-            let workers: Vec<_> = (0..threads).map(|_| s.spawn(work)).collect();
+            let workers: Vec<_> = (0..threads).map(|_| s.spawn(writer)).collect();
             workers
                 .into_iter()
                 .map(|w| w.join().expect("a zarr chunk writer panicked"))
