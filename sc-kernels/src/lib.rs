@@ -29,6 +29,7 @@ pub mod filter;
 pub mod first_match;
 pub mod gpu;
 pub mod graph;
+pub mod group_by;
 pub mod harmony;
 pub mod hvg;
 pub mod leiden;

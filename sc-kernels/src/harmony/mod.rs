@@ -289,20 +289,7 @@ impl Setup {
                 format!("{k} clusters need at least as many cells; there are {n}"),
             ));
         }
-        // Stable counting sort by batch.
-        let mut offsets = vec![0usize; n_batches + 1];
-        for &c in batches {
-            offsets[c as usize + 1] += 1;
-        }
-        for b in 0..n_batches {
-            offsets[b + 1] += offsets[b];
-        }
-        let mut next = offsets.clone();
-        let mut order = vec![0u32; n];
-        for (i, &c) in batches.iter().enumerate() {
-            order[next[c as usize]] = i as u32;
-            next[c as usize] += 1;
-        }
+        let (order, offsets) = crate::group_by::group_by_key(batches, n_batches);
         let mut batch_of = vec![0u32; n];
         for b in 0..n_batches {
             batch_of[offsets[b]..offsets[b + 1]].fill(b as u32);

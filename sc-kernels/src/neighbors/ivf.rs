@@ -662,9 +662,9 @@ fn train(
     let mut rng = SplitMix64::new(SEED ^ 0xe3);
     for _ in 0..TRAIN_ITERS {
         let assign = nearest(&centroids)?;
-        let (order, starts) = by_list(&assign, n_lists);
+        let (order, starts) = crate::group_by::group_by_key(&assign, n_lists);
         // Each list's mean on its own core, its points added in their order: the same sums
-        // as one pass over the points, which took a tenth of a second a round at the atlas.
+        // as one pass over the points.
         centroids.par_chunks_mut(d).enumerate().for_each(|(l, c)| {
             let points = &order[starts[l]..starts[l + 1]];
             if points.is_empty() {
@@ -692,25 +692,6 @@ fn train(
         }
     }
     Ok(centroids)
-}
-
-/// The points of `assign` grouped by list, in their order within each (a counting sort), and
-/// where each list's points start (`n_lists + 1` offsets).
-fn by_list(assign: &[u32], n_lists: usize) -> (Vec<u32>, Vec<usize>) {
-    let mut starts = vec![0usize; n_lists + 1];
-    for &a in assign {
-        starts[a as usize + 1] += 1;
-    }
-    for l in 0..n_lists {
-        starts[l + 1] += starts[l];
-    }
-    let mut fill = starts.clone();
-    let mut order = vec![0u32; assign.len()];
-    for (p, &a) in assign.iter().enumerate() {
-        order[fill[a as usize]] = p as u32;
-        fill[a as usize] += 1;
-    }
-    (order, starts)
 }
 
 /// A part of the GPU's approximate kNN: `indices` and `distances` hold `n x k` values in cell
@@ -756,8 +737,8 @@ pub fn knn_ivf_gpu_with(
     search_index(ctx, xd, k, index, part, products, trace)
 }
 
-/// The part `part` of the search of `index` (built over `xd`'s cells, `index.d` values each)
-/// for `k` neighbours; the first part keeps the recall sample.
+/// The part `part` of the search of `index` (built over `xd`'s cells) for `k` neighbours; the
+/// first part keeps the recall sample.
 fn search_index(
     ctx: &GpuContext,
     xd: &DeviceVec<f32>,
@@ -767,7 +748,7 @@ fn search_index(
     products: Products,
     mut trace: PhaseTrace<'_>,
 ) -> Result<IvfRows> {
-    let d = index.d;
+    let d = index.table.d;
     let n = xd.len() / d;
     // The rows land in cell order on the device: the whole kNN is then one download.
     let out = || -> Result<(DeviceVec<u32>, DeviceVec<f32>)> {
@@ -1008,8 +989,6 @@ impl ListLayout {
 
 /// The inverted file on one GPU, with its probes settled: what every part searches.
 struct GpuIndex {
-    /// The cells' dimensions.
-    d: usize,
     lists: Lists,
     perm: DeviceVec<u32>,
     /// The cells in list order, and their reference-major table.
@@ -1099,7 +1078,6 @@ impl GpuIndex {
             descent_declined: None,
         };
         Ok(GpuIndex {
-            d,
             lists,
             perm,
             xp,
@@ -1511,9 +1489,6 @@ mod tests {
             let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&got), bits(&want), "{n} x {d}, {lists} lists");
         }
-        let (order, starts) = by_list(&[2, 0, 2, 1, 2, 0], 4);
-        assert_eq!(order, vec![1, 5, 3, 0, 2, 4]);
-        assert_eq!(starts, vec![0, 2, 3, 6, 6]);
     }
 
     fn part(n: usize, k: usize, cells: &[u32], tag: u32) -> IvfRows {

@@ -1,0 +1,34 @@
+//! Items grouped by a small integer key, each group's items in their order: a stable counting
+//! sort (harmony's cells by batch, the inverted file's training points by list).
+
+/// The positions of `keys` grouped by key (`0..n_groups`), each group in increasing position,
+/// and where each group starts (`n_groups + 1` offsets). A key of `n_groups` or more panics.
+pub fn group_by_key(keys: &[u32], n_groups: usize) -> (Vec<u32>, Vec<usize>) {
+    let mut starts = vec![0usize; n_groups + 1];
+    for &k in keys {
+        starts[k as usize + 1] += 1;
+    }
+    for g in 0..n_groups {
+        starts[g + 1] += starts[g];
+    }
+    let mut fill = starts.clone();
+    let mut order = vec![0u32; keys.len()];
+    for (p, &k) in keys.iter().enumerate() {
+        order[fill[k as usize]] = p as u32;
+        fill[k as usize] += 1;
+    }
+    (order, starts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_keep_their_items_in_order() {
+        let (order, starts) = group_by_key(&[2, 0, 2, 1, 2, 0], 4);
+        assert_eq!(order, vec![1, 5, 3, 0, 2, 4]);
+        assert_eq!(starts, vec![0, 2, 3, 6, 6]);
+        assert_eq!(group_by_key(&[], 2), (vec![], vec![0, 0, 0]));
+    }
+}
