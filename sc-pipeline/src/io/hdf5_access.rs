@@ -285,9 +285,8 @@ impl H5Ctx {
             }
             TypeDescriptor::Integer(_) | TypeDescriptor::Unsigned(_) | TypeDescriptor::Boolean => {
                 let v = read_range::<i64>(&self.path, ds, range).map_err(self.h5(element))?;
-                if let Some(&big) = v
-                    .par_iter()
-                    .find_any(|&&x| (x as f64).abs() > F32_EXACT_INT)
+                if let Some(big) =
+                    par_position_first(&v, |&x| (x as f64).abs() > F32_EXACT_INT).map(|p| v[p])
                 {
                     return Err(self.format(
                         element,
