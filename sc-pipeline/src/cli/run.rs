@@ -26,8 +26,9 @@ pub struct RunArgs {
     /// scpipe_demo.h5ad).
     #[arg(short, long, required_unless_present = "demo")]
     pub output: Option<PathBuf>,
-    /// Compression of a zarr output's chunks: lz4 (in blosc, with byte shuffling), zstd
-    /// (level 1: half lz4's size, slower to write) or none (the fastest, the largest).
+    /// Compression of a zarr output's chunks: lz4 (in blosc; integers byte-shuffled first,
+    /// floats not), zstd (level 1: half lz4's size, slower to write) or none (the fastest, the
+    /// largest).
     #[arg(long, value_enum, default_value_t = ZarrCodec::Lz4)]
     pub zarr_compression: ZarrCodec,
     /// Run on a generated dataset instead of a file.
