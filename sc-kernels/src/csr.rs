@@ -77,9 +77,7 @@ impl<T> CsrMatrix<T> {
             });
         }
         let n_cols = self.n_cols;
-        if let Some(position) =
-            crate::first_match::par_position_first(&self.indices, |&c| c as usize >= n_cols)
-        {
+        if let Some(position) = crate::first_match::par_first_index_past(&self.indices, n_cols) {
             return Err(CsrError::IndexOutOfRange {
                 position,
                 index: self.indices[position],

@@ -170,3 +170,36 @@ fn large_arrays_read_directly_match_the_library() {
         );
     }
 }
+
+/// Large int64 indices are narrowed piece by piece while read directly: the matrix equals the
+/// one written, and an index out of range anywhere is still named with its position.
+#[test]
+fn large_int64_indices_are_narrowed_while_read() {
+    use sc_pipeline::io::H5adStreamWriter;
+    use sc_pipeline::synthetic::{generate, SyntheticParams};
+    let a = generate(&SyntheticParams::new(3000, 8000, 5)).unwrap();
+    let Matrix::Sparse(x) = &a.x else {
+        unreachable!()
+    };
+    assert!(x.nnz() > 1 << 20, "large enough for the direct path");
+    let wide = common::scratch("wide_large.h5ad");
+    let mut w = H5adStreamWriter::create(&wide, x.n_cols, 1 << 32).unwrap();
+    w.append_rows(x).unwrap();
+    w.finish(&a.obs, &a.var).unwrap();
+    let back = read_h5ad(&wide).unwrap();
+    assert_eq!(back.x, a.x);
+    let at = x.nnz() - 7;
+    for bad in [-1i64, x.n_cols as i64] {
+        let f = hdf5::File::open_rw(&wide).unwrap();
+        let ds = f.dataset("X/indices").unwrap();
+        let mut v: Vec<i64> = ds.read_raw().unwrap();
+        v[at] = bad;
+        ds.write_raw(&v).unwrap();
+        drop(f);
+        let e = read_h5ad(&wide).unwrap_err().to_string();
+        assert!(
+            e.contains("X/indices") && e.contains(&format!("index {bad} at position {at}")),
+            "{e}"
+        );
+    }
+}

@@ -26,10 +26,14 @@ pub fn read_h5ad_with_notices(path: impl AsRef<Path>) -> Result<(AnnData, Vec<St
     if !root.link_exists("X") {
         return Err(ctx.format("/X", "missing: the h5ad file has no X matrix"));
     }
+    let mut trace = sc_kernels::gpu::trace::PhaseTrace::on_host("h5ad read");
     let x = read_matrix(&ctx, root, "X", "/X")?;
+    trace.mark("X").ok();
     let (n_obs, n_vars) = x.shape();
     let obs = read_dataframe_or_default(&ctx, root, "obs", n_obs)?;
+    trace.mark("obs").ok();
     let var = read_dataframe_or_default(&ctx, root, "var", n_vars)?;
+    trace.mark("var").ok();
     let mut adata = AnnData::new(x);
     adata.obs = obs;
     adata.var = var;
@@ -57,6 +61,7 @@ pub fn read_h5ad_with_notices(path: impl AsRef<Path>) -> Result<(AnnData, Vec<St
     adata
         .validate_shapes()
         .map_err(|e| ctx.format("/", e.to_string()))?;
+    trace.mark("the rest").ok();
     Ok((adata, ctx.notices.lines()))
 }
 
@@ -226,19 +231,23 @@ impl SparseGroup {
     /// Reads everything, converting CSC to CSR.
     pub fn read(&self, ctx: &H5Ctx, element: &str) -> Result<CsrMatrix<f32>> {
         let nnz = self.data.size();
+        let mut trace = sc_kernels::gpu::trace::PhaseTrace::on_host("h5ad read sparse");
         let indptr = ctx.matrix_indptr(
             &self.indptr,
             self.n_major(),
             nnz,
             &format!("{element}/indptr"),
         )?;
+        trace.mark("indptr").ok();
         let indices = ctx.matrix_indices(
             &self.indices,
             None,
             self.n_minor(),
             &format!("{element}/indices"),
         )?;
+        trace.mark("indices").ok();
         let data = ctx.matrix_values(&self.data, None, &format!("{element}/data"))?;
+        trace.mark("data").ok();
         Ok(match self.format {
             SparseFormat::Csr => CsrMatrix {
                 n_rows: self.n_rows,

@@ -2,6 +2,7 @@
 //! lookup with clear errors, element-type dispatch, strings of every HDF5 flavour, and the
 //! checked conversions of sparse-matrix arrays.
 
+use super::direct_read::read_direct_converted;
 use super::notices::Notices;
 use crate::anndata::ArrayData;
 use crate::{Error, Result};
@@ -10,7 +11,7 @@ use hdf5::types::{
 };
 use hdf5::{Container, Dataset, File, Group, H5Type, Location};
 use rayon::prelude::*;
-use sc_kernels::first_match::par_position_first;
+use sc_kernels::first_match::{par_first_index_past, par_position_first};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -326,12 +327,22 @@ impl H5Ctx {
         match d {
             TypeDescriptor::Integer(IntSize::U4) => {
                 let v = read_range::<i32>(&self.path, ds, range).map_err(self.h5(element))?;
-                if let Some(pos) = par_position_first(&v, |&x| x < 0 || x as usize >= bound) {
+                if let Some(pos) = par_first_index_past(&v, bound) {
                     return Err(out_of_range(offset + pos, v[pos] as i64));
                 }
                 Ok(reinterpret_i32_as_u32(v))
             }
             TypeDescriptor::Integer(_) | TypeDescriptor::Unsigned(_) => {
+                // Narrowed piece by piece while read (int64 indices are twice the memory);
+                // a refused piece, or a layout read by the library, takes the whole read below,
+                // which names the first bad index.
+                let valid =
+                    |v: &[i64]| !v.iter().fold(false, |f, &x| f | (x as u64 >= bound as u64));
+                if let Some(Ok(v)) =
+                    read_direct_converted(&self.path, ds, range.clone(), valid, |x| x as u32)
+                {
+                    return Ok(v);
+                }
                 let v = read_range::<i64>(&self.path, ds, range).map_err(self.h5(element))?;
                 if let Some(pos) = par_position_first(&v, |&x| x < 0 || x as u64 >= bound as u64) {
                     return Err(out_of_range(offset + pos, v[pos]));
