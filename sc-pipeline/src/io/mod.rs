@@ -18,6 +18,7 @@ mod row_chunks;
 mod staged_file;
 mod tenx;
 mod writer_priority;
+mod zarr_chunk_read;
 mod zarr_chunks;
 mod zarr_files;
 mod zarr_read;

@@ -3,15 +3,18 @@
 //! `obsp`, `varp`, `layers`, nested `uns` and `raw`; chunks decoded in parallel by `zarrs`.
 //! Every structural problem is reported with the element's path.
 
+use super::zarr_chunk_read::{direct_layout, read_chunk_into, ChunkBuffers};
 use super::zarr_store::{child, NodeKind, ZarrCompression, ZarrStore};
 use crate::anndata::{
     AnnData, ArrayData, Column, DataFrame, DenseArray, DenseMatrix, Matrix, Raw, Value,
 };
 use crate::Result;
 use rayon::prelude::*;
+use sc_kernels::first_match::{any_index_past, Index32};
 use sc_kernels::CsrMatrix;
 use serde_json::{Map, Value as Json};
 use std::collections::BTreeMap;
+use std::mem::MaybeUninit;
 use std::path::Path;
 use zarrs::array::{Array, DataType, ElementOwned};
 use zarrs::array_subset::ArraySubset;
@@ -25,12 +28,16 @@ pub fn read_zarr(path: impl AsRef<Path>) -> Result<AnnData> {
 /// [`read_zarr`], also returning what the user should be told (e.g. a float64 X read as
 /// float32).
 pub fn read_zarr_with_notices(path: impl AsRef<Path>) -> Result<(AnnData, Vec<String>)> {
+    let mut trace = sc_kernels::gpu::trace::PhaseTrace::on_host("zarr read");
     let mut r = Reader::open(path.as_ref())?;
     let x = r.matrix("/X")?;
+    trace.mark("X").ok();
     let (n_obs, n_vars) = x.shape();
     let mut adata = AnnData::new(x);
     adata.obs = r.dataframe_or_default("/obs", n_obs)?;
+    trace.mark("obs").ok();
     adata.var = r.dataframe_or_default("/var", n_vars)?;
+    trace.mark("var").ok();
     adata.obsm = r.dense_dict("/obsm")?;
     adata.varm = r.dense_dict("/varm")?;
     adata.obsp = r.sparse_dict("/obsp")?;
@@ -57,7 +64,21 @@ pub fn read_zarr_with_notices(path: impl AsRef<Path>) -> Result<(AnnData, Vec<St
     adata
         .validate_shapes()
         .map_err(|e| r.s.format("/", e.to_string()))?;
+    trace.mark("the rest").ok();
     Ok((adata, r.notices))
+}
+
+/// Whether [`Reader::map_rows`] may decode chunks straight into the output: `Yes(check)`
+/// when the output's values are the stored bytes (`T` is `S`, or a non-negative `i32` read as
+/// `u32`), `check` saying whether a chunk's values are all valid.
+enum InPlace<C> {
+    Yes(C),
+    No,
+}
+
+/// [`InPlace::No`] with its type spelled out.
+fn mapped<S>() -> InPlace<fn(&[S]) -> bool> {
+    InPlace::No
 }
 
 pub(super) struct Reader {
@@ -110,6 +131,46 @@ impl Reader {
         Ok((shape.into_iter().map(|d| d as usize).collect(), v))
     }
 
+    /// The strings of the 1-dimensional array `a` (`element`), its chunks decoded on rayon's
+    /// threads (zarrs decodes a variable-length chunk on one thread; a million cell names make
+    /// one chunk's work for each core only when split).
+    fn strings(&self, element: &str, a: &Array<FilesystemStore>) -> Result<Vec<String>> {
+        let (Some(per), [len]) = (rows_per_chunk(a), a.shape()) else {
+            return Ok(self.elements::<String>(element)?.1);
+        };
+        let len = *len as usize;
+        let parts: Vec<Vec<String>> = (0..len.div_ceil(per.max(1)))
+            .into_par_iter()
+            .map(|c| {
+                let start = a
+                    .chunk_subset(&[c as u64])
+                    .map_err(|e| self.s.err(element)(&e))?
+                    .start()[0];
+                if start != (c * per) as u64 {
+                    return Err(self.s.format(
+                        element,
+                        format!("chunk {c} starts at {start}: chunks of unequal sizes"),
+                    ));
+                }
+                let mut v = a
+                    .retrieve_chunk_elements::<String>(&[c as u64])
+                    .map_err(|e| self.s.err(element)(&e))?;
+                // The last chunk is stored whole; only the array's part is read.
+                v.truncate(len - c * per);
+                if v.len() < per.min(len - c * per) {
+                    return Err(self.s.format(element, format!("chunk {c} is short")));
+                }
+                Ok(v)
+            })
+            .collect::<Result<_>>()?;
+        // Moved, not cloned (`concat` would copy every string).
+        let mut out = Vec::with_capacity(len);
+        for part in parts {
+            out.extend(part);
+        }
+        Ok(out)
+    }
+
     /// Every element of the array `element`, read by [`Reader::map_rows`] when its chunks are
     /// whole rows (this crate's writer makes them so), else by zarrs' whole-array read.
     fn pod_elements<T: ElementOwned + bytemuck::Pod + Send + Sync>(
@@ -121,7 +182,7 @@ impl Reader {
             return self.elements::<T>(element);
         }
         let shape = a.shape().iter().map(|&d| d as usize).collect();
-        let v = self.map_rows::<T, T>(element, &a, Some)?;
+        let v = self.map_rows::<T, T>(element, &a, InPlace::Yes(|_: &[T]| true), Some)?;
         Ok((shape, v.expect("Some refuses no value")))
     }
 
@@ -129,10 +190,13 @@ impl Reader {
     /// (`None` from `f` refuses the array: `Ok(None)`): its chunks read, decoded and mapped on
     /// rayon's threads straight into their place. zarrs' whole-array read ends in a copy of the
     /// whole array on one thread; a matrix's `data` and `indices` hold billions of values.
-    fn map_rows<S: bytemuck::Pod, T: Copy + Send + Sync>(
+    /// With [`InPlace::Yes`], a chunk stored as [`direct_layout`] allows is decoded by
+    /// [`read_chunk_into`] straight into the output, without zarrs' buffer, then checked.
+    fn map_rows<S: bytemuck::Pod, T: bytemuck::Pod + Send + Sync>(
         &self,
         element: &str,
         a: &Array<FilesystemStore>,
+        in_place: InPlace<impl Fn(&[S]) -> bool + Sync>,
         f: impl Fn(S) -> Option<T> + Send + Sync,
     ) -> Result<Option<Vec<T>>> {
         let size = std::mem::size_of::<S>();
@@ -161,11 +225,20 @@ impl Reader {
             return Ok(Some(out));
         }
         let chunk = rows.checked_mul(row_len).ok_or_else(too_large)?;
+        let direct = match in_place {
+            InPlace::Yes(check)
+                if std::mem::size_of::<T>() == size
+                    && std::mem::align_of::<T>() >= std::mem::align_of::<S>() =>
+            {
+                direct_layout(a).map(|layout| (layout, check))
+            }
+            _ => None,
+        };
         let refused = std::sync::atomic::AtomicBool::new(false);
         out.spare_capacity_mut()[..len]
             .par_chunks_mut(chunk)
             .enumerate()
-            .try_for_each(|(c, slots)| -> Result<()> {
+            .try_for_each_init(ChunkBuffers::default, |bufs, (c, slots)| -> Result<()> {
                 let mut at = vec![0u64; dims.len()];
                 at[0] = c as u64;
                 // The parts assume a regular grid: chunk c starts at c times the first's rows.
@@ -178,6 +251,28 @@ impl Reader {
                         element,
                         format!("chunk {c} starts at row {start}: chunks of unequal sizes"),
                     ));
+                }
+                if let Some((layout, check)) = &direct {
+                    // SAFETY: the slots' memory seen as bytes, to be written by the read.
+                    let bytes = unsafe {
+                        std::slice::from_raw_parts_mut(
+                            slots.as_mut_ptr().cast::<MaybeUninit<u8>>(),
+                            std::mem::size_of_val(slots),
+                        )
+                    };
+                    let read = read_chunk_into(a, *layout, &at, chunk * size, bytes, bufs)
+                        .map_err(|e| self.s.format(element, format!("chunk {c}: {e}")))?;
+                    if read {
+                        // SAFETY: read_chunk_into wrote every byte of the slots, which hold as
+                        // many S as T (same size, alignment at least S's).
+                        let values: &[S] = unsafe {
+                            std::slice::from_raw_parts(slots.as_ptr().cast::<S>(), slots.len())
+                        };
+                        if !check(values) {
+                            refused.store(true, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        return Ok(());
+                    }
                 }
                 let bytes = a.retrieve_chunk(&at).map_err(|e| self.s.err(element)(&e))?;
                 let bytes = bytes.into_fixed().map_err(|e| self.s.err(element)(&e))?;
@@ -294,7 +389,7 @@ impl Reader {
         let shape = a.shape().iter().map(|&d| d as usize).collect();
         let data = match a.data_type() {
             DataType::Bool => ArrayData::Bool(self.elements::<bool>(element)?.1),
-            DataType::String => ArrayData::Str(self.elements::<String>(element)?.1),
+            DataType::String => ArrayData::Str(self.strings(element, &a)?),
             dt => {
                 let read = Whole {
                     reader: self,
@@ -366,12 +461,20 @@ impl Reader {
         fn below<T: TryInto<u32>>(minor: usize) -> impl Fn(T) -> Option<u32> + Send + Sync {
             move |i| i.try_into().ok().filter(|&i| (i as usize) < minor)
         }
+        // Read in place, the indices of a chunk checked at once (a scan that vectorizes).
+        fn valid<I: Index32>(minor: usize) -> InPlace<impl Fn(&[I]) -> bool + Sync> {
+            InPlace::Yes(move |v: &[I]| !any_index_past(v, minor))
+        }
         let a = self.s.array(element)?;
         let out = match a.data_type() {
-            DataType::Int32 => self.map_rows::<i32, u32>(element, &a, below(minor))?,
-            DataType::Int64 => self.map_rows::<i64, u32>(element, &a, below(minor))?,
-            DataType::UInt32 => self.map_rows::<u32, u32>(element, &a, below(minor))?,
-            DataType::UInt64 => self.map_rows::<u64, u32>(element, &a, below(minor))?,
+            DataType::Int32 => {
+                self.map_rows::<i32, u32>(element, &a, valid::<i32>(minor), below(minor))?
+            }
+            DataType::Int64 => self.map_rows::<i64, u32>(element, &a, mapped(), below(minor))?,
+            DataType::UInt32 => {
+                self.map_rows::<u32, u32>(element, &a, valid::<u32>(minor), below(minor))?
+            }
+            DataType::UInt64 => self.map_rows::<u64, u32>(element, &a, mapped(), below(minor))?,
             other => {
                 return Err(self
                     .s
@@ -424,10 +527,14 @@ impl Reader {
         } else {
             (n_rows, n_cols)
         };
+        let mut trace = sc_kernels::gpu::trace::PhaseTrace::on_host("zarr read sparse");
         let data = self.values(&child(element, "data"))?;
+        trace.mark("data").ok();
         let indices = self.indices(&child(element, "indices"), minor)?;
+        trace.mark("indices").ok();
         let indptr_el = child(element, "indptr");
         let indptr = self.offsets(&indptr_el)?;
+        trace.mark("indptr").ok();
         if indices.len() != data.len() {
             return Err(self.s.format(
                 element,

@@ -19,6 +19,10 @@ use zarrs::group::GroupBuilder;
 /// Elements per chunk of an array (8 MiB of float32): enough chunks for every core on a large
 /// matrix, few enough that each is worth a file.
 pub(crate) const CHUNK_ELEMENTS: usize = 1 << 21;
+/// Strings a chunk of a string array holds (cell and gene names): a million cell names in one
+/// chunk were decoded on one thread (0.25 s on the GPU machine); in chunks of this size they
+/// are encoded and decoded on every core.
+pub(crate) const STRING_CHUNK_ELEMENTS: usize = 1 << 16;
 
 /// How the chunks of a written store are compressed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -174,7 +178,7 @@ impl ZarrStore {
         let size = std::mem::size_of::<T>();
         let array = self.create_array(element, shape, size, data_type, zero, attrs)?;
         let len: usize = shape.iter().product();
-        let per = row_chunks(shape).iter().product::<u64>() as usize;
+        let per = row_chunks(shape, CHUNK_ELEMENTS).iter().product::<u64>() as usize;
         let n_chunks = len.div_ceil(per);
         // Pinned buffers too small for a chunk are not used.
         let pinned = match buffers {
@@ -255,7 +259,11 @@ impl ZarrStore {
         let e = self.err(element);
         let shape64: Vec<u64> = shape.iter().map(|&s| s as u64).collect();
         let shuffle = shuffles(&data_type);
-        let mut builder = ArrayBuilder::new(shape64, row_chunks(shape), data_type, fill);
+        let per_chunk = match data_type {
+            DataType::String => STRING_CHUNK_ELEMENTS,
+            _ => CHUNK_ELEMENTS,
+        };
+        let mut builder = ArrayBuilder::new(shape64, row_chunks(shape, per_chunk), data_type, fill);
         builder
             .bytes_to_bytes_codecs(self.codecs(size, shuffle)?)
             .attributes(attrs);
@@ -416,13 +424,13 @@ pub(crate) fn copy_from<T: Copy>(values: &[T], start: usize, dst: &mut [T]) -> R
     Ok(())
 }
 
-/// The chunk shape of an array of `shape` (row-major): whole rows, about [`CHUNK_ELEMENTS`]
-/// values a chunk, so each chunk holds consecutive values.
-fn row_chunks(shape: &[usize]) -> Vec<u64> {
+/// The chunk shape of an array of `shape` (row-major): whole rows, about `per_chunk` values a
+/// chunk, so each chunk holds consecutive values.
+fn row_chunks(shape: &[usize], per_chunk: usize) -> Vec<u64> {
     let row: usize = shape.iter().skip(1).product::<usize>().max(1);
     let mut chunk: Vec<u64> = shape.iter().map(|&s| s.max(1) as u64).collect();
     if let Some(first) = chunk.first_mut() {
-        *first = (CHUNK_ELEMENTS / row).clamp(1, shape[0].max(1)) as u64;
+        *first = (per_chunk / row).clamp(1, shape[0].max(1)) as u64;
     }
     chunk
 }
