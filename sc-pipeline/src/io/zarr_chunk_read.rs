@@ -3,11 +3,12 @@
 //! zarrs decodes a chunk into a buffer of its own (`Array::retrieve_chunk`; its `decode_into`
 //! also decodes blosc into a buffer first), which the reader then copies into place: three
 //! passes over memory for every value (the file's bytes, the decoded chunk, the copy) for
-//! matrices of billions of values. Where an array is stored the way this crate's writer and
-//! anndata store their matrices (the `bytes` codec in this machine's byte order, then blosc or
-//! nothing), the chunk's file is read into a buffer the thread reuses and blosc decodes it
-//! straight into the output; an uncompressed chunk is read there directly. Every other layout
-//! is left to zarrs ([`direct_layout`] says `None`).
+//! matrices of billions of values. Where an array is stored as this crate writes it (lz4 in
+//! blosc, or uncompressed) and as zarr-python's format 2 does by default (blosc): the `bytes`
+//! codec in this machine's byte order, then blosc or nothing, the chunk's file is read into a
+//! buffer the thread reuses and blosc decodes it straight into the output; an uncompressed
+//! chunk is read there directly. Every other layout (zstd, sharding, checksums, another byte
+//! order) is left to zarrs ([`direct_layout`] says `None`).
 
 use std::mem::MaybeUninit;
 use std::os::unix::fs::FileExt;
