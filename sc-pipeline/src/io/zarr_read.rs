@@ -131,6 +131,31 @@ impl Reader {
         Ok((shape.into_iter().map(|d| d as usize).collect(), v))
     }
 
+    /// An error unless chunk `at` of `a` starts at row `row`: reading chunk by chunk into place
+    /// assumes a regular grid (chunk c at c times the first chunk's rows).
+    fn on_regular_grid(
+        &self,
+        element: &str,
+        a: &Array<FilesystemStore>,
+        at: &[u64],
+        row: usize,
+    ) -> Result<()> {
+        let start = a
+            .chunk_subset(at)
+            .map_err(|e| self.s.err(element)(&e))?
+            .start()[0];
+        if start != row as u64 {
+            return Err(self.s.format(
+                element,
+                format!(
+                    "chunk {} starts at row {start}: chunks of unequal sizes",
+                    at[0]
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// The strings of the 1-dimensional array `a` (`element`), its chunks decoded on rayon's
     /// threads (zarrs decodes a variable-length chunk on one thread; a million cell names make
     /// one chunk's work for each core only when split).
@@ -142,16 +167,7 @@ impl Reader {
         let parts: Vec<Vec<String>> = (0..len.div_ceil(per.max(1)))
             .into_par_iter()
             .map(|c| {
-                let start = a
-                    .chunk_subset(&[c as u64])
-                    .map_err(|e| self.s.err(element)(&e))?
-                    .start()[0];
-                if start != (c * per) as u64 {
-                    return Err(self.s.format(
-                        element,
-                        format!("chunk {c} starts at {start}: chunks of unequal sizes"),
-                    ));
-                }
+                self.on_regular_grid(element, a, &[c as u64], c * per)?;
                 let mut v = a
                     .retrieve_chunk_elements::<String>(&[c as u64])
                     .map_err(|e| self.s.err(element)(&e))?;
@@ -241,17 +257,7 @@ impl Reader {
             .try_for_each_init(ChunkBuffers::default, |bufs, (c, slots)| -> Result<()> {
                 let mut at = vec![0u64; dims.len()];
                 at[0] = c as u64;
-                // The parts assume a regular grid: chunk c starts at c times the first's rows.
-                let start = a
-                    .chunk_subset(&at)
-                    .map_err(|e| self.s.err(element)(&e))?
-                    .start()[0];
-                if start != (c * rows) as u64 {
-                    return Err(self.s.format(
-                        element,
-                        format!("chunk {c} starts at row {start}: chunks of unequal sizes"),
-                    ));
-                }
+                self.on_regular_grid(element, a, &at, c * rows)?;
                 if let Some((layout, check)) = &direct {
                     // SAFETY: the slots' memory seen as bytes, to be written by the read.
                     let bytes = unsafe {
