@@ -188,8 +188,11 @@ where
     let read = slots_of(&mut out, range.len(), &pieces)
         .into_par_iter()
         .map_init(Vec::<S>::new, |buf, (slot, offset)| -> Option<bool> {
-            buf.clear();
-            buf.resize(slot.len(), S::zeroed());
+            // Zeroed once per thread (the pieces are of one size but the last).
+            if buf.len() < slot.len() {
+                buf.resize(slot.len(), S::zeroed());
+            }
+            let buf = &mut buf[..slot.len()];
             file.read_exact_at(bytemuck::cast_slice_mut(buf), offset)
                 .ok()?;
             if !valid(buf) {
