@@ -142,7 +142,6 @@ pub(crate) fn read_direct<T: H5Type + Copy + PartialEq + Send + Sync>(
 ) -> Option<Vec<T>> {
     let elem = std::mem::size_of::<T>();
     let range = range.unwrap_or(0..ds.size());
-    let mut trace = sc_kernels::gpu::trace::PhaseTrace::on_host("h5ad direct read");
     let pieces = plan::<T>(ds, &range)?;
     let file = std::fs::File::open(path).ok()?;
     let mut out: Vec<T> = Vec::with_capacity(range.len());
@@ -161,7 +160,6 @@ pub(crate) fn read_direct<T: H5Type + Copy + PartialEq + Send + Sync>(
     }
     // SAFETY: every value of 0..range.len() was written by the reads above.
     unsafe { out.set_len(range.len()) };
-    trace.mark("reads").ok();
     samples_agree::<T, T>(ds, &range, &out, |v| v)?.then_some(out)
 }
 

@@ -336,15 +336,16 @@ impl H5Ctx {
                 // Narrowed piece by piece while read (int64 indices are twice the memory);
                 // a refused piece, or a layout read by the library, takes the whole read below,
                 // which names the first bad index.
-                let valid =
-                    |v: &[i64]| !v.iter().fold(false, |f, &x| f | (x as u64 >= bound as u64));
+                // Negative or past the bound: one check for the pieces and the whole read.
+                let past = |x: i64| x < 0 || x as u64 >= bound as u64;
+                let valid = |v: &[i64]| !v.iter().fold(false, |f, &x| f | past(x));
                 if let Some(Ok(v)) =
                     read_direct_converted(&self.path, ds, range.clone(), valid, |x| x as u32)
                 {
                     return Ok(v);
                 }
                 let v = read_range::<i64>(&self.path, ds, range).map_err(self.h5(element))?;
-                if let Some(pos) = par_position_first(&v, |&x| x < 0 || x as u64 >= bound as u64) {
+                if let Some(pos) = par_position_first(&v, |&x| past(x)) {
                     return Err(out_of_range(offset + pos, v[pos]));
                 }
                 Ok(v.par_iter().map(|&x| x as u32).collect())
