@@ -16,6 +16,11 @@ __device__ __forceinline__ bool coloured(u64 seed, u64 stream, u64 v) {
     return (hash3(seed, stream, v) & 1ull) == 0ull;
 }
 
+// parallel.rs `may_move`.
+__device__ __forceinline__ bool may_move(u64 seed, u64 stream, u64 v) {
+    return (hash3(seed, stream, v) & 3ull) == 0ull;
+}
+
 // parallel.rs `gumbel`.
 __device__ __forceinline__ double gumbel(u64 seed, u64 stream, u32 v, u32 r) {
     u64 h = hash3(seed, stream | 1ull, ((u64)v << 32) | (u64)r);
@@ -122,7 +127,7 @@ extern "C" __global__ void comm_totals(const u32* part, const u64* strength, u64
     atomicAdd(&comm_size[part[v]], 1u);
 }
 
-// parallel.rs `best_move` for the coloured nodes of a round (a warp per node): target[v].
+// parallel.rs `best_move` for the nodes that may move in a round (a warp per node): target[v].
 extern "C" __global__ void lm_best(const u64* indptr, const u32* indices, const u64* w,
                                    const u64* strength, const u32* part,
                                    const u64* comm_strength, const u32* comm_size,
@@ -130,7 +135,7 @@ extern "C" __global__ void lm_best(const u64* indptr, const u32* indices, const 
                                    double scale, int up, u64 seed, u64 stream, u32* target) {
     WARP_LOOP(v, n) {
         u32 cur = part[v];
-        if (!coloured(seed, stream, v)) {
+        if (!may_move(seed, stream, v)) {
             if (lane == 0) target[v] = cur;
             continue;
         }
