@@ -448,6 +448,72 @@ fn hvg_matches_the_cpu_for_every_flavour() {
     }
 }
 
+/// `reduce::col_moments` against a direct f64 loop, for each transform, on both of its kernels:
+/// the tiled one (many stored values a column: one tile, and 20,000 columns, wider than one
+/// tile on an H100/H200) and the per-row one (few values). The wide matrix is also given as a
+/// row block's view, its offsets starting past values that must not count.
+#[test]
+fn column_moments_match_a_direct_sum_on_both_kernels() {
+    use sc_kernels::gpu::reduce::{col_moments, Transform};
+    let Some(d) = gpu_or_skip("gpu column moments") else {
+        return;
+    };
+    let ctx = context(&d);
+    for (seed, rows, cols, density) in [
+        (1u64, 3000usize, 300usize, 0.3),
+        (2, 4000, 20000, 0.17),
+        (3, 200, 500, 0.05),
+    ] {
+        let mut x = counts(seed, rows, cols, density);
+        sc_kernels::normalize::normalize_total(&mut x, &NormalizeParams::default()).unwrap();
+        sc_kernels::log1p::log1p(&mut x, None).unwrap();
+        let skip = if cols == 20000 { 7 } else { 0 };
+        let indptr: Vec<u64> = x.indptr.iter().map(|&o| o + skip as u64).collect();
+        let mut indices = vec![0u32; skip];
+        indices.extend(&x.indices);
+        let mut data = vec![1e6f32; skip];
+        data.extend(&x.data);
+        let dx = DeviceCsr {
+            n_rows: rows,
+            n_cols: cols,
+            indptr: ctx.upload(&indptr).unwrap(),
+            indices: ctx.upload(&indices).unwrap(),
+            data: ctx.upload(&data).unwrap(),
+        };
+        for t in [
+            Transform::Identity,
+            Transform::Expm1,
+            Transform::Expm1Base(2.0),
+        ] {
+            let (mut sums, mut sq, mut positive) =
+                (vec![0f64; cols], vec![0f64; cols], vec![0i64; cols]);
+            for (&j, &v) in x.indices.iter().zip(&x.data) {
+                let (a, b) = match t {
+                    Transform::Identity => (v as f64, (v * v) as f64),
+                    Transform::Expm1 => (v.exp_m1() as f64, (v.exp_m1() * v.exp_m1()) as f64),
+                    Transform::Expm1Base(base) => {
+                        let e = (v as f64 * base.ln()).exp_m1();
+                        (e, e * e)
+                    }
+                };
+                sums[j as usize] += a;
+                sq[j as usize] += b;
+                positive[j as usize] += (v > 0.0) as i64;
+            }
+            let got = col_moments(&ctx, &dx, t, None).unwrap();
+            let tol = if t == Transform::Expm1 { 1e-6 } else { 1e-11 };
+            let close = |g: &[f64], w: &[f64]| {
+                g.iter()
+                    .zip(w)
+                    .all(|(g, w)| (g - w).abs() <= tol * w.abs().max(1.0))
+            };
+            assert!(close(&got.sums, &sums), "{rows}x{cols} {t:?}: sums");
+            assert!(close(&got.sq, &sq), "{rows}x{cols} {t:?}: squares");
+            assert_eq!(got.positive, positive, "{rows}x{cols} {t:?}: counts");
+        }
+    }
+}
+
 /// Gaussian clusters in `d` dimensions (so that neighbourhoods mean something), a few exact
 /// duplicates among them (distance ties at 0).
 fn clustered_points(seed: u64, n: usize, d: usize) -> sc_kernels::DenseMatrix<f32> {

@@ -32,6 +32,8 @@ pub struct GpuContext {
     resource: SharedResource,
     arch: String,
     multiprocessors: u32,
+    /// Dynamic shared memory a block may opt in to, in bytes.
+    max_shared_per_block: usize,
     /// Shared with the context's lanes (a module serves every stream of its device).
     modules: Arc<ModuleCache>,
     blas: OnceLock<CudaBlas>,
@@ -85,12 +87,17 @@ impl GpuContext {
             .attribute(rmm_cuda::cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(|e| KernelError::Gpu(format!("reading the multiprocessor count: {e:?}")))?
             as u32;
+        let max_shared_per_block = ctx
+            .attribute(rmm_cuda::cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)
+            .map_err(|e| KernelError::Gpu(format!("reading the shared memory per block: {e:?}")))?
+            as usize;
         Ok(GpuContext {
             device: device.clone(),
             stream: stream.clone(),
             resource,
             arch: format!("sm_{major}{minor}"),
             multiprocessors,
+            max_shared_per_block,
             modules: Arc::default(),
             blas: OnceLock::new(),
             solver: OnceLock::new(),
@@ -160,6 +167,12 @@ impl GpuContext {
 
     pub fn multiprocessors(&self) -> u32 {
         self.multiprocessors
+    }
+
+    /// The most dynamic shared memory one block may use, in bytes (with
+    /// [`GpuContext::function_with_shared`]'s opt-in).
+    pub fn max_shared_per_block(&self) -> usize {
+        self.max_shared_per_block
     }
 
     pub(crate) fn cuda_stream(&self) -> &Arc<CudaStream> {

@@ -23,6 +23,93 @@ extern "C" __global__ void row_stats(const u64* indptr, const float* data, u64 n
     }
 }
 
+// The transform col_moments applies: 0 = x, 1 = expm1(x) in f32, 2 = expm1(x * ln_base) in f64;
+// a gets the value, b its square (formed in f32 for the first two, as the CPU does).
+__device__ __forceinline__ void moment_terms(float v, int transform, double ln_base, double& a,
+                                             double& b) {
+    if (transform == 1) {
+        float e = expm1f(v);
+        a = (double)e;
+        b = (double)(e * e);
+    } else if (transform == 2) {
+        double e = expm1((double)v * ln_base);
+        a = e;
+        b = e * e;
+    } else {
+        a = (double)v;
+        b = (double)(v * v);
+    }
+}
+
+// col_moments without batches, for matrices with many stored values per column: each block
+// takes an even share of the stored values (rows do not matter: a value's column is its index)
+// and, for each tile of `tile` columns, adds its share's values into shared memory, then the
+// tile into the global sums with one atomic per column it touched. col_moments' three global
+// atomics per value bound it (1 M cells, 2 billion values, on an H200: HVG 61 ms, filter_genes
+// 59 ms; with this kernel 21 and 19 ms).
+// Shared memory: tile doubles of sums, tile of squares, tile u32 counts.
+extern "C" __global__ void col_moments_tiled(const u64* indptr, const u32* indices,
+                                             const float* data, u64 n_rows, u64 n_cols,
+                                             int transform, double ln_base, u64 tile,
+                                             double* sums, double* sq, u64* positive) {
+    extern __shared__ double shared_moments[];
+    double* s_sum = shared_moments;
+    double* s_sq = shared_moments + tile;
+    unsigned* s_pos = (unsigned*)(shared_moments + 2 * tile);
+    u64 first = indptr[0], last = indptr[n_rows];
+    u64 share = (last - first + gridDim.x - 1) / gridDim.x;
+    u64 begin = min(last, first + (u64)blockIdx.x * share);
+    u64 end = min(last, begin + share);
+    for (u64 t0 = 0; t0 < n_cols; t0 += tile) {
+        u32 width = (u32)min(tile, n_cols - t0);
+        for (u32 c = threadIdx.x; c < width; c += blockDim.x) {
+            s_sum[c] = 0.0;
+            s_sq[c] = 0.0;
+            s_pos[c] = 0u;
+        }
+        __syncthreads();
+        // Four indices in flight per thread before their values are read.
+        const u64 step = (u64)blockDim.x;
+        u64 p = begin + threadIdx.x;
+        for (; p + 3 * step < end; p += 4 * step) {
+            u32 c[4];
+#pragma unroll
+            for (int k = 0; k < 4; k++) c[k] = indices[p + k * step] - (u32)t0;
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                if (c[k] < width) {  // below t0 wraps past width
+                    float v = data[p + k * step];
+                    double a, b;
+                    moment_terms(v, transform, ln_base, a, b);
+                    atomicAdd(&s_sum[c[k]], a);
+                    atomicAdd(&s_sq[c[k]], b);
+                    if (v > 0.0f) atomicAdd(&s_pos[c[k]], 1u);
+                }
+            }
+        }
+        for (; p < end; p += step) {
+            u32 c = indices[p] - (u32)t0;
+            if (c < width) {
+                float v = data[p];
+                double a, b;
+                moment_terms(v, transform, ln_base, a, b);
+                atomicAdd(&s_sum[c], a);
+                atomicAdd(&s_sq[c], b);
+                if (v > 0.0f) atomicAdd(&s_pos[c], 1u);
+            }
+        }
+        __syncthreads();
+        for (u32 c = threadIdx.x; c < width; c += blockDim.x) {
+            if (s_pos[c] != 0u || s_sum[c] != 0.0 || s_sq[c] != 0.0) {
+                atomicAdd(&sums[t0 + c], s_sum[c]);
+                atomicAdd(&sq[t0 + c], s_sq[c]);
+                if (s_pos[c] != 0u) atomicAdd(&positive[t0 + c], (u64)s_pos[c]);
+            }
+        }
+        __syncthreads();
+    }
+}
+
 // Moments of each column, optionally per batch of rows (codes[row] < n_batches) and of a
 // transform of the values: 0 = x, 1 = expm1(x) in f32, 2 = expm1(x * ln_base) in f64.
 // sums, sq, positive: n_batches x n_cols, zeroed by the caller.
@@ -37,18 +124,7 @@ extern "C" __global__ void col_moments(const u64* indptr, const u32* indices, co
             float v = data[p];
             u64 j = off + indices[p];
             double a, b;
-            if (transform == 1) {
-                float e = expm1f(v);
-                a = (double)e;
-                b = (double)(e * e);
-            } else if (transform == 2) {
-                double e = expm1((double)v * ln_base);
-                a = e;
-                b = e * e;
-            } else {
-                a = (double)v;
-                b = (double)(v * v);
-            }
+            moment_terms(v, transform, ln_base, a, b);
             atomicAdd(&sums[j], a);
             atomicAdd(&sq[j], b);
             if (v > 0.0f) atomicAdd(&positive[j], 1ull);
