@@ -120,7 +120,7 @@ impl AnnData {
                 }
             })?;
             let bytes = dev.bytes();
-            crate::release::release_in_background(csr);
+            crate::release::drop_in_background(csr);
             Ok((Matrix::Device(DeviceMatrix::csr(ctx, dev)), bytes))
         })
     }
