@@ -59,6 +59,14 @@ fn inputs(seed: u64, rows: usize, cols: usize) -> CsrMatrix<f32> {
     counts(seed, rows, cols, 0.1)
 }
 
+/// `x` normalized to scanpy's default total and log1p'd on the CPU, as the steps after them
+/// receive it.
+fn log_normalized(mut x: CsrMatrix<f32>) -> CsrMatrix<f32> {
+    sc_kernels::normalize::normalize_total(&mut x, &NormalizeParams::default()).unwrap();
+    sc_kernels::log1p::log1p(&mut x, None).unwrap();
+    x
+}
+
 fn cases() -> TestRunner {
     TestRunner::new(Config {
         cases: 12,
@@ -282,9 +290,7 @@ fn pca_matches_the_cpu_up_to_sign() {
     };
     let ctx = context(&d);
     for (seed, n, g) in [(1u64, 3000usize, 300usize), (2, 20_000, 500)] {
-        let mut x = inputs(seed, n, g);
-        sc_kernels::normalize::normalize_total(&mut x, &NormalizeParams::default()).unwrap();
-        sc_kernels::log1p::log1p(&mut x, None).unwrap();
+        let x = log_normalized(inputs(seed, n, g));
         let p = ScaleParams {
             zero_center: true,
             max_value: Some(10.0),
@@ -407,9 +413,7 @@ fn hvg_matches_the_cpu_for_every_flavour() {
     let ctx = context(&d);
     for (seed, n, g) in [(3u64, 2000usize, 800usize), (4, 500, 3000)] {
         let raw = inputs(seed, n, g);
-        let mut logn = raw.clone();
-        sc_kernels::normalize::normalize_total(&mut logn, &NormalizeParams::default()).unwrap();
-        sc_kernels::log1p::log1p(&mut logn, None).unwrap();
+        let logn = log_normalized(raw.clone());
         let batches = Batches {
             codes: (0..n as u32).map(|i| i % 3).collect(),
             categories: vec!["a".into(), "b".into(), "c".into()],
@@ -464,9 +468,7 @@ fn column_moments_match_a_direct_sum_on_both_kernels() {
         (2, 4000, 20000, 0.17),
         (3, 200, 500, 0.05),
     ] {
-        let mut x = counts(seed, rows, cols, density);
-        sc_kernels::normalize::normalize_total(&mut x, &NormalizeParams::default()).unwrap();
-        sc_kernels::log1p::log1p(&mut x, None).unwrap();
+        let x = log_normalized(counts(seed, rows, cols, density));
         let skip = if cols == 20000 { 7 } else { 0 };
         let indptr: Vec<u64> = x.indptr.iter().map(|&o| o + skip as u64).collect();
         let mut indices = vec![0u32; skip];
@@ -1353,11 +1355,7 @@ fn rank_genes_groups_equals_the_cpu() {
     };
     let mut cases: Vec<(CsrMatrix<f32>, usize)> = real_counts()
         .into_iter()
-        .map(|mut x| {
-            sc_kernels::normalize::normalize_total(&mut x, &NormalizeParams::default()).unwrap();
-            sc_kernels::log1p::log1p(&mut x, None).unwrap();
-            (x, 7)
-        })
+        .map(|x| (log_normalized(x), 7))
         .collect();
     // Counts with runs of many ties (no .raw: X itself), and a signed matrix with explicit
     // zeros.

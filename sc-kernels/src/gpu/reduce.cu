@@ -41,6 +41,16 @@ __device__ __forceinline__ void moment_terms(float v, int transform, double ln_b
     }
 }
 
+// One value into column c of col_moments_tiled's shared tile.
+__device__ __forceinline__ void add_to_tile(float v, u32 c, int transform, double ln_base,
+                                            double* s_sum, double* s_sq, unsigned* s_pos) {
+    double a, b;
+    moment_terms(v, transform, ln_base, a, b);
+    atomicAdd(&s_sum[c], a);
+    atomicAdd(&s_sq[c], b);
+    if (v > 0.0f) atomicAdd(&s_pos[c], 1u);
+}
+
 // col_moments without batches, for matrices with many stored values per column: each block
 // takes an even share of the stored values (rows do not matter: a value's column is its index)
 // and, for each tile of `tile` columns, adds its share's values into shared memory, then the
@@ -76,27 +86,13 @@ extern "C" __global__ void col_moments_tiled(const u64* indptr, const u32* indic
 #pragma unroll
             for (int k = 0; k < 4; k++) c[k] = indices[p + k * step] - (u32)t0;
 #pragma unroll
-            for (int k = 0; k < 4; k++) {
-                if (c[k] < width) {  // below t0 wraps past width
-                    float v = data[p + k * step];
-                    double a, b;
-                    moment_terms(v, transform, ln_base, a, b);
-                    atomicAdd(&s_sum[c[k]], a);
-                    atomicAdd(&s_sq[c[k]], b);
-                    if (v > 0.0f) atomicAdd(&s_pos[c[k]], 1u);
-                }
-            }
+            for (int k = 0; k < 4; k++)
+                if (c[k] < width)  // below t0 wraps past width
+                    add_to_tile(data[p + k * step], c[k], transform, ln_base, s_sum, s_sq, s_pos);
         }
         for (; p < end; p += step) {
             u32 c = indices[p] - (u32)t0;
-            if (c < width) {
-                float v = data[p];
-                double a, b;
-                moment_terms(v, transform, ln_base, a, b);
-                atomicAdd(&s_sum[c], a);
-                atomicAdd(&s_sq[c], b);
-                if (v > 0.0f) atomicAdd(&s_pos[c], 1u);
-            }
+            if (c < width) add_to_tile(data[p], c, transform, ln_base, s_sum, s_sq, s_pos);
         }
         __syncthreads();
         for (u32 c = threadIdx.x; c < width; c += blockDim.x) {
