@@ -16,6 +16,10 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 /// Transfers at least this large go through the pinned staging buffers.
 const STAGED_BYTES: usize = 4 << 20;
+/// Downloads at least this large go through the staging buffers once they are made: the
+/// driver's pageable copy touches the new host array's pages on one thread, the staged copy on
+/// every core (QC's per-cell columns at 200,000 cells, 1.6 MB each: about 1 ms each).
+const STAGED_DOWNLOAD_BYTES: usize = 256 << 10;
 
 /// Bytes copied between host and device through a context.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -268,6 +272,14 @@ impl GpuContext {
         Ok(())
     }
 
+    /// Whether a download of `bytes` goes through the staging buffers: always when large, from
+    /// [`STAGED_DOWNLOAD_BYTES`] when they are made already (a context that never needed them,
+    /// e.g. a step lane's, does not pin 128 MiB for a small download).
+    fn stages_download(&self, bytes: usize) -> bool {
+        bytes >= STAGED_BYTES
+            || (bytes >= STAGED_DOWNLOAD_BYTES && self.staging.lock().unwrap().is_some())
+    }
+
     /// Runs `f` with the staging buffers (made on first use).
     fn with_staging<R>(&self, f: impl FnOnce(&Staging) -> Result<R>) -> Result<R> {
         let mut guard = self.staging.lock().unwrap();
@@ -308,7 +320,7 @@ impl GpuContext {
     /// the pinned staging buffers.
     pub fn download<T: Pod + Send + Sync>(&self, v: &DeviceVec<T>) -> Result<Vec<T>> {
         let bytes = v.len() * std::mem::size_of::<T>();
-        let out = if bytes >= STAGED_BYTES {
+        let out = if self.stages_download(bytes) {
             // SAFETY: `v` holds `len` values; the copies are queued on the context's stream.
             self.with_staging(|s| unsafe { s.download(v.ptr(), v.len()) })?
         } else {
@@ -384,7 +396,7 @@ impl GpuContext {
             )));
         }
         let bytes = std::mem::size_of_val(dst);
-        if bytes >= STAGED_BYTES {
+        if self.stages_download(bytes) {
             // SAFETY: `v` holds dst.len() values; the copies are queued on the context's stream.
             self.with_staging(|s| unsafe { s.download_to(v.ptr(), dst) })?;
         } else {
