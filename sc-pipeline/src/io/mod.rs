@@ -43,5 +43,5 @@ pub use tenx::{read_10x_h5, read_10x_h5_with_notices};
 pub use zarr_chunks::{zarr_x_extent, ZarrRowChunks};
 pub use zarr_read::{read_zarr, read_zarr_with_notices};
 pub use zarr_store::{is_zarr, ZarrCompression};
-pub(crate) use zarr_write::prepare_zarr_write;
+pub(crate) use zarr_write::{prepare_zarr_buffers, prepare_zarr_write};
 pub use zarr_write::{write_zarr, write_zarr_staged, ZarrWrite};

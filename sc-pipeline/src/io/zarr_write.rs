@@ -192,16 +192,20 @@ fn write_device_matrix(s: &ZarrStore, element: &str, m: &DeviceMatrix) -> Result
 pub(crate) fn prepare_zarr_write(m: &crate::anndata::Matrix) -> Result<()> {
     if let Matrix::Device(d) = m {
         if let Some(b) = d.blocks().first().filter(|_| !d.is_streamed()) {
-            let writers = std::thread::available_parallelism().map_or(1, |c| c.get());
-            b.ctx
-                .copy_lane()
-                .and_then(|lane| {
-                    lane.prepare_write_buffers(writers.min(MAX_WRITE_BUFFERS), CHUNK_BYTES)
-                })
-                .map_err(|e| device_error("X", e))?;
+            prepare_zarr_buffers(&b.ctx)?;
         }
     }
     Ok(())
+}
+
+/// The chunk writers' pinned buffers on the copy lane of `ctx` (the GPU of a device X's first
+/// rows), if not made yet. A run with a zarr output makes them while its input is read (see
+/// `run::execute`), so that the write need not pin 256 MiB just before neighbors.
+pub(crate) fn prepare_zarr_buffers(ctx: &GpuContext) -> Result<()> {
+    let writers = std::thread::available_parallelism().map_or(1, |c| c.get());
+    ctx.copy_lane()
+        .and_then(|lane| lane.prepare_write_buffers(writers.min(MAX_WRITE_BUFFERS), CHUNK_BYTES))
+        .map_err(|e| device_error("X", e))
 }
 
 /// Pinned chunk buffers at most (256 MiB): past 32 writers the file system, not the number of

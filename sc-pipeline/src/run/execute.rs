@@ -98,6 +98,16 @@ fn set_up_gpus(
     })
 }
 
+/// Whether the output is a zarr store that will likely be written from the GPU (X not streamed
+/// by choice, no host memory limit that may leave it on the disk): its chunk writers' pinned
+/// buffers are then made beside the input's read. Made just before neighbors instead (256 MiB
+/// pinned), they held up neighbors' start by 0.08-0.14 s at 1 M cells on H200s.
+fn writes_zarr_from_gpu(plan: &RunPlan) -> bool {
+    matches!(plan.outputs.format, crate::io::OutputFormat::Zarr(_))
+        && plan.device.execution != crate::memory_plan::Execution::Streamed
+        && plan.host_memory_limit.is_none()
+}
+
 /// The GPU of a process started by a launcher: its local rank's, one GPU per process.
 fn launched_gpu(plan: &RunPlan, launch: Launch) -> Result<usize> {
     if plan.target != Target::Gpu {
@@ -378,6 +388,9 @@ pub fn execute(plan: &RunPlan, observer: &mut dyn StepObserver) -> Result<Outcom
         let setting_up = (on_gpu && !set_up_first).then(|| {
             s.spawn(|| {
                 let set = set_up_gpus(plan, ordinals.clone(), false, WHILE_READ)?;
+                if writes_zarr_from_gpu(plan) {
+                    crate::io::prepare_zarr_buffers(&set.gpus[0].ctx)?;
+                }
                 let mut joined = None;
                 if set.gpus.len() > 1 {
                     let timer = StepTimer::start("join the GPUs (NCCL)");
