@@ -7,11 +7,10 @@ N=${1:-200000}
 # With a second argument `harmony`: scpipe also runs harmony_integrate(key='batch') and neighbors on
 # X_pca_harmony (rsc_bench runs both anyway; its neighbors needs cuML and is reported as failed).
 if [ "${2:-}" = harmony ]; then STEPS="--harmony batch"; BSTEPS="--harmony batch --neighbors"; else STEPS=--no-neighbors; BSTEPS=; fi
-export PYTHONUNBUFFERED=1 SCPIPE_KERNEL_CACHE=/tmp/scpipe-kernels
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .rsc-bench/whl/*.whl && export PYTHONPATH=/tmp/site || exit
+export SCPIPE_KERNEL_CACHE=/tmp/scpipe-kernels
+source scripts/device/rsc_env.sh
 for f in /tmp/rsc_bench_*x20000_seed0.h5ad; do [ "$f" = /tmp/rsc_bench_${N}x20000_seed0.h5ad ] || rm -f "$f"; done  # other sizes' inputs
-python3 .rsc-bench/rsc_bench.py --gen-only --n-cells $N 2>&1 | tail -1
-F=/tmp/rsc_bench_${N}x20000_seed0.h5ad
+rsc_input "$N"
 # Each run writes its output anew: the last one is removed first (two 1M outputs and the input
 # do not fit the machine's 64 GB disk).
 rm -f /tmp/ours.h5ad

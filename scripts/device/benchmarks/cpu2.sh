@@ -3,10 +3,8 @@
 # Run in place (bash scripts/device/benchmarks/cpu2.sh) with .gpu-run and .rsc-bench carried.
 set -o pipefail
 cd "$(dirname "$0")/../../.."   # the repository root
-export PYTHONUNBUFFERED=1
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .rsc-bench/whl/*.whl && export PYTHONPATH=/tmp/site || exit
-python3 .rsc-bench/rsc_bench.py --gen-only --n-cells 50000 2>&1 | tail -1
-F=/tmp/rsc_bench_50000x20000_seed0.h5ad
+source scripts/device/rsc_env.sh
+rsc_input 50000
 export OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 MKL_NUM_THREADS=2 NUMBA_NUM_THREADS=2
 echo "=== scpipe --device cpu --threads 2 (taskset 0,1)"
 for i in 1 2; do taskset -c 0,1 .gpu-run/scpipe run $F -o /tmp/cpu.h5ad --device cpu --threads 2 --no-neighbors --report $OUT/cpu2_$i.json 2>&1 | tail -17; done

@@ -13,11 +13,9 @@ N=${3:-1000000}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 cd "$(dirname "$0")/../../.." || exit 1  # the repository root
-export PYTHONUNBUFFERED=1 SCPIPE_KERNEL_CACHE=/tmp/scpipe-kernels
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-  .rsc-bench/whl/*.whl && export PYTHONPATH=/tmp/site || exit 1
-python3 .rsc-bench/rsc_bench.py --gen-only --n-cells "$N" 2>&1 | tail -1
-F=/tmp/rsc_bench_${N}x20000_seed0.h5ad
+export SCPIPE_KERNEL_CACHE=/tmp/scpipe-kernels
+source scripts/device/rsc_env.sh
+rsc_input "$N"
 python3 .rsc-bench/rsc_bench.py --no-cpu --no-write-h5ad --n-cells "$N" 2>&1 \
   | grep -v -E "FutureWarning|__version__" > "$OUT/rsc.log"
 mv "$OUT/rsc_bench.json" "$OUT/rsc_$N.json"

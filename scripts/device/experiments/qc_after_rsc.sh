@@ -11,11 +11,9 @@ N=${2:-200000}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
 cd "$(dirname "$0")/../../.." || exit 1  # the repository root
-export PYTHONUNBUFFERED=1 SCPIPE_KERNEL_CACHE=/tmp/scpipe-kernels
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-  .rsc-bench/whl/*.whl && export PYTHONPATH=/tmp/site || exit 1
-python3 .rsc-bench/rsc_bench.py --gen-only --n-cells "$N" 2>&1 | tail -1
-F=/tmp/rsc_bench_${N}x20000_seed0.h5ad
+export SCPIPE_KERNEL_CACHE=/tmp/scpipe-kernels
+source scripts/device/rsc_env.sh
+rsc_input "$N"
 COUNTERS='^(pgfault|pgmajfault|thp_fault_alloc|thp_fault_fallback|compact_stall|compact_success|compact_fail|allocstall_normal|allocstall_movable|pgscan_direct|pgsteal_direct|pgscan_kswapd|numa_miss|numa_foreign|numa_other|pgalloc_normal|zone_reclaim_failed) '
 snap() {
   echo "== $1"
