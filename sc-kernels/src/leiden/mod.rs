@@ -171,24 +171,19 @@ struct Graph {
 
 impl Graph {
     fn from_csr(m: &CsrMatrix<f32>) -> Graph {
-        let n = m.n_rows;
-        let mut indptr = Vec::with_capacity(n + 1);
-        indptr.push(0);
-        let (mut indices, mut weights) = (Vec::with_capacity(m.nnz()), Vec::with_capacity(m.nnz()));
-        let mut self_loops = vec![0.0; n];
-        for v in 0..n {
+        Graph::from_rows(m.n_rows, |v, indices, weights| {
+            let mut self_loop = 0.0;
             let (idx, w) = m.row(v);
             for (&u, &w) in idx.iter().zip(w) {
                 if u as usize == v {
-                    self_loops[v] += w as f64;
+                    self_loop += w as f64;
                 } else if w > 0.0 {
                     indices.push(u);
                     weights.push(w as f64);
                 }
             }
-            indptr.push(indices.len());
-        }
-        Graph::with_edges(indptr, indices, weights, self_loops)
+            self_loop
+        })
     }
 
     fn with_edges(
@@ -198,6 +193,7 @@ impl Graph {
         self_loops: Vec<f64>,
     ) -> Graph {
         let strength: Vec<f64> = (0..self_loops.len())
+            .into_par_iter()
             .map(|v| weights[indptr[v]..indptr[v + 1]].iter().sum::<f64>() + self_loops[v])
             .collect();
         let total = strength.iter().sum();
@@ -223,33 +219,81 @@ impl Graph {
             .zip(self.weights[r].iter().copied())
     }
 
+    /// The graph whose row `v` (of `n`) `row(v, indices, weights)` appends, returning the node's
+    /// loop. Each row depends on its node alone, so the rows are made on every core, in runs of
+    /// consecutive nodes each with its own buffers (and `row`'s scratch, made by `scratch`),
+    /// then laid one after the other: the same graph as made in order.
+    fn from_rows_with<S>(
+        n: usize,
+        scratch: impl Fn() -> S + Sync,
+        row: impl Fn(&mut S, usize, &mut Vec<u32>, &mut Vec<f64>) -> f64 + Sync,
+    ) -> Graph {
+        let run = n.div_ceil(2 * rayon::current_num_threads()).max(1);
+        let runs: Vec<(Vec<usize>, Vec<u32>, Vec<f64>, Vec<f64>)> = (0..n)
+            .step_by(run)
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .map(|first| {
+                let mut s = scratch();
+                let nodes = first..(first + run).min(n);
+                let (mut ends, mut loops) = (Vec::with_capacity(nodes.len()), Vec::new());
+                let (mut indices, mut weights) = (Vec::new(), Vec::new());
+                for v in nodes {
+                    loops.push(row(&mut s, v, &mut indices, &mut weights));
+                    ends.push(indices.len());
+                }
+                (ends, indices, weights, loops)
+            })
+            .collect();
+        let nnz: usize = runs.iter().map(|r| r.1.len()).sum();
+        let mut indptr = Vec::with_capacity(n + 1);
+        indptr.push(0);
+        let (mut indices, mut weights) = (Vec::with_capacity(nnz), Vec::with_capacity(nnz));
+        let mut self_loops = Vec::with_capacity(n);
+        for (ends, i, w, loops) in runs {
+            let base = indices.len();
+            indptr.extend(ends.iter().map(|e| base + e));
+            indices.extend_from_slice(&i);
+            weights.extend_from_slice(&w);
+            self_loops.extend_from_slice(&loops);
+        }
+        Graph::with_edges(indptr, indices, weights, self_loops)
+    }
+
+    /// [`Graph::from_rows_with`] for rows that need no scratch.
+    fn from_rows(
+        n: usize,
+        row: impl Fn(usize, &mut Vec<u32>, &mut Vec<f64>) -> f64 + Sync,
+    ) -> Graph {
+        Graph::from_rows_with(n, || (), |_, v, i, w| row(v, i, w))
+    }
+
     /// The graph of the communities of `membership` (numbered `0..n_comm`): one node each, the
     /// weights between them summed, the weight inside each its loop.
     fn aggregate(&self, membership: &[u32], n_comm: usize) -> Graph {
         let members = members_of(membership, n_comm);
-        let mut self_loops = vec![0.0; n_comm];
-        let mut indptr = Vec::with_capacity(n_comm + 1);
-        indptr.push(0);
-        let (mut indices, mut weights) = (Vec::new(), Vec::new());
-        let mut acc = Accumulator::new(n_comm);
-        for (c, nodes) in members.iter().enumerate() {
-            for &v in nodes {
-                self_loops[c] += self.self_loops[v as usize];
-                for (u, w) in self.edges(v as usize) {
-                    acc.add(membership[u] as usize, w);
+        Graph::from_rows_with(
+            n_comm,
+            || Accumulator::new(n_comm),
+            |acc, c, indices, weights| {
+                let mut self_loop = 0.0;
+                for &v in &members[c] {
+                    self_loop += self.self_loops[v as usize];
+                    for (u, w) in self.edges(v as usize) {
+                        acc.add(membership[u] as usize, w);
+                    }
                 }
-            }
-            for (d, w) in acc.drain() {
-                if d == c {
-                    self_loops[c] += w;
-                } else {
-                    indices.push(d as u32);
-                    weights.push(w);
+                for (d, w) in acc.drain() {
+                    if d == c {
+                        self_loop += w;
+                    } else {
+                        indices.push(d as u32);
+                        weights.push(w);
+                    }
                 }
-            }
-            indptr.push(indices.len());
-        }
-        Graph::with_edges(indptr, indices, weights, self_loops)
+                self_loop
+            },
+        )
     }
 }
 
@@ -415,6 +459,7 @@ fn refine(
     }
     // Weight from each node to the rest of its community: the sub-communities' external weight.
     let mut external: Vec<f64> = (0..n)
+        .into_par_iter()
         .map(|v| {
             g.edges(v)
                 .filter(|&(u, _)| part[u] == part[v])
@@ -717,8 +762,13 @@ mod timing {
         ] {
             let t = std::time::Instant::now();
             let p = algorithm(&g, &LeidenParams::default()).unwrap();
+            // The labels' digest tells two builds' partitions apart (FNV-1a).
+            let digest = p.membership.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &c| {
+                (h ^ c as u64).wrapping_mul(0x100_0000_01b3)
+            });
             eprintln!(
-                "{name}: {n} nodes, {} edges: {:.2} s, {} communities, modularity {:.4}",
+                "{name}: {n} nodes, {} edges: {:.2} s, {} communities, modularity {:.17}, \
+                 labels {digest:016x}",
                 g.nnz(),
                 t.elapsed().as_secs_f64(),
                 p.n_communities,

@@ -689,23 +689,17 @@ pub fn finish_sequential(
     params: &LeidenParams,
     iteration: u32,
 ) -> (Vec<u32>, bool) {
-    let n = g.n();
-    let mut indptr = Vec::with_capacity(n + 1);
-    indptr.push(0usize);
-    let (mut indices, mut weights) = (Vec::with_capacity(g.nnz()), Vec::with_capacity(g.nnz()));
-    let mut self_loops = Vec::with_capacity(n);
     // Each row in neighbour order: the sequential algorithm breaks ties by the order it meets
-    // communities, and the GPU's aggregates list their rows' entries in hash-table order.
-    let mut row: Vec<(u32, u64)> = Vec::new();
-    for v in 0..n {
+    // communities, and the GPU's aggregates list their rows' entries in hash-table order. The
+    // rows are sorted on every core (a level handed over holds up to `HOST_BELOW` edges).
+    let graph = super::Graph::from_rows(g.n(), |v, indices, weights| {
         let (idx, w) = g.row(v);
-        row.clear();
-        row.extend(
-            idx.iter()
-                .zip(w)
-                .filter(|&(&u, &w)| u as usize != v && w > 0)
-                .map(|(&u, &w)| (u, w)),
-        );
+        let mut row: Vec<(u32, u64)> = idx
+            .iter()
+            .zip(w)
+            .filter(|&(&u, &w)| u as usize != v && w > 0)
+            .map(|(&u, &w)| (u, w))
+            .collect();
         row.sort_unstable();
         let mut outside = 0u64;
         for &(u, w) in &row {
@@ -714,10 +708,8 @@ pub fn finish_sequential(
             outside += w;
         }
         // The strength less the edges to others: the node's inner weight, its loop.
-        self_loops.push((g.strength[v] - outside) as f64 * c.unit);
-        indptr.push(indices.len());
-    }
-    let graph = super::Graph::with_edges(indptr, indices, weights, self_loops);
+        (g.strength[v] - outside) as f64 * c.unit
+    });
     let mut rng = crate::random::SplitMix64::new(hash3(c.seed, 0x5e9_0e47, iteration as u64));
     let changed = super::one_iteration(&graph, &mut part, params, &mut rng);
     (node_of.iter().map(|&a| part[a as usize]).collect(), changed)
