@@ -692,24 +692,27 @@ pub fn finish_sequential(
     // Each row in neighbour order: the sequential algorithm breaks ties by the order it meets
     // communities, and the GPU's aggregates list their rows' entries in hash-table order. The
     // rows are sorted on every core (a level handed over holds up to `HOST_BELOW` edges).
-    let graph = super::Graph::from_rows(g.n(), |v, indices, weights| {
-        let (idx, w) = g.row(v);
-        let mut row: Vec<(u32, u64)> = idx
-            .iter()
-            .zip(w)
-            .filter(|&(&u, &w)| u as usize != v && w > 0)
-            .map(|(&u, &w)| (u, w))
-            .collect();
-        row.sort_unstable();
-        let mut outside = 0u64;
-        for &(u, w) in &row {
-            indices.push(u);
-            weights.push(w as f64 * c.unit);
-            outside += w;
-        }
-        // The strength less the edges to others: the node's inner weight, its loop.
-        (g.strength[v] - outside) as f64 * c.unit
-    });
+    // Each run of rows sorts in one scratch row of its own.
+    let graph =
+        super::Graph::from_rows_with(g.n(), Vec::<(u32, u64)>::new, |row, v, indices, weights| {
+            let (idx, w) = g.row(v);
+            row.clear();
+            row.extend(
+                idx.iter()
+                    .zip(w)
+                    .filter(|&(&u, &w)| u as usize != v && w > 0)
+                    .map(|(&u, &w)| (u, w)),
+            );
+            row.sort_unstable();
+            let mut outside = 0u64;
+            for &(u, w) in row.iter() {
+                indices.push(u);
+                weights.push(w as f64 * c.unit);
+                outside += w;
+            }
+            // The strength less the edges to others: the node's inner weight, its loop.
+            (g.strength[v] - outside) as f64 * c.unit
+        });
     let mut rng = crate::random::SplitMix64::new(hash3(c.seed, 0x5e9_0e47, iteration as u64));
     let changed = super::one_iteration(&graph, &mut part, params, &mut rng);
     (node_of.iter().map(|&a| part[a as usize]).collect(), changed)
