@@ -50,7 +50,7 @@ import anndata as ad  # noqa: E402
 import scanpy as sc  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from graph_steps import compare_graph_steps, compare_repeat  # noqa: E402
+from graph_steps import compare_graph_steps, compare_marker_calls, compare_repeat  # noqa: E402
 from zarr_files import check_zarr  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -164,6 +164,15 @@ def run_scpipe(scpipe: Path, src: Path, out: Path, flavor: str, batch_key: str |
     if p.returncode != 0:
         raise RuntimeError(f"scpipe failed ({p.returncode}): {' '.join(cmd)}\n{p.stdout}\n{p.stderr}")
     return time.perf_counter() - t
+
+
+def run_markers_only(scpipe: Path, src: Path, out: Path, extra: list[str]):
+    """scpipe run on `src` with `extra` (the markers-only flags), read back."""
+    cmd = [str(scpipe), "run", str(src), "-o", str(out), "--device", "cpu"] + extra
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"scpipe failed ({p.returncode}): {' '.join(cmd)}\n{p.stdout}\n{p.stderr}")
+    return ad.read_h5ad(out)
 
 
 @contextlib.contextmanager
@@ -519,6 +528,7 @@ def check(args, scpipe, work):
             compare_runs(rep, tag, ours, theirs, flavor, batch_key, full=(k == 0))
             if k == 0:
                 compare_graph_steps(rep, tag, ours)
+                compare_marker_calls(rep, tag, lambda extra: run_markers_only(scpipe, out, work / f"{name}_markers.h5ad", extra))
                 again = work / f"{name}_again.h5ad"
                 run_scpipe(scpipe, src, again, flavor, batch_key)
                 compare_repeat(rep, tag, ours, ad.read_h5ad(again))

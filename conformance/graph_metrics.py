@@ -15,3 +15,11 @@ def modularity(graph: sp.csr_matrix, labels: np.ndarray, resolution: float = 1.0
     inside = (member.T @ g @ member).diagonal()
     strength = member.T @ k
     return float(((inside - resolution * strength**2 / total)).sum() / total)
+
+
+def far_cell_ratio(layout: np.ndarray) -> float:
+    """How far a layout's farthest cell lies from its median, in units of the 99th percentile of
+    the cells' distances to the median (about 1 where no cell is flung out; issue 50)."""
+    y = np.asarray(layout, dtype=np.float64)
+    d = np.sqrt(((y - np.median(y, axis=0)) ** 2).sum(axis=1))
+    return float(d.max() / max(np.percentile(d, 99), 1e-12))

@@ -4,14 +4,18 @@ The references run on scpipe's own output (its graph, `X_pca`, `.raw` and leiden
 the step under test differs. Gates (issue 28):
 
 - UMAP: trustworthiness (k 15, on `X_pca`) at least umap-learn's (through `sc.tl.umap`, same graph)
-  minus 0.01; the silhouette of the leiden labels in the layout within 0.05 of umap-learn's (ours
+  minus 0.01; the farthest cell from the layout's median at most 2x umap-learn's, each in units of
+  its layout's 99th-percentile distance (no cell flung far out, issue 50); the silhouette of the leiden labels in the layout within 0.05 of umap-learn's (ours
   no worse than theirs minus 0.05).
 - Leiden: modularity at least leidenalg's (through `sc.tl.leiden`, same resolution) minus 0.005;
   adjusted Rand index with leidenalg's at least leidenalg's own agreement between two seeds minus
   0.05.
-- rank_genes_groups (same groups, same method, tie correction on): scores and log fold changes
-  within 1e-4 relative, adjusted p-values within 1e-4, the same top 25 genes per group (genes
-  whose scores tie at the cut aside).
+- rank_genes_groups (same groups, same method, scanpy's default call: no tie correction): scores
+  and log fold changes within 1e-4 relative, adjusted p-values within 1e-4, the same top 25 genes
+  per group (genes whose scores tie at the cut aside); `uns['rank_genes_groups']['params']` as
+  scanpy records it. The same for `t-test` and `t-test_overestim_var`, and for `--tie-correct`
+  against `tie_correct=True` (issue 50), each a markers-only run of scpipe on the first run's
+  output (`compare_marker_calls`).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import scipy.sparse as sp
 from sklearn.manifold import trustworthiness
 from sklearn.metrics import adjusted_rand_score, silhouette_score
 
-from graph_metrics import modularity
+from graph_metrics import far_cell_ratio, modularity
 
 TOP = 25
 
@@ -50,6 +54,8 @@ def compare_umap(rep, tag: str, ours) -> None:
         s_ours = silhouette_score(ours.obsm["X_umap"], labels)
         s_theirs = silhouette_score(theirs.obsm["X_umap"], labels)
         rep.check(f"{tag} umap silhouette of leiden >= umap-learn's - 0.05", s_ours >= s_theirs - 0.05, f"{s_ours:.4f} vs {s_theirs:.4f}")
+    f_ours, f_theirs = far_cell_ratio(ours.obsm["X_umap"]), far_cell_ratio(theirs.obsm["X_umap"])
+    rep.check(f"{tag} umap farthest cell <= 2x umap-learn's (in 99th-percentile units)", f_ours <= 2 * f_theirs, f"{f_ours:.2f} vs {f_theirs:.2f}")
     u = ours.uns["umap"]["params"]
     rep.check(f"{tag} uns['umap'] a, b as scanpy's", abs(u["a"] - theirs.uns["umap"]["params"]["a"]) < 1e-6 and abs(u["b"] - theirs.uns["umap"]["params"]["b"]) < 1e-6, f"{u['a']}, {u['b']}")
 
@@ -73,18 +79,37 @@ def compare_leiden(rep, tag: str, ours) -> None:
     rep.check(f"{tag} leiden categories '0'.. by size", cats == [str(i) for i in range(len(cats))] and all(np.diff(sizes) <= 0), str(list(zip(cats, sizes))[:5]))
 
 
-def compare_markers(rep, tag: str, ours) -> None:
+# A markers-only run of scpipe on an output that has .raw and leiden's labels: every other step off.
+MARKERS_ONLY = ["--no-qc", "--no-filter-cells", "--no-filter-genes", "--no-normalize", "--no-log1p", "--no-hvg",
+                "--no-scale", "--no-pca", "--no-neighbors", "--groupby", "leiden"]
+
+
+def compare_marker_calls(rep, tag: str, run_markers) -> None:
+    """The other methods and the tie correction: `run_markers(extra_args)` runs scpipe's markers
+    alone on the first run's output and returns the result."""
+    for method, tie in [("t-test", False), ("t-test_overestim_var", False), ("wilcoxon", True)]:
+        extra = ["--markers-method", method] + (["--tie-correct"] if tie else [])
+        try:
+            ours = run_markers(MARKERS_ONLY + extra)
+        except RuntimeError as e:
+            rep.check(f"{tag} markers {' '.join(extra)}: scpipe run", False, str(e).splitlines()[0])
+            continue
+        compare_markers(rep, f"{tag} markers {' '.join(extra)}:", ours, tie_correct=tie)
+
+
+def compare_markers(rep, tag: str, ours, tie_correct: bool = False) -> None:
     r = ours.uns["rank_genes_groups"]
     params = r["params"]
     a = ours.copy()
-    sc.tl.rank_genes_groups(a, groupby=params["groupby"], method=params["method"], use_raw=True, tie_correct=True, n_genes=len(r["names"]))
+    sc.tl.rank_genes_groups(a, groupby=params["groupby"], method=params["method"], use_raw=True, tie_correct=tie_correct, n_genes=len(r["names"]))
     t = a.uns["rank_genes_groups"]
+    rep.check(f"{tag} uns['rank_genes_groups']['params'] as scanpy's", dict(params) == dict(t["params"]), f"{dict(params)} vs {dict(t['params'])}")
     groups = list(r["names"].dtype.names)
     rep.check(f"{tag} rank_genes_groups groups as scanpy's", groups == list(t["names"].dtype.names), f"{groups[:5]}")
     worst = {"scores": 0.0, "logfoldchanges": 0.0, "pvals_adj": 0.0}
     top_ok, detail = True, ""
     full = a.copy()
-    sc.tl.rank_genes_groups(full, groupby=params["groupby"], method=params["method"], use_raw=True, tie_correct=True, n_genes=full.raw.n_vars)
+    sc.tl.rank_genes_groups(full, groupby=params["groupby"], method=params["method"], use_raw=True, tie_correct=tie_correct, n_genes=full.raw.n_vars)
     for g in groups:
         # By gene, over the genes both list (scanpy's order of tied scores is arbitrary).
         ref = sc.get.rank_genes_groups_df(full, group=g).set_index("names")

@@ -1264,7 +1264,7 @@ fn umap_equals_the_cpu_bit_for_bit() {
         (clustered_points(12, 30_000, 30), Some(30), 15),
         // Past 50,000 cells the spectral start's Lanczos vectors live on the GPU.
         (clustered_points(13, 60_000, 20), Some(5), 15),
-        // Rows of more than 32 edges (a warp's chunk) and more moves than a warp buffers.
+        // Rows of more than 64 edges: cells that take many moves in an epoch, one after another.
         (clustered_points(14, 4000, 10), Some(50), 60),
     ] {
         let params = sc_kernels::neighbors::NeighborsParams {
@@ -1281,22 +1281,33 @@ fn umap_equals_the_cpu_bit_for_bit() {
             .max()
             .unwrap_or(0);
         assert!(k < 60 || widest > 64, "{widest} edges at most");
-        let p = sc_kernels::umap::UmapParams {
-            n_epochs: epochs,
-            ..Default::default()
-        };
-        let cpu = sc_kernels::umap::umap(&graph, &p).unwrap();
-        let gpu = sc_kernels::umap::umap_gpu(&ctx, &graph, &p).unwrap();
-        let differ = cpu
-            .embedding
-            .data
-            .iter()
-            .zip(&gpu.embedding.data)
-            .filter(|(a, b)| a.to_bits() != b.to_bits())
-            .count();
-        assert_eq!(differ, 0, "{} cells: {differ} coordinates differ", x.n_rows);
-        let again = sc_kernels::umap::umap_gpu(&ctx, &graph, &p).unwrap();
-        assert_eq!(gpu.embedding.data, again.embedding.data);
+        // Two coordinates (the kernel's unrolled case) and three (its general one).
+        for n_components in [2, 3] {
+            let p = sc_kernels::umap::UmapParams {
+                n_epochs: epochs,
+                n_components,
+                ..Default::default()
+            };
+            if n_components == 3 && x.n_rows > 5000 {
+                continue;
+            }
+            let cpu = sc_kernels::umap::umap(&graph, &p).unwrap();
+            let gpu = sc_kernels::umap::umap_gpu(&ctx, &graph, &p).unwrap();
+            let differ = cpu
+                .embedding
+                .data
+                .iter()
+                .zip(&gpu.embedding.data)
+                .filter(|(a, b)| a.to_bits() != b.to_bits())
+                .count();
+            assert_eq!(
+                differ, 0,
+                "{} cells, {n_components} components: {differ} coordinates differ",
+                x.n_rows
+            );
+            let again = sc_kernels::umap::umap_gpu(&ctx, &graph, &p).unwrap();
+            assert_eq!(gpu.embedding.data, again.embedding.data);
+        }
     }
 }
 

@@ -1,6 +1,6 @@
 //! The GPU twin of [`super::umap`]: the same start (the spectral start's Lanczos vectors on the
 //! device, [`super::spectral_gpu`], for graphs of 50,000 cells or more), schedule and formulas;
-//! each epoch one launch of `umap_epoch`, a warp per cell, the layouts of two epochs
+//! each epoch one launch of `umap_epoch`, a thread per cell, the layouts of two epochs
 //! alternating in device memory. No atomics, and every operation rounded as the CPU's: the
 //! layout equals the CPU's bit for bit.
 
@@ -20,8 +20,8 @@ pub(crate) const SRC: KernelSource = KernelSource {
 /// The most layout coordinates the kernel takes (`UMAP_MAX_DIMS`).
 pub const MAX_DIMS: usize = 8;
 
-/// Cells per block of `umap_epoch` (`UMAP_WARPS`).
-const EPOCH_CELLS_PER_BLOCK: usize = 8;
+/// Cells per block of `umap_epoch`, a thread each.
+const EPOCH_CELLS_PER_BLOCK: usize = 128;
 
 /// [`super::umap`] with the epochs on the GPU.
 pub fn umap_gpu(ctx: &GpuContext, graph: &CsrMatrix<f32>, params: &UmapParams) -> Result<Layout> {
@@ -62,10 +62,9 @@ pub fn umap_gpu(ctx: &GpuContext, graph: &CsrMatrix<f32>, params: &UmapParams) -
     let mut out = ctx.alloc::<f32>(start.embedding.data.len())?;
     trace.mark("schedule to the device")?;
     let f = ctx.function(SRC, "umap_epoch")?;
-    // A warp per cell (`UMAP_WARPS` cells a block).
     let cfg = LaunchConfig {
         grid_dim: ((n as usize).div_ceil(EPOCH_CELLS_PER_BLOCK) as u32, 1, 1),
-        block_dim: (32 * EPOCH_CELLS_PER_BLOCK as u32, 1, 1),
+        block_dim: (EPOCH_CELLS_PER_BLOCK as u32, 1, 1),
         shared_mem_bytes: 0,
     };
     let negative = g.negative_samples as i32;

@@ -7,15 +7,20 @@
 //! negative samples per sample; the learning rate falling linearly from 1; gradients clipped to
 //! +-4; a spectral start ([`spectral`]) scaled to [0, 10], or a uniform one in [-10, 10).
 //!
-//! One difference, for reproducibility: each epoch reads the positions of the previous epoch and
-//! every cell sums its own moves in the order of its edges (umap-learn updates the shared layout
-//! in place, in an order that depends on threads). An edge's pull moves both its ends; here each
-//! end moves itself for the two directed copies of the edge the symmetric graph holds, which is
-//! the same move. The negative samples come from a counter-based hash of (seed, epoch, edge,
-//! sample) ([`crate::random`]). So the same graph and seed give the same layout bit for bit on
-//! every run and thread count. The GPU twin ([`umap_gpu`]) runs the same schedule and formulas
-//! with the same roundings (no fused multiply-adds, `pow` by [`crate::fastmath::pow_f32`]): the
-//! same layout bit for bit on the CPU and the GPU.
+//! One difference, for reproducibility: every cell moves itself, in the order of its edges,
+//! reading the other cells' positions of the previous epoch. As in umap-learn, each move is
+//! applied at once, so a cell's next move starts where its last one ended (a hub whose hundreds
+//! of edges are sampled in one epoch walks towards its neighbours instead of taking all their
+//! pulls at once from where it stood, which flung such cells far out); but the other ends are
+//! read as they were when the epoch began, where umap-learn moves both ends of an edge in a
+//! shared layout, in an order that depends on threads. An edge's pull moves both its ends in
+//! umap-learn, once for each of the two directed copies the symmetric graph holds; here each end
+//! takes its two pulls itself, one after the other. The negative samples come from a
+//! counter-based hash of (seed, epoch, edge, sample) ([`crate::random`]). So the same graph and
+//! seed give the same layout bit for bit on every run and thread count. The GPU twin
+//! ([`umap_gpu`]) runs the same schedule and formulas with the same roundings (no fused
+//! multiply-adds, `pow` by [`crate::fastmath::pow_f32`]): the same layout bit for bit on the CPU
+//! and the GPU.
 
 use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
@@ -308,12 +313,13 @@ pub(crate) struct Gradient {
 }
 
 impl Gradient {
-    /// The coefficient of the attraction along an edge at squared distance `d2`.
+    /// The coefficient of the attraction along an edge at squared distance `d2`
+    /// (`d2^(b-1)` as `d2^b / d2`: one power and one division for both terms).
     #[inline]
     pub fn attraction(&self, d2: f32) -> f32 {
         if d2 > 0.0 {
-            -2.0 * self.a * self.b * pow_f32(d2, self.b - 1.0)
-                / (self.a * pow_f32(d2, self.b) + 1.0)
+            let p = pow_f32(d2, self.b);
+            -2.0 * self.a * self.b * p / (d2 * (self.a * p + 1.0))
         } else {
             0.0
         }
@@ -458,9 +464,10 @@ fn split_by_rows<'a>(
     out
 }
 
-/// Cell `j`'s position after `epoch`, written to `yj`: its previous position plus the pulls of
-/// its edges sampled now (both directions' moves of the pair) and the pushes of their negative
-/// samples. The GPU kernel `umap_epoch` is this function.
+/// Cell `j`'s position after `epoch`, written to `yj`: from its previous position, each of its
+/// edges sampled now in order, two pulls towards the other end (one for each direction of the
+/// pair), then the pushes of the edge's negative samples, each move applied before the next is
+/// computed. The GPU kernel `umap_epoch` is this function.
 #[allow(clippy::too_many_arguments)]
 #[inline]
 fn move_cell(
@@ -477,8 +484,8 @@ fn move_cell(
     next_sample: &mut [f64],
     next_negative: &mut [f64],
 ) {
-    let current = &prev[j * dim..(j + 1) * dim];
-    let mut delta = [0.0f32; gpu::MAX_DIMS];
+    let cur = yj;
+    cur.copy_from_slice(&prev[j * dim..(j + 1) * dim]);
     let first = s.graph.indptr[j] as usize;
     let e_now = epoch as f64;
     for (i, &k) in s.graph.row(j).0.iter().enumerate() {
@@ -487,9 +494,11 @@ fn move_cell(
         }
         let e = first + i;
         let other = &prev[k as usize * dim..(k as usize + 1) * dim];
-        let coeff = g.attraction(squared_distance(current, other));
-        for d in 0..dim {
-            delta[d] += 2.0 * clip(coeff * (current[d] - other[d])) * alpha;
+        for _ in 0..2 {
+            let coeff = g.attraction(squared_distance(cur, other));
+            for d in 0..dim {
+                cur[d] += clip(coeff * (cur[d] - other[d])) * alpha;
+            }
         }
         next_sample[i] += per_sample[e];
         if !g.negative_samples {
@@ -502,17 +511,14 @@ fn move_cell(
                 continue;
             }
             let other = &prev[k * dim..(k + 1) * dim];
-            let coeff = g.repulsion(squared_distance(current, other));
+            let coeff = g.repulsion(squared_distance(cur, other));
             if coeff > 0.0 {
                 for d in 0..dim {
-                    delta[d] += clip(coeff * (current[d] - other[d])) * alpha;
+                    cur[d] += clip(coeff * (cur[d] - other[d])) * alpha;
                 }
             }
         }
         next_negative[i] += count as f64 * per_negative[e];
-    }
-    for d in 0..dim {
-        yj[d] = current[d] + delta[d];
     }
 }
 

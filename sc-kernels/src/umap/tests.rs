@@ -185,3 +185,76 @@ fn timing() {
         l.epochs_seconds
     );
 }
+
+/// `g` with one more cell joined to `spokes` (weight 1, the graph's heaviest) in both
+/// directions: a hub, as real kNN graphs have (hundreds of edges where most cells have 20).
+fn with_hub(g: &CsrMatrix<f32>, spokes: &[u32]) -> CsrMatrix<f32> {
+    let n = g.n_rows;
+    let mut rows: Vec<Vec<(u32, f32)>> = (0..n)
+        .map(|r| {
+            let (idx, w) = g.row(r);
+            idx.iter().copied().zip(w.iter().copied()).collect()
+        })
+        .collect();
+    for &s in spokes {
+        rows[s as usize].push((n as u32, 1.0));
+    }
+    rows.push(spokes.iter().map(|&s| (s, 1.0)).collect());
+    let mut indptr = vec![0u64];
+    let (mut indices, mut data) = (Vec::new(), Vec::new());
+    for mut r in rows {
+        r.sort_by_key(|e| e.0);
+        indices.extend(r.iter().map(|e| e.0));
+        data.extend(r.iter().map(|e| e.1));
+        indptr.push(indices.len() as u64);
+    }
+    CsrMatrix {
+        n_rows: n + 1,
+        n_cols: n + 1,
+        indptr,
+        indices,
+        data,
+    }
+}
+
+/// The farthest cell from the layout's median, in units of the 99th percentile of the cells'
+/// distances to it (conformance/graph_metrics.py's `far_cell_ratio`).
+fn far_cell_ratio(y: &DenseMatrix<f32>) -> f64 {
+    let median = |d: usize| {
+        let mut v: Vec<f32> = (0..y.n_rows).map(|i| y.data[i * y.n_cols + d]).collect();
+        v.sort_by(f32::total_cmp);
+        v[v.len() / 2] as f64
+    };
+    let m: Vec<f64> = (0..y.n_cols).map(median).collect();
+    let mut dist: Vec<f64> = (0..y.n_rows)
+        .map(|i| {
+            (0..y.n_cols)
+                .map(|d| (y.data[i * y.n_cols + d] as f64 - m[d]).powi(2))
+                .sum::<f64>()
+                .sqrt()
+        })
+        .collect();
+    dist.sort_by(f64::total_cmp);
+    dist[dist.len() - 1] / dist[(dist.len() - 1) * 99 / 100]
+}
+
+#[test]
+fn hub_cells_walk_to_their_neighbours_instead_of_being_flung_out() {
+    // Three blobs of 300 cells; hubs joined to every cell of a blob, to half of one, to 80 cells
+    // of two. Summed from where a hub stood, their pulls flung such cells hundreds of units
+    // out (the picture became a dot per hub and a blob in a corner).
+    let (_, g) = blobs(3, 300, 8, 11);
+    let g = with_hub(&g, &(0..300).collect::<Vec<u32>>());
+    let g = with_hub(&g, &(300..450).collect::<Vec<u32>>());
+    let g = with_hub(&g, &(260..340).collect::<Vec<u32>>());
+    for init in [Init::Spectral, Init::Random] {
+        let params = UmapParams {
+            init,
+            ..Default::default()
+        };
+        let layout = umap(&g, &params).unwrap();
+        let ratio = far_cell_ratio(&layout.embedding);
+        eprintln!("{init:?}: the farthest cell at {ratio:.2}");
+        assert!(ratio < 1.5, "{init:?}: the farthest cell at {ratio:.2}");
+    }
+}

@@ -1,167 +1,155 @@
-// UMAP's epochs on the GPU: a warp per cell computes the cell's move from the previous
-// epoch's layout (`prev`) into `out`, exactly as `move_cell` in umap/mod.rs does on the CPU: the
-// same schedule (f64), the same gradient formulas and clipping (f32), the same counter-based
-// negative samples (`mix64`), and the moves summed in the order of the cell's edges. No atomics:
-// each warp writes only its own cell and its own edges' state. Every operation is the CPU's,
-// rounded the same way (the `_rn` intrinsics forbid fused multiply-adds): the same bits.
+// UMAP's epochs on the GPU: a thread per cell moves the cell exactly as `move_cell` in
+// umap/mod.rs does on the CPU: the same schedule (f64), the same gradient formulas and clipping
+// (f32), the same counter-based negative samples (`mix64`), each move applied before the next
+// is computed, in the order of the cell's edges, reading the other cells' positions of the
+// previous epoch (`prev`) and writing `out`. No atomics: each thread writes only its own cell
+// and its own edges' state. Every operation is the CPU's, rounded the same way (the `_rn`
+// intrinsics forbid fused multiply-adds): the same bits.
 
 #define UMAP_MAX_DIMS 8
 
-// mix64, hash3 and ln_pos: common.cuh. fastmath.rs `exp_f64` and `pow_f32`, operation for
-// operation and unfused, so the result has the CPU's bits.
-
-__device__ __forceinline__ double exp_f64(double x) {
-    x = fmin(fmax(x, -708.0), 709.0);
+// mix64 and hash3: common.cuh. fastmath.rs `pow_f32` (the short series of ln and exp), operation
+// for operation and unfused, so the result has the CPU's bits.
+__device__ __forceinline__ float pow_f32(float xf, float yf) {
+    u64 bits = (u64)__double_as_longlong((double)xf);
+    double e = __dsub_rn(__longlong_as_double((long long)(0x4330000000000000ull | ((bits >> 52) & 0x7ff))),
+                         4503599627370496.0 + 1023.0);
+    double m = __longlong_as_double((long long)((bits & ((1ull << 52) - 1)) | (1023ull << 52)));
+    bool big = m > 1.4142135623730951;
+    m = big ? __dmul_rn(m, 0.5) : m;
+    e = __dadd_rn(e, big ? 1.0 : 0.0);
+    double s = __ddiv_rn(__dsub_rn(m, 1.0), __dadd_rn(m, 1.0));
+    double s2 = __dmul_rn(s, s);
+    double p = __dadd_rn(1.0 / 7.0, __dmul_rn(s2, 1.0 / 9.0));
+    p = __dadd_rn(1.0 / 5.0, __dmul_rn(s2, p));
+    p = __dadd_rn(1.0 / 3.0, __dmul_rn(s2, p));
+    p = __dadd_rn(1.0, __dmul_rn(s2, p));
+    double z = __dmul_rn((double)yf, __dadd_rn(__dmul_rn(e, 0.6931471805599453),
+                                               __dmul_rn(__dmul_rn(2.0, s), p)));
+    z = fmin(fmax(z, -708.0), 709.0);
     const double SHIFT = 6755399441055744.0;
-    double t = __dadd_rn(__dmul_rn(x, 1.4426950408889634), SHIFT);
+    double t = __dadd_rn(__dmul_rn(z, 1.4426950408889634), SHIFT);
     long long k = __double_as_longlong(t) - __double_as_longlong(SHIFT);
     double kf = __dsub_rn(t, SHIFT);
-    double r = __dsub_rn(__dsub_rn(x, __dmul_rn(kf, 6.93147180369123816490e-01)),
+    double r = __dsub_rn(__dsub_rn(z, __dmul_rn(kf, 6.93147180369123816490e-01)),
                          __dmul_rn(kf, 1.90821492927058770002e-10));
-    double p = 1.0 / 479001600.0;
-    p = __dadd_rn(__dmul_rn(p, r), 1.0 / 39916800.0);
-    p = __dadd_rn(__dmul_rn(p, r), 1.0 / 3628800.0);
-    p = __dadd_rn(__dmul_rn(p, r), 1.0 / 362880.0);
-    p = __dadd_rn(__dmul_rn(p, r), 1.0 / 40320.0);
-    p = __dadd_rn(__dmul_rn(p, r), 1.0 / 5040.0);
-    p = __dadd_rn(__dmul_rn(p, r), 1.0 / 720.0);
-    p = __dadd_rn(__dmul_rn(p, r), 1.0 / 120.0);
-    p = __dadd_rn(__dmul_rn(p, r), 1.0 / 24.0);
-    p = __dadd_rn(__dmul_rn(p, r), 1.0 / 6.0);
-    p = __dadd_rn(__dmul_rn(p, r), 0.5);
-    p = __dadd_rn(__dmul_rn(p, r), 1.0);
-    p = __dadd_rn(__dmul_rn(p, r), 1.0);
-    return __dmul_rn(p, __longlong_as_double((long long)((u64)(k + 1023) << 52)));
-}
-
-__device__ __forceinline__ float pow_f32(float x, float y) {
-    return (float)exp_f64(__dmul_rn((double)y, ln_pos((double)x)));
+    double q = 1.0 / 5040.0;
+    q = __dadd_rn(__dmul_rn(q, r), 1.0 / 720.0);
+    q = __dadd_rn(__dmul_rn(q, r), 1.0 / 120.0);
+    q = __dadd_rn(__dmul_rn(q, r), 1.0 / 24.0);
+    q = __dadd_rn(__dmul_rn(q, r), 1.0 / 6.0);
+    q = __dadd_rn(__dmul_rn(q, r), 0.5);
+    q = __dadd_rn(__dmul_rn(q, r), 1.0);
+    q = __dadd_rn(__dmul_rn(q, r), 1.0);
+    return (float)__dmul_rn(q, __longlong_as_double((long long)((u64)(k + 1023) << 52)));
 }
 
 __device__ __forceinline__ float clip4(float v) { return fminf(fmaxf(v, -4.0f), 4.0f); }
 
-#define UMAP_WARPS 8    // cells per block, a warp each
-#define UMAP_TERMS 128  // moves buffered per warp before they are summed
+// cur[d] += clip(coeff (cur[d] - o[d])) alpha, coordinate by coordinate (the CPU's order).
+template <int DIM>
+__device__ __forceinline__ void umap_move(float* cur, const float* o, int dim, float coeff,
+                                          float alpha) {
+    const int dims = DIM > 0 ? DIM : dim;
+#pragma unroll
+    for (int d = 0; d < (DIM > 0 ? DIM : UMAP_MAX_DIMS); d++) {
+        if (d >= dims) break;
+        float g = clip4(__fmul_rn(coeff, __fsub_rn(cur[d], o[d])));
+        cur[d] = __fadd_rn(cur[d], __fmul_rn(g, alpha));
+    }
+}
 
-// The attraction along edge (j, k): 2 clip(coeff (cur - prev_k)) alpha per coordinate.
-__device__ __forceinline__ void umap_attraction(const float* cur, const float* pk, int dim,
-                                                float alpha, float a, float b, float* out) {
+template <int DIM>
+__device__ __forceinline__ float umap_d2(const float* cur, const float* o, int dim) {
+    const int dims = DIM > 0 ? DIM : dim;
     float d2 = 0.0f;
-    for (int d = 0; d < dim; d++) {
-        float t = __fsub_rn(cur[d], pk[d]);
+#pragma unroll
+    for (int d = 0; d < (DIM > 0 ? DIM : UMAP_MAX_DIMS); d++) {
+        if (d >= dims) break;
+        float t = __fsub_rn(cur[d], o[d]);
         d2 = __fadd_rn(d2, __fmul_rn(t, t));
     }
-    float coeff = 0.0f;
-    if (d2 > 0.0f) {
-        coeff = __fdiv_rn(__fmul_rn(__fmul_rn(-2.0f * a, b), pow_f32(d2, __fsub_rn(b, 1.0f))),
-                          __fadd_rn(__fmul_rn(a, pow_f32(d2, b)), 1.0f));
-    }
-    for (int d = 0; d < dim; d++) {
-        float g = clip4(__fmul_rn(coeff, __fsub_rn(cur[d], pk[d])));
-        out[d] = __fmul_rn(__fmul_rn(2.0f, g), alpha);
+    return d2;
+}
+
+template <int DIM>
+__device__ __forceinline__ void umap_load(float* to, const float* from, int dim) {
+    const int dims = DIM > 0 ? DIM : dim;
+#pragma unroll
+    for (int d = 0; d < (DIM > 0 ? DIM : UMAP_MAX_DIMS); d++) {
+        if (d >= dims) break;
+        to[d] = from[d];
     }
 }
 
-// The push of negative sample s: clip(rc (cur - prev_s)) alpha per coordinate; false when
-// nothing is added (at the same place, or a zero coefficient).
-__device__ __forceinline__ bool umap_repulsion(const float* cur, const float* ps, int dim,
-                                               float alpha, float a, float b, float gamma,
-                                               float* out) {
-    float r2 = 0.0f;
-    for (int d = 0; d < dim; d++) {
-        float t = __fsub_rn(cur[d], ps[d]);
-        r2 = __fadd_rn(r2, __fmul_rn(t, t));
+// Cell j's epoch (DIM: the coordinates known at compile time, 0: `dim` of them).
+template <int DIM>
+__device__ __forceinline__ void umap_cell(
+    const u64* __restrict__ indptr, const u32* __restrict__ indices,
+    const double* __restrict__ epochs_per_sample, const double* __restrict__ epochs_per_negative,
+    double* __restrict__ next_sample, double* __restrict__ next_negative,
+    const float* __restrict__ prev, float* __restrict__ out, u64 n, int dim, u64 epoch,
+    float alpha, float a, float b, float gamma, int negative_samples, u64 seed, u64 j) {
+    float cur[DIM > 0 ? DIM : UMAP_MAX_DIMS], o[DIM > 0 ? DIM : UMAP_MAX_DIMS];
+    umap_load<DIM>(cur, prev + j * dim, dim);
+    const double e_now = (double)epoch;
+    const u64 row1 = indptr[j + 1];
+    for (u64 e = indptr[j]; e < row1; ++e) {
+        const double ns = next_sample[e];
+        if (ns > e_now) continue;
+        umap_load<DIM>(o, prev + (u64)indices[e] * dim, dim);
+        for (int pull = 0; pull < 2; ++pull) {
+            // Gradient::attraction: d2^(b-1) as d2^b / d2.
+            float d2 = umap_d2<DIM>(cur, o, dim), coeff = 0.0f;
+            if (d2 > 0.0f) {
+                float p = pow_f32(d2, b);
+                coeff = __fdiv_rn(__fmul_rn(__fmul_rn(-2.0f * a, b), p),
+                                  __fmul_rn(d2, __fadd_rn(__fmul_rn(a, p), 1.0f)));
+            }
+            umap_move<DIM>(cur, o, dim, coeff, alpha);
+        }
+        next_sample[e] = __dadd_rn(ns, epochs_per_sample[e]);
+        if (!negative_samples) continue;
+        const double per_negative = epochs_per_negative[e], nn = next_negative[e];
+        double c = __ddiv_rn(__dsub_rn(e_now, nn), per_negative);
+        u64 count = c > 0.0 ? (u64)c : 0;
+        next_negative[e] = __dadd_rn(nn, __dmul_rn((double)count, per_negative));
+        for (u64 p = 0; p < count; ++p) {
+            u64 h = mix64(hash3(seed, epoch, e) + p * 0x9e3779b97f4a7c15ull);
+            u64 s = ((h >> 32) * n) >> 32;
+            if (s == j) continue;
+            umap_load<DIM>(o, prev + s * dim, dim);
+            // Gradient::repulsion.
+            float r2 = umap_d2<DIM>(cur, o, dim);
+            if (!(r2 > 0.0f)) continue;
+            float rc = __fdiv_rn(__fmul_rn(2.0f * gamma, b),
+                                 __fmul_rn(__fadd_rn(0.001f, r2),
+                                           __fadd_rn(__fmul_rn(a, pow_f32(r2, b)), 1.0f)));
+            if (rc > 0.0f) umap_move<DIM>(cur, o, dim, rc, alpha);
+        }
     }
-    if (!(r2 > 0.0f)) return false;
-    float rc = __fdiv_rn(__fmul_rn(2.0f * gamma, b),
-                         __fmul_rn(__fadd_rn(0.001f, r2), __fadd_rn(__fmul_rn(a, pow_f32(r2, b)), 1.0f)));
-    if (!(rc > 0.0f)) return false;
-    for (int d = 0; d < dim; d++) {
-        float g = clip4(__fmul_rn(rc, __fsub_rn(cur[d], ps[d])));
-        out[d] = __fmul_rn(g, alpha);
-    }
-    return true;
+    const int dims = DIM > 0 ? DIM : dim;
+    for (int d = 0; d < dims; d++) out[j * dim + d] = cur[d];
 }
 
-// One epoch, a warp per cell j. The lanes take 32 of its edges at a time: each decides whether
-// its edge is sampled now and how many negative samples it draws, and advances the edge's
-// schedule; the moves of those edges (the attraction, then each negative sample's push, edge
-// by edge: the CPU's order) are numbered by a prefix sum and computed by the lanes in turn into
-// shared memory; then lane d adds coordinate d's moves in that order. Every move is the CPU's
-// operation for operation, and the sum runs in its order: the same bits.
-extern "C" __global__ void __launch_bounds__(UMAP_WARPS * 32) umap_epoch(
+// One epoch, a thread per cell.
+extern "C" __global__ void umap_epoch(
     const u64* __restrict__ indptr, const u32* __restrict__ indices,
     const double* __restrict__ epochs_per_sample, const double* __restrict__ epochs_per_negative,
     double* __restrict__ next_sample, double* __restrict__ next_negative,
     const float* __restrict__ prev, float* __restrict__ out,
     u64 n, int dim, u64 epoch, float alpha, float a, float b, float gamma,
     int negative_samples, u64 seed) {
-    __shared__ float moves[UMAP_WARPS][UMAP_TERMS][UMAP_MAX_DIMS];
-    __shared__ unsigned char added[UMAP_WARPS][UMAP_TERMS];
-    __shared__ u32 first[UMAP_WARPS][33];   // the lanes' first move; [32]: the moves in all
-    __shared__ u32 other[UMAP_WARPS][32];   // the lanes' edge ends
-    const u32 lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-    const u64 j = (u64)blockIdx.x * UMAP_WARPS + w;
+    const u64 j = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= n) return;
-    float cur[UMAP_MAX_DIMS];
-    for (int d = 0; d < dim; d++) cur[d] = prev[j * dim + d];
-    float delta = 0.0f;  // lane d < dim: coordinate d's sum
-    const double e_now = (double)epoch;
-    const u64 row1 = indptr[j + 1];
-    for (u64 base = indptr[j]; base < row1; base += 32) {
-        const u64 e = base + lane;
-        u32 moves_here = 0;
-        if (e < row1 && !(next_sample[e] > e_now)) {
-            moves_here = 1;
-            next_sample[e] = __dadd_rn(next_sample[e], epochs_per_sample[e]);
-            if (negative_samples) {
-                double c = __ddiv_rn(__dsub_rn(e_now, next_negative[e]), epochs_per_negative[e]);
-                u64 count = c > 0.0 ? (u64)c : 0;
-                next_negative[e] = __dadd_rn(next_negative[e], __dmul_rn((double)count, epochs_per_negative[e]));
-                moves_here += (u32)count;
-            }
-            other[w][lane] = indices[e];
-        }
-        u32 upto = moves_here;  // inclusive prefix sum over the lanes
-        for (u32 o = 1; o < 32; o <<= 1) {
-            u32 v = __shfl_up_sync(FULL_MASK, upto, o);
-            if (lane >= o) upto += v;
-        }
-        first[w][lane] = upto - moves_here;
-        if (lane == 31) first[w][32] = upto;
-        __syncwarp();
-        const u32 total = first[w][32];
-        for (u32 t0 = 0; t0 < total; t0 += UMAP_TERMS) {
-            const u32 t1 = min(total, t0 + UMAP_TERMS);
-            for (u32 t = t0 + lane; t < t1; t += 32) {
-                // The lane whose moves hold t: the last with first <= t.
-                u32 lo = 0, hi = 31;
-                while (lo < hi) {
-                    u32 mid = (lo + hi + 1) >> 1;
-                    if (first[w][mid] <= t) lo = mid; else hi = mid - 1;
-                }
-                const u32 sub = t - first[w][lo];
-                float* m = moves[w][t - t0];
-                if (sub == 0) {
-                    umap_attraction(cur, prev + (u64)other[w][lo] * dim, dim, alpha, a, b, m);
-                    added[w][t - t0] = 1;
-                } else {
-                    const u64 edge = base + lo, p = sub - 1;
-                    u64 h = mix64(hash3(seed, epoch, edge) + p * 0x9e3779b97f4a7c15ull);
-                    u64 s = ((h >> 32) * n) >> 32;
-                    added[w][t - t0] =
-                        s != j && umap_repulsion(cur, prev + s * dim, dim, alpha, a, b, gamma, m);
-                }
-            }
-            __syncwarp();
-            if (lane < (u32)dim)
-                for (u32 t = 0; t < t1 - t0; ++t)
-                    if (added[w][t]) delta = __fadd_rn(delta, moves[w][t][lane]);
-            __syncwarp();
-        }
-        __syncwarp();  // every lane has read this chunk's `first` and `other`
-    }
-    if (lane < (u32)dim) out[j * dim + lane] = __fadd_rn(cur[lane], delta);
+    if (dim == 2)
+        umap_cell<2>(indptr, indices, epochs_per_sample, epochs_per_negative, next_sample,
+                     next_negative, prev, out, n, dim, epoch, alpha, a, b, gamma,
+                     negative_samples, seed, j);
+    else
+        umap_cell<0>(indptr, indices, epochs_per_sample, epochs_per_negative, next_sample,
+                     next_negative, prev, out, n, dim, epoch, alpha, a, b, gamma,
+                     negative_samples, seed, j);
 }
 
 // Each kept edge's period in epochs and its negative samples' (Schedule::epochs_per_sample,

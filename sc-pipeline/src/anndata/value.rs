@@ -24,6 +24,8 @@ pub enum Value {
     Sparse(CsrMatrix<f32>),
     /// A numpy record array (anndata's `rec-array`): named fields of equal length.
     Records(Vec<(String, ArrayData)>),
+    /// Python's `None` (anndata's `null`), e.g. `rank_genes_groups`' `params['layer']`.
+    Null,
 }
 
 impl Value {

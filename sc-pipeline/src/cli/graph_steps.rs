@@ -48,8 +48,12 @@ pub struct GraphStepArgs {
     pub markers_n_genes: usize,
     #[arg(
         long,
-        help = "Wilcoxon without the tie correction of its variance (scanpy's default)"
+        help = "Wilcoxon with the tie correction of its variance (rank_genes_groups(tie_correct=True); off by default, as in scanpy)"
     )]
+    pub tie_correct: bool,
+    /// The default since the tie correction is off by default (scanpy's); kept so that
+    /// scripts which asked for it still run.
+    #[arg(long, hide = true, conflicts_with = "tie_correct")]
     pub no_tie_correct: bool,
 }
 
@@ -141,7 +145,7 @@ impl GraphStepArgs {
             params: RankGenesParams {
                 method,
                 n_genes: Some(self.markers_n_genes),
-                tie_correct: !self.no_tie_correct,
+                tie_correct: self.tie_correct,
             },
         }))
     }

@@ -76,6 +76,10 @@ pub struct RunArgs {
     /// skipped with the reason.
     #[arg(long, value_name = "DIR")]
     pub plot: Option<PathBuf>,
+    /// Marker genes per group in the dot plot of --plot (scanpy's
+    /// `rank_genes_groups_dotplot(n_genes=...)`).
+    #[arg(long, value_name = "N", default_value_t = crate::plot::GENES_PER_GROUP)]
+    pub plot_genes: usize,
     /// GPU memory resource (the allocator every device allocation of the run goes through).
     #[arg(long, value_enum, default_value_t = AllocatorChoice::Pool)]
     pub allocator: AllocatorChoice,
@@ -108,9 +112,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub gpus: Option<usize>,
 
-    /// Prefix of the mitochondrial genes (the `mt` QC variable).
-    #[arg(long, default_value = "MT-")]
-    pub mito_prefix: String,
+    /// Prefix of the mitochondrial genes (the `mt` QC variable). Default: `MT-` (human) or
+    /// `mt-` (mouse), whichever the gene names use.
+    #[arg(long)]
+    pub mito_prefix: Option<String>,
     #[arg(long, help = "Skip calculate_qc_metrics")]
     pub no_qc: bool,
     /// filter_cells(min_genes=...).
@@ -330,7 +335,10 @@ impl RunArgs {
         let leiden = self.graph.leiden(neighbors)?;
         let markers = self.graph.markers(leiden.is_some())?;
         Ok(PipelineConfig {
-            qc_mito_prefix: (!self.no_qc).then(|| self.mito_prefix.clone()),
+            qc_mito_prefix: (!self.no_qc).then(|| match &self.mito_prefix {
+                Some(p) => crate::run::MitoPrefix::Given(p.clone()),
+                None => crate::run::MitoPrefix::Detect,
+            }),
             min_genes: (!self.no_filter_cells).then_some(self.min_genes),
             min_cells: (!self.no_filter_genes).then_some(self.min_cells),
             target_sum: (!self.no_normalize)
@@ -372,6 +380,9 @@ impl RunArgs {
     /// The run the options describe, on the device `--device` resolves to.
     pub fn plan(&self) -> Result<RunPlan> {
         let config = self.config()?;
+        if self.plot_genes == 0 {
+            return Err(Error::param("--plot-genes", "must be at least 1"));
+        }
         let device = resolve(self.device)?;
         let h5ad = match (&self.output, self.demo) {
             (Some(o), _) => o.clone(),
@@ -399,6 +410,7 @@ impl RunArgs {
                 memory_snapshot: self.memory_snapshot.clone(),
                 allocation_log: self.allocation_log.clone(),
                 plot: self.plot.clone(),
+                plot_genes: self.plot_genes,
                 format,
             },
             config,

@@ -471,6 +471,7 @@ fn read_value(ctx: &H5Ctx, parent: &Group, name: &str, element: &str) -> Result<
         Some("rec-array") => {
             return super::rec_array::read_rec_array(ctx, &ds, element).map(Value::Records)
         }
+        Some("null") => return Ok(Value::Null),
         Some("array" | "string-array" | "numeric-scalar" | "string") | None => {}
         Some(other) => {
             return Err(ctx.format(element, format!("unsupported encoding-type '{other}'")))

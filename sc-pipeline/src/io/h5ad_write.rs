@@ -670,6 +670,16 @@ fn write_value(ctx: &H5Ctx, parent: &Group, name: &str, v: &Value) -> Result<()>
             let ds = super::rec_array::write_rec_array(ctx, parent, name, fields, &element)?;
             set_encoding(ctx, &ds, "rec-array", "0.2.0", &element)
         }
+        // anndata's `None`: an empty dataset (no dataspace) of float32.
+        Value::Null => {
+            let element = element_path(parent, name);
+            let ds = parent
+                .new_dataset::<f32>()
+                .shape(hdf5::Extents::Null)
+                .create(name)
+                .map_err(ctx.h5(&element))?;
+            set_encoding(ctx, &ds, "null", "0.1.0", &element)
+        }
     }
 }
 

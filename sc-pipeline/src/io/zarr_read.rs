@@ -811,6 +811,7 @@ impl Reader {
             Some("rec-array") => {
                 return super::zarr_records::read_records(&self.s, element).map(Value::Records)
             }
+            Some("null") => return Ok(Value::Null),
             Some("array" | "string-array" | "numeric-scalar" | "string") | None => {}
             Some(other) => {
                 return Err(self

@@ -463,5 +463,14 @@ fn write_value(s: &ZarrStore, element: &str, v: &Value) -> Result<()> {
         Value::DataFrame(df) => write_dataframe(s, element, df),
         Value::Sparse(m) => write_csr(s, element, &CsrSource::host(m)),
         Value::Records(fields) => super::zarr_records::write_records(s, element, fields),
+        // anndata's `None` in zarr v3: a boolean array of no dimensions marked `null`.
+        Value::Null => s.put_array(
+            element,
+            &[],
+            DataType::Bool,
+            false,
+            &[false],
+            encoding("null", "0.1.0"),
+        ),
     }
 }

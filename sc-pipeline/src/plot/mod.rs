@@ -30,7 +30,7 @@ use std::path::Path;
 use umap::{Colouring, UmapFigure};
 
 /// What the run made that the pictures show (from its configuration).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Request {
     /// Leiden's `obs` columns (one per resolution); empty: Leiden did not run.
     pub leiden_keys: Vec<String>,
@@ -38,6 +38,8 @@ pub struct Request {
     pub batch_key: Option<String>,
     /// Whether `filter_cells` ran.
     pub filtered: bool,
+    /// The marker genes per group in the dot plot ([`GENES_PER_GROUP`] by default).
+    pub genes_per_group: usize,
 }
 
 /// The pictures' files, staged, and what was drawn or skipped.
@@ -112,7 +114,7 @@ pub fn draw(adata: &AnnData, request: &Request, dir: &Path) -> Result<Drawn> {
         };
         out.add(dir, &name, figure.map(|f| (f, None)))?;
     }
-    let dots = dotplot::prepare(adata, GENES_PER_GROUP).map(|d| (d, None));
+    let dots = dotplot::prepare(adata, request.genes_per_group).map(|d| (d, None));
     out.add(dir, "dotplot_markers", dots)?;
     out.add(dir, "qc_violins", violin::prepare(adata, request.filtered))?;
     Ok(out)

@@ -38,6 +38,52 @@ impl Bounds {
         }
     }
 
+    /// The frame of a scatter that a few far-flung points cannot shrink to a corner: the
+    /// 0.5th to 99.5th percentiles of each coordinate, widened by half their extent on each
+    /// side, and no wider than [`Bounds::around`] all points (so a layout without outliers
+    /// keeps every point in the frame). Points outside are drawn at the frame's edge
+    /// ([`Bounds::clamp`]).
+    pub fn robust(points: &[[f32; 2]], pad: f64) -> Bounds {
+        let all = Bounds::around(points, pad);
+        let finite: Vec<&[f32; 2]> = points
+            .iter()
+            .filter(|p| p[0].is_finite() && p[1].is_finite())
+            .collect();
+        if finite.len() < 2 {
+            return all;
+        }
+        let axis = |k: usize, (lo_all, hi_all): (f64, f64)| {
+            let mut v: Vec<f64> = finite.iter().map(|p| p[k] as f64).collect();
+            let lo = quantile(&mut v, ROBUST_QUANTILE);
+            let hi = quantile(&mut v, 1.0 - ROBUST_QUANTILE);
+            let reach = (hi - lo).max(f64::MIN_POSITIVE) * ROBUST_WIDEN;
+            ((lo - reach).max(lo_all), (hi + reach).min(hi_all))
+        };
+        Bounds {
+            x: axis(0, all.x),
+            y: axis(1, all.y),
+        }
+    }
+
+    /// `p` moved into the frame (finite points only; others are returned as they are).
+    pub fn clamp(&self, p: [f32; 2]) -> [f32; 2] {
+        if !(p[0].is_finite() && p[1].is_finite()) {
+            return p;
+        }
+        [
+            (p[0] as f64).clamp(self.x.0, self.x.1) as f32,
+            (p[1] as f64).clamp(self.y.0, self.y.1) as f32,
+        ]
+    }
+
+    /// Whether the finite point `p` lies outside the frame.
+    pub fn excludes(&self, p: [f32; 2]) -> bool {
+        let (x, y) = (p[0] as f64, p[1] as f64);
+        p[0].is_finite()
+            && p[1].is_finite()
+            && (x < self.x.0 || x > self.x.1 || y < self.y.0 || y > self.y.1)
+    }
+
     /// The pixel of `(x, y)` in an area of `size` pixels (y grows downwards); `None` outside.
     pub fn pixel(&self, (x, y): (f64, f64), (w, h): (u32, u32)) -> Option<(f64, f64)> {
         let fx = (x - self.x.0) / (self.x.1 - self.x.0);
@@ -45,6 +91,17 @@ impl Bounds {
         ((0.0..=1.0).contains(&fx) && (0.0..=1.0).contains(&fy))
             .then(|| (fx * (w - 1) as f64, fy * (h - 1) as f64))
     }
+}
+
+/// The share of points each side of [`Bounds::robust`]'s percentiles, and how far beyond them
+/// the frame reaches (in their extent).
+const ROBUST_QUANTILE: f64 = 0.005;
+const ROBUST_WIDEN: f64 = 0.5;
+
+/// The `q` quantile of `v` by the nearest rank (`v` is reordered).
+fn quantile(v: &mut [f64], q: f64) -> f64 {
+    let k = ((v.len() - 1) as f64 * q).round() as usize;
+    *v.select_nth_unstable_by(k, |a, b| a.total_cmp(b)).1
 }
 
 /// A disc's diameter in pixels for `n` cells: scanpy's marker area of 120,000 / n points²,
@@ -180,5 +237,26 @@ mod tests {
         let b = Bounds::around(&[[0.0, 0.0], [10.0, 20.0]], 0.05);
         assert_eq!(b.x, (-0.5, 10.5));
         assert_eq!(b.y, (-1.0, 21.0));
+    }
+
+    #[test]
+    fn robust_bounds_keep_a_clean_layout_whole_and_frame_the_bulk_past_outliers() {
+        // A 100 x 100 grid of cells in [0, 10]: every point stays in the frame.
+        let grid: Vec<[f32; 2]> = (0..10_000)
+            .map(|i| [(i % 100) as f32 / 9.9, (i / 100) as f32 / 9.9])
+            .collect();
+        assert_eq!(Bounds::robust(&grid, 0.03), Bounds::around(&grid, 0.03));
+        // Six cells 80 to 300 units out: the frame stays near the bulk, they are drawn at its
+        // edge and counted.
+        let mut far = grid.clone();
+        for (k, d) in [80.0f32, 120.0, 150.0, 200.0, 250.0, 300.0].iter().enumerate() {
+            far[k] = if k % 2 == 0 { [*d, 5.0] } else { [5.0, -*d] };
+        }
+        let b = Bounds::robust(&far, 0.03);
+        assert!(b.x.1 < 16.0 && b.y.0 > -6.0, "{b:?}");
+        assert_eq!(far.iter().filter(|p| b.excludes(**p)).count(), 6);
+        let edge = b.clamp([300.0, 5.0]);
+        assert_eq!(edge[0] as f64, b.x.1);
+        assert!(!b.excludes(edge));
     }
 }

@@ -94,6 +94,7 @@ fn full_request() -> Request {
         leiden_keys: vec!["leiden".into()],
         batch_key: Some("batch".into()),
         filtered: true,
+        genes_per_group: crate::plot::GENES_PER_GROUP,
     }
 }
 
@@ -208,6 +209,7 @@ fn missing_inputs_are_skipped_with_the_reason() {
         leiden_keys: Vec::new(),
         batch_key: None,
         filtered: true,
+        genes_per_group: crate::plot::GENES_PER_GROUP,
     };
     let drawn = draw(&bare, &request, &dir).unwrap();
     assert!(drawn.files.is_empty() && drawn.summary.written.is_empty());
@@ -243,6 +245,7 @@ fn missing_inputs_are_skipped_with_the_reason() {
         leiden_keys: Vec::new(),
         batch_key: None,
         filtered: true,
+        genes_per_group: crate::plot::GENES_PER_GROUP,
     };
     let drawn = draw(&a, &request, &dir).unwrap();
     let skipped: Vec<&str> = drawn

@@ -39,23 +39,26 @@ const CHART_WIDTH: u32 = 780;
 const NO_GROUP: RGBColor = RGBColor(211, 211, 211);
 
 impl UmapFigure<'_> {
+    /// The cells splatted, those outside `bounds` at its edge.
     fn raster(&self, bounds: &Bounds, size: (u32, u32)) -> Raster {
         let d = raster::dot_diameter(self.points.len());
+        let points: Vec<[f32; 2]> = self.points.iter().map(|&p| bounds.clamp(p)).collect();
         match &self.colouring {
             Colouring::Groups { groups, .. } => {
+                let colours = palette::categories(groups.names.len());
                 let color = |i: usize| match groups.codes[i] {
-                    Some(c) => palette::category(c as usize),
+                    Some(c) => colours[c as usize],
                     None => NO_GROUP,
                 };
                 let order = raster::shuffled_order(self.points.len());
-                Raster::splat(self.points, &order, color, bounds, size, d)
+                Raster::splat(&points, &order, color, bounds, size, d)
             }
             Colouring::Values { values, .. } => {
                 let (lo, hi) = value_range(values);
                 let span = if hi > lo { hi - lo } else { 1.0 };
                 let color = |i: usize| VIRIDIS.at((values[i] - lo) / span);
                 let order = raster::ascending_order(values);
-                Raster::splat(self.points, &order, color, bounds, size, d)
+                Raster::splat(&points, &order, color, bounds, size, d)
             }
         }
     }
@@ -81,7 +84,7 @@ impl Figure for UmapFigure<'_> {
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), DrawError<DB>> {
         let (left, right) = root.split_horizontally(CHART_WIDTH);
-        let bounds = Bounds::around(self.points, 0.03);
+        let bounds = Bounds::robust(self.points, 0.03);
         let mut chart = ChartBuilder::on(&left)
             .caption(&self.title, (FAMILY, 22))
             .margin(12)
@@ -106,6 +109,14 @@ impl Figure for UmapFigure<'_> {
         area.draw(&image)?;
         let (w, h) = (size.0 as i32, size.1 as i32);
         area.draw(&Rectangle::new([(0, 0), (w - 1, h - 1)], BLACK))?;
+        let outside = self.points.iter().filter(|p| bounds.excludes(**p)).count();
+        if outside > 0 {
+            let note = format!(
+                "{outside} cell{} far out drawn at the frame's edge",
+                if outside == 1 { "" } else { "s" }
+            );
+            area.draw(&Text::new(note, (8, h - 22), (FAMILY, 14).into_font()))?;
+        }
         let bottom = SIZE.1 as i32 - 40;
         match &self.colouring {
             Colouring::Groups {
@@ -120,8 +131,9 @@ impl Figure for UmapFigure<'_> {
                         }
                     }
                 }
+                let colours = palette::categories(groups.names.len());
                 legend::categories(&right, (10, 60), bottom, key, &groups.names, |i| {
-                    palette::category(i)
+                    colours[i]
                 })?;
             }
             Colouring::Values { key, values } => {

@@ -13,8 +13,9 @@ use sc_kernels::umap::UmapParams;
 /// (`benches/WORKLOADS.md`, section B). A `None` switches its step off.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PipelineConfig {
-    /// Genes whose name starts with this prefix form the `mt` QC variable; `None`: no QC step.
-    pub qc_mito_prefix: Option<String>,
+    /// Which genes form the `mt` QC variable (by the prefix of their names); `None`: no QC
+    /// step.
+    pub qc_mito_prefix: Option<MitoPrefix>,
     pub min_genes: Option<u64>,
     pub min_cells: Option<u64>,
     pub target_sum: Option<Option<f64>>,
@@ -46,7 +47,7 @@ pub struct PipelineConfig {
 impl Default for PipelineConfig {
     fn default() -> Self {
         PipelineConfig {
-            qc_mito_prefix: Some("MT-".to_string()),
+            qc_mito_prefix: Some(MitoPrefix::Detect),
             min_genes: Some(200),
             min_cells: Some(10),
             target_sum: Some(Some(1e4)),
@@ -148,6 +149,34 @@ impl HvgOptions {
     }
 }
 
+/// The prefix of the mitochondrial genes' names.
+#[derive(Debug, Clone, PartialEq)]
+pub enum MitoPrefix {
+    /// `MT-` (human annotations) or `mt-` (mouse), whichever more gene names start with
+    /// (`MT-` when neither does).
+    Detect,
+    /// This one (`--mito-prefix`).
+    Given(String),
+}
+
+impl MitoPrefix {
+    /// The prefixes [`MitoPrefix::Detect`] chooses from, the default first.
+    pub const DETECTED: [&'static str; 2] = ["MT-", "mt-"];
+
+    /// The prefix for these gene names, and whether it was detected.
+    pub fn resolve<'a>(&'a self, genes: &[String]) -> (&'a str, bool) {
+        match self {
+            MitoPrefix::Given(p) => (p, false),
+            MitoPrefix::Detect => {
+                let count = |p: &str| genes.iter().filter(|g| g.starts_with(p)).count();
+                let [human, mouse] = MitoPrefix::DETECTED;
+                let prefix = if count(mouse) > count(human) { mouse } else { human };
+                (prefix, true)
+            }
+        }
+    }
+}
+
 /// A harmony run: the obs column with the batches and the algorithm's parameters.
 #[derive(Debug, Clone, PartialEq)]
 pub struct HarmonyOptions {
@@ -193,15 +222,15 @@ pub struct MarkerOptions {
 }
 
 impl Default for MarkerOptions {
-    /// scanpy's clustering tutorial: Wilcoxon on leiden's clusters, 100 genes a group; with
-    /// the tie correction, which counts data's many zeros right.
+    /// scanpy's clustering tutorial: Wilcoxon on leiden's clusters, 100 genes a group, without
+    /// the tie correction (scanpy's default, `tie_correct=False`; `--tie-correct` turns it on).
     fn default() -> Self {
         MarkerOptions {
             groupby: None,
             params: RankGenesParams {
                 method: Method::Wilcoxon,
                 n_genes: Some(100),
-                tie_correct: true,
+                tie_correct: false,
             },
         }
     }

@@ -27,7 +27,9 @@ pub mod split;
 pub mod step;
 pub mod table;
 
-pub use config::{HarmonyOptions, HvgOptions, LeidenOptions, MarkerOptions, PipelineConfig};
+pub use config::{
+    HarmonyOptions, HvgOptions, LeidenOptions, MarkerOptions, MitoPrefix, PipelineConfig,
+};
 pub use execute::{execute, Outcome};
 pub(crate) use generated_blocks::GeneratedPass;
 pub use gpu::{default_budget, pca_rehearsal, DeviceOptions, GpuRun, DEFAULT_BUDGET_FRACTION};

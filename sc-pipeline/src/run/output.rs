@@ -5,7 +5,7 @@
 
 use super::gpu::GpuRun;
 use super::in_memory::{cell_graph_steps_on, GraphRuns};
-use super::plan::{Input, RunPlan};
+use super::plan::{Input, Outputs, RunPlan};
 use super::recorders::MemoryRecorders;
 use super::runner::StepObserver;
 use super::PipelineConfig;
@@ -219,7 +219,7 @@ pub(crate) fn finish(
     let mut files = Vec::new();
     if let Some(dir) = &outputs.plot {
         let timer = StepTimer::start("draw pictures");
-        let drawn = crate::plot::draw(adata, &plot_request(&plan.config), dir)?;
+        let drawn = crate::plot::draw(adata, &plot_request(&plan.config, outputs), dir)?;
         let note = format!(
             "{} written, {} skipped, into {}",
             drawn.summary.written.len(),
@@ -264,7 +264,7 @@ pub(crate) fn finish(
     Ok(Finished { report })
 }
 /// What the run's configuration made that the pictures show.
-fn plot_request(config: &PipelineConfig) -> crate::plot::Request {
+fn plot_request(config: &PipelineConfig, outputs: &Outputs) -> crate::plot::Request {
     let leiden_keys = match &config.leiden {
         Some(l) if config.runs_leiden() => (0..l.resolutions.len()).map(|i| l.key(i)).collect(),
         _ => Vec::new(),
@@ -278,6 +278,7 @@ fn plot_request(config: &PipelineConfig) -> crate::plot::Request {
         leiden_keys,
         batch_key,
         filtered: config.min_genes.is_some(),
+        genes_per_group: outputs.plot_genes,
     }
 }
 

@@ -50,6 +50,8 @@ pub struct Outputs {
     pub allocation_log: Option<PathBuf>,
     /// `--plot DIR`: the folder of the run's pictures (see [`crate::plot`]).
     pub plot: Option<PathBuf>,
+    /// `--plot-genes N`: the marker genes per group in the dot plot.
+    pub plot_genes: usize,
     /// The format of `h5ad` (named for the default): h5ad, or a zarr store for `*.zarr`.
     pub format: crate::io::OutputFormat,
 }
@@ -370,6 +372,7 @@ mod tests {
                 memory_snapshot: None,
                 allocation_log: None,
                 plot: None,
+                plot_genes: crate::plot::GENES_PER_GROUP,
                 format: crate::io::OutputFormat::H5ad,
             },
             config: PipelineConfig::default(),

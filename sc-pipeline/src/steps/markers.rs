@@ -234,6 +234,7 @@ fn markers_record(
                 ("reference", Value::str("rest")),
                 ("method", Value::str(params.method.to_string())),
                 ("use_raw", Value::bool(raw.is_some())),
+                ("layer", Value::Null),
                 ("corr_method", Value::str("benjamini-hochberg")),
             ]),
         ),

@@ -29,16 +29,18 @@ pub(crate) const ROW: Step = Step {
     beside: false,
 };
 
-fn mito_prefix<'a>(env: &StepEnv<'a>) -> &'a str {
+/// The `mt` genes' prefix for `a`'s gene names, and whether it was detected.
+fn mito_prefix<'a>(env: &StepEnv<'a>, a: &AnnData) -> (&'a str, bool) {
     env.config
         .qc_mito_prefix
-        .as_deref()
+        .as_ref()
         .expect("the row runs only with a prefix")
+        .resolve(&a.var.index)
 }
 
 fn run_step(a: &mut AnnData, env: &StepEnv<'_>) -> Result<String> {
-    let prefix = mito_prefix(env);
-    let n_mt = annotate_gene_prefix(a, "mt", prefix)?;
+    let prefix = mito_prefix(env, a);
+    let n_mt = annotate_gene_prefix(a, "mt", prefix.0)?;
     let tops = default_percent_top(a.n_vars());
     calculate_qc_metrics(a, &["mt"], &tops, true)?;
     Ok(mito_qc_note(n_mt, prefix, a.n_vars()))
@@ -49,8 +51,8 @@ fn run_generated(
     env: &StepEnv<'_>,
     pass: &mut GeneratedPass<'_>,
 ) -> Result<String> {
-    let prefix = mito_prefix(env);
-    let n_mt = annotate_gene_prefix(a, "mt", prefix)?;
+    let prefix = mito_prefix(env, a);
+    let n_mt = annotate_gene_prefix(a, "mt", prefix.0)?;
     let mask = match a.var.column("mt") {
         Some(Column::Values(ArrayData::Bool(m))) => m.clone(),
         _ => {
@@ -99,10 +101,20 @@ pub fn default_percent_top(n_vars: usize) -> Vec<usize> {
 }
 
 /// The pipeline's QC step's note: the mitochondrial genes (`n_mt` whose names start with
-/// `prefix`), then which default `percent_top` positions a panel of `n_vars` genes leaves out.
-fn mito_qc_note(n_mt: usize, prefix: &str, n_vars: usize) -> String {
+/// `prefix`, detected or given), then which default `percent_top` positions a panel of `n_vars`
+/// genes leaves out.
+fn mito_qc_note(n_mt: usize, (prefix, detected): (&str, bool), n_vars: usize) -> String {
+    let how = match (n_mt, detected) {
+        (0, true) => format!(
+            "; no gene starts with {}: pct_counts_mt is 0, give --mito-prefix",
+            crate::run::MitoPrefix::DETECTED.map(|p| format!("'{p}'")).join(" or ")
+        ),
+        (0, false) => ": pct_counts_mt is 0".to_string(),
+        (_, true) => ", found in the gene names".to_string(),
+        _ => String::new(),
+    };
     format!(
-        "qc_vars=['mt'] ({n_mt} genes start with '{prefix}'){}",
+        "qc_vars=['mt'] ({n_mt} genes start with '{prefix}'{how}){}",
         percent_top_note(n_vars)
     )
 }
