@@ -83,6 +83,18 @@ impl PipelineConfig {
         }
     }
 
+    /// Whether a step that reads counts in X runs (QC, the filters, normalize_total, log1p,
+    /// highly_variable_genes): then X must hold counts. Without them (e.g. the marker genes
+    /// alone on a finished run's output) X need only be finite.
+    pub fn reads_counts(&self) -> bool {
+        self.qc_mito_prefix.is_some()
+            || self.min_genes.is_some()
+            || self.min_cells.is_some()
+            || self.target_sum.is_some()
+            || self.log1p
+            || self.hvg.is_some()
+    }
+
     /// Whether any step over the cell x cell structure runs (harmony to the marker genes).
     pub fn has_cell_graph_steps(&self) -> bool {
         self.harmony.is_some() || self.n_neighbors.is_some() || self.markers_groupby().is_some()

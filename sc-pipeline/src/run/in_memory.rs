@@ -48,7 +48,7 @@ pub(crate) fn run_steps(
     to_host: bool,
 ) -> Result<Vec<StepRecord>> {
     let mut r = Runner::new(observer, gpu);
-    check_counts(adata)?;
+    check_counts(adata, config)?;
     // X put on the GPU by the caller (a split run's rank) stays as it is.
     if let Some(g) = gpu.filter(|_| !matches!(adata.x, Matrix::Device(_))) {
         let plan = g.plan(adata, config);
@@ -141,15 +141,20 @@ pub(crate) fn cell_graph_steps_on(
     Ok(r.records)
 }
 
-/// The input must be counts: finite and non-negative. X already on a GPU is taken as checked
-/// by whoever put it there (reading it back would cost a copy of X).
-pub(crate) fn check_counts(adata: &AnnData) -> Result<()> {
+/// The input must be counts (finite and non-negative) when a step that reads counts runs,
+/// else finite. X already on a GPU is taken as checked by whoever put it there (reading it
+/// back would cost a copy of X).
+pub(crate) fn check_counts(adata: &AnnData, config: &PipelineConfig) -> Result<()> {
     if let Matrix::Device(_) = &adata.x {
         return Ok(());
     }
-    adata
-        .x
-        .to_csr()?
-        .check_counts()
-        .map_err(|e| crate::Error::invalid("X", format!("the pipeline needs raw counts in X: {e}")))
+    let x = adata.x.to_csr()?;
+    if config.reads_counts() {
+        x.check_counts().map_err(|e| {
+            crate::Error::invalid("X", format!("the pipeline needs raw counts in X: {e}"))
+        })
+    } else {
+        x.check_finite()
+            .map_err(|e| crate::Error::invalid("X", format!("X must be finite: {e}")))
+    }
 }

@@ -63,7 +63,7 @@ pub(crate) fn run_split_checked(
             ));
         }
     }
-    check_counts(&adata)?;
+    check_counts(&adata, config)?;
     let timer = StepTimer::start("split cells across ranks");
     let n = adata.n_obs();
     let size = ranks.len();
