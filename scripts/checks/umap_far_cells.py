@@ -7,6 +7,9 @@ layout and for umap-learn's (through scanpy's `tl.umap`, seed 0, the same graph)
 degrees of the graph, and trustworthiness (k 15, on X_pca, on a sample of 5,000 cells at most).
 
     .venv/bin/python scripts/checks/umap_far_cells.py OUT.h5ad|RUN_gpu.npz [...]
+
+umap-learn runs on one thread (scanpy passes a random state, which turns numba's parallel loops
+off); its time is the whole `sc.tl.umap` call after a first call that compiled it.
 """
 
 import sys
@@ -40,6 +43,13 @@ def load(path):
                           "params": {"n_neighbors": 15, "method": "umap", "use_rep": "X_pca"}}
     return a
 
+
+# numba compiles umap-learn's epochs on the first call: timed apart on a small graph.
+warm = ad.AnnData(np.random.default_rng(0).normal(size=(300, 10)).astype(np.float32))
+sc.pp.neighbors(warm, use_rep="X")
+t = time.perf_counter()
+sc.tl.umap(warm, random_state=0)
+print(f"umap-learn's first call (numba's compile) on 300 cells: {time.perf_counter() - t:.1f} s", flush=True)
 
 for path in sys.argv[1:]:
     ours = load(path)

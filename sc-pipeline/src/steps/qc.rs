@@ -222,4 +222,21 @@ mod tests {
         assert!(default_percent_top(49).is_empty());
         assert!(percent_top_note(49).contains("fewer than 50"));
     }
+
+    #[test]
+    fn the_mitochondrial_prefix_is_found_for_human_and_mouse_names() {
+        use crate::run::MitoPrefix;
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let human = names(&["MT-CO1", "MT-ND1", "ACTB", "mt-odd"]);
+        let mouse = names(&["mt-Co1", "mt-Nd1", "Actb", "Gapdh"]);
+        let neither = names(&["ACTB", "GAPDH"]);
+        assert_eq!(MitoPrefix::Detect.resolve(&human), ("MT-", true));
+        assert_eq!(MitoPrefix::Detect.resolve(&mouse), ("mt-", true));
+        assert_eq!(MitoPrefix::Detect.resolve(&neither), ("MT-", true));
+        let given = MitoPrefix::Given("Mt-".into());
+        assert_eq!(given.resolve(&mouse), ("Mt-", false));
+        assert!(mito_qc_note(2, ("mt-", true), 20_000).contains("found in the gene names"));
+        let none = mito_qc_note(0, ("MT-", true), 20_000);
+        assert!(none.contains("'MT-' or 'mt-'") && none.contains("--mito-prefix"), "{none}");
+    }
 }
