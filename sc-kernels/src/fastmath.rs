@@ -6,9 +6,11 @@
 const LN2: f64 = std::f64::consts::LN_2;
 const SQRT2: f64 = std::f64::consts::SQRT_2;
 
-/// `ln(y)` for positive normal `y`, relative error about 1e-15.
+/// `y = 2^e m` (positive normal `y`, `m` in [sqrt(1/2), sqrt(2))) as `(e, s)` with
+/// `s = (m - 1) / (m + 1)`: `ln y = e ln 2 + 2 atanh(s)`, the series of [`ln_pos`] and
+/// [`pow_f32`].
 #[inline(always)]
-pub(crate) fn ln_pos(y: f64) -> f64 {
+fn ln_reduce(y: f64) -> (f64, f64) {
     let bits = y.to_bits();
     // Biased exponent as an exact f64 without an integer-to-float conversion (AVX2 has none
     // for 64-bit integers): 2^52 + e, minus 2^52.
@@ -18,7 +20,34 @@ pub(crate) fn ln_pos(y: f64) -> f64 {
     let big = m > SQRT2;
     let m = if big { m * 0.5 } else { m };
     let e = e + if big { 1.0 } else { 0.0 };
-    let s = (m - 1.0) / (m + 1.0);
+    (e, (m - 1.0) / (m + 1.0))
+}
+
+/// `x` (clamped to [-708, 709]) as `k ln 2 + r`, `|r| <= ln 2 / 2`: `exp(x) = 2^k exp(r)`.
+#[inline(always)]
+fn exp_reduce(x: f64) -> (i64, f64) {
+    let x = x.clamp(-708.0, 709.0);
+    const SHIFT: f64 = 6755399441055744.0; // 1.5 * 2^52: adding it rounds to an integer
+    let t = x * std::f64::consts::LOG2_E + SHIFT;
+    let k = (t.to_bits() as i64).wrapping_sub(SHIFT.to_bits() as i64);
+    let kf = t - SHIFT;
+    // r = x - k ln 2, with ln 2 split for accuracy.
+    (
+        k,
+        (x - kf * 6.93147180369123816490e-01) - kf * 1.90821492927058770002e-10,
+    )
+}
+
+/// `q 2^k`.
+#[inline(always)]
+fn times_two_to(q: f64, k: i64) -> f64 {
+    q * f64::from_bits(((k + 1023) as u64) << 52)
+}
+
+/// `ln(y)` for positive normal `y`, relative error about 1e-15.
+#[inline(always)]
+pub(crate) fn ln_pos(y: f64) -> f64 {
+    let (e, s) = ln_reduce(y);
     let s2 = s * s;
     let p = 1.0
         + s2 * (1.0 / 3.0
@@ -33,27 +62,31 @@ pub(crate) fn ln_pos(y: f64) -> f64 {
 /// `exp(x)` for `x` in [-708, 709], relative error about 1e-15.
 #[inline(always)]
 fn exp_f64(x: f64) -> f64 {
-    let x = x.clamp(-708.0, 709.0);
-    const SHIFT: f64 = 6755399441055744.0; // 1.5 * 2^52: adding it rounds to an integer
-    let t = x * std::f64::consts::LOG2_E + SHIFT;
-    let k = (t.to_bits() as i64).wrapping_sub(SHIFT.to_bits() as i64);
-    let kf = t - SHIFT;
-    // r = x - k ln 2, with ln 2 split for accuracy.
-    let r = (x - kf * 6.93147180369123816490e-01) - kf * 1.90821492927058770002e-10;
-    let mut p = 1.0 / 479001600.0; // 1/12!
-    p = p * r + 1.0 / 39916800.0;
-    p = p * r + 1.0 / 3628800.0;
-    p = p * r + 1.0 / 362880.0;
-    p = p * r + 1.0 / 40320.0;
-    p = p * r + 1.0 / 5040.0;
-    p = p * r + 1.0 / 720.0;
-    p = p * r + 1.0 / 120.0;
-    p = p * r + 1.0 / 24.0;
-    p = p * r + 1.0 / 6.0;
-    p = p * r + 0.5;
-    p = p * r + 1.0;
-    p = p * r + 1.0;
-    p * f64::from_bits(((k + 1023) as u64) << 52)
+    let (k, r) = exp_reduce(x);
+    times_two_to(horner(r, &EXP_SERIES), k)
+}
+
+/// `exp(r)`'s Taylor series to `r^12`, highest power first (1/12! .. 1/2!, 1, 1).
+const EXP_SERIES: [f64; 13] = [
+    1.0 / 479001600.0,
+    1.0 / 39916800.0,
+    1.0 / 3628800.0,
+    1.0 / 362880.0,
+    1.0 / 40320.0,
+    1.0 / 5040.0,
+    1.0 / 720.0,
+    1.0 / 120.0,
+    1.0 / 24.0,
+    1.0 / 6.0,
+    0.5,
+    1.0,
+    1.0,
+];
+
+/// The polynomial of `coeffs` (highest power first) at `r`, by Horner's rule, unfused.
+#[inline(always)]
+fn horner(r: f64, coeffs: &[f64]) -> f64 {
+    coeffs[1..].iter().fold(coeffs[0], |p, &c| p * r + c)
 }
 
 /// `exp(x)` rounded to `f32` (0 below about -708, infinite above 88.7).
@@ -70,33 +103,12 @@ pub fn exp_f32(x: f32) -> f32 {
 /// keeps UMAP's layouts identical on both devices.
 #[inline(always)]
 pub fn pow_f32(x: f32, y: f32) -> f32 {
-    let bits = (x as f64).to_bits();
-    let e = f64::from_bits(0x4330_0000_0000_0000 | ((bits >> 52) & 0x7ff))
-        - (4503599627370496.0 + 1023.0);
-    let m = f64::from_bits((bits & ((1u64 << 52) - 1)) | (1023u64 << 52));
-    let big = m > SQRT2;
-    let m = if big { m * 0.5 } else { m };
-    let e = e + if big { 1.0 } else { 0.0 };
-    let s = (m - 1.0) / (m + 1.0);
+    let (e, s) = ln_reduce(x as f64);
     let s2 = s * s;
     let p = 1.0 + s2 * (1.0 / 3.0 + s2 * (1.0 / 5.0 + s2 * (1.0 / 7.0 + s2 * (1.0 / 9.0))));
-    let z = y as f64 * (e * LN2 + 2.0 * s * p);
-    // exp(z) as `exp_f64`, its series cut after r^7.
-    let z = z.clamp(-708.0, 709.0);
-    const SHIFT: f64 = 6755399441055744.0;
-    let t = z * std::f64::consts::LOG2_E + SHIFT;
-    let k = (t.to_bits() as i64).wrapping_sub(SHIFT.to_bits() as i64);
-    let kf = t - SHIFT;
-    let r = (z - kf * 6.93147180369123816490e-01) - kf * 1.90821492927058770002e-10;
-    let mut q = 1.0 / 5040.0;
-    q = q * r + 1.0 / 720.0;
-    q = q * r + 1.0 / 120.0;
-    q = q * r + 1.0 / 24.0;
-    q = q * r + 1.0 / 6.0;
-    q = q * r + 0.5;
-    q = q * r + 1.0;
-    q = q * r + 1.0;
-    (q * f64::from_bits(((k + 1023) as u64) << 52)) as f32
+    // exp(y ln x) as `exp_f64`, its series cut after r^7 (from 1/7!).
+    let (k, r) = exp_reduce(y as f64 * (e * LN2 + 2.0 * s * p));
+    times_two_to(horner(r, &EXP_SERIES[5..]), k) as f32
 }
 
 /// `ln(1 + x)` for `x > -1`, rounded to `f32`.

@@ -80,17 +80,23 @@ __device__ __forceinline__ u64 hash3(u64 seed, u64 stream, u64 i) {
     return mix64(mix64(seed ^ mix64(stream + 0x9e3779b97f4a7c15ull)) + i);
 }
 
-// fastmath.rs `ln_pos`, operation for operation and unfused (the `_rn` intrinsics), so the
-// result has the CPU's bits.
-__device__ __forceinline__ double ln_pos(double y) {
+// fastmath.rs `ln_reduce`: y = 2^e m as (e, s = (m - 1) / (m + 1)), operation for operation and
+// unfused (the `_rn` intrinsics), so the results have the CPU's bits.
+__device__ __forceinline__ void ln_reduce(double y, double* e_out, double* s_out) {
     u64 bits = (u64)__double_as_longlong(y);
     double e = __dsub_rn(__longlong_as_double((long long)(0x4330000000000000ull | ((bits >> 52) & 0x7ff))),
                          4503599627370496.0 + 1023.0);
     double m = __longlong_as_double((long long)((bits & ((1ull << 52) - 1)) | (1023ull << 52)));
     bool big = m > 1.4142135623730951;
     m = big ? __dmul_rn(m, 0.5) : m;
-    e = __dadd_rn(e, big ? 1.0 : 0.0);
-    double s = __ddiv_rn(__dsub_rn(m, 1.0), __dadd_rn(m, 1.0));
+    *e_out = __dadd_rn(e, big ? 1.0 : 0.0);
+    *s_out = __ddiv_rn(__dsub_rn(m, 1.0), __dadd_rn(m, 1.0));
+}
+
+// fastmath.rs `ln_pos`, likewise.
+__device__ __forceinline__ double ln_pos(double y) {
+    double e, s;
+    ln_reduce(y, &e, &s);
     double s2 = __dmul_rn(s, s);
     double p = __dadd_rn(1.0 / 15.0, __dmul_rn(s2, 1.0 / 17.0));
     p = __dadd_rn(1.0 / 13.0, __dmul_rn(s2, p));

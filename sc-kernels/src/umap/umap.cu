@@ -8,22 +8,17 @@
 
 #define UMAP_MAX_DIMS 8
 
-// mix64 and hash3: common.cuh. fastmath.rs `pow_f32` (the short series of ln and exp), operation
-// for operation and unfused, so the result has the CPU's bits.
+// mix64, hash3 and ln_reduce: common.cuh. fastmath.rs `pow_f32` (the short series of ln and
+// exp), operation for operation and unfused, so the result has the CPU's bits.
 __device__ __forceinline__ float pow_f32(float xf, float yf) {
-    u64 bits = (u64)__double_as_longlong((double)xf);
-    double e = __dsub_rn(__longlong_as_double((long long)(0x4330000000000000ull | ((bits >> 52) & 0x7ff))),
-                         4503599627370496.0 + 1023.0);
-    double m = __longlong_as_double((long long)((bits & ((1ull << 52) - 1)) | (1023ull << 52)));
-    bool big = m > 1.4142135623730951;
-    m = big ? __dmul_rn(m, 0.5) : m;
-    e = __dadd_rn(e, big ? 1.0 : 0.0);
-    double s = __ddiv_rn(__dsub_rn(m, 1.0), __dadd_rn(m, 1.0));
+    double e, s;
+    ln_reduce((double)xf, &e, &s);
     double s2 = __dmul_rn(s, s);
     double p = __dadd_rn(1.0 / 7.0, __dmul_rn(s2, 1.0 / 9.0));
     p = __dadd_rn(1.0 / 5.0, __dmul_rn(s2, p));
     p = __dadd_rn(1.0 / 3.0, __dmul_rn(s2, p));
     p = __dadd_rn(1.0, __dmul_rn(s2, p));
+    // fastmath.rs `exp_reduce`, then the series from 1/7! (`EXP_SERIES[5..]`).
     double z = __dmul_rn((double)yf, __dadd_rn(__dmul_rn(e, 0.6931471805599453),
                                                __dmul_rn(__dmul_rn(2.0, s), p)));
     z = fmin(fmax(z, -708.0), 709.0);
@@ -33,14 +28,11 @@ __device__ __forceinline__ float pow_f32(float xf, float yf) {
     double kf = __dsub_rn(t, SHIFT);
     double r = __dsub_rn(__dsub_rn(z, __dmul_rn(kf, 6.93147180369123816490e-01)),
                          __dmul_rn(kf, 1.90821492927058770002e-10));
-    double q = 1.0 / 5040.0;
-    q = __dadd_rn(__dmul_rn(q, r), 1.0 / 720.0);
-    q = __dadd_rn(__dmul_rn(q, r), 1.0 / 120.0);
-    q = __dadd_rn(__dmul_rn(q, r), 1.0 / 24.0);
-    q = __dadd_rn(__dmul_rn(q, r), 1.0 / 6.0);
-    q = __dadd_rn(__dmul_rn(q, r), 0.5);
-    q = __dadd_rn(__dmul_rn(q, r), 1.0);
-    q = __dadd_rn(__dmul_rn(q, r), 1.0);
+    const double series[8] = {1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0,
+                              1.0 / 6.0,    0.5,         1.0,         1.0};
+    double q = series[0];
+#pragma unroll
+    for (int i = 1; i < 8; i++) q = __dadd_rn(__dmul_rn(q, r), series[i]);
     return (float)__dmul_rn(q, __longlong_as_double((long long)((u64)(k + 1023) << 52)));
 }
 

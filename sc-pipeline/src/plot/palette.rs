@@ -96,7 +96,12 @@ mod tests {
             let mut distinct = c.clone();
             distinct.sort_by_key(|c| (c.0, c.1, c.2));
             distinct.dedup();
-            assert_eq!(distinct.len(), n, "{n} categories, {} colours", distinct.len());
+            assert_eq!(
+                distinct.len(),
+                n,
+                "{n} categories, {} colours",
+                distinct.len()
+            );
         }
         assert_eq!(VIRIDIS.at(0.0), RGBColor(0x44, 0x01, 0x54));
         assert_eq!(VIRIDIS.at(1.0), RGBColor(0xfd, 0xe7, 0x25));

@@ -255,7 +255,10 @@ mod tests {
         // Six cells 80 to 300 units out: the frame stays near the bulk, they are drawn at its
         // edge and counted.
         let mut far = grid.clone();
-        for (k, d) in [80.0f32, 120.0, 150.0, 200.0, 250.0, 300.0].iter().enumerate() {
+        for (k, d) in [80.0f32, 120.0, 150.0, 200.0, 250.0, 300.0]
+            .iter()
+            .enumerate()
+        {
             far[k] = if k % 2 == 0 { [*d, 5.0] } else { [5.0, -*d] };
         }
         let b = Bounds::robust(&far, 0.03);
@@ -264,7 +267,11 @@ mod tests {
         // Moved onto the edge (within f32 rounding), and drawn there.
         for p in far.iter().take(6) {
             let edge = b.clamp(*p);
-            assert!(b.pixel((edge[0] as f64, edge[1] as f64), (100, 100)).is_some(), "{p:?}");
+            assert!(
+                b.pixel((edge[0] as f64, edge[1] as f64), (100, 100))
+                    .is_some(),
+                "{p:?}"
+            );
         }
         let edge = b.clamp([300.0, 5.0]);
         assert!((edge[0] as f64 - b.x.1).abs() < 1e-5 * b.x.1.abs().max(1.0));

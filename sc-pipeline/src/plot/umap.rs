@@ -132,9 +132,7 @@ impl Figure for UmapFigure<'_> {
                     }
                 }
                 let colours = palette::categories(groups.names.len());
-                legend::categories(&right, (10, 60), bottom, key, &groups.names, |i| {
-                    colours[i]
-                })?;
+                legend::categories(&right, (10, 60), bottom, key, &groups.names, |i| colours[i])?;
             }
             Colouring::Values { key, values } => {
                 let range = value_range(values);

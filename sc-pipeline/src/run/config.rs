@@ -182,7 +182,11 @@ impl MitoPrefix {
             MitoPrefix::Detect => {
                 let count = |p: &str| genes.iter().filter(|g| g.starts_with(p)).count();
                 let [human, mouse] = MitoPrefix::DETECTED;
-                let prefix = if count(mouse) > count(human) { mouse } else { human };
+                let prefix = if count(mouse) > count(human) {
+                    mouse
+                } else {
+                    human
+                };
                 (prefix, true)
             }
         }

@@ -107,7 +107,9 @@ fn mito_qc_note(n_mt: usize, (prefix, detected): (&str, bool), n_vars: usize) ->
     let how = match (n_mt, detected) {
         (0, true) => format!(
             "; no gene starts with {}: pct_counts_mt is 0, give --mito-prefix",
-            crate::run::MitoPrefix::DETECTED.map(|p| format!("'{p}'")).join(" or ")
+            crate::run::MitoPrefix::DETECTED
+                .map(|p| format!("'{p}'"))
+                .join(" or ")
         ),
         (0, false) => ": pct_counts_mt is 0".to_string(),
         (_, true) => ", found in the gene names".to_string(),
@@ -237,6 +239,9 @@ mod tests {
         assert_eq!(given.resolve(&mouse), ("Mt-", false));
         assert!(mito_qc_note(2, ("mt-", true), 20_000).contains("found in the gene names"));
         let none = mito_qc_note(0, ("MT-", true), 20_000);
-        assert!(none.contains("'MT-' or 'mt-'") && none.contains("--mito-prefix"), "{none}");
+        assert!(
+            none.contains("'MT-' or 'mt-'") && none.contains("--mito-prefix"),
+            "{none}"
+        );
     }
 }
