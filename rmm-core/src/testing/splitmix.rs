@@ -1,6 +1,10 @@
 //! SplitMix64: the small, fast, seeded generator the benchmark workloads are defined with.
 
-/// SplitMix64 (all arithmetic wrapping), exactly as `../shared/BENCHMARKS.md` defines it.
+/// SplitMix64 (Steele, Lea and Flood), all arithmetic wrapping: the state advances by the
+/// golden-ratio increment `0x9e3779b97f4a7c15`, and each output is the new state mixed by
+/// `z ^= z >> 30; z *= 0xbf58476d1ce4e5b9; z ^= z >> 27; z *= 0x94d049bb133111eb; z ^ z >> 31`.
+/// The benchmark workloads (`benches/WORKLOADS.md`) are defined with it; `below(n)` is
+/// `next() % n`.
 #[derive(Debug, Clone)]
 pub struct SplitMix64 {
     state: u64,
