@@ -158,20 +158,21 @@ def run_scpipe(scpipe: Path, src: Path, out: Path, flavor: str, batch_key: str |
     ]
     if batch_key:
         cmd += ["--batch-key", batch_key]
-    cmd += extra or []
     t = time.perf_counter()
+    run_command(cmd + (extra or []))
+    return time.perf_counter() - t
+
+
+def run_command(cmd: list[str]) -> None:
+    """Runs scpipe's command line `cmd`; a RuntimeError with its output when it fails."""
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
         raise RuntimeError(f"scpipe failed ({p.returncode}): {' '.join(cmd)}\n{p.stdout}\n{p.stderr}")
-    return time.perf_counter() - t
 
 
 def run_markers_only(scpipe: Path, src: Path, out: Path, extra: list[str]):
     """scpipe run on `src` with `extra` (the markers-only flags), read back."""
-    cmd = [str(scpipe), "run", str(src), "-o", str(out), "--device", "cpu"] + extra
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        raise RuntimeError(f"scpipe failed ({p.returncode}): {' '.join(cmd)}\n{p.stdout}\n{p.stderr}")
+    run_command([str(scpipe), "run", str(src), "-o", str(out), "--device", "cpu"] + extra)
     return ad.read_h5ad(out)
 
 

@@ -5,8 +5,8 @@ the step under test differs. Gates (issue 28):
 
 - UMAP: trustworthiness (k 15, on `X_pca`) at least umap-learn's (through `sc.tl.umap`, same graph)
   minus 0.01; the farthest cell from the layout's median at most 2x umap-learn's, each in units of
-  its layout's 99th-percentile distance (no cell flung far out, issue 50); the silhouette of the leiden labels in the layout within 0.05 of umap-learn's (ours
-  no worse than theirs minus 0.05).
+  its layout's 99th-percentile distance (no cell flung far out, issue 50); the silhouette of the
+  leiden labels in the layout within 0.05 of umap-learn's (ours no worse than theirs minus 0.05).
 - Leiden: modularity at least leidenalg's (through `sc.tl.leiden`, same resolution) minus 0.005;
   adjusted Rand index with leidenalg's at least leidenalg's own agreement between two seeds minus
   0.05.

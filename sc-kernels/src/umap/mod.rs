@@ -341,11 +341,16 @@ fn clip(v: f32) -> f32 {
     v.clamp(-4.0, 4.0)
 }
 
-/// The negative sample `p` of edge `e` at `epoch`: a cell in `0..n`.
+/// The negative samples of edge `e` at `epoch` are drawn from this key (one hash per edge).
 #[inline]
-pub(crate) fn negative_sample(seed: u64, epoch: usize, e: usize, p: usize, n: usize) -> usize {
-    let h = crate::random::hash3(seed, epoch as u64, e as u64);
-    let h = crate::random::mix64(h.wrapping_add((p as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)));
+pub(crate) fn negative_key(seed: u64, epoch: usize, e: usize) -> u64 {
+    crate::random::hash3(seed, epoch as u64, e as u64)
+}
+
+/// The negative sample `p` of the edge whose [`negative_key`] is `key`: a cell in `0..n`.
+#[inline]
+pub(crate) fn negative_sample(key: u64, p: usize, n: usize) -> usize {
+    let h = crate::random::mix64(key.wrapping_add((p as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)));
     (((h >> 32) * n as u64) >> 32) as usize
 }
 
@@ -505,8 +510,9 @@ fn move_cell(
             continue;
         }
         let count = ((e_now - next_negative[i]) / per_negative[e]).max(0.0) as usize;
+        let key = negative_key(g.seed, epoch, e);
         for p in 0..count {
-            let k = negative_sample(g.seed, epoch, e, p, n);
+            let k = negative_sample(key, p, n);
             if k == j {
                 continue;
             }

@@ -106,8 +106,9 @@ __device__ __forceinline__ void umap_cell(
         double c = __ddiv_rn(__dsub_rn(e_now, nn), per_negative);
         u64 count = c > 0.0 ? (u64)c : 0;
         next_negative[e] = __dadd_rn(nn, __dmul_rn((double)count, per_negative));
+        const u64 key = hash3(seed, epoch, e);  // negative_key
         for (u64 p = 0; p < count; ++p) {
-            u64 h = mix64(hash3(seed, epoch, e) + p * 0x9e3779b97f4a7c15ull);
+            u64 h = mix64(key + p * 0x9e3779b97f4a7c15ull);
             u64 s = ((h >> 32) * n) >> 32;
             if (s == j) continue;
             umap_load<DIM>(o, prev + s * dim, dim);

@@ -41,8 +41,8 @@ impl Bounds {
     /// The frame of a scatter that a few far-flung points cannot shrink to a corner: the
     /// 0.5th to 99.5th percentiles of each coordinate, widened by a quarter of their extent on
     /// each side, and no wider than [`Bounds::around`] all points (so a layout without
-    /// outliers keeps every point in the frame). Points outside are drawn at the frame's edge
-    /// ([`Bounds::clamp`]).
+    /// outliers keeps every point in the frame). [`Raster::splat`] draws points outside on the
+    /// frame's edge.
     pub fn robust(points: &[[f32; 2]], pad: f64) -> Bounds {
         let all = Bounds::around(points, pad);
         let finite: Vec<&[f32; 2]> = points
@@ -65,17 +65,6 @@ impl Bounds {
         }
     }
 
-    /// `p` moved into the frame (finite points only; others are returned as they are).
-    pub fn clamp(&self, p: [f32; 2]) -> [f32; 2] {
-        if !(p[0].is_finite() && p[1].is_finite()) {
-            return p;
-        }
-        [
-            (p[0] as f64).clamp(self.x.0, self.x.1) as f32,
-            (p[1] as f64).clamp(self.y.0, self.y.1) as f32,
-        ]
-    }
-
     /// Whether the finite point `p` lies outside the frame.
     pub fn excludes(&self, p: [f32; 2]) -> bool {
         let (x, y) = (p[0] as f64, p[1] as f64);
@@ -85,17 +74,28 @@ impl Bounds {
     }
 
     /// The pixel of `(x, y)` in an area of `size` pixels (y grows downwards); `None` outside.
-    /// A point on the edge stays in even where `f32` rounding put it a hair beyond (a point
-    /// [`Bounds::clamp`] moved there).
     pub fn pixel(&self, (x, y): (f64, f64), (w, h): (u32, u32)) -> Option<(f64, f64)> {
-        const EDGE: f64 = 1e-6;
-        let fx = (x - self.x.0) / (self.x.1 - self.x.0);
-        let fy = (self.y.1 - y) / (self.y.1 - self.y.0);
-        let inside = (-EDGE..=1.0 + EDGE).contains(&fx) && (-EDGE..=1.0 + EDGE).contains(&fy);
-        inside.then(|| {
+        let (fx, fy) = self.fractions((x, y));
+        ((0.0..=1.0).contains(&fx) && (0.0..=1.0).contains(&fy))
+            .then(|| (fx * (w - 1) as f64, fy * (h - 1) as f64))
+    }
+
+    /// [`Bounds::pixel`], a finite point outside the frame moved onto its edge; `None` for a
+    /// point that is not finite.
+    pub fn pixel_or_edge(&self, (x, y): (f64, f64), (w, h): (u32, u32)) -> Option<(f64, f64)> {
+        let (fx, fy) = self.fractions((x, y));
+        (fx.is_finite() && fy.is_finite()).then(|| {
             let (fx, fy) = (fx.clamp(0.0, 1.0), fy.clamp(0.0, 1.0));
             (fx * (w - 1) as f64, fy * (h - 1) as f64)
         })
+    }
+
+    /// Where `(x, y)` lies across the frame, 0 to 1 from the left and from the top.
+    fn fractions(&self, (x, y): (f64, f64)) -> (f64, f64) {
+        (
+            (x - self.x.0) / (self.x.1 - self.x.0),
+            (self.y.1 - y) / (self.y.1 - self.y.0),
+        )
     }
 }
 
@@ -156,8 +156,8 @@ pub struct Raster {
 
 impl Raster {
     /// Draws `points` in `order` as discs of `diameter` pixels, coloured by `color(cell)`, on
-    /// white, `bounds` mapped onto `size` pixels. Points outside `bounds` or not finite are
-    /// left out.
+    /// white, `bounds` mapped onto `size` pixels. Points outside `bounds` are drawn on its
+    /// edge; points that are not finite are left out.
     pub fn splat(
         points: &[[f32; 2]],
         order: &[u32],
@@ -171,7 +171,7 @@ impl Raster {
         let disc = disc_offsets(diameter);
         for &cell in order {
             let p = points[cell as usize];
-            let Some((px, py)) = bounds.pixel((p[0] as f64, p[1] as f64), (w, h)) else {
+            let Some((px, py)) = bounds.pixel_or_edge((p[0] as f64, p[1] as f64), (w, h)) else {
                 continue;
             };
             let RGBColor(r, g, b) = color(cell as usize);
@@ -264,16 +264,16 @@ mod tests {
         let b = Bounds::robust(&far, 0.03);
         assert!(b.x.1 < 16.0 && b.y.0 > -6.0, "{b:?}");
         assert_eq!(far.iter().filter(|p| b.excludes(**p)).count(), 6);
-        // Moved onto the edge (within f32 rounding), and drawn there.
+        // Drawn on the edge.
         for p in far.iter().take(6) {
-            let edge = b.clamp(*p);
-            assert!(
-                b.pixel((edge[0] as f64, edge[1] as f64), (100, 100))
-                    .is_some(),
-                "{p:?}"
-            );
+            let at = b.pixel_or_edge((p[0] as f64, p[1] as f64), (100, 100));
+            assert!(at.is_some(), "{p:?}");
         }
-        let edge = b.clamp([300.0, 5.0]);
-        assert!((edge[0] as f64 - b.x.1).abs() < 1e-5 * b.x.1.abs().max(1.0));
+        assert_eq!(b.pixel_or_edge((300.0, 5.0), (100, 100)).unwrap().0, 99.0);
+        assert_eq!(b.pixel_or_edge((f64::NAN, 5.0), (100, 100)), None);
+        let red = RGBColor(255, 0, 0);
+        let r = Raster::splat(&far[..1], &[0], |_| red, &b, (100, 100), 1.0);
+        let coloured = r.rgb.chunks(3).filter(|c| c != &[255, 255, 255]).count();
+        assert_eq!(coloured, 1, "the far cell is drawn on the edge");
     }
 }

@@ -39,10 +39,9 @@ const CHART_WIDTH: u32 = 780;
 const NO_GROUP: RGBColor = RGBColor(211, 211, 211);
 
 impl UmapFigure<'_> {
-    /// The cells splatted, those outside `bounds` at its edge.
+    /// The cells splatted, those outside `bounds` on its edge.
     fn raster(&self, bounds: &Bounds, size: (u32, u32)) -> Raster {
         let d = raster::dot_diameter(self.points.len());
-        let points: Vec<[f32; 2]> = self.points.iter().map(|&p| bounds.clamp(p)).collect();
         match &self.colouring {
             Colouring::Groups { groups, .. } => {
                 let colours = palette::categories(groups.names.len());
@@ -51,14 +50,14 @@ impl UmapFigure<'_> {
                     None => NO_GROUP,
                 };
                 let order = raster::shuffled_order(self.points.len());
-                Raster::splat(&points, &order, color, bounds, size, d)
+                Raster::splat(self.points, &order, color, bounds, size, d)
             }
             Colouring::Values { values, .. } => {
                 let (lo, hi) = value_range(values);
                 let span = if hi > lo { hi - lo } else { 1.0 };
                 let color = |i: usize| VIRIDIS.at((values[i] - lo) / span);
                 let order = raster::ascending_order(values);
-                Raster::splat(&points, &order, color, bounds, size, d)
+                Raster::splat(self.points, &order, color, bounds, size, d)
             }
         }
     }

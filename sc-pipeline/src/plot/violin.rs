@@ -1,8 +1,9 @@
 //! The QC violins (scanpy's `pl.violin` of the QC metrics): total counts, genes by counts and
 //! percent mitochondrial, one panel each, the cells before `filter_cells` beside those after.
 //! Each violin is a Gaussian kernel density with Scott's bandwidth (seaborn's default), cut at
-//! the data's range (scanpy's `pl.violin(cut=0)`: no density below zero counts), all violins of a panel on one width scale (seaborn's "area");
-//! inside, the quartiles as a box and the median as a white dot.
+//! the data's range (scanpy's `pl.violin(cut=0)`: no density below zero counts), all violins of
+//! a panel on one width scale (seaborn's "area"); inside, the quartiles as a box and the median
+//! as a white dot.
 
 use super::data::{numbers, Missing};
 use super::figure::{DrawError, Figure};

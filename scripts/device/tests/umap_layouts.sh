@@ -18,19 +18,19 @@ run celltypist "$DATA/celltypist_sample_559x32786_counts.h5ad" --min-genes 100 -
 run scvi "$DATA/scvi_pbmc5k_pbmc10k_400cells_2batches_counts.h5ad" --min-genes 100 --min-cells 3
 "$BIN" generate 20000 2000 -o "$W/gen20k_in.h5ad" --seed 1 > /dev/null
 run gen20k "$W/gen20k_in.h5ad"
+# conformance/graph_metrics.py's far_cell_ratio (numpy only, as the machine has no scanpy).
+export PYTHONPATH="$PWD/conformance${PYTHONPATH:+:$PYTHONPATH}"
 python3 - "$W" <<'PY'
 import sys, h5py, numpy as np
+from graph_metrics import far_cell_ratio
 w = sys.argv[1]
-def far(y):
-    d = np.sqrt(((y - np.median(y, axis=0)) ** 2).sum(axis=1))
-    return d.max() / max(np.percentile(d, 99), 1e-12)
 for name in ["celltypist", "scvi", "gen20k"]:
     with h5py.File(f"{w}/{name}.h5ad") as f:
         g = f["obsp/connectivities"]
         out = dict(indptr=g["indptr"][()], indices=g["indices"][()], data=g["data"][()],
                    x_umap=f["obsm/X_umap"][()], x_pca=f["obsm/X_pca"][()])
         np.savez_compressed(f"{sys.argv[1]}/{name}_gpu.npz", **out)
-    print(f"{name}: GPU layout's farthest cell {far(out['x_umap']):.2f} (in 99th-percentile units)")
+    print(f"{name}: GPU layout's farthest cell {far_cell_ratio(out['x_umap']):.2f} (in 99th-percentile units)")
 PY
 cp "$W"/*_gpu.npz "$OUT/" 2>/dev/null || true
 # The 1 M default flow (UMAP beside Leiden and the markers): UMAP's time and farthest cell.
@@ -39,9 +39,8 @@ for round in 1 2; do
   grep -E "^umap|^leiden|^total" "$W/m1.log" | sed "s/^/1M round $round: /"
 done
 python3 - "$W/m1.h5ad" <<'PY'
-import sys, h5py, numpy as np
+import sys, h5py
+from graph_metrics import far_cell_ratio
 with h5py.File(sys.argv[1]) as f:
-    y = f["obsm/X_umap"][()]
-d = np.sqrt(((y - np.median(y, axis=0)) ** 2).sum(axis=1))
-print(f"1M: farthest cell {d.max() / np.percentile(d, 99):.2f} (in 99th-percentile units)")
+    print(f"1M: farthest cell {far_cell_ratio(f['obsm/X_umap'][()]):.2f} (in 99th-percentile units)")
 PY
