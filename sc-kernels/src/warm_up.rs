@@ -18,6 +18,8 @@ pub fn all_modules() -> Vec<module_cache::KernelSource> {
         crate::neighbors::KERNELS[0],
         crate::neighbors::KERNELS[1],
         crate::neighbors::KERNELS[2],
+        crate::neighbors::KERNELS[3],
+        crate::neighbors::KERNELS[4],
         crate::gpu::scan::SRC,
         crate::gpu::compact::SRC,
         crate::normalize::KERNELS,
@@ -182,7 +184,7 @@ mod tests {
             .map(|m| m.source.matches("__global__").count())
             .sum();
         assert_eq!(total, declared);
-        let knn = crate::neighbors::gpu::SRC.kernel_names();
+        let knn = crate::neighbors::scan::device::SRC.kernel_names();
         for name in ["transpose_pad", "row_norms", "knn_scan", "knn_refine"] {
             assert!(knn.contains(&name), "{name} in {knn:?}");
         }

@@ -27,15 +27,16 @@
 //! all. How much is pruned depends on the data (clusters prune well, uniform noise not at all);
 //! the step reports the share of pairs scanned.
 
-use super::host_scan::products;
-use super::ivf::{self, ListLayout};
-use super::ivf_tensor::{DeviceProbes, F32Layout, Packed, Slots, Streams, CHUNK};
-use super::tensor::Plan;
-use super::EXTRA;
 use crate::error::Result;
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::trace::PhaseTrace;
 use crate::gpu::{DeviceVec, GpuContext};
+use crate::neighbors::knn::EXTRA;
+use crate::neighbors::lists;
+use crate::neighbors::lists::packed::{DeviceProbes, F32Layout, Packed, Slots, Streams, CHUNK};
+use crate::neighbors::lists::ListLayout;
+use crate::neighbors::scan::host::products;
+use crate::neighbors::scan::tensor::Plan;
 use faer::MatRef;
 use rayon::prelude::*;
 use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
@@ -118,7 +119,7 @@ pub(super) fn knn_pruned(
         .unwrap_or(FIRST_PROBES)
         .clamp(1, n_lists);
     let mut trace = PhaseTrace::new(ctx, "pruned");
-    let centroids = chained(&ivf::centroids_gpu(ctx, xd, n, d, n_lists)?, d);
+    let centroids = chained(&lists::centroids_gpu(ctx, xd, n, d, n_lists)?, d);
     let (_, layout) = ListLayout::new(ctx, xd, d, &centroids, n_lists)?;
     let lists = &layout.lists;
     // The cells in the f32 layout's order, lists one after another: a tile is a chunk of 128
@@ -131,7 +132,7 @@ pub(super) fn knn_pruned(
 
     let tiles = 0..slots.chunk_list.len();
     let kc = (k + EXTRA).min(n);
-    let (ptr1, probes1) = ivf::probe_table(&centroids, d, &lists.sizes, first_probes, kc);
+    let (ptr1, probes1) = lists::probe_table(&centroids, d, &lists.sizes, first_probes, kc);
     let first = DeviceStreams::new(
         ctx,
         &ranges_of(rows_of_chunks(&held, &ptr1, &probes1), lists),
@@ -144,7 +145,7 @@ pub(super) fn knn_pruned(
     let mut stats = PrunedStats {
         n_lists,
         first_probes,
-        refs_per_cell: ivf::refs_per_cell(&lists.sizes, &ptr2, &probes2, n),
+        refs_per_cell: lists::refs_per_cell(&lists.sizes, &ptr2, &probes2, n),
         all_pairs: false,
         f32_queries: 0,
     };
@@ -274,7 +275,7 @@ fn rows_of_chunks(held: &[Vec<u32>], ptr: &[u32], table: &[u32]) -> (Vec<u32>, V
 /// The chunk ranges a tile row streams for its lists (`rows`: CSR by chunk, lists in order):
 /// each list's chunks, runs that touch or overlap merged so that no chunk comes twice.
 /// `(ptr, ranges, cstart, ccount)` as [`Streams`] reads them (a row's ranges are its own).
-fn ranges_of(rows: (Vec<u32>, Vec<u32>), lists: &ivf::Lists) -> [Vec<u32>; 4] {
+fn ranges_of(rows: (Vec<u32>, Vec<u32>), lists: &lists::Lists) -> [Vec<u32>; 4] {
     let (ptr, table) = rows;
     let mut out_ptr = Vec::with_capacity(ptr.len());
     out_ptr.push(0u32);
@@ -391,7 +392,7 @@ fn keep_lists_gpu(
     ctx.download(&keep)
 }
 
-/// The probe table (CSR, as [`ivf::probe_table`]'s) of the kept lists: each list's own first,
+/// The probe table (CSR, as [`lists::probe_table`]'s) of the kept lists: each list's own first,
 /// then the others it keeps in index order.
 fn probes_kept(keep: &[u8], nl: usize) -> (Vec<u32>, Vec<u32>) {
     let mut ptr = Vec::with_capacity(nl + 1);
@@ -546,7 +547,7 @@ mod tests {
     #[test]
     fn chunks_stream_their_lists_ranges_once_each() {
         // Lists of 130, 0, 5 and 200 cells at positions 0, 132, 132, 140 (aligned to 4).
-        let lists = ivf::Lists {
+        let lists = lists::Lists {
             perm: vec![0; 340],
             starts: vec![0, 132, 132, 140],
             sizes: vec![130, 0, 5, 200],
@@ -566,7 +567,7 @@ mod tests {
         assert_eq!(cstart, vec![0, 0, 1]);
         assert_eq!(ccount, vec![2, 3, 2]);
         // Lists apart stay apart.
-        let far = ivf::Lists {
+        let far = lists::Lists {
             perm: vec![0; 1024],
             starts: vec![0, 512],
             sizes: vec![10, 10],

@@ -1,35 +1,29 @@
-//! The inverted file's scan on tensor cores: the exact kNN's two FP16 passes with their proven
-//! bound ([`super::tensor`]), run over the probed lists instead of all the cells, so the search
-//! stays exact within the probed lists (what the f32 `ivf_scan` gives, ties aside).
-//!
-//! The tensor passes read references and queries in packed chunks of 128 rows, so the cells
-//! are laid out again for them: list `l` in the chunks `cstart[l] .. cstart[l] + ccount[l]`
-//! ([`Slots`]), its last chunk padded (a padding slot has bounds no threshold passes). A block
-//! takes one chunk of a list as its queries and streams the chunks of the lists that list
-//! probes. Pass 1 runs over every block of the part at once; pass 2, the f32 scan of the
-//! queries it could not certify (`ivf_scan_listed`), the f64 refinement and the scatter into
-//! cell order run in batches of slots, which bound the candidates' memory.
+//! The lists packed for the tensor-core scan (`knn_tensor.cu`): the cells again in chunks of
+//! 128 per list, list `l` in the chunks `cstart[l] .. cstart[l] + ccount[l]` ([`Slots`]), its
+//! last chunk padded (a padding slot has bounds no threshold passes), in FP16 with their bound
+//! terms ([`Packed`]); the inverted file and the pruned exact kNN stream them.
 
-use super::gpu::{refine, RefTable, QT, SRC as SCAN_SRC, THREADS as SCAN_THREADS};
-use super::tensor::{self, Frame, Plan, TensorBound, SRC};
 use crate::error::Result;
 use crate::gpu::{grid_stride, DeviceVec, GpuContext};
+use crate::neighbors::scan::device::{
+    refine, RefTable, QT, SRC as SCAN_SRC, THREADS as SCAN_THREADS,
+};
+use crate::neighbors::scan::tensor::{Frame, Plan, TensorBound, SRC};
 use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 
-/// Rows of a packed chunk (`KT_R`, `KT_Q` of knn_tensor.cu).
-pub(super) const CHUNK: usize = 128;
+pub(crate) const CHUNK: usize = 128;
 /// Threads of a tensor block (`KT_THREADS`).
-const THREADS: u32 = 256;
+pub(crate) const THREADS: u32 = 256;
 /// Slots per batch of pass 2 and the refinement (a multiple of [`CHUNK`]): the candidates
 /// (`width` u32 each) and the refinement's scratch (12 bytes a candidate) of 2^20 slots at
 /// width 96 take about 1.6 GB.
-pub(super) const BATCH_SLOTS: usize = 1 << 20;
+pub(crate) const BATCH_SLOTS: usize = 1 << 20;
 
 /// The cells laid out for the tensor passes: list `l` in chunks `cstart[l] ..` (`ccount[l]`
 /// of them), `chunk_list[c]` the list of chunk `c`, `cells[slot]` the cell in a slot (~0 for
 /// padding), `positions[slot]` its position in the f32 scan's list-by-list layout.
 #[derive(Debug, PartialEq)]
-pub(super) struct Slots {
+pub(crate) struct Slots {
     pub cstart: Vec<u32>,
     pub ccount: Vec<u32>,
     pub chunk_list: Vec<u32>,
@@ -43,7 +37,7 @@ pub(super) struct Slots {
 impl Slots {
     /// From the f32 layout: list `l` at positions `starts[l] .. starts[l] + sizes[l]`,
     /// `perm[position]` its cells.
-    pub(super) fn new(perm: &[u32], starts: &[u64], sizes: &[u32]) -> Slots {
+    pub(crate) fn new(perm: &[u32], starts: &[u64], sizes: &[u32]) -> Slots {
         let ccount: Vec<u32> = sizes
             .iter()
             .map(|&s| (s as usize).div_ceil(CHUNK) as u32)
@@ -81,7 +75,7 @@ impl Slots {
     /// stream ranges of chunks rather than lists: chunk `c` is its own tile row
     /// (`chunk_list[c] = c`), slot = position, no list has chunks of its own (`cstart`,
     /// `ccount` empty), and the f32 scan groups its cells by list (`slot_lists`).
-    pub(super) fn contiguous(perm: &[u32], starts: &[u64], sizes: &[u32]) -> Slots {
+    pub(crate) fn contiguous(perm: &[u32], starts: &[u64], sizes: &[u32]) -> Slots {
         let chunks = perm.len().div_ceil(CHUNK);
         let mut cells = perm.to_vec();
         cells.resize(chunks * CHUNK, u32::MAX);
@@ -117,7 +111,7 @@ impl Slots {
     }
 
     /// The blocks of the passes: (list, chunk) for every chunk of every list, in slot order.
-    pub(super) fn tiles(&self) -> Vec<u32> {
+    pub(crate) fn tiles(&self) -> Vec<u32> {
         (0u32..)
             .zip(&self.chunk_list)
             .flat_map(|(chunk, &l)| [l, chunk])
@@ -129,7 +123,7 @@ impl Slots {
 /// certify), grouped by probe row ([`Slots::row_of`]), at most [`QT`] a block: `(tiles, qpos, crow)` for
 /// `ivf_scan_listed`: tiles (list, first entry, end entry) over `qpos` (positions) and `crow`
 /// (candidate rows, `slot - s0`).
-pub(super) fn listed_tiles(
+pub(crate) fn listed_tiles(
     slots: &Slots,
     listed: &[u64],
     s0: u64,
@@ -159,7 +153,7 @@ pub(super) fn listed_tiles(
 }
 
 /// What the f32 layout of the index holds, for the fallback scan.
-pub(super) struct F32Layout<'a> {
+pub(crate) struct F32Layout<'a> {
     pub xp: &'a DeviceVec<f32>,
     pub table: &'a RefTable,
     pub perm: &'a DeviceVec<u32>,
@@ -169,7 +163,7 @@ pub(super) struct F32Layout<'a> {
 
 /// The probe table: list `l` probes `probes[ptr[l] .. ptr[l + 1]]`, on the device (`ptr`,
 /// `probes`) and on the host (`host_ptr`, `host_probes`).
-pub(super) struct DeviceProbes<'a> {
+pub(crate) struct DeviceProbes<'a> {
     pub ptr: &'a DeviceVec<u32>,
     pub probes: &'a DeviceVec<u32>,
     pub host_ptr: &'a [u32],
@@ -180,7 +174,7 @@ pub(super) struct DeviceProbes<'a> {
 /// [`Slots::contiguous`]) the chunk ranges `ranges[ptr[r] .. ptr[r + 1]]`, range `g` the
 /// chunks `cstart[g] .. cstart[g] + ccount[g]` (for the inverted file: the probed lists, each
 /// list its own range).
-pub(super) struct Streams<'a> {
+pub(crate) struct Streams<'a> {
     pub ptr: &'a DeviceVec<u32>,
     pub ranges: &'a DeviceVec<u32>,
     pub cstart: &'a DeviceVec<u32>,
@@ -189,7 +183,7 @@ pub(super) struct Streams<'a> {
 
 /// Part `rank` of `ranks` of the tiles, split by their work (each tile streams the chunks of
 /// the lists its list probes) rather than by their count, so that parts take alike times.
-pub(super) fn balanced_share(
+pub(crate) fn balanced_share(
     slots: &Slots,
     probes: (&[u32], &[u32]),
     ranks: usize,
@@ -224,7 +218,7 @@ pub(super) fn balanced_share(
 
 /// The cells packed for the tensor passes in the slots' order, with their bound terms: what
 /// both passes read.
-pub(super) struct Packed {
+pub(crate) struct Packed {
     pub ids: DeviceVec<u32>,
     rb_lo: DeviceVec<f32>,
     rb_up: DeviceVec<f32>,
@@ -239,7 +233,7 @@ pub(super) struct Packed {
 }
 
 impl Packed {
-    pub(super) fn new(
+    pub(crate) fn new(
         ctx: &GpuContext,
         xd: &DeviceVec<f32>,
         (n, d): (usize, usize),
@@ -272,7 +266,7 @@ impl Packed {
 
     /// Pass 1 (`ivf_tensor_bound`) of the tiles `share` over what `streams` names: `tau` of
     /// their slots (the others' are left undefined).
-    pub(super) fn bound_pass(
+    pub(crate) fn bound_pass(
         &self,
         ctx: &GpuContext,
         share: std::ops::Range<usize>,
@@ -326,7 +320,7 @@ impl Packed {
     /// the f64 refinement and the rows into `out` (cell order). Returns how many queries the
     /// f32 scan took.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn collect_pass(
+    pub(crate) fn collect_pass(
         &self,
         ctx: &GpuContext,
         xd: &DeviceVec<f32>,
@@ -426,59 +420,10 @@ impl Packed {
     }
 }
 
-/// The kNN rows of the part `part` = (rank, ranks) of the tiles, into `out_idx`/`out_dist`
-/// (`n x k`, cell order): both passes over the same probes. Returns the cells of the part and
-/// how many of them the f32 scan took (not certified by the bound).
-#[allow(clippy::too_many_arguments)]
-pub(super) fn search(
-    ctx: &GpuContext,
-    xd: &DeviceVec<f32>,
-    (n, d, k): (usize, usize, usize),
-    slots: &Slots,
-    f32_layout: &F32Layout<'_>,
-    probes: &DeviceProbes<'_>,
-    part: (usize, usize),
-    plan: Plan,
-    out: (&DeviceVec<u32>, &DeviceVec<f32>),
-) -> Result<(Vec<u32>, usize)> {
-    let share = balanced_share(slots, (probes.host_ptr, probes.host_probes), part.1, part.0);
-    let cells: Vec<u32> = slots.cells[share.start * CHUNK..share.end * CHUNK]
-        .iter()
-        .copied()
-        .filter(|&c| c != u32::MAX)
-        .collect();
-    if share.is_empty() {
-        return Ok((cells, 0));
-    }
-    let packed = Packed::new(ctx, xd, (n, d), slots, plan.ks)?;
-    let (cstart, ccount) = (ctx.upload(&slots.cstart)?, ctx.upload(&slots.ccount)?);
-    let streams = Streams {
-        ptr: probes.ptr,
-        ranges: probes.probes,
-        cstart: &cstart,
-        ccount: &ccount,
-    };
-    let tau = packed.bound_pass(ctx, share.clone(), &streams, plan, k)?;
-    let f32_queries = packed.collect_pass(
-        ctx,
-        xd,
-        (d, k),
-        slots,
-        f32_layout,
-        share,
-        &streams,
-        probes,
-        plan,
-        &tau,
-        out,
-    )?;
-    Ok((cells, f32_queries))
-}
-
 /// `ivf_scan_listed`: the f32 scan's `width` best candidates of the listed slots into their
 /// rows of `cand`.
 #[allow(clippy::too_many_arguments)]
-fn scan_listed(
+pub(crate) fn scan_listed(
     ctx: &GpuContext,
     slots: &Slots,
     f: &F32Layout<'_>,
@@ -523,11 +468,6 @@ fn scan_listed(
         shared_mem_bytes: smem as u32,
     };
     ctx.launch(l, cfg, "ivf_scan_listed")
-}
-
-/// Whether the tensor scan can serve an inverted file of `n` cells (see [`tensor::plan`]).
-pub(super) fn plan(ctx: &GpuContext, n: usize, d: usize, k: usize) -> Option<Plan> {
-    tensor::plan(ctx.arch(), n, d, k)
 }
 
 #[cfg(test)]

@@ -14,16 +14,21 @@
 //! reverse lists come from in-degrees, a prefix sum and a fill (in any order), and
 //! `knn_descent` runs a warp per cell; it equals the CPU twin bit for bit.
 
-use super::gpu::SRC;
-use super::host_scan::exact_best;
-use super::Knn;
 use crate::error::Result;
+use crate::gpu::module_cache::KernelSource;
 use crate::gpu::scan::exclusive_scan;
 use crate::gpu::{grid_stride, DeviceVec, GpuContext};
+use crate::neighbors::knn::Knn;
+use crate::neighbors::scan::host::exact_best;
 use rayon::prelude::*;
 use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 
 /// Rounds of the local join after the inverted file's scan unless told otherwise.
+pub(crate) const SRC: KernelSource = KernelSource {
+    name: "knn_descent",
+    source: include_str!("descent.cu"),
+};
+
 pub const DEFAULT_ROUNDS: usize = 1;
 
 /// Cells per block of `knn_descent` (a warp each; `DESCENT_WARPS` in neighbors.cu).

@@ -1,0 +1,218 @@
+//! The exact kNN: every cell against every cell, on the CPU ([`knn_exact`]: blocks of faer
+//! matrix products, `k + 8` candidates kept per query, their distances then recomputed in f64)
+//! and on the GPU ([`knn_exact_gpu`]: the f32 or tensor-core scan, through the pruned lists
+//! from [`PRUNED_FROM_CELLS`] cells).
+
+use crate::dense::DenseMatrix;
+use crate::error::{KernelError, Result};
+use crate::gpu::{DeviceVec, GpuContext};
+use crate::neighbors::knn::{check_finite, check_k, Knn, EXTRA};
+use crate::neighbors::pruned;
+use crate::neighbors::result::Scan;
+use crate::neighbors::scan::device::{f32_scan, refine, MAX_DIMS, MAX_K};
+use crate::neighbors::scan::host::{exact_best, products_into, Candidates};
+use crate::neighbors::scan::tensor;
+use crate::real::Real;
+use faer::reborrow::{Reborrow, ReborrowMut};
+use faer::{Mat, MatRef};
+use rayon::prelude::*;
+
+const QUERY_BLOCK: usize = 256;
+pub(crate) const REF_BLOCK: usize = 2048;
+
+/// Exact k nearest neighbours (self included) of the rows of `x`.
+pub fn knn_exact<T: Real>(x: &DenseMatrix<T>, k: usize) -> Result<Knn> {
+    let (n, d) = (x.n_rows, x.n_cols);
+    check_k(n, k)?;
+    check_finite(x)?;
+    let xf: Vec<f32> = x.data.iter().map(|v| v.to_f64() as f32).collect();
+    let norms: Vec<f32> = (0..n)
+        .map(|i| xf[i * d..(i + 1) * d].iter().map(|v| v * v).sum())
+        .collect();
+    let kc = (k + EXTRA).min(n);
+    let mut indices = vec![0u32; n * k];
+    let mut distances = vec![0f32; n * k];
+    indices
+        .par_chunks_mut(QUERY_BLOCK * k)
+        .zip(distances.par_chunks_mut(QUERY_BLOCK * k))
+        .enumerate()
+        .for_each(|(qb, (oi, od))| {
+            let q0 = qb * QUERY_BLOCK;
+            let nq = oi.len() / k;
+            let a = MatRef::from_row_major_slice(&xf[q0 * d..(q0 + nq) * d], nq, d);
+            let mut cand = Candidates::new(nq, kc);
+            let mut prod = Mat::<f32>::zeros(REF_BLOCK, nq);
+            let mut r0 = 0;
+            while r0 < n {
+                let nr = REF_BLOCK.min(n - r0);
+                let b = MatRef::from_row_major_slice(&xf[r0 * d..(r0 + nr) * d], nr, d);
+                let mut pm = prod.as_mut().submatrix_mut(0, 0, nr, nq);
+                products_into(pm.rb_mut(), b, a);
+                cand.offer(pm.rb(), &norms[r0..r0 + nr], |j| (r0 + j) as u32);
+                r0 += nr;
+            }
+            for (q, c) in cand.lists.iter().enumerate() {
+                let (oi, od) = (&mut oi[q * k..(q + 1) * k], &mut od[q * k..(q + 1) * k]);
+                exact_best(&xf, d, q0 + q, c.iter().map(|e| e.1), oi, od);
+            }
+        });
+    Ok(Knn {
+        n_obs: n,
+        k,
+        indices,
+        distances,
+    })
+}
+
+/// The kNN of the rows of a device matrix `x` (`n x d`, row-major), self included.
+pub fn knn_exact_gpu(
+    ctx: &GpuContext,
+    x: &DeviceVec<f32>,
+    n: usize,
+    d: usize,
+    k: usize,
+) -> Result<Knn> {
+    Ok(knn_exact_gpu_with(ctx, x, n, d, k, Products::Auto)?.0)
+}
+
+/// [`knn_exact_gpu`] with the candidates ranked by `products`, and how they were.
+pub fn knn_exact_gpu_with(
+    ctx: &GpuContext,
+    x: &DeviceVec<f32>,
+    n: usize,
+    d: usize,
+    k: usize,
+    products: Products,
+) -> Result<(Knn, Scan)> {
+    let (idx, dist, scan) = knn_rows_on_device(ctx, x, n, d, k, 0..n, products)?;
+    let knn = Knn {
+        n_obs: n,
+        k,
+        indices: ctx.download(&idx)?,
+        distances: ctx.download(&dist)?,
+    };
+    Ok((knn, scan))
+}
+
+/// kNN left on the device: `(indices, distances)`, `n * k` each, and how it was scanned.
+pub(crate) fn knn_on_device(
+    ctx: &GpuContext,
+    x: &DeviceVec<f32>,
+    n: usize,
+    d: usize,
+    k: usize,
+) -> Result<(DeviceVec<u32>, DeviceVec<f32>, Scan)> {
+    knn_rows_on_device(ctx, x, n, d, k, 0..n, Products::Auto)
+}
+
+/// Which products rank the candidates: tensor cores where the GPU has them and the shape fits
+/// (`Auto`, see [`super::tensor`]; for every row of at least
+/// [`PRUNED_FROM_CELLS`](super::pruned::PRUNED_FROM_CELLS) cells within the lists the bounds of
+/// [`super::pruned`] keep), or, for comparisons: tensor cores over all pairs (`Tensor`), through
+/// pruned lists whatever the size (`Pruned`), the CUDA cores' f32 scan everywhere (`F32`, what
+/// every GPU ran before the tensor path).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Products {
+    Auto,
+    Tensor,
+    Pruned(pruned::PrunedParams),
+    F32,
+}
+
+/// The kNN of the rows `rows` of `x` among all its `n` rows, left on the device:
+/// `(indices, distances)`, `rows.len() * k` each.
+fn knn_rows_on_device(
+    ctx: &GpuContext,
+    x: &DeviceVec<f32>,
+    n: usize,
+    d: usize,
+    k: usize,
+    rows: std::ops::Range<usize>,
+    products: Products,
+) -> Result<(DeviceVec<u32>, DeviceVec<f32>, Scan)> {
+    check_k(n, k)?;
+    if rows.end > n || rows.start > rows.end {
+        return Err(KernelError::param(
+            "rows",
+            format!("{rows:?} is not within the {n} rows"),
+        ));
+    }
+    let q = rows.len();
+    if d == 0 || d > MAX_DIMS || k > MAX_K {
+        return Err(KernelError::Unsupported(format!(
+            "the GPU kNN takes 1 to {MAX_DIMS} dimensions and k up to {MAX_K} (got {d} and {k})"
+        )));
+    }
+    if x.len() != n * d {
+        return Err(KernelError::param(
+            "x",
+            format!("holds {} values, not {n} x {d}", x.len()),
+        ));
+    }
+    let plan = match products {
+        Products::F32 => None,
+        _ if q == 0 => None,
+        _ => tensor::plan(ctx.arch(), n, d, k),
+    };
+    let pruned = match products {
+        Products::Auto if n >= pruned::PRUNED_FROM_CELLS => Some(Default::default()),
+        Products::Pruned(p) => Some(p),
+        _ => None,
+    };
+    // Pass 1's bound from the pruned lists, when they kept too much to scan only them.
+    let (mut tau, mut pruned_stats) = (None, None);
+    if let (Some(plan), Some(params), true) = (plan, pruned, rows == (0..n)) {
+        match pruned::knn_pruned(ctx, x, (n, d, k), plan, params)? {
+            pruned::Pruned::Done(idx, dist, stats) => return Ok((idx, dist, Scan::Pruned(stats))),
+            pruned::Pruned::AllPairs(t, stats) => (tau, pruned_stats) = (Some(t), Some(stats)),
+        }
+    }
+    // Candidates: `kc` slots per query (`counts` of them filled, when given).
+    let (cand, counts, kc, scan) = match plan {
+        Some(plan) => {
+            let c = tensor::candidates(ctx, x, n, d, k, rows.clone(), plan, tau)?;
+            if !c.uncertain.is_empty() {
+                // Their counts already say `width`: the f32 scan fills every slot.
+                let list = ctx.upload(&c.uncertain)?;
+                f32_scan(ctx, x, n, d, c.width, rows.clone(), Some(&list), &c.cand)?;
+            }
+            let f32_queries = c.uncertain.len();
+            let scan = match pruned_stats {
+                Some(s) => Scan::Pruned(pruned::PrunedStats { f32_queries, ..s }),
+                None => Scan::Tensor { f32_queries },
+            };
+            (c.cand, Some(c.counts), c.width, scan)
+        }
+        None => {
+            let kc = (k + EXTRA).min(n);
+            let cand = ctx.alloc::<u32>(q.max(1) * kc)?;
+            f32_scan(ctx, x, n, d, kc, rows.clone(), None, &cand)?;
+            (cand, None, kc, Scan::F32)
+        }
+    };
+
+    let (idx, dist) = refine(ctx, x, &cand, counts.as_ref(), None, rows, d, kc, k)?;
+    Ok((idx, dist, scan))
+}
+
+/// The kNN (self included) of the rows `rows` of `x` (`n x d` row-major, finite values) among
+/// all its rows: `rows.len() * k` indices and distances, the rows of [`knn_exact_gpu`]'s result,
+/// and how they were scanned. Several GPUs each take a range of rows and
+/// [`neighbors_from_knn_gpu`] joins them.
+pub fn knn_rows_gpu(
+    ctx: &GpuContext,
+    x: &DenseMatrix<f32>,
+    k: usize,
+    rows: std::ops::Range<usize>,
+) -> Result<(Vec<u32>, Vec<f32>, Scan)> {
+    check_finite(x)?;
+    ctx.bind_to_thread()?;
+    let xd = ctx.upload(&x.data)?;
+    let q = rows.len();
+    let (idx, dist, scan) =
+        knn_rows_on_device(ctx, &xd, x.n_rows, x.n_cols, k, rows, Products::Auto)?;
+    let (mut i, mut d) = (ctx.download(&idx)?, ctx.download(&dist)?);
+    i.truncate(q * k);
+    d.truncate(q * k);
+    Ok((i, d, scan))
+}

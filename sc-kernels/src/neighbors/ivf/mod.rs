@@ -1,0 +1,176 @@
+//! Approximate kNN by an inverted file ("IVF-flat"), for data too large for the exact scan's
+//! `O(n^2)` work.
+//!
+//! The index: k-means (Lloyd, `TRAIN_ITERS` rounds) on a seeded sample of `TRAIN_PER_LIST`
+//! cells per list gives `n_lists` centroids; every cell goes to the list of its nearest
+//! centroid. The search is blocked by list: the cells of one list are queried together
+//! against the lists of the `n_probes` centroids nearest to their own list's centroid (their
+//! own first; more where those hold fewer than the candidates kept), so a block of 64 queries
+//! shares every reference it loads, as in the exact scan. Within the probed lists the search is
+//! exact: the same f32 candidates and f64 refinement as [`super::knn_exact`], so a neighbour
+//! that is found has its exact distance, and the result differs from the exact kNN only where
+//! a true neighbour lies in a list that was not probed.
+//!
+//! The scan's result then runs [`descent`](super::descent)'s local join (up to
+//! [`IvfParams::descent_rounds`] rounds, default [`super::descent::DEFAULT_ROUNDS`]): the cells
+//! that found a cell bring it their own neighbours. Each round is tried on the recall sample
+//! first and runs only where it raises the sample's recall by [`DESCENT_MIN_GAIN`] or more: on
+//! real cells (pbmc68k's PCs) a round finds much of what few probes miss, on the generated
+//! atlas's blobs it found 0.5% more in 2.7 s (`benches/RESULTS.md`).
+//!
+//! Recall is measured, not assumed: [`recall`] compares the result with the exact kNN of a
+//! seeded sample of [`RECALL_CELLS`] cells (exact on the device on the GPU), after the scan and
+//! after the local join.
+//!
+//! On the GPU the lists are laid out one after another (each starting at a multiple of 4, the
+//! scan's vector loads), `ivf_scan` runs one block per 64 cells of a list, and `knn_refine`
+//! picks the neighbours; the centroid assignments run on the exact scan's kernel (`k = 1`).
+//! Several GPUs each build the same index (the same kernels on the same data) and take a
+//! share of the blocks.
+
+mod gpu;
+mod gpu_index;
+mod host;
+mod probes;
+mod recall;
+mod tensor_search;
+#[cfg(test)]
+mod tests;
+
+pub use gpu::{
+    device_bytes, finish_gpu, join_parts, knn_ivf_across, knn_ivf_gpu, knn_ivf_gpu_with,
+    plan_ivf_gpu, IvfRows,
+};
+pub use host::knn_ivf;
+pub use probes::probes_for;
+pub use recall::{recall, SampleKnn};
+
+use crate::error::{KernelError, Result};
+use crate::neighbors::descent::DEFAULT_ROUNDS;
+
+/// Cells whose exact kNN measures the recall.
+pub const RECALL_CELLS: usize = 2048;
+
+/// Most rounds of the local join a search takes (each round after the first finds little).
+pub const MAX_DESCENT_ROUNDS: usize = 8;
+
+/// The rise of the sample's recall@k for which a round of the local join runs.
+pub const DESCENT_MIN_GAIN: f64 = 0.01;
+
+/// recall@k that the probes are chosen to reach when no probe count is given.
+pub const DEFAULT_TARGET_RECALL: f64 = 0.95;
+
+/// The inverted file's size; `None`: the default for the data (see [`IvfParams::settle`]).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct IvfParams {
+    pub n_lists: Option<usize>,
+    /// Lists each list's cells probe; `None`: the fewest that reach `target_recall` on the
+    /// recall sample (see [`probes_for`]).
+    pub n_probes: Option<usize>,
+    /// The recall@k the chosen probes reach on the sample (without `n_probes`); `None`:
+    /// [`DEFAULT_TARGET_RECALL`]. The scan's recall: the local join then raises it.
+    pub target_recall: Option<f64>,
+    /// Rounds of NN-descent's local join after the scan ([`super::descent`]); `None`:
+    /// [`DEFAULT_ROUNDS`], 0: the scan's result as it is.
+    pub descent_rounds: Option<usize>,
+}
+
+/// How many lists are probed: a given count, or the fewest that reach a recall on the sample.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Probes {
+    Fixed(usize),
+    Target(f64),
+}
+
+/// Lists and probes settled for `n` cells.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IvfShape {
+    pub n_lists: usize,
+    pub probes: Probes,
+    pub descent_rounds: usize,
+}
+
+impl IvfParams {
+    /// The shape for `n` cells: `n_lists` defaults to `sqrt(n)` (at least 1), the probes to
+    /// those reaching [`DEFAULT_TARGET_RECALL`]; a named error for 0, more lists than cells,
+    /// more probes than lists, a recall outside (0, 1], or both a probe count and a recall.
+    pub fn settle(&self, n: usize) -> Result<IvfShape> {
+        let n_lists = self
+            .n_lists
+            .unwrap_or_else(|| ((n as f64).sqrt().round() as usize).clamp(1, n.max(1)));
+        if n_lists == 0 || n_lists > n {
+            return Err(KernelError::param(
+                "n_lists",
+                format!("must be between 1 and the number of cells ({n}), got {n_lists}"),
+            ));
+        }
+        let probes = match (self.n_probes, self.target_recall) {
+            (Some(_), Some(_)) => {
+                return Err(KernelError::param(
+                    "target_recall",
+                    "n_probes and target_recall both choose the probes: give one",
+                ))
+            }
+            (Some(p), None) if p == 0 || p > n_lists => {
+                return Err(KernelError::param(
+                    "n_probes",
+                    format!("must be between 1 and n_lists ({n_lists}), got {p}"),
+                ))
+            }
+            (Some(p), None) => Probes::Fixed(p),
+            (None, Some(t)) if !(t > 0.0 && t <= 1.0) => {
+                return Err(KernelError::param(
+                    "target_recall",
+                    format!("must be above 0 and at most 1, got {t}"),
+                ))
+            }
+            (None, t) => Probes::Target(t.unwrap_or(DEFAULT_TARGET_RECALL)),
+        };
+        let descent_rounds = self.descent_rounds.unwrap_or(DEFAULT_ROUNDS);
+        if descent_rounds > MAX_DESCENT_ROUNDS {
+            return Err(KernelError::param(
+                "descent_rounds",
+                format!("must be at most {MAX_DESCENT_ROUNDS}, got {descent_rounds}"),
+            ));
+        }
+        Ok(IvfShape {
+            n_lists,
+            probes,
+            descent_rounds,
+        })
+    }
+}
+
+/// What the inverted file did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct IvfStats {
+    pub n_lists: usize,
+    /// Lists each list's cells probed (at least; more where those held too few cells).
+    pub n_probes: usize,
+    /// The recall the probes were chosen for; `None`: a given count.
+    pub target_recall: Option<f64>,
+    /// References scanned per cell, on average.
+    pub refs_per_cell: f64,
+    pub recall: Option<Recall>,
+    /// `Some(q)`: the probed lists were scanned on tensor cores, and `q` cells, not certified
+    /// by the FP16 bound, scanned again in f32; `None`: in f32 (or on the CPU).
+    pub f32_queries: Option<usize>,
+    /// Rounds of the local join run after the scan.
+    pub descent_rounds: usize,
+    /// The scan's recall (before the local join; `recall` is the result's).
+    pub scan_recall: Option<Recall>,
+    /// Neighbours the local join put in rows that did not hold them.
+    pub descent_replaced: usize,
+    /// The sample's recall gain of the round that was tried and not run (under
+    /// [`DESCENT_MIN_GAIN`]); `None`: every round asked for ran (or none was asked for).
+    pub descent_declined: Option<f64>,
+}
+
+/// recall@k of an approximate kNN: the share of the exact kNN's `k - 1` other neighbours of
+/// the sampled cells that it found (a neighbour tied with the exact k-th counts as found).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Recall {
+    pub value: f64,
+    pub cells: usize,
+    pub k: usize,
+}
