@@ -47,8 +47,9 @@ fn main() {
     };
     let gpu = args.iter().any(|x| x == "--gpu").then(|| {
         let (run, _) = GpuRun::set_up(0, &DeviceOptions::default(), None).unwrap();
-        for k in [sc_kernels::umap::KERNELS, sc_kernels::leiden::KERNELS]
+        for k in sc_kernels::umap::KERNELS
             .into_iter()
+            .chain([sc_kernels::leiden::KERNELS])
             .chain(sc_kernels::rank_genes::KERNELS)
         {
             run.ctx.load_kernels(k).unwrap();

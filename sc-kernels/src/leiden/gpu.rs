@@ -10,11 +10,13 @@
 //! to go on. Once an aggregate level has at most [`HOST_BELOW`] stored edges (a first level, a
 //! sixteenth of that), the level is downloaded and the iteration finishes on the host, as the
 //! twin does, with the sequential algorithm (better partitions of small graphs; see
-//! [`super::parallel::hands_over`]).
+//! [`super::frame::hands_over`]).
 
-use super::parallel::{
-    self, quiet_moves, stream, Consts, Level, MAX_MOVE_ROUNDS, MAX_REFINE_ROUNDS, MOVE_STREAM,
+use super::frame::{
+    self, quiet_moves, stream, Consts, Level, HOST_BELOW, MAX_MOVE_ROUNDS, MAX_REFINE_ROUNDS,
+    MOVE_STREAM,
 };
+use super::parallel;
 use super::{LeidenParams, Partition};
 use crate::csr::CsrMatrix;
 use crate::error::Result;
@@ -29,11 +31,6 @@ pub(crate) const SRC: KernelSource = KernelSource {
     name: "leiden",
     source: include_str!("leiden.cu"),
 };
-
-/// From the first aggregate level with at most this many stored edges on, an iteration is
-/// finished on the host by the sequential algorithm (see [`super::parallel::finish_sequential`]):
-/// on the 1M-cell demo 2 s of host time for 0.016 of modularity.
-pub const HOST_BELOW: usize = 16_000_000;
 
 /// [`super::leiden`]'s interface, the parallel algorithm on the GPU of `ctx`.
 pub fn leiden_gpu(
@@ -55,7 +52,7 @@ pub fn leiden_gpu_with(
     let mut trace = PhaseTrace::new(ctx, "leiden");
     // The first level goes to the device once, on the first iteration.
     let mut d0: Option<DeviceLevel> = None;
-    let p = parallel::run_iterations(graph, params, host_below, |g0, c, membership, iteration| {
+    let p = frame::run_iterations(graph, params, host_below, |g0, c, membership, iteration| {
         if d0.is_none() {
             trace.mark("checks and the fixed-point graph (host)")?;
             d0 = Some(DeviceLevel::upload(ctx, g0)?);
@@ -201,7 +198,7 @@ fn iterate(
             "iteration {iteration}, level {level} ({} nodes, {} edges)",
             g.n, g.nnz
         );
-        if parallel::hands_over(level, g.nnz, host_below) {
+        if frame::hands_over(level, g.nnz, host_below) {
             let host = g.download(ctx)?;
             let part_h = download(ctx, &part, g.n)?;
             let node_of_h = download(ctx, &node_of, n0)?;

@@ -29,10 +29,12 @@ use crate::error::{KernelError, Result};
 use crate::random::SplitMix64;
 use rayon::prelude::*;
 
+mod frame;
 mod gpu;
 pub mod parallel;
 
-pub use gpu::{leiden_gpu, leiden_gpu_with, HOST_BELOW};
+pub use frame::HOST_BELOW;
+pub use gpu::{leiden_gpu, leiden_gpu_with};
 pub use parallel::{leiden_parallel, leiden_parallel_with};
 
 /// The CUDA module of [`leiden_gpu`] (what the warm-up compiles).

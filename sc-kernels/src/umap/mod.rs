@@ -32,8 +32,9 @@ pub(crate) mod gpu;
 pub mod spectral;
 mod spectral_gpu;
 
-/// The step's kernel module, for the warm-up ([`crate::warm_up`]).
-pub const KERNELS: crate::gpu::module_cache::KernelSource = gpu::SRC;
+/// The step's kernel modules, for the warm-up ([`crate::warm_up`]): the epochs and the
+/// spectral start.
+pub const KERNELS: [crate::gpu::module_cache::KernelSource; 2] = [gpu::SRC, spectral_gpu::SRC];
 pub use gpu::umap_gpu;
 
 /// How the layout starts.

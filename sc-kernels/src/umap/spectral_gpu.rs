@@ -4,12 +4,18 @@
 //! host's blocks and order, so the start equals the host's bit for bit. Graphs below
 //! [`HOST_BELOW`] nodes stay on the host (the launches would cost more than the work).
 
-use super::gpu::SRC;
 use super::spectral::{host_space, Space, ROWS};
 use crate::csr::CsrMatrix;
 use crate::error::Result;
+use crate::gpu::module_cache::KernelSource;
 use crate::gpu::{grid_for, DeviceCsr, DeviceVec, GpuContext};
 use rmm_cuda::cudarc::driver::PushKernelArg;
+
+/// The Lanczos kernels (`spectral.cu`).
+pub(crate) const SRC: KernelSource = KernelSource {
+    name: "umap_spectral",
+    source: include_str!("spectral.cu"),
+};
 
 /// Graphs of fewer nodes have their Lanczos vectors on the host.
 pub const HOST_BELOW: usize = 50_000;

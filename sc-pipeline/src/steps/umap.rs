@@ -34,7 +34,7 @@ pub(crate) const ROW: Step = Step {
     },
     generated: None,
     device_bytes,
-    kernels: &[sc_kernels::umap::KERNELS],
+    kernels: &sc_kernels::umap::KERNELS,
     check_input: no_input_check,
     beside: true,
 };

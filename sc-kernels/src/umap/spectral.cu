@@ -1,0 +1,71 @@
+// The spectral start's Lanczos vectors on the GPU (spectral_gpu.rs): each kernel sums in the
+// order of spectral.rs's host code, rounded the same way (`_rn`: no fused multiply-adds), so
+// the start equals the host's bit for bit. Vectors are columns of `n` doubles; sums run in
+// blocks of `rows` and start from -0.0 as Rust's `f64::sum` does.
+
+// y = D^-1/2 A D^-1/2 x: per row, each entry's w x[u] / sqrt_d[u] summed in entry order, then
+// divided by the row's sqrt_d.
+extern "C" __global__ void spectral_apply(const u64* indptr, const u32* indices, const float* w,
+                                          const double* sqrt_d, const double* x, double* y,
+                                          u64 n) {
+    u64 v = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (v >= n) return;
+    double s = -0.0;
+    for (u64 p = indptr[v]; p < indptr[v + 1]; ++p) {
+        u32 u = indices[p];
+        s = __dadd_rn(s, __ddiv_rn(__dmul_rn((double)w[p], x[u]), sqrt_d[u]));
+    }
+    y[v] = __ddiv_rn(s, sqrt_d[v]);
+}
+
+// partial[b * n_blocks + c] = sum over block c of q_b[r] x[r], for b < k (one thread each).
+extern "C" __global__ void spectral_block_dots(const double* q, u64 k, const double* x, u64 n,
+                                               u64 rows, double* partial) {
+    u64 n_blocks = (n + rows - 1) / rows;
+    u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= k * n_blocks) return;
+    u64 b = t / n_blocks, c = t % n_blocks;
+    const double* qb = q + b * n;
+    u64 end = min(n, (c + 1) * rows);
+    double s = -0.0;
+    for (u64 r = c * rows; r < end; ++r) s = __dadd_rn(s, __dmul_rn(qb[r], x[r]));
+    partial[t] = s;
+}
+
+// coeffs[b] = the blocks' sums of vector b added in block order (one thread each).
+extern "C" __global__ void spectral_block_sums(const double* partial, u64 k, u64 n_blocks,
+                                               double* coeffs) {
+    u64 b = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (b >= k) return;
+    double s = -0.0;
+    for (u64 c = 0; c < n_blocks; ++c) s = __dadd_rn(s, partial[b * n_blocks + c]);
+    coeffs[b] = s;
+}
+
+// x[r] -= coeffs[b] q_b[r] for b = 0 .. k in order.
+extern "C" __global__ void spectral_subtract(const double* q, u64 k, const double* coeffs,
+                                             double* x, u64 n) {
+    u64 r = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= n) return;
+    double xi = x[r];
+    for (u64 b = 0; b < k; ++b) xi = __dsub_rn(xi, __dmul_rn(coeffs[b], q[b * n + r]));
+    x[r] = xi;
+}
+
+// out[r] = v[r] * scale.
+extern "C" __global__ void spectral_scale(const double* v, double scale, double* out, u64 n) {
+    u64 r = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < n) out[r] = __dmul_rn(v[r], scale);
+}
+
+// out[r dim + d] = sum over j < steps of q_j[r] coef[j dim + d], from 0.0 up.
+extern "C" __global__ void spectral_ritz(const double* q, u64 steps, const double* coef,
+                                         u64 dim, u64 n, double* out) {
+    u64 r = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= n) return;
+    for (u64 d = 0; d < dim; ++d) {
+        double s = 0.0;
+        for (u64 j = 0; j < steps; ++j) s = __dadd_rn(s, __dmul_rn(q[j * n + r], coef[j * dim + d]));
+        out[r * dim + d] = s;
+    }
+}
