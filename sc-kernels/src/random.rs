@@ -34,6 +34,12 @@ impl SplitMix64 {
         SplitMix64(mix64(seed ^ 0x5851_f42d_4c95_7f2d))
     }
 
+    /// A generator that starts from `state` as given, the seed not mixed first (harmony draws
+    /// from keys already hashed by its `derive_key`).
+    pub fn from_state(state: u64) -> Self {
+        SplitMix64(state)
+    }
+
     pub fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         mix64(self.0)
@@ -47,6 +53,12 @@ impl SplitMix64 {
     /// Uniform in `0..n` (`n > 0`), by Lemire's multiply-shift (bias below 2^-32 for n < 2^32).
     pub fn below(&mut self, n: usize) -> usize {
         ((self.next_u64() as u128 * n as u128) >> 64) as usize
+    }
+
+    /// Uniform in `0..n` (`n > 0`) from the upper 32 bits by a 32-bit multiply-shift (bias below
+    /// 2^-32 for the sizes harmony draws from; its k-means++ seeds are defined by it).
+    pub fn below_u32(&mut self, n: usize) -> usize {
+        (((self.next_u64() >> 32) * n as u64) >> 32) as usize
     }
 
     /// Standard normal, by Box-Muller.

@@ -145,10 +145,11 @@ extern "C" __global__ void kmeans_update(const float* sums, const u32* counts, u
 // ---- soft assignments (cluster.rs: soft_row) ----
 
 // One warp computes a cell's row: out_k ∝ exp(scale (s_k - max s)) pen_k, normalized; returns
-// (through err, ent, lane-partial) sum out 2 (1 - s) and sum out ln out. pen: K values or null.
-__device__ __forceinline__ void soft_row(const float* s, const float* pen, u32 k, float scale,
-                                         u32 lane, float* out, float* vals, double* err,
-                                         double* ent) {
+// (through err, ent, lane-partial) sum out 2 (1 - s) and sum out ln out. pen(j, c): the
+// penalty of cluster c = lane + 32 j (1 for none: multiplying by 1 is exact).
+template <typename Pen>
+__device__ __forceinline__ void soft_row(const float* s, Pen pen, u32 k, float scale, u32 lane,
+                                         float* out, float* vals, double* err, double* ent) {
     float sv[MAXJ];
     float mx = (-__int_as_float(0x7f800000));
 #pragma unroll
@@ -163,10 +164,7 @@ __device__ __forceinline__ void soft_row(const float* s, const float* pen, u32 k
     for (int j = 0; j < MAXJ; j++) {
         u32 c = lane + 32 * j;
         float v = 0.0f;
-        if (c < k) {
-            v = exp_f32(scale * (sv[j] - mx));
-            if (pen) v *= pen[c];
-        }
+        if (c < k) v = exp_f32(scale * (sv[j] - mx)) * pen(j, c);
         vals[j] = v;
         sum += v;
     }
@@ -229,7 +227,8 @@ extern "C" __global__ void soft_init(const float* sim, const u32* batch_of, u64 
     double err = 0.0, ent = 0.0;
     float vals[MAXJ];
     WARP_ROWS(n) {
-        soft_row(sim + r * k, 0, k, scale, lane, R + r * k, vals, &err, &ent);
+        soft_row(sim + r * k, [](int, u32) { return 1.0f; }, k, scale, lane, R + r * k, vals, &err,
+                 &ent);
         add_row(vals, batch_of[r], k, lane, small, part, O, 1.0);
     }
     __syncthreads();
@@ -325,8 +324,9 @@ extern "C" __global__ void block_update(const u32* cells, u32 bs, const float* s
         if (cell == NOT_HERE) continue;
         u32 b = batch_of[cell];
         if (small) {
-            soft_row(sim + (u64)cell * k, pen + b * k, k, scale, lane, R + (u64)cell * k, vals,
-                     &err, &ent);
+            const float* pb = pen + b * k;
+            soft_row(sim + (u64)cell * k, [&](int, u32 c) { return pb[c]; }, k, scale, lane,
+                     R + (u64)cell * k, vals, &err, &ent);
         } else {
             // Many batches: the penalty row of this cell's batch, computed here.
             float prow[MAXJ];
@@ -335,39 +335,8 @@ extern "C" __global__ void block_update(const u32* cells, u32 bs, const float* s
                 u32 c = lane + 32 * j;
                 prow[j] = c < k ? penalty_of(O, S, pr_b, theta, b, c, k, flavor2) : 0.0f;
             }
-            float sv[MAXJ];
-            float mx = (-__int_as_float(0x7f800000));
-            const float* s = sim + (u64)cell * k;
-#pragma unroll
-            for (int j = 0; j < MAXJ; j++) {
-                u32 c = lane + 32 * j;
-                sv[j] = c < k ? s[c] : (-__int_as_float(0x7f800000));
-                mx = fmaxf(mx, sv[j]);
-            }
-            mx = warp_max_f32(mx);
-            float sum = 0.0f;
-#pragma unroll
-            for (int j = 0; j < MAXJ; j++) {
-                u32 c = lane + 32 * j;
-                float v = 0.0f;
-                if (c < k) v = exp_f32(scale * (sv[j] - mx)) * prow[j];
-                vals[j] = v;
-                sum += v;
-            }
-            sum = warp_sum_f32(sum);
-            float inv = 1.0f / sum;
-            float* out = R + (u64)cell * k;
-#pragma unroll
-            for (int j = 0; j < MAXJ; j++) {
-                u32 c = lane + 32 * j;
-                if (c < k) {
-                    float o = vals[j] * inv;
-                    vals[j] = o;
-                    out[c] = o;
-                    err += (double)o * 2.0 * (1.0 - (double)sv[j]);
-                    if (o > 0.0f) ent += xlogx(o);
-                }
-            }
+            soft_row(sim + (u64)cell * k, [&](int j, u32) { return prow[j]; }, k, scale, lane,
+                     R + (u64)cell * k, vals, &err, &ent);
         }
         add_row(vals, b, k, lane, small, part, delta, 1.0);
     }

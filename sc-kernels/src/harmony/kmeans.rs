@@ -7,7 +7,8 @@
 //! centroid), until no assignment changes or `max_iter`.
 
 use super::chunked_sum;
-use super::rng::{derive_key, Permutation, SplitMix64, TAG_KMEANS_DRAWS, TAG_KMEANS_SAMPLE};
+use super::rng::{derive_key, Permutation, TAG_KMEANS_DRAWS, TAG_KMEANS_SAMPLE};
+use crate::random::SplitMix64;
 use faer::{Accum, MatMut, MatRef, Par};
 use rayon::prelude::*;
 
@@ -42,10 +43,10 @@ pub fn seed_centroids(zn: &[f32], n: usize, d: usize, k: usize, seed: u64) -> Ve
 pub fn seed_from_sample(sample: &[f32], d: usize, k: usize, seed: u64) -> Vec<f32> {
     let m = sample.len() / d;
     let row = |i: usize| &sample[i * d..(i + 1) * d];
-    let mut draws = SplitMix64::new(derive_key(seed, TAG_KMEANS_DRAWS, 0, 0));
+    let mut draws = SplitMix64::from_state(derive_key(seed, TAG_KMEANS_DRAWS, 0, 0));
     let mut chosen = vec![false; m];
     let mut centroids = Vec::with_capacity(k * d);
-    let first = draws.below(m);
+    let first = draws.below_u32(m);
     chosen[first] = true;
     centroids.extend_from_slice(row(first));
     let mut d2 = vec![f64::INFINITY; m];
@@ -163,7 +164,7 @@ mod tests {
     /// Three tight groups on the unit circle (in 3-D).
     fn groups() -> (Vec<f32>, usize) {
         let centers = [[1.0f32, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]];
-        let mut g = SplitMix64::new(7);
+        let mut g = SplitMix64::from_state(7);
         let mut z = vec![];
         for i in 0..300 {
             let c = centers[i % 3];

@@ -2,46 +2,14 @@
 //! and the GPU twin (`harmony.cu` repeats [`permuted_index`] bit for bit) draw the same k-means
 //! seeds and visit the cells in the same random blocks.
 //!
-//! - [`SplitMix64`]: a small sequential generator (Steele, Lea and Flood's SplitMix64) for the
-//!   k-means++ draws and for deriving keys.
+//! - [`derive_key`]: a key for each use, hashed with [`mix64`]; the k-means++ draws come from
+//!   [`SplitMix64::from_state`](crate::random::SplitMix64::from_state) of such a key.
 //! - [`Permutation`]: a keyed pseudo-random permutation of `0..n` evaluated one index at a time
 //!   (a 4-round Feistel network on the smallest even power of two `>= n`, with cycle walking to
 //!   stay inside `0..n`), so the GPU computes a cell's block position in its own thread, with no
 //!   sort and no host round trip.
 
-/// SplitMix64: `state += golden gamma`, then a 64-bit finalizer.
-#[derive(Debug, Clone)]
-pub struct SplitMix64 {
-    state: u64,
-}
-
-impl SplitMix64 {
-    pub fn new(seed: u64) -> Self {
-        SplitMix64 { state: seed }
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        mix64(self.state)
-    }
-
-    /// Uniform in `[0, 1)` with 53 random bits.
-    pub fn next_f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
-    }
-
-    /// Uniform in `0..n` (`n > 0`; the bias of the multiply-shift is below 2^-32 for the sizes here).
-    pub fn below(&mut self, n: usize) -> usize {
-        (((self.next_u64() >> 32) * n as u64) >> 32) as usize
-    }
-}
-
-/// SplitMix64's finalizer.
-pub fn mix64(mut z: u64) -> u64 {
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
+use crate::random::mix64;
 
 /// A key for one use of the random numbers: the user's seed and up to two counters (e.g. the
 /// harmony round and the clustering iteration) and a purpose tag.
@@ -129,6 +97,7 @@ pub fn permuted_index(i: u32, n: u32, half_bits: u32, keys: &[u32; 4]) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::random::SplitMix64;
 
     #[test]
     fn permutations_are_bijections() {
@@ -168,15 +137,15 @@ mod tests {
 
     #[test]
     fn splitmix_is_reproducible_and_uniform_enough() {
-        let mut g = SplitMix64::new(42);
-        let mut h = SplitMix64::new(42);
+        let mut g = SplitMix64::from_state(42);
+        let mut h = SplitMix64::from_state(42);
         let xs: Vec<f64> = (0..10_000).map(|_| g.next_f64()).collect();
         assert!(xs.iter().all(|&x| (0.0..1.0).contains(&x)));
         let mean = xs.iter().sum::<f64>() / xs.len() as f64;
         assert!((mean - 0.5).abs() < 0.02, "{mean}");
         assert_eq!(h.next_f64(), xs[0]);
         let counts = (0..7000).fold([0usize; 7], |mut c, _| {
-            c[h.below(7)] += 1;
+            c[h.below_u32(7)] += 1;
             c
         });
         assert!(

@@ -1,7 +1,7 @@
 //! Harmony on synthetic data: the batch shift goes, the cell types stay, bad input is refused.
 
-use super::rng::SplitMix64;
 use super::*;
+use crate::random::SplitMix64;
 
 /// `types` cell types (well separated in `d` dims), `batches` batches each shifted by its own
 /// offset (`shift` times a standard normal per dimension; the cells' own noise is standard
@@ -18,7 +18,7 @@ fn synthetic(
     seed: u64,
     shift: f64,
 ) -> (DenseMatrix<f32>, Vec<u32>, Vec<u32>) {
-    let mut g = SplitMix64::new(seed);
+    let mut g = SplitMix64::from_state(seed);
     let mut normal = move || {
         // Box-Muller.
         let (u, v) = (g.next_f64().max(1e-300), g.next_f64());

@@ -10,14 +10,14 @@
 //! unstable argsort may order them differently: "up to ties").
 
 use super::loess::loess_fitted;
-use super::{group_sizes, Batches, ColumnPasses, CpuPasses, Flavor, HvgParams, HvgResult, Moments};
+use super::passes::{group_sizes, Batches, ColumnPasses, CpuPasses, Moments};
+use super::{Flavor, HvgParams, HvgResult};
 use crate::columns::Column;
 use crate::csr::CsrMatrix;
 use crate::error::{KernelError, Result};
 use crate::gpu::reduce::Transform;
 use crate::real::Real;
-use crate::stats::{add_into, mean_var_from_sums, ranges};
-use rayon::prelude::*;
+use crate::stats::mean_var_from_sums;
 use std::cmp::Ordering;
 
 /// The regularized standard deviation `sqrt(10^fit)` of each gene from the loess fit of log10
@@ -37,42 +37,6 @@ fn regularized_std(mean: &[f64], var: &[f64], span: f64) -> Result<Vec<f64>> {
         estimat[j] = fitted[k];
     }
     Ok(estimat.iter().map(|&e| 10f64.powf(e).sqrt()).collect())
-}
-
-/// Column sums and sums of squares of `min(x, clip[col])` over the stored values of the given
-/// rows (all when `None`): the CPU's clipped pass.
-pub(crate) fn clipped_pass<T: Real>(
-    x: &CsrMatrix<T>,
-    rows: Option<&[usize]>,
-    clip: &[f64],
-) -> (Vec<f64>, Vec<f64>) {
-    let n = rows.map_or(x.n_rows, |r| r.len());
-    let nc = x.n_cols;
-    ranges(n)
-        .into_par_iter()
-        .map(|range| {
-            let mut s = vec![0.0f64; nc];
-            let mut sq = vec![0.0f64; nc];
-            for k in range {
-                let i = rows.map_or(k, |r| r[k]);
-                let (c, v) = x.row(i);
-                for (&cc, &vv) in c.iter().zip(v) {
-                    let j = cc as usize;
-                    let e = vv.to_f64().min(clip[j]);
-                    sq[j] += e * e;
-                    s[j] += e;
-                }
-            }
-            (s, sq)
-        })
-        .reduce(
-            || (vec![0.0; nc], vec![0.0; nc]),
-            |mut a, b| {
-                add_into(&mut a.0, &b.0);
-                add_into(&mut a.1, &b.1);
-                a
-            },
-        )
 }
 
 /// Normalized variances of the genes of each group `(group, cells)` of `groups`, from the

@@ -78,6 +78,31 @@ __device__ __forceinline__ void table_clear(u32* keys, u64* vals, u64 size, int 
     }
 }
 
+// Node v's row summed by key into its own hash table (`keys`/`vals` from tbl_off[v], a warp
+// per node): key(u) of each neighbour u other than v, EMPTY_KEY to leave u out.
+struct RowTable {
+    u32* K;
+    u64* V;
+    u64 size;
+};
+template <typename Key>
+__device__ __forceinline__ RowTable row_table(const u64* indptr, const u32* indices, const u64* w,
+                                              const u64* tbl_off, u32* keys, u64* vals, u64 v,
+                                              int lane, Key key) {
+    const u64 tb = tbl_off[v], beg = indptr[v], end = indptr[v + 1];
+    const RowTable t{keys + tb, vals + tb, tbl_off[v + 1] - tb};
+    table_clear(t.K, t.V, t.size, lane);
+    __syncwarp();
+    for (u64 e = beg + lane; e < end; e += 32) {
+        u32 u = indices[e];
+        if ((u64)u == v) continue;
+        u32 c = key(u);
+        if (c != EMPTY_KEY) table_add(t.K, t.V, t.size - 1, c, w[e]);
+    }
+    __syncwarp();
+    return t;
+}
+
 __device__ __forceinline__ u64 table_size_for(u64 len) {
     if (len == 0) return 0;
     u64 s = 1;
@@ -139,17 +164,11 @@ extern "C" __global__ void lm_best(const u64* indptr, const u32* indices, const 
             if (lane == 0) target[v] = cur;
             continue;
         }
-        u64 beg = indptr[v], end = indptr[v + 1];
-        u64 tb = tbl_off[v], ts = tbl_off[v + 1] - tb;
-        u32* K = keys + tb;
-        u64* V = vals + tb;
-        table_clear(K, V, ts, lane);
-        __syncwarp();
-        for (u64 e = beg + lane; e < end; e += 32) {
-            u32 u = indices[e];
-            if ((u64)u != v) table_add(K, V, ts - 1, part[u], w[e]);
-        }
-        __syncwarp();
+        const RowTable t = row_table(indptr, indices, w, tbl_off, keys, vals, v, lane,
+                                     [&](u32 u) { return part[u]; });
+        u32* K = t.K;
+        u64* V = t.V;
+        const u64 ts = t.size;
         u64 k = strength[v];
         u64 w_cur = 0;
         double best = __longlong_as_double((long long)0xfff0000000000000ull);
@@ -271,17 +290,12 @@ extern "C" __global__ void ref_best(const u64* indptr, const u32* indices, const
             if (lane == 0) target[v] = own;
             continue;
         }
-        u64 beg = indptr[v], end = indptr[v + 1];
-        u64 tb = tbl_off[v], ts = tbl_off[v + 1] - tb;
-        u32* K = keys + tb;
-        u64* V = vals + tb;
-        table_clear(K, V, ts, lane);
-        __syncwarp();
-        for (u64 e = beg + lane; e < end; e += 32) {
-            u32 u = indices[e];
-            if ((u64)u != v && part[u] == p) table_add(K, V, ts - 1, refined[u], w[e]);
-        }
-        __syncwarp();
+        const RowTable t =
+            row_table(indptr, indices, w, tbl_off, keys, vals, v, lane,
+                      [&](u32 u) { return part[u] == p ? refined[u] : EMPTY_KEY; });
+        u32* K = t.K;
+        u64* V = t.V;
+        const u64 ts = t.size;
         double best = key_of(0.0, unit, beta, gumbel(seed, stream, (u32)v, own));
         u32 best_r = own;
         for (u64 i = lane; i < ts; i += 32) {

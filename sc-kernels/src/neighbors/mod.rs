@@ -44,6 +44,7 @@ pub const KERNELS: [crate::gpu::module_cache::KernelSource; 5] = [
     descent::SRC,
 ];
 
+use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
 use crate::gpu::{DeviceVec, GpuContext};
@@ -179,16 +180,7 @@ pub fn neighbors_on_device(
     params: &NeighborsParams,
 ) -> Result<NeighborsResult> {
     let (idx, dist, scan) = knn_on_device(ctx, x, n, d, k)?;
-    let conn = connectivities_on_device(
-        ctx,
-        &idx,
-        &dist,
-        n,
-        k,
-        params.set_op_mix_ratio,
-        params.local_connectivity,
-    )?;
-    let distances = distances_on_device(ctx, &idx, &dist, n, k)?;
+    let (distances, connectivities) = graphs_on_device(ctx, &idx, &dist, n, k, params)?;
     Ok(NeighborsResult {
         n_neighbors: k,
         knn: Knn {
@@ -197,8 +189,8 @@ pub fn neighbors_on_device(
             indices: ctx.download(&idx)?,
             distances: ctx.download(&dist)?,
         },
-        distances: distances.download(ctx, n)?,
-        connectivities: conn.download(ctx, n)?,
+        distances,
+        connectivities,
         scan,
     })
 }
@@ -222,21 +214,34 @@ pub fn neighbors_from_knn_gpu(
     ctx.bind_to_thread()?;
     let idx = ctx.upload(&knn.indices)?;
     let dist = ctx.upload(&knn.distances)?;
+    let (distances, connectivities) = graphs_on_device(ctx, &idx, &dist, n, k, params)?;
+    Ok(NeighborsResult {
+        n_neighbors: k,
+        distances,
+        connectivities,
+        knn,
+        scan,
+    })
+}
+
+/// scanpy's `obsp['distances']` and `obsp['connectivities']` of a kNN on the device.
+fn graphs_on_device(
+    ctx: &GpuContext,
+    idx: &DeviceVec<u32>,
+    dist: &DeviceVec<f32>,
+    n: usize,
+    k: usize,
+    params: &NeighborsParams,
+) -> Result<(CsrMatrix<f32>, CsrMatrix<f32>)> {
     let conn = connectivities_on_device(
         ctx,
-        &idx,
-        &dist,
+        idx,
+        dist,
         n,
         k,
         params.set_op_mix_ratio,
         params.local_connectivity,
     )?;
-    let distances = distances_on_device(ctx, &idx, &dist, n, k)?;
-    Ok(NeighborsResult {
-        n_neighbors: k,
-        distances: distances.download(ctx, n)?,
-        connectivities: conn.download(ctx, n)?,
-        knn,
-        scan,
-    })
+    let distances = distances_on_device(ctx, idx, dist, n, k)?;
+    Ok((distances.download(ctx, n)?, conn.download(ctx, n)?))
 }

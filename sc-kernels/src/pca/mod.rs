@@ -577,6 +577,52 @@ fn shape_across(
     Ok((n_all, k, comm.size() == 1 && use_dual(n, g)))
 }
 
+/// What PCA reads of a cells x genes matrix, dense or sparse.
+trait PcaInput: Sync {
+    fn shape(&self) -> (usize, usize);
+    fn check_finite(&self) -> Result<()>;
+    /// Row `i` in `f64` into `r` (`g` values): the dual route's rows.
+    fn row_into(&self, i: usize, r: &mut [f64]);
+    /// Rows `s..e` into `blk` (row-major, `g` values a row): the Gram matrix's blocks.
+    fn block_into<E: Real>(&self, s: usize, e: usize, blk: &mut [E]);
+    /// The scores `(X - mu) V`.
+    fn project(&self, v: &Mat<f64>, mean: &[f64]) -> Vec<f64>;
+}
+
+/// PCA of one rank's cells: the covariance over the cells of all ranks of `comm`, every
+/// rank's scores (`x_pca`) for its own cells; the dual route for few cells on one rank.
+fn pca_across<X: PcaInput>(
+    x: &X,
+    params: &PcaParams,
+    comm: &dyn Communicator,
+) -> Result<PcaResult> {
+    let (n, g) = x.shape();
+    let (n_all, k, dual) = shape_across(params, n, g, comm)?;
+    x.check_finite()?;
+    let project = |v: &Mat<f64>, mean: &[f64]| Ok(x.project(v, mean));
+    if dual {
+        let get = |i: usize, r: &mut [f64]| x.row_into(i, r);
+        return pca_dual(n, g, k, params.zero_center, get, project);
+    }
+    let (mut gm, mut sums) = gram(
+        n,
+        g,
+        |s, e, b: &mut [f32]| x.block_into(s, e, b),
+        |s, e, b: &mut [f64]| x.block_into(s, e, b),
+    );
+    reduce_gram(comm, &mut gm, &mut sums)?;
+    finish_covariance(
+        n_all,
+        g,
+        k,
+        params.zero_center,
+        gm,
+        sums,
+        eig_on_root(comm, faer_top_eigen),
+        project,
+    )
+}
+
 /// PCA of a dense cells x genes matrix.
 pub fn pca_dense<T: Real>(x: &DenseMatrix<T>, params: &PcaParams) -> Result<PcaResult> {
     pca_dense_across(x, params, &SingleRank)
@@ -589,51 +635,46 @@ pub fn pca_dense_across<T: Real>(
     params: &PcaParams,
     comm: &dyn Communicator,
 ) -> Result<PcaResult> {
-    let (n, g) = (x.n_rows, x.n_cols);
-    let (n_all, k, dual) = shape_across(params, n, g, comm)?;
-    if let Some(p) = x.data.iter().position(|v| !v.is_finite()) {
-        return Err(KernelError::NonFinite {
-            row: p / g,
-            col: p % g,
-            value: x.data[p].to_f64(),
-        });
+    pca_across(x, params, comm)
+}
+
+impl<T: Real> PcaInput for DenseMatrix<T> {
+    fn shape(&self) -> (usize, usize) {
+        (self.n_rows, self.n_cols)
     }
-    let project_dense = |v: &Mat<f64>, mean: &[f64]| Ok(project_dense_rows(x, v, mean));
-    if dual {
-        let get = |i: usize, r: &mut [f64]| {
-            r.iter_mut()
-                .zip(x.row(i))
-                .for_each(|(a, b)| *a = b.to_f64())
-        };
-        return pca_dual(n, g, k, params.zero_center, get, project_dense);
+
+    fn check_finite(&self) -> Result<()> {
+        let g = self.n_cols;
+        match self.data.iter().position(|v| !v.is_finite()) {
+            Some(p) => Err(KernelError::NonFinite {
+                row: p / g,
+                col: p % g,
+                value: self.data[p].to_f64(),
+            }),
+            None => Ok(()),
+        }
     }
-    fn fill<T: Real, E: Real>(x: &DenseMatrix<T>, s: usize, e: usize, blk: &mut [E]) {
-        let g = x.n_cols;
+
+    fn row_into(&self, i: usize, r: &mut [f64]) {
+        r.iter_mut()
+            .zip(self.row(i))
+            .for_each(|(a, b)| *a = b.to_f64())
+    }
+
+    fn block_into<E: Real>(&self, s: usize, e: usize, blk: &mut [E]) {
+        let g = self.n_cols;
         blk.par_chunks_mut(g)
-            .zip(x.data[s * g..e * g].par_chunks(g))
+            .zip(self.data[s * g..e * g].par_chunks(g))
             .for_each(|(d, r)| {
                 for (a, b) in d.iter_mut().zip(r) {
                     *a = E::from_f64(b.to_f64());
                 }
             });
     }
-    let (mut gm, mut sums) = gram(
-        n,
-        g,
-        |s, e, b: &mut [f32]| fill(x, s, e, b),
-        |s, e, b: &mut [f64]| fill(x, s, e, b),
-    );
-    reduce_gram(comm, &mut gm, &mut sums)?;
-    finish_covariance(
-        n_all,
-        g,
-        k,
-        params.zero_center,
-        gm,
-        sums,
-        eig_on_root(comm, faer_top_eigen),
-        project_dense,
-    )
+
+    fn project(&self, v: &Mat<f64>, mean: &[f64]) -> Vec<f64> {
+        project_dense_rows(self, v, mean)
+    }
 }
 
 /// `mu^T V`: what centring subtracts from each row of the scores `X V`.
@@ -687,47 +728,40 @@ pub fn pca_sparse_across<T: Real>(
     params: &PcaParams,
     comm: &dyn Communicator,
 ) -> Result<PcaResult> {
-    let (n, g) = (x.n_rows, x.n_cols);
-    let (n_all, k, dual) = shape_across(params, n, g, comm)?;
-    x.check_finite()?;
-    let project_sparse = |v: &Mat<f64>, mean: &[f64]| Ok(project_sparse_rows(x, v, mean));
-    if dual {
-        let get = |i: usize, r: &mut [f64]| {
-            r.iter_mut().for_each(|a| *a = 0.0);
-            let (c, v) = x.row(i);
-            for (&cc, &vv) in c.iter().zip(v) {
-                r[cc as usize] += vv.to_f64();
-            }
-        };
-        return pca_dual(n, g, k, params.zero_center, get, project_sparse);
+    pca_across(x, params, comm)
+}
+
+impl<T: Real> PcaInput for CsrMatrix<T> {
+    fn shape(&self) -> (usize, usize) {
+        (self.n_rows, self.n_cols)
     }
-    fn fill<T: Real, E: Real>(x: &CsrMatrix<T>, s: usize, blk: &mut [E]) {
-        let g = x.n_cols;
+
+    fn check_finite(&self) -> Result<()> {
+        CsrMatrix::check_finite(self)
+    }
+
+    fn row_into(&self, i: usize, r: &mut [f64]) {
+        r.iter_mut().for_each(|a| *a = 0.0);
+        let (c, v) = self.row(i);
+        for (&cc, &vv) in c.iter().zip(v) {
+            r[cc as usize] += vv.to_f64();
+        }
+    }
+
+    fn block_into<E: Real>(&self, s: usize, _e: usize, blk: &mut [E]) {
+        let g = self.n_cols;
         blk.par_chunks_mut(g).enumerate().for_each(|(r, d)| {
             d.iter_mut().for_each(|v| *v = E::ZERO);
-            let (c, v) = x.row(s + r);
+            let (c, v) = self.row(s + r);
             for (&cc, &vv) in c.iter().zip(v) {
                 d[cc as usize] += E::from_f64(vv.to_f64());
             }
         });
     }
-    let (mut gm, mut sums) = gram(
-        n,
-        g,
-        |s, _e, b: &mut [f32]| fill(x, s, b),
-        |s, _e, b: &mut [f64]| fill(x, s, b),
-    );
-    reduce_gram(comm, &mut gm, &mut sums)?;
-    finish_covariance(
-        n_all,
-        g,
-        k,
-        params.zero_center,
-        gm,
-        sums,
-        eig_on_root(comm, faer_top_eigen),
-        project_sparse,
-    )
+
+    fn project(&self, v: &Mat<f64>, mean: &[f64]) -> Vec<f64> {
+        project_sparse_rows(self, v, mean)
+    }
 }
 
 /// Scores `(X - mu) V` of a sparse matrix, in `f64`.
