@@ -6,7 +6,7 @@
 //! `gene_names` instead of `features`. Features x barcodes CSC is exactly barcodes x features
 //! CSR, so the arrays become the cells x genes matrix without any reordering.
 
-use super::hdf5_access::H5Ctx;
+use super::h5ad::hdf5_access::H5Ctx;
 use crate::anndata::{AnnData, ArrayData, Column, DataFrame, Matrix};
 use crate::{Error, Result};
 use hdf5::Group;

@@ -3,10 +3,10 @@
 //! Only the row offsets (8 bytes per cell) are held for the whole file; each block reads one
 //! contiguous hyperslab of `data` and `indices` (CSR) or of the dense rows.
 
-use super::h5ad_read::{encoding_type, read_dataframe, SparseFormat, SparseGroup};
 use super::hdf5_access::H5Ctx;
-use super::row_chunks::{RowChunks, RowIndex};
+use super::read::{encoding_type, read_dataframe, SparseFormat, SparseGroup};
 use crate::anndata::{DataFrame, Matrix};
+use crate::io::row_chunks::{RowChunks, RowIndex};
 use crate::Result;
 use hdf5::{Dataset, File};
 use std::ops::Range;

@@ -6,6 +6,7 @@ use super::hdf5_access::H5Ctx;
 use crate::anndata::{
     AnnData, ArrayData, Column, DataFrame, DenseArray, DenseMatrix, Matrix, Raw, Value,
 };
+use crate::io::encoding::ENCODING_TYPE;
 use crate::Result;
 use hdf5::{Dataset, Group, Location};
 use sc_kernels::CsrMatrix;
@@ -94,7 +95,7 @@ fn read_raw(ctx: &H5Ctx, root: &Group) -> Result<Raw> {
 
 /// The `encoding-type` attribute of an element, if any.
 pub(crate) fn encoding_type(ctx: &H5Ctx, loc: &Location, element: &str) -> Result<Option<String>> {
-    ctx.string_attr(loc, "encoding-type", element)
+    ctx.string_attr(loc, ENCODING_TYPE, element)
 }
 
 pub(crate) fn member_names(ctx: &H5Ctx, g: &Group, element: &str) -> Result<Vec<String>> {
