@@ -27,7 +27,11 @@ pub fn x_extent(path: impl AsRef<Path>) -> Result<(usize, usize, u64)> {
     }
     if let Ok(g) = file.group("X") {
         let sparse = SparseGroup::open(&ctx, &g, "/X")?;
-        return Ok((sparse.n_rows, sparse.n_cols, sparse.data.size() as u64));
+        return Ok((
+            sparse.n_rows,
+            sparse.n_cols,
+            sparse.arrays.data.size() as u64,
+        ));
     }
     let shape = ctx.dataset(&file, "X", "/X")?.shape();
     match shape[..] {
@@ -65,14 +69,14 @@ impl H5adRowChunks {
                 ));
             }
             let indptr = ctx.matrix_indptr(
-                &sparse.indptr,
+                &sparse.arrays.indptr,
                 sparse.n_rows,
-                sparse.data.size(),
+                sparse.arrays.data.size(),
                 "/X/indptr",
             )?;
             let layout = Layout::Csr {
-                data: sparse.data,
-                indices: sparse.indices,
+                data: sparse.arrays.data,
+                indices: sparse.arrays.indices,
             };
             (layout, Some(indptr), sparse.n_rows, sparse.n_cols)
         } else {

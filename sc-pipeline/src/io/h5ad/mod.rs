@@ -2,6 +2,7 @@
 //! at once, streamed in blocks of rows, from GPU memory) and anndata's elements in HDF5.
 
 pub(super) mod chunks;
+pub(super) mod compressed;
 pub(super) mod device_write;
 mod direct_read;
 mod elements;
