@@ -4,8 +4,9 @@
 //! run's resource, so a wrong estimate ends in a clear out-of-memory error, never in more device
 //! memory than allowed.
 
-use crate::run::step::{Phase, Sizes, StepBytes};
-use crate::run::{table, PipelineConfig};
+use crate::run::table;
+use crate::steps::step::{Phase, Sizes, StepBytes};
+use crate::steps::PipelineConfig;
 use sc_kernels::gpu::streamed::csr_block_bytes;
 
 /// `--execution`: how X is held on a GPU run.

@@ -1,6 +1,7 @@
 //! Which reader an input file needs: h5ad, or a 10x Genomics HDF5 matrix.
 
-use super::hdf5_access::H5Ctx;
+use super::encoding::ENCODING_TYPE;
+use super::h5ad::hdf5_access::H5Ctx;
 use std::path::Path;
 
 /// Whether `path` holds a 10x Genomics HDF5 matrix rather than an AnnData (h5ad) file.
@@ -21,7 +22,7 @@ pub fn is_10x_h5(path: &Path) -> bool {
         return false;
     };
     let anndata_root = ctx
-        .string_attr(&file, "encoding-type", "/")
+        .string_attr(&file, ENCODING_TYPE, "/")
         .is_ok_and(|e| e.as_deref() == Some("anndata"));
     !file.link_exists("X") && !anndata_root
 }

@@ -1,10 +1,10 @@
 //! The run's output by its name: an h5ad file (the default) or a zarr store (`-o OUT.zarr`),
 //! written whole or in the two parts [`OutputWrite`] takes from two threads.
 
-use super::h5ad_write::{create_h5ad, write_h5ad_staged, write_h5ad_staged_without_x, H5adWrite};
-use super::staged_file::StagedFile;
-use super::zarr_store::ZarrCompression;
-use super::zarr_write::{write_zarr_staged, ZarrWrite};
+use super::file_space::staged_file::StagedFile;
+use super::h5ad::write::{create_h5ad, write_h5ad_staged, write_h5ad_staged_without_x, H5adWrite};
+use super::zarr::store::ZarrCompression;
+use super::zarr::write::{write_zarr_staged, ZarrWrite};
 use crate::anndata::{AnnData, Matrix, Raw};
 use crate::Result;
 use std::path::Path;

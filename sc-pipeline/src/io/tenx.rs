@@ -6,7 +6,8 @@
 //! `gene_names` instead of `features`. Features x barcodes CSC is exactly barcodes x features
 //! CSR, so the arrays become the cells x genes matrix without any reordering.
 
-use super::hdf5_access::H5Ctx;
+use super::h5ad::compressed::CompressedArrays;
+use super::h5ad::hdf5_access::H5Ctx;
 use crate::anndata::{AnnData, ArrayData, Column, DataFrame, Matrix};
 use crate::{Error, Result};
 use hdf5::Group;
@@ -87,23 +88,9 @@ fn read_counts(ctx: &H5Ctx, g: &Group, element: &str) -> Result<CsrMatrix<f32>> 
         }
     };
     let (n_features, n_barcodes) = (shape[0] as usize, shape[1] as usize);
-    let data = ctx.dataset(g, "data", &format!("{element}/data"))?;
-    let indices = ctx.dataset(g, "indices", &format!("{element}/indices"))?;
-    let indptr = ctx.dataset(g, "indptr", &format!("{element}/indptr"))?;
-    if data.size() != indices.size() {
-        return Err(ctx.format(
-            element,
-            format!(
-                "data has {} values but indices has {}",
-                data.size(),
-                indices.size()
-            ),
-        ));
-    }
-    let nnz = data.size();
-    let indptr = ctx.matrix_indptr(&indptr, n_barcodes, nnz, &format!("{element}/indptr"))?;
-    let indices = ctx.matrix_indices(&indices, None, n_features, &format!("{element}/indices"))?;
-    let values = ctx.matrix_values(&data, None, &format!("{element}/data"))?;
+    // Not checked to be 1-dimensional (h5ad's groups are).
+    let arrays = CompressedArrays::open(ctx, g, element, false)?;
+    let (indptr, indices, values) = arrays.read(ctx, n_barcodes, n_features, element, None)?;
     let m = CsrMatrix {
         n_rows: n_barcodes,
         n_cols: n_features,

@@ -14,9 +14,9 @@
 
 use super::gpu::GpuRun;
 use super::runner::StepObserver;
-use super::step::{Sizes, Step, StepEnv};
 use crate::anndata::{AnnData, Matrix};
 use crate::report::{StepRecord, StepTimer};
+use crate::steps::step::{Sizes, Step, StepEnv};
 use crate::{Error, Result};
 use sc_kernels::gpu::GpuContext;
 use sc_kernels::DenseMatrix;

@@ -427,12 +427,7 @@ pub fn execute(plan: &RunPlan, observer: &mut dyn StepObserver) -> Result<Outcom
     // or X moves to a GPU, once for every mode below.
     super::table::check_input(config, &adata)?;
     if let Some(g) = &gpu {
-        crate::steps::neighbors::check_device_budget(
-            config,
-            adata.n_obs(),
-            adata.n_vars(),
-            g.memory_budget,
-        )?;
+        super::table::check_budget(config, &adata, g.memory_budget)?;
     }
     report.steps.extend(join_record);
     report.steps.push(load_record);

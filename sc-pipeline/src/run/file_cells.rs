@@ -4,9 +4,9 @@
 //! row offsets held for the whole file), and counts what it read, so that each step's note
 //! says how much its passes read and how fast.
 
-use super::generated_blocks::CellSource;
 use crate::anndata::Matrix;
 use crate::io::RowChunks;
+use crate::steps::generated_blocks::CellSource;
 use crate::Result;
 use sc_kernels::gpu::{DeviceCsr, GpuContext};
 use sc_kernels::{CsrMatrix, KernelError};

@@ -1,7 +1,7 @@
 //! The pipeline on a dataset larger than host memory: the cells' counts are made block by
 //! block and made again for every pass over them, so X never exists whole, neither on the
 //! device nor on the host (11.4 million cells x 45,854 genes hold about 23 billion values,
-//! 180 GB). Two sources ([`super::generated_blocks::CellSource`]): the `--demo` generated on
+//! 180 GB). Two sources ([`crate::steps::generated_blocks::CellSource`]): the `--demo` generated on
 //! the GPU ([`sc_kernels::synth`], [`run_generated`]), and an h5ad file read by rows
 //! ([`super::file_cells`], [`run_from_file`]).
 //!
@@ -17,13 +17,15 @@
 //! cells' totals would need a pass of its own).
 
 use super::file_cells::FileCells;
-use super::generated_blocks::{blocks_of_values, CellSource, Chain, DemoCells, GeneratedPass};
 use super::gpu::GpuRun;
 use super::runner::{Runner, StepObserver};
-use super::step::{Phase, StepEnv};
 use super::{table, PipelineConfig};
 use crate::anndata::Matrix;
 use crate::report::StepRecord;
+use crate::steps::generated_blocks::{
+    blocks_of_values, CellSource, Chain, DemoCells, GeneratedPass,
+};
+use crate::steps::step::{Phase, Step, StepEnv};
 use crate::synthetic::{annotations, count_model, max_stored_values, SyntheticParams};
 use crate::{AnnData, Error, Result};
 use sc_kernels::synth::gpu::DeviceCountModel;
@@ -170,15 +172,11 @@ fn run_blocks(
     })?;
     let all_genes = adata.var.clone();
     table::check_input(config, &adata)?;
-    crate::steps::neighbors::check_device_budget(
-        config,
-        adata.n_obs(),
-        adata.n_vars(),
-        gpu.memory_budget,
-    )?;
+    table::check_budget(config, &adata, gpu.memory_budget)?;
     let mut pass = GeneratedPass {
         ctx: ctx.clone(),
         source: source.as_ref(),
+        genes: &all_genes,
         cells: &cells,
         chain: Chain::default(),
         scaler: None,
@@ -198,21 +196,15 @@ fn run_blocks(
             (on.run)(a, &env, &mut pass).map(|note| ((), note + &source.reads_note()))
         })?;
     }
-    // The marker genes need expression values, which this run never holds whole: they come
-    // after the graph steps, on a subset of the cells generated again.
-    let graph_config = PipelineConfig {
-        markers: None,
-        ..config.clone()
-    };
-    let env = StepEnv {
-        config: &graph_config,
-        ..env
-    };
-    r.run_phase(&mut adata, &env, Phase::CellGraph)?;
-    if let (Some(m), Some(groupby)) = (&config.markers, config.markers_groupby()) {
-        r.step_on("rank_genes_groups", true, &mut adata, |a| {
-            markers_on_subset(a, &pass, &all_genes, &groupby, &m.params)
-                .map(|note| ((), note + &source.reads_note()))
+    // A cell-graph step with a form of its own here (the marker genes: they need expression
+    // values, which this run never holds whole) comes after the others, which read obsm.
+    let (own, on_obsm): (Vec<&'static Step>, Vec<&'static Step>) =
+        table::enabled(config, Phase::CellGraph).partition(|s| s.generated.is_some());
+    r.run_steps(&mut adata, &env, Phase::CellGraph, &on_obsm)?;
+    for step in own {
+        let on = step.generated.expect("the steps with a generated form");
+        r.step_on(on.name, true, &mut adata, |a| {
+            (on.run)(a, &env, &mut pass).map(|note| ((), note + &source.reads_note()))
         })?;
     }
     Ok((adata, r.records))
@@ -241,77 +233,6 @@ fn check_config(config: &PipelineConfig) -> Result<()> {
 
 /// An AnnData of `n_cells` x `n_genes` whose X is an empty placeholder (no stored values; the
 /// writer leaves it out).
-/// Cells the generated demo ranks its marker genes on, at most.
-const MARKER_CELLS: usize = 200_000;
-
-/// rank_genes_groups of a run that holds no X on a stated subset: every `s`-th cell (at most
-/// [`MARKER_CELLS`]), its row made again by the source as `.raw` would hold it (normalized and log1p,
-/// every gene filter_genes kept: `all_genes` selected), grouped by `groupby` of `adata`. The
-/// result goes to `adata.uns` as on a whole run; the note says which cells.
-fn markers_on_subset(
-    adata: &mut AnnData,
-    pass: &GeneratedPass<'_>,
-    all_genes: &crate::anndata::DataFrame,
-    groupby: &str,
-    params: &sc_kernels::rank_genes::RankGenesParams,
-) -> Result<String> {
-    let again = pass.source.again();
-    use sc_kernels::gpu::streamed::RowBlocks;
-    let ctx = &pass.ctx;
-    let raw = GeneratedPass {
-        ctx: ctx.clone(),
-        source: pass.source,
-        cells: pass.cells,
-        chain: Chain {
-            keep_hvg: None,
-            ..pass.chain.clone()
-        },
-        scaler: None,
-    };
-    let rows = raw.rows();
-    let n = rows.n_rows();
-    let stride = n.div_ceil(MARKER_CELLS).max(1);
-    let keep: Vec<bool> = (0..n).map(|i| i % stride == 0).collect();
-    let mut parts = Vec::new();
-    for (b, range) in rows.ranges().iter().enumerate() {
-        let block_keep = &keep[range.clone()];
-        if !block_keep.contains(&true) {
-            continue;
-        }
-        let x = rows.make(ctx, b).map_err(gpu_error)?;
-        let x = sc_kernels::gpu::compact::select_rows(ctx, &x, block_keep).map_err(gpu_error)?;
-        parts.push(Matrix::Sparse(x.download(ctx).map_err(gpu_error)?));
-    }
-    let x = Matrix::stack_rows(&parts.iter().collect::<Vec<_>>())?;
-    drop(parts);
-    let mut sub = AnnData::new(x);
-    sub.obs = adata.obs.select_rows(&keep);
-    sub.var = match &raw.chain.keep_genes {
-        Some(k) => all_genes.select_rows(k),
-        None => all_genes.clone(),
-    };
-    let cells = sub.n_obs();
-    let r =
-        crate::steps::markers::rank_genes_groups_in(&mut sub, groupby, params, None, Some(ctx))?;
-    let ranked = sub
-        .uns
-        .remove("rank_genes_groups")
-        .expect("rank_genes_groups records its result");
-    adata.uns.insert("rank_genes_groups".into(), ranked);
-    let which = match stride {
-        1 => format!("every cell ({cells})"),
-        s => format!("a subset: every {s}th cell ({cells} of {n})"),
-    };
-    Ok(format!(
-        "{} by '{groupby}' ({} groups vs rest), on {which}, {again} as .raw would hold it \
-         (log-normalized, {} genes), on the {}",
-        params.method,
-        r.n_groups,
-        sub.n_vars(),
-        r.device
-    ))
-}
-
 fn placeholder(n_cells: usize, n_genes: usize) -> AnnData {
     let x = CsrMatrix {
         n_rows: n_cells,

@@ -4,11 +4,11 @@
 
 use super::gpu::GpuRun;
 use super::runner::{Runner, StepObserver};
-use super::step::{Phase, StepEnv};
 use super::PipelineConfig;
 use crate::anndata::{Matrix, Raw};
 use crate::memory_plan::Placement;
 use crate::report::StepRecord;
+use crate::steps::step::{Phase, StepEnv};
 use crate::{AnnData, Result};
 use sc_kernels::gpu::GpuContext;
 use sc_kernels::Communicator;
@@ -156,5 +156,38 @@ pub(crate) fn check_counts(adata: &AnnData, config: &PipelineConfig) -> Result<(
     } else {
         x.check_finite()
             .map_err(|e| crate::Error::invalid("X", format!("X must be finite: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::anndata::{Column, Value};
+    use crate::run::Silent;
+
+    #[test]
+    fn the_whole_workflow_writes_scanpys_keys() {
+        let p = crate::synthetic::SyntheticParams::new(400, 600, 2);
+        let mut a = crate::synthetic::generate(&p).unwrap();
+        let config = PipelineConfig {
+            min_genes: Some(20),
+            ..PipelineConfig::default()
+        };
+        run_pipeline(&mut a, &config, &mut Silent).unwrap();
+        assert_eq!(a.obsm["X_umap"].shape, vec![a.n_obs(), 2]);
+        assert!(matches!(
+            a.obs.column("leiden"),
+            Some(Column::Categorical { .. })
+        ));
+        let r = a.uns["rank_genes_groups"].clone();
+        for key in ["names", "scores", "logfoldchanges", "pvals", "pvals_adj"] {
+            assert!(
+                matches!(r.get(key), Some(Value::Records(f)) if !f.is_empty()),
+                "{key}"
+            );
+        }
+        assert!(
+            matches!(r.get("params").and_then(|p| p.get("method")), Some(Value::Scalar(crate::anndata::Scalar::Str(m))) if m == "wilcoxon")
+        );
     }
 }

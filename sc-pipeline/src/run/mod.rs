@@ -1,5 +1,6 @@
 //! A run of the pipeline: what to run ([`RunPlan`], [`PipelineConfig`]), the steps in order
-//! ([`table::STEPS`], each row declared beside its step in `steps/`), the GPU and its resource
+//! ([`table::STEPS`], each row declared beside its step in `steps/`, whose contract
+//! [`crate::steps::step`] is below the runner), the GPU and its resource
 //! stack ([`GpuRun`]), and the modes that walk the table:
 //!
 //! - [`in_memory`]: one X held whole, on the host, on a GPU, or streamed through a GPU;
@@ -11,11 +12,9 @@
 
 pub mod allocator;
 mod beside;
-mod config;
 pub mod execute;
 pub mod file_cells;
 pub mod generated;
-pub mod generated_blocks;
 pub mod gpu;
 pub mod in_memory;
 pub mod launched;
@@ -24,14 +23,15 @@ pub mod plan;
 pub mod recorders;
 mod runner;
 pub mod split;
-pub mod step;
 pub mod table;
 
-pub use config::{
+/// The step contract and the run's configuration live below the runner, in [`crate::steps`]
+/// (a front end may call a step without the runner); they are named here too.
+pub use crate::steps::{generated_blocks, step};
+pub use crate::steps::{
     HarmonyOptions, HvgOptions, LeidenOptions, MarkerOptions, MitoPrefix, PipelineConfig,
 };
 pub use execute::{execute, Outcome};
-pub(crate) use generated_blocks::GeneratedPass;
 pub use gpu::{default_budget, pca_rehearsal, DeviceOptions, GpuRun, DEFAULT_BUDGET_FRACTION};
 pub use in_memory::{run_cell_graph_steps, run_pipeline, run_pipeline_on};
 pub use plan::{Input, Outputs, RunPlan, Target};

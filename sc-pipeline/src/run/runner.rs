@@ -3,10 +3,10 @@
 
 use super::beside::{self, Decision};
 use super::gpu::GpuRun;
-use super::step::{Phase, Step, StepEnv};
 use super::table;
 use crate::anndata::Matrix;
 use crate::report::{DeviceStepStats, StepRecord, StepTimer};
+use crate::steps::step::{Phase, Step, StepEnv};
 use crate::{AnnData, Error, Result};
 
 /// Told when each step starts and ends (the command line draws progress from it).
@@ -54,6 +54,17 @@ impl<'a> Runner<'a> {
         phase: Phase,
     ) -> Result<()> {
         let steps: Vec<&'static Step> = table::enabled(env.config, phase).collect();
+        self.run_steps(adata, env, phase, &steps)
+    }
+
+    /// [`Runner::run_phase`] of `steps`, enabled steps of `phase` in the table's order.
+    pub(crate) fn run_steps(
+        &mut self,
+        adata: &mut AnnData,
+        env: &StepEnv<'_>,
+        phase: Phase,
+        steps: &[&'static Step],
+    ) -> Result<()> {
         let on_gpu = match phase {
             Phase::PerCell => matches!(adata.x, Matrix::Device(_)),
             Phase::CellGraph => !env.gpus.is_empty(),

@@ -4,8 +4,10 @@
 //! `filter_genes` writes `var['n_cells']` (or `var['n_counts']`) and keeps the passing genes.
 
 use super::kernel_error;
-use crate::run::step::{no_device_bytes, no_input_check, OnGenerated, Phase, Step, StepEnv};
-use crate::run::GeneratedPass;
+use super::step::{
+    no_budget_check, no_device_bytes, no_input_check, OnGenerated, Phase, Step, StepEnv,
+};
+use crate::steps::GeneratedPass;
 use crate::{AnnData, Error, Result};
 use sc_kernels::filter::{CellFilter, FilterResult, GeneFilter};
 
@@ -22,6 +24,7 @@ pub(crate) const FILTER_CELLS: Step = Step {
     device_bytes: no_device_bytes,
     kernels: &[],
     check_input: no_input_check,
+    check_budget: no_budget_check,
     beside: false,
 };
 
@@ -38,6 +41,7 @@ pub(crate) const FILTER_GENES: Step = Step {
     device_bytes: no_device_bytes,
     kernels: &[],
     check_input: no_input_check,
+    check_budget: no_budget_check,
     beside: false,
 };
 

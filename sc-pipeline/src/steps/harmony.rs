@@ -9,9 +9,9 @@
 //! (`sc_kernels::harmony`), equal within the GPU tests' tolerance.
 
 use super::kernel_error;
+use super::step::{no_budget_check, no_device_bytes, Phase, Step, StepEnv};
 use crate::anndata::DenseArray;
-use crate::run::step::{no_device_bytes, Phase, Step, StepEnv};
-use crate::run::PipelineConfig;
+use crate::steps::PipelineConfig;
 use crate::{AnnData, Error, Result};
 use sc_kernels::comm::{all_ranks_ok, rank_rows};
 use sc_kernels::gpu::GpuContext;
@@ -33,6 +33,7 @@ pub(crate) const ROW: Step = Step {
     device_bytes: no_device_bytes,
     kernels: &[sc_kernels::harmony::KERNELS],
     check_input,
+    check_budget: no_budget_check,
     beside: false,
 };
 

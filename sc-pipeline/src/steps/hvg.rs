@@ -7,9 +7,11 @@
 //! `highly_variable_intersection`), and `uns['hvg'] = {'flavor': ...}`.
 
 use super::kernel_error;
+use super::step::{
+    no_budget_check, no_device_bytes, no_input_check, OnGenerated, Phase, Step, StepEnv,
+};
 use crate::anndata::{ArrayData, Column, DeviceData, DeviceMatrix, Matrix, Value};
-use crate::run::step::{no_device_bytes, no_input_check, OnGenerated, Phase, Step, StepEnv};
-use crate::run::{GeneratedPass, HvgOptions, PipelineConfig};
+use crate::steps::{GeneratedPass, HvgOptions, PipelineConfig};
 use crate::{AnnData, Error, Result};
 use sc_kernels::hvg::{Batches, HvgParams, HvgResult};
 
@@ -33,6 +35,7 @@ pub(crate) const ON_LOG_NORMALIZED: Step = Step {
     device_bytes: no_device_bytes,
     kernels: &[sc_kernels::hvg::KERNELS],
     check_input: check_batch_key,
+    check_budget: no_budget_check,
     beside: false,
 };
 
@@ -50,6 +53,7 @@ pub(crate) const SUBSET: Step = Step {
     device_bytes: no_device_bytes,
     kernels: &[],
     check_input: no_input_check,
+    check_budget: no_budget_check,
     beside: false,
 };
 

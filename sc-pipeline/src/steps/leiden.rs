@@ -9,10 +9,10 @@
 //! every run, the two of the same quality but not the same labels.
 
 use super::kernel_error;
+use super::step::{no_budget_check, no_input_check, Phase, Sizes, Step, StepBytes, StepEnv};
 use super::umap::connectivities;
 use crate::anndata::{ArrayData, Column, Value};
-use crate::run::step::{no_input_check, Phase, Sizes, Step, StepBytes, StepEnv};
-use crate::run::{LeidenOptions, PipelineConfig};
+use crate::steps::{LeidenOptions, PipelineConfig};
 use crate::{AnnData, Result};
 use sc_kernels::gpu::GpuContext;
 use sc_kernels::leiden::{LeidenParams, Partition};
@@ -50,6 +50,7 @@ pub(crate) const ROW: Step = Step {
     device_bytes,
     kernels: &[sc_kernels::leiden::KERNELS],
     check_input: no_input_check,
+    check_budget: no_budget_check,
     beside: false,
 };
 

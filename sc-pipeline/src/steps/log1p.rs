@@ -1,10 +1,12 @@
 //! `log1p` (scanpy's `pp.log1p`): X = ln(1 + X) (or log base `base`), in place.
 //! Writes `uns['log1p']` with `base` when one is given (anndata stores nothing for None).
 
+use super::step::{
+    no_budget_check, no_device_bytes, no_input_check, OnGenerated, Phase, Step, StepEnv,
+};
 use super::{kernel_error, x_csr_mut};
 use crate::anndata::Value;
-use crate::run::step::{no_device_bytes, no_input_check, OnGenerated, Phase, Step, StepEnv};
-use crate::run::GeneratedPass;
+use crate::steps::GeneratedPass;
 use crate::{AnnData, Result};
 
 /// The pipeline's row: natural logarithm.
@@ -20,6 +22,7 @@ pub(crate) const ROW: Step = Step {
     device_bytes: no_device_bytes,
     kernels: &[sc_kernels::log1p::KERNELS],
     check_input: no_input_check,
+    check_budget: no_budget_check,
     beside: false,
 };
 

@@ -14,13 +14,14 @@
 //! (exact fixed-point sums against the CPU's f64 sums). When the GPU lacks the memory for the
 //! matrix and its sort, the step runs on the CPU and says so.
 
+use super::generated_blocks::{Chain, GeneratedPass};
+use super::step::{no_budget_check, OnGenerated, Phase, Sizes, Step, StepBytes, StepEnv};
 use super::{kernel_error, obs_labels};
 use crate::anndata::{
     array_as_strings, block_parts, stack_csr_on, ArrayData, BlockParts, Column, DeviceData, Matrix,
     Value,
 };
-use crate::run::step::{Phase, Sizes, Step, StepBytes, StepEnv};
-use crate::run::PipelineConfig;
+use crate::steps::PipelineConfig;
 use crate::{AnnData, Error, Result};
 use sc_kernels::gpu::{radix_sort, DeviceCsr, GpuContext};
 use sc_kernels::rank_genes::{GroupMarkers, RankGenesParams, CHUNK_KEYS};
@@ -51,10 +52,14 @@ pub(crate) const ROW: Step = Step {
             m.params.method, r.n_groups, r.on, r.device
         ))
     },
-    generated: None,
+    generated: Some(OnGenerated {
+        name: STEP,
+        run: run_generated,
+    }),
     device_bytes,
     kernels: &sc_kernels::rank_genes::KERNELS,
     check_input,
+    check_budget: no_budget_check,
     beside: false,
 };
 
@@ -294,10 +299,110 @@ fn in_category_order(
     (codes.iter().map(|&c| new_code[c as usize]).collect(), order)
 }
 
+/// The row's form on a run that holds no X (the generated demo, an input larger than the host
+/// memory): [`markers_on_subset`] by the row's grouping. The runner runs it after the other
+/// cell-graph steps.
+fn run_generated(
+    a: &mut AnnData,
+    env: &StepEnv<'_>,
+    pass: &mut GeneratedPass<'_>,
+) -> Result<String> {
+    let m = env
+        .config
+        .markers
+        .as_ref()
+        .expect("the row runs only with markers");
+    let groupby = env
+        .config
+        .markers_groupby()
+        .expect("the row runs only with a grouping");
+    markers_on_subset(a, pass, &groupby, &m.params)
+}
+
+/// Cells the generated demo ranks its marker genes on, at most.
+const MARKER_CELLS: usize = 200_000;
+
+/// rank_genes_groups of a run that holds no X on a stated subset: every `s`-th cell (at most
+/// [`MARKER_CELLS`]), its row made again by the source as `.raw` would hold it (normalized and log1p,
+/// every gene filter_genes kept: the pass's genes selected), grouped by `groupby` of `adata`. The
+/// result goes to `adata.uns` as on a whole run; the note says which cells.
+fn markers_on_subset(
+    adata: &mut AnnData,
+    pass: &GeneratedPass<'_>,
+    groupby: &str,
+    params: &sc_kernels::rank_genes::RankGenesParams,
+) -> Result<String> {
+    let again = pass.source.again();
+    use sc_kernels::gpu::streamed::RowBlocks;
+    let ctx = &pass.ctx;
+    let raw = GeneratedPass {
+        ctx: ctx.clone(),
+        source: pass.source,
+        genes: pass.genes,
+        cells: pass.cells,
+        chain: Chain {
+            keep_hvg: None,
+            ..pass.chain.clone()
+        },
+        scaler: None,
+    };
+    let rows = raw.rows();
+    let n = rows.n_rows();
+    let stride = n.div_ceil(MARKER_CELLS).max(1);
+    let keep: Vec<bool> = (0..n).map(|i| i % stride == 0).collect();
+    let mut parts = Vec::new();
+    for (b, range) in rows.ranges().iter().enumerate() {
+        let block_keep = &keep[range.clone()];
+        if !block_keep.contains(&true) {
+            continue;
+        }
+        let x = rows.make(ctx, b).map_err(gpu_error)?;
+        let x = sc_kernels::gpu::compact::select_rows(ctx, &x, block_keep).map_err(gpu_error)?;
+        parts.push(Matrix::Sparse(x.download(ctx).map_err(gpu_error)?));
+    }
+    let x = Matrix::stack_rows(&parts.iter().collect::<Vec<_>>())?;
+    drop(parts);
+    let mut sub = AnnData::new(x);
+    sub.obs = adata.obs.select_rows(&keep);
+    sub.var = match &raw.chain.keep_genes {
+        Some(k) => pass.genes.select_rows(k),
+        None => pass.genes.clone(),
+    };
+    let cells = sub.n_obs();
+    let r = rank_genes_groups_in(&mut sub, groupby, params, None, Some(ctx))?;
+    let ranked = sub
+        .uns
+        .remove("rank_genes_groups")
+        .expect("rank_genes_groups records its result");
+    adata.uns.insert("rank_genes_groups".into(), ranked);
+    let which = match stride {
+        1 => format!("every cell ({cells})"),
+        s => format!("a subset: every {s}th cell ({cells} of {n})"),
+    };
+    Ok(format!(
+        "{} by '{groupby}' ({} groups vs rest), on {which}, {again} as .raw would hold it \
+         (log-normalized, {} genes), on the {}",
+        params.method,
+        r.n_groups,
+        sub.n_vars(),
+        r.device
+    ))
+}
+
+/// The step a GPU error of the marker genes on a run that holds no X is reported under: that
+/// run's.
+const GENERATED: &str = "generated demo";
+
+fn gpu_error(e: sc_kernels::KernelError) -> Error {
+    Error::Gpu {
+        step: GENERATED,
+        problem: e.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::{run_pipeline, PipelineConfig, Silent};
 
     #[test]
     fn the_graph_steps_name_what_they_miss() {
@@ -330,31 +435,5 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("kind") && e.contains("1"), "{e}");
-    }
-
-    #[test]
-    fn the_whole_workflow_writes_scanpys_keys() {
-        let p = crate::synthetic::SyntheticParams::new(400, 600, 2);
-        let mut a = crate::synthetic::generate(&p).unwrap();
-        let config = PipelineConfig {
-            min_genes: Some(20),
-            ..PipelineConfig::default()
-        };
-        run_pipeline(&mut a, &config, &mut Silent).unwrap();
-        assert_eq!(a.obsm["X_umap"].shape, vec![a.n_obs(), 2]);
-        assert!(matches!(
-            a.obs.column("leiden"),
-            Some(Column::Categorical { .. })
-        ));
-        let r = a.uns["rank_genes_groups"].clone();
-        for key in ["names", "scores", "logfoldchanges", "pvals", "pvals_adj"] {
-            assert!(
-                matches!(r.get(key), Some(Value::Records(f)) if !f.is_empty()),
-                "{key}"
-            );
-        }
-        assert!(
-            matches!(r.get("params").and_then(|p| p.get("method")), Some(Value::Scalar(crate::anndata::Scalar::Str(m))) if m == "wilcoxon")
-        );
     }
 }

@@ -2,25 +2,33 @@
 //! [`AnnData`], runs the matching `sc-kernels` function and writes the results
 //! where scanpy writes them; each module's documentation lists what it writes.
 //!
-//! Each step's file also holds its row of the pipeline's step table ([`crate::run::table`]):
-//! when it runs, its function on X wherever X lives, its function on the generated demo's
-//! blocks, and its device memory estimate.
+//! Each step's file also holds its row of the pipeline's step table ([`rows`]): when it runs,
+//! its function on X wherever X lives, its function on the generated demo's blocks, its device
+//! memory estimate and its checks of the input. The contract of a row ([`step`]), the run's
+//! configuration ([`PipelineConfig`] and the steps' options) and the generated demo's blocks
+//! ([`generated_blocks`]) live here, below the runner (`run/`), which walks the rows: a front
+//! end may call a step without it.
 
+mod config;
 mod filter;
+pub mod generated_blocks;
 mod harmony;
 mod hvg;
 mod leiden;
 mod log1p;
-pub(crate) mod markers;
-pub(crate) mod neighbors;
+mod markers;
+mod neighbors;
 mod normalize;
 mod pca;
 mod qc;
 mod scale;
+pub mod step;
 mod umap;
 
-/// The options of the steps that take several (they are part of the run's configuration).
-pub use crate::run::{HarmonyOptions, HvgOptions};
+/// The run's configuration and the options of the steps that take several.
+pub use config::{
+    HarmonyOptions, HvgOptions, LeidenOptions, MarkerOptions, MitoPrefix, PipelineConfig,
+};
 pub use filter::{filter_cells, filter_genes};
 pub use harmony::{
     harmony_integrate, harmony_integrate_across, harmony_integrate_on, HarmonySummary,
@@ -42,7 +50,9 @@ pub use sc_kernels::scale::ScaleParams;
 pub use scale::scale;
 pub use umap::{umap, umap_on};
 
-/// The pipeline's rows of the step table (`run::table`), one per step (HVG has two: before
+pub(crate) use generated_blocks::GeneratedPass;
+
+/// The pipeline's rows of the step table (the runner lists them in their order), one per step (HVG has two: before
 /// normalize_total for the flavours that read counts, after log1p for the others).
 pub(crate) mod rows {
     pub(crate) use super::filter::{FILTER_CELLS, FILTER_GENES};

@@ -7,8 +7,8 @@
 //! `random_state`, `use_rep`).
 
 use super::kernel_error;
+use super::step::{no_device_bytes, Phase, Step, StepEnv};
 use crate::anndata::{Matrix, Value};
-use crate::run::step::{no_device_bytes, Phase, Step, StepEnv};
 use crate::{AnnData, Error, Result};
 use sc_kernels::gpu::GpuContext;
 use sc_kernels::neighbors::ivf::{self, IvfStats};
@@ -112,14 +112,20 @@ pub(crate) const ROW: Step = Step {
     device_bytes: no_device_bytes,
     kernels: &sc_kernels::neighbors::KERNELS,
     check_input,
+    check_budget,
     beside: false,
 };
+
+/// The row's budget check: [`check_device_budget`] for the input's cells and genes.
+fn check_budget(a: &AnnData, config: &crate::steps::PipelineConfig, budget: u64) -> Result<()> {
+    check_device_budget(config, a.n_obs(), a.n_vars(), budget)
+}
 
 /// An inverted file that a GPU run's device budget cannot hold for the input's `n_obs` cells
 /// (of `n_vars` genes) is refused before any step, naming what it needs and what to change;
 /// the exact kNN and runs on the CPU are not checked here.
-pub(crate) fn check_device_budget(
-    config: &crate::run::PipelineConfig,
+fn check_device_budget(
+    config: &crate::steps::PipelineConfig,
     n_obs: usize,
     n_vars: usize,
     budget: u64,
@@ -148,7 +154,7 @@ pub(crate) fn check_device_budget(
 
 /// An inverted file the input's cells cannot hold (more lists than cells, more probes than
 /// lists) is refused before any step; filtering may still lower the cells below it.
-fn check_input(a: &AnnData, config: &crate::run::PipelineConfig) -> Result<()> {
+fn check_input(a: &AnnData, config: &crate::steps::PipelineConfig) -> Result<()> {
     match (config.n_neighbors, config.knn_method.ivf_for(a.n_obs())) {
         (Some(_), Some(p)) => p
             .settle(a.n_obs())
@@ -325,7 +331,7 @@ pub fn neighbors_on(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::run::PipelineConfig;
+    use crate::steps::PipelineConfig;
 
     #[test]
     fn an_index_the_budget_cannot_hold_is_refused_before_the_run() {

@@ -1,9 +1,11 @@
 //! `normalize_total` (scanpy's `pp.normalize_total`): scales each cell to the same total.
 //! Changes X in place; like scanpy with `key_added=None`, writes nothing else.
 
+use super::step::{
+    no_budget_check, no_device_bytes, no_input_check, OnGenerated, Phase, Step, StepEnv,
+};
 use super::{kernel_error, x_csr_mut};
-use crate::run::step::{no_device_bytes, no_input_check, OnGenerated, Phase, Step, StepEnv};
-use crate::run::GeneratedPass;
+use crate::steps::GeneratedPass;
 use crate::{AnnData, Result};
 use sc_kernels::normalize::{NormalizeParams, NormalizeResult};
 
@@ -21,6 +23,7 @@ pub(crate) const ROW: Step = Step {
     device_bytes: no_device_bytes,
     kernels: &[sc_kernels::normalize::KERNELS],
     check_input: no_input_check,
+    check_budget: no_budget_check,
     beside: false,
 };
 

@@ -6,9 +6,11 @@
 //! `variance_ratio` and `params` (`zero_center`, `use_highly_variable`, `mask_var`).
 
 use super::kernel_error;
+use super::step::{
+    no_budget_check, no_input_check, OnGenerated, Phase, Sizes, Step, StepBytes, StepEnv,
+};
 use crate::anndata::{ArrayData, Column, DenseArray, DeviceData, Matrix, Value};
-use crate::run::step::{no_input_check, OnGenerated, Phase, Sizes, Step, StepBytes, StepEnv};
-use crate::run::{GeneratedPass, PipelineConfig};
+use crate::steps::{GeneratedPass, PipelineConfig};
 use crate::{AnnData, Error, Result};
 use sc_kernels::gpu::GpuContext;
 use sc_kernels::pca::{pca_dense_across, pca_sparse, pca_sparse_across, PcaParams, PcaResult};
@@ -26,6 +28,7 @@ pub(crate) const ROW: Step = Step {
     device_bytes,
     kernels: &[sc_kernels::pca::KERNELS],
     check_input: no_input_check,
+    check_budget: no_budget_check,
     beside: false,
 };
 

@@ -7,9 +7,11 @@
 //! `total_counts`, `log1p_total_counts`.
 
 use super::kernel_error;
+use super::step::{
+    no_budget_check, no_device_bytes, no_input_check, OnGenerated, Phase, Step, StepEnv,
+};
 use crate::anndata::{ArrayData, Column};
-use crate::run::step::{no_device_bytes, no_input_check, OnGenerated, Phase, Step, StepEnv};
-use crate::run::GeneratedPass;
+use crate::steps::GeneratedPass;
 use crate::{AnnData, Error, Result};
 use sc_kernels::qc::{QcMetrics, QcParams};
 
@@ -26,6 +28,7 @@ pub(crate) const ROW: Step = Step {
     device_bytes: no_device_bytes,
     kernels: &[sc_kernels::qc::KERNELS],
     check_input: no_input_check,
+    check_budget: no_budget_check,
     beside: false,
 };
 
@@ -107,7 +110,7 @@ fn mito_qc_note(n_mt: usize, (prefix, detected): (&str, bool), n_vars: usize) ->
     let how = match (n_mt, detected) {
         (0, true) => format!(
             "; no gene starts with {}: pct_counts_mt is 0, give --mito-prefix",
-            crate::run::MitoPrefix::DETECTED
+            crate::steps::MitoPrefix::DETECTED
                 .map(|p| format!("'{p}'"))
                 .join(" or ")
         ),
@@ -227,7 +230,7 @@ mod tests {
 
     #[test]
     fn the_mitochondrial_prefix_is_found_for_human_and_mouse_names() {
-        use crate::run::MitoPrefix;
+        use crate::steps::MitoPrefix;
         let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let human = names(&["MT-CO1", "MT-ND1", "ACTB", "mt-odd"]);
         let mouse = names(&["mt-Co1", "mt-Nd1", "Actb", "Gapdh"]);

@@ -3,9 +3,11 @@
 //! `var['std']`. Without zero-centring a sparse X stays sparse.
 
 use super::kernel_error;
+use super::step::{
+    no_budget_check, no_input_check, OnGenerated, Phase, Sizes, Step, StepBytes, StepEnv,
+};
 use crate::anndata::{ArrayData, DeviceMatrix, Matrix};
-use crate::run::step::{no_input_check, OnGenerated, Phase, Sizes, Step, StepBytes, StepEnv};
-use crate::run::{GeneratedPass, PipelineConfig};
+use crate::steps::{GeneratedPass, PipelineConfig};
 use crate::{AnnData, Result};
 use sc_kernels::scale::{DenseScaler, ScaleParams};
 
@@ -22,6 +24,7 @@ pub(crate) const ROW: Step = Step {
     device_bytes,
     kernels: &[sc_kernels::scale::KERNELS],
     check_input: no_input_check,
+    check_budget: no_budget_check,
     beside: false,
 };
 

@@ -6,9 +6,9 @@
 //! on), else on the CPU: the same layout bit for bit on both (`sc_kernels::umap`).
 
 use super::kernel_error;
+use super::step::{no_budget_check, no_input_check, Phase, Sizes, Step, StepBytes, StepEnv};
 use crate::anndata::{ArrayData, DenseArray, Value};
-use crate::run::step::{no_input_check, Phase, Sizes, Step, StepBytes, StepEnv};
-use crate::run::PipelineConfig;
+use crate::steps::PipelineConfig;
 use crate::{AnnData, Error, Result};
 use sc_kernels::gpu::GpuContext;
 use sc_kernels::umap::{Layout, UmapParams};
@@ -36,6 +36,7 @@ pub(crate) const ROW: Step = Step {
     device_bytes,
     kernels: &sc_kernels::umap::KERNELS,
     check_input: no_input_check,
+    check_budget: no_budget_check,
     beside: true,
 };
 

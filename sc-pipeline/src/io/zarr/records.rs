@@ -5,7 +5,7 @@
 //! format 3 or 2 (`.zarray` with a numpy structured `dtype`), their chunks decompressed with
 //! `zarrs`' zstd, blosc or gzip codec.
 
-use super::zarr_store::{encoding, ZarrStore};
+use super::store::{encoding, ZarrStore};
 use crate::anndata::ArrayData;
 use crate::Result;
 use serde_json::{json, Value as Json};

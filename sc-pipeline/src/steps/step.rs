@@ -1,6 +1,7 @@
-//! What a row of the step table declares ([`Step`]) and what a step's functions are given
-//! ([`StepEnv`]). The rows themselves live beside each step's code (`steps/<step>.rs`); their
-//! order is [`super::table::STEPS`].
+//! The step contract: what a row of the step table declares ([`Step`]) and what a step's
+//! functions are given ([`StepEnv`]). It lies below the runner, which walks the rows in their
+//! order (its step table), so a step can be called without it. The rows themselves live beside
+//! each step's code (`steps/<step>.rs`, listed in [`super::rows`]).
 
 use super::generated_blocks::GeneratedPass;
 use super::PipelineConfig;
@@ -61,7 +62,7 @@ pub type RunFn = fn(&mut AnnData, &StepEnv<'_>) -> Result<String>;
 /// `pass` and adds to what every later block goes through.
 pub type GeneratedFn = fn(&mut AnnData, &StepEnv<'_>, &mut GeneratedPass<'_>) -> Result<String>;
 
-/// How a step runs on the generated demo (`run::generated`).
+/// How a step runs on the generated demo, whose X is never held (the runner's generated mode).
 #[derive(Clone, Copy)]
 pub struct OnGenerated {
     /// The report's name there (the note differs where the step is lazy or keeps less).
@@ -81,7 +82,8 @@ pub struct Step {
     /// or a rank's block of a split run (the step's function dispatches on X).
     pub run: RunFn,
     /// The step on the generated demo's blocks; `None`: as [`Step::run`] (the cell-graph steps
-    /// read `obsm`, which the generated run holds).
+    /// read `obsm`, which the generated run holds). A cell-graph step with one of its own (the
+    /// marker genes, which need expression values) runs after the other cell-graph steps there.
     pub generated: Option<OnGenerated>,
     /// Device bytes beyond X of an in-memory run (`memory_plan`).
     pub device_bytes: fn(&Sizes, &PipelineConfig) -> StepBytes,
@@ -91,14 +93,23 @@ pub struct Step {
     /// Refuses, before any step runs, an input this step could not use with `config` (an obs
     /// column an option names that is missing or unusable), naming the option.
     pub check_input: fn(&AnnData, &PipelineConfig) -> Result<()>,
+    /// Refuses, before any step runs on a GPU (after [`Step::check_input`]), an input whose
+    /// data this step could not hold within the run's device budget (the last argument, in
+    /// bytes), naming what to change. Runs on the CPU are not checked.
+    pub check_budget: fn(&AnnData, &PipelineConfig, u64) -> Result<()>,
     /// A cell-graph step that reads only `obsp['connectivities']` and writes only obsm and uns
     /// keys of its own: the runner may start it on a thread and a stream of its own, beside the
-    /// steps after it (`run::beside`).
+    /// steps after it (the runner's `beside`).
     pub beside: bool,
 }
 
 /// The input check of a step that takes everything it reads from the steps before it.
 pub fn no_input_check(_: &AnnData, _: &PipelineConfig) -> Result<()> {
+    Ok(())
+}
+
+/// The budget check of a step whose device memory the run's plan covers (`memory_plan`).
+pub fn no_budget_check(_: &AnnData, _: &PipelineConfig, _: u64) -> Result<()> {
     Ok(())
 }
 

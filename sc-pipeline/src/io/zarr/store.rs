@@ -2,7 +2,8 @@
 //! attributes, what the zarr reader and writer share. Arrays are written in chunks that
 //! `zarrs` encodes in parallel; the codecs are the store's choice ([`ZarrCompression`]).
 
-use super::zarr_files::UnsyncedFiles;
+use super::files::UnsyncedFiles;
+use crate::io::encoding::{ENCODING_TYPE, ENCODING_VERSION};
 use crate::{Error, Result};
 use sc_kernels::gpu::pinned_buffers::PinnedBuffers;
 use serde_json::{Map, Value as Json};
@@ -408,8 +409,8 @@ pub(crate) fn child(parent: &str, name: &str) -> String {
 /// anndata's `encoding-type` and `encoding-version` attributes.
 pub(crate) fn encoding(kind: &str, version: &str) -> Map<String, Json> {
     let mut m = Map::new();
-    m.insert("encoding-type".into(), kind.into());
-    m.insert("encoding-version".into(), version.into());
+    m.insert(ENCODING_TYPE.into(), kind.into());
+    m.insert(ENCODING_VERSION.into(), version.into());
     m
 }
 

@@ -1,12 +1,12 @@
 //! Reading `X` of an AnnData zarr store in blocks of rows, for stores larger than memory (the
-//! zarr twin of [`super::H5adRowChunks`]): only the row offsets are held for the whole store;
+//! zarr twin of [`crate::io::H5adRowChunks`]): only the row offsets are held for the whole store;
 //! each block reads the part of `data` and `indices` (CSR) or of the dense rows it covers, and
 //! `zarrs` decodes only the chunks that part touches.
 
-use super::row_chunks::{RowChunks, RowIndex};
-use super::zarr_read::Reader;
-use super::zarr_store::{child, NodeKind};
+use super::read::Reader;
+use super::store::{child, NodeKind};
 use crate::anndata::Matrix;
+use crate::io::row_chunks::{RowChunks, RowIndex};
 use crate::Result;
 use std::ops::Range;
 use std::path::Path;

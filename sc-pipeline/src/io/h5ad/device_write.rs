@@ -1,23 +1,34 @@
-//! X and `raw.X` written from GPU memory: each GPU copies its rows straight into their place
+//! Matrices written to an h5ad ([`write_matrix`]): host ones as their elements, and X and
+//! `raw.X` from GPU memory: each GPU copies its rows straight into their place
 //! in the file (a shared map of the place HDF5 reserved, see [`parallel_fill`]), all GPUs at
 //! once, through its pinned staging buffers. No host copy of the matrix is made, so a split
 //! run's output starts to be written as soon as its ranks are done, and the host's memory
 //! holds the matrix once (in the file) instead of twice.
 
-use super::h5ad_write::{
+use super::elements::{
     create_in_place, element_path, new_group, set_encoding, write_csr, write_indptr,
-    write_int_list_attr, write_matrix, write_numeric_array, IndexWidth,
+    write_int_list_attr, write_numeric_array,
 };
 use super::hdf5_access::H5Ctx;
-use super::parallel_fill;
 use crate::anndata::{
-    block_parts, gather_bytes, stacked_indptr, BlockParts, DeviceData, DeviceMatrix,
+    block_parts, gather_bytes, stacked_indptr, BlockParts, DeviceData, DeviceMatrix, Matrix,
 };
-use crate::{Error, Result};
+use crate::io::encoding::{device_error, IndexWidth};
+use crate::io::file_space::parallel_fill;
+use crate::Result;
 use hdf5::{Group, H5Type};
 use rmm_core::DeviceVec;
 use sc_kernels::gpu::GpuContext;
 use std::path::Path;
+
+/// A matrix as anndata's `csr_matrix` group or dense `array`, from host or GPU memory.
+pub(crate) fn write_matrix(ctx: &H5Ctx, parent: &Group, name: &str, m: &Matrix) -> Result<()> {
+    match m {
+        Matrix::Sparse(csr) => write_csr(ctx, parent, name, csr),
+        Matrix::Dense(d) => write_numeric_array(ctx, parent, name, &[d.n_rows, d.n_cols], &d.data),
+        Matrix::Device(d) => write_device_matrix(ctx, parent, name, d),
+    }
+}
 
 /// Writes a device matrix (one GPU's, or blocks of rows on several) as [`write_matrix`] writes
 /// its host copy. Small matrices and CSR matrices whose indices need int64 on disk are
@@ -113,9 +124,4 @@ fn fill_from_devices<T: bytemuck::Pod + Send + Sync>(
         gather_bytes(parts, start, dst, parallel_fill::writers())
             .map_err(|e| device_error(element, e))
     })
-}
-
-/// The error of writing `element` from a GPU (the h5ad and zarr writers).
-pub(super) fn device_error(element: &str, e: sc_kernels::KernelError) -> Error {
-    Error::Device(format!("writing {element} from the GPU: {e}"))
 }

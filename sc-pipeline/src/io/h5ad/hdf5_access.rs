@@ -3,8 +3,8 @@
 //! checked conversions of sparse-matrix arrays.
 
 use super::direct_read::read_direct_converted;
-use super::notices::Notices;
 use crate::anndata::ArrayData;
+use crate::io::notices::Notices;
 use crate::{Error, Result};
 use hdf5::types::{
     FixedAscii, FixedUnicode, FloatSize, IntSize, TypeDescriptor, VarLenAscii, VarLenUnicode,
@@ -477,4 +477,16 @@ pub(crate) fn u32_as_i32(v: &[u32]) -> &[i32] {
 pub(crate) fn u64_as_i64(v: &[u64]) -> &[i64] {
     // SAFETY: same size and alignment; offsets never exceed the number of stored values.
     unsafe { std::slice::from_raw_parts(v.as_ptr() as *const i64, v.len()) }
+}
+
+/// Strings as HDF5 variable-length UTF-8 values (interior NUL bytes cannot be stored); each is
+/// copied into memory of its own, on rayon's threads (a million cell names).
+pub(crate) fn to_varlen(values: &[String]) -> std::result::Result<Vec<VarLenUnicode>, String> {
+    values
+        .par_iter()
+        .map(|s| {
+            s.parse::<VarLenUnicode>()
+                .map_err(|_| format!("string {s:?} contains a NUL byte"))
+        })
+        .collect()
 }

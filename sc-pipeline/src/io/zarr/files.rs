@@ -4,7 +4,7 @@
 //! 10.3-14.8 s, and the small rest of the store 1.4-4.7 s against the h5ad writer's 0.65
 //! (`benches/RESULTS.md` (h)). Like the h5ad writer (and anndata), the store is left to the
 //! kernel's write-back; a failed write(2), such as a full disk, is still an error, and the store
-//! only takes its name once whole ([`super::StagedFile`]).
+//! only takes its name once whole ([`crate::io::StagedFile`]).
 
 use std::sync::Arc;
 use zarrs::filesystem::FilesystemStore;

@@ -162,7 +162,7 @@ pub(super) fn read_chunk_into(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::io::zarr_store::{ZarrCompression, ZarrStore, CHUNK_ELEMENTS};
+    use crate::io::zarr::store::{ZarrCompression, ZarrStore, CHUNK_ELEMENTS};
     use serde_json::Map;
     use zarrs::array::DataType;
 

@@ -15,6 +15,8 @@
 //! reservation also turns a file system that runs out of room into an error (ENOSPC) rather than
 //! a SIGBUS in the copy. `SCPIPE_RESERVE_WRITE=0` leaves it out.
 
+use super::reserve_ahead::reserved_bytes;
+use super::system::{fallocate_if_supported, free_bytes, switched_on, tracing_writes, HEADROOM};
 use crate::{Error, Result};
 use rayon::prelude::*;
 use std::path::Path;
@@ -29,9 +31,6 @@ const PIECE: usize = 4 << 20;
 /// Bytes written per call where the file system has no shared maps.
 const UNMAPPED_PIECE: usize = 64 << 20;
 
-/// Free space kept beyond the dataset (HDF5's metadata, written at close).
-pub(crate) const HEADROOM: u64 = 64 << 20;
-
 /// Whether a dataset of `len` bytes goes through [`fill`]: large enough, not turned off by
 /// `SCPIPE_PARALLEL_WRITE=0`, and the file system has room for it. A write through a map that
 /// finds the disk full kills the process (SIGBUS) where write(2) would return an error, so
@@ -41,44 +40,8 @@ pub(crate) fn wanted(path: &Path, len: usize) -> bool {
         && switched_on("SCPIPE_PARALLEL_WRITE")
         && free_bytes(path).is_some_and(|free| {
             // Space this run reserved ahead for the file counts as room (it is taken already).
-            free + super::reserve_ahead::reserved_bytes(path) >= len as u64 + HEADROOM
+            free + reserved_bytes(path) >= len as u64 + HEADROOM
         })
-}
-
-/// False when the environment variable `var` is set to `0` (a switch that is on by default).
-pub(crate) fn switched_on(var: &str) -> bool {
-    std::env::var(var).map_or(true, |v| v != "0")
-}
-
-/// Whether `SCPIPE_TRACE_WRITE` asks for the write's timings on standard error.
-pub(crate) fn tracing_writes() -> bool {
-    std::env::var_os("SCPIPE_TRACE_WRITE").is_some()
-}
-
-/// Runs `f`, printing how long it took (as `what: S s`) when the write's timings are asked for
-/// (see [`tracing_writes`]).
-pub(crate) fn traced<R>(what: impl FnOnce() -> String, f: impl FnOnce() -> R) -> R {
-    let t0 = std::time::Instant::now();
-    let r = f();
-    if tracing_writes() {
-        eprintln!("{}: {:.3} s", what(), t0.elapsed().as_secs_f64());
-    }
-    r
-}
-
-/// Bytes free to this user on the file system holding `path`.
-pub(crate) fn free_bytes(path: &Path) -> Option<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
-    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
-    // SAFETY: `c` is a NUL-terminated path and `st` is written by statvfs before it is read.
-    let rc = unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) };
-    if rc != 0 {
-        return None;
-    }
-    // SAFETY: statvfs returned 0, so it filled `st`.
-    let st = unsafe { st.assume_init() };
-    Some(st.f_bavail as u64 * st.f_frsize as u64)
 }
 
 /// Copies `bytes` to `offset` of the file at `path` (the place HDF5 reserved for a dataset),
@@ -152,7 +115,7 @@ pub(crate) fn fill_with(
     };
     let t0 = std::time::Instant::now();
     // What this run reserved ahead for the file (see `reserve_ahead`) is not reserved again.
-    let from = super::reserve_ahead::reserved_bytes(path).clamp(offset, end);
+    let from = reserved_bytes(path).clamp(offset, end);
     if switched_on("SCPIPE_RESERVE_WRITE") && from < end {
         reserve(&file, from, (end - from) as usize)
             .map_err(|e| err("reserving the dataset's place in the file", e))?;
@@ -204,55 +167,6 @@ fn write_in_pieces(
 /// that cannot reserve leaves it to the copy's page faults.
 fn reserve(file: &std::fs::File, offset: u64, len: usize) -> std::io::Result<()> {
     fallocate_if_supported(file, 0, offset, len as u64)
-}
-
-/// [`fallocate`], doing nothing on a file system that does not support it.
-pub(crate) fn fallocate_if_supported(
-    file: &std::fs::File,
-    mode: libc::c_int,
-    offset: u64,
-    len: u64,
-) -> std::io::Result<()> {
-    match fallocate(file, mode, offset, len) {
-        Err(e)
-            if matches!(
-                e.raw_os_error(),
-                Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS)
-            ) =>
-        {
-            Ok(())
-        }
-        done => done,
-    }
-}
-
-/// fallocate(2) of `[offset, offset + len)` with `mode`, asked again when a signal interrupts it
-/// (what was reserved by then stays reserved).
-pub(crate) fn fallocate(
-    file: &std::fs::File,
-    mode: libc::c_int,
-    offset: u64,
-    len: u64,
-) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    loop {
-        // SAFETY: fallocate on an open descriptor; it reads no memory of ours.
-        let rc = unsafe {
-            libc::fallocate(
-                file.as_raw_fd(),
-                mode,
-                offset as libc::off_t,
-                len as libc::off_t,
-            )
-        };
-        if rc == 0 {
-            return Ok(());
-        }
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() != Some(libc::EINTR) {
-            return Err(e);
-        }
-    }
 }
 
 /// The fills' own threads (half the cores, at most 32): the output is written while harmony and

@@ -2,12 +2,14 @@
 //! dataframes with categoricals and nullable columns, `obsm`, `varm`, `obsp`, `varp`, `layers`,
 //! nested `uns` and `raw`. Every structural problem is reported with the element's path.
 
+use super::compressed::CompressedArrays;
 use super::hdf5_access::H5Ctx;
 use crate::anndata::{
     AnnData, ArrayData, Column, DataFrame, DenseArray, DenseMatrix, Matrix, Raw, Value,
 };
+use crate::io::encoding::ENCODING_TYPE;
 use crate::Result;
-use hdf5::{Dataset, Group, Location};
+use hdf5::{Group, Location};
 use sc_kernels::CsrMatrix;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -72,7 +74,11 @@ pub fn h5ad_x_size(path: impl AsRef<Path>) -> Result<(usize, usize, u64)> {
     let file = ctx.open()?;
     if let Ok(g) = file.group("X") {
         let sparse = SparseGroup::open(&ctx, &g, "/X")?;
-        return Ok((sparse.n_rows, sparse.n_cols, sparse.data.size() as u64));
+        return Ok((
+            sparse.n_rows,
+            sparse.n_cols,
+            sparse.arrays.data.size() as u64,
+        ));
     }
     let ds = ctx.dataset(&file, "X", "/X")?;
     match ds.shape()[..] {
@@ -94,7 +100,7 @@ fn read_raw(ctx: &H5Ctx, root: &Group) -> Result<Raw> {
 
 /// The `encoding-type` attribute of an element, if any.
 pub(crate) fn encoding_type(ctx: &H5Ctx, loc: &Location, element: &str) -> Result<Option<String>> {
-    ctx.string_attr(loc, "encoding-type", element)
+    ctx.string_attr(loc, ENCODING_TYPE, element)
 }
 
 pub(crate) fn member_names(ctx: &H5Ctx, g: &Group, element: &str) -> Result<Vec<String>> {
@@ -148,9 +154,7 @@ pub(crate) struct SparseGroup {
     pub format: SparseFormat,
     pub n_rows: usize,
     pub n_cols: usize,
-    pub data: Dataset,
-    pub indices: Dataset,
-    pub indptr: Dataset,
+    pub arrays: CompressedArrays,
 }
 
 impl SparseGroup {
@@ -182,34 +186,12 @@ impl SparseGroup {
                 format!("shape attribute {shape:?} is not two non-negative sizes"),
             ));
         }
-        let data = ctx.dataset(g, "data", &format!("{element}/data"))?;
-        let indices = ctx.dataset(g, "indices", &format!("{element}/indices"))?;
-        let indptr = ctx.dataset(g, "indptr", &format!("{element}/indptr"))?;
-        for (ds, part) in [(&data, "data"), (&indices, "indices"), (&indptr, "indptr")] {
-            if ds.ndim() != 1 {
-                return Err(ctx.format(
-                    &format!("{element}/{part}"),
-                    format!("must be 1-dimensional, has shape {:?}", ds.shape()),
-                ));
-            }
-        }
-        if data.size() != indices.size() {
-            return Err(ctx.format(
-                element,
-                format!(
-                    "data has {} values but indices has {}",
-                    data.size(),
-                    indices.size()
-                ),
-            ));
-        }
+        let arrays = CompressedArrays::open(ctx, g, element, true)?;
         Ok(SparseGroup {
             format,
             n_rows: shape[0] as usize,
             n_cols: shape[1] as usize,
-            data,
-            indices,
-            indptr,
+            arrays,
         })
     }
 
@@ -230,24 +212,14 @@ impl SparseGroup {
 
     /// Reads everything, converting CSC to CSR.
     pub fn read(&self, ctx: &H5Ctx, element: &str) -> Result<CsrMatrix<f32>> {
-        let nnz = self.data.size();
         let mut trace = sc_kernels::gpu::trace::PhaseTrace::on_host("h5ad read sparse");
-        let indptr = ctx.matrix_indptr(
-            &self.indptr,
+        let (indptr, indices, data) = self.arrays.read(
+            ctx,
             self.n_major(),
-            nnz,
-            &format!("{element}/indptr"),
-        )?;
-        trace.mark("indptr").ok();
-        let indices = ctx.matrix_indices(
-            &self.indices,
-            None,
             self.n_minor(),
-            &format!("{element}/indices"),
+            element,
+            Some(&mut trace),
         )?;
-        trace.mark("indices").ok();
-        let data = ctx.matrix_values(&self.data, None, &format!("{element}/data"))?;
-        trace.mark("data").ok();
         Ok(match self.format {
             SparseFormat::Csr => CsrMatrix {
                 n_rows: self.n_rows,

@@ -4,12 +4,11 @@
 //! under a temporary name, moved into place by [`H5adStreamWriter::finish`] and removed when the
 //! writer is dropped without finishing (an error on the way).
 
-use super::h5ad_write::{
-    create_file, new_group, write_dataframe, write_indices_at, write_indptr, IndexWidth,
-};
+use super::elements::{create_file, new_group, write_dataframe, write_indices_at, write_indptr};
 use super::hdf5_access::H5Ctx;
-use super::staged_file::StagedFile;
 use crate::anndata::DataFrame;
+use crate::io::encoding::IndexWidth;
+use crate::io::file_space::staged_file::StagedFile;
 use crate::{Error, Result};
 use hdf5::{Dataset, File, Group, SimpleExtents};
 use sc_kernels::CsrMatrix;

@@ -6,17 +6,15 @@
 //! X and `.raw` can be written on one thread while the rest is written on another
 //! ([`ZarrWrite`]): they are different directories of the store.
 
-use super::device_write::device_error;
-use super::h5ad_write::IndexWidth;
-use super::staged_file::StagedFile;
-use super::zarr_store::{
+use super::store::{
     child, copy_from, encoding, ChunkBuffers, ZarrCompression, ZarrStore, CHUNK_ELEMENTS,
 };
 use crate::anndata::{
     block_parts, gather_bytes, gather_bytes_direct, stacked_indptr, AnnData, ArrayData, BlockParts,
-    Column, DataFrame, DenseArray, DenseMatrix, DeviceData, DeviceMatrix, Matrix, Raw, Scalar,
-    Value,
+    Column, DataFrame, DenseArray, DenseMatrix, DeviceData, DeviceMatrix, Matrix, Raw, Value,
 };
+use crate::io::encoding::{device_error, index_name, scalar_data, CodeWidth, IndexWidth};
+use crate::io::file_space::staged_file::StagedFile;
 use crate::Result;
 use rayon::prelude::*;
 use rmm_core::DeviceVec;
@@ -367,10 +365,7 @@ fn write_array(s: &ZarrStore, element: &str, shape: &[usize], data: &ArrayData) 
 
 /// A dataframe group: the index array named by `_index`, the columns in `column-order`.
 fn write_dataframe(s: &ZarrStore, element: &str, df: &DataFrame) -> Result<()> {
-    let index_name = match df.index_name.as_str() {
-        "" => "_index",
-        name => name,
-    };
+    let index_name = index_name(df);
     let mut attrs = encoding("dataframe", "0.2.0");
     attrs.insert("_index".into(), index_name.into());
     let order: Vec<&str> = df.column_names().collect();
@@ -401,18 +396,19 @@ fn write_column(s: &ZarrStore, element: &str, col: &Column) -> Result<()> {
                 &[categories.len()],
                 categories,
             )?;
-            // pandas picks the smallest code type that fits; int8 / int16 / int32 all read back.
             let codes_el = child(element, "codes");
             let attrs = encoding("array", "0.2.0");
             let n = [codes.len()];
-            if categories.len() < i8::MAX as usize {
-                let c: Vec<i8> = codes.iter().map(|&c| c as i8).collect();
-                s.put_array(&codes_el, &n, DataType::Int8, 0i8, &c, attrs)
-            } else if categories.len() < i16::MAX as usize {
-                let c: Vec<i16> = codes.iter().map(|&c| c as i16).collect();
-                s.put_array(&codes_el, &n, DataType::Int16, 0i16, &c, attrs)
-            } else {
-                s.put_array(&codes_el, &n, DataType::Int32, 0i32, codes, attrs)
+            match CodeWidth::for_categories(categories.len()) {
+                CodeWidth::I8 => {
+                    let c: Vec<i8> = codes.iter().map(|&c| c as i8).collect();
+                    s.put_array(&codes_el, &n, DataType::Int8, 0i8, &c, attrs)
+                }
+                CodeWidth::I16 => {
+                    let c: Vec<i16> = codes.iter().map(|&c| c as i16).collect();
+                    s.put_array(&codes_el, &n, DataType::Int16, 0i16, &c, attrs)
+                }
+                CodeWidth::I32 => s.put_array(&codes_el, &n, DataType::Int32, 0i32, codes, attrs),
             }
         }
         Column::Nullable { values, mask } => {
@@ -449,20 +445,12 @@ fn write_dict(s: &ZarrStore, element: &str, map: &BTreeMap<String, Value>) -> Re
 
 fn write_value(s: &ZarrStore, element: &str, v: &Value) -> Result<()> {
     match v {
-        Value::Scalar(x) => {
-            let data = match x {
-                Scalar::Bool(b) => ArrayData::Bool(vec![*b]),
-                Scalar::Int(i) => ArrayData::I64(vec![*i]),
-                Scalar::Float(f) => ArrayData::F64(vec![*f]),
-                Scalar::Str(t) => ArrayData::Str(vec![t.clone()]),
-            };
-            write_array(s, element, &[], &data)
-        }
+        Value::Scalar(x) => write_array(s, element, &[], &scalar_data(x)),
         Value::Array(a) => write_array(s, element, &a.shape, &a.data),
         Value::Dict(d) => write_dict(s, element, d),
         Value::DataFrame(df) => write_dataframe(s, element, df),
         Value::Sparse(m) => write_csr(s, element, &CsrSource::host(m)),
-        Value::Records(fields) => super::zarr_records::write_records(s, element, fields),
+        Value::Records(fields) => super::records::write_records(s, element, fields),
         // anndata's `None` in zarr v3: a boolean array of no dimensions marked `null`.
         Value::Null => s.put_array(
             element,

@@ -3,10 +3,10 @@
 //! Only the row offsets (8 bytes per cell) are held for the whole file; each block reads one
 //! contiguous hyperslab of `data` and `indices` (CSR) or of the dense rows.
 
-use super::h5ad_read::{encoding_type, read_dataframe, SparseFormat, SparseGroup};
 use super::hdf5_access::H5Ctx;
-use super::row_chunks::{RowChunks, RowIndex};
+use super::read::{encoding_type, read_dataframe, SparseFormat, SparseGroup};
 use crate::anndata::{DataFrame, Matrix};
+use crate::io::row_chunks::{RowChunks, RowIndex};
 use crate::Result;
 use hdf5::{Dataset, File};
 use std::ops::Range;
@@ -27,7 +27,11 @@ pub fn x_extent(path: impl AsRef<Path>) -> Result<(usize, usize, u64)> {
     }
     if let Ok(g) = file.group("X") {
         let sparse = SparseGroup::open(&ctx, &g, "/X")?;
-        return Ok((sparse.n_rows, sparse.n_cols, sparse.data.size() as u64));
+        return Ok((
+            sparse.n_rows,
+            sparse.n_cols,
+            sparse.arrays.data.size() as u64,
+        ));
     }
     let shape = ctx.dataset(&file, "X", "/X")?.shape();
     match shape[..] {
@@ -65,14 +69,14 @@ impl H5adRowChunks {
                 ));
             }
             let indptr = ctx.matrix_indptr(
-                &sparse.indptr,
+                &sparse.arrays.indptr,
                 sparse.n_rows,
-                sparse.data.size(),
+                sparse.arrays.data.size(),
                 "/X/indptr",
             )?;
             let layout = Layout::Csr {
-                data: sparse.data,
-                indices: sparse.indices,
+                data: sparse.arrays.data,
+                indices: sparse.arrays.indices,
             };
             (layout, Some(indptr), sparse.n_rows, sparse.n_cols)
         } else {

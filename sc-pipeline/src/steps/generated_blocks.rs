@@ -6,6 +6,7 @@
 //! generated function (its row's [`super::step::OnGenerated`]) reads these blocks and adds to
 //! the [`Chain`].
 
+use crate::anndata::DataFrame;
 use sc_kernels::gpu::compact::{select_cols, select_rows};
 use sc_kernels::gpu::streamed::RowBlocks;
 use sc_kernels::gpu::{DeviceCsr, GpuContext};
@@ -96,6 +97,9 @@ pub fn blocks_of_values(
 pub struct GeneratedPass<'a> {
     pub ctx: Arc<GpuContext>,
     pub source: &'a dyn CellSource,
+    /// Every gene of the source (the input's `var` before filter_genes), of which `.raw` holds
+    /// those filter_genes keeps.
+    pub genes: &'a DataFrame,
     /// The generated cells of each block.
     pub cells: &'a [Range<usize>],
     pub chain: Chain,

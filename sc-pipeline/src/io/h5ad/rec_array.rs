@@ -155,7 +155,7 @@ pub(crate) fn write_rec_array(
             ArrayData::F64(v) => write_field(&ds, v),
             ArrayData::Str(v) => {
                 let strings =
-                    super::h5ad_write::to_varlen(v).map_err(|p| ctx.format(element, p))?;
+                    super::hdf5_access::to_varlen(v).map_err(|p| ctx.format(element, p))?;
                 write_field(&ds, &strings)
             }
         };

@@ -11,6 +11,8 @@
 //! the datasets one after another from the start of the file, so wherever they land within the
 //! bound, their pages are there.
 
+use super::system::HEADROOM;
+use super::system::{fallocate, fallocate_if_supported, free_bytes, switched_on, traced};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -54,11 +56,11 @@ impl ReservedAhead {
     /// (the host's available bytes) is not at least twice `bytes` (the input is in host memory
     /// meanwhile).
     pub(crate) fn start(path: &Path, bytes: u64, memory: Option<u64>) -> Option<Self> {
-        let room = super::parallel_fill::free_bytes(path)?;
+        let room = free_bytes(path)?;
         let memory_ok = !holds_pages_in_memory(path) || memory.is_some_and(|m| m / 2 >= bytes);
         let wanted = bytes >= MIN_BYTES
-            && super::switched_on("SCPIPE_RESERVE_WRITE")
-            && room >= bytes + super::parallel_fill::HEADROOM
+            && switched_on("SCPIPE_RESERVE_WRITE")
+            && room >= bytes + HEADROOM
             && memory_ok;
         if !wanted {
             return None;
@@ -102,7 +104,7 @@ impl ReservedAhead {
             let bytes = self.bytes;
             format!("reserved ahead {bytes} bytes; what lay beyond the end given back in")
         };
-        super::parallel_fill::traced(what, || release_beyond_end(&self.path))
+        traced(what, || release_beyond_end(&self.path))
     }
 }
 
@@ -122,7 +124,7 @@ impl Drop for ReservedAhead {
 /// Reserves `[offset, offset + len)` of `file` beyond its end (its size unchanged); false when
 /// the file system refused.
 fn reserve_beyond_end(file: &std::fs::File, offset: u64, len: u64) -> bool {
-    super::parallel_fill::fallocate(file, libc::FALLOC_FL_KEEP_SIZE, offset, len).is_ok()
+    fallocate(file, libc::FALLOC_FL_KEEP_SIZE, offset, len).is_ok()
 }
 
 /// Gives back the blocks of the file at `path` that lie beyond its end.
@@ -135,7 +137,7 @@ fn release_beyond_end(path: &Path) -> std::io::Result<()> {
     if allocated == 0 {
         return Ok(());
     }
-    super::parallel_fill::fallocate_if_supported(
+    fallocate_if_supported(
         &file,
         libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
         end,
