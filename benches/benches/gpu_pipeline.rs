@@ -75,7 +75,7 @@ fn run() -> Result<(), String> {
                 .map_err(|e| e.to_string())?,
         );
         report.total_seconds = start.elapsed().as_secs_f64();
-        report.record_gpu(&gpu);
+        report.gpu = Some(gpu.totals());
         println!("run {run} ({}):", if run == 1 { "cold" } else { "warm" });
         print!("{}", report.table());
         if let Some(p) = &prefix {

@@ -9,9 +9,9 @@
 use rmm_core::adaptors::LimitingAdaptor;
 use rmm_core::SharedResource;
 use sc_pipeline::anndata::Matrix;
-use sc_pipeline::memory_plan::Execution;
 use sc_pipeline::report::{RunReport, StepTimer};
 use sc_pipeline::run::allocator::{build, parse_size, AllocatorChoice};
+use sc_pipeline::run::memory_plan::Execution;
 use sc_pipeline::run::{run_pipeline_on, GpuRun, PipelineConfig, Silent};
 use sc_pipeline::AnnData;
 use std::sync::Arc;
@@ -85,7 +85,7 @@ fn run() -> Result<(), String> {
         });
         r.steps = steps;
         r.total_seconds = seconds;
-        r.record_gpu(&gpu);
+        r.gpu = Some(gpu.totals());
         Ok::<_, String>((a, r, peak))
     };
 

@@ -10,7 +10,7 @@ pub mod cli;
 pub mod error;
 pub mod huge_pages;
 pub mod io;
-pub mod memory_plan;
+
 pub mod memory_timeline;
 pub mod plot;
 mod release;

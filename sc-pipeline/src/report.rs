@@ -222,24 +222,6 @@ fn gib(bytes: Option<u64>) -> String {
 }
 
 impl RunReport {
-    /// Fills the whole-run GPU figures from the run's statistics and compile counters.
-    pub fn record_gpu(&mut self, g: &crate::run::GpuRun) {
-        let stats = g.stats.statistics();
-        let t = g.ctx.transfers();
-        let c = sc_kernels::gpu::module_cache::compile_stats();
-        self.gpu = Some(GpuTotals {
-            peak_device_bytes: stats.bytes.peak.max(0) as u64,
-            allocations: stats.allocations.total.max(0) as u64,
-            host_to_device_bytes: t.host_to_device,
-            device_to_host_bytes: t.device_to_host,
-            kernels_built_in: c.built_in,
-            kernels_compiled: c.compiled,
-            kernel_compile_seconds: c.compile_seconds,
-            kernels_from_disk_cache: c.disk_hits,
-            kernels_from_ptx: c.from_ptx,
-        });
-    }
-
     /// The summary table: one line per step and a total.
     pub fn table(&self) -> String {
         let width = self

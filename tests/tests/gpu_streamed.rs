@@ -19,7 +19,7 @@ use sc_kernels::qc::QcParams;
 use sc_kernels::scale::ScaleParams;
 use sc_kernels::CsrMatrix;
 use sc_pipeline::anndata::Matrix;
-use sc_pipeline::memory_plan::Execution;
+use sc_pipeline::run::memory_plan::Execution;
 use sc_pipeline::run::{run_pipeline_on, GpuRun, PipelineConfig, Silent};
 use std::sync::Arc;
 

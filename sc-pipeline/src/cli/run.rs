@@ -3,8 +3,8 @@
 
 use super::device::{resolve, DeviceChoice};
 use super::progress::Spinner;
-use crate::memory_plan::Execution;
 use crate::run::allocator::{parse_size, AllocatorChoice};
+use crate::run::memory_plan::Execution;
 use crate::run::{DeviceOptions, Input, Outcome, Outputs, PipelineConfig, RunPlan};
 use crate::steps::{Flavor, HarmonyOptions, HarmonyParams, HvgOptions};
 use crate::synthetic::SyntheticParams;

@@ -7,6 +7,7 @@ mod encoding;
 mod file_space;
 mod h5ad;
 mod notices;
+mod open_rows;
 mod output_file;
 mod row_chunks;
 mod tenx;
@@ -23,8 +24,9 @@ pub use h5ad::stream_write::H5adStreamWriter;
 pub use h5ad::write::{
     create_h5ad, write_h5ad, write_h5ad_staged, write_h5ad_staged_without_x, H5adWrite,
 };
+pub use open_rows::{open_row_chunks, row_chunks_extent};
 pub use output_file::{write_output_staged, OutputFormat, OutputWrite};
-pub use row_chunks::{open_row_chunks, row_chunks_extent, RowChunks, RowIndex};
+pub use row_chunks::{RowChunks, RowIndex};
 pub use tenx::{read_10x_h5, read_10x_h5_with_notices};
 pub use zarr::chunks::{zarr_x_extent, ZarrRowChunks};
 pub use zarr::read::{read_zarr, read_zarr_with_notices};

@@ -1,12 +1,10 @@
-//! `X` read by blocks of rows from an input larger than memory, whatever its format: an h5ad
-//! file ([`H5adRowChunks`]) or a zarr store ([`ZarrRowChunks`]).
+//! `X` read by blocks of rows from an input larger than memory: what every format's reader by
+//! rows gives ([`RowChunks`]; `open_rows` picks the reader by the input's format).
 
-use super::{H5adRowChunks, ZarrRowChunks};
 use crate::anndata::{DataFrame, DenseMatrix, Matrix};
 use crate::{Error, Result};
 use sc_kernels::CsrMatrix;
 use std::ops::Range;
-use std::path::Path;
 
 /// What a reader of X by rows holds for the whole input: `obs` and `var` (checked to match
 /// X's shape, so they give it), and the row offsets of a CSR X (8 bytes a cell; `None` for a
@@ -96,24 +94,4 @@ pub trait RowChunks: Sync {
         }
         self.read_checked(rows)
     }
-}
-
-/// Opens `path`, a zarr store or an h5ad file, to read its `X` by rows.
-pub fn open_row_chunks(path: &Path) -> Result<Box<dyn RowChunks>> {
-    Ok(match super::is_zarr(path) {
-        true => Box::new(ZarrRowChunks::open(path)?),
-        false => Box::new(H5adRowChunks::open(path)?),
-    })
-}
-
-/// The cells, genes and stored values of the `X` of an input that can be read by rows (an h5ad
-/// file or a zarr store), from its metadata alone; `None` for other inputs (10x matrices).
-pub fn row_chunks_extent(path: &Path) -> Result<Option<(usize, usize, u64)>> {
-    if super::is_zarr(path) {
-        return super::zarr_x_extent(path).map(Some);
-    }
-    if super::is_10x_h5(path) {
-        return Ok(None);
-    }
-    super::x_extent(path).map(Some)
 }

@@ -13,7 +13,7 @@
 //! `SCPIPE_BESIDE=0` keeps every step in order.
 
 use super::gpu::GpuRun;
-use super::runner::StepObserver;
+use super::observer::StepObserver;
 use crate::anndata::{AnnData, Matrix};
 use crate::report::{StepRecord, StepTimer};
 use crate::steps::step::{Sizes, Step, StepEnv};

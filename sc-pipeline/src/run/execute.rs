@@ -6,13 +6,13 @@
 use super::gpu::GpuRun;
 use super::in_memory::run_steps;
 use super::launched::{self, Launch};
+use super::observer::StepObserver;
 use super::output::{self, CellGraph, Finished};
 use super::plan::{Input, RunPlan, Target};
 use super::recorders::MemoryRecorders;
-use super::runner::StepObserver;
 use super::split::{graph_group, run_split_checked, Rank};
-use crate::memory_plan::Placement;
 use crate::report::{RunReport, StepRecord, StepTimer, XPlacement};
+use crate::run::memory_plan::Placement;
 use crate::{AnnData, Error, Result};
 use sc_kernels::gpu::NcclCommunicator;
 use std::sync::Arc;
@@ -104,7 +104,7 @@ fn set_up_gpus(
 /// pinned), they held up neighbors' start by 0.08-0.14 s at 1 M cells on H200s.
 fn writes_zarr_from_gpu(plan: &RunPlan) -> bool {
     matches!(plan.outputs.format, crate::io::OutputFormat::Zarr(_))
-        && plan.device.execution != crate::memory_plan::Execution::Streamed
+        && plan.device.execution != crate::run::memory_plan::Execution::Streamed
         && plan.host_memory_limit.is_none()
 }
 
@@ -272,7 +272,7 @@ fn run_without_x(
         }
     };
     report.steps.extend(records);
-    report.record_gpu(g);
+    report.gpu = Some(g.totals());
     let output = (plan.outputs.h5ad.as_path(), plan.outputs.format);
     let written = output::write_step(&adata, output, false, observer, &mut report)?;
     output::finish(plan, &adata, report, start, written, &recorders)
@@ -520,7 +520,7 @@ pub fn execute(plan: &RunPlan, observer: &mut dyn StepObserver) -> Result<Outcom
         }
     };
     if let Some(g) = &gpu {
-        report.record_gpu(g);
+        report.gpu = Some(g.totals());
     }
     output::finish(plan, &adata, report, start, written, &recorders)
         .map(|f| Outcome::Written(Box::new(f)))

@@ -18,7 +18,8 @@
 
 use super::file_cells::FileCells;
 use super::gpu::GpuRun;
-use super::runner::{Runner, StepObserver};
+use super::observer::StepObserver;
+use super::runner::Runner;
 use super::{table, PipelineConfig};
 use crate::anndata::Matrix;
 use crate::report::StepRecord;

@@ -9,7 +9,8 @@
 use super::allocator::{self, AllocatorChoice};
 use super::recorders::{AllocationLog, MemoryRecorders};
 use super::PipelineConfig;
-use crate::memory_plan::{self, Execution, MemoryPlan};
+use crate::report::GpuTotals;
+use crate::run::memory_plan::{self, Execution, MemoryPlan};
 use crate::{AnnData, Error, Result};
 use rmm_core::adaptors::{LimitingAdaptor, TimelineAdaptor};
 use rmm_core::{Device, SharedResource, StatisticsAdaptor, Stream};
@@ -26,7 +27,7 @@ pub struct GpuRun {
     /// Device bytes the run may allocate (what the planner fits X into; the caller enforces
     /// it, e.g. with a `LimitingAdaptor` in the resource).
     pub memory_budget: u64,
-    /// How X is held: in device memory or streamed (see [`crate::memory_plan`]).
+    /// How X is held: in device memory or streamed (see [`crate::run::memory_plan`]).
     pub execution: Execution,
     /// The warm-up thread, joined when the last clone of the run is dropped.
     background: Arc<Background>,
@@ -79,6 +80,24 @@ impl Default for DeviceOptions {
 }
 
 impl GpuRun {
+    /// The whole-run GPU figures for the report: the run's statistics and compile counters.
+    pub fn totals(&self) -> GpuTotals {
+        let stats = self.stats.statistics();
+        let t = self.ctx.transfers();
+        let c = sc_kernels::gpu::module_cache::compile_stats();
+        GpuTotals {
+            peak_device_bytes: stats.bytes.peak.max(0) as u64,
+            allocations: stats.allocations.total.max(0) as u64,
+            host_to_device_bytes: t.host_to_device,
+            device_to_host_bytes: t.device_to_host,
+            kernels_built_in: c.built_in,
+            kernels_compiled: c.compiled,
+            kernel_compile_seconds: c.compile_seconds,
+            kernels_from_disk_cache: c.disk_hits,
+            kernels_from_ptx: c.from_ptx,
+        }
+    }
+
     /// A context on `stream` whose every allocation goes through a statistics adaptor over
     /// `resource`.
     pub fn new(device: &Device, stream: &Stream, resource: SharedResource) -> Result<Self> {

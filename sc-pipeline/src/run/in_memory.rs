@@ -3,11 +3,12 @@
 //! of a split run. The steps are the table's ([`super::table::STEPS`]), in its order.
 
 use super::gpu::GpuRun;
-use super::runner::{Runner, StepObserver};
+use super::observer::StepObserver;
+use super::runner::Runner;
 use super::PipelineConfig;
 use crate::anndata::{Matrix, Raw};
-use crate::memory_plan::Placement;
 use crate::report::StepRecord;
+use crate::run::memory_plan::Placement;
 use crate::steps::step::{Phase, StepEnv};
 use crate::{AnnData, Result};
 use sc_kernels::gpu::GpuContext;

@@ -13,7 +13,7 @@
 
 use super::gpu::GpuRun;
 use super::in_memory::GraphRuns;
-use super::runner::StepObserver;
+use super::observer::StepObserver;
 use super::split::{run_rank_steps, stack_and_finish, Rank};
 use super::PipelineConfig;
 use crate::report::StepRecord;

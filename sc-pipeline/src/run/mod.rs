@@ -18,6 +18,8 @@ pub mod generated;
 pub mod gpu;
 pub mod in_memory;
 pub mod launched;
+pub mod memory_plan;
+mod observer;
 mod output;
 pub mod plan;
 pub mod recorders;
@@ -34,5 +36,5 @@ pub use crate::steps::{
 pub use execute::{execute, Outcome};
 pub use gpu::{default_budget, pca_rehearsal, DeviceOptions, GpuRun, DEFAULT_BUDGET_FRACTION};
 pub use in_memory::{run_cell_graph_steps, run_pipeline, run_pipeline_on};
+pub use observer::{Silent, StepObserver};
 pub use plan::{Input, Outputs, RunPlan, Target};
-pub use runner::{Silent, StepObserver};

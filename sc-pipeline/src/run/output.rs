@@ -5,9 +5,9 @@
 
 use super::gpu::GpuRun;
 use super::in_memory::{cell_graph_steps_on, GraphRuns};
+use super::observer::StepObserver;
 use super::plan::{Input, Outputs, RunPlan};
 use super::recorders::MemoryRecorders;
-use super::runner::StepObserver;
 use super::PipelineConfig;
 use crate::anndata::Matrix;
 use crate::io::{OutputFormat, OutputWrite, StagedFile};
@@ -150,7 +150,7 @@ pub(crate) fn started_early(
     if !config.has_cell_graph_steps() || config.n_comps.is_none() || format != OutputFormat::H5ad {
         return Ok(None);
     }
-    let bytes = crate::memory_plan::output_bytes(n_obs, n_vars, nnz as usize, config);
+    let bytes = crate::run::memory_plan::output_bytes(n_obs, n_vars, nnz as usize, config);
     let memory = super::generated::host_available_bytes();
     crate::io::create_h5ad(output, bytes, memory).map(|w| Some(OutputWrite::H5ad(w)))
 }

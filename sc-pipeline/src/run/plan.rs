@@ -3,7 +3,7 @@
 
 use super::gpu::DeviceOptions;
 use super::PipelineConfig;
-use crate::memory_plan::Execution;
+use crate::run::memory_plan::Execution;
 use crate::synthetic::SyntheticParams;
 use crate::{Error, Result};
 use std::path::{Path, PathBuf};

@@ -3,27 +3,12 @@
 
 use super::beside::{self, Decision};
 use super::gpu::GpuRun;
+use super::observer::StepObserver;
 use super::table;
 use crate::anndata::Matrix;
 use crate::report::{DeviceStepStats, StepRecord, StepTimer};
 use crate::steps::step::{Phase, Step, StepEnv};
 use crate::{AnnData, Error, Result};
-
-/// Told when each step starts and ends (the command line draws progress from it).
-pub trait StepObserver {
-    fn started(&mut self, step: &str);
-    fn finished(&mut self, record: &StepRecord);
-    /// Work begun with `started` ended, or failed, without a record of its own yet (the
-    /// input's read, the output's write).
-    fn stopped(&mut self) {}
-}
-
-/// An observer that does nothing.
-pub struct Silent;
-impl StepObserver for Silent {
-    fn started(&mut self, _: &str) {}
-    fn finished(&mut self, _: &StepRecord) {}
-}
 
 /// The steps' records so far, and the GPU whose statistics they show.
 pub(crate) struct Runner<'a> {

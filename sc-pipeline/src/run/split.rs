@@ -9,7 +9,7 @@
 
 use super::gpu::GpuRun;
 use super::in_memory::{cell_graph_steps_on, check_counts, run_steps, GraphRuns};
-use super::runner::{Silent, StepObserver};
+use super::observer::{Silent, StepObserver};
 use super::PipelineConfig;
 use crate::anndata::{DeviceMatrix, Matrix, Ranks};
 use crate::report::{StepRecord, StepTimer};

@@ -8,9 +8,9 @@
 //! (`sc_kernels::leiden::leiden`, the sequential algorithm); each the same labels bit for bit on
 //! every run, the two of the same quality but not the same labels.
 
+use super::connectivities;
 use super::kernel_error;
 use super::step::{no_budget_check, no_input_check, Phase, Sizes, Step, StepBytes, StepEnv};
-use super::umap::connectivities;
 use crate::anndata::{ArrayData, Column, Value};
 use crate::steps::{LeidenOptions, PipelineConfig};
 use crate::{AnnData, Result};

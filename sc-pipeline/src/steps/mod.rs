@@ -77,6 +77,20 @@ use sc_kernels::gpu::{DeviceCsr, GpuContext};
 use sc_kernels::{CsrMatrix, DenseMatrix};
 use std::sync::Arc;
 
+/// The neighbors graph, or an error saying to run neighbors first.
+pub(crate) fn connectivities<'a>(
+    adata: &'a AnnData,
+    step: &'static str,
+) -> crate::Result<&'a CsrMatrix<f32>> {
+    adata
+        .obsp
+        .get("connectivities")
+        .ok_or_else(|| Error::Missing {
+            step,
+            problem: "obsp has no 'connectivities': run neighbors first".into(),
+        })
+}
+
 /// `obsm[key]` as an `f32` matrix (`f64` arrays rounded); `None` when there is no such key.
 pub(crate) fn obsm_matrix(adata: &AnnData, key: &str) -> crate::Result<Option<DenseMatrix<f32>>> {
     let Some(DenseArray { shape, data }) = adata.obsm.get(key) else {

@@ -9,10 +9,9 @@ use super::kernel_error;
 use super::step::{no_budget_check, no_input_check, Phase, Sizes, Step, StepBytes, StepEnv};
 use crate::anndata::{ArrayData, DenseArray, Value};
 use crate::steps::PipelineConfig;
-use crate::{AnnData, Error, Result};
+use crate::{AnnData, Result};
 use sc_kernels::gpu::GpuContext;
 use sc_kernels::umap::{Layout, UmapParams};
-use sc_kernels::CsrMatrix;
 
 /// The pipeline's row: on the first GPU of the run (none: the CPU).
 pub(crate) const ROW: Step = Step {
@@ -55,20 +54,6 @@ fn device_bytes(s: &Sizes, config: &PipelineConfig) -> StepBytes {
     }
 }
 
-/// The neighbors graph, or an error saying to run neighbors first.
-pub(crate) fn connectivities<'a>(
-    adata: &'a AnnData,
-    step: &'static str,
-) -> Result<&'a CsrMatrix<f32>> {
-    adata
-        .obsp
-        .get("connectivities")
-        .ok_or_else(|| Error::Missing {
-            step,
-            problem: "obsp has no 'connectivities': run neighbors first".into(),
-        })
-}
-
 /// Lays out the cells of `adata` (scanpy's `tl.umap`) on `gpu` (none: the CPU).
 pub fn umap_on(
     adata: &mut AnnData,
@@ -76,7 +61,7 @@ pub fn umap_on(
     gpu: Option<&GpuContext>,
 ) -> Result<Layout> {
     const STEP: &str = "umap";
-    let graph = connectivities(adata, STEP)?;
+    let graph = super::connectivities(adata, STEP)?;
     let layout = match gpu {
         Some(ctx) => sc_kernels::umap::umap_gpu(ctx, graph, params),
         None => sc_kernels::umap::umap(graph, params),

@@ -37,6 +37,7 @@ mod tensor_search;
 #[cfg(test)]
 mod tests;
 
+pub use crate::neighbors::result::{IvfStats, Recall};
 pub use gpu::{
     device_bytes, finish_gpu, join_parts, knn_ivf_across, knn_ivf_gpu, knn_ivf_gpu_with,
     plan_ivf_gpu, IvfRows,
@@ -139,38 +140,4 @@ impl IvfParams {
             descent_rounds,
         })
     }
-}
-
-/// What the inverted file did.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct IvfStats {
-    pub n_lists: usize,
-    /// Lists each list's cells probed (at least; more where those held too few cells).
-    pub n_probes: usize,
-    /// The recall the probes were chosen for; `None`: a given count.
-    pub target_recall: Option<f64>,
-    /// References scanned per cell, on average.
-    pub refs_per_cell: f64,
-    pub recall: Option<Recall>,
-    /// `Some(q)`: the probed lists were scanned on tensor cores, and `q` cells, not certified
-    /// by the FP16 bound, scanned again in f32; `None`: in f32 (or on the CPU).
-    pub f32_queries: Option<usize>,
-    /// Rounds of the local join run after the scan.
-    pub descent_rounds: usize,
-    /// The scan's recall (before the local join; `recall` is the result's).
-    pub scan_recall: Option<Recall>,
-    /// Neighbours the local join put in rows that did not hold them.
-    pub descent_replaced: usize,
-    /// The sample's recall gain of the round that was tried and not run (under
-    /// [`DESCENT_MIN_GAIN`]); `None`: every round asked for ran (or none was asked for).
-    pub descent_declined: Option<f64>,
-}
-
-/// recall@k of an approximate kNN: the share of the exact kNN's `k - 1` other neighbours of
-/// the sampled cells that it found (a neighbour tied with the exact k-th counts as found).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Recall {
-    pub value: f64,
-    pub cells: usize,
-    pub k: usize,
 }

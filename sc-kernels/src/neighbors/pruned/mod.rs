@@ -35,6 +35,7 @@ use crate::neighbors::knn::EXTRA;
 use crate::neighbors::lists;
 use crate::neighbors::lists::packed::{DeviceProbes, F32Layout, Packed, Slots, Streams, CHUNK};
 use crate::neighbors::lists::ListLayout;
+pub use crate::neighbors::result::PrunedStats;
 use crate::neighbors::scan::host::products;
 use crate::neighbors::scan::tensor::Plan;
 use faer::MatRef;
@@ -77,19 +78,6 @@ pub struct PrunedParams {
     /// Share of the pairs kept above which pass 2 scans all pairs (default
     /// [`ALL_PAIRS_ABOVE`]).
     pub all_pairs_above: Option<f64>,
-}
-
-/// What the pruned search did.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct PrunedStats {
-    pub n_lists: usize,
-    pub first_probes: usize,
-    /// References in the lists the bounds keep, per cell, on average.
-    pub refs_per_cell: f64,
-    /// Whether pass 2 scanned all pairs (the bounds kept too many).
-    pub all_pairs: bool,
-    /// Queries the bound could not certify, scanned again in f32 within the kept lists.
-    pub f32_queries: usize,
 }
 
 /// What [`knn_pruned`] leaves.

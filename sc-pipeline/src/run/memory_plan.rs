@@ -4,7 +4,7 @@
 //! run's resource, so a wrong estimate ends in a clear out-of-memory error, never in more device
 //! memory than allowed.
 
-use crate::run::table;
+use super::table;
 use crate::steps::step::{Phase, Sizes, StepBytes};
 use crate::steps::PipelineConfig;
 use sc_kernels::gpu::streamed::csr_block_bytes;
