@@ -1,4 +1,4 @@
-// UMAP connectivities and scanpy distances (see gpu.rs for the plan).
+// UMAP connectivities and scanpy distances (see gpu.rs beside this file for the plan).
 
 // Sum of the kNN distances in f64 (for the mean distance); one value per block, summed by the host.
 extern "C" __global__ void sum_f32_as_f64(const float* __restrict__ v, u64 len,

@@ -31,7 +31,7 @@ pub(crate) const SRC: KernelSource = KernelSource {
 
 pub const DEFAULT_ROUNDS: usize = 1;
 
-/// Cells per block of `knn_descent` (a warp each; `DESCENT_WARPS` in neighbors.cu).
+/// Cells per block of `knn_descent` (a warp each; `DESCENT_WARPS` in descent.cu).
 const WARPS: usize = 4;
 
 /// What the rounds did.

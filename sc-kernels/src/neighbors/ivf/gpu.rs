@@ -36,7 +36,7 @@ pub struct IvfRows {
 /// blocks (`(0, 1)`: every cell), with `x` (`n x d`; a non-finite value is refused) on the host
 /// and `xd` its copy on the device. The first share also measures the sample's exact kNN. The
 /// probed lists are scanned on tensor cores where the GPU and the shape allow
-/// ([`ivf_tensor`](super::ivf_tensor)).
+/// ([`tensor_search`](super::tensor_search)).
 pub fn knn_ivf_gpu(
     ctx: &GpuContext,
     x: &DenseMatrix<f32>,
@@ -387,7 +387,7 @@ pub fn finish_gpu(
 /// pool's rounding and the graph's start).
 /// On tensor cores the cells are packed again (FP16, in chunks of 128 per list) with their
 /// bound terms, and the candidates and the refinement's workspace are held a batch at a time
-/// ([`ivf_tensor`]); the estimate is the larger of the two scans'.
+/// ([`packed`](crate::neighbors::lists::packed)); the estimate is the larger of the two scans'.
 pub fn device_bytes(n: usize, d: usize, k: usize, n_lists: usize) -> u64 {
     let (n, d, k) = (n as u64, d as u64, k as u64);
     let kc = (k + EXTRA as u64).min(n);

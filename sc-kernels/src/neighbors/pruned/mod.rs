@@ -6,7 +6,7 @@
 //! layout), laid out back to back in the order of a greedy chain through the centroids (no
 //! list padded to the tensor passes' chunks of 128; a chunk shared by two near lists keeps
 //! much what either keeps); each chunk of 128 cells is a block of queries that streams the
-//! merged chunk ranges of the lists its cells need (`ivf_tensor::Streams`). Then:
+//! merged chunk ranges of the lists its cells need (`lists::packed::Streams`). Then:
 //!
 //! 1. pass 1 runs over the [`PrunedParams::first_probes`] lists nearest to each list only. The
 //!    `k`-th smallest upper bound over some references is at least the one over all of them,
@@ -17,7 +17,7 @@
 //!    (the ball around `L`'s centroid, and the bisector between `A`'s and `L`'s centroids with
 //!    the least margin of `L`'s cells beyond it) decide, in f64 with slack for the rounding;
 //! 3. pass 2 collects within the kept lists, and the f32 scan of the queries the bound could
-//!    not certify (`ivf_tensor`) also scans only them, then the same f64
+//!    not certify (`lists::packed`) also scans only them, then the same f64
 //!    refinement. Where the bounds keep more than [`ALL_PAIRS_ABOVE`] of the pairs (data
 //!    without clusters well apart at the scale of the `k`-th neighbour), the all-pairs pass 2
 //!    (cheaper per pair) runs instead, with pass 1's bounds: still one pass, not two.

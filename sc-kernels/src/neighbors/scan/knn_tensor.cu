@@ -452,7 +452,7 @@ knn_tensor_collect(const float* __restrict__ refs, const float* __restrict__ rb_
                      cand + q0 * width, counts + q0, uncertain + q0, n_uncertain);
 }
 
-// The inverted file (ivf_tensor.rs): the cells packed list by list, list l in the chunks
+// The inverted file (lists/packed.rs): the cells packed list by list, list l in the chunks
 // cstart[l] .. cstart[l] + ccount[l] (ids[slot] its cell, ~0 in a list's last chunk past its
 // cells). Block b takes the chunk tiles[2b + 1] of list tiles[2b] as its queries and streams
 // the chunks of the lists probes[probe_ptr[list] .. probe_ptr[list + 1]].

@@ -1,4 +1,4 @@
-// Exact kNN and UMAP connectivities (see gpu.rs for the plan). Products that decide a result
+// The kNN scan and the exact refinement (see device.rs for the plan). Products that decide a result
 // the CPU also computes use explicit `__f*_rn` / `fma` calls so NVRTC cannot contract them
 // differently from the CPU's arithmetic.
 
@@ -250,7 +250,7 @@ ivf_scan(const float* __restrict__ xp, const float* __restrict__ xt, const float
     });
 }
 
-// The same scan for listed cells (those the tensor scan could not certify, ivf_tensor.rs):
+// The same scan for listed cells (those the tensor scan could not certify, lists/packed.rs):
 // block b takes the entries tiles[3b + 1] .. tiles[3b + 2] (at most KNN_QT, all of list
 // tiles[3b]) of `qpos` (positions) and writes each one's `kc` best candidates to cand row
 // crow[entry].
