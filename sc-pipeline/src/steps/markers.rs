@@ -21,7 +21,7 @@ use crate::anndata::{
     array_as_strings, block_parts, stack_csr_on, ArrayData, BlockParts, Column, DeviceData, Matrix,
     Value,
 };
-use crate::steps::PipelineConfig;
+use crate::steps::{MarkerOptions, PipelineConfig};
 use crate::{AnnData, Error, Result};
 use sc_kernels::gpu::{radix_sort, DeviceCsr, GpuContext};
 use sc_kernels::rank_genes::{GroupMarkers, RankGenesParams, CHUNK_KEYS};
@@ -36,15 +36,7 @@ pub(crate) const ROW: Step = Step {
     phase: Phase::CellGraph,
     enabled: |c| c.markers_groupby().is_some(),
     run: |a, env: &StepEnv<'_>| {
-        let m = env
-            .config
-            .markers
-            .as_ref()
-            .expect("the row runs only with markers");
-        let groupby = env
-            .config
-            .markers_groupby()
-            .expect("the row runs only with a grouping");
+        let (m, groupby) = settings(env);
         let gpu = env.gpus.first();
         let r = rank_genes_groups_in(a, &groupby, &m.params, env.raw, gpu)?;
         Ok(format!(
@@ -299,14 +291,8 @@ fn in_category_order(
     (codes.iter().map(|&c| new_code[c as usize]).collect(), order)
 }
 
-/// The row's form on a run that holds no X (the generated demo, an input larger than the host
-/// memory): [`markers_on_subset`] by the row's grouping. The runner runs it after the other
-/// cell-graph steps.
-fn run_generated(
-    a: &mut AnnData,
-    env: &StepEnv<'_>,
-    pass: &mut GeneratedPass<'_>,
-) -> Result<String> {
+/// The row's options and grouping (the row runs only when both are set).
+fn settings<'a>(env: &StepEnv<'a>) -> (&'a MarkerOptions, String) {
     let m = env
         .config
         .markers
@@ -316,6 +302,18 @@ fn run_generated(
         .config
         .markers_groupby()
         .expect("the row runs only with a grouping");
+    (m, groupby)
+}
+
+/// The row's form on a run that holds no X (the generated demo, an input larger than the host
+/// memory): [`markers_on_subset`] by the row's grouping. The runner runs it after the other
+/// cell-graph steps.
+fn run_generated(
+    a: &mut AnnData,
+    env: &StepEnv<'_>,
+    pass: &mut GeneratedPass<'_>,
+) -> Result<String> {
+    let (m, groupby) = settings(env);
     markers_on_subset(a, pass, &groupby, &m.params)
 }
 
