@@ -289,7 +289,11 @@ fn pca_matches_the_cpu_up_to_sign() {
         return;
     };
     let ctx = context(&d);
-    for (seed, n, g) in [(1u64, 3000usize, 300usize), (2, 20_000, 500)] {
+    for (seed, n, g) in [
+        (1u64, 3000usize, 300usize),
+        (2, 20_000, 500),
+        (3, 300_000, 96),
+    ] {
         let x = log_normalized(inputs(seed, n, g));
         let p = ScaleParams {
             zero_center: true,
@@ -303,6 +307,19 @@ fn pca_matches_the_cpu_up_to_sign() {
         let cpu = sc_kernels::pca::pca_dense(&dense, &params).unwrap();
         let dd = sc_kernels::gpu::DeviceDense::upload(&ctx, &dense).unwrap();
         let gpu = sc_kernels::pca::pca_dense_gpu(&ctx, &dd, &params).unwrap();
+        // The same bits on every call: the column sums' slices are added in order.
+        for _ in 0..3 {
+            let again = sc_kernels::pca::pca_dense_gpu(&ctx, &dd, &params).unwrap();
+            assert_eq!(again.mean, gpu.mean, "column means differ between calls");
+            assert_eq!(
+                again.variance, gpu.variance,
+                "variances differ between calls"
+            );
+            assert_eq!(
+                again.x_pca.data, gpu.x_pca.data,
+                "scores differ between calls"
+            );
+        }
         for c in 0..30 {
             let rel = (gpu.variance[c] - cpu.variance[c]).abs() / cpu.variance[c];
             assert!(

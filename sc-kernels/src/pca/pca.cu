@@ -1,16 +1,28 @@
 // The device passes of the covariance-route PCA of a dense row-major n x g matrix X.
 
 // Column sums in f64: one thread per column, the rows split across blockIdx.y in slices of
-// `rows_per_slice`, the slices combined with atomics. sums: g values, zeroed by the caller.
+// `rows_per_slice`, each slice's sums to partial[slice * g + j]; `sum_slices` then adds the
+// slices in order, so the sums are the same bits on every run (atomics would add them in
+// whatever order the blocks finish).
 extern "C" __global__ void dense_col_sums(const float* x, u64 n, u64 g, u64 rows_per_slice,
-                                          double* sums) {
+                                          double* partial) {
     u64 j = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= g) return;
     u64 r0 = (u64)blockIdx.y * rows_per_slice;
     u64 r1 = r0 + rows_per_slice < n ? r0 + rows_per_slice : n;
     double s = 0.0;
     for (u64 r = r0; r < r1; ++r) s += (double)x[r * g + j];
-    atomicAdd(&sums[j], s);
+    partial[(u64)blockIdx.y * g + j] = s;
+}
+
+// sums[j] = the `slices` partial sums of column j, added in slice order.
+extern "C" __global__ void sum_slices(const double* partial, u64 slices, u64 g, double* sums) {
+    for (u64 j = (u64)blockIdx.x * blockDim.x + threadIdx.x; j < g;
+         j += (u64)gridDim.x * blockDim.x) {
+        double s = 0.0;
+        for (u64 y = 0; y < slices; ++y) s += partial[y * g + j];
+        sums[j] = s;
+    }
 }
 
 // acc += part on the lower triangle (row >= col) of two column-major g x g matrices: the f64
