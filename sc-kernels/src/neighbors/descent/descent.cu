@@ -1,4 +1,4 @@
-// NN-descent's local join on an approximate kNN (`descent.rs`). First the reverse lists: the
+// NN-descent's local join on an approximate kNN (`mod.rs` beside this file). First the reverse lists: the
 // in-degree of every cell over the directed edges (the cell itself left out) ...
 extern "C" __global__ void knn_in_degree(const u32* __restrict__ idx, u64 n, u32 k,
                                          u64* __restrict__ counts) {

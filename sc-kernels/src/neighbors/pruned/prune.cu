@@ -1,4 +1,4 @@
-// Lists of an inverted file that provably hold none of a list's exact neighbours (pruned.rs).
+// Lists of an inverted file that provably hold none of a list's exact neighbours (mod.rs beside this file).
 //
 // The cells are reached list by list through the tensor scan's slots: list l holds the slots
 // starts[l] .. starts[l] + sizes[l], ids[slot] its cell (~0: padding). Squared distances are

@@ -221,7 +221,7 @@ knn_scan(const float* __restrict__ x, const float* __restrict__ xt, const float*
     });
 }
 
-// Inverted-file scan (see ivf.rs): the cells are stored list by list (positions starts[l] ..
+// Inverted-file scan (see ../ivf/ and ../lists/): the cells are stored list by list (positions starts[l] ..
 // starts[l] + sizes[l] of `xp`/`xt`, starts a multiple of 4; perm[position] is the cell). Block
 // b takes up to KNN_QT cells of one list, tiles[2b] = the list, tiles[2b+1] = the first
 // position, and scans the lists probes[probe_ptr[list] .. probe_ptr[list + 1]]: each cell's
