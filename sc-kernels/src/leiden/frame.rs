@@ -10,7 +10,7 @@ use crate::random::hash3;
 use rayon::prelude::*;
 
 /// From the first aggregate level with at most this many stored edges on, an iteration is
-/// finished on the host by the sequential algorithm (see [`super::parallel::finish_sequential`]):
+/// finished on the host by the sequential algorithm (see [`finish_sequential`]):
 /// on the 1M-cell demo 2 s of host time for 0.016 of modularity.
 pub const HOST_BELOW: usize = 16_000_000;
 

@@ -1,7 +1,7 @@
 //! The exact kNN: every cell against every cell, on the CPU ([`knn_exact`]: blocks of faer
 //! matrix products, `k + 8` candidates kept per query, their distances then recomputed in f64)
 //! and on the GPU ([`knn_exact_gpu`]: the f32 or tensor-core scan, through the pruned lists
-//! from [`PRUNED_FROM_CELLS`] cells).
+//! from [`PRUNED_FROM_CELLS`](super::pruned::PRUNED_FROM_CELLS) cells).
 
 use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
@@ -198,7 +198,7 @@ fn knn_rows_on_device(
 /// The kNN (self included) of the rows `rows` of `x` (`n x d` row-major, finite values) among
 /// all its rows: `rows.len() * k` indices and distances, the rows of [`knn_exact_gpu`]'s result,
 /// and how they were scanned. Several GPUs each take a range of rows and
-/// [`neighbors_from_knn_gpu`] joins them.
+/// [`neighbors_from_knn_gpu`](super::neighbors_from_knn_gpu) joins them.
 pub fn knn_rows_gpu(
     ctx: &GpuContext,
     x: &DenseMatrix<f32>,

@@ -15,7 +15,7 @@ pub enum Scan {
     /// scanned again in f32.
     Tensor { f32_queries: usize },
     /// Exact, on tensor cores within the lists of an inverted file that the bounds of
-    /// [`pruned`] keep.
+    /// [`pruned`](super::pruned) keep.
     Pruned(PrunedStats),
     /// Approximate: within the lists of an inverted file (CPU or GPU), and how it did.
     Ivf(IvfStats),

@@ -56,7 +56,7 @@ pub struct H5adWrite {
 
 /// Creates the h5ad for `path` (under a temporary name, see [`write_h5ad_staged`]) and starts
 /// reserving `expected_bytes` for it (a bound on the whole file, see
-/// [`crate::memory_plan::output_bytes`]; nothing when that is 0), from offset 0 and beyond the
+/// [`crate::run::memory_plan::output_bytes`]; nothing when that is 0), from offset 0 and beyond the
 /// file's end, on a thread of its own. The fills of X and `.raw` then copy into pages already
 /// there (on tmpfs, allocating them is most of a large write's time). Best effort: nothing is
 /// reserved when there is too little to matter, with `SCPIPE_RESERVE_WRITE=0`, without room on
