@@ -9,7 +9,7 @@ use crate::{Error, Result};
 use hdf5::types::{
     FixedAscii, FixedUnicode, FloatSize, IntSize, TypeDescriptor, VarLenAscii, VarLenUnicode,
 };
-use hdf5::{Container, Dataset, File, Group, H5Type, Location};
+use hdf5::{Attribute, Container, Dataset, File, Group, H5Type, Location};
 use rayon::prelude::*;
 use sc_kernels::first_match::{par_first_index_past, par_position_first};
 use std::ops::Range;
@@ -87,8 +87,8 @@ impl H5Ctx {
             .map_err(|e| self.format(element, format!("unsupported element type ({e})")))
     }
 
-    /// A string attribute, `None` when absent.
-    pub fn string_attr(&self, loc: &Location, name: &str, element: &str) -> Result<Option<String>> {
+    /// The attribute `name` of `loc`, `None` when absent.
+    fn attr(&self, loc: &Location, name: &str, element: &str) -> Result<Option<Attribute>> {
         if !loc
             .attr_names()
             .map_err(self.h5(element))?
@@ -97,7 +97,14 @@ impl H5Ctx {
         {
             return Ok(None);
         }
-        let attr = loc.attr(name).map_err(self.h5(element))?;
+        loc.attr(name).map(Some).map_err(self.h5(element))
+    }
+
+    /// A string attribute, `None` when absent.
+    pub fn string_attr(&self, loc: &Location, name: &str, element: &str) -> Result<Option<String>> {
+        let Some(attr) = self.attr(loc, name, element)? else {
+            return Ok(None);
+        };
         let values = self.strings(&attr, &format!("{element} attribute '{name}'"))?;
         match values.len() {
             1 => Ok(values.into_iter().next()),
@@ -116,15 +123,9 @@ impl H5Ctx {
         name: &str,
         element: &str,
     ) -> Result<Option<Vec<String>>> {
-        if !loc
-            .attr_names()
-            .map_err(self.h5(element))?
-            .iter()
-            .any(|n| n == name)
-        {
+        let Some(attr) = self.attr(loc, name, element)? else {
             return Ok(None);
-        }
-        let attr = loc.attr(name).map_err(self.h5(element))?;
+        };
         let el = format!("{element} attribute '{name}'");
         match self.descriptor(&attr, &el)? {
             d if is_string(&d) => Ok(Some(self.strings(&attr, &el)?)),
@@ -143,15 +144,9 @@ impl H5Ctx {
         name: &str,
         element: &str,
     ) -> Result<Option<Vec<i64>>> {
-        if !loc
-            .attr_names()
-            .map_err(self.h5(element))?
-            .iter()
-            .any(|n| n == name)
-        {
+        let Some(attr) = self.attr(loc, name, element)? else {
             return Ok(None);
-        }
-        let attr = loc.attr(name).map_err(self.h5(element))?;
+        };
         match self.descriptor(&attr, element)? {
             TypeDescriptor::Integer(_) | TypeDescriptor::Unsigned(_) => {
                 Ok(Some(attr.read_raw::<i64>().map_err(self.h5(element))?))
@@ -165,15 +160,9 @@ impl H5Ctx {
 
     /// A boolean attribute (numpy bools are stored as HDF5 enums).
     pub fn bool_attr(&self, loc: &Location, name: &str, element: &str) -> Result<Option<bool>> {
-        if !loc
-            .attr_names()
-            .map_err(self.h5(element))?
-            .iter()
-            .any(|n| n == name)
-        {
+        let Some(attr) = self.attr(loc, name, element)? else {
             return Ok(None);
-        }
-        let attr = loc.attr(name).map_err(self.h5(element))?;
+        };
         let v = match self.descriptor(&attr, element)? {
             TypeDescriptor::Boolean => attr.read_raw::<bool>().map_err(self.h5(element))?,
             TypeDescriptor::Integer(_) | TypeDescriptor::Unsigned(_) => attr
