@@ -44,11 +44,10 @@ pub const KERNELS: [crate::gpu::module_cache::KernelSource; 5] = [
     descent::SRC,
 ];
 
-use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
 use crate::gpu::{DeviceVec, GpuContext};
-use crate::neighbors::connectivities::{connectivities_on_device, distances_on_device};
+use crate::neighbors::connectivities::graphs_on_device;
 use crate::neighbors::exact::knn_on_device;
 use crate::real::Real;
 use rayon::prelude::*;
@@ -180,7 +179,15 @@ pub fn neighbors_on_device(
     params: &NeighborsParams,
 ) -> Result<NeighborsResult> {
     let (idx, dist, scan) = knn_on_device(ctx, x, n, d, k)?;
-    let (distances, connectivities) = graphs_on_device(ctx, &idx, &dist, n, k, params)?;
+    let (distances, connectivities) = graphs_on_device(
+        ctx,
+        &idx,
+        &dist,
+        n,
+        k,
+        params.set_op_mix_ratio,
+        params.local_connectivity,
+    )?;
     Ok(NeighborsResult {
         n_neighbors: k,
         knn: Knn {
@@ -214,7 +221,15 @@ pub fn neighbors_from_knn_gpu(
     ctx.bind_to_thread()?;
     let idx = ctx.upload(&knn.indices)?;
     let dist = ctx.upload(&knn.distances)?;
-    let (distances, connectivities) = graphs_on_device(ctx, &idx, &dist, n, k, params)?;
+    let (distances, connectivities) = graphs_on_device(
+        ctx,
+        &idx,
+        &dist,
+        n,
+        k,
+        params.set_op_mix_ratio,
+        params.local_connectivity,
+    )?;
     Ok(NeighborsResult {
         n_neighbors: k,
         distances,
@@ -222,26 +237,4 @@ pub fn neighbors_from_knn_gpu(
         knn,
         scan,
     })
-}
-
-/// scanpy's `obsp['distances']` and `obsp['connectivities']` of a kNN on the device.
-fn graphs_on_device(
-    ctx: &GpuContext,
-    idx: &DeviceVec<u32>,
-    dist: &DeviceVec<f32>,
-    n: usize,
-    k: usize,
-    params: &NeighborsParams,
-) -> Result<(CsrMatrix<f32>, CsrMatrix<f32>)> {
-    let conn = connectivities_on_device(
-        ctx,
-        idx,
-        dist,
-        n,
-        k,
-        params.set_op_mix_ratio,
-        params.local_connectivity,
-    )?;
-    let distances = distances_on_device(ctx, idx, dist, n, k)?;
-    Ok((distances.download(ctx, n)?, conn.download(ctx, n)?))
 }

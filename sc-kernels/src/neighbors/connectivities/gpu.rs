@@ -19,7 +19,7 @@ use crate::gpu::{grid_stride, DeviceVec, GpuContext};
 use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 
 /// A CSR matrix left on the device.
-pub(crate) struct DeviceGraph {
+struct DeviceGraph {
     indptr: DeviceVec<u64>,
     indices: DeviceVec<u32>,
     data: DeviceVec<f32>,
@@ -65,7 +65,7 @@ fn sum_f64(ctx: &GpuContext, v: &DeviceVec<f32>) -> Result<f64> {
 }
 
 /// UMAP connectivities of a device kNN (the CPU's [`super::umap_connectivities`]).
-pub(crate) fn connectivities_on_device(
+fn connectivities_on_device(
     ctx: &GpuContext,
     idx: &DeviceVec<u32>,
     dist: &DeviceVec<f32>,
@@ -136,7 +136,7 @@ pub(crate) fn connectivities_on_device(
 }
 
 /// scanpy's `obsp['distances']` on the device (the CPU's [`super::distance_matrix`]).
-pub(crate) fn distances_on_device(
+fn distances_on_device(
     ctx: &GpuContext,
     idx: &DeviceVec<u32>,
     dist: &DeviceVec<f32>,
@@ -162,4 +162,20 @@ pub(crate) fn distances_on_device(
     ctx.launch(l, grid_stride(n * per_row), "distance_rows")?;
     graph.sort_rows(ctx, n)?;
     Ok(graph)
+}
+
+/// scanpy's `obsp['distances']` and `obsp['connectivities']` of a kNN on the device, downloaded.
+pub(crate) fn graphs_on_device(
+    ctx: &GpuContext,
+    idx: &DeviceVec<u32>,
+    dist: &DeviceVec<f32>,
+    n: usize,
+    k: usize,
+    set_op_mix_ratio: f64,
+    local_connectivity: f64,
+) -> Result<(CsrMatrix<f32>, CsrMatrix<f32>)> {
+    let conn =
+        connectivities_on_device(ctx, idx, dist, n, k, set_op_mix_ratio, local_connectivity)?;
+    let distances = distances_on_device(ctx, idx, dist, n, k)?;
+    Ok((distances.download(ctx, n)?, conn.download(ctx, n)?))
 }

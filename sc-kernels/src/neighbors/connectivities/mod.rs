@@ -11,7 +11,7 @@
 //! `distances` is scanpy's `obsp['distances']`: the `k - 1` non-self neighbours of each cell.
 
 mod gpu;
-pub(crate) use gpu::{connectivities_on_device, distances_on_device, SRC};
+pub(crate) use gpu::{graphs_on_device, SRC};
 
 use crate::csr::CsrMatrix;
 use crate::error::{KernelError, Result};
