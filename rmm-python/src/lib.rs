@@ -1,12 +1,13 @@
 //! `rmm_core._lib`: the Python extension module of rmm-core (the package `rmm_core` in
 //! `python/` wraps it). One file per concept: devices and streams, resources, the buffer,
-//! PyTorch's entry points; `reinitialize` is here.
+//! PyTorch's entry points, scpipe's steps on an AnnData (`sc/`); `reinitialize` is here.
 
 mod buffer;
 mod cupy_hooks;
 mod device;
 mod errors;
 mod resources;
+mod sc;
 mod torch_hooks;
 mod units;
 
@@ -100,5 +101,6 @@ fn _lib(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(torch_hooks::_set_torch_oom_type, m)?)?;
     m.add_function(wrap_pyfunction!(torch_hooks::_torch_live_allocations, m)?)?;
     m.add("gpu_available", rmm_cuda::gpu_available())?;
+    sc::register(m)?;
     Ok(())
 }

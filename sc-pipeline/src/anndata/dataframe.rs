@@ -254,6 +254,11 @@ impl DataFrame {
         self.columns.iter().map(|(n, c)| (n.as_str(), c))
     }
 
+    /// The columns, in their order, taking the table apart.
+    pub fn into_columns(self) -> Vec<(String, Column)> {
+        self.columns
+    }
+
     pub fn column(&self, name: &str) -> Option<&Column> {
         self.columns.iter().find(|(n, _)| n == name).map(|(_, c)| c)
     }

@@ -349,6 +349,7 @@ impl RunArgs {
                 n_top_genes: Some(self.n_top_genes),
                 batch_key: self.batch_key.clone(),
                 layer: None,
+                cutoffs: Default::default(),
             }),
             subset_hvg: !self.no_subset,
             scale_max_value: (!self.no_scale).then_some((!self.no_clip).then_some(self.max_value)),

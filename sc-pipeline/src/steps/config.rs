@@ -141,6 +141,34 @@ pub struct HvgOptions {
     pub batch_key: Option<String>,
     /// Layer to compute on instead of X (seurat_v3 needs counts).
     pub layer: Option<String>,
+    /// The cutoffs used without `n_top_genes`, and the flavours' smoothing (scanpy's defaults).
+    pub cutoffs: HvgCutoffs,
+}
+
+/// scanpy's `min_mean`, `max_mean`, `min_disp`, `max_disp` (the selection without
+/// `n_top_genes`), `span` (seurat_v3's loess) and `n_bins` (seurat's mean bins).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HvgCutoffs {
+    pub min_mean: f64,
+    pub max_mean: f64,
+    pub min_disp: f64,
+    pub max_disp: f64,
+    pub span: f64,
+    pub n_bins: usize,
+}
+
+impl Default for HvgCutoffs {
+    fn default() -> Self {
+        let d = sc_kernels::hvg::HvgParams::default();
+        HvgCutoffs {
+            min_mean: d.min_mean,
+            max_mean: d.max_mean,
+            min_disp: d.min_disp,
+            max_disp: d.max_disp,
+            span: d.span,
+            n_bins: d.n_bins,
+        }
+    }
 }
 
 impl Default for HvgOptions {
@@ -150,6 +178,7 @@ impl Default for HvgOptions {
             n_top_genes: Some(2000),
             batch_key: None,
             layer: None,
+            cutoffs: HvgCutoffs::default(),
         }
     }
 }

@@ -213,8 +213,13 @@ fn hvg_params(adata: &AnnData, options: &HvgOptions) -> HvgParams {
     HvgParams {
         flavor: options.flavor,
         n_top_genes: options.n_top_genes,
+        min_mean: options.cutoffs.min_mean,
+        max_mean: options.cutoffs.max_mean,
+        min_disp: options.cutoffs.min_disp,
+        max_disp: options.cutoffs.max_disp,
+        span: options.cutoffs.span,
+        n_bins: options.cutoffs.n_bins,
         log1p_base: log1p_base(adata),
-        ..HvgParams::default()
     }
 }
 

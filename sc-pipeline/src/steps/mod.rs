@@ -27,7 +27,8 @@ mod umap;
 
 /// The run's configuration and the options of the steps that take several.
 pub use config::{
-    HarmonyOptions, HvgOptions, LeidenOptions, MarkerOptions, MitoPrefix, PipelineConfig,
+    HarmonyOptions, HvgCutoffs, HvgOptions, LeidenOptions, MarkerOptions, MitoPrefix,
+    PipelineConfig,
 };
 pub use filter::{filter_cells, filter_genes};
 pub use harmony::{

@@ -1,0 +1,194 @@
+"""The parts of an AnnData that a step reads, in the layouts the extension takes, and the
+step's results written back where scanpy writes them.
+
+A step never sees the user's object: it gets the parts it reads (X or a layer, a few columns,
+an ``obsm`` entry, the neighbors graph), works on its own copy, and the results are written
+only once it has succeeded, so an error or Ctrl-C leaves the AnnData as it was.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+
+from rmm_core import _lib
+from scpipe._settings import settings
+
+ACCEPTED_X = (
+    "scipy.sparse CSR or CSC (csr_matrix / csr_array / csc_matrix / csc_array), a numpy "
+    "ndarray, or a CuPy array / cupyx.scipy.sparse CSR or CSC matrix"
+)
+
+# float32 holds every integer up to 2**24 exactly.
+_F32_EXACT = 2**24
+
+
+def _cupy_module(m: Any):
+    mod = type(m).__module__
+    return mod.startswith("cupy") or mod.startswith("cupyx")
+
+
+def matrix_part(m: Any, what: str = "X") -> tuple:
+    """``("csr", shape, data, indices, indptr)`` or ``("dense", array)`` for a matrix."""
+    if m is None:
+        raise ValueError(f"{what} is None: the step needs a matrix there")
+    if _cupy_module(m):
+        m = m.get()  # cupy / cupyx to host (the steps copy it to the GPU they run on)
+    if sp.issparse(m):
+        if m.format not in ("csr", "csc"):
+            raise TypeError(f"{what} is a {m.format.upper()} sparse matrix; accepted: {ACCEPTED_X}")
+        m = m.tocsr() if m.format == "csc" else m
+        data = _float32(m.data, what)
+        indices, indptr = m.indices, m.indptr
+        if indices.dtype not in (np.int32, np.int64):
+            indices = indices.astype(np.int64)
+        if indptr.dtype not in (np.int32, np.int64):
+            indptr = indptr.astype(np.int64)
+        return ("csr", m.shape, data, np.ascontiguousarray(indices), np.ascontiguousarray(indptr))
+    if isinstance(m, np.ndarray) and not isinstance(m, np.ma.MaskedArray):
+        if m.ndim != 2:
+            raise TypeError(f"{what} must be 2-dimensional, not {m.ndim}-dimensional")
+        return ("dense", np.ascontiguousarray(_float32(m, what)))
+    raise TypeError(f"{what} is a {type(m).__module__}.{type(m).__name__}; accepted: {ACCEPTED_X}")
+
+
+def _float32(a: np.ndarray, what: str) -> np.ndarray:
+    """``a`` as float32 (a copy only when it is not), refusing what float32 cannot hold."""
+    kind = a.dtype.kind
+    if kind == "f":
+        return a.astype(np.float32, copy=False)
+    if kind in "iu":
+        if a.size and (int(a.max()) > _F32_EXACT or int(a.min()) < -_F32_EXACT):
+            raise ValueError(f"{what} holds integers beyond 2**24, which float32 cannot hold exactly")
+        return a.astype(np.float32)
+    if kind == "b":
+        return a.astype(np.float32)
+    raise TypeError(f"{what} has values of type {a.dtype}; numbers are needed")
+
+
+def matrix_from(part: tuple, like: Any = None) -> Any:
+    """A matrix back from its part: scipy CSR (an ``sp.csr_array`` when ``like`` is a sparse
+    array) or a numpy array."""
+    if part[0] == "dense":
+        return part[1]
+    _, shape, data, indices, indptr = part
+    cls = sp.csr_array if isinstance(like, sp.sparray) else sp.csr_matrix
+    return cls((data, indices, indptr), shape=tuple(shape))
+
+
+def column_part(s: pd.Series | np.ndarray, what: str) -> Any:
+    """A column as the extension takes it."""
+    if isinstance(s, pd.Series) and isinstance(s.dtype, pd.CategoricalDtype):
+        cat = s.cat
+        categories = cat.categories
+        cats = (
+            [str(c) for c in categories]
+            if categories.dtype == object or categories.dtype.kind in "OUS"
+            else _numeric(np.asarray(categories), what)
+        )
+        return ("cat", np.ascontiguousarray(cat.codes.to_numpy(), dtype=np.int32), cats, bool(cat.ordered))
+    a = s.to_numpy() if isinstance(s, pd.Series) else np.asarray(s)
+    if a.dtype == object or a.dtype.kind in "US":
+        return [str(v) for v in a]
+    return _numeric(a, what)
+
+
+def _numeric(a: np.ndarray, what: str) -> np.ndarray:
+    if a.dtype.kind == "b":
+        return np.ascontiguousarray(a, dtype=np.bool_)
+    if a.dtype.kind in "iu":
+        return np.ascontiguousarray(a, dtype=np.int32 if a.dtype.itemsize < 4 or a.dtype == np.int32 else np.int64)
+    if a.dtype.kind == "f":
+        return np.ascontiguousarray(a, dtype=np.float32 if a.dtype == np.float32 else np.float64)
+    raise TypeError(f"{what} has values of type {a.dtype}, which scpipe cannot read")
+
+
+def uns_part(v: Any) -> Any:
+    """An ``uns`` entry as the extension takes it (dicts, scalars, strings, arrays)."""
+    if isinstance(v, dict):
+        return {str(k): uns_part(x) for k, x in v.items()}
+    if isinstance(v, (np.bool_,)):
+        return bool(v)
+    if isinstance(v, np.integer):
+        return int(v)
+    if isinstance(v, np.floating):
+        return float(v)
+    if isinstance(v, np.ndarray) and v.dtype.kind in "biuf":
+        return np.ascontiguousarray(v)
+    return v
+
+
+def column_from(part: Any) -> Any:
+    """A column back from its part."""
+    if isinstance(part, tuple) and part[0] == "cat":
+        _, codes, categories, ordered = part
+        return pd.Categorical.from_codes(codes, categories=pd.Index(categories), ordered=ordered)
+    if isinstance(part, tuple) and part[0] == "nullable":
+        _, values, mask = part
+        return pd.array(np.ma.masked_array(values, mask=mask).tolist())
+    if isinstance(part, list):
+        return np.array(part, dtype=object)
+    return part
+
+
+def value_from(part: Any) -> Any:
+    """An ``uns`` entry back from its part."""
+    if isinstance(part, dict):
+        return {k: value_from(v) for k, v in part.items()}
+    if isinstance(part, tuple):
+        kind = part[0]
+        if kind == "rec":
+            fields = part[1]
+            return np.rec.fromarrays([np.asarray(a) for _, a in fields], names=[n for n, _ in fields])
+        if kind == "df":
+            _, index, cols = part
+            return pd.DataFrame({k: column_from(c) for k, c in cols.items()}, index=pd.Index(index))
+        if kind == "csr":
+            return matrix_from(part)
+    if isinstance(part, list):
+        return np.array(part)
+    return part
+
+
+def call(step: str, parts: dict, params: dict, return_x: bool = False) -> dict:
+    """Runs ``step`` in the extension, where ``scpipe.settings.device`` says."""
+    device = settings.resolved_device()
+    start = time.perf_counter()
+    out = _lib._sc_call(step, parts, params, device, return_x)
+    if settings.progress:
+        print(f"scpipe: {step} on the {device.upper()} in {time.perf_counter() - start:.3f} s", file=sys.stderr)
+    return out
+
+
+def view_to_actual(adata) -> None:
+    """A view becomes an object of its own before a step writes into it (as scanpy does)."""
+    if adata.is_view:
+        adata._init_as_actual(adata.copy())
+
+
+def write_columns(df: pd.DataFrame, cols: dict, skip: set = frozenset()) -> None:
+    for name, part in cols.items():
+        if name not in skip:
+            df[name] = column_from(part)
+
+
+def write_results(adata, out: dict, passed: dict) -> None:
+    """Writes what the step made (every ``obs``/``var`` column, ``obsm``/``varm``/``obsp``
+    entry and ``uns`` key it returns that was not handed to it) into ``adata``."""
+    write_columns(adata.obs, out["obs"], set(passed.get("obs", ())))
+    write_columns(adata.var, out["var"], set(passed.get("var", ())))
+    for slot in ("obsm", "varm"):
+        for k, a in out[slot].items():
+            if k not in passed.get(slot, ()):
+                getattr(adata, slot)[k] = a
+    for k, part in out["obsp"].items():
+        if k not in passed.get("obsp", ()):
+            adata.obsp[k] = matrix_from(part)
+    for k, v in out["uns"].items():
+        if k not in passed.get("uns", ()):
+            adata.uns[k] = value_from(v)

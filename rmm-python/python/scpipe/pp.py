@@ -1,0 +1,622 @@
+"""Preprocessing: scanpy's ``sc.pp`` functions (and rapids-singlecell's ``harmony_integrate``),
+with scanpy's names, arguments, defaults and output slots, run by scpipe's steps on the GPU
+(``scpipe.settings.device``) or the CPU.
+
+Each function works on the AnnData in place, or on a copy it returns with ``copy=True``. It
+writes its results only once the step has succeeded: an error (or Ctrl-C) leaves the object as
+it was. X is computed in float32, as scpipe's command does.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import pandas as pd
+
+from scpipe import _parts
+from scpipe._settings import settings
+
+__all__ = [
+    "calculate_qc_metrics",
+    "filter_cells",
+    "filter_genes",
+    "normalize_total",
+    "log1p",
+    "highly_variable_genes",
+    "scale",
+    "pca",
+    "harmony_integrate",
+    "neighbors",
+    "recipe",
+]
+
+
+def _target(adata, copy: bool):
+    if copy:
+        return adata.copy()
+    _parts.view_to_actual(adata)
+    return adata
+
+
+def _matrix(adata, layer: str | None, use_raw: bool = False) -> tuple[Any, str]:
+    """The matrix a step reads and its name: a layer, ``.raw.X`` or X."""
+    if layer is not None and use_raw:
+        raise ValueError("give layer or use_raw=True, not both")
+    if layer is not None:
+        if layer not in adata.layers:
+            raise KeyError(f"layer {layer!r} does not exist (layers: {list(adata.layers.keys())})")
+        return adata.layers[layer], f"layers[{layer!r}]"
+    if use_raw:
+        if adata.raw is None:
+            raise ValueError("use_raw=True but the AnnData has no .raw")
+        return adata.raw.X, "raw.X"
+    return adata.X, "X"
+
+
+def _set_matrix(adata, layer: str | None, m) -> None:
+    if layer is None:
+        adata.X = m
+    else:
+        adata.layers[layer] = m
+
+
+def _check_counts(part: tuple, what: str) -> None:
+    """Refuses NaN, infinite or negative values where a step reads counts."""
+    values = part[2] if part[0] == "csr" else part[1]
+    if values.size == 0:
+        return
+    if not np.isfinite(values).all():
+        raise ValueError(f"{what} holds NaN or infinite values; the step needs counts")
+    if values.min() < 0:
+        raise ValueError(f"{what} holds negative values; the step needs counts")
+
+
+def _var_names(adata) -> list[str]:
+    return [str(v) for v in adata.var_names]
+
+
+def calculate_qc_metrics(
+    adata,
+    *,
+    expr_type: str = "counts",
+    var_type: str = "genes",
+    qc_vars: Sequence[str] | str = (),
+    percent_top: Sequence[int] | None = (50, 100, 200, 500),
+    layer: str | None = None,
+    use_raw: bool = False,
+    inplace: bool = False,
+    log1p: bool = True,
+    parallel: bool | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """Quality-control metrics per cell and per gene (scanpy's ``calculate_qc_metrics``).
+
+    Parameters
+    ----------
+    adata
+        Counts in X (or ``layer`` / ``.raw``), cells by genes.
+    qc_vars
+        Boolean ``var`` columns (e.g. ``"mt"``) whose share of each cell's counts is reported.
+    percent_top
+        Share of each cell's counts in its top-n genes, for each n.
+    layer, use_raw
+        Read this layer, or ``.raw.X``, instead of X.
+    inplace
+        Write into ``obs`` and ``var`` (else return the two tables), as scanpy (default False).
+    log1p
+        Also write ``log1p_`` columns.
+
+    Writes
+    ------
+    ``obs``: ``n_genes_by_counts``, ``total_counts``, ``pct_counts_in_top_{n}_genes``,
+    ``total_counts_{qc_var}``, ``pct_counts_{qc_var}`` (and their ``log1p_`` forms);
+    ``var``: ``n_cells_by_counts``, ``mean_counts``, ``pct_dropout_by_counts``, ``total_counts``
+    (and ``log1p_`` forms).
+    """
+    if expr_type != "counts" or var_type != "genes":
+        raise ValueError("scpipe writes scanpy's default names only: expr_type='counts', var_type='genes'")
+    qc_vars = [qc_vars] if isinstance(qc_vars, str) else list(qc_vars)
+    for q in qc_vars:
+        if q not in adata.var.columns:
+            raise KeyError(f"qc_vars: var has no column {q!r}")
+    x, what = _matrix(adata, layer, use_raw)
+    xp = _parts.matrix_part(x, what)
+    _check_counts(xp, what)
+    n_vars = xp[1][1] if xp[0] == "csr" else xp[1].shape[1]
+    var_names = [str(v) for v in (adata.raw.var_names if use_raw else adata.var_names)]
+    var = {q: _parts.column_part(adata.var[q].astype(bool), f"var[{q!r}]") for q in qc_vars}
+    if use_raw:
+        var = {q: _parts.column_part(adata.var[q].reindex(adata.raw.var_names).fillna(False).astype(bool), q) for q in qc_vars}
+    top = None if percent_top is None else sorted(int(n) for n in percent_top)
+    if top and top[-1] > n_vars:
+        raise ValueError(f"percent_top: {top[-1]} exceeds the {n_vars} genes")
+    parts = {"X": xp, "var_names": var_names, "var": var}
+    params = {"qc_vars": qc_vars, "percent_top": top if top is not None else [], "log1p": log1p}
+    out = _parts.call("calculate_qc_metrics", parts, params)
+    obs_cols = {k: _parts.column_from(v) for k, v in out["obs"].items()}
+    var_cols = {k: _parts.column_from(v) for k, v in out["var"].items() if k not in var}
+    if not inplace:
+        obs_df = pd.DataFrame(obs_cols, index=adata.obs_names)
+        var_df = pd.DataFrame(var_cols, index=adata.raw.var_names if use_raw else adata.var_names)
+        return obs_df, var_df
+    _parts.view_to_actual(adata)
+    for k, v in obs_cols.items():
+        adata.obs[k] = v
+    if not use_raw:
+        for k, v in var_cols.items():
+            adata.var[k] = v
+    return None
+
+
+def _filter(adata, step: str, bounds: dict, axis: str, inplace: bool, copy: bool):
+    if sum(v is not None for v in bounds.values()) != 1:
+        names = ", ".join(bounds)
+        raise ValueError(f"give exactly one of {names}")
+    xp = _parts.matrix_part(adata.X, "X")
+    _check_counts(xp, "X")
+    n = adata.n_obs if axis == "obs" else adata.n_vars
+    row = {"__scpipe_row": np.arange(n, dtype=np.int64)}
+    parts = {"X": xp, "obs" if axis == "obs" else "var": row}
+    out = _parts.call(step, parts, bounds, return_x=inplace)
+    cols = out[axis]
+    kept = cols.pop("__scpipe_row")
+    (name, values), = cols.items()
+    if not inplace:
+        mask = np.zeros(n, dtype=bool)
+        mask[kept] = True
+        # The per-element numbers of every cell (or gene), before subsetting, as scanpy returns.
+        full = _full_numbers(adata, step, bounds, n)
+        return mask, full
+    target = _target(adata, copy)
+    x_new = _parts.matrix_from(out["X"], like=target.X)
+    target.X = None
+    if axis == "obs":
+        target._inplace_subset_obs(kept)
+        target.obs[name] = values
+    else:
+        target._inplace_subset_var(kept)
+        target.var[name] = values
+    target.X = x_new
+    return target if copy else None
+
+
+def _full_numbers(adata, step: str, bounds: dict, n: int) -> np.ndarray:
+    """The counts the filter computes for every cell (gene), from a run that keeps all."""
+    key = next(k for k, v in bounds.items() if v is not None)
+    every = {k: None for k in bounds}
+    every[key.replace("max", "min")] = 0
+    xp = _parts.matrix_part(adata.X, "X")
+    out = _parts.call(step, {"X": xp}, every)
+    axis = "obs" if step == "filter_cells" else "var"
+    (_, values), = out[axis].items()
+    return values
+
+
+def filter_cells(
+    data,
+    *,
+    min_counts: float | None = None,
+    min_genes: int | None = None,
+    max_counts: float | None = None,
+    max_genes: int | None = None,
+    inplace: bool = True,
+    copy: bool = False,
+):
+    """Keeps the cells with at least / at most so many counts or genes (scanpy's
+    ``filter_cells``; one bound per call).
+
+    Writes ``obs['n_genes']`` (or ``n_counts``) and removes the other cells. With
+    ``inplace=False`` returns ``(cells_subset, number_per_cell)`` instead.
+    """
+    bounds = {"min_counts": min_counts, "min_genes": min_genes, "max_counts": max_counts, "max_genes": max_genes}
+    return _filter(data, "filter_cells", bounds, "obs", inplace, copy)
+
+
+def filter_genes(
+    data,
+    *,
+    min_counts: float | None = None,
+    min_cells: int | None = None,
+    max_counts: float | None = None,
+    max_cells: int | None = None,
+    inplace: bool = True,
+    copy: bool = False,
+):
+    """Keeps the genes with at least / at most so many counts or cells (scanpy's
+    ``filter_genes``; one bound per call).
+
+    Writes ``var['n_cells']`` (or ``n_counts``) and removes the other genes. With
+    ``inplace=False`` returns ``(gene_subset, number_per_gene)`` instead.
+    """
+    bounds = {"min_counts": min_counts, "min_cells": min_cells, "max_counts": max_counts, "max_cells": max_cells}
+    return _filter(data, "filter_genes", bounds, "var", inplace, copy)
+
+
+def normalize_total(
+    adata,
+    *,
+    target_sum: float | None = None,
+    exclude_highly_expressed: bool = False,
+    max_fraction: float = 0.05,
+    key_added: str | None = None,
+    layer: str | None = None,
+    inplace: bool = True,
+    copy: bool = False,
+):
+    """Scales each cell to the same total count (scanpy's ``normalize_total``).
+
+    Parameters
+    ----------
+    target_sum
+        Total after normalization; ``None``: the median of the cells' totals.
+    exclude_highly_expressed, max_fraction
+        Leave genes above ``max_fraction`` of any cell's total out of the totals.
+    key_added
+        ``obs`` column for each cell's factor.
+    layer
+        Normalize this layer instead of X.
+    inplace
+        Write the result (else return ``{"X": ..., "norm_factor": ...}``).
+    """
+    if copy and not inplace:
+        raise ValueError("`copy=True` cannot be used with `inplace=False`.")
+    x, what = _matrix(adata, layer)
+    xp = _parts.matrix_part(x, what)
+    _check_counts(xp, what)
+    params = {
+        "target_sum": target_sum,
+        "exclude_highly_expressed": exclude_highly_expressed,
+        "max_fraction": max_fraction,
+        "per_cell": key_added is not None or not inplace,
+    }
+    out = _parts.call("normalize_total", {"X": xp}, params, return_x=True)
+    x_new = _parts.matrix_from(out["X"], like=x)
+    if not inplace:
+        return {"X": x_new, "norm_factor": out.get("norm_factor")}
+    target = _target(adata, copy)
+    _set_matrix(target, layer, x_new)
+    if key_added is not None:
+        target.obs[key_added] = out["norm_factor"]
+    return target if copy else None
+
+
+def log1p(data, *, base: float | None = None, copy: bool = False, layer: str | None = None, **_chunking):
+    """``log(1 + x)`` of X or ``layer`` (scanpy's ``log1p``); records ``uns['log1p']['base']``."""
+    target = _target(data, copy)
+    x, what = _matrix(target, layer)
+    xp = _parts.matrix_part(x, what)
+    out = _parts.call("log1p", {"X": xp}, {"base": base}, return_x=True)
+    _set_matrix(target, layer, _parts.matrix_from(out["X"], like=x))
+    target.uns["log1p"] = _parts.value_from(out["uns"]["log1p"])
+    return target if copy else None
+
+
+def highly_variable_genes(
+    adata,
+    *,
+    layer: str | None = None,
+    n_top_genes: int | None = None,
+    min_disp: float = 0.5,
+    max_disp: float = np.inf,
+    min_mean: float = 0.0125,
+    max_mean: float = 3,
+    span: float = 0.3,
+    n_bins: int = 20,
+    flavor: str = "seurat",
+    subset: bool = False,
+    inplace: bool = True,
+    batch_key: str | None = None,
+    check_values: bool = True,
+):
+    """Highly variable genes (scanpy's ``highly_variable_genes``): flavours ``seurat``,
+    ``cell_ranger``, ``seurat_v3`` and ``seurat_v3_paper`` (the last two read counts), with
+    ``batch_key``.
+
+    Writes ``var['highly_variable']``, ``means``, ``dispersions``, ``dispersions_norm`` (or
+    seurat_v3's ``variances``, ``variances_norm``, ``highly_variable_rank``), with a batch key
+    ``highly_variable_nbatches`` and ``highly_variable_intersection``, and ``uns['hvg']``.
+    ``subset=True`` keeps only the selected genes; ``inplace=False`` returns the table.
+    """
+    x, what = _matrix(adata, layer)
+    xp = _parts.matrix_part(x, what)
+    if flavor.startswith("seurat_v3") and check_values:
+        _check_counts(xp, what)
+    obs = {}
+    if batch_key is not None:
+        if batch_key not in adata.obs.columns:
+            raise KeyError(f"batch_key: obs has no column {batch_key!r}")
+        obs[batch_key] = _parts.column_part(adata.obs[batch_key].astype("category"), f"obs[{batch_key!r}]")
+    uns = {"log1p": _parts.uns_part(adata.uns["log1p"])} if "log1p" in adata.uns else {}
+    parts = {"X": xp, "var_names": _var_names(adata), "obs": obs, "uns": uns}
+    params = {
+        "flavor": flavor,
+        "n_top_genes": n_top_genes,
+        "batch_key": batch_key,
+        "min_mean": min_mean,
+        "max_mean": max_mean,
+        "min_disp": min_disp,
+        "max_disp": max_disp,
+        "span": span,
+        "n_bins": n_bins,
+    }
+    out = _parts.call("highly_variable_genes", parts, params)
+    table = {k: _parts.column_from(v) for k, v in out["var"].items()}
+    if not inplace:
+        df = pd.DataFrame(table, index=adata.var_names)
+        return df.loc[df["highly_variable"]] if subset else df
+    _parts.view_to_actual(adata)
+    for k, v in table.items():
+        adata.var[k] = v
+    adata.uns["hvg"] = _parts.value_from(out["uns"]["hvg"])
+    if subset:
+        adata._inplace_subset_var(np.asarray(adata.var["highly_variable"], dtype=bool))
+    return None
+
+
+def scale(
+    data,
+    *,
+    zero_center: bool = True,
+    max_value: float | None = None,
+    copy: bool = False,
+    layer: str | None = None,
+    obsm: str | None = None,
+    mask_obs=None,
+):
+    """Scales each gene to unit variance, centred at zero by default (scanpy's ``scale``);
+    clips at ``max_value``. Writes ``var['mean']`` and ``var['std']``."""
+    if obsm is not None or mask_obs is not None:
+        raise ValueError("scale: obsm and mask_obs are not supported by scpipe yet")
+    target = _target(data, copy)
+    x, what = _matrix(target, layer)
+    xp = _parts.matrix_part(x, what)
+    params = {"zero_center": zero_center, "max_value": max_value}
+    out = _parts.call("scale", {"X": xp}, params, return_x=True)
+    _set_matrix(target, layer, _parts.matrix_from(out["X"], like=x))
+    if layer is None:
+        for k in ("mean", "std"):
+            target.var[k] = _parts.column_from(out["var"][k])
+    else:
+        for k in ("mean", "std"):
+            target.var[f"{layer}_{k}"] = _parts.column_from(out["var"][k])
+    return target if copy else None
+
+
+def pca(
+    data,
+    n_comps: int | None = None,
+    *,
+    layer: str | None = None,
+    zero_center: bool = True,
+    svd_solver: str | None = None,
+    random_state: Any = 0,
+    return_info: bool = False,
+    mask_var: Any = "_default",
+    use_highly_variable: bool | None = None,
+    dtype: Any = "float32",
+    chunked: bool = False,
+    chunk_size: int | None = None,
+    key_added: str | None = None,
+    copy: bool = False,
+):
+    """Principal components of X (scanpy's ``pca``), on the highly variable genes when
+    ``var['highly_variable']`` exists (scanpy's ``mask_var`` default).
+
+    Writes ``obsm['X_pca']`` (cells x comps), ``varm['PCs']`` (genes x comps, zero outside
+    the mask) and ``uns['pca']`` (``variance``, ``variance_ratio``, ``params``); ``key_added``
+    renames the ``obsm`` and ``uns`` keys and ``varm`` key, as scanpy.
+    """
+    if not zero_center:
+        raise ValueError("pca: scpipe's PCA is zero-centred (zero_center=False is not supported)")
+    target = _target(data, copy)
+    x, what = _matrix(target, layer)
+    xp = _parts.matrix_part(x, what)
+    n_obs, n_vars = target.shape
+    if use_highly_variable is not None:
+        mask_var = "highly_variable" if use_highly_variable else None
+    if isinstance(mask_var, str) and mask_var == "_default":
+        mask_var = "highly_variable" if "highly_variable" in target.var.columns else None
+    var = {}
+    if mask_var is not None:
+        mask = target.var[mask_var] if isinstance(mask_var, str) else pd.Series(np.asarray(mask_var))
+        var["highly_variable"] = _parts.column_part(np.asarray(mask, dtype=bool), "mask_var")
+    if n_comps is None:
+        n_sel = int(np.asarray(var["highly_variable"]).sum()) if var else n_vars
+        n_comps = min(50, n_obs - 1, n_sel - 1)
+    parts = {"X": xp, "var": var}
+    out = _parts.call("pca", parts, {"n_comps": int(n_comps)})
+    key_obsm, key_varm, key_uns = (key_added, key_added, key_added) if key_added else ("X_pca", "PCs", "pca")
+    target.obsm[key_obsm] = out["obsm"]["X_pca"]
+    target.varm[key_varm] = out["varm"]["PCs"]
+    uns = _parts.value_from(out["uns"]["pca"])
+    if mask_var is not None and isinstance(mask_var, str):
+        uns.setdefault("params", {})["mask_var"] = mask_var
+    target.uns[key_uns] = uns
+    return target if copy else None
+
+
+def harmony_integrate(
+    adata,
+    key: str,
+    *,
+    basis: str = "X_pca",
+    adjusted_basis: str = "X_pca_harmony",
+    flavor: str = "harmony2",
+    theta: float | None = None,
+    sigma: float | None = None,
+    n_clusters: int | None = None,
+    max_iter_harmony: int | None = None,
+    max_iter_clustering: int | None = None,
+    tol_harmony: float | None = None,
+    tol_clustering: float | None = None,
+    ridge_lambda: float | None = None,
+    block_proportion: float | None = None,
+    tau: float | None = None,
+    random_state: int | None = None,
+    **_kwargs,
+) -> None:
+    """Corrects ``obsm[basis]`` for the batches in ``obs[key]`` with harmony (rapids-singlecell's
+    and scanpy.external's ``harmony_integrate``), into ``obsm[adjusted_basis]``.
+
+    ``flavor="harmony2"`` (the default, as R harmony 2, harmonypy 2 and rapids-singlecell 0.18)
+    or ``"harmony1"``; the other parameters default to that flavour's.
+    """
+    if key not in adata.obs.columns:
+        raise KeyError(f"key: obs has no column {key!r}")
+    if basis not in adata.obsm:
+        raise KeyError(f"basis: obsm has no {basis!r} (run scpipe.pp.pca first)")
+    z = np.ascontiguousarray(adata.obsm[basis], dtype=np.float32)
+    parts = {
+        "X": ("csr", (adata.n_obs, 0), np.zeros(0, np.float32), np.zeros(0, np.int32), np.zeros(adata.n_obs + 1, np.int32)),
+        "obs": {key: _parts.column_part(adata.obs[key].astype("category"), f"obs[{key!r}]")},
+        "obsm": {"X_pca": z},
+    }
+    params = dict(
+        key=key, flavor=flavor, theta=theta, sigma=sigma, n_clusters=n_clusters,
+        max_iter_harmony=max_iter_harmony, max_iter_clustering=max_iter_clustering,
+        tol_harmony=tol_harmony, tol_clustering=tol_clustering, ridge_lambda=ridge_lambda,
+        block_proportion=block_proportion, tau=tau,
+        random_state=settings.random_state if random_state is None else random_state,
+    )
+    out = _parts.call("harmony_integrate", parts, params)
+    _parts.view_to_actual(adata)
+    adata.obsm[adjusted_basis] = out["obsm"]["X_pca_harmony"]
+
+
+def neighbors(
+    adata,
+    n_neighbors: int = 15,
+    n_pcs: int | None = None,
+    *,
+    use_rep: str | None = None,
+    knn: bool = True,
+    method: str = "umap",
+    metric: str = "euclidean",
+    algorithm: str = "auto",
+    random_state: Any = 0,
+    key_added: str | None = None,
+    copy: bool = False,
+    **_kwargs,
+):
+    """The kNN graph and its UMAP connectivities (scanpy's ``neighbors``).
+
+    ``algorithm`` (rapids-singlecell's name): ``"exact"`` (``"brute"``), ``"ivf"`` (an
+    inverted file refined by NN-descent) or ``"auto"`` (exact below 200,000 cells). The
+    representation: ``use_rep``, else ``X_pca`` (its first ``n_pcs``), else X when it has at
+    most 50 genes.
+
+    Writes ``obsp['distances']``, ``obsp['connectivities']`` and ``uns['neighbors']``
+    (``key_added`` prefixes them, as scanpy).
+    """
+    if method != "umap" or metric != "euclidean" or not knn:
+        raise ValueError("neighbors: scpipe computes method='umap', metric='euclidean', knn=True")
+    target = _target(adata, copy)
+    rep_name = use_rep
+    if rep_name is None:
+        if "X_pca" in target.obsm:
+            rep_name = "X_pca"
+        elif target.n_vars <= 50:
+            rep_name = "X"
+        else:
+            raise KeyError("neighbors: no obsm['X_pca'] (run scpipe.pp.pca first, or give use_rep)")
+    if rep_name == "X":
+        rep = target.X.toarray() if hasattr(target.X, "toarray") else np.asarray(target.X)
+    else:
+        if rep_name not in target.obsm:
+            raise KeyError(f"use_rep: obsm has no {rep_name!r}")
+        rep = np.asarray(target.obsm[rep_name])
+    if n_pcs is not None:
+        rep = rep[:, :n_pcs]
+    rep = np.ascontiguousarray(rep, dtype=np.float32)
+    parts = {
+        "X": ("csr", (target.n_obs, 0), np.zeros(0, np.float32), np.zeros(0, np.int32), np.zeros(target.n_obs + 1, np.int32)),
+        "obsm": {"rep": rep},
+    }
+    params = {"n_neighbors": int(n_neighbors), "use_rep": "rep", "algorithm": algorithm}
+    out = _parts.call("neighbors", parts, params)
+    uns = _parts.value_from(out["uns"]["neighbors"])
+    p = uns["params"]
+    p["random_state"] = random_state
+    if rep_name == "X_pca" and use_rep is None:
+        p.pop("use_rep", None)
+    else:
+        p["use_rep"] = rep_name
+    if n_pcs is not None:
+        p["n_pcs"] = n_pcs
+    if key_added is None:
+        key, dist, conn = "neighbors", "distances", "connectivities"
+    else:
+        key, dist, conn = key_added, f"{key_added}_distances", f"{key_added}_connectivities"
+    uns["distances_key"], uns["connectivities_key"] = dist, conn
+    target.obsp[dist] = _parts.matrix_from(out["obsp"]["distances"])
+    target.obsp[conn] = _parts.matrix_from(out["obsp"]["connectivities"])
+    target.uns[key] = uns
+    return target if copy else None
+
+
+def recipe(
+    adata,
+    *,
+    mito_prefix: str | None = None,
+    min_genes: int = 200,
+    min_cells: int = 10,
+    target_sum: float = 1e4,
+    n_top_genes: int = 2000,
+    flavor: str = "cell_ranger",
+    batch_key: str | None = None,
+    n_comps: int = 50,
+    harmony_key: str | None = None,
+    n_neighbors: int = 15,
+    algorithm: str = "auto",
+    resolution: float | Iterable[float] = 1.0,
+    markers: bool = True,
+    tie_correct: bool = False,
+    copy: bool = False,
+):
+    """The whole default flow of ``scpipe run``, in one call and through the same runner:
+    QC (mitochondrial genes by ``mito_prefix``, else ``MT-``/``mt-``), ``filter_cells``,
+    ``filter_genes``, ``normalize_total``, ``log1p``, highly variable genes (``.raw`` frozen,
+    X subset to them), ``scale`` (max 10), ``pca``, optional harmony, ``neighbors``, ``umap``,
+    ``leiden`` and the Wilcoxon marker genes. X must hold counts.
+
+    The AnnData's X, ``.raw``, ``obs``, ``var`` and the results' slots are replaced by the
+    run's; its other ``obs`` / ``var`` columns are kept for the cells and genes that remain.
+    """
+    target = adata.copy() if copy else adata
+    xp = _parts.matrix_part(target.X, "X")
+    obs = {"__scpipe_row": np.arange(target.n_obs, dtype=np.int64)}
+    for key in (batch_key, harmony_key):
+        if key is not None:
+            if key not in target.obs.columns:
+                raise KeyError(f"obs has no column {key!r}")
+            obs[key] = _parts.column_part(target.obs[key].astype("category"), f"obs[{key!r}]")
+    var = {"__scpipe_row": np.arange(target.n_vars, dtype=np.int64)}
+    parts = {"X": xp, "var_names": _var_names(target), "obs": obs, "var": var}
+    resolutions = [float(resolution)] if np.isscalar(resolution) else [float(r) for r in resolution]
+    params = dict(
+        mito_prefix=mito_prefix, min_genes=min_genes, min_cells=min_cells, target_sum=target_sum,
+        n_top_genes=n_top_genes, flavor=flavor, batch_key=batch_key, n_comps=n_comps,
+        harmony_key=harmony_key, n_neighbors=n_neighbors, algorithm=algorithm,
+        resolutions=resolutions, markers=markers, tie_correct=tie_correct,
+    )
+    out = _parts.call("recipe", parts, params, return_x=True)
+    _parts.view_to_actual(target)
+    kept_obs = out["obs"].pop("__scpipe_row")
+    kept_var = out["var"].pop("__scpipe_row")
+    raw = out.get("raw")
+    import anndata as ad
+
+    target.X = None
+    target._inplace_subset_obs(kept_obs)
+    if raw is not None:
+        # .raw: every gene that passed filter_genes, log-normalized (frozen before the subset).
+        raw_cols = {k: _parts.column_from(v) for k, v in raw["var"].items() if k != "__scpipe_row"}
+        raw_var = pd.DataFrame(raw_cols, index=pd.Index(raw["var_names"]))
+        raw_ad = ad.AnnData(_parts.matrix_from(raw["X"]), obs=target.obs[[]], var=raw_var)
+    target._inplace_subset_var(kept_var)
+    target.X = _parts.matrix_from(out["X"])
+    passed = {"obs": set(obs), "var": set(var)}
+    _parts.write_results(target, out, passed)
+    if raw is not None:
+        target.raw = raw_ad
+    return target if copy else None

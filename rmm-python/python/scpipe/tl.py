@@ -1,0 +1,209 @@
+"""Tools: scanpy's ``sc.tl`` functions on the neighbors graph and the groups (``umap``,
+``leiden``, ``rank_genes_groups``), with scanpy's names, arguments, defaults and output slots,
+run by scpipe's steps on the GPU (``scpipe.settings.device``) or the CPU. Results are written
+only once a step has succeeded.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import numpy as np
+
+from scpipe import _parts
+from scpipe._settings import settings
+
+__all__ = ["umap", "leiden", "rank_genes_groups"]
+
+_NO_X = None  # the graph steps do not read X
+
+
+def _empty_x(n_obs: int) -> tuple:
+    return ("csr", (n_obs, 0), np.zeros(0, np.float32), np.zeros(0, np.int32), np.zeros(n_obs + 1, np.int32))
+
+
+def _graph(adata, neighbors_key: str | None, obsp: str | None = None) -> dict:
+    """The connectivities of ``neighbors_key`` (or ``obsp``), as the steps read them."""
+    if obsp is not None:
+        key = obsp
+    else:
+        nk = neighbors_key or "neighbors"
+        if nk not in adata.uns:
+            raise KeyError(f"no uns[{nk!r}]: run scpipe.pp.neighbors first")
+        key = adata.uns[nk].get("connectivities_key", "connectivities")
+    if key not in adata.obsp:
+        raise KeyError(f"no obsp[{key!r}]: run scpipe.pp.neighbors first")
+    g = adata.obsp[key].tocsr()
+    return {"connectivities": _parts.matrix_part(g, f"obsp[{key!r}]")}
+
+
+def _seed(random_state: Any) -> int:
+    if random_state is None:
+        return int(settings.random_state)
+    if isinstance(random_state, (int, np.integer)):
+        return int(random_state)
+    raise TypeError("random_state must be an int (or None for scpipe.settings.random_state)")
+
+
+def umap(
+    adata,
+    *,
+    min_dist: float = 0.5,
+    spread: float = 1.0,
+    n_components: int = 2,
+    maxiter: int | None = None,
+    alpha: float = 1.0,
+    gamma: float = 1.0,
+    negative_sample_rate: int = 5,
+    init_pos: str = "spectral",
+    random_state: Any = 0,
+    a: float | None = None,
+    b: float | None = None,
+    method: str = "umap",
+    key_added: str | None = None,
+    neighbors_key: str = "neighbors",
+    copy: bool = False,
+):
+    """A UMAP embedding of the neighbors graph (scanpy's ``umap``).
+
+    Writes ``obsm['X_umap']`` and ``uns['umap']`` (``params`` with ``a`` and ``b``);
+    ``key_added`` renames both, as scanpy.
+    """
+    if a is not None or b is not None:
+        raise ValueError("umap: a and b follow from min_dist and spread in scpipe")
+    if method != "umap":
+        raise ValueError("umap: scpipe has method='umap' only")
+    target = adata.copy() if copy else adata
+    parts = {"X": _empty_x(target.n_obs), "obsp": _graph(target, neighbors_key)}
+    params = dict(
+        min_dist=min_dist, spread=spread, n_components=n_components, maxiter=maxiter,
+        alpha=alpha, gamma=gamma, negative_sample_rate=negative_sample_rate,
+        init_pos=init_pos, random_state=_seed(random_state),
+    )
+    out = _parts.call("umap", parts, params)
+    _parts.view_to_actual(target)
+    obsm_key, uns_key = (key_added, key_added) if key_added else ("X_umap", "umap")
+    target.obsm[obsm_key] = out["obsm"]["X_umap"]
+    if "umap" in out["uns"]:
+        target.uns[uns_key] = _parts.value_from(out["uns"]["umap"])
+    return target if copy else None
+
+
+def leiden(
+    adata,
+    resolution: float | Iterable[float] = 1,
+    *,
+    random_state: Any = 0,
+    key_added: str = "leiden",
+    n_iterations: int = -1,
+    flavor: str = "leidenalg",
+    neighbors_key: str | None = None,
+    obsp: str | None = None,
+    beta: float = 0.01,
+    copy: bool = False,
+    **_clustering_args,
+):
+    """Leiden communities of the neighbors graph (scanpy's ``leiden``; its ``igraph`` and
+    ``leidenalg`` flavours are both the same modularity optimisation here).
+
+    ``resolution`` may be a list: one column per resolution, ``{key_added}_res_{r:4.2f}``
+    (scanpy's tutorial's naming), all from one pass over the graph.
+
+    Writes ``obs[key_added]`` (categorical, ``"0"``, ``"1"``, ... by decreasing size) and
+    ``uns[key_added]`` (``params``, ``modularity``).
+    """
+    if flavor not in ("leidenalg", "igraph"):
+        raise ValueError(f"flavor must be 'leidenalg' or 'igraph', not {flavor!r}")
+    target = adata.copy() if copy else adata
+    if np.isscalar(resolution):
+        resolutions, keys = [float(resolution)], [key_added]
+    else:
+        resolutions = [float(r) for r in resolution]
+        keys = [f"{key_added}_res_{r:4.2f}" for r in resolutions]
+    parts = {"X": _empty_x(target.n_obs), "obsp": _graph(target, neighbors_key, obsp)}
+    params = dict(
+        resolutions=resolutions, keys=keys, n_iterations=n_iterations,
+        random_state=_seed(random_state), beta=beta,
+    )
+    out = _parts.call("leiden", parts, params)
+    _parts.view_to_actual(target)
+    for k in keys:
+        target.obs[k] = _parts.column_from(out["obs"][k])
+        u = _parts.value_from(out["uns"][k])
+        u.setdefault("params", {})["flavor"] = flavor
+        target.uns[k] = u
+    return target if copy else None
+
+
+def rank_genes_groups(
+    adata,
+    groupby: str,
+    *,
+    mask_var=None,
+    use_raw: bool | None = None,
+    groups: Any = "all",
+    reference: str = "rest",
+    n_genes: int | None = None,
+    rankby_abs: bool = False,
+    pts: bool = False,
+    key_added: str | None = None,
+    copy: bool = False,
+    method: str | None = None,
+    corr_method: str = "benjamini-hochberg",
+    tie_correct: bool = False,
+    layer: str | None = None,
+    **_kwds,
+):
+    """Marker genes of each group against the rest (scanpy's ``rank_genes_groups``):
+    ``t-test`` (the default), ``t-test_overestim_var`` or ``wilcoxon`` (``tie_correct`` off by
+    default, as scanpy). Reads ``.raw`` when it exists and ``use_raw`` is not False, else X or
+    ``layer``.
+
+    Writes ``uns[key_added or 'rank_genes_groups']``: ``names``, ``scores``,
+    ``logfoldchanges``, ``pvals``, ``pvals_adj`` (record arrays, one field per group) and
+    ``params``, which ``sc.pl.rank_genes_groups*`` and ``sc.get.rank_genes_groups_df`` read.
+    """
+    if groups != "all" or reference != "rest":
+        raise ValueError("rank_genes_groups: scpipe compares every group with the rest (groups='all', reference='rest')")
+    if rankby_abs or pts or mask_var is not None:
+        raise ValueError("rank_genes_groups: rankby_abs, pts and mask_var are not supported by scpipe yet")
+    if corr_method != "benjamini-hochberg":
+        raise ValueError("rank_genes_groups: corr_method='benjamini-hochberg' only")
+    if groupby not in adata.obs.columns:
+        raise KeyError(f"groupby: obs has no column {groupby!r}")
+    if use_raw is None:
+        use_raw = adata.raw is not None and layer is None
+    if use_raw and adata.raw is None:
+        raise ValueError("use_raw=True but the AnnData has no .raw")
+    if use_raw and layer is not None:
+        raise ValueError("give layer or use_raw=True, not both")
+    target = adata.copy() if copy else adata
+    if use_raw:
+        x, what, genes = target.raw.X, "raw.X", target.raw.var_names
+    elif layer is not None:
+        if layer not in target.layers:
+            raise KeyError(f"layer {layer!r} does not exist")
+        x, what, genes = target.layers[layer], f"layers[{layer!r}]", target.var_names
+    else:
+        x, what, genes = target.X, "X", target.var_names
+    xp = _parts.matrix_part(x, what)
+    labels = target.obs[groupby]
+    if not hasattr(labels, "cat"):
+        labels = labels.astype("category")
+    parts = {
+        "X": xp,
+        "var_names": [str(g) for g in genes],
+        "obs": {groupby: _parts.column_part(labels, f"obs[{groupby!r}]")},
+    }
+    if "log1p" in target.uns:
+        parts["uns"] = {"log1p": _parts.uns_part(target.uns["log1p"])}
+    params = dict(groupby=groupby, method=method or "t-test", n_genes=n_genes, tie_correct=tie_correct)
+    out = _parts.call("rank_genes_groups", parts, params)
+    _parts.view_to_actual(target)
+    result = _parts.value_from(out["uns"]["rank_genes_groups"])
+    p = result.setdefault("params", {})
+    p["use_raw"] = bool(use_raw)
+    p["layer"] = layer
+    p["corr_method"] = corr_method
+    target.uns[key_added or "rank_genes_groups"] = result
+    return target if copy else None

@@ -1,0 +1,465 @@
+//! `_sc_call`: one step of scpipe on the parts of a Python AnnData, through the same step
+//! functions as `scpipe run` (`sc_pipeline::steps`), or the whole recipe through its runner.
+//!
+//! The step runs on a thread of its own while the caller waits without the GIL and wakes every
+//! 50 ms for Python's signals: Ctrl-C raises `KeyboardInterrupt` at once and the step's result
+//! is dropped when it ends, so the user's AnnData is left as it was before the call (the step
+//! works on its own copy of the parts, which the Python side writes back only on success).
+
+use super::model_out::Sections;
+use super::{gpu, model_in, model_out};
+use numpy::IntoPyArray;
+use pyo3::conversion::FromPyObjectOwned;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+use sc_kernels::filter::{CellFilter, GeneFilter};
+use sc_kernels::harmony::{HarmonyFlavor, HarmonyParams};
+use sc_kernels::hvg::Flavor;
+use sc_kernels::leiden::LeidenParams;
+use sc_kernels::neighbors::ivf::IvfParams;
+use sc_kernels::neighbors::KnnMethod;
+use sc_kernels::normalize::NormalizeParams;
+use sc_kernels::rank_genes::{Method, RankGenesParams};
+use sc_kernels::scale::ScaleParams;
+use sc_kernels::umap::{Init, UmapParams};
+use sc_pipeline::anndata::Matrix;
+use sc_pipeline::run::{GpuRun, PipelineConfig};
+use sc_pipeline::steps::{self, HarmonyOptions, HvgOptions, LeidenOptions, MitoPrefix};
+use sc_pipeline::AnnData;
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// What a call computes, its parameters parsed while the GIL is held.
+enum Call {
+    Qc {
+        qc_vars: Vec<String>,
+        percent_top: Option<Vec<usize>>,
+        log1p: bool,
+    },
+    FilterCells(CellFilter),
+    FilterGenes(GeneFilter),
+    Normalize(NormalizeParams),
+    Log1p(Option<f64>),
+    Hvg(HvgOptions),
+    Scale(ScaleParams),
+    Pca(usize),
+    Harmony(HarmonyOptions),
+    Neighbors {
+        n_neighbors: usize,
+        use_rep: Option<String>,
+        method: KnnMethod,
+    },
+    Umap(UmapParams),
+    /// (resolution's parameters, obs column) pairs.
+    Leiden(Vec<(LeidenParams, String)>),
+    Markers {
+        groupby: String,
+        params: RankGenesParams,
+    },
+    Recipe(Box<PipelineConfig>),
+}
+
+/// What a call hands back beside the model: per-step numbers the Python side stores
+/// (`normalize_total`'s `key_added`, the filters' counts).
+#[derive(Default)]
+struct Extra {
+    norm_factor: Option<Vec<f64>>,
+}
+
+/// Runs `step` with `params` on `parts` (see [`model_in`]), on `device` ("cpu" or "gpu");
+/// returns the model afterwards (see [`model_out`]), X in it when `return_x`.
+#[pyfunction]
+#[pyo3(signature = (step, parts, params, device, return_x))]
+pub(crate) fn _sc_call<'py>(
+    py: Python<'py>,
+    step: &str,
+    parts: &Bound<'py, PyDict>,
+    params: &Bound<'py, PyDict>,
+    device: &str,
+    return_x: bool,
+) -> PyResult<Bound<'py, PyDict>> {
+    let call = parse(step, params)?;
+    let gpu = match device {
+        "cpu" => None,
+        "gpu" => Some(gpu::current()?),
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "device must be 'cpu' or 'gpu', not '{other}'"
+            )))
+        }
+    };
+    let adata = model_in::anndata(parts)?;
+    let (tx, rx) = mpsc::channel();
+    // Waited on without the GIL, which needs a receiver that may cross threads.
+    let rx = parking_lot::Mutex::new(rx);
+    std::thread::Builder::new()
+        .name(format!("scpipe {step}"))
+        .spawn(move || {
+            let mut adata = adata;
+            let r = run(&call, &mut adata, gpu.as_deref()).map(|extra| (adata, extra));
+            let _ = tx.send(r);
+        })
+        .map_err(|e| PyRuntimeError::new_err(format!("starting the step's thread: {e}")))?;
+    let (adata, extra) = loop {
+        match py.detach(|| rx.lock().recv_timeout(Duration::from_millis(50))) {
+            Ok(r) => break r.map_err(super::errors::to_py)?,
+            Err(mpsc::RecvTimeoutError::Timeout) => py.check_signals()?,
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(PyRuntimeError::new_err(format!(
+                    "{step}: the step's thread ended without a result (it panicked)"
+                )))
+            }
+        }
+    };
+    let sections = Sections {
+        x: return_x,
+        raw: step == "recipe",
+        names: step == "recipe",
+    };
+    let out = model_out::parts(py, adata, sections)?;
+    if let Some(f) = extra.norm_factor {
+        out.set_item("norm_factor", f.into_pyarray(py))?;
+    }
+    Ok(out)
+}
+
+/// The step on the model; X goes to `gpu` first for the steps that read it.
+fn run(call: &Call, adata: &mut AnnData, gpu: Option<&GpuRun>) -> sc_pipeline::Result<Extra> {
+    let ctx = gpu.map(|g| g.ctx.clone());
+    let reads_x = !matches!(
+        call,
+        Call::Harmony(_)
+            | Call::Neighbors { .. }
+            | Call::Umap(_)
+            | Call::Leiden(_)
+            | Call::Recipe(_)
+    );
+    if let (Some(c), true) = (&ctx, reads_x) {
+        if !matches!(adata.x, Matrix::Device(_)) {
+            adata.to_device(c)?;
+        }
+    }
+    let mut extra = Extra::default();
+    match call {
+        Call::Qc {
+            qc_vars,
+            percent_top,
+            log1p,
+        } => {
+            let vars: Vec<&str> = qc_vars.iter().map(String::as_str).collect();
+            let top = percent_top
+                .clone()
+                .unwrap_or_else(|| steps::default_percent_top(adata.n_vars()));
+            steps::calculate_qc_metrics(adata, &vars, &top, *log1p)?;
+        }
+        Call::FilterCells(f) => {
+            steps::filter_cells(adata, *f)?;
+        }
+        Call::FilterGenes(f) => {
+            steps::filter_genes(adata, *f)?;
+        }
+        Call::Normalize(p) => {
+            let r = steps::normalize_total(adata, p)?;
+            if p.per_cell {
+                extra.norm_factor = Some(r.norm_factor);
+            }
+        }
+        Call::Log1p(base) => steps::log1p(adata, *base)?,
+        Call::Hvg(o) => {
+            steps::highly_variable_genes(adata, o)?;
+        }
+        Call::Scale(p) => steps::scale(adata, p)?,
+        Call::Pca(n) => {
+            steps::pca(adata, *n)?;
+        }
+        Call::Harmony(o) => {
+            steps::harmony_integrate_on(adata, &o.key, &o.params, ctx.as_ref())?;
+        }
+        Call::Neighbors {
+            n_neighbors,
+            use_rep,
+            method,
+        } => {
+            let gpus: Vec<_> = ctx.into_iter().collect();
+            steps::neighbors_on(adata, *n_neighbors, use_rep.as_deref(), *method, &gpus)?;
+        }
+        Call::Umap(p) => {
+            steps::umap_on(adata, p, ctx.as_deref())?;
+        }
+        Call::Leiden(runs) => {
+            for (p, key) in runs {
+                steps::leiden_on(adata, p, key, ctx.as_deref())?;
+            }
+        }
+        Call::Markers { groupby, params } => {
+            steps::rank_genes_groups_on(adata, groupby, params, ctx.as_ref())?;
+        }
+        Call::Recipe(config) => {
+            sc_pipeline::run::run_pipeline_on(adata, config, gpu, &mut sc_pipeline::run::Silent)?;
+        }
+    }
+    Ok(extra)
+}
+
+/// `params[key]`, `None` when absent or `None`.
+fn opt<'py, T: FromPyObjectOwned<'py>>(p: &Bound<'py, PyDict>, key: &str) -> PyResult<Option<T>> {
+    match p.get_item(key)? {
+        Some(v) if !v.is_none() => Ok(Some(v.extract::<T>().map_err(|e| {
+            let e: PyErr = e.into();
+            PyValueError::new_err(format!("{key}: {e}"))
+        })?)),
+        _ => Ok(None),
+    }
+}
+
+/// `params[key]`, which the Python side always passes.
+fn req<'py, T: FromPyObjectOwned<'py>>(p: &Bound<'py, PyDict>, key: &str) -> PyResult<T> {
+    opt(p, key)?.ok_or_else(|| PyValueError::new_err(format!("{key} must be given")))
+}
+
+fn parse(step: &str, p: &Bound<'_, PyDict>) -> PyResult<Call> {
+    Ok(match step {
+        "calculate_qc_metrics" => Call::Qc {
+            qc_vars: req(p, "qc_vars")?,
+            percent_top: opt(p, "percent_top")?,
+            log1p: req(p, "log1p")?,
+        },
+        "filter_cells" => Call::FilterCells(one_bound(
+            p,
+            [
+                ("min_counts", |v| CellFilter::MinCounts(v)),
+                ("min_genes", |v| CellFilter::MinGenes(v as u64)),
+                ("max_counts", |v| CellFilter::MaxCounts(v)),
+                ("max_genes", |v| CellFilter::MaxGenes(v as u64)),
+            ],
+        )?),
+        "filter_genes" => Call::FilterGenes(one_bound(
+            p,
+            [
+                ("min_counts", |v| GeneFilter::MinCounts(v)),
+                ("min_cells", |v| GeneFilter::MinCells(v as u64)),
+                ("max_counts", |v| GeneFilter::MaxCounts(v)),
+                ("max_cells", |v| GeneFilter::MaxCells(v as u64)),
+            ],
+        )?),
+        "normalize_total" => Call::Normalize(NormalizeParams {
+            target_sum: opt(p, "target_sum")?,
+            exclude_highly_expressed: req(p, "exclude_highly_expressed")?,
+            max_fraction: req(p, "max_fraction")?,
+            per_cell: req(p, "per_cell")?,
+        }),
+        "log1p" => Call::Log1p(opt(p, "base")?),
+        "highly_variable_genes" => Call::Hvg(hvg_options(p)?),
+        "scale" => Call::Scale(ScaleParams {
+            zero_center: req(p, "zero_center")?,
+            max_value: opt(p, "max_value")?,
+        }),
+        "pca" => Call::Pca(req(p, "n_comps")?),
+        "harmony_integrate" => Call::Harmony(HarmonyOptions {
+            key: req(p, "key")?,
+            params: harmony_params(p)?,
+        }),
+        "neighbors" => Call::Neighbors {
+            n_neighbors: req(p, "n_neighbors")?,
+            use_rep: opt(p, "use_rep")?,
+            method: knn_method(&req::<String>(p, "algorithm")?)?,
+        },
+        "umap" => Call::Umap(umap_params(p)?),
+        "leiden" => {
+            let resolutions: Vec<f64> = req(p, "resolutions")?;
+            let keys: Vec<String> = req(p, "keys")?;
+            let base = leiden_params(p)?;
+            Call::Leiden(
+                resolutions
+                    .into_iter()
+                    .zip(keys)
+                    .map(|(resolution, key)| (LeidenParams { resolution, ..base }, key))
+                    .collect(),
+            )
+        }
+        "rank_genes_groups" => Call::Markers {
+            groupby: req(p, "groupby")?,
+            params: markers_params(p)?,
+        },
+        "recipe" => Call::Recipe(Box::new(recipe_config(p)?)),
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown scpipe step '{other}'"
+            )))
+        }
+    })
+}
+
+/// The one bound of a filter that is given (scanpy takes exactly one).
+fn one_bound<F: Copy, const N: usize>(
+    p: &Bound<'_, PyDict>,
+    bounds: [(&str, fn(f64) -> F); N],
+) -> PyResult<F> {
+    let mut given = Vec::new();
+    for (name, make) in bounds {
+        if let Some(v) = opt::<f64>(p, name)? {
+            given.push((name, make(v)));
+        }
+    }
+    match given.as_slice() {
+        [(_, f)] => Ok(*f),
+        [] => Err(PyValueError::new_err(format!(
+            "give one of {}",
+            bounds.map(|b| b.0).join(", ")
+        ))),
+        _ => Err(PyValueError::new_err(format!(
+            "only one of {} may be given at a time ({} were)",
+            bounds.map(|b| b.0).join(", "),
+            given.iter().map(|g| g.0).collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
+fn hvg_options(p: &Bound<'_, PyDict>) -> PyResult<HvgOptions> {
+    let flavor: String = req(p, "flavor")?;
+    let flavor = Flavor::from_name(&flavor).map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let d = HvgOptions::default().cutoffs;
+    Ok(HvgOptions {
+        flavor,
+        n_top_genes: opt(p, "n_top_genes")?,
+        batch_key: opt(p, "batch_key")?,
+        layer: None,
+        cutoffs: steps::HvgCutoffs {
+            min_mean: opt(p, "min_mean")?.unwrap_or(d.min_mean),
+            max_mean: opt(p, "max_mean")?.unwrap_or(d.max_mean),
+            min_disp: opt(p, "min_disp")?.unwrap_or(d.min_disp),
+            max_disp: opt(p, "max_disp")?.unwrap_or(d.max_disp),
+            span: opt(p, "span")?.unwrap_or(d.span),
+            n_bins: opt(p, "n_bins")?.unwrap_or(d.n_bins),
+        },
+    })
+}
+
+fn harmony_params(p: &Bound<'_, PyDict>) -> PyResult<HarmonyParams> {
+    let flavor: String = opt(p, "flavor")?.unwrap_or_else(|| "harmony2".into());
+    let mut h = match flavor.as_str() {
+        "harmony2" => HarmonyParams {
+            flavor: HarmonyFlavor::Harmony2,
+            ..HarmonyParams::default()
+        },
+        "harmony1" => HarmonyParams::harmony1(),
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "flavor must be 'harmony2' or 'harmony1', not '{other}'"
+            )))
+        }
+    };
+    h.n_clusters = opt(p, "n_clusters")?.or(h.n_clusters);
+    h.theta = opt(p, "theta")?.unwrap_or(h.theta);
+    h.sigma = opt(p, "sigma")?.unwrap_or(h.sigma);
+    h.tau = opt(p, "tau")?.unwrap_or(h.tau);
+    h.block_proportion = opt(p, "block_proportion")?.unwrap_or(h.block_proportion);
+    h.max_iter_harmony = opt(p, "max_iter_harmony")?.unwrap_or(h.max_iter_harmony);
+    h.max_iter_clustering = opt(p, "max_iter_clustering")?.unwrap_or(h.max_iter_clustering);
+    h.tol_harmony = opt(p, "tol_harmony")?.unwrap_or(h.tol_harmony);
+    h.tol_clustering = opt(p, "tol_clustering")?.unwrap_or(h.tol_clustering);
+    h.ridge_lambda = opt(p, "ridge_lambda")?.unwrap_or(h.ridge_lambda);
+    h.seed = opt(p, "random_state")?.unwrap_or(h.seed);
+    Ok(h)
+}
+
+/// "exact", "ivf" (the inverted file) or "auto" (exact below 200,000 cells).
+fn knn_method(name: &str) -> PyResult<KnnMethod> {
+    match name {
+        "exact" | "brute" => Ok(KnnMethod::Exact),
+        "ivf" | "ivfflat" => Ok(KnnMethod::Ivf(IvfParams::default())),
+        "auto" => Ok(KnnMethod::Auto(IvfParams::default())),
+        other => Err(PyValueError::new_err(format!(
+            "algorithm must be 'auto', 'exact' (or 'brute') or 'ivf' (or 'ivfflat'), not '{other}'"
+        ))),
+    }
+}
+
+fn umap_params(p: &Bound<'_, PyDict>) -> PyResult<UmapParams> {
+    let d = UmapParams::default();
+    let init = match opt::<String>(p, "init_pos")?.as_deref() {
+        None | Some("spectral") => Init::Spectral,
+        Some("random") => Init::Random,
+        Some(other) => {
+            return Err(PyValueError::new_err(format!(
+                "init_pos must be 'spectral' or 'random' (or an obsm key, not supported yet), \
+                 not '{other}'"
+            )))
+        }
+    };
+    Ok(UmapParams {
+        min_dist: opt(p, "min_dist")?.unwrap_or(d.min_dist),
+        spread: opt(p, "spread")?.unwrap_or(d.spread),
+        n_components: opt(p, "n_components")?.unwrap_or(d.n_components),
+        n_epochs: opt(p, "maxiter")?.or(d.n_epochs),
+        learning_rate: opt(p, "alpha")?.unwrap_or(d.learning_rate),
+        repulsion_strength: opt(p, "gamma")?.unwrap_or(d.repulsion_strength),
+        negative_sample_rate: opt(p, "negative_sample_rate")?.unwrap_or(d.negative_sample_rate),
+        init,
+        random_state: opt(p, "random_state")?.unwrap_or(d.random_state),
+    })
+}
+
+fn leiden_params(p: &Bound<'_, PyDict>) -> PyResult<LeidenParams> {
+    let d = LeidenParams::default();
+    Ok(LeidenParams {
+        resolution: d.resolution,
+        n_iterations: opt(p, "n_iterations")?.unwrap_or(d.n_iterations),
+        random_state: opt(p, "random_state")?.unwrap_or(d.random_state),
+        beta: opt(p, "beta")?.unwrap_or(d.beta),
+    })
+}
+
+fn markers_params(p: &Bound<'_, PyDict>) -> PyResult<RankGenesParams> {
+    let method: String = opt(p, "method")?.unwrap_or_else(|| "t-test".into());
+    Ok(RankGenesParams {
+        method: Method::from_name(&method).map_err(|e| PyValueError::new_err(e.to_string()))?,
+        n_genes: opt(p, "n_genes")?,
+        tie_correct: opt(p, "tie_correct")?.unwrap_or(false),
+    })
+}
+
+/// The CLI's default flow (`scpipe run`'s [`PipelineConfig::default`]) with the options given.
+fn recipe_config(p: &Bound<'_, PyDict>) -> PyResult<PipelineConfig> {
+    let mut c = PipelineConfig::default();
+    if let Some(prefix) = opt::<String>(p, "mito_prefix")? {
+        c.qc_mito_prefix = Some(MitoPrefix::Given(prefix));
+    }
+    c.min_genes = opt(p, "min_genes")?.or(c.min_genes);
+    c.min_cells = opt(p, "min_cells")?.or(c.min_cells);
+    if let Some(t) = opt::<f64>(p, "target_sum")? {
+        c.target_sum = Some(Some(t));
+    }
+    if let Some(h) = c.hvg.as_mut() {
+        h.n_top_genes = opt(p, "n_top_genes")?.or(h.n_top_genes);
+        if let Some(f) = opt::<String>(p, "flavor")? {
+            h.flavor = Flavor::from_name(&f).map_err(|e| PyValueError::new_err(e.to_string()))?;
+        }
+        h.batch_key = opt(p, "batch_key")?;
+    }
+    c.n_comps = opt(p, "n_comps")?.or(c.n_comps);
+    if let Some(key) = opt::<String>(p, "harmony_key")? {
+        c.harmony = Some(HarmonyOptions {
+            key,
+            params: HarmonyParams::default(),
+        });
+    }
+    c.n_neighbors = opt(p, "n_neighbors")?.or(c.n_neighbors);
+    if let Some(a) = opt::<String>(p, "algorithm")? {
+        c.knn_method = knn_method(&a)?;
+    }
+    if let Some(r) = opt::<Vec<f64>>(p, "resolutions")? {
+        c.leiden = Some(LeidenOptions {
+            resolutions: r,
+            ..LeidenOptions::default()
+        });
+    }
+    if let Some(m) = c.markers.as_mut() {
+        m.params.tie_correct = opt(p, "tie_correct")?.unwrap_or(m.params.tie_correct);
+        if opt::<bool>(p, "markers")? == Some(false) {
+            c.markers = None;
+        }
+    }
+    Ok(c)
+}

@@ -1,0 +1,244 @@
+//! The parts of a Python AnnData that a step reads, as the pipeline's model ([`AnnData`]).
+//!
+//! The Python side (`scpipe/_parts.py`) hands over only what the step reads, already in the
+//! layouts taken here: X as `("csr", (rows, cols), data, indices, indptr)` or
+//! `("dense", array)` (float32, C order), `obs`/`var` columns as numpy arrays, lists of strings
+//! or `("cat", codes, categories, ordered)`, `obsm` as 2-D arrays, `obsp` as CSR tuples, `uns`
+//! entries as dicts, scalars and arrays. The numbers are copied once into the model's vectors
+//! (its matrices own their values); the copy runs without the GIL where it is large.
+
+use numpy::{PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList, PyTuple};
+use sc_kernels::{CsrMatrix, DenseMatrix};
+use sc_pipeline::anndata::{ArrayData, Column, DataFrame, DenseArray, Matrix, Raw, Scalar, Value};
+use sc_pipeline::AnnData;
+use std::collections::BTreeMap;
+
+/// The model of `parts` (a dict with `X` and any of `var_names`, `obs`, `var`, `obsm`, `obsp`,
+/// `uns`, `raw`, `layers`).
+pub(crate) fn anndata(parts: &Bound<'_, PyDict>) -> PyResult<AnnData> {
+    let x = match parts.get_item("X")? {
+        Some(x) => matrix(&x, "X")?,
+        None => return Err(PyValueError::new_err("the parts of the AnnData have no X")),
+    };
+    let mut adata = AnnData::new(x);
+    let (n_obs, n_vars) = adata.x.shape();
+    if let Some(names) = parts.get_item("var_names")? {
+        adata.var = DataFrame::with_index(names.extract()?);
+    }
+    if let Some(obs) = parts.get_item("obs")? {
+        fill_columns(&mut adata.obs, obs.cast::<PyDict>()?, "obs")?;
+    }
+    if let Some(var) = parts.get_item("var")? {
+        fill_columns(&mut adata.var, var.cast::<PyDict>()?, "var")?;
+    }
+    if let Some(obsm) = parts.get_item("obsm")? {
+        for (k, v) in obsm.cast::<PyDict>()? {
+            let key: String = k.extract()?;
+            let a = dense_array(&v, &format!("obsm['{key}']"))?;
+            adata.obsm.insert(key, a);
+        }
+    }
+    if let Some(obsp) = parts.get_item("obsp")? {
+        for (k, v) in obsp.cast::<PyDict>()? {
+            let key: String = k.extract()?;
+            let m = csr(&v.cast_into::<PyTuple>()?, &format!("obsp['{key}']"))?;
+            adata.obsp.insert(key, m);
+        }
+    }
+    if let Some(layers) = parts.get_item("layers")? {
+        for (k, v) in layers.cast::<PyDict>()? {
+            let key: String = k.extract()?;
+            let m = matrix(&v, &format!("layers['{key}']"))?;
+            adata.layers.insert(key, m);
+        }
+    }
+    if let Some(uns) = parts.get_item("uns")? {
+        for (k, v) in uns.cast::<PyDict>()? {
+            let key: String = k.extract()?;
+            let value = value(&v, &format!("uns['{key}']"))?;
+            adata.uns.insert(key, value);
+        }
+    }
+    if let Some(raw) = parts.get_item("raw")? {
+        let raw = raw.cast::<PyDict>()?;
+        let x = matrix(
+            &raw.get_item("X")?
+                .ok_or_else(|| PyValueError::new_err("raw has no X"))?,
+            "raw.X",
+        )?;
+        let var = match raw.get_item("var_names")? {
+            Some(n) => DataFrame::with_index(n.extract()?),
+            None => DataFrame::with_default_index(x.shape().1),
+        };
+        adata.raw = Some(Raw {
+            x,
+            var,
+            varm: BTreeMap::new(),
+        });
+    }
+    adata.validate().map_err(super::errors::to_py)?;
+    debug_assert_eq!(adata.x.shape(), (n_obs, n_vars));
+    Ok(adata)
+}
+
+/// X, a layer or `raw.X`.
+fn matrix(spec: &Bound<'_, PyAny>, what: &str) -> PyResult<Matrix> {
+    let t = spec.cast::<PyTuple>()?;
+    let kind: String = t.get_item(0)?.extract()?;
+    match kind.as_str() {
+        "csr" => Ok(Matrix::Sparse(csr(t, what)?)),
+        "dense" => {
+            let a: PyReadonlyArray2<'_, f32> = t.get_item(1)?.extract()?;
+            let (rows, cols) = (a.shape()[0], a.shape()[1]);
+            let data = a
+                .as_slice()
+                .map_err(|_| {
+                    PyTypeError::new_err(format!("{what}: a dense matrix must be C-contiguous"))
+                })?
+                .to_vec();
+            let m = DenseMatrix::new(rows, cols, data)
+                .map_err(|e| PyValueError::new_err(format!("{what}: {e}")))?;
+            Ok(Matrix::Dense(m))
+        }
+        other => Err(PyTypeError::new_err(format!(
+            "{what}: unknown matrix layout '{other}'"
+        ))),
+    }
+}
+
+/// `("csr", (rows, cols), data, indices, indptr)` as a checked CSR matrix.
+fn csr(t: &Bound<'_, PyTuple>, what: &str) -> PyResult<CsrMatrix<f32>> {
+    let (rows, cols): (usize, usize) = t.get_item(1)?.extract()?;
+    let data: PyReadonlyArray1<'_, f32> = t.get_item(2)?.extract()?;
+    let indices = index_vec(&t.get_item(3)?, what, "indices")?;
+    let indptr = index_vec(&t.get_item(4)?, what, "indptr")?;
+    let data = data.as_slice()?.to_vec();
+    let indices = indices
+        .into_iter()
+        .map(|i| u32::try_from(i).map_err(|_| bad_index(what, i)))
+        .collect::<PyResult<Vec<u32>>>()?;
+    let indptr = indptr
+        .into_iter()
+        .map(|i| u64::try_from(i).map_err(|_| bad_index(what, i)))
+        .collect::<PyResult<Vec<u64>>>()?;
+    CsrMatrix::new(rows, cols, indptr, indices, data)
+        .map_err(|e| PyValueError::new_err(format!("{what} is not a valid CSR matrix: {e}")))
+}
+
+fn bad_index(what: &str, i: i64) -> PyErr {
+    PyValueError::new_err(format!("{what}: index {i} is out of range"))
+}
+
+/// An index array of int32 or int64 values, widened.
+fn index_vec(a: &Bound<'_, PyAny>, what: &str, name: &str) -> PyResult<Vec<i64>> {
+    if let Ok(v) = a.extract::<PyReadonlyArray1<'_, i32>>() {
+        return Ok(v.as_slice()?.iter().map(|&i| i as i64).collect());
+    }
+    if let Ok(v) = a.extract::<PyReadonlyArray1<'_, i64>>() {
+        return Ok(v.as_slice()?.to_vec());
+    }
+    Err(PyTypeError::new_err(format!(
+        "{what}: {name} must be a contiguous int32 or int64 array"
+    )))
+}
+
+/// The columns of `cols` into `df`.
+fn fill_columns(df: &mut DataFrame, cols: &Bound<'_, PyDict>, what: &str) -> PyResult<()> {
+    for (k, v) in cols {
+        let name: String = k.extract()?;
+        let col = column(&v, &format!("{what}['{name}']"))?;
+        df.set(name, col).map_err(super::errors::to_py)?;
+    }
+    Ok(())
+}
+
+fn column(v: &Bound<'_, PyAny>, what: &str) -> PyResult<Column> {
+    if let Ok(t) = v.cast::<PyTuple>() {
+        let codes: PyReadonlyArray1<'_, i32> = t.get_item(1)?.extract()?;
+        return Ok(Column::Categorical {
+            codes: codes.as_slice()?.to_vec(),
+            categories: array_data(&t.get_item(2)?, what)?,
+            ordered: t.get_item(3)?.extract()?,
+        });
+    }
+    Ok(Column::Values(array_data(v, what)?))
+}
+
+/// A 1-D array of one of the model's element types (strings as a list).
+fn array_data(v: &Bound<'_, PyAny>, what: &str) -> PyResult<ArrayData> {
+    if v.cast::<PyList>().is_ok() {
+        return Ok(ArrayData::Str(v.extract()?));
+    }
+    macro_rules! try_type {
+        ($t:ty, $variant:ident) => {
+            if let Ok(a) = v.extract::<PyReadonlyArray1<'_, $t>>() {
+                return Ok(ArrayData::$variant(a.as_array().to_vec()));
+            }
+        };
+    }
+    try_type!(bool, Bool);
+    try_type!(i32, I32);
+    try_type!(i64, I64);
+    try_type!(f32, F32);
+    try_type!(f64, F64);
+    Err(PyTypeError::new_err(format!(
+        "{what}: expected a 1-D array of bool, int32, int64, float32 or float64, or a list of \
+         strings"
+    )))
+}
+
+/// A 2-D (or 1-D) numeric array.
+fn dense_array(v: &Bound<'_, PyAny>, what: &str) -> PyResult<DenseArray> {
+    macro_rules! try_type {
+        ($t:ty, $variant:ident) => {
+            if let Ok(a) = v.extract::<PyReadonlyArray2<'_, $t>>() {
+                let shape = a.shape().to_vec();
+                let data = a.as_array().iter().copied().collect();
+                return Ok(DenseArray {
+                    shape,
+                    data: ArrayData::$variant(data),
+                });
+            }
+        };
+    }
+    try_type!(f32, F32);
+    try_type!(f64, F64);
+    try_type!(i32, I32);
+    try_type!(i64, I64);
+    Ok(DenseArray::vector(array_data(v, what)?))
+}
+
+/// An entry of `uns`.
+fn value(v: &Bound<'_, PyAny>, what: &str) -> PyResult<Value> {
+    if v.is_none() {
+        return Ok(Value::Null);
+    }
+    if let Ok(d) = v.cast::<PyDict>() {
+        let mut out = BTreeMap::new();
+        for (k, item) in d {
+            let key: String = k.extract()?;
+            let inner = value(&item, &format!("{what}['{key}']"))?;
+            out.insert(key, inner);
+        }
+        return Ok(Value::Dict(out));
+    }
+    // bool before int: Python's bool is an int.
+    if let Ok(b) = v.cast::<pyo3::types::PyBool>() {
+        return Ok(Value::Scalar(Scalar::Bool(b.is_true())));
+    }
+    if let Ok(i) = v.extract::<i64>() {
+        if v.cast::<pyo3::types::PyInt>().is_ok() {
+            return Ok(Value::Scalar(Scalar::Int(i)));
+        }
+    }
+    if let Ok(f) = v.cast::<pyo3::types::PyFloat>() {
+        return Ok(Value::Scalar(Scalar::Float(f.value())));
+    }
+    if let Ok(s) = v.extract::<String>() {
+        return Ok(Value::Scalar(Scalar::Str(s)));
+    }
+    Ok(Value::Array(dense_array(v, what)?))
+}
