@@ -38,7 +38,9 @@ def matrix_part(m: Any, what: str = "X") -> tuple:
     if m is None:
         raise ValueError(f"{what} is None: the step needs a matrix there")
     if _cupy_module(m):
-        m = m.get()  # cupy / cupyx to host (the steps copy it to the GPU they run on)
+        if settings.resolved_device() == "gpu":
+            return _cuda_part(m, what)
+        m = m.get()  # on the CPU: to the host
     if sp.issparse(m):
         if m.format not in ("csr", "csc"):
             raise TypeError(f"{what} is a {m.format.upper()} sparse matrix; accepted: {ACCEPTED_X}")
@@ -57,6 +59,41 @@ def matrix_part(m: Any, what: str = "X") -> tuple:
     raise TypeError(f"{what} is a {type(m).__module__}.{type(m).__name__}; accepted: {ACCEPTED_X}")
 
 
+def _cuda_part(m: Any, what: str) -> tuple:
+    """A CuPy matrix as the extension takes it on the GPU: copied device to device, never
+    through the host."""
+    import cupy
+    import cupyx.scipy.sparse as cusparse
+
+    if cusparse.issparse(m):
+        if m.format not in ("csr", "csc"):
+            raise TypeError(f"{what} is a cupyx {m.format.upper()} matrix; accepted: {ACCEPTED_X}")
+        m = m.tocsr() if m.format == "csc" else m
+        data = _float32_gpu(m.data, what)
+        return ("cuda_csr", m.shape, cupy.ascontiguousarray(data), cupy.ascontiguousarray(m.indices), cupy.ascontiguousarray(m.indptr))
+    if m.ndim != 2:
+        raise TypeError(f"{what} must be 2-dimensional, not {m.ndim}-dimensional")
+    return ("cuda_dense", cupy.ascontiguousarray(_float32_gpu(m, what)))
+
+
+def _float32_gpu(a: Any, what: str) -> Any:
+    import cupy
+
+    kind = a.dtype.kind
+    if kind == "f":
+        return a.astype(cupy.float32, copy=False)
+    if kind in "iub":
+        if kind != "b" and a.size and (int(a.max()) > _F32_EXACT or int(a.min()) < -_F32_EXACT):
+            raise ValueError(f"{what} holds integers beyond 2**24, which float32 cannot hold exactly")
+        return a.astype(cupy.float32)
+    raise TypeError(f"{what} has values of type {a.dtype}; numbers are needed")
+
+
+def part_values(part: tuple) -> Any:
+    """The stored values of a matrix part (numpy or CuPy)."""
+    return part[2] if part[0] in ("csr", "cuda_csr") else part[1]
+
+
 def _float32(a: np.ndarray, what: str) -> np.ndarray:
     """``a`` as float32 (a copy only when it is not), refusing what float32 cannot hold."""
     kind = a.dtype.kind
@@ -73,12 +110,39 @@ def _float32(a: np.ndarray, what: str) -> np.ndarray:
 
 def matrix_from(part: tuple, like: Any = None) -> Any:
     """A matrix back from its part: scipy CSR (an ``sp.csr_array`` when ``like`` is a sparse
-    array) or a numpy array."""
+    array) or a numpy array; on the GPU (CuPy) when ``like`` is there."""
+    if part[0] in ("cuda_csr", "cuda_dense"):
+        return _from_cuda(part)
+    if like is not None and _cupy_module(like):
+        return _to_cupy(matrix_from(part))
     if part[0] == "dense":
         return part[1]
     _, shape, data, indices, indptr = part
     cls = sp.csr_array if isinstance(like, sp.sparray) else sp.csr_matrix
     return cls((data, indices, indptr), shape=tuple(shape))
+
+
+def _from_cuda(part: tuple) -> Any:
+    """A result the extension left on the GPU, as CuPy arrays over its buffers (no copy)."""
+    import cupy
+    import cupyx.scipy.sparse as cusparse
+
+    if part[0] == "cuda_dense":
+        _, shape, data = part
+        return cupy.asarray(data).view(cupy.float32).reshape(shape)
+    _, shape, data, indices, indptr, indptr_type = part
+    return cusparse.csr_matrix(
+        (cupy.asarray(data).view(cupy.float32), cupy.asarray(indices).view(cupy.int32), cupy.asarray(indptr).view(indptr_type)),
+        shape=tuple(shape),
+    )
+
+
+def _to_cupy(m: Any) -> Any:
+    """A result back on the GPU, where the user's matrix was (as rapids-singlecell keeps it)."""
+    import cupy
+    import cupyx.scipy.sparse as cusparse
+
+    return cusparse.csr_matrix(m) if sp.issparse(m) else cupy.asarray(m)
 
 
 def column_part(s: pd.Series | np.ndarray, what: str) -> Any:

@@ -62,13 +62,17 @@ def _set_matrix(adata, layer: str | None, m) -> None:
 
 
 def _check_counts(part: tuple, what: str) -> None:
-    """Refuses NaN, infinite or negative values where a step reads counts."""
-    values = part[2] if part[0] == "csr" else part[1]
+    """Refuses NaN, infinite or negative values where a step reads counts (on the GPU for a
+    CuPy matrix)."""
+    values = _parts.part_values(part)
     if values.size == 0:
         return
-    if not np.isfinite(values).all():
+    xp = np
+    if part[0].startswith("cuda"):
+        import cupy as xp
+    if not bool(xp.isfinite(values).all()):
         raise ValueError(f"{what} holds NaN or infinite values; the step needs counts")
-    if values.min() < 0:
+    if float(values.min()) < 0:
         raise ValueError(f"{what} holds negative values; the step needs counts")
 
 
@@ -122,7 +126,7 @@ def calculate_qc_metrics(
     x, what = _matrix(adata, layer, use_raw)
     xp = _parts.matrix_part(x, what)
     _check_counts(xp, what)
-    n_vars = xp[1][1] if xp[0] == "csr" else xp[1].shape[1]
+    n_vars = x.shape[1]
     var_names = [str(v) for v in (adata.raw.var_names if use_raw else adata.var_names)]
     var = {q: _parts.column_part(adata.var[q].astype(bool), f"var[{q!r}]") for q in qc_vars}
     if use_raw:
@@ -287,7 +291,9 @@ def log1p(data, *, base: float | None = None, copy: bool = False, layer: str | N
     xp = _parts.matrix_part(x, what)
     out = _parts.call("log1p", {"X": xp}, {"base": base}, return_x=True)
     _set_matrix(target, layer, _parts.matrix_from(out["X"], like=x))
-    target.uns["log1p"] = _parts.value_from(out["uns"]["log1p"])
+    # scanpy records the base, None included (the command writes only a given one: anndata
+    # stores nothing for None).
+    target.uns["log1p"] = {"base": base}
     return target if copy else None
 
 
@@ -520,7 +526,8 @@ def neighbors(
         else:
             raise KeyError("neighbors: no obsm['X_pca'] (run scpipe.pp.pca first, or give use_rep)")
     if rep_name == "X":
-        rep = target.X.toarray() if hasattr(target.X, "toarray") else np.asarray(target.X)
+        rep = target.X.get() if _parts._cupy_module(target.X) else target.X
+        rep = rep.toarray() if hasattr(rep, "toarray") else np.asarray(rep)
     else:
         if rep_name not in target.obsm:
             raise KeyError(f"use_rep: obsm has no {rep_name!r}")

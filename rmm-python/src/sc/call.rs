@@ -89,7 +89,8 @@ pub(crate) fn _sc_call<'py>(
             )))
         }
     };
-    let adata = model_in::anndata(parts)?;
+    let adata = model_in::anndata(parts, gpu.as_ref().map(|g| &g.ctx))?;
+    let x_on_device = matches!(adata.x, sc_pipeline::anndata::Matrix::Device(_));
     let (tx, rx) = mpsc::channel();
     // Waited on without the GIL, which needs a receiver that may cross threads.
     let rx = parking_lot::Mutex::new(rx);
@@ -114,6 +115,7 @@ pub(crate) fn _sc_call<'py>(
     };
     let sections = Sections {
         x: return_x,
+        x_on_device,
         raw: step == "recipe",
         names: step == "recipe",
     };

@@ -5,6 +5,7 @@
 //! one registry per process.
 
 mod call;
+mod device_parts;
 mod errors;
 mod gpu;
 mod model_in;

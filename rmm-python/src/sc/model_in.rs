@@ -5,22 +5,31 @@
 //! `("dense", array)` (float32, C order), `obs`/`var` columns as numpy arrays, lists of strings
 //! or `("cat", codes, categories, ordered)`, `obsm` as 2-D arrays, `obsp` as CSR tuples, `uns`
 //! entries as dicts, scalars and arrays. The numbers are copied once into the model's vectors
-//! (its matrices own their values); the copy runs without the GIL where it is large.
+//! (its matrices own their values). X held by CuPy on the GPU (`("cuda_csr", ...)`,
+//! `("cuda_dense", array)`) is copied device to device instead ([`device_parts`]).
 
+use super::device_parts;
 use numpy::{PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
+use sc_kernels::gpu::GpuContext;
 use sc_kernels::{CsrMatrix, DenseMatrix};
-use sc_pipeline::anndata::{ArrayData, Column, DataFrame, DenseArray, Matrix, Raw, Scalar, Value};
+use sc_pipeline::anndata::{
+    ArrayData, Column, DataFrame, DenseArray, DeviceMatrix, Matrix, Raw, Scalar, Value,
+};
 use sc_pipeline::AnnData;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// The model of `parts` (a dict with `X` and any of `var_names`, `obs`, `var`, `obsm`, `obsp`,
-/// `uns`, `raw`, `layers`).
-pub(crate) fn anndata(parts: &Bound<'_, PyDict>) -> PyResult<AnnData> {
+/// `uns`, `raw`, `layers`); matrices on the GPU (`cuda_csr`, `cuda_dense`) go to `gpu`'s.
+pub(crate) fn anndata(
+    parts: &Bound<'_, PyDict>,
+    gpu: Option<&Arc<GpuContext>>,
+) -> PyResult<AnnData> {
     let x = match parts.get_item("X")? {
-        Some(x) => matrix(&x, "X")?,
+        Some(x) => matrix(&x, "X", gpu)?,
         None => return Err(PyValueError::new_err("the parts of the AnnData have no X")),
     };
     let mut adata = AnnData::new(x);
@@ -51,7 +60,7 @@ pub(crate) fn anndata(parts: &Bound<'_, PyDict>) -> PyResult<AnnData> {
     if let Some(layers) = parts.get_item("layers")? {
         for (k, v) in layers.cast::<PyDict>()? {
             let key: String = k.extract()?;
-            let m = matrix(&v, &format!("layers['{key}']"))?;
+            let m = matrix(&v, &format!("layers['{key}']"), gpu)?;
             adata.layers.insert(key, m);
         }
     }
@@ -68,6 +77,7 @@ pub(crate) fn anndata(parts: &Bound<'_, PyDict>) -> PyResult<AnnData> {
             &raw.get_item("X")?
                 .ok_or_else(|| PyValueError::new_err("raw has no X"))?,
             "raw.X",
+            gpu,
         )?;
         let var = match raw.get_item("var_names")? {
             Some(n) => DataFrame::with_index(n.extract()?),
@@ -85,10 +95,27 @@ pub(crate) fn anndata(parts: &Bound<'_, PyDict>) -> PyResult<AnnData> {
 }
 
 /// X, a layer or `raw.X`.
-fn matrix(spec: &Bound<'_, PyAny>, what: &str) -> PyResult<Matrix> {
+fn matrix(spec: &Bound<'_, PyAny>, what: &str, gpu: Option<&Arc<GpuContext>>) -> PyResult<Matrix> {
     let t = spec.cast::<PyTuple>()?;
     let kind: String = t.get_item(0)?.extract()?;
+    let on_gpu = || {
+        gpu.ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "{what} is on the GPU but the step runs on the CPU (scpipe.settings.device)"
+            ))
+        })
+    };
     match kind.as_str() {
+        "cuda_csr" => {
+            let ctx = on_gpu()?;
+            let m = device_parts::csr_in(ctx, t, what)?;
+            Ok(Matrix::Device(DeviceMatrix::csr(ctx, m)))
+        }
+        "cuda_dense" => {
+            let ctx = on_gpu()?;
+            let m = device_parts::dense_in(ctx, t, what)?;
+            Ok(Matrix::Device(DeviceMatrix::dense(ctx, m)))
+        }
         "csr" => Ok(Matrix::Sparse(csr(t, what)?)),
         "dense" => {
             let a: PyReadonlyArray2<'_, f32> = t.get_item(1)?.extract()?;

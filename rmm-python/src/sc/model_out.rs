@@ -6,15 +6,19 @@ use numpy::{IntoPyArray, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use sc_kernels::CsrMatrix;
-use sc_pipeline::anndata::{ArrayData, Column, DataFrame, DenseArray, Matrix, Scalar, Value};
+use sc_pipeline::anndata::{
+    ArrayData, Column, DataFrame, DenseArray, DeviceData, DeviceMatrix, Matrix, Scalar, Value,
+};
 use sc_pipeline::AnnData;
 use std::collections::BTreeMap;
 
 /// Which parts of the model go back.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Sections {
-    /// X (moved to the host).
+    /// X: on the GPU (as `cuda_csr` / `cuda_dense`) when `x_on_device` and it is there, else
+    /// moved to the host.
     pub x: bool,
+    pub x_on_device: bool,
     /// `.raw`, when the model has one.
     pub raw: bool,
     /// `obs_names` and `var_names` (a step that subsets may have changed them).
@@ -59,7 +63,11 @@ pub(crate) fn parts<'py>(
     }
     out.set_item("uns", u)?;
     if sections.x {
-        out.set_item("X", matrix(py, x)?)?;
+        let x = match x {
+            Matrix::Device(d) if sections.x_on_device => device_matrix(py, d)?,
+            host => matrix(py, host)?,
+        };
+        out.set_item("X", x)?;
     }
     if let Some(r) = raw.filter(|_| sections.raw) {
         let d = PyDict::new(py);
@@ -69,6 +77,17 @@ pub(crate) fn parts<'py>(
         out.set_item("raw", d)?;
     }
     Ok(out)
+}
+
+/// A matrix left on the GPU, handed to CuPy ([`super::device_parts`]); one the steps keep in
+/// host memory comes back as a host matrix.
+fn device_matrix<'py>(py: Python<'py>, d: DeviceMatrix) -> PyResult<Bound<'py, PyAny>> {
+    let ctx = d.ctx.clone();
+    match d.data {
+        DeviceData::Csr(m) => Ok(super::device_parts::csr_out(py, &ctx, m)?.into_any()),
+        DeviceData::Dense(m) => Ok(super::device_parts::dense_out(py, &ctx, m)?.into_any()),
+        other => matrix(py, Matrix::Device(DeviceMatrix { ctx, data: other })),
+    }
 }
 
 /// X, a layer or `raw.X` on the host, as `("csr", ...)` or `("dense", array)`.

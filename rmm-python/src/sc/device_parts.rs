@@ -1,0 +1,223 @@
+//! X on the GPU between calls (rapids-singlecell's way): a CuPy array or cupyx CSR matrix comes
+//! in through its `__cuda_array_interface__` and is copied device to device into the step's
+//! matrix (no trip through the host), and a result left on the GPU goes back as
+//! `rmm_core.DeviceBuffer`s, which CuPy wraps without a copy. Only the row offsets (one value a
+//! cell) cross the host, to change their width.
+
+use crate::buffer::PyDeviceBuffer;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+use rmm_core::DeviceVec;
+use sc_kernels::gpu::{DeviceCsr, DeviceDense, GpuContext};
+
+/// A device array as its interface describes it.
+struct Interface {
+    ptr: u64,
+    len: usize,
+    /// numpy's typestr, e.g. `<f4`.
+    typestr: String,
+}
+
+fn interface(a: &Bound<'_, PyAny>, what: &str) -> PyResult<Interface> {
+    let i = a
+        .getattr("__cuda_array_interface__")
+        .map_err(|_| PyTypeError::new_err(format!("{what} has no __cuda_array_interface__")))?;
+    let shape: Vec<usize> = i.get_item("shape")?.extract()?;
+    let typestr: String = i.get_item("typestr")?.extract()?;
+    let contiguous = match i.get_item("strides") {
+        Ok(s) if !s.is_none() => {
+            let strides: Vec<usize> = s.extract()?;
+            let item = typestr[2..].parse::<usize>().unwrap_or(0);
+            let mut expect = item;
+            let mut ok = true;
+            for (d, s) in shape.iter().zip(&strides).rev() {
+                ok &= *d <= 1 || *s == expect;
+                expect *= d;
+            }
+            ok
+        }
+        _ => true,
+    };
+    if !contiguous {
+        return Err(PyValueError::new_err(format!(
+            "{what} must be C-contiguous"
+        )));
+    }
+    let ptr: u64 = i.get_item("data")?.get_item(0)?.extract()?;
+    Ok(Interface {
+        ptr,
+        len: shape.iter().product(),
+        typestr,
+    })
+}
+
+/// A copy of `src` (elements of `T`) in a new vector on the context's stream, after everything
+/// queued on the device (the array's producer may be on any stream).
+fn copy_in<T: bytemuck::Pod>(ctx: &GpuContext, src: &Interface) -> PyResult<DeviceVec<T>> {
+    let v = ctx.alloc::<T>(src.len).map_err(kernel_err)?;
+    let bytes = src.len * std::mem::size_of::<T>();
+    // SAFETY: the interface names `len` readable elements at `ptr`; `v` holds as many.
+    unsafe {
+        ctx.device().synchronize().map_err(cuda_err)?;
+        ctx.stream()
+            .copy_device(v.ptr(), src.ptr, bytes)
+            .map_err(cuda_err)?;
+    }
+    Ok(v)
+}
+
+/// Offsets or indices of int32 or int64 as `T`, through the host (to change their width).
+fn widened<T: bytemuck::Pod + TryFrom<i64> + Send + Sync>(
+    ctx: &GpuContext,
+    a: &Interface,
+    what: &str,
+) -> PyResult<DeviceVec<T>> {
+    let values: Vec<i64> = match a.typestr.as_str() {
+        "<i4" => download::<i32>(ctx, a)?
+            .into_iter()
+            .map(i64::from)
+            .collect(),
+        "<i8" => download::<i64>(ctx, a)?,
+        other => {
+            return Err(PyTypeError::new_err(format!(
+                "{what} must be int32 or int64, not {other}"
+            )))
+        }
+    };
+    let values = values
+        .into_iter()
+        .map(|v| {
+            T::try_from(v)
+                .map_err(|_| PyValueError::new_err(format!("{what}: {v} is out of range")))
+        })
+        .collect::<PyResult<Vec<T>>>()?;
+    ctx.upload(&values).map_err(kernel_err)
+}
+
+fn download<T: bytemuck::Pod + Send + Sync>(ctx: &GpuContext, a: &Interface) -> PyResult<Vec<T>> {
+    let v = copy_in::<T>(ctx, a)?;
+    ctx.download(&v).map_err(kernel_err)
+}
+
+/// `("cuda_csr", shape, data, indices, indptr)` as the step's device matrix.
+pub(crate) fn csr_in(ctx: &GpuContext, t: &Bound<'_, PyTuple>, what: &str) -> PyResult<DeviceCsr> {
+    let (n_rows, n_cols): (usize, usize) = t.get_item(1)?.extract()?;
+    let data = interface(&t.get_item(2)?, &format!("{what}.data"))?;
+    let indices = interface(&t.get_item(3)?, &format!("{what}.indices"))?;
+    let indptr = interface(&t.get_item(4)?, &format!("{what}.indptr"))?;
+    if data.typestr != "<f4" {
+        return Err(PyTypeError::new_err(format!("{what}.data must be float32")));
+    }
+    if indptr.len != n_rows + 1 || indices.len != data.len {
+        return Err(PyValueError::new_err(format!(
+            "{what} is not a valid CSR matrix: {} offsets for {n_rows} rows, {} indices for {} values",
+            indptr.len, indices.len, data.len
+        )));
+    }
+    let indptr = widened::<u64>(ctx, &indptr, &format!("{what}.indptr"))?;
+    // Column indices are non-negative, so int32's bits are the u32 values.
+    let indices = match indices.typestr.as_str() {
+        "<i4" => copy_in::<u32>(ctx, &indices)?,
+        _ => widened::<u32>(ctx, &indices, &format!("{what}.indices"))?,
+    };
+    let data = copy_in::<f32>(ctx, &data)?;
+    Ok(DeviceCsr {
+        n_rows,
+        n_cols,
+        indptr,
+        indices,
+        data,
+    })
+}
+
+/// `("cuda_dense", array)` (float32, C order) as the step's device matrix.
+pub(crate) fn dense_in(
+    ctx: &GpuContext,
+    t: &Bound<'_, PyTuple>,
+    what: &str,
+) -> PyResult<DeviceDense> {
+    let a = t.get_item(1)?;
+    let shape: (usize, usize) = a.getattr("shape")?.extract()?;
+    let i = interface(&a, what)?;
+    if i.typestr != "<f4" {
+        return Err(PyTypeError::new_err(format!("{what} must be float32")));
+    }
+    Ok(DeviceDense {
+        n_rows: shape.0,
+        n_cols: shape.1,
+        data: copy_in::<f32>(ctx, &i)?,
+    })
+}
+
+/// A device CSR matrix as `("cuda_csr", shape, data, indices, indptr)`: `DeviceBuffer`s of
+/// float32, int32 and (as scipy and cupyx choose) int32 offsets while they fit, else int64.
+pub(crate) fn csr_out<'py>(
+    py: Python<'py>,
+    ctx: &GpuContext,
+    m: DeviceCsr,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let offsets = ctx.download(&m.indptr).map_err(kernel_err)?;
+    let (indptr, indptr_type) = if m.data.len() <= i32::MAX as usize {
+        let narrow: Vec<i32> = offsets.iter().map(|&o| o as i32).collect();
+        (
+            ctx.upload(&narrow).map_err(kernel_err)?.into_buffer(),
+            "int32",
+        )
+    } else {
+        let wide: Vec<i64> = offsets.iter().map(|&o| o as i64).collect();
+        (
+            ctx.upload(&wide).map_err(kernel_err)?.into_buffer(),
+            "int64",
+        )
+    };
+    ctx.synchronize().map_err(kernel_err)?;
+    let buffer = |b| Py::new(py, PyDeviceBuffer { inner: b }).map(|b| b.into_any());
+    PyTuple::new(
+        py,
+        [
+            "cuda_csr".into_pyobject(py)?.into_any().unbind(),
+            (m.n_rows, m.n_cols).into_pyobject(py)?.into_any().unbind(),
+            buffer(m.data.into_buffer())?,
+            buffer(m.indices.into_buffer())?,
+            buffer(indptr)?,
+            indptr_type.into_pyobject(py)?.into_any().unbind(),
+        ],
+    )
+}
+
+/// A device dense matrix as `("cuda_dense", shape, data)`.
+pub(crate) fn dense_out<'py>(
+    py: Python<'py>,
+    ctx: &GpuContext,
+    m: DeviceDense,
+) -> PyResult<Bound<'py, PyTuple>> {
+    ctx.synchronize().map_err(kernel_err)?;
+    PyTuple::new(
+        py,
+        [
+            "cuda_dense".into_pyobject(py)?.into_any().unbind(),
+            (m.n_rows, m.n_cols).into_pyobject(py)?.into_any().unbind(),
+            Py::new(
+                py,
+                PyDeviceBuffer {
+                    inner: m.data.into_buffer(),
+                },
+            )?
+            .into_any(),
+        ],
+    )
+}
+
+fn kernel_err(e: sc_kernels::KernelError) -> PyErr {
+    match e.out_of_memory() {
+        Some(oom) => pyo3::exceptions::PyMemoryError::new_err(format!(
+            "out of GPU memory moving a matrix between CuPy and scpipe: {oom}"
+        )),
+        None => pyo3::exceptions::PyRuntimeError::new_err(e.to_string()),
+    }
+}
+
+fn cuda_err(e: rmm_cuda::CudaError) -> PyErr {
+    crate::errors::to_py(rmm_core::MemoryError::from(e))
+}

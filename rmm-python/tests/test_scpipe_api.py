@@ -1,0 +1,292 @@
+"""scpipe's Python API as a user meets it: bad input refused with the right exception and the
+object unchanged, copy / inplace as scanpy, the accepted matrix layouts, Ctrl-C, the recipe
+equal to `scpipe run` bit for bit, and rapids-singlecell's way (anndata_to_GPU / _CPU)."""
+
+from __future__ import annotations
+
+import _thread
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from scpipe_support import ROOT, data_dir, dense, device_gate, sc
+
+import anndata as ad
+import scpipe
+
+
+def counts(n_obs=300, n_vars=400, seed=0, dtype=np.float32):
+    """Poisson counts in three groups, gene names with a few MT- genes."""
+    rng = np.random.default_rng(seed)
+    rates = rng.gamma(0.4, 2.0, size=(3, n_vars))
+    groups = rng.integers(0, 3, n_obs)
+    x = rng.poisson(rates[groups]).astype(dtype)
+    a = ad.AnnData(sp.csr_matrix(x))
+    a.var_names = [f"MT-{i}" if i < 5 else f"G{i}" for i in range(n_vars)]
+    a.obs_names = [f"c{i}" for i in range(n_obs)]
+    a.obs["batch"] = np.where(np.arange(n_obs) % 2 == 0, "a", "b")
+    a.var["mt"] = np.asarray(a.var_names.str.startswith("MT-"), dtype=bool)
+    return a
+
+
+def snapshot(a):
+    """What must not change when a call fails."""
+    x = a.X.copy()
+    return (x, a.obs.copy(), a.var.copy(), {k: v.copy() for k, v in a.obsm.items()}, set(a.uns.keys()), set(a.obsp.keys()), a.shape)
+
+
+def unchanged(a, snap):
+    x, obs, var, obsm, uns, obsp, shape = snap
+    assert a.shape == shape
+    assert np.array_equal(dense(a.X), dense(x), equal_nan=True)
+    assert a.obs.equals(obs) and a.var.equals(var)
+    assert set(a.obsm.keys()) == set(obsm) and all((a.obsm[k] == v).all() for k, v in obsm.items())
+    assert set(a.uns.keys()) == uns and set(a.obsp.keys()) == obsp
+
+
+def processed(a=None):
+    a = counts() if a is None else a
+    scpipe.pp.normalize_total(a)
+    scpipe.pp.log1p(a)
+    scpipe.pp.pca(a, n_comps=10)
+    return a
+
+
+# Bad input --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "call,exc,words",
+    [
+        (lambda a: scpipe.pp.neighbors(a), KeyError, "X_pca"),
+        (lambda a: scpipe.tl.umap(a), KeyError, "neighbors"),
+        (lambda a: scpipe.tl.leiden(a), KeyError, "neighbors"),
+        (lambda a: scpipe.tl.rank_genes_groups(a, "nope"), KeyError, "nope"),
+        (lambda a: scpipe.pp.normalize_total(a, layer="nope"), KeyError, "nope"),
+        (lambda a: scpipe.pp.highly_variable_genes(a, batch_key="nope"), KeyError, "nope"),
+        (lambda a: scpipe.pp.calculate_qc_metrics(a, qc_vars=["nope"]), KeyError, "nope"),
+        (lambda a: scpipe.pp.harmony_integrate(a, "batch"), KeyError, "X_pca"),
+        (lambda a: scpipe.pp.filter_cells(a, min_genes=1, min_counts=1), ValueError, "one of"),
+        (lambda a: scpipe.pp.filter_cells(a), ValueError, "one of"),
+        (lambda a: scpipe.pp.highly_variable_genes(a, flavor="nope"), ValueError, "nope"),
+        (lambda a: scpipe.pp.pca(a, n_comps=0), ValueError, "n_comps"),
+    ],
+)
+def test_missing_slots_and_bad_arguments_raise_and_leave_the_object(call, exc, words):
+    a = counts()
+    snap = snapshot(a)
+    with pytest.raises(exc, match=words):
+        call(a)
+    unchanged(a, snap)
+
+
+@pytest.mark.parametrize("bad,words", [(np.nan, "NaN"), (-1.0, "negative")])
+def test_counts_with_nan_or_negative_values_are_refused(bad, words):
+    a = counts()
+    a.X.data[3] = bad
+    snap = snapshot(a)
+    for call in (lambda: scpipe.pp.normalize_total(a), lambda: scpipe.pp.filter_cells(a, min_genes=1),
+                 lambda: scpipe.pp.calculate_qc_metrics(a, inplace=True, percent_top=None)):
+        with pytest.raises(ValueError, match=words):
+            call()
+        unchanged(a, snap)
+
+
+def test_integers_float32_cannot_hold_are_refused_and_small_ones_taken():
+    a = counts()
+    a.X = a.X.astype(np.int64)
+    scpipe.pp.normalize_total(a, target_sum=1e4)
+    assert a.X.dtype == np.float32
+    np.testing.assert_allclose(np.asarray(a.X.sum(axis=1)).ravel(), 1e4, rtol=1e-4)
+    b = counts()
+    b.X = b.X.astype(np.int64)
+    b.X.data[0] = 2**25
+    with pytest.raises(ValueError, match="2\\*\\*24"):
+        scpipe.pp.normalize_total(b)
+
+
+def test_unsupported_layouts_get_a_type_error_naming_what_is_accepted():
+    # anndata itself refuses COO in X and layers; a matrix handed over from elsewhere is checked.
+    from scpipe import _parts
+
+    with pytest.raises(TypeError, match="CSR or CSC"):
+        _parts.matrix_part(sp.coo_matrix(counts().X))
+    with pytest.raises(TypeError, match="CSR or CSC"):
+        _parts.matrix_part([[1.0, 2.0]])
+    b = counts()
+    b.layers["text"] = np.full(b.shape, "x")
+    with pytest.raises(TypeError, match="numbers"):
+        scpipe.pp.log1p(b, layer="text")
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ValueError, match="device"):
+        scpipe.settings.device = "tpu"
+    with pytest.raises(ValueError, match="n_jobs"):
+        scpipe.settings.n_jobs = 0
+
+
+# Layouts, copy and inplace ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("layout", ["csr", "csc", "csr_array", "dense", "dense_f", "float64", "int32_indices64"])
+def test_every_accepted_layout_gives_the_same_result(layout):
+    ref = counts()
+    scpipe.pp.normalize_total(ref)
+    scpipe.pp.log1p(ref)
+    a = counts()
+    x = a.X
+    a.X = {
+        "csr": x,
+        "csc": x.tocsc(),
+        "csr_array": sp.csr_array(x),
+        "dense": x.toarray(),
+        "dense_f": np.asfortranarray(x.toarray()),
+        "float64": x.astype(np.float64),
+        "int32_indices64": sp.csr_matrix((x.data, x.indices.astype(np.int64), x.indptr.astype(np.int64)), shape=x.shape),
+    }[layout]
+    scpipe.pp.normalize_total(a)
+    scpipe.pp.log1p(a)
+    np.testing.assert_allclose(dense(a.X), dense(ref.X), rtol=1e-6, atol=1e-7)
+
+
+def test_copy_returns_a_new_object_and_inplace_false_returns_the_results():
+    a = counts()
+    snap = snapshot(a)
+    b = scpipe.pp.normalize_total(a, copy=True)
+    unchanged(a, snap)
+    assert b is not a and b.X.sum() != a.X.sum()
+    r = scpipe.pp.normalize_total(a, inplace=False)
+    unchanged(a, snap)
+    assert set(r) == {"X", "norm_factor"} and r["norm_factor"].shape == (a.n_obs,)
+    mask, n_genes = scpipe.pp.filter_cells(a, min_genes=60, inplace=False)
+    ref_mask, ref_n = sc.pp.filter_cells(a.copy(), min_genes=60, inplace=False)
+    unchanged(a, snap)
+    assert (mask == ref_mask).all() and (n_genes == ref_n).all()
+    obs, var = scpipe.pp.calculate_qc_metrics(a, qc_vars=["mt"], percent_top=None)
+    ref_obs, ref_var = sc.pp.calculate_qc_metrics(a.copy(), qc_vars=["mt"], percent_top=None)
+    unchanged(a, snap)
+    assert set(obs.columns) == set(ref_obs.columns) and set(var.columns) == set(ref_var.columns)
+    df = scpipe.pp.highly_variable_genes(processed(a.copy()), n_top_genes=50, inplace=False)
+    assert int(df["highly_variable"].sum()) == 50
+
+
+def test_views_become_objects_of_their_own_as_in_scanpy():
+    a = counts()
+    v = a[:200]
+    scpipe.pp.normalize_total(v)
+    assert not v.is_view and v.n_obs == 200
+    assert a.X.sum() == counts().X.sum()
+
+
+def test_layers_and_key_added():
+    a = counts()
+    a.layers["counts"] = a.X.copy()
+    scpipe.pp.normalize_total(a, layer="counts", key_added="nf")
+    assert "nf" in a.obs and (a.X != counts().X).nnz == 0
+    processed(a)
+    scpipe.pp.neighbors(a, n_neighbors=10, key_added="nb")
+    assert {"nb_distances", "nb_connectivities"} <= set(a.obsp.keys()) and a.uns["nb"]["params"]["n_neighbors"] == 10
+    scpipe.tl.umap(a, neighbors_key="nb", key_added="U")
+    scpipe.tl.leiden(a, resolution=[0.5, 1.0], neighbors_key="nb")
+    assert "U" in a.obsm and {"leiden_res_0.50", "leiden_res_1.00"} <= set(a.obs.columns)
+    scpipe.tl.rank_genes_groups(a, "leiden_res_0.50", key_added="m")
+    assert "m" in a.uns and a.uns["m"]["params"]["groupby"] == "leiden_res_0.50"
+
+
+def test_harmony_corrects_the_batches():
+    a = processed()
+    scpipe.pp.harmony_integrate(a, "batch")
+    h = a.obsm["X_pca_harmony"]
+    assert h.shape == a.obsm["X_pca"].shape and np.isfinite(h).all() and not np.allclose(h, a.obsm["X_pca"])
+
+
+# Ctrl-C -----------------------------------------------------------------------------------
+
+
+def test_ctrl_c_stops_the_call_and_leaves_the_object_as_it_was():
+    a = processed(counts(n_obs=6000, n_vars=300))
+    scpipe.pp.neighbors(a)
+    snap = snapshot(a)
+    timer = threading.Timer(0.2, _thread.interrupt_main)
+    start = time.perf_counter()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        scpipe.tl.umap(a, maxiter=5000)
+    waited = time.perf_counter() - start
+    timer.cancel()
+    assert waited < 2.0, f"Ctrl-C answered after {waited:.1f} s"
+    unchanged(a, snap)
+    assert "X_umap" not in a.obsm
+
+
+# One implementation -------------------------------------------------------------------------
+
+
+def scpipe_binary() -> Path:
+    given = os.environ.get("SCPIPE")
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    for p in [Path(given)] if given else [target / "debug" / "scpipe", target / "release" / "scpipe"]:
+        if p.is_file():
+            return p
+    pytest.skip("no scpipe binary (set SCPIPE, or cargo build -p sc-pipeline --bin scpipe)")
+
+
+def test_recipe_equals_scpipe_run_bit_for_bit(tmp_path):
+    device = device_gate()
+    src = data_dir() / "celltypist_sample_559x32786_counts.h5ad"
+    out = tmp_path / "out.h5ad"
+    subprocess.run([str(scpipe_binary()), "run", str(src), "-o", str(out), "--device", device,
+                    "--min-genes", "100", "--min-cells", "3"], check=True, capture_output=True)
+    cli = ad.read_h5ad(out)
+    a = sc.read_h5ad(src)
+    a.obs["mine"] = np.arange(a.n_obs)
+    scpipe.pp.recipe(a, min_genes=100, min_cells=3)
+    assert a.shape == cli.shape and list(a.obs_names) == list(cli.obs_names) and list(a.var_names) == list(cli.var_names)
+    assert "mine" in a.obs, "the user's own columns stay"
+    assert (dense(a.X) == dense(cli.X)).all() and (dense(a.raw.X) == dense(cli.raw.X)).all()
+    for k in cli.obsm:
+        assert np.array_equal(a.obsm[k], cli.obsm[k]), k
+    for k in cli.obsp:
+        assert (a.obsp[k] != cli.obsp[k]).nnz == 0, k
+    for c in cli.obs.columns:
+        assert np.array_equal(a.obs[c].to_numpy(), cli.obs[c].to_numpy()), c
+    for c in cli.var.columns:
+        assert np.array_equal(a.var[c].to_numpy(), cli.var[c].to_numpy()), c
+    assert set(a.uns.keys()) == set(cli.uns.keys())
+    for f in cli.uns["rank_genes_groups"]["names"].dtype.names:
+        assert list(a.uns["rank_genes_groups"]["names"][f]) == list(cli.uns["rank_genes_groups"]["names"][f])
+
+
+# rapids-singlecell's way ---------------------------------------------------------------------
+
+
+def test_rapids_singlecell_flow_line_for_line():
+    """`rsc` replaced by `scpipe`: anndata_to_GPU, the pp and tl calls, anndata_to_CPU."""
+    if os.environ.get("REQUIRE_GPU") != "1":
+        pytest.importorskip("cupy", reason="anndata_to_GPU needs CuPy")
+    import cupy  # noqa: F401
+
+    a = counts(n_obs=800)
+    scpipe.get.anndata_to_GPU(a)
+    assert type(a.X).__module__.startswith("cupyx")
+    scpipe.pp.calculate_qc_metrics(a, qc_vars=["mt"], inplace=True)
+    scpipe.pp.filter_cells(a, min_genes=50)
+    scpipe.pp.filter_genes(a, min_cells=3)
+    scpipe.pp.normalize_total(a, target_sum=1e4)
+    scpipe.pp.log1p(a)
+    scpipe.pp.highly_variable_genes(a, n_top_genes=200, flavor="cell_ranger")
+    scpipe.pp.pca(a, n_comps=20)
+    scpipe.pp.neighbors(a)
+    scpipe.tl.umap(a)
+    scpipe.tl.leiden(a)
+    scpipe.tl.rank_genes_groups(a, "leiden", method="wilcoxon")
+    scpipe.get.anndata_to_CPU(a)
+    assert sp.issparse(a.X)
+    assert {"X_pca", "X_umap"} <= set(a.obsm.keys()) and "leiden" in a.obs and "rank_genes_groups" in a.uns
