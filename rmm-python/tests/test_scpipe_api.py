@@ -273,7 +273,7 @@ def test_rapids_singlecell_flow_line_for_line():
         pytest.importorskip("cupy", reason="anndata_to_GPU needs CuPy")
     import cupy  # noqa: F401
 
-    a = counts(n_obs=800)
+    a = counts(n_obs=800, n_vars=1000)
     scpipe.get.anndata_to_GPU(a)
     assert type(a.X).__module__.startswith("cupyx")
     scpipe.pp.calculate_qc_metrics(a, qc_vars=["mt"], inplace=True)

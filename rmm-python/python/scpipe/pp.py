@@ -139,6 +139,10 @@ def calculate_qc_metrics(
     out = _parts.call("calculate_qc_metrics", parts, params)
     obs_cols = {k: _parts.column_from(v) for k, v in out["obs"].items()}
     var_cols = {k: _parts.column_from(v) for k, v in out["var"].items() if k not in var}
+    # scanpy 1.12 keeps the genes' means in float32 (1.11, and scpipe's command, float64).
+    for k in SCANPY_112_FLOAT32_VAR:
+        if k in var_cols:
+            var_cols[k] = var_cols[k].astype(np.float32)
     if not inplace:
         obs_df = pd.DataFrame(obs_cols, index=adata.obs_names)
         var_df = pd.DataFrame(var_cols, index=adata.raw.var_names if use_raw else adata.var_names)
@@ -150,6 +154,10 @@ def calculate_qc_metrics(
         for k, v in var_cols.items():
             adata.var[k] = v
     return None
+
+
+# The QC columns that scanpy 1.12 writes as float32 where 1.11 wrote float64.
+SCANPY_112_FLOAT32_VAR = ("mean_counts", "log1p_mean_counts")
 
 
 def _filter(adata, step: str, bounds: dict, axis: str, inplace: bool, copy: bool):

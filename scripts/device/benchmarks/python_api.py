@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""scpipe's Python API timed in one Python process on the GPU, the way rapids-singlecell's
+benchmark (`.rsc-bench/rsc_bench.py`) times rapids-singlecell on the same file: each step twice
+(run 1 cold, run 2 warm), steps that change X in place on a fresh device copy of X made outside
+the timer. X lives on the GPU between calls (`scpipe.get.anndata_to_GPU`), every allocation
+comes from one rmm_core pool that CuPy shares (`rmm_core.allocators.cupy`). Also times the
+notebook flow end to end (QC through markers, each step once, as a user runs it) and records
+the pool's peak.
+
+Usage: python3 python_api.py FILE.h5ad OUT.json
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import sys
+import time
+
+
+def main() -> int:
+    path, out_path = sys.argv[1], sys.argv[2]
+    t0 = time.perf_counter()
+    import anndata as ad
+    import cupy as cp
+    import numpy as np
+
+    import rmm_core
+    from rmm_core.allocators.cupy import rmm_cupy_allocator
+
+    import scpipe
+
+    report = {"file": path, "steps": [], "import_s": round(time.perf_counter() - t0, 3)}
+    rmm_core.reinitialize(pool_allocator=True)
+    cp.cuda.set_allocator(rmm_cupy_allocator)
+    stats = rmm_core.statistics
+    stats.enable_statistics()
+    scpipe.settings.device = "gpu"
+
+    t = time.perf_counter()
+    adata0 = ad.read_h5ad(path)
+    report["read_s"] = round(time.perf_counter() - t, 3)
+    report["shape"] = list(adata0.shape)
+    report["nnz"] = int(adata0.X.nnz)
+    dev = cp.cuda.Device()
+
+    def bench(name, run, prep=None, n=2):
+        rec = {"step": name, "times_s": []}
+        out = None
+        for _ in range(n):
+            arg = prep() if prep is not None else None
+            gc.collect()
+            dev.synchronize()
+            t = time.perf_counter()
+            out = run(arg)
+            dev.synchronize()
+            rec["times_s"].append(round(time.perf_counter() - t, 5))
+        print(f"{name}: " + ", ".join(f"{x * 1e3:.1f} ms" for x in rec["times_s"]), flush=True)
+        report["steps"].append(rec)
+        return out
+
+    def gcopy(a):
+        return ad.AnnData(X=a.X.copy(), obs=a.obs.copy(), var=a.var.copy())
+
+    adata = bench("anndata_to_GPU", lambda a: (scpipe.get.anndata_to_GPU(a), a)[1],
+                  prep=lambda: ad.AnnData(X=adata0.X, obs=adata0.obs.copy(), var=adata0.var.copy()))
+    adata.var["mt"] = np.asarray(adata.var_names.str.startswith("MT-"), dtype=bool)
+    bench("calculate_qc_metrics(qc_vars=['mt'])", lambda _: scpipe.pp.calculate_qc_metrics(adata, qc_vars=["mt"], inplace=True))
+    adata = bench("filter_cells(min_genes=200)", lambda a: (scpipe.pp.filter_cells(a, min_genes=200), a)[1], prep=lambda: gcopy(adata))
+    adata = bench("filter_genes(min_cells=10)", lambda a: (scpipe.pp.filter_genes(a, min_cells=10), a)[1], prep=lambda: gcopy(adata))
+    adata = bench("normalize_total(target_sum=1e4)", lambda a: (scpipe.pp.normalize_total(a, target_sum=1e4), a)[1], prep=lambda: gcopy(adata))
+    adata = bench("log1p", lambda a: (scpipe.pp.log1p(a), a)[1], prep=lambda: gcopy(adata))
+    bench("highly_variable_genes(flavor='cell_ranger', n_top_genes=2000)",
+          lambda _: scpipe.pp.highly_variable_genes(adata, n_top_genes=2000, flavor="cell_ranger"))
+    hv = adata.var["highly_variable"].to_numpy().copy()
+    bench("highly_variable_genes(flavor='seurat', n_top_genes=2000)",
+          lambda _: scpipe.pp.highly_variable_genes(adata, n_top_genes=2000, flavor="seurat"))
+    adata.var["highly_variable"] = hv
+    adata = bench("subset to HVG (adata[:, hvg].copy())", lambda _: adata[:, hv].copy())
+    adata = bench("scale(max_value=10)", lambda a: (scpipe.pp.scale(a, max_value=10), a)[1], prep=lambda: gcopy(adata))
+    bench("pca(n_comps=50)", lambda _: scpipe.pp.pca(adata, n_comps=50))
+    bench("harmony_integrate(key='batch')", lambda _: scpipe.pp.harmony_integrate(adata, "batch"))
+    bench("neighbors(n_neighbors=15)", lambda _: scpipe.pp.neighbors(adata, n_neighbors=15, use_rep="X_pca_harmony"))
+    bench("umap", lambda _: scpipe.tl.umap(adata))
+    bench("leiden", lambda _: scpipe.tl.leiden(adata))
+    adata.raw = None
+    bench("rank_genes_groups(leiden, wilcoxon)", lambda _: scpipe.tl.rank_genes_groups(adata, "leiden", method="wilcoxon", n_genes=100, use_raw=False))
+    del adata
+    gc.collect()
+
+    # The notebook flow, once, as a user runs it (QC through markers; X on the GPU).
+    stats.push_statistics()
+    dev.synchronize()
+    t = time.perf_counter()
+    a = ad.AnnData(X=adata0.X, obs=adata0.obs.copy(), var=adata0.var.copy())
+    scpipe.get.anndata_to_GPU(a)
+    a.var["mt"] = np.asarray(a.var_names.str.startswith("MT-"), dtype=bool)
+    scpipe.pp.calculate_qc_metrics(a, qc_vars=["mt"], inplace=True)
+    scpipe.pp.filter_cells(a, min_genes=200)
+    scpipe.pp.filter_genes(a, min_cells=10)
+    scpipe.pp.normalize_total(a, target_sum=1e4)
+    scpipe.pp.log1p(a)
+    scpipe.pp.highly_variable_genes(a, n_top_genes=2000, flavor="cell_ranger")
+    a.raw = None
+    a = a[:, a.var["highly_variable"].to_numpy()].copy()
+    scpipe.pp.scale(a, max_value=10)
+    scpipe.pp.pca(a, n_comps=50)
+    scpipe.pp.neighbors(a, n_neighbors=15)
+    scpipe.tl.umap(a)
+    scpipe.tl.leiden(a)
+    scpipe.tl.rank_genes_groups(a, "leiden", method="wilcoxon", n_genes=100, use_raw=False)
+    scpipe.get.anndata_to_CPU(a)
+    dev.synchronize()
+    report["flow_s"] = round(time.perf_counter() - t, 3)
+    s = stats.pop_statistics()
+    report["flow_statistics"] = dict(s)
+    print(f"notebook flow: {report['flow_s']:.2f} s, rmm_core.statistics {dict(s)}", flush=True)
+    with open(out_path, "w") as f:
+        json.dump(report, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
