@@ -51,6 +51,7 @@ import scanpy as sc  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from graph_steps import compare_graph_steps, compare_marker_calls, compare_repeat  # noqa: E402
+from graph_metrics import knn_agreement  # noqa: E402
 from zarr_files import check_zarr  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -442,22 +443,8 @@ def compare_runs(rep: Report, tag: str, ours: ad.AnnData, theirs: ad.AnnData, fl
     rep.check(f"{tag} PCA subspace (all {oc.shape[1]} components)", cos.min() > 0.99, f"smallest principal cosine {cos.min():.6f}")
 
     # Neighbors.
-    od = csr(ours.obsp["distances"])
-    td = csr(theirs.obsp["distances"])
-    inter = 0
-    total = 0
-    same_rows = np.zeros(ours.n_obs, dtype=bool)
-    for i in range(ours.n_obs):
-        a = set(od.indices[od.indptr[i]:od.indptr[i + 1]])
-        b = set(td.indices[td.indptr[i]:td.indptr[i + 1]])
-        inter += len(a & b)
-        total += len(b)
-        same_rows[i] = a == b
-    overlap = inter / max(total, 1)
+    overlap, same_rows, worst = knn_agreement(ours, theirs)
     rep.check(f"{tag} kNN sets overlap >= 99%", overlap >= 0.99, f"{overlap * 100:.2f}%, {int(same_rows.sum())} of {ours.n_obs} cells identical")
-    diff = (csr(ours.obsp["connectivities"]) - csr(theirs.obsp["connectivities"])).tocoo()
-    mask = same_rows[diff.row] & same_rows[diff.col]
-    worst = float(np.abs(diff.data[mask]).max()) if mask.any() else 0.0
     rep.check(f"{tag} connectivities to 1e-4", worst <= 1e-4, f"largest difference {worst:.2e} over cells whose kNN sets agree")
 
 

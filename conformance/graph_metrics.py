@@ -23,3 +23,22 @@ def far_cell_ratio(layout: np.ndarray) -> float:
     y = np.asarray(layout, dtype=np.float64)
     d = np.sqrt(((y - np.median(y, axis=0)) ** 2).sum(axis=1))
     return float(d.max() / max(np.percentile(d, 99), 1e-12))
+
+
+def knn_agreement(ours, theirs) -> tuple[float, np.ndarray, float]:
+    """How two neighbors graphs (AnnData objects with `obsp['distances']` and
+    `obsp['connectivities']`) agree: the share of the reference's kNN sets found in ours, which
+    cells have the same set, and the largest connectivity difference among those cells."""
+    od, td = sp.csr_matrix(ours.obsp["distances"]), sp.csr_matrix(theirs.obsp["distances"])
+    inter = total = 0
+    same_rows = np.zeros(od.shape[0], dtype=bool)
+    for i in range(od.shape[0]):
+        a = set(od.indices[od.indptr[i]:od.indptr[i + 1]])
+        b = set(td.indices[td.indptr[i]:td.indptr[i + 1]])
+        inter += len(a & b)
+        total += len(b)
+        same_rows[i] = a == b
+    diff = (sp.csr_matrix(ours.obsp["connectivities"]) - sp.csr_matrix(theirs.obsp["connectivities"])).tocoo()
+    mask = same_rows[diff.row] & same_rows[diff.col]
+    worst = float(np.abs(diff.data[mask]).max()) if mask.any() else 0.0
+    return inter / max(total, 1), same_rows, worst

@@ -130,20 +130,10 @@ def pca_matches(c: Checks, tag: str, ours, theirs) -> None:
 
 def neighbors_match(c: Checks, tag: str, ours, theirs) -> None:
     """conformance's kNN gates: sets overlapping >= 99%, connectivities to 1e-4 where equal."""
-    od, td = sp.csr_matrix(ours.obsp["distances"]), sp.csr_matrix(theirs.obsp["distances"])
-    inter = total = 0
-    same = np.zeros(ours.n_obs, dtype=bool)
-    for i in range(ours.n_obs):
-        a = set(od.indices[od.indptr[i]:od.indptr[i + 1]])
-        b = set(td.indices[td.indptr[i]:td.indptr[i + 1]])
-        inter += len(a & b)
-        total += len(b)
-        same[i] = a == b
-    overlap = inter / max(total, 1)
+    from graph_metrics import knn_agreement
+
+    overlap, _, worst = knn_agreement(ours, theirs)
     c.check(f"{tag} kNN overlap >= 99%", overlap >= 0.99, f"{overlap:.4f}")
-    diff = (sp.csr_matrix(ours.obsp["connectivities"]) - sp.csr_matrix(theirs.obsp["connectivities"])).tocoo()
-    mask = same[diff.row] & same[diff.col]
-    worst = float(np.abs(diff.data[mask]).max()) if mask.any() else 0.0
     c.check(f"{tag} connectivities to 1e-4", worst <= 1e-4, f"{worst:.2e}")
     p = ours.uns["neighbors"]["params"]
     c.check(f"{tag} uns['neighbors'] params", p["n_neighbors"] == theirs.uns["neighbors"]["params"]["n_neighbors"] and p["method"] == "umap", str(dict(p)))

@@ -290,3 +290,34 @@ def test_rapids_singlecell_flow_line_for_line():
     scpipe.get.anndata_to_CPU(a)
     assert sp.issparse(a.X)
     assert {"X_pca", "X_umap"} <= set(a.obsm.keys()) and "leiden" in a.obs and "rank_genes_groups" in a.uns
+
+
+# One memory manager ---------------------------------------------------------------------------
+
+
+def test_the_steps_allocate_from_rmm_cores_resource_and_a_full_pool_raises_memory_error():
+    """GPU only: rmm_core.statistics sees the steps' allocations; a pool too small for a step
+    makes it raise MemoryError naming the pool, the object unchanged."""
+    import rmm_core
+
+    if not rmm_core.gpu_available:
+        if os.environ.get("REQUIRE_GPU") == "1":
+            pytest.fail("REQUIRE_GPU=1 but no GPU is usable")
+        pytest.skip("no GPU")
+    previous = scpipe.settings.device
+    scpipe.settings.device = "gpu"
+    try:
+        a = counts(n_obs=2000, n_vars=2000)
+        with rmm_core.statistics.statistics():
+            scpipe.pp.normalize_total(a)
+            counted = rmm_core.statistics.get_statistics()
+        assert counted["total_count"] > 0 and counted["total_bytes"] >= a.X.data.nbytes, counted
+        rmm_core.reinitialize(pool_allocator=True, initial_pool_size=1 << 20, maximum_pool_size=1 << 20)
+        b = counts(n_obs=2000, n_vars=2000)
+        snap = snapshot(b)
+        with pytest.raises(MemoryError, match="out of memory in pool"):
+            scpipe.pp.normalize_total(b)
+        unchanged(b, snap)
+    finally:
+        rmm_core.reinitialize(pool_allocator=False)
+        scpipe.settings.device = previous

@@ -47,44 +47,13 @@ impl<T> CsrMatrix<T> {
 
     /// Checks the invariants listed on the fields.
     pub fn validate(&self) -> Result<(), CsrError> {
-        if self.n_cols > u32::MAX as usize + 1 {
-            return Err(CsrError::TooManyColumns(self.n_cols));
-        }
-        if self.indptr.len() != self.n_rows + 1 {
-            return Err(CsrError::IndptrLength {
-                got: self.indptr.len(),
-                expected: self.n_rows + 1,
-            });
-        }
-        if self.indptr[0] != 0 {
-            return Err(CsrError::IndptrStart(self.indptr[0]));
-        }
-        for (row, w) in self.indptr.windows(2).enumerate() {
-            if w[1] < w[0] {
-                return Err(CsrError::IndptrDecreasing {
-                    row,
-                    from: w[0],
-                    to: w[1],
-                });
-            }
-        }
-        let end = *self.indptr.last().unwrap();
-        if end as usize != self.data.len() || self.indices.len() != self.data.len() {
-            return Err(CsrError::IndptrEnd {
-                end,
-                nnz: self.data.len(),
-                indices: self.indices.len(),
-            });
-        }
-        let n_cols = self.n_cols;
-        if let Some(position) = crate::first_match::par_first_index_past(&self.indices, n_cols) {
-            return Err(CsrError::IndexOutOfRange {
-                position,
-                index: self.indices[position],
-                n_cols: self.n_cols,
-            });
-        }
-        Ok(())
+        validate_parts(
+            self.n_rows,
+            self.n_cols,
+            &self.indptr,
+            &self.indices,
+            self.data.len(),
+        )
     }
 
     /// Number of stored values.
@@ -463,4 +432,52 @@ mod tests {
             Err(CsrError::IndexOutOfRange { index: 3, .. })
         ));
     }
+}
+
+/// The checks of [`CsrMatrix::validate`] on a matrix's parts (`nnz` stored values), for parts
+/// held elsewhere (another library's arrays about to be uploaded).
+pub fn validate_parts(
+    n_rows: usize,
+    n_cols: usize,
+    indptr: &[u64],
+    indices: &[u32],
+    nnz: usize,
+) -> Result<(), CsrError> {
+    if n_cols > u32::MAX as usize + 1 {
+        return Err(CsrError::TooManyColumns(n_cols));
+    }
+    if indptr.len() != n_rows + 1 {
+        return Err(CsrError::IndptrLength {
+            got: indptr.len(),
+            expected: n_rows + 1,
+        });
+    }
+    if indptr[0] != 0 {
+        return Err(CsrError::IndptrStart(indptr[0]));
+    }
+    for (row, w) in indptr.windows(2).enumerate() {
+        if w[1] < w[0] {
+            return Err(CsrError::IndptrDecreasing {
+                row,
+                from: w[0],
+                to: w[1],
+            });
+        }
+    }
+    let end = *indptr.last().unwrap();
+    if end as usize != nnz || indices.len() != nnz {
+        return Err(CsrError::IndptrEnd {
+            end,
+            nnz,
+            indices: indices.len(),
+        });
+    }
+    if let Some(position) = crate::first_match::par_first_index_past(indices, n_cols) {
+        return Err(CsrError::IndexOutOfRange {
+            position,
+            index: indices[position],
+            n_cols,
+        });
+    }
+    Ok(())
 }

@@ -94,6 +94,11 @@ def part_values(part: tuple) -> Any:
     return part[2] if part[0] in ("csr", "cuda_csr") else part[1]
 
 
+def no_x(n_obs: int) -> tuple:
+    """X for the steps that do not read it (they work on ``obsm`` or the graph): no genes."""
+    return ("csr", (n_obs, 0), np.zeros(0, np.float32), np.zeros(0, np.int32), np.zeros(n_obs + 1, np.int32))
+
+
 def _float32(a: np.ndarray, what: str) -> np.ndarray:
     """``a`` as float32 (a copy only when it is not), refusing what float32 cannot hold."""
     kind = a.dtype.kind

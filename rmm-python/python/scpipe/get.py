@@ -34,19 +34,22 @@ def _targets(adata, convert_all: bool, layer: str | Iterable[str] | None):
 
 
 def anndata_to_GPU(adata, layer: str | Iterable[str] | None = None, convert_all: bool = False, copy: bool = False):
-    """X (and ``layer``, or every layer with ``convert_all``) onto the GPU as CuPy arrays."""
-    import scipy.sparse as sp
+    """X (and ``layer``, or every layer with ``convert_all``) onto the GPU as CuPy arrays: CSR
+    (a CSC matrix becomes CSR, the layout every step reads) or dense float32, uploaded through
+    pinned staging buffers into memory from rmm_core's resource, read from the host arrays in
+    place."""
+    from rmm_core import _lib
 
-    cupy, cusparse = _cupy()
+    from scpipe import _parts
+
+    _cupy()
     target = adata.copy() if copy else adata
     for key in _targets(target, convert_all, layer):
         m = target.X if key is None else target.layers[key]
-        if sp.issparse(m):
-            g = cusparse.csr_matrix(m.tocsr()) if m.format != "csc" else cusparse.csc_matrix(m)
-        elif type(m).__module__.startswith("cupy"):
+        if type(m).__module__.startswith("cupy"):
             continue
-        else:
-            g = cupy.asarray(m)
+        what = "X" if key is None else f"layers[{key!r}]"
+        g = _parts.matrix_from(_lib._sc_to_device(_parts.matrix_part(m, what)))
         if key is None:
             target.X = g
         else:

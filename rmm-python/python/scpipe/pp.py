@@ -481,7 +481,7 @@ def harmony_integrate(
         raise KeyError(f"basis: obsm has no {basis!r} (run scpipe.pp.pca first)")
     z = np.ascontiguousarray(adata.obsm[basis], dtype=np.float32)
     parts = {
-        "X": ("csr", (adata.n_obs, 0), np.zeros(0, np.float32), np.zeros(0, np.int32), np.zeros(adata.n_obs + 1, np.int32)),
+        "X": _parts.no_x(adata.n_obs),
         "obs": {key: _parts.column_part(adata.obs[key].astype("category"), f"obs[{key!r}]")},
         "obsm": {"X_pca": z},
     }
@@ -544,7 +544,7 @@ def neighbors(
         rep = rep[:, :n_pcs]
     rep = np.ascontiguousarray(rep, dtype=np.float32)
     parts = {
-        "X": ("csr", (target.n_obs, 0), np.zeros(0, np.float32), np.zeros(0, np.int32), np.zeros(target.n_obs + 1, np.int32)),
+        "X": _parts.no_x(target.n_obs),
         "obsm": {"rep": rep},
     }
     params = {"n_neighbors": int(n_neighbors), "use_rep": "rep", "algorithm": algorithm}

@@ -15,13 +15,6 @@ from scpipe._settings import settings
 
 __all__ = ["umap", "leiden", "rank_genes_groups"]
 
-_NO_X = None  # the graph steps do not read X
-
-
-def _empty_x(n_obs: int) -> tuple:
-    return ("csr", (n_obs, 0), np.zeros(0, np.float32), np.zeros(0, np.int32), np.zeros(n_obs + 1, np.int32))
-
-
 def _graph(adata, neighbors_key: str | None, obsp: str | None = None) -> dict:
     """The connectivities of ``neighbors_key`` (or ``obsp``), as the steps read them."""
     if obsp is not None:
@@ -74,7 +67,7 @@ def umap(
     if method != "umap":
         raise ValueError("umap: scpipe has method='umap' only")
     target = adata.copy() if copy else adata
-    parts = {"X": _empty_x(target.n_obs), "obsp": _graph(target, neighbors_key)}
+    parts = {"X": _parts.no_x(target.n_obs), "obsp": _graph(target, neighbors_key)}
     params = dict(
         min_dist=min_dist, spread=spread, n_components=n_components, maxiter=maxiter,
         alpha=alpha, gamma=gamma, negative_sample_rate=negative_sample_rate,
@@ -120,7 +113,7 @@ def leiden(
     else:
         resolutions = [float(r) for r in resolution]
         keys = [f"{key_added}_res_{r:4.2f}" for r in resolutions]
-    parts = {"X": _empty_x(target.n_obs), "obsp": _graph(target, neighbors_key, obsp)}
+    parts = {"X": _parts.no_x(target.n_obs), "obsp": _graph(target, neighbors_key, obsp)}
     params = dict(
         resolutions=resolutions, keys=keys, n_iterations=n_iterations,
         random_state=_seed(random_state), beta=beta,

@@ -221,3 +221,75 @@ fn kernel_err(e: sc_kernels::KernelError) -> PyErr {
 fn cuda_err(e: rmm_cuda::CudaError) -> PyErr {
     crate::errors::to_py(rmm_core::MemoryError::from(e))
 }
+
+/// Host X (`("csr", ...)` or `("dense", array)` from numpy) uploaded to the GPU through the
+/// pinned staging buffers, read in place (int32 column indices are taken as they are), and
+/// handed to CuPy as [`csr_out`] / [`dense_out`] do: `scpipe.get.anndata_to_GPU`'s copy.
+#[pyfunction]
+pub(crate) fn _sc_to_device<'py>(
+    py: Python<'py>,
+    part: &Bound<'py, PyTuple>,
+) -> PyResult<Bound<'py, PyTuple>> {
+    use numpy::{PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
+    let run = super::gpu::current()?;
+    let ctx = &run.ctx;
+    let kind: String = part.get_item(0)?.extract()?;
+    if kind == "dense" {
+        let a: PyReadonlyArray2<'_, f32> = part.get_item(1)?.extract()?;
+        let (n_rows, n_cols) = (a.shape()[0], a.shape()[1]);
+        let values = a
+            .as_slice()
+            .map_err(|_| PyValueError::new_err("X must be C-contiguous"))?;
+        let data = py.detach(|| ctx.upload(values)).map_err(kernel_err)?;
+        return dense_out(
+            py,
+            ctx,
+            DeviceDense {
+                n_rows,
+                n_cols,
+                data,
+            },
+        );
+    }
+    let (n_rows, n_cols): (usize, usize) = part.get_item(1)?.extract()?;
+    let data: PyReadonlyArray1<'_, f32> = part.get_item(2)?.extract()?;
+    let data = data.as_slice()?;
+    let indptr = part.get_item(4)?;
+    let indptr: Vec<u64> = if let Ok(v) = indptr.extract::<PyReadonlyArray1<'_, i32>>() {
+        // A negative offset becomes huge and is refused below.
+        v.as_slice()?.iter().map(|&o| o as i64 as u64).collect()
+    } else {
+        let v: PyReadonlyArray1<'_, i64> = indptr.extract()?;
+        v.as_slice()?.iter().map(|&o| o as u64).collect()
+    };
+    let indices_obj = part.get_item(3)?;
+    let narrow;
+    let wide;
+    let indices: &[u32] = if let Ok(v) = indices_obj.extract::<PyReadonlyArray1<'_, i32>>() {
+        narrow = v;
+        // A negative index becomes one past any column and is refused below.
+        bytemuck::cast_slice(narrow.as_slice()?)
+    } else {
+        let v: PyReadonlyArray1<'_, i64> = indices_obj.extract()?;
+        wide = v
+            .as_slice()?
+            .iter()
+            .map(|&i| u32::try_from(i).unwrap_or(u32::MAX))
+            .collect::<Vec<u32>>();
+        &wide
+    };
+    sc_kernels::csr::validate_parts(n_rows, n_cols, &indptr, indices, data.len())
+        .map_err(|e| PyValueError::new_err(format!("X is not a valid CSR matrix: {e}")))?;
+    let m = py
+        .detach(|| -> sc_kernels::Result<DeviceCsr> {
+            Ok(DeviceCsr {
+                n_rows,
+                n_cols,
+                indptr: ctx.upload(&indptr)?,
+                indices: ctx.upload(indices)?,
+                data: ctx.upload(data)?,
+            })
+        })
+        .map_err(kernel_err)?;
+    csr_out(py, ctx, m)
+}

@@ -14,5 +14,6 @@ mod model_out;
 use pyo3::prelude::*;
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(call::_sc_call, m)?)
+    m.add_function(wrap_pyfunction!(call::_sc_call, m)?)?;
+    m.add_function(wrap_pyfunction!(device_parts::_sc_to_device, m)?)
 }
