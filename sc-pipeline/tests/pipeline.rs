@@ -166,6 +166,7 @@ fn seurat_v3_runs_on_counts_and_batches() {
         n_top_genes: Some(300),
         batch_key: Some("batch".into()),
         layer: None,
+        cutoffs: Default::default(),
     };
     let config = PipelineConfig {
         hvg: Some(hvg),
@@ -240,6 +241,7 @@ fn the_real_two_batch_dataset_runs_batch_aware() {
         n_top_genes: Some(500),
         batch_key: Some("batch".into()),
         layer: None,
+        cutoffs: Default::default(),
     };
     let config = PipelineConfig {
         hvg: Some(hvg),

@@ -64,6 +64,7 @@ fn median_target_seurat_v3_with_batches_and_harmony() {
                 n_top_genes: Some(500),
                 batch_key: Some("batch".into()),
                 layer: None,
+                cutoffs: Default::default(),
             }),
             n_comps: Some(20),
             harmony: Some(HarmonyOptions {
