@@ -45,7 +45,62 @@ impl fmt::Debug for DeviceBuffer {
     }
 }
 
+/// Memory another owner keeps (another library's array), lent to a [`DeviceBuffer`] for a
+/// while: there is nothing to allocate and nothing to free.
+#[derive(Debug)]
+struct Lent {
+    device: rmm_cuda::Device,
+}
+
+impl crate::resource::MemoryResource for Lent {
+    fn allocate(&self, bytes: usize, _: &Stream) -> Result<u64> {
+        Err(MemoryError::InvalidArgument(format!(
+            "a borrowed buffer cannot grow ({bytes} bytes asked)"
+        )))
+    }
+    unsafe fn deallocate(&self, _: u64, _: usize, _: &Stream) -> Result<()> {
+        Ok(())
+    }
+    fn device(&self) -> &rmm_cuda::Device {
+        &self.device
+    }
+    fn name(&self) -> String {
+        "borrowed".into()
+    }
+}
+
 impl DeviceBuffer {
+    /// A buffer over `size` bytes at `ptr` that another owner keeps (a CuPy array handed over
+    /// through its CUDA array interface, say): dropping it frees nothing, and it cannot grow.
+    ///
+    /// # Safety
+    /// `ptr .. ptr + size` must be memory of the stream's device that stays allocated while the
+    /// buffer lives, written by no one else meanwhile (read only, unless its owner agrees).
+    ///
+    /// ```
+    /// use rmm_core::{Device, DeviceBuffer};
+    /// let device = Device::simulated(1 << 20);
+    /// let stream = device.new_stream()?;
+    /// let owner = DeviceBuffer::from_host(b"lent", &stream)?;
+    /// // SAFETY: `owner` outlives the view and nobody writes it meanwhile.
+    /// let view = unsafe { DeviceBuffer::borrowed(owner.ptr(), owner.size(), &stream) };
+    /// assert_eq!(view.to_host()?, b"lent".to_vec());
+    /// drop(view); // frees nothing
+    /// assert_eq!(owner.to_host()?, b"lent".to_vec());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub unsafe fn borrowed(ptr: u64, size: usize, stream: &Stream) -> Self {
+        DeviceBuffer {
+            ptr,
+            size,
+            capacity: size,
+            stream: stream.clone(),
+            resource: std::sync::Arc::new(Lent {
+                device: stream.device().clone(),
+            }),
+        }
+    }
+
     /// `size` uninitialised bytes from the current resource of the stream's device.
     pub fn new(size: usize, stream: &Stream) -> Result<Self> {
         Self::with_resource(size, stream, get_per_device_resource(stream.device()))

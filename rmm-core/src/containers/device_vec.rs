@@ -179,6 +179,22 @@ impl<T: Pod> DeviceVec<T> {
         &self.buf
     }
 
+    /// The values of an untyped buffer (its size a whole number of values), e.g. one
+    /// [`DeviceBuffer::borrowed`] from another library.
+    pub fn from_buffer(buf: DeviceBuffer) -> Result<Self> {
+        let item = std::mem::size_of::<T>().max(1);
+        if buf.size() % item != 0 {
+            return Err(crate::error::MemoryError::InvalidArgument(format!(
+                "a buffer of {} bytes is not a whole number of {item}-byte values",
+                buf.size()
+            )));
+        }
+        Ok(DeviceVec {
+            buf,
+            _t: PhantomData,
+        })
+    }
+
     /// The untyped buffer underneath, taken out of the vector.
     pub fn into_buffer(self) -> DeviceBuffer {
         self.buf

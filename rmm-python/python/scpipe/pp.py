@@ -77,7 +77,7 @@ def _check_counts(part: tuple, what: str) -> None:
 
 
 def _var_names(adata) -> list[str]:
-    return [str(v) for v in adata.var_names]
+    return _parts.names(adata.var_names)
 
 
 def calculate_qc_metrics(
@@ -127,7 +127,7 @@ def calculate_qc_metrics(
     xp = _parts.matrix_part(x, what)
     _check_counts(xp, what)
     n_vars = x.shape[1]
-    var_names = [str(v) for v in (adata.raw.var_names if use_raw else adata.var_names)]
+    var_names = _parts.names(adata.raw.var_names if use_raw else adata.var_names)
     var = {q: _parts.column_part(adata.var[q].astype(bool), f"var[{q!r}]") for q in qc_vars}
     if use_raw:
         var = {q: _parts.column_part(adata.var[q].reindex(adata.raw.var_names).fillna(False).astype(bool), q) for q in qc_vars}

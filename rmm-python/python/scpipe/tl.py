@@ -185,7 +185,7 @@ def rank_genes_groups(
         labels = labels.astype("category")
     parts = {
         "X": xp,
-        "var_names": [str(g) for g in genes],
+        "var_names": _parts.names(genes),
         "obs": {groupby: _parts.column_part(labels, f"obs[{groupby!r}]")},
     }
     if "log1p" in target.uns:

@@ -89,20 +89,34 @@ pub(crate) fn _sc_call<'py>(
             )))
         }
     };
-    let adata = model_in::anndata(parts, gpu.as_ref().map(|g| &g.ctx))?;
+    let started = std::time::Instant::now();
+    let adata = model_in::anndata(parts, gpu.as_ref().map(|g| &g.ctx), reads_x_only(&call))?;
+    // Lent arrays must outlive the step, also when Ctrl-C returns before it ends.
+    let keep_alive = parts.clone().unbind();
+    let parts_in = started.elapsed().as_secs_f64();
     let x_on_device = matches!(adata.x, sc_pipeline::anndata::Matrix::Device(_));
     let (tx, rx) = mpsc::channel();
+    let step_name = step.to_string();
     // Waited on without the GIL, which needs a receiver that may cross threads.
     let rx = parking_lot::Mutex::new(rx);
     std::thread::Builder::new()
         .name(format!("scpipe {step}"))
         .spawn(move || {
             let mut adata = adata;
-            let r = run(&call, &mut adata, gpu.as_deref()).map(|extra| (adata, extra));
+            let start = std::time::Instant::now();
+            let mut r = run(&call, &mut adata, gpu.as_deref())
+                .map(|extra| (adata, extra, start.elapsed().as_secs_f64()));
+            // Nothing may read lent memory once the parts can go.
+            if let Some(g) = &gpu {
+                if let Err(e) = g.ctx.synchronize() {
+                    r = Err(sc_pipeline::Error::Device(format!("{step_name}: {e}")));
+                }
+            }
+            drop(keep_alive);
             let _ = tx.send(r);
         })
         .map_err(|e| PyRuntimeError::new_err(format!("starting the step's thread: {e}")))?;
-    let (adata, extra) = loop {
+    let (adata, extra, step_seconds) = loop {
         match py.detach(|| rx.lock().recv_timeout(Duration::from_millis(50))) {
             Ok(r) => break r.map_err(super::errors::to_py)?,
             Err(mpsc::RecvTimeoutError::Timeout) => py.check_signals()?,
@@ -119,11 +133,30 @@ pub(crate) fn _sc_call<'py>(
         raw: step == "recipe",
         names: step == "recipe",
     };
+    let before_out = std::time::Instant::now();
     let out = model_out::parts(py, adata, sections)?;
+    // Where a call's time went (scpipe.settings.progress prints it).
+    out.set_item(
+        "timings",
+        (parts_in, step_seconds, before_out.elapsed().as_secs_f64()),
+    )?;
     if let Some(f) = extra.norm_factor {
         out.set_item("norm_factor", f.into_pyarray(py))?;
     }
     Ok(out)
+}
+
+/// Whether the step only reads X (which a GPU step may then read in the user's own memory).
+fn reads_x_only(call: &Call) -> bool {
+    matches!(
+        call,
+        Call::Qc { .. }
+            | Call::FilterCells(_)
+            | Call::FilterGenes(_)
+            | Call::Hvg(_)
+            | Call::Pca(_)
+            | Call::Markers { .. }
+    )
 }
 
 /// The step on the model; X goes to `gpu` first for the steps that read it.

@@ -1,8 +1,10 @@
 //! X on the GPU between calls (rapids-singlecell's way): a CuPy array or cupyx CSR matrix comes
 //! in through its `__cuda_array_interface__` and is copied device to device into the step's
 //! matrix (no trip through the host), and a result left on the GPU goes back as
-//! `rmm_core.DeviceBuffer`s, which CuPy wraps without a copy. Only the row offsets (one value a
-//! cell) cross the host, to change their width.
+//! `rmm_core.DeviceBuffer`s, which CuPy wraps without a copy. A step that only reads X reads
+//! the array's own memory (lent, [`rmm_core::DeviceBuffer::borrowed`]); one that changes X in
+//! place gets a copy, so that the user's array is untouched until the call succeeds. Only the
+//! row offsets (one value a cell) cross the host, to change their width.
 
 use crate::buffer::PyDeviceBuffer;
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -100,8 +102,41 @@ fn download<T: bytemuck::Pod + Send + Sync>(ctx: &GpuContext, a: &Interface) -> 
     ctx.download(&v).map_err(kernel_err)
 }
 
-/// `("cuda_csr", shape, data, indices, indptr)` as the step's device matrix.
-pub(crate) fn csr_in(ctx: &GpuContext, t: &Bound<'_, PyTuple>, what: &str) -> PyResult<DeviceCsr> {
+/// The array's memory lent to the step without a copy (after everything queued on the device,
+/// as [`copy_in`]); the step must only read it.
+fn lent<T: bytemuck::Pod>(ctx: &GpuContext, src: &Interface) -> PyResult<DeviceVec<T>> {
+    ctx.device().synchronize().map_err(cuda_err)?;
+    let bytes = src.len * std::mem::size_of::<T>();
+    // SAFETY: the interface names `len` elements at `ptr`; the caller keeps the array alive
+    // until the step has finished with it (`call` holds the parts), and the step only reads.
+    let buf = unsafe { rmm_core::DeviceBuffer::borrowed(src.ptr, bytes, ctx.stream()) };
+    DeviceVec::from_buffer(buf).map_err(crate::errors::to_py)
+}
+
+/// `v` in memory of the step's own: a copy when it is lent (a result must not alias the
+/// user's array, which may go while the result lives).
+fn owned<T: bytemuck::Pod>(ctx: &GpuContext, v: DeviceVec<T>) -> PyResult<DeviceVec<T>> {
+    if v.buffer().resource().name() != "borrowed" {
+        return Ok(v);
+    }
+    copy_in(
+        ctx,
+        &Interface {
+            ptr: v.ptr(),
+            len: v.len(),
+            typestr: String::new(),
+        },
+    )
+}
+
+/// `("cuda_csr", shape, data, indices, indptr)` as the step's device matrix; with `lend`, its
+/// values and column indices are the array's own memory (for a step that only reads X).
+pub(crate) fn csr_in(
+    ctx: &GpuContext,
+    t: &Bound<'_, PyTuple>,
+    what: &str,
+    lend: bool,
+) -> PyResult<DeviceCsr> {
     let (n_rows, n_cols): (usize, usize) = t.get_item(1)?.extract()?;
     let data = interface(&t.get_item(2)?, &format!("{what}.data"))?;
     let indices = interface(&t.get_item(3)?, &format!("{what}.indices"))?;
@@ -118,10 +153,15 @@ pub(crate) fn csr_in(ctx: &GpuContext, t: &Bound<'_, PyTuple>, what: &str) -> Py
     let indptr = widened::<u64>(ctx, &indptr, &format!("{what}.indptr"))?;
     // Column indices are non-negative, so int32's bits are the u32 values.
     let indices = match indices.typestr.as_str() {
+        "<i4" if lend => lent::<u32>(ctx, &indices)?,
         "<i4" => copy_in::<u32>(ctx, &indices)?,
         _ => widened::<u32>(ctx, &indices, &format!("{what}.indices"))?,
     };
-    let data = copy_in::<f32>(ctx, &data)?;
+    let data = if lend {
+        lent::<f32>(ctx, &data)?
+    } else {
+        copy_in::<f32>(ctx, &data)?
+    };
     Ok(DeviceCsr {
         n_rows,
         n_cols,
@@ -131,11 +171,13 @@ pub(crate) fn csr_in(ctx: &GpuContext, t: &Bound<'_, PyTuple>, what: &str) -> Py
     })
 }
 
-/// `("cuda_dense", array)` (float32, C order) as the step's device matrix.
+/// `("cuda_dense", array)` (float32, C order) as the step's device matrix (lent as
+/// [`csr_in`]'s).
 pub(crate) fn dense_in(
     ctx: &GpuContext,
     t: &Bound<'_, PyTuple>,
     what: &str,
+    lend: bool,
 ) -> PyResult<DeviceDense> {
     let a = t.get_item(1)?;
     let shape: (usize, usize) = a.getattr("shape")?.extract()?;
@@ -143,10 +185,15 @@ pub(crate) fn dense_in(
     if i.typestr != "<f4" {
         return Err(PyTypeError::new_err(format!("{what} must be float32")));
     }
+    let data = if lend {
+        lent::<f32>(ctx, &i)?
+    } else {
+        copy_in::<f32>(ctx, &i)?
+    };
     Ok(DeviceDense {
         n_rows: shape.0,
         n_cols: shape.1,
-        data: copy_in::<f32>(ctx, &i)?,
+        data,
     })
 }
 
@@ -178,8 +225,8 @@ pub(crate) fn csr_out<'py>(
         [
             "cuda_csr".into_pyobject(py)?.into_any().unbind(),
             (m.n_rows, m.n_cols).into_pyobject(py)?.into_any().unbind(),
-            buffer(m.data.into_buffer())?,
-            buffer(m.indices.into_buffer())?,
+            buffer(owned(ctx, m.data)?.into_buffer())?,
+            buffer(owned(ctx, m.indices)?.into_buffer())?,
             buffer(indptr)?,
             indptr_type.into_pyobject(py)?.into_any().unbind(),
         ],

@@ -23,16 +23,19 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 /// The model of `parts` (a dict with `X` and any of `var_names`, `obs`, `var`, `obsm`, `obsp`,
-/// `uns`, `raw`, `layers`); matrices on the GPU (`cuda_csr`, `cuda_dense`) go to `gpu`'s.
+/// `uns`, `raw`, `layers`); matrices on the GPU (`cuda_csr`, `cuda_dense`) go to `gpu`'s,
+/// X lent without a copy when `lend_x` (a step that only reads it).
 pub(crate) fn anndata(
     parts: &Bound<'_, PyDict>,
     gpu: Option<&Arc<GpuContext>>,
+    lend_x: bool,
 ) -> PyResult<AnnData> {
     let x = match parts.get_item("X")? {
-        Some(x) => matrix(&x, "X", gpu)?,
+        Some(x) => matrix(&x, "X", gpu, lend_x)?,
         None => return Err(PyValueError::new_err("the parts of the AnnData have no X")),
     };
-    let mut adata = AnnData::new(x);
+    // The names stay with the user's AnnData (var_names come when a step needs them).
+    let mut adata = AnnData::unnamed(x);
     let (n_obs, n_vars) = adata.x.shape();
     if let Some(names) = parts.get_item("var_names")? {
         adata.var = DataFrame::with_index(names.extract()?);
@@ -60,7 +63,7 @@ pub(crate) fn anndata(
     if let Some(layers) = parts.get_item("layers")? {
         for (k, v) in layers.cast::<PyDict>()? {
             let key: String = k.extract()?;
-            let m = matrix(&v, &format!("layers['{key}']"), gpu)?;
+            let m = matrix(&v, &format!("layers['{key}']"), gpu, false)?;
             adata.layers.insert(key, m);
         }
     }
@@ -78,6 +81,7 @@ pub(crate) fn anndata(
                 .ok_or_else(|| PyValueError::new_err("raw has no X"))?,
             "raw.X",
             gpu,
+            false,
         )?;
         let var = match raw.get_item("var_names")? {
             Some(n) => DataFrame::with_index(n.extract()?),
@@ -95,7 +99,12 @@ pub(crate) fn anndata(
 }
 
 /// X, a layer or `raw.X`.
-fn matrix(spec: &Bound<'_, PyAny>, what: &str, gpu: Option<&Arc<GpuContext>>) -> PyResult<Matrix> {
+fn matrix(
+    spec: &Bound<'_, PyAny>,
+    what: &str,
+    gpu: Option<&Arc<GpuContext>>,
+    lend: bool,
+) -> PyResult<Matrix> {
     let t = spec.cast::<PyTuple>()?;
     let kind: String = t.get_item(0)?.extract()?;
     let on_gpu = || {
@@ -108,12 +117,12 @@ fn matrix(spec: &Bound<'_, PyAny>, what: &str, gpu: Option<&Arc<GpuContext>>) ->
     match kind.as_str() {
         "cuda_csr" => {
             let ctx = on_gpu()?;
-            let m = device_parts::csr_in(ctx, t, what)?;
+            let m = device_parts::csr_in(ctx, t, what, lend)?;
             Ok(Matrix::Device(DeviceMatrix::csr(ctx, m)))
         }
         "cuda_dense" => {
             let ctx = on_gpu()?;
-            let m = device_parts::dense_in(ctx, t, what)?;
+            let m = device_parts::dense_in(ctx, t, what, lend)?;
             Ok(Matrix::Device(DeviceMatrix::dense(ctx, m)))
         }
         "csr" => Ok(Matrix::Sparse(csr(t, what)?)),

@@ -241,6 +241,13 @@ impl DataFrame {
         Self::with_index((0..n).map(|i| i.to_string()).collect())
     }
 
+    /// A table of `n` rows without names (empty strings, which allocate nothing), for a caller
+    /// that keeps the names itself (the Python API: building and dropping 1 M names costs
+    /// about 20 ms a call).
+    pub fn with_unnamed_rows(n: usize) -> Self {
+        Self::with_index(vec![String::new(); n])
+    }
+
     pub fn n_rows(&self) -> usize {
         self.index.len()
     }

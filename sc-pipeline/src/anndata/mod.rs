@@ -79,10 +79,29 @@ impl AnnData {
     /// An object around `x` with default row and column names and nothing else.
     pub fn new(x: Matrix) -> Self {
         let (n_obs, n_vars) = x.shape();
+        Self::with_tables(
+            x,
+            DataFrame::with_default_index(n_obs),
+            DataFrame::with_default_index(n_vars),
+        )
+    }
+
+    /// An object around `x` whose rows and columns have no names
+    /// ([`DataFrame::with_unnamed_rows`]): for a caller that keeps them.
+    pub fn unnamed(x: Matrix) -> Self {
+        let (n_obs, n_vars) = x.shape();
+        Self::with_tables(
+            x,
+            DataFrame::with_unnamed_rows(n_obs),
+            DataFrame::with_unnamed_rows(n_vars),
+        )
+    }
+
+    fn with_tables(x: Matrix, obs: DataFrame, var: DataFrame) -> Self {
         AnnData {
             x,
-            obs: DataFrame::with_default_index(n_obs),
-            var: DataFrame::with_default_index(n_vars),
+            obs,
+            var,
             obsm: BTreeMap::new(),
             varm: BTreeMap::new(),
             obsp: BTreeMap::new(),
