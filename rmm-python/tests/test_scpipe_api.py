@@ -74,6 +74,7 @@ def processed(a=None):
         (lambda a: scpipe.pp.harmony_integrate(a, "batch"), KeyError, "X_pca"),
         (lambda a: scpipe.pp.filter_cells(a, min_genes=1, min_counts=1), ValueError, "one of"),
         (lambda a: scpipe.pp.filter_cells(a), ValueError, "one of"),
+        (lambda a: scpipe.pp.filter_genes(a, min_cells=-3), ValueError, "min_cells"),
         (lambda a: scpipe.pp.highly_variable_genes(a, flavor="nope"), ValueError, "nope"),
         (lambda a: scpipe.pp.pca(a, n_comps=0), ValueError, "n_comps"),
     ],

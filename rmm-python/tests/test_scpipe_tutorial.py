@@ -190,3 +190,23 @@ def test_tutorial_on_processed_pbmc68k():
     compare_markers(c, f"{tag} bulk_labels t-test", ours)
     draw(ours)
     c.done()
+
+
+def test_markers_of_some_groups_as_scanpys():
+    """`groups`: the tables of the groups asked for, each against every other cell."""
+    device_gate()
+    a = sc.read_h5ad(data_dir() / "pbmc68k_reduced.h5ad")
+    groups = ["Dendritic", "CD14+ Monocyte"]
+    ref = a.copy()
+    sc.tl.rank_genes_groups(ref, "bulk_labels", groups=groups, method="wilcoxon", n_genes=ref.raw.n_vars)
+    scpipe.tl.rank_genes_groups(a, "bulk_labels", groups=groups, method="wilcoxon", n_genes=a.raw.n_vars)
+    assert list(a.uns["rank_genes_groups"]["names"].dtype.names) == list(ref.uns["rank_genes_groups"]["names"].dtype.names)
+    for g in groups:
+        o = sc.get.rank_genes_groups_df(a, group=g).set_index("names")
+        t = sc.get.rank_genes_groups_df(ref, group=g).set_index("names").loc[o.index]
+        ok, worst = close(o["scores"].to_numpy(), t["scores"].to_numpy(), 1e-4, 1e-4)
+        assert ok, f"{g}: scores differ by {worst}"
+        ok, worst = close(o["pvals_adj"].to_numpy(), t["pvals_adj"].to_numpy(), 0, 1e-4)
+        assert ok, f"{g}: pvals_adj differ by {worst}"
+    with pytest.raises(ValueError, match="nope"):
+        scpipe.tl.rank_genes_groups(a, "bulk_labels", groups=["nope"])

@@ -183,7 +183,7 @@ impl<T: Pod> DeviceVec<T> {
     /// [`DeviceBuffer::borrowed`] from another library.
     pub fn from_buffer(buf: DeviceBuffer) -> Result<Self> {
         let item = std::mem::size_of::<T>().max(1);
-        if buf.size() % item != 0 {
+        if !buf.size().is_multiple_of(item) {
             return Err(crate::error::MemoryError::InvalidArgument(format!(
                 "a buffer of {} bytes is not a whole number of {item}-byte values",
                 buf.size()

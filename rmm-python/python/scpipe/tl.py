@@ -147,7 +147,8 @@ def rank_genes_groups(
     layer: str | None = None,
     **_kwds,
 ):
-    """Marker genes of each group against the rest (scanpy's ``rank_genes_groups``):
+    """Marker genes of each group (or of ``groups``) against all other cells (scanpy's
+    ``rank_genes_groups``):
     ``t-test`` (the default), ``t-test_overestim_var`` or ``wilcoxon`` (``tie_correct`` off by
     default, as scanpy). Reads ``.raw`` when it exists and ``use_raw`` is not False, else X or
     ``layer``.
@@ -156,14 +157,23 @@ def rank_genes_groups(
     ``logfoldchanges``, ``pvals``, ``pvals_adj`` (record arrays, one field per group) and
     ``params``, which ``sc.pl.rank_genes_groups*`` and ``sc.get.rank_genes_groups_df`` read.
     """
-    if groups != "all" or reference != "rest":
-        raise ValueError("rank_genes_groups: scpipe compares every group with the rest (groups='all', reference='rest')")
+    if reference != "rest":
+        raise ValueError("rank_genes_groups: scpipe compares each group with the rest (reference='rest')")
     if rankby_abs or pts or mask_var is not None:
         raise ValueError("rank_genes_groups: rankby_abs, pts and mask_var are not supported by scpipe yet")
     if corr_method != "benjamini-hochberg":
         raise ValueError("rank_genes_groups: corr_method='benjamini-hochberg' only")
     if groupby not in adata.obs.columns:
         raise KeyError(f"groupby: obs has no column {groupby!r}")
+    selected = None
+    if not (isinstance(groups, str) and groups == "all"):
+        # Each group against every other cell (scanpy's 'rest' counts the groups left out too):
+        # the tables of the groups asked for, in their order.
+        selected = [str(g) for g in ([groups] if isinstance(groups, str) else groups)]
+        known = set(map(str, adata.obs[groupby].astype("category").cat.categories))
+        missing = [g for g in selected if g not in known]
+        if missing:
+            raise ValueError(f"groups: {missing} are not categories of obs[{groupby!r}]")
     if use_raw is None:
         use_raw = adata.raw is not None and layer is None
     if use_raw and adata.raw is None:
@@ -194,6 +204,10 @@ def rank_genes_groups(
     out = _parts.call("rank_genes_groups", parts, params)
     _parts.view_to_actual(target)
     result = _parts.value_from(out["uns"]["rank_genes_groups"])
+    if selected is not None:
+        for k, v in list(result.items()):
+            if isinstance(v, np.recarray):
+                result[k] = np.rec.fromarrays([v[g] for g in selected], names=selected)
     p = result.setdefault("params", {})
     p["use_raw"] = bool(use_raw)
     p["layer"] = layer

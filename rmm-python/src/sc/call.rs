@@ -334,6 +334,11 @@ fn one_bound<F: Copy, const N: usize>(
     let mut given = Vec::new();
     for (name, make) in bounds {
         if let Some(v) = opt::<f64>(p, name)? {
+            if !(v >= 0.0) {
+                return Err(PyValueError::new_err(format!(
+                    "{name} must be a number >= 0, not {v}"
+                )));
+            }
             given.push((name, make(v)));
         }
     }
@@ -386,15 +391,23 @@ fn harmony_params(p: &Bound<'_, PyDict>) -> PyResult<HarmonyParams> {
         }
     };
     h.n_clusters = opt(p, "n_clusters")?.or(h.n_clusters);
-    h.theta = opt(p, "theta")?.unwrap_or(h.theta);
-    h.sigma = opt(p, "sigma")?.unwrap_or(h.sigma);
-    h.tau = opt(p, "tau")?.unwrap_or(h.tau);
-    h.block_proportion = opt(p, "block_proportion")?.unwrap_or(h.block_proportion);
-    h.max_iter_harmony = opt(p, "max_iter_harmony")?.unwrap_or(h.max_iter_harmony);
-    h.max_iter_clustering = opt(p, "max_iter_clustering")?.unwrap_or(h.max_iter_clustering);
-    h.tol_harmony = opt(p, "tol_harmony")?.unwrap_or(h.tol_harmony);
-    h.tol_clustering = opt(p, "tol_clustering")?.unwrap_or(h.tol_clustering);
-    h.ridge_lambda = opt(p, "ridge_lambda")?.unwrap_or(h.ridge_lambda);
+    // The parameters given, under their own names; the flavour's defaults for the others.
+    macro_rules! given {
+        ($($field:ident),*) => {
+            $( h.$field = opt(p, stringify!($field))?.unwrap_or(h.$field); )*
+        };
+    }
+    given!(
+        theta,
+        sigma,
+        tau,
+        block_proportion,
+        max_iter_harmony,
+        max_iter_clustering,
+        tol_harmony,
+        tol_clustering,
+        ridge_lambda
+    );
     h.seed = opt(p, "random_state")?.unwrap_or(h.seed);
     Ok(h)
 }
