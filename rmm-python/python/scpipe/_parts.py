@@ -234,7 +234,7 @@ def call(step: str, parts: dict, params: dict, return_x: bool = False) -> dict:
     """Runs ``step`` in the extension, where ``scpipe.settings.device`` says."""
     device = settings.resolved_device()
     start = time.perf_counter()
-    out = _lib._sc_call(step, parts, params, device, return_x)
+    out = _lib._sc_call(step, parts, params, device, return_x, settings.progress)
     if settings.progress:
         t_in, t_step, t_out = out["timings"]
         print(

@@ -21,7 +21,9 @@ class Settings:
         The seed of the functions whose ``random_state`` is left at ``None`` (UMAP, Leiden,
         harmony); 0, as scanpy's defaults.
     progress
-        Print each step's name and time to standard error as it ends (off by default).
+        Print each call's time to standard error as it ends, split into handing the parts
+        over, the step, and writing the results back (``recipe``: each of its steps); off by
+        default.
     """
 
     def __init__(self) -> None:

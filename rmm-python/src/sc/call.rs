@@ -70,7 +70,7 @@ struct Extra {
 /// Runs `step` with `params` on `parts` (see [`model_in`]), on `device` ("cpu" or "gpu");
 /// returns the model afterwards (see [`model_out`]), X in it when `return_x`.
 #[pyfunction]
-#[pyo3(signature = (step, parts, params, device, return_x))]
+#[pyo3(signature = (step, parts, params, device, return_x, progress=false))]
 pub(crate) fn _sc_call<'py>(
     py: Python<'py>,
     step: &str,
@@ -78,6 +78,7 @@ pub(crate) fn _sc_call<'py>(
     params: &Bound<'py, PyDict>,
     device: &str,
     return_x: bool,
+    progress: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let call = parse(step, params)?;
     let gpu = match device {
@@ -104,7 +105,7 @@ pub(crate) fn _sc_call<'py>(
         .spawn(move || {
             let mut adata = adata;
             let start = std::time::Instant::now();
-            let mut r = run(&call, &mut adata, gpu.as_deref())
+            let mut r = run(&call, &mut adata, gpu.as_deref(), progress)
                 .map(|extra| (adata, extra, start.elapsed().as_secs_f64()));
             // Nothing may read lent memory once the parts can go.
             if let Some(g) = &gpu {
@@ -159,8 +160,27 @@ fn reads_x_only(call: &Call) -> bool {
     )
 }
 
-/// The step on the model; X goes to `gpu` first for the steps that read it.
-fn run(call: &Call, adata: &mut AnnData, gpu: Option<&GpuRun>) -> sc_pipeline::Result<Extra> {
+/// The recipe's steps on standard error as they end (`scpipe.settings.progress`).
+struct Progress;
+
+impl sc_pipeline::run::StepObserver for Progress {
+    fn started(&mut self, _: &str) {}
+    fn finished(&mut self, r: &sc_pipeline::report::StepRecord) {
+        eprintln!(
+            "scpipe: recipe: {} in {:.3} s  {}",
+            r.step, r.seconds, r.note
+        );
+    }
+}
+
+/// The step on the model; X goes to `gpu` first for the steps that read it. `progress`: the
+/// recipe reports each of its steps.
+fn run(
+    call: &Call,
+    adata: &mut AnnData,
+    gpu: Option<&GpuRun>,
+    progress: bool,
+) -> sc_pipeline::Result<Extra> {
     let ctx = gpu.map(|g| g.ctx.clone());
     let reads_x = !matches!(
         call,
@@ -231,7 +251,12 @@ fn run(call: &Call, adata: &mut AnnData, gpu: Option<&GpuRun>) -> sc_pipeline::R
             steps::rank_genes_groups_on(adata, groupby, params, ctx.as_ref())?;
         }
         Call::Recipe(config) => {
-            sc_pipeline::run::run_pipeline_on(adata, config, gpu, &mut sc_pipeline::run::Silent)?;
+            let mut observer: Box<dyn sc_pipeline::run::StepObserver> = if progress {
+                Box::new(Progress)
+            } else {
+                Box::new(sc_pipeline::run::Silent)
+            };
+            sc_pipeline::run::run_pipeline_on(adata, config, gpu, observer.as_mut())?;
         }
     }
     Ok(extra)
