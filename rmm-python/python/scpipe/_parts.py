@@ -123,13 +123,7 @@ def matrix_from(part: tuple, like: Any = None) -> Any:
     """A matrix back from its part: scipy CSR (an ``sp.csr_array`` when ``like`` is a sparse
     array) or a numpy array; on the GPU (CuPy) when ``like`` is there."""
     if part[0] in ("cuda_csr", "cuda_dense"):
-        m = _from_cuda(part)
-        # The steps keep each row's column order and add no duplicates: a matrix known to be
-        # canonical gives a canonical result (cupyx otherwise checks it again before its next
-        # column subset: 127 ms at 200,000 cells).
-        if part[0] == "cuda_csr" and getattr(like, "format", None) == "csr" and getattr(like, "_has_canonical_format", None) is True:
-            m.has_canonical_format = True
-        return m
+        return _from_cuda(part)
     if like is not None and _cupy_module(like):
         return _to_cupy(matrix_from(part))
     if part[0] == "dense":
