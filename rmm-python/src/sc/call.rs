@@ -60,8 +60,8 @@ enum Call {
     Recipe(Box<PipelineConfig>),
 }
 
-/// What a call hands back beside the model: per-step numbers the Python side stores
-/// (`normalize_total`'s `key_added`, the filters' counts).
+/// What a call hands back beside the model: numbers a step returns rather than writes
+/// (`normalize_total`'s per-cell factors, which the Python side stores under `key_added`).
 #[derive(Default)]
 struct Extra {
     norm_factor: Option<Vec<f64>>,
