@@ -322,3 +322,14 @@ def test_the_steps_allocate_from_rmm_cores_resource_and_a_full_pool_raises_memor
     finally:
         rmm_core.reinitialize(pool_allocator=False)
         scpipe.settings.device = previous
+
+
+def test_qc_names_follow_expr_type_and_var_type():
+    a = counts()
+    a.var["genes_x"] = np.asarray(a.var_names.str.startswith("G1"), dtype=bool)
+    kw = dict(qc_vars=["mt", "genes_x"], expr_type="umis", var_type="features", percent_top=(50, 100))
+    obs, var = scpipe.pp.calculate_qc_metrics(a, **kw)
+    ref_obs, ref_var = sc.pp.calculate_qc_metrics(a.copy(), **kw)
+    assert sorted(obs.columns) == sorted(ref_obs.columns) and sorted(var.columns) == sorted(ref_var.columns)
+    for c in ref_obs.columns:
+        np.testing.assert_allclose(obs[c].to_numpy(np.float64), ref_obs[c].to_numpy(np.float64), rtol=1e-6)

@@ -210,3 +210,19 @@ def test_markers_of_some_groups_as_scanpys():
         assert ok, f"{g}: pvals_adj differ by {worst}"
     with pytest.raises(ValueError, match="nope"):
         scpipe.tl.rank_genes_groups(a, "bulk_labels", groups=["nope"])
+
+
+def test_markers_pts_as_scanpys():
+    """`pts=True`: the share of each group's cells, and of the other cells, expressing each gene."""
+    device_gate()
+    a = sc.read_h5ad(data_dir() / "pbmc68k_reduced.h5ad")
+    ref = a.copy()
+    sc.tl.rank_genes_groups(ref, "bulk_labels", pts=True)
+    scpipe.tl.rank_genes_groups(a, "bulk_labels", pts=True)
+    for k in ("pts", "pts_rest"):
+        o, t = a.uns["rank_genes_groups"][k], ref.uns["rank_genes_groups"][k]
+        assert list(o.columns) == list(t.columns) and list(o.index) == list(t.index), k
+        np.testing.assert_allclose(o.to_numpy(), t.to_numpy(), rtol=1e-12, atol=0)
+    b = sc.read_h5ad(data_dir() / "pbmc68k_reduced.h5ad")
+    scpipe.tl.rank_genes_groups(b, "bulk_labels", groups=["Dendritic"], pts=True, use_raw=False)
+    assert list(b.uns["rank_genes_groups"]["pts"].columns) == ["Dendritic"]

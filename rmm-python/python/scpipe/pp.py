@@ -98,6 +98,8 @@ def calculate_qc_metrics(
     ----------
     adata
         Counts in X (or ``layer`` / ``.raw``), cells by genes.
+    expr_type, var_type
+        What the values and the variables are called in the columns' names.
     qc_vars
         Boolean ``var`` columns (e.g. ``"mt"``) whose share of each cell's counts is reported.
     percent_top
@@ -116,8 +118,6 @@ def calculate_qc_metrics(
     ``var``: ``n_cells_by_counts``, ``mean_counts``, ``pct_dropout_by_counts``, ``total_counts``
     (and ``log1p_`` forms).
     """
-    if expr_type != "counts" or var_type != "genes":
-        raise ValueError("scpipe writes scanpy's default names only: expr_type='counts', var_type='genes'")
     qc_vars = [qc_vars] if isinstance(qc_vars, str) else list(qc_vars)
     for q in qc_vars:
         if q not in adata.var.columns:
@@ -136,10 +136,10 @@ def calculate_qc_metrics(
     parts = {"X": xp, "var_names": var_names, "var": var}
     params = {"qc_vars": qc_vars, "percent_top": top if top is not None else [], "log1p": log1p}
     out = _parts.call("calculate_qc_metrics", parts, params)
-    obs_cols = {k: _parts.column_from(v) for k, v in out["obs"].items()}
-    var_cols = {k: _parts.column_from(v) for k, v in out["var"].items() if k not in var}
+    obs_cols = {_qc_name(k, qc_vars, expr_type, var_type): _parts.column_from(v) for k, v in out["obs"].items()}
+    var_cols = {_qc_name(k, qc_vars, expr_type, None): _parts.column_from(v) for k, v in out["var"].items() if k not in var}
     # scanpy 1.12 keeps the genes' means in float32 (1.11, and scpipe's command, float64).
-    for k in SCANPY_112_FLOAT32_VAR:
+    for k in (_qc_name(k, (), expr_type, None) for k in SCANPY_112_FLOAT32_VAR):
         if k in var_cols:
             var_cols[k] = var_cols[k].astype(np.float32)
     if not inplace:
@@ -157,6 +157,20 @@ def calculate_qc_metrics(
 
 # The QC columns that scanpy 1.12 writes as float32 where 1.11 wrote float64.
 SCANPY_112_FLOAT32_VAR = ("mean_counts", "log1p_mean_counts")
+
+
+def _qc_name(name: str, qc_vars, expr_type: str, var_type: str | None) -> str:
+    """A QC column's name with scanpy's ``expr_type`` for "counts" and ``var_type`` for "genes"
+    (in the cells' table), the QC variable's own name left as it is."""
+    suffix = ""
+    for q in qc_vars:
+        if name.endswith("_" + q):
+            name, suffix = name[: -len(q) - 1], "_" + q
+            break
+    name = name.replace("counts", expr_type)
+    if var_type is not None:
+        name = name.replace("genes", var_type)
+    return name + suffix
 
 
 def _filter(adata, step: str, bounds: dict, axis: str, inplace: bool, copy: bool):

@@ -128,6 +128,56 @@ def leiden(
     return target if copy else None
 
 
+def _fractions_expressing(x, labels, order: list, genes):
+    """scanpy's ``pts`` and ``pts_rest``: for each group (columns, in ``order``), the share of
+    its cells, and of all other cells, in which each gene (rows) has a value other than 0. One
+    sparse product of the groups' indicator with X's non-zero pattern, where X lies (NumPy /
+    SciPy on the host, CuPy on the GPU)."""
+    import pandas as pd
+    import scipy.sparse as sp
+
+    on_gpu = _parts._cupy_module(x)
+    if on_gpu:
+        import cupy as xp
+        import cupyx.scipy.sparse as xsp
+    else:
+        xp, xsp = np, sp
+    n = x.shape[0]
+    names = [str(c) for c in labels.cat.categories]
+    codes = np.asarray(labels.cat.codes)
+    wanted = np.array([names.index(g) for g in order])
+    # Each cell's row in the indicator: its group's place in `order` (cells of other groups,
+    # and unlabelled ones, count only in the rest).
+    place = np.full(len(names) + 1, -1)
+    place[wanted] = np.arange(len(order))
+    rows = place[codes]
+    keep = np.flatnonzero(rows >= 0)
+    if xsp.issparse(x):
+        nz = x.tocsr(copy=True)
+        nz.data = (nz.data != 0).astype(xp.float32)
+    else:
+        nz = xsp.csr_matrix((xp.asarray(x) != 0).astype(xp.float32))
+    ind = xsp.csr_matrix(
+        (xp.ones(len(keep), dtype=xp.float32), (xp.asarray(rows[keep]), xp.asarray(keep))),
+        shape=(len(order), n),
+    )
+    counts = ind @ nz
+    counts = counts.toarray() if xsp.issparse(counts) else xp.asarray(counts)
+    every = xp.asarray(nz.sum(axis=0)).ravel()
+    if on_gpu:
+        counts, every = counts.get(), every.get()
+    counts = counts.astype(np.float64)
+    sizes = np.bincount(rows[keep], minlength=len(order)).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pts = counts / sizes[:, None]
+        pts_rest = (every.astype(np.float64)[None, :] - counts) / (n - sizes)[:, None]
+    index = pd.Index(_parts.names(genes))
+    return (
+        pd.DataFrame(pts.T, index=index, columns=order),
+        pd.DataFrame(pts_rest.T, index=index, columns=order),
+    )
+
+
 def rank_genes_groups(
     adata,
     groupby: str,
@@ -150,7 +200,8 @@ def rank_genes_groups(
     """Marker genes of each group (or of ``groups``) against all other cells (scanpy's
     ``rank_genes_groups``):
     ``t-test`` (the default), ``t-test_overestim_var`` or ``wilcoxon`` (``tie_correct`` off by
-    default, as scanpy). Reads ``.raw`` when it exists and ``use_raw`` is not False, else X or
+    default, as scanpy). ``pts=True`` adds the share of cells expressing each gene in the group
+    (``pts``) and in the rest (``pts_rest``), as scanpy. Reads ``.raw`` when it exists and ``use_raw`` is not False, else X or
     ``layer``.
 
     Writes ``uns[key_added or 'rank_genes_groups']``: ``names``, ``scores``,
@@ -159,8 +210,8 @@ def rank_genes_groups(
     """
     if reference != "rest":
         raise ValueError("rank_genes_groups: scpipe compares each group with the rest (reference='rest')")
-    if rankby_abs or pts or mask_var is not None:
-        raise ValueError("rank_genes_groups: rankby_abs, pts and mask_var are not supported by scpipe yet")
+    if rankby_abs or mask_var is not None:
+        raise ValueError("rank_genes_groups: rankby_abs and mask_var are not supported by scpipe yet")
     if corr_method != "benjamini-hochberg":
         raise ValueError("rank_genes_groups: corr_method='benjamini-hochberg' only")
     if groupby not in adata.obs.columns:
@@ -208,6 +259,9 @@ def rank_genes_groups(
         for k, v in list(result.items()):
             if isinstance(v, np.recarray):
                 result[k] = np.rec.fromarrays([v[g] for g in selected], names=selected)
+    if pts:
+        order = selected if selected is not None else [str(c) for c in labels.cat.categories]
+        result["pts"], result["pts_rest"] = _fractions_expressing(x, labels, order, genes)
     p = result.setdefault("params", {})
     p["use_raw"] = bool(use_raw)
     p["layer"] = layer
