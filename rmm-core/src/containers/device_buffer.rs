@@ -45,6 +45,9 @@ impl fmt::Debug for DeviceBuffer {
     }
 }
 
+/// The name of the resource behind a borrowed buffer.
+const LENT_NAME: &str = "borrowed";
+
 /// Memory another owner keeps (another library's array), lent to a [`DeviceBuffer`] for a
 /// while: there is nothing to allocate and nothing to free.
 #[derive(Debug)]
@@ -65,7 +68,7 @@ impl crate::resource::MemoryResource for Lent {
         &self.device
     }
     fn name(&self) -> String {
-        "borrowed".into()
+        LENT_NAME.into()
     }
 }
 
@@ -85,6 +88,7 @@ impl DeviceBuffer {
     /// // SAFETY: `owner` outlives the view and nobody writes it meanwhile.
     /// let view = unsafe { DeviceBuffer::borrowed(owner.ptr(), owner.size(), &stream) };
     /// assert_eq!(view.to_host()?, b"lent".to_vec());
+    /// assert!(view.is_borrowed() && !owner.is_borrowed());
     /// drop(view); // frees nothing
     /// assert_eq!(owner.to_host()?, b"lent".to_vec());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -99,6 +103,11 @@ impl DeviceBuffer {
                 device: stream.device().clone(),
             }),
         }
+    }
+
+    /// Whether the memory is another owner's ([`DeviceBuffer::borrowed`]).
+    pub fn is_borrowed(&self) -> bool {
+        self.resource.name() == LENT_NAME
     }
 
     /// `size` uninitialised bytes from the current resource of the stream's device.

@@ -28,9 +28,9 @@ ACCEPTED_X = (
 _F32_EXACT = 2**24
 
 
-def _cupy_module(m: Any):
-    mod = type(m).__module__
-    return mod.startswith("cupy") or mod.startswith("cupyx")
+def _cupy_module(m: Any) -> bool:
+    """Whether ``m`` is a CuPy array or a cupyx sparse matrix."""
+    return type(m).__module__.startswith("cupy")
 
 
 def matrix_part(m: Any, what: str = "X") -> tuple:
@@ -69,24 +69,11 @@ def _cuda_part(m: Any, what: str) -> tuple:
         if m.format not in ("csr", "csc"):
             raise TypeError(f"{what} is a cupyx {m.format.upper()} matrix; accepted: {ACCEPTED_X}")
         m = m.tocsr() if m.format == "csc" else m
-        data = _float32_gpu(m.data, what)
+        data = _float32(m.data, what)
         return ("cuda_csr", m.shape, cupy.ascontiguousarray(data), cupy.ascontiguousarray(m.indices), cupy.ascontiguousarray(m.indptr))
     if m.ndim != 2:
         raise TypeError(f"{what} must be 2-dimensional, not {m.ndim}-dimensional")
-    return ("cuda_dense", cupy.ascontiguousarray(_float32_gpu(m, what)))
-
-
-def _float32_gpu(a: Any, what: str) -> Any:
-    import cupy
-
-    kind = a.dtype.kind
-    if kind == "f":
-        return a.astype(cupy.float32, copy=False)
-    if kind in "iub":
-        if kind != "b" and a.size and (int(a.max()) > _F32_EXACT or int(a.min()) < -_F32_EXACT):
-            raise ValueError(f"{what} holds integers beyond 2**24, which float32 cannot hold exactly")
-        return a.astype(cupy.float32)
-    raise TypeError(f"{what} has values of type {a.dtype}; numbers are needed")
+    return ("cuda_dense", cupy.ascontiguousarray(_float32(m, what)))
 
 
 def part_values(part: tuple) -> Any:
@@ -105,8 +92,9 @@ def no_x(n_obs: int) -> tuple:
     return ("csr", (n_obs, 0), np.zeros(0, np.float32), np.zeros(0, np.int32), np.zeros(n_obs + 1, np.int32))
 
 
-def _float32(a: np.ndarray, what: str) -> np.ndarray:
-    """``a`` as float32 (a copy only when it is not), refusing what float32 cannot hold."""
+def _float32(a: Any, what: str) -> Any:
+    """``a`` (numpy or CuPy) as float32 (a copy only when it is not), refusing what float32
+    cannot hold."""
     kind = a.dtype.kind
     if kind == "f":
         return a.astype(np.float32, copy=False)

@@ -1,13 +1,15 @@
 """Moving an AnnData's matrices between the host and the GPU, as rapids-singlecell's
 ``rsc.get``: with CuPy installed, ``anndata_to_GPU`` turns X and the layers into CuPy arrays /
-cupyx sparse matrices (allocated through CuPy's allocator, which
-``rmm_core.allocators.cupy.rmm_cupy_allocator`` points at rmm_core's resource), and
-``anndata_to_CPU`` brings them back as numpy / scipy.
+cupyx sparse matrices over memory from rmm_core's resource, and ``anndata_to_CPU`` brings them
+back as numpy / scipy.
 """
 
 from __future__ import annotations
 
 from typing import Iterable
+
+from rmm_core import _lib
+from scpipe import _parts
 
 __all__ = ["anndata_to_GPU", "anndata_to_CPU"]
 
@@ -38,15 +40,11 @@ def anndata_to_GPU(adata, layer: str | Iterable[str] | None = None, convert_all:
     (a CSC matrix becomes CSR, the layout every step reads) or dense float32, uploaded through
     pinned staging buffers into memory from rmm_core's resource, read from the host arrays in
     place."""
-    from rmm_core import _lib
-
-    from scpipe import _parts
-
     _cupy()
     target = adata.copy() if copy else adata
     for key in _targets(target, convert_all, layer):
         m = target.X if key is None else target.layers[key]
-        if type(m).__module__.startswith("cupy"):
+        if _parts._cupy_module(m):
             continue
         what = "X" if key is None else f"layers[{key!r}]"
         g = _parts.matrix_from(_lib._sc_to_device(_parts.matrix_part(m, what)))
@@ -62,7 +60,7 @@ def anndata_to_CPU(adata, layer: str | Iterable[str] | None = None, convert_all:
     target = adata.copy() if copy else adata
     for key in _targets(target, convert_all, layer):
         m = target.X if key is None else target.layers[key]
-        if not type(m).__module__.startswith("cupy"):
+        if not _parts._cupy_module(m):
             continue
         h = m.get()
         if key is None:

@@ -132,7 +132,6 @@ pub(crate) fn _sc_call<'py>(
         x: return_x,
         x_on_device,
         raw: step == "recipe",
-        names: step == "recipe",
     };
     let before_out = std::time::Instant::now();
     let out = model_out::parts(py, adata, sections)?;

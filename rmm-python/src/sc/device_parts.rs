@@ -6,6 +6,7 @@
 //! place gets a copy, so that the user's array is untouched until the call succeeds. Only the
 //! row offsets (one value a cell) cross the host, to change their width.
 
+use super::model_in::{index_array, index_values};
 use crate::buffer::PyDeviceBuffer;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -75,25 +76,15 @@ fn widened<T: bytemuck::Pod + TryFrom<i64> + Send + Sync>(
     a: &Interface,
     what: &str,
 ) -> PyResult<DeviceVec<T>> {
-    let values: Vec<i64> = match a.typestr.as_str() {
-        "<i4" => download::<i32>(ctx, a)?
-            .into_iter()
-            .map(i64::from)
-            .collect(),
-        "<i8" => download::<i64>(ctx, a)?,
+    let values: Vec<T> = match a.typestr.as_str() {
+        "<i4" => index_values(download::<i32>(ctx, a)?.into_iter().map(i64::from), what)?,
+        "<i8" => index_values(download::<i64>(ctx, a)?.into_iter(), what)?,
         other => {
             return Err(PyTypeError::new_err(format!(
                 "{what} must be int32 or int64, not {other}"
             )))
         }
     };
-    let values = values
-        .into_iter()
-        .map(|v| {
-            T::try_from(v)
-                .map_err(|_| PyValueError::new_err(format!("{what}: {v} is out of range")))
-        })
-        .collect::<PyResult<Vec<T>>>()?;
     ctx.upload(&values).map_err(kernel_err)
 }
 
@@ -116,7 +107,7 @@ fn lent<T: bytemuck::Pod>(ctx: &GpuContext, src: &Interface) -> PyResult<DeviceV
 /// `v` in memory of the step's own: a copy when it is lent (a result must not alias the
 /// user's array, which may go while the result lives).
 fn owned<T: bytemuck::Pod>(ctx: &GpuContext, v: DeviceVec<T>) -> PyResult<DeviceVec<T>> {
-    if v.buffer().resource().name() != "borrowed" {
+    if !v.buffer().is_borrowed() {
         return Ok(v);
     }
     copy_in(
@@ -301,28 +292,16 @@ pub(crate) fn _sc_to_device<'py>(
     let (n_rows, n_cols): (usize, usize) = part.get_item(1)?.extract()?;
     let data: PyReadonlyArray1<'_, f32> = part.get_item(2)?.extract()?;
     let data = data.as_slice()?;
-    let indptr = part.get_item(4)?;
-    let indptr: Vec<u64> = if let Ok(v) = indptr.extract::<PyReadonlyArray1<'_, i32>>() {
-        // A negative offset becomes huge and is refused below.
-        v.as_slice()?.iter().map(|&o| o as i64 as u64).collect()
-    } else {
-        let v: PyReadonlyArray1<'_, i64> = indptr.extract()?;
-        v.as_slice()?.iter().map(|&o| o as u64).collect()
-    };
+    let indptr: Vec<u64> = index_array(&part.get_item(4)?, "X.indptr")?;
     let indices_obj = part.get_item(3)?;
     let narrow;
-    let wide;
+    let wide: Vec<u32>;
     let indices: &[u32] = if let Ok(v) = indices_obj.extract::<PyReadonlyArray1<'_, i32>>() {
         narrow = v;
-        // A negative index becomes one past any column and is refused below.
+        // Read in place: a negative index becomes one past any column and is refused below.
         bytemuck::cast_slice(narrow.as_slice()?)
     } else {
-        let v: PyReadonlyArray1<'_, i64> = indices_obj.extract()?;
-        wide = v
-            .as_slice()?
-            .iter()
-            .map(|&i| u32::try_from(i).unwrap_or(u32::MAX))
-            .collect::<Vec<u32>>();
+        wide = index_array(&indices_obj, "X.indices")?;
         &wide
     };
     sc_kernels::csr::validate_parts(n_rows, n_cols, &indptr, indices, data.len())

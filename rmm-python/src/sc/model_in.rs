@@ -149,36 +149,38 @@ fn matrix(
 fn csr(t: &Bound<'_, PyTuple>, what: &str) -> PyResult<CsrMatrix<f32>> {
     let (rows, cols): (usize, usize) = t.get_item(1)?.extract()?;
     let data: PyReadonlyArray1<'_, f32> = t.get_item(2)?.extract()?;
-    let indices = index_vec(&t.get_item(3)?, what, "indices")?;
-    let indptr = index_vec(&t.get_item(4)?, what, "indptr")?;
+    let indices = index_array(&t.get_item(3)?, &format!("{what}.indices"))?;
+    let indptr = index_array(&t.get_item(4)?, &format!("{what}.indptr"))?;
     let data = data.as_slice()?.to_vec();
-    let indices = indices
-        .into_iter()
-        .map(|i| u32::try_from(i).map_err(|_| bad_index(what, i)))
-        .collect::<PyResult<Vec<u32>>>()?;
-    let indptr = indptr
-        .into_iter()
-        .map(|i| u64::try_from(i).map_err(|_| bad_index(what, i)))
-        .collect::<PyResult<Vec<u64>>>()?;
     CsrMatrix::new(rows, cols, indptr, indices, data)
         .map_err(|e| PyValueError::new_err(format!("{what} is not a valid CSR matrix: {e}")))
 }
 
-fn bad_index(what: &str, i: i64) -> PyErr {
-    PyValueError::new_err(format!("{what}: index {i} is out of range"))
-}
-
-/// An index array of int32 or int64 values, widened.
-fn index_vec(a: &Bound<'_, PyAny>, what: &str, name: &str) -> PyResult<Vec<i64>> {
+/// A contiguous int32 or int64 index array (scipy's two index types) as `T`, each value
+/// converted once.
+pub(crate) fn index_array<T: TryFrom<i64>>(a: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<T>> {
     if let Ok(v) = a.extract::<PyReadonlyArray1<'_, i32>>() {
-        return Ok(v.as_slice()?.iter().map(|&i| i as i64).collect());
+        return index_values(v.as_slice()?.iter().map(|&i| i64::from(i)), what);
     }
     if let Ok(v) = a.extract::<PyReadonlyArray1<'_, i64>>() {
-        return Ok(v.as_slice()?.to_vec());
+        return index_values(v.as_slice()?.iter().copied(), what);
     }
     Err(PyTypeError::new_err(format!(
-        "{what}: {name} must be a contiguous int32 or int64 array"
+        "{what} must be a contiguous int32 or int64 array"
     )))
+}
+
+/// Index values as `T`, refusing one out of its range (a negative one, say) by name.
+pub(crate) fn index_values<T: TryFrom<i64>>(
+    values: impl Iterator<Item = i64>,
+    what: &str,
+) -> PyResult<Vec<T>> {
+    values
+        .map(|i| {
+            T::try_from(i)
+                .map_err(|_| PyValueError::new_err(format!("{what}: index {i} is out of range")))
+        })
+        .collect()
 }
 
 /// The columns of `cols` into `df`.

@@ -21,12 +21,10 @@ pub(crate) struct Sections {
     pub x_on_device: bool,
     /// `.raw`, when the model has one.
     pub raw: bool,
-    /// `obs_names` and `var_names` (a step that subsets may have changed them).
-    pub names: bool,
 }
 
-/// The model as a dict: `obs`, `var`, `obsm`, `varm`, `obsp`, `uns` always, `X`, `raw`,
-/// `obs_names` and `var_names` as `sections` asks.
+/// The model as a dict: `obs`, `var`, `obsm`, `varm`, `obsp`, `uns` always, `X` and `raw` as
+/// `sections` asks (the names stay with the user's AnnData).
 pub(crate) fn parts<'py>(
     py: Python<'py>,
     adata: AnnData,
@@ -44,10 +42,6 @@ pub(crate) fn parts<'py>(
         raw,
         ..
     } = adata;
-    if sections.names {
-        out.set_item("obs_names", PyList::new(py, &obs.index)?)?;
-        out.set_item("var_names", PyList::new(py, &var.index)?)?;
-    }
     out.set_item("obs", columns(py, obs)?)?;
     out.set_item("var", columns(py, var)?)?;
     out.set_item("obsm", arrays(py, obsm)?)?;
