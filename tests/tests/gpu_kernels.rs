@@ -281,6 +281,27 @@ fn normalize_log1p_scale_match_the_cpu() {
         }
     };
     on_random_and_real(2..300, 1..300, check);
+    // Values that are not counts: refused by the totals' pass, X left as it was (the division
+    // never ran), as the CPU twin refuses them.
+    for bad in [-1.0f32, f32::NAN, f32::INFINITY] {
+        let mut x = inputs(7, 40, 30);
+        x.data[5] = bad;
+        let mut dx = DeviceCsr::upload(&ctx, &x).unwrap();
+        let params = NormalizeParams::default();
+        let e = sc_kernels::normalize::normalize_total_gpu(&ctx, &mut dx, &params).unwrap_err();
+        assert!(
+            e.to_string().contains("normalize_total needs counts"),
+            "{e}"
+        );
+        let back = dx.download(&ctx).unwrap();
+        assert_eq!(back.indptr, x.indptr);
+        assert!(back
+            .data
+            .iter()
+            .zip(&x.data)
+            .all(|(a, b)| a.to_bits() == b.to_bits()));
+        assert!(sc_kernels::normalize::normalize_total(&mut x.clone(), &params).is_err());
+    }
 }
 
 #[test]

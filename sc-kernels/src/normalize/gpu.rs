@@ -7,7 +7,7 @@ use super::{
 };
 use crate::comm::{Communicator, SingleRank};
 use crate::csr::CsrMatrix;
-use crate::error::Result;
+use crate::error::{KernelError, Result};
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::reduce::warps_for_rows;
 use crate::gpu::streamed::{csr_blocks, for_each_csr_block, update_values_in_place};
@@ -20,7 +20,14 @@ pub(crate) const SRC: KernelSource = KernelSource {
     source: include_str!("normalize.cu"),
 };
 
-fn totals(ctx: &GpuContext, x: &DeviceCsr, keep: Option<&DeviceVec<u8>>) -> Result<DeviceVec<f32>> {
+/// Each row's total over the genes `keep` marks (all when `None`); `bad` (when given) is set to
+/// 1 when a value is not a count.
+fn totals(
+    ctx: &GpuContext,
+    x: &DeviceCsr,
+    keep: Option<&DeviceVec<u8>>,
+    bad: Option<&DeviceVec<u32>>,
+) -> Result<DeviceVec<f32>> {
     let counts = ctx.alloc::<f32>(x.n_rows)?;
     let f = ctx.function(SRC, "row_totals")?;
     let n = x.n_rows as u64;
@@ -32,6 +39,10 @@ fn totals(ctx: &GpuContext, x: &DeviceCsr, keep: Option<&DeviceVec<u8>>) -> Resu
         None => l.arg(&null),
     };
     l.arg(&counts);
+    match bad {
+        Some(b) => l.arg(b),
+        None => l.arg(&null),
+    };
     ctx.launch(l, warps_for_rows(x.n_rows), "row_totals")?;
     Ok(counts)
 }
@@ -84,7 +95,15 @@ pub fn normalize_total_gpu_across(
         trace.mark("host")?;
         return Ok(out);
     }
-    let mut counts = totals(ctx, x, None)?;
+    // The totals' pass also checks that every value is a count: the division (the only write)
+    // is refused before it starts, with no pass of its own.
+    let bad = ctx.zeros::<u32>(1)?;
+    let mut counts = totals(ctx, x, None, Some(&bad))?;
+    if ctx.download(&bad)?[0] != 0 {
+        return Err(KernelError::Unsupported(
+            "X holds negative, NaN or infinite values; normalize_total needs counts".into(),
+        ));
+    }
     let mut excluded = None;
     if params.exclude_highly_expressed {
         let high = mark_high(ctx, x, &counts, params.max_fraction)?;
@@ -95,7 +114,7 @@ pub fn normalize_total_gpu_across(
             high_h = marks.iter().map(|&h| h as u8).collect();
         }
         let keep = keep_of(&high_h, x.n_cols);
-        counts = totals(ctx, x, Some(&ctx.upload(&keep)?))?;
+        counts = totals(ctx, x, Some(&ctx.upload(&keep)?), None)?;
         excluded = Some(high_of(&high_h, x.n_cols));
     }
     let counts_h = ctx.download(&counts)?;
@@ -192,7 +211,7 @@ pub fn normalize_total_streamed(
     if params.exclude_highly_expressed {
         let mut high = vec![false; x.n_cols];
         for_each_csr_block(ctx, x, &blocks, |block, _| {
-            let counts = totals(ctx, &block, None)?;
+            let counts = totals(ctx, &block, None, None)?;
             let marks = ctx.download(&mark_high(ctx, &block, &counts, params.max_fraction)?)?;
             for (h, m) in high.iter_mut().zip(high_of(&marks, block.n_cols)) {
                 *h |= m;
@@ -205,7 +224,7 @@ pub fn normalize_total_streamed(
     }
     let mut counts_h = Vec::with_capacity(x.n_rows);
     for_each_csr_block(ctx, x, &blocks, |block, _| {
-        counts_h.extend(ctx.download(&totals(ctx, &block, keep.as_ref())?)?);
+        counts_h.extend(ctx.download(&totals(ctx, &block, keep.as_ref(), None)?)?);
         Ok(())
     })?;
     let (target, factor) = target_and_factors(&counts_h, params);

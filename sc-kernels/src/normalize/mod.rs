@@ -185,28 +185,22 @@ pub fn normalize_total_across<T: Real>(
     params: &NormalizeParams,
     comm: &dyn Communicator,
 ) -> Result<NormalizeResult> {
-    let row_total = |i: usize, keep: Option<&[bool]>| -> T {
-        let (c, v) = x.row(i);
-        let s: f64 = match keep {
-            None => v.iter().map(|a| a.to_f64()).sum(),
-            Some(k) => c
-                .iter()
-                .zip(v)
-                .filter(|(&cc, _)| k[cc as usize])
-                .map(|(_, a)| a.to_f64())
-                .sum(),
-        };
-        T::from_f64(s)
-    };
-    let mut counts: Vec<T> = (0..x.n_rows)
+    // The totals double as the check that every value is a count, sparing a pass of its own (as
+    // the GPU twin's): a NaN or infinite value makes its row's f64 total non-finite, and the
+    // same loop notes a negative one. Only then (or when f64 values overflow) is the slower
+    // check run, for its error. (-0.0 starts the sum, as `Sum for f64` does.)
+    let (mut counts, negative): (Vec<T>, Vec<bool>) = (0..x.n_rows)
         .into_par_iter()
-        .map(|i| row_total(i, None))
-        .collect();
-    // The totals double as the finiteness check, sparing a pass over the values: a NaN or
-    // infinite value makes its row's f64 total non-finite. Only then (or when f64 values
-    // overflow) is the slower check run, for its error.
-    if counts.iter().any(|c| !c.is_finite()) {
-        x.check_finite()?;
+        .map(|i| {
+            let v = x.row(i).1;
+            let (s, neg) = v.iter().fold((-0f64, false), |(s, n), a| {
+                (s + a.to_f64(), n | (*a < T::ZERO))
+            });
+            (T::from_f64(s), neg)
+        })
+        .unzip();
+    if counts.iter().any(|c| !c.is_finite()) || negative.contains(&true) {
+        x.check_counts()?;
     }
     check_params(params)?;
     let mut excluded = None;
@@ -225,7 +219,16 @@ pub fn normalize_total_across<T: Real>(
         let keep: Vec<bool> = high.iter().map(|h| !h).collect();
         counts = (0..x.n_rows)
             .into_par_iter()
-            .map(|i| row_total(i, Some(&keep)))
+            .map(|i| {
+                let (c, v) = x.row(i);
+                let s: f64 = c
+                    .iter()
+                    .zip(v)
+                    .filter(|(&cc, _)| keep[cc as usize])
+                    .map(|(_, a)| a.to_f64())
+                    .sum();
+                T::from_f64(s)
+            })
             .collect();
         excluded = Some(high);
     }
@@ -320,6 +323,13 @@ mod tests {
             normalize_total(&mut x, &NormalizeParams::default()),
             Err(KernelError::NonFinite { .. })
         ));
+        // Negative values are not counts: refused before anything is written.
+        let mut x = csr(2, 2, vec![1.0, 2.0, -1.0, 3.0]);
+        assert!(matches!(
+            normalize_total(&mut x, &NormalizeParams::default()),
+            Err(KernelError::Negative { row: 1, col: 0, .. })
+        ));
+        assert_eq!(x, csr(2, 2, vec![1.0, 2.0, -1.0, 3.0]));
         let mut x = csr(1, 1, vec![1.0]);
         let p = NormalizeParams {
             max_fraction: 2.0,

@@ -6,15 +6,23 @@
     u32 lane = threadIdx.x & 31; \
     for (u64 r = (((u64)blockIdx.x * blockDim.x) + threadIdx.x) >> 5; r < (n); r += warps)
 
-// keep: per gene, 0 = left out of the totals; null = every gene counts.
+// keep: per gene, 0 = left out of the totals; null = every gene counts. bad: set to 1 when a
+// value is not a count (negative, NaN or infinite), so the division is refused before it
+// writes anything (the check costs no pass of its own); null = not checked.
 extern "C" __global__ void row_totals(const u64* indptr, const u32* indices, const float* data,
-                                      u64 n_rows, const unsigned char* keep, float* counts) {
+                                      u64 n_rows, const unsigned char* keep, float* counts,
+                                      unsigned int* bad) {
     WARP_ROWS_LOOP(n_rows) {
         double s = 0.0;
-        for (u64 p = indptr[r] + lane; p < indptr[r + 1]; p += 32)
-            if (!keep || keep[indices[p]]) s += (double)data[p];
+        bool not_count = false;
+        for (u64 p = indptr[r] + lane; p < indptr[r + 1]; p += 32) {
+            float v = data[p];
+            not_count |= !(v >= 0.0f && v <= 3.402823466e38f);  // FLT_MAX: NaN and inf fail
+            if (!keep || keep[indices[p]]) s += (double)v;
+        }
         s = warp_sum_f64(s);
         if (lane == 0) counts[r] = (float)s;
+        if (bad && __any_sync(FULL_MASK, not_count) && lane == 0) *bad = 1u;
     }
 }
 
