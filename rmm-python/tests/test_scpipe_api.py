@@ -293,6 +293,47 @@ def test_rapids_singlecell_flow_line_for_line():
     assert {"X_pca", "X_umap"} <= set(a.obsm.keys()) and "leiden" in a.obs and "rank_genes_groups" in a.uns
 
 
+def test_a_gpu_x_is_normalized_and_logged_in_its_own_memory():
+    """GPU only: a float32 CuPy X is changed where it lies (as rapids-singlecell does, no copy of
+    X), with the host's values; values that are not counts are refused before any write, and
+    copy / inplace=False leave the user's X alone."""
+    import rmm_core
+
+    if not rmm_core.gpu_available:
+        if os.environ.get("REQUIRE_GPU") == "1":
+            pytest.fail("REQUIRE_GPU=1 but no GPU is usable")
+        pytest.skip("no GPU")
+    previous = scpipe.settings.device
+    scpipe.settings.device = "gpu"
+    try:
+        ref = counts()
+        scpipe.pp.normalize_total(ref)
+        scpipe.pp.log1p(ref)
+        a = counts()
+        scpipe.get.anndata_to_GPU(a)
+        ptr = a.X.data.data.ptr
+        before = a.X.get()
+        b = scpipe.pp.normalize_total(a, copy=True)
+        r = scpipe.pp.normalize_total(a, inplace=False)
+        assert a.X.data.data.ptr == ptr and (a.X.get() != before).nnz == 0
+        assert b.X.data.data.ptr != ptr and r["X"].data.data.ptr != ptr
+        scpipe.pp.normalize_total(a)
+        scpipe.pp.log1p(a)
+        assert a.X.data.data.ptr == ptr
+        np.testing.assert_allclose(dense(a.X.get()), dense(ref.X), rtol=1e-6, atol=1e-7)
+        for bad in (np.nan, -1.0, np.inf):
+            for target_sum in (None, 1e4):
+                c = counts()
+                c.X.data[3] = bad
+                scpipe.get.anndata_to_GPU(c)
+                before = c.X.get()
+                with pytest.raises(ValueError, match="negative|NaN"):
+                    scpipe.pp.normalize_total(c, target_sum=target_sum)
+                assert np.array_equal(c.X.get().toarray(), before.toarray(), equal_nan=True)
+    finally:
+        scpipe.settings.device = previous
+
+
 # One memory manager ---------------------------------------------------------------------------
 
 

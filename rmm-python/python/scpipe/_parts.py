@@ -60,8 +60,9 @@ def matrix_part(m: Any, what: str = "X") -> tuple:
 
 
 def _cuda_part(m: Any, what: str) -> tuple:
-    """A CuPy matrix as the extension takes it on the GPU: copied device to device, never
-    through the host."""
+    """A CuPy matrix as the extension takes it on the GPU, never through the host: float32
+    values, int32 column indices and int64 row offsets (each the user's own array when it is
+    of that type already; else converted by CuPy on the device)."""
     import cupy
     import cupyx.scipy.sparse as cusparse
 
@@ -69,11 +70,30 @@ def _cuda_part(m: Any, what: str) -> tuple:
         if m.format not in ("csr", "csc"):
             raise TypeError(f"{what} is a cupyx {m.format.upper()} matrix; accepted: {ACCEPTED_X}")
         m = m.tocsr() if m.format == "csc" else m
-        data = _float32(m.data, what)
-        return ("cuda_csr", m.shape, cupy.ascontiguousarray(data), cupy.ascontiguousarray(m.indices), cupy.ascontiguousarray(m.indptr))
+        data = cupy.ascontiguousarray(_float32(m.data, what))
+        indptr = cupy.ascontiguousarray(m.indptr.astype(cupy.int64, copy=False))
+        # A malformed matrix (offsets that do not start at 0, end at the values' count or
+        # go back) is refused here, in one reduction: the steps trust the offsets.
+        if int(indptr[0]) != 0 or int(indptr[-1]) != data.size or bool((indptr[1:] < indptr[:-1]).any()):
+            raise ValueError(f"{what} is not a valid CSR matrix: its row offsets are not 0 .. {data.size} in order")
+        # Column indices lie below the column count, which cupyx keeps within int32.
+        indices = cupy.ascontiguousarray(m.indices.astype(cupy.int32, copy=False))
+        return ("cuda_csr", m.shape, data, indices, indptr)
     if m.ndim != 2:
         raise TypeError(f"{what} must be 2-dimensional, not {m.ndim}-dimensional")
     return ("cuda_dense", cupy.ascontiguousarray(_float32(m, what)))
+
+
+def writes_in_place(m: Any, part: tuple) -> bool:
+    """Whether a value-only step may write into ``m``'s own values on the GPU (as
+    rapids-singlecell does, with no copy of X): ``part`` holds the very arrays of a CuPy ``m``
+    (float32 values; for a sparse matrix also int32 indices and offsets, which stay as they
+    are). Else the step works on a copy and ``m`` is replaced by its result."""
+    if part[0] == "cuda_dense":
+        return part[1] is m
+    if part[0] == "cuda_csr":
+        return part[2] is m.data
+    return False
 
 
 def part_values(part: tuple) -> Any:
@@ -129,11 +149,13 @@ def _from_cuda(part: tuple) -> Any:
     if part[0] == "cuda_dense":
         _, shape, data = part
         return cupy.asarray(data).view(cupy.float32).reshape(shape)
-    _, shape, data, indices, indptr, indptr_type = part
-    return cusparse.csr_matrix(
-        (cupy.asarray(data).view(cupy.float32), cupy.asarray(indices).view(cupy.int32), cupy.asarray(indptr).view(indptr_type)),
-        shape=tuple(shape),
-    )
+    _, shape, data, indices, indptr = part
+    data = cupy.asarray(data).view(cupy.float32)
+    indptr = cupy.asarray(indptr).view(cupy.int64)
+    # int32 offsets while they fit, as scipy and cupyx choose (narrowed on the device).
+    if data.size <= np.iinfo(np.int32).max:
+        indptr = indptr.astype(cupy.int32)
+    return cusparse.csr_matrix((data, cupy.asarray(indices).view(cupy.int32), indptr), shape=tuple(shape))
 
 
 def _to_cupy(m: Any) -> Any:
@@ -218,11 +240,12 @@ def value_from(part: Any) -> Any:
     return part
 
 
-def call(step: str, parts: dict, params: dict, return_x: bool = False) -> dict:
-    """Runs ``step`` in the extension, where ``scpipe.settings.device`` says."""
+def call(step: str, parts: dict, params: dict, return_x: bool = False, in_place: bool = False) -> dict:
+    """Runs ``step`` in the extension, where ``scpipe.settings.device`` says; ``in_place``: a
+    value-only step writes into the GPU X's own values (see :func:`writes_in_place`)."""
     device = settings.resolved_device()
     start = time.perf_counter()
-    out = _lib._sc_call(step, parts, params, device, return_x, settings.progress)
+    out = _lib._sc_call(step, parts, params, device, return_x, settings.progress, in_place)
     if settings.progress:
         t_in, t_step, t_out = out["timings"]
         print(

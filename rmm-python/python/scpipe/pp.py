@@ -62,11 +62,30 @@ def _set_matrix(adata, layer: str | None, m) -> None:
         adata.layers[layer] = m
 
 
+_NOT_COUNTS = None
+
+
+def _any_not_count(values) -> bool:
+    """Whether a CuPy array holds a value that is not a count, in one pass on the GPU."""
+    global _NOT_COUNTS
+    if _NOT_COUNTS is None:
+        import cupy
+
+        # NaN fails both comparisons; 3.402823466e38 is float32's largest finite value.
+        _NOT_COUNTS = cupy.ReductionKernel(
+            "T x", "bool y", "!(x >= 0 && x <= 3.402823466e38f)", "a || b", "y = a", "false", "scpipe_not_counts"
+        )
+    return bool(_NOT_COUNTS(values))
+
+
 def _check_counts(part: tuple, what: str) -> None:
-    """Refuses NaN, infinite or negative values where a step reads counts: two reductions (on
-    the GPU for a CuPy matrix), the smallest and the largest value, which NaN propagates to."""
+    """Refuses NaN, infinite or negative values where a step reads counts: one reduction on the
+    GPU for a CuPy matrix; on the host the smallest and the largest value, which NaN
+    propagates to."""
     values = _parts.part_values(part)
     if values.size == 0:
+        return
+    if part[0].startswith("cuda") and not _any_not_count(values):
         return
     lo, hi = float(values.min()), float(values.max())
     if not (math.isfinite(lo) and math.isfinite(hi)):
@@ -126,14 +145,14 @@ def calculate_qc_metrics(
     xp = _parts.matrix_part(x, what)
     _check_counts(xp, what)
     n_vars = x.shape[1]
-    var_names = _parts.names(adata.raw.var_names if use_raw else adata.var_names)
     var = {q: _parts.column_part(adata.var[q].astype(bool), f"var[{q!r}]") for q in qc_vars}
     if use_raw:
         var = {q: _parts.column_part(adata.var[q].reindex(adata.raw.var_names).fillna(False).astype(bool), q) for q in qc_vars}
     top = None if percent_top is None else sorted(int(n) for n in percent_top)
     if top and top[-1] > n_vars:
         raise ValueError(f"percent_top: {top[-1]} exceeds the {n_vars} genes")
-    parts = {"X": xp, "var_names": var_names, "var": var}
+    # No gene names: the metrics do not read them (20,000 names cost a few ms each way).
+    parts = {"X": xp, "var": var}
     params = {"qc_vars": qc_vars, "percent_top": top if top is not None else [], "log1p": log1p}
     out = _parts.call("calculate_qc_metrics", parts, params)
     obs_cols = {_qc_name(k, qc_vars, expr_type, var_type): _parts.column_from(v) for k, v in out["obs"].items()}
@@ -281,37 +300,48 @@ def normalize_total(
     layer
         Normalize this layer instead of X.
     inplace
-        Write the result (else return ``{"X": ..., "norm_factor": ...}``).
+        Write the result (else return ``{"X": ..., "norm_factor": ...}``). A float32 CuPy X
+        (``scpipe.get.anndata_to_GPU``) is divided in its own memory, as rapids-singlecell
+        does: arrays that share it see the change. Values that are not counts (negative, NaN,
+        infinite) are refused before anything is written.
     """
     if copy and not inplace:
         raise ValueError("`copy=True` cannot be used with `inplace=False`.")
-    x, what = _matrix(adata, layer)
+    target = _target(adata, copy) if inplace else adata
+    x, what = _matrix(target, layer)
     xp = _parts.matrix_part(x, what)
-    _check_counts(xp, what)
+    in_place = inplace and _parts.writes_in_place(x, xp)
+    # On the GPU the totals' pass refuses values that are not counts before the division
+    # writes anything; the one-pass kernel of a given target (no exclusion) needs them checked
+    # first.
+    if not (xp[0].startswith("cuda") and (target_sum is None or exclude_highly_expressed)):
+        _check_counts(xp, what)
     params = {
         "target_sum": target_sum,
         "exclude_highly_expressed": exclude_highly_expressed,
         "max_fraction": max_fraction,
         "per_cell": key_added is not None or not inplace,
     }
-    out = _parts.call("normalize_total", {"X": xp}, params, return_x=True)
-    x_new = _parts.matrix_from(out["X"], like=x)
+    out = _parts.call("normalize_total", {"X": xp}, params, return_x=True, in_place=in_place)
     if not inplace:
-        return {"X": x_new, "norm_factor": out.get("norm_factor")}
-    target = _target(adata, copy)
-    _set_matrix(target, layer, x_new)
+        return {"X": _parts.matrix_from(out["X"], like=x), "norm_factor": out.get("norm_factor")}
+    if not in_place:
+        _set_matrix(target, layer, _parts.matrix_from(out["X"], like=x))
     if key_added is not None:
         target.obs[key_added] = out["norm_factor"]
     return target if copy else None
 
 
 def log1p(data, *, base: float | None = None, copy: bool = False, layer: str | None = None, **_chunking):
-    """``log(1 + x)`` of X or ``layer`` (scanpy's ``log1p``); records ``uns['log1p']['base']``."""
+    """``log(1 + x)`` of X or ``layer`` (scanpy's ``log1p``); records ``uns['log1p']['base']``.
+    A float32 CuPy X is changed in its own memory, as scanpy and rapids-singlecell do."""
     target = _target(data, copy)
     x, what = _matrix(target, layer)
     xp = _parts.matrix_part(x, what)
-    out = _parts.call("log1p", {"X": xp}, {"base": base}, return_x=True)
-    _set_matrix(target, layer, _parts.matrix_from(out["X"], like=x))
+    in_place = _parts.writes_in_place(x, xp)
+    out = _parts.call("log1p", {"X": xp}, {"base": base}, return_x=True, in_place=in_place)
+    if not in_place:
+        _set_matrix(target, layer, _parts.matrix_from(out["X"], like=x))
     # scanpy records the base, None included (the command writes only a given one: anndata
     # stores nothing for None).
     target.uns["log1p"] = {"base": base}

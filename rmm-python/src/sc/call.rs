@@ -68,9 +68,13 @@ struct Extra {
 }
 
 /// Runs `step` with `params` on `parts` (see [`model_in`]), on `device` ("cpu" or "gpu");
-/// returns the model afterwards (see [`model_out`]), X in it when `return_x`.
+/// returns the model afterwards (see [`model_out`]), X in it when `return_x`. `in_place`: a
+/// value-only step (`normalize_total`, `log1p`) writes into X's own values on the GPU (as
+/// rapids-singlecell does), and X does not come back; it checks its input before its one
+/// write, and is waited for to its end (milliseconds), so Ctrl-C cannot leave X half written.
 #[pyfunction]
-#[pyo3(signature = (step, parts, params, device, return_x, progress=false))]
+#[pyo3(signature = (step, parts, params, device, return_x, progress=false, in_place=false))]
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn _sc_call<'py>(
     py: Python<'py>,
     step: &str,
@@ -79,8 +83,14 @@ pub(crate) fn _sc_call<'py>(
     device: &str,
     return_x: bool,
     progress: bool,
+    in_place: bool,
 ) -> PyResult<Bound<'py, PyDict>> {
     let call = parse(step, params)?;
+    if in_place && !matches!(call, Call::Normalize(_) | Call::Log1p(_)) {
+        return Err(PyValueError::new_err(format!(
+            "{step} cannot work in place on X (only normalize_total and log1p do)"
+        )));
+    }
     let gpu = match device {
         "cpu" => None,
         "gpu" => Some(gpu::current()?),
@@ -91,7 +101,13 @@ pub(crate) fn _sc_call<'py>(
         }
     };
     let started = std::time::Instant::now();
-    let adata = model_in::anndata(parts, gpu.as_ref().map(|g| &g.ctx), reads_x_only(&call))?;
+    let lend_x = reads_x_only(&call) || in_place;
+    let adata = model_in::anndata(parts, gpu.as_ref().map(|g| &g.ctx), lend_x)?;
+    if in_place && !matches!(adata.x, sc_pipeline::anndata::Matrix::Device(_)) {
+        return Err(PyValueError::new_err(format!(
+            "{step} works in place only on a GPU X (scpipe.get.anndata_to_GPU)"
+        )));
+    }
     // Lent arrays must outlive the step, also when Ctrl-C returns before it ends.
     let keep_alive = parts.clone().unbind();
     let parts_in = started.elapsed().as_secs_f64();
@@ -120,7 +136,8 @@ pub(crate) fn _sc_call<'py>(
     let (adata, extra, step_seconds) = loop {
         match py.detach(|| rx.lock().recv_timeout(Duration::from_millis(50))) {
             Ok(r) => break r.map_err(super::errors::to_py)?,
-            Err(mpsc::RecvTimeoutError::Timeout) => py.check_signals()?,
+            Err(mpsc::RecvTimeoutError::Timeout) if !in_place => py.check_signals()?,
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 return Err(PyRuntimeError::new_err(format!(
                     "{step}: the step's thread ended without a result (it panicked)"
@@ -129,7 +146,7 @@ pub(crate) fn _sc_call<'py>(
         }
     };
     let sections = Sections {
-        x: return_x,
+        x: return_x && !in_place,
         x_on_device,
         raw: step == "recipe",
     };

@@ -2,11 +2,14 @@
 //! in through its `__cuda_array_interface__` and is copied device to device into the step's
 //! matrix (no trip through the host), and a result left on the GPU goes back as
 //! `rmm_core.DeviceBuffer`s, which CuPy wraps without a copy. A step that only reads X reads
-//! the array's own memory (lent, [`rmm_core::DeviceBuffer::borrowed`]); one that changes X in
-//! place gets a copy, so that the user's array is untouched until the call succeeds. Only the
-//! row offsets (one value a cell) cross the host, to change their width.
+//! the array's own memory (lent, [`rmm_core::DeviceBuffer::borrowed`]); one that changes X gets
+//! a copy, so that the user's array is untouched until the call succeeds, except the value-only
+//! steps asked to work in place (`normalize_total`, `log1p`: they check their input before
+//! their one write). Nothing crosses the host: the Python side hands over int64 row offsets and
+//! int32 column indices (widened or narrowed by CuPy on the device), and takes int64 offsets
+//! back.
 
-use super::model_in::{index_array, index_values};
+use super::model_in::index_array;
 use crate::buffer::PyDeviceBuffer;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -70,29 +73,6 @@ fn copy_in<T: bytemuck::Pod>(ctx: &GpuContext, src: &Interface) -> PyResult<Devi
     Ok(v)
 }
 
-/// Offsets or indices of int32 or int64 as `T`, through the host (to change their width).
-fn widened<T: bytemuck::Pod + TryFrom<i64> + Send + Sync>(
-    ctx: &GpuContext,
-    a: &Interface,
-    what: &str,
-) -> PyResult<DeviceVec<T>> {
-    let values: Vec<T> = match a.typestr.as_str() {
-        "<i4" => index_values(download::<i32>(ctx, a)?.into_iter().map(i64::from), what)?,
-        "<i8" => index_values(download::<i64>(ctx, a)?.into_iter(), what)?,
-        other => {
-            return Err(PyTypeError::new_err(format!(
-                "{what} must be int32 or int64, not {other}"
-            )))
-        }
-    };
-    ctx.upload(&values).map_err(kernel_err)
-}
-
-fn download<T: bytemuck::Pod + Send + Sync>(ctx: &GpuContext, a: &Interface) -> PyResult<Vec<T>> {
-    let v = copy_in::<T>(ctx, a)?;
-    ctx.download(&v).map_err(kernel_err)
-}
-
 /// The array's memory lent to the step without a copy (after everything queued on the device,
 /// as [`copy_in`]); the step must only read it.
 fn lent<T: bytemuck::Pod>(ctx: &GpuContext, src: &Interface) -> PyResult<DeviceVec<T>> {
@@ -141,13 +121,15 @@ pub(crate) fn csr_in(
             indptr.len, indices.len, data.len
         )));
     }
-    let indptr = widened::<u64>(ctx, &indptr, &format!("{what}.indptr"))?;
-    // Column indices are non-negative, so int32's bits are the u32 values.
-    let indices = match indices.typestr.as_str() {
-        "<i4" if lend => lent::<u32>(ctx, &indices)?,
-        "<i4" => copy_in::<u32>(ctx, &indices)?,
-        _ => widened::<u32>(ctx, &indices, &format!("{what}.indices"))?,
-    };
+    if indptr.typestr != "<i8" || indices.typestr != "<i4" {
+        return Err(PyTypeError::new_err(format!(
+            "{what} must have int64 row offsets and int32 column indices (scpipe._parts makes them)"
+        )));
+    }
+    // Offsets and indices are only read (a step that changes the structure makes new ones);
+    // they are non-negative, so int64's and int32's bits are the u64 and u32 values.
+    let indptr = lent::<u64>(ctx, &indptr)?;
+    let indices = lent::<u32>(ctx, &indices)?;
     let data = if lend {
         lent::<f32>(ctx, &data)?
     } else {
@@ -189,26 +171,13 @@ pub(crate) fn dense_in(
 }
 
 /// A device CSR matrix as `("cuda_csr", shape, data, indices, indptr)`: `DeviceBuffer`s of
-/// float32, int32 and (as scipy and cupyx choose) int32 offsets while they fit, else int64.
+/// float32, int32 and int64 (the Python side narrows the offsets to int32 while they fit, as
+/// scipy and cupyx choose).
 pub(crate) fn csr_out<'py>(
     py: Python<'py>,
     ctx: &GpuContext,
     m: DeviceCsr,
 ) -> PyResult<Bound<'py, PyTuple>> {
-    let offsets = ctx.download(&m.indptr).map_err(kernel_err)?;
-    let (indptr, indptr_type) = if m.data.len() <= i32::MAX as usize {
-        let narrow: Vec<i32> = offsets.iter().map(|&o| o as i32).collect();
-        (
-            ctx.upload(&narrow).map_err(kernel_err)?.into_buffer(),
-            "int32",
-        )
-    } else {
-        let wide: Vec<i64> = offsets.iter().map(|&o| o as i64).collect();
-        (
-            ctx.upload(&wide).map_err(kernel_err)?.into_buffer(),
-            "int64",
-        )
-    };
     ctx.synchronize().map_err(kernel_err)?;
     let buffer = |b| Py::new(py, PyDeviceBuffer { inner: b }).map(|b| b.into_any());
     PyTuple::new(
@@ -218,8 +187,7 @@ pub(crate) fn csr_out<'py>(
             (m.n_rows, m.n_cols).into_pyobject(py)?.into_any().unbind(),
             buffer(owned(ctx, m.data)?.into_buffer())?,
             buffer(owned(ctx, m.indices)?.into_buffer())?,
-            buffer(indptr)?,
-            indptr_type.into_pyobject(py)?.into_any().unbind(),
+            buffer(owned(ctx, m.indptr)?.into_buffer())?,
         ],
     )
 }
