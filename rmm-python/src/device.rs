@@ -120,10 +120,15 @@ impl PyStream {
 }
 
 /// Makes `device` (an ordinal or a `Device`) the current device of the calling thread, for
-/// rmm_core's calls that name none. Without it the current device is CUDA's current one (as
-/// PyTorch, CuPy and Numba set it), else device 0.
+/// rmm_core's calls that name none (and scpipe's GPU steps). Without it, or after
+/// `set_current_device(None)`, the current device is CUDA's current one (as PyTorch, CuPy and
+/// Numba set it), else device 0.
 #[pyfunction]
 pub(crate) fn set_current_device(device: &Bound<'_, PyAny>) -> PyResult<()> {
+    if device.is_none() {
+        CHOSEN.with(|c| *c.borrow_mut() = None);
+        return Ok(());
+    }
     let device = device_of(Some(device))?;
     device.bind().or_py()?;
     CHOSEN.with(|c| *c.borrow_mut() = Some(device));

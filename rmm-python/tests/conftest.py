@@ -13,7 +13,8 @@ def sim():
     """A fresh simulated device of 1 GiB, current on this thread for the test."""
     device = rmm_core.Device.simulated(1 << 30)
     rmm_core.set_current_device(device)
-    return device
+    yield device
+    rmm_core.set_current_device(None)  # back to CUDA's current device for the next test
 
 
 def require_gpu():

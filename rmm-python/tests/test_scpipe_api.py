@@ -337,6 +337,31 @@ def test_a_gpu_x_is_normalized_and_logged_in_its_own_memory():
 # One memory manager ---------------------------------------------------------------------------
 
 
+def test_the_steps_run_on_rmm_cores_current_device():
+    """GPU only: scpipe's GPU steps run on the device rmm_core takes as current, whose resource
+    rmm_core.mr sets; a simulated current device is refused by name."""
+    import rmm_core
+
+    if not rmm_core.gpu_available:
+        if os.environ.get("REQUIRE_GPU") == "1":
+            pytest.fail("REQUIRE_GPU=1 but no GPU is usable")
+        pytest.skip("no GPU")
+    previous = scpipe.settings.device
+    scpipe.settings.device = "gpu"
+    try:
+        rmm_core.set_current_device(rmm_core.Device.simulated(1 << 30))
+        a = counts()
+        snap = snapshot(a)
+        with pytest.raises(RuntimeError, match="simulated"):
+            scpipe.pp.normalize_total(a)
+        unchanged(a, snap)
+        rmm_core.set_current_device(None)
+        scpipe.pp.normalize_total(a)
+    finally:
+        rmm_core.set_current_device(None)
+        scpipe.settings.device = previous
+
+
 def test_the_steps_allocate_from_rmm_cores_resource_and_a_full_pool_raises_memory_error():
     """GPU only: rmm_core.statistics sees the steps' allocations; a pool too small for a step
     makes it raise MemoryError naming the pool, the object unchanged."""

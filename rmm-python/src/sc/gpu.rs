@@ -1,5 +1,5 @@
-//! The GPU that scpipe's functions run on: the calling thread's current device (as rmm_core
-//! sets it), its resource from rmm_core's registry, so that `rmm_core.reinitialize(...)` or
+//! The GPU that scpipe's functions run on: the calling thread's current device (as rmm_core's
+//! Python side sets it), its resource from rmm_core's registry, so that `rmm_core.reinitialize(...)` or
 //! `rmm_core.mr.set_current_device_resource(...)` decides where every step allocates, and one
 //! stream. The run (its kernel modules, library handles and staging buffers) is kept between
 //! calls and made again when the device or its resource changes.
@@ -26,7 +26,16 @@ pub(crate) fn current() -> PyResult<Arc<GpuRun>> {
             "scpipe.settings.device is 'gpu' but no CUDA GPU is available (use 'cpu' or 'auto')",
         ));
     }
-    let device = rmm_core::current_device().map_err(crate::errors::to_py)?;
+    // The device rmm_core's Python calls take as current (its `set_current_device`, else
+    // CUDA's current one, as CuPy and PyTorch set it): the one whose resource
+    // `rmm_core.mr.set_current_device_resource` sets.
+    let device = crate::device::current_device()?;
+    if device.is_simulated() {
+        return Err(PyRuntimeError::new_err(
+            "the current device is a simulated one (rmm_core.set_current_device); scpipe's GPU \
+             steps need a CUDA device: rmm_core.set_current_device(None) or an ordinal",
+        ));
+    }
     let resource = rmm_core::get_per_device_resource(&device);
     let mut held = HELD.lock();
     if let Some(h) = held.as_ref() {

@@ -136,7 +136,7 @@ fn keep_before_filter(a: &mut AnnData, env: &StepEnv<'_>) {
     if names.is_empty() {
         return;
     }
-    let mut kept = crate::anndata::DataFrame::with_index(a.obs.index.clone());
+    let mut kept = crate::anndata::DataFrame::with_rows_of(&a.obs);
     for name in names {
         if let Some(c) = a.obs.column(name) {
             kept.set(name.clone(), c.clone())
