@@ -13,7 +13,9 @@ fi
 # NVRTC 13.0 (a library, no GPU needed): sc-kernels/build.rs compiles every kernel ahead of time
 # with it, so runs load CUBIN from the binary instead of compiling at first use. 13.0 so that
 # any CUDA 13 driver loads what it makes.
-if ! compgen -G "$VENV/lib/python3*/site-packages/nvidia/cu13/lib/libnvrtc.so.13" >/dev/null; then
+# Not when SCPIPE_NVRTC is set (a path, or empty: `./scpipe` on a machine without NVIDIA's driver).
+if [ -z "${SCPIPE_NVRTC+set}" ] \
+    && ! compgen -G "$VENV/lib/python3*/site-packages/nvidia/cu13/lib/libnvrtc.so.13" >/dev/null; then
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check 'nvidia-cuda-nvrtc==13.0.*'
 fi
 export PATH="$VENV/bin:$PATH"
