@@ -293,10 +293,9 @@ def test_rapids_singlecell_flow_line_for_line():
     assert {"X_pca", "X_umap"} <= set(a.obsm.keys()) and "leiden" in a.obs and "rank_genes_groups" in a.uns
 
 
-def test_a_gpu_x_is_normalized_and_logged_in_its_own_memory():
-    """GPU only: a float32 CuPy X is changed where it lies (as rapids-singlecell does, no copy of
-    X), with the host's values; values that are not counts are refused before any write, and
-    copy / inplace=False leave the user's X alone."""
+@pytest.fixture
+def on_gpu():
+    """scpipe's calls on the GPU for the test: skipped without one, failed under REQUIRE_GPU=1."""
     import rmm_core
 
     if not rmm_core.gpu_available:
@@ -305,49 +304,47 @@ def test_a_gpu_x_is_normalized_and_logged_in_its_own_memory():
         pytest.skip("no GPU")
     previous = scpipe.settings.device
     scpipe.settings.device = "gpu"
-    try:
-        ref = counts()
-        scpipe.pp.normalize_total(ref)
-        scpipe.pp.log1p(ref)
-        a = counts()
-        scpipe.get.anndata_to_GPU(a)
-        ptr = a.X.data.data.ptr
-        before = a.X.get()
-        b = scpipe.pp.normalize_total(a, copy=True)
-        r = scpipe.pp.normalize_total(a, inplace=False)
-        assert a.X.data.data.ptr == ptr and (a.X.get() != before).nnz == 0
-        assert b.X.data.data.ptr != ptr and r["X"].data.data.ptr != ptr
-        scpipe.pp.normalize_total(a)
-        scpipe.pp.log1p(a)
-        assert a.X.data.data.ptr == ptr
-        np.testing.assert_allclose(dense(a.X.get()), dense(ref.X), rtol=1e-6, atol=1e-7)
-        for bad in (np.nan, -1.0, np.inf):
-            for target_sum in (None, 1e4):
-                c = counts()
-                c.X.data[3] = bad
-                scpipe.get.anndata_to_GPU(c)
-                before = c.X.get()
-                with pytest.raises(ValueError, match="negative|NaN"):
-                    scpipe.pp.normalize_total(c, target_sum=target_sum)
-                assert np.array_equal(c.X.get().toarray(), before.toarray(), equal_nan=True)
-    finally:
-        scpipe.settings.device = previous
+    yield rmm_core
+    scpipe.settings.device = previous
+
+
+def test_a_gpu_x_is_normalized_and_logged_in_its_own_memory(on_gpu):
+    """GPU only: a float32 CuPy X is changed where it lies (as rapids-singlecell does, no copy of
+    X), with the host's values; values that are not counts are refused before any write, and
+    copy / inplace=False leave the user's X alone."""
+    ref = counts()
+    scpipe.pp.normalize_total(ref)
+    scpipe.pp.log1p(ref)
+    a = counts()
+    scpipe.get.anndata_to_GPU(a)
+    ptr = a.X.data.data.ptr
+    before = a.X.get()
+    b = scpipe.pp.normalize_total(a, copy=True)
+    r = scpipe.pp.normalize_total(a, inplace=False)
+    assert a.X.data.data.ptr == ptr and (a.X.get() != before).nnz == 0
+    assert b.X.data.data.ptr != ptr and r["X"].data.data.ptr != ptr
+    scpipe.pp.normalize_total(a)
+    scpipe.pp.log1p(a)
+    assert a.X.data.data.ptr == ptr
+    np.testing.assert_allclose(dense(a.X.get()), dense(ref.X), rtol=1e-6, atol=1e-7)
+    for bad in (np.nan, -1.0, np.inf):
+        for target_sum in (None, 1e4):
+            c = counts()
+            c.X.data[3] = bad
+            scpipe.get.anndata_to_GPU(c)
+            before = c.X.get()
+            with pytest.raises(ValueError, match="negative|NaN"):
+                scpipe.pp.normalize_total(c, target_sum=target_sum)
+            assert np.array_equal(c.X.get().toarray(), before.toarray(), equal_nan=True)
 
 
 # One memory manager ---------------------------------------------------------------------------
 
 
-def test_the_steps_run_on_rmm_cores_current_device():
+def test_the_steps_run_on_rmm_cores_current_device(on_gpu):
     """GPU only: scpipe's GPU steps run on the device rmm_core takes as current, whose resource
     rmm_core.mr sets; a simulated current device is refused by name."""
-    import rmm_core
-
-    if not rmm_core.gpu_available:
-        if os.environ.get("REQUIRE_GPU") == "1":
-            pytest.fail("REQUIRE_GPU=1 but no GPU is usable")
-        pytest.skip("no GPU")
-    previous = scpipe.settings.device
-    scpipe.settings.device = "gpu"
+    rmm_core = on_gpu
     try:
         rmm_core.set_current_device(rmm_core.Device.simulated(1 << 30))
         a = counts()
@@ -359,20 +356,12 @@ def test_the_steps_run_on_rmm_cores_current_device():
         scpipe.pp.normalize_total(a)
     finally:
         rmm_core.set_current_device(None)
-        scpipe.settings.device = previous
 
 
-def test_the_steps_allocate_from_rmm_cores_resource_and_a_full_pool_raises_memory_error():
+def test_the_steps_allocate_from_rmm_cores_resource_and_a_full_pool_raises_memory_error(on_gpu):
     """GPU only: rmm_core.statistics sees the steps' allocations; a pool too small for a step
     makes it raise MemoryError naming the pool, the object unchanged."""
-    import rmm_core
-
-    if not rmm_core.gpu_available:
-        if os.environ.get("REQUIRE_GPU") == "1":
-            pytest.fail("REQUIRE_GPU=1 but no GPU is usable")
-        pytest.skip("no GPU")
-    previous = scpipe.settings.device
-    scpipe.settings.device = "gpu"
+    rmm_core = on_gpu
     try:
         a = counts(n_obs=2000, n_vars=2000)
         with rmm_core.statistics.statistics():
@@ -387,7 +376,6 @@ def test_the_steps_allocate_from_rmm_cores_resource_and_a_full_pool_raises_memor
         unchanged(b, snap)
     finally:
         rmm_core.reinitialize(pool_allocator=False)
-        scpipe.settings.device = previous
 
 
 def test_qc_names_follow_expr_type_and_var_type():
