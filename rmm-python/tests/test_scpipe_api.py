@@ -338,6 +338,27 @@ def test_a_gpu_x_is_normalized_and_logged_in_its_own_memory(on_gpu):
             assert np.array_equal(c.X.get().toarray(), before.toarray(), equal_nan=True)
 
 
+def test_a_dense_gpu_x_goes_through_the_steps_and_stays_dense(on_gpu):
+    """GPU only: a dense CuPy X (anndata_to_GPU of a dense X) is read as a CSR copy made on the
+    device by the steps that take CSR, and comes back dense, with the host's values."""
+    ref = counts()
+    ref.X = ref.X.toarray()
+    a = ref.copy()
+    scpipe.get.anndata_to_GPU(a)
+    assert type(a.X).__module__.startswith("cupy") and a.X.ndim == 2
+    for ad_ in (ref, a):
+        scpipe.pp.calculate_qc_metrics(ad_, qc_vars=["mt"], percent_top=(50, 100), inplace=True)
+        scpipe.pp.filter_cells(ad_, min_genes=20)
+        scpipe.pp.normalize_total(ad_)
+        scpipe.pp.log1p(ad_)
+        scpipe.pp.highly_variable_genes(ad_, n_top_genes=100)
+        scpipe.pp.pca(ad_, n_comps=5)
+    assert type(a.X).__name__ == "ndarray" and type(a.X).__module__.startswith("cupy")
+    np.testing.assert_allclose(a.X.get(), dense(ref.X), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(a.obs["total_counts"].to_numpy(), ref.obs["total_counts"].to_numpy())
+    assert (a.var["highly_variable"] == ref.var["highly_variable"]).all()
+
+
 # One memory manager ---------------------------------------------------------------------------
 
 

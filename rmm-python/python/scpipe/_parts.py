@@ -33,13 +33,15 @@ def _cupy_module(m: Any) -> bool:
     return type(m).__module__.startswith("cupy")
 
 
-def matrix_part(m: Any, what: str = "X") -> tuple:
-    """``("csr", shape, data, indices, indptr)`` or ``("dense", array)`` for a matrix."""
+def matrix_part(m: Any, what: str = "X", dense_ok: bool = False) -> tuple:
+    """``("csr", shape, data, indices, indptr)`` or ``("dense", array)`` for a matrix.
+    ``dense_ok``: the step takes a dense matrix on the GPU as it is (PCA); the other steps read
+    a dense CuPy matrix as a CSR copy made on the device."""
     if m is None:
         raise ValueError(f"{what} is None: the step needs a matrix there")
     if _cupy_module(m):
         if settings.resolved_device() == "gpu":
-            return _cuda_part(m, what)
+            return _cuda_part(m, what, dense_ok)
         m = m.get()  # on the CPU: to the host
     if sp.issparse(m):
         if m.format not in ("csr", "csc"):
@@ -59,7 +61,7 @@ def matrix_part(m: Any, what: str = "X") -> tuple:
     raise TypeError(f"{what} is a {type(m).__module__}.{type(m).__name__}; accepted: {ACCEPTED_X}")
 
 
-def _cuda_part(m: Any, what: str) -> tuple:
+def _cuda_part(m: Any, what: str, dense_ok: bool = False) -> tuple:
     """A CuPy matrix as the extension takes it on the GPU, never through the host: float32
     values, int32 column indices and int64 row offsets (each the user's own array when it is
     of that type already; else converted by CuPy on the device)."""
@@ -81,6 +83,9 @@ def _cuda_part(m: Any, what: str) -> tuple:
         return ("cuda_csr", m.shape, data, indices, indptr)
     if m.ndim != 2:
         raise TypeError(f"{what} must be 2-dimensional, not {m.ndim}-dimensional")
+    if not dense_ok:
+        # The steps' GPU kernels other than PCA's read CSR (as the command holds X).
+        return _cuda_part(cusparse.csr_matrix(_float32(m, what)), what)
     return ("cuda_dense", cupy.ascontiguousarray(_float32(m, what)))
 
 
@@ -131,7 +136,7 @@ def matrix_from(part: tuple, like: Any = None) -> Any:
     """A matrix back from its part: scipy CSR (an ``sp.csr_array`` when ``like`` is a sparse
     array) or a numpy array; on the GPU (CuPy) when ``like`` is there."""
     if part[0] in ("cuda_csr", "cuda_dense"):
-        return _from_cuda(part)
+        return _from_cuda(part, like)
     if like is not None and _cupy_module(like):
         return _to_cupy(matrix_from(part))
     if part[0] == "dense":
@@ -141,7 +146,7 @@ def matrix_from(part: tuple, like: Any = None) -> Any:
     return cls((data, indices, indptr), shape=tuple(shape))
 
 
-def _from_cuda(part: tuple) -> Any:
+def _from_cuda(part: tuple, like: Any = None) -> Any:
     """A result the extension left on the GPU, as CuPy arrays over its buffers (no copy)."""
     import cupy
     import cupyx.scipy.sparse as cusparse
@@ -155,7 +160,9 @@ def _from_cuda(part: tuple) -> Any:
     # int32 offsets while they fit, as scipy and cupyx choose (narrowed on the device).
     if data.size <= np.iinfo(np.int32).max:
         indptr = indptr.astype(cupy.int32)
-    return cusparse.csr_matrix((data, cupy.asarray(indices).view(cupy.int32), indptr), shape=tuple(shape))
+    m = cusparse.csr_matrix((data, cupy.asarray(indices).view(cupy.int32), indptr), shape=tuple(shape))
+    # A dense CuPy X stays dense (it went to the step as a CSR copy).
+    return m.toarray() if isinstance(like, cupy.ndarray) else m
 
 
 def _to_cupy(m: Any) -> Any:

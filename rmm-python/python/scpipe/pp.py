@@ -467,7 +467,6 @@ def pca(
         raise ValueError("pca: scpipe's PCA is zero-centred (zero_center=False is not supported)")
     target = _target(data, copy)
     x, what = _matrix(target, layer)
-    xp = _parts.matrix_part(x, what)
     n_obs, n_vars = target.shape
     if use_highly_variable is not None:
         mask_var = "highly_variable" if use_highly_variable else None
@@ -477,6 +476,10 @@ def pca(
     if mask_var is not None:
         mask = target.var[mask_var] if isinstance(mask_var, str) else pd.Series(np.asarray(mask_var))
         var["highly_variable"] = _parts.column_part(np.asarray(mask, dtype=bool), "mask_var")
+    # A dense GPU X (scaled) is read as it is, unless some genes are masked out: the columns
+    # of a dense matrix are not selected on the GPU, those of its CSR copy are.
+    whole = not var or bool(np.asarray(var["highly_variable"]).all())
+    xp = _parts.matrix_part(x, what, dense_ok=whole)
     if n_comps is None:
         n_sel = int(np.asarray(var["highly_variable"]).sum()) if var else n_vars
         n_comps = min(50, n_obs - 1, n_sel - 1)
