@@ -91,14 +91,10 @@ def _cuda_part(m: Any, what: str, dense_ok: bool = False) -> tuple:
 
 def writes_in_place(m: Any, part: tuple) -> bool:
     """Whether a value-only step may write into ``m``'s own values on the GPU (as
-    rapids-singlecell does, with no copy of X): ``part`` holds the very arrays of a CuPy ``m``
-    (float32 values; for a sparse matrix also int32 indices and offsets, which stay as they
-    are). Else the step works on a copy and ``m`` is replaced by its result."""
-    if part[0] == "cuda_dense":
-        return part[1] is m
-    if part[0] == "cuda_csr":
-        return part[2] is m.data
-    return False
+    rapids-singlecell does, with no copy of X): ``part`` holds the very values (float32) of a
+    cupyx CSR ``m``; its offsets and indices are only read. Else (a dense or CSC CuPy X, other
+    value types) the step works on a copy and ``m`` is replaced by its result."""
+    return part[0] == "cuda_csr" and part[2] is m.data
 
 
 def part_values(part: tuple) -> Any:

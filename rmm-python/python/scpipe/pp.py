@@ -9,6 +9,7 @@ it was. X is computed in float32, as scpipe's command does.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Iterable, Sequence
 
@@ -62,20 +63,20 @@ def _set_matrix(adata, layer: str | None, m) -> None:
         adata.layers[layer] = m
 
 
-_NOT_COUNTS = None
+@functools.cache
+def _not_counts_kernel():
+    """A CuPy reduction: whether any value is not a count (made once, at first use)."""
+    import cupy
+
+    # NaN fails both comparisons; 3.402823466e38 is float32's largest finite value.
+    return cupy.ReductionKernel(
+        "T x", "bool y", "!(x >= 0 && x <= 3.402823466e38f)", "a || b", "y = a", "false", "scpipe_not_counts"
+    )
 
 
 def _any_not_count(values) -> bool:
     """Whether a CuPy array holds a value that is not a count, in one pass on the GPU."""
-    global _NOT_COUNTS
-    if _NOT_COUNTS is None:
-        import cupy
-
-        # NaN fails both comparisons; 3.402823466e38 is float32's largest finite value.
-        _NOT_COUNTS = cupy.ReductionKernel(
-            "T x", "bool y", "!(x >= 0 && x <= 3.402823466e38f)", "a || b", "y = a", "false", "scpipe_not_counts"
-        )
-    return bool(_NOT_COUNTS(values))
+    return bool(_not_counts_kernel()(values))
 
 
 def _check_counts(part: tuple, what: str) -> None:
@@ -300,8 +301,8 @@ def normalize_total(
     layer
         Normalize this layer instead of X.
     inplace
-        Write the result (else return ``{"X": ..., "norm_factor": ...}``). A float32 CuPy X
-        (``scpipe.get.anndata_to_GPU``) is divided in its own memory, as rapids-singlecell
+        Write the result (else return ``{"X": ..., "norm_factor": ...}``). A float32 cupyx CSR
+        X (``scpipe.get.anndata_to_GPU``) is divided in its own memory, as rapids-singlecell
         does: arrays that share it see the change. Values that are not counts (negative, NaN,
         infinite) are refused before anything is written.
     """
@@ -311,10 +312,10 @@ def normalize_total(
     x, what = _matrix(target, layer)
     xp = _parts.matrix_part(x, what)
     in_place = inplace and _parts.writes_in_place(x, xp)
-    # On the GPU the totals' pass refuses values that are not counts before the division
-    # writes anything; the one-pass kernel of a given target (no exclusion) needs them checked
-    # first.
-    if not (xp[0].startswith("cuda") and (target_sum is None or exclude_highly_expressed)):
+    # The step refuses values that are not counts in its totals' pass, before the division
+    # writes anything (CPU and GPU); only the GPU's one-pass kernel (a given target, no
+    # exclusion) writes as it reads, so its input is checked first.
+    if settings.resolved_device() == "gpu" and target_sum is not None and not exclude_highly_expressed:
         _check_counts(xp, what)
     params = {
         "target_sum": target_sum,
@@ -334,7 +335,7 @@ def normalize_total(
 
 def log1p(data, *, base: float | None = None, copy: bool = False, layer: str | None = None, **_chunking):
     """``log(1 + x)`` of X or ``layer`` (scanpy's ``log1p``); records ``uns['log1p']['base']``.
-    A float32 CuPy X is changed in its own memory, as scanpy and rapids-singlecell do."""
+    A float32 cupyx CSR X is changed in its own memory, as scanpy and rapids-singlecell do."""
     target = _target(data, copy)
     x, what = _matrix(target, layer)
     xp = _parts.matrix_part(x, what)
