@@ -265,6 +265,33 @@ def test_recipe_equals_scpipe_run_bit_for_bit(tmp_path):
         assert list(a.uns["rank_genes_groups"]["names"][f]) == list(cli.uns["rank_genes_groups"]["names"][f])
 
 
+def test_flag_gene_family_and_filter_highly_variable():
+    a = counts()
+    scpipe.pp.flag_gene_family(a, gene_family_name="mito", gene_family_prefix="MT-")
+    assert a.var["mito"].dtype == bool and a.var["mito"].sum() == 5
+    scpipe.pp.flag_gene_family(a, gene_family_name="two", gene_family_prefix=["MT-1", "G10"])
+    assert sorted(a.var_names[a.var["two"]]) == ["G10", "G100", "G101", "G102", "G103", "G104", "G105",
+                                                 "G106", "G107", "G108", "G109", "MT-1"]
+    scpipe.pp.flag_gene_family(a, gene_family_name="picked", gene_list=["G7", "MT-0", "absent"])
+    assert list(a.var_names[a.var["picked"]]) == ["MT-0", "G7"]
+    scpipe.pp.calculate_qc_metrics(a, qc_vars=["mito"], percent_top=None, inplace=True)
+    assert "pct_counts_mito" in a.obs
+    snap = snapshot(a)
+    for bad in [dict(), dict(gene_family_prefix="MT-", gene_list=["G1"]), dict(gene_list="G1")]:
+        with pytest.raises(ValueError, match="flag_gene_family"):
+            scpipe.pp.flag_gene_family(a, gene_family_name="bad", **bad)
+    with pytest.raises(KeyError, match="highly_variable_genes first"):
+        scpipe.pp.filter_highly_variable(a)
+    unchanged(a, snap)
+    scpipe.pp.normalize_total(a)
+    scpipe.pp.log1p(a)
+    scpipe.pp.highly_variable_genes(a, n_top_genes=50)
+    keep = a.var_names[a.var["highly_variable"]]
+    x = dense(a[:, keep].X)
+    scpipe.pp.filter_highly_variable(a)
+    assert list(a.var_names) == list(keep) and np.array_equal(dense(a.X), x)
+
+
 # rapids-singlecell's way ---------------------------------------------------------------------
 
 
@@ -277,12 +304,16 @@ def test_rapids_singlecell_flow_line_for_line():
     a = counts(n_obs=800, n_vars=1000)
     scpipe.get.anndata_to_GPU(a)
     assert type(a.X).__module__.startswith("cupyx")
-    scpipe.pp.calculate_qc_metrics(a, qc_vars=["mt"], inplace=True)
+    scpipe.pp.flag_gene_family(a, gene_family_name="MT", gene_family_prefix="MT-")
+    scpipe.pp.calculate_qc_metrics(a, qc_vars=["MT"], inplace=True)
     scpipe.pp.filter_cells(a, min_genes=50)
     scpipe.pp.filter_genes(a, min_cells=3)
     scpipe.pp.normalize_total(a, target_sum=1e4)
     scpipe.pp.log1p(a)
     scpipe.pp.highly_variable_genes(a, n_top_genes=200, flavor="cell_ranger")
+    scpipe.pp.filter_highly_variable(a)
+    assert a.n_vars == 200 and type(a.X).__module__.startswith("cupyx")
+    scpipe.pp.scale(a, max_value=10)
     scpipe.pp.pca(a, n_comps=20)
     scpipe.pp.neighbors(a)
     scpipe.tl.umap(a)

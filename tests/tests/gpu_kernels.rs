@@ -281,13 +281,23 @@ fn normalize_log1p_scale_match_the_cpu() {
         }
     };
     on_random_and_real(2..300, 1..300, check);
-    // Values that are not counts: refused by the totals' pass, X left as it was (the division
-    // never ran), as the CPU twin refuses them.
-    for bad in [-1.0f32, f32::NAN, f32::INFINITY] {
+    // Values that are not counts: refused by the totals' pass (the median target) or the check
+    // before the fused kernel (a given target), X left as it was (nothing was written), as the
+    // CPU twin refuses them. The first, a middle and the last value: the check's unaligned head,
+    // its 16-byte loads and its tail.
+    let nnz = inputs(7, 40, 30).nnz();
+    let given = NormalizeParams {
+        target_sum: Some(1e4),
+        ..NormalizeParams::default()
+    };
+    for (bad, at, params) in [-1.0f32, f32::NAN, f32::INFINITY]
+        .into_iter()
+        .flat_map(|b| [0, 5, nnz - 1].map(move |at| (b, at)))
+        .flat_map(|(b, at)| [NormalizeParams::default(), given].map(move |p| (b, at, p)))
+    {
         let mut x = inputs(7, 40, 30);
-        x.data[5] = bad;
+        x.data[at] = bad;
         let mut dx = DeviceCsr::upload(&ctx, &x).unwrap();
-        let params = NormalizeParams::default();
         let e = sc_kernels::normalize::normalize_total_gpu(&ctx, &mut dx, &params).unwrap_err();
         assert!(
             e.to_string().contains("normalize_total needs counts"),

@@ -26,6 +26,8 @@ __all__ = [
     "normalize_total",
     "log1p",
     "highly_variable_genes",
+    "flag_gene_family",
+    "filter_highly_variable",
     "scale",
     "pca",
     "harmony_integrate",
@@ -312,11 +314,7 @@ def normalize_total(
     x, what = _matrix(target, layer)
     xp = _parts.matrix_part(x, what)
     in_place = inplace and _parts.writes_in_place(x, xp)
-    # The step refuses values that are not counts in its totals' pass, before the division
-    # writes anything (CPU and GPU); only the GPU's one-pass kernel (a given target, no
-    # exclusion) writes as it reads, so its input is checked first.
-    if settings.resolved_device() == "gpu" and target_sum is not None and not exclude_highly_expressed:
-        _check_counts(xp, what)
+    # The step itself refuses values that are not counts before its one write (CPU and GPU).
     params = {
         "target_sum": target_sum,
         "exclude_highly_expressed": exclude_highly_expressed,
@@ -409,6 +407,45 @@ def highly_variable_genes(
     if subset:
         adata._inplace_subset_var(np.asarray(adata.var["highly_variable"], dtype=bool))
     return None
+
+
+def flag_gene_family(
+    adata,
+    *,
+    gene_family_name: str,
+    gene_family_prefix: str | None = None,
+    gene_list: Iterable[str] | None = None,
+) -> None:
+    """Marks a family of genes in ``var[gene_family_name]`` (bool), as rapids-singlecell's
+    ``flag_gene_family``: the genes whose names start with ``gene_family_prefix`` (``"MT-"`` for
+    human mitochondrial genes, ``"mt-"`` for mouse; ``("RPS", "RPL")``-style tuples too) or the
+    genes named in ``gene_list``. Give exactly one of the two. The column is what
+    ``calculate_qc_metrics(qc_vars=[gene_family_name])`` reads.
+    """
+    if (gene_family_prefix is None) == (gene_list is None):
+        raise ValueError("flag_gene_family: give exactly one of gene_family_prefix and gene_list")
+    names = adata.var_names
+    if gene_family_prefix is not None:
+        if isinstance(gene_family_prefix, list):
+            gene_family_prefix = tuple(gene_family_prefix)
+        flags = names.str.startswith(gene_family_prefix)
+    else:
+        if isinstance(gene_list, str):
+            raise ValueError("flag_gene_family: gene_list is a list of gene names, not one string")
+        flags = names.isin(list(gene_list))
+    _parts.view_to_actual(adata)
+    adata.var[gene_family_name] = np.asarray(flags, dtype=bool)
+
+
+def filter_highly_variable(adata) -> None:
+    """Keeps only the highly variable genes (``var['highly_variable']``, from
+    ``highly_variable_genes``), as rapids-singlecell's ``filter_highly_variable``: X, layers and
+    ``var`` are subset where they lie (on the GPU for a CuPy X); ``.raw`` is left as it is."""
+    if "highly_variable" not in adata.var.columns:
+        raise KeyError("filter_highly_variable: var has no 'highly_variable' column; run highly_variable_genes first")
+    mask = np.asarray(adata.var["highly_variable"], dtype=bool)
+    _parts.view_to_actual(adata)
+    adata._inplace_subset_var(mask)
 
 
 def scale(

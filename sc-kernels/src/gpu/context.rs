@@ -173,6 +173,17 @@ impl GpuContext {
         self.multiprocessors
     }
 
+    /// A grid-stride launch over `items` of 256 threads a block, at most enough blocks to fill
+    /// the device a few times over (the kernel loops over the rest).
+    pub fn filling_grid(&self, items: usize) -> LaunchConfig {
+        let blocks = (items.div_ceil(256) as u32).clamp(1, self.multiprocessors * 16);
+        LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        }
+    }
+
     /// The most dynamic shared memory one block may use, in bytes (with
     /// [`GpuContext::function_with_shared`]'s opt-in).
     pub fn max_shared_per_block(&self) -> usize {

@@ -7,7 +7,7 @@ use crate::gpu::module_cache::KernelSource;
 use crate::gpu::streamed::{csr_blocks, update_values_in_place};
 use crate::gpu::trace::PhaseTrace;
 use crate::gpu::{DeviceCsr, GpuContext};
-use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
+use rmm_cuda::cudarc::driver::PushKernelArg;
 
 pub(crate) const SRC: KernelSource = KernelSource {
     name: "log1p",
@@ -25,14 +25,7 @@ pub fn log1p_gpu(ctx: &GpuContext, x: &mut DeviceCsr, base: Option<f64>) -> Resu
     trace.mark("module")?;
     let mut l = ctx.launcher(&f);
     l.arg(&x.data).arg(&n).arg(&ln_base);
-    // A grid-stride loop over a grid that fills the device a few times.
-    let blocks = (x.nnz().div_ceil(256) as u32).min(ctx.multiprocessors() * 16);
-    let cfg = LaunchConfig {
-        grid_dim: (blocks, 1, 1),
-        block_dim: (256, 1, 1),
-        shared_mem_bytes: 0,
-    };
-    ctx.launch(l, cfg, "log1p_values")?;
+    ctx.launch(l, ctx.filling_grid(x.nnz()), "log1p_values")?;
     trace.mark("kernel")
 }
 

@@ -47,7 +47,8 @@ fn totals(
     Ok(counts)
 }
 
-/// Normalizes a device matrix in place (finite values, as the pipeline checks before upload).
+/// Normalizes a device matrix in place. Values that are not counts (negative, NaN, infinite) are
+/// refused before anything is written.
 pub fn normalize_total_gpu(
     ctx: &GpuContext,
     x: &mut DeviceCsr,
@@ -75,16 +76,29 @@ pub fn normalize_total_gpu_across(
         };
         let target = t as f32;
         let null = 0u64;
+        let bad = ctx.zeros::<u32>(1)?;
+        let check = ctx.function(SRC, "not_counts")?;
         let f = ctx.function(SRC, "normalize_rows")?;
         trace.mark("module and memory")?;
+        // The fused kernel writes as it reads, so the values are checked in a pass before it;
+        // it reads the flag and writes nothing when it is set (no round trip in between).
+        let nnz = x.nnz() as u64;
+        let mut l = ctx.launcher(&check);
+        l.arg(&x.data).arg(&nnz).arg(&bad);
+        ctx.launch(l, ctx.filling_grid(x.nnz().div_ceil(4)), "not_counts")?;
+        trace.mark("check")?;
         let mut l = ctx.launcher(&f);
         l.arg(&x.indptr).arg(&x.data).arg(&n).arg(&target);
         match &counts {
             Some(c) => l.arg(c),
             None => l.arg(&null),
         };
+        l.arg(&bad);
         ctx.launch(l, warps_for_rows(x.n_rows), "normalize_rows")?;
         trace.mark("kernel")?;
+        if ctx.download(&bad)?[0] != 0 {
+            return Err(not_counts_error());
+        }
         let counts_h = match &counts {
             Some(c) => ctx.download(c)?,
             None => Vec::new(),
@@ -100,9 +114,7 @@ pub fn normalize_total_gpu_across(
     let bad = ctx.zeros::<u32>(1)?;
     let mut counts = totals(ctx, x, None, Some(&bad))?;
     if ctx.download(&bad)?[0] != 0 {
-        return Err(KernelError::Unsupported(
-            "X holds negative, NaN or infinite values; normalize_total needs counts".into(),
-        ));
+        return Err(not_counts_error());
     }
     let mut excluded = None;
     if params.exclude_highly_expressed {
@@ -121,6 +133,13 @@ pub fn normalize_total_gpu_across(
     let (target, factor) = target_and_factors_across(&counts_h, params, comm)?;
     divide_rows(ctx, x, &factor)?;
     Ok(result(params, target, &counts_h, &factor, excluded))
+}
+
+/// The refusal of a matrix whose values are not all counts (nothing was written).
+fn not_counts_error() -> KernelError {
+    KernelError::Unsupported(
+        "X holds negative, NaN or infinite values; normalize_total needs counts".into(),
+    )
 }
 
 /// Marks (1) the genes that make up more than `max_fraction` of some row's total.
@@ -176,9 +195,11 @@ fn divide_rows(ctx: &GpuContext, x: &mut DeviceCsr, factor: &[f32]) -> Result<()
 
 /// `normalize_total` of a host matrix streamed through the device in row blocks of at most
 /// `block_bytes`, the values written back in place. With a target sum and no exclusion each
-/// block runs the in-memory kernel (one pass, the same values bit for bit); the median target
-/// and `exclude_highly_expressed` first take the totals of every row (and the highly expressed
-/// genes of every block) in their own passes, then divide.
+/// block runs the in-memory kernel (the same values bit for bit); the median target and
+/// `exclude_highly_expressed` first take the totals of every row (and the highly expressed
+/// genes of every block) in their own passes, then divide. The values must be counts (the
+/// pipeline checks them when it reads): a block that is not is refused after the blocks
+/// before it were written back.
 pub fn normalize_total_streamed(
     ctx: &GpuContext,
     x: &mut CsrMatrix<f32>,

@@ -6,6 +6,10 @@
     u32 lane = threadIdx.x & 31; \
     for (u64 r = (((u64)blockIdx.x * blockDim.x) + threadIdx.x) >> 5; r < (n); r += warps)
 
+__device__ __forceinline__ bool not_count(float v) {
+    return !(v >= 0.0f && v <= 3.402823466e38f);  // FLT_MAX: NaN and inf fail
+}
+
 // keep: per gene, 0 = left out of the totals; null = every gene counts. bad: set to 1 when a
 // value is not a count (negative, NaN or infinite), so the division is refused before it
 // writes anything (the check costs no pass of its own); null = not checked.
@@ -14,15 +18,15 @@ extern "C" __global__ void row_totals(const u64* indptr, const u32* indices, con
                                       unsigned int* bad) {
     WARP_ROWS_LOOP(n_rows) {
         double s = 0.0;
-        bool not_count = false;
+        bool found = false;
         for (u64 p = indptr[r] + lane; p < indptr[r + 1]; p += 32) {
             float v = data[p];
-            not_count |= !(v >= 0.0f && v <= 3.402823466e38f);  // FLT_MAX: NaN and inf fail
+            found |= not_count(v);
             if (!keep || keep[indices[p]]) s += (double)v;
         }
         s = warp_sum_f64(s);
         if (lane == 0) counts[r] = (float)s;
-        if (bad && __any_sync(FULL_MASK, not_count) && lane == 0) *bad = 1u;
+        if (bad && __any_sync(FULL_MASK, found) && lane == 0) *bad = 1u;
     }
 }
 
@@ -44,12 +48,33 @@ extern "C" __global__ void divide_rows(const u64* indptr, float* data, u64 n_row
     }
 }
 
+// Sets *bad to 1 when a value is not a count: the check normalize_rows needs before its first
+// write, as one read of the values at full width (16-byte loads; an unaligned head and the tail
+// one value a thread).
+extern "C" __global__ void not_counts(const float* data, u64 n, unsigned int* bad) {
+    const u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    u64 head = ((16 - ((u64)data & 15)) & 15) / 4;
+    if (head > n) head = n;
+    const u64 quads = (n - head) / 4;
+    bool found = t < head && not_count(data[t]);
+    const float4* q = (const float4*)(data + head);
+    for (u64 i = t; i < quads; i += stride) {
+        float4 v = q[i];
+        found |= not_count(v.x) | not_count(v.y) | not_count(v.z) | not_count(v.w);
+    }
+    for (u64 i = head + 4 * quads + t; i < n; i += stride) found |= not_count(data[i]);
+    if (__any_sync(FULL_MASK, found) && (threadIdx.x & 31) == 0) *bad = 1u;
+}
+
 // With a given target and no gene excluded: totals and division in one pass per row (the row is
 // still in cache for the second read). Same f32 arithmetic as row_totals + divide_rows, and each
 // lane adds its values in the same order; four loads a lane are in flight at once (a row of a
-// thousand values is then eight rounds, not thirty-two). counts: null = not wanted.
+// thousand values is then eight rounds, not thirty-two). counts: null = not wanted. bad: the
+// flag not_counts set before it on the stream; when set, nothing is written.
 extern "C" __global__ void normalize_rows(const u64* indptr, float* data, u64 n_rows, float target,
-                                          float* counts) {
+                                          float* counts, const unsigned int* bad) {
+    if (*bad) return;
     WARP_ROWS_LOOP(n_rows) {
         const u64 end = indptr[r + 1];
         u64 p = indptr[r] + lane;

@@ -6,7 +6,9 @@
 # For each size: rapids-singlecell's generated file, then `python_api.py` (scpipe, one process,
 # each step twice) and `rsc_bench.py --no-cpu` (rapids-singlecell the same way), taking turns
 # `ROUNDS` times (default 1). `TESTS=1` first runs the Python package's tests with REQUIRE_GPU=1;
-# `PROFILE=1` adds `experiments/python_api_profile.py` on the first size. Output under $OUT.
+# `PROFILE=1` adds `experiments/python_api_profile.py` on the first size; `EMBED=FILE.npy` saves
+# the flow's harmony embedding (for `experiments/scanpy_rest.py`); `KEEP_INPUT=1` leaves the
+# generated files in /tmp (`$F`: the last). Output under $OUT.
 set -uo pipefail
 OUT="${OUT:-/tmp/out}"
 mkdir -p "$OUT"
@@ -26,10 +28,10 @@ for n in "${sizes[@]}"; do
   fi
   for r in $(seq 1 "${ROUNDS:-1}"); do
     echo "== scpipe, $n cells, round $r"
-    python3 scripts/device/benchmarks/python_api.py "$F" "$OUT/py_${n}_$r.json" 2>&1 | tee "$OUT/py_${n}_$r.txt" | grep -v "^scpipe:"
+    python3 scripts/device/benchmarks/python_api.py "$F" "$OUT/py_${n}_$r.json" ${EMBED:+"$EMBED"} 2>&1 | tee "$OUT/py_${n}_$r.txt" | grep -v "^scpipe:"
     echo "== rapids-singlecell, $n cells, round $r"
     python3 .rsc-bench/rsc_bench.py --no-cpu --n-cells "$n" --out "$OUT/rsc_${n}_$r" > "$OUT/rsc_${n}_$r.txt" 2>&1
     tail -28 "$OUT/rsc_${n}_$r.txt"
   done
-  rm -f "$F"
+  [ "${KEEP_INPUT:-0}" = 1 ] || rm -f "$F"
 done
