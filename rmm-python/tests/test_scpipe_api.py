@@ -340,6 +340,21 @@ def on_gpu():
     scpipe.settings.device = previous
 
 
+def test_regress_out_on_a_gpu_x_stays_on_the_gpu(on_gpu):
+    """GPU only: regress_out (computed on the host for now) brings a CuPy X back, and puts the
+    dense residuals on the GPU again, equal to the host's."""
+    import cupy
+
+    ref = processed(counts())
+    ref.obs["depth"] = np.asarray(ref.obs_names.str[1:], dtype=float)
+    a = ref.copy()
+    scpipe.pp.regress_out(ref, ["depth"])
+    scpipe.get.anndata_to_GPU(a)
+    scpipe.pp.regress_out(a, ["depth"])
+    assert isinstance(a.X, cupy.ndarray) and a.X.dtype == cupy.float32
+    assert np.array_equal(a.X.get(), ref.X)
+
+
 def test_a_gpu_x_is_normalized_and_logged_in_its_own_memory(on_gpu):
     """GPU only: a float32 CuPy X is changed where it lies (as rapids-singlecell does, no copy of
     X), with the host's values; values that are not counts are refused before any write, and

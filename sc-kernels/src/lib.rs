@@ -41,6 +41,7 @@ pub mod qc;
 pub mod random;
 pub mod rank_genes;
 pub mod real;
+pub mod regress;
 pub mod scale;
 pub mod stats;
 pub mod synth;

@@ -28,6 +28,7 @@ __all__ = [
     "highly_variable_genes",
     "flag_gene_family",
     "filter_highly_variable",
+    "regress_out",
     "scale",
     "pca",
     "harmony_integrate",
@@ -446,6 +447,53 @@ def filter_highly_variable(adata) -> None:
     mask = np.asarray(adata.var["highly_variable"], dtype=bool)
     _parts.view_to_actual(adata)
     adata._inplace_subset_var(mask)
+
+
+def regress_out(
+    adata,
+    keys: str | Sequence[str],
+    *,
+    layer: str | None = None,
+    n_jobs: int | None = None,
+    copy: bool = False,
+):
+    """Regresses out unwanted sources of variation (scanpy's ``regress_out``): each gene is
+    replaced by its least-squares residuals on the ``obs`` columns ``keys``.
+
+    Parameters
+    ----------
+    keys
+        Numeric ``obs`` columns (an intercept is added), or one categorical column (text
+        columns are taken as categories, as scanpy does): then each gene is regressed on its
+        mean within the cell's category. An empty list takes every ``obs`` column, as scanpy.
+    layer
+        Regress this layer instead of X.
+    n_jobs
+        scanpy's; unused (every core works).
+    copy
+        Return a new AnnData instead of changing this one.
+
+    X (or the layer) becomes dense float32 (scanpy returns float64 for a categorical key). It
+    is computed on the host for now: a GPU X comes back, and goes to the GPU again, dense.
+    """
+    del n_jobs
+    target = _target(adata, copy)
+    keys = [keys] if isinstance(keys, str) else list(keys)
+    if not keys:
+        keys = list(target.obs.columns)
+    obs = {}
+    for i, k in enumerate(keys):
+        if k not in target.obs.columns:
+            raise KeyError(f"keys: obs has no column {k!r}")
+        col = target.obs[k]
+        if i == 0 and (col.dtype == object or pd.api.types.is_string_dtype(col.dtype)):
+            col = col.astype("category")
+        obs[k] = _parts.column_part(col, f"obs[{k!r}]")
+    x, what = _matrix(target, layer)
+    xp = _parts.matrix_part(x, what)
+    out = _parts.call("regress_out", {"X": xp, "obs": obs}, {"keys": keys}, return_x=True)
+    _set_matrix(target, layer, _parts.matrix_from(out["X"], like=x))
+    return target if copy else None
 
 
 def scale(

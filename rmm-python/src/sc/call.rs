@@ -42,6 +42,8 @@ enum Call {
     Normalize(NormalizeParams),
     Log1p(Option<f64>),
     Hvg(HvgOptions),
+    /// The obs columns to regress on.
+    RegressOut(Vec<String>),
     Scale(ScaleParams),
     Pca(usize),
     Harmony(HarmonyOptions),
@@ -198,15 +200,18 @@ fn run(
     progress: bool,
 ) -> sc_pipeline::Result<Extra> {
     let ctx = gpu.map(|g| g.ctx.clone());
-    let reads_x = !matches!(
+    // The steps that work on X on the GPU get it there first (the graph steps do not read it;
+    // regress_out computes on the host for now).
+    let x_to_device = !matches!(
         call,
         Call::Harmony(_)
+            | Call::RegressOut(_)
             | Call::Neighbors { .. }
             | Call::Umap(_)
             | Call::Leiden(_)
             | Call::Recipe(_)
     );
-    if let (Some(c), true) = (&ctx, reads_x) {
+    if let (Some(c), true) = (&ctx, x_to_device) {
         if !matches!(adata.x, Matrix::Device(_)) {
             adata.to_device(c)?;
         }
@@ -240,6 +245,7 @@ fn run(
         Call::Hvg(o) => {
             steps::highly_variable_genes(adata, o)?;
         }
+        Call::RegressOut(keys) => steps::regress_out(adata, keys)?,
         Call::Scale(p) => steps::scale(adata, p)?,
         Call::Pca(n) => {
             steps::pca(adata, *n)?;
@@ -327,6 +333,7 @@ fn parse(step: &str, p: &Bound<'_, PyDict>) -> PyResult<Call> {
         }),
         "log1p" => Call::Log1p(opt(p, "base")?),
         "highly_variable_genes" => Call::Hvg(hvg_options(p)?),
+        "regress_out" => Call::RegressOut(req(p, "keys")?),
         "scale" => Call::Scale(ScaleParams {
             zero_center: req(p, "zero_center")?,
             max_value: opt(p, "max_value")?,
