@@ -111,11 +111,10 @@ pub(super) fn read_chunk_into(
         }
         DirectLayout::Blosc => {
             let frame = &mut bufs.stored;
-            frame.clear();
-            frame.reserve(stored);
-            // SAFETY: read_exact_at writes all `stored` bytes or fails (the length is then
-            // reset below).
-            unsafe { frame.set_len(stored) };
+            // Initialised bytes for the read to overwrite: the buffer is reused chunk after
+            // chunk, so only its growth is zero-filled (an uninitialised slice handed to
+            // read_exact_at would be undefined behaviour).
+            frame.resize(stored, 0);
             if let Err(e) = file.read_exact_at(frame, 0) {
                 frame.clear();
                 return Err(bad(e.to_string()));
