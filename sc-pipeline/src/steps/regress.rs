@@ -12,24 +12,24 @@ use sc_kernels::gpu::DeviceDense;
 use sc_kernels::regress::Covariates;
 
 /// Regresses X's genes on the obs columns `keys` (one categorical column, or numeric ones).
+/// X is left as it was when the regression is refused.
 pub fn regress_out(adata: &mut AnnData, keys: &[String]) -> Result<()> {
     let covariates = covariates(adata, keys)?;
-    let empty = || Matrix::Sparse(sc_kernels::csr::CsrMatrix::zeros(0, 0));
-    let (host, ctx) = match std::mem::replace(&mut adata.x, empty()) {
-        Matrix::Device(d) => {
-            let ctx = d.ctx.clone();
-            (Matrix::Device(d).into_host(), Some(ctx))
+    let dense = |m: Matrix| -> Result<DenseMatrix<f32>> {
+        match m {
+            Matrix::Sparse(c) => Ok(c.to_dense()),
+            Matrix::Dense(d) => Ok(d),
+            Matrix::Device(_) => Err(Error::Device(
+                "regress_out: X did not come back from the GPU".into(),
+            )),
         }
-        m => (Ok(m), None),
     };
-    let mut x: DenseMatrix<f32> = match host {
-        Ok(Matrix::Sparse(c)) => c.to_dense(),
-        Ok(Matrix::Dense(d)) => d,
-        Ok(Matrix::Device(_)) => unreachable!("into_host returns a host matrix"),
-        Err(e) => return Err(e),
+    let (mut x, ctx) = match &adata.x {
+        Matrix::Sparse(c) => (c.to_dense(), None),
+        Matrix::Dense(d) => (d.clone(), None),
+        Matrix::Device(d) => (dense(adata.x.host_copy()?)?, Some(d.ctx.clone())),
     };
-    let done = sc_kernels::regress::regress_out(&mut x, &covariates);
-    // X goes back where it was also when the regression is refused (its values untouched).
+    sc_kernels::regress::regress_out(&mut x, &covariates).map_err(kernel_error("regress_out"))?;
     adata.x = match &ctx {
         Some(ctx) => Matrix::Device(DeviceMatrix::dense(
             ctx,
@@ -37,7 +37,7 @@ pub fn regress_out(adata: &mut AnnData, keys: &[String]) -> Result<()> {
         )),
         None => Matrix::Dense(x),
     };
-    done.map_err(kernel_error("regress_out"))
+    Ok(())
 }
 
 /// The covariates of `keys`: one categorical column alone, else numeric (or boolean) columns.
