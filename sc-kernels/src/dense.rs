@@ -1,6 +1,7 @@
 //! Row-major dense matrices (numpy's C order, the layout h5ad files store).
 
 use crate::error::{KernelError, Result};
+use crate::real::Real;
 
 /// A dense matrix; element `(i, j)` is `data[i * n_cols + j]`.
 #[derive(Debug, Clone, PartialEq)]
@@ -101,5 +102,20 @@ impl<T: Copy + Default> DenseMatrix<T> {
             n_cols: keep.len(),
             data,
         })
+    }
+}
+
+impl<T: Real> DenseMatrix<T> {
+    /// Fails on the first NaN or infinite value (in row order), found on every core.
+    pub fn check_finite(&self) -> Result<()> {
+        let d = self.n_cols.max(1);
+        match crate::first_match::par_position_first(&self.data, |v| !v.is_finite()) {
+            Some(p) => Err(KernelError::NonFinite {
+                row: p / d,
+                col: p % d,
+                value: self.data[p].to_f64(),
+            }),
+            None => Ok(()),
+        }
     }
 }

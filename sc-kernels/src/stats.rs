@@ -13,6 +13,30 @@ pub(crate) fn ranges(n: usize) -> Vec<std::ops::Range<usize>> {
     (0..n).step_by(step).map(|s| s..(s + step).min(n)).collect()
 }
 
+/// Fixed-size chunks of `0..len`, each reduced by `f` into a zeroed `size`-vector, added in
+/// chunk order: a parallel sum whose bits do not
+/// depend on the number of threads.
+pub(crate) fn chunked_sum(
+    len: usize,
+    chunk: usize,
+    size: usize,
+    f: impl Fn(std::ops::Range<usize>, &mut [f64]) + Sync,
+) -> Vec<f64> {
+    let parts: Vec<Vec<f64>> = (0..len.div_ceil(chunk))
+        .into_par_iter()
+        .map(|c| {
+            let mut acc = vec![0f64; size];
+            f(c * chunk..((c + 1) * chunk).min(len), &mut acc);
+            acc
+        })
+        .collect();
+    let mut total = vec![0f64; size];
+    for p in parts {
+        total.iter_mut().zip(&p).for_each(|(t, &v)| *t += v);
+    }
+    total
+}
+
 /// Adds `b` into `a` element-wise.
 pub(crate) fn add_into<T: Copy + std::ops::AddAssign>(a: &mut [T], b: &[T]) {
     for (x, y) in a.iter_mut().zip(b) {

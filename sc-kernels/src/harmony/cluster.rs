@@ -3,10 +3,9 @@
 //! the diversity penalty, the objective). Formulas: the module documentation of [`super`].
 
 use super::rng::{derive_key, Permutation, TAG_BLOCKS};
-use super::{
-    chunked_sum, clustering_converged, diversity, expected, penalty, HarmonyParams, Setup,
-};
+use super::{clustering_converged, diversity, expected, penalty, HarmonyParams, Setup};
 use crate::fastmath::exp_f32;
+use crate::stats::chunked_sum;
 use faer::{Accum, MatMut, MatRef, Par};
 use rayon::prelude::*;
 

@@ -6,9 +6,9 @@
 //! nearest centroid by `|c|^2 - 2 z.c`, ties to the lower index; an empty cluster keeps its
 //! centroid), until no assignment changes or `max_iter`.
 
-use super::chunked_sum;
 use super::rng::{derive_key, Permutation, TAG_KMEANS_DRAWS, TAG_KMEANS_SAMPLE};
 use crate::random::SplitMix64;
+use crate::stats::chunked_sum;
 use faer::{Accum, MatMut, MatRef, Par};
 use rayon::prelude::*;
 

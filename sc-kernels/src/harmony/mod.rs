@@ -585,28 +585,5 @@ pub fn harmony_integrate(
     })
 }
 
-/// Fixed-size chunks of `0..len`, each reduced by `f` into a zeroed `size`-vector, added in
-/// chunk order: a deterministic parallel sum.
-pub(crate) fn chunked_sum(
-    len: usize,
-    chunk: usize,
-    size: usize,
-    f: impl Fn(std::ops::Range<usize>, &mut [f64]) + Sync,
-) -> Vec<f64> {
-    let parts: Vec<Vec<f64>> = (0..len.div_ceil(chunk))
-        .into_par_iter()
-        .map(|c| {
-            let mut acc = vec![0f64; size];
-            f(c * chunk..((c + 1) * chunk).min(len), &mut acc);
-            acc
-        })
-        .collect();
-    let mut total = vec![0f64; size];
-    for p in parts {
-        total.iter_mut().zip(&p).for_each(|(t, &v)| *t += v);
-    }
-    total
-}
-
 #[cfg(test)]
 mod tests;

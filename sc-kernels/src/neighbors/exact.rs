@@ -6,7 +6,7 @@
 use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
 use crate::gpu::{DeviceVec, GpuContext};
-use crate::neighbors::knn::{check_finite, check_k, Knn, EXTRA};
+use crate::neighbors::knn::{check_k, Knn, EXTRA};
 use crate::neighbors::pruned;
 use crate::neighbors::result::Scan;
 use crate::neighbors::scan::device::{f32_scan, refine, MAX_DIMS, MAX_K};
@@ -24,7 +24,7 @@ pub(crate) const REF_BLOCK: usize = 2048;
 pub fn knn_exact<T: Real>(x: &DenseMatrix<T>, k: usize) -> Result<Knn> {
     let (n, d) = (x.n_rows, x.n_cols);
     check_k(n, k)?;
-    check_finite(x)?;
+    x.check_finite()?;
     let xf: Vec<f32> = x.data.iter().map(|v| v.to_f64() as f32).collect();
     let norms: Vec<f32> = (0..n)
         .map(|i| xf[i * d..(i + 1) * d].iter().map(|v| v * v).sum())
@@ -205,7 +205,7 @@ pub fn knn_rows_gpu(
     k: usize,
     rows: std::ops::Range<usize>,
 ) -> Result<(Vec<u32>, Vec<f32>, Scan)> {
-    check_finite(x)?;
+    x.check_finite()?;
     ctx.bind_to_thread()?;
     let xd = ctx.upload(&x.data)?;
     let q = rows.len();

@@ -1,8 +1,7 @@
-//! A kNN result and the checks every kNN search makes of its input.
+//! A kNN result and the check of k every kNN search makes (the input's finiteness:
+//! `DenseMatrix::check_finite`).
 
-use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
-use crate::real::Real;
 
 /// The k nearest neighbours of each cell, nearest first; row `i` is `[i*k, (i+1)*k)`.
 #[derive(Debug, Clone, PartialEq)]
@@ -35,17 +34,4 @@ pub(crate) fn check_k(n: usize, k: usize) -> Result<()> {
         ));
     }
     Ok(())
-}
-
-/// Every coordinate must be finite.
-pub(crate) fn check_finite<T: Real>(x: &DenseMatrix<T>) -> Result<()> {
-    let d = x.n_cols;
-    match crate::first_match::par_position_first(&x.data, |v| !v.is_finite()) {
-        Some(p) => Err(KernelError::NonFinite {
-            row: p / d.max(1),
-            col: p % d.max(1),
-            value: x.data[p].to_f64(),
-        }),
-        None => Ok(()),
-    }
 }

@@ -155,7 +155,7 @@ pub fn neighbors_gpu<T: Real>(
     params: &NeighborsParams,
 ) -> Result<NeighborsResult> {
     let k = effective_k(x.n_rows, params)?;
-    knn::check_finite(x)?;
+    x.check_finite()?;
     let values: Vec<f32> = x.data.par_iter().map(|v| v.to_f64() as f32).collect();
     let xd = ctx.upload(&values)?;
     let Some(ivf) = params.method.ivf_for(x.n_rows) else {

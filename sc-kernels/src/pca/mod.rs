@@ -644,15 +644,7 @@ impl<T: Real> PcaInput for DenseMatrix<T> {
     }
 
     fn check_finite(&self) -> Result<()> {
-        let g = self.n_cols;
-        match self.data.iter().position(|v| !v.is_finite()) {
-            Some(p) => Err(KernelError::NonFinite {
-                row: p / g,
-                col: p % g,
-                value: self.data[p].to_f64(),
-            }),
-            None => Ok(()),
-        }
+        DenseMatrix::check_finite(self)
     }
 
     fn row_into(&self, i: usize, r: &mut [f64]) {

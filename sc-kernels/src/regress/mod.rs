@@ -12,6 +12,7 @@
 
 use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
+use crate::stats::chunked_sum;
 use faer::linalg::solvers::DenseSolveCore;
 use faer::{Mat, Side};
 use rayon::prelude::*;
@@ -83,36 +84,15 @@ fn check(x: &DenseMatrix<f32>, covariates: &Covariates) -> Result<()> {
             }
         }
     }
-    if let Some(p) = x.data.iter().position(|v| !v.is_finite()) {
-        return Err(KernelError::NonFinite {
-            row: p / x.n_cols.max(1),
-            col: p % x.n_cols.max(1),
-            value: x.data[p] as f64,
-        });
-    }
-    Ok(())
+    x.check_finite()
 }
 
-/// Sums `per_row(i, acc)` over the rows into an accumulator of `len` values, in fixed chunks
-/// added in row order (the same bits for any number of threads).
+/// Sums `per_row(i, acc)` over the rows into `len` values, in fixed chunks of rows added in
+/// order (the same bits for any number of threads).
 fn ordered_sum(n_rows: usize, len: usize, per_row: impl Fn(usize, &mut [f64]) + Sync) -> Vec<f64> {
-    let chunks: Vec<Vec<f64>> = (0..n_rows.div_ceil(CHUNK_ROWS))
-        .into_par_iter()
-        .map(|c| {
-            let mut acc = vec![0f64; len];
-            for i in c * CHUNK_ROWS..((c + 1) * CHUNK_ROWS).min(n_rows) {
-                per_row(i, &mut acc);
-            }
-            acc
-        })
-        .collect();
-    let mut total = vec![0f64; len];
-    for acc in chunks {
-        for (t, a) in total.iter_mut().zip(acc) {
-            *t += a;
-        }
-    }
-    total
+    chunked_sum(n_rows, CHUNK_ROWS, len, |rows, acc| {
+        rows.for_each(|i| per_row(i, acc))
+    })
 }
 
 /// Continuous covariates: the design `[1, covariates...]`, solved for every gene at once.

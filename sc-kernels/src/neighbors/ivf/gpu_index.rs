@@ -7,7 +7,7 @@ use crate::gpu::{DeviceVec, GpuContext};
 use crate::neighbors::ivf::probes::{settle_probes, target_of};
 use crate::neighbors::ivf::recall::{exact_sample_gpu, recall_cells, SampleKnn};
 use crate::neighbors::ivf::{IvfParams, IvfShape, IvfStats};
-use crate::neighbors::knn::{check_finite, check_k, EXTRA};
+use crate::neighbors::knn::{check_k, EXTRA};
 use crate::neighbors::lists::gpu::{centroids_gpu, ListLayout};
 use crate::neighbors::lists::{probe_table, refs_per_cell, Lists};
 use crate::neighbors::scan::device::{RefTable, MAX_DIMS, MAX_K};
@@ -30,7 +30,7 @@ pub(crate) struct GpuIndex {
 pub(crate) fn gpu_shape(x: &DenseMatrix<f32>, k: usize, params: &IvfParams) -> Result<IvfShape> {
     let (n, d) = (x.n_rows, x.n_cols);
     check_k(n, k)?;
-    check_finite(x)?;
+    x.check_finite()?;
     let shape = params.settle(n)?;
     if d == 0 || d > MAX_DIMS || k > MAX_K {
         return Err(KernelError::Unsupported(format!(

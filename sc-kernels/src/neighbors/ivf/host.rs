@@ -6,7 +6,7 @@ use crate::neighbors::descent::{descend_host, Trial};
 use crate::neighbors::ivf::probes::{settle_probes, target_of};
 use crate::neighbors::ivf::recall::{exact_sample_host, recall, Gate};
 use crate::neighbors::ivf::{IvfParams, IvfStats};
-use crate::neighbors::knn::{check_finite, check_k, Knn, EXTRA};
+use crate::neighbors::knn::{check_k, Knn, EXTRA};
 use crate::neighbors::lists::{
     gather, nearest_host, probe_table, refs_per_cell, row_norms_host, train, training_sample, Lists,
 };
@@ -23,7 +23,7 @@ pub fn knn_ivf<T: crate::real::Real>(
 ) -> Result<(Knn, IvfStats)> {
     let (n, d) = (x.n_rows, x.n_cols);
     check_k(n, k)?;
-    check_finite(x)?;
+    x.check_finite()?;
     let shape = params.settle(n)?;
     let xf: Vec<f32> = x.data.iter().map(|v| v.to_f64() as f32).collect();
     let kc = (k + EXTRA).min(n);
