@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from scpipe_support import data_dir, dense, device_gate, sc
+from scpipe_support import close, data_dir, dense, device_gate, sc
 
 import anndata as ad
 import scpipe
@@ -19,11 +19,6 @@ def pbmc68k_log() -> ad.AnnData:
     return ad.AnnData(a.raw.X.copy(), obs=a.obs.copy(), var=a.raw.var.copy())
 
 
-def close_to_scanpy(ours, theirs, atol: float) -> tuple[bool, float]:
-    d = np.abs(dense(ours) - dense(theirs))
-    return bool((d <= atol + 1e-4 * np.abs(dense(theirs))).all()), float(d.max())
-
-
 @pytest.mark.parametrize("keys", [["n_counts", "percent_mito"], "n_counts", "bulk_labels"])
 def test_regress_out_matches_scanpy(keys):
     device_gate()
@@ -33,7 +28,7 @@ def test_regress_out_matches_scanpy(keys):
     assert isinstance(ours.X, np.ndarray) and ours.X.dtype == np.float32
     # Residuals of values up to about 5: 1e-4 relative, 1e-5 absolute (f32 rounding); the
     # categorical key's regressor is an f32 mean in both.
-    ok, worst = close_to_scanpy(ours.X, theirs.X, atol=1e-5)
+    ok, worst = close(ours.X, theirs.X, rtol=1e-4, atol=1e-5)
     assert ok, f"regress_out({keys!r}) differs from scanpy by up to {worst}"
 
 
