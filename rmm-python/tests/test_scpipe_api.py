@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import scipy.sparse as sp
 
@@ -349,18 +350,35 @@ def on_gpu():
 
 
 def test_regress_out_on_a_gpu_x_stays_on_the_gpu(on_gpu):
-    """GPU only: regress_out (computed on the host for now) brings a CuPy X back, and puts the
-    dense residuals on the GPU again, equal to the host's."""
+    """GPU only: regress_out densifies a CuPy X and regresses it on the GPU, bit for bit the
+    host's residuals (continuous and categorical keys); a host X given with the device set to
+    'gpu' comes back on the host, the same; a NaN is refused with X untouched."""
     import cupy
 
-    ref = processed(counts())
-    ref.obs["depth"] = np.asarray(ref.obs_names.str[1:], dtype=float)
-    a = ref.copy()
-    scpipe.pp.regress_out(ref, ["depth"])
-    scpipe.get.anndata_to_GPU(a)
-    scpipe.pp.regress_out(a, ["depth"])
-    assert isinstance(a.X, cupy.ndarray) and a.X.dtype == cupy.float32
-    assert np.array_equal(a.X.get(), ref.X)
+    base = processed(counts())
+    base.obs["depth"] = np.asarray(base.obs_names.str[1:], dtype=float)
+    base.obs["kind"] = pd.Categorical(np.asarray(base.obs_names.str[1:], dtype=int) % 3)
+    for keys in (["depth"], ["kind"]):
+        ref = base.copy()
+        scpipe.settings.device = "cpu"
+        scpipe.pp.regress_out(ref, keys)
+        scpipe.settings.device = "gpu"
+        a = base.copy()
+        scpipe.get.anndata_to_GPU(a)
+        scpipe.pp.regress_out(a, keys)
+        assert isinstance(a.X, cupy.ndarray) and a.X.dtype == cupy.float32
+        assert np.array_equal(a.X.get(), ref.X), keys
+        h = base.copy()
+        scpipe.pp.regress_out(h, keys)
+        assert isinstance(h.X, np.ndarray) and np.array_equal(h.X, ref.X), keys
+    bad = base.copy()
+    bad.X = np.asarray(bad.X.toarray(), dtype=np.float32)
+    bad.X[2, 1] = np.nan
+    scpipe.get.anndata_to_GPU(bad)
+    before = bad.X.get()
+    with pytest.raises(ValueError, match="NaN"):
+        scpipe.pp.regress_out(bad, ["depth"])
+    assert np.array_equal(bad.X.get(), before, equal_nan=True)
 
 
 def test_a_gpu_x_is_normalized_and_logged_in_its_own_memory(on_gpu):

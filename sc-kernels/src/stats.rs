@@ -127,17 +127,32 @@ pub fn col_mean_var<T: Real>(x: &CsrMatrix<T>, rows: Option<&[usize]>) -> (Vec<f
     mean_var_from_sums(&s, &q, n)
 }
 
+/// Rows a task (or a GPU thread) sums in the dense matrices' column sums; the chunks' sums are
+/// added in row order, so the bits depend on neither the number of threads nor the device.
+pub const DENSE_CHUNK_ROWS: usize = 4096;
+
 /// Column means and variances (ddof = 1) of a dense row-major matrix.
 pub fn dense_col_mean_var<T: Real>(x: &crate::dense::DenseMatrix<T>) -> (Vec<f64>, Vec<f64>) {
-    let (s, q, _) = col_reduce(x.n_rows, x.n_cols, |range, acc| {
-        for i in range {
-            for (a, &v) in acc.iter_mut().zip(x.row(i)) {
-                a.sum += v.to_f64();
-                a.sq += (v * v).to_f64();
+    let (s, q) = dense_col_moments(x);
+    mean_var_from_sums(&s, &q, x.n_rows)
+}
+
+/// Column sums and sums of squares (each square rounded to `T`, as numpy squares an array) in
+/// `f64`, over chunks of [`DENSE_CHUNK_ROWS`] rows added in order
+/// (`gpu::dense_reduce::dense_col_moments` gives the same bits).
+pub fn dense_col_moments<T: Real>(x: &crate::dense::DenseMatrix<T>) -> (Vec<f64>, Vec<f64>) {
+    let g = x.n_cols;
+    let mut t = chunked_sum(x.n_rows, DENSE_CHUNK_ROWS, 2 * g, |rows, acc| {
+        let (s, q) = acc.split_at_mut(g);
+        for i in rows {
+            for ((s, q), &v) in s.iter_mut().zip(q.iter_mut()).zip(x.row(i)) {
+                *s += v.to_f64();
+                *q += (v * v).to_f64();
             }
         }
     });
-    mean_var_from_sums(&s, &q, x.n_rows)
+    let sq = t.split_off(g);
+    (t, sq)
 }
 
 /// Row sums in `f64`.

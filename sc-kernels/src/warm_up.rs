@@ -32,6 +32,9 @@ pub fn all_modules() -> Vec<module_cache::KernelSource> {
         crate::leiden::KERNELS,
         crate::rank_genes::KERNELS[0],
         crate::rank_genes::KERNELS[1],
+        crate::regress::KERNELS,
+        crate::gpu::matrix::SRC,
+        crate::gpu::dense_reduce::SRC,
     ]
 }
 

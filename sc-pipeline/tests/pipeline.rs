@@ -401,3 +401,54 @@ fn a_small_gene_panel_runs_and_a_filter_that_keeps_nothing_is_named() {
     assert!(a.obs.column("pct_counts_in_top_200_genes").is_some());
     assert!(a.obs.column("pct_counts_in_top_500_genes").is_none());
 }
+
+/// `--regress-out total_counts,pct_counts_mt` runs between the highly variable subset and
+/// scale, as calling the two steps by hand after the same run does (the same bits).
+#[test]
+fn regress_out_runs_before_scale_as_the_steps_by_hand() {
+    let keys = vec!["total_counts".to_string(), "pct_counts_mt".to_string()];
+    let upto_scale = PipelineConfig {
+        hvg: n_top_genes_override(),
+        n_comps: None,
+        n_neighbors: None,
+        umap: None,
+        leiden: None,
+        markers: None,
+        ..PipelineConfig::default()
+    };
+    let mut run = small();
+    let config = PipelineConfig {
+        regress_out: keys.clone(),
+        ..upto_scale.clone()
+    };
+    let records = run_pipeline(&mut run, &config, &mut Silent).unwrap();
+    let names: Vec<&str> = records.iter().map(|r| r.step.as_str()).collect();
+    let at = |s: &str| names.iter().position(|n| *n == s).unwrap();
+    assert_eq!(at("regress_out") + 1, at("scale"), "{names:?}");
+    let mut by_hand = small();
+    let before = PipelineConfig {
+        scale_max_value: None,
+        ..upto_scale
+    };
+    run_pipeline(&mut by_hand, &before, &mut Silent).unwrap();
+    steps::regress_out(&mut by_hand, &keys).unwrap();
+    steps::scale(
+        &mut by_hand,
+        &sc_kernels::scale::ScaleParams {
+            zero_center: true,
+            max_value: Some(10.0),
+        },
+    )
+    .unwrap();
+    match (&run.x, &by_hand.x) {
+        (Matrix::Dense(a), Matrix::Dense(b)) => {
+            assert_eq!(a.n_cols, 500);
+            assert!(a
+                .data
+                .iter()
+                .zip(&b.data)
+                .all(|(x, y)| x.to_bits() == y.to_bits()));
+        }
+        other => panic!("X should be dense after regress_out: {other:?}"),
+    }
+}

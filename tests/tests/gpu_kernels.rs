@@ -1652,3 +1652,141 @@ fn leiden_hand_over_on_a_file() {
         );
     }
 }
+
+/// regress_out on the GPU (after the device's own densification) equals the CPU bit for bit:
+/// continuous covariates, a singular design (collinear covariates: the minimum-norm fit and
+/// constant genes kept), one category with cells outside every category; the chunks' sums
+/// added in one wave and in several. A NaN is refused, named as the CPU names it, X untouched.
+#[test]
+fn regress_out_equals_the_cpu_bit_for_bit() {
+    use sc_kernels::regress::{regress_out, regress_out_gpu_in_waves, Covariates};
+    let Some(d) = gpu_or_skip("gpu regress_out") else {
+        return;
+    };
+    let ctx = context(&d);
+    let check = |x: &CsrMatrix<f32>| {
+        let x = log_normalized(x.clone());
+        let n = x.n_rows;
+        let totals: Vec<f64> = (0..n)
+            .map(|i| x.row(i).1.iter().map(|&v| v as f64).sum())
+            .collect();
+        let genes: Vec<f64> = (0..n).map(|i| x.row(i).0.len() as f64).collect();
+        let doubled: Vec<f64> = totals.iter().map(|t| 2.0 * t).collect();
+        let codes: Vec<i32> = (0..n as i32)
+            .map(|i| if i % 11 == 5 { -1 } else { i % 3 })
+            .collect();
+        for cov in [
+            Covariates::Continuous(vec![totals.clone()]),
+            Covariates::Continuous(vec![totals.clone(), genes.clone()]),
+            Covariates::Continuous(vec![totals.clone(), doubled]),
+            Covariates::Categorical {
+                codes: codes.clone(),
+                n_categories: 3,
+            },
+        ] {
+            let mut cpu = x.to_dense();
+            regress_out(&mut cpu, &cov).unwrap();
+            // Several waves: room for one chunk's partial sums at a time.
+            for partial_bytes in [256 << 20, 1] {
+                let mut dx = DeviceCsr::upload(&ctx, &x).unwrap().to_dense(&ctx).unwrap();
+                assert_eq!(dx.download(&ctx).unwrap(), x.to_dense());
+                regress_out_gpu_in_waves(&ctx, &mut dx, &cov, partial_bytes).unwrap();
+                let g = dx.download(&ctx).unwrap();
+                assert!(
+                    g.data
+                        .iter()
+                        .zip(&cpu.data)
+                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{cov:?} ({n} x {}): the GPU's residuals differ from the CPU's",
+                    x.n_cols
+                );
+            }
+        }
+        if n * x.n_cols > 0 {
+            let mut host = x.to_dense();
+            let p = (n * x.n_cols) / 2;
+            host.data[p] = f32::NAN;
+            let cov = Covariates::Continuous(vec![totals]);
+            let want = regress_out(&mut host.clone(), &cov)
+                .unwrap_err()
+                .to_string();
+            let mut dx = sc_kernels::gpu::DeviceDense::upload(&ctx, &host).unwrap();
+            let got = regress_out_gpu_in_waves(&ctx, &mut dx, &cov, 1)
+                .unwrap_err()
+                .to_string();
+            assert_eq!(got, want);
+            let after = dx.download(&ctx).unwrap();
+            assert!(after
+                .data
+                .iter()
+                .zip(&host.data)
+                .all(|(a, b)| a.to_bits() == b.to_bits()));
+        }
+    };
+    on_random_and_real(1..9000, 1..40, check);
+}
+
+/// scale of a dense device X (after regress_out, say) equals the CPU's `scale_dense` bit for
+/// bit, statistics included, with and without centring and clipping; a NaN is refused, named
+/// as the CPU names it, X untouched.
+#[test]
+fn scale_of_a_dense_device_x_equals_the_cpu_bit_for_bit() {
+    use sc_kernels::gpu::DeviceDense;
+    let Some(d) = gpu_or_skip("gpu dense scale") else {
+        return;
+    };
+    let ctx = context(&d);
+    let check = |x: &CsrMatrix<f32>| {
+        let host = log_normalized(x.clone()).to_dense();
+        for (zero_center, max_value) in [(true, Some(10.0)), (true, None), (false, Some(1.0))] {
+            let p = ScaleParams {
+                zero_center,
+                max_value,
+            };
+            let mut cpu = host.clone();
+            let sc = sc_kernels::scale::scale_dense(&mut cpu, &p).unwrap();
+            let mut dx = DeviceDense::upload(&ctx, &host).unwrap();
+            let sg = sc_kernels::scale::scale_dense_gpu_across(
+                &ctx,
+                &mut dx,
+                &p,
+                &sc_kernels::comm::SingleRank,
+            )
+            .unwrap();
+            assert_eq!((&sg.mean, &sg.std), (&sc.mean, &sc.std), "{p:?}");
+            let g = dx.download(&ctx).unwrap();
+            assert!(
+                g.data
+                    .iter()
+                    .zip(&cpu.data)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{p:?}: the GPU's scaled values differ from the CPU's"
+            );
+        }
+        if !host.data.is_empty() {
+            let mut bad = host.clone();
+            let p = bad.data.len() - 1;
+            bad.data[p] = f32::INFINITY;
+            let want = sc_kernels::scale::scale_dense(&mut bad.clone(), &ScaleParams::default())
+                .unwrap_err()
+                .to_string();
+            let mut dx = DeviceDense::upload(&ctx, &bad).unwrap();
+            let got = sc_kernels::scale::scale_dense_gpu_across(
+                &ctx,
+                &mut dx,
+                &ScaleParams::default(),
+                &sc_kernels::comm::SingleRank,
+            )
+            .unwrap_err()
+            .to_string();
+            assert_eq!(got, want);
+            let after = dx.download(&ctx).unwrap();
+            assert!(after
+                .data
+                .iter()
+                .zip(&bad.data)
+                .all(|(a, b)| a.to_bits() == b.to_bits()));
+        }
+    };
+    on_random_and_real(1..9000, 1..40, check);
+}

@@ -35,8 +35,8 @@ def _cupy_module(m: Any) -> bool:
 
 def matrix_part(m: Any, what: str = "X", dense_ok: bool = False) -> tuple:
     """``("csr", shape, data, indices, indptr)`` or ``("dense", array)`` for a matrix.
-    ``dense_ok``: the step takes a dense matrix on the GPU as it is (PCA); the other steps read
-    a dense CuPy matrix as a CSR copy made on the device."""
+    ``dense_ok``: the step takes a dense matrix on the GPU as it is (PCA, regress_out, scale);
+    the other steps read a dense CuPy matrix as a CSR copy made on the device."""
     if m is None:
         raise ValueError(f"{what} is None: the step needs a matrix there")
     if _cupy_module(m):

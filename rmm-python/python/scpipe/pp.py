@@ -473,8 +473,8 @@ def regress_out(
     copy
         Return a new AnnData instead of changing this one.
 
-    X (or the layer) becomes dense float32 (scanpy returns float64 for a categorical key). It
-    is computed on the host for now: a GPU X comes back, and goes to the GPU again, dense.
+    X (or the layer) becomes dense float32 (scanpy returns float64 for a categorical key). A
+    GPU X is densified and regressed on the GPU, with the host's results bit for bit.
     """
     del n_jobs
     target = _target(adata, copy)
@@ -490,7 +490,8 @@ def regress_out(
             col = col.astype("category")
         obs[k] = _parts.column_part(col, f"obs[{k!r}]")
     x, what = _matrix(target, layer)
-    xp = _parts.matrix_part(x, what)
+    # A dense GPU X is regressed as it is (a CSR copy would be densified again).
+    xp = _parts.matrix_part(x, what, dense_ok=True)
     out = _parts.call("regress_out", {"X": xp, "obs": obs}, {"keys": keys}, return_x=True)
     _set_matrix(target, layer, _parts.matrix_from(out["X"], like=x))
     return target if copy else None
@@ -512,7 +513,8 @@ def scale(
         raise ValueError("scale: obsm and mask_obs are not supported by scpipe yet")
     target = _target(data, copy)
     x, what = _matrix(target, layer)
-    xp = _parts.matrix_part(x, what)
+    # A dense GPU X (after regress_out, say) is scaled in place of a CSR copy of every value.
+    xp = _parts.matrix_part(x, what, dense_ok=True)
     params = {"zero_center": zero_center, "max_value": max_value}
     out = _parts.call("scale", {"X": xp}, params, return_x=True)
     _set_matrix(target, layer, _parts.matrix_from(out["X"], like=x))

@@ -200,12 +200,10 @@ fn run(
     progress: bool,
 ) -> sc_pipeline::Result<Extra> {
     let ctx = gpu.map(|g| g.ctx.clone());
-    // The steps that work on X on the GPU get it there first (the graph steps do not read it;
-    // regress_out computes on the host for now).
+    // The steps that work on X on the GPU get it there first (the graph steps do not read it).
     let x_to_device = !matches!(
         call,
         Call::Harmony(_)
-            | Call::RegressOut(_)
             | Call::Neighbors { .. }
             | Call::Umap(_)
             | Call::Leiden(_)

@@ -1,11 +1,18 @@
 //! Device-resident matrices: CSR with 64-bit row offsets, 32-bit column indices and f32 values,
 //! and dense row-major f32; their storage is `rmm-core` [`DeviceVec`]s from the context.
 
-use super::GpuContext;
+use super::module_cache::KernelSource;
+use super::{blocks_for_rows, GpuContext};
 use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
 use crate::error::Result;
 use rmm_core::DeviceVec;
+use rmm_cuda::cudarc::driver::PushKernelArg;
+
+pub(crate) const SRC: KernelSource = KernelSource {
+    name: "matrix",
+    source: include_str!("matrix.cu"),
+};
 
 /// A CSR matrix on the device (the layout of [`CsrMatrix`]).
 #[derive(Debug)]
@@ -44,6 +51,32 @@ impl DeviceCsr {
     /// Stored values.
     pub fn nnz(&self) -> usize {
         self.data.len()
+    }
+
+    /// The dense row-major copy (`toarray()`), made on the device.
+    pub fn to_dense(&self, ctx: &GpuContext) -> Result<DeviceDense> {
+        let out = ctx.zeros::<f32>(self.n_rows * self.n_cols)?;
+        if self.n_rows > 0 && self.nnz() > 0 {
+            let (n, g) = (self.n_rows as u64, self.n_cols as u64);
+            let f = ctx.function(SRC, "csr_to_dense")?;
+            let mut l = ctx.launcher(&f);
+            l.arg(&self.indptr)
+                .arg(&self.indices)
+                .arg(&self.data)
+                .arg(&n)
+                .arg(&g)
+                .arg(&out);
+            ctx.launch(
+                l,
+                blocks_for_rows(self.n_rows.min(1 << 20), 256),
+                "csr_to_dense",
+            )?;
+        }
+        Ok(DeviceDense {
+            n_rows: self.n_rows,
+            n_cols: self.n_cols,
+            data: out,
+        })
     }
 
     /// A deep copy (for `.raw`), from the context's resource.

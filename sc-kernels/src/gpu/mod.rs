@@ -21,7 +21,8 @@
 pub mod built_in;
 pub mod compact;
 mod context;
-mod matrix;
+pub mod dense_reduce;
+pub(crate) mod matrix;
 pub mod module_cache;
 mod nccl_communicator;
 pub mod pinned_buffers;

@@ -55,7 +55,7 @@ mod cluster;
 pub mod correct;
 pub(crate) mod gpu;
 
-/// The step\'s kernel module, for the warm-up ([`crate::warm_up`]).
+/// The step's kernel module, for the warm-up ([`crate::warm_up`]).
 pub const KERNELS: crate::gpu::module_cache::KernelSource = gpu::SRC;
 pub mod kmeans;
 pub mod lisi;

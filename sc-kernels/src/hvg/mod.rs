@@ -26,7 +26,7 @@ pub mod seurat_v3;
 
 pub(crate) mod gpu;
 
-/// The step\'s kernel module, for the warm-up ([`crate::warm_up`]).
+/// The step's kernel module, for the warm-up ([`crate::warm_up`]).
 pub const KERNELS: crate::gpu::module_cache::KernelSource = gpu::SRC;
 pub use gpu::{
     highly_variable_genes_blocks, highly_variable_genes_gpu, highly_variable_genes_gpu_across,

@@ -18,7 +18,7 @@ use rayon::prelude::*;
 
 pub(crate) mod gpu;
 
-/// The step\'s kernel module, for the warm-up ([`crate::warm_up`]).
+/// The step's kernel module, for the warm-up ([`crate::warm_up`]).
 pub const KERNELS: crate::gpu::module_cache::KernelSource = gpu::SRC;
 pub use gpu::{normalize_total_gpu, normalize_total_gpu_across, normalize_total_streamed};
 

@@ -21,7 +21,7 @@ use rayon::prelude::*;
 
 pub(crate) mod gpu;
 
-/// The step\'s kernel module, for the warm-up ([`crate::warm_up`]).
+/// The step's kernel module, for the warm-up ([`crate::warm_up`]).
 pub const KERNELS: crate::gpu::module_cache::KernelSource = gpu::SRC;
 pub use gpu::{
     calculate_qc_metrics_blocks, calculate_qc_metrics_gpu, calculate_qc_metrics_streamed,

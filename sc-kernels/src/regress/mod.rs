@@ -12,13 +12,16 @@
 
 use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
-use crate::stats::chunked_sum;
+use crate::stats::{chunked_sum, DENSE_CHUNK_ROWS};
 use faer::linalg::solvers::DenseSolveCore;
 use faer::{Mat, Side};
 use rayon::prelude::*;
 
-/// Rows summed by one task; the chunks' sums are added in row order.
-const CHUNK_ROWS: usize = 4096;
+pub(crate) mod gpu;
+
+/// The step's kernel module, for the warm-up ([`crate::warm_up`]).
+pub const KERNELS: crate::gpu::module_cache::KernelSource = gpu::SRC;
+pub use gpu::{regress_out_gpu, regress_out_gpu_in_waves};
 
 /// What the genes are regressed on.
 #[derive(Debug, Clone, PartialEq)]
@@ -34,7 +37,8 @@ pub enum Covariates {
 
 /// Replaces each gene (column) of `x` by its residuals on `covariates`.
 pub fn regress_out(x: &mut DenseMatrix<f32>, covariates: &Covariates) -> Result<()> {
-    check(x, covariates)?;
+    check_covariates(x.n_rows, covariates)?;
+    x.check_finite()?;
     match covariates {
         Covariates::Continuous(columns) => continuous(x, columns),
         Covariates::Categorical {
@@ -47,8 +51,8 @@ pub fn regress_out(x: &mut DenseMatrix<f32>, covariates: &Covariates) -> Result<
     }
 }
 
-fn check(x: &DenseMatrix<f32>, covariates: &Covariates) -> Result<()> {
-    let n = x.n_rows;
+/// The covariates' checks against `n` cells (X's values are checked apart, where they live).
+pub(crate) fn check_covariates(n: usize, covariates: &Covariates) -> Result<()> {
     match covariates {
         Covariates::Continuous(columns) => {
             for (k, c) in columns.iter().enumerate() {
@@ -84,36 +88,49 @@ fn check(x: &DenseMatrix<f32>, covariates: &Covariates) -> Result<()> {
             }
         }
     }
-    x.check_finite()
+    Ok(())
 }
 
 /// Sums `per_row(i, acc)` over the rows into `len` values, in fixed chunks of rows added in
 /// order (the same bits for any number of threads).
 fn ordered_sum(n_rows: usize, len: usize, per_row: impl Fn(usize, &mut [f64]) + Sync) -> Vec<f64> {
-    chunked_sum(n_rows, CHUNK_ROWS, len, |rows, acc| {
+    chunked_sum(n_rows, DENSE_CHUNK_ROWS, len, |rows, acc| {
         rows.for_each(|i| per_row(i, acc))
     })
 }
 
-/// Continuous covariates: the design `[1, covariates...]`, solved for every gene at once.
-fn continuous(x: &mut DenseMatrix<f32>, columns: &[Vec<f64>]) -> Result<()> {
-    let (n, g, q) = (x.n_rows, x.n_cols, columns.len() + 1);
-    let design = |i: usize, k: usize| if k == 0 { 1.0 } else { columns[k - 1][i] };
-    // AᵀA and Aᵀx (q x q and q x g, row-major).
+/// The design `[1, covariates...]`: its value at cell `i`, column `k`.
+fn design(columns: &[Vec<f64>], i: usize, k: usize) -> f64 {
+    if k == 0 {
+        1.0
+    } else {
+        columns[k - 1][i]
+    }
+}
+
+/// The design's columns one after another (`q x n`, the intercept first), as the GPU reads it.
+pub(crate) fn design_rows(columns: &[Vec<f64>], n: usize) -> Vec<f64> {
+    let mut out = vec![1.0; n];
+    for c in columns {
+        out.extend_from_slice(c);
+    }
+    out
+}
+
+/// The coefficients (`q x g`, row-major) of every gene from `Aᵀx` (`q x g`) over `n` cells,
+/// and whether the Gram matrix was singular (then the genes whose values are all equal are
+/// kept as they are).
+pub(crate) fn continuous_coef(
+    columns: &[Vec<f64>],
+    n: usize,
+    ax: &[f64],
+    g: usize,
+) -> Result<(Vec<f64>, bool)> {
+    let q = columns.len() + 1;
     let gram = ordered_sum(n, q * q, |i, acc| {
         for a in 0..q {
             for b in 0..q {
-                acc[a * q + b] += design(i, a) * design(i, b);
-            }
-        }
-    });
-    let xt = &*x;
-    let ax = ordered_sum(n, q * g, |i, acc| {
-        let row = xt.row(i);
-        for k in 0..q {
-            let a = design(i, k);
-            for (s, &v) in acc[k * g..(k + 1) * g].iter_mut().zip(row) {
-                *s += a * v as f64;
+                acc[a * q + b] += design(columns, i, a) * design(columns, i, b);
             }
         }
     });
@@ -146,6 +163,24 @@ fn continuous(x: &mut DenseMatrix<f32>, columns: &[Vec<f64>]) -> Result<()> {
             }
         }
     }
+    Ok((coef, singular))
+}
+
+/// Continuous covariates: the design `[1, covariates...]`, solved for every gene at once.
+fn continuous(x: &mut DenseMatrix<f32>, columns: &[Vec<f64>]) -> Result<()> {
+    let (n, g, q) = (x.n_rows, x.n_cols, columns.len() + 1);
+    let xt = &*x;
+    // Aᵀx (q x g, row-major).
+    let ax = ordered_sum(n, q * g, |i, acc| {
+        let row = xt.row(i);
+        for k in 0..q {
+            let a = design(columns, i, k);
+            for (s, &v) in acc[k * g..(k + 1) * g].iter_mut().zip(row) {
+                *s += a * v as f64;
+            }
+        }
+    });
+    let (coef, singular) = continuous_coef(columns, n, &ax, g)?;
     let keep = if singular {
         constant_genes(x)
     } else {
@@ -161,7 +196,7 @@ fn continuous(x: &mut DenseMatrix<f32>, columns: &[Vec<f64>]) -> Result<()> {
                 }
                 let mut fit = 0f64;
                 for k in 0..q {
-                    fit += design(i, k) * coef[k * g + j];
+                    fit += design(columns, i, k) * coef[k * g + j];
                 }
                 *v = (*v as f64 - fit) as f32;
             }
@@ -185,31 +220,28 @@ fn constant_genes(x: &DenseMatrix<f32>) -> Vec<bool> {
     differs.iter().map(|&d| d == 0.0).collect()
 }
 
-/// One categorical covariate: each gene on `[1, its mean in the cell's category]`.
-fn categorical(x: &mut DenseMatrix<f32>, codes: &[i32], n_categories: usize) {
-    let (n, g) = (x.n_rows, x.n_cols);
-    // Bucket n_categories holds the cells without a category (regressor 0).
-    let buckets = n_categories + 1;
-    let bucket = |i: usize| {
-        if codes[i] < 0 {
-            n_categories
-        } else {
-            codes[i] as usize
-        }
-    };
-    let xt = &*x;
-    let sums = ordered_sum(n, buckets * g, |i, acc| {
-        let b = bucket(i);
-        for (s, &v) in acc[b * g..(b + 1) * g].iter_mut().zip(xt.row(i)) {
-            *s += v as f64;
-        }
-    });
-    let mut counts = vec![0usize; buckets];
-    for i in 0..n {
-        counts[bucket(i)] += 1;
-    }
-    let keep = constant_genes(x);
-    // The regressor of bucket b for gene j, as scanpy stores it (f32; 0 without a category).
+/// Each cell's bucket: its category, or `n_categories` for the cells without one (regressor 0).
+pub(crate) fn buckets(codes: &[i32], n_categories: usize) -> Vec<u32> {
+    codes
+        .iter()
+        .map(|&c| if c < 0 { n_categories } else { c as usize } as u32)
+        .collect()
+}
+
+/// Each gene's line through (its mean in the cell's category, its value).
+pub(crate) struct CategoryFit {
+    /// The regressor of bucket `b` for gene `j` at `b * g + j`, as scanpy stores it (f32; 0
+    /// without a category).
+    pub means: Vec<f32>,
+    /// Intercept and slope per gene.
+    pub coef: Vec<(f64, f64)>,
+}
+
+/// The fit from the genes' sums per bucket (`(n_categories + 1) x g`) and the buckets' sizes.
+pub(crate) fn category_fit(sums: &[f64], counts: &[usize], g: usize) -> CategoryFit {
+    let buckets = counts.len();
+    let n_categories = buckets - 1;
+    let n: usize = counts.iter().sum();
     let means: Vec<f32> = (0..buckets * g)
         .map(|p| {
             let b = p / g.max(1);
@@ -222,7 +254,7 @@ fn categorical(x: &mut DenseMatrix<f32>, codes: &[i32], n_categories: usize) {
         .collect();
     // Per gene the least-squares line through (regressor, value): both sums by bucket, the
     // regressor being constant within one.
-    let coef: Vec<(f64, f64)> = (0..g)
+    let coef = (0..g)
         .map(|j| {
             let y_mean = (0..buckets).map(|b| sums[b * g + j]).sum::<f64>() / n as f64;
             let c_mean = (0..buckets)
@@ -244,17 +276,43 @@ fn categorical(x: &mut DenseMatrix<f32>, codes: &[i32], n_categories: usize) {
             }
         })
         .collect();
+    CategoryFit { means, coef }
+}
+
+/// The cells in each bucket.
+pub(crate) fn bucket_counts(bucket: &[u32], n_buckets: usize) -> Vec<usize> {
+    let mut counts = vec![0usize; n_buckets];
+    for &b in bucket {
+        counts[b as usize] += 1;
+    }
+    counts
+}
+
+/// One categorical covariate: each gene on `[1, its mean in the cell's category]`.
+fn categorical(x: &mut DenseMatrix<f32>, codes: &[i32], n_categories: usize) {
+    let (n, g) = (x.n_rows, x.n_cols);
+    let n_buckets = n_categories + 1;
+    let bucket = buckets(codes, n_categories);
+    let xt = &*x;
+    let sums = ordered_sum(n, n_buckets * g, |i, acc| {
+        let b = bucket[i] as usize;
+        for (s, &v) in acc[b * g..(b + 1) * g].iter_mut().zip(xt.row(i)) {
+            *s += v as f64;
+        }
+    });
+    let keep = constant_genes(x);
+    let fit = category_fit(&sums, &bucket_counts(&bucket, n_buckets), g);
     x.data
         .par_chunks_mut(g.max(1))
         .enumerate()
         .for_each(|(i, row)| {
-            let b = bucket(i);
+            let b = bucket[i] as usize;
             for (j, v) in row.iter_mut().enumerate() {
                 if keep[j] {
                     continue;
                 }
-                let (b0, b1) = coef[j];
-                *v = (*v as f64 - (b0 + b1 * means[b * g + j] as f64)) as f32;
+                let (b0, b1) = fit.coef[j];
+                *v = (*v as f64 - (b0 + b1 * fit.means[b * g + j] as f64)) as f32;
             }
         });
 }

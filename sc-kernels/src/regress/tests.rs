@@ -137,7 +137,7 @@ fn a_category_regresses_each_gene_on_its_category_means() {
 
 #[test]
 fn the_result_does_not_depend_on_the_number_of_threads() {
-    let n = 3 * CHUNK_ROWS + 17;
+    let n = 3 * DENSE_CHUNK_ROWS + 17;
     let (a, b) = (covariate(n, 9), covariate(n, 10));
     let x0 = data(n, 9, &a, 11);
     let run = |threads: usize, cov: Covariates| {

@@ -1,12 +1,13 @@
 //! The GPU twin of [`super::scale_csr_to_dense`]: column statistics by
 //! [`crate::gpu::reduce::col_moments`], the per-column constants by the CPU's code, the dense
-//! output written on the device.
+//! output written on the device; and of [`super::scale_dense`] on a dense device matrix.
 
 use super::{check, clip, stats_across, stats_of, ScaleParams, ScaleStats};
 use crate::comm::{Communicator, SingleRank};
 use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
+use crate::gpu::dense_reduce::{check_finite_dense, dense_col_moments};
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::reduce::{col_moments, Transform};
 use crate::gpu::streamed::{csr_blocks_with_output, for_each_row_block, HostRows, RowBlocks};
@@ -88,6 +89,41 @@ fn scale_block(
         n_cols: x.n_cols,
         data: out,
     })
+}
+
+/// Scales a dense device matrix in place, as [`super::scale_dense`] does on the host (the same
+/// bits; with or without centring), the statistics taken over the cells of all ranks of
+/// `comm`. Every check runs before the one write: a refused call leaves `x` as it was.
+pub fn scale_dense_gpu_across(
+    ctx: &GpuContext,
+    x: &mut DeviceDense,
+    params: &ScaleParams,
+    comm: &dyn Communicator,
+) -> Result<ScaleStats> {
+    check(params)?;
+    check_finite_dense(ctx, x)?;
+    let (sums, sq) = dense_col_moments(ctx, x)?;
+    let st = stats_across(sums, sq, x.n_rows, comm)?;
+    if x.n_rows > 0 && x.n_cols > 0 {
+        let c = Constants::new(ctx, &st, params)?;
+        let (n, g) = (x.n_rows as u64, x.n_cols as u64);
+        let center = params.zero_center as i32;
+        let has_max = params.max_value.is_some() as i32;
+        let max_value = params.max_value.unwrap_or(0.0);
+        let f = ctx.function(SRC, "scale_dense_in_place")?;
+        let mut l = ctx.launcher(&f);
+        l.arg(&x.data)
+            .arg(&n)
+            .arg(&g)
+            .arg(&c.mean)
+            .arg(&c.std)
+            .arg(&center)
+            .arg(&has_max)
+            .arg(&max_value);
+        let rows = x.n_rows.min(ctx.multiprocessors() as usize * 32);
+        ctx.launch(l, blocks_for_rows(rows, 256), "scale_dense_in_place")?;
+    }
+    Ok(st)
 }
 
 /// Scales a device matrix with zero-centring into a dense device matrix (f32).

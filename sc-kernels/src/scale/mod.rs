@@ -18,11 +18,11 @@ use rayon::prelude::*;
 
 pub(crate) mod gpu;
 
-/// The step\'s kernel module, for the warm-up ([`crate::warm_up`]).
+/// The step's kernel module, for the warm-up ([`crate::warm_up`]).
 pub const KERNELS: crate::gpu::module_cache::KernelSource = gpu::SRC;
 pub use gpu::{
     scale_csr_to_dense_gpu, scale_csr_to_dense_gpu_across, scale_csr_to_dense_streamed,
-    scale_stats_blocks, DenseScaler,
+    scale_dense_gpu_across, scale_stats_blocks, DenseScaler,
 };
 
 /// Parameters of the scaling functions.
@@ -197,13 +197,7 @@ pub fn scale_csr_no_center<T: Real, O: Real>(
 /// Scales a dense matrix in place (numpy's `x -= mean; x /= std` on an array of type `T`).
 pub fn scale_dense<T: Real>(x: &mut DenseMatrix<T>, params: &ScaleParams) -> Result<ScaleStats> {
     check(params)?;
-    if let Some(k) = x.data.iter().position(|v| !v.is_finite()) {
-        return Err(KernelError::NonFinite {
-            row: k / x.n_cols,
-            col: k % x.n_cols,
-            value: x.data[k].to_f64(),
-        });
-    }
+    x.check_finite()?;
     let (mean, var) = stats::dense_col_mean_var(x);
     let st = ScaleStats {
         mean,

@@ -18,7 +18,7 @@
 
 pub mod gpu;
 
-/// The step\'s kernel module, for the warm-up ([`crate::warm_up`]).
+/// The step's kernel module, for the warm-up ([`crate::warm_up`]).
 pub const KERNELS: crate::gpu::module_cache::KernelSource = gpu::SRC;
 
 use crate::csr::CsrMatrix;

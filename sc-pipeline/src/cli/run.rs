@@ -148,6 +148,11 @@ pub struct RunArgs {
     pub no_hvg: bool,
     #[arg(long, help = "Keep all genes in X after highly_variable_genes")]
     pub no_subset: bool,
+    /// regress_out(keys=...) before scale, on these obs columns (comma-separated: numeric
+    /// ones such as total_counts,pct_counts_mt, which QC writes, or one categorical column);
+    /// X becomes dense. Off by default, as in scanpy's tutorial.
+    #[arg(long, value_name = "KEYS", value_delimiter = ',')]
+    pub regress_out: Vec<String>,
     /// scale(max_value=...).
     #[arg(long, default_value_t = 10.0)]
     pub max_value: f64,
@@ -352,6 +357,7 @@ impl RunArgs {
                 cutoffs: Default::default(),
             }),
             subset_hvg: !self.no_subset,
+            regress_out: self.regress_out.clone(),
             scale_max_value: (!self.no_scale).then_some((!self.no_clip).then_some(self.max_value)),
             n_comps: (!self.no_pca).then_some(self.n_comps),
             harmony: self.harmony.as_ref().map(|key| HarmonyOptions {

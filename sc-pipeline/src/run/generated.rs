@@ -220,6 +220,9 @@ fn check_config(config: &PipelineConfig) -> Result<()> {
              cell before the first block is normalized: give a target (e.g. --target-sum 10000)",
         );
     }
+    if !config.regress_out.is_empty() {
+        return refuse(crate::steps::REGRESS_OUT_ON_GENERATED);
+    }
     if config.scale_max_value.is_none() {
         return refuse(
             "without scale (--no-scale) there is no dense block for PCA: the generated demo \

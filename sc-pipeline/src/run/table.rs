@@ -19,6 +19,7 @@ pub const STEPS: &[Step] = &[
     rows::LOG1P,
     rows::HVG,
     rows::HVG_SUBSET,
+    rows::REGRESS_OUT,
     rows::SCALE,
     rows::PCA,
     rows::HARMONY,
@@ -149,8 +150,16 @@ mod tests {
             }),
             ..PipelineConfig::default()
         };
+        let regress = |keys: &[&str]| PipelineConfig {
+            regress_out: keys.iter().map(|k| k.to_string()).collect(),
+            ..PipelineConfig::default()
+        };
         for (config, expected) in [
             (harmony("donor"), "obs has no column 'donor'"),
+            (
+                regress(&["total_counts", "depth"]),
+                "--regress-out: obs has no column 'depth'",
+            ),
             (batch_key("donor"), "obs has no column 'donor' (batch_key)"),
             (groupby("tissue"), "obs has no column 'tissue' (--groupby)"),
         ] {
@@ -177,7 +186,14 @@ mod tests {
             .to_string();
         assert!(e.contains("1 group(s)"), "{e}");
         assert!(check_input(&PipelineConfig::default(), &adata).is_ok());
-        // leiden's own column is made by the run, not looked for in the input.
+        // QC's columns are made by the run, and so are leiden's.
+        assert!(check_input(&regress(&["total_counts", "pct_counts_mt"]), &adata).is_ok());
+        let no_qc = PipelineConfig {
+            qc_mito_prefix: None,
+            ..regress(&["total_counts"])
+        };
+        let e = check_input(&no_qc, &adata).unwrap_err().to_string();
+        assert!(e.contains("QC does not run"), "{e}");
         assert!(check_input(&groupby("leiden"), &adata).is_ok());
     }
 }

@@ -23,6 +23,9 @@ pub struct PipelineConfig {
     pub hvg: Option<HvgOptions>,
     /// Subset X to the highly variable genes (after freezing `.raw`).
     pub subset_hvg: bool,
+    /// `regress_out(keys=...)` before scale: obs columns (numeric, or one categorical); empty:
+    /// no regress_out.
+    pub regress_out: Vec<String>,
     /// `scale(max_value=...)`; `Some(None)` scales without clipping, `None` skips the step.
     pub scale_max_value: Option<Option<f64>>,
     pub n_comps: Option<usize>,
@@ -54,6 +57,7 @@ impl Default for PipelineConfig {
             log1p: true,
             hvg: Some(HvgOptions::default()),
             subset_hvg: true,
+            regress_out: Vec::new(),
             scale_max_value: Some(Some(10.0)),
             n_comps: Some(50),
             harmony: None,

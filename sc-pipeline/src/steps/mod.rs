@@ -45,6 +45,7 @@ pub use normalize::normalize_total;
 pub use pca::{pca, pca_bytes};
 pub use qc::{annotate_gene_prefix, calculate_qc_metrics, default_percent_top};
 pub use regress::regress_out;
+pub(crate) use regress::GENERATED as REGRESS_OUT_ON_GENERATED;
 pub use sc_kernels::filter::{CellFilter, GeneFilter};
 pub use sc_kernels::harmony::{HarmonyFlavor, HarmonyParams};
 pub use sc_kernels::hvg::Flavor;
@@ -70,6 +71,7 @@ pub(crate) mod rows {
     pub(crate) use super::normalize::ROW as NORMALIZE;
     pub(crate) use super::pca::ROW as PCA;
     pub(crate) use super::qc::ROW as QC;
+    pub(crate) use super::regress::ROW as REGRESS_OUT;
     pub(crate) use super::scale::ROW as SCALE;
     pub(crate) use super::umap::ROW as UMAP;
 }

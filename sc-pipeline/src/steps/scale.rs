@@ -6,7 +6,7 @@ use super::kernel_error;
 use super::step::{
     no_budget_check, no_input_check, OnGenerated, Phase, Sizes, Step, StepBytes, StepEnv,
 };
-use crate::anndata::{ArrayData, DeviceMatrix, Matrix};
+use crate::anndata::{ArrayData, DeviceData, DeviceMatrix, Matrix};
 use crate::steps::{GeneratedPass, PipelineConfig};
 use crate::{AnnData, Result};
 use sc_kernels::scale::{DenseScaler, ScaleParams};
@@ -96,8 +96,20 @@ pub fn scale(adata: &mut AnnData, params: &ScaleParams) -> Result<()> {
         adata.var.set_values("std", ArrayData::F64(stats.std))?;
         return Ok(());
     }
+    if let Matrix::Device(DeviceMatrix {
+        ctx,
+        data: DeviceData::Dense(d),
+    }) = &mut adata.x
+    {
+        let stats = sc_kernels::scale::scale_dense_gpu_across(ctx, d, params, &*comm)
+            .map_err(kernel_error(STEP))?;
+        adata.var.set_values("mean", ArrayData::F64(stats.mean))?;
+        adata.var.set_values("std", ArrayData::F64(stats.std))?;
+        return Ok(());
+    }
     if let Matrix::Device(_) = &adata.x {
-        // Without centring (or on a dense device X) the CPU implementation runs on the host.
+        // Without centring, or streamed from host memory dense, the CPU implementation runs
+        // on the host.
         adata.x = std::mem::replace(
             &mut adata.x,
             Matrix::Sparse(sc_kernels::CsrMatrix::zeros(0, 0)),

@@ -1,0 +1,40 @@
+// Reductions over a dense row-major matrix whose bits equal the host's: per fixed chunk of
+// rows the rows are added one after another (rounded operations, never fused), then the
+// chunks' sums are added in chunk order (add_chunks).
+
+// The position of the first NaN or infinite value (first stays u64 max when none).
+extern "C" __global__ void dense_first_nonfinite(const float* x, u64 n, u64* first) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        if (!isfinite(x[i])) atomicMin(first, i);
+    }
+}
+
+// total[p] += partial[c][p] for the n_chunks chunks, in chunk order.
+extern "C" __global__ void add_chunks(const double* partial, u64 n_chunks, u64 len, double* total) {
+    for (u64 p = (u64)blockIdx.x * blockDim.x + threadIdx.x; p < len; p += (u64)gridDim.x * blockDim.x) {
+        double s = total[p];
+        for (u64 c = 0; c < n_chunks; ++c) s = __dadd_rn(s, partial[c * len + p]);
+        total[p] = s;
+    }
+}
+
+// Per chunk c (of n_chunks from first_chunk on) and column j, the sums of x and of x * x
+// (rounded to f32, as numpy squares a float32 array) over the chunk's rows:
+// partial[c * 2 * n_cols + j] and partial[c * 2 * n_cols + n_cols + j].
+extern "C" __global__ void dense_chunk_moments(const float* x, u64 n_rows, u64 n_cols,
+                                               u64 chunk_rows, u64 first_chunk, u64 n_chunks,
+                                               double* partial) {
+    const u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n_chunks * n_cols) return;
+    const u64 c = t / n_cols, j = t % n_cols;
+    const u64 r0 = (first_chunk + c) * chunk_rows;
+    const u64 r1 = min(r0 + chunk_rows, n_rows);
+    double s = 0.0, q = 0.0;
+    for (u64 i = r0; i < r1; ++i) {
+        const float v = x[i * n_cols + j];
+        s = __dadd_rn(s, (double)v);
+        q = __dadd_rn(q, (double)__fmul_rn(v, v));
+    }
+    partial[c * 2 * n_cols + j] = s;
+    partial[c * 2 * n_cols + n_cols + j] = q;
+}

@@ -1,0 +1,83 @@
+//! Reductions over a dense row-major device matrix with the host's bits: sums over fixed chunks
+//! of [`DENSE_CHUNK_ROWS`] rows added in chunk order, as [`crate::stats`] adds them on the host
+//! whatever the number of threads; and the finiteness check that names the first bad value.
+
+use super::module_cache::KernelSource;
+use super::{grid_for, DeviceDense, DeviceVec, GpuContext};
+use crate::error::{KernelError, Result};
+use crate::stats::DENSE_CHUNK_ROWS;
+use rmm_cuda::cudarc::driver::PushKernelArg;
+
+pub(crate) const SRC: KernelSource = KernelSource {
+    name: "dense_reduce",
+    source: include_str!("dense_reduce.cu"),
+};
+
+/// Device bytes the chunks' partial sums take at most at once (more chunks go in later waves).
+pub const PARTIAL_BYTES: usize = 256 << 20;
+
+/// `len` sums over `n_rows` rows, each over chunks of [`DENSE_CHUNK_ROWS`] rows added in chunk
+/// order (0 + chunk 0 + chunk 1 + ...): `partials(first, count, out)` queues the writing of the
+/// sums of chunks `first .. first + count` into `out` (`count x len`), a wave of chunks taking
+/// at most `partial_bytes` at a time.
+pub fn chunked_sums(
+    ctx: &GpuContext,
+    n_rows: usize,
+    len: usize,
+    partial_bytes: usize,
+    mut partials: impl FnMut(u64, u64, &DeviceVec<f64>) -> Result<()>,
+) -> Result<Vec<f64>> {
+    let total = ctx.zeros::<f64>(len)?;
+    let n_chunks = n_rows.div_ceil(DENSE_CHUNK_ROWS);
+    let wave = (partial_bytes / (len.max(1) * 8)).clamp(1, n_chunks.max(1));
+    let partial = ctx.alloc::<f64>(wave * len)?;
+    let add = ctx.function(SRC, "add_chunks")?;
+    let len64 = len as u64;
+    for first in (0..n_chunks).step_by(wave) {
+        let count = wave.min(n_chunks - first) as u64;
+        partials(first as u64, count, &partial)?;
+        let mut l = ctx.launcher(&add);
+        l.arg(&partial).arg(&count).arg(&len64).arg(&total);
+        ctx.launch(l, ctx.filling_grid(len), "add_chunks")?;
+    }
+    ctx.download(&total)
+}
+
+/// The columns' sums and sums of squares, as [`crate::stats::dense_col_moments`] has them.
+pub fn dense_col_moments(ctx: &GpuContext, x: &DeviceDense) -> Result<(Vec<f64>, Vec<f64>)> {
+    let g = x.n_cols;
+    let f = ctx.function(SRC, "dense_chunk_moments")?;
+    let (n, g64, rows) = (x.n_rows as u64, g as u64, DENSE_CHUNK_ROWS as u64);
+    let mut t = chunked_sums(ctx, x.n_rows, 2 * g, PARTIAL_BYTES, |first, count, out| {
+        let mut l = ctx.launcher(&f);
+        l.arg(&x.data).arg(&n).arg(&g64).arg(&rows);
+        l.arg(&first).arg(&count).arg(out);
+        ctx.launch(l, grid_for(count as usize * g), "dense_chunk_moments")
+    })?;
+    let sq = t.split_off(g);
+    Ok((t, sq))
+}
+
+/// Fails on the first NaN or infinite value (in row order), as
+/// [`crate::dense::DenseMatrix::check_finite`] names it.
+pub fn check_finite_dense(ctx: &GpuContext, x: &DeviceDense) -> Result<()> {
+    let first = ctx.upload(&[u64::MAX])?;
+    let len = x.data.len() as u64;
+    if len > 0 {
+        let f = ctx.function(SRC, "dense_first_nonfinite")?;
+        let mut l = ctx.launcher(&f);
+        l.arg(&x.data).arg(&len).arg(&first);
+        ctx.launch(l, ctx.filling_grid(x.data.len()), "dense_first_nonfinite")?;
+    }
+    let p = ctx.download(&first)?[0];
+    if p == u64::MAX {
+        return Ok(());
+    }
+    let p = p as usize;
+    let d = x.n_cols.max(1);
+    Err(KernelError::NonFinite {
+        row: p / d,
+        col: p % d,
+        value: ctx.download_range(&x.data, p..p + 1)?[0] as f64,
+    })
+}
