@@ -1655,8 +1655,8 @@ fn leiden_hand_over_on_a_file() {
 
 /// regress_out on the GPU (after the device's own densification) equals the CPU bit for bit:
 /// continuous covariates, a singular design (collinear covariates: the minimum-norm fit and
-/// constant genes kept), one category with cells outside every category; the chunks' sums
-/// added in one wave and in several. A NaN is refused, named as the CPU names it, X untouched.
+/// constant genes kept), one category with cells outside every category (few categories and
+/// many); the chunks' sums added in one wave and in several. A NaN is refused, named as the CPU names it, X untouched.
 #[test]
 fn regress_out_equals_the_cpu_bit_for_bit() {
     use sc_kernels::regress::{regress_out, regress_out_gpu_in_waves, Covariates};
@@ -1682,6 +1682,13 @@ fn regress_out_equals_the_cpu_bit_for_bit() {
             Covariates::Categorical {
                 codes: codes.clone(),
                 n_categories: 3,
+            },
+            // More buckets than the kernel keeps in registers.
+            Covariates::Categorical {
+                codes: (0..n as i32)
+                    .map(|i| if i % 13 == 4 { -1 } else { i % 11 })
+                    .collect(),
+                n_categories: 11,
             },
         ] {
             let mut cpu = x.to_dense();

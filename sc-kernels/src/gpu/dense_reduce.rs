@@ -58,6 +58,20 @@ pub fn dense_col_moments(ctx: &GpuContext, x: &DeviceDense) -> Result<(Vec<f64>,
     Ok((t, sq))
 }
 
+/// Fails as [`check_finite_dense`] does when `plain_sums` (sums of X's values with weight 1,
+/// each value in one of them) are not all finite: an f64 sum of f32 values cannot overflow, so
+/// it is finite exactly when its values are, and the pass that names the bad value runs only
+/// then (the sums' own pass is the check).
+pub fn finite_by_sums(ctx: &GpuContext, x: &DeviceDense, plain_sums: &[f64]) -> Result<()> {
+    if plain_sums.iter().all(|s| s.is_finite()) {
+        return Ok(());
+    }
+    check_finite_dense(ctx, x)?;
+    Err(KernelError::Gpu(
+        "a column sum is not finite though every value is".into(),
+    ))
+}
+
 /// Fails on the first NaN or infinite value (in row order), as
 /// [`crate::dense::DenseMatrix::check_finite`] names it.
 pub fn check_finite_dense(ctx: &GpuContext, x: &DeviceDense) -> Result<()> {

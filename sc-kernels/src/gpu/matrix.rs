@@ -55,8 +55,8 @@ impl DeviceCsr {
 
     /// The dense row-major copy (`toarray()`), made on the device.
     pub fn to_dense(&self, ctx: &GpuContext) -> Result<DeviceDense> {
-        let out = ctx.zeros::<f32>(self.n_rows * self.n_cols)?;
-        if self.n_rows > 0 && self.nnz() > 0 {
+        let out = ctx.alloc::<f32>(self.n_rows * self.n_cols)?;
+        if self.n_rows > 0 && self.n_cols > 0 {
             let (n, g) = (self.n_rows as u64, self.n_cols as u64);
             let f = ctx.function(SRC, "csr_to_dense")?;
             let mut l = ctx.launcher(&f);
@@ -66,11 +66,8 @@ impl DeviceCsr {
                 .arg(&n)
                 .arg(&g)
                 .arg(&out);
-            ctx.launch(
-                l,
-                blocks_for_rows(self.n_rows.min(1 << 20), 256),
-                "csr_to_dense",
-            )?;
+            let rows = self.n_rows.min(ctx.multiprocessors() as usize * 32);
+            ctx.launch(l, blocks_for_rows(rows, 256), "csr_to_dense")?;
         }
         Ok(DeviceDense {
             n_rows: self.n_rows,

@@ -6,7 +6,7 @@ use super::{
     Covariates,
 };
 use crate::error::Result;
-use crate::gpu::dense_reduce::{check_finite_dense, chunked_sums, PARTIAL_BYTES};
+use crate::gpu::dense_reduce::{chunked_sums, finite_by_sums, PARTIAL_BYTES};
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::trace::PhaseTrace;
 use crate::gpu::{blocks_for_rows, grid_for, DeviceDense, DeviceVec, GpuContext};
@@ -20,7 +20,8 @@ pub(crate) const SRC: KernelSource = KernelSource {
 
 /// Replaces each gene (column) of the device matrix `x` by its residuals on `covariates`, as
 /// [`super::regress_out`] does on the host, bit for bit. Every check runs before the one
-/// write, so a refused call leaves `x` as it was.
+/// write (X's values are checked by the sums' own pass), so a refused call leaves `x` as it
+/// was.
 pub fn regress_out_gpu(
     ctx: &GpuContext,
     x: &mut DeviceDense,
@@ -38,17 +39,20 @@ pub fn regress_out_gpu_in_waves(
     partial_bytes: usize,
 ) -> Result<()> {
     check_covariates(x.n_rows, covariates)?;
-    check_finite_dense(ctx, x)?;
     let mut trace = PhaseTrace::new(ctx, "regress_out");
     match covariates {
         Covariates::Continuous(columns) => {
             let q = columns.len() + 1;
             let design = ctx.upload(&design_rows(columns, x.n_rows))?;
-            let ax = chunk_sums(ctx, x, Weights::Design(&design, q as u32), partial_bytes)?;
+            let (ax, differs) =
+                chunk_sums(ctx, x, Weights::Design(&design, q as u32), partial_bytes)?;
+            // The intercept's row of Aᵀx is X's plain column sums.
+            finite_by_sums(ctx, x, &ax[..x.n_cols])?;
             trace.mark("sums")?;
             let (coef, singular) = continuous_coef(columns, x.n_rows, &ax, x.n_cols)?;
-            let keep = kept_genes(ctx, x, singular)?;
+            let keep = kept_genes(ctx, &differs, singular)?;
             let coef = ctx.upload(&coef)?;
+            trace.mark("solve")?;
             let f = ctx.function(SRC, "regress_subtract_fit")?;
             let mut l = ctx.launcher(&f);
             let (n, g, q32) = (x.n_rows as u64, x.n_cols as u64, q as u32);
@@ -69,18 +73,20 @@ pub fn regress_out_gpu_in_waves(
             let bucket = buckets(codes, *n_categories);
             let counts = bucket_counts(&bucket, n_buckets);
             let bucket = ctx.upload(&bucket)?;
-            let sums = chunk_sums(
+            let (sums, differs) = chunk_sums(
                 ctx,
                 x,
                 Weights::Buckets(&bucket, n_buckets as u32),
                 partial_bytes,
             )?;
+            finite_by_sums(ctx, x, &sums)?;
             trace.mark("sums")?;
             let fit = category_fit(&sums, &counts, x.n_cols);
-            let keep = kept_genes(ctx, x, true)?;
+            let keep = kept_genes(ctx, &differs, true)?;
             let means = ctx.upload(&fit.means)?;
             let b0 = ctx.upload(&fit.coef.iter().map(|c| c.0).collect::<Vec<_>>())?;
             let b1 = ctx.upload(&fit.coef.iter().map(|c| c.1).collect::<Vec<_>>())?;
+            trace.mark("solve")?;
             let f = ctx.function(SRC, "regress_subtract_category_fit")?;
             let mut l = ctx.launcher(&f);
             let (n, g) = (x.n_rows as u64, x.n_cols as u64);
@@ -106,13 +112,14 @@ enum Weights<'a> {
     Buckets(&'a DeviceVec<u32>, u32),
 }
 
-/// The sums over X's rows by `weights`, in the host's chunks and order.
+/// The sums over X's rows by `weights`, in the host's chunks and order, and which genes have
+/// a value other than their first row's (found in the same pass).
 fn chunk_sums(
     ctx: &GpuContext,
     x: &DeviceDense,
     weights: Weights<'_>,
     partial_bytes: usize,
-) -> Result<Vec<f64>> {
+) -> Result<(Vec<f64>, DeviceVec<u32>)> {
     let (kernel, len_per_row) = match weights {
         Weights::Design(_, q) => ("regress_chunk_sums", q),
         Weights::Buckets(_, nb) => ("regress_chunk_bucket_sums", nb),
@@ -120,37 +127,35 @@ fn chunk_sums(
     let f = ctx.function(SRC, kernel)?;
     let (n, g, rows) = (x.n_rows as u64, x.n_cols as u64, DENSE_CHUNK_ROWS as u64);
     let len = len_per_row as usize * x.n_cols;
-    chunked_sums(ctx, x.n_rows, len, partial_bytes, |first, count, out| {
+    let differs = ctx.zeros::<u32>(x.n_cols.max(1))?;
+    let sums = chunked_sums(ctx, x.n_rows, len, partial_bytes, |first, count, out| {
         let mut l = ctx.launcher(&f);
         l.arg(&x.data).arg(&n).arg(&g);
         match &weights {
             Weights::Design(d, q) => l.arg(*d).arg(q),
             Weights::Buckets(b, nb) => l.arg(*b).arg(nb),
         };
-        l.arg(&rows).arg(&first).arg(&count).arg(out);
+        l.arg(&rows).arg(&first).arg(&count).arg(out).arg(&differs);
         ctx.launch(l, grid_for(count as usize * x.n_cols), kernel)
-    })
+    })?;
+    Ok((sums, differs))
 }
 
 /// Which genes the residuals leave alone: none, or (`constant`) those whose values are all
-/// equal, as [`super::constant_genes`] finds them.
-fn kept_genes(ctx: &GpuContext, x: &DeviceDense, constant: bool) -> Result<DeviceVec<u32>> {
-    let differs = ctx.zeros::<u32>(x.n_cols)?;
-    if !constant {
-        return Ok(differs);
-    }
-    if x.n_rows > 0 {
-        let f = ctx.function(SRC, "regress_differs")?;
-        let mut l = ctx.launcher(&f);
-        let (n, g) = (x.n_rows as u64, x.n_cols as u64);
-        l.arg(&x.data).arg(&n).arg(&g).arg(&differs);
-        ctx.launch(l, rows_grid(ctx, x.n_rows), "regress_differs")?;
-    }
-    let keep: Vec<u32> = ctx
-        .download(&differs)?
-        .iter()
-        .map(|&d| (d == 0) as u32)
-        .collect();
+/// equal (`differs` 0), as [`super::constant_genes`] finds them.
+fn kept_genes(
+    ctx: &GpuContext,
+    differs: &DeviceVec<u32>,
+    constant: bool,
+) -> Result<DeviceVec<u32>> {
+    let keep: Vec<u32> = if constant {
+        ctx.download(differs)?
+            .iter()
+            .map(|&d| (d == 0) as u32)
+            .collect()
+    } else {
+        vec![0; differs.len()]
+    };
     ctx.upload(&keep)
 }
 

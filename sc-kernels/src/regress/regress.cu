@@ -3,85 +3,164 @@
 // sums, never fused); gpu/dense_reduce.cu adds the chunks' sums in chunk order.
 
 // Per chunk c (of n_chunks from first_chunk on) and gene j, the sums over the chunk's rows of
-// design[k][i] * x[i][j] for each of the q design columns: partial[(c * q + k) * n_cols + j].
-// One thread per (chunk, gene): consecutive threads read consecutive genes of a row.
+// design[k][i] * x[i][j] for each of the q design columns: partial[(c * q + k) * n_cols + j];
+// differs[j] = 1 when gene j has a value other than its first row's (both chunk kernels).
+// One thread per (chunk, gene): consecutive threads read consecutive genes of a row. The
+// columns go Q at a time, Q known to the compiler (a switch on the uniform q picks it), so the
+// sums stay in registers and each row costs a few instructions.
 #define REGRESS_KB 8
-extern "C" __global__ void regress_chunk_sums(const float* x, u64 n_rows, u64 n_cols,
-                                              const double* design, u32 q, u64 chunk_rows,
-                                              u64 first_chunk, u64 n_chunks, double* partial) {
+template <int Q>
+__device__ void regress_chunk_sums_of(const float* __restrict__ x, u64 n_rows, u64 n_cols,
+                                      const double* __restrict__ design, u32 q, u32 k0, u64 c,
+                                      u64 j, u64 r0, u64 r1, double* __restrict__ partial,
+                                      bool* differ) {
+    double acc[Q];
+#pragma unroll
+    for (int k = 0; k < Q; ++k) acc[k] = 0.0;
+    const float first = x[j];
+    const double* d = design + (u64)k0 * n_rows;
+    const float* xp = x + r0 * n_cols + j;
+    bool diff = false;
+    for (u64 i = r0; i < r1; ++i, xp += n_cols) {
+        const float xv = *xp;
+        diff |= xv != first;
+        const double v = (double)xv;
+#pragma unroll
+        for (int k = 0; k < Q; ++k) acc[k] = __dadd_rn(acc[k], __dmul_rn(d[(u64)k * n_rows + i], v));
+    }
+#pragma unroll
+    for (int k = 0; k < Q; ++k) partial[(c * q + k0 + k) * n_cols + j] = acc[k];
+    *differ |= diff;
+}
+
+extern "C" __global__ void regress_chunk_sums(const float* __restrict__ x, u64 n_rows, u64 n_cols,
+                                              const double* __restrict__ design, u32 q,
+                                              u64 chunk_rows, u64 first_chunk, u64 n_chunks,
+                                              double* __restrict__ partial,
+                                              u32* __restrict__ differs) {
     const u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= n_chunks * n_cols) return;
     const u64 c = t / n_cols, j = t % n_cols;
     const u64 r0 = (first_chunk + c) * chunk_rows;
     const u64 r1 = min(r0 + chunk_rows, n_rows);
+    bool differ = false;
     for (u32 k0 = 0; k0 < q; k0 += REGRESS_KB) {
-        const u32 kn = min((u32)REGRESS_KB, q - k0);
-        double acc[REGRESS_KB];
-#pragma unroll
-        for (u32 k = 0; k < REGRESS_KB; ++k) acc[k] = 0.0;
-        for (u64 i = r0; i < r1; ++i) {
-            const double v = (double)x[i * n_cols + j];
-#pragma unroll
-            for (u32 k = 0; k < REGRESS_KB; ++k)
-                if (k < kn) acc[k] = __dadd_rn(acc[k], __dmul_rn(design[(u64)(k0 + k) * n_rows + i], v));
+#define REGRESS_GROUP(Q) \
+    case Q: regress_chunk_sums_of<Q>(x, n_rows, n_cols, design, q, k0, c, j, r0, r1, partial, &differ); break;
+        switch (min((u32)REGRESS_KB, q - k0)) {
+            REGRESS_GROUP(1) REGRESS_GROUP(2) REGRESS_GROUP(3) REGRESS_GROUP(4)
+            REGRESS_GROUP(5) REGRESS_GROUP(6) REGRESS_GROUP(7) REGRESS_GROUP(8)
         }
-        for (u32 k = 0; k < kn; ++k) partial[(c * q + k0 + k) * n_cols + j] = acc[k];
+#undef REGRESS_GROUP
     }
+    if (differ) differs[j] = 1u;
 }
 
 // Per chunk c and gene j, the sums of x[i][j] over the chunk's rows of each bucket:
-// partial[(c * n_buckets + b) * n_cols + j] (each thread zeroes its own sums first).
-extern "C" __global__ void regress_chunk_bucket_sums(const float* x, u64 n_rows, u64 n_cols,
-                                                     const u32* bucket, u32 n_buckets,
-                                                     u64 chunk_rows, u64 first_chunk, u64 n_chunks,
-                                                     double* partial) {
+// partial[(c * n_buckets + b) * n_cols + j] (each thread writes all of its own).
+extern "C" __global__ void regress_chunk_bucket_sums(const float* __restrict__ x, u64 n_rows,
+                                                     u64 n_cols, const u32* __restrict__ bucket,
+                                                     u32 n_buckets, u64 chunk_rows,
+                                                     u64 first_chunk, u64 n_chunks,
+                                                     double* __restrict__ partial,
+                                                     u32* __restrict__ differs) {
     const u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= n_chunks * n_cols) return;
     const u64 c = t / n_cols, j = t % n_cols;
     const u64 r0 = (first_chunk + c) * chunk_rows;
     const u64 r1 = min(r0 + chunk_rows, n_rows);
     double* out = partial + c * n_buckets * n_cols + j;
-    for (u32 b = 0; b < n_buckets; ++b) out[(u64)b * n_cols] = 0.0;
-    for (u64 i = r0; i < r1; ++i) {
-        double* s = out + (u64)bucket[i] * n_cols;
-        *s = __dadd_rn(*s, (double)x[i * n_cols + j]);
+    const float first = x[j];
+    bool differ = false;
+    if (n_buckets <= REGRESS_KB) {
+        // Few buckets: the sums in registers, each row added to its own bucket's only.
+        double acc[REGRESS_KB];
+#pragma unroll
+        for (u32 b = 0; b < REGRESS_KB; ++b) acc[b] = 0.0;
+        for (u64 i = r0; i < r1; ++i) {
+            const float v = x[i * n_cols + j];
+            differ |= v != first;
+            const u32 bk = bucket[i];
+#pragma unroll
+            for (u32 b = 0; b < REGRESS_KB; ++b)
+                if (b == bk) acc[b] = __dadd_rn(acc[b], (double)v);
+        }
+#pragma unroll
+        for (u32 b = 0; b < REGRESS_KB; ++b)
+            if (b < n_buckets) out[(u64)b * n_cols] = acc[b];
+    } else {
+        for (u32 b = 0; b < n_buckets; ++b) out[(u64)b * n_cols] = 0.0;
+        for (u64 i = r0; i < r1; ++i) {
+            const float v = x[i * n_cols + j];
+            differ |= v != first;
+            double* s = out + (u64)bucket[i] * n_cols;
+            *s = __dadd_rn(*s, (double)v);
+        }
     }
+    if (differ) differs[j] = 1u;
 }
 
 // The row-wise kernels: blocks over rows, a block's threads over the row's genes.
 #define ROWS_LOOP for (u64 i = blockIdx.x; i < n_rows; i += gridDim.x)
 
-// differs[j] = 1 when gene j has a value other than its first row's.
-extern "C" __global__ void regress_differs(const float* x, u64 n_rows, u64 n_cols, u32* differs) {
+// x[i][j] -= sum_k design[k][i] * coef[k][j] (summed in k order) for the genes not kept; the
+// row's Q design values are read once, into registers (Q known to the compiler for q up to
+// REGRESS_KB; a loop beyond).
+template <int Q>
+__device__ void regress_subtract_fit_of(float* __restrict__ x, u64 n_rows, u64 n_cols,
+                                        const double* __restrict__ design,
+                                        const double* __restrict__ coef,
+                                        const u32* __restrict__ keep) {
     ROWS_LOOP {
-        const float* row = x + i * n_cols;
-        for (u64 j = threadIdx.x; j < n_cols; j += blockDim.x)
-            if (row[j] != x[j]) differs[j] = 1u;
+        double d[Q];
+#pragma unroll
+        for (int k = 0; k < Q; ++k) d[k] = design[(u64)k * n_rows + i];
+        float* row = x + i * n_cols;
+        for (u64 j = threadIdx.x; j < n_cols; j += blockDim.x) {
+            if (keep[j]) continue;
+            double fit = 0.0;
+#pragma unroll
+            for (int k = 0; k < Q; ++k) fit = __dadd_rn(fit, __dmul_rn(d[k], coef[(u64)k * n_cols + j]));
+            row[j] = __double2float_rn(__dsub_rn((double)row[j], fit));
+        }
     }
 }
 
-// x[i][j] -= sum_k design[k][i] * coef[k][j] (summed in k order) for the genes not kept.
-extern "C" __global__ void regress_subtract_fit(float* x, u64 n_rows, u64 n_cols,
-                                                const double* design, u32 q, const double* coef,
-                                                const u32* keep) {
+extern "C" __global__ void regress_subtract_fit(float* __restrict__ x, u64 n_rows, u64 n_cols,
+                                                const double* __restrict__ design, u32 q,
+                                                const double* __restrict__ coef,
+                                                const u32* __restrict__ keep) {
+    switch (q) {
+#define REGRESS_FIT(Q) \
+    case Q: regress_subtract_fit_of<Q>(x, n_rows, n_cols, design, coef, keep); return;
+        REGRESS_FIT(1) REGRESS_FIT(2) REGRESS_FIT(3) REGRESS_FIT(4)
+        REGRESS_FIT(5) REGRESS_FIT(6) REGRESS_FIT(7) REGRESS_FIT(8)
+#undef REGRESS_FIT
+    }
     ROWS_LOOP for (u64 j = threadIdx.x; j < n_cols; j += blockDim.x) {
-        const u64 e = i * n_cols + j;
         if (keep[j]) continue;
         double fit = 0.0;
-        for (u32 k = 0; k < q; ++k) fit = __dadd_rn(fit, __dmul_rn(design[(u64)k * n_rows + i], coef[(u64)k * n_cols + j]));
+        for (u32 k = 0; k < q; ++k)
+            fit = __dadd_rn(fit, __dmul_rn(design[(u64)k * n_rows + i], coef[(u64)k * n_cols + j]));
+        const u64 e = i * n_cols + j;
         x[e] = __double2float_rn(__dsub_rn((double)x[e], fit));
     }
 }
 
 // x[i][j] -= b0[j] + b1[j] * means[bucket[i]][j] for the genes not kept.
-extern "C" __global__ void regress_subtract_category_fit(float* x, u64 n_rows, u64 n_cols,
-                                                         const u32* bucket, const float* means,
-                                                         const double* b0, const double* b1,
-                                                         const u32* keep) {
-    ROWS_LOOP for (u64 j = threadIdx.x; j < n_cols; j += blockDim.x) {
-        const u64 e = i * n_cols + j;
-        if (keep[j]) continue;
-        const double fit = __dadd_rn(b0[j], __dmul_rn(b1[j], (double)means[(u64)bucket[i] * n_cols + j]));
-        x[e] = __double2float_rn(__dsub_rn((double)x[e], fit));
+extern "C" __global__ void regress_subtract_category_fit(float* __restrict__ x, u64 n_rows,
+                                                         u64 n_cols, const u32* __restrict__ bucket,
+                                                         const float* __restrict__ means,
+                                                         const double* __restrict__ b0,
+                                                         const double* __restrict__ b1,
+                                                         const u32* __restrict__ keep) {
+    ROWS_LOOP {
+        const float* row_means = means + (u64)bucket[i] * n_cols;
+        for (u64 j = threadIdx.x; j < n_cols; j += blockDim.x) {
+            if (keep[j]) continue;
+            const double fit = __dadd_rn(b0[j], __dmul_rn(b1[j], (double)row_means[j]));
+            const u64 e = i * n_cols + j;
+            x[e] = __double2float_rn(__dsub_rn((double)x[e], fit));
+        }
     }
 }

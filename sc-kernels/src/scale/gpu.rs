@@ -7,7 +7,7 @@ use crate::comm::{Communicator, SingleRank};
 use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
-use crate::gpu::dense_reduce::{check_finite_dense, dense_col_moments};
+use crate::gpu::dense_reduce::{dense_col_moments, finite_by_sums};
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::reduce::{col_moments, Transform};
 use crate::gpu::streamed::{csr_blocks_with_output, for_each_row_block, HostRows, RowBlocks};
@@ -101,8 +101,8 @@ pub fn scale_dense_gpu_across(
     comm: &dyn Communicator,
 ) -> Result<ScaleStats> {
     check(params)?;
-    check_finite_dense(ctx, x)?;
     let (sums, sq) = dense_col_moments(ctx, x)?;
+    finite_by_sums(ctx, x, &sums)?;
     let st = stats_across(sums, sq, x.n_rows, comm)?;
     if x.n_rows > 0 && x.n_cols > 0 {
         let c = Constants::new(ctx, &st, params)?;
