@@ -33,6 +33,11 @@ fn counts(seed: u64, rows: usize, cols: usize, density: f64) -> CsrMatrix<f32> {
     integration_tests::random_counts(seed, rows, cols, |_, _| density)
 }
 
+/// Whether two slices hold the same values bit for bit.
+fn same_bits(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
 fn max_rel(a: &[f32], b: &[f32]) -> f64 {
     assert_eq!(a.len(), b.len());
     a.iter()
@@ -305,11 +310,7 @@ fn normalize_log1p_scale_match_the_cpu() {
         );
         let back = dx.download(&ctx).unwrap();
         assert_eq!(back.indptr, x.indptr);
-        assert!(back
-            .data
-            .iter()
-            .zip(&x.data)
-            .all(|(a, b)| a.to_bits() == b.to_bits()));
+        assert!(same_bits(&back.data, &x.data));
         assert!(sc_kernels::normalize::normalize_total(&mut x.clone(), &params).is_err());
     }
 }
@@ -1700,10 +1701,7 @@ fn regress_out_equals_the_cpu_bit_for_bit() {
                 regress_out_gpu_in_waves(&ctx, &mut dx, &cov, partial_bytes).unwrap();
                 let g = dx.download(&ctx).unwrap();
                 assert!(
-                    g.data
-                        .iter()
-                        .zip(&cpu.data)
-                        .all(|(a, b)| a.to_bits() == b.to_bits()),
+                    same_bits(&g.data, &cpu.data),
                     "{cov:?} ({n} x {}): the GPU's residuals differ from the CPU's",
                     x.n_cols
                 );
@@ -1723,11 +1721,7 @@ fn regress_out_equals_the_cpu_bit_for_bit() {
                 .to_string();
             assert_eq!(got, want);
             let after = dx.download(&ctx).unwrap();
-            assert!(after
-                .data
-                .iter()
-                .zip(&host.data)
-                .all(|(a, b)| a.to_bits() == b.to_bits()));
+            assert!(same_bits(&after.data, &host.data));
         }
     };
     on_random_and_real(1..9000, 1..40, check);
@@ -1763,10 +1757,7 @@ fn scale_of_a_dense_device_x_equals_the_cpu_bit_for_bit() {
             assert_eq!((&sg.mean, &sg.std), (&sc.mean, &sc.std), "{p:?}");
             let g = dx.download(&ctx).unwrap();
             assert!(
-                g.data
-                    .iter()
-                    .zip(&cpu.data)
-                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                same_bits(&g.data, &cpu.data),
                 "{p:?}: the GPU's scaled values differ from the CPU's"
             );
         }
@@ -1788,11 +1779,7 @@ fn scale_of_a_dense_device_x_equals_the_cpu_bit_for_bit() {
             .to_string();
             assert_eq!(got, want);
             let after = dx.download(&ctx).unwrap();
-            assert!(after
-                .data
-                .iter()
-                .zip(&bad.data)
-                .all(|(a, b)| a.to_bits() == b.to_bits()));
+            assert!(same_bits(&after.data, &bad.data));
         }
     };
     on_random_and_real(1..9000, 1..40, check);

@@ -29,7 +29,8 @@ pub fn chunked_sums(
 ) -> Result<Vec<f64>> {
     let total = ctx.zeros::<f64>(len)?;
     let n_chunks = n_rows.div_ceil(DENSE_CHUNK_ROWS);
-    let wave = (partial_bytes / (len.max(1) * 8)).clamp(1, n_chunks.max(1));
+    // At most 65,535 chunks a wave: kernels may lay a wave's chunks along the grid's y.
+    let wave = (partial_bytes / (len.max(1) * 8)).clamp(1, n_chunks.clamp(1, 65_535));
     let partial = ctx.alloc::<f64>(wave * len)?;
     let add = ctx.function(SRC, "add_chunks")?;
     let len64 = len as u64;

@@ -1,15 +1,12 @@
 //! The GPU twin of [`super::regress_out`] on a dense device X: the same sums in the same order
 //! (so the same bits), the small solves on the host with the CPU's own code.
 
-use super::{
-    bucket_counts, buckets, category_fit, check_covariates, continuous_coef, design_rows,
-    Covariates,
-};
+use super::{bucket_counts, buckets, category_fit, check_covariates, continuous_coef, Covariates};
 use crate::error::Result;
 use crate::gpu::dense_reduce::{chunked_sums, finite_by_sums, PARTIAL_BYTES};
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::trace::PhaseTrace;
-use crate::gpu::{blocks_for_rows, grid_for, DeviceDense, DeviceVec, GpuContext};
+use crate::gpu::{blocks_for_rows, DeviceDense, DeviceVec, GpuContext};
 use crate::stats::DENSE_CHUNK_ROWS;
 use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 
@@ -43,7 +40,8 @@ pub fn regress_out_gpu_in_waves(
     match covariates {
         Covariates::Continuous(columns) => {
             let q = columns.len() + 1;
-            let design = ctx.upload(&design_rows(columns, x.n_rows))?;
+            let design = upload_design(ctx, columns, x.n_rows)?;
+            trace.mark("design")?;
             let (ax, differs) =
                 chunk_sums(ctx, x, Weights::Design(&design, q as u32), partial_bytes)?;
             // The intercept's row of Aᵀx is X's plain column sums.
@@ -104,6 +102,27 @@ pub fn regress_out_gpu_in_waves(
     trace.mark("residuals")
 }
 
+/// The design `[1, covariates...]` on the device, its columns one after another (`q x n`),
+/// written straight into the pinned staging buffers.
+fn upload_design(ctx: &GpuContext, columns: &[Vec<f64>], n: usize) -> Result<DeviceVec<f64>> {
+    ctx.upload_with((columns.len() + 1) * n, |first, mut out| {
+        let mut p = first;
+        while !out.is_empty() {
+            let (k, i) = (p / n, p % n);
+            let take = (n - i).min(out.len());
+            let (head, rest) = out.split_at_mut(take);
+            if k == 0 {
+                head.fill(1.0);
+            } else {
+                head.copy_from_slice(&columns[k - 1][i..i + take]);
+            }
+            p += take;
+            out = rest;
+        }
+        Ok(())
+    })
+}
+
 /// What the rows' values are summed by.
 enum Weights<'a> {
     /// The design's `q` columns (`q x n`): `Aᵀx`, `q x n_cols`.
@@ -136,7 +155,13 @@ fn chunk_sums(
             Weights::Buckets(b, nb) => l.arg(*b).arg(nb),
         };
         l.arg(&rows).arg(&first).arg(&count).arg(out).arg(&differs);
-        ctx.launch(l, grid_for(count as usize * x.n_cols), kernel)
+        // Blocks over the genes (x) and the wave's chunks (y).
+        let cfg = LaunchConfig {
+            grid_dim: (x.n_cols.div_ceil(256).max(1) as u32, count as u32, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        ctx.launch(l, cfg, kernel)
     })?;
     Ok((sums, differs))
 }

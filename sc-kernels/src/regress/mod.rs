@@ -108,15 +108,6 @@ fn design(columns: &[Vec<f64>], i: usize, k: usize) -> f64 {
     }
 }
 
-/// The design's columns one after another (`q x n`, the intercept first), as the GPU reads it.
-pub(crate) fn design_rows(columns: &[Vec<f64>], n: usize) -> Vec<f64> {
-    let mut out = vec![1.0; n];
-    for c in columns {
-        out.extend_from_slice(c);
-    }
-    out
-}
-
 /// The coefficients (`q x g`, row-major) of every gene from `Aᵀx` (`q x g`) over `n` cells,
 /// and whether the Gram matrix was singular (then the genes whose values are all equal are
 /// kept as they are).

@@ -5,31 +5,50 @@
 // Per chunk c (of n_chunks from first_chunk on) and gene j, the sums over the chunk's rows of
 // design[k][i] * x[i][j] for each of the q design columns: partial[(c * q + k) * n_cols + j];
 // differs[j] = 1 when gene j has a value other than its first row's (both chunk kernels).
-// One thread per (chunk, gene): consecutive threads read consecutive genes of a row. The
-// columns go Q at a time, Q known to the compiler (a switch on the uniform q picks it), so the
-// sums stay in registers and each row costs a few instructions.
+// Blocks: x over the genes (consecutive threads read consecutive genes of a row), y over the
+// chunks of the wave. The columns go Q at a time, Q known to the compiler (a switch on the
+// uniform q picks it), so the sums stay in registers; the design's values of REGRESS_TILE rows
+// are read into shared memory once per block.
 #define REGRESS_KB 8
+#define REGRESS_TILE 256
 template <int Q>
 __device__ void regress_chunk_sums_of(const float* __restrict__ x, u64 n_rows, u64 n_cols,
                                       const double* __restrict__ design, u32 q, u32 k0, u64 c,
                                       u64 j, u64 r0, u64 r1, double* __restrict__ partial,
-                                      bool* differ) {
+                                      double* sd, bool* differ) {
+    const bool active = j < n_cols;
     double acc[Q];
 #pragma unroll
     for (int k = 0; k < Q; ++k) acc[k] = 0.0;
-    const float first = x[j];
+    const float first = active ? x[j] : 0.0f;
     const double* d = design + (u64)k0 * n_rows;
-    const float* xp = x + r0 * n_cols + j;
     bool diff = false;
-    for (u64 i = r0; i < r1; ++i, xp += n_cols) {
-        const float xv = *xp;
-        diff |= xv != first;
-        const double v = (double)xv;
+    for (u64 t0 = r0; t0 < r1; t0 += REGRESS_TILE) {
+        const u32 tn = (u32)min((u64)REGRESS_TILE, r1 - t0);
+        __syncthreads();  // the block is done with the previous tile
+        for (u32 e = threadIdx.x; e < Q * tn; e += blockDim.x) {
+            const u32 k = e / tn, r = e - k * tn;
+            sd[k * REGRESS_TILE + r] = d[(u64)k * n_rows + t0 + r];
+        }
+        __syncthreads();
+        if (active) {
+            const float* xp = x + t0 * n_cols + j;
+#pragma unroll 4
+            for (u32 r = 0; r < tn; ++r) {
+                const float xv = *xp;
+                xp += n_cols;
+                diff |= xv != first;
+                const double v = (double)xv;
 #pragma unroll
-        for (int k = 0; k < Q; ++k) acc[k] = __dadd_rn(acc[k], __dmul_rn(d[(u64)k * n_rows + i], v));
+                for (int k = 0; k < Q; ++k)
+                    acc[k] = __dadd_rn(acc[k], __dmul_rn(sd[k * REGRESS_TILE + r], v));
+            }
+        }
     }
+    if (active) {
 #pragma unroll
-    for (int k = 0; k < Q; ++k) partial[(c * q + k0 + k) * n_cols + j] = acc[k];
+        for (int k = 0; k < Q; ++k) partial[(c * q + k0 + k) * n_cols + j] = acc[k];
+    }
     *differ |= diff;
 }
 
@@ -38,22 +57,22 @@ extern "C" __global__ void regress_chunk_sums(const float* __restrict__ x, u64 n
                                               u64 chunk_rows, u64 first_chunk, u64 n_chunks,
                                               double* __restrict__ partial,
                                               u32* __restrict__ differs) {
-    const u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= n_chunks * n_cols) return;
-    const u64 c = t / n_cols, j = t % n_cols;
+    __shared__ double sd[REGRESS_KB * REGRESS_TILE];
+    const u64 c = blockIdx.y;
+    const u64 j = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     const u64 r0 = (first_chunk + c) * chunk_rows;
     const u64 r1 = min(r0 + chunk_rows, n_rows);
     bool differ = false;
     for (u32 k0 = 0; k0 < q; k0 += REGRESS_KB) {
 #define REGRESS_GROUP(Q) \
-    case Q: regress_chunk_sums_of<Q>(x, n_rows, n_cols, design, q, k0, c, j, r0, r1, partial, &differ); break;
+    case Q: regress_chunk_sums_of<Q>(x, n_rows, n_cols, design, q, k0, c, j, r0, r1, partial, sd, &differ); break;
         switch (min((u32)REGRESS_KB, q - k0)) {
             REGRESS_GROUP(1) REGRESS_GROUP(2) REGRESS_GROUP(3) REGRESS_GROUP(4)
             REGRESS_GROUP(5) REGRESS_GROUP(6) REGRESS_GROUP(7) REGRESS_GROUP(8)
         }
 #undef REGRESS_GROUP
     }
-    if (differ) differs[j] = 1u;
+    if (differ && j < n_cols) differs[j] = 1u;
 }
 
 // Per chunk c and gene j, the sums of x[i][j] over the chunk's rows of each bucket:
@@ -64,9 +83,9 @@ extern "C" __global__ void regress_chunk_bucket_sums(const float* __restrict__ x
                                                      u64 first_chunk, u64 n_chunks,
                                                      double* __restrict__ partial,
                                                      u32* __restrict__ differs) {
-    const u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= n_chunks * n_cols) return;
-    const u64 c = t / n_cols, j = t % n_cols;
+    const u64 c = blockIdx.y;
+    const u64 j = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= n_cols) return;
     const u64 r0 = (first_chunk + c) * chunk_rows;
     const u64 r1 = min(r0 + chunk_rows, n_rows);
     double* out = partial + c * n_buckets * n_cols + j;
