@@ -37,6 +37,7 @@ pub mod log1p;
 pub mod neighbors;
 pub mod normalize;
 pub mod pca;
+pub mod pearson;
 pub mod qc;
 pub mod random;
 pub mod rank_genes;

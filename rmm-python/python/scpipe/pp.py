@@ -10,6 +10,7 @@ it was. X is computed in float32, as scpipe's command does.
 from __future__ import annotations
 
 import functools
+import warnings
 import math
 from typing import Any, Iterable, Sequence
 
@@ -29,6 +30,7 @@ __all__ = [
     "flag_gene_family",
     "filter_highly_variable",
     "regress_out",
+    "normalize_pearson_residuals",
     "scale",
     "pca",
     "harmony_integrate",
@@ -495,6 +497,75 @@ def regress_out(
     out = _parts.call("regress_out", {"X": xp, "obs": obs}, {"keys": keys}, return_x=True)
     _set_matrix(target, layer, _parts.matrix_from(out["X"], like=x))
     return target if copy else None
+
+
+def normalize_pearson_residuals(
+    adata,
+    *,
+    theta: float = 100,
+    clip: float | None = None,
+    check_values: bool = True,
+    layer: str | None = None,
+    inplace: bool = True,
+    copy: bool = False,
+):
+    """Analytic Pearson residuals of the counts (scanpy's
+    ``experimental.pp.normalize_pearson_residuals``, rapids-singlecell's
+    ``pp.normalize_pearson_residuals``; Lause et al. 2021): with ``mu = cell total * gene total /
+    total``, each value becomes ``(x - mu) / sqrt(mu + mu**2 / theta)``, clipped to
+    ``[-clip, clip]``.
+
+    Parameters
+    ----------
+    theta
+        The negative binomial's overdispersion, shared by every gene (> 0).
+    clip
+        Clip the residuals to ``[-clip, clip]``; ``None``: ``sqrt(n_obs)``.
+    check_values
+        Warn (``UserWarning``) when X holds values that are not whole numbers, as scanpy does.
+    layer
+        Use this layer instead of X.
+    inplace
+        Write the residuals into X (or the layer) and ``uns['pearson_residuals_normalization']``
+        (``theta``, ``clip``, ``computed_on``); else return them, with those fields, as a dict.
+    copy
+        Return a new AnnData instead of changing this one (not with ``inplace=False``).
+
+    X (or the layer) becomes dense float32. A cell or a gene without any count is refused
+    (``ValueError``; scanpy gives it NaN residuals): filter them first. Computed on the host for
+    now: a GPU X comes back, and its residuals go to the GPU as a dense matrix.
+    """
+    if copy and not inplace:
+        raise ValueError("`copy=True` cannot be used with `inplace=False`.")
+    target = _target(adata, copy)
+    x, what = _matrix(target, layer)
+    if check_values and not _whole_numbers(x):
+        warnings.warn(
+            "`normalize_pearson_residuals()` expects raw count data, but non-integers were found.",
+            UserWarning,
+            stacklevel=2,
+        )
+    xp = _parts.matrix_part(x, what)
+    out = _parts.call(
+        "normalize_pearson_residuals", {"X": xp}, {"theta": float(theta), "clip": clip}, return_x=True
+    )
+    residuals = _parts.matrix_from(out["X"], like=x)
+    record = {"theta": theta, "clip": clip, "computed_on": layer if layer else "adata.X"}
+    if not inplace:
+        return {"X": residuals, **record}
+    _set_matrix(target, layer, residuals)
+    target.uns["pearson_residuals_normalization"] = record
+    return target if copy else None
+
+
+def _whole_numbers(m) -> bool:
+    """Whether every value of a matrix (scipy, numpy or CuPy) is a whole number."""
+    values = m.data if hasattr(m, "format") else m
+    xp = np
+    if _parts._cupy_module(m):
+        import cupy as xp  # noqa: PLC0415 (only with CuPy)
+    values = xp.asarray(values)
+    return bool(xp.all(values == xp.floor(values)))
 
 
 def scale(

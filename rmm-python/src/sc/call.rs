@@ -20,6 +20,7 @@ use sc_kernels::leiden::LeidenParams;
 use sc_kernels::neighbors::ivf::IvfParams;
 use sc_kernels::neighbors::KnnMethod;
 use sc_kernels::normalize::NormalizeParams;
+use sc_kernels::pearson::PearsonParams;
 use sc_kernels::rank_genes::{Method, RankGenesParams};
 use sc_kernels::scale::ScaleParams;
 use sc_kernels::umap::{Init, UmapParams};
@@ -44,6 +45,7 @@ enum Call {
     Hvg(HvgOptions),
     /// The obs columns to regress on.
     RegressOut(Vec<String>),
+    Pearson(PearsonParams),
     Scale(ScaleParams),
     Pca(usize),
     Harmony(HarmonyOptions),
@@ -200,10 +202,12 @@ fn run(
     progress: bool,
 ) -> sc_pipeline::Result<Extra> {
     let ctx = gpu.map(|g| g.ctx.clone());
-    // The steps that work on X on the GPU get it there first (the graph steps do not read it).
+    // The steps that work on X on the GPU get it there first (the graph steps do not read it;
+    // Pearson residuals are computed on the host for now).
     let x_to_device = !matches!(
         call,
         Call::Harmony(_)
+            | Call::Pearson(_)
             | Call::Neighbors { .. }
             | Call::Umap(_)
             | Call::Leiden(_)
@@ -244,6 +248,7 @@ fn run(
             steps::highly_variable_genes(adata, o)?;
         }
         Call::RegressOut(keys) => steps::regress_out(adata, keys)?,
+        Call::Pearson(p) => steps::normalize_pearson_residuals(adata, p)?,
         Call::Scale(p) => steps::scale(adata, p)?,
         Call::Pca(n) => {
             steps::pca(adata, *n)?;
@@ -332,6 +337,10 @@ fn parse(step: &str, p: &Bound<'_, PyDict>) -> PyResult<Call> {
         "log1p" => Call::Log1p(opt(p, "base")?),
         "highly_variable_genes" => Call::Hvg(hvg_options(p)?),
         "regress_out" => Call::RegressOut(req(p, "keys")?),
+        "normalize_pearson_residuals" => Call::Pearson(PearsonParams {
+            theta: req(p, "theta")?,
+            clip: opt(p, "clip")?,
+        }),
         "scale" => Call::Scale(ScaleParams {
             zero_center: req(p, "zero_center")?,
             max_value: opt(p, "max_value")?,

@@ -1,0 +1,109 @@
+//! `normalize_pearson_residuals` (scanpy's `experimental.pp.normalize_pearson_residuals`,
+//! rapids-singlecell's `pp.normalize_pearson_residuals`): the analytic Pearson residuals of a
+//! negative binomial model with one overdispersion `theta` for every gene (Lause et al.
+//! 2021). With `mu = cell total * gene total / total`, each value becomes
+//! `(x - mu) / sqrt(mu + mu² / theta)`, clipped to `[-clip, clip]` (`clip` defaults to
+//! `sqrt(n_cells)`, as scanpy's). X becomes dense.
+//!
+//! The totals are f64 sums over fixed chunks of rows added in order (the same bits for any
+//! number of threads); each residual is computed in f64 and rounded to f32 once (scanpy
+//! computes in X's dtype, float32: within a few f32 ulp of ours). A cell or a gene without any
+//! count is refused: scanpy would give it NaN residuals (0 / 0).
+
+use crate::csr::CsrMatrix;
+use crate::dense::DenseMatrix;
+use crate::error::{KernelError, Result};
+use crate::stats::{chunked_sum, DENSE_CHUNK_ROWS};
+use rayon::prelude::*;
+
+/// scanpy's parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PearsonParams {
+    /// The negative binomial's overdispersion (scanpy's default 100).
+    pub theta: f64,
+    /// Residuals are clipped to `[-clip, clip]`; `None`: `sqrt(n_cells)`.
+    pub clip: Option<f64>,
+}
+
+impl Default for PearsonParams {
+    fn default() -> Self {
+        PearsonParams {
+            theta: 100.0,
+            clip: None,
+        }
+    }
+}
+
+/// The dense residuals of the counts `x`.
+pub fn pearson_residuals(x: &CsrMatrix<f32>, p: &PearsonParams) -> Result<DenseMatrix<f32>> {
+    let clip = check(x, p)?;
+    let (n, g) = (x.n_rows, x.n_cols);
+    let cells = crate::stats::row_sums(x);
+    let genes = chunked_sum(n, DENSE_CHUNK_ROWS, g, |rows, acc| {
+        for i in rows {
+            let (c, v) = x.row(i);
+            for (&j, &v) in c.iter().zip(v) {
+                acc[j as usize] += v as f64;
+            }
+        }
+    });
+    if let Some(i) = cells.iter().position(|&s| s == 0.0) {
+        return Err(KernelError::InvalidParameter {
+            name: "X",
+            reason: format!(
+                "cell {i} has no counts (its residuals would be NaN): filter cells first"
+            ),
+        });
+    }
+    if let Some(j) = genes.iter().position(|&s| s == 0.0) {
+        return Err(KernelError::InvalidParameter {
+            name: "X",
+            reason: format!(
+                "gene {j} has no counts (its residuals would be NaN): filter genes first"
+            ),
+        });
+    }
+    let total: f64 = genes.iter().sum();
+    let mut out = DenseMatrix::zeros(n, g);
+    if g == 0 {
+        return Ok(out);
+    }
+    let residual = |v: f64, mu: f64| {
+        let r = (v - mu) / (mu + mu * mu / p.theta).sqrt();
+        r.clamp(-clip, clip) as f32
+    };
+    out.data.par_chunks_mut(g).enumerate().for_each(|(i, row)| {
+        let scale = cells[i] / total;
+        for (j, r) in row.iter_mut().enumerate() {
+            *r = residual(0.0, scale * genes[j]);
+        }
+        let (c, v) = x.row(i);
+        for (&j, &v) in c.iter().zip(v) {
+            let j = j as usize;
+            row[j] = residual(v as f64, scale * genes[j]);
+        }
+    });
+    Ok(out)
+}
+
+/// The parameters and the counts checked; the clipping bound.
+fn check(x: &CsrMatrix<f32>, p: &PearsonParams) -> Result<f64> {
+    if !(p.theta > 0.0) || !p.theta.is_finite() {
+        return Err(KernelError::InvalidParameter {
+            name: "theta",
+            reason: format!("must be a positive number, not {}", p.theta),
+        });
+    }
+    let clip = p.clip.unwrap_or((x.n_rows as f64).sqrt());
+    if !(clip >= 0.0) {
+        return Err(KernelError::InvalidParameter {
+            name: "clip",
+            reason: format!("must be at least 0 (or None for sqrt(n_obs)), not {clip}"),
+        });
+    }
+    x.check_counts()?;
+    Ok(clip)
+}
+
+#[cfg(test)]
+mod tests;

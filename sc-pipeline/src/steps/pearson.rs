@@ -1,0 +1,36 @@
+//! `normalize_pearson_residuals` (scanpy's `experimental.pp.normalize_pearson_residuals`,
+//! rapids-singlecell's `pp.normalize_pearson_residuals`): X's counts become their analytic
+//! Pearson residuals, dense float32 (`sc_kernels::pearson`). Called from Python
+//! (`scpipe.pp.normalize_pearson_residuals`, which writes the `uns` record); not a row of the
+//! command's step table. Computed on the host for now: a GPU X is brought back, and its
+//! residuals go to the same GPU as a dense matrix. X is left as it was when refused.
+
+use super::kernel_error;
+use crate::anndata::{DeviceMatrix, Matrix};
+use crate::{AnnData, Result};
+use sc_kernels::gpu::DeviceDense;
+use sc_kernels::pearson::{pearson_residuals, PearsonParams};
+
+/// Replaces X's counts by their Pearson residuals.
+pub fn normalize_pearson_residuals(adata: &mut AnnData, params: &PearsonParams) -> Result<()> {
+    const STEP: &str = "normalize_pearson_residuals";
+    let (residuals, ctx) = match &adata.x {
+        Matrix::Device(d) => {
+            let host = adata.x.host_copy()?;
+            let r = pearson_residuals(&*host.to_csr()?, params).map_err(kernel_error(STEP))?;
+            (r, Some(d.ctx.clone()))
+        }
+        host => (
+            pearson_residuals(&*host.to_csr()?, params).map_err(kernel_error(STEP))?,
+            None,
+        ),
+    };
+    adata.x = match &ctx {
+        Some(ctx) => Matrix::Device(DeviceMatrix::dense(
+            ctx,
+            DeviceDense::upload(ctx, &residuals).map_err(kernel_error(STEP))?,
+        )),
+        None => Matrix::Dense(residuals),
+    };
+    Ok(())
+}
