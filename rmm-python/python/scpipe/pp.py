@@ -10,8 +10,8 @@ it was. X is computed in float32, as scpipe's command does.
 from __future__ import annotations
 
 import functools
-import warnings
 import math
+import warnings
 from typing import Any, Iterable, Sequence
 
 import numpy as np

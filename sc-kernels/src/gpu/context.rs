@@ -184,6 +184,12 @@ impl GpuContext {
         }
     }
 
+    /// One block of 256 threads per row, at most enough blocks to fill the device a few times
+    /// over (the kernels' grid-stride loops over the rows do the rest).
+    pub fn filling_rows(&self, rows: usize) -> LaunchConfig {
+        blocks_for_rows(rows.clamp(1, self.multiprocessors as usize * 32), 256)
+    }
+
     /// The most dynamic shared memory one block may use, in bytes (with
     /// [`GpuContext::function_with_shared`]'s opt-in).
     pub fn max_shared_per_block(&self) -> usize {

@@ -2,7 +2,7 @@
 //! and dense row-major f32; their storage is `rmm-core` [`DeviceVec`]s from the context.
 
 use super::module_cache::KernelSource;
-use super::{blocks_for_rows, GpuContext};
+use super::GpuContext;
 use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
 use crate::error::Result;
@@ -66,8 +66,7 @@ impl DeviceCsr {
                 .arg(&n)
                 .arg(&g)
                 .arg(&out);
-            let rows = self.n_rows.min(ctx.multiprocessors() as usize * 32);
-            ctx.launch(l, blocks_for_rows(rows, 256), "csr_to_dense")?;
+            ctx.launch(l, ctx.filling_rows(self.n_rows), "csr_to_dense")?;
         }
         Ok(DeviceDense {
             n_rows: self.n_rows,

@@ -6,7 +6,7 @@ use crate::error::Result;
 use crate::gpu::dense_reduce::{chunked_sums, finite_by_sums, PARTIAL_BYTES};
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::trace::PhaseTrace;
-use crate::gpu::{blocks_for_rows, DeviceDense, DeviceVec, GpuContext};
+use crate::gpu::{DeviceDense, DeviceVec, GpuContext};
 use crate::stats::DENSE_CHUNK_ROWS;
 use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 
@@ -61,7 +61,7 @@ pub fn regress_out_gpu_in_waves(
                 .arg(&q32)
                 .arg(&coef)
                 .arg(&keep);
-            ctx.launch(l, rows_grid(ctx, x.n_rows), "regress_subtract_fit")?;
+            ctx.launch(l, ctx.filling_rows(x.n_rows), "regress_subtract_fit")?;
         }
         Covariates::Categorical {
             codes,
@@ -96,7 +96,11 @@ pub fn regress_out_gpu_in_waves(
                 .arg(&b0)
                 .arg(&b1)
                 .arg(&keep);
-            ctx.launch(l, rows_grid(ctx, x.n_rows), "regress_subtract_category_fit")?;
+            ctx.launch(
+                l,
+                ctx.filling_rows(x.n_rows),
+                "regress_subtract_category_fit",
+            )?;
         }
     }
     trace.mark("residuals")
@@ -173,18 +177,13 @@ fn kept_genes(
     differs: &DeviceVec<u32>,
     constant: bool,
 ) -> Result<DeviceVec<u32>> {
-    let keep: Vec<u32> = if constant {
-        ctx.download(differs)?
-            .iter()
-            .map(|&d| (d == 0) as u32)
-            .collect()
-    } else {
-        vec![0; differs.len()]
-    };
+    if !constant {
+        return ctx.zeros(differs.len());
+    }
+    let keep: Vec<u32> = ctx
+        .download(differs)?
+        .iter()
+        .map(|&d| (d == 0) as u32)
+        .collect();
     ctx.upload(&keep)
-}
-
-/// Blocks of 256 threads over the rows, enough to fill the device.
-fn rows_grid(ctx: &GpuContext, rows: usize) -> LaunchConfig {
-    blocks_for_rows(rows.clamp(1, ctx.multiprocessors() as usize * 32), 256)
 }

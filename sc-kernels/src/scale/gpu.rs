@@ -120,8 +120,7 @@ pub fn scale_dense_gpu_across(
             .arg(&center)
             .arg(&has_max)
             .arg(&max_value);
-        let rows = x.n_rows.min(ctx.multiprocessors() as usize * 32);
-        ctx.launch(l, blocks_for_rows(rows, 256), "scale_dense_in_place")?;
+        ctx.launch(l, ctx.filling_rows(x.n_rows), "scale_dense_in_place")?;
     }
     Ok(st)
 }

@@ -228,6 +228,22 @@ pub(crate) fn x_gpu(adata: &AnnData) -> Option<Arc<GpuContext>> {
     }
 }
 
+/// A dense X computed on the host, put on `gpu` (the GPU X was on, [`x_gpu`]) or left on the
+/// host (`None`).
+pub(crate) fn dense_x_on(
+    gpu: Option<&Arc<GpuContext>>,
+    x: DenseMatrix<f32>,
+    step: &'static str,
+) -> crate::Result<Matrix> {
+    Ok(match gpu {
+        Some(ctx) => Matrix::Device(DeviceMatrix::dense(
+            ctx,
+            sc_kernels::gpu::DeviceDense::upload(ctx, &x).map_err(kernel_error(step))?,
+        )),
+        None => Matrix::Dense(x),
+    })
+}
+
 /// X when it lives on the GPU as CSR: its context and the matrix.
 pub(crate) fn device_csr(adata: &AnnData) -> Option<(Arc<GpuContext>, &DeviceCsr)> {
     match &adata.x {

@@ -6,31 +6,18 @@
 //! residuals go to the same GPU as a dense matrix. X is left as it was when refused.
 
 use super::kernel_error;
-use crate::anndata::{DeviceMatrix, Matrix};
+use crate::anndata::Matrix;
 use crate::{AnnData, Result};
-use sc_kernels::gpu::DeviceDense;
 use sc_kernels::pearson::{pearson_residuals, PearsonParams};
 
 /// Replaces X's counts by their Pearson residuals.
 pub fn normalize_pearson_residuals(adata: &mut AnnData, params: &PearsonParams) -> Result<()> {
     const STEP: &str = "normalize_pearson_residuals";
-    let (residuals, ctx) = match &adata.x {
-        Matrix::Device(d) => {
-            let host = adata.x.host_copy()?;
-            let r = pearson_residuals(&*host.to_csr()?, params).map_err(kernel_error(STEP))?;
-            (r, Some(d.ctx.clone()))
-        }
-        host => (
-            pearson_residuals(&*host.to_csr()?, params).map_err(kernel_error(STEP))?,
-            None,
-        ),
-    };
-    adata.x = match &ctx {
-        Some(ctx) => Matrix::Device(DeviceMatrix::dense(
-            ctx,
-            DeviceDense::upload(ctx, &residuals).map_err(kernel_error(STEP))?,
-        )),
-        None => Matrix::Dense(residuals),
-    };
+    let residuals = match &adata.x {
+        Matrix::Device(_) => pearson_residuals(&*adata.x.host_copy()?.to_csr()?, params),
+        host => pearson_residuals(&*host.to_csr()?, params),
+    }
+    .map_err(kernel_error(STEP))?;
+    adata.x = super::dense_x_on(super::x_gpu(adata).as_ref(), residuals, STEP)?;
     Ok(())
 }

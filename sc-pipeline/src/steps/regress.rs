@@ -10,7 +10,6 @@ use crate::anndata::{Column, DeviceData, DeviceMatrix, Matrix};
 use crate::steps::PipelineConfig;
 use crate::{AnnData, Error, Result};
 use sc_kernels::dense::DenseMatrix;
-use sc_kernels::gpu::DeviceDense;
 use sc_kernels::regress::{regress_out_gpu, Covariates};
 
 /// The pipeline's row: `regress_out(keys=--regress-out)` after the highly variable subset and
@@ -37,13 +36,16 @@ const STEP: &str = "regress_out";
 pub(crate) const GENERATED: &str = "regress_out needs every cell's values of a gene at once, \
     which the generated demo never holds: run it on a file";
 
-/// The obs columns the QC step writes (without a QC variable's own columns), which the
+/// The obs columns the QC step writes (its `pct_counts_in_top_N_genes` aside), which the
 /// covariates may name before they exist.
 const QC_COLUMNS: &[&str] = &[
     "n_genes_by_counts",
     "log1p_n_genes_by_counts",
     "total_counts",
     "log1p_total_counts",
+    "total_counts_mt",
+    "log1p_total_counts_mt",
+    "pct_counts_mt",
 ];
 
 /// Each key must be an obs column of the input, or one the QC step will write, before any step
@@ -52,7 +54,6 @@ fn check_input(adata: &AnnData, config: &PipelineConfig) -> Result<()> {
     let qc = config.qc_mito_prefix.is_some();
     let from_qc = |k: &str| {
         qc && (QC_COLUMNS.contains(&k)
-            || ["total_counts_mt", "log1p_total_counts_mt", "pct_counts_mt"].contains(&k)
             || (k.starts_with("pct_counts_in_top_") && k.ends_with("_genes")))
     };
     for k in &config.regress_out {
@@ -122,19 +123,13 @@ pub fn regress_out(adata: &mut AnnData, keys: &[String]) -> Result<()> {
         return Ok(());
     }
     // On the host: a host X, or one streamed through the GPU or split over several.
-    let (mut x, ctx) = match &adata.x {
-        Matrix::Sparse(c) => (c.to_dense(), None),
-        Matrix::Dense(d) => (d.clone(), None),
-        Matrix::Device(d) => (host_dense(adata.x.host_copy()?)?, Some(d.ctx.clone())),
+    let mut x = match &adata.x {
+        Matrix::Sparse(c) => c.to_dense(),
+        Matrix::Dense(d) => d.clone(),
+        Matrix::Device(_) => host_dense(adata.x.host_copy()?)?,
     };
     sc_kernels::regress::regress_out(&mut x, &covariates).map_err(kernel_error(STEP))?;
-    adata.x = match &ctx {
-        Some(ctx) => Matrix::Device(DeviceMatrix::dense(
-            ctx,
-            DeviceDense::upload(ctx, &x).map_err(kernel_error(STEP))?,
-        )),
-        None => Matrix::Dense(x),
-    };
+    adata.x = super::dense_x_on(super::x_gpu(adata).as_ref(), x, STEP)?;
     Ok(())
 }
 
