@@ -1,9 +1,11 @@
 """scanpy's and rapids-singlecell's functions beyond the clustering tutorial, each against
-scanpy 1.12's own on the real datasets (issue 53): regress_out, normalize_pearson_residuals."""
+scanpy 1.12's own on the real datasets (issue 53): regress_out, normalize_pearson_residuals,
+scrublet."""
 
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from scpipe_support import close, data_dir, dense, device_gate, sc
@@ -47,7 +49,7 @@ def test_regress_out_copy_layer_and_text_keys():
     scpipe.pp.regress_out(t, "labels")
     scpipe.pp.regress_out(c, "bulk_labels")
     # (The categories' order differs, so their sums add in another order: f32 rounding.)
-    assert np.abs(t.X - c.X).max() < 1e-5 and t.obs["labels"].dtype == object
+    assert np.abs(t.X - c.X).max() < 1e-5 and not isinstance(t.obs["labels"].dtype, pd.CategoricalDtype)
 
 
 @pytest.mark.parametrize(
@@ -124,3 +126,157 @@ def test_normalize_pearson_residuals_inplace_copy_layer_and_bad_input():
     assert np.array_equal(empty.X, [[1.0, 0.0], [2.0, 0.0]])
     with pytest.warns(UserWarning, match="non-integers"):
         scpipe.pp.normalize_pearson_residuals(ad.AnnData(np.array([[1.5, 1.0], [2.0, 1.0]], dtype=np.float32)))
+
+
+COUNTS = ["celltypist_sample_559x32786_counts.h5ad", "scvi_pbmc5k_pbmc10k_400cells_2batches_counts.h5ad"]
+
+
+def scrublet_inputs(name: str, seed: int = 0) -> tuple[ad.AnnData, ad.AnnData]:
+    """scanpy's own preparation of the observed cells and its simulated doublets (the path of
+    `sc.pp.scrublet` with `adata_sim`): what both classifiers then get."""
+    obs = ad.read_h5ad(data_dir() / name)
+    sc.pp.filter_genes(obs, min_cells=3)
+    sc.pp.filter_cells(obs, min_genes=3)
+    obs.layers["raw"] = obs.X.copy()
+    sc.pp.normalize_total(obs)
+    logged = obs.copy()
+    sc.pp.log1p(logged)
+    sc.pp.highly_variable_genes(logged)
+    obs = obs[:, logged.var["highly_variable"]].copy()
+    sim = sc.pp.scrublet_simulate_doublets(obs, layer="raw", random_seed=seed)
+    del obs.layers["raw"]
+    sc.pp.normalize_total(obs, target_sum=1e6)
+    sc.pp.normalize_total(sim, target_sum=1e6)
+    return obs, sim
+
+
+@pytest.mark.parametrize("name", COUNTS)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_scrublet_classifier_matches_scanpy_on_its_doublets(name, seed):
+    """Given scanpy's doublets, every score within 1e-4 relative of scanpy's, the same threshold
+    and the same calls (at these sizes scanpy's kNN is exact, as ours). The seeds give doublets
+    with and without a pair and its reverse, the two cases of scanpy's neighbour count."""
+    device_gate()
+    pytest.importorskip("skimage", reason="scanpy's scrublet needs scikit-image for its threshold")
+    obs, sim = scrublet_inputs(name, seed)
+    ours, theirs = obs.copy(), obs.copy()
+    scpipe.pp.scrublet(ours, adata_sim=sim)
+    sc.pp.scrublet(theirs, adata_sim=sim)
+    # A cell's doublet with itself is that cell again once normalized (up to rounding): scanpy's
+    # kNN then drops one of the two as if it were the point itself, whichever its sort puts
+    # first (which differs between numpy versions), so that cell and that doublet may count one
+    # doublet neighbour more or less than ours. Every other score is within 1e-4.
+    parents = sim.obsm["doublet_parents"]
+    selfish = parents[:, 0] == parents[:, 1]
+    a, b = ours.obs["doublet_score"].to_numpy(), theirs.obs["doublet_score"].to_numpy()
+    off = ~np.isclose(a, b, rtol=1e-4, atol=0)
+    assert set(np.where(off)[0]) <= set(parents[selfish, 0]), f"{name}: cells {np.where(off)[0]} differ"
+    a, b = ours.uns["scrublet"]["doublet_scores_sim"], theirs.uns["scrublet"]["doublet_scores_sim"]
+    off = ~np.isclose(a, b, rtol=1e-4, atol=0)
+    assert np.all(selfish[off]), f"{name}: doublets {np.where(off)[0]} differ"
+    # The threshold is a histogram bin's centre: the same bin, or (where such a doublet moved a
+    # count) the next one.
+    width = (b.max() - b.min()) / 256
+    assert abs(ours.uns["scrublet"]["threshold"] - theirs.uns["scrublet"]["threshold"]) <= 1.0001 * width
+    assert np.array_equal(ours.obs["predicted_doublet"].to_numpy(), theirs.obs["predicted_doublet"].to_numpy())
+    assert ours.uns["scrublet"]["parameters"] == theirs.uns["scrublet"]["parameters"]
+    assert np.array_equal(ours.uns["scrublet"]["doublet_parents"], theirs.uns["scrublet"]["doublet_parents"])
+
+
+def seed_spread(a: ad.AnnData, seeds=(0, 1, 2), **kw) -> list[np.ndarray]:
+    out = []
+    for s in seeds:
+        b = a.copy()
+        sc.pp.scrublet(b, random_state=s, verbose=False, **kw)
+        out.append(b.obs["doublet_score"].to_numpy())
+    return out
+
+
+@pytest.mark.parametrize("name,batch_key", [(COUNTS[0], None), (COUNTS[1], None), (COUNTS[1], "batch")])
+def test_scrublet_agrees_with_scanpy_as_its_own_seeds_do(name, batch_key):
+    """With other random doublets no two runs agree exactly, scanpy's with itself included: our
+    scores correlate with scanpy's at least as its own three seeds do with each other (less
+    0.05), and the calls agree on at least 95% of cells."""
+    device_gate()
+    pytest.importorskip("skimage", reason="scanpy's scrublet needs scikit-image for its threshold")
+    a = ad.read_h5ad(data_dir() / name)
+    ours = a.copy()
+    scpipe.pp.scrublet(ours, batch_key=batch_key)
+    theirs = seed_spread(a, batch_key=batch_key)
+    own = min(np.corrcoef(x, y)[0, 1] for i, x in enumerate(theirs) for y in theirs[i + 1 :])
+    ours_s = ours.obs["doublet_score"].to_numpy()
+    r = min(np.corrcoef(ours_s, t)[0, 1] for t in theirs)
+    assert r >= own - 0.05, f"{name}: r with scanpy {r:.3f}, scanpy's seeds among themselves {own:.3f}"
+    b = a.copy()
+    sc.pp.scrublet(b, batch_key=batch_key, verbose=False)
+    agree = (ours.obs["predicted_doublet"].to_numpy() == b.obs["predicted_doublet"].to_numpy()).mean()
+    assert agree >= 0.95, f"{name}: calls agree on {agree:.3f} of cells"
+    assert ours.obs["doublet_score"].dtype == np.float64 and ours.obs["predicted_doublet"].dtype == bool
+    if batch_key:
+        assert ours.uns["scrublet"]["batched_by"] == "batch"
+        assert set(ours.uns["scrublet"]["batches"]) == set(b.uns["scrublet"]["batches"])
+    else:
+        assert set(ours.uns["scrublet"]) == set(b.uns["scrublet"])
+
+
+def test_scrublet_repeats_with_its_seed_and_leaves_x():
+    device_gate()
+    a = ad.read_h5ad(data_dir() / COUNTS[1])
+    before = a.X.copy()
+    b = scpipe.pp.scrublet(a, copy=True)
+    c = scpipe.pp.scrublet(a, copy=True)
+    assert "doublet_score" not in a.obs and (a.X != before).nnz == 0
+    assert np.array_equal(b.obs["doublet_score"], c.obs["doublet_score"])
+    d = scpipe.pp.scrublet(a, copy=True, random_state=5)
+    assert not np.array_equal(b.obs["doublet_score"], d.obs["doublet_score"])
+    scpipe.pp.scrublet(a, threshold=0.1)
+    assert a.uns["scrublet"]["threshold"] == 0.1
+    assert np.array_equal(a.obs["predicted_doublet"], a.obs["doublet_score"] > 0.1)
+
+
+def test_scrublet_simulate_doublets_as_scanpy_lays_them_out():
+    device_gate()
+    a = ad.read_h5ad(data_dir() / COUNTS[1])
+    ours = scpipe.pp.scrublet_simulate_doublets(a, sim_doublet_ratio=1.5)
+    theirs = sc.pp.scrublet_simulate_doublets(a, sim_doublet_ratio=1.5)
+    assert ours.shape == theirs.shape and list(ours.obs.columns) == ["n_counts"]
+    assert ours.obsm["doublet_parents"].shape == (ours.n_obs, 2)
+    assert ours.uns["scrublet"] == theirs.uns["scrublet"]
+    p = ours.obsm["doublet_parents"]
+    want = a.X[p[:, 0]] + a.X[p[:, 1]]
+    assert abs(ours.X - want).max() == 0
+    assert np.array_equal(ours.obs["n_counts"], np.asarray(want.sum(1)).ravel())
+    # Our doublets feed our classifier as scanpy's feed scanpy's.
+    obs = a.copy()
+    sc.pp.normalize_total(obs, target_sum=1e6)
+    sc.pp.normalize_total(ours, target_sum=1e6)
+    scpipe.pp.scrublet(obs, adata_sim=ours)
+    assert obs.obs["doublet_score"].notna().all()
+
+
+@pytest.mark.parametrize(
+    "kw,exc,words",
+    [
+        ({"batch_key": "nope"}, ValueError, "nope"),
+        ({"n_prin_comps": 5000}, ValueError, "n_prin_comps"),
+        ({"expected_doublet_rate": 0}, ValueError, "expected_doublet_rate"),
+        ({"knn_dist_metric": "cosine"}, ValueError, "euclidean"),
+        ({"random_state": None}, TypeError, "random_state"),
+        ({"get_doublet_neighbor_parents": True}, NotImplementedError, "neighbor_parents"),
+    ],
+)
+def test_scrublet_refuses_bad_input_and_leaves_the_object(kw, exc, words):
+    device_gate()
+    a = ad.read_h5ad(data_dir() / COUNTS[1])
+    with pytest.raises(exc, match=words):
+        scpipe.pp.scrublet(a, **kw)
+    assert "doublet_score" not in a.obs and "scrublet" not in a.uns
+
+
+def test_scrublet_refuses_a_batch_of_one_cell():
+    device_gate()
+    a = ad.read_h5ad(data_dir() / COUNTS[1])
+    a.obs["lonely"] = ["a"] * (a.n_obs - 1) + ["b"]
+    with pytest.raises(ValueError, match="batch 'b'.*1 cell"):
+        scpipe.pp.scrublet(a, batch_key="lonely")
+    assert "doublet_score" not in a.obs

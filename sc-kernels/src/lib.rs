@@ -16,6 +16,7 @@
 //! | `tl.umap` | [`umap`] |
 //! | `tl.rank_genes_groups` (t-test, t-test_overestim_var, wilcoxon; reference `rest`) | [`rank_genes`] |
 //! | `tl.leiden` | [`leiden`] |
+//! | `pp.scrublet`, `pp.scrublet_simulate_doublets` | [`scrublet`] |
 //!
 //! Every step is multithreaded with rayon (it runs in the current rayon pool).
 
@@ -44,6 +45,7 @@ pub mod rank_genes;
 pub mod real;
 pub mod regress;
 pub mod scale;
+pub mod scrublet;
 pub mod stats;
 pub mod synth;
 pub mod umap;

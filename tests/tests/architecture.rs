@@ -54,6 +54,9 @@ const TABLES: &[Layers] = &[
         within: &[],
         layers: &[
             (&["warm_up"], false),
+            // A step made of other steps (scrublet: filter, normalize, log1p, hvg, pca and the
+            // exact kNN, on its own copy of the counts).
+            (&["scrublet"], false),
             // Steps that use another step's CPU reference (harmony's LISI the exact kNN, hvg
             // the log1p and normalize of its counts).
             (&["harmony", "hvg"], false),
@@ -148,6 +151,7 @@ const TABLES: &[Layers] = &[
                     "qc",
                     "regress",
                     "scale",
+                    "scrublet",
                     "umap",
                 ],
                 true,

@@ -31,6 +31,8 @@ __all__ = [
     "filter_highly_variable",
     "regress_out",
     "normalize_pearson_residuals",
+    "scrublet",
+    "scrublet_simulate_doublets",
     "scale",
     "pca",
     "harmony_integrate",
@@ -566,6 +568,156 @@ def _whole_numbers(m) -> bool:
         import cupy as xp  # noqa: PLC0415 (only with CuPy)
     values = xp.asarray(values)
     return bool(xp.all(values == xp.floor(values)))
+
+
+def scrublet(
+    adata,
+    adata_sim=None,
+    *,
+    batch_key: str | None = None,
+    sim_doublet_ratio: float = 2.0,
+    expected_doublet_rate: float = 0.05,
+    stdev_doublet_rate: float = 0.02,
+    synthetic_doublet_umi_subsampling: float = 1.0,
+    knn_dist_metric: str = "euclidean",
+    normalize_variance: bool = True,
+    log_transform: bool = False,
+    mean_center: bool = True,
+    n_prin_comps: int = 30,
+    use_approx_neighbors: bool | None = None,
+    get_doublet_neighbor_parents: bool = False,
+    n_neighbors: int | None = None,
+    threshold: float | None = None,
+    verbose: bool = True,
+    copy: bool = False,
+    random_state: int = 0,
+):
+    """Doublets by Scrublet (scanpy's ``pp.scrublet``, Wolock et al. 2019): each cell's score
+    from a kNN classifier of the observed cells among simulated doublets.
+
+    X must hold raw counts (unless ``adata_sim`` is given). Per batch of ``batch_key``: genes in
+    fewer than 3 cells and cells with fewer than 3 genes are dropped, the counts normalized and
+    their highly variable genes (seurat flavour) kept, ``sim_doublet_ratio`` doublets per cell
+    simulated from the raw counts, both normalized to 1e6, z-scored and embedded by a PCA of
+    ``n_prin_comps`` fitted on the observed cells; each cell is scored from the doublets among
+    its ``round(n_neighbors * (1 + sim_doublet_ratio))`` nearest neighbours
+    (``n_neighbors = round(0.5 * sqrt(n_cells))`` by default), and called a doublet above
+    ``threshold`` (by default the minimum between the two modes of the doublets' scores).
+
+    Writes ``obs['doublet_score']``, ``obs['predicted_doublet']`` and ``uns['scrublet']``
+    (``doublet_scores_sim``, ``doublet_parents``, ``parameters``, ``threshold``; with
+    ``batch_key`` one per batch under ``batches``, and ``batched_by``), as scanpy. A cell
+    scrublet's filter dropped gets a NaN score and is not called.
+
+    Differences from scanpy: the doublets' pairs come from scpipe's own seeded generator (the
+    same ``random_state`` gives the same result every time, but not scanpy's doublets); the
+    kNN is always exact (``use_approx_neighbors`` is accepted and changes nothing; scanpy uses
+    pynndescent's approximate kNN from 2,731 cells); only ``knn_dist_metric='euclidean'``;
+    ``get_doublet_neighbor_parents`` is not supported. Computed on the host: a GPU X is read
+    back (X itself is never changed).
+    """
+    del verbose  # scanpy's info messages; the warning below is shown whatever it says
+    if knn_dist_metric != "euclidean":
+        raise ValueError(f"knn_dist_metric: only 'euclidean' is supported, not {knn_dist_metric!r}")
+    if get_doublet_neighbor_parents:
+        raise NotImplementedError("get_doublet_neighbor_parents=True is not supported by scpipe yet")
+    if isinstance(random_state, (bool, np.bool_)) or not isinstance(random_state, (int, np.integer)):
+        raise TypeError(f"random_state must be an int >= 0 (scpipe's own generator), not {random_state!r}")
+    if random_state < 0:
+        raise ValueError(f"random_state must be >= 0, not {random_state}")
+    target = adata.copy() if copy else adata
+    if not copy:
+        _parts.view_to_actual(target)
+    params = {
+        "sim_doublet_ratio": float(sim_doublet_ratio),
+        "expected_doublet_rate": float(expected_doublet_rate),
+        "stdev_doublet_rate": float(stdev_doublet_rate),
+        "synthetic_doublet_umi_subsampling": float(synthetic_doublet_umi_subsampling),
+        "mean_center": bool(mean_center),
+        "normalize_variance": bool(normalize_variance),
+        "log_transform": bool(log_transform),
+        "n_prin_comps": int(n_prin_comps),
+        "n_neighbors": None if n_neighbors is None else int(n_neighbors),
+        "threshold": None if threshold is None else float(threshold),
+        "random_state": int(random_state),
+    }
+    parts = {"X": _parts.matrix_part(_host(target.X), "X")}
+    if adata_sim is not None:
+        if batch_key is not None:
+            raise ValueError("give batch_key or adata_sim, not both (adata_sim holds the doublets of one batch)")
+        if adata_sim.n_vars != target.n_vars:
+            raise ValueError(f"adata_sim has {adata_sim.n_vars} genes, adata {target.n_vars}: they must be the same genes")
+        if "doublet_parents" not in adata_sim.obsm:
+            raise KeyError("adata_sim.obsm has no 'doublet_parents' (make adata_sim with scrublet_simulate_doublets)")
+        parents = np.asarray(adata_sim.obsm["doublet_parents"])
+        params["sim"] = _parts.matrix_part(_host(adata_sim.X), "adata_sim.X")
+        params["sim_parents"] = np.ascontiguousarray(parents.astype(np.int64).reshape(-1))
+    elif batch_key is not None:
+        if batch_key not in target.obs.columns:
+            raise ValueError(
+                f"`batch_key` must be a column of .obs in the input AnnData object, but {batch_key!r} is not in "
+                f"{list(target.obs.columns)!r}."
+            )
+        params["batch_key"] = batch_key
+        parts["obs"] = {batch_key: _parts.column_part(target.obs[batch_key], f"obs[{batch_key!r}]")}
+    out = _parts.call("scrublet", parts, params)
+    target.obs["doublet_score"] = out["obs"]["doublet_score"]
+    target.obs["predicted_doublet"] = out["obs"]["predicted_doublet"]
+    record = _parts.value_from(out["uns"]["scrublet"])
+    if adata_sim is not None:
+        record["doublet_parents"] = adata_sim.obsm["doublet_parents"]
+        record["parameters"]["sim_doublet_ratio"] = (
+            adata_sim.uns.get("scrublet", {}).get("parameters", {}).get("sim_doublet_ratio", None)
+        )
+    target.uns["scrublet"] = record
+    found = [record] if batch_key is None else list(record["batches"].values())
+    if any("threshold" not in r for r in found):
+        warnings.warn(
+            "Failed to automatically identify doublet score threshold. Run `call_doublets` with user-specified threshold.",
+            UserWarning,
+            stacklevel=2,
+        )
+    return target if copy else None
+
+
+def scrublet_simulate_doublets(
+    adata,
+    *,
+    layer: str | None = None,
+    sim_doublet_ratio: float = 2.0,
+    synthetic_doublet_umi_subsampling: float = 1.0,
+    random_seed: int = 0,
+):
+    """Simulated doublets (scanpy's ``pp.scrublet_simulate_doublets``): an AnnData of
+    ``int(n_obs * sim_doublet_ratio)`` doublets, each the raw counts of two cells added (no
+    pair twice), thinned to a binomial draw at ``synthetic_doublet_umi_subsampling`` when it is
+    below 1. Returns it with ``obs['n_counts']``, ``obsm['doublet_parents']`` and
+    ``uns['scrublet']['parameters']``. The pairs come from scpipe's own seeded generator."""
+    import anndata
+
+    if isinstance(random_seed, (bool, np.bool_)) or not isinstance(random_seed, (int, np.integer)) or random_seed < 0:
+        raise TypeError(f"random_seed must be an int >= 0 (scpipe's own generator), not {random_seed!r}")
+    x, what = _matrix(adata, layer)
+    out = _parts.call(
+        "scrublet_simulate_doublets",
+        {"X": _parts.matrix_part(_host(x), what)},
+        {
+            "sim_doublet_ratio": float(sim_doublet_ratio),
+            "synthetic_doublet_umi_subsampling": float(synthetic_doublet_umi_subsampling),
+            "random_seed": int(random_seed),
+        },
+        return_x=True,
+    )
+    sim = anndata.AnnData(_parts.matrix_from(out["X"]))
+    sim.obs["n_counts"] = out["obs"]["n_counts"]
+    sim.obsm["doublet_parents"] = out["obsm"]["doublet_parents"]
+    sim.uns["scrublet"] = _parts.value_from(out["uns"]["scrublet"])
+    return sim
+
+
+def _host(m):
+    """A CuPy matrix's host copy (scrublet computes on the host); any other as it is."""
+    return m.get() if _parts._cupy_module(m) else m
 
 
 def scale(

@@ -23,10 +23,13 @@ use sc_kernels::normalize::NormalizeParams;
 use sc_kernels::pearson::PearsonParams;
 use sc_kernels::rank_genes::{Method, RankGenesParams};
 use sc_kernels::scale::ScaleParams;
+use sc_kernels::scrublet::{Preparation, ScrubletParams};
 use sc_kernels::umap::{Init, UmapParams};
 use sc_pipeline::anndata::Matrix;
 use sc_pipeline::run::{GpuRun, PipelineConfig};
-use sc_pipeline::steps::{self, HarmonyOptions, HvgOptions, LeidenOptions, MitoPrefix};
+use sc_pipeline::steps::{
+    self, HarmonyOptions, HvgOptions, LeidenOptions, MitoPrefix, ScrubletOptions,
+};
 use sc_pipeline::AnnData;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -46,6 +49,16 @@ enum Call {
     /// The obs columns to regress on.
     RegressOut(Vec<String>),
     Pearson(PearsonParams),
+    Scrublet {
+        options: ScrubletOptions,
+        /// `adata_sim`'s matrix and doublet parents, when the caller simulated them.
+        simulated: Option<(Matrix, Vec<[u32; 2]>)>,
+    },
+    SimulateDoublets {
+        ratio: f64,
+        umi_subsampling: f64,
+        seed: u64,
+    },
     Scale(ScaleParams),
     Pca(usize),
     Harmony(HarmonyOptions),
@@ -177,6 +190,8 @@ fn reads_x_only(call: &Call) -> bool {
             | Call::Hvg(_)
             | Call::Pca(_)
             | Call::Markers { .. }
+            | Call::Scrublet { .. }
+            | Call::SimulateDoublets { .. }
     )
 }
 
@@ -203,11 +218,13 @@ fn run(
 ) -> sc_pipeline::Result<Extra> {
     let ctx = gpu.map(|g| g.ctx.clone());
     // The steps that work on X on the GPU get it there first (the graph steps do not read it;
-    // Pearson residuals are computed on the host for now).
+    // Pearson residuals and scrublet are computed on the host for now).
     let x_to_device = !matches!(
         call,
         Call::Harmony(_)
             | Call::Pearson(_)
+            | Call::Scrublet { .. }
+            | Call::SimulateDoublets { .. }
             | Call::Neighbors { .. }
             | Call::Umap(_)
             | Call::Leiden(_)
@@ -249,6 +266,30 @@ fn run(
         }
         Call::RegressOut(keys) => steps::regress_out(adata, keys)?,
         Call::Pearson(p) => steps::normalize_pearson_residuals(adata, p)?,
+        Call::Scrublet {
+            options,
+            simulated: None,
+        } => {
+            steps::scrublet(adata, options)?;
+        }
+        Call::Scrublet {
+            options,
+            simulated: Some((sim, parents)),
+        } => {
+            steps::scrublet_on_simulated(
+                adata,
+                &sim.to_csr()?.as_ref(),
+                parents.clone(),
+                &options.params,
+            )?;
+        }
+        Call::SimulateDoublets {
+            ratio,
+            umi_subsampling,
+            seed,
+        } => {
+            *adata = steps::scrublet_simulate_doublets(adata, *ratio, *umi_subsampling, *seed)?;
+        }
         Call::Scale(p) => steps::scale(adata, p)?,
         Call::Pca(n) => {
             steps::pca(adata, *n)?;
@@ -341,6 +382,28 @@ fn parse(step: &str, p: &Bound<'_, PyDict>) -> PyResult<Call> {
             theta: req(p, "theta")?,
             clip: opt(p, "clip")?,
         }),
+        "scrublet" => Call::Scrublet {
+            options: ScrubletOptions {
+                params: scrublet_params(p)?,
+                batch_key: opt(p, "batch_key")?,
+            },
+            simulated: match p.get_item("sim")? {
+                Some(m) if !m.is_none() => {
+                    let flat: Vec<u32> = model_in::index_array(
+                        &req::<Bound<'_, PyAny>>(p, "sim_parents")?,
+                        "adata_sim.obsm['doublet_parents']",
+                    )?;
+                    let parents = flat.chunks_exact(2).map(|c| [c[0], c[1]]).collect();
+                    Some((model_in::matrix(&m, "adata_sim.X", None, false)?, parents))
+                }
+                _ => None,
+            },
+        },
+        "scrublet_simulate_doublets" => Call::SimulateDoublets {
+            ratio: req(p, "sim_doublet_ratio")?,
+            umi_subsampling: req(p, "synthetic_doublet_umi_subsampling")?,
+            seed: req(p, "random_seed")?,
+        },
         "scale" => Call::Scale(ScaleParams {
             zero_center: req(p, "zero_center")?,
             max_value: opt(p, "max_value")?,
@@ -409,6 +472,24 @@ fn one_bound<F: Copy, const N: usize>(
             given.iter().map(|g| g.0).collect::<Vec<_>>().join(", ")
         ))),
     }
+}
+
+fn scrublet_params(p: &Bound<'_, PyDict>) -> PyResult<ScrubletParams> {
+    Ok(ScrubletParams {
+        sim_doublet_ratio: req(p, "sim_doublet_ratio")?,
+        expected_doublet_rate: req(p, "expected_doublet_rate")?,
+        stdev_doublet_rate: req(p, "stdev_doublet_rate")?,
+        synthetic_doublet_umi_subsampling: req(p, "synthetic_doublet_umi_subsampling")?,
+        prep: Preparation {
+            mean_center: req(p, "mean_center")?,
+            normalize_variance: req(p, "normalize_variance")?,
+        },
+        log_transform: req(p, "log_transform")?,
+        n_prin_comps: req(p, "n_prin_comps")?,
+        n_neighbors: opt(p, "n_neighbors")?,
+        threshold: opt(p, "threshold")?,
+        random_state: req(p, "random_state")?,
+    })
 }
 
 fn hvg_options(p: &Bound<'_, PyDict>) -> PyResult<HvgOptions> {

@@ -99,7 +99,7 @@ pub(crate) fn anndata(
 }
 
 /// X, a layer or `raw.X`.
-fn matrix(
+pub(crate) fn matrix(
     spec: &Bound<'_, PyAny>,
     what: &str,
     gpu: Option<&Arc<GpuContext>>,

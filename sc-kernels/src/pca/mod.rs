@@ -756,6 +756,21 @@ impl<T: Real> PcaInput for CsrMatrix<T> {
     }
 }
 
+/// Scores of other rows on a fitted PCA, as sklearn's `PCA.transform`: `(x - mean) V` with the
+/// fit's means and components, rounded to f32 (`x` has the fit's genes as columns).
+pub fn transform_sparse<T: Real>(x: &CsrMatrix<T>, fit: &PcaResult) -> Result<DenseMatrix<f32>> {
+    let (k, g) = (fit.components.n_rows, fit.components.n_cols);
+    if x.n_cols != g {
+        return Err(KernelError::Shape(format!(
+            "the PCA was fitted on {g} genes; the rows to project have {}",
+            x.n_cols
+        )));
+    }
+    let v = Mat::<f64>::from_fn(g, k, |j, c| fit.components.data[c * g + j]);
+    let scores = project_sparse_rows(x, &v, &fit.mean);
+    DenseMatrix::new(x.n_rows, k, scores.iter().map(|&s| s as f32).collect())
+}
+
 /// Scores `(X - mu) V` of a sparse matrix, in `f64`.
 fn project_sparse_rows<T: Real>(x: &CsrMatrix<T>, v: &Mat<f64>, mean: &[f64]) -> Vec<f64> {
     let (n, g, k) = (x.n_rows, x.n_cols, v.ncols());

@@ -24,6 +24,7 @@ mod pearson;
 mod qc;
 mod regress;
 mod scale;
+mod scrublet;
 pub mod step;
 mod umap;
 
@@ -54,6 +55,9 @@ pub use sc_kernels::hvg::Flavor;
 pub use sc_kernels::normalize::NormalizeParams;
 pub use sc_kernels::scale::ScaleParams;
 pub use scale::scale;
+pub use scrublet::{
+    scrublet, scrublet_on_simulated, scrublet_simulate_doublets, ScrubletOptions, ScrubletSummary,
+};
 pub use umap::{umap, umap_on};
 
 pub(crate) use generated_blocks::GeneratedPass;

@@ -1,0 +1,220 @@
+use super::*;
+use crate::random::SplitMix64;
+
+/// Cells of `types` expression profiles (Poisson-like counts over `genes`), and `doublets` more
+/// cells each the sum of two cells of different types (appended last).
+fn planted(cells: usize, genes: usize, types: usize, doublets: usize, seed: u64) -> CsrMatrix<f32> {
+    let mut rng = SplitMix64::new(seed);
+    let profiles: Vec<Vec<f64>> = (0..types)
+        .map(|_| {
+            (0..genes)
+                .map(|_| {
+                    let u = rng.next_f64();
+                    if u < 0.15 {
+                        4.0 + 6.0 * rng.next_f64()
+                    } else {
+                        0.3 * rng.next_f64()
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    let draw = |t: usize, rng: &mut SplitMix64| -> Vec<f32> {
+        let depth = 0.5 + rng.next_f64();
+        profiles[t]
+            .iter()
+            .map(|&m| {
+                // Poisson by inversion (small means).
+                let lambda = m * depth;
+                let (mut k, mut p, u) = (0u32, (-lambda).exp(), rng.next_f64());
+                let mut cdf = p;
+                while u > cdf && k < 200 {
+                    k += 1;
+                    p *= lambda / k as f64;
+                    cdf += p;
+                }
+                k as f32
+            })
+            .collect()
+    };
+    let mut dense = Vec::with_capacity((cells + doublets) * genes);
+    for c in 0..cells {
+        dense.extend(draw(c % types, &mut rng));
+    }
+    for d in 0..doublets {
+        let (a, b) = (d % types, (d + 1) % types);
+        let x = draw(a, &mut rng);
+        let y = draw(b, &mut rng);
+        dense.extend(x.iter().zip(&y).map(|(p, q)| p + q));
+    }
+    let m = crate::dense::DenseMatrix::new(cells + doublets, genes, dense).unwrap();
+    CsrMatrix::from_dense(&m)
+}
+
+#[test]
+fn the_threshold_is_scikit_images() {
+    // Values and thresholds from scikit-image 0.26's threshold_minimum.
+    let a: Vec<f64> = (0..3000)
+        .map(|i| (i as f64 * 0.37).sin() * 0.05 + 0.1)
+        .collect();
+    let b: Vec<f64> = (0..600)
+        .map(|i| (i as f64 * 1.91).sin() * 0.08 + 0.6)
+        .collect();
+    let two: Vec<f64> = a.iter().chain(&b).copied().collect();
+    assert_eq!(threshold_minimum(&two), Some(0.3366990165343115));
+    let three: Vec<f64> = two
+        .iter()
+        .copied()
+        .chain(std::iter::repeat_n(0.95, 50))
+        .collect();
+    assert_eq!(threshold_minimum(&three), Some(0.3435546881653139));
+    assert_eq!(threshold_minimum(&a), Some(0.0958984339555159));
+    assert_eq!(threshold_minimum(&[]), None);
+    // One value: a single mode, no threshold.
+    assert_eq!(threshold_minimum(&[0.2; 10]), None);
+}
+
+#[test]
+fn doublets_add_distinct_pairs_and_repeat_with_the_seed() {
+    let x = planted(60, 40, 3, 0, 1);
+    let s = simulate_doublets(&x, 2.0, 1.0, 7).unwrap();
+    assert_eq!(s.counts.n_rows, 120);
+    let mut pairs = s.parents.clone();
+    pairs.sort_unstable();
+    pairs.dedup();
+    assert_eq!(pairs.len(), 120, "no pair twice");
+    let dense = x.to_dense();
+    let sim = s.counts.to_dense();
+    for (d, &[a, b]) in s.parents.iter().enumerate() {
+        for g in 0..40 {
+            assert_eq!(
+                sim.get(d, g),
+                dense.get(a as usize, g) + dense.get(b as usize, g)
+            );
+        }
+        let total: f64 = (0..40).map(|g| sim.get(d, g) as f64).sum();
+        assert_eq!(s.totals[d], total);
+    }
+    assert_eq!(simulate_doublets(&x, 2.0, 1.0, 7).unwrap(), s);
+    assert_ne!(
+        simulate_doublets(&x, 2.0, 1.0, 8).unwrap().parents,
+        s.parents
+    );
+}
+
+#[test]
+fn thinning_keeps_about_the_rate_of_the_umis() {
+    let x = planted(200, 50, 2, 0, 3);
+    let full = simulate_doublets(&x, 1.0, 1.0, 5).unwrap();
+    let half = simulate_doublets(&x, 1.0, 0.5, 5).unwrap();
+    assert_eq!(half.parents, full.parents);
+    let (a, b): (f64, f64) = (
+        full.counts.data.iter().map(|&v| v as f64).sum(),
+        half.counts.data.iter().map(|&v| v as f64).sum(),
+    );
+    assert!((b / a - 0.5).abs() < 0.02, "kept {}", b / a);
+    assert!(half
+        .counts
+        .data
+        .iter()
+        .all(|&v| v > 0.0 && v.fract() == 0.0));
+    assert_eq!(simulate_doublets(&x, 1.0, 0.5, 5).unwrap(), half);
+}
+
+#[test]
+fn bad_parameters_are_named() {
+    let x = planted(20, 30, 2, 0, 1);
+    let e = simulate_doublets(&x, 0.0, 1.0, 0).unwrap_err().to_string();
+    assert!(e.contains("sim_doublet_ratio"), "{e}");
+    let e = simulate_doublets(&x, 1.0, 1.5, 0).unwrap_err().to_string();
+    assert!(e.contains("synthetic_doublet_umi_subsampling"), "{e}");
+    let e = simulate_doublets(&x, 30.0, 1.0, 0).unwrap_err().to_string();
+    assert!(e.contains("distinct pairs"), "{e}");
+    let p = ScrubletParams {
+        expected_doublet_rate: 1.5,
+        ..Default::default()
+    };
+    let e = scrublet(&x, &p).unwrap_err().to_string();
+    assert!(e.contains("expected_doublet_rate"), "{e}");
+    let p = ScrubletParams {
+        n_prin_comps: 500,
+        ..Default::default()
+    };
+    let e = scrublet(&planted(300, 60, 3, 0, 2), &p)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("n_prin_comps"), "{e}");
+    let mut neg = x.clone();
+    neg.data[3] = -1.0;
+    assert!(scrublet(&neg, &ScrubletParams::default()).is_err());
+}
+
+#[test]
+fn scores_follow_scrublets_formula() {
+    // 2 observed cells, 4 doublets, k_adj 3.
+    let s = scores_from_counts(&[0, 3, 1, 2, 3, 0], 2, 3, 0.05, 0.02);
+    let (rho, r, n) = (0.05f64, 2.0f64, 3.0f64);
+    let want = |nd: f64| {
+        let q = (nd + 1.0) / (n + 2.0);
+        q * rho / r / (1.0 - rho - q * (1.0 - rho - rho / r))
+    };
+    assert_eq!(s.obs, vec![want(0.0), want(3.0)]);
+    assert_eq!(s.sim, vec![want(1.0), want(2.0), want(3.0), want(0.0)]);
+    assert!(s.errors_obs.iter().all(|e| *e > 0.0 && e.is_finite()));
+    let c = call_at(&s, want(1.5));
+    assert_eq!(c.predicted, vec![false, true]);
+    assert_eq!(c.detected_doublet_rate, 0.5);
+    assert_eq!(c.detectable_doublet_fraction, 0.5);
+    assert_eq!(c.overall_doublet_rate, 1.0);
+}
+
+#[test]
+fn planted_doublets_score_high_and_the_result_repeats() {
+    let (cells, planted_doublets) = (900, 45);
+    let x = planted(cells, 300, 4, planted_doublets, 11);
+    let found = scrublet(&x, &ScrubletParams::default()).unwrap();
+    assert!(found.scored.iter().all(|&s| s));
+    assert_eq!(found.n_neighbors, 15); // round(0.5 sqrt(945))
+    let call = found
+        .call
+        .as_ref()
+        .expect("a threshold between the two modes");
+    let caught = call.predicted[cells..].iter().filter(|&&p| p).count();
+    let false_calls = call.predicted[..cells].iter().filter(|&&p| p).count();
+    assert!(caught >= planted_doublets * 8 / 10, "caught {caught}");
+    assert!(
+        false_calls <= cells / 50,
+        "{false_calls} singlets called doublets"
+    );
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    assert!(mean(&found.scores.obs[cells..]) > 3.0 * mean(&found.scores.obs[..cells]));
+    assert_eq!(scrublet(&x, &ScrubletParams::default()).unwrap(), found);
+}
+
+#[test]
+fn a_given_threshold_is_used() {
+    let x = planted(400, 200, 3, 20, 4);
+    let p = ScrubletParams {
+        threshold: Some(0.25),
+        ..Default::default()
+    };
+    let found = scrublet(&x, &p).unwrap();
+    let call = found.call.unwrap();
+    assert_eq!(call.threshold, 0.25);
+    let above: Vec<bool> = found.scores.obs.iter().map(|&s| s > 0.25).collect();
+    assert_eq!(call.predicted, above);
+}
+
+#[test]
+fn cells_with_fewer_than_three_genes_are_not_scored() {
+    let mut dense = planted(300, 100, 3, 0, 9).to_dense();
+    for g in 0..100 {
+        let v = if g < 2 { 1.0 } else { 0.0 };
+        dense.data[5 * 100 + g] = v;
+    }
+    let x = CsrMatrix::from_dense(&dense);
+    let found = scrublet(&x, &ScrubletParams::default()).unwrap();
+    assert!(!found.scored[5]);
+    assert_eq!(found.scored.iter().filter(|&&s| s).count(), 299);
+    assert_eq!(found.scores.obs.len(), 299);
+}

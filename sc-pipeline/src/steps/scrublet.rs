@@ -1,0 +1,236 @@
+//! `scrublet` (scanpy's `pp.scrublet`): each cell's doublet score and call, from X's raw counts,
+//! on each batch of `batch_key` apart (`sc_kernels::scrublet`). Writes what scanpy writes:
+//! - `obs['doublet_score']` (float64; NaN for a cell scrublet's own filter dropped: fewer than 3
+//!   genes, counting only genes in at least 3 cells of its batch) and
+//!   `obs['predicted_doublet']` (bool; false where no threshold was found or the cell was not
+//!   scored);
+//! - `uns['scrublet']`: `doublet_scores_sim`, `doublet_parents` (rows among the batch's scored
+//!   cells), `parameters` (`expected_doublet_rate`, `sim_doublet_ratio`, `n_neighbors`,
+//!   `random_state`) and `threshold`; with a batch key, one such dict per batch under
+//!   `batches`, and `batched_by`.
+//!
+//! X is only read. Computed on the host: a GPU X is read back.
+
+use super::kernel_error;
+use crate::anndata::{ArrayData, DenseArray, Matrix, Value};
+use crate::{AnnData, Error, Result};
+use sc_kernels::scrublet::{
+    call_doublets, scrublet as scrublet_batch, simulate_doublets, Doublets, ScrubletParams,
+};
+use sc_kernels::CsrMatrix;
+use std::collections::BTreeMap;
+
+const STEP: &str = "scrublet";
+
+/// What to compute: scrublet's parameters and the batch column.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ScrubletOptions {
+    pub params: ScrubletParams,
+    /// `obs` column whose batches are scored apart.
+    pub batch_key: Option<String>,
+}
+
+/// What the call found, for a summary.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScrubletSummary {
+    /// Cells called doublets.
+    pub predicted: usize,
+    /// Cells scored.
+    pub scored: usize,
+    /// Batches where no threshold was found (their cells are not called).
+    pub without_threshold: Vec<String>,
+}
+
+/// Scores and calls the doublets of X's raw counts; X is left as it was.
+pub fn scrublet(adata: &mut AnnData, options: &ScrubletOptions) -> Result<ScrubletSummary> {
+    let batches = match &options.batch_key {
+        None => None,
+        Some(key) => Some(super::obs_labels(adata, STEP, "batch_key", key)?),
+    };
+    let counts = adata.x.to_csr()?;
+    let n = counts.n_rows;
+    let mut score = vec![f64::NAN; n];
+    let mut predicted = vec![false; n];
+    let mut summary = ScrubletSummary {
+        predicted: 0,
+        scored: 0,
+        without_threshold: Vec::new(),
+    };
+    let mut records = BTreeMap::new();
+    let groups: Vec<(String, Vec<usize>)> = match &batches {
+        None => vec![(String::new(), (0..n).collect())],
+        Some((codes, names)) => {
+            let mut rows = vec![Vec::new(); names.len()];
+            for (i, &c) in codes.iter().enumerate() {
+                rows[c as usize].push(i);
+            }
+            names.iter().cloned().zip(rows).collect()
+        }
+    };
+    // A batch too small for scrublet is refused before any batch is scored.
+    if let (Some(key), Some((name, rows))) = (
+        &options.batch_key,
+        groups.iter().find(|(_, rows)| rows.len() < 2),
+    ) {
+        return Err(Error::param(
+            STEP,
+            format!(
+                "batch '{name}' of obs['{key}'] has {} cell(s); scrublet needs at least 2 a batch",
+                rows.len()
+            ),
+        ));
+    }
+    for (name, rows) in &groups {
+        let found = scrublet_batch(&counts.take_rows(rows), &options.params).map_err(|e| {
+            let e = kernel_error(STEP)(e);
+            match &options.batch_key {
+                Some(key) => Error::param(STEP, format!("batch '{name}' of obs['{key}']: {e}")),
+                None => e,
+            }
+        })?;
+        let scored: Vec<usize> = rows
+            .iter()
+            .zip(&found.scored)
+            .filter(|(_, &s)| s)
+            .map(|(&r, _)| r)
+            .collect();
+        for (j, &r) in scored.iter().enumerate() {
+            score[r] = found.scores.obs[j];
+            if let Some(call) = &found.call {
+                predicted[r] = call.predicted[j];
+            }
+        }
+        summary.scored += scored.len();
+        if found.call.is_none() {
+            summary.without_threshold.push(name.clone());
+        }
+        records.insert(name.clone(), record(&found, &options.params)?);
+    }
+    let uns = match &options.batch_key {
+        None => records.into_values().next().expect("one group"),
+        Some(key) => Value::dict([
+            ("batches", Value::Dict(records)),
+            ("batched_by", Value::str(key.clone())),
+        ]),
+    };
+    write(adata, score, predicted, uns, summary)
+}
+
+/// Scrublet's classifier on X and simulated doublets `sim` (both already prepared: filtered,
+/// normalized, over the same genes), as scanpy's `scrublet(adata, adata_sim=...)`: every cell
+/// is scored. `parents`: the doublets' parents (`adata_sim.obsm['doublet_parents']`).
+pub fn scrublet_on_simulated(
+    adata: &mut AnnData,
+    sim: &CsrMatrix<f32>,
+    parents: Vec<[u32; 2]>,
+    params: &ScrubletParams,
+) -> Result<ScrubletSummary> {
+    let obs = adata.x.to_csr()?;
+    let found = call_doublets(&obs, sim, parents, params).map_err(kernel_error(STEP))?;
+    drop(obs);
+    let predicted = match &found.call {
+        Some(c) => c.predicted.clone(),
+        None => vec![false; found.scores.obs.len()],
+    };
+    let summary = ScrubletSummary {
+        predicted: 0,
+        scored: found.scores.obs.len(),
+        without_threshold: match found.call {
+            None => vec![String::new()],
+            Some(_) => Vec::new(),
+        },
+    };
+    let uns = record(&found, params)?;
+    write(adata, found.scores.obs, predicted, uns, summary)
+}
+
+/// scanpy's `scrublet_simulate_doublets`: an AnnData of `int(n_obs * ratio)` doublets, each the
+/// counts of two of X's cells added (X holds raw counts), with `obs['n_counts']`,
+/// `obsm['doublet_parents']` and `uns['scrublet']['parameters']['sim_doublet_ratio']`.
+pub fn scrublet_simulate_doublets(
+    adata: &AnnData,
+    ratio: f64,
+    umi_subsampling: f64,
+    seed: u64,
+) -> Result<AnnData> {
+    let counts = adata.x.to_csr()?;
+    let sim = simulate_doublets(&counts, ratio, umi_subsampling, seed)
+        .map_err(kernel_error("scrublet_simulate_doublets"))?;
+    let n_sim = sim.parents.len();
+    let mut out = AnnData::new(Matrix::Sparse(sim.counts));
+    out.obs.set_values("n_counts", ArrayData::F64(sim.totals))?;
+    let parents = sim
+        .parents
+        .iter()
+        .flat_map(|&[a, b]| [a as i64, b as i64])
+        .collect();
+    out.obsm.insert(
+        "doublet_parents".into(),
+        DenseArray::new(vec![n_sim, 2], ArrayData::I64(parents))?,
+    );
+    out.uns.insert(
+        "scrublet".into(),
+        Value::dict([(
+            "parameters",
+            Value::dict([("sim_doublet_ratio", Value::float(ratio))]),
+        )]),
+    );
+    Ok(out)
+}
+
+/// Writes the scores, the calls and `uns['scrublet']`.
+fn write(
+    adata: &mut AnnData,
+    score: Vec<f64>,
+    predicted: Vec<bool>,
+    uns: Value,
+    mut summary: ScrubletSummary,
+) -> Result<ScrubletSummary> {
+    summary.predicted = predicted.iter().filter(|&&p| p).count();
+    adata
+        .obs
+        .set_values("doublet_score", ArrayData::F64(score))?;
+    adata
+        .obs
+        .set_values("predicted_doublet", ArrayData::Bool(predicted))?;
+    adata.uns.insert("scrublet".into(), uns);
+    Ok(summary)
+}
+
+/// One batch's `uns['scrublet']`, as scanpy writes it.
+fn record(found: &Doublets, p: &ScrubletParams) -> Result<Value> {
+    let parents: Vec<i64> = found
+        .parents
+        .iter()
+        .flat_map(|&[a, b]| [a as i64, b as i64])
+        .collect();
+    let mut entries = vec![
+        (
+            "doublet_scores_sim",
+            Value::vector(ArrayData::F64(found.scores.sim.clone())),
+        ),
+        (
+            "doublet_parents",
+            Value::Array(DenseArray::new(
+                vec![found.parents.len(), 2],
+                ArrayData::I64(parents),
+            )?),
+        ),
+        (
+            "parameters",
+            Value::dict([
+                (
+                    "expected_doublet_rate",
+                    Value::float(p.expected_doublet_rate),
+                ),
+                ("sim_doublet_ratio", Value::float(p.sim_doublet_ratio)),
+                ("n_neighbors", Value::int(found.n_neighbors as i64)),
+                ("random_state", Value::int(p.random_state as i64)),
+            ]),
+        ),
+    ];
+    if let Some(call) = &found.call {
+        entries.push(("threshold", Value::float(call.threshold)));
+    }
+    Ok(Value::dict(entries))
+}
