@@ -452,3 +452,48 @@ fn regress_out_runs_before_scale_as_the_steps_by_hand() {
         other => panic!("X should be dense after regress_out: {other:?}"),
     }
 }
+
+/// `--scrublet` runs after the filters and before normalize_total, on the filtered counts, as
+/// calling the step by hand after the filters does (the same scores); X is left as it was.
+#[test]
+fn scrublet_runs_on_the_filtered_counts_as_the_step_by_hand() {
+    let upto_normalize = PipelineConfig {
+        hvg: None,
+        log1p: false,
+        scale_max_value: None,
+        n_comps: None,
+        n_neighbors: None,
+        umap: None,
+        leiden: None,
+        markers: None,
+        ..PipelineConfig::default()
+    };
+    let mut run = small();
+    let config = PipelineConfig {
+        scrublet: Some(steps::ScrubletOptions::default()),
+        ..upto_normalize.clone()
+    };
+    let records = run_pipeline(&mut run, &config, &mut Silent).unwrap();
+    let names: Vec<&str> = records.iter().map(|r| r.step.as_str()).collect();
+    let at = |s: &str| names.iter().position(|n| *n == s).unwrap();
+    assert_eq!(at("filter_genes") + 1, at("scrublet"), "{names:?}");
+    assert_eq!(at("scrublet") + 1, at("normalize_total"), "{names:?}");
+    let mut by_hand = small();
+    let filters_only = PipelineConfig {
+        target_sum: None,
+        ..upto_normalize
+    };
+    run_pipeline(&mut by_hand, &filters_only, &mut Silent).unwrap();
+    let counts = by_hand.x.host_copy().unwrap();
+    steps::scrublet(&mut by_hand, &steps::ScrubletOptions::default()).unwrap();
+    assert_eq!(by_hand.x.host_copy().unwrap(), counts, "X is only read");
+    let scores = |a: &AnnData| f64_column(a, "obs", "doublet_score");
+    assert_eq!(scores(&run), scores(&by_hand));
+    assert!(scores(&run).iter().all(|s| s.is_finite() && *s > 0.0));
+    assert!(run
+        .uns
+        .get("scrublet")
+        .unwrap()
+        .get("doublet_scores_sim")
+        .is_some());
+}

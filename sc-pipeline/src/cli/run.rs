@@ -6,7 +6,7 @@ use super::progress::Spinner;
 use crate::run::allocator::{parse_size, AllocatorChoice};
 use crate::run::memory_plan::Execution;
 use crate::run::{DeviceOptions, Input, Outcome, Outputs, PipelineConfig, RunPlan};
-use crate::steps::{Flavor, HarmonyOptions, HarmonyParams, HvgOptions};
+use crate::steps::{Flavor, HarmonyOptions, HarmonyParams, HvgOptions, ScrubletOptions};
 use crate::synthetic::SyntheticParams;
 use crate::{Error, Result};
 use sc_kernels::neighbors::ivf::{self, IvfParams};
@@ -153,6 +153,14 @@ pub struct RunArgs {
     /// X becomes dense. Off by default, as in scanpy's tutorial.
     #[arg(long, value_name = "KEYS", value_delimiter = ',')]
     pub regress_out: Vec<String>,
+    /// scrublet() after the filters, before normalize_total: each cell's doublet_score and
+    /// predicted_doublet (obs), uns['scrublet']; X unchanged. Off by default (scanpy's
+    /// tutorial runs it); on the host for now.
+    #[arg(long)]
+    pub scrublet: bool,
+    /// scrublet(batch_key=...): score each batch of this obs column apart (implies --scrublet).
+    #[arg(long, value_name = "KEY")]
+    pub scrublet_batch_key: Option<String>,
     /// scale(max_value=...).
     #[arg(long, default_value_t = 10.0)]
     pub max_value: f64,
@@ -358,6 +366,12 @@ impl RunArgs {
             }),
             subset_hvg: !self.no_subset,
             regress_out: self.regress_out.clone(),
+            scrublet: (self.scrublet || self.scrublet_batch_key.is_some()).then(|| {
+                ScrubletOptions {
+                    params: Default::default(),
+                    batch_key: self.scrublet_batch_key.clone(),
+                }
+            }),
             scale_max_value: (!self.no_scale).then_some((!self.no_clip).then_some(self.max_value)),
             n_comps: (!self.no_pca).then_some(self.n_comps),
             harmony: self.harmony.as_ref().map(|key| HarmonyOptions {

@@ -223,6 +223,9 @@ fn check_config(config: &PipelineConfig) -> Result<()> {
     if !config.regress_out.is_empty() {
         return refuse(crate::steps::REGRESS_OUT_ON_GENERATED);
     }
+    if config.scrublet.is_some() {
+        return refuse(crate::steps::SCRUBLET_ON_GENERATED);
+    }
     if config.scale_max_value.is_none() {
         return refuse(
             "without scale (--no-scale) there is no dense block for PCA: the generated demo \

@@ -14,6 +14,7 @@ pub const STEPS: &[Step] = &[
     rows::QC,
     rows::FILTER_CELLS,
     rows::FILTER_GENES,
+    rows::SCRUBLET,
     rows::HVG_ON_COUNTS,
     rows::NORMALIZE,
     rows::LOG1P,
@@ -154,8 +155,19 @@ mod tests {
             regress_out: keys.iter().map(|k| k.to_string()).collect(),
             ..PipelineConfig::default()
         };
+        let scrublet = |key: &str| PipelineConfig {
+            scrublet: Some(crate::steps::ScrubletOptions {
+                batch_key: Some(key.into()),
+                ..Default::default()
+            }),
+            ..PipelineConfig::default()
+        };
         for (config, expected) in [
             (harmony("donor"), "obs has no column 'donor'"),
+            (
+                scrublet("sample"),
+                "obs has no column 'sample' (--scrublet-batch-key)",
+            ),
             (
                 regress(&["total_counts", "depth"]),
                 "--regress-out: obs has no column 'depth'",
@@ -185,6 +197,17 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("1 group(s)"), "{e}");
+        let mut lonely = input();
+        let mut labels = vec!["a".to_string(); n];
+        labels[n - 1] = "b".into();
+        lonely
+            .obs
+            .set_values("donor", crate::anndata::ArrayData::Str(labels))
+            .unwrap();
+        let e = check_input(&scrublet("donor"), &lonely)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("batch 'b' of obs['donor'] has 1 cell(s)"), "{e}");
         assert!(check_input(&PipelineConfig::default(), &adata).is_ok());
         // QC's columns are made by the run, and so are leiden's.
         assert!(check_input(&regress(&["total_counts", "pct_counts_mt"]), &adata).is_ok());

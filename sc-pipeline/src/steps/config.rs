@@ -26,6 +26,8 @@ pub struct PipelineConfig {
     /// `regress_out(keys=...)` before scale: obs columns (numeric, or one categorical); empty:
     /// no regress_out.
     pub regress_out: Vec<String>,
+    /// `scrublet(...)` on the filtered counts, before normalize_total; `None`: no scrublet.
+    pub scrublet: Option<ScrubletOptions>,
     /// `scale(max_value=...)`; `Some(None)` scales without clipping, `None` skips the step.
     pub scale_max_value: Option<Option<f64>>,
     pub n_comps: Option<usize>,
@@ -58,6 +60,7 @@ impl Default for PipelineConfig {
             hvg: Some(HvgOptions::default()),
             subset_hvg: true,
             regress_out: Vec::new(),
+            scrublet: None,
             scale_max_value: Some(Some(10.0)),
             n_comps: Some(50),
             harmony: None,
@@ -134,6 +137,14 @@ impl PipelineConfig {
             _ => n_vars,
         }
     }
+}
+
+/// scrublet's parameters and the batch column whose batches it scores apart.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ScrubletOptions {
+    pub params: sc_kernels::scrublet::ScrubletParams,
+    /// `obs` column whose batches are scored apart.
+    pub batch_key: Option<String>,
 }
 
 /// What to compute, with the pipeline's defaults (cell_ranger, 2000 genes, no batch key).

@@ -31,7 +31,7 @@ mod umap;
 /// The run's configuration and the options of the steps that take several.
 pub use config::{
     HarmonyOptions, HvgCutoffs, HvgOptions, LeidenOptions, MarkerOptions, MitoPrefix,
-    PipelineConfig,
+    PipelineConfig, ScrubletOptions,
 };
 pub use filter::{filter_cells, filter_genes};
 pub use harmony::{
@@ -55,9 +55,8 @@ pub use sc_kernels::hvg::Flavor;
 pub use sc_kernels::normalize::NormalizeParams;
 pub use sc_kernels::scale::ScaleParams;
 pub use scale::scale;
-pub use scrublet::{
-    scrublet, scrublet_on_simulated, scrublet_simulate_doublets, ScrubletOptions, ScrubletSummary,
-};
+pub(crate) use scrublet::GENERATED as SCRUBLET_ON_GENERATED;
+pub use scrublet::{scrublet, scrublet_on_simulated, scrublet_simulate_doublets, ScrubletSummary};
 pub use umap::{umap, umap_on};
 
 pub(crate) use generated_blocks::GeneratedPass;
@@ -79,6 +78,7 @@ pub(crate) mod rows {
     pub(crate) use super::qc::ROW as QC;
     pub(crate) use super::regress::ROW as REGRESS_OUT;
     pub(crate) use super::scale::ROW as SCALE;
+    pub(crate) use super::scrublet::ROW as SCRUBLET;
     pub(crate) use super::umap::ROW as UMAP;
 }
 

@@ -12,7 +12,9 @@
 //! X is only read. Computed on the host: a GPU X is read back.
 
 use super::kernel_error;
+use super::step::{no_budget_check, no_device_bytes, OnGenerated, Phase, Step, StepEnv};
 use crate::anndata::{ArrayData, DenseArray, Matrix, Value};
+use crate::steps::{PipelineConfig, ScrubletOptions};
 use crate::{AnnData, Error, Result};
 use sc_kernels::scrublet::{
     call_doublets, scrublet as scrublet_batch, simulate_doublets, Doublets, ScrubletParams,
@@ -22,12 +24,71 @@ use std::collections::BTreeMap;
 
 const STEP: &str = "scrublet";
 
-/// What to compute: scrublet's parameters and the batch column.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ScrubletOptions {
-    pub params: ScrubletParams,
-    /// `obs` column whose batches are scored apart.
-    pub batch_key: Option<String>,
+/// The pipeline's row: `scrublet(batch_key=--scrublet-batch-key)` on the filtered counts,
+/// before normalize_total, as scanpy's clustering tutorial runs it (off by default here: it
+/// computes on the host for now).
+pub(crate) const ROW: Step = Step {
+    name: STEP,
+    phase: Phase::PerCell,
+    enabled: |c| c.scrublet.is_some(),
+    run: run_step,
+    generated: Some(OnGenerated {
+        name: STEP,
+        run: |_, _, _| Err(Error::param(STEP, GENERATED)),
+    }),
+    device_bytes: no_device_bytes,
+    kernels: &[],
+    check_input,
+    check_budget: no_budget_check,
+    beside: false,
+};
+
+/// Why the generated demo refuses the step (`run::generated` refuses it before any step runs).
+pub(crate) const GENERATED: &str = "scrublet needs every cell's counts at once, which the \
+    generated demo never holds: run it on a file";
+
+/// The batch key must be an obs column of the input, with no batch of fewer than 2 cells.
+fn check_input(adata: &AnnData, config: &PipelineConfig) -> Result<()> {
+    let Some(ScrubletOptions {
+        batch_key: Some(key),
+        ..
+    }) = &config.scrublet
+    else {
+        return Ok(());
+    };
+    let (codes, names) = super::obs_labels(adata, STEP, "--scrublet-batch-key", key)?;
+    let mut sizes = vec![0usize; names.len()];
+    codes.iter().for_each(|&c| sizes[c as usize] += 1);
+    match sizes.iter().position(|&n| n < 2) {
+        Some(b) => Err(Error::param(
+            STEP,
+            format!(
+                "batch '{}' of obs['{key}'] has {} cell(s); scrublet needs at least 2 a batch",
+                names[b], sizes[b]
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+fn run_step(a: &mut AnnData, env: &StepEnv<'_>) -> Result<String> {
+    if super::comm_of(a).size() > 1 {
+        return Err(Error::param(
+            STEP,
+            "scrublet runs on one device: a batch's cells split across ranks would be scored \
+             apart (run without splitting the cells)",
+        ));
+    }
+    let options = env.config.scrublet.as_ref().expect("enabled");
+    let s = scrublet(a, options)?;
+    let mut note = format!("{} of {} cells called doublets", s.predicted, s.scored);
+    if !s.without_threshold.is_empty() {
+        note.push_str(&format!(
+            "; no threshold found in {} batch(es), their cells not called",
+            s.without_threshold.len()
+        ));
+    }
+    Ok(note)
 }
 
 /// What the call found, for a summary.
