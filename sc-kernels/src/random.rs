@@ -114,3 +114,163 @@ mod tests {
         assert!((0..1000).all(|_| r.below(7) < 7));
     }
 }
+
+/// numpy's legacy `RandomState(seed)` (MT19937 seeded by `init_genrand`), for the draws whose
+/// values scanpy's results depend on: the same seed gives numpy's numbers.
+pub struct NumpyRandomState(rand_mt::Mt);
+
+impl NumpyRandomState {
+    pub fn new(seed: u32) -> Self {
+        NumpyRandomState(rand_mt::Mt::new(seed))
+    }
+
+    /// A value in `0..=max`, as numpy's `random_interval` and `randint(0, max + 1)` draw it:
+    /// MT19937 outputs (32 bits when `max` fits in them, else 64) masked to the smallest
+    /// `2^k - 1` at least `max`, redrawn until in range.
+    pub fn interval(&mut self, max: u64) -> u64 {
+        if max == 0 {
+            return 0;
+        }
+        let mask = u64::MAX >> max.leading_zeros();
+        loop {
+            let v = if max <= u64::from(u32::MAX) {
+                u64::from(self.0.next_u32()) & mask
+            } else {
+                self.0.next_u64() & mask
+            };
+            if v <= max {
+                return v;
+            }
+        }
+    }
+
+    /// scikit-learn's `sample_without_replacement(n_population, n_samples)` with its `auto`
+    /// method: tracking selection below 1% of the population, a permutation's first
+    /// `n_samples` up to 99%, reservoir sampling above (`n_samples <= n_population`).
+    pub fn sample_without_replacement(&mut self, n_population: u64, n_samples: usize) -> Vec<u64> {
+        let ratio = if n_population == 0 {
+            1.0
+        } else {
+            n_samples as f64 / n_population as f64
+        };
+        if ratio > 0.01 && ratio < 0.99 {
+            // numpy's legacy shuffle of 0..n: from the end, each swapped with a draw below it.
+            let mut all: Vec<u64> = (0..n_population).collect();
+            for i in (1..all.len()).rev() {
+                let j = self.interval(i as u64) as usize;
+                all.swap(i, j);
+            }
+            all.truncate(n_samples);
+            return all;
+        }
+        if ratio < 0.2 {
+            let mut seen = std::collections::HashSet::with_capacity(n_samples);
+            let mut out = Vec::with_capacity(n_samples);
+            while out.len() < n_samples {
+                let j = self.interval(n_population - 1);
+                if seen.insert(j) {
+                    out.push(j);
+                }
+            }
+            return out;
+        }
+        let mut out: Vec<u64> = (0..n_samples as u64).collect();
+        for i in n_samples as u64..n_population {
+            let j = self.interval(i) as usize;
+            if j < n_samples {
+                out[j] = i;
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod numpy_tests {
+    use super::NumpyRandomState;
+
+    #[test]
+    fn draws_are_numpys() {
+        // numpy 2.4's RandomState(seed).randint(n), five times.
+        let draws = |seed: u32, n: u64| {
+            let mut r = NumpyRandomState::new(seed);
+            (0..5).map(|_| r.interval(n - 1)).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            draws(0, 559 * 559),
+            [305711, 117952, 152315, 304137, 122579]
+        );
+        assert_eq!(
+            draws(7, 70000 * 70000),
+            [1322904761, 1133316631, 372560217, 1801189930, 68334472]
+        );
+        assert_eq!(draws(3, 1000), [874, 664, 249, 643, 952]);
+    }
+
+    #[test]
+    fn samples_are_scikit_learns() {
+        // scanpy's sample_comb((n, n), k, RandomState(seed)) as flat indices i * n + j.
+        let pairs = |seed: u32, n: u64, k: usize| {
+            NumpyRandomState::new(seed)
+                .sample_without_replacement(n * n, k)
+                .into_iter()
+                .map(|v| (v / n, v % n))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            pairs(0, 559, 6),
+            [
+                (546, 497),
+                (211, 3),
+                (272, 267),
+                (544, 41),
+                (219, 158),
+                (154, 207)
+            ]
+        );
+        assert_eq!(
+            pairs(7, 70000, 4),
+            [
+                (18898, 44761),
+                (16190, 16631),
+                (5322, 20217),
+                (25731, 19930)
+            ]
+        );
+        // 10 of 25: a permutation's first ten.
+        assert_eq!(
+            pairs(0, 5, 10),
+            [
+                (1, 0),
+                (0, 2),
+                (3, 4),
+                (3, 1),
+                (2, 1),
+                (4, 2),
+                (3, 2),
+                (4, 4),
+                (4, 3),
+                (2, 4)
+            ]
+        );
+        assert_eq!(
+            pairs(0, 20, 8),
+            [
+                (6, 12),
+                (15, 9),
+                (17, 1),
+                (9, 16),
+                (12, 6),
+                (3, 0),
+                (7, 15),
+                (13, 1)
+            ]
+        );
+        // Reservoir sampling (995 of 1,000): its sum as scikit-learn's.
+        let r = NumpyRandomState::new(4).sample_without_replacement(1000, 995);
+        assert_eq!(
+            (r[..6].to_vec(), r.iter().sum::<u64>()),
+            (vec![0, 1, 2, 3, 4, 5], 497159)
+        );
+    }
+}

@@ -609,12 +609,13 @@ def scrublet(
     ``batch_key`` one per batch under ``batches``, and ``batched_by``), as scanpy. A cell
     scrublet's filter dropped gets a NaN score and is not called.
 
-    Differences from scanpy: the doublets' pairs come from scpipe's own seeded generator (the
-    same ``random_state`` gives the same result every time, but not scanpy's doublets); the
-    kNN is always exact (``use_approx_neighbors`` is accepted and changes nothing; scanpy uses
-    pynndescent's approximate kNN from 2,731 cells); only ``knn_dist_metric='euclidean'``;
-    ``get_doublet_neighbor_parents`` is not supported. Computed on the host: a GPU X is read
-    back (X itself is never changed).
+    The doublets are scanpy's for the same ``random_state`` (numpy's ``RandomState`` draws
+    repeated), so below 2,731 cells a batch's scores, threshold and calls are scanpy's.
+    Differences from scanpy: the kNN is always exact (``use_approx_neighbors`` is accepted and
+    changes nothing; scanpy uses pynndescent's approximate kNN from 2,731 cells); thinned
+    doublets (``synthetic_doublet_umi_subsampling < 1``) use scpipe's own numbers; only
+    ``knn_dist_metric='euclidean'``; ``get_doublet_neighbor_parents`` is not supported.
+    Computed on the host: a GPU X is read back (X itself is never changed).
     """
     del verbose  # scanpy's info messages; the warning below is shown whatever it says
     if knn_dist_metric != "euclidean":
@@ -622,9 +623,9 @@ def scrublet(
     if get_doublet_neighbor_parents:
         raise NotImplementedError("get_doublet_neighbor_parents=True is not supported by scpipe yet")
     if isinstance(random_state, (bool, np.bool_)) or not isinstance(random_state, (int, np.integer)):
-        raise TypeError(f"random_state must be an int >= 0 (scpipe's own generator), not {random_state!r}")
-    if random_state < 0:
-        raise ValueError(f"random_state must be >= 0, not {random_state}")
+        raise TypeError(f"random_state must be an int (a numpy RandomState seed), not {random_state!r}")
+    if not 0 <= random_state < 2**32:
+        raise ValueError(f"random_state must be in [0, 2**32) as numpy's RandomState takes it, not {random_state}")
     target = adata.copy() if copy else adata
     if not copy:
         _parts.view_to_actual(target)
@@ -692,11 +693,11 @@ def scrublet_simulate_doublets(
     ``int(n_obs * sim_doublet_ratio)`` doublets, each the raw counts of two cells added (no
     pair twice), thinned to a binomial draw at ``synthetic_doublet_umi_subsampling`` when it is
     below 1. Returns it with ``obs['n_counts']``, ``obsm['doublet_parents']`` and
-    ``uns['scrublet']['parameters']``. The pairs come from scpipe's own seeded generator."""
+    ``uns['scrublet']['parameters']``. The pairs are scanpy's for the same ``random_seed``."""
     import anndata
 
-    if isinstance(random_seed, (bool, np.bool_)) or not isinstance(random_seed, (int, np.integer)) or random_seed < 0:
-        raise TypeError(f"random_seed must be an int >= 0 (scpipe's own generator), not {random_seed!r}")
+    if isinstance(random_seed, (bool, np.bool_)) or not isinstance(random_seed, (int, np.integer)):
+        raise TypeError(f"random_seed must be an int (a numpy RandomState seed), not {random_seed!r}")
     x, what = _matrix(adata, layer)
     out = _parts.call(
         "scrublet_simulate_doublets",

@@ -15,10 +15,11 @@
 //! 6. the threshold at the minimum between the two modes of the doublets' scores
 //!    ([`threshold_minimum`]), unless given, and the call.
 //!
-//! Differences from scanpy, on purpose: the doublets' pairs come from our own seeded
-//! generator (so other doublets than scanpy's for the same `random_state`); the kNN is exact
-//! at every size (scanpy switches to pynndescent's approximate kNN from 2,731 cells); a gene
-//! equal in every observed cell gets a z-score of 0 (scanpy's PCA fails on its NaN).
+//! The doublets are scanpy's for the same seed (numpy's `RandomState` repeated, see
+//! [`simulate_doublets`]). Differences from scanpy, on purpose: the kNN is exact at every size
+//! (scanpy switches to pynndescent's approximate kNN from 2,731 cells); a gene equal in every
+//! observed cell gets a z-score of 0 (scanpy's PCA fails on its NaN); thinned doublets
+//! (`synthetic_doublet_umi_subsampling < 1`) are drawn with our own numbers.
 
 mod embed;
 mod score;

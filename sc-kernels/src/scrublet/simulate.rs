@@ -2,14 +2,14 @@
 //! pairs of observed cells added together, no pair drawn twice, optionally thinned by binomial
 //! sampling of the UMIs.
 //!
-//! The pairs come from our own seeded generator (scanpy draws them with numpy's legacy
-//! `RandomState`), so the same seed gives the same doublets on every run and thread count, but
-//! not scanpy's doublets.
+//! The pairs are scanpy's: drawn as scikit-learn's `sample_without_replacement` draws them from
+//! numpy's legacy `RandomState(seed)`, so the same seed gives scanpy's doublets. The thinning
+//! (`synthetic_doublet_umi_subsampling < 1`) uses our own counter-based numbers (scanpy's
+//! binomial draws continue numpy's stream), so thinned doublets are not scanpy's.
 
 use crate::csr::{build_csr, CsrMatrix};
 use crate::error::{KernelError, Result};
-use crate::random::{hash3, SplitMix64};
-use std::collections::HashSet;
+use crate::random::{hash3, NumpyRandomState};
 
 /// The stream of the binomial thinning's numbers (apart from the pairs').
 const THINNING_STREAM: u64 = 0x5c_2b1e7;
@@ -59,6 +59,12 @@ pub fn simulate_doublets(
             ),
         ));
     }
+    let seed = u32::try_from(seed).map_err(|_| {
+        KernelError::param(
+            "random_state",
+            format!("numpy's RandomState takes seeds below 2^32, got {seed}"),
+        )
+    })?;
     counts.check_counts()?;
     let parents = draw_pairs(n_obs, n_sim, seed);
     let totals_obs: Vec<f64> = (0..n_obs)
@@ -86,23 +92,24 @@ pub fn simulate_doublets(
             totals,
         });
     }
-    Ok(thin(summed, parents, &totals, umi_subsampling, seed))
+    Ok(thin(
+        summed,
+        parents,
+        &totals,
+        umi_subsampling,
+        u64::from(seed),
+    ))
 }
 
-/// `n_sim` distinct pairs of `0..n_obs` (a cell may pair with itself, as in scanpy), in the
-/// order drawn.
-fn draw_pairs(n_obs: usize, n_sim: usize, seed: u64) -> Vec<[u32; 2]> {
-    let mut rng = SplitMix64::new(seed);
-    let mut seen = HashSet::with_capacity(n_sim);
-    let mut pairs = Vec::with_capacity(n_sim);
-    while pairs.len() < n_sim {
-        let a = rng.below(n_obs) as u32;
-        let b = rng.below(n_obs) as u32;
-        if seen.insert((a, b)) {
-            pairs.push([a, b]);
-        }
-    }
-    pairs
+/// `n_sim` distinct pairs of `0..n_obs` (a cell may pair with itself), as scanpy's `sample_comb`
+/// draws them from numpy's `RandomState(seed)`: the same pairs, in the same order.
+fn draw_pairs(n_obs: usize, n_sim: usize, seed: u32) -> Vec<[u32; 2]> {
+    let n = n_obs as u64;
+    NumpyRandomState::new(seed)
+        .sample_without_replacement(n * n, n_sim)
+        .into_iter()
+        .map(|v| [(v / n) as u32, (v % n) as u32])
+        .collect()
 }
 
 /// The sum of rows `a` and `b`, by column (f32 sums, as scipy adds float32 matrices).
