@@ -310,3 +310,77 @@ def test_scrublet_refuses_a_batch_of_one_cell():
     with pytest.raises(ValueError, match="batch 'b'.*1 cell"):
         scpipe.pp.scrublet(a, batch_key="lonely")
     assert "doublet_score" not in a.obs
+
+
+S_GENES = "MCM5 PCNA TYMS FEN1 MCM2 MCM4 RRM1 UNG GINS2 MCM6 CDCA7 DTL PRIM1 UHRF1 HELLS RFC2 RPA2 NASP RAD51AP1 GMNN WDR76 SLBP CCNE2 UBR7 POLD3 MSH2 ATAD2 RAD51 RRM2 CDC45 CDC6 EXO1 TIPIN DSCC1 BLM CASP8AP2 USP1 CLSPN POLA1 CHAF1B BRIP1 E2F8".split()
+G2M_GENES = "HMGB2 CDK1 NUSAP1 UBE2C BIRC5 TPX2 TOP2A NDC80 CKS2 NUF2 CKS1B MKI67 TMPO CENPF TACC3 FAM64A SMC4 CCNB2 CKAP2L CKAP2 AURKB BUB1 KIF11 ANP32E TUBB4B GTSE1 KIF20B HJURP CDCA3 HN1 CDC20 TTK CDC25C KIF2C RANGAP1 NCAPD2 DLGAP5 CDCA2 CDCA8 ECT2 KIF23 HMMR AURKA PSRC1 ANLN LBR CKAP5 CENPE CTCF NEK2 G2E3 GAS2L3 CBX5 CENPA".split()
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},
+        {"ctrl_as_ref": False, "random_state": 3},
+        {"n_bins": 10, "ctrl_size": 20},
+        {"gene_pool": "half"},
+        {"use_raw": False},
+    ],
+)
+def test_score_genes_matches_scanpy(kw):
+    """scanpy's control genes for the same seed, so its scores: within 1e-5 relative, 1e-6
+    absolute (scanpy's sparse means add float32 values in float32; ours in float64)."""
+    device_gate()
+    a = ad.read_h5ad(data_dir() / "pbmc68k_reduced.h5ad")
+    names = list(a.var_names if kw.get("use_raw") is False else a.raw.var_names)
+    kw = dict(kw)
+    genes = ["CD79A", "MS4A1", "CD19", "NOT_A_GENE"] + names[5:9]
+    if kw.get("gene_pool") == "half":
+        kw["gene_pool"] = names[::2]
+        genes = ["NOT_A_GENE"] + names[10:30:2]
+    ours, theirs = a.copy(), a.copy()
+    with pytest.warns(UserWarning, match="NOT_A_GENE"):
+        scpipe.tl.score_genes(ours, genes, score_name="b", **kw)
+    sc.tl.score_genes(theirs, genes, score_name="b", **kw)
+    assert ours.obs["b"].dtype == np.float64
+    ok, worst = close(ours.obs["b"].to_numpy(), theirs.obs["b"].to_numpy(), 1e-5, 1e-6)
+    assert ok, f"{kw}: scores differ from scanpy's by up to {worst}"
+
+
+def test_score_genes_on_counts_layer_and_cell_cycle_as_scanpy():
+    device_gate()
+    a = ad.read_h5ad(data_dir() / COUNTS[0])
+    a.layers["counts"] = a.X.copy()
+    sc.pp.normalize_total(a)
+    sc.pp.log1p(a)
+    genes = list(a.var_names[100:140])
+    ours, theirs = a.copy(), a.copy()
+    scpipe.tl.score_genes(ours, genes, layer="counts")
+    sc.tl.score_genes(theirs, genes, layer="counts")
+    ok, worst = close(ours.obs["score"].to_numpy(), theirs.obs["score"].to_numpy(), 1e-5, 1e-6)
+    assert ok, f"layer: differs by up to {worst}"
+    b = ad.read_h5ad(data_dir() / "pbmc68k_reduced.h5ad")
+    ours, theirs = b.copy(), b.copy()
+    with pytest.warns(UserWarning):
+        scpipe.tl.score_genes_cell_cycle(ours, s_genes=S_GENES, g2m_genes=G2M_GENES)
+    sc.tl.score_genes_cell_cycle(theirs, s_genes=S_GENES, g2m_genes=G2M_GENES)
+    for col in ["S_score", "G2M_score"]:
+        ok, worst = close(ours.obs[col].to_numpy(), theirs.obs[col].to_numpy(), 1e-5, 1e-6)
+        assert ok, f"{col} differs by up to {worst}"
+    assert (ours.obs["phase"].astype(str).to_numpy() == theirs.obs["phase"].astype(str).to_numpy()).all()
+
+
+def test_score_genes_refuses_bad_input_and_leaves_the_object():
+    device_gate()
+    a = ad.read_h5ad(data_dir() / "pbmc68k_reduced.h5ad")
+    cols = list(a.obs.columns)
+    with pytest.raises(ValueError, match="No valid genes"):
+        scpipe.tl.score_genes(a, ["NOPE"])
+    with pytest.raises(TypeError, match="random_state"):
+        scpipe.tl.score_genes(a, ["CD79A"], random_state=None)
+    with pytest.raises(ValueError, match="layer and raw"):
+        scpipe.tl.score_genes(a, ["CD79A"], layer="x", use_raw=True)
+    with pytest.raises(ValueError, match="n_bins"):
+        scpipe.tl.score_genes(a, ["CD79A"], n_bins=1)
+    with pytest.raises(KeyError, match="not in gene_pool"):
+        scpipe.tl.score_genes(a, ["CD79A"], gene_pool=["MS4A1", "CD3E"])
+    assert list(a.obs.columns) == cols

@@ -17,6 +17,7 @@
 //! | `tl.rank_genes_groups` (t-test, t-test_overestim_var, wilcoxon; reference `rest`) | [`rank_genes`] |
 //! | `tl.leiden` | [`leiden`] |
 //! | `pp.scrublet`, `pp.scrublet_simulate_doublets` | [`scrublet`] |
+//! | `tl.score_genes` | [`score_genes`] |
 //!
 //! Every step is multithreaded with rayon (it runs in the current rayon pool).
 
@@ -45,6 +46,7 @@ pub mod rank_genes;
 pub mod real;
 pub mod regress;
 pub mod scale;
+pub mod score_genes;
 pub mod scrublet;
 pub mod stats;
 pub mod synth;

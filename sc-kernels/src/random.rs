@@ -144,6 +144,18 @@ impl NumpyRandomState {
         }
     }
 
+    /// numpy's legacy `permutation(n)`: `0..n` shuffled from the end, each value swapped with
+    /// one at a position drawn at or below it (also what `choice(n, k, replace=False)` takes the
+    /// first `k` of).
+    pub fn permutation(&mut self, n: u64) -> Vec<u64> {
+        let mut all: Vec<u64> = (0..n).collect();
+        for i in (1..all.len()).rev() {
+            let j = self.interval(i as u64) as usize;
+            all.swap(i, j);
+        }
+        all
+    }
+
     /// scikit-learn's `sample_without_replacement(n_population, n_samples)` with its `auto`
     /// method: tracking selection below 1% of the population, a permutation's first
     /// `n_samples` up to 99%, reservoir sampling above (`n_samples <= n_population`).
@@ -154,12 +166,7 @@ impl NumpyRandomState {
             n_samples as f64 / n_population as f64
         };
         if ratio > 0.01 && ratio < 0.99 {
-            // numpy's legacy shuffle of 0..n: from the end, each swapped with a draw below it.
-            let mut all: Vec<u64> = (0..n_population).collect();
-            for i in (1..all.len()).rev() {
-                let j = self.interval(i as u64) as usize;
-                all.swap(i, j);
-            }
+            let mut all = self.permutation(n_population);
             all.truncate(n_samples);
             return all;
         }

@@ -6,14 +6,16 @@ only once a step has succeeded.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+import warnings
+from typing import Any, Iterable, Sequence
 
 import numpy as np
+import pandas as pd
 
 from scpipe import _parts
 from scpipe._settings import settings
 
-__all__ = ["umap", "leiden", "rank_genes_groups"]
+__all__ = ["umap", "leiden", "rank_genes_groups", "score_genes", "score_genes_cell_cycle"]
 
 def _graph(adata, neighbors_key: str | None, obsp: str | None = None) -> dict:
     """The connectivities of ``neighbors_key`` (or ``obsp``), as the steps read them."""
@@ -267,4 +269,97 @@ def rank_genes_groups(
     p["layer"] = layer
     p["corr_method"] = corr_method
     target.uns[key_added or "rank_genes_groups"] = result
+    return target if copy else None
+
+
+def score_genes(
+    adata,
+    gene_list: Sequence[str] | str,
+    *,
+    ctrl_as_ref: bool = True,
+    ctrl_size: int = 50,
+    gene_pool: Sequence[str] | None = None,
+    n_bins: int = 25,
+    score_name: str = "score",
+    random_state: int = 0,
+    copy: bool = False,
+    use_raw: bool | None = None,
+    layer: str | None = None,
+):
+    """Each cell's score for a gene set (scanpy's ``tl.score_genes``): its mean over the genes
+    less its mean over control genes drawn from the same expression bins (``n_bins`` bins of
+    the pool genes' means, ``ctrl_size`` genes a bin). Writes ``obs[score_name]`` (float64).
+
+    The control genes are scanpy's for the same ``random_state`` (numpy's ``RandomState``
+    draws repeated), so the scores are scanpy's. ``use_raw=None`` reads ``.raw`` when the
+    AnnData has one (and no ``layer`` is given), as scanpy. Genes not in ``var_names`` are left
+    out with a warning. ``random_state=None`` (scanpy: unseeded) is refused: give a seed.
+    Computed on the host: a GPU X is read back.
+    """
+    if isinstance(random_state, (bool, np.bool_)) or not isinstance(random_state, (int, np.integer)):
+        raise TypeError(f"random_state must be an int (a numpy RandomState seed), not {random_state!r}")
+    if not 0 <= random_state < 2**32:
+        raise ValueError(f"random_state must be in [0, 2**32) as numpy's RandomState takes it, not {random_state}")
+    if layer is not None and use_raw:
+        raise ValueError("Cannot use expression from both layer and raw.")
+    if use_raw is None:
+        use_raw = layer is None and adata.raw is not None
+    if use_raw and adata.raw is None:
+        raise ValueError("use_raw=True but the AnnData has no .raw")
+    target = adata.copy() if copy else adata
+    if not copy:
+        _parts.view_to_actual(target)
+    var_names = target.raw.var_names if use_raw else target.var_names
+    genes = pd.Index([gene_list] if isinstance(gene_list, str) else gene_list)
+    missing = genes.difference(var_names, sort=False)
+    genes = genes.intersection(var_names)
+    if len(missing) > 0:
+        warnings.warn(f"genes are not in var_names and ignored: {list(missing)}", UserWarning, stacklevel=2)
+    if len(genes) == 0:
+        raise ValueError("No valid genes were passed for scoring.")
+    pool = var_names if gene_pool is None else pd.Index(gene_pool, dtype="string").intersection(var_names)
+    if len(pool) == 0:
+        raise ValueError("No valid genes were passed for reference set.")
+    outside = genes.difference(pool, sort=False)
+    if len(outside) > 0:
+        raise KeyError(f"genes of gene_list not in gene_pool (scanpy refuses them too): {list(outside)}")
+    if layer is not None:
+        if layer not in target.layers:
+            raise KeyError(f"layer {layer!r} does not exist (layers: {list(target.layers.keys())})")
+        x, what = target.layers[layer], f"layers[{layer!r}]"
+    elif use_raw:
+        x, what = target.raw.X, "raw.X"
+    else:
+        x, what = target.X, "X"
+    if _parts._cupy_module(x):
+        x = x.get()
+    params = {
+        "genes": [int(i) for i in var_names.get_indexer(genes)],
+        "pool": [int(i) for i in var_names.get_indexer(pool)],
+        "ctrl_as_ref": bool(ctrl_as_ref),
+        "ctrl_size": int(ctrl_size),
+        "n_bins": int(n_bins),
+        "random_state": int(random_state),
+        "score_name": str(score_name),
+    }
+    out = _parts.call("score_genes", {"X": _parts.matrix_part(x, what)}, params)
+    target.obs[score_name] = pd.Series(np.asarray(out["obs"][score_name]), index=target.obs_names, dtype="float64")
+    return target if copy else None
+
+
+def score_genes_cell_cycle(
+    adata, *, s_genes: Sequence[str], g2m_genes: Sequence[str], copy: bool = False, **kwargs
+):
+    """Cell cycle scores and phase (scanpy's ``tl.score_genes_cell_cycle``): ``S_score`` and
+    ``G2M_score`` by :func:`score_genes` with ``ctrl_size`` the smaller gene list's length, and
+    ``phase``: ``G1`` where both are negative, else ``S`` or ``G2M``, whichever is larger."""
+    target = adata.copy() if copy else adata
+    ctrl_size = min(len(s_genes), len(g2m_genes))
+    for genes, name in [(s_genes, "S_score"), (g2m_genes, "G2M_score")]:
+        score_genes(target, genes, score_name=name, ctrl_size=ctrl_size, **kwargs)
+    scores = target.obs[["S_score", "G2M_score"]]
+    phase = pd.Series("S", index=scores.index)
+    phase[scores["G2M_score"] > scores["S_score"]] = "G2M"
+    phase[np.all(scores < 0, axis=1)] = "G1"
+    target.obs["phase"] = phase
     return target if copy else None

@@ -23,6 +23,7 @@ use sc_kernels::normalize::NormalizeParams;
 use sc_kernels::pearson::PearsonParams;
 use sc_kernels::rank_genes::{Method, RankGenesParams};
 use sc_kernels::scale::ScaleParams;
+use sc_kernels::score_genes::ScoreGenesParams;
 use sc_kernels::scrublet::{Preparation, ScrubletParams};
 use sc_kernels::umap::{Init, UmapParams};
 use sc_pipeline::anndata::Matrix;
@@ -58,6 +59,13 @@ enum Call {
         ratio: f64,
         umi_subsampling: f64,
         seed: u64,
+    },
+    ScoreGenes {
+        /// Columns of the listed genes and of the gene pool, resolved by the Python side.
+        genes: Vec<usize>,
+        pool: Vec<usize>,
+        params: ScoreGenesParams,
+        score_name: String,
     },
     Scale(ScaleParams),
     Pca(usize),
@@ -192,6 +200,7 @@ fn reads_x_only(call: &Call) -> bool {
             | Call::Markers { .. }
             | Call::Scrublet { .. }
             | Call::SimulateDoublets { .. }
+            | Call::ScoreGenes { .. }
     )
 }
 
@@ -218,13 +227,14 @@ fn run(
 ) -> sc_pipeline::Result<Extra> {
     let ctx = gpu.map(|g| g.ctx.clone());
     // The steps that work on X on the GPU get it there first (the graph steps do not read it;
-    // Pearson residuals and scrublet are computed on the host for now).
+    // Pearson residuals, scrublet and score_genes are computed on the host for now).
     let x_to_device = !matches!(
         call,
         Call::Harmony(_)
             | Call::Pearson(_)
             | Call::Scrublet { .. }
             | Call::SimulateDoublets { .. }
+            | Call::ScoreGenes { .. }
             | Call::Neighbors { .. }
             | Call::Umap(_)
             | Call::Leiden(_)
@@ -282,6 +292,14 @@ fn run(
                 parents.clone(),
                 &options.params,
             )?;
+        }
+        Call::ScoreGenes {
+            genes,
+            pool,
+            params,
+            score_name,
+        } => {
+            steps::score_genes(adata, genes, pool, params, score_name)?;
         }
         Call::SimulateDoublets {
             ratio,
@@ -398,6 +416,17 @@ fn parse(step: &str, p: &Bound<'_, PyDict>) -> PyResult<Call> {
                 }
                 _ => None,
             },
+        },
+        "score_genes" => Call::ScoreGenes {
+            genes: req(p, "genes")?,
+            pool: req(p, "pool")?,
+            params: ScoreGenesParams {
+                ctrl_as_ref: req(p, "ctrl_as_ref")?,
+                ctrl_size: req(p, "ctrl_size")?,
+                n_bins: req(p, "n_bins")?,
+                random_state: req(p, "random_state")?,
+            },
+            score_name: req(p, "score_name")?,
         },
         "scrublet_simulate_doublets" => Call::SimulateDoublets {
             ratio: req(p, "sim_doublet_ratio")?,

@@ -1,0 +1,71 @@
+use super::*;
+use crate::dense::DenseMatrix;
+
+/// 40 cells x 60 genes of a fixed pattern (the same formula gave scanpy's figures below).
+fn pattern() -> CsrMatrix<f32> {
+    let data = (0..40)
+        .flat_map(|i: usize| {
+            (0..60).map(move |j: usize| {
+                if (i + 2 * j) % 3 != 0 {
+                    (((i * 37 + j * 101 + i * j) % 17) * (j % 7)) as f32
+                } else {
+                    0.0
+                }
+            })
+        })
+        .collect();
+    CsrMatrix::from_dense(&DenseMatrix::new(40, 60, data).unwrap())
+}
+
+#[test]
+fn scores_are_scanpys() {
+    // scanpy 1.11.5: sc.tl.score_genes(a, ["g3", "g10", "g20", "g33"], ctrl_size=5, n_bins=5)
+    // and the same with ctrl_as_ref=False, random_state=3.
+    let x = pattern();
+    let pool: Vec<usize> = (0..60).collect();
+    let genes = [3, 10, 20, 33];
+    let p = ScoreGenesParams {
+        ctrl_size: 5,
+        n_bins: 5,
+        ..Default::default()
+    };
+    let s = score_genes(&x, &genes, &pool, &p).unwrap();
+    let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs().max(1.0);
+    for (a, b) in s.scores.iter().zip([-8.25, 2.0999999999999996, 11.4, 11.2]) {
+        assert!(close(*a, b), "{a} vs {b}");
+    }
+    assert!(close(s.scores.iter().sum(), -23.249999999999986));
+    let q = ScoreGenesParams {
+        ctrl_as_ref: false,
+        random_state: 3,
+        ..p
+    };
+    let s = score_genes(&x, &genes, &pool, &q).unwrap();
+    for (a, b) in s.scores.iter().zip([
+        6.449999999999999,
+        0.3000000000000007,
+        6.199999999999999,
+        12.600000000000001,
+    ]) {
+        assert!(close(*a, b), "{a} vs {b}");
+    }
+    assert!(close(s.scores.iter().sum(), -45.75));
+}
+
+#[test]
+fn bad_input_is_named() {
+    let x = pattern();
+    let pool: Vec<usize> = (0..60).collect();
+    let p = ScoreGenesParams::default();
+    let e = score_genes(&x, &[], &pool, &p).unwrap_err().to_string();
+    assert!(e.contains("gene_list"), "{e}");
+    let e = score_genes(&x, &[1], &[], &p).unwrap_err().to_string();
+    assert!(e.contains("gene_pool"), "{e}");
+    let e = score_genes(&x, &[1], &pool, &ScoreGenesParams { n_bins: 1, ..p })
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("n_bins"), "{e}");
+    // Every gene listed: no control gene is left.
+    let e = score_genes(&x, &pool, &pool, &p).unwrap_err().to_string();
+    assert!(e.contains("no control genes"), "{e}");
+}
