@@ -481,3 +481,25 @@ def test_qc_names_follow_expr_type_and_var_type():
     assert sorted(obs.columns) == sorted(ref_obs.columns) and sorted(var.columns) == sorted(ref_var.columns)
     for c in ref_obs.columns:
         np.testing.assert_allclose(obs[c].to_numpy(np.float64), ref_obs[c].to_numpy(np.float64), rtol=1e-6)
+
+
+def test_scrublet_and_score_genes_read_a_gpu_x_as_the_host_one(on_gpu):
+    """GPU only: scrublet and score_genes read a CuPy X (back to the host for now) and give the
+    host X's results; X stays on the GPU, untouched."""
+    import cupy
+
+    base = counts()
+    ref = base.copy()
+    scpipe.settings.device = "cpu"
+    scpipe.pp.scrublet(ref)
+    scpipe.tl.score_genes(ref, list(ref.var_names[:20]), use_raw=False)
+    scpipe.settings.device = "gpu"
+    a = base.copy()
+    scpipe.get.anndata_to_GPU(a)
+    before = a.X.copy()
+    scpipe.pp.scrublet(a)
+    scpipe.tl.score_genes(a, list(a.var_names[:20]), use_raw=False)
+    assert isinstance(a.X, cupy.sparse.csr_matrix) and (a.X != before).nnz == 0
+    assert np.array_equal(a.obs["doublet_score"], ref.obs["doublet_score"])
+    assert np.array_equal(a.obs["predicted_doublet"], ref.obs["predicted_doublet"])
+    assert np.array_equal(a.obs["score"], ref.obs["score"])
