@@ -486,8 +486,6 @@ def test_qc_names_follow_expr_type_and_var_type():
 def test_scrublet_and_score_genes_read_a_gpu_x_as_the_host_one(on_gpu):
     """GPU only: scrublet and score_genes read a CuPy X (back to the host for now) and give the
     host X's results; X stays on the GPU, untouched."""
-    import cupy
-
     base = counts()
     ref = base.copy()
     scpipe.settings.device = "cpu"
@@ -499,7 +497,7 @@ def test_scrublet_and_score_genes_read_a_gpu_x_as_the_host_one(on_gpu):
     before = a.X.copy()
     scpipe.pp.scrublet(a)
     scpipe.tl.score_genes(a, list(a.var_names[:20]), use_raw=False)
-    assert isinstance(a.X, cupy.sparse.csr_matrix) and (a.X != before).nnz == 0
+    assert type(a.X).__module__.startswith("cupyx") and (a.X != before).nnz == 0
     assert np.array_equal(a.obs["doublet_score"], ref.obs["doublet_score"])
     assert np.array_equal(a.obs["predicted_doublet"], ref.obs["predicted_doublet"])
     assert np.array_equal(a.obs["score"], ref.obs["score"])

@@ -1,8 +1,9 @@
 //! Pictures of a finished run (`scpipe run --plot DIR`), drawn from the final AnnData in every
 //! mode, as PNG and SVG: the UMAP coloured by each Leiden clustering (names at the clusters'
-//! centres), by batch and by total counts ([`umap`]), the marker genes' dot plot ([`dotplot`])
-//! and the QC violins before and after filtering ([`violin`]). A picture whose inputs the run
-//! did not make is skipped with the reason, never an error.
+//! centres), by batch and by total counts ([`umap`]), the marker genes' dot plot ([`dotplot`]),
+//! the QC violins before and after filtering ([`violin`]) and, when scrublet ran, the doublet
+//! scores' histograms ([`scrublet`]). A picture whose inputs the run did not make is skipped
+//! with the reason, never an error.
 //!
 //! Each picture is a [`figure::Figure`], drawn by plotters on either backend and written by
 //! [`figure::write`] under temporary names the run moves into place with its other outputs.
@@ -14,6 +15,7 @@ pub(crate) mod font;
 mod legend;
 mod palette;
 pub mod raster;
+pub mod scrublet;
 pub mod umap;
 pub mod violin;
 
@@ -117,6 +119,9 @@ pub fn draw(adata: &AnnData, request: &Request, dir: &Path) -> Result<Drawn> {
     let dots = dotplot::prepare(adata, request.genes_per_group).map(|d| (d, None));
     out.add(dir, "dotplot_markers", dots)?;
     out.add(dir, "qc_violins", violin::prepare(adata, request.filtered))?;
+    if adata.uns.contains_key("scrublet") {
+        out.add(dir, "scrublet_scores", scrublet::prepare(adata))?;
+    }
     Ok(out)
 }
 

@@ -1,6 +1,7 @@
 //! The pictures rendered from a small synthetic AnnData: files, sizes, colours, labels, notes.
 
 use super::*;
+use figure::Figure;
 use crate::anndata::{ArrayData, Column, DataFrame, DenseArray, Matrix, Raw, Value};
 use sc_kernels::CsrMatrix;
 
@@ -328,4 +329,31 @@ fn a_million_cells_draw_in_seconds() {
         Some(_) => println!("in {}", dir.display()),
         None => std::fs::remove_dir_all(&dir).unwrap(),
     }
+}
+
+#[test]
+fn scrublet_scores_are_drawn_per_batch_with_the_threshold() {
+    let mut a =
+        crate::synthetic::generate(&crate::synthetic::SyntheticParams::new(900, 400, 2)).unwrap();
+    let options = crate::steps::ScrubletOptions {
+        batch_key: Some("batch".into()),
+        ..Default::default()
+    };
+    crate::steps::scrublet(&mut a, &options).unwrap();
+    let (figure, _) = scrublet::prepare(&a).unwrap();
+    let batches = data::Groups::of(&a.obs, "batch").unwrap().names.len();
+    assert_eq!(figure.rows.len(), batches);
+    assert_eq!(figure.size().1, 320 * batches as u32);
+    let observed: usize = figure.rows.iter().map(|r| r.observed.len()).sum();
+    assert_eq!(observed, a.n_obs());
+    let svg = figure::render_svg(&figure).unwrap();
+    assert!(svg.contains("simulated doublets"), "the doublets' panel");
+    assert!(has_text(&svg, "doublet score"));
+    // Densities integrate to 1 over the bins.
+    let d = scrublet::densities(&figure.rows[0].simulated, 1.0);
+    let area: f64 = d.iter().sum::<f64>() / 49.0;
+    assert!((area - 1.0).abs() < 1e-9, "{area}");
+    // Without scrublet the picture is skipped with the reason.
+    let b = clustered();
+    assert!(scrublet::prepare(&b).err().unwrap().contains("--scrublet"));
 }
