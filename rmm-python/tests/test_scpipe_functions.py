@@ -384,3 +384,37 @@ def test_score_genes_refuses_bad_input_and_leaves_the_object():
     with pytest.raises(KeyError, match="not in gene_pool"):
         scpipe.tl.score_genes(a, ["CD79A"], gene_pool=["MS4A1", "CD3E"])
     assert list(a.obs.columns) == cols
+
+
+@pytest.mark.parametrize("name,batch_key", [(COUNTS[0], None), (COUNTS[1], None), (COUNTS[1], "batch")])
+@pytest.mark.parametrize("theta,clip", [(100, None), (1.0, 5.0)])
+def test_hvg_pearson_residuals_matches_scanpy(name, batch_key, theta, clip):
+    """flavor='pearson_residuals' as scanpy's experimental one: the same genes, residual
+    variances within 1e-6 relative, the same ranks (scanpy computes the residuals in f64 too)."""
+    device_gate()
+    a = ad.read_h5ad(data_dir() / name)
+    sc.pp.filter_cells(a, min_counts=1)
+    ours, theirs = a.copy(), a.copy()
+    scpipe.pp.highly_variable_genes(ours, flavor="pearson_residuals", n_top_genes=500, batch_key=batch_key, theta=theta, clip=clip)
+    sc.experimental.pp.highly_variable_genes(theirs, n_top_genes=500, batch_key=batch_key, theta=theta, clip=clip)
+    assert list(ours.var.columns) == list(theirs.var.columns)
+    assert np.array_equal(ours.var["highly_variable"], theirs.var["highly_variable"])
+    for col in ["means", "variances", "residual_variances"]:
+        ok, worst = close(ours.var[col].to_numpy(), theirs.var[col].to_numpy(), 1e-6, 1e-12)
+        assert ok, f"{col} differs by up to {worst}"
+    r, t = ours.var["highly_variable_rank"].to_numpy(), theirs.var["highly_variable_rank"].to_numpy()
+    assert r.dtype == t.dtype and np.array_equal(np.isnan(r), np.isnan(t)) and np.array_equal(r[~np.isnan(r)], t[~np.isnan(t)])
+    if batch_key:
+        assert np.array_equal(ours.var["highly_variable_nbatches"], theirs.var["highly_variable_nbatches"])
+    assert ours.uns["hvg"] == theirs.uns["hvg"]
+
+
+def test_hvg_pearson_residuals_needs_n_top_genes_and_counts():
+    device_gate()
+    a = ad.read_h5ad(data_dir() / COUNTS[1])
+    with pytest.raises(ValueError, match="n_top_genes"):
+        scpipe.pp.highly_variable_genes(a, flavor="pearson_residuals")
+    with pytest.raises(ValueError, match="theta"):
+        scpipe.pp.highly_variable_genes(a, flavor="pearson_residuals", n_top_genes=10, theta=0)
+    df = scpipe.pp.highly_variable_genes(a, flavor="pearson_residuals", n_top_genes=10, inplace=False, subset=True)
+    assert len(df) == 10 and "highly_variable" not in a.var

@@ -368,16 +368,22 @@ def highly_variable_genes(
     inplace: bool = True,
     batch_key: str | None = None,
     check_values: bool = True,
+    theta: float = 100,
+    clip: float | None = None,
 ):
     """Highly variable genes (scanpy's ``highly_variable_genes``): flavours ``seurat``,
     ``cell_ranger``, ``seurat_v3`` and ``seurat_v3_paper`` (the last two read counts), with
-    ``batch_key``.
+    ``batch_key``; and ``pearson_residuals`` (scanpy's ``experimental.pp`` flavour, as
+    rapids-singlecell offers it: the variance of each gene's clipped Pearson residuals with
+    ``theta`` and ``clip``, ranked; ``n_top_genes`` required; on the host for now).
 
     Writes ``var['highly_variable']``, ``means``, ``dispersions``, ``dispersions_norm`` (or
     seurat_v3's ``variances``, ``variances_norm``, ``highly_variable_rank``), with a batch key
     ``highly_variable_nbatches`` and ``highly_variable_intersection``, and ``uns['hvg']``.
     ``subset=True`` keeps only the selected genes; ``inplace=False`` returns the table.
     """
+    if flavor == "pearson_residuals":
+        return _hvg_pearson_residuals(adata, layer, n_top_genes, batch_key, theta, clip, check_values, subset, inplace)
     x, what = _matrix(adata, layer)
     xp = _parts.matrix_part(x, what)
     if flavor.startswith("seurat_v3") and check_values:
@@ -409,6 +415,39 @@ def highly_variable_genes(
     for k, v in table.items():
         adata.var[k] = v
     adata.uns["hvg"] = _parts.value_from(out["uns"]["hvg"])
+    if subset:
+        adata._inplace_subset_var(np.asarray(adata.var["highly_variable"], dtype=bool))
+    return None
+
+
+def _hvg_pearson_residuals(adata, layer, n_top_genes, batch_key, theta, clip, check_values, subset, inplace):
+    """``highly_variable_genes(flavor="pearson_residuals")``: see there."""
+    if n_top_genes is None:
+        raise ValueError(
+            "`pp.highly_variable_genes` requires the argument `n_top_genes` for `flavor='pearson_residuals'`"
+        )
+    x, what = _matrix(adata, layer)
+    if check_values and not _whole_numbers(x):
+        warnings.warn(
+            "`flavor='pearson_residuals'` expects raw count data, but non-integers were found.",
+            UserWarning,
+            stacklevel=3,
+        )
+    parts = {"X": _parts.matrix_part(_host(x), what)}
+    if batch_key is not None:
+        if batch_key not in adata.obs.columns:
+            raise KeyError(f"batch_key: obs has no column {batch_key!r}")
+        parts["obs"] = {batch_key: _parts.column_part(adata.obs[batch_key].astype(str), f"obs[{batch_key!r}]")}
+    params = {"theta": float(theta), "clip": None if clip is None else float(clip), "n_top_genes": int(n_top_genes), "batch_key": batch_key}
+    out = _parts.call("hvg_pearson_residuals", parts, params)
+    table = {k: _parts.column_from(v) for k, v in out["var"].items()}
+    if not inplace:
+        df = pd.DataFrame(table, index=adata.var_names)
+        return df.loc[df["highly_variable"]] if subset else df
+    _parts.view_to_actual(adata)
+    for k, v in table.items():
+        adata.var[k] = v
+    adata.uns["hvg"] = {"flavor": "pearson_residuals", "computed_on": layer if layer else "adata.X"}
     if subset:
         adata._inplace_subset_var(np.asarray(adata.var["highly_variable"], dtype=bool))
     return None

@@ -60,6 +60,12 @@ enum Call {
         umi_subsampling: f64,
         seed: u64,
     },
+    HvgPearson {
+        theta: f64,
+        clip: Option<f64>,
+        n_top_genes: usize,
+        batch_key: Option<String>,
+    },
     ScoreGenes {
         /// Columns of the listed genes and of the gene pool, resolved by the Python side.
         genes: Vec<usize>,
@@ -201,6 +207,7 @@ fn reads_x_only(call: &Call) -> bool {
             | Call::Scrublet { .. }
             | Call::SimulateDoublets { .. }
             | Call::ScoreGenes { .. }
+            | Call::HvgPearson { .. }
     )
 }
 
@@ -227,7 +234,8 @@ fn run(
 ) -> sc_pipeline::Result<Extra> {
     let ctx = gpu.map(|g| g.ctx.clone());
     // The steps that work on X on the GPU get it there first (the graph steps do not read it;
-    // Pearson residuals, scrublet and score_genes are computed on the host for now).
+    // Pearson residuals (and their HVG flavour), scrublet and score_genes are computed on the
+    // host for now).
     let x_to_device = !matches!(
         call,
         Call::Harmony(_)
@@ -235,6 +243,7 @@ fn run(
             | Call::Scrublet { .. }
             | Call::SimulateDoublets { .. }
             | Call::ScoreGenes { .. }
+            | Call::HvgPearson { .. }
             | Call::Neighbors { .. }
             | Call::Umap(_)
             | Call::Leiden(_)
@@ -291,6 +300,20 @@ fn run(
                 &sim.to_csr()?.as_ref(),
                 parents.clone(),
                 &options.params,
+            )?;
+        }
+        Call::HvgPearson {
+            theta,
+            clip,
+            n_top_genes,
+            batch_key,
+        } => {
+            steps::highly_variable_genes_pearson_residuals(
+                adata,
+                *theta,
+                *clip,
+                *n_top_genes,
+                batch_key.as_deref(),
             )?;
         }
         Call::ScoreGenes {
@@ -416,6 +439,12 @@ fn parse(step: &str, p: &Bound<'_, PyDict>) -> PyResult<Call> {
                 }
                 _ => None,
             },
+        },
+        "hvg_pearson_residuals" => Call::HvgPearson {
+            theta: req(p, "theta")?,
+            clip: opt(p, "clip")?,
+            n_top_genes: req(p, "n_top_genes")?,
+            batch_key: opt(p, "batch_key")?,
         },
         "score_genes" => Call::ScoreGenes {
             genes: req(p, "genes")?,

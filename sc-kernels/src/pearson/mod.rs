@@ -10,6 +10,9 @@
 //! computes in X's dtype, float32: within a few f32 ulp of ours). A cell or a gene without any
 //! count is refused: scanpy would give it NaN residuals (0 / 0).
 
+mod hvg;
+pub use hvg::{highly_variable_pearson_residuals, PearsonHvg};
+
 use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};

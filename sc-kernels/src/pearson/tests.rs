@@ -99,3 +99,48 @@ fn bad_parameters_and_counts_are_named() {
         .to_string();
     assert!(e.contains("gene 1 has no counts"), "{e}");
 }
+
+/// 40 cells x 60 genes of a fixed pattern (the same formula gave scanpy's figures below).
+fn hvg_pattern() -> CsrMatrix<f32> {
+    let data = (0..40)
+        .flat_map(|i: usize| {
+            (0..60).map(move |j: usize| {
+                if (i + 2 * j) % 3 != 0 {
+                    (((i * 37 + j * 101 + i * j) % 17) * (j % 7)) as f32
+                } else {
+                    0.0
+                }
+            })
+        })
+        .collect();
+    CsrMatrix::from_dense(&crate::dense::DenseMatrix::new(40, 60, data).unwrap())
+}
+
+#[test]
+fn the_pearson_hvg_flavour_is_scanpys() {
+    // scanpy 1.11.5: sc.experimental.pp.highly_variable_genes(a, n_top_genes=10[, batch_key="b"])
+    // with obs["b"] = "x" for every third cell from the first, else "y".
+    let x = hvg_pattern();
+    let r = highly_variable_pearson_residuals(&x, 100.0, None, 10, None).unwrap();
+    let hv: Vec<usize> = (0..60).filter(|&j| r.highly_variable[j]).collect();
+    assert_eq!(hv, [6, 12, 13, 20, 27, 33, 34, 41, 54, 55]);
+    let total: f64 = r.residual_variances.iter().sum();
+    assert!((total - 655.97728312166).abs() < 1e-9 * total, "{total}");
+    assert!(r.highly_variable_rank[..6].iter().all(|v| v.is_nan()));
+    assert_eq!(r.highly_variable_rank[6], 4.0);
+    let names = ["x".to_string(), "y".to_string()];
+    let codes: Vec<u32> = (0..40).map(|i| u32::from(i % 3 != 0)).collect();
+    let r = highly_variable_pearson_residuals(&x, 100.0, None, 10, Some((&codes, &names))).unwrap();
+    let hv: Vec<usize> = (0..60).filter(|&j| r.highly_variable[j]).collect();
+    assert_eq!(hv, [5, 11, 13, 20, 25, 34, 40, 41, 47, 55]);
+    let total: f64 = r.residual_variances.iter().sum();
+    assert!((total - 282.3380924539223).abs() < 1e-9 * total, "{total}");
+    assert_eq!(
+        (r.highly_variable_rank[4], r.highly_variable_rank[5]),
+        (8.0, 6.0)
+    );
+    let e = highly_variable_pearson_residuals(&x, 0.0, None, 10, None).unwrap_err();
+    assert!(e.to_string().contains("theta"), "{e}");
+    let e = highly_variable_pearson_residuals(&x, 100.0, None, 0, None).unwrap_err();
+    assert!(e.to_string().contains("n_top_genes"), "{e}");
+}

@@ -1,8 +1,8 @@
 //! The pictures rendered from a small synthetic AnnData: files, sizes, colours, labels, notes.
 
 use super::*;
-use figure::Figure;
 use crate::anndata::{ArrayData, Column, DataFrame, DenseArray, Matrix, Raw, Value};
+use figure::Figure;
 use sc_kernels::CsrMatrix;
 
 const CLUSTERS: usize = 3;

@@ -232,6 +232,59 @@ fn log1p_base(adata: &AnnData) -> Option<f64> {
     }
 }
 
+/// The `pearson_residuals` flavour (scanpy's `experimental.pp.highly_variable_genes`) on X's
+/// counts: writes `var`'s `means`, `variances`, `residual_variances`, `highly_variable_rank`
+/// (float32, as scanpy), with a batch key `highly_variable_nbatches` and
+/// `highly_variable_intersection`, and `highly_variable`; and `uns['hvg']['flavor']`. Returns
+/// how many genes were selected. Not a flavour of the command yet; computed on the host (a GPU
+/// X is read back). X is only read.
+pub fn highly_variable_genes_pearson_residuals(
+    adata: &mut AnnData,
+    theta: f64,
+    clip: Option<f64>,
+    n_top_genes: usize,
+    batch_key: Option<&str>,
+) -> Result<usize> {
+    const STEP: &str = "highly_variable_genes";
+    let batches = match batch_key {
+        Some(key) => Some(super::obs_labels(adata, STEP, "batch_key", key)?),
+        None => None,
+    };
+    let x = adata.x.to_csr()?;
+    let r = sc_kernels::pearson::highly_variable_pearson_residuals(
+        &x,
+        theta,
+        clip,
+        n_top_genes,
+        batches.as_ref().map(|(c, n)| (c.as_slice(), n.as_slice())),
+    )
+    .map_err(kernel_error(STEP))?;
+    drop(x);
+    let selected = r.highly_variable.iter().filter(|&&h| h).count();
+    let var = &mut adata.var;
+    var.set_values("means", ArrayData::F64(r.means))?;
+    var.set_values("variances", ArrayData::F64(r.variances))?;
+    var.set_values("residual_variances", ArrayData::F64(r.residual_variances))?;
+    let rank = r.highly_variable_rank.iter().map(|&v| v as f32).collect();
+    var.set_values("highly_variable_rank", ArrayData::F32(rank))?;
+    if batch_key.is_some() {
+        var.set_values(
+            "highly_variable_nbatches",
+            ArrayData::I64(r.highly_variable_nbatches),
+        )?;
+        var.set_values(
+            "highly_variable_intersection",
+            ArrayData::Bool(r.highly_variable_intersection),
+        )?;
+    }
+    var.set_values("highly_variable", ArrayData::Bool(r.highly_variable))?;
+    adata.uns.insert(
+        "hvg".into(),
+        Value::dict([("flavor", Value::str("pearson_residuals"))]),
+    );
+    Ok(selected)
+}
+
 /// `var['highly_variable']` as a mask, for subsetting.
 pub fn highly_variable_mask(adata: &AnnData) -> Result<Vec<bool>> {
     match adata.var.column("highly_variable") {

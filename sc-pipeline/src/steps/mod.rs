@@ -39,7 +39,9 @@ pub use harmony::{
     harmony_integrate, harmony_integrate_across, harmony_integrate_on, HarmonySummary,
     HARMONY_ADJUSTED_BASIS, HARMONY_BASIS,
 };
-pub use hvg::{highly_variable_genes, highly_variable_mask};
+pub use hvg::{
+    highly_variable_genes, highly_variable_genes_pearson_residuals, highly_variable_mask,
+};
 pub use leiden::{leiden, leiden_all, leiden_all_on, leiden_on};
 pub use log1p::log1p;
 pub use markers::{rank_genes_groups, rank_genes_groups_on};
