@@ -501,3 +501,14 @@ def test_scrublet_and_score_genes_read_a_gpu_x_as_the_host_one(on_gpu):
     assert np.array_equal(a.obs["doublet_score"], ref.obs["doublet_score"])
     assert np.array_equal(a.obs["predicted_doublet"], ref.obs["predicted_doublet"])
     assert np.array_equal(a.obs["score"], ref.obs["score"])
+
+
+def test_sqrt_of_a_gpu_x_stays_on_the_gpu(on_gpu):
+    """GPU only: sqrt of a CuPy X is computed by CuPy where X lies, equal to the host's."""
+    a = counts()
+    ref = a.copy()
+    scpipe.pp.sqrt(ref)
+    scpipe.get.anndata_to_GPU(a)
+    scpipe.pp.sqrt(a)
+    assert type(a.X).__module__.startswith("cupyx")
+    assert np.array_equal(a.X.get().toarray(), ref.X.toarray())

@@ -418,3 +418,20 @@ def test_hvg_pearson_residuals_needs_n_top_genes_and_counts():
         scpipe.pp.highly_variable_genes(a, flavor="pearson_residuals", n_top_genes=10, theta=0)
     df = scpipe.pp.highly_variable_genes(a, flavor="pearson_residuals", n_top_genes=10, inplace=False, subset=True)
     assert len(df) == 10 and "highly_variable" not in a.var
+
+
+def test_sqrt_as_scanpys_and_refuses_negatives():
+    device_gate()
+    a = ad.read_h5ad(data_dir() / COUNTS[1])
+    ours, theirs = a.copy(), a.copy()
+    scpipe.pp.sqrt(ours)
+    sc.pp.sqrt(theirs)
+    assert abs(ours.X - theirs.X).max() == 0 and ours.X.dtype == theirs.X.dtype
+    d = np.array([[4.0, 9.0], [0.0, 2.25]], dtype=np.float32)
+    assert np.array_equal(scpipe.pp.sqrt(d), [[2.0, 3.0], [0.0, 1.5]])
+    b = scpipe.pp.sqrt(a, copy=True)
+    assert b is not a and abs(b.X - theirs.X).max() == 0 and abs(a.X - ours.X).max() > 0
+    bad = ad.AnnData(np.array([[1.0, -1.0]], dtype=np.float32))
+    with pytest.raises(ValueError, match="negative"):
+        scpipe.pp.sqrt(bad)
+    assert bad.X[0, 1] == -1.0

@@ -33,6 +33,7 @@ __all__ = [
     "normalize_pearson_residuals",
     "scrublet",
     "scrublet_simulate_doublets",
+    "sqrt",
     "scale",
     "pca",
     "harmony_integrate",
@@ -753,6 +754,37 @@ def scrublet_simulate_doublets(
     sim.obsm["doublet_parents"] = out["obsm"]["doublet_parents"]
     sim.uns["scrublet"] = _parts.value_from(out["uns"]["scrublet"])
     return sim
+
+
+def sqrt(data, *, copy: bool = False, chunked: bool = False, chunk_size: int | None = None):
+    """The square root of each value (scanpy's ``pp.sqrt``), of an AnnData's X or of a matrix
+    (numpy, scipy sparse, CuPy: a CuPy X stays on the GPU). ``chunked`` and ``chunk_size`` are
+    scanpy's and change nothing. Negative or NaN values are refused (scanpy gives NaN); the
+    input is left as it was."""
+    del chunked, chunk_size
+    if hasattr(data, "X") and hasattr(data, "obs_names"):
+        target = data.copy() if copy else data
+        if not copy:
+            _parts.view_to_actual(target)
+        target.X = sqrt(target.X)
+        return target if copy else None
+    x = data
+    values = x.data if hasattr(x, "nnz") else x
+    if _parts._cupy_module(x):
+        import cupy
+
+        bad = bool(cupy.any(~(values >= 0)))
+    else:
+        bad = bool(np.any(~(np.asarray(values) >= 0)))
+    if bad:
+        raise ValueError("sqrt: the matrix holds negative or NaN values")
+    if hasattr(x, "nnz"):
+        return x.sqrt()
+    if _parts._cupy_module(x):
+        import cupy
+
+        return cupy.sqrt(x)
+    return np.sqrt(x)
 
 
 def _host(m):
