@@ -481,3 +481,21 @@ pub fn validate_parts(
     }
     Ok(())
 }
+
+/// A fixed counts pattern (`rows x cols`) the unit tests compare with scanpy's figures, which the
+/// same formula gave in Python.
+#[cfg(test)]
+pub(crate) fn fixed_counts(rows: usize, cols: usize) -> CsrMatrix<f32> {
+    let data = (0..rows)
+        .flat_map(|i| {
+            (0..cols).map(move |j| {
+                if (i + 2 * j) % 3 != 0 {
+                    (((i * 37 + j * 101 + i * j) % 17) * (j % 7)) as f32
+                } else {
+                    0.0
+                }
+            })
+        })
+        .collect();
+    CsrMatrix::from_dense(&crate::dense::DenseMatrix::new(rows, cols, data).unwrap())
+}

@@ -286,3 +286,12 @@ def write_results(adata, out: dict, passed: dict) -> None:
     for k, v in out["uns"].items():
         if k not in passed.get("uns", ()):
             adata.uns[k] = value_from(v)
+
+
+def numpy_seed(seed: Any, name: str) -> None:
+    """Refuses what numpy's ``RandomState`` would not take as a seed (the functions that draw
+    scanpy's numbers repeat its draws): an int in [0, 2**32)."""
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"{name} must be an int (a numpy RandomState seed), not {seed!r}")
+    if not 0 <= seed < 2**32:
+        raise ValueError(f"{name} must be in [0, 2**32) as numpy's RandomState takes it, not {seed}")

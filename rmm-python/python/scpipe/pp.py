@@ -408,6 +408,12 @@ def highly_variable_genes(
         "n_bins": n_bins,
     }
     out = _parts.call("highly_variable_genes", parts, params)
+    return _hvg_results(adata, out, _parts.value_from(out["uns"]["hvg"]), subset, inplace)
+
+
+def _hvg_results(adata, out: dict, hvg: dict, subset: bool, inplace: bool):
+    """The HVG table of a call: returned (``inplace=False``) or written into ``var`` with
+    ``uns['hvg']``, the genes subset with ``subset``."""
     table = {k: _parts.column_from(v) for k, v in out["var"].items()}
     if not inplace:
         df = pd.DataFrame(table, index=adata.var_names)
@@ -415,7 +421,7 @@ def highly_variable_genes(
     _parts.view_to_actual(adata)
     for k, v in table.items():
         adata.var[k] = v
-    adata.uns["hvg"] = _parts.value_from(out["uns"]["hvg"])
+    adata.uns["hvg"] = hvg
     if subset:
         adata._inplace_subset_var(np.asarray(adata.var["highly_variable"], dtype=bool))
     return None
@@ -441,17 +447,8 @@ def _hvg_pearson_residuals(adata, layer, n_top_genes, batch_key, theta, clip, ch
         parts["obs"] = {batch_key: _parts.column_part(adata.obs[batch_key].astype(str), f"obs[{batch_key!r}]")}
     params = {"theta": float(theta), "clip": None if clip is None else float(clip), "n_top_genes": int(n_top_genes), "batch_key": batch_key}
     out = _parts.call("hvg_pearson_residuals", parts, params)
-    table = {k: _parts.column_from(v) for k, v in out["var"].items()}
-    if not inplace:
-        df = pd.DataFrame(table, index=adata.var_names)
-        return df.loc[df["highly_variable"]] if subset else df
-    _parts.view_to_actual(adata)
-    for k, v in table.items():
-        adata.var[k] = v
-    adata.uns["hvg"] = {"flavor": "pearson_residuals", "computed_on": layer if layer else "adata.X"}
-    if subset:
-        adata._inplace_subset_var(np.asarray(adata.var["highly_variable"], dtype=bool))
-    return None
+    hvg = {"flavor": "pearson_residuals", "computed_on": layer if layer else "adata.X"}
+    return _hvg_results(adata, out, hvg, subset, inplace)
 
 
 def flag_gene_family(
@@ -662,10 +659,7 @@ def scrublet(
         raise ValueError(f"knn_dist_metric: only 'euclidean' is supported, not {knn_dist_metric!r}")
     if get_doublet_neighbor_parents:
         raise NotImplementedError("get_doublet_neighbor_parents=True is not supported by scpipe yet")
-    if isinstance(random_state, (bool, np.bool_)) or not isinstance(random_state, (int, np.integer)):
-        raise TypeError(f"random_state must be an int (a numpy RandomState seed), not {random_state!r}")
-    if not 0 <= random_state < 2**32:
-        raise ValueError(f"random_state must be in [0, 2**32) as numpy's RandomState takes it, not {random_state}")
+    _parts.numpy_seed(random_state, "random_state")
     target = adata.copy() if copy else adata
     if not copy:
         _parts.view_to_actual(target)
@@ -736,8 +730,7 @@ def scrublet_simulate_doublets(
     ``uns['scrublet']['parameters']``. The pairs are scanpy's for the same ``random_seed``."""
     import anndata
 
-    if isinstance(random_seed, (bool, np.bool_)) or not isinstance(random_seed, (int, np.integer)):
-        raise TypeError(f"random_seed must be an int (a numpy RandomState seed), not {random_seed!r}")
+    _parts.numpy_seed(random_seed, "random_seed")
     x, what = _matrix(adata, layer)
     out = _parts.call(
         "scrublet_simulate_doublets",

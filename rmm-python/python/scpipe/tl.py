@@ -296,10 +296,7 @@ def score_genes(
     out with a warning. ``random_state=None`` (scanpy: unseeded) is refused: give a seed.
     Computed on the host: a GPU X is read back.
     """
-    if isinstance(random_state, (bool, np.bool_)) or not isinstance(random_state, (int, np.integer)):
-        raise TypeError(f"random_state must be an int (a numpy RandomState seed), not {random_state!r}")
-    if not 0 <= random_state < 2**32:
-        raise ValueError(f"random_state must be in [0, 2**32) as numpy's RandomState takes it, not {random_state}")
+    _parts.numpy_seed(random_state, "random_state")
     if layer is not None and use_raw:
         raise ValueError("Cannot use expression from both layer and raw.")
     if use_raw is None:

@@ -100,20 +100,8 @@ fn bad_parameters_and_counts_are_named() {
     assert!(e.contains("gene 1 has no counts"), "{e}");
 }
 
-/// 40 cells x 60 genes of a fixed pattern (the same formula gave scanpy's figures below).
 fn hvg_pattern() -> CsrMatrix<f32> {
-    let data = (0..40)
-        .flat_map(|i: usize| {
-            (0..60).map(move |j: usize| {
-                if (i + 2 * j) % 3 != 0 {
-                    (((i * 37 + j * 101 + i * j) % 17) * (j % 7)) as f32
-                } else {
-                    0.0
-                }
-            })
-        })
-        .collect();
-    CsrMatrix::from_dense(&crate::dense::DenseMatrix::new(40, 60, data).unwrap())
+    crate::csr::fixed_counts(40, 60)
 }
 
 #[test]
