@@ -37,14 +37,14 @@ pub fn highly_variable_pearson_residuals(
     n_top_genes: usize,
     batches: Option<(&[u32], &[String])>,
 ) -> Result<PearsonHvg> {
-    if !(theta > 0.0) {
+    if theta.is_nan() || theta <= 0.0 {
         return Err(KernelError::param(
             "theta",
             format!("must be > 0, got {theta}"),
         ));
     }
     if let Some(c) = clip {
-        if !(c >= 0.0) {
+        if c.is_nan() || c < 0.0 {
             return Err(KernelError::param("clip", format!("must be >= 0, got {c}")));
         }
     }

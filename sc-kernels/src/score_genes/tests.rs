@@ -1,5 +1,4 @@
 use super::*;
-use crate::dense::DenseMatrix;
 
 fn pattern() -> CsrMatrix<f32> {
     crate::csr::fixed_counts(40, 60)
