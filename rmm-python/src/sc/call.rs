@@ -53,7 +53,7 @@ enum Call {
     Scrublet {
         options: ScrubletOptions,
         /// `adata_sim`'s matrix and doublet parents, when the caller simulated them.
-        simulated: Option<(Matrix, Vec<[u32; 2]>)>,
+        simulated: Option<Box<(Matrix, Vec<[u32; 2]>)>>,
     },
     SimulateDoublets {
         ratio: f64,
@@ -293,11 +293,12 @@ fn run(
         }
         Call::Scrublet {
             options,
-            simulated: Some((sim, parents)),
+            simulated: Some(sim),
         } => {
+            let (sim, parents) = sim.as_ref();
             steps::scrublet_on_simulated(
                 adata,
-                &sim.to_csr()?.as_ref(),
+                sim.to_csr()?.as_ref(),
                 parents.clone(),
                 &options.params,
             )?;
@@ -435,7 +436,10 @@ fn parse(step: &str, p: &Bound<'_, PyDict>) -> PyResult<Call> {
                         "adata_sim.obsm['doublet_parents']",
                     )?;
                     let parents = flat.chunks_exact(2).map(|c| [c[0], c[1]]).collect();
-                    Some((model_in::matrix(&m, "adata_sim.X", None, false)?, parents))
+                    Some(Box::new((
+                        model_in::matrix(&m, "adata_sim.X", None, false)?,
+                        parents,
+                    )))
                 }
                 _ => None,
             },
