@@ -651,14 +651,12 @@ def scrublet(
     Differences from scanpy: the kNN is always exact (``use_approx_neighbors`` is accepted and
     changes nothing; scanpy uses pynndescent's approximate kNN from 2,731 cells); thinned
     doublets (``synthetic_doublet_umi_subsampling < 1``) use scpipe's own numbers; only
-    ``knn_dist_metric='euclidean'``; ``get_doublet_neighbor_parents`` is not supported.
-    Computed on the host: a GPU X is read back (X itself is never changed).
+    ``knn_dist_metric='euclidean'``. ``get_doublet_neighbor_parents`` stores, as scanpy, each
+    cell's list of its doublet neighbours' parents. Computed on the host: a GPU X is read back (X itself is never changed).
     """
     del verbose  # scanpy's info messages; the warning below is shown whatever it says
     if knn_dist_metric != "euclidean":
         raise ValueError(f"knn_dist_metric: only 'euclidean' is supported, not {knn_dist_metric!r}")
-    if get_doublet_neighbor_parents:
-        raise NotImplementedError("get_doublet_neighbor_parents=True is not supported by scpipe yet")
     _parts.numpy_seed(random_state, "random_state")
     target = adata.copy() if copy else adata
     if not copy:
@@ -675,6 +673,7 @@ def scrublet(
         "n_neighbors": None if n_neighbors is None else int(n_neighbors),
         "threshold": None if threshold is None else float(threshold),
         "random_state": int(random_state),
+        "get_doublet_neighbor_parents": bool(get_doublet_neighbor_parents),
     }
     parts = {"X": _parts.matrix_part(_host(target.X), "X")}
     if adata_sim is not None:
@@ -704,8 +703,13 @@ def scrublet(
         record["parameters"]["sim_doublet_ratio"] = (
             adata_sim.uns.get("scrublet", {}).get("parameters", {}).get("sim_doublet_ratio", None)
         )
-    target.uns["scrublet"] = record
     found = [record] if batch_key is None else list(record["batches"].values())
+    for r in found:
+        if "doublet_neighbor_parents" in r:
+            ragged = r["doublet_neighbor_parents"]
+            values, offsets = np.asarray(ragged["values"], dtype=np.intp), ragged["offsets"]
+            r["doublet_neighbor_parents"] = [values[offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1)]
+    target.uns["scrublet"] = record
     if any("threshold" not in r for r in found):
         warnings.warn(
             "Failed to automatically identify doublet score threshold. Run `call_doublets` with user-specified threshold.",

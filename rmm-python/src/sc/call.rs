@@ -551,6 +551,7 @@ fn scrublet_params(p: &Bound<'_, PyDict>) -> PyResult<ScrubletParams> {
         n_neighbors: opt(p, "n_neighbors")?,
         threshold: opt(p, "threshold")?,
         random_state: req(p, "random_state")?,
+        neighbor_parents: req(p, "get_doublet_neighbor_parents")?,
     })
 }
 

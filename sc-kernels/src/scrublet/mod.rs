@@ -56,6 +56,9 @@ pub struct ScrubletParams {
     /// `None`: found by [`threshold_minimum`].
     pub threshold: Option<f64>,
     pub random_state: u64,
+    /// Also find each observed cell's doublet neighbours' parents (scanpy's
+    /// `get_doublet_neighbor_parents`).
+    pub neighbor_parents: bool,
 }
 
 impl Default for ScrubletParams {
@@ -74,6 +77,7 @@ impl Default for ScrubletParams {
             n_neighbors: None,
             threshold: None,
             random_state: 0,
+            neighbor_parents: false,
         }
     }
 }
@@ -91,6 +95,9 @@ pub struct Doublets {
     pub parents: Vec<[u32; 2]>,
     /// The `k` used (before the adjustment for the doublets).
     pub n_neighbors: usize,
+    /// With `neighbor_parents`: for each scored cell, the parents (rows among the scored cells,
+    /// ascending, each once) of the doublets among its neighbours.
+    pub neighbor_parents: Option<Vec<Vec<u32>>>,
 }
 
 /// Scrublet on one batch's raw counts (cells x genes).
@@ -183,7 +190,18 @@ pub fn call_doublets(
         ));
     }
     let manifold = embed(obs, sim, params.n_prin_comps, params.prep)?;
-    let counts = sim_neighbor_counts(&manifold, k_adj)?;
+    let (counts, sim_neighbors) = sim_neighbors(&manifold, k_adj, params.neighbor_parents)?;
+    let neighbor_parents = sim_neighbors.map(|lists| {
+        lists
+            .into_iter()
+            .map(|doublets| {
+                let mut p: Vec<u32> = doublets.iter().flat_map(|&d| parents[d as usize]).collect();
+                p.sort_unstable();
+                p.dedup();
+                p
+            })
+            .collect()
+    });
     let scores = scores_from_counts(
         &counts,
         n_obs,
@@ -199,29 +217,41 @@ pub fn call_doublets(
         call,
         parents,
         n_neighbors: k,
+        neighbor_parents,
     })
 }
 
 /// How many doublets are among each cell's neighbours, counted as scanpy counts them (see
 /// `score.rs`): the cell itself and its `k_adj - 1` nearest other cells, or only those others
-/// when two points coincide.
-fn sim_neighbor_counts(m: &Manifold, k_adj: usize) -> Result<Vec<u32>> {
+/// when two points coincide. With `lists`, also each observed cell's doublet neighbours (as
+/// doublet rows) among its `k_adj - 1` nearest others.
+fn sim_neighbors(
+    m: &Manifold,
+    k_adj: usize,
+    lists: bool,
+) -> Result<(Vec<u32>, Option<Vec<Vec<u32>>>)> {
     let n_obs = m.obs.n_rows;
     let mut all = m.obs.clone();
     all.n_rows += m.sim.n_rows;
     all.data.extend_from_slice(&m.sim.data);
     let drop_self = has_coincident_rows(&all);
     let knn = knn_exact(&all, k_adj)?;
-    Ok(knn
-        .indices
-        .chunks(k_adj)
-        .enumerate()
-        .map(|(i, row)| {
-            let others = row.iter().filter(|&&j| j as usize != i).take(k_adj - 1);
-            let sim = others.filter(|&&j| j as usize >= n_obs).count() as u32;
-            sim + u32::from(!drop_self && i >= n_obs)
-        })
-        .collect())
+    let others = |i: usize| {
+        knn.indices[i * k_adj..(i + 1) * k_adj]
+            .iter()
+            .filter(move |&&j| j as usize != i)
+            .take(k_adj - 1)
+            .filter(move |&&j| j as usize >= n_obs)
+    };
+    let counts = (0..all.n_rows)
+        .map(|i| others(i).count() as u32 + u32::from(!drop_self && i >= n_obs))
+        .collect();
+    let lists = lists.then(|| {
+        (0..n_obs)
+            .map(|i| others(i).map(|&j| j - n_obs as u32).collect())
+            .collect()
+    });
+    Ok((counts, lists))
 }
 
 /// Whether two rows are equal bit for bit (a doublet and the doublet of the same pair reversed).

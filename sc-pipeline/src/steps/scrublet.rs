@@ -6,7 +6,9 @@
 //!   scored);
 //! - `uns['scrublet']`: `doublet_scores_sim`, `doublet_parents` (rows among the batch's scored
 //!   cells), `parameters` (`expected_doublet_rate`, `sim_doublet_ratio`, `n_neighbors`,
-//!   `random_state`) and `threshold`; with a batch key, one such dict per batch under
+//!   `random_state`) and `threshold` (and, when asked, `doublet_neighbor_parents`: each cell's
+//!   doublet neighbours' parents, ragged as `values` and `offsets`, which the Python side
+//!   turns into scanpy's list of arrays); with a batch key, one such dict per batch under
 //!   `batches`, and `batched_by`.
 //!
 //! X is only read. Computed on the host: a GPU X is read back.
@@ -292,6 +294,22 @@ fn record(found: &Doublets, p: &ScrubletParams) -> Result<Value> {
     ];
     if let Some(call) = &found.call {
         entries.push(("threshold", Value::float(call.threshold)));
+    }
+    if let Some(lists) = &found.neighbor_parents {
+        // Ragged: the parents one cell after another, and where each cell's start.
+        let mut offsets = vec![0i64];
+        let mut values = Vec::new();
+        for l in lists {
+            values.extend(l.iter().map(|&p| p as i64));
+            offsets.push(values.len() as i64);
+        }
+        entries.push((
+            "doublet_neighbor_parents",
+            Value::dict([
+                ("values", Value::vector(ArrayData::I64(values))),
+                ("offsets", Value::vector(ArrayData::I64(offsets))),
+            ]),
+        ));
     }
     Ok(Value::dict(entries))
 }
