@@ -12,8 +12,11 @@
 //! - the genes sorted by `nbatches` (descending) then rank (ascending, NaN last), stably; the
 //!   first `n_top_genes` are highly variable.
 
+use super::{clipped_residual, no_counts};
 use crate::csr::CsrMatrix;
 use crate::error::{KernelError, Result};
+use crate::group_by::group_by_key;
+use crate::stats::row_sums;
 use rayon::prelude::*;
 
 /// Per-gene results, in scanpy's columns.
@@ -66,14 +69,16 @@ pub fn highly_variable_pearson_residuals(
             }
             let mut order: Vec<usize> = (0..names.len()).collect();
             order.sort_by(|&p, &q| names[p].cmp(&names[q]));
-            let mut rows = vec![Vec::new(); names.len()];
-            for (i, &c) in codes.iter().enumerate() {
-                rows[c as usize].push(i);
-            }
+            let (cells, starts) = group_by_key(codes, names.len());
             order
                 .into_iter()
-                .map(|k| std::mem::take(&mut rows[k]))
-                .filter(|r| !r.is_empty())
+                .map(|k| {
+                    cells[starts[k]..starts[k + 1]]
+                        .iter()
+                        .map(|&i| i as usize)
+                        .collect()
+                })
+                .filter(|r: &Vec<usize>| !r.is_empty())
                 .collect()
         }
     };
@@ -151,20 +156,12 @@ fn batch_residual_variances(
     clip: f64,
 ) -> Result<Vec<f64>> {
     let n = x.n_rows;
-    let cells = crate::stats::row_sums(x);
+    let cells = row_sums(x);
     if let Some(i) = cells.iter().position(|&s| s == 0.0) {
-        return Err(KernelError::InvalidParameter {
-            name: "X",
-            reason: format!(
-                "cell {} has no counts (its residuals would be NaN): filter cells first",
-                rows[i]
-            ),
-        });
+        return Err(no_counts("cell", rows[i]));
     }
     let t = x.transpose();
-    let genes: Vec<f64> = (0..t.n_rows)
-        .map(|j| t.row(j).1.iter().map(|&v| v as f64).sum())
-        .collect();
+    let genes = row_sums(&t);
     let total: f64 = genes.iter().sum();
     Ok((0..t.n_rows)
         .into_par_iter()
@@ -174,10 +171,8 @@ fn batch_residual_variances(
             }
             let (idx, val) = t.row(j);
             // Each cell's clipped residual, its stored count or 0.
-            let residual = |i: usize, v: f64| {
-                let mu = genes[j] * cells[i] / total;
-                ((v - mu) / (mu + mu * mu / theta).sqrt()).clamp(-clip, clip)
-            };
+            let residual =
+                |i: usize, v: f64| clipped_residual(v, genes[j] * cells[i] / total, theta, clip);
             let each = |f: &mut dyn FnMut(f64)| {
                 let mut k = 0;
                 for i in 0..n {

@@ -51,30 +51,17 @@ pub fn pearson_residuals(x: &CsrMatrix<f32>, p: &PearsonParams) -> Result<DenseM
         }
     });
     if let Some(i) = cells.iter().position(|&s| s == 0.0) {
-        return Err(KernelError::InvalidParameter {
-            name: "X",
-            reason: format!(
-                "cell {i} has no counts (its residuals would be NaN): filter cells first"
-            ),
-        });
+        return Err(no_counts("cell", i));
     }
     if let Some(j) = genes.iter().position(|&s| s == 0.0) {
-        return Err(KernelError::InvalidParameter {
-            name: "X",
-            reason: format!(
-                "gene {j} has no counts (its residuals would be NaN): filter genes first"
-            ),
-        });
+        return Err(no_counts("gene", j));
     }
     let total: f64 = genes.iter().sum();
     let mut out = DenseMatrix::zeros(n, g);
     if g == 0 {
         return Ok(out);
     }
-    let residual = |v: f64, mu: f64| {
-        let r = (v - mu) / (mu + mu * mu / p.theta).sqrt();
-        r.clamp(-clip, clip) as f32
-    };
+    let residual = |v: f64, mu: f64| clipped_residual(v, mu, p.theta, clip) as f32;
     out.data.par_chunks_mut(g).enumerate().for_each(|(i, row)| {
         let scale = cells[i] / total;
         for (j, r) in row.iter_mut().enumerate() {
@@ -87,6 +74,22 @@ pub fn pearson_residuals(x: &CsrMatrix<f32>, p: &PearsonParams) -> Result<DenseM
         }
     });
     Ok(out)
+}
+
+/// The Pearson residual of the count `v` where the model expects `mu`, clipped to
+/// `[-clip, clip]` (both the residuals and the HVG flavour compute it in f64).
+pub(crate) fn clipped_residual(v: f64, mu: f64, theta: f64, clip: f64) -> f64 {
+    ((v - mu) / (mu + mu * mu / theta).sqrt()).clamp(-clip, clip)
+}
+
+/// The refusal of a cell (or gene) `i` without counts, whose residuals would be NaN.
+pub(crate) fn no_counts(what: &str, i: usize) -> KernelError {
+    KernelError::InvalidParameter {
+        name: "X",
+        reason: format!(
+            "{what} {i} has no counts (its residuals would be NaN): filter {what}s first"
+        ),
+    }
 }
 
 /// The parameters and the counts checked; the clipping bound.

@@ -10,6 +10,8 @@
 use crate::csr::{build_csr, CsrMatrix};
 use crate::error::{KernelError, Result};
 use crate::random::{hash3, NumpyRandomState};
+use crate::stats::row_sums;
+use rayon::prelude::*;
 
 /// The stream of the binomial thinning's numbers (apart from the pairs').
 const THINNING_STREAM: u64 = 0x5c_2b1e7;
@@ -67,20 +69,8 @@ pub fn simulate_doublets(
     })?;
     counts.check_counts()?;
     let parents = draw_pairs(n_obs, n_sim, seed);
-    let totals_obs: Vec<f64> = (0..n_obs)
-        .map(|i| counts.row(i).1.iter().map(|&v| v as f64).sum())
-        .collect();
-    let summed = build_csr(
-        n_sim,
-        counts.n_cols,
-        |s| merged_row(counts, parents[s]).len(),
-        |s, idx, dat| {
-            for (k, (c, v)) in merged_row(counts, parents[s]).into_iter().enumerate() {
-                idx[k] = c;
-                dat[k] = v;
-            }
-        },
-    );
+    let totals_obs = row_sums(counts);
+    let summed = summed_rows(counts, &parents);
     let totals: Vec<f64> = parents
         .iter()
         .map(|&[a, b]| totals_obs[a as usize] + totals_obs[b as usize])
@@ -110,6 +100,32 @@ fn draw_pairs(n_obs: usize, n_sim: usize, seed: u32) -> Vec<[u32; 2]> {
         .into_iter()
         .map(|v| [(v / n) as u32, (v % n) as u32])
         .collect()
+}
+
+/// Doublets merged on every core a block at a time (each row merged once; the block's rows are
+/// all that is held beside the result), appended in order.
+fn summed_rows(counts: &CsrMatrix<f32>, parents: &[[u32; 2]]) -> CsrMatrix<f32> {
+    const BLOCK: usize = 1 << 16;
+    let mut indptr = Vec::with_capacity(parents.len() + 1);
+    indptr.push(0u64);
+    let (mut indices, mut data) = (Vec::new(), Vec::new());
+    for block in parents.chunks(BLOCK) {
+        let rows: Vec<Vec<(u32, f32)>> = block.par_iter().map(|&p| merged_row(counts, p)).collect();
+        for row in rows {
+            for (c, v) in row {
+                indices.push(c);
+                data.push(v);
+            }
+            indptr.push(indices.len() as u64);
+        }
+    }
+    CsrMatrix {
+        n_rows: parents.len(),
+        n_cols: counts.n_cols,
+        indptr,
+        indices,
+        data,
+    }
 }
 
 /// The sum of rows `a` and `b`, by column (f32 sums, as scipy adds float32 matrices).
@@ -182,9 +198,10 @@ fn thin(
             }
         },
     );
-    let totals = (0..thinned.n_rows)
-        .map(|i| {
-            let current: f64 = thinned.row(i).1.iter().map(|&v| v as f64).sum();
+    let totals = row_sums(&thinned)
+        .into_iter()
+        .enumerate()
+        .map(|(i, current)| {
             let rest = (totals[i] - current).round().max(0.0) as u64;
             current + binomial(rest, (summed.data.len() + i) as u64) as f64
         })
