@@ -51,25 +51,37 @@ pub(crate) const GENERATED: &str = "scrublet needs every cell's counts at once, 
 
 /// The batch key must be an obs column of the input, with no batch of fewer than 2 cells.
 fn check_input(adata: &AnnData, config: &PipelineConfig) -> Result<()> {
-    let Some(ScrubletOptions {
-        batch_key: Some(key),
-        ..
-    }) = &config.scrublet
-    else {
-        return Ok(());
-    };
-    let (codes, names) = super::obs_labels(adata, STEP, "--scrublet-batch-key", key)?;
-    let mut sizes = vec![0usize; names.len()];
-    codes.iter().for_each(|&c| sizes[c as usize] += 1);
-    match sizes.iter().position(|&n| n < 2) {
-        Some(b) => Err(Error::param(
+    match &config.scrublet {
+        Some(ScrubletOptions {
+            batch_key: Some(key),
+            ..
+        }) => batches(adata, key, "--scrublet-batch-key").map(|_| ()),
+        _ => Ok(()),
+    }
+}
+
+/// The cells of each batch of `obs[key]` (named by `role` in the errors), in order; a batch of
+/// fewer than 2 cells is refused before any batch is scored.
+fn batches(adata: &AnnData, key: &str, role: &str) -> Result<Vec<(String, Vec<usize>)>> {
+    let (codes, names) = super::obs_labels(adata, STEP, role, key)?;
+    let (cells, starts) = sc_kernels::group_by::group_by_key(&codes, names.len());
+    let groups: Vec<(String, Vec<usize>)> = names
+        .into_iter()
+        .enumerate()
+        .map(|(b, name)| {
+            let rows = cells[starts[b]..starts[b + 1]].iter().map(|&i| i as usize);
+            (name, rows.collect())
+        })
+        .collect();
+    match groups.iter().find(|(_, rows)| rows.len() < 2) {
+        Some((name, rows)) => Err(Error::param(
             STEP,
             format!(
-                "batch '{}' of obs['{key}'] has {} cell(s); scrublet needs at least 2 a batch",
-                names[b], sizes[b]
+                "batch '{name}' of obs['{key}'] has {} cell(s); scrublet needs at least 2 a batch",
+                rows.len()
             ),
         )),
-        None => Ok(()),
+        None => Ok(groups),
     }
 }
 
@@ -106,9 +118,9 @@ pub struct ScrubletSummary {
 
 /// Scores and calls the doublets of X's raw counts; X is left as it was.
 pub fn scrublet(adata: &mut AnnData, options: &ScrubletOptions) -> Result<ScrubletSummary> {
-    let batches = match &options.batch_key {
-        None => None,
-        Some(key) => Some(super::obs_labels(adata, STEP, "batch_key", key)?),
+    let groups = match &options.batch_key {
+        Some(key) => batches(adata, key, "batch_key")?,
+        None => vec![(String::new(), (0..adata.n_obs()).collect())],
     };
     let counts = adata.x.to_csr()?;
     let n = counts.n_rows;
@@ -120,29 +132,6 @@ pub fn scrublet(adata: &mut AnnData, options: &ScrubletOptions) -> Result<Scrubl
         without_threshold: Vec::new(),
     };
     let mut records = BTreeMap::new();
-    let groups: Vec<(String, Vec<usize>)> = match &batches {
-        None => vec![(String::new(), (0..n).collect())],
-        Some((codes, names)) => {
-            let mut rows = vec![Vec::new(); names.len()];
-            for (i, &c) in codes.iter().enumerate() {
-                rows[c as usize].push(i);
-            }
-            names.iter().cloned().zip(rows).collect()
-        }
-    };
-    // A batch too small for scrublet is refused before any batch is scored.
-    if let (Some(key), Some((name, rows))) = (
-        &options.batch_key,
-        groups.iter().find(|(_, rows)| rows.len() < 2),
-    ) {
-        return Err(Error::param(
-            STEP,
-            format!(
-                "batch '{name}' of obs['{key}'] has {} cell(s); scrublet needs at least 2 a batch",
-                rows.len()
-            ),
-        ));
-    }
     for (name, rows) in &groups {
         let found = scrublet_batch(&counts.take_rows(rows), &options.params).map_err(|e| {
             let e = kernel_error(STEP)(e);
