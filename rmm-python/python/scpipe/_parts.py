@@ -295,3 +295,32 @@ def numpy_seed(seed: Any, name: str) -> None:
         raise TypeError(f"{name} must be an int (a numpy RandomState seed), not {seed!r}")
     if not 0 <= seed < 2**32:
         raise ValueError(f"{name} must be in [0, 2**32) as numpy's RandomState takes it, not {seed}")
+
+
+def target(adata, copy: bool):
+    """The AnnData a function writes into: a copy with ``copy``, else the object itself, made
+    an object of its own if it is a view (as scanpy does)."""
+    if copy:
+        return adata.copy()
+    view_to_actual(adata)
+    return adata
+
+
+def matrix_of(adata, layer: str | None, use_raw: bool = False) -> tuple[Any, str]:
+    """The matrix a step reads and its name: a layer, ``.raw.X`` or X."""
+    if layer is not None and use_raw:
+        raise ValueError("give layer or use_raw=True, not both")
+    if layer is not None:
+        if layer not in adata.layers:
+            raise KeyError(f"layer {layer!r} does not exist (layers: {list(adata.layers.keys())})")
+        return adata.layers[layer], f"layers[{layer!r}]"
+    if use_raw:
+        if adata.raw is None:
+            raise ValueError("use_raw=True but the AnnData has no .raw")
+        return adata.raw.X, "raw.X"
+    return adata.X, "X"
+
+
+def host(m: Any) -> Any:
+    """A CuPy matrix's host copy (for the steps computed on the host); any other as it is."""
+    return m.get() if _cupy_module(m) else m

@@ -42,28 +42,6 @@ __all__ = [
 ]
 
 
-def _target(adata, copy: bool):
-    if copy:
-        return adata.copy()
-    _parts.view_to_actual(adata)
-    return adata
-
-
-def _matrix(adata, layer: str | None, use_raw: bool = False) -> tuple[Any, str]:
-    """The matrix a step reads and its name: a layer, ``.raw.X`` or X."""
-    if layer is not None and use_raw:
-        raise ValueError("give layer or use_raw=True, not both")
-    if layer is not None:
-        if layer not in adata.layers:
-            raise KeyError(f"layer {layer!r} does not exist (layers: {list(adata.layers.keys())})")
-        return adata.layers[layer], f"layers[{layer!r}]"
-    if use_raw:
-        if adata.raw is None:
-            raise ValueError("use_raw=True but the AnnData has no .raw")
-        return adata.raw.X, "raw.X"
-    return adata.X, "X"
-
-
 def _set_matrix(adata, layer: str | None, m) -> None:
     if layer is None:
         adata.X = m
@@ -150,7 +128,7 @@ def calculate_qc_metrics(
     for q in qc_vars:
         if q not in adata.var.columns:
             raise KeyError(f"qc_vars: var has no column {q!r}")
-    x, what = _matrix(adata, layer, use_raw)
+    x, what = _parts.matrix_of(adata, layer, use_raw)
     xp = _parts.matrix_part(x, what)
     _check_counts(xp, what)
     n_vars = x.shape[1]
@@ -220,7 +198,7 @@ def _filter(adata, step: str, bounds: dict, axis: str, inplace: bool, copy: bool
         # The per-element numbers of every cell (or gene), before subsetting, as scanpy returns.
         full = _full_numbers(adata, step, bounds, n)
         return mask, full
-    target = _target(adata, copy)
+    target = _parts.target(adata, copy)
     x_new = _parts.matrix_from(out["X"], like=target.X)
     target.X = None
     if axis == "obs":
@@ -316,8 +294,8 @@ def normalize_total(
     """
     if copy and not inplace:
         raise ValueError("`copy=True` cannot be used with `inplace=False`.")
-    target = _target(adata, copy) if inplace else adata
-    x, what = _matrix(target, layer)
+    target = _parts.target(adata, copy) if inplace else adata
+    x, what = _parts.matrix_of(target, layer)
     xp = _parts.matrix_part(x, what)
     in_place = inplace and _parts.writes_in_place(x, xp)
     # The step itself refuses values that are not counts before its one write (CPU and GPU).
@@ -340,8 +318,8 @@ def normalize_total(
 def log1p(data, *, base: float | None = None, copy: bool = False, layer: str | None = None, **_chunking):
     """``log(1 + x)`` of X or ``layer`` (scanpy's ``log1p``); records ``uns['log1p']['base']``.
     A float32 cupyx CSR X is changed in its own memory, as scanpy and rapids-singlecell do."""
-    target = _target(data, copy)
-    x, what = _matrix(target, layer)
+    target = _parts.target(data, copy)
+    x, what = _parts.matrix_of(target, layer)
     xp = _parts.matrix_part(x, what)
     in_place = _parts.writes_in_place(x, xp)
     out = _parts.call("log1p", {"X": xp}, {"base": base}, return_x=True, in_place=in_place)
@@ -385,7 +363,7 @@ def highly_variable_genes(
     """
     if flavor == "pearson_residuals":
         return _hvg_pearson_residuals(adata, layer, n_top_genes, batch_key, theta, clip, check_values, subset, inplace)
-    x, what = _matrix(adata, layer)
+    x, what = _parts.matrix_of(adata, layer)
     xp = _parts.matrix_part(x, what)
     if flavor.startswith("seurat_v3") and check_values:
         _check_counts(xp, what)
@@ -433,14 +411,14 @@ def _hvg_pearson_residuals(adata, layer, n_top_genes, batch_key, theta, clip, ch
         raise ValueError(
             "`pp.highly_variable_genes` requires the argument `n_top_genes` for `flavor='pearson_residuals'`"
         )
-    x, what = _matrix(adata, layer)
+    x, what = _parts.matrix_of(adata, layer)
     if check_values and not _whole_numbers(x):
         warnings.warn(
             "`flavor='pearson_residuals'` expects raw count data, but non-integers were found.",
             UserWarning,
             stacklevel=3,
         )
-    parts = {"X": _parts.matrix_part(_host(x), what)}
+    parts = {"X": _parts.matrix_part(_parts.host(x), what)}
     if batch_key is not None:
         if batch_key not in adata.obs.columns:
             raise KeyError(f"batch_key: obs has no column {batch_key!r}")
@@ -518,7 +496,7 @@ def regress_out(
     GPU X is densified and regressed on the GPU, with the host's results bit for bit.
     """
     del n_jobs
-    target = _target(adata, copy)
+    target = _parts.target(adata, copy)
     keys = [keys] if isinstance(keys, str) else list(keys)
     if not keys:
         keys = list(target.obs.columns)
@@ -530,7 +508,7 @@ def regress_out(
         if i == 0 and (col.dtype == object or pd.api.types.is_string_dtype(col.dtype)):
             col = col.astype("category")
         obs[k] = _parts.column_part(col, f"obs[{k!r}]")
-    x, what = _matrix(target, layer)
+    x, what = _parts.matrix_of(target, layer)
     # A dense GPU X is regressed as it is (a CSR copy would be densified again).
     xp = _parts.matrix_part(x, what, dense_ok=True)
     out = _parts.call("regress_out", {"X": xp, "obs": obs}, {"keys": keys}, return_x=True)
@@ -576,8 +554,8 @@ def normalize_pearson_residuals(
     """
     if copy and not inplace:
         raise ValueError("`copy=True` cannot be used with `inplace=False`.")
-    target = _target(adata, copy)
-    x, what = _matrix(target, layer)
+    target = _parts.target(adata, copy)
+    x, what = _parts.matrix_of(target, layer)
     if check_values and not _whole_numbers(x):
         warnings.warn(
             "`normalize_pearson_residuals()` expects raw count data, but non-integers were found.",
@@ -658,9 +636,7 @@ def scrublet(
     if knn_dist_metric != "euclidean":
         raise ValueError(f"knn_dist_metric: only 'euclidean' is supported, not {knn_dist_metric!r}")
     _parts.numpy_seed(random_state, "random_state")
-    target = adata.copy() if copy else adata
-    if not copy:
-        _parts.view_to_actual(target)
+    target = _parts.target(adata, copy)
     params = {
         "sim_doublet_ratio": float(sim_doublet_ratio),
         "expected_doublet_rate": float(expected_doublet_rate),
@@ -675,7 +651,7 @@ def scrublet(
         "random_state": int(random_state),
         "get_doublet_neighbor_parents": bool(get_doublet_neighbor_parents),
     }
-    parts = {"X": _parts.matrix_part(_host(target.X), "X")}
+    parts = {"X": _parts.matrix_part(_parts.host(target.X), "X")}
     if adata_sim is not None:
         if batch_key is not None:
             raise ValueError("give batch_key or adata_sim, not both (adata_sim holds the doublets of one batch)")
@@ -684,7 +660,7 @@ def scrublet(
         if "doublet_parents" not in adata_sim.obsm:
             raise KeyError("adata_sim.obsm has no 'doublet_parents' (make adata_sim with scrublet_simulate_doublets)")
         parents = np.asarray(adata_sim.obsm["doublet_parents"])
-        params["sim"] = _parts.matrix_part(_host(adata_sim.X), "adata_sim.X")
+        params["sim"] = _parts.matrix_part(_parts.host(adata_sim.X), "adata_sim.X")
         params["sim_parents"] = np.ascontiguousarray(parents.astype(np.int64).reshape(-1))
     elif batch_key is not None:
         if batch_key not in target.obs.columns:
@@ -735,10 +711,10 @@ def scrublet_simulate_doublets(
     import anndata
 
     _parts.numpy_seed(random_seed, "random_seed")
-    x, what = _matrix(adata, layer)
+    x, what = _parts.matrix_of(adata, layer)
     out = _parts.call(
         "scrublet_simulate_doublets",
-        {"X": _parts.matrix_part(_host(x), what)},
+        {"X": _parts.matrix_part(_parts.host(x), what)},
         {
             "sim_doublet_ratio": float(sim_doublet_ratio),
             "synthetic_doublet_umi_subsampling": float(synthetic_doublet_umi_subsampling),
@@ -760,9 +736,7 @@ def sqrt(data, *, copy: bool = False, chunked: bool = False, chunk_size: int | N
     input is left as it was."""
     del chunked, chunk_size
     if hasattr(data, "X") and hasattr(data, "obs_names"):
-        target = data.copy() if copy else data
-        if not copy:
-            _parts.view_to_actual(target)
+        target = _parts.target(data, copy)
         target.X = sqrt(target.X)
         return target if copy else None
     x = data
@@ -784,11 +758,6 @@ def sqrt(data, *, copy: bool = False, chunked: bool = False, chunk_size: int | N
     return np.sqrt(x)
 
 
-def _host(m):
-    """A CuPy matrix's host copy (scrublet computes on the host); any other as it is."""
-    return m.get() if _parts._cupy_module(m) else m
-
-
 def scale(
     data,
     *,
@@ -803,8 +772,8 @@ def scale(
     clips at ``max_value``. Writes ``var['mean']`` and ``var['std']``."""
     if obsm is not None or mask_obs is not None:
         raise ValueError("scale: obsm and mask_obs are not supported by scpipe yet")
-    target = _target(data, copy)
-    x, what = _matrix(target, layer)
+    target = _parts.target(data, copy)
+    x, what = _parts.matrix_of(target, layer)
     # A dense GPU X (after regress_out, say) is scaled in place of a CSR copy of every value.
     xp = _parts.matrix_part(x, what, dense_ok=True)
     params = {"zero_center": zero_center, "max_value": max_value}
@@ -845,8 +814,8 @@ def pca(
     """
     if not zero_center:
         raise ValueError("pca: scpipe's PCA is zero-centred (zero_center=False is not supported)")
-    target = _target(data, copy)
-    x, what = _matrix(target, layer)
+    target = _parts.target(data, copy)
+    x, what = _parts.matrix_of(target, layer)
     n_obs, n_vars = target.shape
     if use_highly_variable is not None:
         mask_var = "highly_variable" if use_highly_variable else None
@@ -950,7 +919,7 @@ def neighbors(
     """
     if method != "umap" or metric != "euclidean" or not knn:
         raise ValueError("neighbors: scpipe computes method='umap', metric='euclidean', knn=True")
-    target = _target(adata, copy)
+    target = _parts.target(adata, copy)
     rep_name = use_rep
     if rep_name is None:
         if "X_pca" in target.obsm:
@@ -960,7 +929,7 @@ def neighbors(
         else:
             raise KeyError("neighbors: no obsm['X_pca'] (run scpipe.pp.pca first, or give use_rep)")
     if rep_name == "X":
-        rep = target.X.get() if _parts._cupy_module(target.X) else target.X
+        rep = _parts.host(target.X)
         rep = rep.toarray() if hasattr(rep, "toarray") else np.asarray(rep)
     else:
         if rep_name not in target.obsm:

@@ -301,12 +301,8 @@ def score_genes(
         raise ValueError("Cannot use expression from both layer and raw.")
     if use_raw is None:
         use_raw = layer is None and adata.raw is not None
-    if use_raw and adata.raw is None:
-        raise ValueError("use_raw=True but the AnnData has no .raw")
-    target = adata.copy() if copy else adata
-    if not copy:
-        _parts.view_to_actual(target)
-    var_names = target.raw.var_names if use_raw else target.var_names
+    x, what = _parts.matrix_of(adata, layer, use_raw)
+    var_names = adata.raw.var_names if use_raw else adata.var_names
     genes = pd.Index([gene_list] if isinstance(gene_list, str) else gene_list)
     missing = genes.difference(var_names, sort=False)
     genes = genes.intersection(var_names)
@@ -320,16 +316,6 @@ def score_genes(
     outside = genes.difference(pool, sort=False)
     if len(outside) > 0:
         raise KeyError(f"genes of gene_list not in gene_pool (scanpy refuses them too): {list(outside)}")
-    if layer is not None:
-        if layer not in target.layers:
-            raise KeyError(f"layer {layer!r} does not exist (layers: {list(target.layers.keys())})")
-        x, what = target.layers[layer], f"layers[{layer!r}]"
-    elif use_raw:
-        x, what = target.raw.X, "raw.X"
-    else:
-        x, what = target.X, "X"
-    if _parts._cupy_module(x):
-        x = x.get()
     params = {
         "genes": [int(i) for i in var_names.get_indexer(genes)],
         "pool": [int(i) for i in var_names.get_indexer(pool)],
@@ -339,7 +325,8 @@ def score_genes(
         "random_state": int(random_state),
         "score_name": str(score_name),
     }
-    out = _parts.call("score_genes", {"X": _parts.matrix_part(x, what)}, params)
+    out = _parts.call("score_genes", {"X": _parts.matrix_part(_parts.host(x), what)}, params)
+    target = _parts.target(adata, copy)
     target.obs[score_name] = pd.Series(np.asarray(out["obs"][score_name]), index=target.obs_names, dtype="float64")
     return target if copy else None
 
