@@ -18,9 +18,12 @@
 //! | `tl.leiden` | [`leiden`] |
 //! | `pp.scrublet`, `pp.scrublet_simulate_doublets` | [`scrublet`] |
 //! | `tl.score_genes` | [`score_genes`] |
+//! | `get.aggregate` | [`aggregate`] |
+//! | `tl.kmeans` (and harmony's clustering) | [`kmeans`] |
 //!
 //! Every step is multithreaded with rayon (it runs in the current rayon pool).
 
+pub mod aggregate;
 pub mod columns;
 pub mod comm;
 pub mod csr;
@@ -34,6 +37,7 @@ pub mod graph;
 pub mod group_by;
 pub mod harmony;
 pub mod hvg;
+pub mod kmeans;
 pub mod leiden;
 pub mod log1p;
 pub mod neighbors;

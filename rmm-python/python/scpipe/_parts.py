@@ -321,6 +321,32 @@ def matrix_of(adata, layer: str | None, use_raw: bool = False) -> tuple[Any, str
     return adata.X, "X"
 
 
+def representation(adata, use_rep: str | None, n_pcs: int | None, step: str) -> tuple[Any, str]:
+    """The cells' representation a step reads and its name, as scanpy chooses it: ``use_rep``
+    (``"X"`` for X), else X when it has at most 50 genes, else ``X_pca``; its first ``n_pcs``
+    columns. Refuses a missing representation and ``n_pcs`` above its columns by name."""
+    if use_rep is None and n_pcs == 0:
+        use_rep = "X"
+    if use_rep is None:
+        if adata.n_vars <= 50:
+            use_rep = "X"
+        elif "X_pca" in adata.obsm:
+            use_rep = "X_pca"
+        else:
+            raise KeyError(f"{step}: no obsm['X_pca'] (run scpipe.pp.pca first, or give use_rep)")
+    if use_rep == "X":
+        rep = adata.X
+    elif use_rep in adata.obsm:
+        rep = adata.obsm[use_rep]
+    else:
+        raise KeyError(f"{step}: use_rep: obsm has no {use_rep!r} (obsm: {list(adata.obsm.keys())})")
+    if n_pcs is not None:
+        if n_pcs > rep.shape[1]:
+            raise ValueError(f"{step}: n_pcs={n_pcs} but {use_rep} has {rep.shape[1]} columns")
+        rep = rep[:, :n_pcs]
+    return rep, use_rep
+
+
 def host(m: Any) -> Any:
     """A CuPy matrix's host copy (for the steps computed on the host); any other as it is."""
     return m.get() if _cupy_module(m) else m

@@ -911,8 +911,8 @@ def neighbors(
 
     ``algorithm`` (rapids-singlecell's name): ``"exact"`` (``"brute"``), ``"ivf"`` (an
     inverted file refined by NN-descent) or ``"auto"`` (exact below 200,000 cells). The
-    representation: ``use_rep``, else ``X_pca`` (its first ``n_pcs``), else X when it has at
-    most 50 genes.
+    representation: ``use_rep``, else X when it has at most 50 genes, else ``X_pca``; its first
+    ``n_pcs`` columns.
 
     Writes ``obsp['distances']``, ``obsp['connectivities']`` and ``uns['neighbors']``
     (``key_added`` prefixes them, as scanpy).
@@ -920,23 +920,9 @@ def neighbors(
     if method != "umap" or metric != "euclidean" or not knn:
         raise ValueError("neighbors: scpipe computes method='umap', metric='euclidean', knn=True")
     target = _parts.target(adata, copy)
-    rep_name = use_rep
-    if rep_name is None:
-        if "X_pca" in target.obsm:
-            rep_name = "X_pca"
-        elif target.n_vars <= 50:
-            rep_name = "X"
-        else:
-            raise KeyError("neighbors: no obsm['X_pca'] (run scpipe.pp.pca first, or give use_rep)")
-    if rep_name == "X":
-        rep = _parts.host(target.X)
-        rep = rep.toarray() if hasattr(rep, "toarray") else np.asarray(rep)
-    else:
-        if rep_name not in target.obsm:
-            raise KeyError(f"use_rep: obsm has no {rep_name!r}")
-        rep = np.asarray(target.obsm[rep_name])
-    if n_pcs is not None:
-        rep = rep[:, :n_pcs]
+    rep, rep_name = _parts.representation(target, use_rep, n_pcs, "neighbors")
+    rep = _parts.host(rep)
+    rep = rep.toarray() if hasattr(rep, "toarray") else np.asarray(rep)
     rep = np.ascontiguousarray(rep, dtype=np.float32)
     parts = {
         "X": _parts.no_x(target.n_obs),

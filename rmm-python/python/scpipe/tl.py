@@ -15,7 +15,7 @@ import pandas as pd
 from scpipe import _parts
 from scpipe._settings import settings
 
-__all__ = ["umap", "leiden", "rank_genes_groups", "score_genes", "score_genes_cell_cycle"]
+__all__ = ["umap", "leiden", "kmeans", "rank_genes_groups", "dendrogram", "score_genes", "score_genes_cell_cycle"]
 
 def _graph(adata, neighbors_key: str | None, obsp: str | None = None) -> dict:
     """The connectivities of ``neighbors_key`` (or ``obsp``), as the steps read them."""
@@ -346,4 +346,139 @@ def score_genes_cell_cycle(
     phase[scores["G2M_score"] > scores["S_score"]] = "G2M"
     phase[np.all(scores < 0, axis=1)] = "G1"
     target.obs["phase"] = phase
+    return target if copy else None
+
+
+def dendrogram(
+    adata,
+    groupby: str | Sequence[str],
+    *,
+    n_pcs: int | None = None,
+    use_rep: str | None = None,
+    var_names: Sequence[str] | None = None,
+    use_raw: bool | None = None,
+    cor_method: str = "pearson",
+    linkage_method: str = "complete",
+    optimal_ordering: bool = False,
+    key_added: str | None = None,
+    inplace: bool = True,
+):
+    """A hierarchical clustering of the ``groupby`` categories (scanpy's ``tl.dendrogram``,
+    which ordering dot plots and heatmaps follow): each category's mean representation
+    (``X_pca``, ``use_rep``, or the genes ``var_names``), their correlation (``cor_method``:
+    pearson, kendall or spearman) and scipy's ``linkage`` of ``1 - correlation``.
+
+    Writes ``uns[key_added or 'dendrogram_<groupby>']`` as scanpy (``linkage``,
+    ``categories_ordered``, ``categories_idx_ordered``, ``dendrogram_info``,
+    ``correlation_matrix``, ...), or returns it with ``inplace=False``. The means over the cells
+    are scpipe's :func:`scpipe.get.aggregate`; the clustering of the categories is scipy's.
+    Several ``groupby`` columns: their values joined by ``_``, as scanpy. ``var_names``: the
+    means of those genes (of ``.raw`` when the AnnData has one, unless ``use_raw=False``), as
+    scanpy documents it (scanpy 1.12 itself reads every gene of X then).
+    """
+    import scipy.cluster.hierarchy as sch
+    from scipy.spatial import distance
+
+    from scpipe.get import aggregate
+
+    groupby = [groupby] if isinstance(groupby, str) else list(groupby)
+    for g in groupby:
+        if g not in adata.obs:
+            raise ValueError(f"groupby has to be a valid observation. Given value: {g}, valid observations: {adata.obs.columns.tolist()}")
+        if not isinstance(adata.obs[g].dtype, pd.CategoricalDtype):
+            raise ValueError(f"groupby has to be a categorical observation. Given value: {g}, Column type: {adata.obs[g].dtype}")
+    if cor_method not in ("pearson", "kendall", "spearman"):
+        raise ValueError(f"cor_method must be 'pearson', 'kendall' or 'spearman', not {cor_method!r}")
+    labels = adata.obs[groupby[0]]
+    for g in groupby[1:]:
+        labels = labels.astype(str) + "_" + adata.obs[g].astype(str)
+    labels = labels.astype("category")
+    categories = labels.cat.categories
+    if var_names is None:
+        rep, _ = _parts.representation(adata, use_rep, n_pcs, "dendrogram")
+        cells = _rep_anndata(rep, labels)
+    else:
+        if use_raw is None:
+            use_raw = adata.raw is not None
+        genes = list(var_names)
+        rep = adata.raw[:, genes].X if use_raw else adata[:, genes].X
+        cells = _rep_anndata(rep, labels)
+    means = aggregate(cells, "group", "mean")
+    unused = categories.difference(means.obs_names)
+    if len(unused) > 0:
+        raise ValueError(f"dendrogram: categories {list(unused)} of {'_'.join(groupby)} have no cells (remove_unused_categories first)")
+    mean_df = pd.DataFrame(means.layers["mean"], index=means.obs_names).loc[categories]
+    corr_matrix = mean_df.T.corr(method=cor_method).clip(-1, 1)
+    z_var = sch.linkage(distance.squareform(1 - corr_matrix), method=linkage_method, optimal_ordering=optimal_ordering)
+    info = sch.dendrogram(z_var, labels=list(categories), no_plot=True)
+    dat = dict(
+        linkage=z_var,
+        groupby=groupby,
+        use_rep=use_rep,
+        cor_method=cor_method,
+        linkage_method=linkage_method,
+        categories_ordered=info["ivl"],
+        categories_idx_ordered=info["leaves"],
+        dendrogram_info=info,
+        correlation_matrix=corr_matrix.values,
+    )
+    if not inplace:
+        return dat
+    adata.uns[key_added or f"dendrogram_{'_'.join(groupby)}"] = dat
+    return None
+
+
+def _rep_anndata(rep, labels: pd.Series):
+    """A bare AnnData over a representation (on the host), its cells labelled ``group``."""
+    from anndata import AnnData
+
+    rep = rep.to_numpy() if isinstance(rep, pd.DataFrame) else _parts.host(rep)
+    return AnnData(X=rep, obs=pd.DataFrame({"group": labels.to_numpy()}, index=labels.index))
+
+
+def kmeans(
+    adata,
+    n_clusters: int = 8,
+    n_pcs: int = 50,
+    *,
+    use_rep: str = "X_pca",
+    n_init: int = 1,
+    random_state: int = 42,
+    key_added: str = "kmeans",
+    copy: bool = False,
+    max_iter: int = 300,
+    tol: float = 1e-4,
+    **kwargs,
+):
+    """k-means of the cells (rapids-singlecell's ``tl.kmeans``, scikit-learn's ``KMeans``):
+    greedy k-means++ seeds, Lloyd's iterations to ``tol`` (relative to the mean variance of the
+    columns) or ``max_iter``, the best of ``n_init`` runs. Reads ``use_rep`` (``"X"`` for X)'s
+    first ``n_pcs`` columns, as rapids-singlecell.
+
+    Writes ``obs[key_added]`` (categories ``"0"``, ``"1"``, ... in numeric order) and
+    ``uns[key_added]`` (``params``, ``inertia``, ``n_iter``). The same ``random_state`` gives
+    the same clusters; they are not scikit-learn's or cuML's draws (matched by inertia).
+    Computed on the host in Rust.
+    """
+    if kwargs:
+        raise TypeError(f"kmeans: unsupported arguments {sorted(kwargs)} (scpipe takes max_iter and tol)")
+    for name, v in [("n_clusters", n_clusters), ("n_init", n_init), ("max_iter", max_iter)]:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"kmeans: {name} must be an integer >= 1, not {v!r}")
+    target = _parts.target(adata, copy)
+    rep, _ = _parts.representation(target, use_rep, n_pcs, "kmeans")
+    rep = _parts.host(rep)
+    rep = rep.toarray() if hasattr(rep, "toarray") else np.asarray(rep)
+    params = {
+        "n_clusters": int(n_clusters),
+        "n_init": int(n_init),
+        "max_iter": int(max_iter),
+        "tol": float(tol),
+        "random_state": _seed(random_state),
+        "key_added": key_added,
+    }
+    parts = {"X": _parts.no_x(target.n_obs), "obsm": {"rep": np.ascontiguousarray(rep, dtype=np.float32)}}
+    out = _parts.call("kmeans", parts, params)
+    target.obs[key_added] = _parts.column_from(out["obs"][key_added])
+    target.uns[key_added] = _parts.value_from(out["uns"][key_added])
     return target if copy else None

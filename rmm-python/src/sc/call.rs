@@ -8,14 +8,16 @@
 
 use super::model_out::Sections;
 use super::{gpu, model_in, model_out};
-use numpy::IntoPyArray;
+use numpy::{IntoPyArray, PyArrayMethods};
 use pyo3::conversion::FromPyObjectOwned;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
+use sc_kernels::aggregate::{AggFuncs, Aggregates, LEFT_OUT};
 use sc_kernels::filter::{CellFilter, GeneFilter};
 use sc_kernels::harmony::{HarmonyFlavor, HarmonyParams};
 use sc_kernels::hvg::Flavor;
+use sc_kernels::kmeans::KMeansParams;
 use sc_kernels::leiden::LeidenParams;
 use sc_kernels::neighbors::ivf::IvfParams;
 use sc_kernels::neighbors::KnnMethod;
@@ -29,7 +31,7 @@ use sc_kernels::umap::{Init, UmapParams};
 use sc_pipeline::anndata::Matrix;
 use sc_pipeline::run::{GpuRun, PipelineConfig};
 use sc_pipeline::steps::{
-    self, HarmonyOptions, HvgOptions, LeidenOptions, MitoPrefix, ScrubletOptions,
+    self, AggregateAxis, HarmonyOptions, HvgOptions, LeidenOptions, MitoPrefix, ScrubletOptions,
 };
 use sc_pipeline::AnnData;
 use std::sync::mpsc;
@@ -73,6 +75,14 @@ enum Call {
         params: ScoreGenesParams,
         score_name: String,
     },
+    Aggregate {
+        /// Each row's group, or `LEFT_OUT`.
+        groups: Vec<u32>,
+        n_groups: usize,
+        funcs: AggFuncs,
+        dof: u32,
+        axis: AggregateAxis,
+    },
     Scale(ScaleParams),
     Pca(usize),
     Harmony(HarmonyOptions),
@@ -82,6 +92,11 @@ enum Call {
         method: KnnMethod,
     },
     Umap(UmapParams),
+    /// k-means of `obsm['rep']` (the representation the Python side chose) into `obs[key]`.
+    KMeans {
+        params: KMeansParams,
+        key: String,
+    },
     /// (resolution's parameters, obs column) pairs.
     Leiden(Vec<(LeidenParams, String)>),
     Markers {
@@ -92,10 +107,12 @@ enum Call {
 }
 
 /// What a call hands back beside the model: numbers a step returns rather than writes
-/// (`normalize_total`'s per-cell factors, which the Python side stores under `key_added`).
+/// (`normalize_total`'s per-cell factors, which the Python side stores under `key_added`;
+/// `aggregate`'s tables, from which it builds a new AnnData).
 #[derive(Default)]
 struct Extra {
     norm_factor: Option<Vec<f64>>,
+    aggregates: Option<Aggregates>,
 }
 
 /// Runs `step` with `params` on `parts` (see [`model_in`]), on `device` ("cpu" or "gpu");
@@ -191,7 +208,35 @@ pub(crate) fn _sc_call<'py>(
     if let Some(f) = extra.norm_factor {
         out.set_item("norm_factor", f.into_pyarray(py))?;
     }
+    if let Some(a) = extra.aggregates {
+        out.set_item("aggregate", aggregates(py, a)?)?;
+    }
     Ok(out)
+}
+
+/// `aggregate`'s tables as `n_groups x n_cols` numpy arrays by scanpy's function names, with
+/// `counts` (rows per group).
+fn aggregates<'py>(py: Python<'py>, a: Aggregates) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    let shape = [a.n_groups, a.n_cols];
+    let table = |v: Vec<f64>| v.into_pyarray(py).reshape(shape);
+    for (name, v) in [
+        ("sum", a.sum),
+        ("mean", a.mean),
+        ("var", a.var),
+        ("median", a.median),
+    ] {
+        if let Some(v) = v {
+            d.set_item(name, table(v)?)?;
+        }
+    }
+    if let Some(v) = a.count_nonzero {
+        let v: Vec<i64> = v.into_iter().map(|c| c as i64).collect();
+        d.set_item("count_nonzero", v.into_pyarray(py).reshape(shape)?)?;
+    }
+    let counts: Vec<i64> = a.counts.into_iter().map(|c| c as i64).collect();
+    d.set_item("counts", counts.into_pyarray(py))?;
+    Ok(d)
 }
 
 /// Whether the step only reads X (which a GPU step may then read in the user's own memory).
@@ -208,6 +253,7 @@ fn reads_x_only(call: &Call) -> bool {
             | Call::SimulateDoublets { .. }
             | Call::ScoreGenes { .. }
             | Call::HvgPearson { .. }
+            | Call::Aggregate { .. }
     )
 }
 
@@ -244,8 +290,10 @@ fn run(
             | Call::SimulateDoublets { .. }
             | Call::ScoreGenes { .. }
             | Call::HvgPearson { .. }
+            | Call::Aggregate { .. }
             | Call::Neighbors { .. }
             | Call::Umap(_)
+            | Call::KMeans { .. }
             | Call::Leiden(_)
             | Call::Recipe(_)
     );
@@ -332,6 +380,17 @@ fn run(
         } => {
             *adata = steps::scrublet_simulate_doublets(adata, *ratio, *umi_subsampling, *seed)?;
         }
+        Call::Aggregate {
+            groups,
+            n_groups,
+            funcs,
+            dof,
+            axis,
+        } => {
+            extra.aggregates = Some(steps::aggregate(
+                adata, groups, *n_groups, *funcs, *dof, *axis,
+            )?);
+        }
         Call::Scale(p) => steps::scale(adata, p)?,
         Call::Pca(n) => {
             steps::pca(adata, *n)?;
@@ -349,6 +408,9 @@ fn run(
         }
         Call::Umap(p) => {
             steps::umap_on(adata, p, ctx.as_deref())?;
+        }
+        Call::KMeans { params, key } => {
+            steps::kmeans(adata, Some("rep"), None, params, key)?;
         }
         Call::Leiden(runs) => {
             for (p, key) in runs {
@@ -466,6 +528,35 @@ fn parse(step: &str, p: &Bound<'_, PyDict>) -> PyResult<Call> {
             umi_subsampling: req(p, "synthetic_doublet_umi_subsampling")?,
             seed: req(p, "random_seed")?,
         },
+        "aggregate" => {
+            let codes: Vec<i64> =
+                model_in::index_array(&req::<Bound<'_, PyAny>>(p, "groups")?, "by")?;
+            let groups = codes
+                .into_iter()
+                .map(|c| match c {
+                    -1 => Ok(LEFT_OUT),
+                    c => u32::try_from(c)
+                        .map_err(|_| PyValueError::new_err(format!("by: group code {c}"))),
+                })
+                .collect::<PyResult<_>>()?;
+            let funcs: Vec<String> = req(p, "func")?;
+            Call::Aggregate {
+                groups,
+                n_groups: req(p, "n_groups")?,
+                funcs: AggFuncs::from_names(&funcs)
+                    .map_err(|e| PyValueError::new_err(e.to_string()))?,
+                dof: req(p, "dof")?,
+                axis: match req::<String>(p, "axis")?.as_str() {
+                    "obs" => AggregateAxis::Obs,
+                    "var" => AggregateAxis::Var,
+                    other => {
+                        return Err(PyValueError::new_err(format!(
+                            "axis must be 'obs' or 'var', not '{other}'"
+                        )))
+                    }
+                },
+            }
+        }
         "scale" => Call::Scale(ScaleParams {
             zero_center: req(p, "zero_center")?,
             max_value: opt(p, "max_value")?,
@@ -481,6 +572,16 @@ fn parse(step: &str, p: &Bound<'_, PyDict>) -> PyResult<Call> {
             method: knn_method(&req::<String>(p, "algorithm")?)?,
         },
         "umap" => Call::Umap(umap_params(p)?),
+        "kmeans" => Call::KMeans {
+            params: KMeansParams {
+                n_clusters: req(p, "n_clusters")?,
+                n_init: req(p, "n_init")?,
+                max_iter: req(p, "max_iter")?,
+                tol: req(p, "tol")?,
+                random_state: req(p, "random_state")?,
+            },
+            key: req(p, "key_added")?,
+        },
         "leiden" => {
             let resolutions: Vec<f64> = req(p, "resolutions")?;
             let keys: Vec<String> = req(p, "keys")?;

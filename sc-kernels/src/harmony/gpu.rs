@@ -268,7 +268,7 @@ impl Run<'_> {
         )
     }
 
-    /// Lloyd's iterations from `centroids` (the seeds): the CPU's [`super::kmeans::lloyd`].
+    /// Lloyd's iterations from `centroids` (the seeds): the CPU's [`crate::kmeans::lloyd`].
     fn lloyd(&self, buf: &mut Buffers, centroids: &DeviceVec<f32>) -> Result<()> {
         let ctx = self.ctx;
         let (n, d, k, _) = self.dims();

@@ -2,14 +2,11 @@
 //!
 //! [`seed_centroids`]: k-means++ (Arthur and Vassilvitskii 2007) on a keyed random sample of
 //! `min(n, 64 k)` rows, all draws from [`SplitMix64`]; host code that the GPU twin calls too,
-//! so both start from the same seeds. [`lloyd`]: Lloyd iterations on all rows (assignment to the
-//! nearest centroid by `|c|^2 - 2 z.c`, ties to the lower index; an empty cluster keeps its
-//! centroid), until no assignment changes or `max_iter`.
+//! so both start from the same seeds. Then [`crate::kmeans::lloyd`]'s iterations on all rows
+//! (without a tolerance: until no assignment changes, or [`LLOYD_MAX_ITER`]).
 
 use super::rng::{derive_key, Permutation, TAG_KMEANS_DRAWS, TAG_KMEANS_SAMPLE};
 use crate::random::SplitMix64;
-use crate::stats::chunked_sum;
-use faer::{Accum, MatMut, MatRef, Par};
 use rayon::prelude::*;
 
 /// Lloyd iterations after the seeding (rapids-singlecell runs cuML's k-means with 25).
@@ -17,9 +14,6 @@ pub const LLOYD_MAX_ITER: usize = 25;
 
 /// Rows of the k-means++ sample per cluster.
 pub const SAMPLE_PER_CLUSTER: usize = 64;
-
-/// Rows per task of the assignment step.
-const ROWS: usize = 2048;
 
 /// The rows k-means++ seeds from: a keyed sample of `min(n, 64 k)` of the `n` rows.
 pub fn sample_indices(n: usize, k: usize, seed: u64) -> Vec<usize> {
@@ -87,79 +81,10 @@ pub fn seed_from_sample(sample: &[f32], d: usize, k: usize, seed: u64) -> Vec<f3
     centroids
 }
 
-/// Nearest centroid of each row (`|c|^2 - 2 z.c`, ties to the lower index).
-pub fn assign(zn: &[f32], n: usize, d: usize, k: usize, centroids: &[f32]) -> Vec<u32> {
-    let norms: Vec<f32> = centroids
-        .chunks_exact(d)
-        .map(|c| c.iter().map(|v| v * v).sum())
-        .collect();
-    let c = MatRef::from_row_major_slice(centroids, k, d);
-    let mut out = vec![0u32; n];
-    out.par_chunks_mut(ROWS).enumerate().for_each(|(t, o)| {
-        let r0 = t * ROWS;
-        let rows = o.len();
-        let z = MatRef::from_row_major_slice(&zn[r0 * d..(r0 + rows) * d], rows, d);
-        let mut dots = vec![0f32; rows * k];
-        let dm = MatMut::from_row_major_slice_mut(&mut dots, rows, k);
-        faer::linalg::matmul::matmul(dm, Accum::Replace, z, c.transpose(), 1.0, Par::Seq);
-        for (i, a) in o.iter_mut().enumerate() {
-            let row = &dots[i * k..(i + 1) * k];
-            let mut best = (f32::INFINITY, 0u32);
-            for (j, (&dot, &nc)) in row.iter().zip(&norms).enumerate() {
-                let v = nc - 2.0 * dot;
-                if v < best.0 {
-                    best = (v, j as u32);
-                }
-            }
-            *a = best.1;
-        }
-    });
-    out
-}
-
-/// Lloyd iterations from `centroids` (updated in place); returns the iterations run.
-pub fn lloyd(
-    zn: &[f32],
-    n: usize,
-    d: usize,
-    k: usize,
-    centroids: &mut [f32],
-    max_iter: usize,
-) -> usize {
-    let mut previous: Option<Vec<u32>> = None;
-    for it in 0..max_iter {
-        let labels = assign(zn, n, d, k, centroids);
-        if previous.as_ref() == Some(&labels) {
-            return it;
-        }
-        // Sums (k x d) then counts (k), in f64.
-        let acc = chunked_sum(n, ROWS, k * d + k, |range, acc| {
-            for i in range {
-                let c = labels[i] as usize;
-                let z = &zn[i * d..(i + 1) * d];
-                acc[c * d..(c + 1) * d]
-                    .iter_mut()
-                    .zip(z)
-                    .for_each(|(a, &v)| *a += v as f64);
-                acc[k * d + c] += 1.0;
-            }
-        });
-        for c in 0..k {
-            let count = acc[k * d + c];
-            if count > 0.0 {
-                for j in 0..d {
-                    centroids[c * d + j] = (acc[c * d + j] / count) as f32;
-                }
-            }
-        }
-        previous = Some(labels);
-    }
-    max_iter
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kmeans::{assign, lloyd};
 
     /// Three tight groups on the unit circle (in 3-D).
     fn groups() -> (Vec<f32>, usize) {
@@ -182,7 +107,7 @@ mod tests {
     fn kmeans_finds_separated_groups() {
         let (z, n) = groups();
         let mut c = seed_centroids(&z, n, 3, 3, 1);
-        let its = lloyd(&z, n, 3, 3, &mut c, LLOYD_MAX_ITER);
+        let its = lloyd(&z, n, 3, 3, &mut c, LLOYD_MAX_ITER, 0.0);
         assert!(its < LLOYD_MAX_ITER);
         let labels = assign(&z, n, 3, 3, &c);
         // Every group is one cluster and the clusters differ.

@@ -553,7 +553,7 @@ pub fn harmony_integrate(
     let (n, d, k) = (setup.n, setup.d, setup.k);
     let mut zn = normalize_rows(&setup.x, d);
     let mut centroids = kmeans::seed_centroids(&zn, n, d, k, params.seed);
-    kmeans::lloyd(&zn, n, d, k, &mut centroids, kmeans::LLOYD_MAX_ITER);
+    crate::kmeans::lloyd(&zn, n, d, k, &mut centroids, kmeans::LLOYD_MAX_ITER, 0.0);
     let (mut state, obj0) = cluster::initial_state(&setup, &zn, &centroids, params);
     let mut objective = vec![obj0];
     let mut clustering_iterations = vec![];

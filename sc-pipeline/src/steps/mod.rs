@@ -9,11 +9,13 @@
 //! ([`generated_blocks`]) live here, below the runner (`run/`), which walks the rows: a front
 //! end may call a step without it.
 
+mod aggregate;
 mod config;
 mod filter;
 pub mod generated_blocks;
 mod harmony;
 mod hvg;
+mod kmeans;
 mod leiden;
 mod log1p;
 mod markers;
@@ -29,6 +31,7 @@ mod scrublet;
 pub mod step;
 mod umap;
 
+pub use aggregate::{aggregate, AggregateAxis};
 /// The run's configuration and the options of the steps that take several.
 pub use config::{
     HarmonyOptions, HvgCutoffs, HvgOptions, LeidenOptions, MarkerOptions, MitoPrefix,
@@ -42,6 +45,7 @@ pub use harmony::{
 pub use hvg::{
     highly_variable_genes, highly_variable_genes_pearson_residuals, highly_variable_mask,
 };
+pub use kmeans::kmeans;
 pub use leiden::{leiden, leiden_all, leiden_all_on, leiden_on};
 pub use log1p::log1p;
 pub use markers::{rank_genes_groups, rank_genes_groups_on};
@@ -104,6 +108,45 @@ pub(crate) fn connectivities<'a>(
             step,
             problem: "obsp has no 'connectivities': run neighbors first".into(),
         })
+}
+
+/// Representation used: `obsm[use_rep]` when named (an error when it is missing); otherwise
+/// `X_pca` when present; otherwise X when it has at most 50 genes (as scanpy decides);
+/// otherwise an error asking for PCA first.
+pub(crate) fn representation(
+    adata: &AnnData,
+    use_rep: Option<&str>,
+    step: &'static str,
+) -> crate::Result<(DenseMatrix<f32>, String)> {
+    let rep = use_rep.unwrap_or("X_pca");
+    if let Some(m) = obsm_matrix(adata, rep)? {
+        return Ok((m, rep.to_string()));
+    }
+    if let Some(rep) = use_rep {
+        return Err(Error::Missing {
+            step,
+            problem: format!("use_rep: obsm has no '{rep}'"),
+        });
+    }
+    if adata.n_vars() <= 50 {
+        let dense = match &adata.x {
+            Matrix::Dense(d) => d.clone(),
+            Matrix::Sparse(s) => s.to_dense(),
+            Matrix::Device(d) => match d.download().map_err(kernel_error(step))? {
+                Matrix::Dense(d) => d,
+                Matrix::Sparse(s) => s.to_dense(),
+                Matrix::Device(_) => unreachable!("downloaded"),
+            },
+        };
+        return Ok((dense, "X".to_string()));
+    }
+    Err(Error::Missing {
+        step,
+        problem: format!(
+            "obsm has no 'X_pca' and X has {} genes (> 50): run pca first",
+            adata.n_vars()
+        ),
+    })
 }
 
 /// `obsm[key]` as an `f32` matrix (`f64` arrays rounded); `None` when there is no such key.

@@ -8,48 +8,13 @@
 
 use super::kernel_error;
 use super::step::{no_device_bytes, Phase, Step, StepEnv};
-use crate::anndata::{Matrix, Value};
+use crate::anndata::Value;
 use crate::{AnnData, Error, Result};
 use sc_kernels::gpu::GpuContext;
 use sc_kernels::neighbors::ivf::{self, IvfStats};
 use sc_kernels::neighbors::{Knn, KnnMethod, NeighborsParams, NeighborsResult, Scan};
 use sc_kernels::DenseMatrix;
 use std::sync::Arc;
-
-/// Representation used: `obsm[use_rep]` when named (an error when it is missing); otherwise
-/// `X_pca` when present; otherwise X when it has at most 50 genes (as scanpy decides);
-/// otherwise an error asking for PCA first.
-fn representation(adata: &AnnData, use_rep: Option<&str>) -> Result<(DenseMatrix<f32>, String)> {
-    let rep = use_rep.unwrap_or("X_pca");
-    if let Some(m) = super::obsm_matrix(adata, rep)? {
-        return Ok((m, rep.to_string()));
-    }
-    if let Some(rep) = use_rep {
-        return Err(Error::Missing {
-            step: "neighbors",
-            problem: format!("use_rep: obsm has no '{rep}'"),
-        });
-    }
-    if adata.n_vars() <= 50 {
-        let dense = match &adata.x {
-            Matrix::Dense(d) => d.clone(),
-            Matrix::Sparse(s) => s.to_dense(),
-            Matrix::Device(d) => match d.download().map_err(super::kernel_error("neighbors"))? {
-                Matrix::Dense(d) => d,
-                Matrix::Sparse(s) => s.to_dense(),
-                Matrix::Device(_) => unreachable!("downloaded"),
-            },
-        };
-        return Ok((dense, "X".to_string()));
-    }
-    Err(Error::Missing {
-        step: "neighbors",
-        problem: format!(
-            "obsm has no 'X_pca' and X has {} genes (> 50): run pca first",
-            adata.n_vars()
-        ),
-    })
-}
 
 /// Whether the GPU kNN takes the shape.
 fn fits_gpu(rep: &DenseMatrix<f32>, k: usize) -> bool {
@@ -289,7 +254,7 @@ pub fn neighbors_on(
             ),
         ));
     }
-    let (rep, rep_name) = representation(adata, use_rep)?;
+    let (rep, rep_name) = super::representation(adata, use_rep, "neighbors")?;
     let params = NeighborsParams {
         n_neighbors,
         method,

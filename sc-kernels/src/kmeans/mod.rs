@@ -1,0 +1,283 @@
+//! k-means (scanpy's and rapids-singlecell's `tl.kmeans`, scikit-learn's `KMeans` with its
+//! defaults): greedy k-means++ seeds (Arthur and Vassilvitskii 2007, with scikit-learn's
+//! `2 + ln k` candidates per seed, the one that lowers the potential most kept), then Lloyd's
+//! iterations ([`lloyd`], shared with harmony's clustering) until no assignment changes or the
+//! centroids' squared shift falls to `tol` times the data's mean variance per column; the best
+//! of `n_init` runs by inertia. Draws come from [`SplitMix64`] keyed by the seed, so the same
+//! seed gives the same clusters on any thread count (not scikit-learn's draws: its result is
+//! matched by quality, inertia, not label for label).
+
+#[cfg(test)]
+mod tests;
+
+use crate::error::{KernelError, Result};
+use crate::random::{mix64, SplitMix64};
+use crate::stats::chunked_sum;
+use faer::{Accum, MatMut, MatRef, Par};
+use rayon::prelude::*;
+
+/// Rows per task of the assignment step.
+const ROWS: usize = 2048;
+
+/// scikit-learn's / cuML's parameters and defaults (rapids-singlecell's seed, 42).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KMeansParams {
+    pub n_clusters: usize,
+    pub n_init: usize,
+    pub max_iter: usize,
+    /// Relative to the mean variance of the columns.
+    pub tol: f64,
+    pub random_state: u64,
+}
+
+impl Default for KMeansParams {
+    fn default() -> Self {
+        KMeansParams {
+            n_clusters: 8,
+            n_init: 1,
+            max_iter: 300,
+            tol: 1e-4,
+            random_state: 42,
+        }
+    }
+}
+
+/// The clustering found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KMeansResult {
+    pub labels: Vec<u32>,
+    /// `n_clusters x d`, row-major.
+    pub centers: Vec<f32>,
+    /// Sum of squared distances of the rows to their centre (f64).
+    pub inertia: f64,
+    /// Lloyd iterations of the best run.
+    pub n_iter: usize,
+}
+
+/// k-means of the rows of `x` (`n x d`, row-major).
+pub fn kmeans(x: &[f32], n: usize, d: usize, p: &KMeansParams) -> Result<KMeansResult> {
+    let k = p.n_clusters;
+    if x.len() != n * d {
+        return Err(KernelError::Shape(format!(
+            "{} values for {n} rows of {d}",
+            x.len()
+        )));
+    }
+    if k == 0 || k > n {
+        return Err(KernelError::param(
+            "n_clusters",
+            format!("must be between 1 and the number of rows ({n}), got {k}"),
+        ));
+    }
+    if p.n_init == 0 || p.max_iter == 0 {
+        return Err(KernelError::param(
+            "n_init",
+            "n_init and max_iter must be at least 1",
+        ));
+    }
+    if !(p.tol >= 0.0) {
+        return Err(KernelError::param(
+            "tol",
+            format!("must be >= 0, got {}", p.tol),
+        ));
+    }
+    if let Some(i) = x.iter().position(|v| !v.is_finite()) {
+        return Err(KernelError::NonFinite {
+            row: i / d.max(1),
+            col: i % d.max(1),
+            value: x[i] as f64,
+        });
+    }
+    let tol = p.tol * mean_column_variance(x, n, d);
+    let mut best: Option<KMeansResult> = None;
+    for run in 0..p.n_init {
+        let mut centers = seed_plus_plus(x, n, d, k, mix64(p.random_state ^ mix64(run as u64)));
+        let n_iter = lloyd(x, n, d, k, &mut centers, p.max_iter, tol);
+        let labels = assign(x, n, d, k, &centers);
+        let inertia = inertia(x, d, &labels, &centers);
+        if best.as_ref().is_none_or(|b| inertia < b.inertia) {
+            best = Some(KMeansResult {
+                labels,
+                centers,
+                inertia,
+                n_iter,
+            });
+        }
+    }
+    Ok(best.expect("n_init >= 1"))
+}
+
+/// The mean over the columns of their variance (scikit-learn's scale of `tol`).
+fn mean_column_variance(x: &[f32], n: usize, d: usize) -> f64 {
+    let sums = chunked_sum(n, ROWS, 2 * d, |rows, acc| {
+        for i in rows {
+            for (j, &v) in x[i * d..(i + 1) * d].iter().enumerate() {
+                acc[j] += v as f64;
+                acc[d + j] += (v as f64) * (v as f64);
+            }
+        }
+    });
+    let n = n as f64;
+    (0..d)
+        .map(|j| (sums[d + j] / n - (sums[j] / n).powi(2)).max(0.0))
+        .sum::<f64>()
+        / d.max(1) as f64
+}
+
+/// Squared distance of two rows, in f64.
+fn dist2(a: &[f32], b: &[f32]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(&u, &v)| (u as f64 - v as f64).powi(2))
+        .sum()
+}
+
+/// Sum of the squared distances of the rows to their centres.
+pub fn inertia(x: &[f32], d: usize, labels: &[u32], centers: &[f32]) -> f64 {
+    chunked_sum(labels.len(), ROWS, 1, |rows, acc| {
+        for i in rows {
+            let c = labels[i] as usize;
+            acc[0] += dist2(&x[i * d..(i + 1) * d], &centers[c * d..(c + 1) * d]);
+        }
+    })[0]
+}
+
+/// Greedy k-means++: the first seed a uniform row; each next one the best, by the potential
+/// (the sum of every row's squared distance to its nearest seed) it leaves, of `2 + ln k`
+/// rows drawn with probability proportional to their squared distance to the nearest seed.
+pub fn seed_plus_plus(x: &[f32], n: usize, d: usize, k: usize, seed: u64) -> Vec<f32> {
+    let row = |i: usize| &x[i * d..(i + 1) * d];
+    let mut draws = SplitMix64::new(seed);
+    let trials = 2 + (k as f64).ln() as usize;
+    let mut centers = Vec::with_capacity(k * d);
+    centers.extend_from_slice(row(draws.below(n)));
+    let mut closest: Vec<f64> = (0..n)
+        .into_par_iter()
+        .map(|i| dist2(row(i), &centers))
+        .collect();
+    for _ in 1..k {
+        let candidates = draw_by_weight(&closest, trials, &mut draws);
+        // Each candidate's closest distances and potential; the lowest potential wins (the
+        // first on ties).
+        let mut best: Option<(f64, usize, Vec<f64>)> = None;
+        for c in candidates {
+            let with: Vec<f64> = closest
+                .par_iter()
+                .enumerate()
+                .map(|(i, &old)| old.min(dist2(row(i), row(c))))
+                .collect();
+            let potential = chunked_sum(n, ROWS, 1, |rows, acc| {
+                acc[0] += rows.map(|i| with[i]).sum::<f64>()
+            })[0];
+            if best.as_ref().is_none_or(|b| potential < b.0) {
+                best = Some((potential, c, with));
+            }
+        }
+        let (_, c, with) = best.expect("at least two candidates");
+        centers.extend_from_slice(row(c));
+        closest = with;
+    }
+    centers
+}
+
+/// `count` rows drawn with probability proportional to `weights` (uniform when they are all 0:
+/// every row coincides with a seed).
+fn draw_by_weight(weights: &[f64], count: usize, draws: &mut SplitMix64) -> Vec<usize> {
+    let mut cumulative = Vec::with_capacity(weights.len());
+    let mut total = 0.0;
+    for &w in weights {
+        total += w;
+        cumulative.push(total);
+    }
+    (0..count)
+        .map(|_| {
+            if total > 0.0 {
+                let target = draws.next_f64() * total;
+                cumulative
+                    .partition_point(|&c| c <= target)
+                    .min(weights.len() - 1)
+            } else {
+                draws.below(weights.len())
+            }
+        })
+        .collect()
+}
+
+/// Nearest centroid of each row (`|c|^2 - 2 z.c`, ties to the lower index).
+pub fn assign(zn: &[f32], n: usize, d: usize, k: usize, centroids: &[f32]) -> Vec<u32> {
+    let norms: Vec<f32> = centroids
+        .chunks_exact(d)
+        .map(|c| c.iter().map(|v| v * v).sum())
+        .collect();
+    let c = MatRef::from_row_major_slice(centroids, k, d);
+    let mut out = vec![0u32; n];
+    out.par_chunks_mut(ROWS).enumerate().for_each(|(t, o)| {
+        let r0 = t * ROWS;
+        let rows = o.len();
+        let z = MatRef::from_row_major_slice(&zn[r0 * d..(r0 + rows) * d], rows, d);
+        let mut dots = vec![0f32; rows * k];
+        let dm = MatMut::from_row_major_slice_mut(&mut dots, rows, k);
+        faer::linalg::matmul::matmul(dm, Accum::Replace, z, c.transpose(), 1.0, Par::Seq);
+        for (i, a) in o.iter_mut().enumerate() {
+            let row = &dots[i * k..(i + 1) * k];
+            let mut best = (f32::INFINITY, 0u32);
+            for (j, (&dot, &nc)) in row.iter().zip(&norms).enumerate() {
+                let v = nc - 2.0 * dot;
+                if v < best.0 {
+                    best = (v, j as u32);
+                }
+            }
+            *a = best.1;
+        }
+    });
+    out
+}
+
+/// Lloyd iterations from `centroids` (updated in place) until no assignment changes, the
+/// centroids move by at most `tol` (their squared shifts summed; `0`: no such test) or
+/// `max_iter`; returns the iterations run. An empty cluster keeps its centroid.
+pub fn lloyd(
+    zn: &[f32],
+    n: usize,
+    d: usize,
+    k: usize,
+    centroids: &mut [f32],
+    max_iter: usize,
+    tol: f64,
+) -> usize {
+    let mut previous: Option<Vec<u32>> = None;
+    for it in 0..max_iter {
+        let labels = assign(zn, n, d, k, centroids);
+        if previous.as_ref() == Some(&labels) {
+            return it;
+        }
+        // Sums (k x d) then counts (k), in f64.
+        let acc = chunked_sum(n, ROWS, k * d + k, |range, acc| {
+            for i in range {
+                let c = labels[i] as usize;
+                let z = &zn[i * d..(i + 1) * d];
+                acc[c * d..(c + 1) * d]
+                    .iter_mut()
+                    .zip(z)
+                    .for_each(|(a, &v)| *a += v as f64);
+                acc[k * d + c] += 1.0;
+            }
+        });
+        let mut shift = 0.0;
+        for c in 0..k {
+            let count = acc[k * d + c];
+            if count > 0.0 {
+                for j in 0..d {
+                    let new = (acc[c * d + j] / count) as f32;
+                    shift += (new as f64 - centroids[c * d + j] as f64).powi(2);
+                    centroids[c * d + j] = new;
+                }
+            }
+        }
+        if tol > 0.0 && shift <= tol {
+            return it + 1;
+        }
+        previous = Some(labels);
+    }
+    max_iter
+}
