@@ -15,10 +15,11 @@ import pandas as pd
 from scpipe import _parts
 from scpipe._settings import settings
 
-__all__ = ["umap", "leiden", "kmeans", "rank_genes_groups", "dendrogram", "score_genes", "score_genes_cell_cycle"]
+__all__ = ["umap", "leiden", "louvain", "kmeans", "rank_genes_groups", "dendrogram", "score_genes", "score_genes_cell_cycle"]
 
-def _graph(adata, neighbors_key: str | None, obsp: str | None = None) -> dict:
-    """The connectivities of ``neighbors_key`` (or ``obsp``), as the steps read them."""
+def _graph(adata, neighbors_key: str | None, obsp: str | None = None, unweighted: bool = False) -> dict:
+    """The connectivities of ``neighbors_key`` (or ``obsp``), as the steps read them (every
+    edge weighing 1 when ``unweighted``)."""
     if obsp is not None:
         key = obsp
     else:
@@ -29,6 +30,9 @@ def _graph(adata, neighbors_key: str | None, obsp: str | None = None) -> dict:
     if key not in adata.obsp:
         raise KeyError(f"no obsp[{key!r}]: run scpipe.pp.neighbors first")
     g = adata.obsp[key].tocsr()
+    if unweighted:
+        g = g.copy()
+        g.data[:] = 1
     return {"connectivities": _parts.matrix_part(g, f"obsp[{key!r}]")}
 
 
@@ -127,6 +131,50 @@ def leiden(
         u = _parts.value_from(out["uns"][k])
         u.setdefault("params", {})["flavor"] = flavor
         target.uns[k] = u
+    return target if copy else None
+
+
+def louvain(
+    adata,
+    resolution: float | None = None,
+    *,
+    random_state: Any = 0,
+    restrict_to: Any = None,
+    key_added: str = "louvain",
+    adjacency: Any = None,
+    flavor: str = "vtraag",
+    directed: bool = True,
+    use_weights: bool = False,
+    partition_type: Any = None,
+    partition_kwargs: Any = None,
+    neighbors_key: str | None = None,
+    obsp: str | None = None,
+    copy: bool = False,
+):
+    """Louvain communities of the neighbors graph (scanpy's ``tl.louvain``, Blondel et al.
+    2008): modularity at ``resolution`` (``None``: 1) optimised by local moving and
+    aggregation, without Leiden's refinement, until an iteration changes nothing.
+
+    ``use_weights=False`` (scanpy's default) counts every edge as 1; ``True`` uses the
+    connectivities (rapids-singlecell's default). The ``vtraag`` and ``igraph`` flavours are
+    the same optimisation here. Writes ``obs[key_added]`` (categorical, ``"0"``, ``"1"``, ... by
+    decreasing size) and ``uns[key_added]`` (``params``: resolution and random_state;
+    ``modularity``, of the graph optimised).
+    """
+    if flavor not in ("vtraag", "igraph"):
+        raise ValueError(f"flavor must be 'vtraag' or 'igraph', not {flavor!r}")
+    for name, v in [("restrict_to", restrict_to), ("adjacency", adjacency), ("partition_type", partition_type), ("partition_kwargs", partition_kwargs)]:
+        if v is not None:
+            raise NotImplementedError(f"louvain: {name} is not supported by scpipe")
+    r = 1.0 if resolution is None else float(resolution)
+    target = adata.copy() if copy else adata
+    parts = {"X": _parts.no_x(target.n_obs), "obsp": _graph(target, neighbors_key, obsp, unweighted=not use_weights)}
+    params = dict(resolutions=[r], keys=[key_added], n_iterations=-1, random_state=_seed(random_state), refine=False)
+    out = _parts.call("leiden", parts, params)
+    _parts.view_to_actual(target)
+    target.obs[key_added] = _parts.column_from(out["obs"][key_added])
+    u = _parts.value_from(out["uns"][key_added])
+    target.uns[key_added] = {"params": {"resolution": resolution, "random_state": random_state}, "modularity": u["modularity"]}
     return target if copy else None
 
 

@@ -756,6 +756,7 @@ fn leiden_params(p: &Bound<'_, PyDict>) -> PyResult<LeidenParams> {
         n_iterations: opt(p, "n_iterations")?.unwrap_or(d.n_iterations),
         random_state: opt(p, "random_state")?.unwrap_or(d.random_state),
         beta: opt(p, "beta")?.unwrap_or(d.beta),
+        refine: opt(p, "refine")?.unwrap_or(d.refine),
     })
 }
 

@@ -68,6 +68,8 @@ pub struct Consts {
     pub unit: f64,
     pub beta: f64,
     pub seed: u64,
+    /// Leiden's refinement, or none (Louvain).
+    pub refine: bool,
 }
 
 /// The fixed-point exponent for `graph`: 32, or less when the total weight would pass 2^61.
@@ -123,6 +125,7 @@ impl Consts {
             unit: 2f64.powi(-e),
             beta: params.beta,
             seed: params.random_state,
+            refine: params.refine,
         }
     }
 

@@ -218,12 +218,17 @@ fn iterate(
         if n_comm == g.n {
             break;
         }
-        let into = refine(ctx, g, &part, c, iteration, level)?;
-        let mut k = renumber(ctx, &into, g.n)?;
-        trace.mark(&format!("{at}: refinement"))?;
+        let (into, mut k) = if c.refine {
+            let into = refine(ctx, g, &part, c, iteration, level)?;
+            let k = renumber(ctx, &into, g.n)?;
+            trace.mark(&format!("{at}: refinement"))?;
+            (into, k)
+        } else {
+            (alloc::<u32>(ctx, g.n)?, g.n)
+        };
         let n = g.n as u64;
         if k == g.n {
-            // Nothing merged: aggregate the communities themselves.
+            // Nothing merged (or Louvain): aggregate the communities themselves.
             launch!(ctx, "copy_u32", grid_for(g.n); &part, &into, &n)?;
             k = n_comm;
         }

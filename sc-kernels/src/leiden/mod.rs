@@ -49,6 +49,9 @@ pub struct LeidenParams {
     pub random_state: u64,
     /// Randomness of the refinement (leidenalg's `theta`, igraph's `beta`).
     pub beta: f64,
+    /// Refine the communities before aggregating (Leiden); `false`: aggregate the communities
+    /// of the local moving themselves (Louvain, Blondel et al. 2008).
+    pub refine: bool,
 }
 
 impl Default for LeidenParams {
@@ -58,6 +61,21 @@ impl Default for LeidenParams {
             n_iterations: 2,
             random_state: 0,
             beta: 0.01,
+            refine: true,
+        }
+    }
+}
+
+impl LeidenParams {
+    /// Louvain's parameters (scanpy's and rapids-singlecell's `tl.louvain`): no refinement,
+    /// iterations until one changes nothing.
+    pub fn louvain(resolution: f64, random_state: u64) -> Self {
+        LeidenParams {
+            resolution,
+            n_iterations: -1,
+            random_state,
+            refine: false,
+            ..Default::default()
         }
     }
 }
@@ -358,7 +376,11 @@ fn one_iteration(
         if n_comm == g.n() {
             break;
         }
-        let mut refined = refine(g, &part, n_comm, params, rng);
+        let mut refined = if params.refine {
+            refine(g, &part, n_comm, params, rng)
+        } else {
+            part.clone()
+        };
         let n_refined = renumber(&mut refined);
         // Each refined community lies inside one community of `part`: the aggregate starts there.
         let mut next_part = vec![0u32; n_refined];
@@ -630,6 +652,25 @@ mod tests {
         }
         assert!((p.quality - modularity(&g, &p.membership, 1.0)).abs() < 1e-12);
         assert!(p.quality > 0.8, "{}", p.quality);
+    }
+
+    #[test]
+    fn louvain_finds_the_cliques_and_leidens_quality() {
+        let g = ring_of_cliques(8, 6, 0.1);
+        let p = leiden(&g, &LeidenParams::louvain(1.0, 0)).unwrap();
+        assert_eq!(p.n_communities, 8);
+        let planted = crate::graph::tests::planted(6_000, 300, 0.7, 3);
+        let louvain = leiden(&planted, &LeidenParams::louvain(1.0, 4)).unwrap();
+        let leiden_q = leiden(&planted, &LeidenParams::default()).unwrap().quality;
+        assert!(
+            louvain.quality >= leiden_q - 0.005,
+            "{} vs {leiden_q}",
+            louvain.quality
+        );
+        assert_eq!(
+            louvain,
+            leiden(&planted, &LeidenParams::louvain(1.0, 4)).unwrap()
+        );
     }
 
     #[test]

@@ -461,11 +461,16 @@ pub fn one_level(
     if n_comm == n {
         return (changed, None);
     }
-    let (comm_strength, _) = community_totals(g, part);
-    let mut refined = refine(g, part, &comm_strength, c, iteration, level);
-    let mut k = renumber_by_id(&mut refined, n);
+    let (mut refined, mut k) = if c.refine {
+        let (comm_strength, _) = community_totals(g, part);
+        let mut refined = refine(g, part, &comm_strength, c, iteration, level);
+        let k = renumber_by_id(&mut refined, n);
+        (refined, k)
+    } else {
+        (Vec::new(), n)
+    };
     if k == n {
-        // Nothing merged: aggregate the communities themselves.
+        // Nothing merged (or Louvain): aggregate the communities themselves.
         refined = part.to_vec();
         k = n_comm;
     }
@@ -660,6 +665,21 @@ pub(crate) mod tests {
             };
             assert!(par.quality >= seq.quality - tolerance, "{name}");
         }
+    }
+
+    #[test]
+    fn louvain_twin_reaches_the_sequential_quality() {
+        let g = planted(8_000, 400, 0.7, 9);
+        let p = LeidenParams::louvain(1.0, 2);
+        let seq = super::super::leiden(&g, &p).unwrap();
+        let par = leiden_parallel(&g, &p).unwrap();
+        assert!(
+            par.quality >= seq.quality - 0.005,
+            "{} vs {}",
+            par.quality,
+            seq.quality
+        );
+        assert_eq!(par, leiden_parallel(&g, &p).unwrap());
     }
 
     #[test]
