@@ -167,18 +167,15 @@ def _sparse_format(m: Any) -> str | None:
 def _aggregated_data(adata, dim: str, layer, obsm, varm) -> tuple[Any, str, bool]:
     """The matrix aggregate reads, its name, and whether its rows are what is grouped (else its
     columns: X or a layer grouped by var)."""
-    if varm is not None:
-        if dim != "var":
-            raise ValueError("varm can only be used when axis is 1")
-        if varm not in adata.varm:
-            raise KeyError(f"varm has no {varm!r} (varm: {list(adata.varm.keys())})")
-        return adata.varm[varm], f"varm[{varm!r}]", True
-    if obsm is not None:
-        if dim != "obs":
-            raise ValueError("obsm can only be used when axis is 0")
-        if obsm not in adata.obsm:
-            raise KeyError(f"obsm has no {obsm!r} (obsm: {list(adata.obsm.keys())})")
-        return adata.obsm[obsm], f"obsm[{obsm!r}]", True
+    for slot, key, axis, number in [("varm", varm, "var", 1), ("obsm", obsm, "obs", 0)]:
+        if key is None:
+            continue
+        if dim != axis:
+            raise ValueError(f"{slot} can only be used when axis is {number}")
+        table = getattr(adata, slot)
+        if key not in table:
+            raise KeyError(f"{slot} has no {key!r} ({slot}: {list(table.keys())})")
+        return table[key], f"{slot}[{key!r}]", True
     m, what = _parts.matrix_of(adata, layer)
     return m, what, dim == "obs"
 

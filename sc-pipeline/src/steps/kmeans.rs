@@ -1,10 +1,10 @@
 //! `kmeans` (rapids-singlecell's `tl.kmeans`): k-means of the cells' representation
 //! (`sc_kernels::kmeans`), its clusters into `obs[key]` as categories `"0"`, `"1"`, ... (the
-//! clusters that have cells, in numeric order), and `uns[key]` with the parameters and the
+//! clusters that kept cells, numbered in order), and `uns[key]` with the parameters and the
 //! inertia. Not a row of the command's step table yet. Computed on the host.
 
 use super::{kernel_error, representation};
-use crate::anndata::{ArrayData, Column, Value};
+use crate::anndata::Value;
 use crate::{AnnData, Result};
 use sc_kernels::kmeans::{kmeans as cluster, KMeansParams, KMeansResult};
 
@@ -38,22 +38,18 @@ pub fn kmeans(
             .collect()
     };
     let r = cluster(&x, rep.n_rows, d, params).map_err(kernel_error(STEP))?;
-    let mut present = vec![false; params.n_clusters];
-    r.labels.iter().for_each(|&l| present[l as usize] = true);
-    let mut code_of = vec![-1i32; params.n_clusters];
-    let mut categories = Vec::new();
-    for (c, _) in present.iter().enumerate().filter(|(_, &p)| p) {
-        code_of[c] = categories.len() as i32;
-        categories.push(c.to_string());
+    // The clusters that kept rows, numbered in order.
+    let mut number = vec![u32::MAX; params.n_clusters];
+    r.labels.iter().for_each(|&l| number[l as usize] = 0);
+    let mut n = 0;
+    for c in number.iter_mut().filter(|c| **c == 0) {
+        *c = n;
+        n += 1;
     }
-    adata.obs.set(
-        key,
-        Column::Categorical {
-            codes: r.labels.iter().map(|&l| code_of[l as usize]).collect(),
-            categories: ArrayData::Str(categories),
-            ordered: false,
-        },
-    )?;
+    let labels: Vec<u32> = r.labels.iter().map(|&l| number[l as usize]).collect();
+    adata
+        .obs
+        .set(key, super::cluster_column(&labels, n as usize))?;
     adata.uns.insert(
         key.into(),
         Value::dict([

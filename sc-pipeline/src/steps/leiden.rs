@@ -11,7 +11,7 @@
 use super::connectivities;
 use super::kernel_error;
 use super::step::{no_budget_check, no_input_check, Phase, Sizes, Step, StepBytes, StepEnv};
-use crate::anndata::{ArrayData, Column, Value};
+use crate::anndata::Value;
 use crate::steps::{LeidenOptions, PipelineConfig};
 use crate::{AnnData, Result};
 use sc_kernels::gpu::GpuContext;
@@ -114,15 +114,9 @@ pub fn leiden_on(
         None => sc_kernels::leiden::leiden(graph, params),
     }
     .map_err(kernel_error(STEP))?;
-    let categories: Vec<String> = (0..p.n_communities).map(|c| c.to_string()).collect();
-    adata.obs.set(
-        key,
-        Column::Categorical {
-            codes: p.membership.iter().map(|&c| c as i32).collect(),
-            categories: ArrayData::Str(categories),
-            ordered: false,
-        },
-    )?;
+    adata
+        .obs
+        .set(key, super::cluster_column(&p.membership, p.n_communities))?;
     adata.uns.insert(
         key.into(),
         Value::dict([

@@ -96,6 +96,16 @@ use sc_kernels::gpu::{DeviceCsr, GpuContext};
 use sc_kernels::{CsrMatrix, DenseMatrix};
 use std::sync::Arc;
 
+/// Cluster labels (`0..n`) as scanpy writes them: a categorical column of the categories
+/// `"0"`, `"1"`, ... `n - 1`.
+pub(crate) fn cluster_column(labels: &[u32], n: usize) -> crate::anndata::Column {
+    crate::anndata::Column::Categorical {
+        codes: labels.iter().map(|&c| c as i32).collect(),
+        categories: ArrayData::Str((0..n).map(|c| c.to_string()).collect()),
+        ordered: false,
+    }
+}
+
 /// The neighbors graph, or an error saying to run neighbors first.
 pub(crate) fn connectivities<'a>(
     adata: &'a AnnData,
