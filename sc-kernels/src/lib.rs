@@ -20,6 +20,7 @@
 //! | `tl.score_genes` | [`score_genes`] |
 //! | `get.aggregate` | [`aggregate`] |
 //! | `tl.kmeans` (and harmony's clustering) | [`kmeans`] |
+//! | `tl.diffmap` | [`diffmap`] |
 //!
 //! Every step is multithreaded with rayon (it runs in the current rayon pool).
 
@@ -28,6 +29,8 @@ pub mod columns;
 pub mod comm;
 pub mod csr;
 pub mod dense;
+pub mod diffmap;
+pub mod eigsh;
 pub mod error;
 pub mod fastmath;
 pub mod filter;

@@ -15,7 +15,7 @@ import pandas as pd
 from scpipe import _parts
 from scpipe._settings import settings
 
-__all__ = ["umap", "leiden", "louvain", "kmeans", "rank_genes_groups", "dendrogram", "score_genes", "score_genes_cell_cycle"]
+__all__ = ["umap", "diffmap", "leiden", "louvain", "kmeans", "rank_genes_groups", "dendrogram", "score_genes", "score_genes_cell_cycle"]
 
 def _graph(adata, neighbors_key: str | None, obsp: str | None = None, unweighted: bool = False) -> dict:
     """The connectivities of ``neighbors_key`` (or ``obsp``), as the steps read them (every
@@ -85,6 +85,30 @@ def umap(
     target.obsm[obsm_key] = out["obsm"]["X_umap"]
     if "umap" in out["uns"]:
         target.uns[uns_key] = _parts.value_from(out["uns"]["umap"])
+    return target if copy else None
+
+
+def diffmap(adata, n_comps: int = 15, *, neighbors_key: str | None = None, random_state: Any = 0, copy: bool = False):
+    """The diffusion map of the neighbors graph (scanpy's ``tl.diffmap``, Coifman and Lafon
+    2006): the ``n_comps`` eigenvectors of largest eigenvalue magnitude of the graph's
+    symmetric, density-normalized transition matrix, the first one the steady state.
+
+    Writes ``obsm['X_diffmap']`` (float32, cells x ``n_comps``) and ``uns['diffmap_evals']``
+    (float32, decreasing), as scanpy. Each component's sign is arbitrary in scanpy (ARPACK's);
+    ours has its entry of largest magnitude positive. Computed on the host in Rust (a
+    thick-restart Lanczos solver, f64).
+    """
+    nk = neighbors_key or "neighbors"
+    if nk not in adata.uns:
+        raise ValueError("You need to run `pp.neighbors` first to compute a neighborhood graph.")
+    if isinstance(n_comps, bool) or not isinstance(n_comps, (int, np.integer)) or n_comps <= 2:
+        raise ValueError(f"Provide any value greater than 2 for `n_comps` (got {n_comps!r}).")
+    target = adata.copy() if copy else adata
+    parts = {"X": _parts.no_x(target.n_obs), "obsp": _graph(target, neighbors_key)}
+    out = _parts.call("diffmap", parts, {"n_comps": int(n_comps), "random_state": _seed(random_state)})
+    _parts.view_to_actual(target)
+    target.obsm["X_diffmap"] = out["obsm"]["X_diffmap"]
+    target.uns["diffmap_evals"] = _parts.value_from(out["uns"]["diffmap_evals"])
     return target if copy else None
 
 

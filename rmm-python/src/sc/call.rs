@@ -92,6 +92,8 @@ enum Call {
         method: KnnMethod,
     },
     Umap(UmapParams),
+    /// The diffusion map of the graph: (n_comps, seed).
+    Diffmap(usize, u64),
     /// k-means of `obsm['rep']` (the representation the Python side chose) into `obs[key]`.
     KMeans {
         params: KMeansParams,
@@ -294,6 +296,7 @@ fn run(
             | Call::Neighbors { .. }
             | Call::Umap(_)
             | Call::KMeans { .. }
+            | Call::Diffmap(..)
             | Call::Leiden(_)
             | Call::Recipe(_)
     );
@@ -409,6 +412,7 @@ fn run(
         Call::Umap(p) => {
             steps::umap_on(adata, p, ctx.as_deref())?;
         }
+        Call::Diffmap(n_comps, seed) => steps::diffmap(adata, *n_comps, *seed)?,
         Call::KMeans { params, key } => {
             steps::kmeans(adata, Some("rep"), None, params, key)?;
         }
@@ -572,6 +576,7 @@ fn parse(step: &str, p: &Bound<'_, PyDict>) -> PyResult<Call> {
             method: knn_method(&req::<String>(p, "algorithm")?)?,
         },
         "umap" => Call::Umap(umap_params(p)?),
+        "diffmap" => Call::Diffmap(req(p, "n_comps")?, req(p, "random_state")?),
         "kmeans" => Call::KMeans {
             params: KMeansParams {
                 n_clusters: req(p, "n_clusters")?,

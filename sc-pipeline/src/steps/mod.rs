@@ -11,6 +11,7 @@
 
 mod aggregate;
 mod config;
+mod diffmap;
 mod filter;
 pub mod generated_blocks;
 mod harmony;
@@ -37,6 +38,7 @@ pub use config::{
     HarmonyOptions, HvgCutoffs, HvgOptions, LeidenOptions, MarkerOptions, MitoPrefix,
     PipelineConfig, ScrubletOptions,
 };
+pub use diffmap::diffmap;
 pub use filter::{filter_cells, filter_genes};
 pub use harmony::{
     harmony_integrate, harmony_integrate_across, harmony_integrate_on, HarmonySummary,

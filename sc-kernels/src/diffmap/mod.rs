@@ -1,0 +1,123 @@
+//! `diffmap` (scanpy's `tl.diffmap`, Coifman and Lafon 2006): the leading eigenvectors of the
+//! cell graph's symmetric transition matrix, as scanpy 1.12 computes them:
+//! - density normalization: `K = D^-1 W D^-1`, `D` the degrees (column sums) of the
+//!   connectivities `W`;
+//! - `T = Z^-1 K Z^-1`, `Z` the square roots of `K`'s column sums (scanpy's
+//!   `transitions_sym`);
+//! - its `n_comps` eigenpairs of largest magnitude ([`crate::eigsh`], as scipy's `eigsh`),
+//!   sorted by decreasing eigenvalue, rounded to f32. The first is the steady state (eigenvalue
+//!   1 on a connected graph).
+//!
+//! Computed in f64 (scanpy builds `T` in the graph's f32, then solves in f64). An eigenvector's
+//! sign is arbitrary (ARPACK's depends on its start): ours has its entry of largest magnitude
+//! positive.
+
+#[cfg(test)]
+mod tests;
+
+use crate::csr::CsrMatrix;
+use crate::eigsh::eigsh_largest;
+use crate::error::{KernelError, Result};
+use rayon::prelude::*;
+
+/// Residual of the eigenpairs, relative to the largest eigenvalue (1).
+pub const TOLERANCE: f64 = 1e-10;
+
+/// The diffusion map: `n_comps` eigenvalues (decreasing) and the `n x n_comps` components
+/// (row-major), both f32 as scanpy stores them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Diffmap {
+    pub evals: Vec<f32>,
+    pub components: Vec<f32>,
+    pub n_comps: usize,
+}
+
+/// scanpy's `transitions_sym` of the connectivities, in f64.
+pub fn transitions_sym(graph: &CsrMatrix<f32>) -> Result<CsrMatrix<f64>> {
+    crate::graph::check_graph(graph, "diffmap")?;
+    let degree: Vec<f64> = (0..graph.n_rows)
+        .into_par_iter()
+        .map(|i| graph.row(i).1.iter().map(|&w| w as f64).sum())
+        .collect();
+    if let Some(i) = degree.iter().position(|&d| !(d > 0.0)) {
+        return Err(KernelError::Unsupported(format!(
+            "diffmap: cell {i} has no neighbours in the graph (its transitions are undefined)"
+        )));
+    }
+    let k_values: Vec<f64> = (0..graph.n_rows)
+        .into_par_iter()
+        .flat_map_iter(|i| {
+            let (cols, w) = graph.row(i);
+            let (di, degree) = (degree[i], &degree);
+            cols.iter()
+                .zip(w)
+                .map(move |(&j, &w)| w as f64 / (di * degree[j as usize]))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let z: Vec<f64> = (0..graph.n_rows)
+        .into_par_iter()
+        .map(|i| {
+            let r = graph.row_range(i);
+            k_values[r].iter().sum::<f64>().sqrt()
+        })
+        .collect();
+    let data: Vec<f64> = (0..graph.n_rows)
+        .into_par_iter()
+        .flat_map_iter(|i| {
+            let r = graph.row_range(i);
+            let cols = &graph.indices[r.clone()];
+            let zi = z[i];
+            let z = &z;
+            k_values[r]
+                .iter()
+                .zip(cols)
+                .map(move |(&k, &j)| k / (zi * z[j as usize]))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    Ok(CsrMatrix {
+        n_rows: graph.n_rows,
+        n_cols: graph.n_cols,
+        indptr: graph.indptr.clone(),
+        indices: graph.indices.clone(),
+        data,
+    })
+}
+
+/// The diffusion map of `graph` (`obsp['connectivities']`) with `n_comps` components (at most
+/// `n - 1`), the eigensolver's start drawn from `seed`.
+pub fn diffmap(graph: &CsrMatrix<f32>, n_comps: usize, seed: u64) -> Result<Diffmap> {
+    if n_comps <= 2 {
+        return Err(KernelError::param(
+            "n_comps",
+            format!("provide any value greater than 2 (got {n_comps})"),
+        ));
+    }
+    let n = graph.n_rows;
+    if n < 3 {
+        return Err(KernelError::Unsupported(format!(
+            "diffmap needs at least 3 cells, got {n}"
+        )));
+    }
+    let t = transitions_sym(graph)?;
+    let k = n_comps.min(n - 1);
+    let apply = |x: &[f64], y: &mut [f64]| {
+        y.par_iter_mut().enumerate().for_each(|(i, yi)| {
+            let (cols, v) = t.row(i);
+            *yi = cols.iter().zip(v).map(|(&j, &a)| a * x[j as usize]).sum();
+        })
+    };
+    let pairs = eigsh_largest(n, k, apply, TOLERANCE, seed)?;
+    let mut components = vec![0f32; n * k];
+    for c in 0..k {
+        for r in 0..n {
+            components[r * k + c] = pairs.vectors[(r, c)] as f32;
+        }
+    }
+    Ok(Diffmap {
+        evals: pairs.values.iter().map(|&v| v as f32).collect(),
+        components,
+        n_comps: k,
+    })
+}
