@@ -21,6 +21,7 @@
 //! | `get.aggregate` | [`aggregate`] |
 //! | `tl.kmeans` (and harmony's clustering) | [`kmeans`] |
 //! | `tl.diffmap` | [`diffmap`] |
+//! | `tl.tsne` (Barnes-Hut, 2-D) | [`tsne`] |
 //!
 //! Every step is multithreaded with rayon (it runs in the current rayon pool).
 
@@ -57,6 +58,7 @@ pub mod score_genes;
 pub mod scrublet;
 pub mod stats;
 pub mod synth;
+pub mod tsne;
 pub mod umap;
 pub mod warm_up;
 

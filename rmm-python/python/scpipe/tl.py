@@ -15,7 +15,7 @@ import pandas as pd
 from scpipe import _parts
 from scpipe._settings import settings
 
-__all__ = ["umap", "diffmap", "leiden", "louvain", "kmeans", "rank_genes_groups", "dendrogram", "score_genes", "score_genes_cell_cycle"]
+__all__ = ["umap", "tsne", "diffmap", "leiden", "louvain", "kmeans", "rank_genes_groups", "dendrogram", "score_genes", "score_genes_cell_cycle"]
 
 def _graph(adata, neighbors_key: str | None, obsp: str | None = None, unweighted: bool = False) -> dict:
     """The connectivities of ``neighbors_key`` (or ``obsp``), as the steps read them (every
@@ -85,6 +85,64 @@ def umap(
     target.obsm[obsm_key] = out["obsm"]["X_umap"]
     if "umap" in out["uns"]:
         target.uns[uns_key] = _parts.value_from(out["uns"]["umap"])
+    return target if copy else None
+
+
+def tsne(
+    adata,
+    n_pcs: int | None = None,
+    *,
+    n_components: int = 2,
+    use_rep: str | None = None,
+    perplexity: float = 30,
+    metric: str = "euclidean",
+    early_exaggeration: float = 12,
+    learning_rate: float = 1000,
+    random_state: Any = 0,
+    use_fast_tsne: bool = False,
+    n_jobs: int | None = None,
+    key_added: str | None = None,
+    copy: bool = False,
+    max_iter: int = 1000,
+):
+    """t-SNE (scanpy's ``tl.tsne``, scikit-learn's ``TSNE`` with scanpy's arguments):
+    affinities of each cell's ``3 perplexity + 1`` nearest others, a start from the first two
+    principal components, 250 exaggerated iterations then ``max_iter - 250`` more, Barnes-Hut
+    repulsion (angle 0.5). Reads ``use_rep`` (else X at <= 50 genes, else ``X_pca``), its
+    first ``n_pcs`` columns.
+
+    Writes ``obsm['X_tsne']`` (float32) and ``uns['tsne']['params']`` (``key_added`` names
+    both), as scanpy. The same input gives the same embedding (its start is the PCA; scikit-
+    learn's result is matched by quality, not coordinate for coordinate). Two components,
+    euclidean metric. Computed on the host in Rust.
+    """
+    if n_components != 2:
+        raise ValueError(f"tsne: scpipe computes 2 components, not {n_components}")
+    if metric != "euclidean":
+        raise ValueError(f"tsne: scpipe computes the euclidean metric, not {metric!r}")
+    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 250:
+        raise ValueError(f"tsne: max_iter must be an integer >= 250, not {max_iter!r}")
+    target = _parts.target(adata, copy)
+    rep, _ = _parts.representation(target, use_rep, n_pcs, "tsne")
+    rep = _parts.host(rep)
+    rep = rep.toarray() if hasattr(rep, "toarray") else np.asarray(rep)
+    key_uns, key_obsm = ("tsne", "X_tsne") if key_added is None else (key_added, key_added)
+    params = {
+        "perplexity": float(perplexity),
+        "early_exaggeration": float(early_exaggeration),
+        "learning_rate": float(learning_rate),
+        "max_iter": int(max_iter),
+        "random_state": _seed(random_state),
+        "key_added": key_obsm,
+    }
+    parts = {"X": _parts.no_x(target.n_obs), "obsm": {"rep": np.ascontiguousarray(rep, dtype=np.float32)}}
+    out = _parts.call("tsne", parts, params)
+    target.obsm[key_obsm] = out["obsm"][key_obsm]
+    recorded = dict(
+        perplexity=perplexity, early_exaggeration=early_exaggeration, learning_rate=learning_rate,
+        n_jobs=n_jobs, metric=metric, use_rep=use_rep, n_components=n_components,
+    )
+    target.uns[key_uns] = {"params": {k: v for k, v in recorded.items() if v is not None}}
     return target if copy else None
 
 

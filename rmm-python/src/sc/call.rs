@@ -27,6 +27,7 @@ use sc_kernels::rank_genes::{Method, RankGenesParams};
 use sc_kernels::scale::ScaleParams;
 use sc_kernels::score_genes::ScoreGenesParams;
 use sc_kernels::scrublet::{Preparation, ScrubletParams};
+use sc_kernels::tsne::TsneParams;
 use sc_kernels::umap::{Init, UmapParams};
 use sc_pipeline::anndata::Matrix;
 use sc_pipeline::run::{GpuRun, PipelineConfig};
@@ -92,6 +93,11 @@ enum Call {
         method: KnnMethod,
     },
     Umap(UmapParams),
+    /// t-SNE of `obsm['rep']` into `obsm[key]`.
+    Tsne {
+        params: TsneParams,
+        key: String,
+    },
     /// The diffusion map of the graph: (n_comps, seed).
     Diffmap(usize, u64),
     /// k-means of `obsm['rep']` (the representation the Python side chose) into `obs[key]`.
@@ -297,6 +303,7 @@ fn run(
             | Call::Umap(_)
             | Call::KMeans { .. }
             | Call::Diffmap(..)
+            | Call::Tsne { .. }
             | Call::Leiden(_)
             | Call::Recipe(_)
     );
@@ -412,6 +419,7 @@ fn run(
         Call::Umap(p) => {
             steps::umap_on(adata, p, ctx.as_deref())?;
         }
+        Call::Tsne { params, key } => steps::tsne(adata, Some("rep"), params, key)?,
         Call::Diffmap(n_comps, seed) => steps::diffmap(adata, *n_comps, *seed)?,
         Call::KMeans { params, key } => {
             steps::kmeans(adata, Some("rep"), None, params, key)?;
@@ -576,6 +584,17 @@ fn parse(step: &str, p: &Bound<'_, PyDict>) -> PyResult<Call> {
             method: knn_method(&req::<String>(p, "algorithm")?)?,
         },
         "umap" => Call::Umap(umap_params(p)?),
+        "tsne" => Call::Tsne {
+            params: TsneParams {
+                perplexity: req(p, "perplexity")?,
+                early_exaggeration: req(p, "early_exaggeration")?,
+                learning_rate: req(p, "learning_rate")?,
+                max_iter: req(p, "max_iter")?,
+                random_state: req(p, "random_state")?,
+                ..Default::default()
+            },
+            key: req(p, "key_added")?,
+        },
         "diffmap" => Call::Diffmap(req(p, "n_comps")?, req(p, "random_state")?),
         "kmeans" => Call::KMeans {
             params: KMeansParams {

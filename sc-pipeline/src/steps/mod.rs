@@ -30,6 +30,7 @@ mod scale;
 mod score_genes;
 mod scrublet;
 pub mod step;
+mod tsne;
 mod umap;
 
 pub use aggregate::{aggregate, AggregateAxis};
@@ -67,6 +68,7 @@ pub use scale::scale;
 pub use score_genes::score_genes;
 pub(crate) use scrublet::GENERATED as SCRUBLET_ON_GENERATED;
 pub use scrublet::{scrublet, scrublet_on_simulated, scrublet_simulate_doublets, ScrubletSummary};
+pub use tsne::tsne;
 pub use umap::{umap, umap_on};
 
 pub(crate) use generated_blocks::GeneratedPass;

@@ -1,0 +1,206 @@
+//! The Barnes-Hut quadtree of a 2-D embedding: each cell's centre of mass and point count, so
+//! that the repulsion of a far cell is computed once for all its points (van der Maaten 2014).
+//!
+//! Built by splitting the points' index list into quadrants, recursively; a cell of one point,
+//! of identical points, or at the depth limit is a leaf and its points are visited one by one.
+
+/// Depth below which points that still share a cell stay together in one leaf.
+const MAX_DEPTH: usize = 48;
+
+#[derive(Debug, Clone)]
+struct Cell {
+    /// Centre of mass.
+    com: [f64; 2],
+    count: u32,
+    /// The square's side, squared.
+    width2: f64,
+    /// Children's indices (`u32::MAX`: none) or, for a leaf, its points' range in `order`.
+    children: [u32; 4],
+    leaf: Option<(u32, u32)>,
+}
+
+/// The tree over `points` (`n x 2`, row-major).
+#[derive(Debug, Clone)]
+pub struct QuadTree {
+    cells: Vec<Cell>,
+    order: Vec<u32>,
+}
+
+impl QuadTree {
+    pub fn build(points: &[f64]) -> QuadTree {
+        let n = points.len() / 2;
+        let mut order: Vec<u32> = (0..n as u32).collect();
+        let (mut lo, mut hi) = ([f64::INFINITY; 2], [f64::NEG_INFINITY; 2]);
+        for p in points.chunks_exact(2) {
+            for d in 0..2 {
+                lo[d] = lo[d].min(p[d]);
+                hi[d] = hi[d].max(p[d]);
+            }
+        }
+        let side = (hi[0] - lo[0]).max(hi[1] - lo[1]).max(1e-12) * (1.0 + 1e-9);
+        let mut tree = QuadTree {
+            cells: Vec::with_capacity(2 * n + 1),
+            order: Vec::new(),
+        };
+        if n > 0 {
+            tree.split(points, &mut order, 0, n, lo, side, 0);
+        }
+        tree.order = order;
+        tree
+    }
+
+    /// Makes the cell of `order[start..end]` (in the square at `corner` of `side`); returns
+    /// its index.
+    #[allow(clippy::too_many_arguments)]
+    fn split(
+        &mut self,
+        points: &[f64],
+        order: &mut [u32],
+        start: usize,
+        end: usize,
+        corner: [f64; 2],
+        side: f64,
+        depth: usize,
+    ) -> u32 {
+        let at = |i: u32| [points[2 * i as usize], points[2 * i as usize + 1]];
+        let mut com = [0.0; 2];
+        for &i in &order[start..end] {
+            let p = at(i);
+            com[0] += p[0];
+            com[1] += p[1];
+        }
+        let count = (end - start) as f64;
+        com = [com[0] / count, com[1] / count];
+        let first = at(order[start]);
+        let same = order[start..end].iter().all(|&i| at(i) == first);
+        let id = self.cells.len() as u32;
+        self.cells.push(Cell {
+            com,
+            count: (end - start) as u32,
+            width2: side * side,
+            children: [u32::MAX; 4],
+            leaf: None,
+        });
+        if end - start == 1 || same || depth >= MAX_DEPTH {
+            self.cells[id as usize].leaf = Some((start as u32, end as u32));
+            return id;
+        }
+        let half = side / 2.0;
+        let mid = [corner[0] + half, corner[1] + half];
+        let quadrant = |i: u32| {
+            let p = at(i);
+            (p[0] >= mid[0]) as usize + 2 * (p[1] >= mid[1]) as usize
+        };
+        // Order the cell's points by quadrant (a stable counting sort).
+        let slice = &mut order[start..end];
+        let mut counts = [0usize; 5];
+        for &i in slice.iter() {
+            counts[quadrant(i) + 1] += 1;
+        }
+        for q in 0..4 {
+            counts[q + 1] += counts[q];
+        }
+        let mut sorted = vec![0u32; slice.len()];
+        let mut fill = counts;
+        for &i in slice.iter() {
+            let q = quadrant(i);
+            sorted[fill[q]] = i;
+            fill[q] += 1;
+        }
+        slice.copy_from_slice(&sorted);
+        for q in 0..4 {
+            let (s, e) = (start + counts[q], start + counts[q + 1]);
+            if s < e {
+                let c = [
+                    corner[0] + half * (q % 2) as f64,
+                    corner[1] + half * (q / 2) as f64,
+                ];
+                let child = self.split(points, order, s, e, c, half, depth + 1);
+                self.cells[id as usize].children[q] = child;
+            }
+        }
+        id
+    }
+
+    /// The repulsion on point `i` at `p`: `(sum_j q_ij^2 (p - y_j), sum_j q_ij)` over the other
+    /// points, `q_ij = 1 / (1 + |p - y_j|^2)`, far cells (`width^2 / d^2 < theta^2`) taken as
+    /// one point of their count at their centre of mass.
+    pub fn repulsion(&self, points: &[f64], i: usize, theta2: f64) -> ([f64; 2], f64) {
+        let p = [points[2 * i], points[2 * i + 1]];
+        let (mut force, mut z) = ([0.0; 2], 0.0);
+        let mut add = |y: [f64; 2], count: f64| {
+            let diff = [p[0] - y[0], p[1] - y[1]];
+            let q = 1.0 / (1.0 + diff[0] * diff[0] + diff[1] * diff[1]);
+            z += count * q;
+            force[0] += count * q * q * diff[0];
+            force[1] += count * q * q * diff[1];
+        };
+        let mut stack = vec![0u32];
+        while let Some(c) = stack.pop() {
+            let cell = &self.cells[c as usize];
+            if let Some((s, e)) = cell.leaf {
+                for &j in &self.order[s as usize..e as usize] {
+                    if j as usize != i {
+                        add([points[2 * j as usize], points[2 * j as usize + 1]], 1.0);
+                    }
+                }
+                continue;
+            }
+            let d = [p[0] - cell.com[0], p[1] - cell.com[1]];
+            let d2 = d[0] * d[0] + d[1] * d[1];
+            if d2 > 0.0 && cell.width2 < theta2 * d2 {
+                add(cell.com, cell.count as f64);
+            } else {
+                // Children in reverse so that they are visited in order.
+                stack.extend(cell.children.iter().rev().filter(|&&ch| ch != u32::MAX));
+            }
+        }
+        (force, z)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::random::SplitMix64;
+
+    fn exact(points: &[f64], i: usize) -> ([f64; 2], f64) {
+        let tree = QuadTree::build(points);
+        tree.repulsion(points, i, 0.0)
+    }
+
+    #[test]
+    fn theta_zero_is_the_exact_sum_and_half_is_close() {
+        let mut g = SplitMix64::new(1);
+        let points: Vec<f64> = (0..1000).map(|_| g.normal() * 5.0).collect();
+        let n = 500;
+        for i in [0, 17, 499] {
+            let (mut f, mut z) = ([0.0; 2], 0.0);
+            for j in (0..n).filter(|&j| j != i) {
+                let d = [
+                    points[2 * i] - points[2 * j],
+                    points[2 * i + 1] - points[2 * j + 1],
+                ];
+                let q = 1.0 / (1.0 + d[0] * d[0] + d[1] * d[1]);
+                z += q;
+                f[0] += q * q * d[0];
+                f[1] += q * q * d[1];
+            }
+            let (ef, ez) = exact(&points, i);
+            assert!((ez - z).abs() < 1e-9 * z && (ef[0] - f[0]).abs() < 1e-9);
+            let tree = QuadTree::build(&points);
+            let (hf, hz) = tree.repulsion(&points, i, 0.25);
+            assert!((hz - z).abs() < 0.02 * z, "{hz} vs {z}");
+            assert!((hf[0] - f[0]).abs() < 0.05 * (f[0].abs() + f[1].abs()));
+        }
+    }
+
+    #[test]
+    fn identical_points_share_a_leaf() {
+        let points = [1.0, 1.0].repeat(20);
+        let tree = QuadTree::build(&points);
+        let (f, z) = tree.repulsion(&points, 3, 0.25);
+        assert_eq!(z, 19.0);
+        assert_eq!(f, [0.0, 0.0]);
+    }
+}
