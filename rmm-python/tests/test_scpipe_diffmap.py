@@ -51,3 +51,43 @@ def test_diffmap_repeats_itself_and_refuses_bad_input():
     with pytest.raises(ValueError, match="cell 0 has no neighbours"):
         scpipe.tl.diffmap(a)
     assert "X_diffmap" not in a.obsm
+
+
+@pytest.mark.parametrize("name", DATASETS)
+def test_dpt_matches_scanpy(name):
+    """On scanpy's own diffusion map the pseudotime is scanpy's to float32 rounding; on ours,
+    within 1e-4 (the components' own differences)."""
+    device_gate()
+    ours, theirs = with_pca(name), with_pca(name)
+    for a in (ours, theirs):
+        a.uns["iroot"] = 7
+    sc.tl.diffmap(theirs)
+    sc.tl.dpt(theirs)
+    t = theirs.obs["dpt_pseudotime"].to_numpy()
+    on_theirs = theirs.copy()
+    del on_theirs.obs["dpt_pseudotime"]
+    scpipe.tl.dpt(on_theirs)
+    o = on_theirs.obs["dpt_pseudotime"].to_numpy()
+    assert o.dtype == np.float32
+    assert np.abs(o - t).max() <= 1e-6, np.abs(o - t).max()
+    scpipe.tl.diffmap(ours)
+    scpipe.tl.dpt(ours)
+    o = ours.obs["dpt_pseudotime"].to_numpy()
+    assert np.abs(o - t).max() <= 1e-4, f"{name}: pseudotime differs by {np.abs(o - t).max():.2e}"
+    assert ours.uns["iroot"] == 7
+
+
+def test_dpt_finds_the_root_from_xroot_and_refuses_bad_input():
+    device_gate()
+    a = with_pca(DATASETS[0])
+    with pytest.warns(UserWarning, match="No root cell"):
+        scpipe.tl.dpt(a)
+    assert "dpt_pseudotime" not in a.obs
+    a.var["xroot"] = np.asarray(a[12].X.todense() if hasattr(a.X, "todense") else a[12].X).ravel()
+    with pytest.warns(UserWarning, match="diffmap"):
+        scpipe.tl.dpt(a)
+    assert a.uns["iroot"] == 12 and a.obs["dpt_pseudotime"].iloc[12] == 0
+    with pytest.raises(ValueError, match="n_dcs"):
+        scpipe.tl.dpt(a, n_dcs=20)
+    with pytest.raises(NotImplementedError, match="n_branchings"):
+        scpipe.tl.dpt(a, n_branchings=1)

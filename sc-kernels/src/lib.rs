@@ -21,6 +21,7 @@
 //! | `get.aggregate` | [`aggregate`] |
 //! | `tl.kmeans` (and harmony's clustering) | [`kmeans`] |
 //! | `tl.diffmap` | [`diffmap`] |
+//! | `tl.dpt` (pseudotime, no branchings) | [`dpt`] |
 //! | `tl.tsne` (Barnes-Hut, 2-D) | [`tsne`] |
 //!
 //! Every step is multithreaded with rayon (it runs in the current rayon pool).
@@ -31,6 +32,7 @@ pub mod comm;
 pub mod csr;
 pub mod dense;
 pub mod diffmap;
+pub mod dpt;
 pub mod eigsh;
 pub mod error;
 pub mod fastmath;

@@ -15,7 +15,7 @@ import pandas as pd
 from scpipe import _parts
 from scpipe._settings import settings
 
-__all__ = ["umap", "tsne", "diffmap", "leiden", "louvain", "kmeans", "rank_genes_groups", "dendrogram", "score_genes", "score_genes_cell_cycle"]
+__all__ = ["umap", "tsne", "diffmap", "dpt", "leiden", "louvain", "kmeans", "rank_genes_groups", "dendrogram", "score_genes", "score_genes_cell_cycle"]
 
 def _graph(adata, neighbors_key: str | None, obsp: str | None = None, unweighted: bool = False) -> dict:
     """The connectivities of ``neighbors_key`` (or ``obsp``), as the steps read them (every
@@ -168,6 +168,80 @@ def diffmap(adata, n_comps: int = 15, *, neighbors_key: str | None = None, rando
     target.obsm["X_diffmap"] = out["obsm"]["X_diffmap"]
     target.uns["diffmap_evals"] = _parts.value_from(out["uns"]["diffmap_evals"])
     return target if copy else None
+
+
+def dpt(
+    adata,
+    n_dcs: int = 10,
+    *,
+    n_branchings: int = 0,
+    min_group_size: float = 0.01,
+    allow_kendall_tau_shift: bool = True,
+    neighbors_key: str | None = None,
+    copy: bool = False,
+):
+    """Diffusion pseudotime (scanpy's ``tl.dpt``, Haghverdi et al. 2016): each cell's DPT
+    distance from the root cell (``uns['iroot']``, or the cell closest to ``uns['xroot']`` /
+    ``var['xroot']``) over the first ``n_dcs`` diffusion components, divided by the largest;
+    cells outside the root's connected component get ``inf``.
+
+    Writes ``obs['dpt_pseudotime']`` (float32) and ``uns['iroot']``, as scanpy; runs
+    :func:`diffmap` first (with a warning) when there is no ``X_diffmap``. Branchings
+    (``n_branchings > 0``) are not computed by scpipe.
+    """
+    if n_branchings != 0:
+        raise NotImplementedError("dpt: scpipe computes the pseudotime only (n_branchings=0)")
+    nk = neighbors_key or "neighbors"
+    if nk not in adata.uns:
+        raise ValueError("You need to run `pp.neighbors` and `tl.diffmap` first.")
+    target = adata.copy() if copy else adata
+    root = _dpt_root(target)
+    if root is None:
+        warnings.warn(
+            "No root cell found. To compute pseudotime, pass the index or expression vector of a root cell, one of:\n"
+            "    adata.uns['iroot'] = root_cell_index\n    adata.var['xroot'] = adata[root_cell_name, :].X",
+            UserWarning,
+            stacklevel=2,
+        )
+        return target if copy else None
+    if "X_diffmap" not in target.obsm:
+        warnings.warn("Trying to run `tl.dpt` without prior call of `tl.diffmap`. Falling back to `tl.diffmap` with default parameters.", UserWarning, stacklevel=2)
+        diffmap(target, neighbors_key=neighbors_key)
+    evals = np.asarray(target.uns["diffmap_evals"], dtype=np.float32)
+    if n_dcs is not None and n_dcs > len(evals):
+        raise ValueError(f"Cannot instantiate using `n_dcs`={n_dcs}. Compute diffmap/spectrum with more components first.")
+    k = len(evals) if n_dcs is None else int(n_dcs)
+    basis = np.ascontiguousarray(np.asarray(target.obsm["X_diffmap"])[:, :k], dtype=np.float32)
+    parts = {"X": _parts.no_x(target.n_obs), "obsm": {"X_diffmap": basis}, "obsp": _graph(target, neighbors_key)}
+    out = _parts.call("dpt", parts, {"evals": [float(v) for v in evals[:k]], "iroot": int(root)})
+    _parts.view_to_actual(target)
+    target.uns["iroot"] = root
+    target.obs["dpt_pseudotime"] = _parts.column_from(out["obs"]["dpt_pseudotime"])
+    return target if copy else None
+
+
+def _dpt_root(adata) -> int | None:
+    """scanpy's root cell: ``uns['iroot']`` (ignored, with a warning, when out of range), else
+    the cell whose X is closest to ``uns['xroot']`` or ``var['xroot']``."""
+    if "iroot" in adata.uns:
+        root = int(adata.uns["iroot"])
+        if root >= adata.n_obs:
+            warnings.warn(f"Root cell index {root} does not exist for {adata.n_obs} samples. It's ignored.", UserWarning, stacklevel=3)
+            return None
+        return root
+    xroot = adata.uns.get("xroot", adata.var["xroot"] if "xroot" in adata.var else None)
+    if xroot is None:
+        return None
+    xroot = np.asarray(xroot, dtype=np.float64).ravel()
+    if xroot.size != adata.n_vars:
+        return None
+    x = _parts.host(adata.X)
+    if hasattr(x, "toarray"):
+        sq = np.asarray(x.multiply(x).sum(axis=1)).ravel() - 2 * np.asarray(x @ xroot).ravel() + xroot @ xroot
+    else:
+        diff = np.asarray(x, dtype=np.float64) - xroot
+        sq = np.einsum("ij,ij->i", diff, diff)
+    return int(np.argmin(sq))
 
 
 def leiden(

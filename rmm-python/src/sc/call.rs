@@ -98,6 +98,12 @@ enum Call {
         params: TsneParams,
         key: String,
     },
+    /// Diffusion pseudotime from `obsm['X_diffmap']`: its eigenvalues (one per component
+    /// used) and the root cell.
+    Dpt {
+        evals: Vec<f32>,
+        root: usize,
+    },
     /// The diffusion map of the graph: (n_comps, seed).
     Diffmap(usize, u64),
     /// k-means of `obsm['rep']` (the representation the Python side chose) into `obs[key]`.
@@ -303,6 +309,7 @@ fn run(
             | Call::Umap(_)
             | Call::KMeans { .. }
             | Call::Diffmap(..)
+            | Call::Dpt { .. }
             | Call::Tsne { .. }
             | Call::Leiden(_)
             | Call::Recipe(_)
@@ -420,6 +427,7 @@ fn run(
             steps::umap_on(adata, p, ctx.as_deref())?;
         }
         Call::Tsne { params, key } => steps::tsne(adata, Some("rep"), params, key)?,
+        Call::Dpt { evals, root } => steps::dpt(adata, "X_diffmap", evals, *root)?,
         Call::Diffmap(n_comps, seed) => steps::diffmap(adata, *n_comps, *seed)?,
         Call::KMeans { params, key } => {
             steps::kmeans(adata, Some("rep"), None, params, key)?;
@@ -594,6 +602,10 @@ fn parse(step: &str, p: &Bound<'_, PyDict>) -> PyResult<Call> {
                 ..Default::default()
             },
             key: req(p, "key_added")?,
+        },
+        "dpt" => Call::Dpt {
+            evals: req(p, "evals")?,
+            root: req(p, "iroot")?,
         },
         "diffmap" => Call::Diffmap(req(p, "n_comps")?, req(p, "random_state")?),
         "kmeans" => Call::KMeans {

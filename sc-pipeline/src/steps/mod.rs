@@ -12,6 +12,7 @@
 mod aggregate;
 mod config;
 mod diffmap;
+mod dpt;
 mod filter;
 pub mod generated_blocks;
 mod harmony;
@@ -40,6 +41,7 @@ pub use config::{
     PipelineConfig, ScrubletOptions,
 };
 pub use diffmap::diffmap;
+pub use dpt::dpt;
 pub use filter::{filter_cells, filter_genes};
 pub use harmony::{
     harmony_integrate, harmony_integrate_across, harmony_integrate_on, HarmonySummary,
