@@ -58,8 +58,8 @@ const TABLES: &[Layers] = &[
             // exact kNN, on its own copy of the counts).
             (&["scrublet"], false),
             // Steps that use another step's CPU reference (harmony's LISI the exact kNN, hvg
-            // the log1p and normalize of its counts).
-            (&["harmony", "hvg"], false),
+            // the log1p and normalize of its counts, tsne the exact kNN and the PCA).
+            (&["harmony", "hvg", "tsne"], false),
             (
                 &[
                     "qc",
@@ -75,6 +75,10 @@ const TABLES: &[Layers] = &[
                     "regress",
                     "pearson",
                     "score_genes",
+                    "aggregate",
+                    "kmeans",
+                    "diffmap",
+                    "dpt",
                     "synth",
                 ],
                 false,
@@ -90,6 +94,7 @@ const TABLES: &[Layers] = &[
                     "dense",
                     "first_match",
                     "group_by",
+                    "eigsh",
                     "random",
                     "fastmath",
                     "real",
@@ -155,6 +160,11 @@ const TABLES: &[Layers] = &[
                     "score_genes",
                     "scrublet",
                     "umap",
+                    "aggregate",
+                    "diffmap",
+                    "dpt",
+                    "kmeans",
+                    "tsne",
                 ],
                 true,
             ),
