@@ -4,6 +4,7 @@ diffusion components (up to sign) within 1e-4 relative."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from scpipe_support import device_gate, sc
@@ -91,3 +92,71 @@ def test_dpt_finds_the_root_from_xroot_and_refuses_bad_input():
         scpipe.tl.dpt(a, n_dcs=20)
     with pytest.raises(NotImplementedError, match="n_branchings"):
         scpipe.tl.dpt(a, n_branchings=1)
+
+
+@pytest.mark.parametrize("name", DATASETS)
+def test_paga_matches_scanpy(name):
+    device_gate()
+    pytest.importorskip("igraph")
+    ours, theirs = with_pca(name), with_pca(name)
+    if "louvain" not in ours.obs:
+        for a in (ours, theirs):
+            sc.tl.leiden(a, flavor="igraph", n_iterations=2, directed=False, random_state=0)
+    key = "louvain" if "louvain" in ours.obs else "leiden"
+    scpipe.tl.paga(ours, groups=key)
+    sc.tl.paga(theirs, groups=key)
+    for k in ("connectivities", "connectivities_tree"):
+        o, t = ours.uns["paga"][k], theirs.uns["paga"][k]
+        assert o.format == "csr" and o.shape == t.shape
+        assert np.abs(o.toarray() - t.toarray()).max() <= 1e-12, k
+        assert (o.toarray() != 0).sum() == (t.toarray() != 0).sum(), k
+    assert ours.uns["paga"]["groups"] == key
+    assert np.array_equal(ours.uns[f"{key}_sizes"], theirs.uns[f"{key}_sizes"])
+
+
+def test_paga_refuses_bad_input_by_name():
+    device_gate()
+    a = with_pca(DATASETS[0])
+    with pytest.raises(KeyError, match="nope"):
+        scpipe.tl.paga(a, groups="nope")
+    with pytest.raises(NotImplementedError, match="v1.2"):
+        scpipe.tl.paga(a, groups="louvain", model="v1.0")
+    b = a.copy()
+    b.obs["louvain"] = b.obs["louvain"].cat.add_categories(["x"])
+    b.obs.loc[b.obs_names[:3], "louvain"] = np.nan
+    with pytest.raises(ValueError, match="3 cells have no"):
+        scpipe.tl.paga(b, groups="louvain")
+    del b.uns["neighbors"]
+    with pytest.raises(ValueError, match="neighbors"):
+        scpipe.tl.paga(b, groups="louvain")
+
+
+@pytest.mark.parametrize(
+    "kw", [dict(basis="umap"), dict(basis="umap", groupby="bulk_labels"), dict(basis="pca", components="2,3", key_added="d")]
+)
+def test_embedding_density_matches_scanpy(kw):
+    device_gate()
+    ours, theirs = with_pca(DATASETS[0]), with_pca(DATASETS[0])
+    scpipe.tl.embedding_density(ours, **kw)
+    sc.tl.embedding_density(theirs, **kw)
+    key = kw.get("key_added") or (f"umap_density_{kw['groupby']}" if "groupby" in kw else f"{kw['basis']}_density")
+    o, t = ours.obs[key].to_numpy(), theirs.obs[key].to_numpy()
+    assert np.abs(o - t).max() <= 1e-9, f"{kw}: differs by {np.abs(o - t).max():.2e}"
+    assert ours.uns[f"{key}_params"] == theirs.uns[f"{key}_params"]
+
+
+def test_embedding_density_on_diffmap_and_bad_input():
+    device_gate()
+    ours, theirs = with_pca(DATASETS[0]), with_pca(DATASETS[0])
+    sc.tl.diffmap(theirs)
+    ours.obsm["X_diffmap"] = theirs.obsm["X_diffmap"].copy()
+    scpipe.tl.embedding_density(ours, basis="diffmap", components="1,2")
+    sc.tl.embedding_density(theirs, basis="diffmap", components="1,2")
+    assert np.abs(ours.obs["diffmap_density"].to_numpy() - theirs.obs["diffmap_density"].to_numpy()).max() <= 1e-9
+    with pytest.raises(ValueError, match="X_tsne"):
+        scpipe.tl.embedding_density(ours, basis="tsne")
+    with pytest.raises(ValueError, match="exactly 2"):
+        scpipe.tl.embedding_density(ours, components="1,2,3")
+    ours.obs["tiny"] = pd.Categorical(["a", "b"] + ["c"] * (ours.n_obs - 2))
+    with pytest.raises(ValueError, match=r"\['a', 'b'\]"):
+        scpipe.tl.embedding_density(ours, groupby="tiny")

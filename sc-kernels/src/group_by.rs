@@ -1,6 +1,19 @@
 //! Items grouped by a small integer key, each group's items in their order: a stable counting
 //! sort (harmony's cells by batch, the inverted file's training points by list).
 
+/// The group of an item that belongs to none.
+pub const NO_GROUP: u32 = u32::MAX;
+
+/// [`group_by_key`] of group labels (`< n_groups` or [`NO_GROUP`]): the items of no group
+/// go last, after `starts[n_groups]`. A label of `n_groups` or more (not `NO_GROUP`) panics.
+pub fn group_members(groups: &[u32], n_groups: usize) -> (Vec<u32>, Vec<usize>) {
+    let keys: Vec<u32> = groups
+        .iter()
+        .map(|&g| if g == NO_GROUP { n_groups as u32 } else { g })
+        .collect();
+    group_by_key(&keys, n_groups + 1)
+}
+
 /// The positions of `keys` grouped by key (`0..n_groups`), each group in increasing position,
 /// and where each group starts (`n_groups + 1` offsets). A key of `n_groups` or more panics.
 pub fn group_by_key(keys: &[u32], n_groups: usize) -> (Vec<u32>, Vec<usize>) {

@@ -22,6 +22,8 @@
 //! | `tl.kmeans` (and harmony's clustering) | [`kmeans`] |
 //! | `tl.diffmap` | [`diffmap`] |
 //! | `tl.dpt` (pseudotime, no branchings) | [`dpt`] |
+//! | `tl.embedding_density` | [`embedding_density`] |
+//! | `tl.paga` (v1.2 connectivities) | [`paga`] |
 //! | `tl.tsne` (Barnes-Hut, 2-D) | [`tsne`] |
 //!
 //! Every step is multithreaded with rayon (it runs in the current rayon pool).
@@ -34,6 +36,7 @@ pub mod dense;
 pub mod diffmap;
 pub mod dpt;
 pub mod eigsh;
+pub mod embedding_density;
 pub mod error;
 pub mod fastmath;
 pub mod filter;
@@ -48,6 +51,7 @@ pub mod leiden;
 pub mod log1p;
 pub mod neighbors;
 pub mod normalize;
+pub mod paga;
 pub mod pca;
 pub mod pearson;
 pub mod qc;

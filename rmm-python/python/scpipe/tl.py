@@ -15,7 +15,7 @@ import pandas as pd
 from scpipe import _parts
 from scpipe._settings import settings
 
-__all__ = ["umap", "tsne", "diffmap", "dpt", "leiden", "louvain", "kmeans", "rank_genes_groups", "dendrogram", "score_genes", "score_genes_cell_cycle"]
+__all__ = ["umap", "tsne", "diffmap", "dpt", "embedding_density", "paga", "leiden", "louvain", "kmeans", "rank_genes_groups", "dendrogram", "score_genes", "score_genes_cell_cycle"]
 
 def _graph(adata, neighbors_key: str | None, obsp: str | None = None, unweighted: bool = False) -> dict:
     """The connectivities of ``neighbors_key`` (or ``obsp``), as the steps read them (every
@@ -242,6 +242,127 @@ def _dpt_root(adata) -> int | None:
         diff = np.asarray(x, dtype=np.float64) - xroot
         sq = np.einsum("ij,ij->i", diff, diff)
     return int(np.argmin(sq))
+
+
+def embedding_density(
+    adata,
+    basis: str = "umap",
+    *,
+    groupby: str | None = None,
+    key_added: str | None = None,
+    components: str | Sequence[str] | None = None,
+):
+    """The density of cells in an embedding (scanpy's ``tl.embedding_density``): each cell's
+    Gaussian kernel density estimate (scipy's ``gaussian_kde``: Scott's bandwidth) among all
+    cells, or among the cells of its ``groupby`` category, scaled to ``[0, 1]``.
+
+    Writes ``obs[key_added or f'{basis}_density[_{groupby}]']`` and ``uns[f'{key}_params']``
+    (``covariate``, ``components``), as scanpy. ``components``: two, 1-based (``"1,2"``; for
+    ``diffmap`` counted after the steady state). Every pair of cells of a group is summed
+    (quadratic in the group's size). Computed on the host in Rust.
+    """
+    basis = basis.lower()
+    if basis == "fa":
+        basis = "draw_graph_fa"
+    if f"X_{basis}" not in adata.obsm:
+        raise ValueError(f"Cannot find the embedded representation `adata.obsm['X_{basis}']`. Compute the embedding first.")
+    if components is None:
+        components = "1,2"
+    if isinstance(components, str):
+        components = components.split(",")
+    components = np.array(components).astype(int) - 1
+    if len(components) != 2:
+        raise ValueError("Please specify exactly 2 components, or `None`.")
+    if basis == "diffmap":
+        components += 1
+    embedding = np.asarray(adata.obsm[f"X_{basis}"])
+    if components.min() < 0 or components.max() >= embedding.shape[1]:
+        raise ValueError(f"components {list(components + 1)} are not among the {embedding.shape[1]} of X_{basis}")
+    if groupby is not None:
+        if groupby not in adata.obs:
+            raise ValueError(f"Could not find {groupby!r} `.obs` column.")
+        if adata.obs[groupby].dtype.name != "category":
+            raise ValueError(f"{groupby!r} column does not contain categorical data")
+        codes = adata.obs[groupby].cat.codes.to_numpy().astype(np.int64)
+    else:
+        codes = np.zeros(adata.n_obs, dtype=np.int64)
+    key = key_added if key_added is not None else f"{basis}_density_{groupby}" if groupby is not None else f"{basis}_density"
+    xy = np.ascontiguousarray(embedding[:, components], dtype=np.float64)
+    names = adata.obs[groupby].cat.categories if groupby is not None else pd.Index(["all cells"])
+    sizes = np.bincount(codes[codes >= 0], minlength=len(names))
+    if (small := [str(names[g]) for g in range(len(names)) if 0 < sizes[g] < 3]):
+        raise ValueError(f"embedding_density: groups {small} have fewer than 3 cells; the density needs 3 or more")
+    n_groups = len(names)
+    out = _parts.call("embedding_density", {"X": _parts.no_x(adata.n_obs), "obsm": {"xy": xy}}, {"groups": codes, "n_groups": n_groups, "key_added": key})
+    _parts.view_to_actual(adata)
+    adata.obs[key] = _parts.column_from(out["obs"][key])
+    if basis != "diffmap":
+        components += 1
+    adata.uns[f"{key}_params"] = dict(covariate=groupby, components=components.tolist())
+
+
+def paga(
+    adata,
+    groups: str | None = None,
+    *,
+    use_rna_velocity: bool = False,
+    model: str = "v1.2",
+    neighbors_key: str | None = None,
+    copy: bool = False,
+):
+    """Partition-based graph abstraction (scanpy's ``tl.paga``, Wolf et al. 2019, model
+    v1.2): how connected each pair of ``groups`` (default ``leiden``, else ``louvain``) is in
+    the kNN graph, the kNN edges between them (both ways) over those a random graph with the
+    same out-degrees would have, at most 1.
+
+    Writes ``uns['paga']`` (``connectivities``: groups x groups CSR; ``connectivities_tree``:
+    its maximum spanning tree, by scipy's ``minimum_spanning_tree`` of the inverse, as scanpy;
+    ``groups``) and ``uns[f'{groups}_sizes']``. The edges are counted in Rust, the small
+    groups x groups part is scipy's. Model v1.0 and RNA velocity are not computed by scpipe.
+    """
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import minimum_spanning_tree
+
+    nk = neighbors_key or "neighbors"
+    if nk not in adata.uns:
+        raise ValueError("You need to run `pp.neighbors` first to compute a neighborhood graph.")
+    if use_rna_velocity or model != "v1.2":
+        raise NotImplementedError("paga: scpipe computes model 'v1.2' connectivities (no RNA velocity)")
+    if groups is None:
+        groups = next((k for k in ("leiden", "louvain") if k in adata.obs.columns), None)
+    if groups is None:
+        raise ValueError("You need to run `tl.leiden` or `tl.louvain` to compute community labels, or specify `groups='an_existing_key'`")
+    if groups not in adata.obs.columns:
+        raise KeyError(f"`groups` key {groups!r} not found in `adata.obs`.")
+    target = adata.copy() if copy else adata
+    _parts.view_to_actual(target)
+    if not isinstance(target.obs[groups].dtype, pd.CategoricalDtype):
+        target.obs[groups] = target.obs[groups].astype("category")  # as scanpy's sanitize_anndata
+    codes = target.obs[groups].cat.codes.to_numpy().astype(np.int64)
+    if (codes < 0).any():
+        raise ValueError(f"paga: {int((codes < 0).sum())} cells have no {groups!r} category")
+    dist_key = target.uns[nk].get("distances_key", "distances")
+    if dist_key not in target.obsp:
+        raise KeyError(f"no obsp[{dist_key!r}]: run scpipe.pp.neighbors first")
+    graph = target.obsp[dist_key].tocsr()
+    n_groups = len(target.obs[groups].cat.categories)
+    parts = {"X": _parts.no_x(target.n_obs), "obsp": {"distances": _parts.matrix_part(graph, f"obsp[{dist_key!r}]")}}
+    out = _parts.call("paga", parts, {"groups": codes, "n_groups": n_groups})
+    result = _parts.value_from(out["uns"]["paga"])
+    connectivities = sp.csr_matrix(np.asarray(result["connectivities"], dtype=np.float64))
+    inverse = connectivities.copy()
+    inverse.data = 1.0 / inverse.data
+    mst = minimum_spanning_tree(inverse)
+    tree = sp.lil_matrix(connectivities.shape, dtype=float)
+    for i in range(mst.shape[0]):
+        neighbors = mst[i].nonzero()[1]
+        if len(neighbors) > 0:
+            tree[i, neighbors] = connectivities[i, neighbors]
+    paga_uns = target.uns.get("paga", {})
+    paga_uns.update(connectivities=connectivities, connectivities_tree=tree.tocsr(), groups=groups)
+    target.uns["paga"] = paga_uns
+    target.uns[f"{groups}_sizes"] = np.asarray(result["sizes"])
+    return target if copy else None
 
 
 def leiden(

@@ -104,6 +104,17 @@ enum Call {
         evals: Vec<f32>,
         root: usize,
     },
+    /// Densities of `obsm['xy']` per group into `obs[key]`.
+    EmbeddingDensity {
+        groups: Vec<u32>,
+        n_groups: usize,
+        key: String,
+    },
+    /// PAGA's connectivities of the groups over `obsp['distances']`.
+    Paga {
+        groups: Vec<u32>,
+        n_groups: usize,
+    },
     /// The diffusion map of the graph: (n_comps, seed).
     Diffmap(usize, u64),
     /// k-means of `obsm['rep']` (the representation the Python side chose) into `obs[key]`.
@@ -310,6 +321,8 @@ fn run(
             | Call::KMeans { .. }
             | Call::Diffmap(..)
             | Call::Dpt { .. }
+            | Call::EmbeddingDensity { .. }
+            | Call::Paga { .. }
             | Call::Tsne { .. }
             | Call::Leiden(_)
             | Call::Recipe(_)
@@ -427,6 +440,14 @@ fn run(
             steps::umap_on(adata, p, ctx.as_deref())?;
         }
         Call::Tsne { params, key } => steps::tsne(adata, Some("rep"), params, key)?,
+        Call::EmbeddingDensity {
+            groups,
+            n_groups,
+            key,
+        } => steps::embedding_density(adata, "xy", groups, *n_groups, key)?,
+        Call::Paga { groups, n_groups } => {
+            steps::paga(adata, "distances", groups, *n_groups)?;
+        }
         Call::Dpt { evals, root } => steps::dpt(adata, "X_diffmap", evals, *root)?,
         Call::Diffmap(n_comps, seed) => steps::diffmap(adata, *n_comps, *seed)?,
         Call::KMeans { params, key } => {
@@ -549,16 +570,7 @@ fn parse(step: &str, p: &Bound<'_, PyDict>) -> PyResult<Call> {
             seed: req(p, "random_seed")?,
         },
         "aggregate" => {
-            let codes: Vec<i64> =
-                model_in::index_array(&req::<Bound<'_, PyAny>>(p, "groups")?, "by")?;
-            let groups = codes
-                .into_iter()
-                .map(|c| match c {
-                    -1 => Ok(LEFT_OUT),
-                    c => u32::try_from(c)
-                        .map_err(|_| PyValueError::new_err(format!("by: group code {c}"))),
-                })
-                .collect::<PyResult<_>>()?;
+            let groups = group_codes(p)?;
             let funcs: Vec<String> = req(p, "func")?;
             Call::Aggregate {
                 groups,
@@ -603,6 +615,15 @@ fn parse(step: &str, p: &Bound<'_, PyDict>) -> PyResult<Call> {
             },
             key: req(p, "key_added")?,
         },
+        "embedding_density" => Call::EmbeddingDensity {
+            groups: group_codes(p)?,
+            n_groups: req(p, "n_groups")?,
+            key: req(p, "key_added")?,
+        },
+        "paga" => Call::Paga {
+            groups: group_codes(p)?,
+            n_groups: req(p, "n_groups")?,
+        },
         "dpt" => Call::Dpt {
             evals: req(p, "evals")?,
             root: req(p, "iroot")?,
@@ -641,6 +662,18 @@ fn parse(step: &str, p: &Bound<'_, PyDict>) -> PyResult<Call> {
             )))
         }
     })
+}
+
+/// `params['groups']`: each row's group code (int32 or int64; -1: none, `LEFT_OUT`).
+fn group_codes(p: &Bound<'_, PyDict>) -> PyResult<Vec<u32>> {
+    let codes: Vec<i64> = model_in::index_array(&req::<Bound<'_, PyAny>>(p, "groups")?, "groups")?;
+    codes
+        .into_iter()
+        .map(|c| match c {
+            -1 => Ok(LEFT_OUT),
+            c => u32::try_from(c).map_err(|_| PyValueError::new_err(format!("group code {c}"))),
+        })
+        .collect()
 }
 
 /// The one bound of a filter that is given (scanpy takes exactly one).

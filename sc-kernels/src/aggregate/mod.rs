@@ -19,12 +19,12 @@ mod tests;
 use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
-use crate::group_by::group_by_key;
+use crate::group_by::group_members;
 use crate::real::Real;
 use rayon::prelude::*;
 
 /// The group of a row that belongs to none.
-pub const LEFT_OUT: u32 = u32::MAX;
+pub const LEFT_OUT: u32 = crate::group_by::NO_GROUP;
 
 /// Rows of one group accumulated together before their block is combined with the others.
 pub const BLOCK_ROWS: usize = 4096;
@@ -144,12 +144,7 @@ pub fn aggregate<M: Rows>(
             format!("group {g} of {n_groups} groups"),
         ));
     }
-    // Left-out rows go to an extra group that is never read.
-    let keys: Vec<u32> = groups
-        .iter()
-        .map(|&g| if g == LEFT_OUT { n_groups as u32 } else { g })
-        .collect();
-    let (order, starts) = group_by_key(&keys, n_groups + 1);
+    let (order, starts) = group_members(groups, n_groups);
     let group_rows = |g: usize| &order[starts[g]..starts[g + 1]];
     let counts: Vec<u64> = (0..n_groups).map(|g| group_rows(g).len() as u64).collect();
 

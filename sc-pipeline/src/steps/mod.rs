@@ -13,6 +13,7 @@ mod aggregate;
 mod config;
 mod diffmap;
 mod dpt;
+mod embedding_density;
 mod filter;
 pub mod generated_blocks;
 mod harmony;
@@ -23,6 +24,7 @@ mod log1p;
 mod markers;
 mod neighbors;
 mod normalize;
+mod paga;
 mod pca;
 mod pearson;
 mod qc;
@@ -42,6 +44,7 @@ pub use config::{
 };
 pub use diffmap::diffmap;
 pub use dpt::dpt;
+pub use embedding_density::embedding_density;
 pub use filter::{filter_cells, filter_genes};
 pub use harmony::{
     harmony_integrate, harmony_integrate_across, harmony_integrate_on, HarmonySummary,
@@ -56,6 +59,7 @@ pub use log1p::log1p;
 pub use markers::{rank_genes_groups, rank_genes_groups_on};
 pub use neighbors::{neighbors, neighbors_on};
 pub use normalize::normalize_total;
+pub use paga::paga;
 pub use pca::{pca, pca_bytes};
 pub use pearson::normalize_pearson_residuals;
 pub use qc::{annotate_gene_prefix, calculate_qc_metrics, default_percent_top};

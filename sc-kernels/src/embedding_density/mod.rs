@@ -1,0 +1,107 @@
+//! `embedding_density` (scanpy's `tl.embedding_density`): each cell's Gaussian kernel density
+//! in a 2-D embedding among the cells of its group, as scipy's `gaussian_kde` estimates it
+//! (Scott's bandwidth `n^(-1/6)` times the points' covariance with `n - 1`), then scaled to
+//! `[0, 1]` within the group (`(z - min) / (max - min)`, so the kernel's normalization cancels).
+//! Every cell's sum over all the others: `n^2` kernel evaluations a group, in f64.
+
+#[cfg(test)]
+mod tests;
+
+use crate::error::{KernelError, Result};
+use crate::group_by::group_members;
+pub use crate::group_by::NO_GROUP;
+use rayon::prelude::*;
+
+/// The scaled density of each cell (`xy`: `n x 2`, row-major) among the cells of its group
+/// (`groups`: one per cell, `< n_groups` or [`NO_GROUP`], whose density is 0 as scanpy leaves
+/// it); groups without cells are skipped.
+pub fn embedding_density(xy: &[f64], groups: &[u32], n_groups: usize) -> Result<Vec<f64>> {
+    let n = groups.len();
+    if xy.len() != 2 * n {
+        return Err(KernelError::Shape(format!(
+            "{} coordinates for {n} cells in 2-D",
+            xy.len()
+        )));
+    }
+    if let Some(&g) = groups
+        .iter()
+        .find(|&&g| g != NO_GROUP && g as usize >= n_groups)
+    {
+        return Err(KernelError::param(
+            "groupby",
+            format!("group {g} of {n_groups} groups"),
+        ));
+    }
+    if let Some(i) = xy.iter().position(|v| !v.is_finite()) {
+        return Err(KernelError::NonFinite {
+            row: i / 2,
+            col: i % 2,
+            value: xy[i],
+        });
+    }
+    let (order, starts) = group_members(groups, n_groups);
+    let mut out = vec![0.0; n];
+    for g in 0..n_groups {
+        let members = &order[starts[g]..starts[g + 1]];
+        if members.is_empty() {
+            continue;
+        }
+        let points: Vec<f64> = members
+            .iter()
+            .flat_map(|&i| [xy[2 * i as usize], xy[2 * i as usize + 1]])
+            .collect();
+        let z = scaled_density(&points).map_err(|e| match e {
+            KernelError::Unsupported(m) => KernelError::Unsupported(format!("group {g}: {m}")),
+            e => e,
+        })?;
+        for (&i, v) in members.iter().zip(z) {
+            out[i as usize] = v;
+        }
+    }
+    Ok(out)
+}
+
+/// The scaled densities of the points `xy` (`n x 2`, row-major): one group.
+pub fn scaled_density(xy: &[f64]) -> Result<Vec<f64>> {
+    let n = xy.len() / 2;
+    let mean = [
+        xy.iter().step_by(2).sum::<f64>() / n as f64,
+        xy.iter().skip(1).step_by(2).sum::<f64>() / n as f64,
+    ];
+    let mut cov = [0.0; 3]; // xx, xy, yy
+    for p in xy.chunks_exact(2) {
+        let d = [p[0] - mean[0], p[1] - mean[1]];
+        cov[0] += d[0] * d[0];
+        cov[1] += d[0] * d[1];
+        cov[2] += d[1] * d[1];
+    }
+    let factor2 = (n as f64).powf(-1.0 / 3.0); // Scott's factor squared: n^(-2/(d+4)), d = 2
+    let scale = factor2 / (n as f64 - 1.0);
+    let (a, b, c) = (cov[0] * scale, cov[1] * scale, cov[2] * scale);
+    let det = a * c - b * b;
+    if n < 3 || !(det > 1e-300 * (a * c).max(f64::MIN_POSITIVE)) || !det.is_finite() {
+        return Err(KernelError::Unsupported(format!(
+            "the density of {n} points needs at least 3 not on one line (their covariance is singular)"
+        )));
+    }
+    // The inverse covariance.
+    let (ia, ib, ic) = (c / det, -b / det, a / det);
+    let z: Vec<f64> = (0..n)
+        .into_par_iter()
+        .map(|i| {
+            let (x, y) = (xy[2 * i], xy[2 * i + 1]);
+            xy.chunks_exact(2)
+                .map(|q| {
+                    let (dx, dy) = (x - q[0], y - q[1]);
+                    (-0.5 * (ia * dx * dx + 2.0 * ib * dx * dy + ic * dy * dy)).exp()
+                })
+                .sum::<f64>()
+        })
+        .collect();
+    let (lo, hi) = z
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &v| {
+            (l.min(v), h.max(v))
+        });
+    Ok(z.into_iter().map(|v| (v - lo) / (hi - lo)).collect())
+}
