@@ -261,11 +261,7 @@ mod tests {
             assert!((dot.abs() - 1.0).abs() < 1e-8, "vector {c}: {dot}");
         }
         // The same seed twice, and another thread count: the same bits.
-        let again = rayon::ThreadPoolBuilder::new()
-            .num_threads(1)
-            .build()
-            .unwrap()
-            .install(|| eigsh_largest(n, 6, apply, 1e-12, 3).unwrap());
+        let again = crate::on_threads(1, || eigsh_largest(n, 6, apply, 1e-12, 3).unwrap());
         assert_eq!(again.values, got.values);
         assert_eq!(again.vectors, got.vectors);
     }

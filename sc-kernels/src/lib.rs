@@ -74,3 +74,14 @@ pub use csr::CsrMatrix;
 pub use dense::DenseMatrix;
 pub use error::{CsrError, KernelError, Result};
 pub use real::Real;
+
+/// Runs `f` in a rayon pool of `threads` threads (the tests that a result does not depend on
+/// the thread count).
+#[cfg(test)]
+pub(crate) fn on_threads<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .expect("a thread pool")
+        .install(f)
+}

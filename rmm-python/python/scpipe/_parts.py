@@ -347,6 +347,22 @@ def representation(adata, use_rep: str | None, n_pcs: int | None, step: str) -> 
     return rep, use_rep
 
 
+def dense_representation(adata, use_rep: str | None, n_pcs: int | None, step: str) -> tuple[dict, str]:
+    """:func:`representation` as the steps that read it take it (``obsm['rep']``, dense
+    float32 on the host), and its name."""
+    rep, name = representation(adata, use_rep, n_pcs, step)
+    rep = host(rep)
+    rep = rep.toarray() if hasattr(rep, "toarray") else np.asarray(rep)
+    return {"rep": np.ascontiguousarray(rep, dtype=np.float32)}, name
+
+
+def count(v: Any, name: str, minimum: int) -> int:
+    """``v`` as an int of at least ``minimum``, or a ValueError naming ``name``."""
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, not {v!r}")
+    return int(v)
+
+
 def host(m: Any) -> Any:
     """A CuPy matrix's host copy (for the steps computed on the host); any other as it is."""
     return m.get() if _cupy_module(m) else m

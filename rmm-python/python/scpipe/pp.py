@@ -920,16 +920,9 @@ def neighbors(
     if method != "umap" or metric != "euclidean" or not knn:
         raise ValueError("neighbors: scpipe computes method='umap', metric='euclidean', knn=True")
     target = _parts.target(adata, copy)
-    rep, rep_name = _parts.representation(target, use_rep, n_pcs, "neighbors")
-    rep = _parts.host(rep)
-    rep = rep.toarray() if hasattr(rep, "toarray") else np.asarray(rep)
-    rep = np.ascontiguousarray(rep, dtype=np.float32)
-    parts = {
-        "X": _parts.no_x(target.n_obs),
-        "obsm": {"rep": rep},
-    }
+    obsm, rep_name = _parts.dense_representation(target, use_rep, n_pcs, "neighbors")
     params = {"n_neighbors": int(n_neighbors), "use_rep": "rep", "algorithm": algorithm}
-    out = _parts.call("neighbors", parts, params)
+    out = _parts.call("neighbors", {"X": _parts.no_x(target.n_obs), "obsm": obsm}, params)
     uns = _parts.value_from(out["uns"]["neighbors"])
     p = uns["params"]
     p["random_state"] = random_state

@@ -120,12 +120,9 @@ def tsne(
         raise ValueError(f"tsne: scpipe computes 2 components, not {n_components}")
     if metric != "euclidean":
         raise ValueError(f"tsne: scpipe computes the euclidean metric, not {metric!r}")
-    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 250:
-        raise ValueError(f"tsne: max_iter must be an integer >= 250, not {max_iter!r}")
+    _parts.count(max_iter, "tsne: max_iter", 250)
     target = _parts.target(adata, copy)
-    rep, _ = _parts.representation(target, use_rep, n_pcs, "tsne")
-    rep = _parts.host(rep)
-    rep = rep.toarray() if hasattr(rep, "toarray") else np.asarray(rep)
+    obsm, _ = _parts.dense_representation(target, use_rep, n_pcs, "tsne")
     key_uns, key_obsm = ("tsne", "X_tsne") if key_added is None else (key_added, key_added)
     params = {
         "perplexity": float(perplexity),
@@ -135,8 +132,7 @@ def tsne(
         "random_state": _seed(random_state),
         "key_added": key_obsm,
     }
-    parts = {"X": _parts.no_x(target.n_obs), "obsm": {"rep": np.ascontiguousarray(rep, dtype=np.float32)}}
-    out = _parts.call("tsne", parts, params)
+    out = _parts.call("tsne", {"X": _parts.no_x(target.n_obs), "obsm": obsm}, params)
     target.obsm[key_obsm] = out["obsm"][key_obsm]
     recorded = dict(
         perplexity=perplexity, early_exaggeration=early_exaggeration, learning_rate=learning_rate,
@@ -788,12 +784,9 @@ def kmeans(
     if kwargs:
         raise TypeError(f"kmeans: unsupported arguments {sorted(kwargs)} (scpipe takes max_iter and tol)")
     for name, v in [("n_clusters", n_clusters), ("n_init", n_init), ("max_iter", max_iter)]:
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"kmeans: {name} must be an integer >= 1, not {v!r}")
+        _parts.count(v, f"kmeans: {name}", 1)
     target = _parts.target(adata, copy)
-    rep, _ = _parts.representation(target, use_rep, n_pcs, "kmeans")
-    rep = _parts.host(rep)
-    rep = rep.toarray() if hasattr(rep, "toarray") else np.asarray(rep)
+    obsm, _ = _parts.dense_representation(target, use_rep, n_pcs, "kmeans")
     params = {
         "n_clusters": int(n_clusters),
         "n_init": int(n_init),
@@ -802,8 +795,7 @@ def kmeans(
         "random_state": _seed(random_state),
         "key_added": key_added,
     }
-    parts = {"X": _parts.no_x(target.n_obs), "obsm": {"rep": np.ascontiguousarray(rep, dtype=np.float32)}}
-    out = _parts.call("kmeans", parts, params)
+    out = _parts.call("kmeans", {"X": _parts.no_x(target.n_obs), "obsm": obsm}, params)
     target.obs[key_added] = _parts.column_from(out["obs"][key_added])
     target.uns[key_added] = _parts.value_from(out["uns"][key_added])
     return target if copy else None

@@ -182,13 +182,7 @@ fn random_inputs_match_the_two_pass_definitions_across_blocks() {
 fn the_result_does_not_depend_on_the_threads() {
     let (x, g) = random_case(3, 2 * BLOCK_ROWS + 5, 6, 3);
     let csr = CsrMatrix::from_dense(&x);
-    let run = |threads| {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap()
-            .install(|| aggregate(&csr, &g, 3, ALL, 1).unwrap())
-    };
+    let run = |threads| crate::on_threads(threads, || aggregate(&csr, &g, 3, ALL, 1).unwrap());
     let (a, b) = (run(1), run(4));
     let bits = |v: &Option<Vec<f64>>| {
         v.as_ref()

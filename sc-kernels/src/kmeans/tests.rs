@@ -53,13 +53,7 @@ fn the_same_seed_gives_the_same_clusters_on_any_thread_count() {
         n_init: 3,
         ..Default::default()
     };
-    let run = |threads| {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap()
-            .install(|| kmeans(&x, 1800, 3, &p).unwrap())
-    };
+    let run = |threads| crate::on_threads(threads, || kmeans(&x, 1800, 3, &p).unwrap());
     let (a, b) = (run(1), run(3));
     assert_eq!(a, b);
     let other = kmeans(

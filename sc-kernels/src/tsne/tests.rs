@@ -51,13 +51,7 @@ fn the_same_input_gives_the_same_embedding_on_any_thread_count() {
         max_iter: 300,
         ..Default::default()
     };
-    let run = |threads| {
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .build()
-            .unwrap()
-            .install(|| tsne(&x, &p).unwrap())
-    };
+    let run = |threads| crate::on_threads(threads, || tsne(&x, &p).unwrap());
     assert_eq!(run(1), run(3));
 }
 
