@@ -497,3 +497,35 @@ fn scrublet_runs_on_the_filtered_counts_as_the_step_by_hand() {
         .get("doublet_scores_sim")
         .is_some());
 }
+
+/// `--tsne` runs after umap on the PCA, as the step by hand does (the same embedding), and
+/// writes scanpy's `uns['tsne']`; it is off by default.
+#[test]
+fn tsne_runs_after_umap_on_the_pca_as_the_step_by_hand() {
+    assert!(!PipelineConfig::default().runs_tsne());
+    let config = PipelineConfig {
+        tsne: Some(sc_kernels::tsne::TsneParams::default()),
+        leiden: None,
+        markers: None,
+        ..PipelineConfig::default()
+    };
+    let mut run = small();
+    let records = run_pipeline(&mut run, &config, &mut Silent).unwrap();
+    let names: Vec<&str> = records.iter().map(|r| r.step.as_str()).collect();
+    let at = |s: &str| names.iter().position(|n| *n == s).unwrap();
+    assert_eq!(at("umap") + 1, at("tsne"), "{names:?}");
+    let mut by_hand = small();
+    run_pipeline(
+        &mut by_hand,
+        &PipelineConfig {
+            tsne: None,
+            ..config
+        },
+        &mut Silent,
+    )
+    .unwrap();
+    steps::tsne(&mut by_hand, None, &Default::default(), "X_tsne").unwrap();
+    assert_eq!(run.obsm.get("X_tsne"), by_hand.obsm.get("X_tsne"));
+    assert_eq!(run.obsm.get("X_tsne").unwrap().shape, vec![run.n_obs(), 2]);
+    assert!(run.uns.get("tsne").unwrap().get("params").is_some());
+}

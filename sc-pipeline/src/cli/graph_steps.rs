@@ -1,10 +1,12 @@
 //! The options of the steps after neighbors: `umap`, `leiden` and `rank_genes_groups` (on by
-//! default, each with a `--no-...` to skip it), turned into their parts of the configuration.
+//! default, each with a `--no-...` to skip it) and `tsne` (off by default, `--tsne`), turned
+//! into their parts of the configuration.
 
 use crate::run::{LeidenOptions, MarkerOptions};
 use crate::{Error, Result};
 use sc_kernels::leiden::LeidenParams;
 use sc_kernels::rank_genes::{Method, RankGenesParams};
+use sc_kernels::tsne::TsneParams;
 use sc_kernels::umap::{Init, UmapParams};
 
 #[derive(clap::Args, Debug)]
@@ -23,6 +25,14 @@ pub struct GraphStepArgs {
     /// UMAP's start: spectral (the graph's Laplacian eigenvectors) or random.
     #[arg(long, default_value = "spectral", value_parser = ["spectral", "random"])]
     pub umap_init: String,
+    #[arg(
+        long,
+        help = "Run tsne on the PCA (or --harmony's) embedding: obsm['X_tsne'], scanpy's tl.tsne (on the CPU)"
+    )]
+    pub tsne: bool,
+    /// tsne(perplexity=...).
+    #[arg(long, default_value_t = 30.0)]
+    pub tsne_perplexity: f64,
     #[arg(long, help = "Skip leiden")]
     pub no_leiden: bool,
     /// leiden(resolution=...); several (comma-separated) give one obs column each,
@@ -58,6 +68,27 @@ pub struct GraphStepArgs {
 }
 
 impl GraphStepArgs {
+    /// tsne's parameters, when asked for (it needs the PCA, `pca`).
+    pub fn tsne(&self, pca: bool) -> Result<Option<TsneParams>> {
+        if !self.tsne {
+            return Ok(None);
+        }
+        if !pca {
+            return Err(Error::param("--tsne", "needs the PCA (drop --no-pca)"));
+        }
+        if !(self.tsne_perplexity > 0.0 && self.tsne_perplexity.is_finite()) {
+            return Err(Error::param(
+                "--tsne-perplexity",
+                format!("must be a number > 0, not {}", self.tsne_perplexity),
+            ));
+        }
+        Ok(Some(TsneParams {
+            perplexity: self.tsne_perplexity,
+            random_state: self.random_state,
+            ..TsneParams::default()
+        }))
+    }
+
     /// umap's parameters, when it runs (it needs the neighbors graph).
     pub fn umap(&self, neighbors: bool) -> Result<Option<UmapParams>> {
         if self.no_umap || !neighbors {

@@ -388,6 +388,7 @@ impl RunArgs {
                 .as_ref()
                 .map(|_| crate::steps::HARMONY_ADJUSTED_BASIS.to_string()),
             umap: self.graph.umap(neighbors)?,
+            tsne: self.graph.tsne(!self.no_pca)?,
             leiden,
             markers,
             // The QC violins show the cells before filter_cells too.

@@ -1,6 +1,7 @@
 //! Pictures of a finished run (`scpipe run --plot DIR`), drawn from the final AnnData in every
 //! mode, as PNG and SVG: the UMAP coloured by each Leiden clustering (names at the clusters'
-//! centres), by batch and by total counts ([`umap`]), the marker genes' dot plot ([`dotplot`]),
+//! centres), by batch and by total counts ([`umap`]), the t-SNE by each clustering when
+//! `--tsne` ran, the marker genes' dot plot ([`dotplot`]),
 //! the QC violins before and after filtering ([`violin`]) and, when scrublet ran, the doublet
 //! scores' histograms ([`scrublet`]). A picture whose inputs the run did not make is skipped
 //! with the reason, never an error.
@@ -50,8 +51,9 @@ pub struct Drawn {
     pub summary: PlotSummary,
 }
 
-/// The obsm key of the embedding drawn.
+/// The obsm keys of the embeddings drawn.
 const UMAP: &str = "X_umap";
+const TSNE: &str = "X_tsne";
 
 /// Creates `dir` when it does not exist, naming the problem when it cannot be.
 pub fn create_dir(dir: &Path) -> Result<()> {
@@ -110,11 +112,24 @@ pub fn draw(adata: &AnnData, request: &Request, dir: &Path) -> Result<Drawn> {
             (Ok(_), Err(why)) => Err(why),
             (Ok(points), Ok(colouring)) => Ok(UmapFigure {
                 title: format!("UMAP: {}", colour_name(&colouring)),
+                axis: "UMAP",
                 points,
                 colouring,
             }),
         };
         out.add(dir, &name, figure.map(|f| (f, None)))?;
+    }
+    // t-SNE by each clustering, when it ran (--tsne).
+    if let Ok(points) = data::embedding(adata, TSNE) {
+        for key in &request.leiden_keys {
+            let figure = groups_by(key, true).map(|colouring| UmapFigure {
+                title: format!("t-SNE: {key}"),
+                axis: "tSNE",
+                points: &points,
+                colouring,
+            });
+            out.add(dir, &format!("tsne_{key}"), figure.map(|f| (f, None)))?;
+        }
     }
     let dots = dotplot::prepare(adata, request.genes_per_group).map(|d| (d, None));
     out.add(dir, "dotplot_markers", dots)?;

@@ -203,6 +203,25 @@ fn every_picture_is_drawn_from_a_whole_run() {
 }
 
 #[test]
+fn a_tsne_is_drawn_by_each_clustering_when_it_ran() {
+    let mut a = clustered();
+    let umap = a.obsm.get("X_umap").unwrap().clone();
+    a.obsm.insert("X_tsne".into(), umap);
+    let dir = folder("tsne");
+    let drawn = draw(&a, &full_request(), &dir).unwrap();
+    crate::io::commit_all(drawn.files).unwrap();
+    let names = listing(&dir);
+    assert!(names.contains(&"tsne_leiden.png".to_string()), "{names:?}");
+    let svg = std::fs::read_to_string(dir.join("tsne_leiden.svg")).unwrap();
+    assert!(has_text(&svg, "tSNE1") && has_text(&svg, "t-SNE: leiden"));
+    let img = decode(&dir.join("tsne_leiden.png"));
+    for k in 0..CLUSTERS {
+        assert!(pixels_of(&img, palette::category(k)) > 500, "cluster {k}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn missing_inputs_are_skipped_with_the_reason() {
     let dir = folder("missing");
     let bare = AnnData::new(Matrix::Sparse(CsrMatrix::zeros(10, 4)));
@@ -309,6 +328,7 @@ fn a_million_cells_draw_in_seconds() {
     obs.set("leiden", Column::categorical_from_labels(&labels))
         .unwrap();
     let figure = umap::UmapFigure {
+        axis: "UMAP",
         title: "UMAP: leiden".into(),
         points: &points,
         colouring: umap::Colouring::Groups {

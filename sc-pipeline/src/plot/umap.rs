@@ -25,9 +25,11 @@ pub enum Colouring {
     Values { key: String, values: Vec<f64> },
 }
 
-/// A UMAP picture.
+/// A UMAP picture (or another 2-D embedding's: `axis` names its axes, `UMAP` -> UMAP1,
+/// UMAP2; `tSNE` as scanpy's `pl.tsne`).
 pub struct UmapFigure<'a> {
     pub title: String,
+    pub axis: &'static str,
     pub points: &'a [[f32; 2]],
     pub colouring: Colouring,
 }
@@ -96,8 +98,8 @@ impl Figure for UmapFigure<'_> {
             .disable_mesh()
             .x_labels(0)
             .y_labels(0)
-            .x_desc("UMAP1")
-            .y_desc("UMAP2")
+            .x_desc(format!("{}1", self.axis))
+            .y_desc(format!("{}2", self.axis))
             .axis_desc_style((FAMILY, 16))
             .draw()?;
         let area = chart.plotting_area().strip_coord_spec();

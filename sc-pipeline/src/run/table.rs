@@ -26,6 +26,7 @@ pub const STEPS: &[Step] = &[
     rows::HARMONY,
     rows::NEIGHBORS,
     rows::UMAP,
+    rows::TSNE,
     rows::LEIDEN,
     rows::MARKERS,
 ];

@@ -7,6 +7,7 @@ use sc_kernels::leiden::LeidenParams;
 use sc_kernels::neighbors::ivf::IvfParams;
 use sc_kernels::neighbors::KnnMethod;
 use sc_kernels::rank_genes::{Method, RankGenesParams};
+use sc_kernels::tsne::TsneParams;
 use sc_kernels::umap::UmapParams;
 
 /// Parameters of a run; [`PipelineConfig::default`] is the benchmark recipe
@@ -40,6 +41,8 @@ pub struct PipelineConfig {
     pub neighbors_use_rep: Option<String>,
     /// `umap` on the neighbors graph (`obsm['X_umap']`); `None` skips it.
     pub umap: Option<UmapParams>,
+    /// `tsne` on the representation neighbors reads (`obsm['X_tsne']`); `None` skips it.
+    pub tsne: Option<TsneParams>,
     /// `leiden` on the neighbors graph, one `obs` column per resolution; `None` skips it.
     pub leiden: Option<LeidenOptions>,
     /// `rank_genes_groups` (marker genes) by a grouping of the cells; `None` skips it.
@@ -68,6 +71,7 @@ impl Default for PipelineConfig {
             knn_method: KnnMethod::Auto(IvfParams::default()),
             neighbors_use_rep: None,
             umap: Some(UmapParams::default()),
+            tsne: None,
             leiden: Some(LeidenOptions::default()),
             markers: Some(MarkerOptions::default()),
             keep_before_filter: Vec::new(),
@@ -84,6 +88,7 @@ impl PipelineConfig {
             harmony: None,
             n_neighbors: None,
             umap: None,
+            tsne: None,
             leiden: None,
             markers: None,
             ..self.clone()
@@ -104,7 +109,15 @@ impl PipelineConfig {
 
     /// Whether any step over the cell x cell structure runs (harmony to the marker genes).
     pub fn has_cell_graph_steps(&self) -> bool {
-        self.harmony.is_some() || self.n_neighbors.is_some() || self.markers_groupby().is_some()
+        self.harmony.is_some()
+            || self.n_neighbors.is_some()
+            || self.runs_tsne()
+            || self.markers_groupby().is_some()
+    }
+
+    /// Whether tsne runs: asked for, on the representation PCA (or harmony) makes.
+    pub fn runs_tsne(&self) -> bool {
+        self.tsne.is_some() && self.n_comps.is_some()
     }
 
     /// Whether umap runs: asked for, on the graph neighbors makes.

@@ -97,6 +97,7 @@ pub(crate) mod rows {
     pub(crate) use super::regress::ROW as REGRESS_OUT;
     pub(crate) use super::scale::ROW as SCALE;
     pub(crate) use super::scrublet::ROW as SCRUBLET;
+    pub(crate) use super::tsne::ROW as TSNE;
     pub(crate) use super::umap::ROW as UMAP;
 }
 
