@@ -448,3 +448,35 @@ def test_scrublet_doublet_neighbor_parents_as_scanpys():
     same = np.mean([np.array_equal(x, y) for x, y in zip(o, t)])
     # The cells tied with their doublet with themselves (see above) may differ by one doublet.
     assert same >= 0.99, f"{same:.4f} of the cells have scanpy's parents"
+
+
+@pytest.mark.parametrize("covariates", [None, ["n_counts"]])
+def test_combat_matches_scanpy(covariates):
+    """ComBat in f64 as scanpy; X back in float32: within float32 rounding of scanpy's."""
+    device_gate()
+    ours, theirs = pbmc68k_log(), pbmc68k_log()
+    scpipe.pp.combat(ours, "phase", covariates=covariates)
+    sc.pp.combat(theirs, "phase", covariates=covariates)
+    assert isinstance(ours.X, np.ndarray) and ours.X.dtype == np.float32
+    ok, worst = close(ours.X, theirs.X, rtol=1e-6, atol=1e-6)
+    assert ok, f"combat differs from scanpy by up to {worst}"
+    back = scpipe.pp.combat(pbmc68k_log(), "phase", covariates=covariates, inplace=False)
+    assert np.array_equal(back, ours.X)
+
+
+def test_combat_refuses_bad_input_and_leaves_x():
+    device_gate()
+    a = pbmc68k_log()
+    x = dense(a.X).copy()
+    a.obs["one"] = pd.Categorical(["lonely"] + ["many"] * (a.n_obs - 1))
+    cases = [
+        (dict(key="nope"), ValueError, "nope"),
+        (dict(key="phase", covariates=["nope"]), ValueError, "nope"),
+        (dict(key="phase", covariates=["phase"]), ValueError, "overlap"),
+        (dict(key="one"), ValueError, "lonely"),
+        (dict(key="phase", covariates=["bulk_labels"]), NotImplementedError, "bulk_labels"),
+    ]
+    for kw, exc, words in cases:
+        with pytest.raises(exc, match=words):
+            scpipe.pp.combat(a, **kw)
+    assert np.array_equal(dense(a.X), x)

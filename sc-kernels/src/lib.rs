@@ -19,6 +19,7 @@
 //! | `pp.scrublet`, `pp.scrublet_simulate_doublets` | [`scrublet`] |
 //! | `tl.score_genes` | [`score_genes`] |
 //! | `get.aggregate` | [`aggregate`] |
+//! | `pp.combat` | [`combat`] |
 //! | `tl.kmeans` (and harmony's clustering) | [`kmeans`] |
 //! | `tl.diffmap` | [`diffmap`] |
 //! | `tl.dpt` (pseudotime, no branchings) | [`dpt`] |
@@ -30,6 +31,7 @@
 
 pub mod aggregate;
 pub mod columns;
+pub mod combat;
 pub mod comm;
 pub mod csr;
 pub mod dense;

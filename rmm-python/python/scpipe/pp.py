@@ -21,6 +21,7 @@ from scpipe import _parts
 from scpipe._settings import settings
 
 __all__ = [
+    "combat",
     "calculate_qc_metrics",
     "filter_cells",
     "filter_genes",
@@ -756,6 +757,48 @@ def sqrt(data, *, copy: bool = False, chunked: bool = False, chunk_size: int | N
 
         return cupy.sqrt(x)
     return np.sqrt(x)
+
+
+def combat(adata, key: str = "batch", *, covariates: Sequence[str] | None = None, inplace: bool = True):
+    """ComBat batch correction (scanpy's ``pp.combat``, Johnson et al. 2007): per gene, a
+    linear model on the batches (``obs[key]``) and numeric ``covariates``, the values
+    standardized, each batch's location and scale shrunk across genes by empirical Bayes, and
+    removed. X becomes dense (float32; scanpy's is float64), or the corrected matrix is
+    returned with ``inplace=False``. Computed on the host in Rust (f64). Categorical
+    covariates are not taken yet.
+    """
+    if key not in adata.obs:
+        raise ValueError(f"Could not find the key {key!r} in adata.obs")
+    covariates = list(covariates) if covariates is not None else []
+    missing = [c for c in covariates if c not in adata.obs.columns]
+    if missing:
+        raise ValueError(f"Could not find the covariate(s) {missing!r} in adata.obs")
+    if key in covariates:
+        raise ValueError("Batch key and covariates cannot overlap")
+    if len(covariates) != len(set(covariates)):
+        raise ValueError("Covariates must be unique")
+    not_numeric = [c for c in covariates if not pd.api.types.is_numeric_dtype(adata.obs[c])]
+    if not_numeric:
+        raise NotImplementedError(f"combat: categorical covariates {not_numeric} are not taken by scpipe yet")
+    batches = adata.obs[key].astype("category").cat.remove_unused_categories()
+    codes = batches.cat.codes.to_numpy().astype(np.int64)
+    if (codes < 0).any():
+        raise ValueError(f"combat: {int((codes < 0).sum())} cells have no {key!r} batch")
+    sizes = np.bincount(codes, minlength=len(batches.cat.categories))
+    if (small := [str(b) for b, n in zip(batches.cat.categories, sizes) if n < 2]):
+        raise ValueError(f"Batches {small!r} have fewer than 2 cells. ComBat requires at least 2 cells per batch to estimate within-batch variance. Filter these batches before running combat.")
+    params = {
+        "groups": codes,
+        "n_groups": len(batches.cat.categories),
+        "covariates": [[float(v) for v in adata.obs[c].to_numpy(dtype=np.float64)] for c in covariates],
+    }
+    out = _parts.call("combat", {"X": _parts.matrix_part(_parts.host(adata.X), "X")}, params, return_x=True)
+    x = _parts.matrix_from(out["X"])
+    if not inplace:
+        return x
+    _parts.view_to_actual(adata)
+    adata.X = x
+    return None
 
 
 def scale(

@@ -84,6 +84,12 @@ enum Call {
         dof: u32,
         axis: AggregateAxis,
     },
+    /// ComBat on X: each cell's batch, the batches, numeric covariates.
+    Combat {
+        groups: Vec<u32>,
+        n_groups: usize,
+        covariates: Vec<Vec<f64>>,
+    },
     Scale(ScaleParams),
     Pca(usize),
     Harmony(HarmonyOptions),
@@ -310,6 +316,7 @@ fn run(
     let x_to_device = !matches!(
         call,
         Call::Harmony(_)
+            | Call::Combat { .. }
             | Call::Pearson(_)
             | Call::Scrublet { .. }
             | Call::SimulateDoublets { .. }
@@ -421,6 +428,11 @@ fn run(
                 adata, groups, *n_groups, *funcs, *dof, *axis,
             )?);
         }
+        Call::Combat {
+            groups,
+            n_groups,
+            covariates,
+        } => steps::combat(adata, groups, *n_groups, covariates)?,
         Call::Scale(p) => steps::scale(adata, p)?,
         Call::Pca(n) => {
             steps::pca(adata, *n)?;
@@ -589,6 +601,11 @@ fn parse(step: &str, p: &Bound<'_, PyDict>) -> PyResult<Call> {
                 },
             }
         }
+        "combat" => Call::Combat {
+            groups: group_codes(p)?,
+            n_groups: req(p, "n_groups")?,
+            covariates: req(p, "covariates")?,
+        },
         "scale" => Call::Scale(ScaleParams {
             zero_center: req(p, "zero_center")?,
             max_value: opt(p, "max_value")?,

@@ -10,6 +10,7 @@
 //! end may call a step without it.
 
 mod aggregate;
+mod combat;
 mod config;
 mod diffmap;
 mod dpt;
@@ -37,6 +38,7 @@ mod tsne;
 mod umap;
 
 pub use aggregate::{aggregate, AggregateAxis};
+pub use combat::combat;
 /// The run's configuration and the options of the steps that take several.
 pub use config::{
     HarmonyOptions, HvgCutoffs, HvgOptions, LeidenOptions, MarkerOptions, MitoPrefix,
