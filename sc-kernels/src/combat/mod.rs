@@ -8,7 +8,9 @@
 //! - per batch: the genes' mean (gamma) and variance with `n - 1` (delta) of the standardized
 //!   values, the priors from their spread across genes (gamma: mean and variance with `n`;
 //!   delta: scanpy's `_aprior` / `_bprior` with pandas' variance, `n - 1`), and the posterior
-//!   means by scanpy's fixed point (`_it_sol`, to a relative change of 1e-4);
+//!   means by scanpy's fixed point (`_it_sol`, to a relative change of 1e-4; after one
+//!   iteration when a gene's gamma is 0, a gene of zero variance: scanpy's criterion is NaN
+//!   then, which ends its loop);
 //! - the adjusted values `(s - gamma*) / sqrt(delta*) * sqrt(v) + m`.
 
 #[cfg(test)]
@@ -216,14 +218,10 @@ fn posterior(
                 (gn, (0.5 * sum2 + b) / (k / 2.0 + a - 1.0))
             })
             .unzip();
-        // scanpy's criterion, signs as it writes it (a negative old value counts as no change).
-        let change = |new: &[f64], old: &[f64]| {
-            new.iter()
-                .zip(old)
-                .map(|(n, o)| (n - o).abs() / o)
-                .fold(f64::NEG_INFINITY, f64::max)
-        };
-        let c = change(&g_new, &g_old).max(change(&d_new, &d_old));
+        let c = python_max(
+            relative_change(&g_new, &g_old),
+            relative_change(&d_new, &d_old),
+        );
         g_old = g_new;
         d_old = d_new;
         if !(c > CONVERGENCE) {
@@ -233,6 +231,32 @@ fn posterior(
     Err(KernelError::Unsupported(format!(
         "combat: the posterior means did not converge in {MAX_ITER} iterations"
     )))
+}
+
+/// scanpy's `(abs(new - old) / old).max()` with numpy's semantics: the signs as written (a
+/// negative old value counts as no change), and NaN when any ratio is NaN (an old value of 0
+/// that stayed 0: a gene of zero variance), which ends scanpy's loop.
+fn relative_change(new: &[f64], old: &[f64]) -> f64 {
+    new.iter()
+        .zip(old)
+        .map(|(n, o)| (n - o).abs() / o)
+        .try_fold(f64::NEG_INFINITY, |m, r| {
+            if r.is_nan() {
+                None
+            } else {
+                Some(m.max(r))
+            }
+        })
+        .unwrap_or(f64::NAN)
+}
+
+/// Python's `max(a, b)`: `b` only when `b > a` (so a NaN `a` stays).
+fn python_max(a: f64, b: f64) -> f64 {
+    if b > a {
+        b
+    } else {
+        a
+    }
 }
 
 /// Inverts the (symmetric positive definite) normal equations.

@@ -39,10 +39,7 @@ fn batch_means_and_spreads_are_brought_together() {
         for k in 1..3 {
             let (m, v) = stats(k);
             // Before: apart by 0.5 to 3.4 per batch step; the shrunk shifts leave a little.
-            assert!(
-                (m - m0).abs() < 0.2,
-                "gene {c} batch {k}: mean {m} vs {m0}"
-            );
+            assert!((m - m0).abs() < 0.2, "gene {c} batch {k}: mean {m} vs {m0}");
             // Before: 2.25 and 4 times batch 0's; the shrunk scales bring them near.
             assert!(
                 (v / v0 - 1.0).abs() < 0.25,
@@ -93,4 +90,20 @@ fn bad_input_is_named() {
     let same: Vec<f64> = b.iter().map(|&k| (k == 0) as u8 as f64).collect();
     let e = combat(&x, &b, 3, &[same]).unwrap_err();
     assert!(e.to_string().contains("singular"), "{e}");
+}
+
+#[test]
+fn a_gene_of_zero_variance_ends_the_fixed_point_as_scanpys() {
+    assert!(relative_change(&[0.0, 1.0], &[0.0, 2.0]).is_nan());
+    assert_eq!(relative_change(&[1.0, 3.0], &[2.0, -1.0]), 0.5);
+    assert!(python_max(f64::NAN, 1.0).is_nan());
+    assert_eq!(python_max(1.0, f64::NAN), 1.0);
+    // A constant gene: corrected to itself, the others still corrected.
+    let (mut x, b) = batched(50, 5);
+    for j in 0..150 {
+        x.data[j * 30 + 3] = 2.5;
+    }
+    let y = combat(&x, &b, 3, &[]).unwrap();
+    assert!((0..150).all(|j| (y.get(j, 3) - 2.5).abs() < 1e-12));
+    assert!(y.data.iter().all(|v| v.is_finite()));
 }
