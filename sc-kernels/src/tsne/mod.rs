@@ -170,7 +170,9 @@ fn gradient(p: &CsrMatrix<f64>, y: &[f64], exaggeration: f64, angle: f64) -> Vec
     let theta2 = angle * angle;
     let repulsion: Vec<([f64; 2], f64)> = (0..n)
         .into_par_iter()
-        .map(|i| tree.repulsion(y, i, theta2))
+        .map_init(Vec::new, |stack, i| {
+            tree.repulsion_with(y, i, theta2, stack)
+        })
         .collect();
     let z = chunked_sum(n, ROWS, 1, |rows, acc| {
         acc[0] += rows.map(|i| repulsion[i].1).sum::<f64>()

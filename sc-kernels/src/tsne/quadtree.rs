@@ -43,7 +43,8 @@ impl QuadTree {
             order: Vec::new(),
         };
         if n > 0 {
-            tree.split(points, &mut order, 0, n, lo, side, 0);
+            let mut scratch = vec![0u32; n];
+            tree.split(points, &mut order, &mut scratch, 0, n, lo, side, 0);
         }
         tree.order = order;
         tree
@@ -56,6 +57,7 @@ impl QuadTree {
         &mut self,
         points: &[f64],
         order: &mut [u32],
+        scratch: &mut [u32],
         start: usize,
         end: usize,
         corner: [f64; 2],
@@ -91,7 +93,7 @@ impl QuadTree {
             let p = at(i);
             (p[0] >= mid[0]) as usize + 2 * (p[1] >= mid[1]) as usize
         };
-        // Order the cell's points by quadrant (a stable counting sort).
+        // Order the cell's points by quadrant (a stable counting sort through the scratch).
         let slice = &mut order[start..end];
         let mut counts = [0usize; 5];
         for &i in slice.iter() {
@@ -100,14 +102,14 @@ impl QuadTree {
         for q in 0..4 {
             counts[q + 1] += counts[q];
         }
-        let mut sorted = vec![0u32; slice.len()];
+        let sorted = &mut scratch[start..end];
         let mut fill = counts;
         for &i in slice.iter() {
             let q = quadrant(i);
             sorted[fill[q]] = i;
             fill[q] += 1;
         }
-        slice.copy_from_slice(&sorted);
+        slice.copy_from_slice(sorted);
         for q in 0..4 {
             let (s, e) = (start + counts[q], start + counts[q + 1]);
             if s < e {
@@ -115,17 +117,30 @@ impl QuadTree {
                     corner[0] + half * (q % 2) as f64,
                     corner[1] + half * (q / 2) as f64,
                 ];
-                let child = self.split(points, order, s, e, c, half, depth + 1);
+                let child = self.split(points, order, scratch, s, e, c, half, depth + 1);
                 self.cells[id as usize].children[q] = child;
             }
         }
         id
     }
 
+    /// [`Self::repulsion_with`] with a stack of its own.
+    #[cfg(test)]
+    pub fn repulsion(&self, points: &[f64], i: usize, theta2: f64) -> ([f64; 2], f64) {
+        self.repulsion_with(points, i, theta2, &mut Vec::new())
+    }
+
     /// The repulsion on point `i` at `p`: `(sum_j q_ij^2 (p - y_j), sum_j q_ij)` over the other
     /// points, `q_ij = 1 / (1 + |p - y_j|^2)`, far cells (`width^2 / d^2 < theta^2`) taken as
-    /// one point of their count at their centre of mass.
-    pub fn repulsion(&self, points: &[f64], i: usize, theta2: f64) -> ([f64; 2], f64) {
+    /// one point of their count at their centre of mass. `stack`: the caller's scratch (one
+    /// per thread, not one per call).
+    pub fn repulsion_with(
+        &self,
+        points: &[f64],
+        i: usize,
+        theta2: f64,
+        stack: &mut Vec<u32>,
+    ) -> ([f64; 2], f64) {
         let p = [points[2 * i], points[2 * i + 1]];
         let (mut force, mut z) = ([0.0; 2], 0.0);
         let mut add = |y: [f64; 2], count: f64| {
@@ -135,7 +150,8 @@ impl QuadTree {
             force[0] += count * q * q * diff[0];
             force[1] += count * q * q * diff[1];
         };
-        let mut stack = vec![0u32];
+        stack.clear();
+        stack.push(0);
         while let Some(c) = stack.pop() {
             let cell = &self.cells[c as usize];
             if let Some((s, e)) = cell.leaf {

@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Issue 53's tools at N cells, scpipe's (host for now) beside rapids-singlecell's where it has
+them and its backends import (cuML, cuGraph, CuPy), in one process each: seconds per call,
+warm (the second of two calls). The cells: N points of 30 dimensions in 12 Gaussian groups as
+`obsm['X_pca']`, with scpipe's kNN graph (15 neighbours) and a categorical `group` column.
+
+Usage: python3 scripts/device/benchmarks/tools_side_by_side.py {scpipe|rsc} N [FUNCS]
+(FUNCS: comma-separated of aggregate,embedding_density,diffmap,louvain,kmeans,tsne; default
+all but tsne above 200,000 cells). Prints one line per function.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import warnings
+
+
+def cells(n: int):
+    import anndata as ad
+    import numpy as np
+    import pandas as pd
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(0)
+    group = rng.integers(0, 12, n)
+    centres = rng.normal(0, 6, size=(12, 30))
+    x = (centres[group] + rng.normal(0, 1, size=(n, 30))).astype(np.float32)
+    counts = sp.random(n, 2000, density=0.05, format="csr", random_state=1, dtype=np.float32)
+    a = ad.AnnData(counts, obs=pd.DataFrame({"group": pd.Categorical(group.astype(str))}, index=[str(i) for i in range(n)]))
+    a.obsm["X_pca"] = x
+    a.obsm["X_umap"] = x[:, :2].copy()
+    return a
+
+
+def main() -> int:
+    warnings.filterwarnings("ignore")
+    lib, n = sys.argv[1], int(sys.argv[2])
+    default = "aggregate,embedding_density,diffmap,louvain,kmeans" + (",tsne" if n <= 200_000 else "")
+    funcs = (sys.argv[3] if len(sys.argv) > 3 else default).split(",")
+    import scpipe
+
+    a = cells(n)
+    t = time.perf_counter()
+    scpipe.pp.neighbors(a)
+    print(f"{lib}: {n} cells; scpipe.pp.neighbors {time.perf_counter() - t:.2f} s", flush=True)
+    if lib == "scpipe":
+        calls = {
+            "aggregate": lambda b: scpipe.get.aggregate(b, "group", ["sum", "mean", "var", "count_nonzero"]),
+            "embedding_density": lambda b: scpipe.tl.embedding_density(b, groupby="group"),
+            "diffmap": lambda b: scpipe.tl.diffmap(b),
+            "louvain": lambda b: scpipe.tl.louvain(b, use_weights=True),
+            "kmeans": lambda b: scpipe.tl.kmeans(b, n_clusters=12, n_pcs=30),
+            "tsne": lambda b: scpipe.tl.tsne(b, n_pcs=30),
+        }
+    else:
+        import rapids_singlecell as rsc
+
+        rsc.get.anndata_to_GPU(a)
+        calls = {
+            "aggregate": lambda b: rsc.get.aggregate(b, "group", ["sum", "mean", "var", "count_nonzero"]),
+            "embedding_density": lambda b: rsc.tl.embedding_density(b, groupby="group"),
+            "diffmap": lambda b: rsc.tl.diffmap(b),
+            "louvain": lambda b: rsc.tl.louvain(b),
+            "kmeans": lambda b: rsc.tl.kmeans(b, n_clusters=12, n_pcs=30),
+            "tsne": lambda b: rsc.tl.tsne(b, n_pcs=30),
+        }
+    for f in funcs:
+        try:
+            seconds = []
+            for _ in range(2):
+                b = a.copy()
+                t = time.perf_counter()
+                calls[f](b)
+                seconds.append(time.perf_counter() - t)
+            print(f"{lib} {f}: first {seconds[0]:.3f} s, warm {seconds[1]:.3f} s", flush=True)
+        except Exception as e:  # a backend rapids-singlecell needs (cuML, cuGraph) may be missing
+            print(f"{lib} {f}: not run ({type(e).__name__}: {str(e)[:120]})", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
