@@ -4,6 +4,21 @@
 /// The group of an item that belongs to none.
 pub const NO_GROUP: u32 = u32::MAX;
 
+/// Refuses a label of `n_groups` or more (other than [`NO_GROUP`]), naming the parameter
+/// `name` the labels came from.
+pub fn check_labels(groups: &[u32], n_groups: usize, name: &'static str) -> crate::Result<()> {
+    match groups
+        .iter()
+        .find(|&&g| g != NO_GROUP && g as usize >= n_groups)
+    {
+        Some(&g) => Err(crate::KernelError::param(
+            name,
+            format!("group {g} of {n_groups} groups"),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// [`group_by_key`] of group labels (`< n_groups` or [`NO_GROUP`]): the items of no group
 /// go last, after `starts[n_groups]`. A label of `n_groups` or more (not `NO_GROUP`) panics.
 pub fn group_members(groups: &[u32], n_groups: usize) -> (Vec<u32>, Vec<usize>) {

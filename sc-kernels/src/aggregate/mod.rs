@@ -19,7 +19,7 @@ mod tests;
 use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
-use crate::group_by::group_members;
+use crate::group_by::{check_labels, group_members};
 use crate::real::Real;
 use rayon::prelude::*;
 
@@ -135,15 +135,7 @@ pub fn aggregate<M: Rows>(
             groups.len()
         )));
     }
-    if let Some(&g) = groups
-        .iter()
-        .find(|&&g| g != LEFT_OUT && g as usize >= n_groups)
-    {
-        return Err(KernelError::param(
-            "by",
-            format!("group {g} of {n_groups} groups"),
-        ));
-    }
+    check_labels(groups, n_groups, "by")?;
     let (order, starts) = group_members(groups, n_groups);
     let group_rows = |g: usize| &order[starts[g]..starts[g + 1]];
     let counts: Vec<u64> = (0..n_groups).map(|g| group_rows(g).len() as u64).collect();

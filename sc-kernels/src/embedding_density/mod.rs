@@ -8,8 +8,8 @@
 mod tests;
 
 use crate::error::{KernelError, Result};
-use crate::group_by::group_members;
 pub use crate::group_by::NO_GROUP;
+use crate::group_by::{check_labels, group_members};
 use rayon::prelude::*;
 
 /// The scaled density of each cell (`xy`: `n x 2`, row-major) among the cells of its group
@@ -23,15 +23,7 @@ pub fn embedding_density(xy: &[f64], groups: &[u32], n_groups: usize) -> Result<
             xy.len()
         )));
     }
-    if let Some(&g) = groups
-        .iter()
-        .find(|&&g| g != NO_GROUP && g as usize >= n_groups)
-    {
-        return Err(KernelError::param(
-            "groupby",
-            format!("group {g} of {n_groups} groups"),
-        ));
-    }
+    check_labels(groups, n_groups, "groupby")?;
     if let Some(i) = xy.iter().position(|v| !v.is_finite()) {
         return Err(KernelError::NonFinite {
             row: i / 2,

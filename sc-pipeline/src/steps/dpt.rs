@@ -3,7 +3,7 @@
 //! `n_dcs` components, their eigenvalues and the graph's connected components. Not a row of
 //! the command's step table. Computed on the host.
 
-use super::{connectivities, kernel_error, obsm_matrix};
+use super::{connectivities, first_columns, kernel_error, obsm_matrix};
 use crate::anndata::ArrayData;
 use crate::{AnnData, Error, Result};
 use sc_kernels::graph::connected_components;
@@ -23,12 +23,7 @@ pub fn dpt(adata: &mut AnnData, basis: &str, evals: &[f32], root: usize) -> Resu
             problem: format!("n_dcs: {k}, but '{basis}' has {} components", x.n_cols),
         });
     }
-    let first: Vec<f32> = x
-        .data
-        .chunks_exact(x.n_cols)
-        .flat_map(|r| r[..k].iter().copied())
-        .collect();
-    let first = sc_kernels::DenseMatrix::new(x.n_rows, k, first).map_err(kernel_error(STEP))?;
+    let first = first_columns(x, k).map_err(kernel_error(STEP))?;
     let (component, _) = connected_components(connectivities(adata, STEP)?);
     let t =
         sc_kernels::dpt::pseudotime(&first, evals, root, &component).map_err(kernel_error(STEP))?;

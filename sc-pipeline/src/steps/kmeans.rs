@@ -3,7 +3,7 @@
 //! clusters that kept cells, numbered in order), and `uns[key]` with the parameters and the
 //! inertia. Not a row of the command's step table yet. Computed on the host.
 
-use super::{kernel_error, representation};
+use super::{first_columns, kernel_error, representation};
 use crate::anndata::Value;
 use crate::{AnnData, Result};
 use sc_kernels::kmeans::{kmeans as cluster, KMeansParams, KMeansResult};
@@ -29,15 +29,8 @@ pub fn kmeans(
             ),
         });
     }
-    let x: Vec<f32> = if d == rep.n_cols {
-        rep.data
-    } else {
-        rep.data
-            .chunks_exact(rep.n_cols)
-            .flat_map(|r| r[..d].iter().copied())
-            .collect()
-    };
-    let r = cluster(&x, rep.n_rows, d, params).map_err(kernel_error(STEP))?;
+    let x = first_columns(rep, d).map_err(kernel_error(STEP))?;
+    let r = cluster(&x.data, x.n_rows, d, params).map_err(kernel_error(STEP))?;
     // The clusters that kept rows, numbered in order.
     let mut number = vec![u32::MAX; params.n_clusters];
     r.labels.iter().for_each(|&l| number[l as usize] = 0);

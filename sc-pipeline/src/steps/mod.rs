@@ -172,6 +172,14 @@ pub(crate) fn representation(
     })
 }
 
+/// The first `k` (at most all) columns of `m`: `m` itself when it has `k`.
+pub(crate) fn first_columns(m: DenseMatrix<f32>, k: usize) -> sc_kernels::Result<DenseMatrix<f32>> {
+    if k == m.n_cols {
+        return Ok(m);
+    }
+    m.select_cols(&(0..m.n_cols).map(|c| c < k).collect::<Vec<_>>())
+}
+
 /// `obsm[key]` as an `f32` matrix (`f64` arrays rounded); `None` when there is no such key.
 pub(crate) fn obsm_matrix(adata: &AnnData, key: &str) -> crate::Result<Option<DenseMatrix<f32>>> {
     let Some(DenseArray { shape, data }) = adata.obsm.get(key) else {
