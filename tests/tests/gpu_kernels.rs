@@ -1784,3 +1784,32 @@ fn scale_of_a_dense_device_x_equals_the_cpu_bit_for_bit() {
     };
     on_random_and_real(1..9000, 1..40, check);
 }
+
+/// t-SNE on the GPU (the repulsion interpolated on a grid, by FFT) embeds as well as the CPU's
+/// Barnes-Hut (trustworthiness at 15 neighbours within 0.01, issue 53's gate against scanpy),
+/// on pbmc68k_reduced's PCs and on clustered points; the same input twice gives the same bits.
+#[test]
+fn tsne_on_the_gpu_embeds_as_well_as_the_cpu() {
+    let Some(d) = gpu_or_skip("gpu tsne") else {
+        return;
+    };
+    let ctx = context(&d);
+    for (name, x) in [
+        ("pbmc68k_reduced", pbmc_pcs()),
+        ("clustered", clustered_points(21, 3000, 20)),
+    ] {
+        let p = sc_kernels::tsne::TsneParams::default();
+        let cpu = sc_kernels::tsne::tsne(&x, &p).unwrap();
+        let gpu = sc_kernels::tsne::tsne_gpu(&ctx, &x, &p).unwrap();
+        assert!(gpu.data.iter().all(|v| v.is_finite()), "{name}");
+        let t_cpu = sc_kernels::umap::trustworthiness(&x, &cpu, 15);
+        let t_gpu = sc_kernels::umap::trustworthiness(&x, &gpu, 15);
+        eprintln!("{name}: trustworthiness CPU {t_cpu:.4}, GPU {t_gpu:.4}");
+        assert!(
+            t_gpu >= t_cpu - 0.01,
+            "{name}: GPU {t_gpu} against CPU {t_cpu}"
+        );
+        let again = sc_kernels::tsne::tsne_gpu(&ctx, &x, &p).unwrap();
+        assert!(same_bits(&gpu.data, &again.data), "{name}: two runs differ");
+    }
+}

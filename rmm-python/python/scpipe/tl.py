@@ -107,14 +107,16 @@ def tsne(
 ):
     """t-SNE (scanpy's ``tl.tsne``, scikit-learn's ``TSNE`` with scanpy's arguments):
     affinities of each cell's ``3 perplexity + 1`` nearest others, a start from the first two
-    principal components, 250 exaggerated iterations then ``max_iter - 250`` more, Barnes-Hut
-    repulsion (angle 0.5). Reads ``use_rep`` (else X at <= 50 genes, else ``X_pca``), its
+    principal components, 250 exaggerated iterations then ``max_iter - 250`` more. The
+    repulsion: Barnes-Hut (angle 0.5) on the CPU; on the GPU interpolated on a grid and
+    convolved by FFT (FIt-SNE's scheme; seconds at a million cells). Reads ``use_rep`` (else X at <= 50 genes, else ``X_pca``), its
     first ``n_pcs`` columns.
 
     Writes ``obsm['X_tsne']`` (float32) and ``uns['tsne']['params']`` (``key_added`` names
     both), as scanpy. The same input gives the same embedding (its start is the PCA; scikit-
-    learn's result is matched by quality, not coordinate for coordinate). Two components,
-    euclidean metric. Computed on the host in Rust.
+    learn's result is matched by quality, not coordinate for coordinate; so are the GPU's and
+    the CPU's). Two components, euclidean metric. On the GPU when ``scpipe.settings.device``
+    resolves to it.
     """
     if n_components != 2:
         raise ValueError(f"tsne: scpipe computes 2 components, not {n_components}")

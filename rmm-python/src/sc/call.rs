@@ -451,7 +451,9 @@ fn run(
         Call::Umap(p) => {
             steps::umap_on(adata, p, ctx.as_deref())?;
         }
-        Call::Tsne { params, key } => steps::tsne(adata, Some("rep"), params, key)?,
+        Call::Tsne { params, key } => {
+            steps::tsne_on(adata, Some("rep"), params, key, ctx.as_deref())?
+        }
         Call::EmbeddingDensity {
             groups,
             n_groups,

@@ -7,6 +7,7 @@
 //!   ([`built_in`], compiled ahead of time by `build.rs`), else compiled by NVRTC once per
 //!   machine through a disk cache keyed by source, GPU architecture and NVRTC version.
 //! - [`DeviceCsr`] / [`DeviceDense`]: matrices whose storage is `rmm-core` [`DeviceVec`]s.
+//! - [`fft`]: batched 2-D FFTs (cuFFT) with their work area from the context's resource.
 //! - [`scan`]: exclusive prefix sums, the building block of every compaction.
 //! - [`radix_sort`]: sorting `u64` keys (a step packs what it needs ordered into them).
 //! - [`NcclCommunicator`]: the [`crate::comm::Communicator`] of ranks on several GPUs.
@@ -22,6 +23,7 @@ pub mod built_in;
 pub mod compact;
 mod context;
 pub mod dense_reduce;
+pub mod fft;
 pub(crate) mod matrix;
 pub mod module_cache;
 mod nccl_communicator;

@@ -12,17 +12,26 @@
 //! - the gradient `4 (sum_j p_ij q_ij (y_i - y_j) - sum_j q_ij^2 (y_i - y_j) / Z)`, the
 //!   repulsion from the quadtree with angle 0.5 (`quadtree`).
 //!
+//! On a GPU ([`tsne_gpu`]): the same affinities, start and schedule, the repulsion interpolated
+//! on a grid and convolved by FFT ([`interp`]) instead of the quadtree.
+//!
 //! Every iteration is a function of the previous one (forces of all cells computed, then all
 //! moved), sums in a fixed order: the same seed gives the same embedding on any thread count.
 //! scikit-learn's own draws are not repeated (its PCA start is deterministic up to sign; the
 //! results match by quality: trustworthiness).
 
 mod affinity;
+mod gpu;
+pub mod interp;
 mod quadtree;
 #[cfg(test)]
 mod tests;
 
 pub use affinity::{affinities, neighbours_for};
+pub use gpu::{optimize_gpu, tsne_gpu};
+
+/// The GPU twin's kernel modules.
+pub const KERNELS: [crate::gpu::module_cache::KernelSource; 1] = [gpu::SRC];
 
 use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
@@ -129,14 +138,18 @@ fn pca_start(x: &DenseMatrix<f32>) -> Result<Vec<f64>> {
     Ok(y)
 }
 
+/// scikit-learn's two stages: `(iterations, momentum, exaggeration)`.
+fn stages(params: &TsneParams) -> [(usize, f64, f64); 2] {
+    [
+        (EXPLORATION_ITER, 0.5, params.early_exaggeration),
+        (params.max_iter - EXPLORATION_ITER, 0.8, 1.0),
+    ]
+}
+
 /// Gradient descent from `y` (`n x 2`) on the affinities `p`.
 pub fn optimize(p: &CsrMatrix<f64>, mut y: Vec<f64>, params: &TsneParams) -> DenseMatrix<f32> {
     let n = p.n_rows;
-    let stages = [
-        (EXPLORATION_ITER, 0.5, params.early_exaggeration),
-        (params.max_iter - EXPLORATION_ITER, 0.8, 1.0),
-    ];
-    for (iterations, momentum, exaggeration) in stages {
+    for (iterations, momentum, exaggeration) in stages(params) {
         // scikit-learn starts each stage with fresh steps and gains.
         let mut update = vec![0.0; 2 * n];
         let mut gains = vec![1.0; 2 * n];

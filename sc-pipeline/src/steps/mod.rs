@@ -76,7 +76,7 @@ pub use scale::scale;
 pub use score_genes::score_genes;
 pub(crate) use scrublet::GENERATED as SCRUBLET_ON_GENERATED;
 pub use scrublet::{scrublet, scrublet_on_simulated, scrublet_simulate_doublets, ScrubletSummary};
-pub use tsne::tsne;
+pub use tsne::{tsne, tsne_on};
 pub use umap::{umap, umap_on};
 
 pub(crate) use generated_blocks::GeneratedPass;

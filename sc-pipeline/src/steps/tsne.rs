@@ -1,53 +1,81 @@
 //! `tsne` (scanpy's `tl.tsne`): the 2-D t-SNE embedding of the cells' representation
 //! (`sc_kernels::tsne`) into `obsm[key]` (f32) and scanpy's `uns[...]['params']`. Its row
 //! (`--tsne`, off by default) runs after umap on the representation neighbors reads (`X_pca`,
-//! or harmony's). Computed on the host (every cell's Barnes-Hut forces, 1,000 iterations:
-//! minutes from about 100,000 cells on a few cores).
+//! or harmony's). On the run's first GPU when it has one (`sc_kernels::tsne::tsne_gpu`: the
+//! repulsion by FFT, seconds at a million cells), else on the host (Barnes-Hut: minutes from
+//! about 100,000 cells on a few cores).
 
-use super::step::{no_budget_check, no_device_bytes, no_input_check, Phase, Step, StepEnv};
+use super::step::{no_budget_check, no_input_check, Phase, Sizes, Step, StepBytes, StepEnv};
 use super::{kernel_error, representation};
 use crate::anndata::{ArrayData, DenseArray, Value};
 use crate::steps::PipelineConfig;
 use crate::{AnnData, Result};
-use sc_kernels::tsne::{tsne as embed, TsneParams};
+use sc_kernels::gpu::GpuContext;
+use sc_kernels::tsne::TsneParams;
 
-/// The pipeline's row: on the host.
+/// The pipeline's row: on the first GPU of the run (none: the CPU).
 pub(crate) const ROW: Step = Step {
     name: "tsne",
     phase: Phase::CellGraph,
     enabled: PipelineConfig::runs_tsne,
     run: |a, env: &StepEnv<'_>| {
         let params = env.config.tsne.expect("the row runs only with tsne");
-        tsne(
+        let gpu = env.gpus.first().map(|g| g.as_ref());
+        tsne_on(
             a,
             env.config.neighbors_use_rep.as_deref(),
             &params,
             "X_tsne",
+            gpu,
         )?;
         Ok(format!(
-            "perplexity {}, {} iterations on the CPU",
-            params.perplexity, params.max_iter
+            "perplexity {}, {} iterations on the {}",
+            params.perplexity,
+            params.max_iter,
+            if gpu.is_some() { "GPU" } else { "CPU" }
         ))
     },
     generated: None,
-    device_bytes: no_device_bytes,
-    kernels: &[],
+    device_bytes,
+    kernels: &sc_kernels::tsne::KERNELS,
     check_input: no_input_check,
     check_budget: no_budget_check,
     beside: false,
 };
 
-/// Embeds the representation `use_rep` (see [`representation`]) into `obsm[key]`; writes
-/// `uns[key without its 'X_' prefix]['params']` as scanpy.
-pub fn tsne(
+/// The GPU holds the representation (f32), the kNN of `3 perplexity + 2` (index and distance,
+/// 8 bytes each), then the joint affinities (at most twice the neighbours a cell, 12 bytes
+/// each), seven vectors of 2 or 1 f64 a cell, and the grid's transforms (5 arrays of at most
+/// 6,000^2 doubles, real and complex, and the fixed-point sums: 3.5 GB; far less until the
+/// embedding is thousands of units across).
+fn device_bytes(s: &Sizes, config: &PipelineConfig) -> StepBytes {
+    let n = s.n_obs as u64;
+    let perplexity = config.tsne.map_or(30.0, |p| p.perplexity);
+    let k = (3.0 * perplexity) as u64 + 2;
+    let knn = n * 50 * 4 + n * k * 8;
+    let descent = 2 * k * n * 12 + (n + 1) * 8 + 11 * n * 8 + (5 * 2 * 36_000_000) * 8;
+    StepBytes {
+        kept: 0,
+        transient: knn.max(descent),
+    }
+}
+
+/// Embeds the representation `use_rep` (see [`representation`]) into `obsm[key]` on `gpu`
+/// (none: the CPU); writes `uns[key without its 'X_' prefix]['params']` as scanpy.
+pub fn tsne_on(
     adata: &mut AnnData,
     use_rep: Option<&str>,
     params: &TsneParams,
     key: &str,
+    gpu: Option<&GpuContext>,
 ) -> Result<()> {
     const STEP: &str = "tsne";
     let (rep, _) = representation(adata, use_rep, STEP)?;
-    let y = embed(&rep, params).map_err(kernel_error(STEP))?;
+    let y = match gpu {
+        Some(ctx) => sc_kernels::tsne::tsne_gpu(ctx, &rep, params),
+        None => sc_kernels::tsne::tsne(&rep, params),
+    }
+    .map_err(kernel_error(STEP))?;
     adata.obsm.insert(
         key.into(),
         DenseArray::new(vec![y.n_rows, 2], ArrayData::F32(y.data))?,
@@ -70,4 +98,15 @@ pub fn tsne(
         Value::dict([("params", Value::dict(p))]),
     );
     Ok(())
+}
+
+/// [`tsne_on`] where X lives (its GPU when on one).
+pub fn tsne(
+    adata: &mut AnnData,
+    use_rep: Option<&str>,
+    params: &TsneParams,
+    key: &str,
+) -> Result<()> {
+    let gpu = super::x_gpu(adata);
+    tsne_on(adata, use_rep, params, key, gpu.as_deref())
 }
