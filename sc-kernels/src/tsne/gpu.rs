@@ -11,9 +11,12 @@ use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
 use crate::error::Result;
 use crate::gpu::fft::Fft2d;
+use crate::gpu::grid_for;
 use crate::gpu::module_cache::KernelSource;
+use crate::gpu::radix_sort::sort_keys;
+use crate::gpu::scan::exclusive_scan;
 use crate::gpu::{DeviceVec, GpuContext};
-use crate::neighbors::exact::knn_exact_gpu;
+use crate::neighbors::exact::{knn_exact, knn_on_device};
 use crate::neighbors::{GPU_MAX_DIMS, GPU_MAX_K};
 use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 
@@ -28,28 +31,146 @@ pub fn tsne_gpu(
     x: &DenseMatrix<f32>,
     params: &TsneParams,
 ) -> Result<DenseMatrix<f32>> {
-    let n = x.n_rows;
+    let (n, d) = (x.n_rows, x.n_cols);
     check(n, params)?;
     x.check_finite()?;
+    ctx.bind_to_thread()?;
     let mut trace = crate::gpu::trace::PhaseTrace::new(ctx, "tsne");
     let k = neighbours_for(n, params.perplexity);
-    // The GPU's scan takes up to GPU_MAX_K neighbours and GPU_MAX_DIMS dimensions (perplexity
-    // 32 and 50 PCs fit); beyond, the host's exact kNN.
-    let knn = if k < GPU_MAX_K && x.n_cols <= GPU_MAX_DIMS {
-        let xd = ctx.upload(&x.data)?;
-        knn_exact_gpu(ctx, &xd, n, x.n_cols, k + 1)?
-    } else {
-        crate::neighbors::exact::knn_exact(x, k + 1)?
-    };
-    trace.mark("kNN")?;
-    let p = affinities(&knn, k, params.perplexity)?;
-    drop(knn);
-    trace.mark("affinities (host)")?;
     let start = pca_start(x)?;
     trace.mark("PCA start (host)")?;
-    let y = optimize_gpu(ctx, &p, &start, params)?;
+    // The GPU's scan takes up to GPU_MAX_K neighbours and GPU_MAX_DIMS dimensions (perplexity
+    // 32 and 50 PCs fit), and the mirrors' keys hold an entry's index in 32 bits; beyond, the
+    // host's kNN and affinities.
+    let joint = if k < GPU_MAX_K && d <= GPU_MAX_DIMS && ((n * k) as u64) < 1 << 32 {
+        let (idx, dist, _) = {
+            let xd = ctx.upload(&x.data)?;
+            knn_on_device(ctx, &xd, n, d, k + 1)?
+        };
+        trace.mark("kNN")?;
+        let joint = Joint::on_device(ctx, &idx, &dist, n, k, params.perplexity)?;
+        trace.mark("affinities")?;
+        joint
+    } else {
+        let knn = knn_exact(x, k + 1)?;
+        let joint = Joint::from_host(ctx, &affinities(&knn, k, params.perplexity)?)?;
+        trace.mark("kNN and affinities (host)")?;
+        joint
+    };
+    let y = descend(ctx, &joint, &start, params)?;
     trace.mark("descent")?;
     Ok(y)
+}
+
+/// The joint affinities on the device: each row's own entries (`out_*`, CSR) and the mirrors
+/// of the other rows' entries (`in_ptr`, `in_keys`: column << 32 | the entry, from row
+/// entry / `k`), all times `scale[0]`.
+pub struct Joint {
+    n: usize,
+    out_ptr: DeviceVec<u64>,
+    out_cols: DeviceVec<u32>,
+    out_vals: DeviceVec<f64>,
+    in_ptr: DeviceVec<u64>,
+    in_keys: DeviceVec<u64>,
+    k: u64,
+    scale: DeviceVec<f64>,
+}
+
+impl Joint {
+    /// From the device's kNN (`k + 1` a cell, itself among them): each cell's conditionals
+    /// (`tsne_conditional`), their mirrors sorted by column (the radix sort keeps the entries'
+    /// order within a column) and the normalization, without a host round trip.
+    fn on_device(
+        ctx: &GpuContext,
+        idx: &DeviceVec<u32>,
+        dist: &DeviceVec<f32>,
+        n: usize,
+        k: usize,
+        perplexity: f64,
+    ) -> Result<Joint> {
+        let entries = n * k;
+        let out_cols = ctx.alloc::<u32>(entries)?;
+        let out_vals = ctx.alloc::<f64>(entries)?;
+        let keys = ctx.alloc::<u64>(entries)?;
+        let indeg = ctx.zeros::<u64>(n)?;
+        let (n64, kk, k32, target) = (n as u64, (k + 1) as i32, k as i32, perplexity.ln());
+        let f = ctx.function(SRC, "tsne_conditional")?;
+        let mut l = ctx.launcher(&f);
+        l.arg(idx)
+            .arg(dist)
+            .arg(&n64)
+            .arg(&kk)
+            .arg(&k32)
+            .arg(&target);
+        l.arg(&out_cols).arg(&out_vals).arg(&keys).arg(&indeg);
+        ctx.launch(l, ctx.filling_grid(n), "tsne_conditional")?;
+        let column_bits = 64 - (n as u64).leading_zeros();
+        let in_keys = sort_keys(ctx, keys, 32, 32 + column_bits.max(1))?;
+        let (in_ptr, _) = exclusive_scan(ctx, &indeg)?;
+        let total = sum(ctx, &out_vals)?;
+        let scale = ctx.alloc::<f64>(1)?;
+        let f = ctx.function(SRC, "tsne_normalization")?;
+        let mut l = ctx.launcher(&f);
+        l.arg(&total).arg(&scale);
+        ctx.launch(l, grid_for(1), "tsne_normalization")?;
+        let rows: Vec<u64> = (0..=n as u64).map(|i| i * k as u64).collect();
+        Ok(Joint {
+            n,
+            out_ptr: ctx.upload(&rows)?,
+            out_cols,
+            out_vals,
+            in_ptr,
+            in_keys,
+            k: k as u64,
+            scale,
+        })
+    }
+
+    /// The host's symmetric CSR (normalized already; no mirrors).
+    fn from_host(ctx: &GpuContext, p: &CsrMatrix<f64>) -> Result<Joint> {
+        Ok(Joint {
+            n: p.n_rows,
+            out_ptr: ctx.upload(&p.indptr)?,
+            out_cols: ctx.upload(&p.indices)?,
+            out_vals: ctx.upload(&p.data)?,
+            in_ptr: ctx.zeros(p.n_rows + 1)?,
+            in_keys: ctx.alloc(1)?,
+            k: 1,
+            scale: ctx.upload(&[1.0f64])?,
+        })
+    }
+}
+
+/// The sum of `v` on the device in a fixed order, left there.
+fn sum(ctx: &GpuContext, v: &DeviceVec<f64>) -> Result<DeviceVec<f64>> {
+    let mut parts = ctx.alloc::<f64>(ctx.filling_grid(v.len()).grid_dim.0 as usize)?;
+    let mut out = ctx.alloc::<f64>(1)?;
+    sum_into(ctx, v, &mut parts, &mut out)?;
+    Ok(out)
+}
+
+/// [`sum`] into `out[0]` through `parts` (a value per block of `filling_grid(v.len())`):
+/// each block its grid-stride share, then one block over the blocks' sums (`tsne_sum` twice).
+fn sum_into(
+    ctx: &GpuContext,
+    v: &DeviceVec<f64>,
+    parts: &mut DeviceVec<f64>,
+    out: &mut DeviceVec<f64>,
+) -> Result<()> {
+    let cfg = ctx.filling_grid(v.len());
+    let blocks = cfg.grid_dim.0 as u64;
+    let f = ctx.function(SRC, "tsne_sum")?;
+    let len = v.len() as u64;
+    let mut l = ctx.launcher(&f);
+    l.arg(v).arg(&len).arg(&mut *parts);
+    ctx.launch(l, cfg, "tsne_sum")?;
+    let mut l = ctx.launcher(&f);
+    l.arg(&*parts).arg(&blocks).arg(out);
+    let one_block = LaunchConfig {
+        grid_dim: (1, 1, 1),
+        ..cfg
+    };
+    ctx.launch(l, one_block, "tsne_sum")
 }
 
 /// The transforms and buffers of one grid size.
@@ -79,17 +200,14 @@ impl GridBuffers {
 }
 
 /// [`super::optimize`] on the GPU, from `y` (`n x 2`) on the affinities `p`.
-pub fn optimize_gpu(
+fn descend(
     ctx: &GpuContext,
-    p: &CsrMatrix<f64>,
+    p: &Joint,
     y: &[f64],
     params: &TsneParams,
 ) -> Result<DenseMatrix<f32>> {
-    let n = p.n_rows;
+    let n = p.n;
     let n64 = n as u64;
-    let indptr = ctx.upload(&p.indptr)?;
-    let indices = ctx.upload(&p.indices)?;
-    let values = ctx.upload(&p.data)?;
     let mut y_cur = ctx.upload(y)?;
     let mut y_next = ctx.alloc::<f64>(2 * n)?;
     let mut rep = ctx.alloc::<f64>(2 * n)?;
@@ -100,16 +218,11 @@ pub fn optimize_gpu(
     let mut bound_parts = ctx.alloc::<f64>(4 * blocks)?;
     let mut zparts = ctx.alloc::<f64>(blocks)?;
     let mut zsum = ctx.alloc::<f64>(1)?;
-    let one_block = LaunchConfig {
-        grid_dim: (1, 1, 1),
-        ..cfg
-    };
     let f_bounds = ctx.function(SRC, "tsne_bounds")?;
     let f_spread = ctx.function(SRC, "tsne_spread")?;
     let f_fill = ctx.function(SRC, "tsne_fill")?;
     let f_multiply = ctx.function(SRC, "tsne_multiply")?;
     let f_interpolate = ctx.function(SRC, "tsne_interpolate")?;
-    let f_sum = ctx.function(SRC, "tsne_sum")?;
     let f_move = ctx.function(SRC, "tsne_move")?;
     let mut grid: Option<GridBuffers> = None;
     for (iterations, momentum, exaggeration) in stages(params) {
@@ -168,20 +281,12 @@ pub fn optimize_gpu(
             l.arg(&y_cur).arg(&n64).arg(&g.lo).arg(&g.h).arg(&nb);
             l.arg(&gb.real).arg(&mut rep).arg(&mut zcell);
             ctx.launch(l, cfg, "tsne_interpolate")?;
-            let mut l = ctx.launcher(&f_sum);
-            l.arg(&zcell).arg(&n64).arg(&mut zparts);
-            ctx.launch(l, cfg, "tsne_sum")?;
-            let blocks64 = blocks as u64;
-            let mut l = ctx.launcher(&f_sum);
-            l.arg(&zparts).arg(&blocks64).arg(&mut zsum);
-            ctx.launch(l, one_block, "tsne_sum")?;
+            sum_into(ctx, &zcell, &mut zparts, &mut zsum)?;
             let mut l = ctx.launcher(&f_move);
-            l.arg(&indptr).arg(&indices).arg(&values).arg(&y_cur);
-            l.arg(&rep)
-                .arg(&zsum)
-                .arg(&n64)
-                .arg(&exaggeration)
-                .arg(&momentum);
+            l.arg(&p.out_ptr).arg(&p.out_cols).arg(&p.out_vals);
+            l.arg(&p.in_ptr).arg(&p.in_keys).arg(&p.k).arg(&p.scale);
+            l.arg(&y_cur).arg(&rep).arg(&zsum).arg(&n64);
+            l.arg(&exaggeration).arg(&momentum);
             l.arg(&params.learning_rate)
                 .arg(&mut update)
                 .arg(&mut gains)

@@ -28,7 +28,7 @@ mod quadtree;
 mod tests;
 
 pub use affinity::{affinities, neighbours_for};
-pub use gpu::{optimize_gpu, tsne_gpu};
+pub use gpu::tsne_gpu;
 
 /// The GPU twin's kernel modules.
 pub const KERNELS: [crate::gpu::module_cache::KernelSource; 1] = [gpu::SRC];

@@ -163,36 +163,111 @@ extern "C" __global__ void tsne_sum(const double* __restrict__ v, u64 n, double*
 
 // One iteration's move of each cell (mod.rs `optimize`): the gradient
 // 4 (exaggeration sum_j p_ij q_ij (y_i - y_j) - rep_i / Z), Z = zsum - n, then the gains,
-// the momentum step and the new position into y_new.
-extern "C" __global__ void tsne_move(const u64* __restrict__ indptr, const u32* __restrict__ indices,
-                                     const double* __restrict__ p, const double* __restrict__ y,
-                                     const double* __restrict__ rep, const double* __restrict__ zsum,
-                                     u64 n, double exaggeration, double momentum,
-                                     double learning_rate, double* __restrict__ update,
-                                     double* __restrict__ gains, double* __restrict__ y_new) {
+// the momentum step and the new position into y_new. p_ij: the row's own entries
+// (out_vals[out_ptr[i]..] times scale[0]) and its mirrors (in_keys[in_ptr[i]..]: column << 32 |
+// the entry e of out_vals it mirrors, from row e / k), each its own term, in a fixed order.
+extern "C" __global__ void tsne_move(const u64* __restrict__ out_ptr,
+                                     const u32* __restrict__ out_cols,
+                                     const double* __restrict__ out_vals,
+                                     const u64* __restrict__ in_ptr,
+                                     const u64* __restrict__ in_keys, u64 k,
+                                     const double* __restrict__ scale,
+                                     const double* __restrict__ y, const double* __restrict__ rep,
+                                     const double* __restrict__ zsum, u64 n, double exaggeration,
+                                     double momentum, double learning_rate,
+                                     double* __restrict__ update, double* __restrict__ gains,
+                                     double* __restrict__ y_new) {
     double z = fmax(zsum[0] - (double)n, 2.2250738585072014e-308);
+    double weight = scale[0] * exaggeration;
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
          i += (u64)gridDim.x * blockDim.x) {
         double x0 = y[2 * i], x1 = y[2 * i + 1];
         double a0 = 0.0, a1 = 0.0;
-        for (u64 e = indptr[i]; e < indptr[i + 1]; e++) {
-            u64 j = indices[e];
+        for (u64 e = out_ptr[i]; e < out_ptr[i + 1]; e++) {
+            u64 j = out_cols[e];
             double d0 = x0 - y[2 * j], d1 = x1 - y[2 * j + 1];
-            double q = 1.0 / (1.0 + d0 * d0 + d1 * d1);
-            a0 += p[e] * exaggeration * q * d0;
-            a1 += p[e] * exaggeration * q * d1;
+            double pq = out_vals[e] * weight / (1.0 + d0 * d0 + d1 * d1);
+            a0 += pq * d0;
+            a1 += pq * d1;
+        }
+        for (u64 s = in_ptr[i]; s < in_ptr[i + 1]; s++) {
+            u64 e = in_keys[s] & 0xffffffffull;
+            u64 j = e / k;
+            double d0 = x0 - y[2 * j], d1 = x1 - y[2 * j + 1];
+            double pq = out_vals[e] * weight / (1.0 + d0 * d0 + d1 * d1);
+            a0 += pq * d0;
+            a1 += pq * d1;
         }
         double g[2] = {4.0 * (a0 - rep[2 * i] / z), 4.0 * (a1 - rep[2 * i + 1] / z)};
         double pos[2] = {x0, x1};
         for (int c = 0; c < 2; c++) {
-            u64 k = 2 * i + c;
-            double u = update[k], gain = gains[k];
+            u64 idx = 2 * i + c;
+            double u = update[idx], gain = gains[idx];
             gain = u * g[c] < 0.0 ? gain + 0.2 : gain * 0.8;
             gain = fmax(gain, 0.01);
             u = momentum * u - learning_rate * gain * g[c];
-            gains[k] = gain;
-            update[k] = u;
-            y_new[k] = pos[c] + u;
+            gains[idx] = gain;
+            update[idx] = u;
+            y_new[idx] = pos[c] + u;
         }
     }
+}
+
+// affinity.rs `conditional` for each cell, from its kNN row (kk entries, itself among them):
+// its first k others into cols and their conditional probabilities into cond (row i at i k),
+// the bisection on the precision to the entropy target (100 steps at most, tolerance 1e-5);
+// each entry's mirror key (column << 32 | entry) into keys, and the columns' in-degrees.
+extern "C" __global__ void tsne_conditional(const u32* __restrict__ knn_idx,
+                                            const float* __restrict__ knn_dist, u64 n, int kk,
+                                            int k, double target, u32* __restrict__ cols,
+                                            double* __restrict__ cond, u64* __restrict__ keys,
+                                            u64* __restrict__ indeg) {
+    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
+         i += (u64)gridDim.x * blockDim.x) {
+        u64 row = i * (u64)k;
+        int t = 0;
+        for (int a = 0; a < kk && t < k; a++) {
+            u32 j = knn_idx[i * kk + a];
+            if ((u64)j == i) continue;
+            double d = (double)knn_dist[i * kk + a];
+            cols[row + t] = j;
+            cond[row + t] = d * d;
+            t++;
+        }
+        double beta = 1.0, lo = -1.0 / 0.0, hi = 1.0 / 0.0, used = 1.0, used_sum = 1.0;
+        for (int step = 0; step < 100; step++) {
+            double sum = 0.0, weighted = 0.0;
+            for (int a = 0; a < k; a++) {
+                double d2 = cond[row + a], e = exp(-d2 * beta);
+                sum += e;
+                weighted += d2 * e;
+            }
+            if (sum == 0.0) sum = 1e-8;
+            used = beta;
+            used_sum = sum;
+            double diff = log(sum) + beta * (weighted / sum) - target;
+            if (fabs(diff) <= 1e-5) break;
+            if (diff > 0.0) {
+                lo = beta;
+                beta = isinf(hi) ? beta * 2.0 : (beta + hi) / 2.0;
+            } else {
+                hi = beta;
+                beta = isinf(lo) ? beta / 2.0 : (beta + lo) / 2.0;
+            }
+        }
+        for (int a = 0; a < k; a++) {
+            u64 e = row + a;
+            cond[e] = exp(-cond[e] * used) / used_sum;
+            u32 j = cols[e];
+            keys[e] = ((u64)j << 32) | e;
+            atomicAdd(&indeg[j], 1ull);
+        }
+    }
+}
+
+// scale[0] = 1 / (2 total[0]): the joint affinities' normalization (every conditional counted
+// in its row and as its mirror).
+extern "C" __global__ void tsne_normalization(const double* __restrict__ total,
+                                              double* __restrict__ scale) {
+    if (threadIdx.x == 0 && blockIdx.x == 0) scale[0] = 1.0 / fmax(2.0 * total[0], 2.220446049250313e-16);
 }

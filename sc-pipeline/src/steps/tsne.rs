@@ -43,20 +43,21 @@ pub(crate) const ROW: Step = Step {
     beside: false,
 };
 
-/// The GPU holds the representation (f32), the kNN of `3 perplexity + 2` (index and distance,
-/// 8 bytes each), then the joint affinities (at most twice the neighbours a cell, 12 bytes
-/// each), seven vectors of 2 or 1 f64 a cell, and the grid's transforms (5 arrays of at most
-/// 6,000^2 doubles, real and complex, and the fixed-point sums: 3.5 GB; far less until the
+/// The GPU holds the representation (at most 50 f32 a cell) and the kNN of `3 perplexity + 2`
+/// (index and distance, 8 bytes each) while the affinities are made from it (`k` entries a cell
+/// of 28 bytes: column, value, mirror key and the sort's second buffer); then the descent holds
+/// the affinities (20 bytes an entry), ten f64 vectors of a cell, and the grid's transforms
+/// (at most 5 arrays of 6,000^2 doubles, real and complex: 2.9 GB; far less until the
 /// embedding is thousands of units across).
 fn device_bytes(s: &Sizes, config: &PipelineConfig) -> StepBytes {
     let n = s.n_obs as u64;
     let perplexity = config.tsne.map_or(30.0, |p| p.perplexity);
-    let k = (3.0 * perplexity) as u64 + 2;
-    let knn = n * 50 * 4 + n * k * 8;
-    let descent = 2 * k * n * 12 + (n + 1) * 8 + 11 * n * 8 + (5 * 2 * 36_000_000) * 8;
+    let k = (3.0 * perplexity) as u64 + 1;
+    let affinities = n * 50 * 4 + n * (k + 1) * 8 + n * k * 28 + 2 * (n + 1) * 8;
+    let descent = n * k * 20 + 2 * (n + 1) * 8 + 10 * n * 8 + 2 * 5 * 36_000_000 * 8;
     StepBytes {
         kept: 0,
-        transient: knn.max(descent),
+        transient: affinities.max(descent),
     }
 }
 
