@@ -27,7 +27,7 @@ pub struct GraphStepArgs {
     pub umap_init: String,
     #[arg(
         long,
-        help = "Run tsne on the PCA (or --harmony's) embedding: obsm['X_tsne'], scanpy's tl.tsne (on the CPU)"
+        help = "Run tsne on the PCA (or --harmony's) embedding: obsm['X_tsne'], scanpy's tl.tsne (on the GPU when the run has one)"
     )]
     pub tsne: bool,
     /// tsne(perplexity=...).
