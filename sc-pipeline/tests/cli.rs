@@ -359,7 +359,7 @@ fn bad_options_are_refused_clearly() {
     let inp = input.to_str().unwrap();
     let out = common::scratch("never.h5ad");
     let o = out.to_str().unwrap();
-    let cases: [(&[&str], &str); 17] = [
+    let cases: [(&[&str], &str); 22] = [
         (
             &["run", inp, "-o", o, "--hvg-flavor", "seurat_v9"],
             "invalid value 'seurat_v9' for '--hvg-flavor",
@@ -448,6 +448,26 @@ fn bad_options_are_refused_clearly() {
                 "1000000",
             ],
             "n_lists",
+        ),
+        (
+            &["run", inp, "-o", o, "--diffmap", "--diffmap-comps", "2"],
+            "--diffmap-comps: invalid parameter: must be greater than 2",
+        ),
+        (
+            &["run", inp, "-o", o, "--louvain", "--louvain-resolution", "0"],
+            "--louvain-resolution: invalid parameter: 0 is not positive",
+        ),
+        (
+            &["run", inp, "-o", o, "--kmeans", "0"],
+            "--kmeans: invalid parameter: give at least 1 cluster",
+        ),
+        (
+            &["run", inp, "-o", o, "--kmeans", "4", "--no-pca"],
+            "--kmeans: invalid parameter: needs the PCA",
+        ),
+        (
+            &["run", inp, "-o", o, "--tsne", "--no-pca"],
+            "--tsne: invalid parameter: needs the PCA",
         ),
         (&["run", "/no/such/file.h5ad", "-o", o], "no such file"),
         (&["run", inp, "-o", o, "--device", "gpu"], "--device gpu"),

@@ -529,3 +529,68 @@ fn tsne_runs_after_umap_on_the_pca_as_the_step_by_hand() {
     assert_eq!(run.obsm.get("X_tsne").unwrap().shape, vec![run.n_obs(), 2]);
     assert!(run.uns.get("tsne").unwrap().get("params").is_some());
 }
+
+/// `--diffmap`, `--louvain` and `--kmeans N` run in the table's order (diffmap after umap,
+/// louvain after leiden, kmeans after it), each as the step by hand does on the run without
+/// them; all three are off by default.
+#[test]
+fn diffmap_louvain_and_kmeans_rows_equal_the_steps_by_hand() {
+    let d = PipelineConfig::default();
+    assert!(!d.runs_diffmap() && !d.runs_louvain() && !d.runs_kmeans());
+    let kmeans = sc_kernels::kmeans::KMeansParams {
+        n_clusters: 4,
+        ..Default::default()
+    };
+    let config = PipelineConfig {
+        diffmap: Some(15),
+        louvain: Some(sc_pipeline::run::LouvainOptions::default()),
+        kmeans: Some(kmeans),
+        markers: None,
+        ..PipelineConfig::default()
+    };
+    let mut run = small();
+    let records = run_pipeline(&mut run, &config, &mut Silent).unwrap();
+    let names: Vec<&str> = records.iter().map(|r| r.step.as_str()).collect();
+    let at = |s: &str| names.iter().position(|n| *n == s).unwrap();
+    assert!(
+        at("umap") < at("diffmap") && at("diffmap") < at("leiden"),
+        "{names:?}"
+    );
+    assert_eq!(at("leiden") + 1, at("louvain"), "{names:?}");
+    assert_eq!(at("louvain") + 1, at("kmeans"), "{names:?}");
+    let mut by_hand = small();
+    run_pipeline(
+        &mut by_hand,
+        &PipelineConfig {
+            diffmap: None,
+            louvain: None,
+            kmeans: None,
+            ..config.clone()
+        },
+        &mut Silent,
+    )
+    .unwrap();
+    steps::diffmap(&mut by_hand, 15, 0).unwrap();
+    steps::louvain_on(
+        &mut by_hand,
+        config.louvain.as_ref().unwrap(),
+        "louvain",
+        None,
+    )
+    .unwrap();
+    steps::kmeans(&mut by_hand, None, None, &kmeans, "kmeans").unwrap();
+    assert_eq!(run.obsm.get("X_diffmap"), by_hand.obsm.get("X_diffmap"));
+    assert_eq!(
+        run.uns.get("diffmap_evals"),
+        by_hand.uns.get("diffmap_evals")
+    );
+    for key in ["louvain", "kmeans"] {
+        assert_eq!(run.obs.column(key), by_hand.obs.column(key), "{key}");
+        assert!(run.obs.column(key).is_some(), "{key}");
+        assert_eq!(run.uns.get(key), by_hand.uns.get(key), "{key}");
+    }
+    assert_eq!(
+        run.obsm.get("X_diffmap").unwrap().shape,
+        vec![run.n_obs(), 15]
+    );
+}

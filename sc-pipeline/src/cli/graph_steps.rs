@@ -1,9 +1,11 @@
 //! The options of the steps after neighbors: `umap`, `leiden` and `rank_genes_groups` (on by
-//! default, each with a `--no-...` to skip it) and `tsne` (off by default, `--tsne`), turned
-//! into their parts of the configuration.
+//! default, each with a `--no-...` to skip it), and `tsne`, `diffmap`, `louvain` and `kmeans`
+//! (off by default, `--tsne`, `--diffmap`, `--louvain`, `--kmeans N`), turned into their parts
+//! of the configuration.
 
-use crate::run::{LeidenOptions, MarkerOptions};
+use crate::run::{LeidenOptions, LouvainOptions, MarkerOptions};
 use crate::{Error, Result};
+use sc_kernels::kmeans::KMeansParams;
 use sc_kernels::leiden::LeidenParams;
 use sc_kernels::rank_genes::{Method, RankGenesParams};
 use sc_kernels::tsne::TsneParams;
@@ -33,6 +35,28 @@ pub struct GraphStepArgs {
     /// tsne(perplexity=...).
     #[arg(long, default_value_t = 30.0)]
     pub tsne_perplexity: f64,
+    #[arg(
+        long,
+        help = "Run diffmap on the neighbors graph: obsm['X_diffmap'], scanpy's tl.diffmap (on the CPU)"
+    )]
+    pub diffmap: bool,
+    /// diffmap(n_comps=...).
+    #[arg(long, default_value_t = 15)]
+    pub diffmap_comps: usize,
+    #[arg(
+        long,
+        help = "Run louvain on the neighbors graph: obs['louvain'], scanpy's tl.louvain (every edge 1, as scanpy; on the GPU when the run has one)"
+    )]
+    pub louvain: bool,
+    /// louvain(resolution=...).
+    #[arg(long, default_value_t = 1.0)]
+    pub louvain_resolution: f64,
+    #[arg(
+        long,
+        value_name = "N",
+        help = "Run kmeans with N clusters on the PCA (or --harmony's) embedding: obs['kmeans'], rapids-singlecell's tl.kmeans (seed 42; on the CPU)"
+    )]
+    pub kmeans: Option<usize>,
     #[arg(long, help = "Skip leiden")]
     pub no_leiden: bool,
     /// leiden(resolution=...); several (comma-separated) give one obs column each,
@@ -86,6 +110,64 @@ impl GraphStepArgs {
             perplexity: self.tsne_perplexity,
             random_state: self.random_state,
             ..TsneParams::default()
+        }))
+    }
+
+    /// diffmap's component count, when asked for (it needs the neighbors graph).
+    pub fn diffmap(&self, neighbors: bool) -> Result<Option<usize>> {
+        if !self.diffmap {
+            return Ok(None);
+        }
+        if !neighbors {
+            return Err(Error::param("--diffmap", "needs the neighbors graph"));
+        }
+        if self.diffmap_comps <= 2 {
+            return Err(Error::param(
+                "--diffmap-comps",
+                format!(
+                    "must be greater than 2 (scanpy's rule), not {}",
+                    self.diffmap_comps
+                ),
+            ));
+        }
+        Ok(Some(self.diffmap_comps))
+    }
+
+    /// louvain's options, when asked for (it needs the neighbors graph).
+    pub fn louvain(&self, neighbors: bool) -> Result<Option<LouvainOptions>> {
+        if !self.louvain {
+            return Ok(None);
+        }
+        if !neighbors {
+            return Err(Error::param("--louvain", "needs the neighbors graph"));
+        }
+        let r = self.louvain_resolution;
+        if !(r > 0.0 && r.is_finite()) {
+            return Err(Error::param(
+                "--louvain-resolution",
+                format!("{r} is not positive"),
+            ));
+        }
+        Ok(Some(LouvainOptions {
+            params: LeidenParams::louvain(r, self.random_state),
+            use_weights: false,
+        }))
+    }
+
+    /// kmeans' parameters, when asked for (it needs the PCA, `pca`).
+    pub fn kmeans(&self, pca: bool) -> Result<Option<KMeansParams>> {
+        let Some(n_clusters) = self.kmeans else {
+            return Ok(None);
+        };
+        if !pca {
+            return Err(Error::param("--kmeans", "needs the PCA (drop --no-pca)"));
+        }
+        if n_clusters == 0 {
+            return Err(Error::param("--kmeans", "give at least 1 cluster"));
+        }
+        Ok(Some(KMeansParams {
+            n_clusters,
+            ..KMeansParams::default()
         }))
     }
 

@@ -389,6 +389,9 @@ impl RunArgs {
                 .map(|_| crate::steps::HARMONY_ADJUSTED_BASIS.to_string()),
             umap: self.graph.umap(neighbors)?,
             tsne: self.graph.tsne(!self.no_pca)?,
+            diffmap: self.graph.diffmap(neighbors)?,
+            louvain: self.graph.louvain(neighbors)?,
+            kmeans: self.graph.kmeans(!self.no_pca)?,
             leiden,
             markers,
             // The QC violins show the cells before filter_cells too.

@@ -27,7 +27,10 @@ pub const STEPS: &[Step] = &[
     rows::NEIGHBORS,
     rows::UMAP,
     rows::TSNE,
+    rows::DIFFMAP,
     rows::LEIDEN,
+    rows::LOUVAIN,
+    rows::KMEANS,
     rows::MARKERS,
 ];
 

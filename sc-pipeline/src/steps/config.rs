@@ -3,6 +3,7 @@
 
 use sc_kernels::harmony::HarmonyParams;
 use sc_kernels::hvg::Flavor;
+use sc_kernels::kmeans::KMeansParams;
 use sc_kernels::leiden::LeidenParams;
 use sc_kernels::neighbors::ivf::IvfParams;
 use sc_kernels::neighbors::KnnMethod;
@@ -43,6 +44,12 @@ pub struct PipelineConfig {
     pub umap: Option<UmapParams>,
     /// `tsne` on the representation neighbors reads (`obsm['X_tsne']`); `None` skips it.
     pub tsne: Option<TsneParams>,
+    /// `diffmap(n_comps=...)` on the neighbors graph (`obsm['X_diffmap']`); `None` skips it.
+    pub diffmap: Option<usize>,
+    /// `louvain` on the neighbors graph (`obs['louvain']`); `None` skips it.
+    pub louvain: Option<LouvainOptions>,
+    /// `kmeans` on the representation neighbors reads (`obs['kmeans']`); `None` skips it.
+    pub kmeans: Option<KMeansParams>,
     /// `leiden` on the neighbors graph, one `obs` column per resolution; `None` skips it.
     pub leiden: Option<LeidenOptions>,
     /// `rank_genes_groups` (marker genes) by a grouping of the cells; `None` skips it.
@@ -72,6 +79,9 @@ impl Default for PipelineConfig {
             neighbors_use_rep: None,
             umap: Some(UmapParams::default()),
             tsne: None,
+            diffmap: None,
+            louvain: None,
+            kmeans: None,
             leiden: Some(LeidenOptions::default()),
             markers: Some(MarkerOptions::default()),
             keep_before_filter: Vec::new(),
@@ -89,6 +99,9 @@ impl PipelineConfig {
             n_neighbors: None,
             umap: None,
             tsne: None,
+            diffmap: None,
+            louvain: None,
+            kmeans: None,
             leiden: None,
             markers: None,
             ..self.clone()
@@ -112,12 +125,28 @@ impl PipelineConfig {
         self.harmony.is_some()
             || self.n_neighbors.is_some()
             || self.runs_tsne()
+            || self.runs_kmeans()
             || self.markers_groupby().is_some()
     }
 
     /// Whether tsne runs: asked for, on the representation PCA (or harmony) makes.
     pub fn runs_tsne(&self) -> bool {
         self.tsne.is_some() && self.n_comps.is_some()
+    }
+
+    /// Whether diffmap runs: asked for, on the graph neighbors makes.
+    pub fn runs_diffmap(&self) -> bool {
+        self.diffmap.is_some() && self.n_neighbors.is_some()
+    }
+
+    /// Whether louvain runs: asked for, on the graph neighbors makes.
+    pub fn runs_louvain(&self) -> bool {
+        self.louvain.is_some() && self.n_neighbors.is_some()
+    }
+
+    /// Whether kmeans runs: asked for, on the representation PCA (or harmony) makes.
+    pub fn runs_kmeans(&self) -> bool {
+        self.kmeans.is_some() && self.n_comps.is_some()
     }
 
     /// Whether umap runs: asked for, on the graph neighbors makes.
@@ -282,6 +311,23 @@ impl LeidenOptions {
             "leiden".to_string()
         } else {
             format!("leiden_res_{:4.2}", self.resolutions[i])
+        }
+    }
+}
+
+/// Louvain's parameters (`LeidenParams::louvain`: no refinement, until nothing changes) and
+/// whether it reads the connectivities' weights (scanpy's default: no, every edge 1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LouvainOptions {
+    pub params: LeidenParams,
+    pub use_weights: bool,
+}
+
+impl Default for LouvainOptions {
+    fn default() -> Self {
+        LouvainOptions {
+            params: LeidenParams::louvain(1.0, 0),
+            use_weights: false,
         }
     }
 }

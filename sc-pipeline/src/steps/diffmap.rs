@@ -1,11 +1,32 @@
 //! `diffmap` (scanpy's `tl.diffmap`): the diffusion map of the neighbors graph
 //! (`sc_kernels::diffmap`) into `obsm['X_diffmap']` and `uns['diffmap_evals']`, both f32 as
-//! scanpy writes them. Not a row of the command's step table. Computed on the host.
+//! scanpy writes them. Its row (`--diffmap`, off by default) runs after tsne. Computed on the
+//! host.
 
+use super::step::{no_budget_check, no_device_bytes, no_input_check, Phase, Step, StepEnv};
 use super::{connectivities, kernel_error};
 use crate::anndata::{ArrayData, DenseArray, Value};
+use crate::steps::PipelineConfig;
 use crate::{AnnData, Result};
 use sc_kernels::diffmap::{diffmap as diffusion_map, Diffmap};
+
+/// The pipeline's row: on the host, the eigensolver's start from scanpy's seed 0.
+pub(crate) const ROW: Step = Step {
+    name: "diffmap",
+    phase: Phase::CellGraph,
+    enabled: PipelineConfig::runs_diffmap,
+    run: |a, env: &StepEnv<'_>| {
+        let n_comps = env.config.diffmap.expect("the row runs only with diffmap");
+        diffmap(a, n_comps, 0)?;
+        Ok(format!("{n_comps} components on the CPU"))
+    },
+    generated: None,
+    device_bytes: no_device_bytes,
+    kernels: &[],
+    check_input: no_input_check,
+    check_budget: no_budget_check,
+    beside: false,
+};
 
 /// The diffusion map of `obsp['connectivities']` with `n_comps` components, the eigensolver's
 /// start from `seed`.

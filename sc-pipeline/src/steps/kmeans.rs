@@ -1,12 +1,37 @@
 //! `kmeans` (rapids-singlecell's `tl.kmeans`): k-means of the cells' representation
 //! (`sc_kernels::kmeans`), its clusters into `obs[key]` as categories `"0"`, `"1"`, ... (the
 //! clusters that kept cells, numbered in order), and `uns[key]` with the parameters and the
-//! inertia. Not a row of the command's step table yet. Computed on the host.
+//! inertia. Its row (`--kmeans N`, off by default) runs after louvain on the representation
+//! neighbors reads (`X_pca`, or harmony's). Computed on the host.
 
+use super::step::{no_budget_check, no_device_bytes, no_input_check, Phase, Step, StepEnv};
 use super::{first_columns, kernel_error, representation};
 use crate::anndata::Value;
+use crate::steps::PipelineConfig;
 use crate::{AnnData, Result};
 use sc_kernels::kmeans::{kmeans as cluster, KMeansParams, KMeansResult};
+
+/// The pipeline's row: on the host.
+pub(crate) const ROW: Step = Step {
+    name: "kmeans",
+    phase: Phase::CellGraph,
+    enabled: PipelineConfig::runs_kmeans,
+    run: |a, env: &StepEnv<'_>| {
+        let params = env.config.kmeans.expect("the row runs only with kmeans");
+        let use_rep = env.config.neighbors_use_rep.as_deref();
+        let r = kmeans(a, use_rep, None, &params, "kmeans")?;
+        Ok(format!(
+            "{} clusters: inertia {:.6e} after {} iterations on the CPU",
+            params.n_clusters, r.inertia, r.n_iter
+        ))
+    },
+    generated: None,
+    device_bytes: no_device_bytes,
+    kernels: &[],
+    check_input: no_input_check,
+    check_budget: no_budget_check,
+    beside: false,
+};
 
 /// Clusters `obsm[use_rep]` (see [`representation`]; its first `n_pcs` columns when given)
 /// and writes `obs[key]` and `uns[key]`.

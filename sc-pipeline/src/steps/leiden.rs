@@ -57,7 +57,7 @@ pub(crate) const ROW: Step = Step {
 /// The GPU Leiden holds the first level (at most `2 k` edges a cell once symmetrized: a column,
 /// a fixed-point weight, and a hash-table slot of key and sum for up to four entries each), the
 /// next level built from it (at most as large), and a few arrays of a value per cell.
-fn device_bytes(s: &Sizes, config: &PipelineConfig) -> StepBytes {
+pub(crate) fn device_bytes(s: &Sizes, config: &PipelineConfig) -> StepBytes {
     let (n, k) = (s.n_obs as u64, config.n_neighbors.unwrap_or(15) as u64);
     let edges = 2 * k * n;
     StepBytes {
@@ -109,27 +109,47 @@ pub fn leiden_on(
 ) -> Result<Partition> {
     const STEP: &str = "leiden";
     let graph = connectivities(adata, STEP)?;
-    let p = match gpu {
+    let p = partition(graph, params, gpu, STEP)?;
+    write_partition(
+        adata,
+        key,
+        &p,
+        Value::dict([
+            ("resolution", Value::float(params.resolution)),
+            ("random_state", Value::int(params.random_state as i64)),
+            ("n_iterations", Value::int(params.n_iterations as i64)),
+        ]),
+    )?;
+    Ok(p)
+}
+
+/// The partition of `graph` on `gpu` (none: the sequential CPU algorithm).
+pub(crate) fn partition(
+    graph: &sc_kernels::CsrMatrix<f32>,
+    params: &LeidenParams,
+    gpu: Option<&GpuContext>,
+    step: &'static str,
+) -> Result<Partition> {
+    match gpu {
         Some(ctx) => sc_kernels::leiden::leiden_gpu(ctx, graph, params),
         None => sc_kernels::leiden::leiden(graph, params),
     }
-    .map_err(kernel_error(STEP))?;
+    .map_err(kernel_error(step))
+}
+
+/// `obs[key]` (the clusters, categorical) and `uns[key]` (`params`, the modularity), as scanpy.
+pub(crate) fn write_partition(
+    adata: &mut AnnData,
+    key: &str,
+    p: &Partition,
+    params: Value,
+) -> Result<()> {
     adata
         .obs
         .set(key, super::cluster_column(&p.membership, p.n_communities))?;
     adata.uns.insert(
         key.into(),
-        Value::dict([
-            (
-                "params",
-                Value::dict([
-                    ("resolution", Value::float(params.resolution)),
-                    ("random_state", Value::int(params.random_state as i64)),
-                    ("n_iterations", Value::int(params.n_iterations as i64)),
-                ]),
-            ),
-            ("modularity", Value::float(p.quality)),
-        ]),
+        Value::dict([("params", params), ("modularity", Value::float(p.quality))]),
     );
-    Ok(p)
+    Ok(())
 }

@@ -22,6 +22,7 @@ mod hvg;
 mod kmeans;
 mod leiden;
 mod log1p;
+mod louvain;
 mod markers;
 mod neighbors;
 mod normalize;
@@ -41,8 +42,8 @@ pub use aggregate::{aggregate, AggregateAxis};
 pub use combat::combat;
 /// The run's configuration and the options of the steps that take several.
 pub use config::{
-    HarmonyOptions, HvgCutoffs, HvgOptions, LeidenOptions, MarkerOptions, MitoPrefix,
-    PipelineConfig, ScrubletOptions,
+    HarmonyOptions, HvgCutoffs, HvgOptions, LeidenOptions, LouvainOptions, MarkerOptions,
+    MitoPrefix, PipelineConfig, ScrubletOptions,
 };
 pub use diffmap::diffmap;
 pub use dpt::dpt;
@@ -58,6 +59,7 @@ pub use hvg::{
 pub use kmeans::kmeans;
 pub use leiden::{leiden, leiden_all, leiden_all_on, leiden_on};
 pub use log1p::log1p;
+pub use louvain::louvain_on;
 pub use markers::{rank_genes_groups, rank_genes_groups_on};
 pub use neighbors::{neighbors, neighbors_on};
 pub use normalize::normalize_total;
@@ -84,13 +86,16 @@ pub(crate) use generated_blocks::GeneratedPass;
 /// The pipeline's rows of the step table (the runner lists them in their order), one per step (HVG has two: before
 /// normalize_total for the flavours that read counts, after log1p for the others).
 pub(crate) mod rows {
+    pub(crate) use super::diffmap::ROW as DIFFMAP;
     pub(crate) use super::filter::{FILTER_CELLS, FILTER_GENES};
     pub(crate) use super::harmony::ROW as HARMONY;
     pub(crate) use super::hvg::{
         ON_COUNTS as HVG_ON_COUNTS, ON_LOG_NORMALIZED as HVG, SUBSET as HVG_SUBSET,
     };
+    pub(crate) use super::kmeans::ROW as KMEANS;
     pub(crate) use super::leiden::ROW as LEIDEN;
     pub(crate) use super::log1p::ROW as LOG1P;
+    pub(crate) use super::louvain::ROW as LOUVAIN;
     pub(crate) use super::markers::ROW as MARKERS;
     pub(crate) use super::neighbors::ROW as NEIGHBORS;
     pub(crate) use super::normalize::ROW as NORMALIZE;
