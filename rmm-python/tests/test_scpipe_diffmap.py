@@ -15,8 +15,11 @@ from test_scpipe_clustering import DATASETS, with_pca
 
 @pytest.mark.parametrize("name", DATASETS)
 def test_diffmap_matches_scanpy(name):
-    """scanpy builds the transition matrix in float32, ours in float64: components of nearly
-    equal eigenvalues (celltypist's first two differ by 1.5e-4) differ by up to 7e-5."""
+    """scanpy builds the transition matrix in float32, ours in float64. A component whose
+    eigenvalue has a neighbour within 1e-3 (celltypist's first two differ by 1.5e-4) is defined
+    only up to a rotation within their plane, which scanpy's float32 rounding picks (1.04e-4
+    per vector on the H200's scanpy 1.12.4, 7e-5 with 1.11.5): it is compared with scanpy's
+    plane, as the others are up to sign."""
     device_gate()
     ours, theirs = with_pca(name), with_pca(name)
     scpipe.tl.diffmap(ours)
@@ -27,9 +30,14 @@ def test_diffmap_matches_scanpy(name):
     xo, xt = ours.obsm["X_diffmap"], theirs.obsm["X_diffmap"]
     assert xo.dtype == np.float32 and xo.shape == xt.shape
     for c in range(xo.shape[1]):
-        sign = np.sign((xo[:, c].astype(float) * xt[:, c]).sum())
-        worst = np.abs(sign * xo[:, c] - xt[:, c]).max() / np.abs(xt[:, c]).max()
-        assert worst <= 1e-4, f"{name} component {c} differs by {worst:.2e} of its largest value"
+        plane = np.flatnonzero(np.abs(et.astype(float) - float(et[c])) < 1e-3)
+        basis = xt[:, plane].astype(float)
+        mine = xo[:, c].astype(float)
+        # The nearest vector of scanpy's plane (its own vector, signed, when alone).
+        nearest = basis @ np.linalg.lstsq(basis, mine, rcond=None)[0]
+        worst = np.abs(mine - nearest).max() / np.abs(mine).max()
+        what = f"component {c}" + (f" (in the plane of {plane.tolist()})" if len(plane) > 1 else "")
+        assert worst <= 1e-4, f"{name} {what} differs by {worst:.2e} of its largest value"
 
 
 def test_diffmap_repeats_itself_and_refuses_bad_input():
