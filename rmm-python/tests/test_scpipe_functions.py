@@ -474,12 +474,35 @@ def test_combat_refuses_bad_input_and_leaves_x():
         (dict(key="phase", covariates=["nope"]), ValueError, "nope"),
         (dict(key="phase", covariates=["phase"]), ValueError, "overlap"),
         (dict(key="one"), ValueError, "lonely"),
-        (dict(key="phase", covariates=["bulk_labels"]), NotImplementedError, "bulk_labels"),
+        # The batches again under another name: a singular model.
+        (dict(key="phase", covariates=["phase_again"]), ValueError, "singular"),
+        (dict(key="phase", covariates=["missing_some"]), ValueError, "missing_some"),
     ]
+    a.obs["phase_again"] = a.obs["phase"].astype(str)
+    a.obs["missing_some"] = pd.Categorical(["x"] + [None] * (a.n_obs - 1), categories=["x", "y"])
     for kw, exc, words in cases:
         with pytest.raises(exc, match=words):
             scpipe.pp.combat(a, **kw)
     assert np.array_equal(dense(a.X), x)
+
+
+def test_combat_takes_categorical_covariates_as_the_full_rank_model():
+    """A categorical covariate is its levels but the first as 0/1 columns: equal to scanpy's
+    combat given those columns as numeric covariates (scanpy's own formula keeps every level,
+    a singular model). Its effect is kept: the covariate's groups still differ after."""
+    device_gate()
+    ours, theirs = pbmc68k_log(), pbmc68k_log()
+    scpipe.pp.combat(ours, "phase", covariates=["bulk_labels", "n_counts"])
+    levels = theirs.obs["bulk_labels"].cat.categories
+    dummies = [f"is_{i}" for i in range(1, len(levels))]
+    for name, level in zip(dummies, levels[1:]):
+        theirs.obs[name] = (theirs.obs["bulk_labels"] == level).astype(np.float64)
+    sc.pp.combat(theirs, "phase", covariates=[*dummies, "n_counts"])
+    ok, worst = close(ours.X, theirs.X, rtol=1e-6, atol=1e-6)
+    assert ok, f"combat with a categorical covariate differs from scanpy's dummies by up to {worst}"
+    plain = pbmc68k_log()
+    scpipe.pp.combat(plain, "phase")
+    assert not np.allclose(dense(plain.X), dense(ours.X), atol=1e-3)
 
 
 def test_combat_with_genes_of_zero_variance_matches_scanpy():

@@ -761,11 +761,18 @@ def sqrt(data, *, copy: bool = False, chunked: bool = False, chunk_size: int | N
 
 def combat(adata, key: str = "batch", *, covariates: Sequence[str] | None = None, inplace: bool = True):
     """ComBat batch correction (scanpy's ``pp.combat``, Johnson et al. 2007): per gene, a
-    linear model on the batches (``obs[key]``) and numeric ``covariates``, the values
+    linear model on the batches (``obs[key]``) and the ``covariates``, the values
     standardized, each batch's location and scale shrunk across genes by empirical Bayes, and
     removed. X becomes dense (float32; scanpy's is float64), or the corrected matrix is
-    returned with ``inplace=False``. Computed on the host in Rust (f64). Categorical
-    covariates are not taken yet.
+    returned with ``inplace=False``. Computed on the host in Rust (f64).
+
+    A numeric covariate is one column of the model; a categorical one (or strings) one column
+    per level but its first, as R's ``model.matrix`` and sva's ComBat code it. scanpy's patsy
+    formula keeps every level of the first categorical covariate, columns that add up to the
+    batches' own (a singular model, which numpy's inverse then answers with arbitrary values):
+    with numeric covariates the two agree to float32 rounding, with categorical ones ours is
+    the least-squares fit of the full-rank model. A covariate that makes the model singular
+    (e.g. the batches again under another name) is refused by name.
     """
     if key not in adata.obs:
         raise ValueError(f"Could not find the key {key!r} in adata.obs")
@@ -777,9 +784,20 @@ def combat(adata, key: str = "batch", *, covariates: Sequence[str] | None = None
         raise ValueError("Batch key and covariates cannot overlap")
     if len(covariates) != len(set(covariates)):
         raise ValueError("Covariates must be unique")
-    not_numeric = [c for c in covariates if not pd.api.types.is_numeric_dtype(adata.obs[c])]
-    if not_numeric:
-        raise NotImplementedError(f"combat: categorical covariates {not_numeric} are not taken by scpipe yet")
+    columns = []
+    for c in covariates:
+        col = adata.obs[c]
+        if pd.api.types.is_numeric_dtype(col) and not isinstance(col.dtype, pd.CategoricalDtype):
+            values = col.to_numpy(dtype=np.float64)
+            if not np.isfinite(values).all():
+                raise ValueError(f"combat: covariate {c!r} has values that are NaN or infinite")
+            columns.append(values)
+            continue
+        levels = col.astype("category").cat.remove_unused_categories()
+        codes = levels.cat.codes.to_numpy()
+        if (codes < 0).any():
+            raise ValueError(f"combat: {int((codes < 0).sum())} cells have no value of covariate {c!r}")
+        columns.extend((codes == level).astype(np.float64) for level in range(1, len(levels.cat.categories)))
     batches = adata.obs[key].astype("category").cat.remove_unused_categories()
     codes = batches.cat.codes.to_numpy().astype(np.int64)
     if (codes < 0).any():
@@ -790,7 +808,7 @@ def combat(adata, key: str = "batch", *, covariates: Sequence[str] | None = None
     params = {
         "groups": codes,
         "n_groups": len(batches.cat.categories),
-        "covariates": [[float(v) for v in adata.obs[c].to_numpy(dtype=np.float64)] for c in covariates],
+        "covariates": [[float(v) for v in column] for column in columns],
     }
     out = _parts.call("combat", {"X": _parts.matrix_part(_parts.host(adata.X), "X")}, params, return_x=True)
     x = _parts.matrix_from(out["X"])
