@@ -111,7 +111,7 @@ const TABLES: &[Layers] = &[
         krate: "sc-kernels",
         within: &["neighbors"],
         layers: &[
-            (&["ivf"], false),
+            (&["ivf", "bbknn"], true),
             (&["exact"], false),
             (&["pruned", "descent"], true),
             (&["connectivities", "lists"], true),
@@ -145,8 +145,11 @@ const TABLES: &[Layers] = &[
         krate: "sc-pipeline",
         within: &["steps"],
         layers: &[
+            // Louvain is Leiden's partition without the refinement (its partition and write).
+            (&["louvain"], false),
             (
                 &[
+                    "bbknn",
                     "filter",
                     "harmony",
                     "hvg",

@@ -39,6 +39,7 @@ __all__ = [
     "pca",
     "harmony_integrate",
     "neighbors",
+    "bbknn",
     "recipe",
 ]
 
@@ -993,15 +994,77 @@ def neighbors(
         p["use_rep"] = rep_name
     if n_pcs is not None:
         p["n_pcs"] = n_pcs
+    _write_graph(target, out, uns, key_added)
+    return target if copy else None
+
+
+def bbknn(
+    adata,
+    neighbors_within_batch: int = 3,
+    n_pcs: int | None = None,
+    *,
+    batch_key: str | None = None,
+    use_rep: str | None = None,
+    random_state: Any = 0,
+    algorithm: str = "brute",
+    metric: str = "euclidean",
+    metric_kwds: Any = None,
+    algorithm_kwds: Any = None,
+    trim: int | None = None,
+    key_added: str | None = None,
+    copy: bool = False,
+):
+    """Batch-balanced kNN (rapids-singlecell's ``pp.bbknn``, Polański et al. 2020): each
+    cell's ``neighbors_within_batch`` nearest cells in every batch of ``obs[batch_key]``
+    (default ``"batch"``; the exact search), sorted by distance, their UMAP connectivities as
+    ``pp.neighbors`` makes them, then bbknn's trim (an edge stays when its weight is among the
+    ``trim`` largest of each of its two cells; default 10 times the neighbours a cell, 0 keeps
+    every edge). In place of ``pp.neighbors``' graph: ``obsp['distances']``,
+    ``obsp['connectivities']`` and ``uns['neighbors']`` (``key_added`` prefixes them), for
+    ``tl.umap`` and ``tl.leiden``. Computed on the host in Rust.
+    """
+    if algorithm not in ("brute", "exact") or metric != "euclidean":
+        raise ValueError("bbknn: scpipe computes the exact kNN (algorithm='brute') with metric='euclidean'")
+    for name, v in [("metric_kwds", metric_kwds), ("algorithm_kwds", algorithm_kwds)]:
+        if v:
+            raise NotImplementedError(f"bbknn: {name} is not supported by scpipe")
+    key = "batch" if batch_key is None else batch_key
+    if key not in adata.obs:
+        raise ValueError(f"Batch key {key!r} not present in `adata.obs`.")
+    within = _parts.count(neighbors_within_batch, "bbknn: neighbors_within_batch", 1)
+    if trim is not None:
+        trim = _parts.count(trim, "bbknn: trim", 0)
+    batches = adata.obs[key].astype("category").cat.remove_unused_categories()
+    codes = batches.cat.codes.to_numpy().astype(np.int64)
+    if (codes < 0).any():
+        raise ValueError(f"bbknn: {int((codes < 0).sum())} cells have no {key!r} batch")
+    sizes = np.bincount(codes, minlength=len(batches.cat.categories))
+    if (small := [str(b) for b, n in zip(batches.cat.categories, sizes) if n < within]):
+        raise ValueError(f"bbknn: batches {small!r} have fewer than neighbors_within_batch={within} cells")
+    target = _parts.target(adata, copy)
+    obsm, rep_name = _parts.dense_representation(target, use_rep, n_pcs, "bbknn")
+    params = {"groups": codes, "n_groups": len(batches.cat.categories), "neighbors_within_batch": within, "trim": trim}
+    out = _parts.call("bbknn", {"X": _parts.no_x(target.n_obs), "obsm": obsm}, params)
+    uns = _parts.value_from(out["uns"]["neighbors"])
+    p = uns["params"]
+    p["use_rep"] = rep_name
+    p["random_state"] = random_state
+    p["bbknn"]["batch_key"] = key
+    _write_graph(target, out, uns, key_added)
+    return target if copy else None
+
+
+def _write_graph(target, out: dict, uns: dict, key_added: str | None) -> None:
+    """The graph a step returned into ``obsp`` and its record into ``uns``, under scanpy's
+    names: ``distances``, ``connectivities`` and ``neighbors``, or prefixed by ``key_added``."""
     if key_added is None:
-        key, dist, conn = "neighbors", "distances", "connectivities"
+        name, dist, conn = "neighbors", "distances", "connectivities"
     else:
-        key, dist, conn = key_added, f"{key_added}_distances", f"{key_added}_connectivities"
+        name, dist, conn = key_added, f"{key_added}_distances", f"{key_added}_connectivities"
     uns["distances_key"], uns["connectivities_key"] = dist, conn
     target.obsp[dist] = _parts.matrix_from(out["obsp"]["distances"])
     target.obsp[conn] = _parts.matrix_from(out["obsp"]["connectivities"])
-    target.uns[key] = uns
-    return target if copy else None
+    target.uns[name] = uns
 
 
 def recipe(

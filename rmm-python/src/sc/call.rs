@@ -19,6 +19,7 @@ use sc_kernels::harmony::{HarmonyFlavor, HarmonyParams};
 use sc_kernels::hvg::Flavor;
 use sc_kernels::kmeans::KMeansParams;
 use sc_kernels::leiden::LeidenParams;
+use sc_kernels::neighbors::bbknn::BbknnParams;
 use sc_kernels::neighbors::ivf::IvfParams;
 use sc_kernels::neighbors::KnnMethod;
 use sc_kernels::normalize::NormalizeParams;
@@ -123,6 +124,13 @@ enum Call {
     },
     /// The diffusion map of the graph: (n_comps, seed).
     Diffmap(usize, u64),
+    /// The batch-balanced graph of `obsm['rep']` (the representation the Python side chose):
+    /// each cell's batch, the batches, bbknn's parameters.
+    Bbknn {
+        groups: Vec<u32>,
+        n_groups: usize,
+        params: BbknnParams,
+    },
     /// k-means of `obsm['rep']` (the representation the Python side chose) into `obs[key]`.
     KMeans {
         params: KMeansParams,
@@ -326,6 +334,7 @@ fn run(
             | Call::Neighbors { .. }
             | Call::Umap(_)
             | Call::KMeans { .. }
+            | Call::Bbknn { .. }
             | Call::Diffmap(..)
             | Call::Dpt { .. }
             | Call::EmbeddingDensity { .. }
@@ -467,6 +476,11 @@ fn run(
         Call::KMeans { params, key } => {
             steps::kmeans(adata, Some("rep"), None, params, key)?;
         }
+        Call::Bbknn {
+            groups,
+            n_groups,
+            params,
+        } => steps::bbknn(adata, Some("rep"), None, groups, *n_groups, params)?,
         Call::Leiden(runs) => {
             for (p, key) in runs {
                 steps::leiden_on(adata, p, key, ctx.as_deref())?;
@@ -648,6 +662,15 @@ fn parse(step: &str, p: &Bound<'_, PyDict>) -> PyResult<Call> {
             root: req(p, "iroot")?,
         },
         "diffmap" => Call::Diffmap(req(p, "n_comps")?, req(p, "random_state")?),
+        "bbknn" => Call::Bbknn {
+            groups: group_codes(p)?,
+            n_groups: req(p, "n_groups")?,
+            params: BbknnParams {
+                neighbors_within_batch: req(p, "neighbors_within_batch")?,
+                trim: opt(p, "trim")?,
+                ..BbknnParams::default()
+            },
+        },
         "kmeans" => Call::KMeans {
             params: KMeansParams {
                 n_clusters: req(p, "n_clusters")?,

@@ -10,7 +10,7 @@ use crate::neighbors::knn::{check_k, Knn, EXTRA};
 use crate::neighbors::pruned;
 use crate::neighbors::result::Scan;
 use crate::neighbors::scan::device::{f32_scan, refine, MAX_DIMS, MAX_K};
-use crate::neighbors::scan::host::{exact_best, products_into, Candidates};
+use crate::neighbors::scan::host::{distance, exact_best, products_into, Candidates};
 use crate::neighbors::scan::tensor;
 use crate::real::Real;
 use faer::reborrow::{Reborrow, ReborrowMut};
@@ -22,14 +22,71 @@ pub(crate) const REF_BLOCK: usize = 2048;
 
 /// Exact k nearest neighbours (self included) of the rows of `x`.
 pub fn knn_exact<T: Real>(x: &DenseMatrix<T>, k: usize) -> Result<Knn> {
-    let (n, d) = (x.n_rows, x.n_cols);
+    let n = x.n_rows;
     check_k(n, k)?;
     x.check_finite()?;
     let xf: Vec<f32> = x.data.iter().map(|v| v.to_f64() as f32).collect();
-    let norms: Vec<f32> = (0..n)
-        .map(|i| xf[i * d..(i + 1) * d].iter().map(|v| v * v).sum())
+    let (indices, distances) = scan(&xf, n, x.n_cols, &xf, None, k, |q, cand, oi, od| {
+        exact_best(&xf, x.n_cols, q, cand, oi, od)
+    });
+    Ok(Knn {
+        n_obs: n,
+        k,
+        indices,
+        distances,
+    })
+}
+
+/// The exact `k` nearest rows of `refs` (indices into `x`'s rows, at least `k` of them) of
+/// each row of `x`, nearest first (ties: the smaller index), `n * k` indices and distances: a
+/// row among `refs` finds itself at distance 0, the others do not (bbknn's per-batch search).
+pub fn knn_among<T: Real>(
+    x: &DenseMatrix<T>,
+    refs: &[u32],
+    k: usize,
+) -> Result<(Vec<u32>, Vec<f32>)> {
+    let (n, d) = (x.n_rows, x.n_cols);
+    if k == 0 || k > refs.len() || refs.iter().any(|&r| r as usize >= n) {
+        return Err(KernelError::param(
+            "k",
+            format!("{k} neighbours among {} reference rows of {n}", refs.len()),
+        ));
+    }
+    x.check_finite()?;
+    let xf: Vec<f32> = x.data.iter().map(|v| v.to_f64() as f32).collect();
+    let xr: Vec<f32> = refs
+        .iter()
+        .flat_map(|&r| xf[r as usize * d..(r as usize + 1) * d].iter().copied())
         .collect();
-    let kc = (k + EXTRA).min(n);
+    Ok(scan(&xf, n, d, &xr, Some(refs), k, |q, cand, oi, od| {
+        let mut exact: Vec<(f64, u32)> =
+            cand.map(|j| (distance(&xf, d, q, j as usize), j)).collect();
+        exact.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        for (t, e) in exact.iter().take(k).enumerate() {
+            oi[t] = e.1;
+            od[t] = e.0 as f32;
+        }
+    }))
+}
+
+/// The scan both share: each query row of `xf` (`n x d`) against the reference rows `xr`
+/// (`refs`: their indices in `xf`; `None`: `xr` is `xf`) by blocks of faer products, `k + 8`
+/// candidates kept per query (by f32 score), then `finish(query, candidates, indices,
+/// distances)` fills the query's `k` slots.
+fn scan(
+    xf: &[f32],
+    n: usize,
+    d: usize,
+    xr: &[f32],
+    refs: Option<&[u32]>,
+    k: usize,
+    finish: impl Fn(usize, &mut dyn Iterator<Item = u32>, &mut [u32], &mut [f32]) + Sync,
+) -> (Vec<u32>, Vec<f32>) {
+    let nr_all = xr.len() / d.max(1);
+    let norms: Vec<f32> = (0..nr_all)
+        .map(|i| xr[i * d..(i + 1) * d].iter().map(|v| v * v).sum())
+        .collect();
+    let kc = (k + EXTRA).min(nr_all);
     let mut indices = vec![0u32; n * k];
     let mut distances = vec![0f32; n * k];
     indices
@@ -43,25 +100,23 @@ pub fn knn_exact<T: Real>(x: &DenseMatrix<T>, k: usize) -> Result<Knn> {
             let mut cand = Candidates::new(nq, kc);
             let mut prod = Mat::<f32>::zeros(REF_BLOCK, nq);
             let mut r0 = 0;
-            while r0 < n {
-                let nr = REF_BLOCK.min(n - r0);
-                let b = MatRef::from_row_major_slice(&xf[r0 * d..(r0 + nr) * d], nr, d);
+            while r0 < nr_all {
+                let nr = REF_BLOCK.min(nr_all - r0);
+                let b = MatRef::from_row_major_slice(&xr[r0 * d..(r0 + nr) * d], nr, d);
                 let mut pm = prod.as_mut().submatrix_mut(0, 0, nr, nq);
                 products_into(pm.rb_mut(), b, a);
-                cand.offer(pm.rb(), &norms[r0..r0 + nr], |j| (r0 + j) as u32);
+                cand.offer(pm.rb(), &norms[r0..r0 + nr], |j| match refs {
+                    Some(r) => r[r0 + j],
+                    None => (r0 + j) as u32,
+                });
                 r0 += nr;
             }
             for (q, c) in cand.lists.iter().enumerate() {
                 let (oi, od) = (&mut oi[q * k..(q + 1) * k], &mut od[q * k..(q + 1) * k]);
-                exact_best(&xf, d, q0 + q, c.iter().map(|e| e.1), oi, od);
+                finish(q0 + q, &mut c.iter().map(|e| e.1), oi, od);
             }
         });
-    Ok(Knn {
-        n_obs: n,
-        k,
-        indices,
-        distances,
-    })
+    (indices, distances)
 }
 
 /// The kNN of the rows of a device matrix `x` (`n x d`, row-major), self included.

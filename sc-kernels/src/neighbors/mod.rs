@@ -15,6 +15,7 @@
 //! [`connectivities`] on their own; [`knn`] and [`result`] the types they share. This file
 //! holds the parameters and the dispatch.
 
+pub mod bbknn;
 pub mod connectivities;
 pub mod descent;
 pub mod exact;

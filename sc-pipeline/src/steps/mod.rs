@@ -10,6 +10,7 @@
 //! end may call a step without it.
 
 mod aggregate;
+mod bbknn;
 mod combat;
 mod config;
 mod diffmap;
@@ -39,6 +40,7 @@ mod tsne;
 mod umap;
 
 pub use aggregate::{aggregate, AggregateAxis};
+pub use bbknn::bbknn;
 pub use combat::combat;
 /// The run's configuration and the options of the steps that take several.
 pub use config::{

@@ -83,6 +83,16 @@ impl Candidates {
     }
 }
 
+/// The Euclidean distance of rows `i` and `j` of `xf` (rows of `d` values), in f64.
+pub(crate) fn distance(xf: &[f32], d: usize, i: usize, j: usize) -> f64 {
+    let (xi, xj) = (&xf[i * d..(i + 1) * d], &xf[j * d..(j + 1) * d]);
+    xi.iter()
+        .zip(xj)
+        .map(|(a, b)| (*a as f64 - *b as f64).powi(2))
+        .sum::<f64>()
+        .sqrt()
+}
+
 /// The best `k` of cell `i`'s candidates `cand` by exact f64 distance (ties: the cell itself,
 /// then the smaller index), the cell itself first (scanpy requires it), into `out_idx` and
 /// `out_dist` (`k` each). `xf` holds the cells' rows of `d` values.
@@ -94,17 +104,8 @@ pub(crate) fn exact_best(
     out_idx: &mut [u32],
     out_dist: &mut [f32],
 ) {
-    let xi = &xf[i * d..(i + 1) * d];
     let mut exact: Vec<(f64, bool, u32)> = cand
-        .map(|j| {
-            let xj = &xf[j as usize * d..(j as usize + 1) * d];
-            let s: f64 = xi
-                .iter()
-                .zip(xj)
-                .map(|(a, b)| (*a as f64 - *b as f64).powi(2))
-                .sum();
-            (s.sqrt(), j as usize != i, j)
-        })
+        .map(|j| (distance(xf, d, i, j as usize), j as usize != i, j))
         .collect();
     if !exact.iter().any(|e| !e.1) {
         exact.push((0.0, false, i as u32));
