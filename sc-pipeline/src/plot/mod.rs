@@ -37,6 +37,8 @@ use umap::{Colouring, UmapFigure};
 pub struct Request {
     /// Leiden's `obs` columns (one per resolution); empty: Leiden did not run.
     pub leiden_keys: Vec<String>,
+    /// The other clusterings' `obs` columns that ran (`louvain`, `kmeans`), drawn as Leiden's.
+    pub other_clusterings: Vec<String>,
     /// The `obs` column of the batches (`--harmony`, else `--batch-key`).
     pub batch_key: Option<String>,
     /// Whether `filter_cells` ran.
@@ -91,7 +93,12 @@ pub fn draw(adata: &AnnData, request: &Request, dir: &Path) -> Result<Drawn> {
         let why = "Leiden did not run (--no-leiden, or no neighbors graph)".to_string();
         umaps.push(("umap_leiden".into(), Err(why)));
     }
-    for key in &request.leiden_keys {
+    let clusterings: Vec<&String> = request
+        .leiden_keys
+        .iter()
+        .chain(&request.other_clusterings)
+        .collect();
+    for key in &clusterings {
         umaps.push((format!("umap_{key}"), groups_by(key, true)));
     }
     let batch = match &request.batch_key {
@@ -121,7 +128,7 @@ pub fn draw(adata: &AnnData, request: &Request, dir: &Path) -> Result<Drawn> {
     }
     // t-SNE by each clustering, when it ran (--tsne).
     if let Ok(points) = data::embedding(adata, TSNE) {
-        for key in &request.leiden_keys {
+        for key in &clusterings {
             let figure = groups_by(key, true).map(|colouring| UmapFigure {
                 title: format!("t-SNE: {key}"),
                 axis: "tSNE",

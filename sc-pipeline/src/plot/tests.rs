@@ -93,6 +93,7 @@ fn clustered() -> AnnData {
 fn full_request() -> Request {
     Request {
         leiden_keys: vec!["leiden".into()],
+        other_clusterings: Vec::new(),
         batch_key: Some("batch".into()),
         filtered: true,
         genes_per_group: crate::plot::GENES_PER_GROUP,
@@ -207,11 +208,20 @@ fn a_tsne_is_drawn_by_each_clustering_when_it_ran() {
     let mut a = clustered();
     let umap = a.obsm.get("X_umap").unwrap().clone();
     a.obsm.insert("X_tsne".into(), umap);
+    // Louvain's clusters, when it ran, drawn as Leiden's (here the same column under its name).
+    let leiden = a.obs.column("leiden").unwrap().clone();
+    a.obs.set("louvain", leiden).unwrap();
     let dir = folder("tsne");
-    let drawn = draw(&a, &full_request(), &dir).unwrap();
+    let request = Request {
+        other_clusterings: vec!["louvain".into()],
+        ..full_request()
+    };
+    let drawn = draw(&a, &request, &dir).unwrap();
     crate::io::commit_all(drawn.files).unwrap();
     let names = listing(&dir);
-    assert!(names.contains(&"tsne_leiden.png".to_string()), "{names:?}");
+    for name in ["tsne_leiden.png", "tsne_louvain.png", "umap_louvain.png"] {
+        assert!(names.contains(&name.to_string()), "{name}: {names:?}");
+    }
     let svg = std::fs::read_to_string(dir.join("tsne_leiden.svg")).unwrap();
     assert!(has_text(&svg, "tSNE1") && has_text(&svg, "t-SNE: leiden"));
     let img = decode(&dir.join("tsne_leiden.png"));
@@ -227,6 +237,7 @@ fn missing_inputs_are_skipped_with_the_reason() {
     let bare = AnnData::new(Matrix::Sparse(CsrMatrix::zeros(10, 4)));
     let request = Request {
         leiden_keys: Vec::new(),
+        other_clusterings: Vec::new(),
         batch_key: None,
         filtered: true,
         genes_per_group: crate::plot::GENES_PER_GROUP,
@@ -263,6 +274,7 @@ fn missing_inputs_are_skipped_with_the_reason() {
     a.obs_before_filter = None;
     let request = Request {
         leiden_keys: Vec::new(),
+        other_clusterings: Vec::new(),
         batch_key: None,
         filtered: true,
         genes_per_group: crate::plot::GENES_PER_GROUP,

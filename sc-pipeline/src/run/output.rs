@@ -274,8 +274,17 @@ fn plot_request(config: &PipelineConfig, outputs: &Outputs) -> crate::plot::Requ
         (None, Some(hvg)) => hvg.batch_key.clone(),
         (None, None) => None,
     };
+    let other_clusterings = [
+        ("louvain", config.runs_louvain()),
+        ("kmeans", config.runs_kmeans()),
+    ]
+    .iter()
+    .filter(|(_, ran)| *ran)
+    .map(|(key, _)| key.to_string())
+    .collect();
     crate::plot::Request {
         leiden_keys,
+        other_clusterings,
         batch_key,
         filtered: config.min_genes.is_some(),
         genes_per_group: outputs.plot_genes,
