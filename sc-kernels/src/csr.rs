@@ -143,6 +143,66 @@ where
     }
 }
 
+/// A matrix from each row's entries, columns ascending within a row.
+pub(crate) fn csr_from_rows<T: Copy + Default + Send + Sync>(
+    n_rows: usize,
+    n_cols: usize,
+    rows: &[Vec<(u32, T)>],
+) -> CsrMatrix<T> {
+    build_csr(
+        n_rows,
+        n_cols,
+        |i| rows[i].len(),
+        |i, ci, vi| {
+            for (t, &(j, v)) in rows[i].iter().enumerate() {
+                ci[t] = j;
+                vi[t] = v;
+            }
+        },
+    )
+}
+
+impl<T: Copy + Default + Send + Sync> CsrMatrix<T> {
+    /// Row by row, the union of the patterns of `self` and `other` (the same shape, columns
+    /// ascending within each row): at each column `combine(x, y)`, a side that lacks the
+    /// column giving `T::default()` (zero); `None` leaves the entry out. `A + A^T` and UMAP's
+    /// fuzzy union of a graph with its transpose are this with `other` the transpose.
+    pub(crate) fn union_with(
+        &self,
+        other: &CsrMatrix<T>,
+        combine: impl Fn(T, T) -> Option<T> + Sync,
+    ) -> CsrMatrix<T> {
+        let zero = T::default();
+        let rows: Vec<Vec<(u32, T)>> = (0..self.n_rows)
+            .into_par_iter()
+            .map(|i| {
+                let (ca, va) = self.row(i);
+                let (cb, vb) = other.row(i);
+                let mut out = Vec::with_capacity(ca.len() + cb.len());
+                let (mut p, mut q) = (0, 0);
+                while p < ca.len() || q < cb.len() {
+                    let (j, x, y) = if q >= cb.len() || (p < ca.len() && ca[p] < cb[q]) {
+                        p += 1;
+                        (ca[p - 1], va[p - 1], zero)
+                    } else if p >= ca.len() || cb[q] < ca[p] {
+                        q += 1;
+                        (cb[q - 1], zero, vb[q - 1])
+                    } else {
+                        p += 1;
+                        q += 1;
+                        (ca[p - 1], va[p - 1], vb[q - 1])
+                    };
+                    if let Some(v) = combine(x, y) {
+                        out.push((j, v));
+                    }
+                }
+                out
+            })
+            .collect();
+        csr_from_rows(self.n_rows, self.n_cols, &rows)
+    }
+}
+
 impl<T: Copy + Send + Sync> CsrMatrix<T> {
     /// A copy made by every core (an atlas's graph, 2.5 GB, takes about a second on one).
     pub fn par_clone(&self) -> Self {

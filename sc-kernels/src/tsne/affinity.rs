@@ -3,7 +3,7 @@
 //! steps, to an entropy within 1e-5 of `ln(perplexity)`); the conditional probabilities
 //! symmetrized (`P + P^T`) and divided by their total.
 
-use crate::csr::CsrMatrix;
+use crate::csr::{csr_from_rows, CsrMatrix};
 use crate::error::{KernelError, Result};
 use crate::neighbors::Knn;
 use rayon::prelude::*;
@@ -48,83 +48,21 @@ pub fn affinities(knn: &Knn, k: usize, perplexity: f64) -> Result<CsrMatrix<f64>
             )
         })
         .collect();
-    let (indptr, indices, mut data) = symmetrized(&rows, n);
-    let total: f64 = data.iter().sum::<f64>().max(f64::EPSILON);
-    data.iter_mut().for_each(|v| *v /= total);
-    Ok(CsrMatrix {
-        n_rows: n,
-        n_cols: n,
-        indptr,
-        indices,
-        data,
-    })
-}
-
-/// `P + P^T` in CSR (columns ascending, an entry and its mirror summed) from each row's
-/// columns and values: the mirrors gathered by column in row order (a counting sort), then
-/// each row's own entries, sorted, merged with them. Linear in the entries, not a sort of
-/// all of them (a million cells have 180 million).
-fn symmetrized(rows: &[(Vec<u32>, Vec<f64>)], n: usize) -> (Vec<u64>, Vec<u32>, Vec<f64>) {
-    let mut mirror_ptr = vec![0usize; n + 1];
-    for (cols, _) in rows {
-        for &j in cols {
-            mirror_ptr[j as usize + 1] += 1;
-        }
-    }
-    for i in 0..n {
-        mirror_ptr[i + 1] += mirror_ptr[i];
-    }
-    let mut next = mirror_ptr.clone();
-    let mut mirrors = vec![(0u32, 0.0f64); mirror_ptr[n]];
-    for (i, (cols, p)) in rows.iter().enumerate() {
-        for (&j, &v) in cols.iter().zip(p) {
-            mirrors[next[j as usize]] = (i as u32, v);
-            next[j as usize] += 1;
-        }
-    }
-    let merged: Vec<Vec<(u32, f64)>> = rows
-        .par_iter()
-        .enumerate()
-        .map(|(i, (cols, p))| {
-            let mut own: Vec<(u32, f64)> = cols.iter().copied().zip(p.iter().copied()).collect();
-            own.sort_unstable_by_key(|e| e.0);
-            // Both lists ascend by column, the mirrors by their row of origin.
-            let theirs = &mirrors[mirror_ptr[i]..mirror_ptr[i + 1]];
-            let mut out = Vec::with_capacity(own.len() + theirs.len());
-            let (mut a, mut b) = (0, 0);
-            while a < own.len() || b < theirs.len() {
-                let next = match (own.get(a), theirs.get(b)) {
-                    (Some(x), Some(y)) if x.0 == y.0 => {
-                        (a, b) = (a + 1, b + 1);
-                        (x.0, x.1 + y.1)
-                    }
-                    (Some(x), Some(y)) if x.0 < y.0 => {
-                        a += 1;
-                        *x
-                    }
-                    (Some(x), None) => {
-                        a += 1;
-                        *x
-                    }
-                    (_, Some(y)) => {
-                        b += 1;
-                        *y
-                    }
-                    (None, None) => unreachable!("the loop's condition"),
-                };
-                out.push(next);
-            }
-            out
+    // P + P^T: each row's own entries, sorted, merged with their mirrors (the transpose's
+    // counting sort, linear in the entries: a million cells have 180 million).
+    let own: Vec<Vec<(u32, f64)>> = rows
+        .into_par_iter()
+        .map(|(cols, p)| {
+            let mut e: Vec<(u32, f64)> = cols.into_iter().zip(p).collect();
+            e.sort_unstable_by_key(|e| e.0);
+            e
         })
         .collect();
-    let mut indptr = Vec::with_capacity(n + 1);
-    indptr.push(0u64);
-    for r in &merged {
-        indptr.push(indptr.last().expect("pushed above") + r.len() as u64);
-    }
-    let indices = merged.iter().flat_map(|r| r.iter().map(|e| e.0)).collect();
-    let data = merged.iter().flat_map(|r| r.iter().map(|e| e.1)).collect();
-    (indptr, indices, data)
+    let a = csr_from_rows(n, n, &own);
+    let mut joint = a.union_with(&a.transpose(), |x, y| Some(x + y));
+    let total: f64 = joint.data.iter().sum::<f64>().max(f64::EPSILON);
+    joint.data.iter_mut().for_each(|v| *v /= total);
+    Ok(joint)
 }
 
 /// The conditional probabilities over squared distances `d2` whose entropy is `target`.

@@ -13,7 +13,7 @@
 mod gpu;
 pub(crate) use gpu::{graphs_on_device, SRC};
 
-use crate::csr::CsrMatrix;
+use crate::csr::{csr_from_rows, CsrMatrix};
 use crate::error::{KernelError, Result};
 use crate::neighbors::knn::Knn;
 use rayon::prelude::*;
@@ -135,58 +135,18 @@ pub fn umap_connectivities(
             e
         })
         .collect();
-    let a = csr_from_rows(n, &rows);
-    let at = a.transpose();
+    let a = csr_from_rows(n, n, &rows);
     let mix = set_op_mix_ratio as f32;
-    // Union of the patterns of A and A^T, row by row (both have sorted indices).
-    let merged: Vec<Vec<(u32, f32)>> = (0..n)
-        .into_par_iter()
-        .map(|i| {
-            let (ca, va) = a.row(i);
-            let (cb, vb) = at.row(i);
-            let mut out = Vec::with_capacity(ca.len() + cb.len());
-            let (mut p, mut q) = (0, 0);
-            while p < ca.len() || q < cb.len() {
-                let (j, x, y) = if q >= cb.len() || (p < ca.len() && ca[p] < cb[q]) {
-                    p += 1;
-                    (ca[p - 1], va[p - 1], 0.0f32)
-                } else if p >= ca.len() || cb[q] < ca[p] {
-                    q += 1;
-                    (cb[q - 1], 0.0f32, vb[q - 1])
-                } else {
-                    p += 1;
-                    q += 1;
-                    (ca[p - 1], va[p - 1], vb[q - 1])
-                };
-                let prod = x * y;
-                let v = if mix == 1.0 {
-                    (x + y) - prod
-                } else {
-                    mix * ((x + y) - prod) + (1.0 - mix) * prod
-                };
-                if v != 0.0 {
-                    out.push((j, v));
-                }
-            }
-            out
-        })
-        .collect();
-    Ok(csr_from_rows(n, &merged))
-}
-
-/// A square CSR matrix from per-row sorted entries.
-fn csr_from_rows(n: usize, rows: &[Vec<(u32, f32)>]) -> CsrMatrix<f32> {
-    crate::csr::build_csr(
-        n,
-        n,
-        |i| rows[i].len(),
-        |i, ci, vi| {
-            for (t, &(j, v)) in rows[i].iter().enumerate() {
-                ci[t] = j;
-                vi[t] = v;
-            }
-        },
-    )
+    // Union of the patterns of A and A^T (both have sorted indices).
+    Ok(a.union_with(&a.transpose(), |x, y| {
+        let prod = x * y;
+        let v = if mix == 1.0 {
+            (x + y) - prod
+        } else {
+            mix * ((x + y) - prod) + (1.0 - mix) * prod
+        };
+        (v != 0.0).then_some(v)
+    }))
 }
 
 /// `exp(-z)` in `f32` (evaluated in `f64` and rounded once, see [`crate::fastmath`]; libm's
