@@ -63,16 +63,16 @@ pub fn tsne_gpu(
 }
 
 /// The joint affinities on the device: each row's own entries (`out_*`, CSR) and the mirrors
-/// of the other rows' entries (`in_ptr`, `in_keys`: column << 32 | the entry, from row
-/// entry / `k`), all times `scale[0]`.
+/// of the other rows' entries (`in_*`, CSR by the mirrored column: the source row and the
+/// value), all times `scale[0]`.
 pub struct Joint {
     n: usize,
     out_ptr: DeviceVec<u64>,
     out_cols: DeviceVec<u32>,
     out_vals: DeviceVec<f64>,
     in_ptr: DeviceVec<u64>,
-    in_keys: DeviceVec<u64>,
-    k: u64,
+    in_src: DeviceVec<u32>,
+    in_vals: DeviceVec<f64>,
     scale: DeviceVec<f64>,
 }
 
@@ -107,6 +107,15 @@ impl Joint {
         let column_bits = 64 - (n as u64).leading_zeros();
         let in_keys = sort_keys(ctx, keys, 32, 32 + column_bits.max(1))?;
         let (in_ptr, _) = exclusive_scan(ctx, &indeg)?;
+        let mut in_src = ctx.alloc::<u32>(entries)?;
+        let mut in_vals = ctx.alloc::<f64>(entries)?;
+        let (len, k64) = (entries as u64, k as u64);
+        let f = ctx.function(SRC, "tsne_mirrors")?;
+        let mut l = ctx.launcher(&f);
+        l.arg(&in_keys).arg(&len).arg(&k64).arg(&out_vals);
+        l.arg(&mut in_src).arg(&mut in_vals);
+        ctx.launch(l, ctx.filling_grid(entries), "tsne_mirrors")?;
+        drop(in_keys);
         let total = sum(ctx, &out_vals)?;
         let scale = ctx.alloc::<f64>(1)?;
         let f = ctx.function(SRC, "tsne_normalization")?;
@@ -120,8 +129,8 @@ impl Joint {
             out_cols,
             out_vals,
             in_ptr,
-            in_keys,
-            k: k as u64,
+            in_src,
+            in_vals,
             scale,
         })
     }
@@ -134,8 +143,8 @@ impl Joint {
             out_cols: ctx.upload(&p.indices)?,
             out_vals: ctx.upload(&p.data)?,
             in_ptr: ctx.zeros(p.n_rows + 1)?,
-            in_keys: ctx.alloc(1)?,
-            k: 1,
+            in_src: ctx.alloc(1)?,
+            in_vals: ctx.alloc(1)?,
             scale: ctx.upload(&[1.0f64])?,
         })
     }
@@ -284,7 +293,7 @@ fn descend(
             sum_into(ctx, &zcell, &mut zparts, &mut zsum)?;
             let mut l = ctx.launcher(&f_move);
             l.arg(&p.out_ptr).arg(&p.out_cols).arg(&p.out_vals);
-            l.arg(&p.in_ptr).arg(&p.in_keys).arg(&p.k).arg(&p.scale);
+            l.arg(&p.in_ptr).arg(&p.in_src).arg(&p.in_vals).arg(&p.scale);
             l.arg(&y_cur).arg(&rep).arg(&zsum).arg(&n64);
             l.arg(&exaggeration).arg(&momentum);
             l.arg(&params.learning_rate)

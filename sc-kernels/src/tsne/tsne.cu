@@ -25,6 +25,25 @@ __device__ __forceinline__ int tsne_locate(double v, double lo, double h, int nb
     return b;
 }
 
+// A cell's position, its box and its box's node weights along each axis (spread and
+// interpolate place a cell the same way).
+struct TsnePlace {
+    double x0, x1, wx[3], wy[3];
+    int bx, by;
+};
+__device__ __forceinline__ TsnePlace tsne_place(const double* __restrict__ y, u64 i, double lo,
+                                                double h, int nb) {
+    TsnePlace p;
+    double tx, ty;
+    p.x0 = y[2 * i];
+    p.x1 = y[2 * i + 1];
+    p.bx = tsne_locate(p.x0, lo, h, nb, &tx);
+    p.by = tsne_locate(p.x1, lo, h, nb, &ty);
+    tsne_lagrange(tx, p.wx);
+    tsne_lagrange(ty, p.wy);
+    return p;
+}
+
 // min x, max x, min y, max y of the block's cells into part[4 blockIdx.x ...].
 extern "C" __global__ void tsne_bounds(const double* __restrict__ y, u64 n,
                                        double* __restrict__ part) {
@@ -62,16 +81,13 @@ extern "C" __global__ void tsne_spread(const double* __restrict__ y, u64 n, doub
     const u64 m = (u64)nb * TSNE_NODES, mm = m * m;
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
          i += (u64)gridDim.x * blockDim.x) {
-        double x0 = y[2 * i], x1 = y[2 * i + 1];
-        double tx, ty, wx[3], wy[3];
-        int bx = tsne_locate(x0, lo, h, nb, &tx), by = tsne_locate(x1, lo, h, nb, &ty);
-        tsne_lagrange(tx, wx);
-        tsne_lagrange(ty, wy);
+        const TsnePlace p = tsne_place(y, i, lo, h, nb);
+        const double x0 = p.x0, x1 = p.x1;
         double charge[4] = {1.0, x0, x1, x0 * x0 + x1 * x1};
         for (int ky = 0; ky < TSNE_NODES; ky++) {
             for (int kx = 0; kx < TSNE_NODES; kx++) {
-                u64 node = (u64)(TSNE_NODES * by + ky) * m + (u64)(TSNE_NODES * bx + kx);
-                double w = wx[kx] * wy[ky];
+                u64 node = (u64)(TSNE_NODES * p.by + ky) * m + (u64)(TSNE_NODES * p.bx + kx);
+                double w = p.wx[kx] * p.wy[ky];
                 for (int c = 0; c < 4; c++) {
                     long long v = __double2ll_rn(w * charge[c] * scale[c]);
                     atomicAdd(&grid[c * mm + node], (u64)v);
@@ -130,16 +146,13 @@ extern "C" __global__ void tsne_interpolate(const double* __restrict__ y, u64 n,
     const double norm = 1.0 / (double)ll;
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
          i += (u64)gridDim.x * blockDim.x) {
-        double x0 = y[2 * i], x1 = y[2 * i + 1];
-        double tx, ty, wx[3], wy[3];
-        int bx = tsne_locate(x0, lo, h, nb, &tx), by = tsne_locate(x1, lo, h, nb, &ty);
-        tsne_lagrange(tx, wx);
-        tsne_lagrange(ty, wy);
+        const TsnePlace p = tsne_place(y, i, lo, h, nb);
+        const double x0 = p.x0, x1 = p.x1;
         double phi[4] = {0.0, 0.0, 0.0, 0.0};
         for (int ky = 0; ky < TSNE_NODES; ky++) {
             for (int kx = 0; kx < TSNE_NODES; kx++) {
-                u64 node = (u64)(TSNE_NODES * by + ky) * l + (u64)(TSNE_NODES * bx + kx);
-                double w = wx[kx] * wy[ky] * norm;
+                u64 node = (u64)(TSNE_NODES * p.by + ky) * l + (u64)(TSNE_NODES * p.bx + kx);
+                double w = p.wx[kx] * p.wy[ky] * norm;
                 for (int c = 0; c < 4; c++) phi[c] += w * real[c * ll + node];
             }
         }
@@ -164,13 +177,14 @@ extern "C" __global__ void tsne_sum(const double* __restrict__ v, u64 n, double*
 // One iteration's move of each cell (mod.rs `optimize`): the gradient
 // 4 (exaggeration sum_j p_ij q_ij (y_i - y_j) - rep_i / Z), Z = zsum - n, then the gains,
 // the momentum step and the new position into y_new. p_ij: the row's own entries
-// (out_vals[out_ptr[i]..] times scale[0]) and its mirrors (in_keys[in_ptr[i]..]: column << 32 |
-// the entry e of out_vals it mirrors, from row e / k), each its own term, in a fixed order.
+// (out_vals[out_ptr[i]..] times scale[0]) and its mirrors (in_src / in_vals[in_ptr[i]..], made
+// once by tsne_mirrors), each its own term, in a fixed order.
 extern "C" __global__ void tsne_move(const u64* __restrict__ out_ptr,
                                      const u32* __restrict__ out_cols,
                                      const double* __restrict__ out_vals,
                                      const u64* __restrict__ in_ptr,
-                                     const u64* __restrict__ in_keys, u64 k,
+                                     const u32* __restrict__ in_src,
+                                     const double* __restrict__ in_vals,
                                      const double* __restrict__ scale,
                                      const double* __restrict__ y, const double* __restrict__ rep,
                                      const double* __restrict__ zsum, u64 n, double exaggeration,
@@ -191,10 +205,9 @@ extern "C" __global__ void tsne_move(const u64* __restrict__ out_ptr,
             a1 += pq * d1;
         }
         for (u64 s = in_ptr[i]; s < in_ptr[i + 1]; s++) {
-            u64 e = in_keys[s] & 0xffffffffull;
-            u64 j = e / k;
+            u64 j = in_src[s];
             double d0 = x0 - y[2 * j], d1 = x1 - y[2 * j + 1];
-            double pq = out_vals[e] * weight / (1.0 + d0 * d0 + d1 * d1);
+            double pq = in_vals[s] * weight / (1.0 + d0 * d0 + d1 * d1);
             a0 += pq * d0;
             a1 += pq * d1;
         }
@@ -270,4 +283,18 @@ extern "C" __global__ void tsne_conditional(const u32* __restrict__ knn_idx,
 extern "C" __global__ void tsne_normalization(const double* __restrict__ total,
                                               double* __restrict__ scale) {
     if (threadIdx.x == 0 && blockIdx.x == 0) scale[0] = 1.0 / fmax(2.0 * total[0], 2.220446049250313e-16);
+}
+
+// Each mirror's source row and value, gathered once from its sorted key (column << 32 | the
+// entry e of vals, from row e / k): the descent's 1,000 iterations then read them in order
+// instead of dividing and reading vals[e] at random each time.
+extern "C" __global__ void tsne_mirrors(const u64* __restrict__ keys, u64 len, u64 k,
+                                        const double* __restrict__ vals, u32* __restrict__ src,
+                                        double* __restrict__ out) {
+    for (u64 s = blockIdx.x * (u64)blockDim.x + threadIdx.x; s < len;
+         s += (u64)gridDim.x * blockDim.x) {
+        u64 e = keys[s] & 0xffffffffull;
+        src[s] = (u32)(e / k);
+        out[s] = vals[e];
+    }
 }
