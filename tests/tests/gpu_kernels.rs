@@ -1813,3 +1813,47 @@ fn tsne_on_the_gpu_embeds_as_well_as_the_cpu() {
         assert!(same_bits(&gpu.data, &again.data), "{name}: two runs differ");
     }
 }
+
+/// embedding_density's GPU sums against the host's: 2-D points in 8 clusters, in one group
+/// and in 5 groups with some cells in none (as scanpy's `groupby` leaves NaN categories), and a
+/// group of 3 points, the fewest the density takes. The scaled densities within 1e-5; the same
+/// bits twice; a group on one line refused as on the host.
+#[test]
+fn embedding_density_on_the_gpu_matches_the_cpu() {
+    use sc_kernels::embedding_density::{embedding_density, embedding_density_gpu, NO_GROUP};
+    let Some(d) = gpu_or_skip("gpu embedding_density") else {
+        return;
+    };
+    let ctx = context(&d);
+    let pts = clustered_points(7, 20_000, 2);
+    let xy: Vec<f64> = pts.data.iter().map(|&v| v as f64).collect();
+    let n = pts.n_rows;
+    let grouped: Vec<u32> = (0..n as u32)
+        .map(|i| if i % 11 == 0 { NO_GROUP } else { i % 5 })
+        .collect();
+    let mut tiny = vec![NO_GROUP; n];
+    tiny[..3].fill(0);
+    for (name, groups, n_groups) in [
+        ("one group", vec![0u32; n], 1),
+        ("five groups", grouped, 5),
+        ("three points", tiny, 1),
+    ] {
+        let cpu = embedding_density(&xy, &groups, n_groups).unwrap();
+        let gpu = embedding_density_gpu(&ctx, &xy, &groups, n_groups).unwrap();
+        let worst = cpu
+            .iter()
+            .zip(&gpu)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max);
+        eprintln!("{name}: largest |GPU - CPU| {worst:.2e}");
+        assert!(worst <= 1e-5, "{name}: {worst}");
+        let again = embedding_density_gpu(&ctx, &xy, &groups, n_groups).unwrap();
+        assert!(
+            gpu.iter().zip(&again).all(|(a, b)| a.to_bits() == b.to_bits()),
+            "{name}: two runs differ"
+        );
+    }
+    let line: Vec<f64> = (0..10).flat_map(|i| [i as f64, 2.0 * i as f64]).collect();
+    let e = embedding_density_gpu(&ctx, &line, &[0; 10], 1).unwrap_err();
+    assert!(e.to_string().contains("one line"), "{e}");
+}

@@ -257,7 +257,8 @@ def embedding_density(
     Writes ``obs[key_added or f'{basis}_density[_{groupby}]']`` and ``uns[f'{key}_params']``
     (``covariate``, ``components``), as scanpy. ``components``: two, 1-based (``"1,2"``; for
     ``diffmap`` counted after the steady state). Every pair of cells of a group is summed
-    (quadratic in the group's size). Computed on the host in Rust.
+    (quadratic in the group's size): on the GPU when scpipe runs on one (seconds at a million
+    cells), else on the host in Rust.
     """
     basis = basis.lower()
     if basis == "fa":

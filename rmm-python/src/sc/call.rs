@@ -467,7 +467,7 @@ fn run(
             groups,
             n_groups,
             key,
-        } => steps::embedding_density(adata, "xy", groups, *n_groups, key)?,
+        } => steps::embedding_density(adata, "xy", groups, *n_groups, key, ctx.as_deref())?,
         Call::Paga { groups, n_groups } => {
             steps::paga(adata, "distances", groups, *n_groups)?;
         }

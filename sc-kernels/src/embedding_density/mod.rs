@@ -2,10 +2,15 @@
 //! in a 2-D embedding among the cells of its group, as scipy's `gaussian_kde` estimates it
 //! (Scott's bandwidth `n^(-1/6)` times the points' covariance with `n - 1`), then scaled to
 //! `[0, 1]` within the group (`(z - min) / (max - min)`, so the kernel's normalization cancels).
-//! Every cell's sum over all the others: `n^2` kernel evaluations a group, in f64.
+//! Every cell's sum over all the others: `n^2` kernel evaluations a group, in f64; on a GPU
+//! ([`embedding_density_gpu`]) the same sums with the exponential in f32 (seconds at a
+//! million cells, where the host takes hours).
 
+mod gpu;
 #[cfg(test)]
 mod tests;
+
+pub use gpu::{embedding_density_gpu, KERNELS};
 
 use crate::error::{KernelError, Result};
 pub use crate::group_by::NO_GROUP;
@@ -16,6 +21,17 @@ use rayon::prelude::*;
 /// (`groups`: one per cell, `< n_groups` or [`NO_GROUP`], whose density is 0 as scanpy leaves
 /// it); groups without cells are skipped.
 pub fn embedding_density(xy: &[f64], groups: &[u32], n_groups: usize) -> Result<Vec<f64>> {
+    by_group(xy, groups, n_groups, &mut |points, kernel| Ok(kernel_sums(points, kernel)))
+}
+
+/// [`embedding_density`]'s checks and groups, each group's kernel sums from `sums(points,
+/// kernel)` (one per point, [`kernel_sums`]' definition), then scaled to `[0, 1]`.
+fn by_group(
+    xy: &[f64],
+    groups: &[u32],
+    n_groups: usize,
+    sums: &mut dyn FnMut(&[f64], Kernel) -> Result<Vec<f64>>,
+) -> Result<Vec<f64>> {
     let n = groups.len();
     if xy.len() != 2 * n {
         return Err(KernelError::Shape(format!(
@@ -42,10 +58,11 @@ pub fn embedding_density(xy: &[f64], groups: &[u32], n_groups: usize) -> Result<
             .iter()
             .flat_map(|&i| [xy[2 * i as usize], xy[2 * i as usize + 1]])
             .collect();
-        let z = scaled_density(&points).map_err(|e| match e {
+        let kernel = bandwidth(&points).map_err(|e| match e {
             KernelError::Unsupported(m) => KernelError::Unsupported(format!("group {g}: {m}")),
             e => e,
         })?;
+        let z = to_unit(sums(&points, kernel)?);
         for (&i, v) in members.iter().zip(z) {
             out[i as usize] = v;
         }
@@ -53,8 +70,24 @@ pub fn embedding_density(xy: &[f64], groups: &[u32], n_groups: usize) -> Result<
     Ok(out)
 }
 
+/// The Gaussian kernel's inverse covariance `(xx, xy, yy)`: the points' covariance times Scott's
+/// factor squared, inverted.
+#[derive(Debug, Clone, Copy)]
+struct Kernel {
+    ia: f64,
+    ib: f64,
+    ic: f64,
+}
+
 /// The scaled densities of the points `xy` (`n x 2`, row-major): one group.
 pub fn scaled_density(xy: &[f64]) -> Result<Vec<f64>> {
+    let kernel = bandwidth(xy)?;
+    Ok(to_unit(kernel_sums(xy, kernel)))
+}
+
+/// The kernel of the points `xy` (scipy's `gaussian_kde` with Scott's bandwidth), or an error
+/// when fewer than 3 points or all on one line leave it undefined.
+fn bandwidth(xy: &[f64]) -> Result<Kernel> {
     let n = xy.len() / 2;
     let mean = [
         xy.iter().step_by(2).sum::<f64>() / n as f64,
@@ -76,9 +109,16 @@ pub fn scaled_density(xy: &[f64]) -> Result<Vec<f64>> {
             "the density of {n} points needs at least 3 not on one line (their covariance is singular)"
         )));
     }
-    // The inverse covariance.
-    let (ia, ib, ic) = (c / det, -b / det, a / det);
-    let z: Vec<f64> = (0..n)
+    Ok(Kernel {
+        ia: c / det,
+        ib: -b / det,
+        ic: a / det,
+    })
+}
+
+/// Each point's sum of the kernel over every point (itself included), in f64.
+fn kernel_sums(xy: &[f64], Kernel { ia, ib, ic }: Kernel) -> Vec<f64> {
+    (0..xy.len() / 2)
         .into_par_iter()
         .map(|i| {
             let (x, y) = (xy[2 * i], xy[2 * i + 1]);
@@ -89,11 +129,15 @@ pub fn scaled_density(xy: &[f64]) -> Result<Vec<f64>> {
                 })
                 .sum::<f64>()
         })
-        .collect();
+        .collect()
+}
+
+/// `(z - min) / (max - min)`: the kernel's normalization cancels.
+fn to_unit(z: Vec<f64>) -> Vec<f64> {
     let (lo, hi) = z
         .iter()
         .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &v| {
             (l.min(v), h.max(v))
         });
-    Ok(z.into_iter().map(|v| (v - lo) / (hi - lo)).collect())
+    z.into_iter().map(|v| (v - lo) / (hi - lo)).collect()
 }
