@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Issue 53's tools at N cells, scpipe's (tsne and louvain on the GPU, the others on the host
-for now) beside rapids-singlecell's where it has
+"""Issue 53's tools at N cells, scpipe's (tsne, louvain and embedding_density on the GPU, the
+others on the host for now) beside rapids-singlecell's where it has
 them and its backends import (cuML, cuGraph, CuPy), in one process each: seconds per call,
 warm (the second of two calls). The cells: N points of 30 dimensions in 12 Gaussian groups as
 `obsm['X_pca']`, with scpipe's kNN graph (15 neighbours) and a categorical `group` column.
