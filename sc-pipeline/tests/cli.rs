@@ -359,7 +359,7 @@ fn bad_options_are_refused_clearly() {
     let inp = input.to_str().unwrap();
     let out = common::scratch("never.h5ad");
     let o = out.to_str().unwrap();
-    let cases: [(&[&str], &str); 22] = [
+    let cases: [(&[&str], &str); 25] = [
         (
             &["run", inp, "-o", o, "--hvg-flavor", "seurat_v9"],
             "invalid value 'seurat_v9' for '--hvg-flavor",
@@ -468,6 +468,26 @@ fn bad_options_are_refused_clearly() {
         (
             &["run", inp, "-o", o, "--tsne", "--no-pca"],
             "--tsne: invalid parameter: needs the PCA",
+        ),
+        (
+            &["run", inp, "-o", o, "--embedding-density", "--no-umap"],
+            "--embedding-density: invalid parameter: needs the UMAP",
+        ),
+        (
+            &["run", inp, "-o", o, "--embedding-density-groupby", "leiden"],
+            "--embedding-density-groupby: invalid parameter: only with --embedding-density",
+        ),
+        (
+            &[
+                "run",
+                inp,
+                "-o",
+                o,
+                "--embedding-density",
+                "--embedding-density-groupby",
+                "no_such_column",
+            ],
+            "obs has no column 'no_such_column' (--embedding-density-groupby)",
         ),
         (&["run", "/no/such/file.h5ad", "-o", o], "no such file"),
         (&["run", inp, "-o", o, "--device", "gpu"], "--device gpu"),

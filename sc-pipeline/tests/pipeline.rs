@@ -594,3 +594,70 @@ fn diffmap_louvain_and_kmeans_rows_equal_the_steps_by_hand() {
         vec![run.n_obs(), 15]
     );
 }
+
+/// `--embedding-density` runs on the UMAP after the clustering steps, so it may group by
+/// leiden's column, as the step by hand does on the run without it; off by default. Each
+/// group's densities span [0, 1]; the parameters are scanpy's record.
+#[test]
+fn embedding_density_row_groups_by_leiden_as_the_step_by_hand() {
+    assert!(!PipelineConfig::default().runs_embedding_density());
+    let config = PipelineConfig {
+        embedding_density: Some(sc_pipeline::run::EmbeddingDensityOptions {
+            groupby: Some("leiden".into()),
+        }),
+        markers: None,
+        ..PipelineConfig::default()
+    };
+    let mut run = small();
+    let records = run_pipeline(&mut run, &config, &mut Silent).unwrap();
+    let names: Vec<&str> = records.iter().map(|r| r.step.as_str()).collect();
+    let at = |s: &str| names.iter().position(|n| *n == s).unwrap();
+    assert!(at("leiden") < at("embedding_density"), "{names:?}");
+    let mut by_hand = small();
+    run_pipeline(
+        &mut by_hand,
+        &PipelineConfig {
+            embedding_density: None,
+            ..config.clone()
+        },
+        &mut Silent,
+    )
+    .unwrap();
+    let (key, _) = steps::embedding_density_of_umap(&mut by_hand, Some("leiden"), None).unwrap();
+    assert_eq!(key, "umap_density_leiden");
+    assert!(run.obs.column(&key).is_some());
+    assert_eq!(run.obs.column(&key), by_hand.obs.column(&key));
+    let params = format!("{key}_params");
+    assert_eq!(run.uns.get(&params), by_hand.uns.get(&params));
+    let Some(Value::Dict(p)) = run.uns.get(&params) else {
+        panic!("uns['{params}']: {:?}", run.uns.get(&params));
+    };
+    assert_eq!(p.get("covariate"), Some(&Value::str("leiden")));
+    let density = f64_column(&run, "obs", &key);
+    let (labels, groups) = run
+        .obs
+        .column("leiden")
+        .unwrap()
+        .group_labels("leiden")
+        .unwrap();
+    for g in 0..groups.len() as u32 {
+        let v: Vec<f64> = density
+            .iter()
+            .zip(&labels)
+            .filter(|(_, &l)| l == g)
+            .map(|(&d, _)| d)
+            .collect();
+        if v.len() >= 3 {
+            let (lo, hi) = v
+                .iter()
+                .fold((1.0f64, 0.0f64), |(l, h), &x| (l.min(x), h.max(x)));
+            assert!(lo == 0.0 && hi == 1.0, "group {g}: {lo} .. {hi}");
+        } else {
+            assert!(
+                v.iter().all(|&d| d == 0.0),
+                "group {g} of {} cells",
+                v.len()
+            );
+        }
+    }
+}

@@ -1849,7 +1849,9 @@ fn embedding_density_on_the_gpu_matches_the_cpu() {
         assert!(worst <= 1e-5, "{name}: {worst}");
         let again = embedding_density_gpu(&ctx, &xy, &groups, n_groups).unwrap();
         assert!(
-            gpu.iter().zip(&again).all(|(a, b)| a.to_bits() == b.to_bits()),
+            gpu.iter()
+                .zip(&again)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
             "{name}: two runs differ"
         );
     }

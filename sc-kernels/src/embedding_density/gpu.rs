@@ -24,14 +24,19 @@ pub fn embedding_density_gpu(
 ) -> Result<Vec<f64>> {
     ctx.bind_to_thread()?;
     let f = ctx.function(SRC, "embedding_density_sums")?;
-    by_group(xy, groups, n_groups, &mut |points, Kernel { ia, ib, ic }| {
-        let n = (points.len() / 2) as u64;
-        let d = ctx.upload(points)?;
-        let mut z = ctx.alloc::<f64>(n as usize)?;
-        let mut l = ctx.launcher(&f);
-        l.arg(&d).arg(&n).arg(&ia).arg(&ib).arg(&ic).arg(&mut z);
-        // Blocks of `gpu::BLOCK` (256) threads, the kernel's tile.
-        ctx.launch(l, grid_for(n as usize), "embedding_density_sums")?;
-        ctx.download(&z)
-    })
+    by_group(
+        xy,
+        groups,
+        n_groups,
+        &mut |points, Kernel { ia, ib, ic }| {
+            let n = (points.len() / 2) as u64;
+            let d = ctx.upload(points)?;
+            let mut z = ctx.alloc::<f64>(n as usize)?;
+            let mut l = ctx.launcher(&f);
+            l.arg(&d).arg(&n).arg(&ia).arg(&ib).arg(&ic).arg(&mut z);
+            // Blocks of `gpu::BLOCK` (256) threads, the kernel's tile.
+            ctx.launch(l, grid_for(n as usize), "embedding_density_sums")?;
+            ctx.download(&z)
+        },
+    )
 }

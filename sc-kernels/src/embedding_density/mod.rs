@@ -21,7 +21,9 @@ use rayon::prelude::*;
 /// (`groups`: one per cell, `< n_groups` or [`NO_GROUP`], whose density is 0 as scanpy leaves
 /// it); groups without cells are skipped.
 pub fn embedding_density(xy: &[f64], groups: &[u32], n_groups: usize) -> Result<Vec<f64>> {
-    by_group(xy, groups, n_groups, &mut |points, kernel| Ok(kernel_sums(points, kernel)))
+    by_group(xy, groups, n_groups, &mut |points, kernel| {
+        Ok(kernel_sums(points, kernel))
+    })
 }
 
 /// [`embedding_density`]'s checks and groups, each group's kernel sums from `sums(points,

@@ -293,7 +293,10 @@ fn descend(
             sum_into(ctx, &zcell, &mut zparts, &mut zsum)?;
             let mut l = ctx.launcher(&f_move);
             l.arg(&p.out_ptr).arg(&p.out_cols).arg(&p.out_vals);
-            l.arg(&p.in_ptr).arg(&p.in_src).arg(&p.in_vals).arg(&p.scale);
+            l.arg(&p.in_ptr)
+                .arg(&p.in_src)
+                .arg(&p.in_vals)
+                .arg(&p.scale);
             l.arg(&y_cur).arg(&rep).arg(&zsum).arg(&n64);
             l.arg(&exaggeration).arg(&momentum);
             l.arg(&params.learning_rate)

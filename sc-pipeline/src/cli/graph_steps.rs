@@ -1,9 +1,9 @@
 //! The options of the steps after neighbors: `umap`, `leiden` and `rank_genes_groups` (on by
-//! default, each with a `--no-...` to skip it), and `tsne`, `diffmap`, `louvain` and `kmeans`
-//! (off by default, `--tsne`, `--diffmap`, `--louvain`, `--kmeans N`), turned into their parts
-//! of the configuration.
+//! default, each with a `--no-...` to skip it), and `tsne`, `diffmap`, `louvain`, `kmeans` and
+//! `embedding_density` (off by default, `--tsne`, `--diffmap`, `--louvain`, `--kmeans N`,
+//! `--embedding-density`), turned into their parts of the configuration.
 
-use crate::run::{LeidenOptions, LouvainOptions, MarkerOptions};
+use crate::run::{EmbeddingDensityOptions, LeidenOptions, LouvainOptions, MarkerOptions};
 use crate::{Error, Result};
 use sc_kernels::kmeans::KMeansParams;
 use sc_kernels::leiden::LeidenParams;
@@ -57,6 +57,15 @@ pub struct GraphStepArgs {
         help = "Run kmeans with N clusters on the PCA (or --harmony's) embedding: obs['kmeans'], rapids-singlecell's tl.kmeans (seed 42; on the CPU)"
     )]
     pub kmeans: Option<usize>,
+    #[arg(
+        long,
+        help = "Run embedding_density on the UMAP: obs['umap_density'], scanpy's tl.embedding_density (on the GPU when the run has one)"
+    )]
+    pub embedding_density: bool,
+    /// embedding_density(groupby=...): each cell's density among the cells of its category of
+    /// this obs column (one of the input's, or leiden, louvain, kmeans when the run makes it).
+    #[arg(long, value_name = "KEY")]
+    pub embedding_density_groupby: Option<String>,
     #[arg(long, help = "Skip leiden")]
     pub no_leiden: bool,
     /// leiden(resolution=...); several (comma-separated) give one obs column each,
@@ -168,6 +177,28 @@ impl GraphStepArgs {
         Ok(Some(KMeansParams {
             n_clusters,
             ..KMeansParams::default()
+        }))
+    }
+
+    /// embedding_density's options, when asked for (it needs the UMAP, `umap`).
+    pub fn embedding_density(&self, umap: bool) -> Result<Option<EmbeddingDensityOptions>> {
+        if !self.embedding_density {
+            if self.embedding_density_groupby.is_some() {
+                return Err(Error::param(
+                    "--embedding-density-groupby",
+                    "only with --embedding-density",
+                ));
+            }
+            return Ok(None);
+        }
+        if !umap {
+            return Err(Error::param(
+                "--embedding-density",
+                "needs the UMAP (drop --no-umap)",
+            ));
+        }
+        Ok(Some(EmbeddingDensityOptions {
+            groupby: self.embedding_density_groupby.clone(),
         }))
     }
 

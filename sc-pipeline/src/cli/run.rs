@@ -388,6 +388,9 @@ impl RunArgs {
                 .as_ref()
                 .map(|_| crate::steps::HARMONY_ADJUSTED_BASIS.to_string()),
             umap: self.graph.umap(neighbors)?,
+            embedding_density: self
+                .graph
+                .embedding_density(self.graph.umap(neighbors)?.is_some())?,
             tsne: self.graph.tsne(!self.no_pca)?,
             diffmap: self.graph.diffmap(neighbors)?,
             louvain: self.graph.louvain(neighbors)?,

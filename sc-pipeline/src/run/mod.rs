@@ -31,8 +31,8 @@ pub mod table;
 /// (a front end may call a step without the runner); they are named here too.
 pub use crate::steps::{generated_blocks, step};
 pub use crate::steps::{
-    HarmonyOptions, HvgOptions, LeidenOptions, LouvainOptions, MarkerOptions, MitoPrefix,
-    PipelineConfig,
+    EmbeddingDensityOptions, HarmonyOptions, HvgOptions, LeidenOptions, LouvainOptions,
+    MarkerOptions, MitoPrefix, PipelineConfig,
 };
 pub use execute::{execute, Outcome};
 pub use gpu::{default_budget, pca_rehearsal, DeviceOptions, GpuRun, DEFAULT_BUDGET_FRACTION};

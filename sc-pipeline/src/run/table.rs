@@ -31,6 +31,7 @@ pub const STEPS: &[Step] = &[
     rows::LEIDEN,
     rows::LOUVAIN,
     rows::KMEANS,
+    rows::EMBEDDING_DENSITY,
     rows::MARKERS,
 ];
 

@@ -50,6 +50,8 @@ pub struct PipelineConfig {
     pub louvain: Option<LouvainOptions>,
     /// `kmeans` on the representation neighbors reads (`obs['kmeans']`); `None` skips it.
     pub kmeans: Option<KMeansParams>,
+    /// `embedding_density` on the UMAP (`obs['umap_density[_groupby]']`); `None` skips it.
+    pub embedding_density: Option<EmbeddingDensityOptions>,
     /// `leiden` on the neighbors graph, one `obs` column per resolution; `None` skips it.
     pub leiden: Option<LeidenOptions>,
     /// `rank_genes_groups` (marker genes) by a grouping of the cells; `None` skips it.
@@ -82,6 +84,7 @@ impl Default for PipelineConfig {
             diffmap: None,
             louvain: None,
             kmeans: None,
+            embedding_density: None,
             leiden: Some(LeidenOptions::default()),
             markers: Some(MarkerOptions::default()),
             keep_before_filter: Vec::new(),
@@ -102,6 +105,7 @@ impl PipelineConfig {
             diffmap: None,
             louvain: None,
             kmeans: None,
+            embedding_density: None,
             leiden: None,
             markers: None,
             ..self.clone()
@@ -147,6 +151,24 @@ impl PipelineConfig {
     /// Whether kmeans runs: asked for, on the representation PCA (or harmony) makes.
     pub fn runs_kmeans(&self) -> bool {
         self.kmeans.is_some() && self.n_comps.is_some()
+    }
+
+    /// Whether embedding_density runs: asked for, on the UMAP the run makes.
+    pub fn runs_embedding_density(&self) -> bool {
+        self.embedding_density.is_some() && self.runs_umap()
+    }
+
+    /// Whether a clustering step of this run writes `obs[key]` (leiden's columns, `louvain`,
+    /// `kmeans`): a step after them may group by it though the input lacks it.
+    pub fn makes_obs_column(&self, key: &str) -> bool {
+        let leiden = self.runs_leiden()
+            && self
+                .leiden
+                .as_ref()
+                .is_some_and(|l| (0..l.resolutions.len()).any(|i| l.key(i) == key));
+        leiden
+            || (self.runs_louvain() && key == "louvain")
+            || (self.runs_kmeans() && key == "kmeans")
     }
 
     /// Whether umap runs: asked for, on the graph neighbors makes.
@@ -313,6 +335,13 @@ impl LeidenOptions {
             format!("leiden_res_{:4.2}", self.resolutions[i])
         }
     }
+}
+
+/// embedding_density's grouping: each cell's density among all cells, or among the cells of
+/// its `groupby` category (an obs column of the input or one a clustering step of the run makes).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct EmbeddingDensityOptions {
+    pub groupby: Option<String>,
 }
 
 /// Louvain's parameters (`LeidenParams::louvain`: no refinement, until nothing changes) and

@@ -79,17 +79,13 @@ pub(crate) struct Ranked {
     pub device: &'static str,
 }
 
-/// A `--groupby` column that leiden does not make must be in obs before any step runs.
+/// A `--groupby` column that no clustering step of the run makes must be in obs before any
+/// step runs.
 fn check_input(adata: &AnnData, config: &PipelineConfig) -> Result<()> {
     let Some(groupby) = config.markers.as_ref().and_then(|m| m.groupby.as_ref()) else {
         return Ok(());
     };
-    let made_by_leiden = config.runs_leiden()
-        && config
-            .leiden
-            .as_ref()
-            .is_some_and(|l| (0..l.resolutions.len()).any(|i| &l.key(i) == groupby));
-    if made_by_leiden {
+    if config.makes_obs_column(groupby) {
         return Ok(());
     }
     let (_, groups) = obs_labels(adata, STEP, "--groupby", groupby)?;

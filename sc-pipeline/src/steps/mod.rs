@@ -44,12 +44,12 @@ pub use bbknn::bbknn;
 pub use combat::combat;
 /// The run's configuration and the options of the steps that take several.
 pub use config::{
-    HarmonyOptions, HvgCutoffs, HvgOptions, LeidenOptions, LouvainOptions, MarkerOptions,
-    MitoPrefix, PipelineConfig, ScrubletOptions,
+    EmbeddingDensityOptions, HarmonyOptions, HvgCutoffs, HvgOptions, LeidenOptions, LouvainOptions,
+    MarkerOptions, MitoPrefix, PipelineConfig, ScrubletOptions,
 };
 pub use diffmap::diffmap;
 pub use dpt::dpt;
-pub use embedding_density::embedding_density;
+pub use embedding_density::{embedding_density, embedding_density_of_umap};
 pub use filter::{filter_cells, filter_genes};
 pub use harmony::{
     harmony_integrate, harmony_integrate_across, harmony_integrate_on, HarmonySummary,
@@ -89,6 +89,7 @@ pub(crate) use generated_blocks::GeneratedPass;
 /// normalize_total for the flavours that read counts, after log1p for the others).
 pub(crate) mod rows {
     pub(crate) use super::diffmap::ROW as DIFFMAP;
+    pub(crate) use super::embedding_density::ROW as EMBEDDING_DENSITY;
     pub(crate) use super::filter::{FILTER_CELLS, FILTER_GENES};
     pub(crate) use super::harmony::ROW as HARMONY;
     pub(crate) use super::hvg::{
