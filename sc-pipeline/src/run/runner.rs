@@ -57,7 +57,18 @@ impl<'a> Runner<'a> {
         std::thread::scope(|scope| {
             let mut running = None;
             for (i, step) in steps.iter().enumerate() {
+                // A step running beside runs only beside the steps before the first that reads
+                // what it writes; that one waits for it.
                 let later = &steps[i + 1..];
+                let later = &later[..later
+                    .iter()
+                    .position(|s| s.waits_for_beside)
+                    .unwrap_or(later.len())];
+                if step.waits_for_beside {
+                    if let Some((r, beside_of)) = running.take() {
+                        self.finish_beside(r, adata, env, beside_of)?;
+                    }
+                }
                 let mut why_in_order = None;
                 if running.is_none() {
                     let (gpu, other) = (self.gpu.as_ref(), self.beside_gpu.as_ref());
@@ -79,20 +90,29 @@ impl<'a> Runner<'a> {
                 })?;
             }
             match running {
-                Some((r, later)) => {
-                    let first = env.gpus.first();
-                    beside::finish(
-                        r,
-                        first,
-                        adata,
-                        later,
-                        &mut *self.observer,
-                        &mut self.records,
-                    )
-                }
+                Some((r, beside_of)) => self.finish_beside(r, adata, env, beside_of),
                 None => Ok(()),
             }
         })
+    }
+
+    /// Waits for the step `r` that ran beside `beside_of` and adds what it wrote (see
+    /// [`beside::finish`]).
+    fn finish_beside(
+        &mut self,
+        r: beside::Running<'_>,
+        adata: &mut AnnData,
+        env: &StepEnv<'_>,
+        beside_of: &[&Step],
+    ) -> Result<()> {
+        beside::finish(
+            r,
+            env.gpus.first(),
+            adata,
+            beside_of,
+            &mut *self.observer,
+            &mut self.records,
+        )
     }
 
     /// Runs `f` as the step `name` (`on_gpu`: the record says it ran on the GPU) and records

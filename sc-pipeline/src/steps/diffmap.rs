@@ -26,6 +26,7 @@ pub(crate) const ROW: Step = Step {
     check_input: no_input_check,
     check_budget: no_budget_check,
     beside: false,
+    waits_for_beside: false,
 };
 
 /// The diffusion map of `obsp['connectivities']` with `n_comps` components, the eigensolver's

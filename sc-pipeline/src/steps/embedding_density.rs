@@ -49,6 +49,7 @@ pub(crate) const ROW: Step = Step {
     check_input,
     check_budget: no_budget_check,
     beside: false,
+    waits_for_beside: true,
 };
 
 /// A group's points and their sums (f64 each) on the device; at most all the cells in one.

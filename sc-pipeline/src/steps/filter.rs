@@ -26,6 +26,7 @@ pub(crate) const FILTER_CELLS: Step = Step {
     check_input: no_input_check,
     check_budget: no_budget_check,
     beside: false,
+    waits_for_beside: false,
 };
 
 /// The pipeline's row of `filter_genes(min_cells=...)`.
@@ -43,6 +44,7 @@ pub(crate) const FILTER_GENES: Step = Step {
     check_input: no_input_check,
     check_budget: no_budget_check,
     beside: false,
+    waits_for_beside: false,
 };
 
 fn min_genes(env: &StepEnv<'_>) -> u64 {

@@ -35,6 +35,7 @@ pub(crate) const ROW: Step = Step {
     check_input,
     check_budget: no_budget_check,
     beside: false,
+    waits_for_beside: false,
 };
 
 /// The batch column must exist with at least two batches before any step runs (found after PCA,

@@ -37,6 +37,7 @@ pub(crate) const ON_LOG_NORMALIZED: Step = Step {
     check_input: check_batch_key,
     check_budget: no_budget_check,
     beside: false,
+    waits_for_beside: false,
 };
 
 /// The pipeline's row that subsets X to the highly variable genes, `.raw` frozen first
@@ -55,6 +56,7 @@ pub(crate) const SUBSET: Step = Step {
     check_input: no_input_check,
     check_budget: no_budget_check,
     beside: false,
+    waits_for_beside: false,
 };
 
 /// `--batch-key`'s column must exist and hold labels before any step runs.

@@ -31,6 +31,7 @@ pub(crate) const ROW: Step = Step {
     check_input: no_input_check,
     check_budget: no_budget_check,
     beside: false,
+    waits_for_beside: false,
 };
 
 /// Clusters `obsm[use_rep]` (see [`representation`]; its first `n_pcs` columns when given)

@@ -52,6 +52,7 @@ pub(crate) const ROW: Step = Step {
     check_input: no_input_check,
     check_budget: no_budget_check,
     beside: false,
+    waits_for_beside: false,
 };
 
 /// The GPU Leiden holds the first level (at most `2 k` edges a cell once symmetrized: a column,

@@ -24,6 +24,7 @@ pub(crate) const ROW: Step = Step {
     check_input: no_input_check,
     check_budget: no_budget_check,
     beside: false,
+    waits_for_beside: false,
 };
 
 /// Lazy: each block is transformed as it is generated.

@@ -43,6 +43,7 @@ pub(crate) const ROW: Step = Step {
     check_input: no_input_check,
     check_budget: no_budget_check,
     beside: false,
+    waits_for_beside: false,
 };
 
 /// Louvain's communities of `obsp['connectivities']` into `obs[key]` and `uns[key]`, on `gpu`

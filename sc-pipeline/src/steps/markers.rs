@@ -53,6 +53,7 @@ pub(crate) const ROW: Step = Step {
     check_input,
     check_budget: no_budget_check,
     beside: false,
+    waits_for_beside: false,
 };
 
 /// `.raw` copied to the GPU (as many values as X's counts, 8 bytes each with their gene, and

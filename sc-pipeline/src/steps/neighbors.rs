@@ -79,6 +79,7 @@ pub(crate) const ROW: Step = Step {
     check_input,
     check_budget,
     beside: false,
+    waits_for_beside: false,
 };
 
 /// The row's budget check: [`check_device_budget`] for the input's cells and genes.

@@ -30,6 +30,7 @@ pub(crate) const ROW: Step = Step {
     check_input: no_input_check,
     check_budget: no_budget_check,
     beside: false,
+    waits_for_beside: false,
 };
 
 /// The `mt` genes' prefix for `a`'s gene names, and whether it was detected.

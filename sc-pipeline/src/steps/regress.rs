@@ -28,6 +28,7 @@ pub(crate) const ROW: Step = Step {
     check_input,
     check_budget: no_budget_check,
     beside: false,
+    waits_for_beside: false,
 };
 
 const STEP: &str = "regress_out";

@@ -43,6 +43,7 @@ pub(crate) const ROW: Step = Step {
     check_input,
     check_budget: no_budget_check,
     beside: false,
+    waits_for_beside: false,
 };
 
 /// Why the generated demo refuses the step (`run::generated` refuses it before any step runs).

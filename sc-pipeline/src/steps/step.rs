@@ -101,6 +101,9 @@ pub struct Step {
     /// keys of its own: the runner may start it on a thread and a stream of its own, beside the
     /// steps after it (the runner's `beside`).
     pub beside: bool,
+    /// Reads what a step running beside writes (embedding_density reads UMAP's `X_umap`): the
+    /// runner waits for that step before this one, and runs only the steps before it beside.
+    pub waits_for_beside: bool,
 }
 
 /// The input check of a step that takes everything it reads from the steps before it.

@@ -41,6 +41,7 @@ pub(crate) const ROW: Step = Step {
     check_input: no_input_check,
     check_budget: no_budget_check,
     beside: false,
+    waits_for_beside: false,
 };
 
 /// The GPU holds the representation (at most 50 f32 a cell) and the kNN of `3 perplexity + 2`

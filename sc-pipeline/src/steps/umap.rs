@@ -37,6 +37,7 @@ pub(crate) const ROW: Step = Step {
     check_input: no_input_check,
     check_budget: no_budget_check,
     beside: true,
+    waits_for_beside: false,
 };
 
 /// The GPU's epochs hold the graph (at most `2 k` edges a cell once symmetrized), each edge's
