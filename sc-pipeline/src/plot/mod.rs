@@ -113,6 +113,19 @@ pub fn draw(adata: &AnnData, request: &Request, dir: &Path) -> Result<Drawn> {
             values,
         });
     umaps.push(("umap_total_counts".into(), counts));
+    // embedding_density's columns (--embedding-density: obs['umap_density[_groupby]'] with its
+    // uns record), coloured by value as scanpy's pl.embedding_density.
+    let densities = adata.obs.column_names().filter(|k| {
+        k.starts_with("umap_density") && adata.uns.contains_key(&format!("{k}_params"))
+    });
+    for key in densities {
+        let values = data::numbers(&adata.obs, key, "obs").map_err(|e| e.to_string());
+        let colouring = values.map(|values| Colouring::Values {
+            key: key.to_string(),
+            values,
+        });
+        umaps.push((key.to_string(), colouring));
+    }
     for (name, colouring) in umaps {
         let figure = match (&umap, colouring) {
             (Err(why), _) => Err(why.clone()),

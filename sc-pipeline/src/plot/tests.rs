@@ -231,6 +231,35 @@ fn a_tsne_is_drawn_by_each_clustering_when_it_ran() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// embedding_density's column, when it ran, drawn as the UMAP coloured by its values.
+#[test]
+fn the_umap_is_drawn_by_density_when_it_ran() {
+    let mut a = clustered();
+    let n = a.n_obs();
+    let density: Vec<f64> = (0..n).map(|i| i as f64 / (n - 1) as f64).collect();
+    a.obs
+        .set(
+            "umap_density_leiden",
+            Column::Values(ArrayData::F64(density)),
+        )
+        .unwrap();
+    a.uns.insert(
+        "umap_density_leiden_params".into(),
+        Value::dict([("covariate", Value::str("leiden"))]),
+    );
+    let dir = folder("density");
+    let drawn = draw(&a, &full_request(), &dir).unwrap();
+    crate::io::commit_all(drawn.files).unwrap();
+    let names = listing(&dir);
+    assert!(
+        names.contains(&"umap_density_leiden.png".to_string()),
+        "{names:?}"
+    );
+    let svg = std::fs::read_to_string(dir.join("umap_density_leiden.svg")).unwrap();
+    assert!(has_text(&svg, "UMAP: umap_density_leiden"), "title");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn missing_inputs_are_skipped_with_the_reason() {
     let dir = folder("missing");
