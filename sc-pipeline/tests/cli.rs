@@ -359,7 +359,7 @@ fn bad_options_are_refused_clearly() {
     let inp = input.to_str().unwrap();
     let out = common::scratch("never.h5ad");
     let o = out.to_str().unwrap();
-    let cases: [(&[&str], &str); 25] = [
+    let cases: [(&[&str], &str); 28] = [
         (
             &["run", inp, "-o", o, "--hvg-flavor", "seurat_v9"],
             "invalid value 'seurat_v9' for '--hvg-flavor",
@@ -468,6 +468,18 @@ fn bad_options_are_refused_clearly() {
         (
             &["run", inp, "-o", o, "--tsne", "--no-pca"],
             "--tsne: invalid parameter: needs the PCA",
+        ),
+        (
+            &["run", inp, "-o", o, "--dpt-root", "cell_0"],
+            "--dpt-root: invalid parameter: needs --diffmap",
+        ),
+        (
+            &["run", inp, "-o", o, "--diffmap", "--diffmap-comps", "5", "--dpt-root", "c"],
+            "--dpt-root: invalid parameter: dpt reads 10 diffusion components; --diffmap-comps is 5",
+        ),
+        (
+            &["run", inp, "-o", o, "--diffmap", "--dpt-root", "no_such_cell"],
+            "--dpt-root: invalid parameter: no cell named 'no_such_cell'",
         ),
         (
             &["run", inp, "-o", o, "--embedding-density", "--no-umap"],

@@ -661,3 +661,42 @@ fn embedding_density_row_groups_by_leiden_as_the_step_by_hand() {
         }
     }
 }
+
+/// `--dpt-root CELL` runs right after diffmap from the cell of that name, as scanpy's
+/// `uns['iroot'] = i; tl.dpt(adata)` by hand on the run without it: the pseudotime 0 at the
+/// root, `uns['iroot']` its index.
+#[test]
+fn dpt_row_runs_from_the_named_cell_as_the_step_by_hand() {
+    let root = small().obs.index[7].clone();
+    let config = PipelineConfig {
+        diffmap: Some(15),
+        dpt_root: Some(root.clone()),
+        markers: None,
+        ..PipelineConfig::default()
+    };
+    assert!(config.runs_dpt() && !PipelineConfig::default().runs_dpt());
+    let mut run = small();
+    let records = run_pipeline(&mut run, &config, &mut Silent).unwrap();
+    let names: Vec<&str> = records.iter().map(|r| r.step.as_str()).collect();
+    let at = |s: &str| names.iter().position(|n| *n == s).unwrap();
+    assert_eq!(at("diffmap") + 1, at("dpt"), "{names:?}");
+    let mut by_hand = small();
+    run_pipeline(
+        &mut by_hand,
+        &PipelineConfig {
+            dpt_root: None,
+            ..config.clone()
+        },
+        &mut Silent,
+    )
+    .unwrap();
+    let i = steps::dpt_from(&mut by_hand, &root).unwrap();
+    assert_eq!(
+        run.obs.column("dpt_pseudotime"),
+        by_hand.obs.column("dpt_pseudotime")
+    );
+    assert_eq!(run.uns.get("iroot"), Some(&Value::int(i as i64)));
+    let t = f64_column(&run, "obs", "dpt_pseudotime");
+    assert_eq!(t[i], 0.0);
+    assert!(t.iter().all(|v| v.is_finite() || v.is_infinite()), "no NaN");
+}

@@ -1,7 +1,8 @@
 //! The options of the steps after neighbors: `umap`, `leiden` and `rank_genes_groups` (on by
-//! default, each with a `--no-...` to skip it), and `tsne`, `diffmap`, `louvain`, `kmeans` and
-//! `embedding_density` (off by default, `--tsne`, `--diffmap`, `--louvain`, `--kmeans N`,
-//! `--embedding-density`), turned into their parts of the configuration.
+//! default, each with a `--no-...` to skip it), and `tsne`, `diffmap`, `dpt`, `louvain`,
+//! `kmeans` and `embedding_density` (off by default, `--tsne`, `--diffmap`, `--dpt-root CELL`,
+//! `--louvain`, `--kmeans N`, `--embedding-density`), turned into their parts of the
+//! configuration.
 
 use crate::run::{EmbeddingDensityOptions, LeidenOptions, LouvainOptions, MarkerOptions};
 use crate::{Error, Result};
@@ -43,6 +44,12 @@ pub struct GraphStepArgs {
     /// diffmap(n_comps=...).
     #[arg(long, default_value_t = 15)]
     pub diffmap_comps: usize,
+    #[arg(
+        long,
+        value_name = "CELL",
+        help = "Run dpt from the cell of this obs name on the diffusion map (with --diffmap): obs['dpt_pseudotime'], scanpy's tl.dpt with uns['iroot'] that cell (10 components; on the CPU)"
+    )]
+    pub dpt_root: Option<String>,
     #[arg(
         long,
         help = "Run louvain on the neighbors graph: obs['louvain'], scanpy's tl.louvain (every edge 1, as scanpy; on the GPU when the run has one)"
@@ -140,6 +147,27 @@ impl GraphStepArgs {
             ));
         }
         Ok(Some(self.diffmap_comps))
+    }
+
+    /// dpt's root cell, when asked for (it needs diffmap's components, at least dpt's 10).
+    pub fn dpt_root(&self) -> Result<Option<String>> {
+        let Some(root) = &self.dpt_root else {
+            return Ok(None);
+        };
+        if !self.diffmap {
+            return Err(Error::param("--dpt-root", "needs --diffmap"));
+        }
+        let n_dcs = crate::steps::DPT_N_DCS;
+        if self.diffmap_comps < n_dcs {
+            return Err(Error::param(
+                "--dpt-root",
+                format!(
+                    "dpt reads {n_dcs} diffusion components; --diffmap-comps is {}",
+                    self.diffmap_comps
+                ),
+            ));
+        }
+        Ok(Some(root.clone()))
     }
 
     /// louvain's options, when asked for (it needs the neighbors graph).

@@ -393,6 +393,7 @@ impl RunArgs {
                 .embedding_density(self.graph.umap(neighbors)?.is_some())?,
             tsne: self.graph.tsne(!self.no_pca)?,
             diffmap: self.graph.diffmap(neighbors)?,
+            dpt_root: self.graph.dpt_root()?,
             louvain: self.graph.louvain(neighbors)?,
             kmeans: self.graph.kmeans(!self.no_pca)?,
             leiden,

@@ -28,6 +28,7 @@ pub const STEPS: &[Step] = &[
     rows::UMAP,
     rows::TSNE,
     rows::DIFFMAP,
+    rows::DPT,
     rows::LEIDEN,
     rows::LOUVAIN,
     rows::KMEANS,

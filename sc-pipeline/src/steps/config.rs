@@ -46,6 +46,9 @@ pub struct PipelineConfig {
     pub tsne: Option<TsneParams>,
     /// `diffmap(n_comps=...)` on the neighbors graph (`obsm['X_diffmap']`); `None` skips it.
     pub diffmap: Option<usize>,
+    /// `dpt` from this root cell (an obs name) on the diffusion map (`obs['dpt_pseudotime']`);
+    /// `None` skips it.
+    pub dpt_root: Option<String>,
     /// `louvain` on the neighbors graph (`obs['louvain']`); `None` skips it.
     pub louvain: Option<LouvainOptions>,
     /// `kmeans` on the representation neighbors reads (`obs['kmeans']`); `None` skips it.
@@ -82,6 +85,7 @@ impl Default for PipelineConfig {
             umap: Some(UmapParams::default()),
             tsne: None,
             diffmap: None,
+            dpt_root: None,
             louvain: None,
             kmeans: None,
             embedding_density: None,
@@ -103,6 +107,7 @@ impl PipelineConfig {
             umap: None,
             tsne: None,
             diffmap: None,
+            dpt_root: None,
             louvain: None,
             kmeans: None,
             embedding_density: None,
@@ -141,6 +146,11 @@ impl PipelineConfig {
     /// Whether diffmap runs: asked for, on the graph neighbors makes.
     pub fn runs_diffmap(&self) -> bool {
         self.diffmap.is_some() && self.n_neighbors.is_some()
+    }
+
+    /// Whether dpt runs: asked for, on the diffusion map diffmap makes.
+    pub fn runs_dpt(&self) -> bool {
+        self.dpt_root.is_some() && self.runs_diffmap()
     }
 
     /// Whether louvain runs: asked for, on the graph neighbors makes.

@@ -1,12 +1,93 @@
 //! `dpt` (scanpy's `tl.dpt` without branchings): the diffusion pseudotime from a root cell
 //! (`sc_kernels::dpt`) into `obs['dpt_pseudotime']` (f32), from `obsm['X_diffmap']`'s first
-//! `n_dcs` components, their eigenvalues and the graph's connected components. Not a row of
-//! the command's step table. Computed on the host.
+//! `n_dcs` components, their eigenvalues and the graph's connected components. Its row
+//! (`--dpt-root CELL`, off by default) runs after diffmap from the root cell named, with
+//! scanpy's 10 components, and records `uns['iroot']`. Computed on the host.
 
+use super::step::{no_budget_check, no_device_bytes, Phase, Step, StepEnv};
 use super::{connectivities, first_columns, kernel_error, obsm_matrix};
-use crate::anndata::ArrayData;
+use crate::anndata::{ArrayData, Value};
+use crate::steps::PipelineConfig;
 use crate::{AnnData, Error, Result};
 use sc_kernels::graph::connected_components;
+
+/// scanpy's `tl.dpt(n_dcs=10)`.
+pub const N_DCS: usize = 10;
+
+/// The pipeline's row: from the root cell `--dpt-root` names, on the host.
+pub(crate) const ROW: Step = Step {
+    name: "dpt",
+    phase: Phase::CellGraph,
+    enabled: PipelineConfig::runs_dpt,
+    run: |a, env: &StepEnv<'_>| {
+        let name = env
+            .config
+            .dpt_root
+            .as_deref()
+            .expect("the row runs only with a root");
+        let root = dpt_from(a, name)?;
+        Ok(format!(
+            "from cell '{name}' (index {root}), {N_DCS} diffusion components on the CPU"
+        ))
+    },
+    generated: None,
+    device_bytes: no_device_bytes,
+    kernels: &[],
+    check_input,
+    check_budget: no_budget_check,
+    beside: false,
+    waits_for_beside: false,
+};
+
+/// The root must be one of the input's cells.
+fn check_input(adata: &AnnData, config: &PipelineConfig) -> Result<()> {
+    match config.dpt_root.as_deref() {
+        Some(name) if !adata.obs.index.iter().any(|n| n == name) => Err(Error::param(
+            "--dpt-root",
+            format!("no cell named '{name}' in the input's obs names"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// scanpy's `adata.uns['iroot'] = <the cell named root>; tl.dpt(adata)`: the pseudotime from the
+/// cell `root` (an obs name) over `X_diffmap`'s first [`N_DCS`] components and
+/// `uns['diffmap_evals']`; returns the root's index.
+pub fn dpt_from(adata: &mut AnnData, root: &str) -> Result<usize> {
+    const STEP: &str = "dpt";
+    let i = adata
+        .obs
+        .index
+        .iter()
+        .position(|n| n == root)
+        .ok_or_else(|| {
+            Error::param(
+                "--dpt-root",
+                format!("cell '{root}' is not among the cells left (filter_cells removed it?)"),
+            )
+        })?;
+    let evals = match adata.uns.get("diffmap_evals") {
+        Some(Value::Array(a)) => a.data.to_f64(),
+        _ => None,
+    }
+    .ok_or_else(|| Error::Missing {
+        step: STEP,
+        problem: "uns has no 'diffmap_evals': run diffmap first".into(),
+    })?;
+    if evals.len() < N_DCS {
+        return Err(Error::InvalidParameter {
+            step: STEP,
+            problem: format!(
+                "n_dcs: {N_DCS}, but the diffusion map has {} components (--diffmap-comps)",
+                evals.len()
+            ),
+        });
+    }
+    let evals: Vec<f32> = evals[..N_DCS].iter().map(|&v| v as f32).collect();
+    dpt(adata, "X_diffmap", &evals, i)?;
+    adata.uns.insert("iroot".into(), Value::int(i as i64));
+    Ok(i)
+}
 
 /// Writes `obs['dpt_pseudotime']` from `obsm[basis]` (its first `evals.len()` columns) and the
 /// eigenvalues `evals`, root `root`.

@@ -48,7 +48,7 @@ pub use config::{
     MarkerOptions, MitoPrefix, PipelineConfig, ScrubletOptions,
 };
 pub use diffmap::diffmap;
-pub use dpt::dpt;
+pub use dpt::{dpt, dpt_from, N_DCS as DPT_N_DCS};
 pub use embedding_density::{embedding_density, embedding_density_of_umap};
 pub use filter::{filter_cells, filter_genes};
 pub use harmony::{
@@ -89,6 +89,7 @@ pub(crate) use generated_blocks::GeneratedPass;
 /// normalize_total for the flavours that read counts, after log1p for the others).
 pub(crate) mod rows {
     pub(crate) use super::diffmap::ROW as DIFFMAP;
+    pub(crate) use super::dpt::ROW as DPT;
     pub(crate) use super::embedding_density::ROW as EMBEDDING_DENSITY;
     pub(crate) use super::filter::{FILTER_CELLS, FILTER_GENES};
     pub(crate) use super::harmony::ROW as HARMONY;
