@@ -81,12 +81,6 @@ struct Kernel {
     ic: f64,
 }
 
-/// The scaled densities of the points `xy` (`n x 2`, row-major): one group.
-pub fn scaled_density(xy: &[f64]) -> Result<Vec<f64>> {
-    let kernel = bandwidth(xy)?;
-    Ok(to_unit(kernel_sums(xy, kernel)))
-}
-
 /// The kernel of the points `xy` (scipy's `gaussian_kde` with Scott's bandwidth), or an error
 /// when fewer than 3 points or all on one line leave it undefined.
 fn bandwidth(xy: &[f64]) -> Result<Kernel> {

@@ -347,6 +347,8 @@ impl RunArgs {
         let neighbors = !self.no_pca && !self.no_neighbors;
         let leiden = self.graph.leiden(neighbors)?;
         let markers = self.graph.markers(leiden.is_some())?;
+        let umap = self.graph.umap(neighbors)?;
+        let embedding_density = self.graph.embedding_density(umap.is_some())?;
         Ok(PipelineConfig {
             qc_mito_prefix: (!self.no_qc).then(|| match &self.mito_prefix {
                 Some(p) => crate::run::MitoPrefix::Given(p.clone()),
@@ -387,10 +389,8 @@ impl RunArgs {
                 .harmony
                 .as_ref()
                 .map(|_| crate::steps::HARMONY_ADJUSTED_BASIS.to_string()),
-            umap: self.graph.umap(neighbors)?,
-            embedding_density: self
-                .graph
-                .embedding_density(self.graph.umap(neighbors)?.is_some())?,
+            umap,
+            embedding_density,
             tsne: self.graph.tsne(!self.no_pca)?,
             diffmap: self.graph.diffmap(neighbors)?,
             dpt_root: self.graph.dpt_root()?,
