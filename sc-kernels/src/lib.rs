@@ -23,6 +23,7 @@
 //! | `tl.kmeans` (and harmony's clustering) | [`kmeans`] |
 //! | `tl.diffmap` | [`diffmap`] |
 //! | `tl.dpt` (pseudotime, no branchings) | [`dpt`] |
+//! | `tl.draw_graph` (ForceAtlas2, layout `'fa'`) | [`draw_graph`] |
 //! | `tl.embedding_density` | [`embedding_density`] |
 //! | `tl.paga` (v1.2 connectivities) | [`paga`] |
 //! | `tl.tsne` (Barnes-Hut, 2-D) | [`tsne`] |
@@ -37,6 +38,7 @@ pub mod csr;
 pub mod dense;
 pub mod diffmap;
 pub mod dpt;
+pub mod draw_graph;
 pub mod eigsh;
 pub mod embedding_density;
 pub mod error;
@@ -57,6 +59,7 @@ pub mod paga;
 pub mod pca;
 pub mod pearson;
 pub mod qc;
+pub mod quadtree;
 pub mod random;
 pub mod rank_genes;
 pub mod real;

@@ -144,6 +144,14 @@ impl NumpyRandomState {
         }
     }
 
+    /// A value in `[0, 1)` as numpy's legacy `random_sample` (`np.random.random`) draws it: 53
+    /// bits from two MT19937 outputs (27 and 26 of their high bits).
+    pub fn random_sample(&mut self) -> f64 {
+        let a = self.0.next_u32() >> 5;
+        let b = self.0.next_u32() >> 6;
+        (f64::from(a) * 67_108_864.0 + f64::from(b)) / 9_007_199_254_740_992.0
+    }
+
     /// numpy's legacy `permutation(n)`: `0..n` shuffled from the end, each value swapped with
     /// one at a position drawn at or below it (also what `choice(n, k, replace=False)` takes the
     /// first `k` of).
@@ -212,6 +220,19 @@ mod numpy_tests {
             [1322904761, 1133316631, 372560217, 1801189930, 68334472]
         );
         assert_eq!(draws(3, 1000), [874, 664, 249, 643, 952]);
+    }
+
+    #[test]
+    fn uniforms_are_numpys() {
+        // numpy's np.random.seed(seed); np.random.random(3).
+        let draws = |seed: u32| {
+            let mut r = NumpyRandomState::new(seed);
+            [r.random_sample(), r.random_sample(), r.random_sample()]
+        };
+        assert_eq!(
+            draws(0),
+            [0.5488135039273248, 0.7151893663724195, 0.6027633760716439]
+        );
     }
 
     #[test]

@@ -530,6 +530,45 @@ fn tsne_runs_after_umap_on_the_pca_as_the_step_by_hand() {
     assert!(run.uns.get("tsne").unwrap().get("params").is_some());
 }
 
+/// `--draw-graph` runs after tsne (here after umap), as the step by hand does from scanpy's
+/// start of seed 0, and writes scanpy's `uns['draw_graph']`; it is off by default.
+#[test]
+fn draw_graph_runs_after_umap_as_the_step_by_hand() {
+    assert!(!PipelineConfig::default().runs_draw_graph());
+    let params = sc_kernels::draw_graph::Fa2Params {
+        iterations: 50,
+        ..Default::default()
+    };
+    let config = PipelineConfig {
+        draw_graph: Some(params),
+        leiden: None,
+        markers: None,
+        ..PipelineConfig::default()
+    };
+    let mut run = small();
+    let records = run_pipeline(&mut run, &config, &mut Silent).unwrap();
+    let names: Vec<&str> = records.iter().map(|r| r.step.as_str()).collect();
+    let at = |s: &str| names.iter().position(|n| *n == s).unwrap();
+    assert_eq!(at("umap") + 1, at("draw_graph"), "{names:?}");
+    let mut by_hand = small();
+    run_pipeline(
+        &mut by_hand,
+        &PipelineConfig {
+            draw_graph: None,
+            ..config
+        },
+        &mut Silent,
+    )
+    .unwrap();
+    steps::draw_graph(&mut by_hand, &params, steps::DrawGraphStart::Numpy(0), None).unwrap();
+    let layout = run.obsm.get("X_draw_graph_fa").unwrap();
+    assert_eq!(Some(layout), by_hand.obsm.get("X_draw_graph_fa"));
+    assert_eq!(layout.shape, vec![run.n_obs(), 2]);
+    let recorded = run.uns.get("draw_graph").unwrap().get("params").unwrap();
+    assert_eq!(recorded.get("layout"), Some(&Value::str("fa")));
+    assert_eq!(recorded.get("random_state"), Some(&Value::int(0)));
+}
+
 /// `--diffmap`, `--louvain` and `--kmeans N` run in the table's order (diffmap after umap,
 /// louvain after leiden, kmeans after it), each as the step by hand does on the run without
 /// them; all three are off by default.

@@ -15,11 +15,20 @@ import pandas as pd
 from scpipe import _parts
 from scpipe._settings import settings
 
-__all__ = ["umap", "tsne", "diffmap", "dpt", "embedding_density", "paga", "leiden", "louvain", "kmeans", "rank_genes_groups", "dendrogram", "score_genes", "score_genes_cell_cycle"]
+__all__ = ["umap", "tsne", "draw_graph", "diffmap", "dpt", "embedding_density", "paga", "leiden", "louvain", "kmeans", "rank_genes_groups", "dendrogram", "score_genes", "score_genes_cell_cycle"]
 
 def _graph(adata, neighbors_key: str | None, obsp: str | None = None, unweighted: bool = False) -> dict:
     """The connectivities of ``neighbors_key`` (or ``obsp``), as the steps read them (every
     edge weighing 1 when ``unweighted``)."""
+    g = _adjacency(adata, neighbors_key, obsp)
+    if unweighted:
+        g = g.copy()
+        g.data[:] = 1
+    return {"connectivities": _parts.matrix_part(g, "the neighbors graph")}
+
+
+def _adjacency(adata, neighbors_key: str | None, obsp: str | None = None):
+    """The connectivities of ``neighbors_key`` (or ``obsp``) as a scipy CSR matrix."""
     if obsp is not None:
         key = obsp
     else:
@@ -29,11 +38,7 @@ def _graph(adata, neighbors_key: str | None, obsp: str | None = None, unweighted
         key = adata.uns[nk].get("connectivities_key", "connectivities")
     if key not in adata.obsp:
         raise KeyError(f"no obsp[{key!r}]: run scpipe.pp.neighbors first")
-    g = adata.obsp[key].tocsr()
-    if unweighted:
-        g = g.copy()
-        g.data[:] = 1
-    return {"connectivities": _parts.matrix_part(g, f"obsp[{key!r}]")}
+    return adata.obsp[key].tocsr()
 
 
 def _seed(random_state: Any) -> int:
@@ -142,6 +147,134 @@ def tsne(
     )
     target.uns[key_uns] = {"params": {k: v for k, v in recorded.items() if v is not None}}
     return target if copy else None
+
+
+_LAYOUTS = ("fr", "drl", "kk", "grid_fr", "lgl", "rt", "rt_circular", "fa")
+
+
+def draw_graph(
+    adata,
+    layout: str = "fa",
+    *,
+    init_pos: str | bool | None = None,
+    root: int | None = None,
+    random_state: Any = 0,
+    n_jobs: int | None = None,
+    adjacency: Any = None,
+    key_added_ext: str | None = None,
+    neighbors_key: str | None = None,
+    obsp: str | None = None,
+    copy: bool = False,
+    **kwds,
+):
+    """Force-directed layout of the neighbors graph (scanpy's ``tl.draw_graph``).
+
+    ``layout='fa'`` (the default): ForceAtlas2 (Jacomy et al. 2014) in Rust with the settings
+    scanpy gives fa2-modified (scaling 2, gravity 1, Barnes-Hut angle 1.2, jitter tolerance
+    1; ``maxiter`` or ``iterations``: 500), all cells' forces at once on the host's cores; it
+    needs no fa2-modified (scanpy falls back to ``'fr'`` without it). Any other of scanpy's
+    layouts runs igraph's as scanpy does (igraph must be installed).
+
+    The start: ``init_pos`` naming an ``obsm`` key, ``'paga'`` (or ``True``: around the
+    groups' positions of ``uns['paga']['pos']``, which ``sc.pl.paga`` writes), else scanpy's
+    ``np.random.seed(random_state); np.random.random((n, 2))`` (drawn here without touching
+    numpy's global state). The same start gives the same layout bit for bit.
+
+    Writes ``obsm[f'X_draw_graph_{key_added_ext or layout}']`` (float64) and
+    ``uns['draw_graph']['params']`` (``layout``, ``random_state``), as scanpy.
+    """
+    if layout not in _LAYOUTS:
+        raise ValueError(f"Provide a valid layout, one of {_LAYOUTS}.")
+    iterations = kwds.pop("maxiter", kwds.pop("iterations", 500)) if layout == "fa" else None
+    if layout == "fa" and kwds:
+        raise TypeError(f"draw_graph: layout 'fa' takes maxiter (or iterations), not {sorted(kwds)}")
+    target = adata.copy() if copy else adata
+    if adjacency is None:
+        adjacency = _adjacency(target, neighbors_key, obsp)
+    elif adjacency.shape != (target.n_obs, target.n_obs):
+        raise ValueError(f"draw_graph: adjacency is {adjacency.shape}, not cells x cells ({target.n_obs})")
+    if isinstance(init_pos, str) and init_pos in target.obsm:
+        start = np.asarray(_parts.host(target.obsm[init_pos]), dtype=np.float64)
+        if start.ndim != 2 or start.shape[0] != target.n_obs or start.shape[1] < 2:
+            raise ValueError(f"draw_graph: obsm[{init_pos!r}] has shape {start.shape}, not cells x 2")
+        start = start[:, :2]
+    elif init_pos == "paga" or (init_pos and not isinstance(init_pos, str)):
+        _parts.numpy_seed(random_state, "random_state")
+        start = _start_from_paga(target, random_state)
+    elif init_pos:
+        raise KeyError(f"draw_graph: init_pos {init_pos!r} is neither an obsm key nor 'paga'")
+    else:
+        _parts.numpy_seed(random_state, "random_state")
+        start = None
+    if layout == "fa":
+        _parts.count(iterations, "draw_graph: maxiter", 0)
+        import scipy.sparse as sp
+
+        graph = _parts.matrix_part(sp.csr_matrix(adjacency), "the neighbors graph")
+        parts = {"X": _parts.no_x(target.n_obs), "obsp": {"connectivities": graph}}
+        # The seed draws the start when none is given (checked above); else it is only recorded.
+        seed = int(random_state) if start is None else 0
+        params = {"iterations": int(iterations), "random_state": seed, "key_ext": key_added_ext}
+        if start is not None:
+            parts["obsm"] = {"start": np.ascontiguousarray(start, dtype=np.float64)}
+        out = _parts.call("draw_graph", parts, params)
+        positions = out["obsm"][f"X_draw_graph_{key_added_ext or layout}"]
+    else:
+        positions = _igraph_layout(adjacency, layout, start, root, random_state, kwds)
+    _parts.view_to_actual(target)
+    target.uns["draw_graph"] = {"params": dict(layout=layout, random_state=random_state)}
+    target.obsm[f"X_draw_graph_{key_added_ext or layout}"] = positions
+    return target if copy else None
+
+
+def _start_from_paga(adata, random_state: int) -> np.ndarray:
+    """scanpy's start around the PAGA groups' positions: each group's cells spread by uniform
+    draws over the half-way segment towards its most connected neighbour group."""
+    if "pos" not in adata.uns.get("paga", {}):
+        raise ValueError("Plot PAGA first, so that `adata.uns['paga']['pos']` exists.")
+    rng = np.random.RandomState(random_state)
+    groups = adata.obs[adata.uns["paga"]["groups"]]
+    pos = np.asarray(adata.uns["paga"]["pos"], dtype=np.float64)
+    coarse = adata.uns["paga"]["connectivities"]
+    start = np.ones((adata.n_obs, 2))
+    for i, group_pos in enumerate(pos):
+        subset = (groups == groups.cat.categories[i]).to_numpy()
+        linked = coarse[i].nonzero()
+        if len(linked[1]) > 0:
+            nearest = linked[1][np.argmax(coarse[i][linked])]
+            dist = group_pos - pos[nearest]
+            start[subset] = group_pos - 0.5 * dist + rng.random_sample((int(subset.sum()), 2)) * dist
+        else:
+            start[subset] = group_pos
+    return start
+
+
+def _igraph_layout(adjacency, layout: str, start, root, random_state, kwds: dict) -> np.ndarray:
+    """igraph's ``layout`` of the graph, as scanpy runs it: Python's ``random`` seeded with
+    ``random_state`` (igraph draws from it), the start for the layouts that take one."""
+    import random
+
+    try:
+        import igraph as ig
+    except ImportError as e:
+        raise ImportError(f"draw_graph: layout {layout!r} is igraph's; install python-igraph, or use layout='fa'") from e
+    n = adjacency.shape[0]
+    sources, targets = adjacency.nonzero()
+    weights = np.asarray(adjacency[sources, targets]).ravel()
+    if start is None:
+        start = np.random.RandomState(random_state).random_sample((n, 2))
+    random.seed(random_state)
+    graph = ig.Graph(directed=None)
+    graph.add_vertices(n)
+    graph.add_edges(list(zip(sources.tolist(), targets.tolist())))
+    graph.es["weight"] = weights
+    if layout in {"fr", "drl", "kk", "grid_fr"}:
+        coords = graph.layout(layout, seed=start.tolist(), **kwds)
+    elif "rt" in layout:
+        coords = graph.layout(layout, root=[root] if root is not None else None, **kwds)
+    else:
+        coords = graph.layout(layout, **kwds)
+    return np.array(coords.coords)
 
 
 def diffmap(adata, n_comps: int = 15, *, neighbors_key: str | None = None, random_state: Any = 0, copy: bool = False):

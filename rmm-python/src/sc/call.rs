@@ -14,6 +14,7 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use sc_kernels::aggregate::{AggFuncs, Aggregates, LEFT_OUT};
+use sc_kernels::draw_graph::Fa2Params;
 use sc_kernels::filter::{CellFilter, GeneFilter};
 use sc_kernels::harmony::{HarmonyFlavor, HarmonyParams};
 use sc_kernels::hvg::Flavor;
@@ -104,6 +105,13 @@ enum Call {
     Tsne {
         params: TsneParams,
         key: String,
+    },
+    /// ForceAtlas2 of the graph from `obsm['start']` when given, else from numpy's draws of
+    /// `seed`, into `obsm['X_draw_graph_{key_ext or 'fa'}']`.
+    DrawGraph {
+        params: Fa2Params,
+        seed: u32,
+        key_ext: Option<String>,
     },
     /// Diffusion pseudotime from `obsm['X_diffmap']`: its eigenvalues (one per component
     /// used) and the root cell.
@@ -340,6 +348,7 @@ fn run(
             | Call::EmbeddingDensity { .. }
             | Call::Paga { .. }
             | Call::Tsne { .. }
+            | Call::DrawGraph { .. }
             | Call::Leiden(_)
             | Call::Recipe(_)
     );
@@ -462,6 +471,27 @@ fn run(
         }
         Call::Tsne { params, key } => {
             steps::tsne_on(adata, Some("rep"), params, key, ctx.as_deref())?
+        }
+        Call::DrawGraph {
+            params,
+            seed,
+            key_ext,
+        } => {
+            let start = match adata.obsm.remove("start").map(|a| a.data) {
+                None => None,
+                Some(sc_pipeline::anndata::ArrayData::F64(xy)) => Some(xy),
+                Some(other) => {
+                    return Err(sc_pipeline::Error::InvalidParameter {
+                        step: "draw_graph",
+                        problem: format!("the start holds {} values, not f64", other.type_name()),
+                    })
+                }
+            };
+            let start = match &start {
+                Some(xy) => steps::DrawGraphStart::Given(xy, *seed),
+                None => steps::DrawGraphStart::Numpy(*seed),
+            };
+            steps::draw_graph(adata, params, start, key_ext.as_deref())?;
         }
         Call::EmbeddingDensity {
             groups,
@@ -647,6 +677,14 @@ fn parse(step: &str, p: &Bound<'_, PyDict>) -> PyResult<Call> {
                 ..Default::default()
             },
             key: req(p, "key_added")?,
+        },
+        "draw_graph" => Call::DrawGraph {
+            params: Fa2Params {
+                iterations: req(p, "iterations")?,
+                ..Fa2Params::default()
+            },
+            seed: req(p, "random_state")?,
+            key_ext: opt(p, "key_ext")?,
         },
         "embedding_density" => Call::EmbeddingDensity {
             groups: group_codes(p)?,

@@ -23,7 +23,6 @@
 mod affinity;
 mod gpu;
 pub mod interp;
-mod quadtree;
 #[cfg(test)]
 mod tests;
 
@@ -36,8 +35,8 @@ pub const KERNELS: [crate::gpu::module_cache::KernelSource; 1] = [gpu::SRC];
 use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
+use crate::quadtree::QuadTree;
 use crate::stats::chunked_sum;
-use quadtree::QuadTree;
 use rayon::prelude::*;
 
 /// Iterations with exaggerated affinities (scikit-learn's `_EXPLORATION_MAX_ITER`).
@@ -183,9 +182,7 @@ fn gradient(p: &CsrMatrix<f64>, y: &[f64], exaggeration: f64, angle: f64) -> Vec
     let theta2 = angle * angle;
     let repulsion: Vec<([f64; 2], f64)> = (0..n)
         .into_par_iter()
-        .map_init(Vec::new, |stack, i| {
-            tree.repulsion_with(y, i, theta2, stack)
-        })
+        .map_init(Vec::new, |stack, i| repulsion(&tree, y, i, theta2, stack))
         .collect();
     let z = chunked_sum(n, ROWS, 1, |rows, acc| {
         acc[0] += rows.map(|i| repulsion[i].1).sum::<f64>()
@@ -207,4 +204,26 @@ fn gradient(p: &CsrMatrix<f64>, y: &[f64], exaggeration: f64, angle: f64) -> Vec
         g[1] = 4.0 * (attract[1] - rep[1] / z);
     });
     grad
+}
+
+/// The repulsion on point `i`: `(sum_j q_ij^2 (y_i - y_j), sum_j q_ij)` over the other points,
+/// `q_ij = 1 / (1 + |y_i - y_j|^2)`, far cells (`width^2 / d^2 < theta2`) taken as one point of
+/// their count at their centre of mass.
+fn repulsion(
+    tree: &QuadTree,
+    y: &[f64],
+    i: usize,
+    theta2: f64,
+    stack: &mut Vec<u32>,
+) -> ([f64; 2], f64) {
+    let p = [y[2 * i], y[2 * i + 1]];
+    let (mut force, mut z) = ([0.0; 2], 0.0);
+    tree.walk(y, i, theta2, stack, |yj, count| {
+        let diff = [p[0] - yj[0], p[1] - yj[1]];
+        let q = 1.0 / (1.0 + diff[0] * diff[0] + diff[1] * diff[1]);
+        z += count * q;
+        force[0] += count * q * q * diff[0];
+        force[1] += count * q * q * diff[1];
+    });
+    (force, z)
 }

@@ -574,4 +574,4 @@ pub fn trustworthiness(x: &DenseMatrix<f32>, embedding: &DenseMatrix<f32>, k: us
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -1,11 +1,12 @@
 //! The options of the steps after neighbors: `umap`, `leiden` and `rank_genes_groups` (on by
-//! default, each with a `--no-...` to skip it), and `tsne`, `diffmap`, `dpt`, `louvain`,
-//! `kmeans` and `embedding_density` (off by default, `--tsne`, `--diffmap`, `--dpt-root CELL`,
-//! `--louvain`, `--kmeans N`, `--embedding-density`), turned into their parts of the
-//! configuration.
+//! default, each with a `--no-...` to skip it), and `tsne`, `draw_graph`, `diffmap`, `dpt`,
+//! `louvain`, `kmeans` and `embedding_density` (off by default, `--tsne`, `--draw-graph`,
+//! `--diffmap`, `--dpt-root CELL`, `--louvain`, `--kmeans N`, `--embedding-density`), turned
+//! into their parts of the configuration.
 
 use crate::run::{EmbeddingDensityOptions, LeidenOptions, LouvainOptions, MarkerOptions};
 use crate::{Error, Result};
+use sc_kernels::draw_graph::Fa2Params;
 use sc_kernels::kmeans::KMeansParams;
 use sc_kernels::leiden::LeidenParams;
 use sc_kernels::rank_genes::{Method, RankGenesParams};
@@ -36,6 +37,14 @@ pub struct GraphStepArgs {
     /// tsne(perplexity=...).
     #[arg(long, default_value_t = 30.0)]
     pub tsne_perplexity: f64,
+    #[arg(
+        long,
+        help = "Run draw_graph on the neighbors graph: obsm['X_draw_graph_fa'], scanpy's tl.draw_graph (ForceAtlas2 from scanpy's start of seed 0; on the CPU)"
+    )]
+    pub draw_graph: bool,
+    /// draw_graph(maxiter=...): ForceAtlas2's iterations.
+    #[arg(long, default_value_t = 500)]
+    pub draw_graph_iterations: usize,
     #[arg(
         long,
         help = "Run diffmap on the neighbors graph: obsm['X_diffmap'], scanpy's tl.diffmap (on the CPU)"
@@ -126,6 +135,20 @@ impl GraphStepArgs {
             perplexity: self.tsne_perplexity,
             random_state: self.random_state,
             ..TsneParams::default()
+        }))
+    }
+
+    /// draw_graph's parameters, when asked for (it needs the neighbors graph).
+    pub fn draw_graph(&self, neighbors: bool) -> Result<Option<Fa2Params>> {
+        if !self.draw_graph {
+            return Ok(None);
+        }
+        if !neighbors {
+            return Err(Error::param("--draw-graph", "needs the neighbors graph"));
+        }
+        Ok(Some(Fa2Params {
+            iterations: self.draw_graph_iterations,
+            ..Fa2Params::default()
         }))
     }
 

@@ -392,6 +392,7 @@ impl RunArgs {
             umap,
             embedding_density,
             tsne: self.graph.tsne(!self.no_pca)?,
+            draw_graph: self.graph.draw_graph(neighbors)?,
             diffmap: self.graph.diffmap(neighbors)?,
             dpt_root: self.graph.dpt_root()?,
             louvain: self.graph.louvain(neighbors)?,

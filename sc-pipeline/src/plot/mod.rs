@@ -1,7 +1,8 @@
 //! Pictures of a finished run (`scpipe run --plot DIR`), drawn from the final AnnData in every
 //! mode, as PNG and SVG: the UMAP coloured by each Leiden clustering (names at the clusters'
-//! centres), by batch and by total counts ([`umap`]), the t-SNE by each clustering when
-//! `--tsne` ran, the marker genes' dot plot ([`dotplot`]),
+//! centres), by batch and by total counts ([`umap`]), the t-SNE and the ForceAtlas2 layout by
+//! each clustering when `--tsne` and `--draw-graph` ran, the marker genes' dot plot
+//! ([`dotplot`]),
 //! the QC violins before and after filtering ([`violin`]) and, when scrublet ran, the doublet
 //! scores' histograms ([`scrublet`]). A picture whose inputs the run did not make is skipped
 //! with the reason, never an error.
@@ -55,7 +56,12 @@ pub struct Drawn {
 
 /// The obsm keys of the embeddings drawn.
 const UMAP: &str = "X_umap";
-const TSNE: &str = "X_tsne";
+/// The embeddings drawn by each clustering when the run made them: (obsm key, title, axis
+/// name, file name's start), as scanpy's `pl.tsne` and `pl.draw_graph`.
+const OTHER_EMBEDDINGS: [(&str, &str, &str, &str); 2] = [
+    ("X_tsne", "t-SNE", "tSNE", "tsne"),
+    ("X_draw_graph_fa", "ForceAtlas2", "FA", "draw_graph_fa"),
+];
 
 /// Creates `dir` when it does not exist, naming the problem when it cannot be.
 pub fn create_dir(dir: &Path) -> Result<()> {
@@ -139,16 +145,19 @@ pub fn draw(adata: &AnnData, request: &Request, dir: &Path) -> Result<Drawn> {
         };
         out.add(dir, &name, figure.map(|f| (f, None)))?;
     }
-    // t-SNE by each clustering, when it ran (--tsne).
-    if let Ok(points) = data::embedding(adata, TSNE) {
+    // The other embeddings by each clustering, when they ran (--tsne, --draw-graph).
+    for (obsm, title, axis, name) in OTHER_EMBEDDINGS {
+        let Ok(points) = data::embedding(adata, obsm) else {
+            continue;
+        };
         for key in &clusterings {
             let figure = groups_by(key, true).map(|colouring| UmapFigure {
-                title: format!("t-SNE: {key}"),
-                axis: "tSNE",
+                title: format!("{title}: {key}"),
+                axis,
                 points: &points,
                 colouring,
             });
-            out.add(dir, &format!("tsne_{key}"), figure.map(|f| (f, None)))?;
+            out.add(dir, &format!("{name}_{key}"), figure.map(|f| (f, None)))?;
         }
     }
     let dots = dotplot::prepare(adata, request.genes_per_group).map(|d| (d, None));

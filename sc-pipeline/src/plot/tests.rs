@@ -204,10 +204,19 @@ fn every_picture_is_drawn_from_a_whole_run() {
 }
 
 #[test]
-fn a_tsne_is_drawn_by_each_clustering_when_it_ran() {
+fn a_tsne_and_a_force_atlas_are_drawn_by_each_clustering_when_they_ran() {
     let mut a = clustered();
     let umap = a.obsm.get("X_umap").unwrap().clone();
-    a.obsm.insert("X_tsne".into(), umap);
+    a.obsm.insert("X_tsne".into(), umap.clone());
+    // draw_graph's layout is f64, as scanpy writes it.
+    let ArrayData::F32(xy) = &umap.data else {
+        panic!("the UMAP is f32")
+    };
+    let xy = xy.iter().map(|&v| f64::from(v)).collect();
+    a.obsm.insert(
+        "X_draw_graph_fa".into(),
+        DenseArray::new(umap.shape.clone(), ArrayData::F64(xy)).unwrap(),
+    );
     // Louvain's clusters, when it ran, drawn as Leiden's (here the same column under its name).
     let leiden = a.obs.column("leiden").unwrap().clone();
     a.obs.set("louvain", leiden).unwrap();
@@ -219,14 +228,27 @@ fn a_tsne_is_drawn_by_each_clustering_when_it_ran() {
     let drawn = draw(&a, &request, &dir).unwrap();
     crate::io::commit_all(drawn.files).unwrap();
     let names = listing(&dir);
-    for name in ["tsne_leiden.png", "tsne_louvain.png", "umap_louvain.png"] {
+    for name in [
+        "tsne_leiden.png",
+        "tsne_louvain.png",
+        "umap_louvain.png",
+        "draw_graph_fa_leiden.png",
+        "draw_graph_fa_louvain.png",
+    ] {
         assert!(names.contains(&name.to_string()), "{name}: {names:?}");
     }
     let svg = std::fs::read_to_string(dir.join("tsne_leiden.svg")).unwrap();
     assert!(has_text(&svg, "tSNE1") && has_text(&svg, "t-SNE: leiden"));
-    let img = decode(&dir.join("tsne_leiden.png"));
-    for k in 0..CLUSTERS {
-        assert!(pixels_of(&img, palette::category(k)) > 500, "cluster {k}");
+    let svg = std::fs::read_to_string(dir.join("draw_graph_fa_leiden.svg")).unwrap();
+    assert!(has_text(&svg, "FA1") && has_text(&svg, "ForceAtlas2: leiden"));
+    for picture in ["tsne_leiden.png", "draw_graph_fa_leiden.png"] {
+        let img = decode(&dir.join(picture));
+        for k in 0..CLUSTERS {
+            assert!(
+                pixels_of(&img, palette::category(k)) > 500,
+                "{picture}: cluster {k}"
+            );
+        }
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -27,6 +27,7 @@ pub const STEPS: &[Step] = &[
     rows::NEIGHBORS,
     rows::UMAP,
     rows::TSNE,
+    rows::DRAW_GRAPH,
     rows::DIFFMAP,
     rows::DPT,
     rows::LEIDEN,

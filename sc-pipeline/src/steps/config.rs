@@ -1,6 +1,7 @@
 //! [`PipelineConfig`]: which steps a run makes and with what parameters, the options of the
 //! steps that take several among them.
 
+use sc_kernels::draw_graph::Fa2Params;
 use sc_kernels::harmony::HarmonyParams;
 use sc_kernels::hvg::Flavor;
 use sc_kernels::kmeans::KMeansParams;
@@ -44,6 +45,9 @@ pub struct PipelineConfig {
     pub umap: Option<UmapParams>,
     /// `tsne` on the representation neighbors reads (`obsm['X_tsne']`); `None` skips it.
     pub tsne: Option<TsneParams>,
+    /// `draw_graph` (ForceAtlas2) on the neighbors graph (`obsm['X_draw_graph_fa']`); `None`
+    /// skips it.
+    pub draw_graph: Option<Fa2Params>,
     /// `diffmap(n_comps=...)` on the neighbors graph (`obsm['X_diffmap']`); `None` skips it.
     pub diffmap: Option<usize>,
     /// `dpt` from this root cell (an obs name) on the diffusion map (`obs['dpt_pseudotime']`);
@@ -84,6 +88,7 @@ impl Default for PipelineConfig {
             neighbors_use_rep: None,
             umap: Some(UmapParams::default()),
             tsne: None,
+            draw_graph: None,
             diffmap: None,
             dpt_root: None,
             louvain: None,
@@ -106,6 +111,7 @@ impl PipelineConfig {
             n_neighbors: None,
             umap: None,
             tsne: None,
+            draw_graph: None,
             diffmap: None,
             dpt_root: None,
             louvain: None,
@@ -141,6 +147,11 @@ impl PipelineConfig {
     /// Whether tsne runs: asked for, on the representation PCA (or harmony) makes.
     pub fn runs_tsne(&self) -> bool {
         self.tsne.is_some() && self.n_comps.is_some()
+    }
+
+    /// Whether draw_graph runs: asked for, on the graph neighbors makes.
+    pub fn runs_draw_graph(&self) -> bool {
+        self.draw_graph.is_some() && self.n_neighbors.is_some()
     }
 
     /// Whether diffmap runs: asked for, on the graph neighbors makes.

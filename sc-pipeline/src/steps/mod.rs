@@ -15,6 +15,7 @@ mod combat;
 mod config;
 mod diffmap;
 mod dpt;
+mod draw_graph;
 mod embedding_density;
 mod filter;
 pub mod generated_blocks;
@@ -49,6 +50,7 @@ pub use config::{
 };
 pub use diffmap::diffmap;
 pub use dpt::{dpt, dpt_from, N_DCS as DPT_N_DCS};
+pub use draw_graph::{draw_graph, Start as DrawGraphStart};
 pub use embedding_density::{embedding_density, embedding_density_of_umap};
 pub use filter::{filter_cells, filter_genes};
 pub use harmony::{
@@ -90,6 +92,7 @@ pub(crate) use generated_blocks::GeneratedPass;
 pub(crate) mod rows {
     pub(crate) use super::diffmap::ROW as DIFFMAP;
     pub(crate) use super::dpt::ROW as DPT;
+    pub(crate) use super::draw_graph::ROW as DRAW_GRAPH;
     pub(crate) use super::embedding_density::ROW as EMBEDDING_DENSITY;
     pub(crate) use super::filter::{FILTER_CELLS, FILTER_GENES};
     pub(crate) use super::harmony::ROW as HARMONY;

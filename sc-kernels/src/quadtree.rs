@@ -1,5 +1,7 @@
-//! The Barnes-Hut quadtree of a 2-D embedding: each cell's centre of mass and point count, so
-//! that the repulsion of a far cell is computed once for all its points (van der Maaten 2014).
+//! The Barnes-Hut quadtree of a 2-D embedding: each cell's centre of mass and mass, so that the
+//! push of a far cell on a point is computed once for all its points. t-SNE's repulsion (van
+//! der Maaten 2014; every point weighs 1) and ForceAtlas2's (`draw_graph`; a point weighs 1 +
+//! its degree) walk it.
 //!
 //! Built by splitting the points' index list into quadrants, recursively; a cell of one point,
 //! of identical points, or at the depth limit is a leaf and its points are visited one by one.
@@ -11,7 +13,7 @@ const MAX_DEPTH: usize = 48;
 struct Cell {
     /// Centre of mass.
     com: [f64; 2],
-    count: u32,
+    mass: f64,
     /// The square's side, squared.
     width2: f64,
     /// Children's indices (`u32::MAX`: none) or, for a leaf, its points' range in `order`.
@@ -24,11 +26,20 @@ struct Cell {
 pub struct QuadTree {
     cells: Vec<Cell>,
     order: Vec<u32>,
+    /// Each point's mass; empty: all 1.
+    masses: Vec<f64>,
 }
 
 impl QuadTree {
+    /// The tree of points that weigh 1 each.
     pub fn build(points: &[f64]) -> QuadTree {
+        Self::build_weighted(points, Vec::new())
+    }
+
+    /// The tree of points of the given `masses` (one per point; empty: 1 each).
+    pub fn build_weighted(points: &[f64], masses: Vec<f64>) -> QuadTree {
         let n = points.len() / 2;
+        debug_assert!(masses.is_empty() || masses.len() == n);
         let mut order: Vec<u32> = (0..n as u32).collect();
         let (mut lo, mut hi) = ([f64::INFINITY; 2], [f64::NEG_INFINITY; 2]);
         for p in points.chunks_exact(2) {
@@ -41,6 +52,7 @@ impl QuadTree {
         let mut tree = QuadTree {
             cells: Vec::with_capacity(2 * n + 1),
             order: Vec::new(),
+            masses,
         };
         if n > 0 {
             let mut scratch = vec![0u32; n];
@@ -65,20 +77,20 @@ impl QuadTree {
         depth: usize,
     ) -> u32 {
         let at = |i: u32| [points[2 * i as usize], points[2 * i as usize + 1]];
-        let mut com = [0.0; 2];
+        let (mut com, mut mass) = ([0.0; 2], 0.0);
         for &i in &order[start..end] {
-            let p = at(i);
-            com[0] += p[0];
-            com[1] += p[1];
+            let (p, m) = (at(i), self.mass(i as usize));
+            com[0] += m * p[0];
+            com[1] += m * p[1];
+            mass += m;
         }
-        let count = (end - start) as f64;
-        com = [com[0] / count, com[1] / count];
+        com = [com[0] / mass, com[1] / mass];
         let first = at(order[start]);
         let same = order[start..end].iter().all(|&i| at(i) == first);
         let id = self.cells.len() as u32;
         self.cells.push(Cell {
             com,
-            count: (end - start) as u32,
+            mass,
             width2: side * side,
             children: [u32::MAX; 4],
             leaf: None,
@@ -124,40 +136,33 @@ impl QuadTree {
         id
     }
 
-    /// [`Self::repulsion_with`] with a stack of its own.
-    #[cfg(test)]
-    pub fn repulsion(&self, points: &[f64], i: usize, theta2: f64) -> ([f64; 2], f64) {
-        self.repulsion_with(points, i, theta2, &mut Vec::new())
+    /// Point `i`'s mass.
+    pub fn mass(&self, i: usize) -> f64 {
+        self.masses.get(i).copied().unwrap_or(1.0)
     }
 
-    /// The repulsion on point `i` at `p`: `(sum_j q_ij^2 (p - y_j), sum_j q_ij)` over the other
-    /// points, `q_ij = 1 / (1 + |p - y_j|^2)`, far cells (`width^2 / d^2 < theta^2`) taken as
-    /// one point of their count at their centre of mass. `stack`: the caller's scratch (one
-    /// per thread, not one per call).
-    pub fn repulsion_with(
+    /// Walks the tree as seen from point `i`: `visit(y, mass)` for each cell taken whole, at
+    /// its centre of mass (those with `width^2 < theta2 d^2`, `d` the distance from `i` to it),
+    /// and for each other point of the leaves reached. `stack`: the caller's scratch (one per
+    /// thread, not one per call).
+    pub fn walk(
         &self,
         points: &[f64],
         i: usize,
         theta2: f64,
         stack: &mut Vec<u32>,
-    ) -> ([f64; 2], f64) {
+        mut visit: impl FnMut([f64; 2], f64),
+    ) {
         let p = [points[2 * i], points[2 * i + 1]];
-        let (mut force, mut z) = ([0.0; 2], 0.0);
-        let mut add = |y: [f64; 2], count: f64| {
-            let diff = [p[0] - y[0], p[1] - y[1]];
-            let q = 1.0 / (1.0 + diff[0] * diff[0] + diff[1] * diff[1]);
-            z += count * q;
-            force[0] += count * q * q * diff[0];
-            force[1] += count * q * q * diff[1];
-        };
         stack.clear();
         stack.push(0);
         while let Some(c) = stack.pop() {
             let cell = &self.cells[c as usize];
             if let Some((s, e)) = cell.leaf {
                 for &j in &self.order[s as usize..e as usize] {
-                    if j as usize != i {
-                        add([points[2 * j as usize], points[2 * j as usize + 1]], 1.0);
+                    let j = j as usize;
+                    if j != i {
+                        visit([points[2 * j], points[2 * j + 1]], self.mass(j));
                     }
                 }
                 continue;
@@ -165,13 +170,12 @@ impl QuadTree {
             let d = [p[0] - cell.com[0], p[1] - cell.com[1]];
             let d2 = d[0] * d[0] + d[1] * d[1];
             if d2 > 0.0 && cell.width2 < theta2 * d2 {
-                add(cell.com, cell.count as f64);
+                visit(cell.com, cell.mass);
             } else {
                 // Children in reverse so that they are visited in order.
                 stack.extend(cell.children.iter().rev().filter(|&&ch| ch != u32::MAX));
             }
         }
-        (force, z)
     }
 }
 
@@ -180,43 +184,66 @@ mod tests {
     use super::*;
     use crate::random::SplitMix64;
 
-    fn exact(points: &[f64], i: usize) -> ([f64; 2], f64) {
-        let tree = QuadTree::build(points);
-        tree.repulsion(points, i, 0.0)
+    /// `sum_j m_j (p_i - y_j) / |p_i - y_j|^2` over what the walk visits.
+    fn push(tree: &QuadTree, points: &[f64], i: usize, theta2: f64) -> [f64; 2] {
+        let p = [points[2 * i], points[2 * i + 1]];
+        let mut f = [0.0; 2];
+        tree.walk(points, i, theta2, &mut Vec::new(), |y, m| {
+            let d = [p[0] - y[0], p[1] - y[1]];
+            let d2 = d[0] * d[0] + d[1] * d[1];
+            f[0] += m * d[0] / d2;
+            f[1] += m * d[1] / d2;
+        });
+        f
     }
 
     #[test]
-    fn theta_zero_is_the_exact_sum_and_half_is_close() {
+    fn theta_zero_visits_every_other_point_and_a_small_theta_is_close() {
         let mut g = SplitMix64::new(1);
         let points: Vec<f64> = (0..1000).map(|_| g.normal() * 5.0).collect();
-        let n = 500;
+        let masses: Vec<f64> = (0..500).map(|i| 1.0 + (i % 7) as f64).collect();
+        let tree = QuadTree::build_weighted(&points, masses.clone());
         for i in [0, 17, 499] {
-            let (mut f, mut z) = ([0.0; 2], 0.0);
-            for j in (0..n).filter(|&j| j != i) {
+            let mut f = [0.0; 2];
+            for j in (0..500).filter(|&j| j != i) {
                 let d = [
                     points[2 * i] - points[2 * j],
                     points[2 * i + 1] - points[2 * j + 1],
                 ];
-                let q = 1.0 / (1.0 + d[0] * d[0] + d[1] * d[1]);
-                z += q;
-                f[0] += q * q * d[0];
-                f[1] += q * q * d[1];
+                let d2 = d[0] * d[0] + d[1] * d[1];
+                f[0] += masses[j] * d[0] / d2;
+                f[1] += masses[j] * d[1] / d2;
             }
-            let (ef, ez) = exact(&points, i);
-            assert!((ez - z).abs() < 1e-9 * z && (ef[0] - f[0]).abs() < 1e-9);
-            let tree = QuadTree::build(&points);
-            let (hf, hz) = tree.repulsion(&points, i, 0.25);
-            assert!((hz - z).abs() < 0.02 * z, "{hz} vs {z}");
-            assert!((hf[0] - f[0]).abs() < 0.05 * (f[0].abs() + f[1].abs()));
+            let scale = f[0].abs() + f[1].abs();
+            let exact = push(&tree, &points, i, 0.0);
+            assert!((exact[0] - f[0]).abs() < 1e-9 * scale, "{exact:?} vs {f:?}");
+            let near = push(&tree, &points, i, 0.25);
+            assert!((near[0] - f[0]).abs() < 0.05 * scale, "{near:?} vs {f:?}");
+            assert!((near[1] - f[1]).abs() < 0.05 * scale, "{near:?} vs {f:?}");
         }
+    }
+
+    #[test]
+    fn a_cell_weighs_its_points_and_sits_at_their_centre_of_mass() {
+        // Two points far from the third: taken whole, at their weighted centre.
+        let points = [0.0, 0.0, 1.0, 0.0, 100.0, 0.0];
+        let tree = QuadTree::build_weighted(&points, vec![1.0, 3.0, 2.0]);
+        let mut seen = Vec::new();
+        tree.walk(&points, 2, 0.25, &mut Vec::new(), |y, m| seen.push((y, m)));
+        assert_eq!(seen, vec![([0.75, 0.0], 4.0)]);
+        assert_eq!(tree.mass(1), 3.0);
+        assert_eq!(QuadTree::build(&points).mass(1), 1.0);
     }
 
     #[test]
     fn identical_points_share_a_leaf() {
         let points = [1.0, 1.0].repeat(20);
         let tree = QuadTree::build(&points);
-        let (f, z) = tree.repulsion(&points, 3, 0.25);
-        assert_eq!(z, 19.0);
-        assert_eq!(f, [0.0, 0.0]);
+        let mut seen = 0;
+        tree.walk(&points, 3, 0.25, &mut Vec::new(), |y, m| {
+            assert_eq!((y, m), ([1.0, 1.0], 1.0));
+            seen += 1;
+        });
+        assert_eq!(seen, 19);
     }
 }
