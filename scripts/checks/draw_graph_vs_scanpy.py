@@ -18,25 +18,12 @@ import warnings
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-DATASETS = [
-    "pbmc68k_reduced.h5ad",
-    "celltypist_sample_559x32786_counts.h5ad",
-    "scvi_pbmc5k_pbmc10k_400cells_2batches_counts.h5ad",
-]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from tools_vs_scanpy import FILES, with_pca  # noqa: E402
 
 
 def real(name: str):
-    import anndata as ad
-    import scanpy as sc
-
-    data = Path(os.environ.get("SCPIPE_DATA", ROOT.parent / "shared" / "data"))
-    a = ad.read_h5ad(data / name)
-    if "X_pca" not in a.obsm:
-        sc.pp.normalize_total(a)
-        sc.pp.log1p(a)
-        sc.pp.pca(a)
-        sc.pp.neighbors(a)
-    return a
+    return with_pca(Path(os.environ.get("SCPIPE_DATA", ROOT.parent / "shared" / "data")), name)
 
 
 def blobs(n: int, groups: int = 12):
@@ -70,7 +57,7 @@ def main() -> int:
         out = Path(args[i + 1])
         out.mkdir(parents=True, exist_ok=True)
         del args[i : i + 2]
-    inputs = [(n, lambda n=n: real(n)) for n in DATASETS] if not args else []
+    inputs = [(n, lambda n=n: real(n)) for n in FILES] if not args else []
     inputs += [(f"blobs_{n}", lambda n=int(n): blobs(n)) for n in args]
     print(f"{'input':<52} {'cells':>8} {'scpipe s':>9} {'scanpy s':>9} {'trust ours':>10} {'trust scanpy':>12}")
     for name, make in inputs:
