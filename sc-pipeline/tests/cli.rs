@@ -359,7 +359,7 @@ fn bad_options_are_refused_clearly() {
     let inp = input.to_str().unwrap();
     let out = common::scratch("never.h5ad");
     let o = out.to_str().unwrap();
-    let cases: [(&[&str], &str); 29] = [
+    let cases: [(&[&str], &str); 31] = [
         (
             &["run", inp, "-o", o, "--hvg-flavor", "seurat_v9"],
             "invalid value 'seurat_v9' for '--hvg-flavor",
@@ -472,6 +472,14 @@ fn bad_options_are_refused_clearly() {
         (
             &["run", inp, "-o", o, "--draw-graph", "--no-neighbors"],
             "--draw-graph: invalid parameter: needs the neighbors graph",
+        ),
+        (
+            &["run", inp, "-o", o, "--paga-groups", "leiden"],
+            "--paga-groups: invalid parameter: only with --paga",
+        ),
+        (
+            &["run", inp, "-o", o, "--paga", "--paga-groups", "nope"],
+            "obs has no column 'nope' (--paga-groups)",
         ),
         (
             &["run", inp, "-o", o, "--dpt-root", "cell_0"],

@@ -569,6 +569,60 @@ fn draw_graph_runs_after_umap_as_the_step_by_hand() {
     assert_eq!(recorded.get("random_state"), Some(&Value::int(0)));
 }
 
+/// `--paga` runs after the clusterings on leiden's groups (in their categories' order), as
+/// the step by hand does, and its result goes through the h5ad file as scanpy keeps it:
+/// sparse connectivities and spanning tree, the groups' key, their sizes.
+#[test]
+fn paga_runs_after_the_clusterings_and_survives_the_file() {
+    assert!(!PipelineConfig::default().runs_paga());
+    let config = PipelineConfig {
+        paga: Some(sc_pipeline::run::PagaOptions::default()),
+        markers: None,
+        ..PipelineConfig::default()
+    };
+    assert_eq!(config.paga_groups().as_deref(), Some("leiden"));
+    let mut run = small();
+    let records = run_pipeline(&mut run, &config, &mut Silent).unwrap();
+    let names: Vec<&str> = records.iter().map(|r| r.step.as_str()).collect();
+    let at = |s: &str| names.iter().position(|n| *n == s).unwrap();
+    assert_eq!(at("leiden") + 1, at("paga"), "{names:?}");
+    let mut by_hand = small();
+    run_pipeline(
+        &mut by_hand,
+        &PipelineConfig {
+            paga: None,
+            ..config.clone()
+        },
+        &mut Silent,
+    )
+    .unwrap();
+    let n_groups = steps::paga_of(&mut by_hand, "leiden").unwrap();
+    assert!(n_groups >= 2, "{n_groups} groups");
+    for key in ["paga", "leiden_sizes"] {
+        assert_eq!(run.uns.get(key), by_hand.uns.get(key), "{key}");
+    }
+    let paga = run.uns.get("paga").unwrap();
+    let Some(Value::Sparse(conn)) = paga.get("connectivities") else {
+        panic!("sparse connectivities")
+    };
+    let Some(Value::Sparse(tree)) = paga.get("connectivities_tree") else {
+        panic!("sparse tree")
+    };
+    assert_eq!((conn.n_rows, tree.n_rows), (n_groups, n_groups));
+    // A spanning forest: at most groups - 1 edges, each above the diagonal.
+    assert!(tree.nnz() < n_groups && tree.nnz() > 0);
+    assert!((0..n_groups).all(|i| tree.row(i).0.iter().all(|&j| j as usize > i)));
+    assert_eq!(paga.get("groups"), Some(&Value::str("leiden")));
+    let dir = std::env::temp_dir().join(format!("scpipe-paga-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("paga.h5ad");
+    write_h5ad(&run, &path).unwrap();
+    let back = read_h5ad(&path).unwrap();
+    assert_eq!(back.uns.get("paga"), run.uns.get("paga"));
+    assert_eq!(back.uns.get("leiden_sizes"), run.uns.get("leiden_sizes"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// `--diffmap`, `--louvain` and `--kmeans N` run in the table's order (diffmap after umap,
 /// louvain after leiden, kmeans after it), each as the step by hand does on the run without
 /// them; all three are off by default.

@@ -448,12 +448,10 @@ def paga(
     same out-degrees would have, at most 1.
 
     Writes ``uns['paga']`` (``connectivities``: groups x groups CSR; ``connectivities_tree``:
-    its maximum spanning tree, by scipy's ``minimum_spanning_tree`` of the inverse, as scanpy;
-    ``groups``) and ``uns[f'{groups}_sizes']``. The edges are counted in Rust, the small
-    groups x groups part is scipy's. Model v1.0 and RNA velocity are not computed by scpipe.
+    its maximum spanning tree, the edges scipy's ``minimum_spanning_tree`` of the inverse keeps,
+    as scanpy, ties included; ``groups``) and ``uns[f'{groups}_sizes']``, computed in Rust. Model v1.0 and RNA velocity are not computed by scpipe.
     """
     import scipy.sparse as sp
-    from scipy.sparse.csgraph import minimum_spanning_tree
 
     nk = neighbors_key or "neighbors"
     if nk not in adata.uns:
@@ -482,16 +480,9 @@ def paga(
     out = _parts.call("paga", parts, {"groups": codes, "n_groups": n_groups})
     result = _parts.value_from(out["uns"]["paga"])
     connectivities = sp.csr_matrix(np.asarray(result["connectivities"], dtype=np.float64))
-    inverse = connectivities.copy()
-    inverse.data = 1.0 / inverse.data
-    mst = minimum_spanning_tree(inverse)
-    tree = sp.lil_matrix(connectivities.shape, dtype=float)
-    for i in range(mst.shape[0]):
-        neighbors = mst[i].nonzero()[1]
-        if len(neighbors) > 0:
-            tree[i, neighbors] = connectivities[i, neighbors]
+    tree = sp.csr_matrix(np.asarray(result["connectivities_tree"], dtype=np.float64))
     paga_uns = target.uns.get("paga", {})
-    paga_uns.update(connectivities=connectivities, connectivities_tree=tree.tocsr(), groups=groups)
+    paga_uns.update(connectivities=connectivities, connectivities_tree=tree, groups=groups)
     target.uns["paga"] = paga_uns
     target.uns[f"{groups}_sizes"] = np.asarray(result["sizes"])
     return target if copy else None

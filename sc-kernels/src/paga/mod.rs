@@ -3,7 +3,8 @@
 //! `obsp['distances']` one directed edge) between every pair of groups,
 //! [`group_edge_counts`]; [`connectivities`] turns them into scanpy's confidence: the edges
 //! between two groups (both ways) over those a random graph with the same out-degrees would
-//! put there, at most 1.
+//! put there, at most 1. [`spanning_tree`] keeps the strongest of them that join every group
+//! (scanpy's `connectivities_tree`).
 
 #[cfg(test)]
 mod tests;
@@ -88,4 +89,35 @@ pub fn connectivities(counts: &[u64], sizes: &[u64]) -> Vec<f64> {
         }
     }
     out
+}
+
+/// scanpy's `connectivities_tree`: the maximum spanning forest of `conn` (`g x g`, symmetric),
+/// as scipy's `minimum_spanning_tree` of its inverse finds it (Kruskal's, the edges taken by
+/// increasing `1 / w`, ties in row-major order), each kept edge at `(i, j)`, `i < j`, with its
+/// weight; 0 elsewhere.
+pub fn spanning_tree(conn: &[f64], g: usize) -> Vec<f64> {
+    let mut edges: Vec<(f64, usize, usize)> = (0..g)
+        .flat_map(|i| (i + 1..g).map(move |j| (i, j)))
+        .filter(|&(i, j)| conn[i * g + j] != 0.0)
+        .map(|(i, j)| (1.0 / conn[i * g + j], i, j))
+        .collect();
+    // Stable: equal weights keep their row-major order.
+    edges.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut parent: Vec<usize> = (0..g).collect();
+    fn root(parent: &mut [usize], mut x: usize) -> usize {
+        while parent[x] != x {
+            parent[x] = parent[parent[x]];
+            x = parent[x];
+        }
+        x
+    }
+    let mut tree = vec![0.0; g * g];
+    for (_, i, j) in edges {
+        let (a, b) = (root(&mut parent, i), root(&mut parent, j));
+        if a != b {
+            parent[a] = b;
+            tree[i * g + j] = conn[i * g + j];
+        }
+    }
+    tree
 }

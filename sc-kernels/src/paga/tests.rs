@@ -33,3 +33,29 @@ fn bad_labels_are_named() {
     let e = group_edge_counts(&g, &[0, 3, 0], 2).unwrap_err();
     assert!(e.to_string().contains("group 3 of 2"), "{e}");
 }
+
+#[test]
+fn the_tree_is_scipys_spanning_tree_of_the_inverse() {
+    // scipy.sparse.csgraph.minimum_spanning_tree(1 / conn) keeps (0, 1), (1, 3), (0, 2): the
+    // tie between (0, 2) and (2, 3) at 0.5 goes to the first in row-major order; group 4 has
+    // no edge and stays apart.
+    let g = 5;
+    let mut conn = vec![0.0; g * g];
+    for (i, j, w) in [
+        (0, 1, 1.0),
+        (1, 3, 0.9),
+        (0, 2, 0.5),
+        (2, 3, 0.5),
+        (0, 3, 0.2),
+    ] {
+        conn[i * g + j] = w;
+        conn[j * g + i] = w;
+    }
+    let tree = spanning_tree(&conn, g);
+    let kept: Vec<(usize, usize, f64)> = (0..g * g)
+        .filter(|&k| tree[k] != 0.0)
+        .map(|k| (k / g, k % g, tree[k]))
+        .collect();
+    assert_eq!(kept, vec![(0, 1, 1.0), (0, 2, 0.5), (1, 3, 0.9)]);
+    assert!(spanning_tree(&[], 0).is_empty());
+}

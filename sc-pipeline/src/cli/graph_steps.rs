@@ -1,10 +1,12 @@
 //! The options of the steps after neighbors: `umap`, `leiden` and `rank_genes_groups` (on by
 //! default, each with a `--no-...` to skip it), and `tsne`, `draw_graph`, `diffmap`, `dpt`,
-//! `louvain`, `kmeans` and `embedding_density` (off by default, `--tsne`, `--draw-graph`,
-//! `--diffmap`, `--dpt-root CELL`, `--louvain`, `--kmeans N`, `--embedding-density`), turned
-//! into their parts of the configuration.
+//! `louvain`, `kmeans`, `paga` and `embedding_density` (off by default, `--tsne`,
+//! `--draw-graph`, `--diffmap`, `--dpt-root CELL`, `--louvain`, `--kmeans N`, `--paga`,
+//! `--embedding-density`), turned into their parts of the configuration.
 
-use crate::run::{EmbeddingDensityOptions, LeidenOptions, LouvainOptions, MarkerOptions};
+use crate::run::{
+    EmbeddingDensityOptions, LeidenOptions, LouvainOptions, MarkerOptions, PagaOptions,
+};
 use crate::{Error, Result};
 use sc_kernels::draw_graph::Fa2Params;
 use sc_kernels::kmeans::KMeansParams;
@@ -73,6 +75,15 @@ pub struct GraphStepArgs {
         help = "Run kmeans with N clusters on the PCA (or --harmony's) embedding: obs['kmeans'], rapids-singlecell's tl.kmeans (seed 42; on the CPU)"
     )]
     pub kmeans: Option<usize>,
+    #[arg(
+        long,
+        help = "Run paga on the clusters: uns['paga'] (connectivities and their spanning tree), scanpy's tl.paga (model v1.2; on the CPU)"
+    )]
+    pub paga: bool,
+    /// paga(groups=...): a categorical obs column of the input, or leiden's, louvain or kmeans
+    /// when the run makes it (default: leiden's first column, else louvain).
+    #[arg(long, value_name = "KEY")]
+    pub paga_groups: Option<String>,
     #[arg(
         long,
         help = "Run embedding_density on the UMAP: obs['umap_density'], scanpy's tl.embedding_density (on the GPU when the run has one)"
@@ -228,6 +239,22 @@ impl GraphStepArgs {
         Ok(Some(KMeansParams {
             n_clusters,
             ..KMeansParams::default()
+        }))
+    }
+
+    /// paga's options, when asked for (it needs the neighbors graph).
+    pub fn paga(&self, neighbors: bool) -> Result<Option<PagaOptions>> {
+        if !self.paga {
+            if self.paga_groups.is_some() {
+                return Err(Error::param("--paga-groups", "only with --paga"));
+            }
+            return Ok(None);
+        }
+        if !neighbors {
+            return Err(Error::param("--paga", "needs the neighbors graph"));
+        }
+        Ok(Some(PagaOptions {
+            groups: self.paga_groups.clone(),
         }))
     }
 

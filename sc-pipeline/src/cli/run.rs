@@ -397,6 +397,7 @@ impl RunArgs {
             dpt_root: self.graph.dpt_root()?,
             louvain: self.graph.louvain(neighbors)?,
             kmeans: self.graph.kmeans(!self.no_pca)?,
+            paga: self.graph.paga(neighbors)?,
             leiden,
             markers,
             // The QC violins show the cells before filter_cells too.

@@ -2,7 +2,7 @@
 //! mode, as PNG and SVG: the UMAP coloured by each Leiden clustering (names at the clusters'
 //! centres), by batch and by total counts ([`umap`]), the t-SNE and the ForceAtlas2 layout by
 //! each clustering when `--tsne` and `--draw-graph` ran, the marker genes' dot plot
-//! ([`dotplot`]),
+//! ([`dotplot`]), the PAGA graph when `--paga` ran ([`paga`]),
 //! the QC violins before and after filtering ([`violin`]) and, when scrublet ran, the doublet
 //! scores' histograms ([`scrublet`]). A picture whose inputs the run did not make is skipped
 //! with the reason, never an error.
@@ -15,6 +15,7 @@ pub mod dotplot;
 mod figure;
 pub(crate) mod font;
 mod legend;
+pub mod paga;
 mod palette;
 pub mod raster;
 pub mod scrublet;
@@ -163,6 +164,13 @@ pub fn draw(adata: &AnnData, request: &Request, dir: &Path) -> Result<Drawn> {
     let dots = dotplot::prepare(adata, request.genes_per_group).map(|d| (d, None));
     out.add(dir, "dotplot_markers", dots)?;
     out.add(dir, "qc_violins", violin::prepare(adata, request.filtered))?;
+    if adata.uns.contains_key("paga") {
+        let key = match adata.uns.get("paga").and_then(|p| p.get("groups")) {
+            Some(crate::anndata::Value::Scalar(crate::anndata::Scalar::Str(k))) => k.clone(),
+            _ => "groups".to_string(),
+        };
+        out.add(dir, &format!("paga_{key}"), paga::prepare(adata))?;
+    }
     if adata.uns.contains_key("scrublet") {
         out.add(dir, "scrublet_scores", scrublet::prepare(adata))?;
     }

@@ -253,6 +253,54 @@ fn a_tsne_and_a_force_atlas_are_drawn_by_each_clustering_when_they_ran() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The PAGA graph, when paga ran: a node per group in the group's colour, its name on it,
+/// the edges at or above the threshold only; skipped with the reason when paga did not run.
+#[test]
+fn the_paga_graph_is_drawn_when_paga_ran() {
+    let mut a = clustered();
+    let request = full_request();
+    let skipped = draw(&a, &request, &folder("no_paga")).unwrap();
+    assert!(!skipped
+        .files
+        .iter()
+        .any(|f| f.destination().ends_with("paga_leiden.png")));
+    // Groups 0-1 joined strongly, 1-2 under the threshold.
+    let conn = CsrMatrix::new(
+        3,
+        3,
+        vec![0, 1, 3, 4],
+        vec![1, 0, 2, 1],
+        vec![0.8, 0.8, 0.005, 0.005],
+    )
+    .unwrap();
+    a.uns.insert(
+        "paga".into(),
+        Value::dict([
+            ("connectivities", Value::Sparse(conn)),
+            ("groups", Value::str("leiden")),
+        ]),
+    );
+    a.uns.insert(
+        "leiden_sizes".into(),
+        Value::vector(ArrayData::I64(vec![PER_CLUSTER as i64; CLUSTERS])),
+    );
+    let (figure, _) = paga::prepare(&a).unwrap();
+    assert_eq!(figure.edges, vec![(0, 1, 0.8)]);
+    let dir = folder("paga");
+    let drawn = draw(&a, &request, &dir).unwrap();
+    crate::io::commit_all(drawn.files).unwrap();
+    let svg = std::fs::read_to_string(dir.join("paga_leiden.svg")).unwrap();
+    assert!(has_text(&svg, "PAGA: leiden") && has_text(&svg, "2"));
+    let img = decode(&dir.join("paga_leiden.png"));
+    for k in 0..CLUSTERS {
+        assert!(pixels_of(&img, palette::category(k)) > 500, "group {k}");
+    }
+    a.uns.remove("leiden_sizes");
+    let why = paga::prepare(&a).err().unwrap();
+    assert!(why.contains("leiden_sizes"), "{why}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// embedding_density's column, when it ran, drawn as the UMAP coloured by its values.
 #[test]
 fn the_umap_is_drawn_by_density_when_it_ran() {

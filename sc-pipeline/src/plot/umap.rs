@@ -146,7 +146,7 @@ impl Figure for UmapFigure<'_> {
 
 /// A label readable on any colour: white copies around a black one (the SVG gets them as
 /// text too).
-fn label_with_halo<DB: DrawingBackend>(
+pub(crate) fn label_with_halo<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     text: &str,
     (x, y): (i32, i32),

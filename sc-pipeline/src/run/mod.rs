@@ -32,7 +32,7 @@ pub mod table;
 pub use crate::steps::{generated_blocks, step};
 pub use crate::steps::{
     EmbeddingDensityOptions, HarmonyOptions, HvgOptions, LeidenOptions, LouvainOptions,
-    MarkerOptions, MitoPrefix, PipelineConfig,
+    MarkerOptions, MitoPrefix, PagaOptions, PipelineConfig,
 };
 pub use execute::{execute, Outcome};
 pub use gpu::{default_budget, pca_rehearsal, DeviceOptions, GpuRun, DEFAULT_BUDGET_FRACTION};

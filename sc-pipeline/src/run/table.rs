@@ -33,6 +33,7 @@ pub const STEPS: &[Step] = &[
     rows::LEIDEN,
     rows::LOUVAIN,
     rows::KMEANS,
+    rows::PAGA,
     rows::EMBEDDING_DENSITY,
     rows::MARKERS,
 ];

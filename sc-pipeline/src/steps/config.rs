@@ -57,6 +57,8 @@ pub struct PipelineConfig {
     pub louvain: Option<LouvainOptions>,
     /// `kmeans` on the representation neighbors reads (`obs['kmeans']`); `None` skips it.
     pub kmeans: Option<KMeansParams>,
+    /// `paga` on the groups of a clustering (`uns['paga']`); `None` skips it.
+    pub paga: Option<PagaOptions>,
     /// `embedding_density` on the UMAP (`obs['umap_density[_groupby]']`); `None` skips it.
     pub embedding_density: Option<EmbeddingDensityOptions>,
     /// `leiden` on the neighbors graph, one `obs` column per resolution; `None` skips it.
@@ -93,6 +95,7 @@ impl Default for PipelineConfig {
             dpt_root: None,
             louvain: None,
             kmeans: None,
+            paga: None,
             embedding_density: None,
             leiden: Some(LeidenOptions::default()),
             markers: Some(MarkerOptions::default()),
@@ -116,6 +119,7 @@ impl PipelineConfig {
             dpt_root: None,
             louvain: None,
             kmeans: None,
+            paga: None,
             embedding_density: None,
             leiden: None,
             markers: None,
@@ -212,6 +216,26 @@ impl PipelineConfig {
                 .filter(|_| self.runs_leiden())
                 .map(|l| l.key(0))
         })
+    }
+
+    /// Whether paga runs: asked for, on the graph neighbors makes.
+    pub fn runs_paga(&self) -> bool {
+        self.paga.is_some() && self.n_neighbors.is_some()
+    }
+
+    /// The obs column PAGA groups by when asked for: `groups`, else leiden's first column
+    /// when leiden runs, else `louvain` when louvain runs, else `leiden` (scanpy's default,
+    /// which the input must then have).
+    pub fn paga_groups(&self) -> Option<String> {
+        let p = self.paga.as_ref()?;
+        let leiden = self.leiden.as_ref().filter(|_| self.runs_leiden());
+        Some(
+            p.groups
+                .clone()
+                .or_else(|| leiden.map(|l| l.key(0)))
+                .or_else(|| self.runs_louvain().then(|| "louvain".to_string()))
+                .unwrap_or_else(|| "leiden".to_string()),
+        )
     }
 
     /// The genes X keeps after the highly variable subset, of `n_vars` (all of them without
@@ -363,6 +387,13 @@ impl LeidenOptions {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct EmbeddingDensityOptions {
     pub groupby: Option<String>,
+}
+
+/// PAGA's groups: a categorical obs column of the input or one a clustering step of the run
+/// makes; `None`: scanpy's default (leiden's, else louvain's).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct PagaOptions {
+    pub groups: Option<String>,
 }
 
 /// Louvain's parameters (`LeidenParams::louvain`: no refinement, until nothing changes) and

@@ -46,7 +46,7 @@ pub use combat::combat;
 /// The run's configuration and the options of the steps that take several.
 pub use config::{
     EmbeddingDensityOptions, HarmonyOptions, HvgCutoffs, HvgOptions, LeidenOptions, LouvainOptions,
-    MarkerOptions, MitoPrefix, PipelineConfig, ScrubletOptions,
+    MarkerOptions, MitoPrefix, PagaOptions, PipelineConfig, ScrubletOptions,
 };
 pub use diffmap::diffmap;
 pub use dpt::{dpt, dpt_from, N_DCS as DPT_N_DCS};
@@ -67,7 +67,7 @@ pub use louvain::louvain_on;
 pub use markers::{rank_genes_groups, rank_genes_groups_on};
 pub use neighbors::{neighbors, neighbors_on};
 pub use normalize::normalize_total;
-pub use paga::paga;
+pub use paga::{paga, paga_of};
 pub use pca::{pca, pca_bytes};
 pub use pearson::normalize_pearson_residuals;
 pub use qc::{annotate_gene_prefix, calculate_qc_metrics, default_percent_top};
@@ -106,6 +106,7 @@ pub(crate) mod rows {
     pub(crate) use super::markers::ROW as MARKERS;
     pub(crate) use super::neighbors::ROW as NEIGHBORS;
     pub(crate) use super::normalize::ROW as NORMALIZE;
+    pub(crate) use super::paga::ROW as PAGA;
     pub(crate) use super::pca::ROW as PCA;
     pub(crate) use super::qc::ROW as QC;
     pub(crate) use super::regress::ROW as REGRESS_OUT;

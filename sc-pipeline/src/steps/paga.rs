@@ -1,17 +1,57 @@
 //! `paga` (scanpy's `tl.paga`, model v1.2): the connectivities of groups of cells in the kNN
-//! graph (`obsp['distances']`, each stored entry one directed edge) into
-//! `uns['paga']['connectivities']` (a dense groups x groups f64 array; the Python front end
-//! stores it sparse and adds scipy's spanning tree, as scanpy) and `uns['paga']['sizes']`. Not
-//! a row of the command's step table. Computed on the host.
+//! graph (`obsp['distances']`, each stored entry one directed edge) and their maximum spanning
+//! tree (`sc_kernels::paga`). [`paga`] leaves both dense (groups x groups f64) in
+//! `uns['paga']` with the group sizes, for the Python front end, which stores them as scanpy
+//! does; the row (`--paga`, off by default, after the clusterings) stores them as the file
+//! keeps them ([`paga_of`]). Computed on the host.
 
-use super::kernel_error;
-use crate::anndata::{ArrayData, DenseArray, Value};
+use super::step::{no_budget_check, no_device_bytes, Phase, Step, StepEnv};
+use super::{kernel_error, obs_labels};
+use crate::anndata::{ArrayData, Column, DenseArray, Value};
+use crate::steps::PipelineConfig;
 use crate::{AnnData, Error, Result};
-use sc_kernels::paga::{connectivities, group_edge_counts};
+use sc_kernels::paga::{connectivities, group_edge_counts, spanning_tree};
+use sc_kernels::{CsrMatrix, DenseMatrix};
 
-/// The PAGA connectivities of `groups` (one per cell, `< n_groups`) over `obsp[graph]`.
+const STEP: &str = "paga";
+
+/// The pipeline's row: the groups of `--paga-groups`, else leiden's first column.
+pub(crate) const ROW: Step = Step {
+    name: STEP,
+    phase: Phase::CellGraph,
+    enabled: PipelineConfig::runs_paga,
+    run: |a, env: &StepEnv<'_>| {
+        let key = env
+            .config
+            .paga_groups()
+            .expect("the row runs only with paga");
+        let n_groups = paga_of(a, &key)?;
+        Ok(format!("{n_groups} '{key}' groups on the CPU"))
+    },
+    generated: None,
+    device_bytes: no_device_bytes,
+    kernels: &[],
+    check_input,
+    check_budget: no_budget_check,
+    beside: false,
+    waits_for_beside: false,
+};
+
+/// A `--paga-groups` column that no clustering step of the run makes must be in obs before
+/// any step runs.
+fn check_input(adata: &AnnData, config: &PipelineConfig) -> Result<()> {
+    match config.paga_groups() {
+        Some(g) if !config.makes_obs_column(&g) => {
+            obs_labels(adata, STEP, "--paga-groups", &g).map(|_| ())
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The PAGA connectivities of `groups` (one per cell, `< n_groups`) over `obsp[graph]`:
+/// `uns['paga']` with `connectivities` and `connectivities_tree` (dense `n_groups x n_groups`
+/// f64) and `sizes`.
 pub fn paga(adata: &mut AnnData, graph: &str, groups: &[u32], n_groups: usize) -> Result<()> {
-    const STEP: &str = "paga";
     let g = adata.obsp.get(graph).ok_or_else(|| Error::Missing {
         step: STEP,
         problem: format!("obsp has no '{graph}': run neighbors first"),
@@ -20,16 +60,18 @@ pub fn paga(adata: &mut AnnData, graph: &str, groups: &[u32], n_groups: usize) -
     let mut sizes = vec![0u64; n_groups];
     groups.iter().for_each(|&c| sizes[c as usize] += 1);
     let conn = connectivities(&counts, &sizes);
+    let tree = spanning_tree(&conn, n_groups);
+    let square = |v: Vec<f64>| -> Result<Value> {
+        Ok(Value::Array(DenseArray::new(
+            vec![n_groups, n_groups],
+            ArrayData::F64(v),
+        )?))
+    };
     adata.uns.insert(
-        "paga".into(),
+        STEP.into(),
         Value::dict([
-            (
-                "connectivities",
-                Value::Array(DenseArray::new(
-                    vec![n_groups, n_groups],
-                    ArrayData::F64(conn),
-                )?),
-            ),
+            ("connectivities", square(conn)?),
+            ("connectivities_tree", square(tree)?),
             (
                 "sizes",
                 Value::Array(DenseArray::new(
@@ -40,4 +82,62 @@ pub fn paga(adata: &mut AnnData, graph: &str, groups: &[u32], n_groups: usize) -
         ]),
     );
     Ok(())
+}
+
+/// scanpy's `tl.paga(adata, groups=key)` (`key` a categorical obs column, its categories the
+/// groups in their order) as the file keeps it: `uns['paga']` with `connectivities` and
+/// `connectivities_tree` as sparse matrices (f32: the model's sparse values; scanpy's are
+/// f64) and `groups` (the key), and `uns[f'{key}_sizes']`. Returns the number of groups.
+pub fn paga_of(adata: &mut AnnData, key: &str) -> Result<usize> {
+    let (codes, n_groups) = category_codes(adata, key)?;
+    paga(adata, "distances", &codes, n_groups)?;
+    let Some(Value::Dict(mut d)) = adata.uns.remove(STEP) else {
+        unreachable!("paga writes its dict")
+    };
+    let mut sparse = |name: &str| -> Result<Value> {
+        let Some(Value::Array(DenseArray {
+            data: ArrayData::F64(v),
+            ..
+        })) = d.remove(name)
+        else {
+            unreachable!("paga writes {name} as f64")
+        };
+        let dense = DenseMatrix::new(n_groups, n_groups, v.iter().map(|&w| w as f32).collect())
+            .map_err(kernel_error(STEP))?;
+        Ok(Value::Sparse(CsrMatrix::from_dense(&dense)))
+    };
+    let paga = Value::dict([
+        ("connectivities", sparse("connectivities")?),
+        ("connectivities_tree", sparse("connectivities_tree")?),
+        ("groups", Value::str(key)),
+    ]);
+    let sizes = d.remove("sizes").expect("paga writes the sizes");
+    adata.uns.insert(STEP.into(), paga);
+    adata.uns.insert(format!("{key}_sizes"), sizes);
+    Ok(n_groups)
+}
+
+/// Each cell's category code in `obs[key]` and the number of categories (scanpy's groups are
+/// the categories in their order); a column that is not categorical, or a cell without a
+/// category, is refused by name.
+fn category_codes(adata: &AnnData, key: &str) -> Result<(Vec<u32>, usize)> {
+    obs_labels(adata, STEP, "--paga-groups", key)?;
+    let Some(Column::Categorical {
+        codes, categories, ..
+    }) = adata.obs.column(key)
+    else {
+        return Err(Error::InvalidParameter {
+            step: STEP,
+            problem: format!("obs['{key}'] is not categorical: PAGA's groups are categories"),
+        });
+    };
+    let codes = codes
+        .iter()
+        .map(|&c| u32::try_from(c))
+        .collect::<std::result::Result<Vec<u32>, _>>()
+        .map_err(|_| Error::InvalidParameter {
+            step: STEP,
+            problem: format!("obs['{key}'] has cells without a category"),
+        })?;
+    Ok((codes, categories.len()))
 }
