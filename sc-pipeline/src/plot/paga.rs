@@ -144,9 +144,9 @@ impl Figure for PagaFigure {
         }
         let largest = self.sizes.iter().copied().fold(1.0, f64::max);
         let colours = palette::categories(n);
-        for i in 0..n {
-            let radius = (MAX_RADIUS * (self.sizes[i] / largest).sqrt()).max(4.0) as i32;
-            area.draw(&Circle::new(at(i), radius, colours[i].filled()))?;
+        for (i, (&size, colour)) in self.sizes.iter().zip(colours).enumerate() {
+            let radius = (MAX_RADIUS * (size / largest).sqrt()).max(4.0) as i32;
+            area.draw(&Circle::new(at(i), radius, colour.filled()))?;
             area.draw(&Circle::new(at(i), radius, BLACK.stroke_width(1)))?;
         }
         for (i, name) in self.names.iter().enumerate() {
