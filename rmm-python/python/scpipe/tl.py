@@ -650,7 +650,10 @@ def rank_genes_groups(
     """Marker genes of each group (or of ``groups``) against all other cells (scanpy's
     ``rank_genes_groups``):
     ``t-test`` (the default), ``t-test_overestim_var`` or ``wilcoxon`` (``tie_correct`` off by
-    default, as scanpy). ``pts=True`` adds the share of cells expressing each gene in the group
+    default, as scanpy), or ``logreg``: the coefficients of scikit-learn's
+    ``LogisticRegression`` as scanpy fits it (``C``, ``max_iter``, ``tol`` taken), solved to
+    its minimum (scikit-learn stops a few percent short of it by default), ``names`` and
+    ``scores`` only. ``pts=True`` adds the share of cells expressing each gene in the group
     (``pts``) and in the rest (``pts_rest``), as scanpy. Reads ``.raw`` when it exists and ``use_raw`` is not False, else X or
     ``layer``.
 
@@ -690,10 +693,12 @@ def rank_genes_groups(
         x, what, genes = target.layers[layer], f"layers[{layer!r}]", target.var_names
     else:
         x, what, genes = target.X, "X", target.var_names
-    xp = _parts.matrix_part(x, what)
     labels = target.obs[groupby]
     if not hasattr(labels, "cat"):
         labels = labels.astype("category")
+    if method == "logreg":
+        return _logreg(target, adata, x, what, genes, labels, groupby, selected, n_genes, pts, use_raw, layer, corr_method, key_added, copy, _kwds)
+    xp = _parts.matrix_part(x, what)
     parts = {
         "X": xp,
         "var_names": _parts.names(genes),
@@ -711,6 +716,49 @@ def rank_genes_groups(
                 result[k] = np.rec.fromarrays([v[g] for g in selected], names=selected)
     if pts:
         order = selected if selected is not None else [str(c) for c in labels.cat.categories]
+        result["pts"], result["pts_rest"] = _fractions_expressing(x, labels, order, genes)
+    p = result.setdefault("params", {})
+    p["use_raw"] = bool(use_raw)
+    p["layer"] = layer
+    p["corr_method"] = corr_method
+    target.uns[key_added or "rank_genes_groups"] = result
+    return target if copy else None
+
+
+_LOGREG_ARGS = {"C", "max_iter", "tol"}
+
+
+def _logreg(target, adata, x, what, genes, labels, groupby, selected, n_genes, pts, use_raw, layer, corr_method, key_added, copy, kwds):
+    """``rank_genes_groups(method='logreg')``: as scanpy, the model is fitted on the cells of
+    the groups compared (all, or ``groups``), each group's scores its coefficients; for two
+    groups the binary model's one row, under the first group alone."""
+    if unknown := set(kwds) - _LOGREG_ARGS:
+        raise TypeError(f"rank_genes_groups(method='logreg'): scpipe takes {sorted(_LOGREG_ARGS)} of LogisticRegression's arguments, not {sorted(unknown)}")
+    x = _parts.host(x)  # fitted on the host
+    if selected is not None:
+        mask = labels.astype(str).isin(selected).to_numpy()
+        x, labels = x[mask], labels[mask]
+    present = [str(c) for c in labels.cat.categories if (labels == c).any()]
+    if len(present) < 2:
+        raise ValueError("Cannot perform logistic regression on a single cluster.")
+    parts = {
+        "X": _parts.matrix_part(x, what),
+        "var_names": _parts.names(genes),
+        "obs": {groupby: _parts.column_part(labels, f"obs[{groupby!r}]")},
+    }
+    params = dict(groupby=groupby, n_genes=n_genes, C=float(kwds.get("C", 1.0)), max_iter=_parts.count(kwds.get("max_iter", 10_000), "max_iter", 1), tol=float(kwds.get("tol", 1e-6)))
+    out = _parts.call("rank_genes_groups_logreg", parts, params)
+    _parts.view_to_actual(target)
+    result = _parts.value_from(out["uns"]["rank_genes_groups"])
+    order = selected if selected is not None else present
+    for k in ("names", "scores"):
+        v = result[k]
+        if len(present) == 2:
+            # scanpy reports the binary model's row under the first group compared.
+            result[k] = np.rec.fromarrays([v[v.dtype.names[0]]], names=[order[0]])
+        elif selected is not None:
+            result[k] = np.rec.fromarrays([v[g] for g in selected], names=selected)
+    if pts:
         result["pts"], result["pts_rest"] = _fractions_expressing(x, labels, order, genes)
     p = result.setdefault("params", {})
     p["use_raw"] = bool(use_raw)

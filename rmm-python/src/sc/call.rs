@@ -25,6 +25,7 @@ use sc_kernels::neighbors::ivf::IvfParams;
 use sc_kernels::neighbors::KnnMethod;
 use sc_kernels::normalize::NormalizeParams;
 use sc_kernels::pearson::PearsonParams;
+use sc_kernels::rank_genes::logreg::LogregParams;
 use sc_kernels::rank_genes::{Method, RankGenesParams};
 use sc_kernels::scale::ScaleParams;
 use sc_kernels::score_genes::ScoreGenesParams;
@@ -149,6 +150,12 @@ enum Call {
     Markers {
         groupby: String,
         params: RankGenesParams,
+    },
+    /// `rank_genes_groups(method='logreg')`.
+    MarkersLogreg {
+        groupby: String,
+        params: LogregParams,
+        n_genes: Option<usize>,
     },
     Recipe(Box<PipelineConfig>),
 }
@@ -296,6 +303,7 @@ fn reads_x_only(call: &Call) -> bool {
             | Call::Hvg(_)
             | Call::Pca(_)
             | Call::Markers { .. }
+            | Call::MarkersLogreg { .. }
             | Call::Scrublet { .. }
             | Call::SimulateDoublets { .. }
             | Call::ScoreGenes { .. }
@@ -339,6 +347,7 @@ fn run(
             | Call::ScoreGenes { .. }
             | Call::HvgPearson { .. }
             | Call::Aggregate { .. }
+            | Call::MarkersLogreg { .. }
             | Call::Neighbors { .. }
             | Call::Umap(_)
             | Call::KMeans { .. }
@@ -519,6 +528,11 @@ fn run(
         Call::Markers { groupby, params } => {
             steps::rank_genes_groups_on(adata, groupby, params, ctx.as_ref())?;
         }
+        Call::MarkersLogreg {
+            groupby,
+            params,
+            n_genes,
+        } => steps::rank_genes_groups_logreg(adata, groupby, params, *n_genes)?,
         Call::Recipe(config) => {
             let mut observer: Box<dyn sc_pipeline::run::StepObserver> = if progress {
                 Box::new(Progress)
@@ -734,6 +748,15 @@ fn parse(step: &str, p: &Bound<'_, PyDict>) -> PyResult<Call> {
         "rank_genes_groups" => Call::Markers {
             groupby: req(p, "groupby")?,
             params: markers_params(p)?,
+        },
+        "rank_genes_groups_logreg" => Call::MarkersLogreg {
+            groupby: req(p, "groupby")?,
+            params: LogregParams {
+                c: req(p, "C")?,
+                tol: req(p, "tol")?,
+                max_iter: req(p, "max_iter")?,
+            },
+            n_genes: opt(p, "n_genes")?,
         },
         "recipe" => Call::Recipe(Box::new(recipe_config(p)?)),
         other => {

@@ -4,8 +4,9 @@
 //! (`t-test_overestim_var`), or the Wilcoxon rank-sum test (`wilcoxon`). Expects log-normalized
 //! data (natural `log1p`).
 //!
-//! Not covered: another `reference` or a subset of `groups`, `bonferroni`, `logreg`, `pts`,
-//! `rankby_abs`, `mask_var`, and a `log1p` base other than e.
+//! `logreg` (a logistic regression's coefficients as scores) is [`logreg`]'s. Not covered:
+//! another `reference` or a subset of `groups`, `bonferroni`, `pts`, `rankby_abs`,
+//! `mask_var`, and a `log1p` base other than e.
 //!
 //! ## Definitions, as scanpy 1.11.5
 //!
@@ -46,6 +47,7 @@ pub mod fixed_moments;
 mod gene_columns;
 mod gene_stats;
 mod gpu;
+pub mod logreg;
 
 pub use gene_columns::GeneColumns;
 pub use gene_stats::{group_moments, rank_sums, GroupMoments, RankSums};

@@ -259,7 +259,7 @@ fn markers_record(
 
 /// The groups in the order scanpy reports them: a categorical's categories as ordered (those
 /// without cells left out), else the labels sorted.
-fn in_category_order(
+pub(super) fn in_category_order(
     adata: &AnnData,
     groupby: &str,
     codes: Vec<u32>,

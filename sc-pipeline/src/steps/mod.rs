@@ -24,6 +24,7 @@ mod hvg;
 mod kmeans;
 mod leiden;
 mod log1p;
+mod logreg;
 mod louvain;
 mod markers;
 mod neighbors;
@@ -63,6 +64,7 @@ pub use hvg::{
 pub use kmeans::kmeans;
 pub use leiden::{leiden, leiden_all, leiden_all_on, leiden_on};
 pub use log1p::log1p;
+pub use logreg::rank_genes_groups_logreg;
 pub use louvain::louvain_on;
 pub use markers::{rank_genes_groups, rank_genes_groups_on};
 pub use neighbors::{neighbors, neighbors_on};

@@ -1,0 +1,81 @@
+"""scpipe.tl.rank_genes_groups(method='logreg') against scikit-learn's model and scanpy's
+result on the real datasets (issue 53): the coefficients within 5e-4 (of the largest) of
+scikit-learn's fit run to convergence in float64 (its own fits at tol 1e-10 and 1e-12 differ
+by 2e-4 there: thousands of genes for hundreds of cells leave the minimum shallow); scanpy's
+top markers (its fit, in float32 and stopped a few percent short of the minimum, shares 83%
+or more of each group's top 25 on average); scanpy's slots, its two-group layout, bad input refused by name."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scpipe_support import device_gate, sc
+
+import scpipe
+from test_scpipe_clustering import DATASETS, with_pca
+
+LogisticRegression = pytest.importorskip("sklearn.linear_model").LogisticRegression
+
+
+def clustered(name: str):
+    a = with_pca(name)
+    key = "louvain" if "louvain" in a.obs else "leiden"
+    if key not in a.obs:
+        sc.tl.leiden(a, flavor="igraph", n_iterations=2, directed=False, random_state=0)
+    return a, key
+
+
+@pytest.mark.parametrize("name", DATASETS)
+def test_logreg_scores_are_the_models_and_scanpys_markers(name):
+    device_gate()
+    ours, key = clustered(name)
+    theirs = ours.copy()
+    scpipe.tl.rank_genes_groups(ours, key, method="logreg")
+    sc.tl.rank_genes_groups(theirs, key, method="logreg")
+    r, t = ours.uns["rank_genes_groups"], theirs.uns["rank_genes_groups"]
+    assert set(r) == set(t) == {"params", "names", "scores"}
+    assert r["params"] == t["params"]
+    assert r["names"].dtype.names == t["names"].dtype.names
+    assert r["scores"].dtype == t["scores"].dtype
+    x = ours.raw.X if ours.raw is not None else ours.X
+    # In float64: on float32 data scikit-learn fits in float32, coefficients ~1e-2 off.
+    model = LogisticRegression(max_iter=10_000, tol=1e-10).fit(x.astype(np.float64), ours.obs[key].cat.codes)
+    genes = list(ours.raw.var_names if ours.raw is not None else ours.var_names)
+    scale = np.abs(model.coef_).max()
+    overlaps = []
+    for k, group in enumerate(r["names"].dtype.names):
+        ranked = dict(zip(r["names"][group], r["scores"][group].astype(np.float64)))
+        theirs_model = dict(zip(genes, model.coef_[k]))
+        worst = max(abs(ranked[g] - theirs_model[g]) for g in genes)
+        assert worst <= 5e-4 * scale, f"{name} group {group}: {worst:.3g} of {scale:.3g}"
+        overlaps.append(len(set(r["names"][group][:25]) & set(t["names"][group][:25])) / 25)
+    assert np.mean(overlaps) >= 0.75, f"{name}: top-25 overlap with scanpy's {overlaps}"
+
+
+def test_two_groups_are_reported_under_the_first_as_scanpy():
+    device_gate()
+    a, key = clustered(DATASETS[2])
+    b = a.copy()
+    pair = list(a.obs[key].cat.categories[:2])
+    scpipe.tl.rank_genes_groups(a, key, groups=pair, method="logreg", n_genes=50)
+    sc.tl.rank_genes_groups(b, key, groups=pair, method="logreg", n_genes=50)
+    r, t = a.uns["rank_genes_groups"], b.uns["rank_genes_groups"]
+    assert r["names"].dtype.names == t["names"].dtype.names == (pair[0],)
+    assert len(r["names"]) == 50
+    overlap = len(set(r["names"][pair[0]][:25]) & set(t["names"][pair[0]][:25])) / 25
+    assert overlap >= 0.8, overlap
+
+
+def test_logreg_refuses_bad_input_by_name():
+    device_gate()
+    a, key = clustered(DATASETS[2])
+    with pytest.raises(TypeError, match="penalty"):
+        scpipe.tl.rank_genes_groups(a, key, method="logreg", penalty="l1")
+    with pytest.raises(ValueError, match="single cluster"):
+        scpipe.tl.rank_genes_groups(a, key, groups=[a.obs[key].cat.categories[0]], method="logreg")
+    with pytest.raises(ValueError, match="C"):
+        scpipe.tl.rank_genes_groups(a, key, method="logreg", C=0.0)
+    with pytest.raises(KeyError, match="nope"):
+        scpipe.tl.rank_genes_groups(a, "nope", method="logreg")
+    assert "rank_genes_groups" not in a.uns
