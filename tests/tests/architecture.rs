@@ -58,8 +58,9 @@ const TABLES: &[Layers] = &[
             // exact kNN, on its own copy of the counts).
             (&["scrublet"], false),
             // Steps that use another step's CPU reference (harmony's LISI the exact kNN, hvg
-            // the log1p and normalize of its counts, tsne the exact kNN and the PCA).
-            (&["harmony", "hvg", "tsne"], false),
+            // the log1p and normalize of its counts, tsne the exact kNN and the PCA,
+            // draw_graph's tests umap's blobs and trustworthiness).
+            (&["harmony", "hvg", "tsne", "draw_graph"], false),
             (
                 &[
                     "qc",
@@ -90,6 +91,7 @@ const TABLES: &[Layers] = &[
             (
                 &[
                     "graph",
+                    "quadtree",
                     "stats",
                     "columns",
                     "comm",
@@ -174,6 +176,8 @@ const TABLES: &[Layers] = &[
                     "kmeans",
                     "paga",
                     "tsne",
+                    "draw_graph",
+                    "logreg",
                 ],
                 true,
             ),

@@ -5,8 +5,7 @@
 //! coefficients) under the first group alone; so does this. Not a row of the step table (the
 //! command's markers are the t-test's or Wilcoxon's). Computed on the host.
 
-use super::markers::in_category_order;
-use super::{kernel_error, obs_labels};
+use super::{in_category_order, kernel_error, obs_labels};
 use crate::anndata::{ArrayData, Value};
 use crate::{AnnData, Error, Result};
 use sc_kernels::rank_genes::logreg::{logreg, LogregParams};

@@ -16,11 +16,8 @@
 
 use super::generated_blocks::{Chain, GeneratedPass};
 use super::step::{no_budget_check, OnGenerated, Phase, Sizes, Step, StepBytes, StepEnv};
-use super::{kernel_error, obs_labels};
-use crate::anndata::{
-    array_as_strings, block_parts, stack_csr_on, ArrayData, BlockParts, Column, DeviceData, Matrix,
-    Value,
-};
+use super::{in_category_order, kernel_error, obs_labels};
+use crate::anndata::{block_parts, stack_csr_on, ArrayData, BlockParts, DeviceData, Matrix, Value};
 use crate::steps::{MarkerOptions, PipelineConfig};
 use crate::{AnnData, Error, Result};
 use sc_kernels::gpu::{radix_sort, DeviceCsr, GpuContext};
@@ -255,37 +252,6 @@ fn markers_record(
         device,
     };
     Ok((value, ranked))
-}
-
-/// The groups in the order scanpy reports them: a categorical's categories as ordered (those
-/// without cells left out), else the labels sorted.
-pub(super) fn in_category_order(
-    adata: &AnnData,
-    groupby: &str,
-    codes: Vec<u32>,
-    groups: Vec<String>,
-) -> (Vec<u32>, Vec<String>) {
-    let order: Vec<String> = match adata.obs.column(groupby) {
-        Some(Column::Categorical { categories, .. }) => array_as_strings(categories)
-            .into_iter()
-            .filter(|c| groups.contains(c))
-            .collect(),
-        _ => {
-            let mut g = groups.clone();
-            g.sort();
-            g
-        }
-    };
-    let new_code: Vec<u32> = groups
-        .iter()
-        .map(|g| {
-            order
-                .iter()
-                .position(|o| o == g)
-                .expect("every group is listed") as u32
-        })
-        .collect();
-    (codes.iter().map(|&c| new_code[c as usize]).collect(), order)
 }
 
 /// The row's options and grouping (the row runs only when both are set).

@@ -282,6 +282,39 @@ pub(crate) fn obs_labels(
     column.group_labels(key)
 }
 
+/// The groups in the order scanpy reports them: a categorical's categories as ordered (those
+/// without cells left out), else the labels sorted.
+pub(crate) fn in_category_order(
+    adata: &AnnData,
+    groupby: &str,
+    codes: Vec<u32>,
+    groups: Vec<String>,
+) -> (Vec<u32>, Vec<String>) {
+    let order: Vec<String> = match adata.obs.column(groupby) {
+        Some(crate::anndata::Column::Categorical { categories, .. }) => {
+            crate::anndata::array_as_strings(categories)
+                .into_iter()
+                .filter(|c| groups.contains(c))
+                .collect()
+        }
+        _ => {
+            let mut g = groups.clone();
+            g.sort();
+            g
+        }
+    };
+    let new_code: Vec<u32> = groups
+        .iter()
+        .map(|g| {
+            order
+                .iter()
+                .position(|o| o == g)
+                .expect("every group is listed") as u32
+        })
+        .collect();
+    (codes.iter().map(|&c| new_code[c as usize]).collect(), order)
+}
+
 /// The communicator of `adata`'s ranks (a single rank when its cells are not split), held apart
 /// from `adata` so a step can borrow X mutably while it combines statistics.
 pub(crate) fn comm_of(adata: &AnnData) -> Arc<dyn sc_kernels::Communicator> {
