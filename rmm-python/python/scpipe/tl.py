@@ -714,15 +714,21 @@ def rank_genes_groups(
         for k, v in list(result.items()):
             if isinstance(v, np.recarray):
                 result[k] = np.rec.fromarrays([v[g] for g in selected], names=selected)
-    if pts:
-        order = selected if selected is not None else [str(c) for c in labels.cat.categories]
-        result["pts"], result["pts_rest"] = _fractions_expressing(x, labels, order, genes)
+    order = selected if selected is not None else [str(c) for c in labels.cat.categories]
+    _store_markers(target, result, (x, labels, order, genes) if pts else None, use_raw, layer, corr_method, key_added)
+    return target if copy else None
+
+
+def _store_markers(target, result: dict, pts, use_raw, layer, corr_method, key_added) -> None:
+    """Writes the markers' record with ``pts`` (when given: the matrix, labels, groups and
+    genes to count expressing cells in) and scanpy's ``params`` entries."""
+    if pts is not None:
+        result["pts"], result["pts_rest"] = _fractions_expressing(*pts)
     p = result.setdefault("params", {})
     p["use_raw"] = bool(use_raw)
     p["layer"] = layer
     p["corr_method"] = corr_method
     target.uns[key_added or "rank_genes_groups"] = result
-    return target if copy else None
 
 
 _LOGREG_ARGS = {"C", "max_iter", "tol"}
@@ -758,13 +764,7 @@ def _logreg(target, adata, x, what, genes, labels, groupby, selected, n_genes, p
             result[k] = np.rec.fromarrays([v[v.dtype.names[0]]], names=[order[0]])
         elif selected is not None:
             result[k] = np.rec.fromarrays([v[g] for g in selected], names=selected)
-    if pts:
-        result["pts"], result["pts_rest"] = _fractions_expressing(x, labels, order, genes)
-    p = result.setdefault("params", {})
-    p["use_raw"] = bool(use_raw)
-    p["layer"] = layer
-    p["corr_method"] = corr_method
-    target.uns[key_added or "rank_genes_groups"] = result
+    _store_markers(target, result, (x, labels, order, genes) if pts else None, use_raw, layer, corr_method, key_added)
     return target if copy else None
 
 
