@@ -1,6 +1,6 @@
 //! Pictures of a finished run (`scpipe run --plot DIR`), drawn from the final AnnData in every
 //! mode, as PNG and SVG: the UMAP coloured by each Leiden clustering (names at the clusters'
-//! centres), by batch and by total counts ([`umap`]), the t-SNE and the ForceAtlas2 layout by
+//! centres), by batch, by total counts and by dpt's pseudotime when it ran ([`umap`]), the t-SNE and the ForceAtlas2 layout by
 //! each clustering when `--tsne` and `--draw-graph` ran, the marker genes' dot plot
 //! ([`dotplot`]), the PAGA graph when `--paga` ran ([`paga`]),
 //! the QC violins before and after filtering ([`violin`]) and, when scrublet ran, the doublet
@@ -120,6 +120,16 @@ pub fn draw(adata: &AnnData, request: &Request, dir: &Path) -> Result<Drawn> {
             values,
         });
     umaps.push(("umap_total_counts".into(), counts));
+    // dpt's pseudotime (--dpt-root), as scanpy's pl.umap(color='dpt_pseudotime'); cells the
+    // root does not reach (infinite) in grey.
+    if adata.obs.column("dpt_pseudotime").is_some() {
+        let values = data::numbers(&adata.obs, "dpt_pseudotime", "obs").map_err(|e| e.to_string());
+        let colouring = values.map(|values| Colouring::Values {
+            key: "dpt_pseudotime".into(),
+            values,
+        });
+        umaps.push(("umap_dpt_pseudotime".into(), colouring));
+    }
     // embedding_density's columns (--embedding-density: obs['umap_density[_groupby]'] with its
     // uns record), coloured by value as scanpy's pl.embedding_density.
     let densities = adata.obs.column_names().filter(|k| {

@@ -125,16 +125,16 @@ pub fn shuffled_order(n: usize) -> Vec<u32> {
     order
 }
 
-/// Cells by increasing value (NaN first), so the highest values are drawn on top (scanpy's
-/// `sort_order` for a continuous colour).
+/// Cells by increasing value (those without a finite value first), so the highest values are
+/// drawn on top (scanpy's `sort_order` for a continuous colour).
 pub fn ascending_order(values: &[f64]) -> Vec<u32> {
     let mut order: Vec<u32> = (0..values.len() as u32).collect();
     let key = |i: &u32| {
         let v = values[*i as usize];
-        if v.is_nan() {
-            f64::NEG_INFINITY
-        } else {
+        if v.is_finite() {
             v
+        } else {
+            f64::NEG_INFINITY
         }
     };
     order.sort_by(|a, b| key(a).total_cmp(&key(b)));

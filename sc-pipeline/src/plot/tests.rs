@@ -330,6 +330,38 @@ fn the_umap_is_drawn_by_density_when_it_ran() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// dpt's pseudotime, when it ran, drawn as the UMAP coloured by it; the cells the root does
+/// not reach (infinite) in grey, under the others.
+#[test]
+fn the_umap_is_drawn_by_pseudotime_with_unreached_cells_grey() {
+    let mut a = clustered();
+    let n = a.n_obs();
+    // The third cluster is unreachable.
+    let t: Vec<f32> = (0..n)
+        .map(|i| match i / PER_CLUSTER {
+            2 => f32::INFINITY,
+            _ => i as f32 / n as f32,
+        })
+        .collect();
+    a.obs
+        .set("dpt_pseudotime", Column::Values(ArrayData::F32(t)))
+        .unwrap();
+    let dir = folder("dpt");
+    let drawn = draw(&a, &full_request(), &dir).unwrap();
+    crate::io::commit_all(drawn.files).unwrap();
+    let svg = std::fs::read_to_string(dir.join("umap_dpt_pseudotime.svg")).unwrap();
+    assert!(has_text(&svg, "UMAP: dpt_pseudotime"), "title");
+    let img = decode(&dir.join("umap_dpt_pseudotime.png"));
+    let grey = plotters::style::RGBColor(211, 211, 211);
+    assert!(
+        pixels_of(&img, grey) > 500,
+        "the unreachable cluster is grey"
+    );
+    // Nothing is drawn at the colour bar's top but the reachable cells' highest values.
+    assert!(pixels_of(&img, palette::VIRIDIS.at(1.0)) > 0);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn missing_inputs_are_skipped_with_the_reason() {
     let dir = folder("missing");

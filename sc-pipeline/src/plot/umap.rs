@@ -57,7 +57,12 @@ impl UmapFigure<'_> {
             Colouring::Values { values, .. } => {
                 let (lo, hi) = value_range(values);
                 let span = if hi > lo { hi - lo } else { 1.0 };
-                let color = |i: usize| VIRIDIS.at((values[i] - lo) / span);
+                // A cell without a value (NaN, or dpt's infinite pseudotime: unreachable from
+                // the root) is grey, as a cell without a group.
+                let color = |i: usize| match values[i].is_finite() {
+                    true => VIRIDIS.at((values[i] - lo) / span),
+                    false => NO_GROUP,
+                };
                 let order = raster::ascending_order(values);
                 Raster::splat(self.points, &order, color, bounds, size, d)
             }
