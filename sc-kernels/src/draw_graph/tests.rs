@@ -1,35 +1,15 @@
 use super::*;
 use crate::dense::DenseMatrix;
+use crate::graph::tests::graph;
 use crate::umap::tests::blobs;
 use crate::umap::trustworthiness;
 
 /// A ring of 12 nodes (weight 1) with chords from each even node to the node 5 on (weight 0.5).
 fn ring() -> CsrMatrix<f32> {
     let n = 12;
-    let mut rows = vec![Vec::new(); n];
-    let mut link = |a: usize, b: usize, w: f32| {
-        rows[a].push((b as u32, w));
-        rows[b].push((a as u32, w));
-    };
-    for i in 0..n {
-        link(i, (i + 1) % n, 1.0);
-        if i % 2 == 0 {
-            link(i, (i + 5) % n, 0.5);
-        }
-    }
-    csr(rows)
-}
-
-fn csr(mut rows: Vec<Vec<(u32, f32)>>) -> CsrMatrix<f32> {
-    let n = rows.len();
-    let (mut indptr, mut indices, mut data) = (vec![0u64], Vec::new(), Vec::new());
-    for r in rows.iter_mut() {
-        r.sort_by_key(|e| e.0);
-        indices.extend(r.iter().map(|e| e.0));
-        data.extend(r.iter().map(|e| e.1));
-        indptr.push(indices.len() as u64);
-    }
-    CsrMatrix::new(n, n, indptr, indices, data).unwrap()
+    let ring = (0..n).map(|i| (i, (i + 1) % n, 1.0));
+    let chords = (0..n).step_by(2).map(|i| (i, (i + 5) % n, 0.5));
+    graph(n, &ring.chain(chords).collect::<Vec<_>>())
 }
 
 #[test]
@@ -154,7 +134,7 @@ fn the_same_start_gives_the_same_bits_on_any_thread_count() {
 
 #[test]
 fn no_iterations_keep_the_start_and_an_isolated_node_falls_towards_the_origin() {
-    let g = csr(vec![vec![(1, 1.0)], vec![(0, 1.0)], vec![]]);
+    let g = graph(3, &[(0, 1, 1.0)]);
     let start = [1.0, 1.0, 2.0, 1.0, 50.0, -50.0];
     let none = Fa2Params {
         iterations: 0,
@@ -213,7 +193,7 @@ fn bad_input_is_named() {
         let e = err(&g, &start, p);
         assert!(e.contains(name), "{e}");
     }
-    let one_way = csr(vec![vec![(1, 1.0)], vec![]]);
+    let one_way = CsrMatrix::new(2, 2, vec![0, 1, 1], vec![1], vec![1.0]).unwrap();
     let e = err(&one_way, &[0.0; 4], Fa2Params::default());
     assert!(e.contains("not symmetric"), "{e}");
 }
