@@ -1,8 +1,9 @@
 //! Pictures of a finished run (`scpipe run --plot DIR`), drawn from the final AnnData in every
 //! mode, as PNG and SVG: the UMAP coloured by each Leiden clustering (names at the clusters'
-//! centres), by batch, by total counts and by dpt's pseudotime when it ran ([`umap`]), the t-SNE and the ForceAtlas2 layout by
-//! each clustering when `--tsne` and `--draw-graph` ran, the marker genes' dot plot
-//! ([`dotplot`]), the PAGA graph when `--paga` ran ([`paga`]),
+//! centres), by batch, by total counts and, when they ran, by dpt's pseudotime and the
+//! embedding densities ([`umap`]), the t-SNE and the ForceAtlas2 layout by each clustering
+//! when `--tsne` and `--draw-graph` ran, the marker genes' dot plot ([`dotplot`]), the PAGA
+//! graph when `--paga` ran ([`paga`]),
 //! the QC violins before and after filtering ([`violin`]) and, when scrublet ran, the doublet
 //! scores' histograms ([`scrublet`]). A picture whose inputs the run did not make is skipped
 //! with the reason, never an error.
@@ -120,28 +121,25 @@ pub fn draw(adata: &AnnData, request: &Request, dir: &Path) -> Result<Drawn> {
             values,
         });
     umaps.push(("umap_total_counts".into(), counts));
-    // dpt's pseudotime (--dpt-root), as scanpy's pl.umap(color='dpt_pseudotime'); cells the
-    // root does not reach (infinite) in grey.
-    if adata.obs.column("dpt_pseudotime").is_some() {
-        let values = data::numbers(&adata.obs, "dpt_pseudotime", "obs").map_err(|e| e.to_string());
-        let colouring = values.map(|values| Colouring::Values {
-            key: "dpt_pseudotime".into(),
-            values,
-        });
-        umaps.push(("umap_dpt_pseudotime".into(), colouring));
-    }
+    // By value, when the steps that write them ran: dpt's pseudotime (--dpt-root), as scanpy's
+    // pl.umap(color='dpt_pseudotime'), the cells the root does not reach (infinite) in grey;
     // embedding_density's columns (--embedding-density: obs['umap_density[_groupby]'] with its
-    // uns record), coloured by value as scanpy's pl.embedding_density.
-    let densities = adata.obs.column_names().filter(|k| {
-        k.starts_with("umap_density") && adata.uns.contains_key(&format!("{k}_params"))
+    // uns record), as scanpy's pl.embedding_density.
+    let by_value = adata.obs.column_names().filter(|k| {
+        *k == "dpt_pseudotime"
+            || (k.starts_with("umap_density") && adata.uns.contains_key(&format!("{k}_params")))
     });
-    for key in densities {
+    for key in by_value {
         let values = data::numbers(&adata.obs, key, "obs").map_err(|e| e.to_string());
         let colouring = values.map(|values| Colouring::Values {
             key: key.to_string(),
             values,
         });
-        umaps.push((key.to_string(), colouring));
+        let name = match key.starts_with("umap_") {
+            true => key.to_string(),
+            false => format!("umap_{key}"),
+        };
+        umaps.push((name, colouring));
     }
     for (name, colouring) in umaps {
         let figure = match (&umap, colouring) {
@@ -175,11 +173,12 @@ pub fn draw(adata: &AnnData, request: &Request, dir: &Path) -> Result<Drawn> {
     out.add(dir, "dotplot_markers", dots)?;
     out.add(dir, "qc_violins", violin::prepare(adata, request.filtered))?;
     if adata.uns.contains_key("paga") {
-        let key = match adata.uns.get("paga").and_then(|p| p.get("groups")) {
-            Some(crate::anndata::Value::Scalar(crate::anndata::Scalar::Str(k))) => k.clone(),
-            _ => "groups".to_string(),
+        let prepared = paga::prepare(adata);
+        let name = match &prepared {
+            Ok((figure, _)) => format!("paga_{}", figure.key),
+            Err(_) => "paga".to_string(),
         };
-        out.add(dir, &format!("paga_{key}"), paga::prepare(adata))?;
+        out.add(dir, &name, prepared)?;
     }
     if adata.uns.contains_key("scrublet") {
         out.add(dir, "scrublet_scores", scrublet::prepare(adata))?;

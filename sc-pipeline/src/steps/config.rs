@@ -210,12 +210,15 @@ impl PipelineConfig {
     /// column when leiden runs; `None`: no markers.
     pub fn markers_groupby(&self) -> Option<String> {
         let m = self.markers.as_ref()?;
-        m.groupby.clone().or_else(|| {
-            self.leiden
-                .as_ref()
-                .filter(|_| self.runs_leiden())
-                .map(|l| l.key(0))
-        })
+        m.groupby.clone().or_else(|| self.leiden_key())
+    }
+
+    /// Leiden's first column when leiden runs: the grouping the steps after it default to.
+    fn leiden_key(&self) -> Option<String> {
+        self.leiden
+            .as_ref()
+            .filter(|_| self.runs_leiden())
+            .map(|l| l.key(0))
     }
 
     /// Whether paga runs: asked for, on the graph neighbors makes.
@@ -228,11 +231,10 @@ impl PipelineConfig {
     /// which the input must then have).
     pub fn paga_groups(&self) -> Option<String> {
         let p = self.paga.as_ref()?;
-        let leiden = self.leiden.as_ref().filter(|_| self.runs_leiden());
         Some(
             p.groups
                 .clone()
-                .or_else(|| leiden.map(|l| l.key(0)))
+                .or_else(|| self.leiden_key())
                 .or_else(|| self.runs_louvain().then(|| "louvain".to_string()))
                 .unwrap_or_else(|| "leiden".to_string()),
         )

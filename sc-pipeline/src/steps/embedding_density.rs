@@ -7,7 +7,7 @@
 //! a group: seconds at a million cells), else on the host.
 
 use super::step::{no_budget_check, Phase, Sizes, Step, StepBytes, StepEnv};
-use super::{kernel_error, obs_labels};
+use super::{check_groups_column, kernel_error, obs_labels};
 use crate::anndata::{ArrayData, DenseArray, Value};
 use crate::steps::PipelineConfig;
 use crate::{AnnData, Error, Result};
@@ -68,10 +68,8 @@ fn check_input(adata: &AnnData, config: &PipelineConfig) -> Result<()> {
         .as_ref()
         .and_then(|o| o.groupby.as_ref());
     match groupby {
-        Some(g) if !config.makes_obs_column(g) => {
-            obs_labels(adata, STEP, "--embedding-density-groupby", g).map(|_| ())
-        }
-        _ => Ok(()),
+        Some(g) => check_groups_column(adata, config, STEP, "--embedding-density-groupby", g),
+        None => Ok(()),
     }
 }
 

@@ -259,14 +259,40 @@ pub(crate) fn with_obsm_matrix<T>(
 }
 
 /// Each cell's code in `obs[key]` and the labels (see `Column::group_labels`); a missing column
-/// is an error naming `step`, the column's `role` and the columns obs has.
+/// is an error naming `step`, the column's `role` and the columns obs has ([`obs_column`]).
 pub(crate) fn obs_labels(
     adata: &AnnData,
     step: &'static str,
     role: &str,
     key: &str,
 ) -> crate::Result<(Vec<u32>, Vec<String>)> {
-    let column = adata.obs.column(key).ok_or_else(|| Error::Missing {
+    obs_column(adata, step, role, key)?.group_labels(key)
+}
+
+/// Before any step runs: a grouping column (`key`, in the role `role`) that no clustering step
+/// of the run makes must be in obs and group the cells.
+pub(crate) fn check_groups_column(
+    adata: &AnnData,
+    config: &PipelineConfig,
+    step: &'static str,
+    role: &str,
+    key: &str,
+) -> crate::Result<()> {
+    if config.makes_obs_column(key) {
+        return Ok(());
+    }
+    obs_labels(adata, step, role, key).map(|_| ())
+}
+
+/// `obs[key]`; a missing column is an error naming `step`, the column's `role` and the columns
+/// obs has.
+pub(crate) fn obs_column<'a>(
+    adata: &'a AnnData,
+    step: &'static str,
+    role: &str,
+    key: &str,
+) -> crate::Result<&'a crate::anndata::Column> {
+    adata.obs.column(key).ok_or_else(|| Error::Missing {
         step,
         problem: {
             let names: Vec<_> = adata.obs.column_names().collect();
@@ -278,8 +304,7 @@ pub(crate) fn obs_labels(
                 ),
             }
         },
-    })?;
-    column.group_labels(key)
+    })
 }
 
 /// The groups in the order scanpy reports them: a categorical's categories as ordered (those

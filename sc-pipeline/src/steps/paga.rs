@@ -6,7 +6,7 @@
 //! keeps them ([`paga_of`]). Computed on the host.
 
 use super::step::{no_budget_check, no_device_bytes, Phase, Step, StepEnv};
-use super::{kernel_error, obs_labels};
+use super::{check_groups_column, kernel_error, obs_column};
 use crate::anndata::{ArrayData, Column, DenseArray, Value};
 use crate::steps::PipelineConfig;
 use crate::{AnnData, Error, Result};
@@ -14,6 +14,8 @@ use sc_kernels::paga::{connectivities, group_edge_counts, spanning_tree};
 use sc_kernels::{CsrMatrix, DenseMatrix};
 
 const STEP: &str = "paga";
+/// The groups' column in the errors that name it.
+const ROLE: &str = "--paga-groups";
 
 /// The pipeline's row: the groups of `--paga-groups`, else leiden's first column.
 pub(crate) const ROW: Step = Step {
@@ -41,10 +43,8 @@ pub(crate) const ROW: Step = Step {
 /// any step runs.
 fn check_input(adata: &AnnData, config: &PipelineConfig) -> Result<()> {
     match config.paga_groups() {
-        Some(g) if !config.makes_obs_column(&g) => {
-            obs_labels(adata, STEP, "--paga-groups", &g).map(|_| ())
-        }
-        _ => Ok(()),
+        Some(g) => check_groups_column(adata, config, STEP, ROLE, &g),
+        None => Ok(()),
     }
 }
 
@@ -52,15 +52,7 @@ fn check_input(adata: &AnnData, config: &PipelineConfig) -> Result<()> {
 /// `uns['paga']` with `connectivities` and `connectivities_tree` (dense `n_groups x n_groups`
 /// f64) and `sizes`.
 pub fn paga(adata: &mut AnnData, graph: &str, groups: &[u32], n_groups: usize) -> Result<()> {
-    let g = adata.obsp.get(graph).ok_or_else(|| Error::Missing {
-        step: STEP,
-        problem: format!("obsp has no '{graph}': run neighbors first"),
-    })?;
-    let counts = group_edge_counts(g, groups, n_groups).map_err(kernel_error(STEP))?;
-    let mut sizes = vec![0u64; n_groups];
-    groups.iter().for_each(|&c| sizes[c as usize] += 1);
-    let conn = connectivities(&counts, &sizes);
-    let tree = spanning_tree(&conn, n_groups);
+    let Paga { conn, tree, sizes } = compute(adata, graph, groups, n_groups)?;
     let square = |v: Vec<f64>| -> Result<Value> {
         Ok(Value::Array(DenseArray::new(
             vec![n_groups, n_groups],
@@ -72,13 +64,7 @@ pub fn paga(adata: &mut AnnData, graph: &str, groups: &[u32], n_groups: usize) -
         Value::dict([
             ("connectivities", square(conn)?),
             ("connectivities_tree", square(tree)?),
-            (
-                "sizes",
-                Value::Array(DenseArray::new(
-                    vec![n_groups],
-                    ArrayData::I64(sizes.iter().map(|&s| s as i64).collect()),
-                )?),
-            ),
+            ("sizes", sizes),
         ]),
     );
     Ok(())
@@ -90,41 +76,55 @@ pub fn paga(adata: &mut AnnData, graph: &str, groups: &[u32], n_groups: usize) -
 /// f64) and `groups` (the key), and `uns[f'{key}_sizes']`. Returns the number of groups.
 pub fn paga_of(adata: &mut AnnData, key: &str) -> Result<usize> {
     let (codes, n_groups) = category_codes(adata, key)?;
-    paga(adata, "distances", &codes, n_groups)?;
-    let Some(Value::Dict(mut d)) = adata.uns.remove(STEP) else {
-        unreachable!("paga writes its dict")
-    };
-    let mut sparse = |name: &str| -> Result<Value> {
-        let Some(Value::Array(DenseArray {
-            data: ArrayData::F64(v),
-            ..
-        })) = d.remove(name)
-        else {
-            unreachable!("paga writes {name} as f64")
-        };
+    let Paga { conn, tree, sizes } = compute(adata, "distances", &codes, n_groups)?;
+    let sparse = |v: Vec<f64>| -> Result<Value> {
         let dense = DenseMatrix::new(n_groups, n_groups, v.iter().map(|&w| w as f32).collect())
             .map_err(kernel_error(STEP))?;
         Ok(Value::Sparse(CsrMatrix::from_dense(&dense)))
     };
     let paga = Value::dict([
-        ("connectivities", sparse("connectivities")?),
-        ("connectivities_tree", sparse("connectivities_tree")?),
+        ("connectivities", sparse(conn)?),
+        ("connectivities_tree", sparse(tree)?),
         ("groups", Value::str(key)),
     ]);
-    let sizes = d.remove("sizes").expect("paga writes the sizes");
     adata.uns.insert(STEP.into(), paga);
     adata.uns.insert(format!("{key}_sizes"), sizes);
     Ok(n_groups)
+}
+
+/// What both front ends store, each in its form.
+struct Paga {
+    /// `n_groups x n_groups`, row-major.
+    conn: Vec<f64>,
+    tree: Vec<f64>,
+    /// Cells per group (i64, as scanpy writes them).
+    sizes: Value,
+}
+
+fn compute(adata: &AnnData, graph: &str, groups: &[u32], n_groups: usize) -> Result<Paga> {
+    let g = adata.obsp.get(graph).ok_or_else(|| Error::Missing {
+        step: STEP,
+        problem: format!("obsp has no '{graph}': run neighbors first"),
+    })?;
+    let counts = group_edge_counts(g, groups, n_groups).map_err(kernel_error(STEP))?;
+    let mut sizes = vec![0u64; n_groups];
+    groups.iter().for_each(|&c| sizes[c as usize] += 1);
+    let conn = connectivities(&counts, &sizes);
+    let tree = spanning_tree(&conn, n_groups);
+    let sizes = Value::Array(DenseArray::new(
+        vec![n_groups],
+        ArrayData::I64(sizes.iter().map(|&s| s as i64).collect()),
+    )?);
+    Ok(Paga { conn, tree, sizes })
 }
 
 /// Each cell's category code in `obs[key]` and the number of categories (scanpy's groups are
 /// the categories in their order); a column that is not categorical, or a cell without a
 /// category, is refused by name.
 fn category_codes(adata: &AnnData, key: &str) -> Result<(Vec<u32>, usize)> {
-    obs_labels(adata, STEP, "--paga-groups", key)?;
-    let Some(Column::Categorical {
+    let Column::Categorical {
         codes, categories, ..
-    }) = adata.obs.column(key)
+    } = obs_column(adata, STEP, ROLE, key)?
     else {
         return Err(Error::InvalidParameter {
             step: STEP,
