@@ -485,7 +485,7 @@ fn scrublet_runs_on_the_filtered_counts_as_the_step_by_hand() {
     };
     run_pipeline(&mut by_hand, &filters_only, &mut Silent).unwrap();
     let counts = by_hand.x.host_copy().unwrap();
-    steps::scrublet(&mut by_hand, &steps::ScrubletOptions::default()).unwrap();
+    steps::scrublet(&mut by_hand, &steps::ScrubletOptions::default(), None).unwrap();
     assert_eq!(by_hand.x.host_copy().unwrap(), counts, "X is only read");
     let scores = |a: &AnnData| f64_column(a, "obs", "doublet_score");
     assert_eq!(scores(&run), scores(&by_hand));

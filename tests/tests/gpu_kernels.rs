@@ -1859,3 +1859,59 @@ fn embedding_density_on_the_gpu_matches_the_cpu() {
     let e = embedding_density_gpu(&ctx, &line, &[0; 10], 1).unwrap_err();
     assert!(e.to_string().contains("one line"), "{e}");
 }
+
+/// scrublet's neighbour counts on the GPU against the host's for the same candidates: exact
+/// (one list) with coincident points and `k_adj` of 1, 31 and every point; an inverted file
+/// of 24 lists; the same bits twice. Then the inverted file trained with the GPU's assignments
+/// against the host's (the lists may differ at near-ties: counts within 1% in total), and the
+/// whole of `scrublet` with its counts on the GPU equal to the host's.
+#[test]
+fn scrublet_counts_on_the_gpu_match_the_cpu() {
+    use sc_kernels::scrublet::{count_gpu, count_host, scrublet, ScrubletParams, Search};
+    let Some(dev) = gpu_or_skip("gpu scrublet counts") else {
+        return;
+    };
+    let ctx = context(&dev);
+    let d = 30;
+    let small = clustered_points(31, 4000, d);
+    for k_adj in [1, 31, 4000] {
+        let s = Search::exact(4000);
+        let cpu = count_host(&small.data, d, 1500, k_adj, &s, false);
+        let gpu = count_gpu(&ctx, &small.data, d, 1500, k_adj, &s).unwrap();
+        assert_eq!(gpu, cpu, "exact, k_adj {k_adj}");
+        assert!(cpu.coincident);
+    }
+    let (n, k_adj) = (60_000, 90);
+    let x = clustered_points(32, n, d);
+    let s = Search::host_with(&x.data, n, d, k_adj, 24);
+    eprintln!(
+        "24 lists: {:.0} candidates a point",
+        s.candidates_per_point()
+    );
+    let cpu = count_host(&x.data, d, n / 3, k_adj, &s, false);
+    let gpu = count_gpu(&ctx, &x.data, d, n / 3, k_adj, &s).unwrap();
+    assert_eq!(gpu, cpu, "inverted file");
+    assert_eq!(count_gpu(&ctx, &x.data, d, n / 3, k_adj, &s).unwrap(), gpu);
+    let trained = Search::gpu(&ctx, &x.data, n, d, k_adj).unwrap();
+    let on_gpu = count_gpu(&ctx, &x.data, d, n / 3, k_adj, &trained).unwrap();
+    let host = count_host(
+        &x.data,
+        d,
+        n / 3,
+        k_adj,
+        &Search::host(&x.data, n, d, k_adj),
+        false,
+    );
+    let off: u64 = (0..n)
+        .map(|i| (on_gpu.counts[i] as i64 - host.counts[i] as i64).unsigned_abs())
+        .sum();
+    let total: u64 = host.counts.iter().map(|&c| c as u64).sum();
+    eprintln!("lists trained on the GPU: counts off by {off} of {total}");
+    assert!((off as f64) <= 0.01 * total as f64, "{off} of {total}");
+    let raw = counts(33, 1200, 400, 0.2);
+    let p = ScrubletParams::default();
+    assert_eq!(
+        scrublet(&raw, &p, Some(&ctx)).unwrap(),
+        scrublet(&raw, &p, None).unwrap()
+    );
+}

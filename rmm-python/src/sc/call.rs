@@ -401,7 +401,7 @@ fn run(
             options,
             simulated: None,
         } => {
-            steps::scrublet(adata, options)?;
+            steps::scrublet(adata, options, ctx.as_deref())?;
         }
         Call::Scrublet {
             options,
@@ -413,6 +413,7 @@ fn run(
                 sim.to_csr()?.as_ref(),
                 parents.clone(),
                 &options.params,
+                ctx.as_deref(),
             )?;
         }
         Call::HvgPearson {

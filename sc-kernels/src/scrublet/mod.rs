@@ -9,19 +9,23 @@
 //! 4. observed cells and doublets normalized to 1e6 (after `log1p` with `log_transform`),
 //!    z-scored with the observed cells' statistics and embedded by a PCA fitted on the observed
 //!    cells ([`embed`]);
-//! 5. the exact kNN of all of them with `k_adj = round(k (1 + n_sim / n_obs))`, where
-//!    `k = round(0.5 sqrt(n_obs))` unless given, and each cell's score from the doublets among
-//!    its neighbours ([`scores_from_counts`]);
+//! 5. the doublets among each one's `k_adj = round(k (1 + n_sim / n_obs))` nearest, where
+//!    `k = round(0.5 sqrt(n_obs))` unless given ([`count_host`], [`count_gpu`]: exact up to
+//!    [`EXACT_POINTS`] cells and doublets, an inverted file above), and each cell's score from
+//!    them ([`scores_from_counts`]);
 //! 6. the threshold at the minimum between the two modes of the doublets' scores
 //!    ([`threshold_minimum`]), unless given, and the call.
 //!
 //! The doublets are scanpy's for the same seed (numpy's `RandomState` repeated, see
-//! [`simulate_doublets`]). Differences from scanpy, on purpose: the kNN is exact at every size
-//! (scanpy switches to pynndescent's approximate kNN from 2,731 cells); a gene equal in every
+//! [`simulate_doublets`]). Differences from scanpy, on purpose: the kNN is exact up to
+//! [`EXACT_POINTS`] (scanpy switches to pynndescent's approximate kNN from 2,731 cells); a gene
+//! equal in every
 //! observed cell gets a z-score of 0 (scanpy's PCA fails on its NaN); thinned doublets
 //! (`synthetic_doublet_umi_subsampling < 1`) are drawn with our own numbers.
 
 mod embed;
+mod neighbors;
+mod neighbors_gpu;
 mod score;
 mod simulate;
 #[cfg(test)]
@@ -29,6 +33,8 @@ mod tests;
 mod threshold;
 
 pub use embed::{embed, Manifold, Preparation};
+pub use neighbors::{count_host, Counted, Search, EXACT_POINTS};
+pub use neighbors_gpu::{count_gpu, KERNELS, MAX_DIMS as GPU_MAX_DIMS};
 pub use score::{call_at, scores_from_counts, Call, Scores};
 pub use simulate::{simulate_doublets, Simulated};
 pub use threshold::threshold_minimum;
@@ -36,9 +42,9 @@ pub use threshold::threshold_minimum;
 use crate::csr::CsrMatrix;
 use crate::error::{KernelError, Result};
 use crate::filter::{filter_cells, filter_genes, CellFilter, GeneFilter};
+use crate::gpu::GpuContext;
 use crate::hvg::{highly_variable_genes, HvgParams};
 use crate::log1p::log1p;
-use crate::neighbors::exact::knn_exact;
 use crate::normalize::{normalize_total, NormalizeParams};
 
 /// scanpy's parameters of `pp.scrublet`, with its defaults.
@@ -100,8 +106,13 @@ pub struct Doublets {
     pub neighbor_parents: Option<Vec<Vec<u32>>>,
 }
 
-/// Scrublet on one batch's raw counts (cells x genes).
-pub fn scrublet(counts: &CsrMatrix<f32>, params: &ScrubletParams) -> Result<Doublets> {
+/// Scrublet on one batch's raw counts (cells x genes); the neighbour counts on `gpu` when
+/// given (the rest on the host).
+pub fn scrublet(
+    counts: &CsrMatrix<f32>,
+    params: &ScrubletParams,
+    gpu: Option<&GpuContext>,
+) -> Result<Doublets> {
     check_rates(params)?;
     counts.check_counts()?;
     let genes = filter_genes(counts, GeneFilter::MinCells(3))?;
@@ -151,7 +162,7 @@ pub fn scrublet(counts: &CsrMatrix<f32>, params: &ScrubletParams) -> Result<Doub
     };
     normalize_total(&mut obs, &per_million)?;
     normalize_total(&mut sim, &per_million)?;
-    let mut found = call_doublets(&obs, &sim, simulated.parents, params)?;
+    let mut found = call_doublets(&obs, &sim, simulated.parents, params, gpu)?;
     found.scored = cells.keep;
     Ok(found)
 }
@@ -159,11 +170,14 @@ pub fn scrublet(counts: &CsrMatrix<f32>, params: &ScrubletParams) -> Result<Doub
 /// Scrublet's classifier on observed cells and simulated doublets already normalized over the
 /// same genes (scanpy's `scrublet(adata, adata_sim=...)`): embedding, kNN, scores and call.
 /// `parents` are the doublets' parents (kept in the result). Every observed cell is scored.
+/// The neighbour counts run on `gpu` when given, unless the neighbours' parents are asked for
+/// or the components exceed [`GPU_MAX_DIMS`].
 pub fn call_doublets(
     obs: &CsrMatrix<f32>,
     sim: &CsrMatrix<f32>,
     parents: Vec<[u32; 2]>,
     params: &ScrubletParams,
+    gpu: Option<&GpuContext>,
 ) -> Result<Doublets> {
     check_rates(params)?;
     let (n_obs, n_sim) = (obs.n_rows, sim.n_rows);
@@ -190,7 +204,7 @@ pub fn call_doublets(
         ));
     }
     let manifold = embed(obs, sim, params.n_prin_comps, params.prep)?;
-    let (counts, sim_neighbors) = sim_neighbors(&manifold, k_adj, params.neighbor_parents)?;
+    let (counts, sim_neighbors) = sim_neighbors(&manifold, k_adj, params.neighbor_parents, gpu)?;
     let neighbor_parents = sim_neighbors.map(|lists| {
         lists
             .into_iter()
@@ -224,43 +238,40 @@ pub fn call_doublets(
 /// How many doublets are among each cell's neighbours, counted as scanpy counts them (see
 /// `score.rs`): the cell itself and its `k_adj - 1` nearest other cells, or only those others
 /// when two points coincide. With `lists`, also each observed cell's doublet neighbours (as
-/// doublet rows) among its `k_adj - 1` nearest others.
+/// doublet rows) among its `k_adj - 1` nearest others (on the host).
 fn sim_neighbors(
     m: &Manifold,
     k_adj: usize,
     lists: bool,
+    gpu: Option<&GpuContext>,
 ) -> Result<(Vec<u32>, Option<Vec<Vec<u32>>>)> {
-    let n_obs = m.obs.n_rows;
-    let mut all = m.obs.clone();
-    all.n_rows += m.sim.n_rows;
-    all.data.extend_from_slice(&m.sim.data);
-    let drop_self = has_coincident_rows(&all);
-    let knn = knn_exact(&all, k_adj)?;
-    let others = |i: usize| {
-        knn.indices[i * k_adj..(i + 1) * k_adj]
-            .iter()
-            .filter(move |&&j| j as usize != i)
-            .take(k_adj - 1)
-            .filter(move |&&j| j as usize >= n_obs)
+    let (n_obs, d) = (m.obs.n_rows, m.obs.n_cols);
+    let n = n_obs + m.sim.n_rows;
+    let mut all = Vec::with_capacity(n * d);
+    all.extend_from_slice(&m.obs.data);
+    all.extend_from_slice(&m.sim.data);
+    let counted = match gpu {
+        Some(ctx) if !lists && d <= GPU_MAX_DIMS => {
+            let search = Search::gpu(ctx, &all, n, d, k_adj)?;
+            count_gpu(ctx, &all, d, n_obs, k_adj, &search)?
+        }
+        _ => count_host(
+            &all,
+            d,
+            n_obs,
+            k_adj,
+            &Search::host(&all, n, d, k_adj),
+            lists,
+        ),
     };
-    let counts = (0..all.n_rows)
-        .map(|i| others(i).count() as u32 + u32::from(!drop_self && i >= n_obs))
+    let drop_self = counted.coincident;
+    let counts = counted
+        .counts
+        .iter()
+        .enumerate()
+        .map(|(i, &c)| c + u32::from(!drop_self && i >= n_obs))
         .collect();
-    let lists = lists.then(|| {
-        (0..n_obs)
-            .map(|i| others(i).map(|&j| j - n_obs as u32).collect())
-            .collect()
-    });
-    Ok((counts, lists))
-}
-
-/// Whether two rows are equal bit for bit (a doublet and the doublet of the same pair reversed).
-fn has_coincident_rows(x: &crate::dense::DenseMatrix<f32>) -> bool {
-    let mut seen = std::collections::HashSet::with_capacity(x.n_rows);
-    (0..x.n_rows).any(|i| {
-        let bits: Vec<u32> = x.row(i).iter().map(|v| v.to_bits()).collect();
-        !seen.insert(bits)
-    })
+    Ok((counts, counted.lists))
 }
 
 fn check_rates(p: &ScrubletParams) -> Result<()> {

@@ -134,19 +134,19 @@ fn bad_parameters_are_named() {
         expected_doublet_rate: 1.5,
         ..Default::default()
     };
-    let e = scrublet(&x, &p).unwrap_err().to_string();
+    let e = scrublet(&x, &p, None).unwrap_err().to_string();
     assert!(e.contains("expected_doublet_rate"), "{e}");
     let p = ScrubletParams {
         n_prin_comps: 500,
         ..Default::default()
     };
-    let e = scrublet(&planted(300, 60, 3, 0, 2), &p)
+    let e = scrublet(&planted(300, 60, 3, 0, 2), &p, None)
         .unwrap_err()
         .to_string();
     assert!(e.contains("n_prin_comps"), "{e}");
     let mut neg = x.clone();
     neg.data[3] = -1.0;
-    assert!(scrublet(&neg, &ScrubletParams::default()).is_err());
+    assert!(scrublet(&neg, &ScrubletParams::default(), None).is_err());
 }
 
 #[test]
@@ -172,7 +172,7 @@ fn scores_follow_scrublets_formula() {
 fn planted_doublets_score_high_and_the_result_repeats() {
     let (cells, planted_doublets) = (900, 45);
     let x = planted(cells, 300, 4, planted_doublets, 11);
-    let found = scrublet(&x, &ScrubletParams::default()).unwrap();
+    let found = scrublet(&x, &ScrubletParams::default(), None).unwrap();
     assert!(found.scored.iter().all(|&s| s));
     assert_eq!(found.n_neighbors, 15); // round(0.5 sqrt(945))
     let call = found
@@ -188,7 +188,10 @@ fn planted_doublets_score_high_and_the_result_repeats() {
     );
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
     assert!(mean(&found.scores.obs[cells..]) > 3.0 * mean(&found.scores.obs[..cells]));
-    assert_eq!(scrublet(&x, &ScrubletParams::default()).unwrap(), found);
+    assert_eq!(
+        scrublet(&x, &ScrubletParams::default(), None).unwrap(),
+        found
+    );
 }
 
 #[test]
@@ -198,7 +201,7 @@ fn a_given_threshold_is_used() {
         threshold: Some(0.25),
         ..Default::default()
     };
-    let found = scrublet(&x, &p).unwrap();
+    let found = scrublet(&x, &p, None).unwrap();
     let call = found.call.unwrap();
     assert_eq!(call.threshold, 0.25);
     let above: Vec<bool> = found.scores.obs.iter().map(|&s| s > 0.25).collect();
@@ -213,8 +216,105 @@ fn cells_with_fewer_than_three_genes_are_not_scored() {
         dense.data[5 * 100 + g] = v;
     }
     let x = CsrMatrix::from_dense(&dense);
-    let found = scrublet(&x, &ScrubletParams::default()).unwrap();
+    let found = scrublet(&x, &ScrubletParams::default(), None).unwrap();
     assert!(!found.scored[5]);
     assert_eq!(found.scored.iter().filter(|&&s| s).count(), 299);
     assert_eq!(found.scores.obs.len(), 299);
+}
+
+/// Each point's doublets among its `keep` nearest others, by sorting every other point.
+fn counts_by_sorting(x: &[f32], d: usize, n_obs: usize, keep: usize) -> (Vec<u32>, bool) {
+    let n = x.len() / d;
+    let mut coincident = false;
+    let counts = (0..n)
+        .map(|i| {
+            let mut all: Vec<(u64, u32)> = (0..n)
+                .filter(|&j| j != i)
+                .map(|j| {
+                    let dist = neighbors::distance(&x[i * d..(i + 1) * d], &x[j * d..(j + 1) * d]);
+                    coincident |= dist == 0.0;
+                    (dist.to_bits(), j as u32)
+                })
+                .collect();
+            all.sort_unstable();
+            all[..keep.min(all.len())]
+                .iter()
+                .filter(|&&(_, j)| j as usize >= n_obs)
+                .count() as u32
+        })
+        .collect();
+    (counts, coincident)
+}
+
+/// Points in `blobs` clusters (`d` values each), rounded to a grid so that distances tie.
+fn grid_blobs(n: usize, d: usize, blobs: usize, seed: u64) -> Vec<f32> {
+    let mut rng = SplitMix64::new(seed);
+    let centres: Vec<f64> = (0..blobs * d).map(|_| 20.0 * rng.next_f64()).collect();
+    (0..n)
+        .flat_map(|i| {
+            let b = i % blobs;
+            (0..d)
+                .map(|t| (centres[b * d + t] + 4.0 * rng.next_f64()).round() as f32 * 0.5)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+#[test]
+fn exact_counts_are_those_of_sorting_every_point_ties_by_index() {
+    let d = 3;
+    for (n, n_obs, keep, seed) in [(300, 100, 20, 1), (120, 40, 0, 2), (50, 20, 49, 3)] {
+        let x = grid_blobs(n, d, 4, seed);
+        let got = count_host(&x, d, n_obs, keep + 1, &Search::exact(n), false);
+        let (want, coincident) = counts_by_sorting(&x, d, n_obs, keep);
+        assert_eq!(got.counts, want, "n {n} keep {keep}");
+        assert_eq!(got.coincident, coincident);
+        assert!(got.lists.is_none());
+    }
+}
+
+#[test]
+fn the_lists_hold_the_doublet_neighbours_counted() {
+    let (n, n_obs, d) = (200, 70, 4);
+    let x = grid_blobs(n, d, 3, 5);
+    let got = count_host(&x, d, n_obs, 16, &Search::exact(n), true);
+    let lists = got.lists.unwrap();
+    assert_eq!(lists.len(), n_obs);
+    for i in 0..n_obs {
+        assert_eq!(lists[i].len() as u32, got.counts[i]);
+        assert!(lists[i].iter().all(|&j| (j as usize) < n - n_obs));
+    }
+}
+
+#[test]
+fn the_inverted_file_counts_nearly_what_the_exact_scan_counts() {
+    let (n, n_obs, d, k_adj) = (6000, 2000, 5, 40);
+    let x = grid_blobs(n, d, 12, 7);
+    let exact = count_host(&x, d, n_obs, k_adj, &Search::exact(n), false);
+    let search = Search::host_with(&x, n, d, k_adj, 12);
+    assert_eq!(search.lists.sizes.len(), 12);
+    assert!(search.candidates_per_point() < 0.8 * n as f64);
+    let approx = count_host(&x, d, n_obs, k_adj, &search, false);
+    let off: u64 = exact
+        .counts
+        .iter()
+        .zip(&approx.counts)
+        .map(|(&a, &b)| (a as i64 - b as i64).unsigned_abs())
+        .sum();
+    let total: u64 = exact.counts.iter().map(|&c| c as u64).sum();
+    assert!(
+        (off as f64) < 0.02 * total as f64,
+        "off by {off} of {total}"
+    );
+    assert_eq!(
+        count_host(
+            &x,
+            d,
+            n_obs,
+            k_adj,
+            &Search::host_with(&x, n, d, k_adj, 12),
+            false
+        ),
+        approx
+    );
 }

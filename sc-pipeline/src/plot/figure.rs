@@ -25,7 +25,6 @@ pub trait Figure {
 /// Writes `figure` as `dir/NAME.png` and `dir/NAME.svg` (staged: nothing appears under the
 /// final names until the run commits them).
 pub fn write(figure: &impl Figure, dir: &Path, name: &str) -> Result<Vec<StagedFile>> {
-    super::font::register();
     let failed = |path: &Path, e: &dyn std::fmt::Display| Error::File {
         path: path.to_path_buf(),
         message: format!("drawing the picture: {e}"),
@@ -43,6 +42,7 @@ pub fn write(figure: &impl Figure, dir: &Path, name: &str) -> Result<Vec<StagedF
 
 /// The figure's pixels, RGB row by row.
 pub fn render_rgb(figure: &impl Figure) -> std::result::Result<Vec<u8>, String> {
+    super::font::register();
     let (w, h) = figure.size();
     let mut rgb = vec![255u8; w as usize * h as usize * 3];
     {
@@ -56,6 +56,7 @@ pub fn render_rgb(figure: &impl Figure) -> std::result::Result<Vec<u8>, String> 
 
 /// The figure as SVG text.
 pub fn render_svg(figure: &impl Figure) -> std::result::Result<String, String> {
+    super::font::register();
     let mut text = String::new();
     {
         let root = SVGBackend::with_string(&mut text, figure.size()).into_drawing_area();

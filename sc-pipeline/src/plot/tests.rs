@@ -502,7 +502,7 @@ fn scrublet_scores_are_drawn_per_batch_with_the_threshold() {
         batch_key: Some("batch".into()),
         ..Default::default()
     };
-    crate::steps::scrublet(&mut a, &options).unwrap();
+    crate::steps::scrublet(&mut a, &options, None).unwrap();
     let (figure, _) = scrublet::prepare(&a).unwrap();
     let batches = data::Groups::of(&a.obs, "batch").unwrap().names.len();
     assert_eq!(figure.rows.len(), batches);

@@ -11,13 +11,15 @@
 //!   turns into scanpy's list of arrays); with a batch key, one such dict per batch under
 //!   `batches`, and `batched_by`.
 //!
-//! X is only read. Computed on the host: a GPU X is read back.
+//! X is only read. Computed on the host (a GPU X is read back), except the neighbour counts,
+//! which run on the GPU when the run has one (`sc_kernels::scrublet::count_gpu`).
 
 use super::kernel_error;
 use super::step::{no_budget_check, no_device_bytes, OnGenerated, Phase, Step, StepEnv};
 use crate::anndata::{ArrayData, DenseArray, Matrix, Value};
 use crate::steps::{PipelineConfig, ScrubletOptions};
 use crate::{AnnData, Error, Result};
+use sc_kernels::gpu::GpuContext;
 use sc_kernels::scrublet::{
     call_doublets, scrublet as scrublet_batch, simulate_doublets, Doublets, ScrubletParams,
 };
@@ -27,8 +29,8 @@ use std::collections::BTreeMap;
 const STEP: &str = "scrublet";
 
 /// The pipeline's row: `scrublet(batch_key=--scrublet-batch-key)` on the filtered counts,
-/// before normalize_total, as scanpy's clustering tutorial runs it (off by default here: it
-/// computes on the host for now).
+/// before normalize_total, as scanpy's clustering tutorial runs it (off by default here: its
+/// preparation computes on the host for now).
 pub(crate) const ROW: Step = Step {
     name: STEP,
     phase: Phase::PerCell,
@@ -39,7 +41,7 @@ pub(crate) const ROW: Step = Step {
         run: |_, _, _| Err(Error::param(STEP, GENERATED)),
     }),
     device_bytes: no_device_bytes,
-    kernels: &[],
+    kernels: &sc_kernels::scrublet::KERNELS,
     check_input,
     check_budget: no_budget_check,
     beside: false,
@@ -95,7 +97,7 @@ fn run_step(a: &mut AnnData, env: &StepEnv<'_>) -> Result<String> {
         ));
     }
     let options = env.config.scrublet.as_ref().expect("enabled");
-    let s = scrublet(a, options)?;
+    let s = scrublet(a, options, env.gpus.first().map(|g| g.as_ref()))?;
     let mut note = format!("{} of {} cells called doublets", s.predicted, s.scored);
     if !s.without_threshold.is_empty() {
         note.push_str(&format!(
@@ -117,8 +119,13 @@ pub struct ScrubletSummary {
     pub without_threshold: Vec<String>,
 }
 
-/// Scores and calls the doublets of X's raw counts; X is left as it was.
-pub fn scrublet(adata: &mut AnnData, options: &ScrubletOptions) -> Result<ScrubletSummary> {
+/// Scores and calls the doublets of X's raw counts, the neighbour counts on `gpu` when given;
+/// X is left as it was.
+pub fn scrublet(
+    adata: &mut AnnData,
+    options: &ScrubletOptions,
+    gpu: Option<&GpuContext>,
+) -> Result<ScrubletSummary> {
     let groups = match &options.batch_key {
         Some(key) => batches(adata, key, "batch_key")?,
         None => vec![(String::new(), (0..adata.n_obs()).collect())],
@@ -134,7 +141,7 @@ pub fn scrublet(adata: &mut AnnData, options: &ScrubletOptions) -> Result<Scrubl
     };
     let mut records = BTreeMap::new();
     for (name, rows) in &groups {
-        let found = scrublet_batch(&counts.take_rows(rows), &options.params).map_err(|e| {
+        let found = scrublet_batch(&counts.take_rows(rows), &options.params, gpu).map_err(|e| {
             let e = kernel_error(STEP)(e);
             match &options.batch_key {
                 Some(key) => Error::param(STEP, format!("batch '{name}' of obs['{key}']: {e}")),
@@ -177,9 +184,10 @@ pub fn scrublet_on_simulated(
     sim: &CsrMatrix<f32>,
     parents: Vec<[u32; 2]>,
     params: &ScrubletParams,
+    gpu: Option<&GpuContext>,
 ) -> Result<ScrubletSummary> {
     let obs = adata.x.to_csr()?;
-    let found = call_doublets(&obs, sim, parents, params).map_err(kernel_error(STEP))?;
+    let found = call_doublets(&obs, sim, parents, params, gpu).map_err(kernel_error(STEP))?;
     drop(obs);
     let predicted = match &found.call {
         Some(c) => c.predicted.clone(),

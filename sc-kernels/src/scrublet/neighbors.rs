@@ -1,0 +1,222 @@
+//! Scrublet's kNN classifier needs, for each cell of the manifold (observed cells, then
+//! doublets), only how many doublets are among its `k_adj - 1` nearest other cells, not the
+//! neighbours themselves. At a million cells `k_adj` is about 1,500 over 3 M points, which no
+//! kNN that keeps its lists handles well; here each cell's candidates are scanned for that
+//! count alone.
+//!
+//! - **The candidates** ([`Search`]): every other cell while there are at most
+//!   [`EXACT_POINTS`] (exact), else an inverted file as scanpy's pynndescent is approximate
+//!   from 2,731 cells: k-means lists of about `LIST_PER_K * k_adj` cells (the kNN's own
+//!   `lists`), and each list's cells scan the lists nearest its centroid until they hold
+//!   `CANDIDATES_PER_K * k_adj` cells.
+//! - **The order**: squared distances in f64, summed dimension by dimension without fused
+//!   multiply-adds (the GPU's twin, `neighbors_gpu.rs`, sums in the same order, so both get
+//!   the same bits), ties by the smaller cell index.
+//! - **The count**: the doublets (cells `>= n_obs`) among the first `k_adj - 1` candidates in
+//!   that order; and whether any two cells coincide (a distance of 0), which scanpy's count
+//!   depends on (`score.rs`).
+
+use crate::neighbors::lists::{nearest_host, probe_table, train, training_sample, Lists};
+use rayon::prelude::*;
+
+/// Most points (cells and doublets) whose candidates are every other point.
+pub const EXACT_POINTS: usize = 32_768;
+/// Cells per list of the inverted file, per neighbour (`k_adj`), at least [`MIN_LIST`].
+const LIST_PER_K: usize = 4;
+const MIN_LIST: usize = 2048;
+/// Candidates each cell scans, per neighbour, at least (from at least [`MIN_PROBES`] lists).
+const CANDIDATES_PER_K: usize = 12;
+const MIN_PROBES: usize = 4;
+
+/// Each cell's candidates: the cells of the lists its own list probes.
+pub struct Search {
+    pub(crate) lists: Lists,
+    /// CSR over the lists: the lists whose cells list `l`'s cells scan.
+    pub(crate) probe_ptr: Vec<u32>,
+    pub(crate) probes: Vec<u32>,
+}
+
+impl Search {
+    /// The candidates of the `n` points `x` (`d` values each) for `k_adj` neighbours: one list
+    /// (exact) up to [`EXACT_POINTS`], else the inverted file trained on the host.
+    pub fn host(x: &[f32], n: usize, d: usize, k_adj: usize) -> Search {
+        Search::host_with(x, n, d, k_adj, list_count(n, k_adj))
+    }
+
+    /// [`Search::host`] with `n_lists` lists (1: exact).
+    pub fn host_with(x: &[f32], n: usize, d: usize, k_adj: usize, n_lists: usize) -> Search {
+        if n_lists <= 1 {
+            return Search::exact(n);
+        }
+        let pts = training_sample(x, n, d, n_lists);
+        let centroids = train(&pts, d, n_lists, |c| Ok(nearest_host(&pts, c, d)))
+            .expect("the host's assignments do not fail");
+        Search::of(&nearest_host(x, &centroids, d), &centroids, d, k_adj)
+    }
+
+    /// Every point a candidate of every point.
+    pub fn exact(n: usize) -> Search {
+        Search {
+            lists: Lists::new(&vec![0; n], 1),
+            probe_ptr: vec![0, 1],
+            probes: vec![0],
+        }
+    }
+
+    /// The search of the lists `assign` (each point's) with their `centroids`.
+    pub(crate) fn of(assign: &[u32], centroids: &[f32], d: usize, k_adj: usize) -> Search {
+        let lists = Lists::new(assign, centroids.len() / d);
+        let (probe_ptr, probes) = probe_table(
+            centroids,
+            d,
+            &lists.sizes,
+            MIN_PROBES,
+            CANDIDATES_PER_K * k_adj,
+        );
+        Search {
+            lists,
+            probe_ptr,
+            probes,
+        }
+    }
+
+    /// The positions of list `l`'s cells.
+    pub(crate) fn list(&self, l: usize) -> std::ops::Range<usize> {
+        let s = self.lists.starts[l] as usize;
+        s..s + self.lists.sizes[l] as usize
+    }
+
+    /// The candidates' positions of list `l`'s cells, list by list.
+    fn candidates(&self, l: usize) -> impl Iterator<Item = usize> + '_ {
+        self.probes[self.probe_ptr[l] as usize..self.probe_ptr[l + 1] as usize]
+            .iter()
+            .flat_map(|&m| self.list(m as usize))
+    }
+
+    /// Candidates scanned per point, on average.
+    pub fn candidates_per_point(&self) -> f64 {
+        let n: usize = self.lists.sizes.iter().map(|&s| s as usize).sum();
+        let scanned: usize = (0..self.lists.sizes.len())
+            .map(|l| self.lists.sizes[l] as usize * self.candidates(l).count())
+            .sum();
+        scanned as f64 / n.max(1) as f64
+    }
+}
+
+/// Lists for `n` points and `k_adj` neighbours: 1 (exact) up to [`EXACT_POINTS`].
+pub(crate) fn list_count(n: usize, k_adj: usize) -> usize {
+    if n <= EXACT_POINTS {
+        1
+    } else {
+        (n / (LIST_PER_K * k_adj).max(MIN_LIST)).max(1)
+    }
+}
+
+/// What the scan found.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Counted {
+    /// Each point's doublets among its `k_adj - 1` nearest other candidates.
+    pub counts: Vec<u32>,
+    /// Whether two points coincide (a candidate at distance 0).
+    pub coincident: bool,
+    /// With `lists`: each observed cell's doublet neighbours among them (doublet rows).
+    pub lists: Option<Vec<Vec<u32>>>,
+}
+
+/// One point's scan: its count, whether a candidate coincides with it, its doublet list.
+struct Found {
+    cell: u32,
+    count: u32,
+    zero: bool,
+    list: Vec<u32>,
+}
+
+/// The squared distance of `a` and `b` in f64, summed in order without fused multiply-adds
+/// (the GPU's `scrublet_counts` sums the same way).
+#[inline]
+pub(crate) fn distance(a: &[f32], b: &[f32]) -> f64 {
+    let mut s = 0f64;
+    for (&p, &q) in a.iter().zip(b) {
+        let u = p as f64 - q as f64;
+        s += u * u;
+    }
+    s
+}
+
+/// The counts of the `n` points `x` (`d` values each; the first `n_obs` observed cells) for
+/// `k_adj` neighbours, over `search`'s candidates, on every core.
+pub fn count_host(
+    x: &[f32],
+    d: usize,
+    n_obs: usize,
+    k_adj: usize,
+    search: &Search,
+    lists: bool,
+) -> Counted {
+    let n = x.len() / d.max(1);
+    let keep = k_adj.saturating_sub(1);
+    let perm = &search.lists.perm;
+    let per_list: Vec<Vec<Found>> = (0..search.lists.sizes.len())
+        .into_par_iter()
+        .map(|l| {
+            let cand: Vec<u32> = search
+                .candidates(l)
+                .map(|p| perm[p])
+                .filter(|&c| c != u32::MAX)
+                .collect();
+            let mut keys: Vec<(u64, u32)> = Vec::with_capacity(cand.len());
+            search
+                .list(l)
+                .map(|p| {
+                    let i = perm[p];
+                    let xi = &x[i as usize * d..(i as usize + 1) * d];
+                    keys.clear();
+                    keys.extend(cand.iter().filter(|&&j| j != i).map(|&j| {
+                        let xj = &x[j as usize * d..(j as usize + 1) * d];
+                        (distance(xi, xj).to_bits(), j)
+                    }));
+                    let zero = keys.iter().any(|&(k, _)| k == 0);
+                    let take = keep.min(keys.len());
+                    if take < keys.len() && take > 0 {
+                        keys.select_nth_unstable(take - 1);
+                    }
+                    let near = &keys[..take];
+                    let count = near.iter().filter(|&&(_, j)| j as usize >= n_obs).count();
+                    let list = if lists && (i as usize) < n_obs {
+                        let mut s: Vec<(u64, u32)> = near
+                            .iter()
+                            .copied()
+                            .filter(|&(_, j)| j as usize >= n_obs)
+                            .collect();
+                        s.sort_unstable();
+                        s.into_iter().map(|(_, j)| j - n_obs as u32).collect()
+                    } else {
+                        Vec::new()
+                    };
+                    Found {
+                        cell: i,
+                        count: count as u32,
+                        zero,
+                        list,
+                    }
+                })
+                .collect()
+        })
+        .collect();
+    let mut counts = vec![0u32; n];
+    let mut coincident = false;
+    let mut out_lists = lists.then(|| vec![Vec::new(); n_obs]);
+    for f in per_list.into_iter().flatten() {
+        let i = f.cell as usize;
+        counts[i] = f.count;
+        coincident |= f.zero;
+        if let (Some(o), true) = (out_lists.as_mut(), i < n_obs) {
+            o[i] = f.list;
+        }
+    }
+    Counted {
+        counts,
+        coincident,
+        lists: out_lists,
+    }
+}

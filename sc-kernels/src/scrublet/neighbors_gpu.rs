@@ -1,0 +1,110 @@
+//! The GPU twin of [`super::neighbors`]: the inverted file trained with the device's
+//! assignments (the kNN's `lists`), and `scrublet_counts` (`neighbors.cu`), which counts each
+//! point's doublet neighbours with the host's sums and order: the same counts as
+//! [`count_host`](super::neighbors::count_host) for the same [`Search`].
+
+use super::neighbors::{list_count, Counted, Search};
+use crate::error::{KernelError, Result};
+use crate::gpu::module_cache::KernelSource;
+use crate::gpu::GpuContext;
+use crate::neighbors::lists::centroids_gpu;
+use crate::neighbors::lists::gpu::nearest_gpu;
+use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
+
+pub(crate) const SRC: KernelSource = KernelSource {
+    name: "scrublet_counts",
+    source: include_str!("neighbors.cu"),
+};
+
+/// The modules scrublet's GPU counts launch (the lists' k-means runs on the kNN's scan).
+pub const KERNELS: [KernelSource; 2] = [SRC, crate::neighbors::scan::device::SRC];
+
+// Must match the defines of neighbors.cu.
+const QB: usize = 32;
+const BINS: usize = 256;
+/// Most manifold dimensions (`n_prin_comps`) the GPU's count takes.
+pub const MAX_DIMS: usize = 64;
+const THREADS: u32 = 256;
+
+impl Search {
+    /// [`Search::host`] with the k-means assignments on `ctx`'s GPU (the lists may differ from
+    /// the host's where a point is as near two centroids).
+    pub fn gpu(ctx: &GpuContext, x: &[f32], n: usize, d: usize, k_adj: usize) -> Result<Search> {
+        let n_lists = list_count(n, k_adj);
+        if n_lists == 1 {
+            return Ok(Search::exact(n));
+        }
+        let xd = ctx.upload(x)?;
+        let centroids = centroids_gpu(ctx, &xd, n, d, n_lists)?;
+        let assign = nearest_gpu(ctx, &xd, n, &centroids, d)?;
+        Ok(Search::of(&assign, &centroids, d, k_adj))
+    }
+}
+
+/// [`count_host`](super::neighbors::count_host) without the lists, on `ctx`'s GPU.
+pub fn count_gpu(
+    ctx: &GpuContext,
+    x: &[f32],
+    d: usize,
+    n_obs: usize,
+    k_adj: usize,
+    search: &Search,
+) -> Result<Counted> {
+    if d == 0 || d > MAX_DIMS {
+        return Err(KernelError::param(
+            "n_prin_comps",
+            format!("the GPU's scrublet takes 1 to {MAX_DIMS} components, got {d}"),
+        ));
+    }
+    ctx.bind_to_thread()?;
+    let n = x.len() / d;
+    let lists = &search.lists;
+    // The points in list order, padding rows zero (never read as candidates).
+    let mut xp = vec![0f32; lists.perm.len() * d];
+    for (p, &c) in lists.perm.iter().enumerate() {
+        if c != u32::MAX {
+            xp[p * d..(p + 1) * d].copy_from_slice(&x[c as usize * d..(c as usize + 1) * d]);
+        }
+    }
+    let mut tiles = Vec::new();
+    for l in 0..lists.sizes.len() {
+        for p in search.list(l).step_by(QB) {
+            tiles.extend([l as u32, p as u32]);
+        }
+    }
+    let (xp_d, perm_d) = (ctx.upload(&xp)?, ctx.upload(&lists.perm)?);
+    let (starts_d, sizes_d) = (ctx.upload(&lists.starts)?, ctx.upload(&lists.sizes)?);
+    let (ptr_d, probes_d) = (ctx.upload(&search.probe_ptr)?, ctx.upload(&search.probes)?);
+    let tiles_d = ctx.upload(&tiles)?;
+    let mut counts = ctx.zeros::<u32>(n.max(1))?;
+    let mut flag = ctx.zeros::<u32>(1)?;
+    let shared = QB * d * 8 + 2 * QB * BINS * 4;
+    let f = ctx.function_with_shared(SRC, "scrublet_counts", shared)?;
+    let (n_obs32, keep32, d32) = (n_obs as u32, k_adj.saturating_sub(1) as u32, d as u32);
+    let mut l = ctx.launcher(&f);
+    l.arg(&xp_d)
+        .arg(&perm_d)
+        .arg(&starts_d)
+        .arg(&sizes_d)
+        .arg(&ptr_d)
+        .arg(&probes_d)
+        .arg(&tiles_d)
+        .arg(&n_obs32)
+        .arg(&keep32)
+        .arg(&d32)
+        .arg(&mut counts)
+        .arg(&mut flag);
+    let cfg = LaunchConfig {
+        grid_dim: ((tiles.len() / 2) as u32, 1, 1),
+        block_dim: (THREADS, 1, 1),
+        shared_mem_bytes: shared as u32,
+    };
+    ctx.launch(l, cfg, "scrublet_counts")?;
+    let mut counts = ctx.download(&counts)?;
+    counts.truncate(n);
+    Ok(Counted {
+        counts,
+        coincident: ctx.download(&flag)?[0] != 0,
+        lists: None,
+    })
+}
