@@ -42,6 +42,7 @@ pub use threshold::threshold_minimum;
 use crate::csr::CsrMatrix;
 use crate::error::{KernelError, Result};
 use crate::filter::{filter_cells, filter_genes, CellFilter, GeneFilter};
+use crate::gpu::trace::PhaseTrace;
 use crate::gpu::GpuContext;
 use crate::hvg::{highly_variable_genes, HvgParams};
 use crate::log1p::log1p;
@@ -115,6 +116,7 @@ pub fn scrublet(
 ) -> Result<Doublets> {
     check_rates(params)?;
     counts.check_counts()?;
+    let mut trace = PhaseTrace::on_host("scrublet");
     let genes = filter_genes(counts, GeneFilter::MinCells(3))?;
     let x = counts.select_cols(&genes.keep)?;
     let cells = filter_cells(&x, CellFilter::MinGenes(3))?;
@@ -129,6 +131,7 @@ pub fn scrublet(
             ),
         ));
     }
+    trace.mark("filters")?;
     let mut norm = raw.clone();
     normalize_total(&mut norm, &NormalizeParams::default())?;
     let mut logged = norm.clone();
@@ -141,6 +144,7 @@ pub fn scrublet(
             "no gene passes scanpy's highly variable cutoffs (seurat flavour) in this batch",
         ));
     }
+    trace.mark("normalize, log1p, highly variable genes")?;
     let raw = raw.select_cols(&hvg.highly_variable)?;
     let mut obs = norm.select_cols(&hvg.highly_variable)?;
     drop(norm);
@@ -150,6 +154,7 @@ pub fn scrublet(
         params.synthetic_doublet_umi_subsampling,
         params.random_state,
     )?;
+    trace.mark("doublets simulated")?;
     let mut sim = simulated.counts;
     if params.log_transform {
         log1p(&mut obs, None)?;
@@ -162,6 +167,7 @@ pub fn scrublet(
     };
     normalize_total(&mut obs, &per_million)?;
     normalize_total(&mut sim, &per_million)?;
+    trace.mark("both normalized")?;
     let mut found = call_doublets(&obs, &sim, simulated.parents, params, gpu)?;
     found.scored = cells.keep;
     Ok(found)
@@ -203,8 +209,15 @@ pub fn call_doublets(
             ),
         ));
     }
+    let mut trace = PhaseTrace::on_host("scrublet");
     let manifold = embed(obs, sim, params.n_prin_comps, params.prep)?;
+    trace.mark("embedding (z-scores, PCA, projection)")?;
     let (counts, sim_neighbors) = sim_neighbors(&manifold, k_adj, params.neighbor_parents, gpu)?;
+    trace.mark(if gpu.is_some() && !params.neighbor_parents {
+        "neighbour counts (lists and scan on the GPU)"
+    } else {
+        "neighbour counts (on the host)"
+    })?;
     let neighbor_parents = sim_neighbors.map(|lists| {
         lists
             .into_iter()

@@ -3,8 +3,9 @@
 # the GPU. scpipe.pp.scrublet on the device (settings.device "gpu") and on the host's cores, and
 # rapids-singlecell 0.18.1's rsc.pp.scrublet (cuML's brute-force kNN), on generated counts
 # (8 types, 3,000 genes, scrublet_python.sh's generator) for each N of SIZES, one library per
-# process; the scores' correlation and the calls' agreement of ours with rsc's. Carry `.whl`
-# (the rmm_core wheel) and `.rsc-bench` (its `extra` folder too). Output under $OUT.
+# process (scpipe's phases traced; the host run only up to CPU_MAX cells, default 200,000);
+# the scores' correlation and the calls' agreement of ours with rsc's. Carry `.whl` (the
+# rmm_core wheel) and `.rsc-bench` (its `extra` folder too). Output under $OUT.
 #   SIZES="200000 1000000" bash scripts/device/benchmarks/scrublet_gpu.sh
 set -uo pipefail
 OUT="${OUT:-/tmp/out}"; mkdir -p "$OUT"
@@ -26,7 +27,7 @@ print(f"{n} x {g}: {a.X.nnz} stored, made in {time.perf_counter() - t:.1f} s")
 PY
   for lib in scpipe-gpu scpipe-cpu rsc; do
     [ "$lib" = scpipe-cpu ] && [ "$n" -gt "${CPU_MAX:-200000}" ] && continue
-    timeout "${LIMIT:-240}" python3 - "$n" "$lib" <<'PY' 2>&1 | grep -v -i warn | tail -6 | tee "$OUT/$lib-$n.txt"
+    SCPIPE_TRACE_PHASES=1 timeout "${LIMIT:-240}" python3 - "$n" "$lib" <<'PY' 2>&1 | grep -v -i warn | tail -16 | tee "$OUT/$lib-$n.txt"
 import sys, time, numpy as np, anndata as ad
 n, lib = int(sys.argv[1]), sys.argv[2]
 a = ad.read_h5ad(f"/dev/shm/scrub-{n}.h5ad")
