@@ -18,6 +18,7 @@
 
 use crate::neighbors::lists::{nearest_host, probe_table, train, training_sample, Lists};
 use rayon::prelude::*;
+use std::collections::BinaryHeap;
 
 /// Most points (cells and doublets) whose candidates are every other point.
 pub const EXACT_POINTS: usize = 32_768;
@@ -123,7 +124,13 @@ pub struct Counted {
     pub lists: Option<Vec<Vec<u32>>>,
 }
 
-/// One point's scan: its count, whether a candidate coincides with it, its doublet list.
+/// Points whose distances are computed together (each chunk of candidates is read once for
+/// them), and candidates per chunk (a chunk of all dimensions stays in the core's cache).
+const QUERY_BLOCK: usize = 16;
+const CANDIDATE_CHUNK: usize = 512;
+
+/// One point's count, whether a candidate coincides with it, and (when asked) its doublet
+/// neighbours.
 struct Found {
     cell: u32,
     count: u32,
@@ -131,20 +138,9 @@ struct Found {
     list: Vec<u32>,
 }
 
-/// The squared distance of `a` and `b` in f64, summed in order without fused multiply-adds
-/// (the GPU's `scrublet_counts` sums the same way).
-#[inline]
-pub(crate) fn distance(a: &[f32], b: &[f32]) -> f64 {
-    let mut s = 0f64;
-    for (&p, &q) in a.iter().zip(b) {
-        let u = p as f64 - q as f64;
-        s += u * u;
-    }
-    s
-}
-
 /// The counts of the `n` points `x` (`d` values each; the first `n_obs` observed cells) for
-/// `k_adj` neighbours, over `search`'s candidates, on every core.
+/// `k_adj` neighbours, over `search`'s candidates, on every core. With `lists`, also each
+/// observed cell's doublet neighbours.
 pub fn count_host(
     x: &[f32],
     d: usize,
@@ -156,57 +152,42 @@ pub fn count_host(
     let n = x.len() / d.max(1);
     let keep = k_adj.saturating_sub(1);
     let perm = &search.lists.perm;
-    let per_list: Vec<Vec<Found>> = (0..search.lists.sizes.len())
+    let found: Vec<Found> = (0..search.lists.sizes.len())
         .into_par_iter()
-        .map(|l| {
+        .flat_map_iter(|l| {
             let cand: Vec<u32> = search
                 .candidates(l)
                 .map(|p| perm[p])
                 .filter(|&c| c != u32::MAX)
                 .collect();
-            let mut keys: Vec<(u64, u32)> = Vec::with_capacity(cand.len());
-            search
-                .list(l)
-                .map(|p| {
-                    let i = perm[p];
-                    let xi = &x[i as usize * d..(i as usize + 1) * d];
-                    keys.clear();
-                    keys.extend(cand.iter().filter(|&&j| j != i).map(|&j| {
-                        let xj = &x[j as usize * d..(j as usize + 1) * d];
-                        (distance(xi, xj).to_bits(), j)
-                    }));
-                    let zero = keys.iter().any(|&(k, _)| k == 0);
-                    let take = keep.min(keys.len());
-                    if take < keys.len() && take > 0 {
-                        keys.select_nth_unstable(take - 1);
-                    }
-                    let near = &keys[..take];
-                    let count = near.iter().filter(|&&(_, j)| j as usize >= n_obs).count();
-                    let list = if lists && (i as usize) < n_obs {
-                        let mut s: Vec<(u64, u32)> = near
-                            .iter()
-                            .copied()
-                            .filter(|&(_, j)| j as usize >= n_obs)
-                            .collect();
-                        s.sort_unstable();
-                        s.into_iter().map(|(_, j)| j - n_obs as u32).collect()
-                    } else {
-                        Vec::new()
-                    };
-                    Found {
-                        cell: i,
-                        count: count as u32,
-                        zero,
-                        list,
-                    }
-                })
-                .collect()
+            // The candidates dimension by dimension, so that the distance loops run along them.
+            let m = cand.len();
+            let mut ct = vec![0f64; d * m];
+            for (j, &c) in cand.iter().enumerate() {
+                for t in 0..d {
+                    ct[t * m + j] = x[c as usize * d + t] as f64;
+                }
+            }
+            let queries: Vec<u32> = search.list(l).map(|p| perm[p]).collect();
+            let scan = Scan {
+                x,
+                d,
+                n_obs,
+                keep,
+                lists,
+                cand: &cand,
+                ct: &ct,
+            };
+            queries
+                .par_chunks(QUERY_BLOCK)
+                .flat_map_iter(|block| scan.block(block))
+                .collect::<Vec<_>>()
         })
         .collect();
     let mut counts = vec![0u32; n];
     let mut coincident = false;
     let mut out_lists = lists.then(|| vec![Vec::new(); n_obs]);
-    for f in per_list.into_iter().flatten() {
+    for f in found {
         let i = f.cell as usize;
         counts[i] = f.count;
         coincident |= f.zero;
@@ -218,5 +199,105 @@ pub fn count_host(
         counts,
         coincident,
         lists: out_lists,
+    }
+}
+
+/// One list's candidates, scanned for blocks of its points.
+struct Scan<'a> {
+    x: &'a [f32],
+    d: usize,
+    n_obs: usize,
+    keep: usize,
+    lists: bool,
+    cand: &'a [u32],
+    /// The candidates' coordinates, dimension by dimension (`d x m`).
+    ct: &'a [f64],
+}
+
+impl Scan<'_> {
+    /// The points `block`: their distances to every candidate, then each one's count.
+    fn block(&self, block: &[u32]) -> Vec<Found> {
+        let m = self.cand.len();
+        let mut dist = vec![0f64; block.len() * m];
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above).
+            unsafe { self.distances_avx2(block, &mut dist) };
+        } else {
+            self.distances(block, &mut dist);
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        self.distances(block, &mut dist);
+        block
+            .iter()
+            .enumerate()
+            .map(|(q, &i)| self.point(i, &dist[q * m..(q + 1) * m]))
+            .collect()
+    }
+
+    /// [`Scan::distances`] compiled for AVX2: four f64 lanes, the same operations in the same
+    /// order (no fused multiply-adds), so the same bits.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn distances_avx2(&self, block: &[u32], dist: &mut [f64]) {
+        self.distances(block, dist)
+    }
+
+    /// Each point of `block` against every candidate, chunk by chunk of candidates.
+    #[inline(always)]
+    fn distances(&self, block: &[u32], dist: &mut [f64]) {
+        let (d, m) = (self.d, self.cand.len());
+        for c0 in (0..m).step_by(CANDIDATE_CHUNK) {
+            let c1 = (c0 + CANDIDATE_CHUNK).min(m);
+            for (q, &i) in block.iter().enumerate() {
+                let row = &mut dist[q * m + c0..q * m + c1];
+                let xi = &self.x[i as usize * d..(i as usize + 1) * d];
+                for (t, &p) in xi.iter().enumerate() {
+                    let p = p as f64;
+                    for (s, &v) in row.iter_mut().zip(&self.ct[t * m + c0..t * m + c1]) {
+                        let u = p - v;
+                        *s += u * u;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Point `i`'s count from its distance to each candidate (itself among them or not): the
+    /// `keep` smallest (key, index) pairs kept in a bounded max-heap, the doublets among them
+    /// counted.
+    fn point(&self, i: u32, dist: &[f64]) -> Found {
+        let mut zero = false;
+        let mut near: BinaryHeap<(u64, u32)> = BinaryHeap::with_capacity(self.keep + 1);
+        for (&j, s) in self.cand.iter().zip(dist) {
+            if j == i {
+                continue;
+            }
+            let key = (s.to_bits(), j);
+            zero |= key.0 == 0;
+            if near.len() < self.keep {
+                near.push(key);
+            } else if let Some(mut top) = near.peek_mut() {
+                if key < *top {
+                    *top = key;
+                }
+            }
+        }
+        let n_obs = self.n_obs as u32;
+        let count = near.iter().filter(|&&(_, j)| j >= n_obs).count() as u32;
+        let list = if self.lists && i < n_obs {
+            let mut doublets: Vec<(u64, u32)> =
+                near.into_iter().filter(|&(_, j)| j >= n_obs).collect();
+            doublets.sort_unstable();
+            doublets.into_iter().map(|(_, j)| j - n_obs).collect()
+        } else {
+            Vec::new()
+        };
+        Found {
+            cell: i,
+            count,
+            zero,
+            list,
+        }
     }
 }

@@ -222,6 +222,16 @@ fn cells_with_fewer_than_three_genes_are_not_scored() {
     assert_eq!(found.scores.obs.len(), 299);
 }
 
+/// The squared distance in f64, summed in order: the order `count_host` and the GPU keep.
+fn distance(a: &[f32], b: &[f32]) -> f64 {
+    let mut s = 0f64;
+    for (&p, &q) in a.iter().zip(b) {
+        let u = p as f64 - q as f64;
+        s += u * u;
+    }
+    s
+}
+
 /// Each point's doublets among its `keep` nearest others, by sorting every other point.
 fn counts_by_sorting(x: &[f32], d: usize, n_obs: usize, keep: usize) -> (Vec<u32>, bool) {
     let n = x.len() / d;
@@ -231,7 +241,7 @@ fn counts_by_sorting(x: &[f32], d: usize, n_obs: usize, keep: usize) -> (Vec<u32
             let mut all: Vec<(u64, u32)> = (0..n)
                 .filter(|&j| j != i)
                 .map(|j| {
-                    let dist = neighbors::distance(&x[i * d..(i + 1) * d], &x[j * d..(j + 1) * d]);
+                    let dist = distance(&x[i * d..(i + 1) * d], &x[j * d..(j + 1) * d]);
                     coincident |= dist == 0.0;
                     (dist.to_bits(), j as u32)
                 })
