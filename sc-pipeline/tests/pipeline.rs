@@ -793,3 +793,40 @@ fn dpt_row_runs_from_the_named_cell_as_the_step_by_hand() {
     assert_eq!(t[i], 0.0);
     assert!(t.iter().all(|v| v.is_finite() || v.is_infinite()), "no NaN");
 }
+
+/// `--markers-method logreg`: the markers row fits the logistic regression on `.raw`, as the
+/// Python function does on a matrix holding `.raw`'s values; names and scores only, with
+/// scanpy's `params`.
+#[test]
+fn logreg_markers_run_on_raw_as_the_function_by_hand() {
+    let mut a = small();
+    let mut config = PipelineConfig {
+        hvg: n_top_genes_override(),
+        umap: None,
+        ..PipelineConfig::default()
+    };
+    let markers = config.markers.as_mut().expect("markers by default");
+    markers.logreg = Some(Default::default());
+    markers.params.n_genes = Some(20);
+    let records = run_pipeline(&mut a, &config, &mut Silent).unwrap();
+    let note = &records
+        .iter()
+        .find(|r| r.step == "rank_genes_groups")
+        .unwrap()
+        .note;
+    assert!(note.contains("logreg") && note.contains(".raw"), "{note}");
+    let got = a.uns.get("rank_genes_groups").unwrap();
+    let params = got.get("params").unwrap();
+    assert_eq!(params.get("method"), Some(&Value::str("logreg")));
+    assert_eq!(params.get("use_raw"), Some(&Value::bool(true)));
+    assert!(got.get("pvals").is_none() && got.get("scores").is_some());
+    let raw = a.raw.as_ref().unwrap();
+    let mut by_hand = AnnData::new(raw.x.try_clone().unwrap());
+    by_hand.var = raw.var.clone();
+    by_hand.obs = a.obs.clone();
+    steps::rank_genes_groups_logreg(&mut by_hand, "leiden", &Default::default(), Some(20)).unwrap();
+    let want = by_hand.uns.get("rank_genes_groups").unwrap();
+    for field in ["names", "scores"] {
+        assert_eq!(got.get(field), want.get(field), "{field}");
+    }
+}

@@ -11,6 +11,7 @@ use crate::{Error, Result};
 use sc_kernels::draw_graph::Fa2Params;
 use sc_kernels::kmeans::KMeansParams;
 use sc_kernels::leiden::LeidenParams;
+use sc_kernels::rank_genes::logreg::LogregParams;
 use sc_kernels::rank_genes::{Method, RankGenesParams};
 use sc_kernels::tsne::TsneParams;
 use sc_kernels::umap::{Init, UmapParams};
@@ -110,8 +111,9 @@ pub struct GraphStepArgs {
     /// obs column the marker genes group by (default: leiden's).
     #[arg(long, value_name = "KEY")]
     pub groupby: Option<String>,
-    /// rank_genes_groups(method=...).
-    #[arg(long, default_value = "wilcoxon", value_parser = ["wilcoxon", "t-test", "t-test_overestim_var"])]
+    /// rank_genes_groups(method=...); logreg: a logistic regression on the host (names and
+    /// scores only, as scanpy writes them).
+    #[arg(long, default_value = "wilcoxon", value_parser = ["wilcoxon", "t-test", "t-test_overestim_var", "logreg"])]
     pub markers_method: String,
     /// Marker genes kept per group (rank_genes_groups(n_genes=...)).
     #[arg(long, default_value_t = 100)]
@@ -356,12 +358,16 @@ impl GraphStepArgs {
         if self.markers_n_genes == 0 {
             return Err(Error::param("--markers-n-genes", "must be at least 1"));
         }
-        let method: Method =
+        let logreg = self.markers_method == "logreg";
+        let method: Method = if logreg {
+            Method::Wilcoxon // unused: logreg ranks in its place
+        } else {
             self.markers_method
                 .parse()
                 .map_err(|e: sc_kernels::KernelError| {
                     Error::param("--markers-method", e.to_string())
-                })?;
+                })?
+        };
         Ok(Some(MarkerOptions {
             groupby: self.groupby.clone(),
             params: RankGenesParams {
@@ -369,6 +375,7 @@ impl GraphStepArgs {
                 n_genes: Some(self.markers_n_genes),
                 tie_correct: self.tie_correct,
             },
+            logreg: logreg.then(LogregParams::default),
         }))
     }
 }

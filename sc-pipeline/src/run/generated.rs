@@ -226,6 +226,9 @@ fn check_config(config: &PipelineConfig) -> Result<()> {
     if config.scrublet.is_some() {
         return refuse(crate::steps::SCRUBLET_ON_GENERATED);
     }
+    if config.markers.as_ref().is_some_and(|m| m.logreg.is_some()) {
+        return refuse(crate::steps::LOGREG_ON_GENERATED);
+    }
     if config.scale_max_value.is_none() {
         return refuse(
             "without scale (--no-scale) there is no dense block for PCA: the generated demo \
@@ -306,6 +309,9 @@ mod tests {
             ..base.clone()
         })
         .contains("--no-pca"));
+        let mut logreg = base.clone();
+        logreg.markers.as_mut().unwrap().logreg = Some(Default::default());
+        assert!(e(logreg).contains("--markers-method logreg"));
         assert!(check_config(&base).is_ok());
     }
 

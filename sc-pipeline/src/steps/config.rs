@@ -420,7 +420,11 @@ impl Default for LouvainOptions {
 pub struct MarkerOptions {
     /// The obs column of the groups; `None`: leiden's (its first resolution's) column.
     pub groupby: Option<String>,
+    /// The test, and the genes kept a group (`n_genes`, also logreg's).
     pub params: RankGenesParams,
+    /// scanpy's `method='logreg'` in place of `params.method`: a logistic regression, on the
+    /// host.
+    pub logreg: Option<sc_kernels::rank_genes::logreg::LogregParams>,
 }
 
 impl Default for MarkerOptions {
@@ -434,6 +438,7 @@ impl Default for MarkerOptions {
                 n_genes: Some(100),
                 tie_correct: false,
             },
+            logreg: None,
         }
     }
 }

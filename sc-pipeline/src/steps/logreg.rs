@@ -2,11 +2,12 @@
 //! coefficients of a logistic regression of the groups on X (`sc_kernels::rank_genes::logreg`),
 //! into `uns['rank_genes_groups']` with `names` and `scores` only, as scanpy writes them. For
 //! two groups scanpy fits the binary model and reports its one row (the second group's
-//! coefficients) under the first group alone; so does this. Not a row of the step table (the
-//! command's markers are the t-test's or Wilcoxon's). Computed on the host.
+//! coefficients) under the first group alone; so does this. The Python front end fits X; the
+//! command's markers row (`--markers-method logreg`) fits `.raw` when the data has one, as its
+//! tests do. Computed on the host.
 
 use super::{in_category_order, kernel_error, obs_labels};
-use crate::anndata::{ArrayData, Value};
+use crate::anndata::{ArrayData, Matrix, Raw, Value};
 use crate::{AnnData, Error, Result};
 use sc_kernels::rank_genes::logreg::{logreg, LogregParams};
 
@@ -20,14 +21,55 @@ pub fn rank_genes_groups_logreg(
     params: &LogregParams,
     n_genes: Option<usize>,
 ) -> Result<()> {
+    let value = logreg_record(
+        adata,
+        groupby,
+        &adata.x,
+        &adata.var.index,
+        false,
+        params,
+        n_genes,
+    )?;
+    adata.uns.insert(STEP.into(), value);
+    Ok(())
+}
+
+/// The markers row's logreg: on `.raw` (`raw_apart`'s, else the data's) when there is one,
+/// else on X. Says which it fitted.
+pub(crate) fn rank_genes_groups_logreg_in(
+    adata: &mut AnnData,
+    groupby: &str,
+    params: &LogregParams,
+    n_genes: Option<usize>,
+    raw_apart: Option<&Raw>,
+) -> Result<&'static str> {
+    let raw = raw_apart.or(adata.raw.as_ref());
+    let (x, genes, on) = match raw {
+        Some(r) => (&r.x, &r.var.index, ".raw"),
+        None => (&adata.x, &adata.var.index, "X (no .raw)"),
+    };
+    let value = logreg_record(adata, groupby, x, genes, raw.is_some(), params, n_genes)?;
+    adata.uns.insert(STEP.into(), value);
+    Ok(on)
+}
+
+/// `uns['rank_genes_groups']` of the fit of `obs[groupby]`'s groups on `x` (genes `genes`).
+fn logreg_record(
+    adata: &AnnData,
+    groupby: &str,
+    x: &Matrix,
+    genes: &[String],
+    use_raw: bool,
+    params: &LogregParams,
+    n_genes: Option<usize>,
+) -> Result<Value> {
     let (codes, groups) = obs_labels(adata, STEP, "groupby", groupby)?;
     let (codes, groups) = in_category_order(adata, groupby, codes, groups);
-    let x = adata.x.to_csr()?;
+    let x = x.to_csr()?;
     let fit = logreg(x.as_ref(), &codes, groups.len(), params).map_err(|e| match e {
         sc_kernels::KernelError::Unsupported(m) => Error::invalid(format!("obs['{groupby}']"), m),
         e => kernel_error(STEP)(e),
     })?;
-    let genes = &adata.var.index;
     let keep = n_genes.unwrap_or(genes.len()).min(genes.len());
     let (mut names, mut scores) = (Vec::new(), Vec::new());
     for (r, group) in groups.iter().take(fit.rows).enumerate() {
@@ -45,23 +87,24 @@ pub fn rank_genes_groups_logreg(
             ArrayData::F32(order.iter().map(|&g| coef[g] as f32).collect()),
         ));
     }
-    adata.uns.insert(
-        STEP.into(),
-        Value::dict([
-            (
-                "params",
-                Value::dict([
-                    ("groupby", Value::str(groupby)),
-                    ("reference", Value::str("rest")),
-                    ("method", Value::str("logreg")),
-                    ("use_raw", Value::bool(false)),
-                    ("layer", Value::Null),
-                    ("corr_method", Value::str("benjamini-hochberg")),
-                ]),
-            ),
-            ("names", Value::Records(names)),
-            ("scores", Value::Records(scores)),
-        ]),
-    );
-    Ok(())
+    Ok(Value::dict([
+        (
+            "params",
+            Value::dict([
+                ("groupby", Value::str(groupby)),
+                ("reference", Value::str("rest")),
+                ("method", Value::str("logreg")),
+                ("use_raw", Value::bool(use_raw)),
+                ("layer", Value::Null),
+                ("corr_method", Value::str("benjamini-hochberg")),
+            ]),
+        ),
+        ("names", Value::Records(names)),
+        ("scores", Value::Records(scores)),
+    ]))
 }
+
+/// Why the generated demo refuses logreg markers (`run::generated` refuses them before any
+/// step runs).
+pub(crate) const GENERATED: &str = "--markers-method logreg fits every cell's values at once, \
+    which the generated demo never holds: run it on a file, or use another method";

@@ -34,6 +34,16 @@ pub(crate) const ROW: Step = Step {
     enabled: |c| c.markers_groupby().is_some(),
     run: |a, env: &StepEnv<'_>| {
         let (m, groupby) = settings(env);
+        if let Some(lr) = &m.logreg {
+            let on = super::logreg::rank_genes_groups_logreg_in(
+                a,
+                &groupby,
+                lr,
+                m.params.n_genes,
+                env.raw,
+            )?;
+            return Ok(format!("logreg by '{groupby}', on {on}, on the CPU"));
+        }
         let gpu = env.gpus.first();
         let r = rank_genes_groups_in(a, &groupby, &m.params, env.raw, gpu)?;
         Ok(format!(
