@@ -147,8 +147,9 @@ const TABLES: &[Layers] = &[
         krate: "sc-pipeline",
         within: &["steps"],
         layers: &[
-            // Louvain is Leiden's partition without the refinement (its partition and write).
-            (&["louvain"], false),
+            // Louvain is Leiden's partition without the refinement (its partition and write);
+            // the markers row runs logreg's fit with `--markers-method logreg`.
+            (&["louvain", "markers"], true),
             (
                 &[
                     "bbknn",
@@ -157,7 +158,6 @@ const TABLES: &[Layers] = &[
                     "hvg",
                     "leiden",
                     "log1p",
-                    "markers",
                     "neighbors",
                     "normalize",
                     "pca",
