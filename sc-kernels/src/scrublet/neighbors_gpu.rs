@@ -34,6 +34,7 @@ impl Search {
         if n_lists == 1 {
             return Ok(Search::exact(n));
         }
+        ctx.bind_to_thread()?;
         let xd = ctx.upload(x)?;
         let centroids = centroids_gpu(ctx, &xd, n, d, n_lists)?;
         let assign = nearest_gpu(ctx, &xd, n, &centroids, d)?;
