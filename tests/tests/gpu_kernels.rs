@@ -1874,10 +1874,11 @@ fn scrublet_counts_on_the_gpu_match_the_cpu() {
     let ctx = context(&dev);
     let d = 30;
     let small = clustered_points(31, 4000, d);
+    let small_d = ctx.upload(&small.data).unwrap();
     for k_adj in [1, 31, 4000] {
         let s = Search::exact(4000);
         let cpu = count_host(&small.data, d, 1500, k_adj, &s, false);
-        let gpu = count_gpu(&ctx, &small.data, d, 1500, k_adj, &s).unwrap();
+        let gpu = count_gpu(&ctx, &small_d, d, 1500, k_adj, &s).unwrap();
         assert_eq!(gpu, cpu, "exact, k_adj {k_adj}");
         assert!(cpu.coincident);
     }
@@ -1888,12 +1889,13 @@ fn scrublet_counts_on_the_gpu_match_the_cpu() {
         "24 lists: {:.0} candidates a point",
         s.candidates_per_point()
     );
+    let xd = ctx.upload(&x.data).unwrap();
     let cpu = count_host(&x.data, d, n / 3, k_adj, &s, false);
-    let gpu = count_gpu(&ctx, &x.data, d, n / 3, k_adj, &s).unwrap();
+    let gpu = count_gpu(&ctx, &xd, d, n / 3, k_adj, &s).unwrap();
     assert_eq!(gpu, cpu, "inverted file");
-    assert_eq!(count_gpu(&ctx, &x.data, d, n / 3, k_adj, &s).unwrap(), gpu);
-    let trained = Search::gpu(&ctx, &x.data, n, d, k_adj).unwrap();
-    let on_gpu = count_gpu(&ctx, &x.data, d, n / 3, k_adj, &trained).unwrap();
+    assert_eq!(count_gpu(&ctx, &xd, d, n / 3, k_adj, &s).unwrap(), gpu);
+    let trained = Search::gpu(&ctx, &xd, n, d, k_adj).unwrap();
+    let on_gpu = count_gpu(&ctx, &xd, d, n / 3, k_adj, &trained).unwrap();
     let host = count_host(
         &x.data,
         d,

@@ -265,8 +265,9 @@ fn sim_neighbors(
     all.extend_from_slice(&m.sim.data);
     let counted = match gpu {
         Some(ctx) if !lists && d <= GPU_MAX_DIMS => {
-            let search = Search::gpu(ctx, &all, n, d, k_adj)?;
-            count_gpu(ctx, &all, d, n_obs, k_adj, &search)?
+            let xd = ctx.upload(&all)?;
+            let search = Search::gpu(ctx, &xd, n, d, k_adj)?;
+            count_gpu(ctx, &xd, d, n_obs, k_adj, &search)?
         }
         _ => count_host(
             &all,

@@ -16,7 +16,9 @@
 //!   that order; and whether any two cells coincide (a distance of 0), which scanpy's count
 //!   depends on (`score.rs`).
 
-use crate::neighbors::lists::{nearest_host, probe_table, train, training_sample, Lists};
+use crate::neighbors::lists::{
+    nearest_host, probe_table, refs_per_cell, train, training_sample, Lists,
+};
 use rayon::prelude::*;
 use std::collections::BinaryHeap;
 
@@ -82,7 +84,7 @@ impl Search {
     }
 
     /// The positions of list `l`'s cells.
-    pub(crate) fn list(&self, l: usize) -> std::ops::Range<usize> {
+    fn list(&self, l: usize) -> std::ops::Range<usize> {
         let s = self.lists.starts[l] as usize;
         s..s + self.lists.sizes[l] as usize
     }
@@ -97,10 +99,7 @@ impl Search {
     /// Candidates scanned per point, on average.
     pub fn candidates_per_point(&self) -> f64 {
         let n: usize = self.lists.sizes.iter().map(|&s| s as usize).sum();
-        let scanned: usize = (0..self.lists.sizes.len())
-            .map(|l| self.lists.sizes[l] as usize * self.candidates(l).count())
-            .sum();
-        scanned as f64 / n.max(1) as f64
+        refs_per_cell(&self.lists.sizes, &self.probe_ptr, &self.probes, n)
     }
 }
 

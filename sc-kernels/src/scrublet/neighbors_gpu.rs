@@ -6,9 +6,9 @@
 use super::neighbors::{list_count, Counted, Search};
 use crate::error::{KernelError, Result};
 use crate::gpu::module_cache::KernelSource;
-use crate::gpu::GpuContext;
+use crate::gpu::{DeviceVec, GpuContext};
 use crate::neighbors::lists::centroids_gpu;
-use crate::neighbors::lists::gpu::nearest_gpu;
+use crate::neighbors::lists::gpu::{gather_gpu, nearest_gpu};
 use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 
 pub(crate) const SRC: KernelSource = KernelSource {
@@ -27,25 +27,31 @@ pub const MAX_DIMS: usize = 64;
 const THREADS: u32 = 256;
 
 impl Search {
-    /// [`Search::host`] with the k-means assignments on `ctx`'s GPU (the lists may differ from
-    /// the host's where a point is as near two centroids).
-    pub fn gpu(ctx: &GpuContext, x: &[f32], n: usize, d: usize, k_adj: usize) -> Result<Search> {
+    /// [`Search::host`] of the points `xd` (on `ctx`'s GPU) with the k-means assignments on
+    /// the GPU (the lists may differ from the host's where a point is as near two centroids).
+    pub fn gpu(
+        ctx: &GpuContext,
+        xd: &DeviceVec<f32>,
+        n: usize,
+        d: usize,
+        k_adj: usize,
+    ) -> Result<Search> {
         let n_lists = list_count(n, k_adj);
         if n_lists == 1 {
             return Ok(Search::exact(n));
         }
         ctx.bind_to_thread()?;
-        let xd = ctx.upload(x)?;
-        let centroids = centroids_gpu(ctx, &xd, n, d, n_lists)?;
-        let assign = nearest_gpu(ctx, &xd, n, &centroids, d)?;
+        let centroids = centroids_gpu(ctx, xd, n, d, n_lists)?;
+        let assign = nearest_gpu(ctx, xd, n, &centroids, d)?;
         Ok(Search::of(&assign, &centroids, d, k_adj))
     }
 }
 
-/// [`count_host`](super::neighbors::count_host) without the lists, on `ctx`'s GPU.
+/// [`count_host`](super::neighbors::count_host) without the lists, of the points `xd` (`d`
+/// values each) on `ctx`'s GPU.
 pub fn count_gpu(
     ctx: &GpuContext,
-    x: &[f32],
+    xd: &DeviceVec<f32>,
     d: usize,
     n_obs: usize,
     k_adj: usize,
@@ -58,22 +64,12 @@ pub fn count_gpu(
         ));
     }
     ctx.bind_to_thread()?;
-    let n = x.len() / d;
+    let n = xd.len() / d;
     let lists = &search.lists;
-    // The points in list order, padding rows zero (never read as candidates).
-    let mut xp = vec![0f32; lists.perm.len() * d];
-    for (p, &c) in lists.perm.iter().enumerate() {
-        if c != u32::MAX {
-            xp[p * d..(p + 1) * d].copy_from_slice(&x[c as usize * d..(c as usize + 1) * d]);
-        }
-    }
-    let mut tiles = Vec::new();
-    for l in 0..lists.sizes.len() {
-        for p in search.list(l).step_by(QB) {
-            tiles.extend([l as u32, p as u32]);
-        }
-    }
-    let (xp_d, perm_d) = (ctx.upload(&xp)?, ctx.upload(&lists.perm)?);
+    let tiles = lists.tiles_every(QB);
+    let perm_d = ctx.upload(&lists.perm)?;
+    // The points in list order (padding rows zero, never read as candidates).
+    let xp_d = gather_gpu(ctx, xd, &perm_d, lists.perm.len(), d)?;
     let (starts_d, sizes_d) = (ctx.upload(&lists.starts)?, ctx.upload(&lists.sizes)?);
     let (ptr_d, probes_d) = (ctx.upload(&search.probe_ptr)?, ctx.upload(&search.probes)?);
     let tiles_d = ctx.upload(&tiles)?;

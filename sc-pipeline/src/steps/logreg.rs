@@ -6,7 +6,7 @@
 //! command's markers row (`--markers-method logreg`) fits `.raw` when the data has one, as its
 //! tests do. Computed on the host.
 
-use super::{in_category_order, kernel_error, obs_labels};
+use super::{in_category_order, kernel_error, markers_matrix, obs_labels};
 use crate::anndata::{ArrayData, Matrix, Raw, Value};
 use crate::{AnnData, Error, Result};
 use sc_kernels::rank_genes::logreg::{logreg, LogregParams};
@@ -43,12 +43,8 @@ pub(crate) fn rank_genes_groups_logreg_in(
     n_genes: Option<usize>,
     raw_apart: Option<&Raw>,
 ) -> Result<&'static str> {
-    let raw = raw_apart.or(adata.raw.as_ref());
-    let (x, genes, on) = match raw {
-        Some(r) => (&r.x, &r.var.index, ".raw"),
-        None => (&adata.x, &adata.var.index, "X (no .raw)"),
-    };
-    let value = logreg_record(adata, groupby, x, genes, raw.is_some(), params, n_genes)?;
+    let (x, genes, on, use_raw) = markers_matrix(adata, raw_apart);
+    let value = logreg_record(adata, groupby, x, genes, use_raw, params, n_genes)?;
     adata.uns.insert(STEP.into(), value);
     Ok(on)
 }

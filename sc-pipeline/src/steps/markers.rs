@@ -16,7 +16,7 @@
 
 use super::generated_blocks::{Chain, GeneratedPass};
 use super::step::{no_budget_check, OnGenerated, Phase, Sizes, Step, StepBytes, StepEnv};
-use super::{in_category_order, kernel_error, obs_labels};
+use super::{in_category_order, kernel_error, markers_matrix, obs_labels};
 use crate::anndata::{block_parts, stack_csr_on, ArrayData, BlockParts, DeviceData, Matrix, Value};
 use crate::steps::{MarkerOptions, PipelineConfig};
 use crate::{AnnData, Error, Result};
@@ -214,11 +214,7 @@ fn markers_record(
     raw_apart: Option<&crate::anndata::Raw>,
     gpu: Option<&Arc<GpuContext>>,
 ) -> Result<(Value, Ranked)> {
-    let raw = raw_apart.or(adata.raw.as_ref());
-    let (x, genes, on) = match raw {
-        Some(r) => (&r.x, &r.var.index, ".raw"),
-        None => (&adata.x, &adata.var.index, "X (no .raw)"),
-    };
+    let (x, genes, on, use_raw) = markers_matrix(adata, raw_apart);
     let (markers, device) =
         markers_of(x, codes, groups.len(), params, gpu).map_err(|e| match e {
             KernelError::Unsupported(m) => Error::invalid(format!("obs['{groupby}']"), m),
@@ -234,7 +230,7 @@ fn markers_record(
                 ("groupby", Value::str(groupby)),
                 ("reference", Value::str("rest")),
                 ("method", Value::str(params.method.to_string())),
-                ("use_raw", Value::bool(raw.is_some())),
+                ("use_raw", Value::bool(use_raw)),
                 ("layer", Value::Null),
                 ("corr_method", Value::str("benjamini-hochberg")),
             ]),

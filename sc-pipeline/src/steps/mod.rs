@@ -308,6 +308,18 @@ pub(crate) fn obs_column<'a>(
     })
 }
 
+/// The matrix marker genes rank (scanpy's `use_raw`): `.raw` (`raw_apart`'s, else the data's)
+/// when there is one, else X; with its genes, what it is called, and whether it is `.raw`.
+pub(crate) fn markers_matrix<'a>(
+    adata: &'a AnnData,
+    raw_apart: Option<&'a crate::anndata::Raw>,
+) -> (&'a crate::anndata::Matrix, &'a [String], &'static str, bool) {
+    match raw_apart.or(adata.raw.as_ref()) {
+        Some(r) => (&r.x, &r.var.index, ".raw", true),
+        None => (&adata.x, &adata.var.index, "X (no .raw)", false),
+    }
+}
+
 /// The groups in the order scanpy reports them: a categorical's categories as ordered (those
 /// without cells left out), else the labels sorted.
 pub(crate) fn in_category_order(

@@ -34,7 +34,7 @@ pub(crate) fn centroids_gpu(
 
 /// `ivf_gather`: rows `perm[p]` of `xd` (`d` values each; ~0 a row of zeros) for the
 /// `positions` positions `p`, one after another.
-fn gather_gpu(
+pub(crate) fn gather_gpu(
     ctx: &GpuContext,
     xd: &DeviceVec<f32>,
     perm: &DeviceVec<u32>,

@@ -56,12 +56,17 @@ impl Lists {
 
     /// The blocks of the scan: (list, first position) per `QT` cells of a list.
     pub(crate) fn tiles(&self) -> Vec<u32> {
+        self.tiles_every(QT)
+    }
+
+    /// (list, first position) per `step` cells of a list.
+    pub(crate) fn tiles_every(&self, step: usize) -> Vec<u32> {
         let mut tiles = Vec::new();
         for (l, (&s, &z)) in self.starts.iter().zip(&self.sizes).enumerate() {
             let mut p = s;
             while p < s + z as u64 {
                 tiles.extend([l as u32, p as u32]);
-                p += QT as u64;
+                p += step as u64;
             }
         }
         tiles
