@@ -628,11 +628,15 @@ def scrublet(
 
     The doublets are scanpy's for the same ``random_state`` (numpy's ``RandomState`` draws
     repeated), so below 2,731 cells a batch's scores, threshold and calls are scanpy's.
-    Differences from scanpy: the kNN is always exact (``use_approx_neighbors`` is accepted and
-    changes nothing; scanpy uses pynndescent's approximate kNN from 2,731 cells); thinned
+    Differences from scanpy: the neighbours are exact up to 32,768 cells and doublets, and above
+    that found in an inverted file that scans at least 12 times the neighbours asked for
+    (``use_approx_neighbors`` is accepted and changes nothing; scanpy uses pynndescent's
+    approximate kNN from 2,731 cells); thinned
     doublets (``synthetic_doublet_umi_subsampling < 1``) use scpipe's own numbers; only
     ``knn_dist_metric='euclidean'``. ``get_doublet_neighbor_parents`` stores, as scanpy, each
-    cell's list of its doublet neighbours' parents. Computed on the host: a GPU X is read back (X itself is never changed).
+    cell's list of its doublet neighbours' parents. With ``settings.device`` on a GPU, the
+    preparation (for ``log_transform=False`` and no thinning) and the neighbour counts run on it,
+    the rest on the host; a GPU X is read back (X itself is never changed).
     """
     del verbose  # scanpy's info messages; the warning below is shown whatever it says
     if knn_dist_metric != "euclidean":

@@ -13,6 +13,7 @@ use numpy::{PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
+use rayon::prelude::*;
 use sc_kernels::gpu::GpuContext;
 use sc_kernels::{CsrMatrix, DenseMatrix};
 use sc_pipeline::anndata::{
@@ -151,36 +152,39 @@ fn csr(t: &Bound<'_, PyTuple>, what: &str) -> PyResult<CsrMatrix<f32>> {
     let data: PyReadonlyArray1<'_, f32> = t.get_item(2)?.extract()?;
     let indices = index_array(&t.get_item(3)?, &format!("{what}.indices"))?;
     let indptr = index_array(&t.get_item(4)?, &format!("{what}.indptr"))?;
-    let data = data.as_slice()?.to_vec();
+    // Copied on every core: an atlas' X is billions of values.
+    let data = data.as_slice()?.par_iter().copied().collect();
     CsrMatrix::new(rows, cols, indptr, indices, data)
         .map_err(|e| PyValueError::new_err(format!("{what} is not a valid CSR matrix: {e}")))
 }
 
 /// A contiguous int32 or int64 index array (scipy's two index types) as `T`, each value
 /// converted once.
-pub(crate) fn index_array<T: TryFrom<i64>>(a: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<T>> {
+pub(crate) fn index_array<T: TryFrom<i64> + Send>(
+    a: &Bound<'_, PyAny>,
+    what: &str,
+) -> PyResult<Vec<T>> {
     if let Ok(v) = a.extract::<PyReadonlyArray1<'_, i32>>() {
-        return index_values(v.as_slice()?.iter().map(|&i| i64::from(i)), what);
+        return index_values(v.as_slice()?.par_iter().map(|&i| i64::from(i)), what);
     }
     if let Ok(v) = a.extract::<PyReadonlyArray1<'_, i64>>() {
-        return index_values(v.as_slice()?.iter().copied(), what);
+        return index_values(v.as_slice()?.par_iter().copied(), what);
     }
     Err(PyTypeError::new_err(format!(
         "{what} must be a contiguous int32 or int64 array"
     )))
 }
 
-/// Index values as `T`, refusing one out of its range (a negative one, say) by name.
-fn index_values<T: TryFrom<i64>>(
-    values: impl Iterator<Item = i64>,
+/// Index values as `T` (converted on every core), refusing one out of its range (a negative
+/// one, say) by name.
+fn index_values<T: TryFrom<i64> + Send>(
+    values: impl IndexedParallelIterator<Item = i64>,
     what: &str,
 ) -> PyResult<Vec<T>> {
     values
-        .map(|i| {
-            T::try_from(i)
-                .map_err(|_| PyValueError::new_err(format!("{what}: index {i} is out of range")))
-        })
-        .collect()
+        .map(|i| T::try_from(i).map_err(|_| i))
+        .collect::<Result<Vec<T>, i64>>()
+        .map_err(|i| PyValueError::new_err(format!("{what}: index {i} is out of range")))
 }
 
 /// The columns of `cols` into `df`.

@@ -8,7 +8,10 @@
 //!    ([`simulate_doublets`]);
 //! 4. observed cells and doublets normalized to 1e6 (after `log1p` with `log_transform`),
 //!    z-scored with the observed cells' statistics and embedded by a PCA fitted on the observed
-//!    cells ([`embed`]);
+//!    cells ([`embed`]). With neither `log_transform` nor thinning ([`linear`]), the doublets
+//!    are not made: only their parents are drawn ([`doublet_pairs`]), and their coordinates
+//!    follow from the parents' ([`embed_linear`]); steps 1 to 4 then run on the GPU when one
+//!    is given (`prepare_gpu`), with the pipeline's own kernels;
 //! 5. the doublets among each one's `k_adj = round(k (1 + n_sim / n_obs))` nearest, where
 //!    `k = round(0.5 sqrt(n_obs))` unless given ([`count_host`], [`count_gpu`]: exact up to
 //!    [`EXACT_POINTS`] cells and doublets, an inverted file above), and each cell's score from
@@ -26,27 +29,39 @@
 mod embed;
 mod neighbors;
 mod neighbors_gpu;
+mod prepare_gpu;
 mod score;
 mod simulate;
 #[cfg(test)]
 mod tests;
 mod threshold;
 
-pub use embed::{embed, Manifold, Preparation};
+pub use embed::{doublets_from_parents, embed, embed_linear, Manifold, Preparation};
 pub use neighbors::{count_host, Counted, Search, EXACT_POINTS};
-pub use neighbors_gpu::{count_gpu, KERNELS, MAX_DIMS as GPU_MAX_DIMS};
+pub use neighbors_gpu::{count_gpu, MAX_DIMS as GPU_MAX_DIMS};
 pub use score::{call_at, scores_from_counts, Call, Scores};
-pub use simulate::{simulate_doublets, Simulated};
+pub use simulate::{doublet_pairs, simulate_doublets, Simulated};
 pub use threshold::threshold_minimum;
 
 use crate::csr::CsrMatrix;
 use crate::error::{KernelError, Result};
 use crate::filter::{filter_cells, filter_genes, CellFilter, GeneFilter};
+use crate::gpu::module_cache::KernelSource;
 use crate::gpu::trace::PhaseTrace;
 use crate::gpu::GpuContext;
-use crate::hvg::{highly_variable_genes, HvgParams};
+use crate::hvg::{highly_variable_genes, HvgParams, HvgResult};
 use crate::log1p::log1p;
 use crate::normalize::{normalize_total, NormalizeParams};
+use crate::stats::row_sums;
+use prepare_gpu::prepare_gpu;
+
+/// The modules scrublet's GPU route launches: its embedding's and counts' own, and the kNN's
+/// scan (the lists' k-means); the preparation's other kernels are their steps'.
+pub const KERNELS: [KernelSource; 3] = [
+    prepare_gpu::SRC,
+    neighbors_gpu::SRC,
+    crate::neighbors::scan::device::SRC,
+];
 
 /// scanpy's parameters of `pp.scrublet`, with its defaults.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -107,8 +122,9 @@ pub struct Doublets {
     pub neighbor_parents: Option<Vec<Vec<u32>>>,
 }
 
-/// Scrublet on one batch's raw counts (cells x genes); the neighbour counts on `gpu` when
-/// given (the rest on the host).
+/// Scrublet on one batch's raw counts (cells x genes); with `gpu`, the preparation (for the
+/// linear settings, see [`linear`]) and the neighbour counts on the device, the rest on the
+/// host. A preparation that runs out of device memory is done again on the host.
 pub fn scrublet(
     counts: &CsrMatrix<f32>,
     params: &ScrubletParams,
@@ -116,21 +132,53 @@ pub fn scrublet(
 ) -> Result<Doublets> {
     check_rates(params)?;
     counts.check_counts()?;
+    let embedded = match gpu {
+        Some(ctx) if linear(params) => match prepare_gpu(ctx, counts, params) {
+            Err(e) if e.out_of_memory().is_some() => {
+                PhaseTrace::on_host("scrublet")
+                    .mark("the device's memory ran out: the preparation again on the host")?;
+                prepare_host(counts, params)?
+            }
+            prepared => prepared?,
+        },
+        _ => prepare_host(counts, params)?,
+    };
+    let mut found = classify(embedded.manifold, embedded.parents, params, gpu)?;
+    found.scored = embedded.scored;
+    Ok(found)
+}
+
+/// Whether the doublets' embedding follows from their parents' ([`embed_linear`]): with their
+/// counts neither logged (`log_transform`) nor thinned, a doublet's normalized counts are a
+/// weighted mean of its parents'.
+pub fn linear(params: &ScrubletParams) -> bool {
+    !params.log_transform && params.synthetic_doublet_umi_subsampling >= 1.0
+}
+
+/// The scored cells, the embedding of them and of the doublets, and the doublets' parents.
+struct Embedded {
+    scored: Vec<bool>,
+    manifold: Manifold,
+    parents: Vec<[u32; 2]>,
+}
+
+/// Normalized to a million counts per cell, nothing kept per cell.
+const PER_MILLION: NormalizeParams = NormalizeParams {
+    target_sum: Some(1e6),
+    exclude_highly_expressed: false,
+    max_fraction: 0.05,
+    per_cell: false,
+};
+
+/// Steps 1 to 4 on the host; the doublets are made only where the settings are not
+/// [`linear`].
+fn prepare_host(counts: &CsrMatrix<f32>, params: &ScrubletParams) -> Result<Embedded> {
     let mut trace = PhaseTrace::on_host("scrublet");
     let genes = filter_genes(counts, GeneFilter::MinCells(3))?;
     let x = counts.select_cols(&genes.keep)?;
     let cells = filter_cells(&x, CellFilter::MinGenes(3))?;
     let raw = x.select_rows(&cells.keep)?;
-    if raw.n_rows < 2 {
-        return Err(KernelError::param(
-            "scrublet",
-            format!(
-                "{} of {} cells have counts in at least 3 genes (each in at least 3 cells); \
-                 scrublet needs at least 2",
-                raw.n_rows, counts.n_rows
-            ),
-        ));
-    }
+    check_scored(raw.n_rows, counts.n_rows)?;
     trace.mark("filters")?;
     let mut norm = raw.clone();
     normalize_total(&mut norm, &NormalizeParams::default())?;
@@ -138,16 +186,24 @@ pub fn scrublet(
     log1p(&mut logged, None)?;
     let hvg = highly_variable_genes(&logged, &HvgParams::default(), None, None)?;
     drop(logged);
-    if !hvg.highly_variable.iter().any(|&h| h) {
-        return Err(KernelError::param(
-            "scrublet",
-            "no gene passes scanpy's highly variable cutoffs (seurat flavour) in this batch",
-        ));
-    }
+    check_hvg(&hvg)?;
     trace.mark("normalize, log1p, highly variable genes")?;
     let raw = raw.select_cols(&hvg.highly_variable)?;
     let mut obs = norm.select_cols(&hvg.highly_variable)?;
     drop(norm);
+    if linear(params) {
+        let totals = row_sums(&raw);
+        normalize_total(&mut obs, &PER_MILLION)?;
+        let parents = doublet_pairs(raw.n_rows, params.sim_doublet_ratio, params.random_state)?;
+        trace.mark("per million, doublets drawn")?;
+        let manifold = embed_linear(&obs, &totals, &parents, params.n_prin_comps, params.prep)?;
+        trace.mark("embedding (z-scores, PCA, doublets from parents)")?;
+        return Ok(Embedded {
+            scored: cells.keep,
+            manifold,
+            parents,
+        });
+    }
     let simulated = simulate_doublets(
         &raw,
         params.sim_doublet_ratio,
@@ -160,17 +216,40 @@ pub fn scrublet(
         log1p(&mut obs, None)?;
         log1p(&mut sim, None)?;
     }
-    let per_million = NormalizeParams {
-        target_sum: Some(1e6),
-        per_cell: false,
-        ..NormalizeParams::default()
-    };
-    normalize_total(&mut obs, &per_million)?;
-    normalize_total(&mut sim, &per_million)?;
+    normalize_total(&mut obs, &PER_MILLION)?;
+    normalize_total(&mut sim, &PER_MILLION)?;
     trace.mark("both normalized")?;
-    let mut found = call_doublets(&obs, &sim, simulated.parents, params, gpu)?;
-    found.scored = cells.keep;
-    Ok(found)
+    let manifold = embed(&obs, &sim, params.n_prin_comps, params.prep)?;
+    trace.mark("embedding (z-scores, PCA, projection)")?;
+    Ok(Embedded {
+        scored: cells.keep,
+        manifold,
+        parents: simulated.parents,
+    })
+}
+
+/// Refuses a batch with fewer than 2 cells left by the filters (of `n_cells`).
+fn check_scored(n_scored: usize, n_cells: usize) -> Result<()> {
+    if n_scored < 2 {
+        return Err(KernelError::param(
+            "scrublet",
+            format!(
+                "{n_scored} of {n_cells} cells have counts in at least 3 genes (each in at \
+                 least 3 cells); scrublet needs at least 2"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn check_hvg(hvg: &HvgResult) -> Result<()> {
+    if !hvg.highly_variable.iter().any(|&h| h) {
+        return Err(KernelError::param(
+            "scrublet",
+            "no gene passes scanpy's highly variable cutoffs (seurat flavour) in this batch",
+        ));
+    }
+    Ok(())
 }
 
 /// Scrublet's classifier on observed cells and simulated doublets already normalized over the
@@ -193,6 +272,15 @@ pub fn call_doublets(
             format!("needs observed cells and simulated doublets, got {n_obs} and {n_sim}"),
         ));
     }
+    neighbours(params, n_obs, n_sim)?;
+    let mut trace = PhaseTrace::on_host("scrublet");
+    let manifold = embed(obs, sim, params.n_prin_comps, params.prep)?;
+    trace.mark("embedding (z-scores, PCA, projection)")?;
+    classify(manifold, parents, params, gpu)
+}
+
+/// `k` (scanpy's `n_neighbors`) and `k_adj`, the neighbours counted among cells and doublets.
+fn neighbours(params: &ScrubletParams, n_obs: usize, n_sim: usize) -> Result<(usize, usize)> {
     let k = match params.n_neighbors {
         Some(0) => return Err(KernelError::param("n_neighbors", "must be at least 1")),
         Some(k) => k,
@@ -209,9 +297,20 @@ pub fn call_doublets(
             ),
         ));
     }
+    Ok((k, k_adj))
+}
+
+/// Steps 5 and 6 on an embedding: the neighbour counts (on `gpu` where it can), the scores and
+/// the call.
+fn classify(
+    manifold: Manifold,
+    parents: Vec<[u32; 2]>,
+    params: &ScrubletParams,
+    gpu: Option<&GpuContext>,
+) -> Result<Doublets> {
+    let (n_obs, n_sim) = (manifold.obs.n_rows, manifold.sim.n_rows);
+    let (k, k_adj) = neighbours(params, n_obs, n_sim)?;
     let mut trace = PhaseTrace::on_host("scrublet");
-    let manifold = embed(obs, sim, params.n_prin_comps, params.prep)?;
-    trace.mark("embedding (z-scores, PCA, projection)")?;
     let (counts, sim_neighbors) = sim_neighbors(&manifold, k_adj, params.neighbor_parents, gpu)?;
     trace.mark(if gpu.is_some() && !params.neighbor_parents {
         "neighbour counts (lists and scan on the GPU)"

@@ -37,17 +37,38 @@ pub fn simulate_doublets(
     umi_subsampling: f64,
     seed: u64,
 ) -> Result<Simulated> {
-    let n_obs = counts.n_rows;
-    if !(ratio > 0.0 && ratio.is_finite()) {
-        return Err(KernelError::param(
-            "sim_doublet_ratio",
-            format!("must be a number > 0, got {ratio}"),
-        ));
-    }
     if !(umi_subsampling > 0.0 && umi_subsampling <= 1.0) {
         return Err(KernelError::param(
             "synthetic_doublet_umi_subsampling",
             format!("must be in (0, 1], got {umi_subsampling}"),
+        ));
+    }
+    counts.check_counts()?;
+    let parents = doublet_pairs(counts.n_rows, ratio, seed)?;
+    let totals_obs = row_sums(counts);
+    let summed = summed_rows(counts, &parents);
+    let totals: Vec<f64> = parents
+        .iter()
+        .map(|&[a, b]| totals_obs[a as usize] + totals_obs[b as usize])
+        .collect();
+    if umi_subsampling >= 1.0 {
+        return Ok(Simulated {
+            counts: summed,
+            parents,
+            totals,
+        });
+    }
+    Ok(thin(summed, parents, &totals, umi_subsampling, seed))
+}
+
+/// The parents of `int(n_obs * ratio)` doublets: distinct pairs of `0..n_obs` (a cell may pair
+/// with itself), as scanpy's `sample_comb` draws them from numpy's `RandomState(seed)`: the
+/// same pairs, in the same order.
+pub fn doublet_pairs(n_obs: usize, ratio: f64, seed: u64) -> Result<Vec<[u32; 2]>> {
+    if !(ratio > 0.0 && ratio.is_finite()) {
+        return Err(KernelError::param(
+            "sim_doublet_ratio",
+            format!("must be a number > 0, got {ratio}"),
         ));
     }
     let n_sim = (n_obs as f64 * ratio) as usize;
@@ -67,32 +88,9 @@ pub fn simulate_doublets(
             format!("numpy's RandomState takes seeds below 2^32, got {seed}"),
         )
     })?;
-    counts.check_counts()?;
-    let parents = draw_pairs(n_obs, n_sim, seed);
-    let totals_obs = row_sums(counts);
-    let summed = summed_rows(counts, &parents);
-    let totals: Vec<f64> = parents
-        .iter()
-        .map(|&[a, b]| totals_obs[a as usize] + totals_obs[b as usize])
-        .collect();
-    if umi_subsampling >= 1.0 {
-        return Ok(Simulated {
-            counts: summed,
-            parents,
-            totals,
-        });
-    }
-    Ok(thin(
-        summed,
-        parents,
-        &totals,
-        umi_subsampling,
-        u64::from(seed),
-    ))
+    Ok(draw_pairs(n_obs, n_sim, seed))
 }
 
-/// `n_sim` distinct pairs of `0..n_obs` (a cell may pair with itself), as scanpy's `sample_comb`
-/// draws them from numpy's `RandomState(seed)`: the same pairs, in the same order.
 fn draw_pairs(n_obs: usize, n_sim: usize, seed: u32) -> Vec<[u32; 2]> {
     let n = n_obs as u64;
     NumpyRandomState::new(seed)

@@ -328,3 +328,108 @@ fn the_inverted_file_counts_nearly_what_the_exact_scan_counts() {
         approx
     );
 }
+
+/// The doublets' embedding from their parents' is the projection of the doublets made: the
+/// same coordinates within f32 rounding (relative to the embedding's spread), for each of the
+/// preparations, with an empty cell among the parents.
+#[test]
+fn doublets_from_parents_are_the_doublets_projected() {
+    let mut dense = planted(600, 150, 3, 0, 21).to_dense();
+    // Cell 5 has no counts: its doublets are the other parent alone, or zero counts.
+    dense.data[5 * 150..6 * 150].fill(0.0);
+    let x = CsrMatrix::from_dense(&dense);
+    let mut parents = doublet_pairs(x.n_rows, 2.0, 3).unwrap();
+    parents[0] = [5, 5];
+    parents[1] = [5, 7];
+    let sim_counts = summed(&x, &parents);
+    assert_eq!(
+        summed(&x, &parents[2..]),
+        simulate_doublets(&x, 2.0, 1.0, 3)
+            .unwrap()
+            .counts
+            .select_rows(&(0..1200).map(|i| i >= 2).collect::<Vec<_>>())
+            .unwrap()
+    );
+    let totals = crate::stats::row_sums(&x);
+    let per_million = |m: &CsrMatrix<f32>| {
+        let mut m = m.clone();
+        normalize_total(&mut m, &PER_MILLION).unwrap();
+        m
+    };
+    let (obs, sim) = (per_million(&x), per_million(&sim_counts));
+    for (mean_center, normalize_variance) in [(true, true), (false, true), (true, false)] {
+        let prep = Preparation {
+            mean_center,
+            normalize_variance,
+        };
+        let made = embed(&obs, &sim, 10, prep).unwrap();
+        let linear = embed_linear(&obs, &totals, &parents, 10, prep).unwrap();
+        assert_eq!(linear.obs, made.obs);
+        let spread = made.obs.data.iter().fold(0f32, |m, v| m.max(v.abs())) as f64;
+        let worst = made
+            .sim
+            .data
+            .iter()
+            .zip(&linear.sim.data)
+            .map(|(a, b)| (*a as f64 - *b as f64).abs())
+            .fold(0.0, f64::max);
+        assert!(
+            worst <= 1e-4 * spread,
+            "{prep:?}: off by {worst} (spread {spread})"
+        );
+    }
+}
+
+/// The sums of the parents' rows, as a dense-built CSR (the test's own doublets).
+fn summed(x: &CsrMatrix<f32>, parents: &[[u32; 2]]) -> CsrMatrix<f32> {
+    let dense = x.to_dense();
+    let g = x.n_cols;
+    let mut out = vec![0f32; parents.len() * g];
+    for (row, &[a, b]) in out.chunks_mut(g).zip(parents) {
+        for (j, v) in row.iter_mut().enumerate() {
+            *v = dense.data[a as usize * g + j] + dense.data[b as usize * g + j];
+        }
+    }
+    CsrMatrix::from_dense(&crate::dense::DenseMatrix::new(parents.len(), g, out).unwrap())
+}
+
+#[test]
+fn the_linear_route_scores_as_the_doublets_made() {
+    let x = planted(900, 300, 4, 45, 11);
+    let p = ScrubletParams::default();
+    let linear = scrublet(&x, &p, None).unwrap();
+    let explicit = explicit_route(&x, &p);
+    let agree = linear
+        .call
+        .as_ref()
+        .unwrap()
+        .predicted
+        .iter()
+        .zip(&explicit.call.as_ref().unwrap().predicted)
+        .filter(|(a, b)| a == b)
+        .count();
+    assert!(agree * 1000 >= 999 * x.n_rows, "{agree} of {}", x.n_rows);
+    let r = crate::stats::correlation(&linear.scores.obs, &explicit.scores.obs);
+    assert!(r > 0.999, "r = {r}");
+}
+
+/// Scrublet through the doublets made (`simulate_doublets`, `embed`), as `prepare_host` runs
+/// it for settings that are not linear.
+fn explicit_route(x: &CsrMatrix<f32>, p: &ScrubletParams) -> Doublets {
+    let genes = crate::filter::filter_genes(x, GeneFilter::MinCells(3)).unwrap();
+    let x = x.select_cols(&genes.keep).unwrap();
+    let cells = crate::filter::filter_cells(&x, CellFilter::MinGenes(3)).unwrap();
+    let raw = x.select_rows(&cells.keep).unwrap();
+    let mut norm = raw.clone();
+    normalize_total(&mut norm, &NormalizeParams::default()).unwrap();
+    let mut logged = norm.clone();
+    log1p(&mut logged, None).unwrap();
+    let hvg = highly_variable_genes(&logged, &HvgParams::default(), None, None).unwrap();
+    let raw = raw.select_cols(&hvg.highly_variable).unwrap();
+    let mut obs = norm.select_cols(&hvg.highly_variable).unwrap();
+    let sim = simulate_doublets(&raw, p.sim_doublet_ratio, 1.0, p.random_state).unwrap();
+    let mut sim_counts = sim.counts;
+    normalize_total(&mut obs, &PER_MILLION).unwrap();
+    normalize_total(&mut sim_counts, &PER_MILLION).unwrap();
+    call_doublets(&obs, &sim_counts, sim.parents, p, None).unwrap()
+}

@@ -11,8 +11,9 @@
 //!   turns into scanpy's list of arrays); with a batch key, one such dict per batch under
 //!   `batches`, and `batched_by`.
 //!
-//! X is only read. Computed on the host (a GPU X is read back), except the neighbour counts,
-//! which run on the GPU when the run has one (`sc_kernels::scrublet::count_gpu`).
+//! X is only read (a GPU X is read back). With a GPU in the run, the preparation (filters,
+//! normalization, highly variable genes, embedding: scanpy's default settings) and the
+//! neighbour counts run on it (`sc_kernels::scrublet`), the rest on the host.
 
 use super::kernel_error;
 use super::step::{no_budget_check, no_device_bytes, OnGenerated, Phase, Step, StepEnv};
@@ -29,8 +30,8 @@ use std::collections::BTreeMap;
 const STEP: &str = "scrublet";
 
 /// The pipeline's row: `scrublet(batch_key=--scrublet-batch-key)` on the filtered counts,
-/// before normalize_total, as scanpy's clustering tutorial runs it (off by default here: its
-/// preparation computes on the host for now).
+/// before normalize_total, as scanpy's clustering tutorial runs it (off by default here: a run
+/// opts in with `--scrublet`).
 pub(crate) const ROW: Step = Step {
     name: STEP,
     phase: Phase::PerCell,
@@ -141,7 +142,12 @@ pub fn scrublet(
     };
     let mut records = BTreeMap::new();
     for (name, rows) in &groups {
-        let found = scrublet_batch(&counts.take_rows(rows), &options.params, gpu).map_err(|e| {
+        // One batch of every cell: X itself, not a copy.
+        let batch = match options.batch_key {
+            None => std::borrow::Cow::Borrowed(&*counts),
+            Some(_) => std::borrow::Cow::Owned(counts.take_rows(rows)),
+        };
+        let found = scrublet_batch(&batch, &options.params, gpu).map_err(|e| {
             let e = kernel_error(STEP)(e);
             match &options.batch_key {
                 Some(key) => Error::param(STEP, format!("batch '{name}' of obs['{key}']: {e}")),

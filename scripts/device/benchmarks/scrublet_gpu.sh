@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repository root: issue 53's scrublet with its neighbour counts on
 # the GPU. scpipe.pp.scrublet on the device (settings.device "gpu") and on the host's cores, and
-# rapids-singlecell 0.18.1's rsc.pp.scrublet (cuML's brute-force kNN), on generated counts
-# (8 types, 3,000 genes, scrublet_python.sh's generator) for each N of SIZES, one library per
+# rapids-singlecell 0.18.1's rsc.pp.scrublet (cuML's brute-force kNN; skipped where cuML is
+# missing), on generated counts (8 types, 3,000 genes, made on 16 processes) for each N of
+# SIZES, one library per
 # process (scpipe's phases traced; the host run only up to CPU_MAX cells, default 200,000);
 # the scores' correlation and the calls' agreement of ours with rsc's. Carry `.whl` (the
 # rmm_core wheel) and `.rsc-bench` (its `extra` folder too). Output under $OUT.
@@ -13,21 +14,29 @@ source scripts/device/rsc_env.sh
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .rsc-bench/extra/*.whl .whl/rmm_core-*.whl 2>&1 | grep -v WARNING
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 for n in ${SIZES:-200000 1000000}; do
-  python3 - "$n" <<'PY' 2>&1 | grep -v Warn | tee "$OUT/gen-$n.txt"
+  cat > /tmp/scrub_gen.py <<'PY'
+
 import sys, time, numpy as np, scipy.sparse as sp, anndata as ad
+from concurrent.futures import ProcessPoolExecutor
 n, g = int(sys.argv[1]), 3000
-t = time.perf_counter()
-rng = np.random.default_rng(0)
-rates = rng.gamma(0.3, 2.0, size=(8, g)).astype(np.float32)
-types = rng.integers(0, 8, n)
-blocks = [sp.csr_matrix(rng.poisson(rates[types[i:i + 20000]]).astype(np.float32)) for i in range(0, n, 20000)]
-a = ad.AnnData(sp.vstack(blocks).tocsr())
-a.write_h5ad(f"/dev/shm/scrub-{n}.h5ad")
-print(f"{n} x {g}: {a.X.nnz} stored, made in {time.perf_counter() - t:.1f} s")
+rates = np.random.default_rng(0).gamma(0.3, 2.0, size=(8, g)).astype(np.float32)
+def block(i):  # 20,000 cells of random types, each block from its own seed
+    rng = np.random.default_rng([0, i])
+    types = rng.integers(0, 8, min(20000, n - i))
+    return sp.csr_matrix(rng.poisson(rates[types]).astype(np.float32))
+if __name__ == "__main__":
+    t = time.perf_counter()
+    with ProcessPoolExecutor(16) as pool:
+        blocks = list(pool.map(block, range(0, n, 20000)))
+    a = ad.AnnData(sp.vstack(blocks).tocsr())
+    a.write_h5ad(f"/dev/shm/scrub-{n}.h5ad")
+    print(f"{n} x {g}: {a.X.nnz} stored, made in {time.perf_counter() - t:.1f} s")
 PY
+  python3 /tmp/scrub_gen.py "$n" 2>&1 | grep -v Warn | tee "$OUT/gen-$n.txt"
   for lib in scpipe-gpu scpipe-cpu rsc; do
+    [ "$lib" = rsc ] && ! python3 -c "import cuml" 2>/dev/null && { echo "rsc: skipped, its scrublet needs cuML, which this machine lacks"; continue; }
     [ "$lib" = scpipe-cpu ] && [ "$n" -gt "${CPU_MAX:-200000}" ] && continue
-    SCPIPE_TRACE_PHASES=1 timeout "${LIMIT:-240}" python3 - "$n" "$lib" <<'PY' 2>&1 | grep -v -i warn | tail -16 | tee "$OUT/$lib-$n.txt"
+    SCPIPE_TRACE_PHASES=1 timeout "${LIMIT:-240}" python3 - "$n" "$lib" <<'PY' 2>&1 | grep -v -i warn | tail -30 | tee "$OUT/$lib-$n.txt"
 import sys, time, numpy as np, anndata as ad
 n, lib = int(sys.argv[1]), sys.argv[2]
 a = ad.read_h5ad(f"/dev/shm/scrub-{n}.h5ad")
