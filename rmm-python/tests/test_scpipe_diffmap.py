@@ -139,28 +139,33 @@ def test_paga_refuses_bad_input_by_name():
         scpipe.tl.paga(b, groups="louvain")
 
 
+# The densities (scaled to [0, 1]) against scanpy's: the host's sums are scipy's; the GPU's
+# kernel sums in its own order, within 1e-5 of the host's (`gpu_kernels`' test).
+DENSITY_TOLERANCE = {"cpu": 1e-9, "gpu": 1e-5}
+
+
 @pytest.mark.parametrize(
     "kw", [dict(basis="umap"), dict(basis="umap", groupby="bulk_labels"), dict(basis="pca", components="2,3", key_added="d")]
 )
 def test_embedding_density_matches_scanpy(kw):
-    device_gate()
+    tol = DENSITY_TOLERANCE[device_gate()]
     ours, theirs = with_pca(DATASETS[0]), with_pca(DATASETS[0])
     scpipe.tl.embedding_density(ours, **kw)
     sc.tl.embedding_density(theirs, **kw)
     key = kw.get("key_added") or (f"umap_density_{kw['groupby']}" if "groupby" in kw else f"{kw['basis']}_density")
     o, t = ours.obs[key].to_numpy(), theirs.obs[key].to_numpy()
-    assert np.abs(o - t).max() <= 1e-9, f"{kw}: differs by {np.abs(o - t).max():.2e}"
+    assert np.abs(o - t).max() <= tol, f"{kw}: differs by {np.abs(o - t).max():.2e}"
     assert ours.uns[f"{key}_params"] == theirs.uns[f"{key}_params"]
 
 
 def test_embedding_density_on_diffmap_and_bad_input():
-    device_gate()
+    tol = DENSITY_TOLERANCE[device_gate()]
     ours, theirs = with_pca(DATASETS[0]), with_pca(DATASETS[0])
     sc.tl.diffmap(theirs)
     ours.obsm["X_diffmap"] = theirs.obsm["X_diffmap"].copy()
     scpipe.tl.embedding_density(ours, basis="diffmap", components="1,2")
     sc.tl.embedding_density(theirs, basis="diffmap", components="1,2")
-    assert np.abs(ours.obs["diffmap_density"].to_numpy() - theirs.obs["diffmap_density"].to_numpy()).max() <= 1e-9
+    assert np.abs(ours.obs["diffmap_density"].to_numpy() - theirs.obs["diffmap_density"].to_numpy()).max() <= tol
     with pytest.raises(ValueError, match="X_tsne"):
         scpipe.tl.embedding_density(ours, basis="tsne")
     with pytest.raises(ValueError, match="exactly 2"):

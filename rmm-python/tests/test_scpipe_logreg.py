@@ -23,6 +23,7 @@ def clustered(name: str):
     a = with_pca(name)
     key = "louvain" if "louvain" in a.obs else "leiden"
     if key not in a.obs:
+        pytest.importorskip("igraph")  # scanpy's leiden, for the clusters
         sc.tl.leiden(a, flavor="igraph", n_iterations=2, directed=False, random_state=0)
     return a, key
 

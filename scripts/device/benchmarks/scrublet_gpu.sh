@@ -43,6 +43,7 @@ a = ad.read_h5ad(f"/dev/shm/scrub-{n}.h5ad")
 if lib.startswith("scpipe"):
     import scpipe
     scpipe.settings.device = "gpu" if lib == "scpipe-gpu" else "cpu"
+    scpipe.settings.progress = True  # the call's parts in / step / results out, on stderr
     run = lambda b: scpipe.pp.scrublet(b)
 else:
     import rapids_singlecell as rsc
