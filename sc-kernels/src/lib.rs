@@ -50,6 +50,7 @@ pub mod graph;
 pub mod group_by;
 pub mod harmony;
 pub mod hvg;
+pub mod ingest;
 pub mod kmeans;
 pub mod leiden;
 pub mod log1p;

@@ -60,7 +60,8 @@ const TABLES: &[Layers] = &[
             // Steps that use another step's CPU reference (harmony's LISI the exact kNN, hvg
             // the log1p and normalize of its counts, tsne the exact kNN and the PCA,
             // draw_graph's tests umap's blobs and trustworthiness).
-            (&["harmony", "hvg", "tsne", "draw_graph"], false),
+            // ingest maps new cells with the exact kNN's query and umap's gradient.
+            (&["harmony", "hvg", "tsne", "draw_graph", "ingest"], false),
             (
                 &[
                     "qc",
@@ -178,6 +179,7 @@ const TABLES: &[Layers] = &[
                     "tsne",
                     "draw_graph",
                     "logreg",
+                    "ingest",
                 ],
                 true,
             ),

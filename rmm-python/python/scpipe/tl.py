@@ -15,7 +15,7 @@ import pandas as pd
 from scpipe import _parts
 from scpipe._settings import settings
 
-__all__ = ["umap", "tsne", "draw_graph", "diffmap", "dpt", "embedding_density", "paga", "leiden", "louvain", "kmeans", "rank_genes_groups", "dendrogram", "score_genes", "score_genes_cell_cycle"]
+__all__ = ["umap", "tsne", "draw_graph", "diffmap", "dpt", "embedding_density", "paga", "leiden", "louvain", "kmeans", "ingest", "rank_genes_groups", "dendrogram", "score_genes", "score_genes_cell_cycle"]
 
 def _graph(adata, neighbors_key: str | None, obsp: str | None = None, unweighted: bool = False) -> dict:
     """The connectivities of ``neighbors_key`` (or ``obsp``), as the steps read them (every
@@ -974,3 +974,111 @@ def kmeans(
     target.obs[key_added] = _parts.column_from(out["obs"][key_added])
     target.uns[key_added] = _parts.value_from(out["uns"][key_added])
     return target if copy else None
+
+
+def ingest(
+    adata,
+    adata_ref,
+    *,
+    obs: str | Iterable[str] | None = None,
+    embedding_method: str | Iterable[str] = ("umap", "pca"),
+    labeling_method: str = "knn",
+    neighbors_key: str | None = None,
+    inplace: bool = True,
+    **kwargs,
+):
+    """Maps labels and embeddings of a reference onto new cells (scanpy's ``tl.ingest``): the new
+    cells are projected on the reference's PCA (centred by their own means when the reference's
+    PCA was centred, as scanpy), their nearest reference cells found in the representation the
+    reference's neighbors used (``adata_ref.uns[neighbors_key]['params']``: ``use_rep`` or
+    ``n_pcs``), each label in ``obs`` taken as the most common among them (ties: the first
+    category) and the UMAP mapped as umap-learn's ``transform`` maps it (the reference's layout
+    fixed; 100 epochs up to 10,000 new cells, else 30).
+
+    Writes ``adata.obsm['X_pca']`` / ``['X_umap']`` (for ``embedding_method``) and
+    ``adata.obs[label]`` (categorical, the reference's categories); with ``inplace=False``, on a
+    copy that is returned. ``adata`` and ``adata_ref`` must have the same genes
+    (``var_names``). Computed on the host.
+
+    Differences from scanpy: the neighbours are exact (scanpy queries pynndescent's approximate
+    index; ``kwargs``' ``k`` is honoured, its search settings ``queue_size``, ``epsilon`` and
+    ``random_state`` are accepted and change nothing); the UMAP's negative samples are scpipe's own
+    draws (the same seed gives the same layout); only the euclidean metric.
+    """
+    unknown = set(kwargs) - {"k", "queue_size", "epsilon", "random_state"}
+    if unknown:
+        raise TypeError(f"ingest: unexpected arguments {sorted(unknown)}")
+    labels = [obs] if isinstance(obs, str) else list(obs or [])
+    methods = [embedding_method] if isinstance(embedding_method, str) else list(embedding_method)
+    labeling = [labeling_method] if isinstance(labeling_method, str) else list(labeling_method)
+    if any(m not in ("umap", "pca") for m in methods):
+        raise NotImplementedError("Ingest supports only umap and pca embeddings for now.")
+    if any(m != "knn" for m in labeling):
+        raise NotImplementedError("Ingest supports knn labeling for now.")
+    if not adata_ref.var_names.str.upper().equals(adata.var_names.str.upper()):
+        raise ValueError("Variables in the new adata are different from variables in the reference adata")
+    key = neighbors_key or "neighbors"
+    if key not in adata_ref.uns:
+        raise ValueError(f'There is no neighbors data in `adata.uns["{key}"]`.\nPlease run pp.neighbors.')
+    nparams = adata_ref.uns[key]["params"]
+    if nparams.get("metric", "euclidean") != "euclidean":
+        raise ValueError(f"ingest: only the euclidean metric is supported, not {nparams['metric']!r}")
+    missing = [c for c in labels if c not in adata_ref.obs.columns]
+    if missing:
+        raise KeyError(f"ingest: {missing} not in adata_ref.obs")
+    params: dict = {"k": _parts.count(kwargs.get("k") or int(nparams["n_neighbors"]), "ingest: k", 1)}
+    # The reference's PCA (scanpy's Ingest._init_pca).
+    if "pca" in adata_ref.uns:
+        pp = adata_ref.uns["pca"]["params"]
+        basis = np.asarray(adata_ref.varm["PCs"])
+        if pp.get("use_highly_variable", False):
+            if "highly_variable" not in adata_ref.var.columns:
+                raise ValueError("Did not find `adata.var['highly_variable']`.")
+            mask = adata_ref.var["highly_variable"].to_numpy(dtype=bool)
+            basis = basis[mask]
+            params["pca_genes"] = mask.tolist()
+        params["pca_basis"] = np.ascontiguousarray(basis, dtype=np.float32)
+        params["pca_centred"] = bool(pp.get("zero_center", True))
+    # The representation of the reference's neighbors (scanpy's Ingest._init_neighbors).
+    parts = {"X": _parts.matrix_part(_parts.host(adata.X), "X")}
+    if "use_rep" in nparams:
+        use_rep = nparams["use_rep"]
+        ref_rep = adata_ref.X if use_rep == "X" else adata_ref.obsm[use_rep]
+        new_rep = adata.X if use_rep == "X" or use_rep not in adata.obsm else adata.obsm[use_rep]
+        if use_rep == "X_pca" and use_rep not in adata.obsm and "pca_basis" in params:
+            new_rep, params["rep_pcs"] = None, params["pca_basis"].shape[1]
+    elif "n_pcs" in nparams or (adata_ref.n_vars > 50 and "X_pca" in adata_ref.obsm):
+        n_pcs = int(nparams.get("n_pcs") or min(50, adata_ref.obsm["X_pca"].shape[1]))
+        ref_rep, new_rep, params["rep_pcs"] = adata_ref.obsm["X_pca"][:, :n_pcs], None, n_pcs
+        if "pca_basis" not in params:
+            raise ValueError("ingest: the reference's neighbors used its PCA, but it has no uns['pca'] / varm['PCs']")
+    else:
+        ref_rep, new_rep = adata_ref.X, adata.X
+    dense = lambda m: np.ascontiguousarray(
+        _parts.host(m).toarray() if hasattr(_parts.host(m), "toarray") else np.asarray(_parts.host(m)), dtype=np.float32
+    )
+    params["reference_rep"] = dense(ref_rep)
+    if new_rep is not None:
+        parts["obsm"] = {"rep": dense(new_rep)}
+    if "pca" in methods and "pca_basis" not in params:
+        raise ValueError("ingest: embedding_method 'pca' needs the reference's PCA (run pp.pca on it)")
+    params["map_pca"] = "pca" in methods
+    if "umap" in methods:
+        if "X_umap" not in adata_ref.obsm or "umap" not in adata_ref.uns:
+            raise ValueError("ingest: embedding_method 'umap' needs the reference's UMAP (run tl.umap on it)")
+        up = adata_ref.uns["umap"]["params"]
+        params["umap_layout"] = np.ascontiguousarray(adata_ref.obsm["X_umap"], dtype=np.float32)
+        params["umap_a"], params["umap_b"] = float(up["a"]), float(up["b"])
+        params["umap_random_state"] = _seed(up.get("random_state", 0))
+    cats = [adata_ref.obs[c].astype("category") for c in labels]
+    params["label_names"] = labels
+    params["label_codes"] = [np.asarray(c.cat.codes, dtype=np.int32).tolist() for c in cats]
+    params["label_categories"] = [len(c.cat.categories) for c in cats]
+    out = _parts.call("ingest", parts, params)
+    target = adata if inplace else adata.copy()
+    for m in methods:
+        target.obsm[f"X_{m}"] = np.asarray(out["obsm"][f"X_{m}"])
+    for c, cat in zip(labels, cats):
+        codes = np.asarray(out["obs"][c], dtype=np.int64)
+        target.obs[c] = pd.Categorical.from_codes(codes, categories=cat.cat.categories)
+    return None if inplace else target

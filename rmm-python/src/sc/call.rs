@@ -18,6 +18,7 @@ use sc_kernels::draw_graph::Fa2Params;
 use sc_kernels::filter::{CellFilter, GeneFilter};
 use sc_kernels::harmony::{HarmonyFlavor, HarmonyParams};
 use sc_kernels::hvg::Flavor;
+use sc_kernels::ingest::TransformParams;
 use sc_kernels::kmeans::KMeansParams;
 use sc_kernels::leiden::LeidenParams;
 use sc_kernels::neighbors::bbknn::BbknnParams;
@@ -140,6 +141,8 @@ enum Call {
         n_groups: usize,
         params: BbknnParams,
     },
+    /// The new cells mapped onto a reference (its parts gathered by the Python side).
+    Ingest(Box<steps::IngestReference>),
     /// k-means of `obsm['rep']` (the representation the Python side chose) into `obs[key]`.
     KMeans {
         params: KMeansParams,
@@ -309,6 +312,7 @@ fn reads_x_only(call: &Call) -> bool {
             | Call::ScoreGenes { .. }
             | Call::HvgPearson { .. }
             | Call::Aggregate { .. }
+            | Call::Ingest(_)
     )
 }
 
@@ -351,6 +355,7 @@ fn run(
             | Call::Neighbors { .. }
             | Call::Umap(_)
             | Call::KMeans { .. }
+            | Call::Ingest(_)
             | Call::Bbknn { .. }
             | Call::Diffmap(..)
             | Call::Dpt { .. }
@@ -516,6 +521,7 @@ fn run(
         Call::KMeans { params, key } => {
             steps::kmeans(adata, Some("rep"), None, params, key)?;
         }
+        Call::Ingest(reference) => steps::ingest(adata, reference)?,
         Call::Bbknn {
             groups,
             n_groups,
@@ -724,6 +730,7 @@ fn parse(step: &str, p: &Bound<'_, PyDict>) -> PyResult<Call> {
                 ..BbknnParams::default()
             },
         },
+        "ingest" => Call::Ingest(Box::new(ingest_reference(p)?)),
         "kmeans" => Call::KMeans {
             params: KMeansParams {
                 n_clusters: req(p, "n_clusters")?,
@@ -808,6 +815,61 @@ fn one_bound<F: Copy, const N: usize>(
             given.iter().map(|g| g.0).collect::<Vec<_>>().join(", ")
         ))),
     }
+}
+
+/// The reference's parts for `ingest` (see `scpipe.tl.ingest`).
+fn ingest_reference(p: &Bound<'_, PyDict>) -> PyResult<steps::IngestReference> {
+    let matrix = |key: &str| -> PyResult<Option<sc_kernels::DenseMatrix<f32>>> {
+        match p.get_item(key)? {
+            Some(v) if !v.is_none() => Ok(Some(model_in::dense_f32(&v, key)?)),
+            _ => Ok(None),
+        }
+    };
+    let pca = match matrix("pca_basis")? {
+        Some(basis) => Some(steps::ReferencePca {
+            basis,
+            genes: opt(p, "pca_genes")?,
+            centred: req(p, "pca_centred")?,
+        }),
+        None => None,
+    };
+    let umap = match matrix("umap_layout")? {
+        Some(layout) => Some((
+            layout,
+            TransformParams::new(
+                req(p, "umap_a")?,
+                req(p, "umap_b")?,
+                req(p, "umap_random_state")?,
+            ),
+        )),
+        None => None,
+    };
+    let names: Vec<String> = req(p, "label_names")?;
+    let n_categories: Vec<usize> = req(p, "label_categories")?;
+    let codes: Vec<Vec<i32>> = req(p, "label_codes")?;
+    if names.len() != codes.len() || names.len() != n_categories.len() {
+        return Err(PyValueError::new_err(
+            "ingest: one code array and count per label",
+        ));
+    }
+    Ok(steps::IngestReference {
+        pca,
+        representation: match opt::<usize>(p, "rep_pcs")? {
+            Some(n) => steps::NewRepresentation::Pca(n),
+            None => steps::NewRepresentation::Given,
+        },
+        cells: matrix("reference_rep")?
+            .ok_or_else(|| PyValueError::new_err("ingest: reference_rep must be given"))?,
+        k: req(p, "k")?,
+        umap,
+        map_pca: req(p, "map_pca")?,
+        labels: names
+            .into_iter()
+            .zip(codes)
+            .zip(n_categories)
+            .map(|((n, c), k)| (n, c, k))
+            .collect(),
+    })
 }
 
 fn scrublet_params(p: &Bound<'_, PyDict>) -> PyResult<ScrubletParams> {

@@ -257,6 +257,19 @@ fn dense_array(v: &Bound<'_, PyAny>, what: &str) -> PyResult<DenseArray> {
     Ok(DenseArray::vector(array_data(v, what)?))
 }
 
+/// A C-contiguous 2-D float32 array as a dense matrix (the Python side makes it so).
+pub(crate) fn dense_f32(v: &Bound<'_, PyAny>, what: &str) -> PyResult<DenseMatrix<f32>> {
+    let a: PyReadonlyArray2<'_, f32> = v
+        .extract()
+        .map_err(|_| PyTypeError::new_err(format!("{what} must be a 2-D float32 array")))?;
+    let (rows, cols) = (a.shape()[0], a.shape()[1]);
+    let data = a
+        .as_slice()
+        .map_err(|_| PyTypeError::new_err(format!("{what} must be C-contiguous")))?
+        .to_vec();
+    DenseMatrix::new(rows, cols, data).map_err(|e| PyValueError::new_err(format!("{what}: {e}")))
+}
+
 /// An entry of `uns`.
 fn value(v: &Bound<'_, PyAny>, what: &str) -> PyResult<Value> {
     if v.is_none() {

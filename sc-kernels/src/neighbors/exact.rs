@@ -69,6 +69,60 @@ pub fn knn_among<T: Real>(
     }))
 }
 
+/// The exact `k` nearest rows of `reference` of each row of `queries` (two sets: no row is
+/// its own neighbour), nearest first (ties: the smaller index), `n_queries * k` indices into
+/// `reference` and distances (ingest's search of new cells among a reference's).
+pub fn knn_query<T: Real>(
+    queries: &DenseMatrix<T>,
+    reference: &DenseMatrix<T>,
+    k: usize,
+) -> Result<(Vec<u32>, Vec<f32>)> {
+    let d = queries.n_cols;
+    if reference.n_cols != d {
+        return Err(KernelError::Shape(format!(
+            "queries of {d} dimensions against a reference of {}",
+            reference.n_cols
+        )));
+    }
+    if k == 0 || k > reference.n_rows {
+        return Err(KernelError::param(
+            "k",
+            format!("{k} neighbours among {} reference rows", reference.n_rows),
+        ));
+    }
+    queries.check_finite()?;
+    reference.check_finite()?;
+    let xq: Vec<f32> = queries.data.iter().map(|v| v.to_f64() as f32).collect();
+    let xr: Vec<f32> = reference.data.iter().map(|v| v.to_f64() as f32).collect();
+    Ok(scan(
+        &xq,
+        queries.n_rows,
+        d,
+        &xr,
+        None,
+        k,
+        |q, cand, oi, od| {
+            let qv = &xq[q * d..(q + 1) * d];
+            let mut exact: Vec<(f64, u32)> = cand
+                .map(|j| {
+                    let rv = &xr[j as usize * d..(j as usize + 1) * d];
+                    let s: f64 = qv
+                        .iter()
+                        .zip(rv)
+                        .map(|(a, b)| (*a as f64 - *b as f64).powi(2))
+                        .sum();
+                    (s.sqrt(), j)
+                })
+                .collect();
+            exact.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            for (t, e) in exact.iter().take(k).enumerate() {
+                oi[t] = e.1;
+                od[t] = e.0 as f32;
+            }
+        },
+    ))
+}
+
 /// The scan both share: each query row of `xf` (`n x d`) against the reference rows `xr`
 /// (`refs`: their indices in `xf`; `None`: `xr` is `xf`) by blocks of faer products, `k + 8`
 /// candidates kept per query (by f32 score), then `finish(query, candidates, indices,

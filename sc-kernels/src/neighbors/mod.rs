@@ -29,7 +29,7 @@ pub mod scan;
 mod tests;
 
 pub use connectivities::{distance_matrix, smooth_knn_dist, umap_connectivities};
-pub use exact::{knn_exact, knn_exact_gpu, knn_exact_gpu_with, knn_rows_gpu, Products};
+pub use exact::{knn_exact, knn_exact_gpu, knn_exact_gpu_with, knn_query, knn_rows_gpu, Products};
 pub use knn::Knn;
 pub use result::{NeighborsResult, Scan};
 pub use scan::device::{MAX_DIMS as GPU_MAX_DIMS, MAX_K as GPU_MAX_K};

@@ -338,7 +338,7 @@ impl Gradient {
 }
 
 #[inline]
-fn clip(v: f32) -> f32 {
+pub(crate) fn clip(v: f32) -> f32 {
     v.clamp(-4.0, 4.0)
 }
 
@@ -530,7 +530,7 @@ fn move_cell(
 }
 
 #[inline]
-fn squared_distance(a: &[f32], b: &[f32]) -> f32 {
+pub(crate) fn squared_distance(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| (x - y) * (x - y)).sum()
 }
 

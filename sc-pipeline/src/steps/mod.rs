@@ -21,6 +21,7 @@ mod filter;
 pub mod generated_blocks;
 mod harmony;
 mod hvg;
+mod ingest;
 mod kmeans;
 mod leiden;
 mod log1p;
@@ -61,6 +62,7 @@ pub use harmony::{
 pub use hvg::{
     highly_variable_genes, highly_variable_genes_pearson_residuals, highly_variable_mask,
 };
+pub use ingest::{ingest, NewRepresentation, Reference as IngestReference, ReferencePca};
 pub use kmeans::kmeans;
 pub use leiden::{leiden, leiden_all, leiden_all_on, leiden_on};
 pub use log1p::log1p;

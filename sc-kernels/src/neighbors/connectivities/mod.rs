@@ -55,8 +55,9 @@ fn smooth_row(
             if interp as f64 > TOL {
                 rho += interp * (nz[index] - nz[index - 1]);
             }
-        } else {
-            rho = interp * nz[0];
+        } else if let Some(&first) = nz.first() {
+            // ingest's transform asks for 0 (umap-learn's `local_connectivity - 1`).
+            rho = interp * first;
         }
     } else if !nz.is_empty() {
         rho = nz.iter().copied().fold(f32::MIN, f32::max);

@@ -1,0 +1,86 @@
+"""scpipe.tl.ingest against scanpy's tl.ingest (issue 53): a reference of some cells (PCA,
+neighbors, UMAP, leiden by scanpy) and new cells mapped onto it. The PCA projection within
+1e-4 of scanpy's (relative to its largest value); the labels agreeing with scanpy's on 95% of
+the cells (scanpy's neighbours are pynndescent's approximate ones, ours exact); the UMAP as
+trustworthy as scanpy's mapped one (minus 0.01) and its cells within 5% of the layout's span
+of scanpy's, in the median; the same result twice; bad input refused by name."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from scpipe_support import data_dir, sc
+
+import anndata as ad
+import scpipe
+
+trustworthiness = pytest.importorskip("sklearn.manifold").trustworthiness
+
+
+def split(name: str):
+    """(reference, new cells): pbmc68k_reduced split at random; the scvi sample by its batches
+    (the second batch ingested into the first), normalized and logged."""
+    a = ad.read_h5ad(data_dir() / name)
+    if name.startswith("scvi"):
+        sc.pp.normalize_total(a)
+        sc.pp.log1p(a)
+        ref, new = a[a.obs["batch"] == "pbmc5k"].copy(), a[a.obs["batch"] != "pbmc5k"].copy()
+    else:
+        order = np.random.default_rng(0).permutation(a.n_obs)
+        ref, new = a[order[:450]].copy(), a[order[450:]].copy()
+    sc.pp.pca(ref)
+    sc.pp.neighbors(ref)
+    sc.tl.umap(ref, random_state=0)
+    pytest.importorskip("igraph")  # scanpy's leiden, the reference's labels
+    sc.tl.leiden(ref, flavor="igraph", n_iterations=2, directed=False, random_state=0)
+    for k in ("X_pca", "X_umap"):
+        new.obsm.pop(k, None)
+    return ref, new
+
+
+@pytest.mark.parametrize("name", ["pbmc68k_reduced.h5ad", "scvi_pbmc5k_pbmc10k_400cells_2batches_counts.h5ad"])
+def test_ingest_maps_as_scanpy(name):
+    ref, new = split(name)
+    labels = ["leiden"] + (["louvain", "bulk_labels"] if "louvain" in ref.obs else [])
+    ours, theirs = new.copy(), new.copy()
+    scpipe.tl.ingest(ours, ref, obs=labels)
+    sc.tl.ingest(theirs, ref, obs=labels)
+    p, q = ours.obsm["X_pca"], theirs.obsm["X_pca"]
+    assert p.shape == q.shape
+    assert np.abs(p - q).max() <= 1e-4 * np.abs(q).max()
+    for c in labels:
+        assert list(ours.obs[c].cat.categories) == list(theirs.obs[c].cat.categories)
+        agree = (ours.obs[c].astype(str) == theirs.obs[c].astype(str)).mean()
+        assert agree >= 0.95, f"{name} {c}: {agree:.3f}"
+    u, v = ours.obsm["X_umap"], theirs.obsm["X_umap"]
+    t_ours = trustworthiness(p, u, n_neighbors=15)
+    t_theirs = trustworthiness(q, v, n_neighbors=15)
+    assert t_ours >= t_theirs - 0.01, f"{name}: {t_ours:.4f} vs scanpy's {t_theirs:.4f}"
+    span = np.ptp(ref.obsm["X_umap"], axis=0).max()
+    moved = np.median(np.linalg.norm(u - v, axis=1)) / span
+    assert moved <= 0.05, f"{name}: {moved:.3f} of the span from scanpy's"
+    again = new.copy()
+    scpipe.tl.ingest(again, ref, obs=labels)
+    assert np.array_equal(again.obsm["X_umap"], u)
+
+
+def test_ingest_copies_and_refuses_bad_input():
+    ref, new = split("pbmc68k_reduced.h5ad")
+    out = scpipe.tl.ingest(new, ref, obs="leiden", embedding_method="pca", inplace=False)
+    assert "X_pca" in out.obsm and "X_umap" not in out.obsm and "leiden" in out.obs
+    assert "X_pca" not in new.obsm and "leiden" not in new.obs
+    with pytest.raises(ValueError, match="different from variables"):
+        scpipe.tl.ingest(new[:, :100].copy(), ref)
+    with pytest.raises(NotImplementedError, match="umap and pca"):
+        scpipe.tl.ingest(new, ref, embedding_method="tsne")
+    with pytest.raises(NotImplementedError, match="knn"):
+        scpipe.tl.ingest(new, ref, obs="leiden", labeling_method="svm")
+    with pytest.raises(KeyError, match="nope"):
+        scpipe.tl.ingest(new, ref, obs="nope")
+    bare = ref.copy()
+    del bare.uns["neighbors"]
+    with pytest.raises(ValueError, match="pp.neighbors"):
+        scpipe.tl.ingest(new, bare)
+    with pytest.raises(TypeError, match="bogus"):
+        scpipe.tl.ingest(new, ref, bogus=1)

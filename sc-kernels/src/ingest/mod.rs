@@ -1,0 +1,297 @@
+//! `ingest` (scanpy's `tl.ingest`): new cells mapped onto a reference's PCA, UMAP and labels,
+//! on the CPU, as scanpy 1.12's `Ingest` does it:
+//! - [`project_pca`]: the new cells' values times the reference's principal axes, centred by
+//!   the new cells' own means when the reference's PCA was centred (scanpy's `Ingest._pca`);
+//! - the new cells' nearest reference cells in the representation the reference's neighbors
+//!   used ([`crate::neighbors::knn_query`]: exact, where scanpy queries pynndescent's index);
+//! - [`vote`]: each new cell's label, the most common among its neighbours' (ties: the first
+//!   category, as pandas' `mode()[0]`);
+//! - [`umap_transform`]: umap-learn's `UMAP.transform` with the reference's layout fixed: the
+//!   neighbours' memberships (`smooth_knn_dist` with a local connectivity of 0), each new cell
+//!   started at its neighbours' layout weighted by them, then `n_epochs` (100 up to 10,000
+//!   cells, else 30) of attraction to its neighbours and repulsion from random reference
+//!   cells at a quarter of the learning rate. The new cells do not move each other, so each
+//!   one's epochs run on their own (in parallel); the negative samples are our own draws.
+
+#[cfg(test)]
+mod tests;
+
+use crate::csr::CsrMatrix;
+use crate::dense::DenseMatrix;
+use crate::error::{KernelError, Result};
+use crate::neighbors::{smooth_knn_dist, Knn};
+use crate::umap::{clip, negative_key, negative_sample, squared_distance, Gradient};
+use rayon::prelude::*;
+
+/// The new cells' values (genes x the reference's) as a CSR or dense matrix.
+pub enum Values<'a> {
+    Sparse(&'a CsrMatrix<f32>),
+    Dense(&'a DenseMatrix<f32>),
+}
+
+impl Values<'_> {
+    fn shape(&self) -> (usize, usize) {
+        match self {
+            Values::Sparse(m) => (m.n_rows, m.n_cols),
+            Values::Dense(m) => (m.n_rows, m.n_cols),
+        }
+    }
+}
+
+/// scanpy's `Ingest._pca`: `x` (cells x genes, the genes of `basis`' rows), minus its own
+/// column means when `centred`, times `basis` (genes x components), in f64, rounded to f32.
+pub fn project_pca(
+    x: Values<'_>,
+    basis: &DenseMatrix<f32>,
+    centred: bool,
+) -> Result<DenseMatrix<f32>> {
+    let (n, g) = x.shape();
+    if basis.n_rows != g {
+        return Err(KernelError::Shape(format!(
+            "the new cells have {g} genes, the reference's principal axes {}",
+            basis.n_rows
+        )));
+    }
+    let k = basis.n_cols;
+    let mean = match (&x, centred) {
+        (_, false) => vec![0.0; g],
+        (Values::Sparse(m), true) => crate::stats::col_mean_var(m, None).0,
+        (Values::Dense(m), true) => crate::stats::dense_col_mean_var(m).0,
+    };
+    // Centring subtracts the means' projection from every row (sparse rows stay sparse).
+    let shift: Vec<f64> = (0..k)
+        .map(|c| (0..g).map(|j| mean[j] * basis.data[j * k + c] as f64).sum())
+        .collect();
+    let mut out = DenseMatrix::zeros(n, k);
+    out.data
+        .par_chunks_mut(k.max(1))
+        .enumerate()
+        .for_each(|(i, row)| {
+            let mut acc = vec![0f64; k];
+            let mut add = |j: usize, v: f64| {
+                let axes = &basis.data[j * k..(j + 1) * k];
+                for (a, &b) in acc.iter_mut().zip(axes) {
+                    *a += v * b as f64;
+                }
+            };
+            match &x {
+                Values::Sparse(m) => {
+                    let (cols, vals) = m.row(i);
+                    cols.iter()
+                        .zip(vals)
+                        .for_each(|(&j, &v)| add(j as usize, v as f64));
+                }
+                Values::Dense(m) => m
+                    .row(i)
+                    .iter()
+                    .enumerate()
+                    .for_each(|(j, &v)| add(j, v as f64)),
+            }
+            for ((o, a), s) in row.iter_mut().zip(&acc).zip(&shift) {
+                *o = (a - s) as f32;
+            }
+        });
+    Ok(out)
+}
+
+/// Each new cell's label: the most common code among its `k` neighbours' (`indices`, rows of
+/// the reference) in `labels` (codes below `n_categories`, negative: none), ties to the smaller
+/// code; -1 where no neighbour has one.
+pub fn vote(labels: &[i32], n_categories: usize, indices: &[u32], k: usize) -> Result<Vec<i32>> {
+    if let Some(&bad) = labels.iter().find(|&&c| c >= n_categories as i32) {
+        return Err(KernelError::param(
+            "labels",
+            format!("code {bad} of {n_categories} categories"),
+        ));
+    }
+    if let Some(&bad) = indices.iter().find(|&&r| r as usize >= labels.len()) {
+        return Err(KernelError::Shape(format!(
+            "neighbour {bad} of a reference of {} cells",
+            labels.len()
+        )));
+    }
+    Ok(indices
+        .par_chunks(k.max(1))
+        .map(|nbrs| {
+            let mut counts = vec![0u32; n_categories];
+            for &r in nbrs {
+                let c = labels[r as usize];
+                if c >= 0 {
+                    counts[c as usize] += 1;
+                }
+            }
+            // The first largest count: the smaller code on ties.
+            let (best, &most) = counts
+                .iter()
+                .enumerate()
+                .rev()
+                .max_by_key(|&(_, c)| c)
+                .unwrap_or((0, &0));
+            if most == 0 {
+                -1
+            } else {
+                best as i32
+            }
+        })
+        .collect())
+}
+
+/// umap-learn's settings of `UMAP.transform` that ingest uses (the reference's `a`, `b` and
+/// random state; umap-learn's defaults for the rest).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TransformParams {
+    pub a: f64,
+    pub b: f64,
+    /// `None`: 100 epochs up to 10,000 new cells, else 30.
+    pub n_epochs: Option<usize>,
+    /// The layout's learning rate (the transform uses a quarter of it).
+    pub learning_rate: f64,
+    pub repulsion_strength: f64,
+    pub negative_sample_rate: usize,
+    pub random_state: u64,
+}
+
+impl TransformParams {
+    /// umap-learn's defaults with the reference's `a` and `b`.
+    pub fn new(a: f64, b: f64, random_state: u64) -> Self {
+        TransformParams {
+            a,
+            b,
+            n_epochs: None,
+            learning_rate: 1.0,
+            repulsion_strength: 1.0,
+            negative_sample_rate: 5,
+            random_state,
+        }
+    }
+}
+
+/// The new cells' layout among the reference's `layout` (cells x dimensions), from their `k`
+/// nearest reference cells (`indices`, `distances`: `n_new * k`, nearest first).
+pub fn umap_transform(
+    layout: &DenseMatrix<f32>,
+    indices: &[u32],
+    distances: &[f32],
+    k: usize,
+    params: &TransformParams,
+) -> Result<DenseMatrix<f32>> {
+    if k == 0 || indices.len() % k != 0 || distances.len() != indices.len() {
+        return Err(KernelError::Shape(format!(
+            "{} neighbours and {} distances for k = {k}",
+            indices.len(),
+            distances.len()
+        )));
+    }
+    if let Some(&bad) = indices.iter().find(|&&r| r as usize >= layout.n_rows) {
+        return Err(KernelError::Shape(format!(
+            "neighbour {bad} of a layout of {} cells",
+            layout.n_rows
+        )));
+    }
+    if !(params.a > 0.0 && params.b > 0.0) {
+        return Err(KernelError::param(
+            "umap params",
+            format!(
+                "a and b must be positive, got {} and {}",
+                params.a, params.b
+            ),
+        ));
+    }
+    let n = indices.len() / k;
+    let dim = layout.n_cols;
+    let knn = Knn {
+        n_obs: n,
+        k,
+        indices: indices.to_vec(),
+        distances: distances.to_vec(),
+    };
+    let (sigmas, rhos) = smooth_knn_dist(&knn, 0.0, 1.0);
+    let weights: Vec<f32> = distances
+        .iter()
+        .enumerate()
+        .map(|(e, &d)| {
+            let (sigma, rho) = (sigmas[e / k], rhos[e / k]);
+            if d - rho <= 0.0 || sigma == 0.0 {
+                1.0
+            } else {
+                (-((d - rho) / sigma)).exp()
+            }
+        })
+        .collect();
+    let n_epochs = params
+        .n_epochs
+        .unwrap_or(if n <= 10_000 { 100 } else { 30 })
+        .max(1);
+    // umap-learn drops the edges below the heaviest's share of one epoch.
+    let max = weights.iter().copied().fold(0f32, f32::max);
+    let floor = max / n_epochs as f32;
+    let gradient = Gradient {
+        a: params.a as f32,
+        b: params.b as f32,
+        gamma: params.repulsion_strength as f32,
+        negative_samples: params.negative_sample_rate > 0,
+        seed: params.random_state,
+    };
+    let alpha0 = params.learning_rate / 4.0;
+    let rate = params.negative_sample_rate.max(1) as f64;
+    let mut out = DenseMatrix::zeros(n, dim);
+    out.data
+        .par_chunks_mut(dim.max(1))
+        .enumerate()
+        .for_each(|(i, cur)| {
+            let nbrs = &indices[i * k..(i + 1) * k];
+            let w = &weights[i * k..(i + 1) * k];
+            // The start: the neighbours' layout weighted by their memberships (l1-normalized).
+            let total: f32 = w.iter().sum();
+            for (&r, &wj) in nbrs.iter().zip(w) {
+                let share = if total > 0.0 { wj / total } else { 0.0 };
+                for (c, &y) in cur.iter_mut().zip(layout.row(r as usize)) {
+                    *c += share * y;
+                }
+            }
+            let per_sample: Vec<f64> = w
+                .iter()
+                .map(|&wj| {
+                    if wj >= floor && wj > 0.0 {
+                        n_epochs as f64 / (n_epochs as f64 * (wj as f64 / max as f64))
+                    } else {
+                        -1.0 // dropped
+                    }
+                })
+                .collect();
+            let mut next_sample = per_sample.clone();
+            let mut next_negative: Vec<f64> = per_sample.iter().map(|p| p / rate).collect();
+            for epoch in 0..n_epochs {
+                let alpha = (alpha0 * (1.0 - epoch as f64 / n_epochs as f64)) as f32;
+                let now = epoch as f64;
+                for (j, &r) in nbrs.iter().enumerate() {
+                    if per_sample[j] < 0.0 || next_sample[j] > now {
+                        continue;
+                    }
+                    let other = layout.row(r as usize);
+                    let coeff = gradient.attraction(squared_distance(cur, other));
+                    for (c, &o) in cur.iter_mut().zip(other) {
+                        *c += clip(coeff * (*c - o)) * alpha;
+                    }
+                    next_sample[j] += per_sample[j];
+                    if !gradient.negative_samples {
+                        continue;
+                    }
+                    let per_negative = per_sample[j] / rate;
+                    let count = ((now - next_negative[j]) / per_negative).max(0.0) as usize;
+                    let key = negative_key(gradient.seed, epoch, i * k + j);
+                    for p in 0..count {
+                        let other = layout.row(negative_sample(key, p, layout.n_rows));
+                        let coeff = gradient.repulsion(squared_distance(cur, other));
+                        if coeff > 0.0 {
+                            for (c, &o) in cur.iter_mut().zip(other) {
+                                *c += clip(coeff * (*c - o)) * alpha;
+                            }
+                        }
+                    }
+                    next_negative[j] += count as f64 * per_negative;
+                }
+            }
+        });
+    Ok(out)
+}

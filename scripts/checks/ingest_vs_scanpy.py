@@ -1,0 +1,49 @@
+"""scpipe.tl.ingest against scanpy's tl.ingest on the real datasets (issue 53), one process:
+pbmc68k_reduced split at random (450 reference cells, 250 new), the scvi sample by batch (its
+second batch ingested into the first, after normalize_total and log1p). Prints each one's
+times, the PCA's largest difference (relative), the labels' agreement, the UMAP's
+trustworthiness (ours, scanpy's) and median distance from scanpy's mapped cells (share of the
+layout's span).
+    .venv/bin/python scripts/checks/ingest_vs_scanpy.py [DATA_DIR]"""
+import sys, time, warnings
+from pathlib import Path
+
+import anndata as ad
+import numpy as np
+import scanpy as sc
+from sklearn.manifold import trustworthiness
+
+import scpipe
+
+warnings.filterwarnings("ignore")
+data = Path(sys.argv[1] if len(sys.argv) > 1 else "../shared/data")
+scpipe.settings.device = "cpu"
+for name in ["pbmc68k_reduced.h5ad", "scvi_pbmc5k_pbmc10k_400cells_2batches_counts.h5ad"]:
+    a = ad.read_h5ad(data / name)
+    if name.startswith("scvi"):
+        sc.pp.normalize_total(a)
+        sc.pp.log1p(a)
+        ref, new = a[a.obs["batch"] == "pbmc5k"].copy(), a[a.obs["batch"] != "pbmc5k"].copy()
+    else:
+        order = np.random.default_rng(0).permutation(a.n_obs)
+        ref, new = a[order[:450]].copy(), a[order[450:]].copy()
+    sc.pp.pca(ref)
+    sc.pp.neighbors(ref)
+    sc.tl.umap(ref, random_state=0)
+    sc.tl.leiden(ref, flavor="igraph", n_iterations=2, directed=False, random_state=0)
+    for k in ("X_pca", "X_umap"):
+        new.obsm.pop(k, None)
+    labels = ["leiden"] + (["louvain", "bulk_labels"] if "louvain" in ref.obs else [])
+    ours, theirs = new.copy(), new.copy()
+    t = time.perf_counter(); sc.tl.ingest(theirs, ref, obs=labels); ts = time.perf_counter() - t
+    t = time.perf_counter(); scpipe.tl.ingest(ours, ref, obs=labels); to = time.perf_counter() - t
+    p, q = ours.obsm["X_pca"], theirs.obsm["X_pca"]
+    agree = {c: round(float((ours.obs[c].astype(str) == theirs.obs[c].astype(str)).mean()), 4) for c in labels}
+    u, v = ours.obsm["X_umap"], theirs.obsm["X_umap"]
+    span = np.ptp(ref.obsm["X_umap"], axis=0).max()
+    print(
+        f"{name}: {ref.n_obs} reference, {new.n_obs} new cells; scanpy {ts:.2f} s, scpipe {to:.3f} s; "
+        f"PCA {np.abs(p - q).max() / np.abs(q).max():.1e}; labels {agree}; UMAP trustworthiness "
+        f"{trustworthiness(p, u, n_neighbors=15):.4f} vs {trustworthiness(q, v, n_neighbors=15):.4f}, "
+        f"median distance {np.median(np.linalg.norm(u - v, axis=1)) / span:.4f} of the span"
+    )
