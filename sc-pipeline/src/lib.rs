@@ -13,7 +13,7 @@ pub mod io;
 
 pub mod memory_timeline;
 pub mod plot;
-mod release;
+pub mod release;
 pub mod report;
 pub mod run;
 pub mod steps;

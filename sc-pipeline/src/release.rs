@@ -4,7 +4,7 @@
 
 /// Drops `value` on a thread of its own (inline when no thread can be started). Only for data
 /// nothing else needs: the memory goes back to the system a moment later than an inline drop.
-pub(crate) fn drop_in_background<T: Send + 'static>(value: T) {
+pub fn drop_in_background<T: Send + 'static>(value: T) {
     // A thread that cannot be started drops its closure, and `value` with it, right here.
     let _ = std::thread::Builder::new()
         .name("release".into())

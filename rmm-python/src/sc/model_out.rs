@@ -62,6 +62,10 @@ pub(crate) fn parts<'py>(
             host => matrix(py, host)?,
         };
         out.set_item("X", x)?;
+    } else if !matches!(x, Matrix::Device(_)) {
+        // The step's own copy of a host X (GBs at a million cells): freed off the call's path
+        // (device memory goes back here, on a thread bound to its context).
+        sc_pipeline::release::drop_in_background(x);
     }
     if let Some(r) = raw.filter(|_| sections.raw) {
         let d = PyDict::new(py);
