@@ -5,10 +5,9 @@ times, the PCA's largest difference (relative), the labels' agreement, the UMAP'
 trustworthiness (ours, scanpy's) and median distance from scanpy's mapped cells (share of the
 layout's span).
     .venv/bin/python scripts/checks/ingest_vs_scanpy.py [DATA_DIR]"""
-import sys, time, warnings
+import os, sys, time, warnings
 from pathlib import Path
 
-import anndata as ad
 import numpy as np
 import scanpy as sc
 from sklearn.manifold import trustworthiness
@@ -16,23 +15,15 @@ from sklearn.manifold import trustworthiness
 import scpipe
 
 warnings.filterwarnings("ignore")
-data = Path(sys.argv[1] if len(sys.argv) > 1 else "../shared/data")
+if len(sys.argv) > 1:
+    os.environ["SCPIPE_DATA"] = sys.argv[1]
+# The datasets split as the tests split them.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "rmm-python" / "tests"))
+from test_scpipe_ingest import split  # noqa: E402
+
 scpipe.settings.device = "cpu"
 for name in ["pbmc68k_reduced.h5ad", "scvi_pbmc5k_pbmc10k_400cells_2batches_counts.h5ad"]:
-    a = ad.read_h5ad(data / name)
-    if name.startswith("scvi"):
-        sc.pp.normalize_total(a)
-        sc.pp.log1p(a)
-        ref, new = a[a.obs["batch"] == "pbmc5k"].copy(), a[a.obs["batch"] != "pbmc5k"].copy()
-    else:
-        order = np.random.default_rng(0).permutation(a.n_obs)
-        ref, new = a[order[:450]].copy(), a[order[450:]].copy()
-    sc.pp.pca(ref)
-    sc.pp.neighbors(ref)
-    sc.tl.umap(ref, random_state=0)
-    sc.tl.leiden(ref, flavor="igraph", n_iterations=2, directed=False, random_state=0)
-    for k in ("X_pca", "X_umap"):
-        new.obsm.pop(k, None)
+    ref, new = split(name)
     labels = ["leiden"] + (["louvain", "bulk_labels"] if "louvain" in ref.obs else [])
     ours, theirs = new.copy(), new.copy()
     t = time.perf_counter(); sc.tl.ingest(theirs, ref, obs=labels); ts = time.perf_counter() - t
