@@ -1,6 +1,7 @@
-"""scpipe.tl.ingest against scanpy's tl.ingest on the real datasets (issue 53), one process:
-pbmc68k_reduced split at random (450 reference cells, 250 new), the scvi sample by batch (its
-second batch ingested into the first, after normalize_total and log1p). Prints each one's
+"""scpipe.tl.ingest against scanpy's tl.ingest on the real datasets (issue 53), one process,
+split as `rmm-python/tests/test_scpipe_ingest.py` splits them: pbmc68k_reduced and celltypist
+at random (65% reference), the scvi sample by batch (its second batch ingested into the first);
+counts normalized and logged. Prints each one's
 times, the PCA's largest difference (relative), the labels' agreement, the UMAP's
 trustworthiness (ours, scanpy's) and median distance from scanpy's mapped cells (share of the
 layout's span).
@@ -19,10 +20,10 @@ if len(sys.argv) > 1:
     os.environ["SCPIPE_DATA"] = sys.argv[1]
 # The datasets split as the tests split them.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "rmm-python" / "tests"))
-from test_scpipe_ingest import split  # noqa: E402
+from test_scpipe_ingest import DATASETS, split  # noqa: E402
 
 scpipe.settings.device = "cpu"
-for name in ["pbmc68k_reduced.h5ad", "scvi_pbmc5k_pbmc10k_400cells_2batches_counts.h5ad"]:
+for name in DATASETS:
     ref, new = split(name)
     labels = ["leiden"] + (["louvain", "bulk_labels"] if "louvain" in ref.obs else [])
     ours, theirs = new.copy(), new.copy()
