@@ -351,9 +351,14 @@ def dense_representation(adata, use_rep: str | None, n_pcs: int | None, step: st
     """:func:`representation` as the steps that read it take it (``obsm['rep']``, dense
     float32 on the host), and its name."""
     rep, name = representation(adata, use_rep, n_pcs, step)
-    rep = host(rep)
-    rep = rep.toarray() if hasattr(rep, "toarray") else np.asarray(rep)
-    return {"rep": np.ascontiguousarray(rep, dtype=np.float32)}, name
+    return {"rep": dense_host(rep)}, name
+
+
+def dense_host(m: Any) -> np.ndarray:
+    """A matrix (sparse or dense, CuPy included) as a C-ordered float32 numpy array."""
+    m = host(m)
+    m = m.toarray() if hasattr(m, "toarray") else np.asarray(m)
+    return np.ascontiguousarray(m, dtype=np.float32)
 
 
 def count(v: Any, name: str, minimum: int) -> int:

@@ -1054,12 +1054,9 @@ def ingest(
             raise ValueError("ingest: the reference's neighbors used its PCA, but it has no uns['pca'] / varm['PCs']")
     else:
         ref_rep, new_rep = adata_ref.X, adata.X
-    dense = lambda m: np.ascontiguousarray(
-        _parts.host(m).toarray() if hasattr(_parts.host(m), "toarray") else np.asarray(_parts.host(m)), dtype=np.float32
-    )
-    params["reference_rep"] = dense(ref_rep)
+    params["reference_rep"] = _parts.dense_host(ref_rep)
     if new_rep is not None:
-        parts["obsm"] = {"rep": dense(new_rep)}
+        parts["obsm"] = {"rep": _parts.dense_host(new_rep)}
     if "pca" in methods and "pca_basis" not in params:
         raise ValueError("ingest: embedding_method 'pca' needs the reference's PCA (run pp.pca on it)")
     params["map_pca"] = "pca" in methods
@@ -1067,7 +1064,7 @@ def ingest(
         if "X_umap" not in adata_ref.obsm or "umap" not in adata_ref.uns:
             raise ValueError("ingest: embedding_method 'umap' needs the reference's UMAP (run tl.umap on it)")
         up = adata_ref.uns["umap"]["params"]
-        params["umap_layout"] = np.ascontiguousarray(adata_ref.obsm["X_umap"], dtype=np.float32)
+        params["umap_layout"] = _parts.dense_host(adata_ref.obsm["X_umap"])
         params["umap_a"], params["umap_b"] = float(up["a"]), float(up["b"])
         params["umap_random_state"] = _seed(up.get("random_state", 0))
     cats = [adata_ref.obs[c].astype("category") for c in labels]

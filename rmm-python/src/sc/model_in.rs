@@ -127,19 +127,7 @@ pub(crate) fn matrix(
             Ok(Matrix::Device(DeviceMatrix::dense(ctx, m)))
         }
         "csr" => Ok(Matrix::Sparse(csr(t, what)?)),
-        "dense" => {
-            let a: PyReadonlyArray2<'_, f32> = t.get_item(1)?.extract()?;
-            let (rows, cols) = (a.shape()[0], a.shape()[1]);
-            let data = a
-                .as_slice()
-                .map_err(|_| {
-                    PyTypeError::new_err(format!("{what}: a dense matrix must be C-contiguous"))
-                })?
-                .to_vec();
-            let m = DenseMatrix::new(rows, cols, data)
-                .map_err(|e| PyValueError::new_err(format!("{what}: {e}")))?;
-            Ok(Matrix::Dense(m))
-        }
+        "dense" => Ok(Matrix::Dense(dense_from(t.get_item(1)?.extract()?, what)?)),
         other => Err(PyTypeError::new_err(format!(
             "{what}: unknown matrix layout '{other}'"
         ))),
@@ -259,13 +247,18 @@ fn dense_array(v: &Bound<'_, PyAny>, what: &str) -> PyResult<DenseArray> {
 
 /// A C-contiguous 2-D float32 array as a dense matrix (the Python side makes it so).
 pub(crate) fn dense_f32(v: &Bound<'_, PyAny>, what: &str) -> PyResult<DenseMatrix<f32>> {
-    let a: PyReadonlyArray2<'_, f32> = v
+    let a = v
         .extract()
         .map_err(|_| PyTypeError::new_err(format!("{what} must be a 2-D float32 array")))?;
+    dense_from(a, what)
+}
+
+/// A dense matrix copied from a float32 array, which must be C-contiguous.
+fn dense_from(a: PyReadonlyArray2<'_, f32>, what: &str) -> PyResult<DenseMatrix<f32>> {
     let (rows, cols) = (a.shape()[0], a.shape()[1]);
     let data = a
         .as_slice()
-        .map_err(|_| PyTypeError::new_err(format!("{what} must be C-contiguous")))?
+        .map_err(|_| PyTypeError::new_err(format!("{what}: a dense matrix must be C-contiguous")))?
         .to_vec();
     DenseMatrix::new(rows, cols, data).map_err(|e| PyValueError::new_err(format!("{what}: {e}")))
 }

@@ -20,7 +20,9 @@ use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
 use crate::neighbors::{smooth_knn_dist, Knn};
-use crate::umap::{clip, negative_key, negative_sample, squared_distance, Gradient};
+use crate::umap::{
+    negative_key, negative_sample, nudge, sample_period, squared_distance, Gradient,
+};
 use rayon::prelude::*;
 
 /// The new cells' values (genes x the reference's) as a CSR or dense matrix.
@@ -94,24 +96,20 @@ pub fn project_pca(
     Ok(out)
 }
 
-/// Each new cell's label: the most common code among its `k` neighbours' (`indices`, rows of
-/// the reference) in `labels` (codes below `n_categories`, negative: none), ties to the smaller
+/// Each new cell's label: the most common code among its neighbours' (`knn`'s rows of the
+/// reference) in `labels` (codes below `n_categories`, negative: none), ties to the smaller
 /// code; -1 where no neighbour has one.
-pub fn vote(labels: &[i32], n_categories: usize, indices: &[u32], k: usize) -> Result<Vec<i32>> {
+pub fn vote(labels: &[i32], n_categories: usize, knn: &Knn) -> Result<Vec<i32>> {
     if let Some(&bad) = labels.iter().find(|&&c| c >= n_categories as i32) {
         return Err(KernelError::param(
             "labels",
             format!("code {bad} of {n_categories} categories"),
         ));
     }
-    if let Some(&bad) = indices.iter().find(|&&r| r as usize >= labels.len()) {
-        return Err(KernelError::Shape(format!(
-            "neighbour {bad} of a reference of {} cells",
-            labels.len()
-        )));
-    }
-    Ok(indices
-        .par_chunks(k.max(1))
+    check_neighbours(knn, labels.len())?;
+    Ok(knn
+        .indices
+        .par_chunks(knn.k.max(1))
         .map(|nbrs| {
             let mut counts = vec![0u32; n_categories];
             for &r in nbrs {
@@ -166,28 +164,14 @@ impl TransformParams {
     }
 }
 
-/// The new cells' layout among the reference's `layout` (cells x dimensions), from their `k`
-/// nearest reference cells (`indices`, `distances`: `n_new * k`, nearest first).
+/// The new cells' layout among the reference's `layout` (cells x dimensions), from their
+/// nearest reference cells (`knn`, nearest first).
 pub fn umap_transform(
     layout: &DenseMatrix<f32>,
-    indices: &[u32],
-    distances: &[f32],
-    k: usize,
+    knn: &Knn,
     params: &TransformParams,
 ) -> Result<DenseMatrix<f32>> {
-    if k == 0 || indices.len() % k != 0 || distances.len() != indices.len() {
-        return Err(KernelError::Shape(format!(
-            "{} neighbours and {} distances for k = {k}",
-            indices.len(),
-            distances.len()
-        )));
-    }
-    if let Some(&bad) = indices.iter().find(|&&r| r as usize >= layout.n_rows) {
-        return Err(KernelError::Shape(format!(
-            "neighbour {bad} of a layout of {} cells",
-            layout.n_rows
-        )));
-    }
+    check_neighbours(knn, layout.n_rows)?;
     if !(params.a > 0.0 && params.b > 0.0) {
         return Err(KernelError::param(
             "umap params",
@@ -197,15 +181,9 @@ pub fn umap_transform(
             ),
         ));
     }
-    let n = indices.len() / k;
-    let dim = layout.n_cols;
-    let knn = Knn {
-        n_obs: n,
-        k,
-        indices: indices.to_vec(),
-        distances: distances.to_vec(),
-    };
-    let (sigmas, rhos) = smooth_knn_dist(&knn, 0.0, 1.0);
+    let (n, k, dim) = (knn.n_obs, knn.k, layout.n_cols);
+    let (indices, distances) = (&knn.indices, &knn.distances);
+    let (sigmas, rhos) = smooth_knn_dist(knn, 0.0, 1.0);
     let weights: Vec<f32> = distances
         .iter()
         .enumerate()
@@ -253,7 +231,7 @@ pub fn umap_transform(
                 .iter()
                 .map(|&wj| {
                     if wj >= floor && wj > 0.0 {
-                        n_epochs as f64 / (n_epochs as f64 * (wj as f64 / max as f64))
+                        sample_period(wj, max, n_epochs)
                     } else {
                         -1.0 // dropped
                     }
@@ -269,10 +247,12 @@ pub fn umap_transform(
                         continue;
                     }
                     let other = layout.row(r as usize);
-                    let coeff = gradient.attraction(squared_distance(cur, other));
-                    for (c, &o) in cur.iter_mut().zip(other) {
-                        *c += clip(coeff * (*c - o)) * alpha;
-                    }
+                    nudge(
+                        cur,
+                        other,
+                        gradient.attraction(squared_distance(cur, other)),
+                        alpha,
+                    );
                     next_sample[j] += per_sample[j];
                     if !gradient.negative_samples {
                         continue;
@@ -284,9 +264,7 @@ pub fn umap_transform(
                         let other = layout.row(negative_sample(key, p, layout.n_rows));
                         let coeff = gradient.repulsion(squared_distance(cur, other));
                         if coeff > 0.0 {
-                            for (c, &o) in cur.iter_mut().zip(other) {
-                                *c += clip(coeff * (*c - o)) * alpha;
-                            }
+                            nudge(cur, other, coeff, alpha);
                         }
                     }
                     next_negative[j] += count as f64 * per_negative;
@@ -294,4 +272,24 @@ pub fn umap_transform(
             }
         });
     Ok(out)
+}
+
+/// Refuses a kNN whose arrays are not `n_obs x k` or that names a row beyond `n_reference`.
+fn check_neighbours(knn: &Knn, n_reference: usize) -> Result<()> {
+    let expected = knn.n_obs * knn.k;
+    if knn.k == 0 || knn.indices.len() != expected || knn.distances.len() != expected {
+        return Err(KernelError::Shape(format!(
+            "{} neighbours and {} distances for {} cells of k = {}",
+            knn.indices.len(),
+            knn.distances.len(),
+            knn.n_obs,
+            knn.k
+        )));
+    }
+    if let Some(&bad) = knn.indices.iter().find(|&&r| r as usize >= n_reference) {
+        return Err(KernelError::Shape(format!(
+            "neighbour {bad} of a reference of {n_reference} cells"
+        )));
+    }
+    Ok(())
 }

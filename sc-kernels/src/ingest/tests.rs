@@ -59,19 +59,27 @@ fn the_projection_is_the_centred_product_sparse_or_dense() {
     assert!(project_pca(Values::Dense(&x), &wrong, true).is_err());
 }
 
+/// A kNN of `indices` (`k` a cell) at distance 0.
+fn neighbours(indices: &[u32], k: usize) -> Knn {
+    Knn {
+        n_obs: indices.len() / k,
+        k,
+        indices: indices.to_vec(),
+        distances: vec![0.0; indices.len()],
+    }
+}
+
 #[test]
 fn the_vote_takes_the_most_common_label_ties_to_the_first() {
     let labels = [0, 1, 1, 2, -1, 2];
+    let vote_of = |idx: &[u32], k: usize| vote(&labels, 3, &neighbours(idx, k));
     // Codes 1, 1, 0 -> 1, and none -> -1, in one call of two cells.
-    assert_eq!(
-        vote(&labels, 3, &[1, 2, 0, 4, 4, 4], 3).unwrap(),
-        vec![1, -1]
-    );
+    assert_eq!(vote_of(&[1, 2, 0, 4, 4, 4], 3).unwrap(), vec![1, -1]);
     // 0 once, 2 once, 1 twice -> 1; a tie of 2 and 0 -> 0.
-    assert_eq!(vote(&labels, 3, &[0, 3, 1, 2], 4).unwrap(), vec![1]);
-    assert_eq!(vote(&labels, 3, &[3, 0], 2).unwrap(), vec![0]);
-    assert!(vote(&labels, 2, &[0], 1).is_err());
-    assert!(vote(&labels, 3, &[9], 1).is_err());
+    assert_eq!(vote_of(&[0, 3, 1, 2], 4).unwrap(), vec![1]);
+    assert_eq!(vote_of(&[3, 0], 2).unwrap(), vec![0]);
+    assert!(vote(&labels, 2, &neighbours(&[0], 1)).is_err());
+    assert!(vote_of(&[9], 1).is_err());
 }
 
 /// New cells from the reference's blobs land in their blob's part of the layout: the nearest
@@ -83,9 +91,9 @@ fn new_cells_land_among_their_blob() {
     let reference = blobs(1000, groups, 10, 1);
     let layout = plane(1000, groups, 2);
     let new = blobs(300, groups, 10, 9);
-    let (idx, dist) = knn_query(&new, &reference, k).unwrap();
+    let knn = knn_query(&new, &reference, k).unwrap();
     let p = TransformParams::new(1.577, 0.895, 0);
-    let mapped = umap_transform(&layout, &idx, &dist, k, &p).unwrap();
+    let mapped = umap_transform(&layout, &knn, &p).unwrap();
     assert!(mapped.data.iter().all(|v| v.is_finite()));
     let home = (0..300)
         .filter(|&i| {
@@ -100,15 +108,13 @@ fn new_cells_land_among_their_blob() {
         })
         .count();
     assert!(home >= 294, "{home} of 300 in their blob");
-    assert_eq!(umap_transform(&layout, &idx, &dist, k, &p).unwrap(), mapped);
-    let other = umap_transform(
-        &layout,
-        &idx,
-        &dist,
-        k,
-        &TransformParams::new(1.577, 0.895, 1),
-    )
-    .unwrap();
+    assert_eq!(umap_transform(&layout, &knn, &p).unwrap(), mapped);
+    let other = umap_transform(&layout, &knn, &TransformParams::new(1.577, 0.895, 1)).unwrap();
     assert_ne!(other, mapped);
-    assert!(umap_transform(&layout, &idx[1..], &dist[1..], k, &p).is_err());
+    let short = Knn {
+        indices: knn.indices[1..].to_vec(),
+        distances: knn.distances[1..].to_vec(),
+        ..knn.clone()
+    };
+    assert!(umap_transform(&layout, &short, &p).is_err());
 }

@@ -10,7 +10,7 @@ use crate::neighbors::knn::{check_k, Knn, EXTRA};
 use crate::neighbors::pruned;
 use crate::neighbors::result::Scan;
 use crate::neighbors::scan::device::{f32_scan, refine, MAX_DIMS, MAX_K};
-use crate::neighbors::scan::host::{distance, exact_best, products_into, Candidates};
+use crate::neighbors::scan::host::{distance, exact_best, products_into, row_distance, Candidates};
 use crate::neighbors::scan::tensor;
 use crate::real::Real;
 use faer::reborrow::{Reborrow, ReborrowMut};
@@ -59,24 +59,29 @@ pub fn knn_among<T: Real>(
         .flat_map(|&r| xf[r as usize * d..(r as usize + 1) * d].iter().copied())
         .collect();
     Ok(scan(&xf, n, d, &xr, Some(refs), k, |q, cand, oi, od| {
-        let mut exact: Vec<(f64, u32)> =
-            cand.map(|j| (distance(&xf, d, q, j as usize), j)).collect();
-        exact.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-        for (t, e) in exact.iter().take(k).enumerate() {
-            oi[t] = e.1;
-            od[t] = e.0 as f32;
-        }
+        nearest_first(cand.map(|j| (distance(&xf, d, q, j as usize), j)), oi, od)
     }))
 }
 
+/// The first `oi.len()` of `(exact distance, index)` candidates by distance, ties to the
+/// smaller index, into `oi` and `od`.
+fn nearest_first(cand: impl Iterator<Item = (f64, u32)>, oi: &mut [u32], od: &mut [f32]) {
+    let mut exact: Vec<(f64, u32)> = cand.collect();
+    exact.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    for ((i, o), e) in oi.iter_mut().zip(od.iter_mut()).zip(&exact) {
+        *i = e.1;
+        *o = e.0 as f32;
+    }
+}
+
 /// The exact `k` nearest rows of `reference` of each row of `queries` (two sets: no row is
-/// its own neighbour), nearest first (ties: the smaller index), `n_queries * k` indices into
-/// `reference` and distances (ingest's search of new cells among a reference's).
+/// its own neighbour), nearest first (ties: the smaller index): indices into `reference` and
+/// distances (ingest's search of new cells among a reference's).
 pub fn knn_query<T: Real>(
     queries: &DenseMatrix<T>,
     reference: &DenseMatrix<T>,
     k: usize,
-) -> Result<(Vec<u32>, Vec<f32>)> {
+) -> Result<Knn> {
     let d = queries.n_cols;
     if reference.n_cols != d {
         return Err(KernelError::Shape(format!(
@@ -94,33 +99,18 @@ pub fn knn_query<T: Real>(
     reference.check_finite()?;
     let xq: Vec<f32> = queries.data.iter().map(|v| v.to_f64() as f32).collect();
     let xr: Vec<f32> = reference.data.iter().map(|v| v.to_f64() as f32).collect();
-    Ok(scan(
-        &xq,
-        queries.n_rows,
-        d,
-        &xr,
-        None,
+    let n = queries.n_rows;
+    let (indices, distances) = scan(&xq, n, d, &xr, None, k, |q, cand, oi, od| {
+        let qv = &xq[q * d..(q + 1) * d];
+        let row = |j: u32| &xr[j as usize * d..(j as usize + 1) * d];
+        nearest_first(cand.map(|j| (row_distance(qv, row(j)), j)), oi, od)
+    });
+    Ok(Knn {
+        n_obs: n,
         k,
-        |q, cand, oi, od| {
-            let qv = &xq[q * d..(q + 1) * d];
-            let mut exact: Vec<(f64, u32)> = cand
-                .map(|j| {
-                    let rv = &xr[j as usize * d..(j as usize + 1) * d];
-                    let s: f64 = qv
-                        .iter()
-                        .zip(rv)
-                        .map(|(a, b)| (*a as f64 - *b as f64).powi(2))
-                        .sum();
-                    (s.sqrt(), j)
-                })
-                .collect();
-            exact.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-            for (t, e) in exact.iter().take(k).enumerate() {
-                oi[t] = e.1;
-                od[t] = e.0 as f32;
-            }
-        },
-    ))
+        indices,
+        distances,
+    })
 }
 
 /// The scan both share: each query row of `xf` (`n x d`) against the reference rows `xr`

@@ -137,11 +137,11 @@ pub fn scrublet(
             Err(e) if e.out_of_memory().is_some() => {
                 PhaseTrace::on_host("scrublet")
                     .mark("the device's memory ran out: the preparation again on the host")?;
-                prepare_host(counts, params)?
+                prepare_host(counts, params, !linear(params))?
             }
             prepared => prepared?,
         },
-        _ => prepare_host(counts, params)?,
+        _ => prepare_host(counts, params, !linear(params))?,
     };
     let mut found = classify(embedded.manifold, embedded.parents, params, gpu)?;
     found.scored = embedded.scored;
@@ -170,9 +170,13 @@ const PER_MILLION: NormalizeParams = NormalizeParams {
     per_cell: false,
 };
 
-/// Steps 1 to 4 on the host; the doublets are made only where the settings are not
-/// [`linear`].
-fn prepare_host(counts: &CsrMatrix<f32>, params: &ScrubletParams) -> Result<Embedded> {
+/// Steps 1 to 4 on the host: with `make_doublets` the doublets are made and embedded (as
+/// settings that are not [`linear`] need), else their coordinates follow from their parents'.
+fn prepare_host(
+    counts: &CsrMatrix<f32>,
+    params: &ScrubletParams,
+    make_doublets: bool,
+) -> Result<Embedded> {
     let mut trace = PhaseTrace::on_host("scrublet");
     let genes = filter_genes(counts, GeneFilter::MinCells(3))?;
     let x = counts.select_cols(&genes.keep)?;
@@ -191,7 +195,7 @@ fn prepare_host(counts: &CsrMatrix<f32>, params: &ScrubletParams) -> Result<Embe
     let raw = raw.select_cols(&hvg.highly_variable)?;
     let mut obs = norm.select_cols(&hvg.highly_variable)?;
     drop(norm);
-    if linear(params) {
+    if !make_doublets {
         let totals = row_sums(&raw);
         normalize_total(&mut obs, &PER_MILLION)?;
         let parents = doublet_pairs(raw.n_rows, params.sim_doublet_ratio, params.random_state)?;

@@ -413,23 +413,9 @@ fn the_linear_route_scores_as_the_doublets_made() {
     assert!(r > 0.999, "r = {r}");
 }
 
-/// Scrublet through the doublets made (`simulate_doublets`, `embed`), as `prepare_host` runs
-/// it for settings that are not linear.
+/// Scrublet through the doublets made (`simulate_doublets`, `embed`): `prepare_host`'s route
+/// for settings that are not linear.
 fn explicit_route(x: &CsrMatrix<f32>, p: &ScrubletParams) -> Doublets {
-    let genes = crate::filter::filter_genes(x, GeneFilter::MinCells(3)).unwrap();
-    let x = x.select_cols(&genes.keep).unwrap();
-    let cells = crate::filter::filter_cells(&x, CellFilter::MinGenes(3)).unwrap();
-    let raw = x.select_rows(&cells.keep).unwrap();
-    let mut norm = raw.clone();
-    normalize_total(&mut norm, &NormalizeParams::default()).unwrap();
-    let mut logged = norm.clone();
-    log1p(&mut logged, None).unwrap();
-    let hvg = highly_variable_genes(&logged, &HvgParams::default(), None, None).unwrap();
-    let raw = raw.select_cols(&hvg.highly_variable).unwrap();
-    let mut obs = norm.select_cols(&hvg.highly_variable).unwrap();
-    let sim = simulate_doublets(&raw, p.sim_doublet_ratio, 1.0, p.random_state).unwrap();
-    let mut sim_counts = sim.counts;
-    normalize_total(&mut obs, &PER_MILLION).unwrap();
-    normalize_total(&mut sim_counts, &PER_MILLION).unwrap();
-    call_doublets(&obs, &sim_counts, sim.parents, p, None).unwrap()
+    let made = prepare_host(x, p, true).unwrap();
+    classify(made.manifold, made.parents, p, None).unwrap()
 }

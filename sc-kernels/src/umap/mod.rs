@@ -290,17 +290,24 @@ impl Schedule {
     /// Each kept edge's period in epochs, and its negative samples' (umap-learn's
     /// `make_epochs_per_sample`, then divided by the rate).
     pub(crate) fn epochs_per_sample(&self) -> (Vec<f64>, Vec<f64>) {
-        let (e, max) = (self.n_epochs as f64, self.max_weight as f64);
         let rate = self.negative_sample_rate.max(1) as f64;
         let per_sample: Vec<f64> = self
             .graph
             .data
             .par_iter()
-            .map(|&w| e / (e * (w as f64 / max)))
+            .map(|&w| sample_period(w, self.max_weight, self.n_epochs))
             .collect();
         let per_negative = per_sample.par_iter().map(|p| p / rate).collect();
         (per_sample, per_negative)
     }
+}
+
+/// umap-learn's `make_epochs_per_sample` of one edge: the epochs between its samples, from its
+/// weight `w` and the heaviest `max`.
+#[inline]
+pub(crate) fn sample_period(w: f32, max: f32, n_epochs: usize) -> f64 {
+    let e = n_epochs as f64;
+    e / (e * (w as f64 / max as f64))
 }
 
 /// The fixed numbers of every gradient.
@@ -338,8 +345,16 @@ impl Gradient {
 }
 
 #[inline]
-pub(crate) fn clip(v: f32) -> f32 {
+fn clip(v: f32) -> f32 {
     v.clamp(-4.0, 4.0)
+}
+
+/// `cur` moved by `alpha` times `coeff (cur - other)`, each coordinate's move clipped to 4.
+#[inline]
+pub(crate) fn nudge(cur: &mut [f32], other: &[f32], coeff: f32, alpha: f32) {
+    for (c, &o) in cur.iter_mut().zip(other) {
+        *c += clip(coeff * (*c - o)) * alpha;
+    }
 }
 
 /// The negative samples of edge `e` at `epoch` are drawn from this key (one hash per edge).
@@ -502,9 +517,7 @@ fn move_cell(
         let other = &prev[k as usize * dim..(k as usize + 1) * dim];
         for _ in 0..2 {
             let coeff = g.attraction(squared_distance(cur, other));
-            for d in 0..dim {
-                cur[d] += clip(coeff * (cur[d] - other[d])) * alpha;
-            }
+            nudge(cur, other, coeff, alpha);
         }
         next_sample[i] += per_sample[e];
         if !g.negative_samples {
@@ -520,9 +533,7 @@ fn move_cell(
             let other = &prev[k * dim..(k + 1) * dim];
             let coeff = g.repulsion(squared_distance(cur, other));
             if coeff > 0.0 {
-                for d in 0..dim {
-                    cur[d] += clip(coeff * (cur[d] - other[d])) * alpha;
-                }
+                nudge(cur, other, coeff, alpha);
             }
         }
         next_negative[i] += count as f64 * per_negative[e];

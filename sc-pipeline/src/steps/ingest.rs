@@ -48,25 +48,16 @@ pub struct Reference {
 
 /// Maps `adata`'s cells (X over the reference's genes) onto `reference`.
 pub fn ingest(adata: &mut AnnData, reference: &Reference) -> Result<()> {
-    let projection = |n_pcs: Option<usize>| -> Result<DenseMatrix<f32>> {
-        let pca = reference.pca.as_ref().ok_or_else(|| {
-            Error::param(
-                STEP,
-                "the reference has no PCA (uns['pca'], varm['PCs']): run pp.pca on it",
-            )
-        })?;
-        let x = adata.x.to_csr()?;
-        let x = match &pca.genes {
-            Some(mask) => std::borrow::Cow::Owned(x.select_cols(mask).map_err(kernel_error(STEP))?),
-            None => x,
-        };
-        let k = n_pcs.unwrap_or(pca.basis.n_cols).min(pca.basis.n_cols);
-        let basis = super::first_columns(pca.basis.clone(), k).map_err(kernel_error(STEP))?;
-        project_pca(Values::Sparse(&x), &basis, pca.centred).map_err(kernel_error(STEP))
+    // Every component at once: the first n of them are the projection on n.
+    let projection = match (&reference.representation, reference.map_pca) {
+        (NewRepresentation::Given, false) => None,
+        _ => Some(project(adata, reference)?),
     };
-    let rep = match reference.representation {
-        NewRepresentation::Pca(n) => projection(Some(n))?,
-        NewRepresentation::Given => obsm_matrix(adata, "rep")?
+    let rep = match (&reference.representation, &projection) {
+        (NewRepresentation::Pca(n), Some(y)) => {
+            super::first_columns(y.clone(), (*n).min(y.n_cols)).map_err(kernel_error(STEP))?
+        }
+        _ => obsm_matrix(adata, "rep")?
             .ok_or_else(|| Error::param(STEP, "the new cells' representation is missing"))?,
     };
     if rep.n_cols != reference.cells.n_cols {
@@ -78,31 +69,43 @@ pub fn ingest(adata: &mut AnnData, reference: &Reference) -> Result<()> {
             ),
         ));
     }
-    let needs_neighbours = reference.umap.is_some() || !reference.labels.is_empty();
-    let (idx, dist) = if needs_neighbours {
-        knn_query(&rep, &reference.cells, reference.k).map_err(kernel_error(STEP))?
-    } else {
-        (Vec::new(), Vec::new())
-    };
-    if reference.map_pca {
-        let y = projection(None)?;
+    if let Some(y) = projection.filter(|_| reference.map_pca) {
         adata.obsm.insert(
             "X_pca".into(),
             DenseArray::matrix_f32(y.n_rows, y.n_cols, y.data)?,
         );
     }
-    if let Some((layout, params)) = &reference.umap {
-        let y =
-            umap_transform(layout, &idx, &dist, reference.k, params).map_err(kernel_error(STEP))?;
-        adata.obsm.insert(
-            "X_umap".into(),
-            DenseArray::matrix_f32(y.n_rows, y.n_cols, y.data)?,
-        );
-    }
-    for (name, codes, n_categories) in &reference.labels {
-        let mapped = vote(codes, *n_categories, &idx, reference.k).map_err(kernel_error(STEP))?;
-        adata.obs.set_values(name, ArrayData::I32(mapped))?;
+    // The neighbours, for the UMAP and the labels.
+    if reference.umap.is_some() || !reference.labels.is_empty() {
+        let knn = knn_query(&rep, &reference.cells, reference.k).map_err(kernel_error(STEP))?;
+        if let Some((layout, params)) = &reference.umap {
+            let y = umap_transform(layout, &knn, params).map_err(kernel_error(STEP))?;
+            adata.obsm.insert(
+                "X_umap".into(),
+                DenseArray::matrix_f32(y.n_rows, y.n_cols, y.data)?,
+            );
+        }
+        for (name, codes, n_categories) in &reference.labels {
+            let mapped = vote(codes, *n_categories, &knn).map_err(kernel_error(STEP))?;
+            adata.obs.set_values(name, ArrayData::I32(mapped))?;
+        }
     }
     adata.obsm.remove("rep");
     Ok(())
+}
+
+/// X (over the reference's PCA genes) projected on all of the reference's principal axes.
+fn project(adata: &AnnData, reference: &Reference) -> Result<DenseMatrix<f32>> {
+    let pca = reference.pca.as_ref().ok_or_else(|| {
+        Error::param(
+            STEP,
+            "the reference has no PCA (uns['pca'], varm['PCs']): run pp.pca on it",
+        )
+    })?;
+    let x = adata.x.to_csr()?;
+    let x = match &pca.genes {
+        Some(mask) => std::borrow::Cow::Owned(x.select_cols(mask).map_err(kernel_error(STEP))?),
+        None => x,
+    };
+    project_pca(Values::Sparse(&x), &pca.basis, pca.centred).map_err(kernel_error(STEP))
 }

@@ -85,10 +85,14 @@ impl Candidates {
 
 /// The Euclidean distance of rows `i` and `j` of `xf` (rows of `d` values), in f64.
 pub(crate) fn distance(xf: &[f32], d: usize, i: usize, j: usize) -> f64 {
-    let (xi, xj) = (&xf[i * d..(i + 1) * d], &xf[j * d..(j + 1) * d]);
-    xi.iter()
-        .zip(xj)
-        .map(|(a, b)| (*a as f64 - *b as f64).powi(2))
+    row_distance(&xf[i * d..(i + 1) * d], &xf[j * d..(j + 1) * d])
+}
+
+/// The Euclidean distance of two rows, in f64.
+pub(crate) fn row_distance(a: &[f32], b: &[f32]) -> f64 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (*x as f64 - *y as f64).powi(2))
         .sum::<f64>()
         .sqrt()
 }
