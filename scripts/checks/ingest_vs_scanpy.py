@@ -1,4 +1,4 @@
-"""scpipe.tl.ingest against scanpy's tl.ingest on the real datasets (issue 53), one process,
+"""scpipe.tl.ingest against scanpy 1.12's tl.ingest on the real datasets (issue 53), one process,
 split as `rmm-python/tests/test_scpipe_ingest.py` splits them: pbmc68k_reduced and celltypist
 at random (65% reference), the scvi sample by batch (its second batch ingested into the first);
 counts normalized and logged. Prints each one's
@@ -20,14 +20,14 @@ if len(sys.argv) > 1:
     os.environ["SCPIPE_DATA"] = sys.argv[1]
 # The datasets split as the tests split them.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "rmm-python" / "tests"))
-from test_scpipe_ingest import DATASETS, split  # noqa: E402
+from test_scpipe_ingest import DATASETS, scanpy_ingest, split  # noqa: E402
 
 scpipe.settings.device = "cpu"
 for name in DATASETS:
     ref, new = split(name)
     labels = ["leiden"] + (["louvain", "bulk_labels"] if "louvain" in ref.obs else [])
     ours, theirs = new.copy(), new.copy()
-    t = time.perf_counter(); sc.tl.ingest(theirs, ref, obs=labels); ts = time.perf_counter() - t
+    t = time.perf_counter(); scanpy_ingest(theirs, ref, obs=labels); ts = time.perf_counter() - t
     t = time.perf_counter(); scpipe.tl.ingest(ours, ref, obs=labels); to = time.perf_counter() - t
     p, q = ours.obsm["X_pca"], theirs.obsm["X_pca"]
     agree = {c: round(float((ours.obs[c].astype(str) == theirs.obs[c].astype(str)).mean()), 4) for c in labels}

@@ -988,8 +988,8 @@ def ingest(
     **kwargs,
 ):
     """Maps labels and embeddings of a reference onto new cells (scanpy's ``tl.ingest``): the new
-    cells are projected on the reference's PCA (centred by their own means when the reference's
-    PCA was centred, as scanpy), their nearest reference cells found in the representation the
+    cells are projected on the reference's PCA (centred by the reference's gene means when its
+    PCA was centred, as scanpy 1.12), their nearest reference cells found in the representation the
     reference's neighbors used (``adata_ref.uns[neighbors_key]['params']``: ``use_rep`` or
     ``n_pcs``), each label in ``obs`` taken as the most common among them (ties: the first
     category) and the UMAP mapped as umap-learn's ``transform`` maps it (the reference's layout
@@ -1038,7 +1038,12 @@ def ingest(
             basis = basis[mask]
             params["pca_genes"] = mask.tolist()
         params["pca_basis"] = np.ascontiguousarray(basis, dtype=np.float32)
-        params["pca_centred"] = bool(pp.get("zero_center", True))
+        if pp.get("zero_center", True):
+            # scanpy 1.12 centres the new cells by the reference's means (1.11: their own).
+            ref_x = _parts.host(adata_ref.X)
+            if "pca_genes" in params:
+                ref_x = ref_x[:, mask]
+            params["pca_mean"] = np.asarray(ref_x.mean(axis=0, dtype=np.float64)).ravel()
     # The representation of the reference's neighbors (scanpy's Ingest._init_neighbors).
     parts = {"X": _parts.matrix_part(_parts.host(adata.X), "X")}
     if "use_rep" in nparams:
@@ -1069,7 +1074,7 @@ def ingest(
         params["umap_random_state"] = _seed(up.get("random_state", 0))
     cats = [adata_ref.obs[c].astype("category") for c in labels]
     params["label_names"] = labels
-    params["label_codes"] = [np.asarray(c.cat.codes, dtype=np.int32).tolist() for c in cats]
+    params["label_codes"] = [np.ascontiguousarray(c.cat.codes, dtype=np.int32) for c in cats]
     params["label_categories"] = [len(c.cat.categories) for c in cats]
     out = _parts.call("ingest", parts, params)
     target = adata if inplace else adata.copy()

@@ -829,7 +829,15 @@ fn ingest_reference(p: &Bound<'_, PyDict>) -> PyResult<steps::IngestReference> {
         Some(basis) => Some(steps::ReferencePca {
             basis,
             genes: opt(p, "pca_genes")?,
-            centred: req(p, "pca_centred")?,
+            mean: match p.get_item("pca_mean")? {
+                Some(m) if !m.is_none() => Some(
+                    m.extract::<numpy::PyReadonlyArray1<'_, f64>>()
+                        .map_err(|_| PyValueError::new_err("ingest: pca_mean must be float64"))?
+                        .as_slice()?
+                        .to_vec(),
+                ),
+                _ => None,
+            },
         }),
         None => None,
     };
@@ -846,7 +854,11 @@ fn ingest_reference(p: &Bound<'_, PyDict>) -> PyResult<steps::IngestReference> {
     };
     let names: Vec<String> = req(p, "label_names")?;
     let n_categories: Vec<usize> = req(p, "label_categories")?;
-    let codes: Vec<Vec<i32>> = req(p, "label_codes")?;
+    // One int32 array of category codes (-1: none) per label.
+    let codes = req::<Vec<Bound<'_, PyAny>>>(p, "label_codes")?
+        .iter()
+        .map(|a| model_in::index_array::<i32>(a, "ingest: label_codes"))
+        .collect::<PyResult<Vec<_>>>()?;
     if names.len() != codes.len() || names.len() != n_categories.len() {
         return Err(PyValueError::new_err(
             "ingest: one code array and count per label",

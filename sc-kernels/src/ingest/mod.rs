@@ -1,7 +1,7 @@
 //! `ingest` (scanpy's `tl.ingest`): new cells mapped onto a reference's PCA, UMAP and labels,
 //! on the CPU, as scanpy 1.12's `Ingest` does it:
 //! - [`project_pca`]: the new cells' values times the reference's principal axes, centred by
-//!   the new cells' own means when the reference's PCA was centred (scanpy's `Ingest._pca`);
+//!   the reference's gene means when its PCA was centred (scanpy 1.12's `Ingest._pca`);
 //! - the new cells' nearest reference cells in the representation the reference's neighbors
 //!   used ([`crate::neighbors::knn_query`]: exact, where scanpy queries pynndescent's index);
 //! - [`vote`]: each new cell's label, the most common among its neighbours' (ties: the first
@@ -40,12 +40,14 @@ impl Values<'_> {
     }
 }
 
-/// scanpy's `Ingest._pca`: `x` (cells x genes, the genes of `basis`' rows), minus its own
-/// column means when `centred`, times `basis` (genes x components), in f64, rounded to f32.
+/// scanpy's `Ingest._pca`: `x` (cells x genes, the genes of `basis`' rows) minus `mean` (the
+/// reference's gene means, when its PCA was centred: scanpy 1.12 centres the new cells by the
+/// reference's means, 1.11 by their own), times `basis` (genes x components), in f64, rounded
+/// to f32.
 pub fn project_pca(
     x: Values<'_>,
     basis: &DenseMatrix<f32>,
-    centred: bool,
+    mean: Option<&[f64]>,
 ) -> Result<DenseMatrix<f32>> {
     let (n, g) = x.shape();
     if basis.n_rows != g {
@@ -54,12 +56,15 @@ pub fn project_pca(
             basis.n_rows
         )));
     }
+    if let Some(m) = mean.filter(|m| m.len() != g) {
+        return Err(KernelError::Shape(format!(
+            "{} reference means for the principal axes' {g} genes",
+            m.len()
+        )));
+    }
     let k = basis.n_cols;
-    let mean = match (&x, centred) {
-        (_, false) => vec![0.0; g],
-        (Values::Sparse(m), true) => crate::stats::col_mean_var(m, None).0,
-        (Values::Dense(m), true) => crate::stats::dense_col_mean_var(m).0,
-    };
+    let zeros = vec![0.0; g];
+    let mean = mean.unwrap_or(&zeros);
     // Centring subtracts the means' projection from every row (sparse rows stay sparse).
     let shift: Vec<f64> = (0..k)
         .map(|c| (0..g).map(|j| mean[j] * basis.data[j * k + c] as f64).sum())

@@ -27,17 +27,17 @@ fn plane(n: usize, groups: usize, seed: u64) -> DenseMatrix<f32> {
 }
 
 #[test]
-fn the_projection_is_the_centred_product_sparse_or_dense() {
+fn the_projection_is_the_product_centred_by_the_given_means() {
     let x = blobs(50, 3, 8, 1);
     let mut rng = SplitMix64::new(3);
     let basis = DenseMatrix::new(8, 3, (0..24).map(|_| rng.normal() as f32).collect()).unwrap();
     let sparse = CsrMatrix::from_dense(&x);
+    // The reference's means: not the new cells' own.
+    let mean: Vec<f64> = (0..8).map(|j| 0.5 + j as f64).collect();
     for centred in [true, false] {
-        let dense = project_pca(Values::Dense(&x), &basis, centred).unwrap();
-        let from_csr = project_pca(Values::Sparse(&sparse), &basis, centred).unwrap();
-        let mean: Vec<f64> = (0..8)
-            .map(|j| (0..50).map(|i| x.data[i * 8 + j] as f64).sum::<f64>() / 50.0)
-            .collect();
+        let given = centred.then_some(mean.as_slice());
+        let dense = project_pca(Values::Dense(&x), &basis, given).unwrap();
+        let from_csr = project_pca(Values::Sparse(&sparse), &basis, given).unwrap();
         for i in 0..50 {
             for c in 0..3 {
                 let want: f64 = (0..8)
@@ -56,7 +56,8 @@ fn the_projection_is_the_centred_product_sparse_or_dense() {
         }
     }
     let wrong = DenseMatrix::<f32>::zeros(7, 3);
-    assert!(project_pca(Values::Dense(&x), &wrong, true).is_err());
+    assert!(project_pca(Values::Dense(&x), &wrong, None).is_err());
+    assert!(project_pca(Values::Dense(&x), &basis, Some(&mean[..7])).is_err());
 }
 
 /// A kNN of `indices` (`k` a cell) at distance 0.

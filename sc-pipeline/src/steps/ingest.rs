@@ -14,11 +14,12 @@ use sc_kernels::neighbors::knn_query;
 const STEP: &str = "ingest";
 
 /// The reference's PCA: its principal axes over the genes it used (`varm['PCs']` rows of
-/// `genes`, all genes when `None`), and whether it was centred.
+/// `genes`, all genes when `None`) and, when it was centred, the reference's means of those
+/// genes (the new cells are centred by them, as scanpy 1.12 does).
 pub struct ReferencePca {
     pub basis: DenseMatrix<f32>,
     pub genes: Option<Vec<bool>>,
-    pub centred: bool,
+    pub mean: Option<Vec<f64>>,
 }
 
 /// Where the new cells' representation for the neighbour search comes from (scanpy's
@@ -107,5 +108,5 @@ fn project(adata: &AnnData, reference: &Reference) -> Result<DenseMatrix<f32>> {
         Some(mask) => std::borrow::Cow::Owned(x.select_cols(mask).map_err(kernel_error(STEP))?),
         None => x,
     };
-    project_pca(Values::Sparse(&x), &pca.basis, pca.centred).map_err(kernel_error(STEP))
+    project_pca(Values::Sparse(&x), &pca.basis, pca.mean.as_deref()).map_err(kernel_error(STEP))
 }
