@@ -484,8 +484,8 @@ def test_qc_names_follow_expr_type_and_var_type():
 
 
 def test_scrublet_and_score_genes_read_a_gpu_x_as_the_host_one(on_gpu):
-    """GPU only: scrublet and score_genes read a CuPy X (back to the host for now) and give the
-    host X's results; X stays on the GPU, untouched."""
+    """GPU only: scrublet (where X lies) and score_genes (back on the host for now) read a CuPy
+    X and give the host X's results; X stays on the GPU, untouched."""
     base = counts()
     ref = base.copy()
     scpipe.settings.device = "cpu"
@@ -501,6 +501,22 @@ def test_scrublet_and_score_genes_read_a_gpu_x_as_the_host_one(on_gpu):
     assert np.array_equal(a.obs["doublet_score"], ref.obs["doublet_score"])
     assert np.array_equal(a.obs["predicted_doublet"], ref.obs["predicted_doublet"])
     assert np.array_equal(a.obs["score"], ref.obs["score"])
+
+
+def test_a_host_x_stays_on_the_host_through_gpu_steps(on_gpu):
+    """GPU only: a host X goes to the device for the steps that read it there (straight from
+    scipy's arrays) and comes back a scipy matrix, filtered and scored as on the CPU."""
+    a = counts()
+    ref = a.copy()
+    for device, b in (("cpu", ref), ("gpu", a)):
+        scpipe.settings.device = device
+        scpipe.pp.filter_cells(b, min_genes=50)
+        scpipe.pp.filter_genes(b, min_cells=5)
+        scpipe.pp.scrublet(b)
+    assert type(a.X).__module__.startswith("scipy") and a.X.format == "csr"
+    assert list(a.obs_names) == list(ref.obs_names) and list(a.var_names) == list(ref.var_names)
+    assert (a.X != ref.X).nnz == 0
+    np.testing.assert_allclose(a.obs["doublet_score"], ref.obs["doublet_score"], rtol=1e-5)
 
 
 def test_sqrt_of_a_gpu_x_stays_on_the_gpu(on_gpu):

@@ -302,6 +302,17 @@ def test_scrublet_refuses_bad_input_and_leaves_the_object(kw, exc, words):
     assert "doublet_score" not in a.obs and "scrublet" not in a.uns
 
 
+def test_scrublet_refuses_values_that_are_not_counts():
+    """Where it runs (on the GPU, X goes straight to the device and is checked there)."""
+    device_gate()
+    a = ad.read_h5ad(data_dir() / COUNTS[1])
+    a.X = a.X.copy()
+    a.X.data[3] = -1.0
+    with pytest.raises(ValueError, match="negative"):
+        scpipe.pp.scrublet(a)
+    assert "doublet_score" not in a.obs and a.X.data[3] == -1.0
+
+
 def test_scrublet_refuses_a_batch_of_one_cell():
     device_gate()
     a = ad.read_h5ad(data_dir() / COUNTS[1])

@@ -1928,7 +1928,7 @@ fn scrublet_counts_on_the_gpu_match_the_cpu() {
 /// (the embeddings differ by f32 rounding, so near-ties may count apart); the same bits twice.
 #[test]
 fn scrublet_on_the_gpu_matches_the_host() {
-    use sc_kernels::scrublet::{scrublet, ScrubletParams};
+    use sc_kernels::scrublet::{scrublet, scrublet_device, ScrubletParams};
     let Some(dev) = gpu_or_skip("gpu scrublet") else {
         return;
     };
@@ -1977,5 +1977,16 @@ fn scrublet_on_the_gpu_matches_the_host() {
             gpu,
             "{name}: twice"
         );
+        let on_device = DeviceCsr::upload(&ctx, &raw).unwrap();
+        assert_eq!(
+            scrublet_device(&ctx, &on_device, &p).unwrap(),
+            gpu,
+            "{name}: from counts on the device"
+        );
     }
+    // Counts on the device are checked there before any work.
+    let mut bad = real_counts().remove(0);
+    bad.data[7] = -1.0;
+    let e = scrublet_device(&ctx, &DeviceCsr::upload(&ctx, &bad).unwrap(), &p).unwrap_err();
+    assert!(e.to_string().contains("scrublet needs counts"), "{e}");
 }

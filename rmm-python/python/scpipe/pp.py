@@ -636,7 +636,8 @@ def scrublet(
     ``knn_dist_metric='euclidean'``. ``get_doublet_neighbor_parents`` stores, as scanpy, each
     cell's list of its doublet neighbours' parents. With ``settings.device`` on a GPU, the
     preparation (for ``log_transform=False`` and no thinning) and the neighbour counts run on it,
-    the rest on the host; a GPU X is read back (X itself is never changed).
+    the rest on the host; X is read on the device (a CuPy X where it lies, a host CSR X
+    uploaded without a host copy; X itself is never changed).
     """
     del verbose  # scanpy's info messages; the warning below is shown whatever it says
     if knn_dist_metric != "euclidean":
@@ -657,7 +658,10 @@ def scrublet(
         "random_state": int(random_state),
         "get_doublet_neighbor_parents": bool(get_doublet_neighbor_parents),
     }
-    parts = {"X": _parts.matrix_part(_parts.host(target.X), "X")}
+    # On the GPU, X is read where it lies (a host X goes straight to the device); on the CPU
+    # a CuPy X comes back first.
+    on_gpu = settings.resolved_device() == "gpu" and adata_sim is None
+    parts = {"X": _parts.matrix_part(target.X if on_gpu else _parts.host(target.X), "X")}
     if adata_sim is not None:
         if batch_key is not None:
             raise ValueError("give batch_key or adata_sim, not both (adata_sim holds the doublets of one batch)")

@@ -206,8 +206,15 @@ pub(crate) fn _sc_call<'py>(
         }
     };
     let started = std::time::Instant::now();
+    // X goes back where it came from (a host X uploaded for the step comes back to the host).
+    let x_on_device = match parts.get_item("X")? {
+        Some(x) => model_in::device_part(&x)?,
+        None => false,
+    };
     let lend_x = reads_x_only(&call) || in_place;
-    let adata = model_in::anndata(parts, gpu.as_ref().map(|g| &g.ctx), lend_x)?;
+    // A step that only reads X, on the GPU: a host X goes straight there (no host copy).
+    let upload_x = gpu.is_some() && reads_x_only(&call) && reads_x_on_device(&call);
+    let adata = model_in::anndata(parts, gpu.as_ref().map(|g| &g.ctx), lend_x, upload_x)?;
     if in_place && !matches!(adata.x, sc_pipeline::anndata::Matrix::Device(_)) {
         return Err(PyValueError::new_err(format!(
             "{step} works in place only on a GPU X (scpipe.get.anndata_to_GPU)"
@@ -216,7 +223,6 @@ pub(crate) fn _sc_call<'py>(
     // Lent arrays must outlive the step, also when Ctrl-C returns before it ends.
     let keep_alive = parts.clone().unbind();
     let parts_in = started.elapsed().as_secs_f64();
-    let x_on_device = matches!(adata.x, sc_pipeline::anndata::Matrix::Device(_));
     let (tx, rx) = mpsc::channel();
     let step_name = step.to_string();
     // Waited on without the GIL, which needs a receiver that may cross threads.
@@ -316,6 +322,41 @@ fn reads_x_only(call: &Call) -> bool {
     )
 }
 
+/// Whether the step reads X on the GPU (when it runs there), which then gets X there first.
+/// The graph steps do not read X; Pearson residuals (and their HVG flavour), score_genes,
+/// aggregate, combat, logreg, scrublet on given doublets and the recipe (which places X
+/// itself) work on the host's X.
+fn reads_x_on_device(call: &Call) -> bool {
+    !matches!(
+        call,
+        Call::Harmony(_)
+            | Call::Combat { .. }
+            | Call::Pearson(_)
+            | Call::Scrublet {
+                simulated: Some(_),
+                ..
+            }
+            | Call::SimulateDoublets { .. }
+            | Call::ScoreGenes { .. }
+            | Call::HvgPearson { .. }
+            | Call::Aggregate { .. }
+            | Call::MarkersLogreg { .. }
+            | Call::Neighbors { .. }
+            | Call::Umap(_)
+            | Call::KMeans { .. }
+            | Call::Ingest(_)
+            | Call::Bbknn { .. }
+            | Call::Diffmap(..)
+            | Call::Dpt { .. }
+            | Call::EmbeddingDensity { .. }
+            | Call::Paga { .. }
+            | Call::Tsne { .. }
+            | Call::DrawGraph { .. }
+            | Call::Leiden(_)
+            | Call::Recipe(_)
+    )
+}
+
 /// The recipe's steps on standard error as they end (`scpipe.settings.progress`).
 struct Progress;
 
@@ -338,34 +379,7 @@ fn run(
     progress: bool,
 ) -> sc_pipeline::Result<Extra> {
     let ctx = gpu.map(|g| g.ctx.clone());
-    // The steps that work on X on the GPU get it there first (the graph steps do not read it;
-    // Pearson residuals (and their HVG flavour), scrublet and score_genes are computed on the
-    // host for now).
-    let x_to_device = !matches!(
-        call,
-        Call::Harmony(_)
-            | Call::Combat { .. }
-            | Call::Pearson(_)
-            | Call::Scrublet { .. }
-            | Call::SimulateDoublets { .. }
-            | Call::ScoreGenes { .. }
-            | Call::HvgPearson { .. }
-            | Call::Aggregate { .. }
-            | Call::MarkersLogreg { .. }
-            | Call::Neighbors { .. }
-            | Call::Umap(_)
-            | Call::KMeans { .. }
-            | Call::Ingest(_)
-            | Call::Bbknn { .. }
-            | Call::Diffmap(..)
-            | Call::Dpt { .. }
-            | Call::EmbeddingDensity { .. }
-            | Call::Paga { .. }
-            | Call::Tsne { .. }
-            | Call::DrawGraph { .. }
-            | Call::Leiden(_)
-            | Call::Recipe(_)
-    );
+    let x_to_device = reads_x_on_device(call);
     if let (Some(c), true) = (&ctx, x_to_device) {
         if !matches!(adata.x, Matrix::Device(_)) {
             adata.to_device(c)?;

@@ -228,39 +228,55 @@ fn cuda_err(e: rmm_cuda::CudaError) -> PyErr {
     crate::errors::to_py(rmm_core::MemoryError::from(e))
 }
 
-/// Host X (`("csr", ...)` or `("dense", array)` from numpy) uploaded to the GPU through the
-/// pinned staging buffers, read in place (int32 column indices are taken as they are), and
-/// handed to CuPy as [`csr_out`] / [`dense_out`] do: `scpipe.get.anndata_to_GPU`'s copy.
+/// Host X (`("csr", ...)` or `("dense", array)` from numpy) uploaded to the GPU and handed to
+/// CuPy as [`csr_out`] / [`dense_out`] do: `scpipe.get.anndata_to_GPU`'s copy.
 #[pyfunction]
 pub(crate) fn _sc_to_device<'py>(
     py: Python<'py>,
     part: &Bound<'py, PyTuple>,
 ) -> PyResult<Bound<'py, PyTuple>> {
-    use numpy::{PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
     let run = super::gpu::current()?;
     let ctx = &run.ctx;
+    match upload_host(py, ctx, part, "X")? {
+        Uploaded::Dense(m) => dense_out(py, ctx, m),
+        Uploaded::Csr(m) => csr_out(py, ctx, m),
+    }
+}
+
+/// A host matrix on the device.
+pub(crate) enum Uploaded {
+    Csr(DeviceCsr),
+    Dense(DeviceDense),
+}
+
+/// A host matrix part (`("csr", ...)` or `("dense", array)` from numpy) uploaded to `ctx`'s
+/// GPU through the pinned staging buffers, read in place (int32 column indices are taken as
+/// they are) after its structure is checked: no host copy of its own.
+pub(crate) fn upload_host(
+    py: Python<'_>,
+    ctx: &GpuContext,
+    part: &Bound<'_, PyTuple>,
+    what: &str,
+) -> PyResult<Uploaded> {
+    use numpy::{PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
     let kind: String = part.get_item(0)?.extract()?;
     if kind == "dense" {
         let a: PyReadonlyArray2<'_, f32> = part.get_item(1)?.extract()?;
         let (n_rows, n_cols) = (a.shape()[0], a.shape()[1]);
         let values = a
             .as_slice()
-            .map_err(|_| PyValueError::new_err("X must be C-contiguous"))?;
+            .map_err(|_| PyValueError::new_err(format!("{what} must be C-contiguous")))?;
         let data = py.detach(|| ctx.upload(values)).map_err(kernel_err)?;
-        return dense_out(
-            py,
-            ctx,
-            DeviceDense {
-                n_rows,
-                n_cols,
-                data,
-            },
-        );
+        return Ok(Uploaded::Dense(DeviceDense {
+            n_rows,
+            n_cols,
+            data,
+        }));
     }
     let (n_rows, n_cols): (usize, usize) = part.get_item(1)?.extract()?;
     let data: PyReadonlyArray1<'_, f32> = part.get_item(2)?.extract()?;
     let data = data.as_slice()?;
-    let indptr: Vec<u64> = index_array(&part.get_item(4)?, "X.indptr")?;
+    let indptr: Vec<u64> = index_array(&part.get_item(4)?, &format!("{what}.indptr"))?;
     let indices_obj = part.get_item(3)?;
     let narrow;
     let wide: Vec<u32>;
@@ -269,21 +285,20 @@ pub(crate) fn _sc_to_device<'py>(
         // Read in place: a negative index becomes one past any column and is refused below.
         bytemuck::cast_slice(narrow.as_slice()?)
     } else {
-        wide = index_array(&indices_obj, "X.indices")?;
+        wide = index_array(&indices_obj, &format!("{what}.indices"))?;
         &wide
     };
     sc_kernels::csr::validate_parts(n_rows, n_cols, &indptr, indices, data.len())
-        .map_err(|e| PyValueError::new_err(format!("X is not a valid CSR matrix: {e}")))?;
-    let m = py
-        .detach(|| -> sc_kernels::Result<DeviceCsr> {
-            Ok(DeviceCsr {
-                n_rows,
-                n_cols,
-                indptr: ctx.upload(&indptr)?,
-                indices: ctx.upload(indices)?,
-                data: ctx.upload(data)?,
-            })
+        .map_err(|e| PyValueError::new_err(format!("{what} is not a valid CSR matrix: {e}")))?;
+    py.detach(|| -> sc_kernels::Result<DeviceCsr> {
+        Ok(DeviceCsr {
+            n_rows,
+            n_cols,
+            indptr: ctx.upload(&indptr)?,
+            indices: ctx.upload(indices)?,
+            data: ctx.upload(data)?,
         })
-        .map_err(kernel_err)?;
-    csr_out(py, ctx, m)
+    })
+    .map(Uploaded::Csr)
+    .map_err(kernel_err)
 }

@@ -25,15 +25,24 @@ use std::sync::Arc;
 
 /// The model of `parts` (a dict with `X` and any of `var_names`, `obs`, `var`, `obsm`, `obsp`,
 /// `uns`, `raw`, `layers`); matrices on the GPU (`cuda_csr`, `cuda_dense`) go to `gpu`'s,
-/// X lent without a copy when `lend_x` (a step that only reads it).
+/// X lent without a copy when `lend_x` (a step that only reads it). With `upload_x` (a step
+/// that reads X on `gpu`), a host CSR X goes straight from scipy's arrays to the device, with
+/// no host copy on the way.
 pub(crate) fn anndata(
     parts: &Bound<'_, PyDict>,
     gpu: Option<&Arc<GpuContext>>,
     lend_x: bool,
+    upload_x: bool,
 ) -> PyResult<AnnData> {
-    let x = match parts.get_item("X")? {
-        Some(x) => matrix(&x, "X", gpu, lend_x)?,
-        None => return Err(PyValueError::new_err("the parts of the AnnData have no X")),
+    let x = match (parts.get_item("X")?, gpu) {
+        (Some(x), Some(ctx)) if upload_x && host_csr_part(&x)? => {
+            match device_parts::upload_host(parts.py(), ctx, x.cast::<PyTuple>()?, "X")? {
+                device_parts::Uploaded::Csr(m) => Matrix::Device(DeviceMatrix::csr(ctx, m)),
+                device_parts::Uploaded::Dense(m) => Matrix::Device(DeviceMatrix::dense(ctx, m)),
+            }
+        }
+        (Some(x), _) => matrix(&x, "X", gpu, lend_x)?,
+        (None, _) => return Err(PyValueError::new_err("the parts of the AnnData have no X")),
     };
     // The names stay with the user's AnnData (var_names come when a step needs them).
     let mut adata = AnnData::unnamed(x);
@@ -97,6 +106,22 @@ pub(crate) fn anndata(
     adata.validate().map_err(super::errors::to_py)?;
     debug_assert_eq!(adata.x.shape(), (n_obs, n_vars));
     Ok(adata)
+}
+
+/// A matrix part's layout (`csr`, `dense`, `cuda_csr`, `cuda_dense`).
+fn part_kind(spec: &Bound<'_, PyAny>) -> PyResult<String> {
+    spec.cast::<PyTuple>()?.get_item(0)?.extract()
+}
+
+/// Whether a matrix part is a host CSR matrix (scipy's). A dense host X keeps its way to the
+/// device (as CSR, `AnnData::to_device`), which every device step takes.
+fn host_csr_part(spec: &Bound<'_, PyAny>) -> PyResult<bool> {
+    Ok(part_kind(spec)? == "csr")
+}
+
+/// Whether a matrix part is CuPy's (on the GPU).
+pub(crate) fn device_part(spec: &Bound<'_, PyAny>) -> PyResult<bool> {
+    Ok(part_kind(spec)?.starts_with("cuda"))
 }
 
 /// X, a layer or `raw.X`.

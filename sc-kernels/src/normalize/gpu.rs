@@ -77,15 +77,11 @@ pub fn normalize_total_gpu_across(
         let target = t as f32;
         let null = 0u64;
         let bad = ctx.zeros::<u32>(1)?;
-        let check = ctx.function(SRC, "not_counts")?;
         let f = ctx.function(SRC, "normalize_rows")?;
         trace.mark("module and memory")?;
         // The fused kernel writes as it reads, so the values are checked in a pass before it;
         // it reads the flag and writes nothing when it is set (no round trip in between).
-        let nnz = x.nnz() as u64;
-        let mut l = ctx.launcher(&check);
-        l.arg(&x.data).arg(&nnz).arg(&bad);
-        ctx.launch(l, ctx.filling_grid(x.nnz().div_ceil(4)), "not_counts")?;
+        flag_not_counts(ctx, x, &bad)?;
         trace.mark("check")?;
         let mut l = ctx.launcher(&f);
         l.arg(&x.indptr).arg(&x.data).arg(&n).arg(&target);
@@ -97,7 +93,7 @@ pub fn normalize_total_gpu_across(
         ctx.launch(l, warps_for_rows(x.n_rows), "normalize_rows")?;
         trace.mark("kernel")?;
         if ctx.download(&bad)?[0] != 0 {
-            return Err(not_counts_error());
+            return Err(not_counts_error(STEP));
         }
         let counts_h = match &counts {
             Some(c) => ctx.download(c)?,
@@ -114,7 +110,7 @@ pub fn normalize_total_gpu_across(
     let bad = ctx.zeros::<u32>(1)?;
     let mut counts = totals(ctx, x, None, Some(&bad))?;
     if ctx.download(&bad)?[0] != 0 {
-        return Err(not_counts_error());
+        return Err(not_counts_error(STEP));
     }
     let mut excluded = None;
     if params.exclude_highly_expressed {
@@ -135,11 +131,33 @@ pub fn normalize_total_gpu_across(
     Ok(result(params, target, &counts_h, &factor, excluded))
 }
 
-/// The refusal of a matrix whose values are not all counts (nothing was written).
-fn not_counts_error() -> KernelError {
-    KernelError::Unsupported(
-        "X holds negative, NaN or infinite values; normalize_total needs counts".into(),
-    )
+const STEP: &str = "normalize_total";
+
+/// The refusal of a matrix whose values are not all counts (nothing was written), by `step`.
+fn not_counts_error(step: &str) -> KernelError {
+    KernelError::Unsupported(format!(
+        "X holds negative, NaN or infinite values; {step} needs counts"
+    ))
+}
+
+/// Sets `bad` to 1 when a stored value of `x` is not a count (queued, not waited for).
+fn flag_not_counts(ctx: &GpuContext, x: &DeviceCsr, bad: &DeviceVec<u32>) -> Result<()> {
+    let f = ctx.function(SRC, "not_counts")?;
+    let nnz = x.nnz() as u64;
+    let mut l = ctx.launcher(&f);
+    l.arg(&x.data).arg(&nnz).arg(bad);
+    ctx.launch(l, ctx.filling_grid(x.nnz().div_ceil(4)), "not_counts")
+}
+
+/// Refuses (for `step`) a device matrix with a stored value that is not a count (negative,
+/// NaN, infinite), in one pass over its values.
+pub fn check_counts_gpu(ctx: &GpuContext, x: &DeviceCsr, step: &str) -> Result<()> {
+    let bad = ctx.zeros::<u32>(1)?;
+    flag_not_counts(ctx, x, &bad)?;
+    if ctx.download(&bad)?[0] != 0 {
+        return Err(not_counts_error(step));
+    }
+    Ok(())
 }
 
 /// Marks (1) the genes that make up more than `max_fraction` of some row's total.

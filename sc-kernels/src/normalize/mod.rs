@@ -20,7 +20,9 @@ pub(crate) mod gpu;
 
 /// The step's kernel module, for the warm-up ([`crate::warm_up`]).
 pub const KERNELS: crate::gpu::module_cache::KernelSource = gpu::SRC;
-pub use gpu::{normalize_total_gpu, normalize_total_gpu_across, normalize_total_streamed};
+pub use gpu::{
+    check_counts_gpu, normalize_total_gpu, normalize_total_gpu_across, normalize_total_streamed,
+};
 
 /// Parameters of [`normalize_total`].
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -48,12 +48,13 @@ use crate::error::{KernelError, Result};
 use crate::filter::{filter_cells, filter_genes, CellFilter, GeneFilter};
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::trace::PhaseTrace;
-use crate::gpu::GpuContext;
+use crate::gpu::{DeviceCsr, GpuContext};
 use crate::hvg::{highly_variable_genes, HvgParams, HvgResult};
 use crate::log1p::log1p;
-use crate::normalize::{normalize_total, NormalizeParams};
+use crate::normalize::{check_counts_gpu, normalize_total, NormalizeParams};
 use crate::stats::row_sums;
 use prepare_gpu::prepare_gpu;
+use std::borrow::Cow;
 
 /// The modules scrublet's GPU route launches: its embedding's and counts' own, and the kNN's
 /// scan (the lists' k-means); the preparation's other kernels are their steps'.
@@ -133,16 +134,60 @@ pub fn scrublet(
     check_rates(params)?;
     counts.check_counts()?;
     let embedded = match gpu {
-        Some(ctx) if linear(params) => match prepare_gpu(ctx, counts, params) {
-            Err(e) if e.out_of_memory().is_some() => {
-                PhaseTrace::on_host("scrublet")
-                    .mark("the device's memory ran out: the preparation again on the host")?;
-                prepare_host(counts, params, !linear(params))?
-            }
-            prepared => prepared?,
-        },
+        Some(ctx) if linear(params) => or_on_host(
+            ctx.bind_to_thread()
+                .and_then(|()| DeviceCsr::upload(ctx, counts))
+                .and_then(|x| prepare_gpu(ctx, &x, params)),
+            || Ok(Cow::Borrowed(counts)),
+            params,
+        )?,
         _ => prepare_host(counts, params, !linear(params))?,
     };
+    finish(embedded, params, gpu)
+}
+
+/// [`scrublet`] of counts already on `ctx`'s device (X kept there between steps): nothing
+/// crosses to the host but the embedding, unless the settings are not [`linear`] (their
+/// doublets are made on the host) or the device's memory runs out.
+pub fn scrublet_device(
+    ctx: &GpuContext,
+    counts: &DeviceCsr,
+    params: &ScrubletParams,
+) -> Result<Doublets> {
+    check_rates(params)?;
+    ctx.bind_to_thread()?;
+    check_counts_gpu(ctx, counts, "scrublet")?;
+    let embedded = if linear(params) {
+        or_on_host(
+            prepare_gpu(ctx, counts, params),
+            || Ok(Cow::Owned(counts.download(ctx)?)),
+            params,
+        )?
+    } else {
+        prepare_host(&counts.download(ctx)?, params, true)?
+    };
+    finish(embedded, params, Some(ctx))
+}
+
+/// The device's preparation, or the host's (of the counts `host` gives) when it ran out of
+/// device memory.
+fn or_on_host<'a>(
+    prepared: Result<Embedded>,
+    host: impl FnOnce() -> Result<Cow<'a, CsrMatrix<f32>>>,
+    params: &ScrubletParams,
+) -> Result<Embedded> {
+    match prepared {
+        Err(e) if e.out_of_memory().is_some() => {
+            PhaseTrace::on_host("scrublet")
+                .mark("the device's memory ran out: the preparation again on the host")?;
+            prepare_host(&*host()?, params, !linear(params))
+        }
+        prepared => prepared,
+    }
+}
+
+/// Steps 5 and 6 on the prepared embedding, the scored cells kept.
+fn finish(embedded: Embedded, params: &ScrubletParams, gpu: Option<&GpuContext>) -> Result<Doublets> {
     let mut found = classify(embedded.manifold, embedded.parents, params, gpu)?;
     found.scored = embedded.scored;
     Ok(found)
@@ -368,9 +413,13 @@ fn sim_neighbors(
     all.extend_from_slice(&m.sim.data);
     let counted = match gpu {
         Some(ctx) if !lists && d <= GPU_MAX_DIMS => {
+            let mut trace = PhaseTrace::new(ctx, "scrublet neighbours");
             let xd = ctx.upload(&all)?;
             let search = Search::gpu(ctx, &xd, n, d, k_adj)?;
-            count_gpu(ctx, &xd, d, n_obs, k_adj, &search)?
+            trace.mark("lists (k-means on the GPU, probes on the host)")?;
+            let counted = count_gpu(ctx, &xd, d, n_obs, k_adj, &search)?;
+            trace.mark("scan (scrublet_counts)")?;
+            counted
         }
         _ => count_host(
             &all,

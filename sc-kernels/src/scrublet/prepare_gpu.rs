@@ -8,7 +8,6 @@
 use super::embed::{check_components, doublets_from_parents, gene_factors, Manifold};
 use super::simulate::doublet_pairs;
 use super::{check_hvg, check_scored, Embedded, ScrubletParams, PER_MILLION};
-use crate::csr::CsrMatrix;
 use crate::error::Result;
 use crate::filter::{filter_cells_gpu, filter_genes_gpu, CellFilter, GeneFilter};
 use crate::gpu::module_cache::KernelSource;
@@ -30,18 +29,17 @@ pub(crate) const SRC: KernelSource = KernelSource {
 /// Bytes of one dense block of z-scores handed to the PCA (two are on the device at a time).
 const BLOCK_BYTES: usize = 256 << 20;
 
-/// The scored cells, their embedding and the doublets' (drawn as the host draws them).
+/// The scored cells, their embedding and the doublets' (drawn as the host draws them), of the
+/// counts `counts` on the device (only read).
 pub(super) fn prepare_gpu(
     ctx: &GpuContext,
-    counts: &CsrMatrix<f32>,
+    counts: &DeviceCsr,
     params: &ScrubletParams,
 ) -> Result<Embedded> {
     ctx.bind_to_thread()?;
     let mut trace = PhaseTrace::new(ctx, "scrublet");
-    let x = DeviceCsr::upload(ctx, counts)?;
-    trace.mark("counts uploaded")?;
-    let genes = filter_genes_gpu(ctx, &x, GeneFilter::MinCells(3))?;
-    let x = compact::select_cols(ctx, &x, &genes.keep)?;
+    let genes = filter_genes_gpu(ctx, counts, GeneFilter::MinCells(3))?;
+    let x = compact::select_cols(ctx, counts, &genes.keep)?;
     let cells = filter_cells_gpu(ctx, &x, CellFilter::MinGenes(3))?;
     let raw = compact::select_rows(ctx, &x, &cells.keep)?;
     drop(x);

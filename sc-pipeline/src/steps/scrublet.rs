@@ -11,18 +11,21 @@
 //!   turns into scanpy's list of arrays); with a batch key, one such dict per batch under
 //!   `batches`, and `batched_by`.
 //!
-//! X is only read (a GPU X is read back). With a GPU in the run, the preparation (filters,
-//! normalization, highly variable genes, embedding: scanpy's default settings) and the
-//! neighbour counts run on it (`sc_kernels::scrublet`), the rest on the host.
+//! X is only read (where it lies: a CSR X on the run's GPU is read there, each batch's rows
+//! selected on the device). With a GPU in the run, the preparation (filters, normalization,
+//! highly variable genes, embedding: scanpy's default settings) and the neighbour counts run
+//! on it (`sc_kernels::scrublet`), the rest on the host.
 
 use super::kernel_error;
 use super::step::{no_budget_check, no_device_bytes, OnGenerated, Phase, Step, StepEnv};
-use crate::anndata::{ArrayData, DenseArray, Matrix, Value};
+use crate::anndata::{ArrayData, DenseArray, DeviceData, DeviceMatrix, Matrix, Value};
 use crate::steps::{PipelineConfig, ScrubletOptions};
 use crate::{AnnData, Error, Result};
+use sc_kernels::gpu::compact::select_rows;
 use sc_kernels::gpu::GpuContext;
 use sc_kernels::scrublet::{
-    call_doublets, scrublet as scrublet_batch, simulate_doublets, Doublets, ScrubletParams,
+    call_doublets, scrublet as scrublet_batch, scrublet_device, simulate_doublets, Doublets,
+    ScrubletParams,
 };
 use sc_kernels::CsrMatrix;
 use std::collections::BTreeMap;
@@ -131,8 +134,22 @@ pub fn scrublet(
         Some(key) => batches(adata, key, "batch_key")?,
         None => vec![(String::new(), (0..adata.n_obs()).collect())],
     };
-    let counts = adata.x.to_csr()?;
-    let n = counts.n_rows;
+    // X kept on the run's GPU is read there; any other X on the host.
+    let on_device = match (&adata.x, gpu) {
+        (
+            Matrix::Device(DeviceMatrix {
+                data: DeviceData::Csr(x),
+                ..
+            }),
+            Some(ctx),
+        ) => Some((ctx, x)),
+        _ => None,
+    };
+    let on_host = match on_device {
+        Some(_) => None,
+        None => Some(adata.x.to_csr()?),
+    };
+    let n = adata.n_obs();
     let mut score = vec![f64::NAN; n];
     let mut predicted = vec![false; n];
     let mut summary = ScrubletSummary {
@@ -143,11 +160,16 @@ pub fn scrublet(
     let mut records = BTreeMap::new();
     for (name, rows) in &groups {
         // One batch of every cell: X itself, not a copy.
-        let batch = match options.batch_key {
-            None => std::borrow::Cow::Borrowed(&*counts),
-            Some(_) => std::borrow::Cow::Owned(counts.take_rows(rows)),
-        };
-        let found = scrublet_batch(&batch, &options.params, gpu).map_err(|e| {
+        let whole = options.batch_key.is_none();
+        let found = match (on_device, &on_host) {
+            (Some((ctx, x)), _) if whole => scrublet_device(ctx, x, &options.params),
+            (Some((ctx, x)), _) => select_rows(ctx, x, &row_mask(n, rows))
+                .and_then(|batch| scrublet_device(ctx, &batch, &options.params)),
+            (None, Some(counts)) if whole => scrublet_batch(counts, &options.params, gpu),
+            (None, Some(counts)) => scrublet_batch(&counts.take_rows(rows), &options.params, gpu),
+            (None, None) => unreachable!("X is on the host when not on the device"),
+        }
+        .map_err(|e| {
             let e = kernel_error(STEP)(e);
             match &options.batch_key {
                 Some(key) => Error::param(STEP, format!("batch '{name}' of obs['{key}']: {e}")),
@@ -180,6 +202,15 @@ pub fn scrublet(
         ]),
     };
     write(adata, score, predicted, uns, summary)
+}
+
+/// The `n` entries of a mask true at `rows`.
+fn row_mask(n: usize, rows: &[usize]) -> Vec<bool> {
+    let mut mask = vec![false; n];
+    for &r in rows {
+        mask[r] = true;
+    }
+    mask
 }
 
 /// Scrublet's classifier on X and simulated doublets `sim` (both already prepared: filtered,
