@@ -10,12 +10,14 @@
 //! of the largest of scikit-learn's run to convergence on float64 data; where they differ most
 //! (scvi), this fit has the lower objective and the smaller gradient.
 //!
-//! The sums over cells run in fixed blocks, in order: the fit does not depend on the thread
-//! count.
+//! The cells' scores and the genes' gradients are computed on every core, each sum in an order
+//! of its own (a gene's cells in order, fixed blocks of cells): the fit does not depend on the
+//! thread count.
 
 use crate::csr::CsrMatrix;
 use crate::error::{KernelError, Result};
 use crate::stats::chunked_sum;
+use rayon::prelude::*;
 
 /// scikit-learn's parameters that scanpy passes through (`**kwds`).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -55,7 +57,7 @@ impl LogregFit {
     }
 }
 
-/// Cells per block of the sums (large: each block holds a gradient of genes x groups).
+/// Cells (or vector entries) per block of the sums.
 const ROWS: usize = 16_384;
 /// Corrections L-BFGS keeps.
 const MEMORY: usize = 10;
@@ -98,12 +100,7 @@ pub fn logreg(
     }
     x.check_finite()?;
     let k = if n_groups == 2 { 1 } else { n_groups };
-    let objective = Objective {
-        x,
-        groups,
-        k,
-        inverse_c: 1.0 / params.c,
-    };
+    let objective = Objective::new(x, groups, k, 1.0 / params.c);
     let mut theta = vec![0.0; p * k + k];
     let iterations = minimise(&objective, &mut theta, params.tol, params.max_iter);
     // Gene-major during the fit (a cell's genes touch contiguous groups); row-major out.
@@ -122,51 +119,77 @@ pub fn logreg(
 /// `sum_i loss_i + |W|^2 / (2 C)` over `theta = [W (genes x k), b (k)]`.
 struct Objective<'a> {
     x: &'a CsrMatrix<f32>,
+    /// X's transpose: each gene's cells in order, for the gradient gene by gene.
+    xt: CsrMatrix<f32>,
     groups: &'a [u32],
     /// Coefficient rows: 1 (binary) or the groups.
     k: usize,
     inverse_c: f64,
 }
 
-impl Objective<'_> {
-    /// The value at `theta`, its gradient into `grad`.
+impl<'a> Objective<'a> {
+    fn new(x: &'a CsrMatrix<f32>, groups: &'a [u32], k: usize, inverse_c: f64) -> Self {
+        Objective {
+            x,
+            xt: x.transpose(),
+            groups,
+            k,
+            inverse_c,
+        }
+    }
+
+    /// The value at `theta`, its gradient into `grad`. Cells, then genes, on every core; every
+    /// sum runs in an order of its own (cells in order, fixed blocks), whatever the threads.
     fn eval(&self, theta: &[f64], grad: &mut [f64]) -> f64 {
         let (x, k) = (self.x, self.k);
         let p = x.n_cols;
         let (w, b) = theta.split_at(p * k);
-        // acc: [dW (p k), db (k), loss].
-        let acc = chunked_sum(x.n_rows, ROWS, p * k + k + 1, |rows, acc| {
-            let mut z = vec![0.0; k];
-            for i in rows {
-                let (cols, vals) = x.row(i);
+        // Each cell's scores, replaced by the residuals d loss / d z; its loss.
+        let mut resid = vec![0.0; x.n_rows * k];
+        let losses: Vec<f64> = resid
+            .par_chunks_mut(k)
+            .enumerate()
+            .map(|(i, z)| {
                 z.copy_from_slice(b);
+                let (cols, vals) = x.row(i);
                 for (&j, &v) in cols.iter().zip(vals) {
                     let (j, v) = (j as usize, f64::from(v));
                     for (zr, &wr) in z.iter_mut().zip(&w[j * k..(j + 1) * k]) {
                         *zr += v * wr;
                     }
                 }
-                let y = self.groups[i] as usize;
-                // z becomes the residual d loss / d z.
-                acc[p * k + k] += residual(&mut z, y);
-                for (&j, &v) in cols.iter().zip(vals) {
-                    let (j, v) = (j as usize, f64::from(v));
-                    for (g, &r) in acc[j * k..(j + 1) * k].iter_mut().zip(&z) {
-                        *g += v * r;
+                residual(z, self.groups[i] as usize)
+            })
+            .collect();
+        // Each gene's gradient: its cells' residuals weighted by its values, plus the penalty's.
+        grad[..p * k]
+            .par_chunks_mut(k)
+            .zip(w.par_chunks(k))
+            .enumerate()
+            .for_each(|(j, (g, wj))| {
+                g.fill(0.0);
+                let (cells, vals) = self.xt.row(j);
+                for (&i, &v) in cells.iter().zip(vals) {
+                    let (i, v) = (i as usize, f64::from(v));
+                    for (gr, &r) in g.iter_mut().zip(&resid[i * k..(i + 1) * k]) {
+                        *gr += v * r;
                     }
                 }
-                for (g, &r) in acc[p * k..p * k + k].iter_mut().zip(&z) {
-                    *g += r;
+                for (gr, &wv) in g.iter_mut().zip(wj) {
+                    *gr += wv * self.inverse_c;
                 }
+            });
+        // The intercepts' gradient and the loss, over fixed blocks of cells.
+        let sums = chunked_sum(x.n_rows, ROWS, k + 1, |rows, acc| {
+            for i in rows {
+                for (a, &r) in acc.iter_mut().zip(&resid[i * k..(i + 1) * k]) {
+                    *a += r;
+                }
+                acc[k] += losses[i];
             }
         });
-        let mut penalty = 0.0;
-        for ((g, &a), &wv) in grad[..p * k].iter_mut().zip(&acc).zip(w) {
-            *g = a + wv * self.inverse_c;
-            penalty += wv * wv;
-        }
-        grad[p * k..].copy_from_slice(&acc[p * k..p * k + k]);
-        acc[p * k + k] + 0.5 * self.inverse_c * penalty
+        grad[p * k..].copy_from_slice(&sums[..k]);
+        sums[k] + 0.5 * self.inverse_c * dot(w, w)
     }
 }
 
@@ -191,8 +214,11 @@ fn residual(z: &mut [f64], y: usize) -> f64 {
     loss
 }
 
+/// `a . b` over fixed blocks (on every core for the long vectors of many genes and groups).
 fn dot(a: &[f64], b: &[f64]) -> f64 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
+    chunked_sum(a.len(), ROWS, 1, |r, acc| {
+        acc[0] += a[r.clone()].iter().zip(&b[r]).map(|(x, y)| x * y).sum::<f64>();
+    })[0]
 }
 
 /// L-BFGS from `theta` until the gradient's largest entry is at most `gtol` (or the objective
@@ -318,12 +344,7 @@ mod tests {
             let (x, groups) = data(300, 12, k, 1);
             let fit = logreg(&x, &groups, k, &LogregParams::default()).unwrap();
             assert_eq!(fit.rows, if k == 2 { 1 } else { k });
-            let f = Objective {
-                x: &x,
-                groups: &groups,
-                k: fit.rows,
-                inverse_c: 1.0,
-            };
+            let f = Objective::new(&x, &groups, fit.rows, 1.0);
             let p = x.n_cols;
             let mut theta = vec![0.0; p * fit.rows + fit.rows];
             for r in 0..fit.rows {
