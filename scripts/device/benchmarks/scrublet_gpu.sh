@@ -36,7 +36,7 @@ PY
   for lib in scpipe-gpu scpipe-cpu rsc; do
     [ "$lib" = rsc ] && ! python3 -c "import cuml" 2>/dev/null && { echo "rsc: skipped, its scrublet needs cuML, which this machine lacks"; continue; }
     [ "$lib" = scpipe-cpu ] && [ "$n" -gt "${CPU_MAX:-200000}" ] && continue
-    SCPIPE_TRACE_PHASES=1 timeout "${LIMIT:-240}" python3 - "$n" "$lib" <<'PY' 2>&1 | grep -v -i warn | tail -30 | tee "$OUT/$lib-$n.txt"
+    SCPIPE_TRACE_PHASES=1 timeout "${LIMIT:-240}" python3 - "$n" "$lib" <<'PY' 2>&1 | grep -v -i warn | tail -80 | tee "$OUT/$lib-$n.txt"
 import sys, time, numpy as np, anndata as ad
 n, lib = int(sys.argv[1]), sys.argv[2]
 a = ad.read_h5ad(f"/dev/shm/scrub-{n}.h5ad")

@@ -3,11 +3,13 @@
 others on the host for now) beside rapids-singlecell's where it has
 them and its backends import (cuML, cuGraph, CuPy), in one process each: seconds per call,
 warm (the second of two calls). The cells: N points of 30 dimensions in 12 Gaussian groups as
-`obsm['X_pca']`, with scpipe's kNN graph (15 neighbours) and a categorical `group` column.
+`obsm['X_pca']`, with scpipe's kNN graph (15 neighbours), a categorical `group` column, 4
+batches and X: N x 2,000 whole counts (5% stored, 1 to 5).
 
 Usage: python3 scripts/device/benchmarks/tools_side_by_side.py {scpipe|rsc} N [FUNCS]
-(FUNCS: comma-separated of aggregate,embedding_density,diffmap,louvain,kmeans,tsne; default
-all but tsne above 200,000 cells). Prints one line per function.
+(FUNCS: comma-separated of aggregate, embedding_density, diffmap, louvain, kmeans, tsne,
+score_genes, pearson_residuals, hvg_pearson, bbknn, logreg, draw_graph; default all but tsne and
+draw_graph above 200,000 cells). Prints one line per function.
 """
 
 from __future__ import annotations
@@ -28,7 +30,12 @@ def cells(n: int):
     centres = rng.normal(0, 6, size=(12, 30))
     x = (centres[group] + rng.normal(0, 1, size=(n, 30))).astype(np.float32)
     counts = sp.random(n, 2000, density=0.05, format="csr", random_state=1, dtype=np.float32)
-    a = ad.AnnData(counts, obs=pd.DataFrame({"group": pd.Categorical(group.astype(str))}, index=[str(i) for i in range(n)]))
+    counts.data = np.ceil(counts.data * 5)
+    obs = pd.DataFrame(
+        {"group": pd.Categorical(group.astype(str)), "batch": pd.Categorical((np.arange(n) % 4).astype(str))},
+        index=[str(i) for i in range(n)],
+    )
+    a = ad.AnnData(counts, obs=obs)
     a.obsm["X_pca"] = x
     a.obsm["X_umap"] = x[:, :2].copy()
     return a
@@ -37,11 +44,13 @@ def cells(n: int):
 def main() -> int:
     warnings.filterwarnings("ignore")
     lib, n = sys.argv[1], int(sys.argv[2])
-    default = "aggregate,embedding_density,diffmap,louvain,kmeans" + (",tsne" if n <= 200_000 else "")
+    default = "aggregate,embedding_density,diffmap,louvain,kmeans,score_genes,pearson_residuals,hvg_pearson,bbknn,logreg"
+    default += ",tsne,draw_graph" if n <= 200_000 else ""
     funcs = (sys.argv[3] if len(sys.argv) > 3 else default).split(",")
     import scpipe
 
     a = cells(n)
+    genes = list(a.var_names[::40])  # 50 genes to score
     t = time.perf_counter()
     scpipe.pp.neighbors(a)
     print(f"{lib}: {n} cells; scpipe.pp.neighbors {time.perf_counter() - t:.2f} s", flush=True)
@@ -53,6 +62,12 @@ def main() -> int:
             "louvain": lambda b: scpipe.tl.louvain(b, use_weights=True),
             "kmeans": lambda b: scpipe.tl.kmeans(b, n_clusters=12, n_pcs=30),
             "tsne": lambda b: scpipe.tl.tsne(b, n_pcs=30),
+            "score_genes": lambda b: scpipe.tl.score_genes(b, genes),
+            "pearson_residuals": lambda b: scpipe.pp.normalize_pearson_residuals(b),
+            "hvg_pearson": lambda b: scpipe.pp.highly_variable_genes(b, flavor="pearson_residuals", n_top_genes=500),
+            "bbknn": lambda b: scpipe.pp.bbknn(b, batch_key="batch"),
+            "logreg": lambda b: scpipe.tl.rank_genes_groups(b, "group", method="logreg"),
+            "draw_graph": lambda b: scpipe.tl.draw_graph(b),
         }
     else:
         import rapids_singlecell as rsc
@@ -65,6 +80,12 @@ def main() -> int:
             "louvain": lambda b: rsc.tl.louvain(b),
             "kmeans": lambda b: rsc.tl.kmeans(b, n_clusters=12, n_pcs=30),
             "tsne": lambda b: rsc.tl.tsne(b, n_pcs=30),
+            "score_genes": lambda b: rsc.tl.score_genes(b, genes),
+            "pearson_residuals": lambda b: rsc.pp.normalize_pearson_residuals(b),
+            "hvg_pearson": lambda b: rsc.pp.highly_variable_genes(b, flavor="pearson_residuals", n_top_genes=500),
+            "bbknn": lambda b: rsc.pp.bbknn(b, batch_key="batch"),
+            "logreg": lambda b: rsc.tl.rank_genes_groups_logreg(b, "group"),
+            "draw_graph": lambda b: rsc.tl.draw_graph(b),
         }
     for f in funcs:
         try:

@@ -11,6 +11,6 @@ source scripts/device/rsc_env.sh
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .rsc-bench/extra/*.whl .whl/rmm_core-*.whl 2>&1 | grep -v WARNING
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 for lib in scpipe rsc; do
-  timeout 280 python3 scripts/device/benchmarks/tools_side_by_side.py $lib "${1:-1000000}" ${2:+"$2"} 2>&1 \
-    | grep -v Warn | tail -12 | tee "$OUT/$lib.txt"
+  timeout ${LIMIT:-280} python3 scripts/device/benchmarks/tools_side_by_side.py $lib "${1:-1000000}" ${2:+"$2"} 2>&1 \
+    | grep -v Warn | tail -20 | tee "$OUT/$lib.txt"
 done
