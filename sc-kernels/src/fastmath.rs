@@ -61,7 +61,7 @@ pub(crate) fn ln_pos(y: f64) -> f64 {
 
 /// `exp(x)` for `x` in [-708, 709], relative error about 1e-15.
 #[inline(always)]
-fn exp_f64(x: f64) -> f64 {
+pub(crate) fn exp_f64(x: f64) -> f64 {
     let (k, r) = exp_reduce(x);
     times_two_to(horner(r, &EXP_SERIES), k)
 }
@@ -164,7 +164,7 @@ unsafe fn exp_m1_loop_avx2(src: &[f32], dst: &mut [f32]) {
 }
 
 #[cfg(target_arch = "x86_64")]
-fn has_avx2() -> bool {
+pub(crate) fn has_avx2() -> bool {
     static AVX2: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     *AVX2.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
 }
