@@ -218,7 +218,7 @@ pub(crate) fn dense_out<'py>(
 fn kernel_err(e: sc_kernels::KernelError) -> PyErr {
     match e.out_of_memory() {
         Some(oom) => pyo3::exceptions::PyMemoryError::new_err(format!(
-            "out of GPU memory moving a matrix between CuPy and scpipe: {oom}"
+            "out of GPU memory moving a matrix to or from the step's GPU: {oom}"
         )),
         None => pyo3::exceptions::PyRuntimeError::new_err(e.to_string()),
     }
