@@ -223,7 +223,8 @@ fn dot(a: &[f64], b: &[f64]) -> f64 {
 
 /// L-BFGS from `theta` until the gradient's largest entry is at most `gtol` (or the objective
 /// stops decreasing, or `max_iter`); Armijo backtracking from the unit step. Returns the
-/// iterations taken.
+/// iterations taken. The vector updates run on every core (each entry on its own: the same
+/// bits on any thread count).
 fn minimise(f: &Objective<'_>, theta: &mut [f64], gtol: f64, max_iter: usize) -> usize {
     let m = theta.len();
     let mut grad = vec![0.0; m];
@@ -240,18 +241,18 @@ fn minimise(f: &Objective<'_>, theta: &mut [f64], gtol: f64, max_iter: usize) ->
         let mut alpha = vec![0.0; s_hist.len()];
         for h in (0..s_hist.len()).rev() {
             alpha[h] = rho[h] * dot(&s_hist[h], &d);
-            d.iter_mut()
-                .zip(&y_hist[h])
+            d.par_iter_mut()
+                .zip(y_hist[h].par_iter())
                 .for_each(|(v, y)| *v -= alpha[h] * y);
         }
         if let Some(last) = s_hist.len().checked_sub(1) {
             let gamma = dot(&s_hist[last], &y_hist[last]) / dot(&y_hist[last], &y_hist[last]);
-            d.iter_mut().for_each(|v| *v *= gamma);
+            d.par_iter_mut().for_each(|v| *v *= gamma);
         }
         for h in 0..s_hist.len() {
             let beta = rho[h] * dot(&y_hist[h], &d);
-            d.iter_mut()
-                .zip(&s_hist[h])
+            d.par_iter_mut()
+                .zip(s_hist[h].par_iter())
                 .for_each(|(v, s)| *v += (alpha[h] - beta) * s);
         }
         let mut slope = dot(&grad, &d);
@@ -270,8 +271,8 @@ fn minimise(f: &Objective<'_>, theta: &mut [f64], gtol: f64, max_iter: usize) ->
         };
         let mut accepted = None;
         for _ in 0..60 {
-            next.iter_mut()
-                .zip(theta.iter().zip(&d))
+            next.par_iter_mut()
+                .zip(theta.par_iter().zip(d.par_iter()))
                 .for_each(|(t, (&x, &dv))| *t = x + step * dv);
             let v = f.eval(&next, &mut next_grad);
             if v <= value + 1e-4 * step * slope {
