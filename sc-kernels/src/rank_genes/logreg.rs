@@ -217,7 +217,11 @@ fn residual(z: &mut [f64], y: usize) -> f64 {
 /// `a . b` over fixed blocks (on every core for the long vectors of many genes and groups).
 fn dot(a: &[f64], b: &[f64]) -> f64 {
     chunked_sum(a.len(), ROWS, 1, |r, acc| {
-        acc[0] += a[r.clone()].iter().zip(&b[r]).map(|(x, y)| x * y).sum::<f64>();
+        acc[0] += a[r.clone()]
+            .iter()
+            .zip(&b[r])
+            .map(|(x, y)| x * y)
+            .sum::<f64>();
     })[0]
 }
 

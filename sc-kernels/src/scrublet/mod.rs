@@ -187,7 +187,11 @@ fn or_on_host<'a>(
 }
 
 /// Steps 5 and 6 on the prepared embedding, the scored cells kept.
-fn finish(embedded: Embedded, params: &ScrubletParams, gpu: Option<&GpuContext>) -> Result<Doublets> {
+fn finish(
+    embedded: Embedded,
+    params: &ScrubletParams,
+    gpu: Option<&GpuContext>,
+) -> Result<Doublets> {
     let mut found = classify(embedded.manifold, embedded.parents, params, gpu)?;
     found.scored = embedded.scored;
     Ok(found)
