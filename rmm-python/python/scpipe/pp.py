@@ -660,7 +660,7 @@ def scrublet(
     }
     # On the GPU, X is read where it lies (a host X goes straight to the device); on the CPU
     # a CuPy X comes back first.
-    on_gpu = settings.resolved_device() == "gpu" and adata_sim is None
+    on_gpu = settings.resolved_device() == "gpu"
     parts = {"X": _parts.matrix_part(target.X if on_gpu else _parts.host(target.X), "X")}
     if adata_sim is not None:
         if batch_key is not None:

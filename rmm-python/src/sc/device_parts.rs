@@ -235,44 +235,41 @@ pub(crate) fn _sc_to_device<'py>(
     py: Python<'py>,
     part: &Bound<'py, PyTuple>,
 ) -> PyResult<Bound<'py, PyTuple>> {
+    use numpy::{PyReadonlyArray2, PyUntypedArrayMethods};
     let run = super::gpu::current()?;
     let ctx = &run.ctx;
-    match upload_host(py, ctx, part, "X")? {
-        Uploaded::Dense(m) => dense_out(py, ctx, m),
-        Uploaded::Csr(m) => csr_out(py, ctx, m),
+    let kind: String = part.get_item(0)?.extract()?;
+    if kind != "dense" {
+        let m = upload_csr(py, ctx, part, "X")?;
+        return csr_out(py, ctx, m);
     }
+    let a: PyReadonlyArray2<'_, f32> = part.get_item(1)?.extract()?;
+    let (n_rows, n_cols) = (a.shape()[0], a.shape()[1]);
+    let values = a
+        .as_slice()
+        .map_err(|_| PyValueError::new_err("X must be C-contiguous"))?;
+    let data = py.detach(|| ctx.upload(values)).map_err(kernel_err)?;
+    dense_out(
+        py,
+        ctx,
+        DeviceDense {
+            n_rows,
+            n_cols,
+            data,
+        },
+    )
 }
 
-/// A host matrix on the device.
-pub(crate) enum Uploaded {
-    Csr(DeviceCsr),
-    Dense(DeviceDense),
-}
-
-/// A host matrix part (`("csr", ...)` or `("dense", array)` from numpy) uploaded to `ctx`'s
+/// A host CSR part (`("csr", shape, data, indices, indptr)` from scipy) uploaded to `ctx`'s
 /// GPU through the pinned staging buffers, read in place (int32 column indices are taken as
 /// they are) after its structure is checked: no host copy of its own.
-pub(crate) fn upload_host(
+pub(crate) fn upload_csr(
     py: Python<'_>,
     ctx: &GpuContext,
     part: &Bound<'_, PyTuple>,
     what: &str,
-) -> PyResult<Uploaded> {
-    use numpy::{PyReadonlyArray1, PyReadonlyArray2, PyUntypedArrayMethods};
-    let kind: String = part.get_item(0)?.extract()?;
-    if kind == "dense" {
-        let a: PyReadonlyArray2<'_, f32> = part.get_item(1)?.extract()?;
-        let (n_rows, n_cols) = (a.shape()[0], a.shape()[1]);
-        let values = a
-            .as_slice()
-            .map_err(|_| PyValueError::new_err(format!("{what} must be C-contiguous")))?;
-        let data = py.detach(|| ctx.upload(values)).map_err(kernel_err)?;
-        return Ok(Uploaded::Dense(DeviceDense {
-            n_rows,
-            n_cols,
-            data,
-        }));
-    }
+) -> PyResult<DeviceCsr> {
+    use numpy::PyReadonlyArray1;
     let (n_rows, n_cols): (usize, usize) = part.get_item(1)?.extract()?;
     let data: PyReadonlyArray1<'_, f32> = part.get_item(2)?.extract()?;
     let data = data.as_slice()?;
@@ -299,6 +296,5 @@ pub(crate) fn upload_host(
             data: ctx.upload(data)?,
         })
     })
-    .map(Uploaded::Csr)
     .map_err(kernel_err)
 }

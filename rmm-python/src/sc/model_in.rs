@@ -36,10 +36,8 @@ pub(crate) fn anndata(
 ) -> PyResult<AnnData> {
     let x = match (parts.get_item("X")?, gpu) {
         (Some(x), Some(ctx)) if upload_x && host_csr_part(&x)? => {
-            match device_parts::upload_host(parts.py(), ctx, x.cast::<PyTuple>()?, "X")? {
-                device_parts::Uploaded::Csr(m) => Matrix::Device(DeviceMatrix::csr(ctx, m)),
-                device_parts::Uploaded::Dense(m) => Matrix::Device(DeviceMatrix::dense(ctx, m)),
-            }
+            let m = device_parts::upload_csr(parts.py(), ctx, x.cast::<PyTuple>()?, "X")?;
+            Matrix::Device(DeviceMatrix::csr(ctx, m))
         }
         (Some(x), _) => matrix(&x, "X", gpu, lend_x)?,
         (None, _) => return Err(PyValueError::new_err("the parts of the AnnData have no X")),

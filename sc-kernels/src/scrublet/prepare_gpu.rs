@@ -30,13 +30,12 @@ pub(crate) const SRC: KernelSource = KernelSource {
 const BLOCK_BYTES: usize = 256 << 20;
 
 /// The scored cells, their embedding and the doublets' (drawn as the host draws them), of the
-/// counts `counts` on the device (only read).
+/// counts `counts` on the device (only read; the callers bind `ctx` to the thread first).
 pub(super) fn prepare_gpu(
     ctx: &GpuContext,
     counts: &DeviceCsr,
     params: &ScrubletParams,
 ) -> Result<Embedded> {
-    ctx.bind_to_thread()?;
     let mut trace = PhaseTrace::new(ctx, "scrublet");
     let genes = filter_genes_gpu(ctx, counts, GeneFilter::MinCells(3))?;
     let x = compact::select_cols(ctx, counts, &genes.keep)?;

@@ -135,19 +135,15 @@ pub fn scrublet(
         None => vec![(String::new(), (0..adata.n_obs()).collect())],
     };
     // X kept on the run's GPU is read there; any other X on the host.
-    let on_device = match (&adata.x, gpu) {
+    let counts = match (&adata.x, gpu) {
         (
             Matrix::Device(DeviceMatrix {
                 data: DeviceData::Csr(x),
                 ..
             }),
             Some(ctx),
-        ) => Some((ctx, x)),
-        _ => None,
-    };
-    let on_host = match on_device {
-        Some(_) => None,
-        None => Some(adata.x.to_csr()?),
+        ) => Counts::Device(ctx, x),
+        _ => Counts::Host(adata.x.to_csr()?),
     };
     let n = adata.n_obs();
     let mut score = vec![f64::NAN; n];
@@ -161,13 +157,12 @@ pub fn scrublet(
     for (name, rows) in &groups {
         // One batch of every cell: X itself, not a copy.
         let whole = options.batch_key.is_none();
-        let found = match (on_device, &on_host) {
-            (Some((ctx, x)), _) if whole => scrublet_device(ctx, x, &options.params),
-            (Some((ctx, x)), _) => select_rows(ctx, x, &row_mask(n, rows))
+        let found = match &counts {
+            Counts::Device(ctx, x) if whole => scrublet_device(ctx, x, &options.params),
+            Counts::Device(ctx, x) => select_rows(ctx, x, &row_mask(n, rows))
                 .and_then(|batch| scrublet_device(ctx, &batch, &options.params)),
-            (None, Some(counts)) if whole => scrublet_batch(counts, &options.params, gpu),
-            (None, Some(counts)) => scrublet_batch(&counts.take_rows(rows), &options.params, gpu),
-            (None, None) => unreachable!("X is on the host when not on the device"),
+            Counts::Host(x) if whole => scrublet_batch(x, &options.params, gpu),
+            Counts::Host(x) => scrublet_batch(&x.take_rows(rows), &options.params, gpu),
         }
         .map_err(|e| {
             let e = kernel_error(STEP)(e);
@@ -202,6 +197,13 @@ pub fn scrublet(
         ]),
     };
     write(adata, score, predicted, uns, summary)
+}
+
+/// X's counts where scrublet reads them.
+enum Counts<'a> {
+    /// On the run's GPU.
+    Device(&'a GpuContext, &'a sc_kernels::gpu::DeviceCsr),
+    Host(std::borrow::Cow<'a, CsrMatrix<f32>>),
 }
 
 /// The `n` entries of a mask true at `rows`.
