@@ -159,7 +159,7 @@ const BLOCK: usize = 1024;
 /// The `k` largest eigenvalues of a symmetric matrix (descending) and their unit eigenvectors
 /// (the columns of a `g x k` matrix), by faer: the CPU's eigensolver of [`top_eigenpairs`]
 /// (the GPU's is cuSOLVER's).
-fn faer_top_eigen(c: Mat<f64>, k: usize) -> Result<(Vec<f64>, Mat<f64>)> {
+pub(crate) fn faer_top_eigen(c: Mat<f64>, k: usize) -> Result<(Vec<f64>, Mat<f64>)> {
     let g = c.nrows();
     let evd = c
         .self_adjoint_eigen(Side::Lower)

@@ -3,20 +3,27 @@
 //! `LogisticRegression()` (C = 1, an unpenalised intercept): for two groups the binary model
 //! (one coefficient per gene, for the second group), for more the multinomial one (one per
 //! gene and group). The objective, `sum_i loss_i + |W|^2 / (2 C)`, is minimised by L-BFGS
-//! from zero until no entry of its gradient exceeds `tol` (or it stops decreasing in f64).
+//! until no entry of its gradient exceeds `tol` (or it stops decreasing in f64).
 //! scikit-learn's `lbfgs` stops when the gradient of the mean loss is under 1e-4, where its
 //! coefficients are still a few percent off the minimum (and, on float32 data, fitted in
 //! float32); this goes on to it in f64. On the real datasets the coefficients are within 5e-4
 //! of the largest of scikit-learn's run to convergence on float64 data; where they differ most
 //! (scvi), this fit has the lower objective and the smaller gradient.
 //!
-//! The cells' scores and the genes' gradients are computed on every core, each sum in an order
-//! of its own (a gene's cells in order, fixed blocks of cells): the fit does not depend on the
-//! thread count.
+//! With fewer cells than genes the fit runs first in the cells' whitened coordinates
+//! ([`cells`]: the same minimum, reached in a few hundred small dense iterations), then the
+//! genes' gradient is checked at it, and L-BFGS in the genes' coordinates polishes it if it
+//! must. The cells' scores and the genes' gradients are computed on every core, each sum in an
+//! order of its own (a gene's cells in order, fixed blocks of cells): the fit does not depend
+//! on the thread count.
+
+mod cells;
+mod lbfgs;
 
 use crate::csr::CsrMatrix;
 use crate::error::{KernelError, Result};
 use crate::stats::chunked_sum;
+use lbfgs::{dot, minimise, Smooth};
 use rayon::prelude::*;
 
 /// scikit-learn's parameters that scanpy passes through (`**kwds`).
@@ -57,10 +64,8 @@ impl LogregFit {
     }
 }
 
-/// Cells (or vector entries) per block of the sums.
+/// Cells per block of the sums.
 const ROWS: usize = 16_384;
-/// Corrections L-BFGS keeps.
-const MEMORY: usize = 10;
 
 /// Fits the model of `groups` (one per cell, `< n_groups`, each group with a cell) on `x`.
 pub fn logreg(
@@ -100,9 +105,36 @@ pub fn logreg(
     }
     x.check_finite()?;
     let k = if n_groups == 2 { 1 } else { n_groups };
-    let objective = Objective::new(x, groups, k, 1.0 / params.c);
-    let mut theta = vec![0.0; p * k + k];
-    let iterations = minimise(&objective, &mut theta, params.tol, params.max_iter);
+    let xt = x.transpose();
+    let objective = Objective {
+        x,
+        xt: &xt,
+        groups,
+        k,
+        inverse_c: 1.0 / params.c,
+    };
+    // Fewer cells than genes: the fit in the cells' coordinates first (its gradient's norm at
+    // most `tol` bounds every gene's entry), then the genes' own gradient checked (and the fit
+    // polished in their coordinates if rounding left an entry above `tol`).
+    let (mut theta, mut iterations) = if cells::applies(n, p) {
+        cells::fit(
+            x,
+            &xt,
+            groups,
+            k,
+            objective.inverse_c,
+            params.tol,
+            params.max_iter,
+        )?
+    } else {
+        (vec![0.0; p * k + k], 0)
+    };
+    iterations += minimise(
+        &objective,
+        &mut theta,
+        params.tol,
+        params.max_iter.saturating_sub(iterations),
+    );
     // Gene-major during the fit (a cell's genes touch contiguous groups); row-major out.
     let coef = (0..k)
         .flat_map(|r| (0..p).map(move |j| (r, j)))
@@ -120,24 +152,14 @@ pub fn logreg(
 struct Objective<'a> {
     x: &'a CsrMatrix<f32>,
     /// X's transpose: each gene's cells in order, for the gradient gene by gene.
-    xt: CsrMatrix<f32>,
+    xt: &'a CsrMatrix<f32>,
     groups: &'a [u32],
     /// Coefficient rows: 1 (binary) or the groups.
     k: usize,
     inverse_c: f64,
 }
 
-impl<'a> Objective<'a> {
-    fn new(x: &'a CsrMatrix<f32>, groups: &'a [u32], k: usize, inverse_c: f64) -> Self {
-        Objective {
-            x,
-            xt: x.transpose(),
-            groups,
-            k,
-            inverse_c,
-        }
-    }
-
+impl Smooth for Objective<'_> {
     /// The value at `theta`, its gradient into `grad`. Cells, then genes, on every core; every
     /// sum runs in an order of its own (cells in order, fixed blocks), whatever the threads.
     fn eval(&self, theta: &[f64], grad: &mut [f64]) -> f64 {
@@ -214,104 +236,6 @@ fn residual(z: &mut [f64], y: usize) -> f64 {
     loss
 }
 
-/// `a . b` over fixed blocks (on every core for the long vectors of many genes and groups).
-fn dot(a: &[f64], b: &[f64]) -> f64 {
-    chunked_sum(a.len(), ROWS, 1, |r, acc| {
-        acc[0] += a[r.clone()]
-            .iter()
-            .zip(&b[r])
-            .map(|(x, y)| x * y)
-            .sum::<f64>();
-    })[0]
-}
-
-/// L-BFGS from `theta` until the gradient's largest entry is at most `gtol` (or the objective
-/// stops decreasing, or `max_iter`); Armijo backtracking from the unit step. Returns the
-/// iterations taken. The vector updates run on every core (each entry on its own: the same
-/// bits on any thread count).
-fn minimise(f: &Objective<'_>, theta: &mut [f64], gtol: f64, max_iter: usize) -> usize {
-    let m = theta.len();
-    let mut grad = vec![0.0; m];
-    let mut value = f.eval(theta, &mut grad);
-    let (mut s_hist, mut y_hist, mut rho): (Vec<Vec<f64>>, Vec<Vec<f64>>, Vec<f64>) =
-        (Vec::new(), Vec::new(), Vec::new());
-    let (mut next, mut next_grad) = (vec![0.0; m], vec![0.0; m]);
-    for iter in 0..max_iter {
-        if grad.iter().fold(0.0f64, |a, g| a.max(g.abs())) <= gtol {
-            return iter;
-        }
-        // The two-loop recursion: d = -H grad.
-        let mut d: Vec<f64> = grad.iter().map(|g| -g).collect();
-        let mut alpha = vec![0.0; s_hist.len()];
-        for h in (0..s_hist.len()).rev() {
-            alpha[h] = rho[h] * dot(&s_hist[h], &d);
-            d.par_iter_mut()
-                .zip(y_hist[h].par_iter())
-                .for_each(|(v, y)| *v -= alpha[h] * y);
-        }
-        if let Some(last) = s_hist.len().checked_sub(1) {
-            let gamma = dot(&s_hist[last], &y_hist[last]) / dot(&y_hist[last], &y_hist[last]);
-            d.par_iter_mut().for_each(|v| *v *= gamma);
-        }
-        for h in 0..s_hist.len() {
-            let beta = rho[h] * dot(&y_hist[h], &d);
-            d.par_iter_mut()
-                .zip(s_hist[h].par_iter())
-                .for_each(|(v, s)| *v += (alpha[h] - beta) * s);
-        }
-        let mut slope = dot(&grad, &d);
-        if slope >= 0.0 {
-            // Not a descent direction: start the memory again along the gradient.
-            d = grad.iter().map(|g| -g).collect();
-            slope = dot(&grad, &d);
-            s_hist.clear();
-            y_hist.clear();
-            rho.clear();
-        }
-        let mut step = if s_hist.is_empty() {
-            1.0 / grad.iter().map(|g| g * g).sum::<f64>().sqrt().max(1.0)
-        } else {
-            1.0
-        };
-        let mut accepted = None;
-        for _ in 0..60 {
-            next.par_iter_mut()
-                .zip(theta.par_iter().zip(d.par_iter()))
-                .for_each(|(t, (&x, &dv))| *t = x + step * dv);
-            let v = f.eval(&next, &mut next_grad);
-            if v <= value + 1e-4 * step * slope {
-                accepted = Some(v);
-                break;
-            }
-            step *= 0.5;
-        }
-        let Some(new_value) = accepted else {
-            return iter;
-        };
-        let s: Vec<f64> = next.iter().zip(theta.iter()).map(|(a, b)| a - b).collect();
-        let y: Vec<f64> = next_grad.iter().zip(&grad).map(|(a, b)| a - b).collect();
-        let sy = dot(&s, &y);
-        if sy > 1e-12 * dot(&y, &y).sqrt() * dot(&s, &s).sqrt() {
-            if s_hist.len() == MEMORY {
-                s_hist.remove(0);
-                y_hist.remove(0);
-                rho.remove(0);
-            }
-            s_hist.push(s);
-            y_hist.push(y);
-            rho.push(1.0 / sy);
-        }
-        theta.copy_from_slice(&next);
-        grad.copy_from_slice(&next_grad);
-        let decrease = value - new_value;
-        value = new_value;
-        if decrease <= 1e-15 * value.abs().max(1.0) {
-            return iter + 1;
-        }
-    }
-    max_iter
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -341,60 +265,143 @@ mod tests {
         (CsrMatrix::from_dense(&m), groups)
     }
 
+    /// The genes' objective at a fit, with `theta` in its layout.
+    fn at_fit(x: &CsrMatrix<f32>, groups: &[u32], fit: &LogregFit) -> (f64, Vec<f64>, Vec<f64>) {
+        let xt = x.transpose();
+        let f = Objective {
+            x,
+            xt: &xt,
+            groups,
+            k: fit.rows,
+            inverse_c: 1.0,
+        };
+        let p = x.n_cols;
+        let mut theta = vec![0.0; p * fit.rows + fit.rows];
+        for r in 0..fit.rows {
+            for j in 0..p {
+                theta[j * fit.rows + r] = fit.row(r)[j];
+            }
+        }
+        theta[p * fit.rows..].copy_from_slice(&fit.intercept);
+        let mut grad = vec![0.0; theta.len()];
+        let value = f.eval(&theta, &mut grad);
+        (value, theta, grad)
+    }
+
     /// The gradient is zero at the fit: what the minimum means, checked by the objective's own
-    /// finite differences on a few coordinates and by its gradient.
+    /// finite differences on a few coordinates and by its gradient. More cells than genes (the
+    /// genes' coordinates) and fewer (the cells').
     #[test]
     fn the_fit_is_the_minimum_of_the_penalised_loss() {
-        for k in [2, 4] {
-            let (x, groups) = data(300, 12, k, 1);
-            let fit = logreg(&x, &groups, k, &LogregParams::default()).unwrap();
-            assert_eq!(fit.rows, if k == 2 { 1 } else { k });
-            let f = Objective::new(&x, &groups, fit.rows, 1.0);
-            let p = x.n_cols;
-            let mut theta = vec![0.0; p * fit.rows + fit.rows];
-            for r in 0..fit.rows {
-                for j in 0..p {
-                    theta[j * fit.rows + r] = fit.row(r)[j];
+        for (n, p) in [(300, 12), (60, 200)] {
+            for k in [2, 4] {
+                let (x, groups) = data(n, p, k, 1);
+                let fit = logreg(&x, &groups, k, &LogregParams::default()).unwrap();
+                assert_eq!(fit.rows, if k == 2 { 1 } else { k });
+                let (at, theta, grad) = at_fit(&x, &groups, &fit);
+                assert!(
+                    grad.iter().all(|g| g.abs() <= 1e-6),
+                    "{n}x{p} k {k}: {grad:?}"
+                );
+                // Any small move raises the objective.
+                let xt = x.transpose();
+                let f = Objective {
+                    x: &x,
+                    xt: &xt,
+                    groups: &groups,
+                    k: fit.rows,
+                    inverse_c: 1.0,
+                };
+                let mut scratch = grad.clone();
+                for c in [0, 5, theta.len() - 1] {
+                    for h in [1e-3, -1e-3] {
+                        let mut moved = theta.clone();
+                        moved[c] += h;
+                        assert!(
+                            f.eval(&moved, &mut scratch) > at,
+                            "{n}x{p} k {k} coordinate {c}"
+                        );
+                    }
+                }
+                // Each group's own genes weigh for it.
+                let own = |r: usize, g: usize| {
+                    (0..p)
+                        .filter(|j| j % k == g)
+                        .map(|j| fit.row(r)[j])
+                        .sum::<f64>()
+                };
+                if k == 2 {
+                    assert!(own(0, 1) > own(0, 0));
+                } else {
+                    assert!((0..k).all(|g| own(g, g) > own(g, (g + 1) % k)));
                 }
             }
-            theta[p * fit.rows..].copy_from_slice(&fit.intercept);
-            let mut grad = vec![0.0; theta.len()];
-            let at = f.eval(&theta, &mut grad);
-            assert!(grad.iter().all(|g| g.abs() <= 1e-6), "k {k}: {grad:?}");
-            // Any small move raises the objective.
-            for c in [0, 5, theta.len() - 1] {
-                for h in [1e-3, -1e-3] {
-                    let mut moved = theta.clone();
-                    moved[c] += h;
-                    assert!(f.eval(&moved, &mut grad) > at, "k {k} coordinate {c}");
+        }
+    }
+
+    /// The cells' whitened form reaches the genes' minimum by itself (the genes' check after it
+    /// has nothing left to do) in far fewer iterations than the genes' coordinates take, and
+    /// both land on the same coefficients.
+    #[test]
+    fn the_cells_form_is_the_genes_minimum_in_fewer_iterations() {
+        for k in [2, 5] {
+            // Genes on scales from 1 to 40, as counts are: a badly conditioned problem.
+            let (mut x, groups) = data(80, 400, k, 4);
+            let scales: Vec<f32> = (0..x.n_cols).map(|j| 1.0 + (j * 7 % 40) as f32).collect();
+            for i in 0..x.n_rows {
+                let (s, e) = (x.indptr[i] as usize, x.indptr[i + 1] as usize);
+                for t in s..e {
+                    x.data[t] *= scales[x.indices[t] as usize];
                 }
             }
-            // Each group's own genes weigh for it.
-            let own = |r: usize, g: usize| {
-                (0..p)
-                    .filter(|j| j % k == g)
-                    .map(|j| fit.row(r)[j])
-                    .sum::<f64>()
+            let xt = x.transpose();
+            let rows = if k == 2 { 1 } else { k };
+            let tol = 1e-7;
+            let (theta, iters) = cells::fit(&x, &xt, &groups, rows, 1.0, tol, 10_000).unwrap();
+            let genes = Objective {
+                x: &x,
+                xt: &xt,
+                groups: &groups,
+                k: rows,
+                inverse_c: 1.0,
             };
-            if k == 2 {
-                assert!(own(0, 1) > own(0, 0));
-            } else {
-                assert!((0..k).all(|g| own(g, g) > own(g, (g + 1) % k)));
-            }
+            let mut grad = vec![0.0; theta.len()];
+            genes.eval(&theta, &mut grad);
+            assert!(
+                genes.stationarity(&grad) <= 1e-6,
+                "k {k}: {}",
+                genes.stationarity(&grad)
+            );
+            let mut direct = vec![0.0; theta.len()];
+            let direct_iters = minimise(&genes, &mut direct, tol, 100_000);
+            assert!(
+                iters * 2 < direct_iters,
+                "k {k}: {iters} against {direct_iters}"
+            );
+            // The coefficients (the intercepts of several groups can all move together).
+            let coef = x.n_cols * rows;
+            let top = direct[..coef].iter().fold(0.0f64, |m, v| m.max(v.abs()));
+            let worst = theta[..coef]
+                .iter()
+                .zip(&direct[..coef])
+                .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+            assert!(worst <= 1e-5 * top, "k {k}: {worst} of {top}");
         }
     }
 
     #[test]
     fn the_fit_does_not_depend_on_the_thread_count() {
-        let (x, groups) = data(40_000, 6, 3, 2);
-        let on = |t: usize| {
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(t)
-                .build()
-                .unwrap()
-                .install(|| logreg(&x, &groups, 3, &LogregParams::default()).unwrap())
-        };
-        assert_eq!(on(1), on(3));
+        for (n, p) in [(40_000, 6), (300, 1_000)] {
+            let (x, groups) = data(n, p, 3, 2);
+            let on = |t: usize| {
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(t)
+                    .build()
+                    .unwrap()
+                    .install(|| logreg(&x, &groups, 3, &LogregParams::default()).unwrap())
+            };
+            assert_eq!(on(1), on(3), "{n} x {p}");
+        }
     }
 
     #[test]

@@ -1,0 +1,143 @@
+//! L-BFGS with Armijo backtracking, the minimiser of both forms of the logistic regression
+//! (the genes' coordinates and the cells' whitened ones). The vector updates run on every
+//! core, each entry on its own, and every dot product over fixed blocks: the same bits on any
+//! thread count.
+
+use crate::stats::chunked_sum;
+use rayon::prelude::*;
+
+/// Vector entries per block of the dot products.
+const BLOCK: usize = 16_384;
+/// Corrections L-BFGS keeps.
+const MEMORY: usize = 10;
+
+/// A smooth objective to minimise.
+pub(super) trait Smooth: Sync {
+    /// The value at `theta`, its gradient written into `grad`.
+    fn eval(&self, theta: &[f64], grad: &mut [f64]) -> f64;
+
+    /// The inverse of the Hessian's diagonal at the point last evaluated, where the objective
+    /// has a useful one: L-BFGS's first guess of the inverse Hessian, scaled by the last pair
+    /// (else that guess is the last pair's scalar).
+    fn inverse_curvature(&self) -> Option<Vec<f64>> {
+        None
+    }
+
+    /// How far `grad` is from stationary, in the measure `tol` bounds: by default its largest
+    /// entry.
+    fn stationarity(&self, grad: &[f64]) -> f64 {
+        grad.iter().fold(0.0f64, |a, g| a.max(g.abs()))
+    }
+}
+
+/// `a . b` over fixed blocks (on every core for long vectors).
+pub(super) fn dot(a: &[f64], b: &[f64]) -> f64 {
+    chunked_sum(a.len(), BLOCK, 1, |r, acc| {
+        acc[0] += a[r.clone()]
+            .iter()
+            .zip(&b[r])
+            .map(|(x, y)| x * y)
+            .sum::<f64>();
+    })[0]
+}
+
+/// L-BFGS from `theta` until `f.stationarity` of the gradient is at most `gtol` (or the
+/// objective stops decreasing, or `max_iter`); Armijo backtracking from the unit step. Returns
+/// the iterations taken (0 when `theta` is already stationary).
+pub(super) fn minimise<F: Smooth>(f: &F, theta: &mut [f64], gtol: f64, max_iter: usize) -> usize {
+    let m = theta.len();
+    let mut grad = vec![0.0; m];
+    let mut value = f.eval(theta, &mut grad);
+    let (mut s_hist, mut y_hist, mut rho): (Vec<Vec<f64>>, Vec<Vec<f64>>, Vec<f64>) =
+        (Vec::new(), Vec::new(), Vec::new());
+    let (mut next, mut next_grad) = (vec![0.0; m], vec![0.0; m]);
+    for iter in 0..max_iter {
+        if f.stationarity(&grad) <= gtol {
+            return iter;
+        }
+        // The two-loop recursion: d = -H grad.
+        let mut d: Vec<f64> = grad.iter().map(|g| -g).collect();
+        let mut alpha = vec![0.0; s_hist.len()];
+        for h in (0..s_hist.len()).rev() {
+            alpha[h] = rho[h] * dot(&s_hist[h], &d);
+            d.par_iter_mut()
+                .with_min_len(BLOCK)
+                .zip(y_hist[h].par_iter())
+                .for_each(|(v, y)| *v -= alpha[h] * y);
+        }
+        let h0 = f.inverse_curvature();
+        if let Some(h0) = &h0 {
+            let tau = match s_hist.len().checked_sub(1) {
+                Some(last) => {
+                    let y = &y_hist[last];
+                    dot(&s_hist[last], y) / y.iter().zip(h0).map(|(a, h)| a * a * h).sum::<f64>()
+                }
+                _ => 1.0,
+            };
+            d.iter_mut().zip(h0).for_each(|(v, h)| *v *= h * tau);
+        } else if let Some(last) = s_hist.len().checked_sub(1) {
+            let gamma = dot(&s_hist[last], &y_hist[last]) / dot(&y_hist[last], &y_hist[last]);
+            d.par_iter_mut()
+                .with_min_len(BLOCK)
+                .for_each(|v| *v *= gamma);
+        }
+        for h in 0..s_hist.len() {
+            let beta = rho[h] * dot(&y_hist[h], &d);
+            d.par_iter_mut()
+                .with_min_len(BLOCK)
+                .zip(s_hist[h].par_iter())
+                .for_each(|(v, s)| *v += (alpha[h] - beta) * s);
+        }
+        let mut slope = dot(&grad, &d);
+        if slope >= 0.0 {
+            // Not a descent direction: start the memory again along the gradient.
+            d = grad.iter().map(|g| -g).collect();
+            slope = dot(&grad, &d);
+            s_hist.clear();
+            y_hist.clear();
+            rho.clear();
+        }
+        let mut step = if s_hist.is_empty() && h0.is_none() {
+            1.0 / grad.iter().map(|g| g * g).sum::<f64>().sqrt().max(1.0)
+        } else {
+            1.0
+        };
+        let mut accepted = None;
+        for _ in 0..60 {
+            next.par_iter_mut()
+                .with_min_len(BLOCK)
+                .zip(theta.par_iter().zip(d.par_iter()))
+                .for_each(|(t, (&x, &dv))| *t = x + step * dv);
+            let v = f.eval(&next, &mut next_grad);
+            if v <= value + 1e-4 * step * slope {
+                accepted = Some(v);
+                break;
+            }
+            step *= 0.5;
+        }
+        let Some(new_value) = accepted else {
+            return iter;
+        };
+        let s: Vec<f64> = next.iter().zip(theta.iter()).map(|(a, b)| a - b).collect();
+        let y: Vec<f64> = next_grad.iter().zip(&grad).map(|(a, b)| a - b).collect();
+        let sy = dot(&s, &y);
+        if sy > 1e-12 * dot(&y, &y).sqrt() * dot(&s, &s).sqrt() {
+            if s_hist.len() == MEMORY {
+                s_hist.remove(0);
+                y_hist.remove(0);
+                rho.remove(0);
+            }
+            s_hist.push(s);
+            y_hist.push(y);
+            rho.push(1.0 / sy);
+        }
+        theta.copy_from_slice(&next);
+        grad.copy_from_slice(&next_grad);
+        let decrease = value - new_value;
+        value = new_value;
+        if decrease <= 1e-15 * value.abs().max(1.0) {
+            return iter + 1;
+        }
+    }
+    max_iter
+}
