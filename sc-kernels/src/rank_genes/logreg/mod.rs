@@ -236,6 +236,21 @@ fn residual(z: &mut [f64], y: usize) -> f64 {
     loss
 }
 
+/// A cell's residuals (`residual`'s output, its group `y`) replaced by the loss's curvature
+/// per score: the probability (residual plus the group's indicator) times its complement.
+fn curvature(resid: &mut [f64], y: usize) {
+    let binary = resid.len() == 1;
+    for (l, v) in resid.iter_mut().enumerate() {
+        let q = *v
+            + if binary {
+                (y == 1) as u8 as f64
+            } else {
+                (l == y) as u8 as f64
+            };
+        *v = q * (1.0 - q);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
