@@ -316,15 +316,22 @@ def dpt(
     ``var['xroot']``) over the first ``n_dcs`` diffusion components, divided by the largest;
     cells outside the root's connected component get ``inf``.
 
-    Writes ``obs['dpt_pseudotime']`` (float32) and ``uns['iroot']``, as scanpy; runs
-    :func:`diffmap` first (with a warning) when there is no ``X_diffmap``. Branchings
-    (``n_branchings > 0``) are not computed by scpipe.
+    With ``n_branchings > 0``, scanpy's ``haghverdi16`` branchings too: segments split from
+    their tips where the Kendall tau of the distances to the other tips changes most, segments
+    of at most ``min_group_size`` cells (a share of all cells below 1) left whole. Costs
+    ``O(m^2)`` in a segment's ``m`` cells, as scanpy's.
+
+    Writes ``obs['dpt_pseudotime']`` (float32) and ``uns['iroot']``, as scanpy; with
+    branchings also ``obs['dpt_groups']`` (categorical), ``obs['dpt_order']``,
+    ``obs['dpt_order_indices']``, ``uns['dpt_changepoints']`` and ``uns['dpt_grouptips']``.
+    Runs :func:`diffmap` first (with a warning) when there is no ``X_diffmap``. Without a root
+    it warns and, as scanpy, computes only the branchings (from cell 0).
     """
-    if n_branchings != 0:
-        raise NotImplementedError("dpt: scpipe computes the pseudotime only (n_branchings=0)")
     nk = neighbors_key or "neighbors"
     if nk not in adata.uns:
         raise ValueError("You need to run `pp.neighbors` and `tl.diffmap` first.")
+    if n_branchings < 0 or not (min_group_size >= 0):
+        raise ValueError(f"dpt: n_branchings and min_group_size must be >= 0, got {n_branchings} and {min_group_size}")
     target = adata.copy() if copy else adata
     root = _dpt_root(target)
     if root is None:
@@ -334,7 +341,8 @@ def dpt(
             UserWarning,
             stacklevel=2,
         )
-        return target if copy else None
+        if n_branchings == 0:
+            return target if copy else None
     if "X_diffmap" not in target.obsm:
         warnings.warn("Trying to run `tl.dpt` without prior call of `tl.diffmap`. Falling back to `tl.diffmap` with default parameters.", UserWarning, stacklevel=2)
         diffmap(target, neighbors_key=neighbors_key)
@@ -344,10 +352,23 @@ def dpt(
     k = len(evals) if n_dcs is None else int(n_dcs)
     basis = np.ascontiguousarray(np.asarray(target.obsm["X_diffmap"])[:, :k], dtype=np.float32)
     parts = {"X": _parts.no_x(target.n_obs), "obsm": {"X_diffmap": basis}, "obsp": _graph(target, neighbors_key)}
-    out = _parts.call("dpt", parts, {"evals": [float(v) for v in evals[:k]], "iroot": int(root)})
+    params = {
+        "evals": [float(v) for v in evals[:k]],
+        "iroot": None if root is None else int(root),
+        "n_branchings": int(n_branchings),
+        "min_group_size": float(min_group_size),
+        "allow_kendall_tau_shift": bool(allow_kendall_tau_shift),
+    }
+    out = _parts.call("dpt", parts, params)
     _parts.view_to_actual(target)
-    target.uns["iroot"] = root
-    target.obs["dpt_pseudotime"] = _parts.column_from(out["obs"]["dpt_pseudotime"])
+    if root is not None:
+        target.uns["iroot"] = root
+        target.obs["dpt_pseudotime"] = _parts.column_from(out["obs"]["dpt_pseudotime"])
+    if n_branchings > 0:
+        for key in ("dpt_groups", "dpt_order", "dpt_order_indices"):
+            target.obs[key] = _parts.column_from(out["obs"][key])
+        for key in ("dpt_changepoints", "dpt_grouptips"):
+            target.uns[key] = _parts.value_from(out["uns"][key])
     return target if copy else None
 
 

@@ -14,6 +14,7 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use sc_kernels::aggregate::{AggFuncs, Aggregates, LEFT_OUT};
+use sc_kernels::dpt::BranchingParams;
 use sc_kernels::draw_graph::Fa2Params;
 use sc_kernels::filter::{CellFilter, GeneFilter};
 use sc_kernels::harmony::{HarmonyFlavor, HarmonyParams};
@@ -116,10 +117,11 @@ enum Call {
         key_ext: Option<String>,
     },
     /// Diffusion pseudotime from `obsm['X_diffmap']`: its eigenvalues (one per component
-    /// used) and the root cell.
+    /// used) and the root cell (none: only the branchings); the branchings when asked.
     Dpt {
         evals: Vec<f32>,
-        root: usize,
+        root: Option<usize>,
+        branching: Option<BranchingParams>,
     },
     /// Densities of `obsm['xy']` per group into `obs[key]`.
     EmbeddingDensity {
@@ -530,7 +532,11 @@ fn run(
         Call::Paga { groups, n_groups } => {
             steps::paga(adata, "distances", groups, *n_groups)?;
         }
-        Call::Dpt { evals, root } => steps::dpt(adata, "X_diffmap", evals, *root)?,
+        Call::Dpt {
+            evals,
+            root,
+            branching,
+        } => steps::dpt(adata, "X_diffmap", evals, *root, branching.as_ref())?,
         Call::Diffmap(n_comps, seed) => steps::diffmap(adata, *n_comps, *seed)?,
         Call::KMeans { params, key } => {
             steps::kmeans(adata, Some("rep"), None, params, key)?;
@@ -732,7 +738,15 @@ fn parse(step: &str, p: &Bound<'_, PyDict>) -> PyResult<Call> {
         },
         "dpt" => Call::Dpt {
             evals: req(p, "evals")?,
-            root: req(p, "iroot")?,
+            root: opt(p, "iroot")?,
+            branching: match req::<usize>(p, "n_branchings")? {
+                0 => None,
+                n_branchings => Some(BranchingParams {
+                    n_branchings,
+                    min_group_size: req(p, "min_group_size")?,
+                    allow_kendall_tau_shift: req(p, "allow_kendall_tau_shift")?,
+                }),
+            },
         },
         "diffmap" => Call::Diffmap(req(p, "n_comps")?, req(p, "random_state")?),
         "bbknn" => Call::Bbknn {

@@ -11,6 +11,9 @@ use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
 use rayon::prelude::*;
 
+mod branchings;
+pub use branchings::{branchings, BranchingParams, Branchings};
+
 /// Eigenvalues from which a component counts as stationary (scanpy's f32 precision guard).
 pub const STATIONARY: f32 = 0.9994;
 
@@ -36,29 +39,7 @@ pub fn pseudotime(
             format!("root cell {root} does not exist ({n} cells)"),
         ));
     }
-    let x_root = basis.row(root);
-    let distance: Vec<f32> = (0..n)
-        .into_par_iter()
-        .map(|i| {
-            if component[i] != component[root] {
-                return f32::INFINITY;
-            }
-            let x = basis.row(i);
-            // scanpy's two sums, each over the components in order, in f32.
-            let mut scaled = 0f32;
-            let mut stationary = 0f32;
-            for j in 0..k {
-                let diff = x_root[j] - x[j];
-                if evals[j] < STATIONARY {
-                    let v = evals[j] / (1.0 - evals[j]) * diff;
-                    scaled += v * v;
-                } else {
-                    stationary += diff * diff;
-                }
-            }
-            (scaled + stationary).sqrt()
-        })
-        .collect();
+    let distance = distance_row(basis, evals, root, component);
     let largest = distance
         .iter()
         .copied()
@@ -68,6 +49,38 @@ pub fn pseudotime(
         .into_iter()
         .map(|d| if largest > 0.0 { d / largest } else { d })
         .collect())
+}
+
+/// Every cell's DPT distance from cell `from` (unscaled), in scanpy's f32 order: its two sums
+/// over the components in order, infinite in another connected component.
+pub(crate) fn distance_row(
+    basis: &DenseMatrix<f32>,
+    evals: &[f32],
+    from: usize,
+    component: &[u32],
+) -> Vec<f32> {
+    let x_from = basis.row(from);
+    (0..basis.n_rows)
+        .into_par_iter()
+        .map(|i| {
+            if component[i] != component[from] {
+                return f32::INFINITY;
+            }
+            let x = basis.row(i);
+            let mut scaled = 0f32;
+            let mut stationary = 0f32;
+            for (j, (&a, &b)) in x_from.iter().zip(x).enumerate() {
+                let diff = a - b;
+                if evals[j] < STATIONARY {
+                    let v = evals[j] / (1.0 - evals[j]) * diff;
+                    scaled += v * v;
+                } else {
+                    stationary += diff * diff;
+                }
+            }
+            (scaled + stationary).sqrt()
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -1,14 +1,17 @@
-//! `dpt` (scanpy's `tl.dpt` without branchings): the diffusion pseudotime from a root cell
-//! (`sc_kernels::dpt`) into `obs['dpt_pseudotime']` (f32), from `obsm['X_diffmap']`'s first
-//! `n_dcs` components, their eigenvalues and the graph's connected components. Its row
-//! (`--dpt-root CELL`, off by default) runs after diffmap from the root cell named, with
-//! scanpy's 10 components, and records `uns['iroot']`. Computed on the host.
+//! `dpt` (scanpy's `tl.dpt`): the diffusion pseudotime from a root cell (`sc_kernels::dpt`)
+//! into `obs['dpt_pseudotime']` (f32), from `obsm['X_diffmap']`'s first `n_dcs` components,
+//! their eigenvalues and the graph's connected components; with `n_branchings`, scanpy's
+//! segments (`obs['dpt_groups']`, `dpt_order`, `dpt_order_indices`, `uns['dpt_changepoints']`,
+//! `uns['dpt_grouptips']`). Its row (`--dpt-root CELL`, off by default) runs after diffmap from
+//! the root cell named, with scanpy's 10 components and no branchings, and records
+//! `uns['iroot']`. Computed on the host.
 
 use super::step::{no_budget_check, no_device_bytes, Phase, Step, StepEnv};
 use super::{connectivities, first_columns, kernel_error, obsm_matrix};
-use crate::anndata::{ArrayData, Value};
+use crate::anndata::{ArrayData, DenseArray, Value};
 use crate::steps::PipelineConfig;
 use crate::{AnnData, Error, Result};
+use sc_kernels::dpt::BranchingParams;
 use sc_kernels::graph::connected_components;
 
 /// scanpy's `tl.dpt(n_dcs=10)`.
@@ -84,14 +87,21 @@ pub fn dpt_from(adata: &mut AnnData, root: &str) -> Result<usize> {
         });
     }
     let evals: Vec<f32> = evals[..N_DCS].iter().map(|&v| v as f32).collect();
-    dpt(adata, "X_diffmap", &evals, i)?;
+    dpt(adata, "X_diffmap", &evals, Some(i), None)?;
     adata.uns.insert("iroot".into(), Value::int(i as i64));
     Ok(i)
 }
 
 /// Writes `obs['dpt_pseudotime']` from `obsm[basis]` (its first `evals.len()` columns) and the
-/// eigenvalues `evals`, root `root`.
-pub fn dpt(adata: &mut AnnData, basis: &str, evals: &[f32], root: usize) -> Result<()> {
+/// eigenvalues `evals`, root `root` (none: no pseudotime, as scanpy); with `branching`, the
+/// segments too.
+pub fn dpt(
+    adata: &mut AnnData,
+    basis: &str,
+    evals: &[f32],
+    root: Option<usize>,
+    branching: Option<&BranchingParams>,
+) -> Result<()> {
     const STEP: &str = "dpt";
     let x = obsm_matrix(adata, basis)?.ok_or_else(|| Error::Missing {
         step: STEP,
@@ -106,8 +116,38 @@ pub fn dpt(adata: &mut AnnData, basis: &str, evals: &[f32], root: usize) -> Resu
     }
     let first = first_columns(x, k).map_err(kernel_error(STEP))?;
     let (component, _) = connected_components(connectivities(adata, STEP)?);
-    let t =
-        sc_kernels::dpt::pseudotime(&first, evals, root, &component).map_err(kernel_error(STEP))?;
-    adata.obs.set_values("dpt_pseudotime", ArrayData::F32(t))?;
+    let t = root
+        .map(|r| sc_kernels::dpt::pseudotime(&first, evals, r, &component))
+        .transpose()
+        .map_err(kernel_error(STEP))?;
+    let segments = match (branching, &t) {
+        (Some(p), t) => Some(
+            sc_kernels::dpt::branchings(&first, evals, &component, root.zip(t.as_deref()), p)
+                .map_err(kernel_error(STEP))?,
+        ),
+        _ => None,
+    };
+    if let Some(t) = t {
+        adata.obs.set_values("dpt_pseudotime", ArrayData::F32(t))?;
+    }
+    if let Some(b) = segments {
+        let ints = |v: &[usize]| ArrayData::I64(v.iter().map(|&i| i as i64).collect());
+        let mut place = vec![0usize; b.order.len()];
+        for (p, &c) in b.order.iter().enumerate() {
+            place[c] = p;
+        }
+        adata
+            .obs
+            .set("dpt_groups", super::cluster_column(&b.groups, b.tips.len()))?;
+        adata.obs.set_values("dpt_order", ints(&place))?;
+        adata.obs.set_values("dpt_order_indices", ints(&b.order))?;
+        let changepoints = DenseArray::new(vec![b.changepoints.len()], ints(&b.changepoints))?;
+        adata
+            .uns
+            .insert("dpt_changepoints".into(), Value::Array(changepoints));
+        let tips: Vec<usize> = b.tips.iter().flatten().copied().collect();
+        let tips = DenseArray::new(vec![b.tips.len(), 2], ints(&tips))?;
+        adata.uns.insert("dpt_grouptips".into(), Value::Array(tips));
+    }
     Ok(())
 }
