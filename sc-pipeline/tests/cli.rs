@@ -359,7 +359,7 @@ fn bad_options_are_refused_clearly() {
     let inp = input.to_str().unwrap();
     let out = common::scratch("never.h5ad");
     let o = out.to_str().unwrap();
-    let cases: [(&[&str], &str); 31] = [
+    let cases: [(&[&str], &str); 32] = [
         (
             &["run", inp, "-o", o, "--hvg-flavor", "seurat_v9"],
             "invalid value 'seurat_v9' for '--hvg-flavor",
@@ -488,6 +488,10 @@ fn bad_options_are_refused_clearly() {
         (
             &["run", inp, "-o", o, "--diffmap", "--diffmap-comps", "5", "--dpt-root", "c"],
             "--dpt-root: invalid parameter: dpt reads 10 diffusion components; --diffmap-comps is 5",
+        ),
+        (
+            &["run", inp, "-o", o, "--diffmap", "--dpt-branchings", "2"],
+            "--dpt-branchings: invalid parameter: needs --dpt-root",
         ),
         (
             &["run", inp, "-o", o, "--diffmap", "--dpt-root", "no_such_cell"],

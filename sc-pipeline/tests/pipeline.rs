@@ -783,7 +783,7 @@ fn dpt_row_runs_from_the_named_cell_as_the_step_by_hand() {
         &mut Silent,
     )
     .unwrap();
-    let i = steps::dpt_from(&mut by_hand, &root).unwrap();
+    let i = steps::dpt_from(&mut by_hand, &root, 0).unwrap();
     assert_eq!(
         run.obs.column("dpt_pseudotime"),
         by_hand.obs.column("dpt_pseudotime")
@@ -792,6 +792,24 @@ fn dpt_row_runs_from_the_named_cell_as_the_step_by_hand() {
     let t = f64_column(&run, "obs", "dpt_pseudotime");
     assert_eq!(t[i], 0.0);
     assert!(t.iter().all(|v| v.is_finite() || v.is_infinite()), "no NaN");
+    assert!(run.obs.column("dpt_groups").is_none());
+    // `--dpt-branchings 1`: scanpy's segments too, as the step by hand.
+    let mut branched = small();
+    let config = PipelineConfig {
+        dpt_branchings: 1,
+        ..config
+    };
+    let records = run_pipeline(&mut branched, &config, &mut Silent).unwrap();
+    let note = &records.iter().find(|r| r.step == "dpt").unwrap().note;
+    assert!(note.contains("1 branchings"), "{note}");
+    steps::dpt_from(&mut by_hand, &root, 1).unwrap();
+    for key in ["dpt_groups", "dpt_order", "dpt_order_indices"] {
+        assert!(branched.obs.column(key).is_some(), "{key}");
+        assert_eq!(branched.obs.column(key), by_hand.obs.column(key), "{key}");
+    }
+    for key in ["dpt_changepoints", "dpt_grouptips"] {
+        assert_eq!(branched.uns.get(key), by_hand.uns.get(key), "{key}");
+    }
 }
 
 /// `--markers-method logreg`: the markers row fits the logistic regression on `.raw`, as the

@@ -64,6 +64,13 @@ pub struct GraphStepArgs {
     pub dpt_root: Option<String>,
     #[arg(
         long,
+        value_name = "N",
+        default_value_t = 0,
+        help = "dpt's n_branchings (with --dpt-root): scanpy's segments into obs['dpt_groups'], dpt_order, dpt_order_indices and uns['dpt_changepoints'], uns['dpt_grouptips'] (min_group_size 0.01; on the CPU)"
+    )]
+    pub dpt_branchings: usize,
+    #[arg(
+        long,
         help = "Run louvain on the neighbors graph: obs['louvain'], scanpy's tl.louvain (every edge 1, as scanpy; on the GPU when the run has one)"
     )]
     pub louvain: bool,
@@ -204,6 +211,14 @@ impl GraphStepArgs {
             ));
         }
         Ok(Some(root.clone()))
+    }
+
+    /// dpt's branchings, when asked for (they need dpt's root).
+    pub fn dpt_branchings(&self) -> Result<usize> {
+        if self.dpt_branchings > 0 && self.dpt_root.is_none() {
+            return Err(Error::param("--dpt-branchings", "needs --dpt-root"));
+        }
+        Ok(self.dpt_branchings)
     }
 
     /// louvain's options, when asked for (it needs the neighbors graph).

@@ -395,6 +395,7 @@ impl RunArgs {
             draw_graph: self.graph.draw_graph(neighbors)?,
             diffmap: self.graph.diffmap(neighbors)?,
             dpt_root: self.graph.dpt_root()?,
+            dpt_branchings: self.graph.dpt_branchings()?,
             louvain: self.graph.louvain(neighbors)?,
             kmeans: self.graph.kmeans(!self.no_pca)?,
             paga: self.graph.paga(neighbors)?,

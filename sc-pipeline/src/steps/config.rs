@@ -53,6 +53,8 @@ pub struct PipelineConfig {
     /// `dpt` from this root cell (an obs name) on the diffusion map (`obs['dpt_pseudotime']`);
     /// `None` skips it.
     pub dpt_root: Option<String>,
+    /// dpt's `n_branchings` (scanpy's segments, `obs['dpt_groups']`); 0: the pseudotime only.
+    pub dpt_branchings: usize,
     /// `louvain` on the neighbors graph (`obs['louvain']`); `None` skips it.
     pub louvain: Option<LouvainOptions>,
     /// `kmeans` on the representation neighbors reads (`obs['kmeans']`); `None` skips it.
@@ -93,6 +95,7 @@ impl Default for PipelineConfig {
             draw_graph: None,
             diffmap: None,
             dpt_root: None,
+            dpt_branchings: 0,
             louvain: None,
             kmeans: None,
             paga: None,

@@ -3,8 +3,8 @@
 //! their eigenvalues and the graph's connected components; with `n_branchings`, scanpy's
 //! segments (`obs['dpt_groups']`, `dpt_order`, `dpt_order_indices`, `uns['dpt_changepoints']`,
 //! `uns['dpt_grouptips']`). Its row (`--dpt-root CELL`, off by default) runs after diffmap from
-//! the root cell named, with scanpy's 10 components and no branchings, and records
-//! `uns['iroot']`. Computed on the host.
+//! the root cell named, with scanpy's 10 components (and `--dpt-branchings N` of its segments),
+//! and records `uns['iroot']`. Computed on the host.
 
 use super::step::{no_budget_check, no_device_bytes, Phase, Step, StepEnv};
 use super::{connectivities, first_columns, kernel_error, obsm_matrix};
@@ -28,9 +28,16 @@ pub(crate) const ROW: Step = Step {
             .dpt_root
             .as_deref()
             .expect("the row runs only with a root");
-        let root = dpt_from(a, name)?;
+        let branchings = env.config.dpt_branchings;
+        let root = dpt_from(a, name, branchings)?;
+        let segments = match a.obs.column("dpt_groups") {
+            Some(crate::anndata::Column::Categorical { categories, .. }) if branchings > 0 => {
+                format!(", {branchings} branchings: {} segments", categories.len())
+            }
+            _ => String::new(),
+        };
         Ok(format!(
-            "from cell '{name}' (index {root}), {N_DCS} diffusion components on the CPU"
+            "from cell '{name}' (index {root}), {N_DCS} diffusion components{segments} on the CPU"
         ))
     },
     generated: None,
@@ -53,10 +60,11 @@ fn check_input(adata: &AnnData, config: &PipelineConfig) -> Result<()> {
     }
 }
 
-/// scanpy's `adata.uns['iroot'] = <the cell named root>; tl.dpt(adata)`: the pseudotime from the
-/// cell `root` (an obs name) over `X_diffmap`'s first [`N_DCS`] components and
-/// `uns['diffmap_evals']`; returns the root's index.
-pub fn dpt_from(adata: &mut AnnData, root: &str) -> Result<usize> {
+/// scanpy's `adata.uns['iroot'] = <the cell named root>; tl.dpt(adata, n_branchings=...)`: the
+/// pseudotime from the cell `root` (an obs name) over `X_diffmap`'s first [`N_DCS`] components
+/// and `uns['diffmap_evals']`, and `n_branchings` of scanpy's segments (its other defaults);
+/// returns the root's index.
+pub fn dpt_from(adata: &mut AnnData, root: &str, n_branchings: usize) -> Result<usize> {
     const STEP: &str = "dpt";
     let i = adata
         .obs
@@ -87,7 +95,18 @@ pub fn dpt_from(adata: &mut AnnData, root: &str) -> Result<usize> {
         });
     }
     let evals: Vec<f32> = evals[..N_DCS].iter().map(|&v| v as f32).collect();
-    dpt(adata, "X_diffmap", &evals, Some(i), None)?;
+    let branching = BranchingParams {
+        n_branchings,
+        min_group_size: 0.01,
+        allow_kendall_tau_shift: true,
+    };
+    dpt(
+        adata,
+        "X_diffmap",
+        &evals,
+        Some(i),
+        (n_branchings > 0).then_some(&branching),
+    )?;
     adata.uns.insert("iroot".into(), Value::int(i as i64));
     Ok(i)
 }
