@@ -160,12 +160,36 @@ const BLOCK: usize = 1024;
 /// (the columns of a `g x k` matrix), by faer: the CPU's eigensolver of [`top_eigenpairs`]
 /// (the GPU's is cuSOLVER's).
 pub(crate) fn faer_top_eigen(c: Mat<f64>, k: usize) -> Result<(Vec<f64>, Mat<f64>)> {
-    let g = c.nrows();
     let evd = c
         .self_adjoint_eigen(Side::Lower)
         .map_err(|e| KernelError::Unsupported(format!("eigendecomposition failed: {e:?}")))?;
-    let s = evd.S().column_vector();
-    let u = evd.U();
+    Ok(top_columns(evd.S().column_vector(), evd.U(), k))
+}
+
+/// [`faer_top_eigen`] on one core: the same bits whatever the thread count (faer's parallel
+/// decomposition splits its work by it).
+pub(crate) fn faer_top_eigen_seq(c: Mat<f64>, k: usize) -> Result<(Vec<f64>, Mat<f64>)> {
+    use faer::linalg::evd::{self_adjoint_evd, self_adjoint_evd_scratch, ComputeEigenvectors};
+    let g = c.nrows();
+    let mut u = Mat::<f64>::zeros(g, g);
+    let mut s = faer::diag::Diag::<f64>::zeros(g);
+    let scratch =
+        self_adjoint_evd_scratch::<f64>(g, ComputeEigenvectors::Yes, Par::Seq, Default::default());
+    self_adjoint_evd(
+        c.as_ref(),
+        s.as_mut(),
+        Some(u.as_mut()),
+        Par::Seq,
+        faer::dyn_stack::MemStack::new(&mut faer::dyn_stack::MemBuffer::new(scratch)),
+        Default::default(),
+    )
+    .map_err(|e| KernelError::Unsupported(format!("eigendecomposition failed: {e:?}")))?;
+    Ok(top_columns(s.column_vector(), u.as_ref(), k))
+}
+
+/// The last `k` of ascending eigenpairs, largest first.
+fn top_columns(s: faer::ColRef<'_, f64>, u: MatRef<'_, f64>, k: usize) -> (Vec<f64>, Mat<f64>) {
+    let g = u.nrows();
     let mut vals = Vec::with_capacity(k);
     let mut comps = Mat::<f64>::zeros(g, k);
     for c_ in 0..k {
@@ -175,7 +199,7 @@ pub(crate) fn faer_top_eigen(c: Mat<f64>, k: usize) -> Result<(Vec<f64>, Mat<f64
             comps[(i, c_)] = u[(i, src)];
         }
     }
-    Ok((vals, comps))
+    (vals, comps)
 }
 
 /// Top `k` eigenpairs of the (lower-stored) covariance by the eigensolver `eig` (given the full

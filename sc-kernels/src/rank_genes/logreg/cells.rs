@@ -22,10 +22,10 @@ use faer::{Accum, Mat, MatMut, MatRef, Par};
 use rayon::prelude::*;
 use std::sync::Mutex;
 
-/// Most cells for this form: its Gram matrix's eigendecomposition costs `O(n^3)` (0.1 s at 559
-/// cells, 31 s at 5,590 on two cores, where the fit's iterations took 29 s more and the genes'
-/// coordinates 161 s in all).
-const MAX_CELLS: usize = 4096;
+/// Most cells for this form: its Gram matrix's eigendecomposition costs `O(n^3)` on one core (for
+/// the same bits on any thread count). Above it, the genes' coordinates with landmark cells
+/// (at 5,590 cells this form took 61 s, those 24 s).
+const MAX_CELLS: usize = 1024;
 /// Eigenvalues below this share of the largest are directions the cells do not span (the
 /// centring's, rounding's).
 const RANK_CUT: f64 = 1e-12;
@@ -150,7 +150,7 @@ fn centred_gram_eigen(x: &CsrMatrix<f32>, xt: &CsrMatrix<f32>) -> Result<(Vec<f6
         gram[a * n + b] - row_means[a] - row_means[b] + mean
     });
     drop(gram);
-    let (vals, vecs) = crate::pca::faer_top_eigen(centred, n)?;
+    let (vals, vecs) = crate::pca::faer_top_eigen_seq(centred, n)?;
     let top = vals.first().copied().unwrap_or(0.0);
     let r = vals.iter().take_while(|&&l| l > RANK_CUT * top).count();
     Ok((vals[..r].to_vec(), vecs.subcols(0, r).to_owned()))
@@ -259,8 +259,15 @@ impl Smooth for Whitened<'_> {
         sums[2 * k] + 0.5 * self.inverse_c * c.iter().map(|v| v * v).sum::<f64>()
     }
 
-    fn inverse_curvature(&self) -> Option<Vec<f64>> {
-        self.inverse_curvature.lock().unwrap().clone()
+    /// Times the inverse of the Hessian's diagonal.
+    fn precondition(&self, v: &mut [f64]) -> bool {
+        match &*self.inverse_curvature.lock().unwrap() {
+            Some(h) => {
+                v.iter_mut().zip(h).for_each(|(x, h)| *x *= h);
+                true
+            }
+            None => false,
+        }
     }
 
     /// The norm of the coefficients' gradient (which bounds every gene's entry, `V` being

@@ -16,11 +16,11 @@ pub(super) trait Smooth: Sync {
     /// The value at `theta`, its gradient written into `grad`.
     fn eval(&self, theta: &[f64], grad: &mut [f64]) -> f64;
 
-    /// The inverse of the Hessian's diagonal at the point last evaluated, where the objective
-    /// has a useful one: L-BFGS's first guess of the inverse Hessian, scaled by the last pair
-    /// (else that guess is the last pair's scalar).
-    fn inverse_curvature(&self) -> Option<Vec<f64>> {
-        None
+    /// Applies to `v` an approximate inverse Hessian at the point last evaluated, where the
+    /// objective has one (`false`: none, `v` untouched): L-BFGS's first guess of the inverse
+    /// Hessian, scaled by the last pair (else that guess is the last pair's scalar).
+    fn precondition(&self, _v: &mut [f64]) -> bool {
+        false
     }
 
     /// How far `grad` is from stationary, in the measure `tol` bounds: by default its largest
@@ -65,16 +65,14 @@ pub(super) fn minimise<F: Smooth>(f: &F, theta: &mut [f64], gtol: f64, max_iter:
                 .zip(y_hist[h].par_iter())
                 .for_each(|(v, y)| *v -= alpha[h] * y);
         }
-        let h0 = f.inverse_curvature();
-        if let Some(h0) = &h0 {
-            let tau = match s_hist.len().checked_sub(1) {
-                Some(last) => {
-                    let y = &y_hist[last];
-                    dot(&s_hist[last], y) / y.iter().zip(h0).map(|(a, h)| a * a * h).sum::<f64>()
-                }
-                _ => 1.0,
-            };
-            d.iter_mut().zip(h0).for_each(|(v, h)| *v *= h * tau);
+        let preconditioned = f.precondition(&mut d);
+        if preconditioned {
+            if let Some(last) = s_hist.len().checked_sub(1) {
+                let mut hy = y_hist[last].clone();
+                f.precondition(&mut hy);
+                let tau = dot(&s_hist[last], &y_hist[last]) / dot(&y_hist[last], &hy);
+                d.par_iter_mut().with_min_len(BLOCK).for_each(|v| *v *= tau);
+            }
         } else if let Some(last) = s_hist.len().checked_sub(1) {
             let gamma = dot(&s_hist[last], &y_hist[last]) / dot(&y_hist[last], &y_hist[last]);
             d.par_iter_mut()
@@ -97,7 +95,7 @@ pub(super) fn minimise<F: Smooth>(f: &F, theta: &mut [f64], gtol: f64, max_iter:
             y_hist.clear();
             rho.clear();
         }
-        let mut step = if s_hist.is_empty() && h0.is_none() {
+        let mut step = if s_hist.is_empty() && !preconditioned {
             1.0 / grad.iter().map(|g| g * g).sum::<f64>().sqrt().max(1.0)
         } else {
             1.0

@@ -13,11 +13,13 @@
 //! With fewer cells than genes the fit runs first in the cells' whitened coordinates
 //! ([`cells`]: the same minimum, reached in a few hundred small dense iterations), then the
 //! genes' gradient is checked at it, and L-BFGS in the genes' coordinates polishes it if it
-//! must. The cells' scores and the genes' gradients are computed on every core, each sum in an
+//! must. With more cells, L-BFGS in the genes' coordinates starts each step from
+//! [`landmarks`]' approximate inverse Hessian. The cells' scores and the genes' gradients are computed on every core, each sum in an
 //! order of its own (a gene's cells in order, fixed blocks of cells): the fit does not depend
 //! on the thread count.
 
 mod cells;
+mod landmarks;
 mod lbfgs;
 
 use crate::csr::CsrMatrix;
@@ -112,7 +114,9 @@ pub fn logreg(
         groups,
         k,
         inverse_c: 1.0 / params.c,
+        landmarks: None,
     };
+    let mut objective = objective;
     // Fewer cells than genes: the fit in the cells' coordinates first (its gradient's norm at
     // most `tol` bounds every gene's entry), then the genes' own gradient checked (and the fit
     // polished in their coordinates if rounding left an entry above `tol`).
@@ -127,6 +131,8 @@ pub fn logreg(
             params.max_iter,
         )?
     } else {
+        // Otherwise from zero in the genes' coordinates, preconditioned by landmark cells.
+        objective.landmarks = Some(landmarks::Landmarks::new(x, &xt, k, objective.inverse_c)?);
         (vec![0.0; p * k + k], 0)
     };
     iterations += minimise(
@@ -157,9 +163,15 @@ struct Objective<'a> {
     /// Coefficient rows: 1 (binary) or the groups.
     k: usize,
     inverse_c: f64,
+    /// The preconditioner, where the fit runs in the genes' coordinates from zero.
+    landmarks: Option<landmarks::Landmarks>,
 }
 
 impl Smooth for Objective<'_> {
+    fn precondition(&self, v: &mut [f64]) -> bool {
+        self.landmarks.as_ref().is_some_and(|l| l.apply(v))
+    }
+
     /// The value at `theta`, its gradient into `grad`. Cells, then genes, on every core; every
     /// sum runs in an order of its own (cells in order, fixed blocks), whatever the threads.
     fn eval(&self, theta: &[f64], grad: &mut [f64]) -> f64 {
@@ -183,6 +195,13 @@ impl Smooth for Objective<'_> {
                 residual(z, self.groups[i] as usize)
             })
             .collect();
+        if let Some(l) = &self.landmarks {
+            let mut curv = resid.clone();
+            curv.par_chunks_mut(k)
+                .enumerate()
+                .for_each(|(i, c)| curvature(c, self.groups[i] as usize));
+            l.record(&curv);
+        }
         // Each gene's gradient: its cells' residuals weighted by its values, plus the penalty's.
         grad[..p * k]
             .par_chunks_mut(k)
@@ -289,6 +308,7 @@ mod tests {
             groups,
             k: fit.rows,
             inverse_c: 1.0,
+            landmarks: None,
         };
         let p = x.n_cols;
         let mut theta = vec![0.0; p * fit.rows + fit.rows];
@@ -326,6 +346,7 @@ mod tests {
                     groups: &groups,
                     k: fit.rows,
                     inverse_c: 1.0,
+                    landmarks: None,
                 };
                 let mut scratch = grad.clone();
                 for c in [0, 5, theta.len() - 1] {
@@ -379,6 +400,7 @@ mod tests {
                 groups: &groups,
                 k: rows,
                 inverse_c: 1.0,
+                landmarks: None,
             };
             let mut grad = vec![0.0; theta.len()];
             genes.eval(&theta, &mut grad);
@@ -402,6 +424,47 @@ mod tests {
                 .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
             assert!(worst <= 1e-5 * top, "k {k}: {worst} of {top}");
         }
+    }
+
+    /// Landmark cells precondition the genes' coordinates: the same minimum, fewer
+    /// iterations (cells on badly scaled genes, more cells than landmarks).
+    #[test]
+    fn landmarks_reach_the_same_minimum_in_fewer_iterations() {
+        let (mut x, groups) = data(3000, 300, 4, 5);
+        for t in 0..x.data.len() {
+            x.data[t] *= 1.0 + (x.indices[t] * 7 % 40) as f32;
+        }
+        let xt = x.transpose();
+        let plain = Objective {
+            x: &x,
+            xt: &xt,
+            groups: &groups,
+            k: 4,
+            inverse_c: 1.0,
+            landmarks: None,
+        };
+        let with = Objective {
+            landmarks: Some(landmarks::Landmarks::new(&x, &xt, 4, 1.0).unwrap()),
+            ..plain
+        };
+        let m = x.n_cols * 4 + 4;
+        let (mut a, mut b) = (vec![0.0; m], vec![0.0; m]);
+        let slow = minimise(&plain, &mut a, 1e-9, 100_000);
+        let fast = minimise(&with, &mut b, 1e-9, 100_000);
+        assert!(fast * 2 < slow, "{fast} against {slow}");
+        // Both stop on the f64 floor of a flat minimum: the landmarks' as low, as stationary.
+        let mut g = vec![0.0; m];
+        let (fa, ga) = (plain.eval(&a, &mut g), plain.stationarity(&g));
+        let (fb, gb) = (plain.eval(&b, &mut g), plain.stationarity(&g));
+        assert!(fb <= fa + 1e-12 * fa.abs().max(1.0), "{fb} against {fa}");
+        assert!(gb <= ga.max(1e-6), "{gb} against {ga}");
+        let coef = x.n_cols * 4;
+        let top = a[..coef].iter().fold(0.0f64, |t, v| t.max(v.abs()));
+        let worst = a[..coef]
+            .iter()
+            .zip(&b[..coef])
+            .fold(0.0f64, |t, (p, q)| t.max((p - q).abs()));
+        assert!(worst <= 1e-3 * top, "{worst} of {top}");
     }
 
     #[test]
