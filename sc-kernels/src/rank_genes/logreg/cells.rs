@@ -130,17 +130,7 @@ pub(super) fn fit(
 /// largest (descending) and their eigenvectors (columns).
 fn centred_gram_eigen(x: &CsrMatrix<f32>, xt: &CsrMatrix<f32>) -> Result<(Vec<f64>, Mat<f64>)> {
     let n = x.n_rows;
-    let mut gram = vec![0.0; n * n];
-    // Row i: its genes' cells, each gene's products in gene order (so exactly symmetric).
-    gram.par_chunks_mut(n).enumerate().for_each(|(i, row)| {
-        let (genes, vals) = x.row(i);
-        for (&g, &v) in genes.iter().zip(vals) {
-            let (cells, others) = xt.row(g as usize);
-            for (&o, &w) in cells.iter().zip(others) {
-                row[o as usize] += f64::from(v) * f64::from(w);
-            }
-        }
-    });
+    let gram = gram(x, xt);
     let row_means: Vec<f64> = gram
         .par_chunks(n)
         .map(|row| row.iter().sum::<f64>() / n as f64)
@@ -150,7 +140,31 @@ fn centred_gram_eigen(x: &CsrMatrix<f32>, xt: &CsrMatrix<f32>) -> Result<(Vec<f6
         gram[a * n + b] - row_means[a] - row_means[b] + mean
     });
     drop(gram);
-    let (vals, vecs) = crate::pca::faer_top_eigen_seq(centred, n)?;
+    leading_eigen(centred)
+}
+
+/// The Gram matrix `a a^T` of `a`'s rows (`at`: its transpose), row-major. Row `i` sums over
+/// its genes in gene order, each gene's products with the other rows: exactly symmetric.
+pub(super) fn gram(a: &CsrMatrix<f32>, at: &CsrMatrix<f32>) -> Vec<f64> {
+    let n = a.n_rows;
+    let mut gram = vec![0.0; n * n];
+    gram.par_chunks_mut(n).enumerate().for_each(|(i, row)| {
+        let (genes, vals) = a.row(i);
+        for (&g, &v) in genes.iter().zip(vals) {
+            let (others, w) = at.row(g as usize);
+            for (&o, &wv) in others.iter().zip(w) {
+                row[o as usize] += f64::from(v) * f64::from(wv);
+            }
+        }
+    });
+    gram
+}
+
+/// A symmetric matrix's eigenvalues above [`RANK_CUT`] of the largest (descending) and their
+/// eigenvectors (columns), decomposed on one core.
+pub(super) fn leading_eigen(m: Mat<f64>) -> Result<(Vec<f64>, Mat<f64>)> {
+    let n = m.nrows();
+    let (vals, vecs) = crate::pca::faer_top_eigen_seq(m, n)?;
     let top = vals.first().copied().unwrap_or(0.0);
     let r = vals.iter().take_while(|&&l| l > RANK_CUT * top).count();
     Ok((vals[..r].to_vec(), vecs.subcols(0, r).to_owned()))

@@ -20,7 +20,6 @@ use std::sync::Mutex;
 /// Landmark cells at most (on 5,590 cells: 512 took 318 iterations and 25.9 s, 1,024 261 and
 /// 23.6 s, 2,048 246 and 32.2 s).
 pub(super) const LANDMARKS: usize = 1024;
-const RANK_CUT: f64 = 1e-12;
 /// Rows or columns of the factor per task of its products.
 const BLOCK: usize = 128;
 
@@ -73,21 +72,11 @@ impl Landmarks {
             })
             .collect();
         let mm: f64 = mean.iter().map(|v| v * v).sum();
-        let mut gram = vec![0.0; m * m];
-        gram.par_chunks_mut(m).enumerate().for_each(|(i, row)| {
-            let (genes, vals) = xs.row(i);
-            for (&g, &v) in genes.iter().zip(vals) {
-                let (others, w) = xst.row(g as usize);
-                for (&o, &wv) in others.iter().zip(w) {
-                    row[o as usize] += f64::from(v) * f64::from(wv);
-                }
-            }
-        });
+        let gram = super::cells::gram(&xs, &xst);
         let centred = Mat::from_fn(m, m, |a, b| gram[a * m + b] - xm[a] - xm[b] + mm);
         drop(gram);
-        let (vals, vecs) = crate::pca::faer_top_eigen_seq(centred, m)?;
-        let top = vals.first().copied().unwrap_or(0.0);
-        let r = vals.iter().take_while(|&&l| l > RANK_CUT * top).count();
+        let (vals, vecs) = super::cells::leading_eigen(centred)?;
+        let r = vals.len();
         let u_scaled = Mat::from_fn(m, r, |i, j| vecs[(i, j)] / vals[j].sqrt());
         let z2 = Mat::from_fn(m, r, |i, j| vecs[(i, j)] * vecs[(i, j)] * vals[j]);
         Ok(Landmarks {
