@@ -783,7 +783,8 @@ fn dpt_row_runs_from_the_named_cell_as_the_step_by_hand() {
         &mut Silent,
     )
     .unwrap();
-    let i = steps::dpt_from(&mut by_hand, &root, 0).unwrap();
+    let (i, segments) = steps::dpt_from(&mut by_hand, &root, 0).unwrap();
+    assert_eq!(segments, None);
     assert_eq!(
         run.obs.column("dpt_pseudotime"),
         by_hand.obs.column("dpt_pseudotime")
@@ -802,7 +803,11 @@ fn dpt_row_runs_from_the_named_cell_as_the_step_by_hand() {
     let records = run_pipeline(&mut branched, &config, &mut Silent).unwrap();
     let note = &records.iter().find(|r| r.step == "dpt").unwrap().note;
     assert!(note.contains("1 branchings"), "{note}");
-    steps::dpt_from(&mut by_hand, &root, 1).unwrap();
+    let (_, segments) = steps::dpt_from(&mut by_hand, &root, 1).unwrap();
+    assert!(
+        note.contains(&format!("{} segments", segments.unwrap())),
+        "{note}"
+    );
     for key in ["dpt_groups", "dpt_order", "dpt_order_indices"] {
         assert!(branched.obs.column(key).is_some(), "{key}");
         assert_eq!(branched.obs.column(key), by_hand.obs.column(key), "{key}");

@@ -536,7 +536,9 @@ fn run(
             evals,
             root,
             branching,
-        } => steps::dpt(adata, "X_diffmap", evals, *root, branching.as_ref())?,
+        } => {
+            steps::dpt(adata, "X_diffmap", evals, *root, branching.as_ref())?;
+        }
         Call::Diffmap(n_comps, seed) => steps::diffmap(adata, *n_comps, *seed)?,
         Call::KMeans { params, key } => {
             steps::kmeans(adata, Some("rep"), None, params, key)?;

@@ -287,9 +287,7 @@ fn split(
         3
     } else {
         // The branch whose closest cells to the other two are nearest them.
-        let closest =
-            |from: usize, to: usize| branches[to][argmin(&pick(&rows[from], &branches[to]))];
-        let c = |i: usize, j: usize| closest(i, j);
+        let c = |from: usize, to: usize| branches[to][argmin(&pick(&rows[from], &branches[to]))];
         let (c01, c10, c02, c20, c12, c21) = (c(0, 1), c(1, 0), c(0, 2), c(2, 0), c(1, 2), c(2, 1));
         let mut dist = |a: usize, b: usize| d.at(seg[a], seg[b]);
         let added = [
@@ -326,7 +324,6 @@ fn kendall_tau_split(a: &[f32], b: &[f32]) -> Result<usize> {
             2 * MIN_LENGTH + 2
         )));
     }
-    let sign = |x: f32, y: f32| (x > y) as i64 - (x < y) as i64;
     // Each split's concordance differences, before and from it.
     let diffs: Vec<(i64, i64)> = (MIN_LENGTH..n - MIN_LENGTH - 1)
         .into_par_iter()
@@ -354,7 +351,6 @@ fn kendall_tau_split(a: &[f32], b: &[f32]) -> Result<usize> {
 /// of the pairs untied in each; NaN when either is all ties.
 fn tau_b(x: &[f32], y: &[f32]) -> f64 {
     let n = x.len();
-    let sign = |p: f32, q: f32| (p > q) as i64 - (p < q) as i64;
     let (cmd, xtie, ytie) = (0..n)
         .into_par_iter()
         .map(|j| {
@@ -374,6 +370,11 @@ fn tau_b(x: &[f32], y: &[f32]) -> f64 {
     }
     let tau = cmd as f64 / ((tot - xtie) as f64).sqrt() / ((tot - ytie) as f64).sqrt();
     tau.clamp(-1.0, 1.0)
+}
+
+/// numpy's comparison signs: 1, -1, or 0 for ties (and NaN).
+fn sign(x: f32, y: f32) -> i64 {
+    (x > y) as i64 - (x < y) as i64
 }
 
 /// Cells by segment, then (with a root) each segment's cells by pseudotime, ties by index;

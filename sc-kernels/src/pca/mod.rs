@@ -28,7 +28,7 @@ use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
 use crate::real::Real;
 use faer::linalg::matmul::triangular::{matmul as tri_matmul, BlockStructure};
-use faer::{Accum, Mat, MatRef, Par, Side};
+use faer::{Accum, Mat, MatRef, Par};
 use rayon::prelude::*;
 
 /// Parameters of [`pca_dense`] / [`pca_sparse`].
@@ -160,36 +160,35 @@ const BLOCK: usize = 1024;
 /// (the columns of a `g x k` matrix), by faer: the CPU's eigensolver of [`top_eigenpairs`]
 /// (the GPU's is cuSOLVER's).
 pub(crate) fn faer_top_eigen(c: Mat<f64>, k: usize) -> Result<(Vec<f64>, Mat<f64>)> {
-    let evd = c
-        .self_adjoint_eigen(Side::Lower)
-        .map_err(|e| KernelError::Unsupported(format!("eigendecomposition failed: {e:?}")))?;
-    Ok(top_columns(evd.S().column_vector(), evd.U(), k))
+    top_eigen_on(c, k, faer::get_global_parallelism())
 }
 
 /// [`faer_top_eigen`] on one core: the same bits whatever the thread count (faer's parallel
 /// decomposition splits its work by it).
 pub(crate) fn faer_top_eigen_seq(c: Mat<f64>, k: usize) -> Result<(Vec<f64>, Mat<f64>)> {
+    top_eigen_on(c, k, Par::Seq)
+}
+
+/// faer's symmetric eigendecomposition (what `Mat::self_adjoint_eigen` runs) with `par`, its
+/// `k` largest pairs kept.
+fn top_eigen_on(c: Mat<f64>, k: usize, par: Par) -> Result<(Vec<f64>, Mat<f64>)> {
     use faer::linalg::evd::{self_adjoint_evd, self_adjoint_evd_scratch, ComputeEigenvectors};
     let g = c.nrows();
     let mut u = Mat::<f64>::zeros(g, g);
     let mut s = faer::diag::Diag::<f64>::zeros(g);
     let scratch =
-        self_adjoint_evd_scratch::<f64>(g, ComputeEigenvectors::Yes, Par::Seq, Default::default());
+        self_adjoint_evd_scratch::<f64>(g, ComputeEigenvectors::Yes, par, Default::default());
     self_adjoint_evd(
         c.as_ref(),
         s.as_mut(),
         Some(u.as_mut()),
-        Par::Seq,
+        par,
         faer::dyn_stack::MemStack::new(&mut faer::dyn_stack::MemBuffer::new(scratch)),
         Default::default(),
     )
     .map_err(|e| KernelError::Unsupported(format!("eigendecomposition failed: {e:?}")))?;
-    Ok(top_columns(s.column_vector(), u.as_ref(), k))
-}
-
-/// The last `k` of ascending eigenpairs, largest first.
-fn top_columns(s: faer::ColRef<'_, f64>, u: MatRef<'_, f64>, k: usize) -> (Vec<f64>, Mat<f64>) {
-    let g = u.nrows();
+    // Ascending: the last k, largest first.
+    let s = s.column_vector();
     let mut vals = Vec::with_capacity(k);
     let mut comps = Mat::<f64>::zeros(g, k);
     for c_ in 0..k {
@@ -199,7 +198,7 @@ fn top_columns(s: faer::ColRef<'_, f64>, u: MatRef<'_, f64>, k: usize) -> (Vec<f
             comps[(i, c_)] = u[(i, src)];
         }
     }
-    (vals, comps)
+    Ok((vals, comps))
 }
 
 /// Top `k` eigenpairs of the (lower-stored) covariance by the eigensolver `eig` (given the full

@@ -29,12 +29,10 @@ pub(crate) const ROW: Step = Step {
             .as_deref()
             .expect("the row runs only with a root");
         let branchings = env.config.dpt_branchings;
-        let root = dpt_from(a, name, branchings)?;
-        let segments = match a.obs.column("dpt_groups") {
-            Some(crate::anndata::Column::Categorical { categories, .. }) if branchings > 0 => {
-                format!(", {branchings} branchings: {} segments", categories.len())
-            }
-            _ => String::new(),
+        let (root, n_segments) = dpt_from(a, name, branchings)?;
+        let segments = match n_segments {
+            Some(s) => format!(", {branchings} branchings: {s} segments"),
+            None => String::new(),
         };
         Ok(format!(
             "from cell '{name}' (index {root}), {N_DCS} diffusion components{segments} on the CPU"
@@ -63,8 +61,12 @@ fn check_input(adata: &AnnData, config: &PipelineConfig) -> Result<()> {
 /// scanpy's `adata.uns['iroot'] = <the cell named root>; tl.dpt(adata, n_branchings=...)`: the
 /// pseudotime from the cell `root` (an obs name) over `X_diffmap`'s first [`N_DCS`] components
 /// and `uns['diffmap_evals']`, and `n_branchings` of scanpy's segments (its other defaults);
-/// returns the root's index.
-pub fn dpt_from(adata: &mut AnnData, root: &str, n_branchings: usize) -> Result<usize> {
+/// returns the root's index and how many segments there are (with branchings).
+pub fn dpt_from(
+    adata: &mut AnnData,
+    root: &str,
+    n_branchings: usize,
+) -> Result<(usize, Option<usize>)> {
     const STEP: &str = "dpt";
     let i = adata
         .obs
@@ -100,7 +102,7 @@ pub fn dpt_from(adata: &mut AnnData, root: &str, n_branchings: usize) -> Result<
         min_group_size: 0.01,
         allow_kendall_tau_shift: true,
     };
-    dpt(
+    let segments = dpt(
         adata,
         "X_diffmap",
         &evals,
@@ -108,19 +110,19 @@ pub fn dpt_from(adata: &mut AnnData, root: &str, n_branchings: usize) -> Result<
         (n_branchings > 0).then_some(&branching),
     )?;
     adata.uns.insert("iroot".into(), Value::int(i as i64));
-    Ok(i)
+    Ok((i, segments))
 }
 
 /// Writes `obs['dpt_pseudotime']` from `obsm[basis]` (its first `evals.len()` columns) and the
 /// eigenvalues `evals`, root `root` (none: no pseudotime, as scanpy); with `branching`, the
-/// segments too.
+/// segments too, and returns how many.
 pub fn dpt(
     adata: &mut AnnData,
     basis: &str,
     evals: &[f32],
     root: Option<usize>,
     branching: Option<&BranchingParams>,
-) -> Result<()> {
+) -> Result<Option<usize>> {
     const STEP: &str = "dpt";
     let x = obsm_matrix(adata, basis)?.ok_or_else(|| Error::Missing {
         step: STEP,
@@ -139,16 +141,14 @@ pub fn dpt(
         .map(|r| sc_kernels::dpt::pseudotime(&first, evals, r, &component))
         .transpose()
         .map_err(kernel_error(STEP))?;
-    let segments = match (branching, &t) {
-        (Some(p), t) => Some(
-            sc_kernels::dpt::branchings(&first, evals, &component, root.zip(t.as_deref()), p)
-                .map_err(kernel_error(STEP))?,
-        ),
-        _ => None,
-    };
+    let segments = branching
+        .map(|p| sc_kernels::dpt::branchings(&first, evals, &component, root.zip(t.as_deref()), p))
+        .transpose()
+        .map_err(kernel_error(STEP))?;
     if let Some(t) = t {
         adata.obs.set_values("dpt_pseudotime", ArrayData::F32(t))?;
     }
+    let n_segments = segments.as_ref().map(|b| b.tips.len());
     if let Some(b) = segments {
         let ints = |v: &[usize]| ArrayData::I64(v.iter().map(|&i| i as i64).collect());
         let mut place = vec![0usize; b.order.len()];
@@ -168,5 +168,5 @@ pub fn dpt(
         let tips = DenseArray::new(vec![b.tips.len(), 2], ints(&tips))?;
         adata.uns.insert("dpt_grouptips".into(), Value::Array(tips));
     }
-    Ok(())
+    Ok(n_segments)
 }

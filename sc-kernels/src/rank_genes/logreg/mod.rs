@@ -108,7 +108,7 @@ pub fn logreg(
     x.check_finite()?;
     let k = if n_groups == 2 { 1 } else { n_groups };
     let xt = x.transpose();
-    let objective = Objective {
+    let mut objective = Objective {
         x,
         xt: &xt,
         groups,
@@ -116,7 +116,6 @@ pub fn logreg(
         inverse_c: 1.0 / params.c,
         landmarks: None,
     };
-    let mut objective = objective;
     // Fewer cells than genes: the fit in the cells' coordinates first (its gradient's norm at
     // most `tol` bounds every gene's entry), then the genes' own gradient checked (and the fit
     // polished in their coordinates if rounding left an entry above `tol`).
