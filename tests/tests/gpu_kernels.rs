@@ -1990,3 +1990,140 @@ fn scrublet_on_the_gpu_matches_the_host() {
     let e = scrublet_device(&ctx, &DeviceCsr::upload(&ctx, &bad).unwrap(), &p).unwrap_err();
     assert!(e.to_string().contains("scrublet needs counts"), "{e}");
 }
+
+/// Pearson residuals and their HVG flavour on the GPU against the host's: the same bits
+/// (residuals, residual variances; hence the same genes, ranks and batch counts) on the two
+/// real count datasets and on random counts with fractional values (where the order of every
+/// sum matters), with and without batches; over several waves of densified rows; the same bits
+/// twice; bad input refused as the host refuses it.
+#[test]
+fn pearson_residuals_on_the_gpu_match_the_host() {
+    use sc_kernels::pearson::{
+        highly_variable_pearson_residuals, highly_variable_pearson_residuals_gpu,
+        pearson_residuals, pearson_residuals_gpu, PearsonParams,
+    };
+    let Some(d) = gpu_or_skip("gpu pearson residuals") else {
+        return;
+    };
+    let ctx = context(&d);
+    let mut fractional = counts(11, 9_000, 300, 0.08);
+    fractional
+        .data
+        .iter_mut()
+        .enumerate()
+        .for_each(|(k, v)| *v *= 1.0 + (k % 7) as f32 * 0.137);
+    let mut cases = real_counts();
+    cases.push(fractional);
+    for (c, x) in cases.iter_mut().enumerate() {
+        // Every gene and cell with a count (the host refuses others; checked below).
+        let keep: Vec<bool> = sc_kernels::stats::col_counts(x, true)
+            .iter()
+            .map(|&k| k > 0)
+            .collect();
+        *x = x.select_cols(&keep).unwrap();
+        let dev = DeviceCsr::upload(&ctx, x).unwrap();
+        let p = PearsonParams::default();
+        let host = pearson_residuals(x, &p).unwrap();
+        let gpu = pearson_residuals_gpu(&ctx, &dev, &p)
+            .unwrap()
+            .download(&ctx)
+            .unwrap();
+        assert!(
+            same_bits(&gpu.data, &host.data),
+            "case {c}: residuals differ (max rel {:.2e})",
+            max_rel(&gpu.data, &host.data)
+        );
+        let codes: Vec<u32> = (0..x.n_rows as u32).map(|i| (i * 7 + i / 13) % 3).collect();
+        let names: Vec<String> = ["b", "c", "a"].iter().map(|s| s.to_string()).collect();
+        for batches in [None, Some((&codes[..], &names[..]))] {
+            let host = highly_variable_pearson_residuals(x, 100.0, None, 200, batches).unwrap();
+            let gpu = highly_variable_pearson_residuals_gpu(&ctx, &dev, 100.0, None, 200, batches)
+                .unwrap();
+            let again =
+                highly_variable_pearson_residuals_gpu(&ctx, &dev, 100.0, None, 200, batches)
+                    .unwrap();
+            let bits = |v: &[f64]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&gpu.residual_variances),
+                bits(&host.residual_variances),
+                "case {c}"
+            );
+            assert_eq!(
+                bits(&gpu.residual_variances),
+                bits(&again.residual_variances),
+                "case {c}: twice"
+            );
+            assert_eq!(gpu.highly_variable, host.highly_variable, "case {c}");
+            assert_eq!(
+                gpu.highly_variable_nbatches, host.highly_variable_nbatches,
+                "case {c}"
+            );
+            assert_eq!(
+                bits(&gpu.highly_variable_rank),
+                bits(&host.highly_variable_rank),
+                "case {c}"
+            );
+            let worst = gpu
+                .variances
+                .iter()
+                .zip(&host.variances)
+                .map(|(a, b)| (a - b).abs() / b.abs().max(1e-12))
+                .fold(0.0, f64::max);
+            assert!(worst <= 1e-9, "case {c}: variances {worst:.2e}");
+            eprintln!(
+                "case {c}: {} x {}, batches {}: same bits",
+                x.n_rows,
+                x.n_cols,
+                batches.is_some()
+            );
+        }
+    }
+    // More rows than one wave of densified rows holds at 30,000 genes (8 chunks of 4,096).
+    let wide = counts(5, 40_000, 30_000, 0.002);
+    let keep: Vec<bool> = sc_kernels::stats::col_counts(&wide, true)
+        .iter()
+        .map(|&k| k > 0)
+        .collect();
+    let wide = wide.select_cols(&keep).unwrap();
+    let rows: Vec<bool> = sc_kernels::stats::row_sums(&wide)
+        .iter()
+        .map(|&s| s > 0.0)
+        .collect();
+    let wide = wide.select_rows(&rows).unwrap();
+    let dev = DeviceCsr::upload(&ctx, &wide).unwrap();
+    let host = highly_variable_pearson_residuals(&wide, 100.0, None, 2_000, None).unwrap();
+    let gpu = highly_variable_pearson_residuals_gpu(&ctx, &dev, 100.0, None, 2_000, None).unwrap();
+    assert!(
+        gpu.residual_variances
+            .iter()
+            .zip(&host.residual_variances)
+            .all(|(a, b)| a.to_bits() == b.to_bits()),
+        "waves"
+    );
+    // Refusals: a negative value named by its place, a cell without counts.
+    let mut bad = counts(3, 50, 40, 0.3);
+    let p = bad.indptr[7] as usize;
+    bad.data[p] = -2.0;
+    let dev = DeviceCsr::upload(&ctx, &bad).unwrap();
+    let host = pearson_residuals(&bad, &PearsonParams::default())
+        .unwrap_err()
+        .to_string();
+    let gpu = pearson_residuals_gpu(&ctx, &dev, &PearsonParams::default())
+        .unwrap_err()
+        .to_string();
+    assert_eq!(gpu, host);
+    let empty_row = CsrMatrix::from_dense(&sc_kernels::dense::DenseMatrix {
+        n_rows: 2,
+        n_cols: 2,
+        data: vec![1.0, 2.0, 0.0, 0.0],
+    });
+    let dev = DeviceCsr::upload(&ctx, &empty_row).unwrap();
+    let e = pearson_residuals_gpu(&ctx, &dev, &PearsonParams::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cell 1 has no counts"), "{e}");
+    let e = highly_variable_pearson_residuals_gpu(&ctx, &dev, 100.0, None, 1, None)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("cell 1 has no counts"), "{e}");
+}

@@ -55,24 +55,38 @@ impl DeviceCsr {
 
     /// The dense row-major copy (`toarray()`), made on the device.
     pub fn to_dense(&self, ctx: &GpuContext) -> Result<DeviceDense> {
-        let out = ctx.alloc::<f32>(self.n_rows * self.n_cols)?;
-        if self.n_rows > 0 && self.n_cols > 0 {
-            let (n, g) = (self.n_rows as u64, self.n_cols as u64);
-            let f = ctx.function(SRC, "csr_to_dense")?;
-            let mut l = ctx.launcher(&f);
-            l.arg(&self.indptr)
-                .arg(&self.indices)
-                .arg(&self.data)
-                .arg(&n)
-                .arg(&g)
-                .arg(&out);
-            ctx.launch(l, ctx.filling_rows(self.n_rows), "csr_to_dense")?;
-        }
+        let mut out = ctx.alloc::<f32>(self.n_rows * self.n_cols)?;
+        self.rows_to_dense_into(ctx, 0, self.n_rows, &mut out)?;
         Ok(DeviceDense {
             n_rows: self.n_rows,
             n_cols: self.n_cols,
             data: out,
         })
+    }
+
+    /// Rows `first .. first + count` written densely (row-major) into the start of `out`.
+    pub fn rows_to_dense_into(
+        &self,
+        ctx: &GpuContext,
+        first: usize,
+        count: usize,
+        out: &mut DeviceVec<f32>,
+    ) -> Result<()> {
+        assert!(first + count <= self.n_rows && count * self.n_cols <= out.len());
+        if count == 0 || self.n_cols == 0 {
+            return Ok(());
+        }
+        let (first, n, g) = (first as u64, count as u64, self.n_cols as u64);
+        let f = ctx.function(SRC, "csr_to_dense")?;
+        let mut l = ctx.launcher(&f);
+        l.arg(&self.indptr)
+            .arg(&self.indices)
+            .arg(&self.data)
+            .arg(&first)
+            .arg(&n)
+            .arg(&g)
+            .arg(out);
+        ctx.launch(l, ctx.filling_rows(count), "csr_to_dense")
     }
 
     /// A deep copy (for `.raw`), from the context's resource.

@@ -12,12 +12,11 @@
 //! - the genes sorted by `nbatches` (descending) then rank (ascending, NaN last), stably; the
 //!   first `n_top_genes` are highly variable.
 
-use super::{clipped_residual, no_counts};
+use super::{clipped_residual, gene_totals, no_counts};
 use crate::csr::CsrMatrix;
 use crate::error::{KernelError, Result};
 use crate::group_by::group_by_key;
-use crate::stats::row_sums;
-use rayon::prelude::*;
+use crate::stats::{chunked_sum, row_sums, DENSE_CHUNK_ROWS};
 
 /// Per-gene results, in scanpy's columns.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,6 +39,25 @@ pub fn highly_variable_pearson_residuals(
     n_top_genes: usize,
     batches: Option<(&[u32], &[String])>,
 ) -> Result<PearsonHvg> {
+    check_params(theta, clip, n_top_genes)?;
+    x.check_counts()?;
+    let groups = batch_groups(x.n_rows, batches)?;
+    let clip = clip.unwrap_or_else(|| (groups[0].len() as f64).sqrt());
+    let mut vars = Vec::with_capacity(groups.len());
+    for rows in &groups {
+        vars.push(batch_residual_variances(
+            &x.take_rows(rows),
+            rows,
+            theta,
+            clip,
+        )?);
+    }
+    let (means, variances) = crate::stats::col_mean_var(x, None);
+    Ok(select(vars, n_top_genes, means, variances))
+}
+
+/// The parameters checked.
+pub(super) fn check_params(theta: f64, clip: Option<f64>, n_top_genes: usize) -> Result<()> {
     if theta.is_nan() || theta <= 0.0 {
         return Err(KernelError::param(
             "theta",
@@ -54,10 +72,16 @@ pub fn highly_variable_pearson_residuals(
     if n_top_genes == 0 {
         return Err(KernelError::param("n_top_genes", "must be at least 1"));
     }
-    x.check_counts()?;
-    let (n, g) = (x.n_rows, x.n_cols);
-    // The batches in the sorted order of their names (scanpy's np.unique), each its cells.
-    let groups: Vec<Vec<usize>> = match batches {
+    Ok(())
+}
+
+/// The batches' cells (rows, increasing), in the sorted order of the batch names (scanpy's
+/// np.unique); all `n` cells as one batch without `batches`.
+pub(super) fn batch_groups(
+    n: usize,
+    batches: Option<(&[u32], &[String])>,
+) -> Result<Vec<Vec<usize>>> {
+    Ok(match batches {
         None => vec![(0..n).collect()],
         Some((codes, names)) => {
             if codes.len() != n || codes.iter().any(|&c| c as usize >= names.len()) {
@@ -81,18 +105,18 @@ pub fn highly_variable_pearson_residuals(
                 .filter(|r: &Vec<usize>| !r.is_empty())
                 .collect()
         }
-    };
-    let clip = clip.unwrap_or_else(|| (groups[0].len() as f64).sqrt());
-    let mut vars = Vec::with_capacity(groups.len());
-    for rows in &groups {
-        vars.push(batch_residual_variances(
-            &x.take_rows(rows),
-            rows,
-            theta,
-            clip,
-        )?);
-    }
+    })
+}
+
+/// The ranks, batch counts and selection from each batch's residual variances `vars`.
+pub(super) fn select(
+    vars: Vec<Vec<f64>>,
+    n_top_genes: usize,
+    means: Vec<f64>,
+    variances: Vec<f64>,
+) -> PearsonHvg {
     let nb = vars.len();
+    let g = means.len();
     let mut ranks = vec![vec![0usize; g]; nb];
     for (b, v) in vars.iter().enumerate() {
         let mut order: Vec<usize> = (0..g).collect();
@@ -133,8 +157,7 @@ pub fn highly_variable_pearson_residuals(
     for &j in order.iter().take(n_top_genes) {
         highly_variable[j] = true;
     }
-    let (means, variances) = crate::stats::col_mean_var(x, None);
-    Ok(PearsonHvg {
+    PearsonHvg {
         means,
         variances,
         residual_variances: (0..g)
@@ -144,53 +167,59 @@ pub fn highly_variable_pearson_residuals(
         highly_variable_intersection: nbatches.iter().map(|&k| k == nb as i64).collect(),
         highly_variable_nbatches: nbatches,
         highly_variable,
-    })
+    }
 }
 
 /// Each gene's variance of its clipped residuals over the batch `x` (its cells' rows `rows` of
-/// the whole matrix, for the error); 0 for a gene without counts.
+/// the whole matrix, for the error); 0 for a gene without counts. Every sum is over chunks of
+/// [`DENSE_CHUNK_ROWS`] rows added in order, the rows of a chunk one after another (the GPU
+/// twin's bits).
 fn batch_residual_variances(
     x: &CsrMatrix<f32>,
     rows: &[usize],
     theta: f64,
     clip: f64,
 ) -> Result<Vec<f64>> {
-    let n = x.n_rows;
     let cells = row_sums(x);
     if let Some(i) = cells.iter().position(|&s| s == 0.0) {
         return Err(no_counts("cell", rows[i]));
     }
-    let t = x.transpose();
-    let genes = row_sums(&t);
+    let genes = gene_totals(x);
     let total: f64 = genes.iter().sum();
-    Ok((0..t.n_rows)
-        .into_par_iter()
-        .map(|j| {
-            if genes[j] == 0.0 {
-                return 0.0;
-            }
-            let (idx, val) = t.row(j);
-            // Each cell's clipped residual, its stored count or 0.
-            let residual =
-                |i: usize, v: f64| clipped_residual(v, genes[j] * cells[i] / total, theta, clip);
-            let each = |f: &mut dyn FnMut(f64)| {
-                let mut k = 0;
-                for i in 0..n {
-                    let v = if k < idx.len() && idx[k] as usize == i {
-                        k += 1;
-                        val[k - 1] as f64
-                    } else {
-                        0.0
-                    };
-                    f(residual(i, v));
+    let g = x.n_cols;
+    // Over the batch's rows, each gene's sum of `term(j, residual)`, zeros included.
+    let sums = |term: &(dyn Fn(usize, f64) -> f64 + Sync)| {
+        chunked_sum(x.n_rows, DENSE_CHUNK_ROWS, g, |range, acc| {
+            let mut dense = vec![0f32; g];
+            for i in range {
+                let (c, v) = x.row(i);
+                for (&j, &v) in c.iter().zip(v) {
+                    dense[j as usize] = v;
                 }
-            };
-            let mut sum = 0.0;
-            each(&mut |r| sum += r);
-            let mean = sum / n as f64;
-            let mut sq = 0.0;
-            each(&mut |r| sq += (r - mean) * (r - mean));
-            sq / n as f64
+                for (j, a) in acc.iter_mut().enumerate() {
+                    if genes[j] != 0.0 {
+                        let mu = genes[j] * cells[i] / total;
+                        *a += term(j, clipped_residual(dense[j] as f64, mu, theta, clip));
+                    }
+                }
+                for &j in c {
+                    dense[j as usize] = 0.0;
+                }
+            }
         })
-        .collect())
+    };
+    let n = x.n_rows as f64;
+    let means: Vec<f64> = sums(&|_, r| r).iter().map(|s| s / n).collect();
+    let sq = sums(&|j, r| (r - means[j]) * (r - means[j]));
+    Ok(residual_variances(&genes, &sq, x.n_rows))
+}
+
+/// Each gene's variance from its sum of squared deviations over `n` cells; 0 for a gene
+/// without counts.
+pub(super) fn residual_variances(genes: &[f64], sq: &[f64], n: usize) -> Vec<f64> {
+    genes
+        .iter()
+        .zip(sq)
+        .map(|(&t, &q)| if t == 0.0 { 0.0 } else { q / n as f64 })
+        .collect()
 }

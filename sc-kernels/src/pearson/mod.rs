@@ -6,11 +6,13 @@
 //! `sqrt(n_cells)`, as scanpy's). X becomes dense.
 //!
 //! The totals are f64 sums over fixed chunks of rows added in order (the same bits for any
-//! number of threads); each residual is computed in f64 and rounded to f32 once (scanpy
-//! computes in X's dtype, float32: within a few f32 ulp of ours). A cell or a gene without any
-//! count is refused: scanpy would give it NaN residuals (0 / 0).
+//! number of threads, and on the GPU: `gpu.rs`); each residual is computed in f64 and rounded
+//! to f32 once (scanpy computes in X's dtype, float32: within a few f32 ulp of ours). A cell or
+//! a gene without any count is refused: scanpy would give it NaN residuals (0 / 0).
 
+mod gpu;
 mod hvg;
+pub use gpu::{highly_variable_pearson_residuals_gpu, pearson_residuals_gpu, KERNELS};
 pub use hvg::{highly_variable_pearson_residuals, PearsonHvg};
 
 use crate::csr::CsrMatrix;
@@ -39,17 +41,11 @@ impl Default for PearsonParams {
 
 /// The dense residuals of the counts `x`.
 pub fn pearson_residuals(x: &CsrMatrix<f32>, p: &PearsonParams) -> Result<DenseMatrix<f32>> {
-    let clip = check(x, p)?;
+    let clip = check_params(x.n_rows, p)?;
+    x.check_counts()?;
     let (n, g) = (x.n_rows, x.n_cols);
     let cells = crate::stats::row_sums(x);
-    let genes = chunked_sum(n, DENSE_CHUNK_ROWS, g, |rows, acc| {
-        for i in rows {
-            let (c, v) = x.row(i);
-            for (&j, &v) in c.iter().zip(v) {
-                acc[j as usize] += v as f64;
-            }
-        }
-    });
+    let genes = gene_totals(x);
     if let Some(i) = cells.iter().position(|&s| s == 0.0) {
         return Err(no_counts("cell", i));
     }
@@ -76,6 +72,19 @@ pub fn pearson_residuals(x: &CsrMatrix<f32>, p: &PearsonParams) -> Result<DenseM
     Ok(out)
 }
 
+/// Each gene's total count: f64 sums over chunks of [`DENSE_CHUNK_ROWS`] rows added in order
+/// (what the GPU twins sum on the densified rows).
+pub(crate) fn gene_totals(x: &CsrMatrix<f32>) -> Vec<f64> {
+    chunked_sum(x.n_rows, DENSE_CHUNK_ROWS, x.n_cols, |rows, acc| {
+        for i in rows {
+            let (c, v) = x.row(i);
+            for (&j, &v) in c.iter().zip(v) {
+                acc[j as usize] += v as f64;
+            }
+        }
+    })
+}
+
 /// The Pearson residual of the count `v` where the model expects `mu`, clipped to
 /// `[-clip, clip]` (both the residuals and the HVG flavour compute it in f64).
 pub(crate) fn clipped_residual(v: f64, mu: f64, theta: f64, clip: f64) -> f64 {
@@ -92,22 +101,21 @@ pub(crate) fn no_counts(what: &str, i: usize) -> KernelError {
     }
 }
 
-/// The parameters and the counts checked; the clipping bound.
-fn check(x: &CsrMatrix<f32>, p: &PearsonParams) -> Result<f64> {
+/// The parameters checked (for `n_rows` cells); the clipping bound.
+fn check_params(n_rows: usize, p: &PearsonParams) -> Result<f64> {
     if !(p.theta > 0.0) || !p.theta.is_finite() {
         return Err(KernelError::InvalidParameter {
             name: "theta",
             reason: format!("must be a positive number, not {}", p.theta),
         });
     }
-    let clip = p.clip.unwrap_or((x.n_rows as f64).sqrt());
+    let clip = p.clip.unwrap_or((n_rows as f64).sqrt());
     if !(clip >= 0.0) {
         return Err(KernelError::InvalidParameter {
             name: "clip",
             reason: format!("must be at least 0 (or None for sqrt(n_obs)), not {clip}"),
         });
     }
-    x.check_counts()?;
     Ok(clip)
 }
 

@@ -1,0 +1,226 @@
+//! The GPU twins of [`super::pearson_residuals`] and
+//! [`super::highly_variable_pearson_residuals`] on a device CSR X: the same checks, and the same
+//! sums and residuals with the host's bits (`pearson.cu`). The sums over genes read the rows
+//! densified, a wave of [`DENSE_CHUNK_ROWS`]-row chunks at a time.
+
+use super::hvg::{batch_groups, check_params as check_hvg_params, residual_variances, select};
+use super::{check_params, no_counts, PearsonHvg, PearsonParams};
+use crate::error::Result;
+use crate::gpu::compact::select_rows;
+use crate::gpu::dense_reduce::{chunked_sums, PARTIAL_BYTES};
+use crate::gpu::module_cache::KernelSource;
+use crate::gpu::reduce::{col_moments, Transform};
+use crate::gpu::{grid_for, grid_stride, DeviceCsr, DeviceDense, DeviceVec, GpuContext};
+use crate::normalize::check_counts_gpu;
+use crate::stats::{mean_var_from_sums, DENSE_CHUNK_ROWS};
+use rmm_cuda::cudarc::driver::PushKernelArg;
+
+pub(crate) const SRC: KernelSource = KernelSource {
+    name: "pearson",
+    source: include_str!("pearson.cu"),
+};
+
+/// The module the twins launch.
+pub const KERNELS: [KernelSource; 1] = [SRC];
+
+/// Device bytes the densified rows of one wave take at most (at least one chunk's).
+const WAVE_BYTES: usize = 1 << 30;
+
+/// What a chunk sum adds up per gene (`pearson_chunk_sums`' mode).
+#[derive(Clone, Copy)]
+enum Term<'a> {
+    Values,
+    Residuals,
+    SquaredDeviations(&'a DeviceVec<f64>),
+}
+
+/// The negative binomial's expectations: each cell's and gene's totals, on the device.
+struct Model {
+    cells: DeviceVec<f64>,
+    genes: DeviceVec<f64>,
+    total: f64,
+    theta: f64,
+    clip: f64,
+}
+
+/// [`super::pearson_residuals`] on `ctx`'s GPU: the dense residuals on the device, with the
+/// host's bits.
+pub fn pearson_residuals_gpu(
+    ctx: &GpuContext,
+    x: &DeviceCsr,
+    p: &PearsonParams,
+) -> Result<DeviceDense> {
+    if x.n_rows == 0 || x.n_cols == 0 {
+        let host = super::pearson_residuals(&x.download(ctx)?, p)?;
+        return DeviceDense::upload(ctx, &host);
+    }
+    let clip = check_params(x.n_rows, p)?;
+    check_counts(ctx, x)?;
+    let cells = row_sums(ctx, x)?;
+    if let Some(i) = ctx.download(&cells)?.iter().position(|&s| s == 0.0) {
+        return Err(no_counts("cell", i));
+    }
+    let mut out = x.to_dense(ctx)?;
+    let genes = dense_chunk_sums(ctx, &out.data, x.n_rows, x.n_cols)?;
+    if let Some(j) = genes.iter().position(|&s| s == 0.0) {
+        return Err(no_counts("gene", j));
+    }
+    let total: f64 = genes.iter().sum();
+    let genes = ctx.upload(&genes)?;
+    let (n, g, len) = (x.n_rows as u64, x.n_cols as u64, out.data.len());
+    let f = ctx.function(SRC, "pearson_residuals_in_place")?;
+    let mut l = ctx.launcher(&f);
+    l.arg(&mut out.data).arg(&n).arg(&g).arg(&cells).arg(&genes);
+    l.arg(&total).arg(&p.theta).arg(&clip);
+    ctx.launch(l, grid_stride(len), "pearson_residuals_in_place")?;
+    Ok(out)
+}
+
+/// [`super::highly_variable_pearson_residuals`] on `ctx`'s GPU: the residual variances with
+/// the host's bits (so the same genes); means and variances of X as the device's column
+/// moments give them.
+pub fn highly_variable_pearson_residuals_gpu(
+    ctx: &GpuContext,
+    x: &DeviceCsr,
+    theta: f64,
+    clip: Option<f64>,
+    n_top_genes: usize,
+    batches: Option<(&[u32], &[String])>,
+) -> Result<PearsonHvg> {
+    if x.n_rows == 0 || x.n_cols == 0 {
+        let host = x.download(ctx)?;
+        return super::highly_variable_pearson_residuals(&host, theta, clip, n_top_genes, batches);
+    }
+    check_hvg_params(theta, clip, n_top_genes)?;
+    check_counts(ctx, x)?;
+    let groups = batch_groups(x.n_rows, batches)?;
+    let clip = clip.unwrap_or_else(|| (groups[0].len() as f64).sqrt());
+    let mut vars = Vec::with_capacity(groups.len());
+    for rows in &groups {
+        let v = if rows.len() == x.n_rows {
+            batch_residual_variances(ctx, x, rows, theta, clip)?
+        } else {
+            let mut keep = vec![false; x.n_rows];
+            rows.iter().for_each(|&i| keep[i] = true);
+            batch_residual_variances(ctx, &select_rows(ctx, x, &keep)?, rows, theta, clip)?
+        };
+        vars.push(v);
+    }
+    let m = col_moments(ctx, x, Transform::Identity, None)?;
+    let (means, variances) = mean_var_from_sums(&m.sums, &m.sq, x.n_rows);
+    Ok(select(vars, n_top_genes, means, variances))
+}
+
+/// hvg.rs' `batch_residual_variances` of the batch `x` (the rows `rows` of the whole matrix).
+fn batch_residual_variances(
+    ctx: &GpuContext,
+    x: &DeviceCsr,
+    rows: &[usize],
+    theta: f64,
+    clip: f64,
+) -> Result<Vec<f64>> {
+    let cells = row_sums(ctx, x)?;
+    if let Some(i) = ctx.download(&cells)?.iter().position(|&s| s == 0.0) {
+        return Err(no_counts("cell", rows[i]));
+    }
+    let genes = csr_chunk_sums(ctx, x, Term::Values, None)?;
+    let model = Model {
+        total: genes.iter().sum(),
+        genes: ctx.upload(&genes)?,
+        cells,
+        theta,
+        clip,
+    };
+    let n = x.n_rows as f64;
+    let sums = csr_chunk_sums(ctx, x, Term::Residuals, Some(&model))?;
+    let means = ctx.upload(&sums.iter().map(|s| s / n).collect::<Vec<_>>())?;
+    let sq = csr_chunk_sums(ctx, x, Term::SquaredDeviations(&means), Some(&model))?;
+    Ok(residual_variances(&genes, &sq, x.n_rows))
+}
+
+/// A device matrix of counts refused as the host refuses it (the first bad value named).
+fn check_counts(ctx: &GpuContext, x: &DeviceCsr) -> Result<()> {
+    if let Err(e) = check_counts_gpu(ctx, x, "pearson residuals") {
+        // The host's check names the first bad value; a device failure stays what it was.
+        x.download(ctx)?.check_counts()?;
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// Each row's sum of its stored values (`stats::row_sums`' bits).
+fn row_sums(ctx: &GpuContext, x: &DeviceCsr) -> Result<DeviceVec<f64>> {
+    let sums = ctx.alloc::<f64>(x.n_rows.max(1))?;
+    if x.n_rows > 0 {
+        let f = ctx.function(SRC, "pearson_row_sums")?;
+        let n = x.n_rows as u64;
+        let mut l = ctx.launcher(&f);
+        l.arg(&x.indptr).arg(&x.data).arg(&n).arg(&sums);
+        ctx.launch(l, grid_stride(x.n_rows), "pearson_row_sums")?;
+    }
+    Ok(sums)
+}
+
+/// Per gene, the sum of `term` over the rows of the CSR `x`, densified a wave of chunks at a
+/// time.
+fn csr_chunk_sums(
+    ctx: &GpuContext,
+    x: &DeviceCsr,
+    term: Term<'_>,
+    model: Option<&Model>,
+) -> Result<Vec<f64>> {
+    let (n, g) = (x.n_rows, x.n_cols);
+    let wave_chunks = (WAVE_BYTES / (DENSE_CHUNK_ROWS * g * 4)).max(1);
+    let mut wave = ctx.alloc::<f32>((wave_chunks * DENSE_CHUNK_ROWS).min(n) * g)?;
+    chunked_sums(ctx, n, g, wave_chunks * g * 8, |first, count, out| {
+        let row0 = first as usize * DENSE_CHUNK_ROWS;
+        let rows = (count as usize * DENSE_CHUNK_ROWS).min(n - row0);
+        x.rows_to_dense_into(ctx, row0, rows, &mut wave)?;
+        launch_chunk_sums(ctx, &wave, row0, n, g, (first, count), term, model, out)
+    })
+}
+
+/// Per gene, the sum of the values of the dense `n x g` matrix `x`.
+fn dense_chunk_sums(ctx: &GpuContext, x: &DeviceVec<f32>, n: usize, g: usize) -> Result<Vec<f64>> {
+    chunked_sums(ctx, n, g, PARTIAL_BYTES, |first, count, out| {
+        launch_chunk_sums(ctx, x, 0, n, g, (first, count), Term::Values, None, out)
+    })
+}
+
+/// Queues `pearson_chunk_sums` over the chunks `first .. first + count` (`chunks`).
+#[allow(clippy::too_many_arguments)]
+fn launch_chunk_sums(
+    ctx: &GpuContext,
+    x: &DeviceVec<f32>,
+    row0: usize,
+    n: usize,
+    g: usize,
+    (first, count): (u64, u64),
+    term: Term<'_>,
+    model: Option<&Model>,
+    out: &DeviceVec<f64>,
+) -> Result<()> {
+    let none = 0u64;
+    let (mode, mean): (i32, Option<&DeviceVec<f64>>) = match term {
+        Term::Values => (0, None),
+        Term::Residuals => (1, None),
+        Term::SquaredDeviations(m) => (2, Some(m)),
+    };
+    let (row0, n64, g64, rows) = (row0 as u64, n as u64, g as u64, DENSE_CHUNK_ROWS as u64);
+    let (total, theta, clip) = model.map_or((0.0, 0.0, 0.0), |m| (m.total, m.theta, m.clip));
+    let f = ctx.function(SRC, "pearson_chunk_sums")?;
+    let mut l = ctx.launcher(&f);
+    l.arg(x).arg(&row0).arg(&n64).arg(&g64).arg(&rows);
+    l.arg(&first).arg(&count).arg(&mode);
+    match model {
+        Some(m) => l.arg(&m.cells).arg(&m.genes),
+        None => l.arg(&none).arg(&none),
+    };
+    l.arg(&total).arg(&theta).arg(&clip);
+    match mean {
+        Some(m) => l.arg(m),
+        None => l.arg(&none),
+    };
+    l.arg(out);
+    ctx.launch(l, grid_for(count as usize * g), "pearson_chunk_sums")
+}

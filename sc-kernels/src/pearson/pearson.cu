@@ -1,0 +1,67 @@
+// pearson/mod.rs and pearson/hvg.rs on the device with the host's bits: each sum in the host's
+// order (a row's values one after another; per gene, the rows of a fixed chunk one after
+// another, the chunks added in order by dense_reduce's add_chunks) and every operation rounded
+// as the host rounds it (never fused).
+
+__device__ __forceinline__ double pearson_clipped(double v, double mu, double theta, double clip) {
+    const double var = __dadd_rn(mu, __ddiv_rn(__dmul_rn(mu, mu), theta));
+    const double r = __ddiv_rn(__dsub_rn(v, mu), __dsqrt_rn(var));
+    return r < -clip ? -clip : (r > clip ? clip : r);
+}
+
+// Each row's sum of its stored values in storage order (stats::row_sums), one thread a row.
+extern "C" __global__ void pearson_row_sums(const u64* indptr, const float* data, u64 n_rows,
+                                            double* sums) {
+    for (u64 r = (u64)blockIdx.x * blockDim.x + threadIdx.x; r < n_rows; r += (u64)gridDim.x * blockDim.x) {
+        double s = 0.0;
+        for (u64 p = indptr[r]; p < indptr[r + 1]; ++p) s = __dadd_rn(s, (double)data[p]);
+        sums[r] = s;
+    }
+}
+
+// Per chunk c (of n_chunks from first_chunk on) and gene j, over the chunk's rows in order, the
+// sum of: mode 0, the values; mode 1, their clipped residuals; mode 2, the squares of those
+// residuals' deviations from mean[j] (hvg.rs). Genes without counts (genes[j] == 0) add
+// nothing in modes 1 and 2. x holds the matrix's rows from row0 on, dense (x[(i - row0) * n_cols
+// + j]); partial[c * n_cols + j] gets the sum.
+extern "C" __global__ void pearson_chunk_sums(const float* x, u64 row0, u64 n_rows, u64 n_cols,
+                                              u64 chunk_rows, u64 first_chunk, u64 n_chunks,
+                                              int mode, const double* cells,
+                                              const double* genes, double total, double theta,
+                                              double clip, const double* mean, double* partial) {
+    const u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n_chunks * n_cols) return;
+    const u64 c = t / n_cols, j = t % n_cols;
+    const u64 r0 = (first_chunk + c) * chunk_rows;
+    const u64 r1 = min(r0 + chunk_rows, n_rows);
+    const float* col = x + j;
+    double s = 0.0;
+    if (mode == 0) {
+        for (u64 i = r0; i < r1; ++i) s = __dadd_rn(s, (double)col[(i - row0) * n_cols]);
+    } else if (genes[j] != 0.0) {
+        const double gj = genes[j], m = mode == 2 ? mean[j] : 0.0;
+        for (u64 i = r0; i < r1; ++i) {
+            const double mu = __ddiv_rn(__dmul_rn(gj, cells[i]), total);
+            double r = pearson_clipped((double)col[(i - row0) * n_cols], mu, theta, clip);
+            if (mode == 2) {
+                const double d = __dsub_rn(r, m);
+                r = __dmul_rn(d, d);
+            }
+            s = __dadd_rn(s, r);
+        }
+    }
+    partial[c * n_cols + j] = s;
+}
+
+// The dense counts x (n_rows x n_cols) replaced by their clipped residuals, rounded to f32 once
+// (mod.rs: mu = cells[i] / total * genes[j]).
+extern "C" __global__ void pearson_residuals_in_place(float* x, u64 n_rows, u64 n_cols,
+                                                      const double* cells, const double* genes,
+                                                      double total, double theta, double clip) {
+    const u64 n = n_rows * n_cols;
+    for (u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (u64)gridDim.x * blockDim.x) {
+        const u64 i = k / n_cols, j = k % n_cols;
+        const double mu = __dmul_rn(__ddiv_rn(cells[i], total), genes[j]);
+        x[k] = (float)pearson_clipped((double)x[k], mu, theta, clip);
+    }
+}
