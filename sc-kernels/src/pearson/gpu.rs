@@ -67,12 +67,12 @@ pub fn pearson_residuals_gpu(
     }
     let total: f64 = genes.iter().sum();
     let genes = ctx.upload(&genes)?;
-    let (n, g, len) = (x.n_rows as u64, x.n_cols as u64, out.data.len());
+    let (n, g) = (x.n_rows as u64, x.n_cols as u64);
     let f = ctx.function(SRC, "pearson_residuals_in_place")?;
     let mut l = ctx.launcher(&f);
     l.arg(&mut out.data).arg(&n).arg(&g).arg(&cells).arg(&genes);
     l.arg(&total).arg(&p.theta).arg(&clip);
-    ctx.launch(l, grid_stride(len), "pearson_residuals_in_place")?;
+    ctx.launch(l, ctx.filling_rows(x.n_rows), "pearson_residuals_in_place")?;
     Ok(out)
 }
 

@@ -54,14 +54,14 @@ extern "C" __global__ void pearson_chunk_sums(const float* x, u64 row0, u64 n_ro
 }
 
 // The dense counts x (n_rows x n_cols) replaced by their clipped residuals, rounded to f32 once
-// (mod.rs: mu = cells[i] / total * genes[j]).
+// (mod.rs: mu = cells[i] / total * genes[j]); one block a row (grid-stride).
 extern "C" __global__ void pearson_residuals_in_place(float* x, u64 n_rows, u64 n_cols,
                                                       const double* cells, const double* genes,
                                                       double total, double theta, double clip) {
-    const u64 n = n_rows * n_cols;
-    for (u64 k = (u64)blockIdx.x * blockDim.x + threadIdx.x; k < n; k += (u64)gridDim.x * blockDim.x) {
-        const u64 i = k / n_cols, j = k % n_cols;
-        const double mu = __dmul_rn(__ddiv_rn(cells[i], total), genes[j]);
-        x[k] = (float)pearson_clipped((double)x[k], mu, theta, clip);
+    for (u64 i = blockIdx.x; i < n_rows; i += gridDim.x) {
+        const double scale = __ddiv_rn(cells[i], total);
+        float* row = x + i * n_cols;
+        for (u64 j = threadIdx.x; j < n_cols; j += blockDim.x)
+            row[j] = (float)pearson_clipped((double)row[j], __dmul_rn(scale, genes[j]), theta, clip);
     }
 }

@@ -184,19 +184,32 @@ fn control_genes(
 
 /// Each column's mean over the rows, NaN values left out (a column of NaN only: NaN).
 fn nan_col_means<T: crate::Real>(x: &CsrMatrix<T>) -> Vec<f64> {
-    let mut sums = vec![0f64; x.n_cols];
-    let mut nans = vec![0usize; x.n_cols];
-    for (&c, v) in x.indices.iter().zip(&x.data) {
-        let v = v.to_f64();
-        if v.is_nan() {
-            nans[c as usize] += 1;
-        } else {
-            sums[c as usize] += v;
-        }
-    }
+    // Sums and NaN counts side by side, over fixed chunks of rows added in order: the same
+    // bits on any number of threads.
+    let g = x.n_cols;
+    let t = crate::stats::chunked_sum(
+        x.n_rows,
+        crate::stats::DENSE_CHUNK_ROWS,
+        2 * g,
+        |rows, acc| {
+            let (sums, nans) = acc.split_at_mut(g);
+            for i in rows {
+                let (c, v) = x.row(i);
+                for (&c, v) in c.iter().zip(v) {
+                    let v = v.to_f64();
+                    if v.is_nan() {
+                        nans[c as usize] += 1.0;
+                    } else {
+                        sums[c as usize] += v;
+                    }
+                }
+            }
+        },
+    );
+    let (sums, nans) = t.split_at(g);
     sums.iter()
-        .zip(&nans)
-        .map(|(s, &n)| s / (x.n_rows - n) as f64)
+        .zip(nans)
+        .map(|(s, &n)| s / (x.n_rows as f64 - n))
         .collect()
 }
 
