@@ -5,7 +5,7 @@ use super::module_cache::KernelSource;
 use super::GpuContext;
 use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
-use crate::error::Result;
+use crate::error::{KernelError, Result};
 use rmm_core::DeviceVec;
 use rmm_cuda::cudarc::driver::PushKernelArg;
 
@@ -72,7 +72,14 @@ impl DeviceCsr {
         count: usize,
         out: &mut DeviceVec<f32>,
     ) -> Result<()> {
-        assert!(first + count <= self.n_rows && count * self.n_cols <= out.len());
+        if first + count > self.n_rows || count * self.n_cols > out.len() {
+            return Err(KernelError::Shape(format!(
+                "rows {first}..{} of {} rows into {} values",
+                first + count,
+                self.n_rows,
+                out.len()
+            )));
+        }
         if count == 0 || self.n_cols == 0 {
             return Ok(());
         }

@@ -45,12 +45,13 @@ pub fn highly_variable_pearson_residuals(
     let clip = clip.unwrap_or_else(|| (groups[0].len() as f64).sqrt());
     let mut vars = Vec::with_capacity(groups.len());
     for rows in &groups {
-        vars.push(batch_residual_variances(
-            &x.take_rows(rows),
-            rows,
-            theta,
-            clip,
-        )?);
+        // One batch of every cell (no batch key) reads X itself, not a copy.
+        let batch = if rows.len() == x.n_rows {
+            std::borrow::Cow::Borrowed(x)
+        } else {
+            std::borrow::Cow::Owned(x.take_rows(rows))
+        };
+        vars.push(batch_residual_variances(&batch, rows, theta, clip)?);
     }
     let (means, variances) = crate::stats::col_mean_var(x, None);
     Ok(select(vars, n_top_genes, means, variances))

@@ -161,45 +161,15 @@ impl Landmarks {
         // Y = Q_P (h^-1 - gamma), T = U L^(-1/2) Y: blocks of the factor's columns, then of its
         // rows, each by faer on one core (fixed blocks: the same bits on any thread count).
         let am = MatRef::from_row_major_slice(&a, m, k);
-        let mut y = vec![0.0; r * k];
-        y.par_chunks_mut(BLOCK * k)
-            .enumerate()
-            .for_each(|(blk, o)| {
-                let first = blk * BLOCK;
-                let width = o.len() / k;
-                let ut = self.u_scaled.as_ref().subcols(first, width).transpose();
-                matmul(
-                    MatMut::from_row_major_slice_mut(o, width, k),
-                    Accum::Replace,
-                    ut,
-                    am,
-                    1.0,
-                    Par::Seq,
-                );
-                for (jj, oj) in o.chunks_mut(k).enumerate() {
-                    let j = first + jj;
-                    for (l, ov) in oj.iter_mut().enumerate() {
-                        *ov *= inv[j * k + l] - gamma;
-                    }
-                }
-            });
+        let u = self.u_scaled.as_ref();
+        let mut y = by_row_blocks(r, k, am, |first, rows| u.subcols(first, rows).transpose());
+        y.par_chunks_mut(k).enumerate().for_each(|(j, yj)| {
+            for (l, yv) in yj.iter_mut().enumerate() {
+                *yv *= inv[j * k + l] - gamma;
+            }
+        });
         let ym = MatRef::from_row_major_slice(&y, r, k);
-        let mut t = vec![0.0; m * k];
-        t.par_chunks_mut(BLOCK * k)
-            .enumerate()
-            .for_each(|(blk, o)| {
-                let first = blk * BLOCK;
-                let rows = o.len() / k;
-                let u = self.u_scaled.as_ref().subrows(first, rows);
-                matmul(
-                    MatMut::from_row_major_slice_mut(o, rows, k),
-                    Accum::Replace,
-                    u,
-                    ym,
-                    1.0,
-                    Par::Seq,
-                );
-            });
+        let t = by_row_blocks(m, k, ym, |first, rows| u.subrows(first, rows));
         let mut tsum = vec![0.0; k];
         for ts in t.chunks(k) {
             tsum.iter_mut().zip(ts).for_each(|(o, &x)| *o += x);
@@ -230,4 +200,30 @@ impl Landmarks {
         b.iter_mut().zip(&mw).for_each(|(bv, &m)| *bv -= m);
         true
     }
+}
+
+/// The row-major `rows x k` product `L rhs`, where `lhs(first, count)` is `L`'s rows
+/// `first .. first + count`: fixed blocks of [`BLOCK`] rows in parallel, each by faer on one
+/// core (the same bits on any thread count).
+fn by_row_blocks<'a>(
+    rows: usize,
+    k: usize,
+    rhs: MatRef<'_, f64>,
+    lhs: impl Fn(usize, usize) -> MatRef<'a, f64> + Sync,
+) -> Vec<f64> {
+    let mut out = vec![0.0; rows * k];
+    out.par_chunks_mut(BLOCK * k)
+        .enumerate()
+        .for_each(|(blk, o)| {
+            let count = o.len() / k;
+            matmul(
+                MatMut::from_row_major_slice_mut(o, count, k),
+                Accum::Replace,
+                lhs(blk * BLOCK, count),
+                rhs,
+                1.0,
+                Par::Seq,
+            );
+        });
+    out
 }
