@@ -7,6 +7,8 @@ of scanpy's, in the median; the same result twice; bad input refused by name."""
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -48,6 +50,25 @@ def split(name: str):
     return ref, new
 
 
+@contextlib.contextmanager
+def search_forest_of_pynndescent_06():
+    """scanpy 1.12's ingest rebuilds pynndescent's search forest with the index's
+    `n_search_trees`, which pynndescent 0.7 deprecates and leaves None (a TypeError inside
+    `make_forest`); 0.6 defaulted it to 1. For the reference's call, None means 1 again."""
+    import pynndescent.rp_trees as rp
+
+    make_forest = rp.make_forest
+
+    def with_a_tree_count(data, n_neighbors, n_trees, *args, **kw):
+        return make_forest(data, n_neighbors, 1 if n_trees is None else n_trees, *args, **kw)
+
+    rp.make_forest = with_a_tree_count
+    try:
+        yield
+    finally:
+        rp.make_forest = make_forest
+
+
 def scanpy_ingest(new, ref, **kw):
     """scanpy's tl.ingest as 1.12 defines it: the new cells centred by the reference's gene
     means before the projection (1.11 centres them by their own; under 1.11 its projection is
@@ -56,7 +77,8 @@ def scanpy_ingest(new, ref, **kw):
     from scanpy.tools._ingest import Ingest
 
     if Version(sc.__version__) >= Version("1.12"):
-        return sc.tl.ingest(new, ref, **kw)
+        with search_forest_of_pynndescent_06():
+            return sc.tl.ingest(new, ref, **kw)
 
     def projection(self, n_pcs=None):
         x, ref_x = self._adata_new.X, self._adata_ref.X

@@ -6,16 +6,21 @@
 //! computed, not assumed tridiagonal); its Ritz pairs are tested (residual `|beta u_m|` at most
 //! `tol`); if some of the `k` wanted are not there yet, the basis restarts from the best
 //! `(m + k) / 2` Ritz vectors and the residual direction. Every sum is taken over fixed blocks
-//! in order, so the result does not depend on the number of threads.
+//! of [`ROWS`] rows in order, so the result does not depend on the number of threads.
+//!
+//! The iteration ([`lanczos`]) asks its [`Basis`] for every operation on the long vectors, so
+//! that the same iteration runs where the vectors are: [`HostBasis`] here, a GPU basis in the
+//! step that has one (`diffmap::gpu`), which gives these bits when it sums and rounds as
+//! [`HostBasis`] does.
 
 use crate::error::{KernelError, Result};
 use crate::random::SplitMix64;
-use crate::stats::chunked_sum;
+use crate::stats::{chunked_sum, DENSE_CHUNK_ROWS};
 use faer::{Mat, Side};
 use rayon::prelude::*;
 
 /// Rows per block of the dot products.
-const ROWS: usize = 4096;
+pub const ROWS: usize = DENSE_CHUNK_ROWS;
 
 /// Restarts before giving up.
 const MAX_RESTARTS: usize = 5000;
@@ -30,6 +35,34 @@ pub struct Eigenpairs {
     pub restarts: usize,
 }
 
+/// The long vectors of the iteration: `m + 1` basis columns of length `n` and a work vector
+/// `w`, with the operator. Each method's arithmetic is [`HostBasis`]'s, in its order: a dot
+/// product is `0 + (the sum over each block of [`ROWS`] rows, from -0, of the products in row
+/// order)`, the blocks' sums added in order to 0; nothing fused.
+pub trait Basis {
+    /// `n`.
+    fn rows(&self) -> usize;
+    /// `w = A column[j]`.
+    fn apply(&mut self, j: usize) -> Result<()>;
+    /// Removes from `w` its components along `column[0..cols]` (`w -= h_c column[c]`, `c` in
+    /// order, after all of `h` is computed); returns them (`h`).
+    fn project_out(&mut self, cols: usize) -> Result<Vec<f64>>;
+    /// `|w|` (the square root of `w . w`).
+    fn norm(&mut self) -> Result<f64>;
+    /// `column[j] = w / d`.
+    fn store(&mut self, j: usize, d: f64) -> Result<()>;
+    /// `column[j] = 0`.
+    fn zero(&mut self, j: usize) -> Result<()>;
+    /// `w = values`.
+    fn set_w(&mut self, values: &[f64]) -> Result<()>;
+    /// `column[c] = sum_j coefs[c][j] column[j]` (`j < m`, from 0 in order) for every `c`, then
+    /// `column[coefs.len()] = column[m]`.
+    fn restart(&mut self, m: usize, coefs: &[Vec<f64>]) -> Result<()>;
+    /// The vectors `sum_j coefs[c][j] column[j]` (`j < m`, from 0 in order) as the columns of
+    /// an `n x coefs.len()` matrix.
+    fn combine(&self, m: usize, coefs: &[Vec<f64>]) -> Result<Mat<f64>>;
+}
+
 /// The `k` eigenpairs of largest magnitude of the symmetric `n x n` operator `apply`
 /// (`apply(x, y)` writes `A x` into `y`), to residuals of at most `tol` (relative to the
 /// largest magnitude found); the start vector is drawn from `seed`.
@@ -40,6 +73,13 @@ pub fn eigsh_largest(
     tol: f64,
     seed: u64,
 ) -> Result<Eigenpairs> {
+    check_k(n, k)?;
+    let m = basis_len(n, k);
+    lanczos(&mut HostBasis::new(n, m, apply), k, tol, seed)
+}
+
+/// `k`'s bounds for an `n x n` operator.
+pub fn check_k(n: usize, k: usize) -> Result<()> {
     if k == 0 || k >= n {
         return Err(KernelError::param(
             "k",
@@ -49,47 +89,55 @@ pub fn eigsh_largest(
             ),
         ));
     }
-    let m = (2 * k + 1).max(20).min(n);
+    Ok(())
+}
+
+/// The basis' size `m` for `k` eigenpairs of an `n x n` operator (it holds `m + 1` columns).
+pub fn basis_len(n: usize, k: usize) -> usize {
+    (2 * k + 1).max(20).min(n)
+}
+
+/// The iteration on `basis` (of [`basis_len`]` + 1` columns), for `k` eigenpairs ([`check_k`]
+/// passed).
+pub fn lanczos(basis: &mut impl Basis, k: usize, tol: f64, seed: u64) -> Result<Eigenpairs> {
+    let n = basis.rows();
+    check_k(n, k)?;
+    let m = basis_len(n, k);
     let mut draws = SplitMix64::new(seed);
-    // The basis: m + 1 columns of n (the last one the residual direction).
-    let mut basis = vec![0.0; (m + 1) * n];
-    let mut start: Vec<f64> = (0..n).map(|_| draws.normal()).collect();
-    normalize(&mut start);
-    basis[..n].copy_from_slice(&start);
+    let start: Vec<f64> = (0..n).map(|_| draws.normal()).collect();
+    basis.set_w(&start)?;
+    let s = basis.norm()?;
+    basis.store(0, s)?;
     let mut t = Mat::<f64>::zeros(m, m);
     let mut kept = 0;
-    let mut w = vec![0.0; n];
     for restart in 0..MAX_RESTARTS {
         let mut beta = 0.0;
         for j in kept..m {
-            let (done, rest) = basis.split_at_mut((j + 1) * n);
-            apply(&done[j * n..], &mut w);
+            basis.apply(j)?;
             // Twice: one pass leaves what rounding let through.
-            let mut h = project_out(done, j + 1, n, &mut w);
-            let h2 = project_out(done, j + 1, n, &mut w);
+            let mut h = basis.project_out(j + 1)?;
+            let h2 = basis.project_out(j + 1)?;
             h.iter_mut().zip(&h2).for_each(|(a, b)| *a += b);
             for (i, &v) in h.iter().enumerate() {
                 t[(i, j)] = v;
                 t[(j, i)] = v;
             }
-            beta = norm(&w);
-            let next = &mut rest[..n];
+            beta = basis.norm()?;
             if beta > 1e-12 {
-                next.iter_mut().zip(&w).for_each(|(v, &x)| *v = x / beta);
+                basis.store(j + 1, beta)?;
             } else if j + 1 < m {
                 // An invariant subspace: go on from a fresh direction, uncoupled.
                 beta = 0.0;
-                next.iter_mut().for_each(|v| *v = draws.normal());
-                let done = &basis[..(j + 1) * n];
-                let mut fresh = basis[(j + 1) * n..(j + 2) * n].to_vec();
-                project_out(done, j + 1, n, &mut fresh);
-                project_out(done, j + 1, n, &mut fresh);
-                normalize(&mut fresh);
-                basis[(j + 1) * n..(j + 2) * n].copy_from_slice(&fresh);
+                let fresh: Vec<f64> = (0..n).map(|_| draws.normal()).collect();
+                basis.set_w(&fresh)?;
+                basis.project_out(j + 1)?;
+                basis.project_out(j + 1)?;
+                let s = basis.norm()?;
+                basis.store(j + 1, s)?;
             } else {
                 // The basis holds an invariant subspace: its Ritz pairs are exact.
                 beta = 0.0;
-                next.iter_mut().for_each(|v| *v = 0.0);
+                basis.zero(j + 1)?;
             }
         }
         let evd = t
@@ -108,8 +156,12 @@ pub fn eigsh_largest(
         let converged = order[..k]
             .iter()
             .all(|&i| (beta * y[(m - 1, i)]).abs() <= tol * scale);
-        let last = restart + 1 == MAX_RESTARTS;
-        if converged || last {
+        let coefs = |cols: &[usize]| -> Vec<Vec<f64>> {
+            cols.iter()
+                .map(|&i| (0..m).map(|j| y[(j, i)]).collect())
+                .collect()
+        };
+        if converged || restart + 1 == MAX_RESTARTS {
             if !converged {
                 return Err(KernelError::Unsupported(format!(
                     "eigsh: {k} eigenpairs did not converge in {MAX_RESTARTS} restarts"
@@ -117,7 +169,7 @@ pub fn eigsh_largest(
             }
             let mut chosen = order[..k].to_vec();
             chosen.sort_by(|&a, &b| theta[b].total_cmp(&theta[a]));
-            let vectors = ritz_vectors(&basis, n, m, y, &chosen);
+            let vectors = basis.combine(m, &coefs(&chosen))?;
             return Ok(Eigenpairs {
                 values: chosen.iter().map(|&i| theta[i]).collect(),
                 vectors: signed(vectors),
@@ -127,14 +179,7 @@ pub fn eigsh_largest(
         // Thick restart: the best Ritz vectors, then the residual direction.
         kept = ((m + k) / 2).max(k).min(m - 1);
         let keep = &order[..kept];
-        let new = ritz_vectors(&basis, n, m, y, keep);
-        let residual = basis[m * n..(m + 1) * n].to_vec();
-        for c in 0..kept {
-            for r in 0..n {
-                basis[c * n + r] = new[(r, c)];
-            }
-        }
-        basis[kept * n..(kept + 1) * n].copy_from_slice(&residual);
+        basis.restart(m, &coefs(keep))?;
         t = Mat::zeros(m, m);
         for (c, &i) in keep.iter().enumerate() {
             t[(c, c)] = theta[i];
@@ -143,63 +188,129 @@ pub fn eigsh_largest(
     unreachable!("the last restart returns")
 }
 
-/// Removes from `w` its components along the first `cols` columns of `basis` (each `n` long);
-/// returns them.
-fn project_out(basis: &[f64], cols: usize, n: usize, w: &mut [f64]) -> Vec<f64> {
-    let h = chunked_sum(n, ROWS, cols, |rows, acc| {
-        for (c, a) in acc.iter_mut().enumerate() {
-            let v = &basis[c * n..(c + 1) * n];
-            *a += rows.clone().map(|r| v[r] * w[r]).sum::<f64>();
-        }
-    });
-    w.par_chunks_mut(ROWS).enumerate().for_each(|(b, chunk)| {
-        let r0 = b * ROWS;
-        for (c, &hc) in h.iter().enumerate() {
-            let v = &basis[c * n + r0..c * n + r0 + chunk.len()];
-            chunk.iter_mut().zip(v).for_each(|(x, &vv)| *x -= hc * vv);
-        }
-    });
-    h
-}
-
-fn norm(w: &[f64]) -> f64 {
-    chunked_sum(w.len(), ROWS, 1, |rows, acc| {
-        acc[0] += rows.map(|r| w[r] * w[r]).sum::<f64>()
-    })[0]
-        .sqrt()
-}
-
-fn normalize(w: &mut [f64]) {
-    let s = norm(w);
-    w.iter_mut().for_each(|v| *v /= s);
-}
-
-/// `basis[.., ..m] y[.., cols]`: the Ritz vectors of the columns `cols` of `y`.
-fn ritz_vectors(
-    basis: &[f64],
+/// The basis in host memory, the operator a closure.
+pub struct HostBasis<F> {
     n: usize,
-    m: usize,
-    y: faer::MatRef<'_, f64>,
-    cols: &[usize],
-) -> Mat<f64> {
-    let mut out = Mat::<f64>::zeros(n, cols.len());
-    let columns: Vec<Vec<f64>> = cols
-        .par_iter()
-        .map(|&i| {
-            let mut x = vec![0.0; n];
-            for j in 0..m {
-                let (coef, v) = (y[(j, i)], &basis[j * n..(j + 1) * n]);
-                x.iter_mut().zip(v).for_each(|(a, &b)| *a += coef * b);
-            }
-            x
-        })
-        .collect();
-    for (c, x) in columns.iter().enumerate() {
-        for (r, &v) in x.iter().enumerate() {
-            out[(r, c)] = v;
+    /// `m + 1` columns of `n`, one after another.
+    columns: Vec<f64>,
+    w: Vec<f64>,
+    apply: F,
+}
+
+impl<F: Fn(&[f64], &mut [f64]) + Sync> HostBasis<F> {
+    /// `m + 1` zero columns of `n` for the operator `apply` (`apply(x, y)`: `y = A x`).
+    pub fn new(n: usize, m: usize, apply: F) -> Self {
+        HostBasis {
+            n,
+            columns: vec![0.0; (m + 1) * n],
+            w: vec![0.0; n],
+            apply,
         }
     }
-    out
+
+    fn column(&self, j: usize) -> &[f64] {
+        &self.columns[j * self.n..(j + 1) * self.n]
+    }
+}
+
+impl<F: Fn(&[f64], &mut [f64]) + Sync> Basis for HostBasis<F> {
+    fn rows(&self) -> usize {
+        self.n
+    }
+
+    fn apply(&mut self, j: usize) -> Result<()> {
+        let n = self.n;
+        (self.apply)(&self.columns[j * n..(j + 1) * n], &mut self.w);
+        Ok(())
+    }
+
+    fn project_out(&mut self, cols: usize) -> Result<Vec<f64>> {
+        let (n, basis, w) = (self.n, &self.columns, &mut self.w);
+        let h = dots(n, cols, |c| &basis[c * n..(c + 1) * n], w);
+        w.par_chunks_mut(ROWS).enumerate().for_each(|(b, chunk)| {
+            let r0 = b * ROWS;
+            for (c, &hc) in h.iter().enumerate() {
+                let v = &basis[c * n + r0..c * n + r0 + chunk.len()];
+                chunk.iter_mut().zip(v).for_each(|(x, &vv)| *x -= hc * vv);
+            }
+        });
+        Ok(h)
+    }
+
+    fn norm(&mut self) -> Result<f64> {
+        let w = &self.w;
+        Ok(dots(self.n, 1, |_| w, w)[0].sqrt())
+    }
+
+    fn store(&mut self, j: usize, d: f64) -> Result<()> {
+        let n = self.n;
+        let (w, col) = (&self.w, &mut self.columns[j * n..(j + 1) * n]);
+        col.iter_mut().zip(w).for_each(|(v, &x)| *v = x / d);
+        Ok(())
+    }
+
+    fn zero(&mut self, j: usize) -> Result<()> {
+        let n = self.n;
+        self.columns[j * n..(j + 1) * n].fill(0.0);
+        Ok(())
+    }
+
+    fn set_w(&mut self, values: &[f64]) -> Result<()> {
+        self.w.copy_from_slice(values);
+        Ok(())
+    }
+
+    fn restart(&mut self, m: usize, coefs: &[Vec<f64>]) -> Result<()> {
+        let n = self.n;
+        let new = self.combine(m, coefs)?;
+        let residual = self.column(m).to_vec();
+        for c in 0..coefs.len() {
+            for r in 0..n {
+                self.columns[c * n + r] = new[(r, c)];
+            }
+        }
+        let kept = coefs.len();
+        self.columns[kept * n..(kept + 1) * n].copy_from_slice(&residual);
+        Ok(())
+    }
+
+    fn combine(&self, m: usize, coefs: &[Vec<f64>]) -> Result<Mat<f64>> {
+        let n = self.n;
+        let columns: Vec<Vec<f64>> = coefs
+            .par_iter()
+            .map(|coef| {
+                let mut x = vec![0.0; n];
+                for (j, &a) in coef[..m].iter().enumerate() {
+                    x.iter_mut()
+                        .zip(self.column(j))
+                        .for_each(|(x, &b)| *x += a * b);
+                }
+                x
+            })
+            .collect();
+        let mut out = Mat::<f64>::zeros(n, coefs.len());
+        for (c, x) in columns.iter().enumerate() {
+            for (r, &v) in x.iter().enumerate() {
+                out[(r, c)] = v;
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// `column(c) . w` for `c < cols`, in blocks of [`ROWS`] rows.
+fn dots<'a>(
+    n: usize,
+    cols: usize,
+    column: impl Fn(usize) -> &'a [f64] + Sync,
+    w: &[f64],
+) -> Vec<f64> {
+    chunked_sum(n, ROWS, cols, |rows, acc| {
+        for (c, a) in acc.iter_mut().enumerate() {
+            let v = column(c);
+            *a += rows.clone().map(|r| v[r] * w[r]).sum::<f64>();
+        }
+    })
 }
 
 /// Each column with its entry of largest magnitude positive (the first such on ties).

@@ -663,7 +663,7 @@ fn diffmap_louvain_and_kmeans_rows_equal_the_steps_by_hand() {
         &mut Silent,
     )
     .unwrap();
-    steps::diffmap(&mut by_hand, 15, 0).unwrap();
+    steps::diffmap(&mut by_hand, 15, 0, None).unwrap();
     steps::louvain_on(
         &mut by_hand,
         config.louvain.as_ref().unwrap(),

@@ -2127,3 +2127,62 @@ fn pearson_residuals_on_the_gpu_match_the_host() {
         .to_string();
     assert!(e.contains("cell 1 has no counts"), "{e}");
 }
+
+/// diffmap on the GPU gives the host's components and eigenvalues bit for bit (the same
+/// iteration, its basis on the device summing in the host's order): kNN graphs of real and
+/// clustered points (several blocks of rows), a planted graph with 40 components (more than 32
+/// basis columns a dot tile), the same bits twice; refusals worded as the host's.
+#[test]
+fn diffmap_on_the_gpu_equals_the_host_bit_for_bit() {
+    use sc_kernels::diffmap::{diffmap, diffmap_gpu};
+    let Some(d) = gpu_or_skip("gpu diffmap") else {
+        return;
+    };
+    let ctx = context(&d);
+    let knn = |x: &sc_kernels::DenseMatrix<f32>| {
+        sc_kernels::neighbors::neighbors(x, &Default::default())
+            .unwrap()
+            .connectivities
+    };
+    let graphs = [
+        ("pbmc68k_reduced", knn(&pbmc_pcs()), 15),
+        (
+            "clustered 30000",
+            knn(&clustered_points(21, 30_000, 30)),
+            15,
+        ),
+        ("planted 20000", planted_graph(1, 20_000, 1000, 0.8, 0), 40),
+    ];
+    for (name, g, n_comps) in &graphs {
+        let t = std::time::Instant::now();
+        let host = diffmap(g, *n_comps, 0).unwrap();
+        let th = t.elapsed();
+        let t = std::time::Instant::now();
+        let gpu = diffmap_gpu(&ctx, g, *n_comps, 0).unwrap();
+        eprintln!("{name}: host {th:.2?}, GPU {:.2?}", t.elapsed());
+        assert!(
+            same_bits(&gpu.evals, &host.evals),
+            "{name}: {:?} vs {:?}",
+            gpu.evals,
+            host.evals
+        );
+        assert!(
+            same_bits(&gpu.components, &host.components),
+            "{name}: components differ (max rel {:.2e})",
+            max_rel(&gpu.components, &host.components)
+        );
+        let again = diffmap_gpu(&ctx, g, *n_comps, 0).unwrap();
+        assert!(
+            same_bits(&again.components, &gpu.components),
+            "{name}: twice"
+        );
+    }
+    let g = &graphs[0].1;
+    for bad in [2, 0] {
+        let (h, e) = (
+            diffmap(g, bad, 0).unwrap_err(),
+            diffmap_gpu(&ctx, g, bad, 0).unwrap_err(),
+        );
+        assert_eq!(e.to_string(), h.to_string());
+    }
+}

@@ -356,7 +356,8 @@ def highly_variable_genes(
     ``cell_ranger``, ``seurat_v3`` and ``seurat_v3_paper`` (the last two read counts), with
     ``batch_key``; and ``pearson_residuals`` (scanpy's ``experimental.pp`` flavour, as
     rapids-singlecell offers it: the variance of each gene's clipped Pearson residuals with
-    ``theta`` and ``clip``, ranked; ``n_top_genes`` required; on the host for now).
+    ``theta`` and ``clip``, ranked; ``n_top_genes`` required; with a GPU the residual variances
+    are summed there, the host's bits).
 
     Writes ``var['highly_variable']``, ``means``, ``dispersions``, ``dispersions_norm`` (or
     seurat_v3's ``variances``, ``variances_norm``, ``highly_variable_rank``), with a batch key
@@ -551,8 +552,9 @@ def normalize_pearson_residuals(
         Return a new AnnData instead of changing this one (not with ``inplace=False``).
 
     X (or the layer) becomes dense float32. A cell or a gene without any count is refused
-    (``ValueError``; scanpy gives it NaN residuals): filter them first. Computed on the host for
-    now: a GPU X comes back, and its residuals go to the GPU as a dense matrix.
+    (``ValueError``; scanpy gives it NaN residuals): filter them first. A sparse X on the GPU
+    gets its residuals there (the host's bits); another GPU X comes back, and its residuals go
+    to the GPU as a dense matrix.
     """
     if copy and not inplace:
         raise ValueError("`copy=True` cannot be used with `inplace=False`.")

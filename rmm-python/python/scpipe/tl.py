@@ -284,8 +284,9 @@ def diffmap(adata, n_comps: int = 15, *, neighbors_key: str | None = None, rando
 
     Writes ``obsm['X_diffmap']`` (float32, cells x ``n_comps``) and ``uns['diffmap_evals']``
     (float32, decreasing), as scanpy. Each component's sign is arbitrary in scanpy (ARPACK's);
-    ours has its entry of largest magnitude positive. Computed on the host in Rust (a
-    thick-restart Lanczos solver, f64).
+    ours has its entry of largest magnitude positive. Computed in Rust by a thick-restart
+    Lanczos solver in f64: on the GPU when ``settings.device`` gives one (the host's
+    bits), else on the host.
     """
     nk = neighbors_key or "neighbors"
     if nk not in adata.uns:

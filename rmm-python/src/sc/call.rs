@@ -325,9 +325,9 @@ fn reads_x_only(call: &Call) -> bool {
 }
 
 /// Whether the step reads X on the GPU (when it runs there), which then gets X there first.
-/// The graph steps do not read X; Pearson residuals (and their HVG flavour), score_genes,
-/// aggregate, combat, logreg, scrublet on given doublets and the recipe (which places X
-/// itself) work on the host's X.
+/// The graph steps do not read X; Pearson residuals (which replace X: on the GPU only where X
+/// already is), score_genes, aggregate, combat, logreg, scrublet on given doublets and the
+/// recipe (which places X itself) work on the host's X.
 fn reads_x_on_device(call: &Call) -> bool {
     !matches!(
         call,
@@ -340,7 +340,6 @@ fn reads_x_on_device(call: &Call) -> bool {
             }
             | Call::SimulateDoublets { .. }
             | Call::ScoreGenes { .. }
-            | Call::HvgPearson { .. }
             | Call::Aggregate { .. }
             | Call::MarkersLogreg { .. }
             | Call::Neighbors { .. }
@@ -539,7 +538,7 @@ fn run(
         } => {
             steps::dpt(adata, "X_diffmap", evals, *root, branching.as_ref())?;
         }
-        Call::Diffmap(n_comps, seed) => steps::diffmap(adata, *n_comps, *seed)?,
+        Call::Diffmap(n_comps, seed) => steps::diffmap(adata, *n_comps, *seed, ctx.as_deref())?,
         Call::KMeans { params, key } => {
             steps::kmeans(adata, Some("rep"), None, params, key)?;
         }

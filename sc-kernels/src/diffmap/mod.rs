@@ -11,12 +11,17 @@
 //! Computed in f64 (scanpy builds `T` in the graph's f32, then solves in f64). An eigenvector's
 //! sign is arbitrary (ARPACK's depends on its start): ours has its entry of largest magnitude
 //! positive.
+//!
+//! `gpu`: the twin, the same bits with the eigensolver's basis on the device.
 
+mod gpu;
 #[cfg(test)]
 mod tests;
 
+pub use gpu::{diffmap_gpu, KERNELS};
+
 use crate::csr::CsrMatrix;
-use crate::eigsh::eigsh_largest;
+use crate::eigsh::{eigsh_largest, Eigenpairs};
 use crate::error::{KernelError, Result};
 use rayon::prelude::*;
 
@@ -88,6 +93,20 @@ pub fn transitions_sym(graph: &CsrMatrix<f32>) -> Result<CsrMatrix<f64>> {
 /// The diffusion map of `graph` (`obsp['connectivities']`) with `n_comps` components (at most
 /// `n - 1`), the eigensolver's start drawn from `seed`.
 pub fn diffmap(graph: &CsrMatrix<f32>, n_comps: usize, seed: u64) -> Result<Diffmap> {
+    let (t, k) = prepare(graph, n_comps)?;
+    let apply = |x: &[f64], y: &mut [f64]| {
+        y.par_iter_mut().enumerate().for_each(|(i, yi)| {
+            let (cols, v) = t.row(i);
+            *yi = cols.iter().zip(v).map(|(&j, &a)| a * x[j as usize]).sum();
+        })
+    };
+    Ok(components(eigsh_largest(
+        t.n_rows, k, apply, TOLERANCE, seed,
+    )?))
+}
+
+/// The checks, the transition matrix and the number of eigenpairs wanted.
+fn prepare(graph: &CsrMatrix<f32>, n_comps: usize) -> Result<(CsrMatrix<f64>, usize)> {
     if n_comps <= 2 {
         return Err(KernelError::param(
             "n_comps",
@@ -100,24 +119,21 @@ pub fn diffmap(graph: &CsrMatrix<f32>, n_comps: usize, seed: u64) -> Result<Diff
             "diffmap needs at least 3 cells, got {n}"
         )));
     }
-    let t = transitions_sym(graph)?;
-    let k = n_comps.min(n - 1);
-    let apply = |x: &[f64], y: &mut [f64]| {
-        y.par_iter_mut().enumerate().for_each(|(i, yi)| {
-            let (cols, v) = t.row(i);
-            *yi = cols.iter().zip(v).map(|(&j, &a)| a * x[j as usize]).sum();
-        })
-    };
-    let pairs = eigsh_largest(n, k, apply, TOLERANCE, seed)?;
+    Ok((transitions_sym(graph)?, n_comps.min(n - 1)))
+}
+
+/// The eigenpairs as scanpy stores them: f32, the components row-major.
+fn components(pairs: Eigenpairs) -> Diffmap {
+    let (n, k) = (pairs.vectors.nrows(), pairs.vectors.ncols());
     let mut components = vec![0f32; n * k];
     for c in 0..k {
         for r in 0..n {
             components[r * k + c] = pairs.vectors[(r, c)] as f32;
         }
     }
-    Ok(Diffmap {
+    Diffmap {
         evals: pairs.values.iter().map(|&v| v as f32).collect(),
         components,
         n_comps: k,
-    })
+    }
 }

@@ -50,7 +50,7 @@ pub struct GraphStepArgs {
     pub draw_graph_iterations: usize,
     #[arg(
         long,
-        help = "Run diffmap on the neighbors graph: obsm['X_diffmap'], scanpy's tl.diffmap (on the CPU)"
+        help = "Run diffmap on the neighbors graph: obsm['X_diffmap'], scanpy's tl.diffmap (on the GPU when there is one)"
     )]
     pub diffmap: bool,
     /// diffmap(n_comps=...).

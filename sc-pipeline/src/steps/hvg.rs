@@ -252,16 +252,25 @@ pub fn highly_variable_genes_pearson_residuals(
         Some(key) => Some(super::obs_labels(adata, STEP, "batch_key", key)?),
         None => None,
     };
-    let x = adata.x.to_csr()?;
-    let r = sc_kernels::pearson::highly_variable_pearson_residuals(
-        &x,
-        theta,
-        clip,
-        n_top_genes,
-        batches.as_ref().map(|(c, n)| (c.as_slice(), n.as_slice())),
-    )
+    let batches = batches.as_ref().map(|(c, n)| (c.as_slice(), n.as_slice()));
+    let r = match super::device_csr(adata) {
+        Some((ctx, x)) => sc_kernels::pearson::highly_variable_pearson_residuals_gpu(
+            &ctx,
+            x,
+            theta,
+            clip,
+            n_top_genes,
+            batches,
+        ),
+        None => sc_kernels::pearson::highly_variable_pearson_residuals(
+            &*adata.x.to_csr()?,
+            theta,
+            clip,
+            n_top_genes,
+            batches,
+        ),
+    }
     .map_err(kernel_error(STEP))?;
-    drop(x);
     let selected = r.highly_variable.iter().filter(|&&h| h).count();
     let var = &mut adata.var;
     var.set_values("means", ArrayData::F64(r.means))?;

@@ -4,9 +4,8 @@ scpipe's Python API: the same bits (residuals; residual variances, hence the sam
 ranks), on N generated cells x 2,000 genes of whole counts and of fractional values, with and
 without a batch key.
 
-Prepared in session 42 for the first device call after the steps route a GPU X to the twins
-(`steps::normalize_pearson_residuals`, `steps::highly_variable_genes_pearson_residuals`); until
-then both routes run on the host and this compares the host with itself.
+The steps route a GPU X to the twins (`steps::normalize_pearson_residuals`,
+`steps::highly_variable_genes_pearson_residuals`).
 
 Usage: python3 pearson_gpu_vs_host.py [N]   (default 200000; exits 1 on a
 difference)

@@ -1,0 +1,212 @@
+//! The GPU twin of [`super::diffmap`]: the same checks and transition matrix (built on the host,
+//! `O(nnz)`), and the same eigensolver ([`crate::eigsh::lanczos`]) with its basis and the
+//! matrix on the device (`diffmap.cu`), summing and rounding as [`crate::eigsh::HostBasis`]
+//! does: the host's bits.
+
+use super::{components, prepare, Diffmap, TOLERANCE};
+use crate::csr::CsrMatrix;
+use crate::eigsh::{basis_len, lanczos, Basis, ROWS};
+use crate::error::Result;
+use crate::gpu::dense_reduce::{chunked_sums, PARTIAL_BYTES};
+use crate::gpu::module_cache::KernelSource;
+use crate::gpu::{DeviceVec, GpuContext};
+use faer::Mat;
+use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
+
+pub(crate) const SRC: KernelSource = KernelSource {
+    name: "diffmap",
+    source: include_str!("diffmap.cu"),
+};
+
+/// The module [`diffmap_gpu`] launches.
+pub const KERNELS: [KernelSource; 1] = [SRC];
+
+/// [`super::diffmap`] on `ctx`'s GPU: the same components and eigenvalues, bit for bit.
+pub fn diffmap_gpu(
+    ctx: &GpuContext,
+    graph: &CsrMatrix<f32>,
+    n_comps: usize,
+    seed: u64,
+) -> Result<Diffmap> {
+    let (t, k) = prepare(graph, n_comps)?;
+    ctx.bind_to_thread()?;
+    let mut basis = DeviceBasis::new(ctx, &t, basis_len(t.n_rows, k))?;
+    drop(t);
+    let pairs = lanczos(&mut basis, k, TOLERANCE, seed)?;
+    Ok(components(pairs))
+}
+
+/// The Lanczos basis (`m + 1` columns, column-major), the work vector and the matrix, on the
+/// device.
+struct DeviceBasis<'a> {
+    ctx: &'a GpuContext,
+    n: usize,
+    columns: DeviceVec<f64>,
+    w: DeviceVec<f64>,
+    indptr: DeviceVec<u64>,
+    indices: DeviceVec<u32>,
+    data: DeviceVec<f64>,
+}
+
+impl<'a> DeviceBasis<'a> {
+    fn new(ctx: &'a GpuContext, t: &CsrMatrix<f64>, m: usize) -> Result<Self> {
+        let n = t.n_rows;
+        Ok(DeviceBasis {
+            ctx,
+            n,
+            columns: ctx.zeros::<f64>((m + 1) * n)?,
+            w: ctx.zeros::<f64>(n)?,
+            indptr: ctx.upload(&t.indptr)?,
+            indices: ctx.upload(&t.indices)?,
+            data: ctx.upload(&t.data)?,
+        })
+    }
+
+    /// `column[c] . w` for `c < cols`; with `self_dot`, `w . w` (`cols` 1).
+    fn dots(&self, cols: usize, self_dot: bool) -> Result<Vec<f64>> {
+        let ctx = self.ctx;
+        let f = ctx.function(SRC, "diffmap_chunk_dots")?;
+        let (n, cols64, rows) = (self.n as u64, cols as u64, ROWS as u64);
+        let columns = if self_dot { &self.w } else { &self.columns };
+        chunked_sums(ctx, self.n, cols, PARTIAL_BYTES, |first, count, out| {
+            let mut l = ctx.launcher(&f);
+            l.arg(columns).arg(&n).arg(&cols64).arg(&self.w);
+            l.arg(&rows).arg(&first).arg(out);
+            let cfg = LaunchConfig {
+                grid_dim: (count as u32, cols.div_ceil(32) as u32, 1),
+                block_dim: (256, 1, 1),
+                shared_mem_bytes: 0,
+            };
+            ctx.launch(l, cfg, "diffmap_chunk_dots")
+        })
+    }
+
+    /// `dst[dst_at..][..len] = src[src_at..][..len]` within the columns (ranges apart), or 0
+    /// without a source.
+    fn copy(&mut self, src_at: Option<usize>, dst_at: usize, len: usize) -> Result<()> {
+        let ctx = self.ctx;
+        let f = ctx.function(SRC, "diffmap_copy")?;
+        let (dst_at, len64, null) = (dst_at as u64, len as u64, 0u64);
+        let src_at64 = src_at.unwrap_or(0) as u64;
+        let mut l = ctx.launcher(&f);
+        match src_at {
+            // The kernel reads and writes the same buffer: one pointer, passed twice.
+            Some(_) => l.arg(&self.columns),
+            None => l.arg(&null),
+        };
+        l.arg(&src_at64).arg(&self.columns).arg(&dst_at).arg(&len64);
+        ctx.launch(l, ctx.filling_grid(len), "diffmap_copy")
+    }
+
+    /// `coefs` (each `m` long) on the device, one after another.
+    fn upload_coefs(&self, m: usize, coefs: &[Vec<f64>]) -> Result<DeviceVec<f64>> {
+        let flat: Vec<f64> = coefs.iter().flat_map(|c| c[..m].iter().copied()).collect();
+        self.ctx.upload(&flat)
+    }
+
+    /// `out = sum_j coefs[c][j] column[j]` for every `c`, column-major.
+    fn combine_into(&self, m: usize, coefs: &[Vec<f64>], out: &DeviceVec<f64>) -> Result<()> {
+        let ctx = self.ctx;
+        let f = ctx.function(SRC, "diffmap_combine")?;
+        let d = self.upload_coefs(m, coefs)?;
+        let (n, m64, count) = (self.n as u64, m as u64, coefs.len() as u64);
+        let mut l = ctx.launcher(&f);
+        l.arg(&self.columns)
+            .arg(&n)
+            .arg(&m64)
+            .arg(&d)
+            .arg(&count)
+            .arg(out);
+        ctx.launch(l, ctx.filling_grid(coefs.len() * self.n), "diffmap_combine")
+    }
+}
+
+impl Basis for DeviceBasis<'_> {
+    fn rows(&self) -> usize {
+        self.n
+    }
+
+    fn apply(&mut self, j: usize) -> Result<()> {
+        let ctx = self.ctx;
+        let f = ctx.function(SRC, "diffmap_apply")?;
+        let cfg = ctx.filling_grid(self.n);
+        let (n, j) = (self.n as u64, j as u64);
+        let mut l = ctx.launcher(&f);
+        l.arg(&self.indptr)
+            .arg(&self.indices)
+            .arg(&self.data)
+            .arg(&n);
+        l.arg(&self.columns).arg(&j).arg(&mut self.w);
+        ctx.launch(l, cfg, "diffmap_apply")
+    }
+
+    fn project_out(&mut self, cols: usize) -> Result<Vec<f64>> {
+        let h = self.dots(cols, false)?;
+        let ctx = self.ctx;
+        let d = ctx.upload(&h)?;
+        let f = ctx.function(SRC, "diffmap_subtract")?;
+        let cfg = ctx.filling_grid(self.n);
+        let (n, cols64) = (self.n as u64, cols as u64);
+        let mut l = ctx.launcher(&f);
+        l.arg(&self.columns)
+            .arg(&n)
+            .arg(&cols64)
+            .arg(&d)
+            .arg(&mut self.w);
+        ctx.launch(l, cfg, "diffmap_subtract")?;
+        Ok(h)
+    }
+
+    fn norm(&mut self) -> Result<f64> {
+        Ok(self.dots(1, true)?[0].sqrt())
+    }
+
+    fn store(&mut self, j: usize, d: f64) -> Result<()> {
+        let ctx = self.ctx;
+        let f = ctx.function(SRC, "diffmap_store")?;
+        let cfg = ctx.filling_grid(self.n);
+        let (n, j) = (self.n as u64, j as u64);
+        let mut l = ctx.launcher(&f);
+        l.arg(&self.w)
+            .arg(&n)
+            .arg(&d)
+            .arg(&mut self.columns)
+            .arg(&j);
+        ctx.launch(l, cfg, "diffmap_store")
+    }
+
+    fn zero(&mut self, j: usize) -> Result<()> {
+        self.copy(None, j * self.n, self.n)
+    }
+
+    fn set_w(&mut self, values: &[f64]) -> Result<()> {
+        self.w = self.ctx.upload(values)?;
+        Ok(())
+    }
+
+    fn restart(&mut self, m: usize, coefs: &[Vec<f64>]) -> Result<()> {
+        let (n, kept) = (self.n, coefs.len());
+        let new = self.ctx.alloc::<f64>(kept * n)?;
+        self.combine_into(m, coefs, &new)?;
+        let ctx = self.ctx;
+        let f = ctx.function(SRC, "diffmap_copy")?;
+        let (zero, len) = (0u64, (kept * n) as u64);
+        let cfg = ctx.filling_grid(kept * n);
+        let mut l = ctx.launcher(&f);
+        l.arg(&new)
+            .arg(&zero)
+            .arg(&mut self.columns)
+            .arg(&zero)
+            .arg(&len);
+        ctx.launch(l, cfg, "diffmap_copy")?;
+        self.copy(Some(m * n), kept * n, n)
+    }
+
+    fn combine(&self, m: usize, coefs: &[Vec<f64>]) -> Result<Mat<f64>> {
+        let n = self.n;
+        let out = self.ctx.alloc::<f64>(coefs.len() * n)?;
+        self.combine_into(m, coefs, &out)?;
+        let flat = self.ctx.download(&out)?;
+        Ok(Mat::from_fn(n, coefs.len(), |r, c| flat[c * n + r]))
+    }
+}
