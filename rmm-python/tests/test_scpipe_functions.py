@@ -4,6 +4,8 @@ scrublet."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -126,6 +128,16 @@ def test_normalize_pearson_residuals_inplace_copy_layer_and_bad_input():
     assert np.array_equal(empty.X, [[1.0, 0.0], [2.0, 0.0]])
     with pytest.warns(UserWarning, match="non-integers"):
         scpipe.pp.normalize_pearson_residuals(ad.AnnData(np.array([[1.5, 1.0], [2.0, 1.0]], dtype=np.float32)))
+    # The same check on sparse values, for the HVG flavour too (wherever X lies).
+    import scipy.sparse as sp
+
+    frac = ad.AnnData(sp.csr_matrix(np.array([[1.5, 1.0], [2.0, 1.0], [0.0, 3.0]], dtype=np.float32)))
+    with pytest.warns(UserWarning, match="non-integers"):
+        scpipe.pp.highly_variable_genes(frac, flavor="pearson_residuals", n_top_genes=1)
+    whole = ad.AnnData(sp.csr_matrix(np.array([[1.0, 1.0], [2.0, 1.0], [0.0, 3.0]], dtype=np.float32)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        scpipe.pp.highly_variable_genes(whole, flavor="pearson_residuals", n_top_genes=1)
 
 
 COUNTS = ["celltypist_sample_559x32786_counts.h5ad", "scvi_pbmc5k_pbmc10k_400cells_2batches_counts.h5ad"]

@@ -2186,3 +2186,25 @@ fn diffmap_on_the_gpu_equals_the_host_bit_for_bit() {
         assert_eq!(e.to_string(), h.to_string());
     }
 }
+
+/// The raw-count check on the device gives the host's answer (whole counts, one fraction, a
+/// NaN, an unaligned start), so the Pearson functions' warnings need no CuPy kernel.
+#[test]
+fn whole_numbers_on_the_gpu_match_the_host() {
+    use sc_kernels::normalize::{all_whole, all_whole_gpu};
+    let Some(d) = gpu_or_skip("gpu whole numbers") else {
+        return;
+    };
+    let ctx = context(&d);
+    let whole: Vec<f32> = (0..1_000_003).map(|i| (i % 23) as f32).collect();
+    let mut cases = vec![whole.clone(), whole[1..].to_vec(), Vec::new()];
+    for (at, v) in [(999_999, 0.5f32), (0, f32::NAN), (500_001, 7.25)] {
+        let mut c = whole.clone();
+        c[at] = v;
+        cases.push(c);
+    }
+    for (i, c) in cases.iter().enumerate() {
+        let dev = ctx.upload(c).unwrap();
+        assert_eq!(all_whole_gpu(&ctx, &dev).unwrap(), all_whole(c), "case {i}");
+    }
+}

@@ -415,7 +415,7 @@ def _hvg_pearson_residuals(adata, layer, n_top_genes, batch_key, theta, clip, ch
             "`pp.highly_variable_genes` requires the argument `n_top_genes` for `flavor='pearson_residuals'`"
         )
     x, what = _parts.matrix_of(adata, layer)
-    if check_values and not _whole_numbers(x):
+    if check_values and not _whole_numbers(x, what):
         warnings.warn(
             "`flavor='pearson_residuals'` expects raw count data, but non-integers were found.",
             UserWarning,
@@ -560,7 +560,7 @@ def normalize_pearson_residuals(
         raise ValueError("`copy=True` cannot be used with `inplace=False`.")
     target = _parts.target(adata, copy)
     x, what = _parts.matrix_of(target, layer)
-    if check_values and not _whole_numbers(x):
+    if check_values and not _whole_numbers(x, what):
         warnings.warn(
             "`normalize_pearson_residuals()` expects raw count data, but non-integers were found.",
             UserWarning,
@@ -579,14 +579,11 @@ def normalize_pearson_residuals(
     return target if copy else None
 
 
-def _whole_numbers(m) -> bool:
-    """Whether every value of a matrix (scipy, numpy or CuPy) is a whole number."""
-    values = m.data if hasattr(m, "format") else m
-    xp = np
-    if _parts._cupy_module(m):
-        import cupy as xp  # noqa: PLC0415 (only with CuPy)
-    values = xp.asarray(values)
-    return bool(xp.all(values == xp.floor(values)))
+def _whole_numbers(m, what: str) -> bool:
+    """Whether every value of a matrix (scipy, numpy or CuPy) is a whole number: checked in the
+    extension where the matrix lies (no CuPy kernel to compile on a first call)."""
+    out = _parts.call("whole_numbers", {"X": _parts.matrix_part(m, what, dense_ok=True)}, {})
+    return bool(out["whole_numbers"])
 
 
 def scrublet(

@@ -58,6 +58,8 @@ enum Call {
     /// The obs columns to regress on.
     RegressOut(Vec<String>),
     Pearson(PearsonParams),
+    /// Whether X holds only whole numbers (the raw-count warnings), read where X lies.
+    WholeNumbers,
     Scrublet {
         options: ScrubletOptions,
         /// `adata_sim`'s matrix and doublet parents, when the caller simulated them.
@@ -171,6 +173,7 @@ enum Call {
 #[derive(Default)]
 struct Extra {
     norm_factor: Option<Vec<f64>>,
+    whole_numbers: Option<bool>,
     aggregates: Option<Aggregates>,
 }
 
@@ -276,6 +279,9 @@ pub(crate) fn _sc_call<'py>(
     if let Some(a) = extra.aggregates {
         out.set_item("aggregate", aggregates(py, a)?)?;
     }
+    if let Some(w) = extra.whole_numbers {
+        out.set_item("whole_numbers", w)?;
+    }
     Ok(out)
 }
 
@@ -321,6 +327,7 @@ fn reads_x_only(call: &Call) -> bool {
             | Call::HvgPearson { .. }
             | Call::Aggregate { .. }
             | Call::Ingest(_)
+            | Call::WholeNumbers
     )
 }
 
@@ -334,6 +341,7 @@ fn reads_x_on_device(call: &Call) -> bool {
         Call::Harmony(_)
             | Call::Combat { .. }
             | Call::Pearson(_)
+            | Call::WholeNumbers
             | Call::Scrublet {
                 simulated: Some(_),
                 ..
@@ -417,6 +425,7 @@ fn run(
         }
         Call::RegressOut(keys) => steps::regress_out(adata, keys)?,
         Call::Pearson(p) => steps::normalize_pearson_residuals(adata, p)?,
+        Call::WholeNumbers => extra.whole_numbers = Some(steps::x_holds_whole_numbers(adata)?),
         Call::Scrublet {
             options,
             simulated: None,
@@ -623,6 +632,7 @@ fn parse(step: &str, p: &Bound<'_, PyDict>) -> PyResult<Call> {
         "log1p" => Call::Log1p(opt(p, "base")?),
         "highly_variable_genes" => Call::Hvg(hvg_options(p)?),
         "regress_out" => Call::RegressOut(req(p, "keys")?),
+        "whole_numbers" => Call::WholeNumbers,
         "normalize_pearson_residuals" => Call::Pearson(PearsonParams {
             theta: req(p, "theta")?,
             clip: opt(p, "clip")?,

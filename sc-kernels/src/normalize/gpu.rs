@@ -160,6 +160,17 @@ pub fn check_counts_gpu(ctx: &GpuContext, x: &DeviceCsr, step: &str) -> Result<(
     Ok(())
 }
 
+/// Whether every one of the device values `data` is a whole number ([`super::all_whole`]).
+pub fn all_whole_gpu(ctx: &GpuContext, data: &DeviceVec<f32>) -> Result<bool> {
+    let bad = ctx.zeros::<u32>(1)?;
+    let f = ctx.function(SRC, "not_whole")?;
+    let n = data.len() as u64;
+    let mut l = ctx.launcher(&f);
+    l.arg(data).arg(&n).arg(&bad);
+    ctx.launch(l, ctx.filling_grid(data.len().div_ceil(4)), "not_whole")?;
+    Ok(ctx.download(&bad)?[0] == 0)
+}
+
 /// Marks (1) the genes that make up more than `max_fraction` of some row's total.
 fn mark_high(
     ctx: &GpuContext,

@@ -21,8 +21,17 @@ pub(crate) mod gpu;
 /// The step's kernel module, for the warm-up ([`crate::warm_up`]).
 pub const KERNELS: crate::gpu::module_cache::KernelSource = gpu::SRC;
 pub use gpu::{
-    check_counts_gpu, normalize_total_gpu, normalize_total_gpu_across, normalize_total_streamed,
+    all_whole_gpu, check_counts_gpu, normalize_total_gpu, normalize_total_gpu_across,
+    normalize_total_streamed,
 };
+
+/// Whether every value is a whole number (`x == floor(x)`, NaN fails): what scanpy's steps
+/// that expect raw counts warn about when it does not hold.
+pub fn all_whole(values: &[f32]) -> bool {
+    values
+        .par_chunks(1 << 16)
+        .all(|c| c.iter().all(|&v| v == v.floor()))
+}
 
 /// Parameters of [`normalize_total`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -254,8 +263,20 @@ pub fn normalize_total_across<T: Real>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
     use crate::dense::DenseMatrix;
     use proptest::prelude::*;
+
+    #[test]
+    fn whole_numbers_are_told_from_fractions_nan_included() {
+        let mut v: Vec<f32> = (0..300_000).map(|i| (i % 17) as f32).collect();
+        assert!(all_whole(&v));
+        assert!(all_whole(&[]));
+        assert!(all_whole(&[f32::INFINITY, -3.0, 0.0]));
+        v[123_457] = 2.5;
+        assert!(!all_whole(&v));
+        assert!(!all_whole(&[1.0, f32::NAN]));
+    }
 
     fn csr(rows: usize, cols: usize, d: Vec<f32>) -> CsrMatrix<f32> {
         CsrMatrix::from_dense(&DenseMatrix::new(rows, cols, d).unwrap())

@@ -48,23 +48,43 @@ extern "C" __global__ void divide_rows(const u64* indptr, float* data, u64 n_row
     }
 }
 
-// Sets *bad to 1 when a value is not a count: the check normalize_rows needs before its first
-// write, as one read of the values at full width (16-byte loads; an unaligned head and the tail
-// one value a thread).
-extern "C" __global__ void not_counts(const float* data, u64 n, unsigned int* bad) {
+// Sets *bad to 1 when pred holds for one of the n values, in one read at full width (16-byte
+// loads; an unaligned head and the tail one value a thread).
+template <typename Pred>
+__device__ __forceinline__ void flag_any(const float* data, u64 n, unsigned int* bad, Pred pred) {
     const u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     const u64 stride = (u64)gridDim.x * blockDim.x;
     u64 head = ((16 - ((u64)data & 15)) & 15) / 4;
     if (head > n) head = n;
     const u64 quads = (n - head) / 4;
-    bool found = t < head && not_count(data[t]);
+    bool found = t < head && pred(data[t]);
     const float4* q = (const float4*)(data + head);
     for (u64 i = t; i < quads; i += stride) {
         float4 v = q[i];
-        found |= not_count(v.x) | not_count(v.y) | not_count(v.z) | not_count(v.w);
+        found |= pred(v.x) | pred(v.y) | pred(v.z) | pred(v.w);
     }
-    for (u64 i = head + 4 * quads + t; i < n; i += stride) found |= not_count(data[i]);
+    for (u64 i = head + 4 * quads + t; i < n; i += stride) found |= pred(data[i]);
     if (__any_sync(FULL_MASK, found) && (threadIdx.x & 31) == 0) *bad = 1u;
+}
+
+struct NotCount {
+    __device__ bool operator()(float v) const { return not_count(v); }
+};
+
+// A value with a fractional part, NaN included (scanpy's `x == floor(x)` fails).
+struct NotWhole {
+    __device__ bool operator()(float v) const { return !(v == floorf(v)); }
+};
+
+// Sets *bad to 1 when a value is not a count: the check normalize_rows needs before its first
+// write.
+extern "C" __global__ void not_counts(const float* data, u64 n, unsigned int* bad) {
+    flag_any(data, n, bad, NotCount());
+}
+
+// Sets *bad to 1 when a value is not a whole number (scanpy's raw-count warnings).
+extern "C" __global__ void not_whole(const float* data, u64 n, unsigned int* bad) {
+    flag_any(data, n, bad, NotWhole());
 }
 
 // With a given target and no gene excluded: totals and division in one pass per row (the row is

@@ -74,7 +74,7 @@ pub use neighbors::{neighbors, neighbors_on};
 pub use normalize::normalize_total;
 pub use paga::{paga, paga_of};
 pub use pca::{pca, pca_bytes};
-pub use pearson::normalize_pearson_residuals;
+pub use pearson::{normalize_pearson_residuals, x_holds_whole_numbers};
 pub use qc::{annotate_gene_prefix, calculate_qc_metrics, default_percent_top};
 pub use regress::regress_out;
 pub(crate) use regress::GENERATED as REGRESS_OUT_ON_GENERATED;

@@ -7,8 +7,9 @@
 //! matrix. X is left as it was when refused.
 
 use super::kernel_error;
-use crate::anndata::{DeviceMatrix, Matrix};
+use crate::anndata::{DeviceData, DeviceMatrix, Matrix};
 use crate::{AnnData, Result};
+use sc_kernels::normalize::{all_whole, all_whole_gpu};
 use sc_kernels::pearson::{pearson_residuals, pearson_residuals_gpu, PearsonParams};
 
 /// Replaces X's counts by their Pearson residuals.
@@ -26,4 +27,27 @@ pub fn normalize_pearson_residuals(adata: &mut AnnData, params: &PearsonParams) 
     .map_err(kernel_error(STEP))?;
     adata.x = super::dense_x_on(super::x_gpu(adata).as_ref(), residuals, STEP)?;
     Ok(())
+}
+
+/// Whether X holds only whole numbers, read where it lies (a GPU X on the GPU): scanpy's Pearson
+/// functions warn when it does not (`check_values`).
+pub fn x_holds_whole_numbers(adata: &AnnData) -> Result<bool> {
+    let on_gpu = |ctx, data| all_whole_gpu(ctx, data).map_err(kernel_error("check_values"));
+    match &adata.x {
+        Matrix::Sparse(m) => Ok(all_whole(&m.data)),
+        Matrix::Dense(m) => Ok(all_whole(&m.data)),
+        Matrix::Device(DeviceMatrix {
+            ctx,
+            data: DeviceData::Csr(m),
+        }) => on_gpu(ctx, &m.data),
+        Matrix::Device(DeviceMatrix {
+            ctx,
+            data: DeviceData::Dense(m),
+        }) => on_gpu(ctx, &m.data),
+        Matrix::Device(_) => Ok(match adata.x.host_copy()? {
+            Matrix::Sparse(m) => all_whole(&m.data),
+            Matrix::Dense(m) => all_whole(&m.data),
+            Matrix::Device(_) => unreachable!("a download is on the host"),
+        }),
+    }
 }
