@@ -421,7 +421,9 @@ def _hvg_pearson_residuals(adata, layer, n_top_genes, batch_key, theta, clip, ch
             UserWarning,
             stacklevel=3,
         )
-    parts = {"X": _parts.matrix_part(_parts.host(x), what)}
+    # Read where it lies: a GPU X is lent to the twin as it is (a CuPy X comes back only on
+    # the CPU).
+    parts = {"X": _parts.matrix_part(x, what)}
     if batch_key is not None:
         if batch_key not in adata.obs.columns:
             raise KeyError(f"batch_key: obs has no column {batch_key!r}")
