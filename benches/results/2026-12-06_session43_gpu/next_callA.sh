@@ -16,9 +16,9 @@ source scripts/device/rsc_env.sh
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .rsc-bench/extra/*.whl .whl/rmm_core-*.whl 2>&1 | grep -v WARNING
 echo "=== first call on the machine (Pearson at 200,000 cells)"
 PYTHONPATH=/tmp/site t timeout 90 python3 scripts/device/tests/pearson_gpu_vs_host.py 200000 2>&1 | grep -v Warn | tail -8
-echo "=== gpu_kernels whole numbers"; REQUIRE_GPU=1 t timeout 60 .gpu-t/bin/gpu_kernels --test-threads=1 whole_numbers > "$OUT/gpu_kernels_whole.log" 2>&1
+echo "=== gpu_kernels whole numbers, score_genes"; REQUIRE_GPU=1 t timeout 90 .gpu-t/bin/gpu_kernels --test-threads=1 whole_numbers score_genes > "$OUT/gpu_kernels_whole.log" 2>&1
 grep -E "panicked|test result" "$OUT/gpu_kernels_whole.log"
-echo "=== memcheck"; REQUIRE_GPU=1 t timeout 120 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 .gpu-t/bin/gpu_kernels --test-threads=1 whole_numbers diffmap pearson > "$OUT/memcheck.txt" 2>&1
+echo "=== memcheck"; REQUIRE_GPU=1 t timeout 180 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 .gpu-t/bin/gpu_kernels --test-threads=1 whole_numbers score_genes diffmap pearson > "$OUT/memcheck.txt" 2>&1
 grep -E "test result|ERROR SUMMARY|LEAK SUMMARY" "$OUT/memcheck.txt"
 echo "=== python (issue 52's last two files)"
 LIMIT=200 timeout 300 bash scripts/device/tests/python.sh rmm-python/tests/test_scpipe_logreg.py rmm-python/tests/test_scpipe_ingest.py 2>&1 | grep -v WARNING

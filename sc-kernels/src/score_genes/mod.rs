@@ -13,8 +13,11 @@
 //!
 //! The same seed gives scanpy's control genes, so scanpy's scores.
 
+mod gpu;
 #[cfg(test)]
 mod tests;
+
+pub use gpu::{score_genes_gpu, KERNELS};
 
 use crate::csr::CsrMatrix;
 use crate::error::{KernelError, Result};
@@ -57,6 +60,24 @@ pub fn score_genes<T: crate::Real>(
     pool: &[usize],
     params: &ScoreGenesParams,
 ) -> Result<GeneScores> {
+    check_params(x.n_cols, genes, pool, params)?;
+    let means = nan_col_means(x);
+    let control = control_genes(&means, genes, pool, params)?;
+    let listed = nan_row_means(x, genes);
+    let controls = nan_row_means(x, &control);
+    Ok(GeneScores {
+        scores: listed.iter().zip(&controls).map(|(a, b)| a - b).collect(),
+        control,
+    })
+}
+
+/// The refusals, before any work.
+fn check_params(
+    n_cols: usize,
+    genes: &[usize],
+    pool: &[usize],
+    params: &ScoreGenesParams,
+) -> Result<()> {
     if genes.is_empty() {
         return Err(KernelError::param(
             "gene_list",
@@ -75,20 +96,13 @@ pub fn score_genes<T: crate::Real>(
             format!("must be at least 2, got {}", params.n_bins),
         ));
     }
-    if let Some(&c) = genes.iter().chain(pool).find(|&&c| c >= x.n_cols) {
+    if let Some(&c) = genes.iter().chain(pool).find(|&&c| c >= n_cols) {
         return Err(KernelError::Shape(format!(
             "gene column {c} of {} genes",
-            x.n_cols
+            n_cols
         )));
     }
-    let means = nan_col_means(x);
-    let control = control_genes(&means, genes, pool, params)?;
-    let listed = nan_row_means(x, genes);
-    let controls = nan_row_means(x, &control);
-    Ok(GeneScores {
-        scores: listed.iter().zip(&controls).map(|(a, b)| a - b).collect(),
-        control,
-    })
+    Ok(())
 }
 
 /// scanpy's control genes: see the module's documentation.
