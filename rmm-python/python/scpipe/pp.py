@@ -415,15 +415,15 @@ def _hvg_pearson_residuals(adata, layer, n_top_genes, batch_key, theta, clip, ch
             "`pp.highly_variable_genes` requires the argument `n_top_genes` for `flavor='pearson_residuals'`"
         )
     x, what = _parts.matrix_of(adata, layer)
-    if check_values and not _whole_numbers(x, what):
+    # Read where it lies: a GPU X is lent to the twin as it is (a CuPy X comes back only on
+    # the CPU).
+    parts = {"X": _parts.matrix_part(x, what)}
+    if check_values and not _whole_numbers(parts["X"]):
         warnings.warn(
             "`flavor='pearson_residuals'` expects raw count data, but non-integers were found.",
             UserWarning,
             stacklevel=3,
         )
-    # Read where it lies: a GPU X is lent to the twin as it is (a CuPy X comes back only on
-    # the CPU).
-    parts = {"X": _parts.matrix_part(x, what)}
     if batch_key is not None:
         if batch_key not in adata.obs.columns:
             raise KeyError(f"batch_key: obs has no column {batch_key!r}")
@@ -562,13 +562,13 @@ def normalize_pearson_residuals(
         raise ValueError("`copy=True` cannot be used with `inplace=False`.")
     target = _parts.target(adata, copy)
     x, what = _parts.matrix_of(target, layer)
-    if check_values and not _whole_numbers(x, what):
+    xp = _parts.matrix_part(x, what)
+    if check_values and not _whole_numbers(xp):
         warnings.warn(
             "`normalize_pearson_residuals()` expects raw count data, but non-integers were found.",
             UserWarning,
             stacklevel=2,
         )
-    xp = _parts.matrix_part(x, what)
     out = _parts.call(
         "normalize_pearson_residuals", {"X": xp}, {"theta": float(theta), "clip": clip}, return_x=True
     )
@@ -581,10 +581,11 @@ def normalize_pearson_residuals(
     return target if copy else None
 
 
-def _whole_numbers(m, what: str) -> bool:
-    """Whether every value of a matrix (scipy, numpy or CuPy) is a whole number: checked in the
-    extension where the matrix lies (no CuPy kernel to compile on a first call)."""
-    out = _parts.call("whole_numbers", {"X": _parts.matrix_part(m, what, dense_ok=True)}, {})
+def _whole_numbers(part: tuple) -> bool:
+    """Whether every value of a matrix part (``_parts.matrix_part``'s) is a whole number:
+    checked in the extension where the matrix lies (no CuPy kernel to compile on a first call),
+    on the part the step then reads."""
+    out = _parts.call("whole_numbers", {"X": part}, {})
     return bool(out["whole_numbers"])
 
 

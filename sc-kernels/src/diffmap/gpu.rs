@@ -81,23 +81,6 @@ impl<'a> DeviceBasis<'a> {
         })
     }
 
-    /// `dst[dst_at..][..len] = src[src_at..][..len]` within the columns (ranges apart), or 0
-    /// without a source.
-    fn copy(&mut self, src_at: Option<usize>, dst_at: usize, len: usize) -> Result<()> {
-        let ctx = self.ctx;
-        let f = ctx.function(SRC, "diffmap_copy")?;
-        let (dst_at, len64, null) = (dst_at as u64, len as u64, 0u64);
-        let src_at64 = src_at.unwrap_or(0) as u64;
-        let mut l = ctx.launcher(&f);
-        match src_at {
-            // The kernel reads and writes the same buffer: one pointer, passed twice.
-            Some(_) => l.arg(&self.columns),
-            None => l.arg(&null),
-        };
-        l.arg(&src_at64).arg(&self.columns).arg(&dst_at).arg(&len64);
-        ctx.launch(l, ctx.filling_grid(len), "diffmap_copy")
-    }
-
     /// `coefs` (each `m` long) on the device, one after another.
     fn upload_coefs(&self, m: usize, coefs: &[Vec<f64>]) -> Result<DeviceVec<f64>> {
         let flat: Vec<f64> = coefs.iter().flat_map(|c| c[..m].iter().copied()).collect();
@@ -176,7 +159,7 @@ impl Basis for DeviceBasis<'_> {
     }
 
     fn zero(&mut self, j: usize) -> Result<()> {
-        self.copy(None, j * self.n, self.n)
+        copy(self.ctx, None, &self.columns, j * self.n, self.n)
     }
 
     fn set_w(&mut self, values: &[f64]) -> Result<()> {
@@ -188,18 +171,14 @@ impl Basis for DeviceBasis<'_> {
         let (n, kept) = (self.n, coefs.len());
         let new = self.ctx.alloc::<f64>(kept * n)?;
         self.combine_into(m, coefs, &new)?;
-        let ctx = self.ctx;
-        let f = ctx.function(SRC, "diffmap_copy")?;
-        let (zero, len) = (0u64, (kept * n) as u64);
-        let cfg = ctx.filling_grid(kept * n);
-        let mut l = ctx.launcher(&f);
-        l.arg(&new)
-            .arg(&zero)
-            .arg(&mut self.columns)
-            .arg(&zero)
-            .arg(&len);
-        ctx.launch(l, cfg, "diffmap_copy")?;
-        self.copy(Some(m * n), kept * n, n)
+        copy(self.ctx, Some((&new, 0)), &self.columns, 0, kept * n)?;
+        copy(
+            self.ctx,
+            Some((&self.columns, m * n)),
+            &self.columns,
+            kept * n,
+            n,
+        )
     }
 
     fn combine(&self, m: usize, coefs: &[Vec<f64>]) -> Result<Mat<f64>> {
@@ -209,4 +188,29 @@ impl Basis for DeviceBasis<'_> {
         let flat = self.ctx.download(&out)?;
         Ok(Mat::from_fn(n, coefs.len(), |r, c| flat[c * n + r]))
     }
+}
+
+/// `dst[dst_at..][..len] = src[src_at..][..len]` (`src`: the buffer and `src_at`; the ranges
+/// apart when it is `dst`), or 0 without a source.
+fn copy(
+    ctx: &GpuContext,
+    src: Option<(&DeviceVec<f64>, usize)>,
+    dst: &DeviceVec<f64>,
+    dst_at: usize,
+    len: usize,
+) -> Result<()> {
+    let f = ctx.function(SRC, "diffmap_copy")?;
+    let (src_at, dst_at, len64, null) = (
+        src.map_or(0, |s| s.1) as u64,
+        dst_at as u64,
+        len as u64,
+        0u64,
+    );
+    let mut l = ctx.launcher(&f);
+    match src {
+        Some((buffer, _)) => l.arg(buffer),
+        None => l.arg(&null),
+    };
+    l.arg(&src_at).arg(dst).arg(&dst_at).arg(&len64);
+    ctx.launch(l, ctx.filling_grid(len), "diffmap_copy")
 }

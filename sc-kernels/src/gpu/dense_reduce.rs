@@ -1,9 +1,10 @@
 //! Reductions over a dense row-major device matrix with the host's bits: sums over fixed chunks
 //! of [`DENSE_CHUNK_ROWS`] rows added in chunk order, as [`crate::stats`] adds them on the host
-//! whatever the number of threads; and the finiteness check that names the first bad value.
+//! whatever the number of threads (also over a CSR matrix's rows densified a wave at a time);
+//! and the finiteness check that names the first bad value.
 
 use super::module_cache::KernelSource;
-use super::{grid_for, DeviceDense, DeviceVec, GpuContext};
+use super::{grid_for, DeviceCsr, DeviceDense, DeviceVec, GpuContext};
 use crate::error::{KernelError, Result};
 use crate::stats::DENSE_CHUNK_ROWS;
 use rmm_cuda::cudarc::driver::PushKernelArg;
@@ -15,6 +16,10 @@ pub(crate) const SRC: KernelSource = KernelSource {
 
 /// Device bytes the chunks' partial sums take at most at once (more chunks go in later waves).
 pub const PARTIAL_BYTES: usize = 256 << 20;
+
+/// Device bytes a wave of densified CSR rows takes at most ([`csr_chunked_sums`]; at least one
+/// chunk's).
+pub const WAVE_BYTES: usize = 1 << 30;
 
 /// `len` sums over `n_rows` rows, each over chunks of [`DENSE_CHUNK_ROWS`] rows added in chunk
 /// order (0 + chunk 0 + chunk 1 + ...): `partials(first, count, out)` queues the writing of the
@@ -42,6 +47,26 @@ pub fn chunked_sums(
         ctx.launch(l, ctx.filling_grid(len), "add_chunks")?;
     }
     ctx.download(&total)
+}
+
+/// [`chunked_sums`] over the rows of the CSR `x`, densified a wave of chunks at a time (at most
+/// [`WAVE_BYTES`]): `partials(wave, row0, first, count, out)` queues the sums of chunks
+/// `first .. first + count`, whose rows (from row `row0` on) `wave` holds dense, row-major.
+pub fn csr_chunked_sums(
+    ctx: &GpuContext,
+    x: &DeviceCsr,
+    len: usize,
+    mut partials: impl FnMut(&DeviceVec<f32>, usize, u64, u64, &DeviceVec<f64>) -> Result<()>,
+) -> Result<Vec<f64>> {
+    let (n, g) = (x.n_rows, x.n_cols);
+    let wave_chunks = (WAVE_BYTES / (DENSE_CHUNK_ROWS * g.max(1) * 4)).max(1);
+    let mut wave = ctx.alloc::<f32>((wave_chunks * DENSE_CHUNK_ROWS).min(n) * g)?;
+    chunked_sums(ctx, n, len, wave_chunks * len * 8, |first, count, out| {
+        let row0 = first as usize * DENSE_CHUNK_ROWS;
+        let rows = (count as usize * DENSE_CHUNK_ROWS).min(n - row0);
+        x.rows_to_dense_into(ctx, row0, rows, &mut wave)?;
+        partials(&wave, row0, first, count, out)
+    })
 }
 
 /// The columns' sums and sums of squares, as [`crate::stats::dense_col_moments`] has them.

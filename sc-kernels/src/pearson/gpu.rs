@@ -7,7 +7,7 @@ use super::hvg::{batch_groups, check_params as check_hvg_params, residual_varian
 use super::{check_params, no_counts, PearsonHvg, PearsonParams};
 use crate::error::Result;
 use crate::gpu::compact::select_rows;
-use crate::gpu::dense_reduce::{chunked_sums, PARTIAL_BYTES};
+use crate::gpu::dense_reduce::{chunked_sums, csr_chunked_sums, PARTIAL_BYTES};
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::reduce::{col_moments, Transform};
 use crate::gpu::{grid_for, grid_stride, DeviceCsr, DeviceDense, DeviceVec, GpuContext};
@@ -22,9 +22,6 @@ pub(crate) const SRC: KernelSource = KernelSource {
 
 /// The module the twins launch.
 pub const KERNELS: [KernelSource; 1] = [SRC];
-
-/// Device bytes the densified rows of one wave take at most (at least one chunk's).
-const WAVE_BYTES: usize = 1 << 30;
 
 /// What a chunk sum adds up per gene (`pearson_chunk_sums`' mode).
 #[derive(Clone, Copy)]
@@ -169,13 +166,8 @@ fn csr_chunk_sums(
     model: Option<&Model>,
 ) -> Result<Vec<f64>> {
     let (n, g) = (x.n_rows, x.n_cols);
-    let wave_chunks = (WAVE_BYTES / (DENSE_CHUNK_ROWS * g * 4)).max(1);
-    let mut wave = ctx.alloc::<f32>((wave_chunks * DENSE_CHUNK_ROWS).min(n) * g)?;
-    chunked_sums(ctx, n, g, wave_chunks * g * 8, |first, count, out| {
-        let row0 = first as usize * DENSE_CHUNK_ROWS;
-        let rows = (count as usize * DENSE_CHUNK_ROWS).min(n - row0);
-        x.rows_to_dense_into(ctx, row0, rows, &mut wave)?;
-        launch_chunk_sums(ctx, &wave, row0, n, g, (first, count), term, model, out)
+    csr_chunked_sums(ctx, x, g, |wave, row0, first, count, out| {
+        launch_chunk_sums(ctx, wave, row0, n, g, (first, count), term, model, out)
     })
 }
 

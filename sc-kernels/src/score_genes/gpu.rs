@@ -5,7 +5,7 @@
 
 use super::{check_params, control_genes, GeneScores, ScoreGenesParams};
 use crate::error::Result;
-use crate::gpu::dense_reduce::chunked_sums;
+use crate::gpu::dense_reduce::csr_chunked_sums;
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::{grid_for, grid_stride, DeviceCsr, GpuContext};
 use crate::stats::DENSE_CHUNK_ROWS;
@@ -18,9 +18,6 @@ pub(crate) const SRC: KernelSource = KernelSource {
 
 /// The module [`score_genes_gpu`] launches.
 pub const KERNELS: [KernelSource; 1] = [SRC];
-
-/// Device bytes the densified rows of one wave take at most (at least one chunk's).
-const WAVE_BYTES: usize = 1 << 30;
 
 /// [`super::score_genes`] on `ctx`'s GPU: the same control genes and scores, bit for bit.
 pub fn score_genes_gpu(
@@ -62,26 +59,14 @@ fn nan_col_means(ctx: &GpuContext, x: &DeviceCsr) -> Result<Vec<f64>> {
     if n == 0 {
         return Ok(vec![f64::NAN; g]);
     }
-    let wave_chunks = (WAVE_BYTES / (DENSE_CHUNK_ROWS * g.max(1) * 4)).max(1);
-    let mut wave = ctx.alloc::<f32>((wave_chunks * DENSE_CHUNK_ROWS).min(n) * g)?;
     let f = ctx.function(SRC, "score_nan_chunk_sums")?;
-    let sums = chunked_sums(
-        ctx,
-        n,
-        2 * g,
-        wave_chunks * 2 * g * 8,
-        |first, count, out| {
-            let row0 = first as usize * DENSE_CHUNK_ROWS;
-            let rows = (count as usize * DENSE_CHUNK_ROWS).min(n - row0);
-            x.rows_to_dense_into(ctx, row0, rows, &mut wave)?;
-            let (row0, n64, g64, chunk) =
-                (row0 as u64, n as u64, g as u64, DENSE_CHUNK_ROWS as u64);
-            let mut l = ctx.launcher(&f);
-            l.arg(&wave).arg(&row0).arg(&n64).arg(&g64).arg(&chunk);
-            l.arg(&first).arg(&count).arg(out);
-            ctx.launch(l, grid_for(count as usize * g), "score_nan_chunk_sums")
-        },
-    )?;
+    let sums = csr_chunked_sums(ctx, x, 2 * g, |wave, row0, first, count, out| {
+        let (row0, n64, g64, chunk) = (row0 as u64, n as u64, g as u64, DENSE_CHUNK_ROWS as u64);
+        let mut l = ctx.launcher(&f);
+        l.arg(wave).arg(&row0).arg(&n64).arg(&g64).arg(&chunk);
+        l.arg(&first).arg(&count).arg(out);
+        ctx.launch(l, grid_for(count as usize * g), "score_nan_chunk_sums")
+    })?;
     let (s, nans) = sums.split_at(g);
     Ok(s.iter()
         .zip(nans)

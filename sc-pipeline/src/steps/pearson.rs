@@ -34,8 +34,6 @@ pub fn normalize_pearson_residuals(adata: &mut AnnData, params: &PearsonParams) 
 pub fn x_holds_whole_numbers(adata: &AnnData) -> Result<bool> {
     let on_gpu = |ctx, data| all_whole_gpu(ctx, data).map_err(kernel_error("check_values"));
     match &adata.x {
-        Matrix::Sparse(m) => Ok(all_whole(&m.data)),
-        Matrix::Dense(m) => Ok(all_whole(&m.data)),
         Matrix::Device(DeviceMatrix {
             ctx,
             data: DeviceData::Csr(m),
@@ -44,10 +42,12 @@ pub fn x_holds_whole_numbers(adata: &AnnData) -> Result<bool> {
             ctx,
             data: DeviceData::Dense(m),
         }) => on_gpu(ctx, &m.data),
-        Matrix::Device(_) => Ok(match adata.x.host_copy()? {
-            Matrix::Sparse(m) => all_whole(&m.data),
-            Matrix::Dense(m) => all_whole(&m.data),
-            Matrix::Device(_) => unreachable!("a download is on the host"),
-        }),
+        Matrix::Device(_) => {
+            let host = adata.x.host_copy()?;
+            Ok(all_whole(
+                host.values().expect("a host copy is on the host"),
+            ))
+        }
+        host => Ok(all_whole(host.values().expect("a host matrix"))),
     }
 }
