@@ -484,8 +484,8 @@ def test_qc_names_follow_expr_type_and_var_type():
 
 
 def test_scrublet_and_score_genes_read_a_gpu_x_as_the_host_one(on_gpu):
-    """GPU only: scrublet (where X lies) and score_genes (back on the host for now) read a CuPy
-    X and give the host X's results; X stays on the GPU, untouched."""
+    """GPU only: scrublet and score_genes read a CuPy X where it lies and give the host X's
+    results; X stays on the GPU, untouched."""
     base = counts()
     ref = base.copy()
     scpipe.settings.device = "cpu"
@@ -501,6 +501,27 @@ def test_scrublet_and_score_genes_read_a_gpu_x_as_the_host_one(on_gpu):
     assert np.array_equal(a.obs["doublet_score"], ref.obs["doublet_score"])
     assert np.array_equal(a.obs["predicted_doublet"], ref.obs["predicted_doublet"])
     assert np.array_equal(a.obs["score"], ref.obs["score"])
+
+
+def test_aggregate_of_a_gpu_x_is_the_host_ones_bit_for_bit(on_gpu):
+    """GPU only: get.aggregate of a CuPy X (by cells, on the GPU; with the median, on the host)
+    gives the host X's numbers, bit for bit; X stays on the GPU, untouched."""
+    base = counts()
+    base.obs["g"] = pd.Categorical((np.arange(base.n_obs) * 7 % 5).astype(str))
+    funcs = [["sum", "mean", "var", "count_nonzero"], ["mean", "median"]]
+    scpipe.settings.device = "cpu"
+    ref = [scpipe.get.aggregate(base, "g", f) for f in funcs]
+    scpipe.settings.device = "gpu"
+    a = base.copy()
+    scpipe.get.anndata_to_GPU(a)
+    before = a.X.copy()
+    for f, r in zip(funcs, ref):
+        ours = scpipe.get.aggregate(a, "g", f)
+        assert list(ours.obs_names) == list(r.obs_names)
+        for k in f:
+            assert ours.layers[k].dtype == r.layers[k].dtype, k
+            assert np.array_equal(ours.layers[k], r.layers[k], equal_nan=True), k
+    assert type(a.X).__module__.startswith("cupyx") and (a.X != before).nnz == 0
 
 
 def test_a_host_x_stays_on_the_host_through_gpu_steps(on_gpu):

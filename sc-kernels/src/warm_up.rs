@@ -38,6 +38,7 @@ pub fn all_modules() -> Vec<module_cache::KernelSource> {
         crate::pearson::KERNELS[0],
         crate::diffmap::KERNELS[0],
         crate::score_genes::KERNELS[0],
+        crate::aggregate::KERNELS[0],
         crate::scrublet::KERNELS[0],
         crate::scrublet::KERNELS[1],
         crate::gpu::matrix::SRC,

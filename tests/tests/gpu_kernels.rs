@@ -2258,3 +2258,122 @@ fn score_genes_on_the_gpu_equals_the_host_bit_for_bit() {
         assert_eq!(g.to_string(), h.to_string());
     }
 }
+
+/// get.aggregate's GPU twin gives the host's bits (NaN as NaN) for every function but the
+/// median: on the real counts and their log-normalized values, fractional values with NaN and
+/// stored zeros (+0 and -0) among them, 3,000 small groups (many blocks a wave), 20,000 rows of
+/// 30,000 genes (groups' blocks split across waves), a group with no rows, left-out rows, dof 0
+/// and 1, and a stored value with the bits that mark a missing one (the host's fallback);
+/// refusals worded as the host's.
+#[test]
+fn aggregate_on_the_gpu_equals_the_host_bit_for_bit() {
+    use sc_kernels::aggregate::{aggregate, aggregate_gpu, AggFuncs, LEFT_OUT};
+    let Some(d) = gpu_or_skip("gpu aggregate") else {
+        return;
+    };
+    let ctx = context(&d);
+    let mut odd = log_normalized(counts(7, 9_000, 400, 0.1));
+    for k in (0..odd.data.len()).step_by(991) {
+        odd.data[k] = f32::NAN;
+    }
+    for k in (5..odd.data.len()).step_by(313) {
+        odd.data[k] = if k % 2 == 0 { 0.0 } else { -0.0 };
+    }
+    let mut clash = counts(8, 3_000, 200, 0.1);
+    clash.data[17] = f32::from_bits(0x7fa5_a5a5);
+    let mut cases: Vec<(CsrMatrix<f32>, usize)> = Vec::new();
+    for x in real_counts() {
+        cases.push((x.clone(), 12));
+        cases.push((log_normalized(x), 5));
+    }
+    cases.push((odd.clone(), 12));
+    cases.push((odd, 3_000));
+    cases.push((log_normalized(counts(9, 20_000, 30_000, 0.002)), 3));
+    cases.push((clash, 4));
+    let funcs = [
+        AggFuncs::from_names(&["sum", "mean", "var", "count_nonzero"]).unwrap(),
+        AggFuncs::from_names(&["mean"]).unwrap(),
+        AggFuncs::from_names(&["var", "count_nonzero"]).unwrap(),
+    ];
+    let same = |a: &Option<Vec<f64>>, b: &Option<Vec<f64>>, what: &str| {
+        let (a, b) = (a.as_ref().map(|v| v.as_slice()), b.as_ref().map(|v| v.as_slice()));
+        assert_eq!(a.is_some(), b.is_some(), "{what}");
+        if let (Some(a), Some(b)) = (a, b) {
+            assert_eq!(a.len(), b.len(), "{what}");
+            for (i, (x, y)) in a.iter().zip(b).enumerate() {
+                assert!(
+                    x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()),
+                    "{what} [{i}]: gpu {x:e}, host {y:e}"
+                );
+            }
+        }
+    };
+    for (c, (x, n_groups)) in cases.iter().enumerate() {
+        let dev = DeviceCsr::upload(&ctx, x).unwrap();
+        // Group n_groups - 1 stays empty; every 11th row is left out.
+        let groups: Vec<u32> = (0..x.n_rows)
+            .map(|i| match i % 11 {
+                0 => LEFT_OUT,
+                _ => ((i * 7 + i / 13) % (n_groups - 1).max(1)) as u32,
+            })
+            .collect();
+        for f in funcs {
+            for dof in [0, 1] {
+                let host = aggregate(x, &groups, *n_groups, f, dof).unwrap();
+                let gpu = aggregate_gpu(&ctx, &dev, &groups, *n_groups, f, dof).unwrap();
+                let what = format!("case {c}, {f:?}, dof {dof}");
+                assert_eq!(gpu.counts, host.counts, "{what}");
+                assert_eq!(gpu.count_nonzero, host.count_nonzero, "{what}");
+                same(&gpu.sum, &host.sum, &format!("{what}: sum"));
+                same(&gpu.mean, &host.mean, &format!("{what}: mean"));
+                same(&gpu.var, &host.var, &format!("{what}: var"));
+            }
+        }
+    }
+    let (x, _) = &cases[0];
+    let dev = DeviceCsr::upload(&ctx, x).unwrap();
+    let f = funcs[0];
+    let few = vec![0u32; x.n_rows - 1];
+    let high = vec![5u32; x.n_rows];
+    for (groups, n) in [(&few, 2), (&high, 3)] {
+        let h = aggregate(x, groups, n, f, 1).unwrap_err();
+        let g = aggregate_gpu(&ctx, &dev, groups, n, f, 1).unwrap_err();
+        assert_eq!(g.to_string(), h.to_string());
+    }
+    let median = AggFuncs::from_names(&["median"]).unwrap();
+    assert!(aggregate_gpu(&ctx, &dev, &high, 6, median, 1).is_err());
+}
+
+/// bbknn with each batch searched on the GPU gives the host's graph: the same distances and
+/// connectivities on pbmc68k's PCs (3 batches) and on 20,000 clustered points with duplicates
+/// (4 batches of unequal sizes), for 3 and 5 neighbours a batch, trimmed and not.
+#[test]
+fn bbknn_on_the_gpu_equals_the_host() {
+    use sc_kernels::neighbors::bbknn::{bbknn, bbknn_gpu, BbknnParams};
+    let Some(d) = gpu_or_skip("gpu bbknn") else {
+        return;
+    };
+    let ctx = context(&d);
+    let cases = [
+        (pbmc_pcs(), 3usize),
+        (clustered_points(41, 20_000, 30), 4),
+    ];
+    for (x, n_batches) in &cases {
+        let batches: Vec<u32> = (0..x.n_rows)
+            .map(|i| ((i * i / 7 + i) % n_batches) as u32)
+            .collect();
+        for (within, trim) in [(3, None), (5, Some(0))] {
+            let p = BbknnParams {
+                neighbors_within_batch: within,
+                trim,
+                ..BbknnParams::default()
+            };
+            let host = bbknn(x, &batches, *n_batches, &p).unwrap();
+            let gpu = bbknn_gpu(&ctx, x, &batches, *n_batches, &p).unwrap();
+            let what = format!("{} x {}, within {within}", x.n_rows, x.n_cols);
+            assert_eq!(gpu.distances, host.distances, "{what}: distances");
+            assert_eq!(gpu.connectivities, host.connectivities, "{what}: connectivities");
+            assert_eq!((gpu.n_neighbors, gpu.trim), (host.n_neighbors, host.trim));
+        }
+    }
+}

@@ -98,8 +98,9 @@ def aggregate(
     Rows with a missing category or masked out count nowhere. ``var`` is NaN (with a warning)
     for groups of at most ``dof`` rows. ``sum`` is int64 for an integer matrix, float64
     otherwise; ``count_nonzero`` int64; the rest float64. Values are read as float32 (a float64
-    ``obsm`` rounded), accumulated in float64. Computed on the host in Rust (a GPU matrix is
-    read back).
+    ``obsm`` rounded), accumulated in float64. A sparse X (or layer) on the GPU grouped by cells
+    is aggregated there (the host's numbers, bit for bit) unless ``median`` is asked; otherwise
+    it is computed on the host in Rust (a GPU matrix read back).
     """
     from anndata import AnnData
 
@@ -135,7 +136,10 @@ def aggregate(
     else:
         var = getattr(adata, "var" if dim == "obs" else "obs")
     integer = np.dtype(data.dtype).kind in "iub"
-    x = _parts.host(data)
+    # A sparse CuPy matrix grouped by its rows is aggregated on the GPU (all but the median).
+    on_gpu = rows_grouped and "median" not in funcs
+    on_gpu = on_gpu and _parts._cupy_module(data) and _sparse_format(data) is not None
+    x = data if on_gpu else _parts.host(data)
     if not rows_grouped and _sparse_format(x) == "csc":
         x, rows_grouped = x.T, True  # the transpose of a CSC matrix is CSR: no copy
     params = {

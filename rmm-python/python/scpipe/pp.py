@@ -1031,7 +1031,8 @@ def bbknn(
     ``trim`` largest of each of its two cells; default 10 times the neighbours a cell, 0 keeps
     every edge). In place of ``pp.neighbors``' graph: ``obsp['distances']``,
     ``obsp['connectivities']`` and ``uns['neighbors']`` (``key_added`` prefixes them), for
-    ``tl.umap`` and ``tl.leiden``. Computed on the host in Rust.
+    ``tl.umap`` and ``tl.leiden``. Each batch's search runs on the GPU when scpipe runs there
+    (the host's neighbours), the graph's weights on the host.
     """
     if algorithm not in ("brute", "exact") or metric != "euclidean":
         raise ValueError("bbknn: scpipe computes the exact kNN (algorithm='brute') with metric='euclidean'")

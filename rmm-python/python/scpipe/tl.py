@@ -812,7 +812,7 @@ def score_genes(
     draws repeated), so the scores are scanpy's. ``use_raw=None`` reads ``.raw`` when the
     AnnData has one (and no ``layer`` is given), as scanpy. Genes not in ``var_names`` are left
     out with a warning. ``random_state=None`` (scanpy: unseeded) is refused: give a seed.
-    Computed on the host: a GPU X is read back.
+    A sparse X on the GPU is scored there (the host's control genes and scores, bit for bit).
     """
     _parts.numpy_seed(random_state, "random_state")
     if layer is not None and use_raw:
@@ -843,7 +843,7 @@ def score_genes(
         "random_state": int(random_state),
         "score_name": str(score_name),
     }
-    out = _parts.call("score_genes", {"X": _parts.matrix_part(_parts.host(x), what)}, params)
+    out = _parts.call("score_genes", {"X": _parts.matrix_part(x, what)}, params)
     target = _parts.target(adata, copy)
     target.obs[score_name] = pd.Series(np.asarray(out["obs"][score_name]), index=target.obs_names, dtype="float64")
     return target if copy else None

@@ -333,7 +333,7 @@ fn reads_x_only(call: &Call) -> bool {
 
 /// Whether the step reads X on the GPU (when it runs there), which then gets X there first.
 /// The graph steps do not read X; Pearson residuals (which replace X: on the GPU only where X
-/// already is), score_genes, aggregate, combat, logreg, scrublet on given doublets and the
+/// already is), aggregate, combat, logreg, scrublet on given doublets and the
 /// recipe (which places X itself) work on the host's X.
 fn reads_x_on_device(call: &Call) -> bool {
     !matches!(
@@ -347,7 +347,6 @@ fn reads_x_on_device(call: &Call) -> bool {
                 ..
             }
             | Call::SimulateDoublets { .. }
-            | Call::ScoreGenes { .. }
             | Call::Aggregate { .. }
             | Call::MarkersLogreg { .. }
             | Call::Neighbors { .. }
@@ -556,7 +555,15 @@ fn run(
             groups,
             n_groups,
             params,
-        } => steps::bbknn(adata, Some("rep"), None, groups, *n_groups, params)?,
+        } => steps::bbknn(
+            adata,
+            Some("rep"),
+            None,
+            groups,
+            *n_groups,
+            params,
+            ctx.as_deref(),
+        )?,
         Call::Leiden(runs) => {
             for (p, key) in runs {
                 steps::leiden_on(adata, p, key, ctx.as_deref())?;

@@ -13,8 +13,11 @@
 //! rows of each group go in fixed blocks of [`BLOCK_ROWS`], combined in order, so the result does
 //! not depend on the number of threads.
 
+mod gpu;
 #[cfg(test)]
 mod tests;
+
+pub use gpu::{aggregate_gpu, KERNELS};
 
 use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
@@ -128,72 +131,155 @@ pub fn aggregate<M: Rows>(
     funcs: AggFuncs,
     dof: u32,
 ) -> Result<Aggregates> {
-    let (n_rows, n_cols) = (x.n_rows(), x.n_cols());
-    if groups.len() != n_rows {
-        return Err(KernelError::Shape(format!(
-            "{} group labels for {n_rows} rows",
-            groups.len()
-        )));
-    }
-    check_labels(groups, n_groups, "by")?;
-    let (order, starts) = group_members(groups, n_groups);
-    let group_rows = |g: usize| &order[starts[g]..starts[g + 1]];
-    let counts: Vec<u64> = (0..n_groups).map(|g| group_rows(g).len() as u64).collect();
-
-    let mut out = Aggregates {
-        n_groups,
-        n_cols,
-        counts: counts.clone(),
-        ..Default::default()
-    };
+    let plan = Plan::new(x.n_rows(), x.n_cols(), groups, n_groups, funcs)?;
+    let n_cols = plan.n_cols;
+    let moments = plan.moments;
     let size = n_groups * n_cols;
-    let moments = Moments::needed(funcs);
-    if moments != Moments::default() {
-        let mut sum = vec![0.0; if moments.sum { size } else { 0 }];
-        let mut nonzero = vec![0u64; if moments.nonzero { size } else { 0 }];
-        let mut mean = vec![0.0; if moments.welford { size } else { 0 }];
-        let mut m2 = vec![0.0; if moments.welford { size } else { 0 }];
-        // (group, first row of the block within the group) for every block.
-        let blocks: Vec<(usize, usize)> = (0..n_groups)
-            .flat_map(|g| {
-                (0..counts[g] as usize)
-                    .step_by(BLOCK_ROWS)
-                    .map(move |b| (g, b))
-            })
+    let mut sum = vec![0.0; if moments.sum { size } else { 0 }];
+    let mut nonzero = vec![0u64; if moments.nonzero { size } else { 0 }];
+    let mut mean = vec![0.0; if moments.welford { size } else { 0 }];
+    let mut m2 = vec![0.0; if moments.welford { size } else { 0 }];
+    // Only the median asked: no pass over the blocks.
+    let blocks = match moments == Moments::default() {
+        true => Vec::new(),
+        false => plan.blocks(),
+    };
+    let mut seen_rows = vec![0u64; n_groups];
+    let wave = 4 * rayon::current_num_threads().max(1);
+    for chunk in blocks.chunks(wave) {
+        let stats: Vec<BlockStats> = chunk
+            .par_iter()
+            .map(|b| BlockStats::of(x, &plan.order[b.rows.clone()], moments))
             .collect();
-        let mut seen_rows = vec![0u64; n_groups];
-        let wave = 4 * rayon::current_num_threads().max(1);
-        for chunk in blocks.chunks(wave) {
-            let stats: Vec<BlockStats> = chunk
-                .par_iter()
-                .map(|&(g, b)| {
-                    let rows = group_rows(g);
-                    BlockStats::of(x, &rows[b..(b + BLOCK_ROWS).min(rows.len())], moments)
-                })
-                .collect();
-            for (&(g, _), s) in chunk.iter().zip(stats) {
-                let at = g * n_cols..(g + 1) * n_cols;
-                s.add_into(
-                    seen_rows[g],
-                    part(&mut sum, &at),
-                    part(&mut nonzero, &at),
-                    part(&mut mean, &at),
-                    part(&mut m2, &at),
-                );
-                seen_rows[g] += s.rows;
-            }
+        for (b, s) in chunk.iter().zip(stats) {
+            let at = b.group * n_cols..(b.group + 1) * n_cols;
+            s.add_into(
+                seen_rows[b.group],
+                part(&mut sum, &at),
+                part(&mut nonzero, &at),
+                part(&mut mean, &at),
+                part(&mut m2, &at),
+            );
+            seen_rows[b.group] += s.rows;
         }
+    }
+    let mut out = plan.finish(
+        dof,
+        Running {
+            sum,
+            nonzero,
+            mean,
+            m2,
+        },
+    );
+    if funcs.median {
+        let medians: Vec<Vec<f64>> = (0..n_groups)
+            .into_par_iter()
+            .map(|g| group_medians(x, plan.group_rows(g)))
+            .collect();
+        out.median = Some(medians.concat());
+    }
+    Ok(out)
+}
+
+/// The checked grouping of an aggregation, shared by the host and the GPU: each group's rows
+/// in order, their counts, and what the asked functions need.
+pub(crate) struct Plan {
+    pub n_cols: usize,
+    pub n_groups: usize,
+    pub funcs: AggFuncs,
+    pub moments: Moments,
+    /// The rows of group 0, then of group 1, ..., each in increasing order (rows of no group
+    /// last, after `starts[n_groups]`).
+    pub order: Vec<u32>,
+    pub starts: Vec<usize>,
+    pub counts: Vec<u64>,
+}
+
+/// A block of one group's rows: `order[rows]`, accumulated together.
+pub(crate) struct Block {
+    pub group: usize,
+    pub rows: std::ops::Range<usize>,
+}
+
+/// The running numbers of every group and column (`n_groups x n_cols`, row-major; empty when
+/// not computed).
+pub(crate) struct Running {
+    pub sum: Vec<f64>,
+    pub nonzero: Vec<u64>,
+    pub mean: Vec<f64>,
+    pub m2: Vec<f64>,
+}
+
+impl Plan {
+    pub fn new(
+        n_rows: usize,
+        n_cols: usize,
+        groups: &[u32],
+        n_groups: usize,
+        funcs: AggFuncs,
+    ) -> Result<Self> {
+        if groups.len() != n_rows {
+            return Err(KernelError::Shape(format!(
+                "{} group labels for {n_rows} rows",
+                groups.len()
+            )));
+        }
+        check_labels(groups, n_groups, "by")?;
+        let (order, starts) = group_members(groups, n_groups);
+        let counts = (0..n_groups)
+            .map(|g| (starts[g + 1] - starts[g]) as u64)
+            .collect();
+        Ok(Plan {
+            n_cols,
+            n_groups,
+            funcs,
+            moments: Moments::needed(funcs),
+            order,
+            starts,
+            counts,
+        })
+    }
+
+    pub fn group_rows(&self, g: usize) -> &[u32] {
+        &self.order[self.starts[g]..self.starts[g + 1]]
+    }
+
+    /// Every group's rows in blocks of [`BLOCK_ROWS`], group after group: they cover
+    /// `order[..starts[n_groups]]` in order.
+    pub fn blocks(&self) -> Vec<Block> {
+        (0..self.n_groups)
+            .flat_map(|g| {
+                (self.starts[g]..self.starts[g + 1])
+                    .step_by(BLOCK_ROWS)
+                    .map(move |b| Block {
+                        group: g,
+                        rows: b..(b + BLOCK_ROWS).min(self.starts[g + 1]),
+                    })
+            })
+            .collect()
+    }
+
+    /// The asked functions (all but the median) from the running numbers.
+    pub fn finish(&self, dof: u32, r: Running) -> Aggregates {
+        let (funcs, n_cols, counts) = (self.funcs, self.n_cols, &self.counts);
+        let mut out = Aggregates {
+            n_groups: self.n_groups,
+            n_cols,
+            counts: counts.clone(),
+            ..Default::default()
+        };
         if funcs.mean && !funcs.var {
-            out.mean = Some(per_group(&sum, n_cols, |g, s| s / counts[g] as f64));
+            out.mean = Some(per_group(&r.sum, n_cols, |g, s| s / counts[g] as f64));
         }
         if funcs.var {
             let denominator = |g: usize| match counts[g] as i64 - dof as i64 {
                 d if d > 0 || dof == 0 => d as f64,
                 _ => f64::NAN,
             };
-            out.var = Some(per_group(&m2, n_cols, |g, m| m / denominator(g)));
+            out.var = Some(per_group(&r.m2, n_cols, |g, m| m / denominator(g)));
             if funcs.mean {
-                out.mean = Some(per_group(&mean, n_cols, |g, m| {
+                out.mean = Some(per_group(&r.mean, n_cols, |g, m| {
                     if counts[g] == 0 {
                         f64::NAN
                     } else {
@@ -203,20 +289,13 @@ pub fn aggregate<M: Rows>(
             }
         }
         if funcs.sum {
-            out.sum = Some(sum);
+            out.sum = Some(r.sum);
         }
         if funcs.count_nonzero {
-            out.count_nonzero = Some(nonzero);
+            out.count_nonzero = Some(r.nonzero);
         }
+        out
     }
-    if funcs.median {
-        let medians: Vec<Vec<f64>> = (0..n_groups)
-            .into_par_iter()
-            .map(|g| group_medians(x, group_rows(g)))
-            .collect();
-        out.median = Some(medians.concat());
-    }
-    Ok(out)
 }
 
 /// `v[at]`, or nothing when `v` is not computed (empty).
@@ -239,10 +318,10 @@ fn per_group(values: &[f64], n_cols: usize, f: impl Fn(usize, f64) -> f64) -> Ve
 
 /// Which running numbers the asked functions need.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Moments {
-    sum: bool,
-    nonzero: bool,
-    welford: bool,
+pub(crate) struct Moments {
+    pub sum: bool,
+    pub nonzero: bool,
+    pub welford: bool,
 }
 
 impl Moments {

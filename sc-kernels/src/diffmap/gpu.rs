@@ -9,6 +9,7 @@ use crate::eigsh::{basis_len, lanczos, Basis, ROWS};
 use crate::error::Result;
 use crate::gpu::dense_reduce::{chunked_sums, PARTIAL_BYTES};
 use crate::gpu::module_cache::KernelSource;
+use crate::gpu::trace::PhaseTrace;
 use crate::gpu::{DeviceVec, GpuContext};
 use faer::Mat;
 use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
@@ -28,11 +29,16 @@ pub fn diffmap_gpu(
     n_comps: usize,
     seed: u64,
 ) -> Result<Diffmap> {
+    let mut trace = PhaseTrace::on_host("diffmap");
     let (t, k) = prepare(graph, n_comps)?;
+    trace.mark("transitions (host)")?;
     ctx.bind_to_thread()?;
+    let mut trace = PhaseTrace::new(ctx, "diffmap");
     let mut basis = DeviceBasis::new(ctx, &t, basis_len(t.n_rows, k))?;
     drop(t);
+    trace.mark("upload")?;
     let pairs = lanczos(&mut basis, k, TOLERANCE, seed)?;
+    trace.mark(&format!("lanczos ({} restarts)", pairs.restarts))?;
     Ok(components(pairs))
 }
 

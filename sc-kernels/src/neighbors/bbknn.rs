@@ -7,10 +7,12 @@
 
 use super::connectivities::{distance_matrix, umap_connectivities};
 use super::exact::knn_among;
-use super::knn::Knn;
+use super::knn::{Knn, EXTRA};
+use super::scan::device::{refine_among, scan_table, RefTable, MAX_DIMS, MAX_K};
 use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
+use crate::gpu::{DeviceVec, GpuContext};
 use crate::group_by::{check_labels, group_members};
 use rayon::prelude::*;
 
@@ -52,6 +54,64 @@ pub fn bbknn(
     n_batches: usize,
     p: &BbknnParams,
 ) -> Result<Bbknn> {
+    bbknn_with(x, batches, n_batches, p, |refs, k| knn_among(x, refs, k))
+}
+
+/// [`bbknn`] with each batch's search on `ctx`'s GPU (the f32 scan of every cell against the
+/// batch's, the candidates' distances then recomputed in f64 and ordered as the host orders
+/// them: the host's neighbours and distances wherever the candidates hold them). Beyond the GPU
+/// scan's limits (dimensions, neighbours) the host searches.
+pub fn bbknn_gpu(
+    ctx: &GpuContext,
+    x: &DenseMatrix<f32>,
+    batches: &[u32],
+    n_batches: usize,
+    p: &BbknnParams,
+) -> Result<Bbknn> {
+    if x.n_cols == 0 || x.n_cols > MAX_DIMS || p.neighbors_within_batch + EXTRA > MAX_K {
+        return bbknn(x, batches, n_batches, p);
+    }
+    x.check_finite()?;
+    ctx.bind_to_thread()?;
+    let xd = ctx.upload(&x.data)?;
+    bbknn_with(x, batches, n_batches, p, |refs, k| {
+        knn_among_gpu(ctx, x, &xd, refs, k)
+    })
+}
+
+/// [`knn_among`] on the device: every row of `x` (`xd` on the device) against the rows `refs`.
+fn knn_among_gpu(
+    ctx: &GpuContext,
+    x: &DenseMatrix<f32>,
+    xd: &DeviceVec<f32>,
+    refs: &[u32],
+    k: usize,
+) -> Result<(Vec<u32>, Vec<f32>)> {
+    let (n, d) = (x.n_rows, x.n_cols);
+    let rows: Vec<f32> = refs
+        .iter()
+        .flat_map(|&r| x.row(r as usize).iter().copied())
+        .collect();
+    let table = RefTable::new(ctx, &ctx.upload(&rows)?, refs.len(), d, 0)?;
+    drop(rows);
+    let ids = ctx.upload(refs)?;
+    let kc = (k + EXTRA).min(refs.len());
+    let cand = ctx.alloc::<u32>(n * kc)?;
+    scan_table(ctx, &table, Some(&ids), xd, kc, 0..n, None, 1, &cand)?;
+    drop(table);
+    let (idx, dist) = refine_among(ctx, xd, &cand, n, d, kc, k)?;
+    Ok((ctx.download(&idx)?, ctx.download(&dist)?))
+}
+
+/// The batch-balanced graph, each batch's `within` nearest rows of every row found by
+/// `among(batch's rows, within)` (nearest first, `n x within`).
+fn bbknn_with(
+    x: &DenseMatrix<f32>,
+    batches: &[u32],
+    n_batches: usize,
+    p: &BbknnParams,
+    mut among: impl FnMut(&[u32], usize) -> Result<(Vec<u32>, Vec<f32>)>,
+) -> Result<Bbknn> {
     let n = x.n_rows;
     if batches.len() != n {
         return Err(KernelError::Shape(format!(
@@ -90,7 +150,7 @@ pub fn bbknn(
     let mut indices = vec![0u32; n * k];
     let mut distances = vec![0f32; n * k];
     for (b, refs) in present.iter().enumerate() {
-        let (idx, dist) = knn_among(x, refs, within)?;
+        let (idx, dist) = among(refs, within)?;
         indices
             .par_chunks_mut(k)
             .zip(distances.par_chunks_mut(k))

@@ -11,7 +11,7 @@ use crate::gpu::dense_reduce::{chunked_sums, csr_chunked_sums, PARTIAL_BYTES};
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::reduce::{col_moments, Transform};
 use crate::gpu::{grid_for, grid_stride, DeviceCsr, DeviceDense, DeviceVec, GpuContext};
-use crate::normalize::check_counts_gpu;
+use crate::normalize::{all_whole_gpu, check_counts_gpu};
 use crate::stats::{mean_var_from_sums, DENSE_CHUNK_ROWS};
 use rmm_cuda::cudarc::driver::PushKernelArg;
 
@@ -57,6 +57,9 @@ pub fn pearson_residuals_gpu(
     if let Some(i) = ctx.download(&cells)?.iter().position(|&s| s == 0.0) {
         return Err(no_counts("cell", i));
     }
+    if let Some(out) = residuals_of_whole_counts(ctx, x, &cells, p.theta, clip)? {
+        return Ok(out);
+    }
     let mut out = x.to_dense(ctx)?;
     let genes = dense_chunk_sums(ctx, &out.data, x.n_rows, x.n_cols)?;
     if let Some(j) = genes.iter().position(|&s| s == 0.0) {
@@ -71,6 +74,59 @@ pub fn pearson_residuals_gpu(
     l.arg(&total).arg(&p.theta).arg(&clip);
     ctx.launch(l, ctx.filling_rows(x.n_rows), "pearson_residuals_in_place")?;
     Ok(out)
+}
+
+/// Sums of whole numbers below 2^53 are exact in any order.
+const EXACT_BELOW: f64 = 9_007_199_254_740_992.0;
+
+/// The residuals when every value is a whole number and their total stays below 2^53: the
+/// genes' sums added atomically (exact, so the host's bits) and the dense residuals written
+/// once from the CSR values, without the dense copy of the counts; `None` otherwise.
+fn residuals_of_whole_counts(
+    ctx: &GpuContext,
+    x: &DeviceCsr,
+    cells: &DeviceVec<f64>,
+    theta: f64,
+    clip: f64,
+) -> Result<Option<DeviceDense>> {
+    if !all_whole_gpu(ctx, &x.data)? {
+        return Ok(None);
+    }
+    let genes = ctx.zeros::<f64>(x.n_cols)?;
+    let f = ctx.function(SRC, "pearson_gene_sums_exact")?;
+    let nnz = x.nnz() as u64;
+    let mut l = ctx.launcher(&f);
+    l.arg(&x.indices).arg(&x.data).arg(&nnz).arg(&genes);
+    ctx.launch(l, ctx.filling_grid(x.nnz()), "pearson_gene_sums_exact")?;
+    let sums = ctx.download(&genes)?;
+    if let Some(j) = sums.iter().position(|&s| s == 0.0) {
+        return Err(no_counts("gene", j));
+    }
+    let total: f64 = sums.iter().sum();
+    if !(total < EXACT_BELOW) {
+        return Ok(None);
+    }
+    let (n, g) = (x.n_rows as u64, x.n_cols as u64);
+    let mut out = ctx.alloc::<f32>(x.n_rows * x.n_cols)?;
+    let f = ctx.function(SRC, "pearson_residuals_from_csr")?;
+    let mut l = ctx.launcher(&f);
+    l.arg(&x.indptr)
+        .arg(&x.indices)
+        .arg(&x.data)
+        .arg(&n)
+        .arg(&g);
+    l.arg(cells)
+        .arg(&genes)
+        .arg(&total)
+        .arg(&theta)
+        .arg(&clip)
+        .arg(&mut out);
+    ctx.launch(l, ctx.filling_rows(x.n_rows), "pearson_residuals_from_csr")?;
+    Ok(Some(DeviceDense {
+        n_rows: x.n_rows,
+        n_cols: x.n_cols,
+        data: out,
+    }))
 }
 
 /// [`super::highly_variable_pearson_residuals`] on `ctx`'s GPU: the residual variances with

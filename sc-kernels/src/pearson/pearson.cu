@@ -65,3 +65,33 @@ extern "C" __global__ void pearson_residuals_in_place(float* x, u64 n_rows, u64 
             row[j] = (float)pearson_clipped((double)row[j], __dmul_rn(scale, genes[j]), theta, clip);
     }
 }
+
+// Each gene's sum of its stored values, added atomically: exact, so in any order the host's
+// bits, when every value is a whole number and the sums stay below 2^53 (the caller checks).
+extern "C" __global__ void pearson_gene_sums_exact(const u32* indices, const float* data, u64 nnz,
+                                                   double* genes) {
+    for (u64 p = (u64)blockIdx.x * blockDim.x + threadIdx.x; p < nnz; p += (u64)gridDim.x * blockDim.x)
+        atomicAdd(&genes[indices[p]], (double)data[p]);
+}
+
+// The dense residuals of the CSR counts straight into out (n_rows x n_cols), one block a row:
+// every column's residual of a zero, then the stored values' (mod.rs' rounding, as
+// pearson_residuals_in_place).
+extern "C" __global__ void pearson_residuals_from_csr(const u64* indptr, const u32* indices,
+                                                      const float* data, u64 n_rows, u64 n_cols,
+                                                      const double* cells, const double* genes,
+                                                      double total, double theta, double clip,
+                                                      float* out) {
+    for (u64 i = blockIdx.x; i < n_rows; i += gridDim.x) {
+        const double scale = __ddiv_rn(cells[i], total);
+        float* row = out + i * n_cols;
+        for (u64 j = threadIdx.x; j < n_cols; j += blockDim.x)
+            row[j] = (float)pearson_clipped(0.0, __dmul_rn(scale, genes[j]), theta, clip);
+        __syncthreads();
+        for (u64 p = indptr[i] + threadIdx.x; p < indptr[i + 1]; p += blockDim.x) {
+            const u32 j = indices[p];
+            row[j] = (float)pearson_clipped((double)data[p], __dmul_rn(scale, genes[j]), theta, clip);
+        }
+        __syncthreads();
+    }
+}

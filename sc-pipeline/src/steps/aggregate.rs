@@ -2,13 +2,14 @@
 //! column's sum, mean, variance, non-zero count and median of X, in f64
 //! (`sc_kernels::aggregate`). The Python front end turns `by` (one or more categorical columns,
 //! NaN categories and a `mask` left out) into a group per row and builds scanpy's AnnData from
-//! the numbers; not a row of the command's step table. Computed on the host: a GPU X is read
+//! the numbers; not a row of the command's step table. A CSR X on the GPU grouped by cells is
+//! aggregated there (the host's bits) unless the median is asked; otherwise a GPU X is read
 //! back.
 
 use super::kernel_error;
 use crate::anndata::Matrix;
 use crate::{AnnData, Result};
-use sc_kernels::aggregate::{aggregate as by_group, AggFuncs, Aggregates};
+use sc_kernels::aggregate::{aggregate as by_group, aggregate_gpu, AggFuncs, Aggregates};
 use sc_kernels::DenseMatrix;
 
 /// Which rows are grouped: X's (cells) or its transpose's (genes).
@@ -29,6 +30,11 @@ pub fn aggregate(
     axis: AggregateAxis,
 ) -> Result<Aggregates> {
     let err = kernel_error("aggregate");
+    if let (Some((ctx, x)), AggregateAxis::Obs, false) =
+        (super::device_csr(adata), axis, funcs.median)
+    {
+        return aggregate_gpu(&ctx, x, groups, n_groups, funcs, dof).map_err(err);
+    }
     let host;
     let x = match &adata.x {
         Matrix::Device(d) => {

@@ -2,15 +2,17 @@
 //! neighbors graph of the cells' representation (`sc_kernels::neighbors::bbknn`) in place of
 //! `neighbors`' (`obsp['distances']`, `obsp['connectivities']`, `uns['neighbors']` with
 //! bbknn's parameters), for umap and leiden to read. Not a row of the command's step table.
-//! Computed on the host.
+//! Each batch's search runs on the GPU when one is given, the rest on the host.
 
 use super::{first_columns, kernel_error, representation};
 use crate::anndata::Value;
 use crate::{AnnData, Result};
-use sc_kernels::neighbors::bbknn::{bbknn as batch_balanced, BbknnParams};
+use sc_kernels::gpu::GpuContext;
+use sc_kernels::neighbors::bbknn::{bbknn as batch_balanced, bbknn_gpu, BbknnParams};
 
 /// The graph of `obsm[use_rep]` (see [`representation`]; its first `n_pcs` columns when
-/// given) with each cell's batch `batches[i]` (`< n_batches`).
+/// given) with each cell's batch `batches[i]` (`< n_batches`), the batches searched on `gpu`
+/// when given.
 pub fn bbknn(
     adata: &mut AnnData,
     use_rep: Option<&str>,
@@ -18,6 +20,7 @@ pub fn bbknn(
     batches: &[u32],
     n_batches: usize,
     params: &BbknnParams,
+    gpu: Option<&GpuContext>,
 ) -> Result<()> {
     const STEP: &str = "bbknn";
     let (rep, rep_name) = representation(adata, use_rep, STEP)?;
@@ -29,7 +32,11 @@ pub fn bbknn(
         });
     }
     let x = first_columns(rep, d).map_err(kernel_error(STEP))?;
-    let g = batch_balanced(&x, batches, n_batches, params).map_err(kernel_error(STEP))?;
+    let g = match gpu {
+        Some(ctx) => bbknn_gpu(ctx, &x, batches, n_batches, params),
+        None => batch_balanced(&x, batches, n_batches, params),
+    }
+    .map_err(kernel_error(STEP))?;
     adata.obsp.insert("distances".into(), g.distances);
     adata.obsp.insert("connectivities".into(), g.connectivities);
     adata.uns.insert(

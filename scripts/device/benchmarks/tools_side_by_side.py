@@ -95,7 +95,7 @@ def main() -> int:
             "draw_graph": lambda b: rsc.tl.draw_graph(b),
         }
     # The functions that work on X read it where rapids-singlecell reads it: on the GPU.
-    on_gpu = {"pearson_residuals", "hvg_pearson"}
+    on_gpu = {"pearson_residuals", "hvg_pearson", "score_genes", "aggregate"}
     if lib == "scpipe" and on_gpu & set(funcs):
         ag = a.copy()
         scpipe.get.anndata_to_GPU(ag)

@@ -83,6 +83,31 @@ pub(crate) fn refine(
     Ok((idx, dist))
 }
 
+/// `knn_refine_among`: the exact best `k` of each query's `kc` candidates (the rows `0..q` of
+/// `x` against other rows, by (distance, index): bbknn's search in a batch, where a row is not
+/// its own neighbour unless it is among the references). `q * k` indices and distances.
+pub(crate) fn refine_among(
+    ctx: &GpuContext,
+    x: &DeviceVec<f32>,
+    cand: &DeviceVec<u32>,
+    q: usize,
+    d: usize,
+    kc: usize,
+    k: usize,
+) -> Result<(DeviceVec<u32>, DeviceVec<f32>)> {
+    let idx = ctx.alloc::<u32>(q.max(1) * k)?;
+    let dist = ctx.alloc::<f32>(q.max(1) * k)?;
+    let sd = ctx.alloc::<f64>(q.max(1) * kc)?;
+    let si = ctx.alloc::<u32>(q.max(1) * kc)?;
+    let (q64, d32, kc32, k32) = (q as u64, d as u32, kc as u32, k as u32);
+    let f = ctx.function(SRC, "knn_refine_among")?;
+    let mut l = ctx.launcher(&f);
+    l.arg(x).arg(cand).arg(&q64).arg(&d32).arg(&kc32).arg(&k32);
+    l.arg(&sd).arg(&si).arg(&idx).arg(&dist);
+    ctx.launch(l, grid_stride(q.max(1)), "knn_refine_among")?;
+    Ok((idx, dist))
+}
+
 /// References laid out for the scans: reference-major (`ld` values per dimension, zero past
 /// the `n` references and in `dpad` beyond `d`), and their squared norms.
 pub(crate) struct RefTable {

@@ -375,3 +375,45 @@ extern "C" __global__ void knn_refine(const float* __restrict__ x, const u32* __
         }
     }
 }
+
+// Exact distances of the candidates (f64, dimensions in order, as the CPU), the best k by
+// (distance, index), the query no different from the others (bbknn's search of every cell
+// among a batch's). One thread per query row r < q_count; a row of cand holds kc candidates
+// (~0 for none: a batch of fewer); `scratch` holds kc doubles and u32s per query.
+extern "C" __global__ void knn_refine_among(const float* __restrict__ x,
+                                            const u32* __restrict__ cand, u64 q_count, u32 d,
+                                            u32 kc, u32 k, double* __restrict__ sd,
+                                            u32* __restrict__ si, u32* __restrict__ out_idx,
+                                            float* __restrict__ out_dist) {
+    for (u64 r = blockIdx.x * (u64)blockDim.x + threadIdx.x; r < q_count;
+         r += (u64)gridDim.x * blockDim.x) {
+        double* dv = sd + r * kc;
+        u32* dj = si + r * kc;
+        const float* xi = x + r * d;
+        u32 m = 0;
+        for (u32 t = 0; t < kc; ++t) {
+            const u32 j = cand[r * kc + t];
+            if (j == ~0u) continue;
+            const float* xj = x + (u64)j * d;
+            double s = 0.0;
+            for (u32 u = 0; u < d; ++u) {
+                const double diff = (double)xi[u] - (double)xj[u];
+                s = __dadd_rn(s, __dmul_rn(diff, diff));
+            }
+            // Insertion by (distance, index).
+            const double v = sqrt(s);
+            u32 b = m++;
+            while (b > 0 && (v < dv[b - 1] || (v == dv[b - 1] && j < dj[b - 1]))) {
+                dv[b] = dv[b - 1];
+                dj[b] = dj[b - 1];
+                --b;
+            }
+            dv[b] = v;
+            dj[b] = j;
+        }
+        for (u32 a = 0; a < k; ++a) {
+            out_idx[r * k + a] = a < m ? dj[a] : ~0u;
+            out_dist[r * k + a] = a < m ? (float)dv[a] : 0.0f;
+        }
+    }
+}
