@@ -524,6 +524,25 @@ def test_aggregate_of_a_gpu_x_is_the_host_ones_bit_for_bit(on_gpu):
     assert type(a.X).__module__.startswith("cupyx") and (a.X != before).nnz == 0
 
 
+def test_a_malformed_gpu_csr_x_is_refused_by_name(on_gpu):
+    """GPU only: row offsets that go back are refused (the extension's check, before any work)
+    with a ValueError naming X; int32 and int64 offsets are both taken as they are."""
+    import cupy
+    import cupyx.scipy.sparse as cusparse
+
+    a = counts()
+    scpipe.get.anndata_to_GPU(a)
+    ref = scpipe.pp.normalize_total(a.copy(), inplace=False)["X"]
+    wide = a.copy()
+    wide.X = cusparse.csr_matrix((a.X.data, a.X.indices, a.X.indptr.astype(cupy.int64)), shape=a.X.shape)
+    assert np.array_equal(scpipe.pp.normalize_total(wide, inplace=False)["X"].get().toarray(), ref.get().toarray())
+    indptr = a.X.indptr.copy()
+    indptr[3] = indptr[4] + 1
+    a.X = cusparse.csr_matrix((a.X.data, a.X.indices, indptr), shape=a.X.shape)
+    with pytest.raises(ValueError, match="X is not a valid CSR matrix"):
+        scpipe.pp.normalize_total(a)
+
+
 def test_a_host_x_stays_on_the_host_through_gpu_steps(on_gpu):
     """GPU only: a host X goes to the device for the steps that read it there (straight from
     scipy's arrays) and comes back a scipy matrix, filtered and scored as on the CPU."""

@@ -2377,3 +2377,31 @@ fn bbknn_on_the_gpu_equals_the_host() {
         }
     }
 }
+
+/// A CuPy matrix's int32 row offsets widened on the device, and back; the offsets' check
+/// refuses a first offset other than 0, a last other than the values' count, and a step back.
+#[test]
+fn row_offsets_are_widened_narrowed_and_checked_on_the_gpu() {
+    let Some(d) = gpu_or_skip("gpu row offsets") else {
+        return;
+    };
+    let ctx = context(&d);
+    let x = counts(3, 5_000, 300, 0.05);
+    let mut m = DeviceCsr::upload(&ctx, &x).unwrap();
+    assert!(m.offsets_valid(&ctx).unwrap());
+    let narrow = m.narrow_offsets(&ctx).unwrap().unwrap();
+    let as_i32: Vec<i32> = x.indptr.iter().map(|&p| p as i32).collect();
+    assert_eq!(ctx.download(&narrow).unwrap(), as_i32);
+    let wide = DeviceCsr::widen_offsets(&ctx, &narrow).unwrap();
+    assert_eq!(ctx.download(&wide).unwrap(), x.indptr);
+    let nnz = x.indptr[x.n_rows];
+    for (at, value) in [(0, 1), (x.n_rows, nnz - 1), (7, x.indptr[8] + 1)] {
+        let mut bad = x.indptr.clone();
+        bad[at] = value;
+        m.indptr = ctx.upload(&bad).unwrap();
+        assert!(!m.offsets_valid(&ctx).unwrap(), "offset {at} set to {value}");
+    }
+    let negative = ctx.upload(&[0i32, -1, 3]).unwrap();
+    let wide = DeviceCsr::widen_offsets(&ctx, &negative).unwrap();
+    assert_eq!(ctx.download(&wide).unwrap()[1], u64::MAX);
+}

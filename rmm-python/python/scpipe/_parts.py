@@ -63,8 +63,8 @@ def matrix_part(m: Any, what: str = "X", dense_ok: bool = False) -> tuple:
 
 def _cuda_part(m: Any, what: str, dense_ok: bool = False) -> tuple:
     """A CuPy matrix as the extension takes it on the GPU, never through the host: float32
-    values, int32 column indices and int64 row offsets (each the user's own array when it is
-    of that type already; else converted by CuPy on the device)."""
+    values, int32 column indices and int32 or int64 row offsets (each the user's own array when
+    it is of that type already; else converted by CuPy on the device)."""
     import cupy
     import cupyx.scipy.sparse as cusparse
 
@@ -73,11 +73,11 @@ def _cuda_part(m: Any, what: str, dense_ok: bool = False) -> tuple:
             raise TypeError(f"{what} is a cupyx {m.format.upper()} matrix; accepted: {ACCEPTED_X}")
         m = m.tocsr() if m.format == "csc" else m
         data = cupy.ascontiguousarray(_float32(m.data, what))
-        indptr = cupy.ascontiguousarray(m.indptr.astype(cupy.int64, copy=False))
-        # A malformed matrix (offsets that do not start at 0, end at the values' count or
-        # go back) is refused here, in one reduction: the steps trust the offsets.
-        if int(indptr[0]) != 0 or int(indptr[-1]) != data.size or bool((indptr[1:] < indptr[:-1]).any()):
-            raise ValueError(f"{what} is not a valid CSR matrix: its row offsets are not 0 .. {data.size} in order")
+        # int32 or int64 offsets as they are: the extension widens int32 ones and refuses
+        # malformed ones (not from 0 to the values' count in order) with its own kernels, as
+        # CuPy would compile its elementwise kernels on a machine's first call (seconds).
+        indptr = m.indptr if m.indptr.dtype in (cupy.int32, cupy.int64) else m.indptr.astype(cupy.int64)
+        indptr = cupy.ascontiguousarray(indptr)
         # Column indices lie below the column count, which cupyx keeps within int32.
         indices = cupy.ascontiguousarray(m.indices.astype(cupy.int32, copy=False))
         return ("cuda_csr", m.shape, data, indices, indptr)
@@ -152,10 +152,10 @@ def _from_cuda(part: tuple, like: Any = None) -> Any:
         return cupy.asarray(data).view(cupy.float32).reshape(shape)
     _, shape, data, indices, indptr = part
     data = cupy.asarray(data).view(cupy.float32)
-    indptr = cupy.asarray(indptr).view(cupy.int64)
-    # int32 offsets while they fit, as scipy and cupyx choose (narrowed on the device).
-    if data.size <= np.iinfo(np.int32).max:
-        indptr = indptr.astype(cupy.int32)
+    # int32 offsets while they fit, as scipy and cupyx choose (narrowed by the extension), else
+    # int64: told apart by their size.
+    indptr = cupy.asarray(indptr)
+    indptr = indptr.view(cupy.int32 if indptr.nbytes == 4 * (shape[0] + 1) else cupy.int64)
     m = cusparse.csr_matrix((data, cupy.asarray(indices).view(cupy.int32), indptr), shape=tuple(shape))
     # A dense CuPy X stays dense (it went to the step as a CSR copy).
     return m.toarray() if isinstance(like, cupy.ndarray) else m

@@ -205,26 +205,44 @@ def _mask(adata, mask, dim: str) -> np.ndarray | None:
 def _combined_categories(table: pd.DataFrame, cols: list[str], dim: str) -> tuple[np.ndarray, pd.DataFrame]:
     """The group of each row (-1: a missing category) and the table of the groups: the
     combinations of the ``cols`` categories that occur, named ``a_b``, in the order of the
-    product of the columns' categories, as scanpy builds them."""
+    product of the columns' categories, as scanpy builds them. Counted, not sorted (pandas'
+    ``remove_unused_categories`` and ``np.unique`` take 30 and 13 ms a million rows)."""
     if not cols:
         raise ValueError("by: give at least one column")
     for c in cols:
         if c not in table.columns:
             raise KeyError(f"by: {dim} has no column {c!r}")
-    each = [pd.Categorical(table[c]).remove_unused_categories() for c in cols]
-    sizes = [len(c.categories) for c in each]
-    # Row-major codes of the product: the last column varies fastest.
-    code = np.zeros(len(table), dtype=np.int64)
-    missing = np.zeros(len(table), dtype=bool)
-    for c, n in zip(each, sizes):
-        code = code * n + np.maximum(c.codes, 0)
-        missing |= c.codes < 0
+    n = len(table)
+    categories, sizes = [], []
+    code = np.zeros(n, dtype=np.int64)
+    missing = np.zeros(n, dtype=bool)
+    for c in cols:
+        cat = pd.Categorical(table[c])
+        codes = np.asarray(cat.codes, dtype=np.int64)
+        absent = codes < 0
+        # The categories that occur, in their order, and each row's code among them.
+        occurs = np.bincount(codes[~absent], minlength=len(cat.categories)) > 0
+        within = np.cumsum(occurs) - 1
+        categories.append(cat.categories[occurs])
+        sizes.append(int(occurs.sum()))
+        # Row-major codes of the product: the last column varies fastest.
+        code = code * sizes[-1] + within[np.maximum(codes, 0)] if len(occurs) else code
+        missing |= absent
     code[missing] = -1
-    used = np.unique(code[code >= 0])
+    kept = code[~missing]
+    product = int(np.prod(sizes, dtype=np.float64)) if sizes else 0
+    if product <= 4 * n + 1_000_000:
+        present = np.bincount(kept, minlength=product) > 0
+        used = np.flatnonzero(present)
+        rank = np.cumsum(present) - 1
+        groups = np.where(missing, -1, rank[np.maximum(code, 0)] if product else -1)
+    else:
+        used = np.unique(kept)
+        groups = np.where(missing, -1, np.searchsorted(used, code))
     combos = np.array(np.unravel_index(used, sizes)).reshape(len(cols), -1) if sizes else np.empty((0, 0), int)
-    names = pd.Index(["_".join(str(c.categories[combos[i, k]]) for i, c in enumerate(each)) for k in range(len(used))])
+    names = pd.Index(["_".join(str(cats[combos[i, k]]) for i, cats in enumerate(categories)) for k in range(len(used))])
     labels = pd.DataFrame(
-        {col: pd.Categorical.from_codes(combos[i], c.categories) for i, (col, c) in enumerate(zip(cols, each))},
+        {col: pd.Categorical.from_codes(combos[i], cats) for i, (col, cats) in enumerate(zip(cols, categories))},
         index=names,
     )
-    return np.where(code >= 0, np.searchsorted(used, code), -1), labels
+    return groups, labels

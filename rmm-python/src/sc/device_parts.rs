@@ -121,27 +121,39 @@ pub(crate) fn csr_in(
             indptr.len, indices.len, data.len
         )));
     }
-    if indptr.typestr != "<i8" || indices.typestr != "<i4" {
+    if !matches!(indptr.typestr.as_str(), "<i8" | "<i4") || indices.typestr != "<i4" {
         return Err(PyTypeError::new_err(format!(
-            "{what} must have int64 row offsets and int32 column indices (scpipe._parts makes them)"
+            "{what} must have int32 or int64 row offsets and int32 column indices (scpipe._parts makes them)"
         )));
     }
     // Offsets and indices are only read (a step that changes the structure makes new ones);
-    // they are non-negative, so int64's and int32's bits are the u64 and u32 values.
-    let indptr = lent::<u64>(ctx, &indptr)?;
+    // valid ones are non-negative, so int64's and int32's bits are the u64 and u32 values.
+    // int32 offsets are widened by a kernel of ours: CuPy's astype would compile one on a
+    // machine's first call (seconds).
+    let indptr = match indptr.typestr.as_str() {
+        "<i8" => lent::<u64>(ctx, &indptr)?,
+        _ => DeviceCsr::widen_offsets(ctx, &lent::<i32>(ctx, &indptr)?).map_err(kernel_err)?,
+    };
     let indices = lent::<u32>(ctx, &indices)?;
     let data = if lend {
         lent::<f32>(ctx, &data)?
     } else {
         copy_in::<f32>(ctx, &data)?
     };
-    Ok(DeviceCsr {
+    let m = DeviceCsr {
         n_rows,
         n_cols,
         indptr,
         indices,
         data,
-    })
+    };
+    if !m.offsets_valid(ctx).map_err(kernel_err)? {
+        return Err(PyValueError::new_err(format!(
+            "{what} is not a valid CSR matrix: its row offsets are not 0 .. {} in order",
+            m.data.len()
+        )));
+    }
+    Ok(m)
 }
 
 /// `("cuda_dense", array)` (float32, C order) as the step's device matrix (lent as
@@ -171,15 +183,21 @@ pub(crate) fn dense_in(
 }
 
 /// A device CSR matrix as `("cuda_csr", shape, data, indices, indptr)`: `DeviceBuffer`s of
-/// float32, int32 and int64 (the Python side narrows the offsets to int32 while they fit, as
-/// scipy and cupyx choose).
+/// float32, int32 and int32 offsets while the values' count fits (as scipy and cupyx choose;
+/// narrowed by a kernel of ours, not CuPy's, which a machine's first call would compile), else
+/// int64 (the Python side tells them apart by their size).
 pub(crate) fn csr_out<'py>(
     py: Python<'py>,
     ctx: &GpuContext,
     m: DeviceCsr,
 ) -> PyResult<Bound<'py, PyTuple>> {
+    let narrow = m.narrow_offsets(ctx).map_err(kernel_err)?;
     ctx.synchronize().map_err(kernel_err)?;
     let buffer = |b| Py::new(py, PyDeviceBuffer { inner: b }).map(|b| b.into_any());
+    let indptr = match narrow {
+        Some(v) => buffer(v.into_buffer())?,
+        None => buffer(owned(ctx, m.indptr)?.into_buffer())?,
+    };
     PyTuple::new(
         py,
         [
@@ -187,7 +205,7 @@ pub(crate) fn csr_out<'py>(
             (m.n_rows, m.n_cols).into_pyobject(py)?.into_any().unbind(),
             buffer(owned(ctx, m.data)?.into_buffer())?,
             buffer(owned(ctx, m.indices)?.into_buffer())?,
-            buffer(owned(ctx, m.indptr)?.into_buffer())?,
+            indptr,
         ],
     )
 }

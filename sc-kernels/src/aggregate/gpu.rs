@@ -7,6 +7,7 @@ use super::{AggFuncs, Aggregates, Plan, Running};
 use crate::error::{KernelError, Result};
 use crate::gpu::dense_reduce::{PARTIAL_BYTES, WAVE_BYTES};
 use crate::gpu::module_cache::KernelSource;
+use crate::gpu::trace::PhaseTrace;
 use crate::gpu::{grid_for, DeviceCsr, GpuContext};
 use rmm_cuda::cudarc::driver::PushKernelArg;
 
@@ -34,7 +35,9 @@ pub fn aggregate_gpu(
             "the median of groups on the GPU (the host computes it)".into(),
         ));
     }
+    let mut trace = PhaseTrace::new(ctx, "aggregate");
     let plan = Plan::new(x.n_rows, x.n_cols, groups, n_groups, funcs)?;
+    trace.mark("groups (host)")?;
     let size = n_groups * x.n_cols;
     let run = [ctx.zeros::<f64>(size)?, ctx.zeros::<f64>(size)?, ctx.zeros::<f64>(size)?];
     let run_nonzero = ctx.zeros::<u64>(size)?;
@@ -109,6 +112,7 @@ pub fn aggregate_gpu(
             next = end;
         }
     }
+    trace.mark("blocks")?;
     if ctx.download(&clash)?[0] != 0 {
         let host = x.download(ctx)?;
         return super::aggregate(&host, groups, n_groups, funcs, dof);
@@ -121,5 +125,6 @@ pub fn aggregate_gpu(
         mean: take(m.welford, &run[1])?,
         m2: take(m.welford, &run[2])?,
     };
+    trace.mark("download")?;
     Ok(plan.finish(dof, running))
 }

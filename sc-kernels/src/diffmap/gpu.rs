@@ -34,12 +34,80 @@ pub fn diffmap_gpu(
     trace.mark("transitions (host)")?;
     ctx.bind_to_thread()?;
     let mut trace = PhaseTrace::new(ctx, "diffmap");
-    let mut basis = DeviceBasis::new(ctx, &t, basis_len(t.n_rows, k))?;
+    let basis = DeviceBasis::new(ctx, &t, basis_len(t.n_rows, k))?;
     drop(t);
     trace.mark("upload")?;
-    let pairs = lanczos(&mut basis, k, TOLERANCE, seed)?;
+    let pairs = if trace_on() {
+        // Each operation waited for and timed, to see where the iteration's time goes.
+        let mut timed = Timed {
+            basis,
+            times: Vec::new(),
+        };
+        let pairs = lanczos(&mut timed, k, TOLERANCE, seed)?;
+        for (what, seconds, calls) in &timed.times {
+            trace.part(&format!("{what}, {calls} calls"), *seconds);
+        }
+        pairs
+    } else {
+        let mut basis = basis;
+        lanczos(&mut basis, k, TOLERANCE, seed)?
+    };
     trace.mark(&format!("lanczos ({} restarts)", pairs.restarts))?;
     Ok(components(pairs))
+}
+
+fn trace_on() -> bool {
+    std::env::var_os(crate::gpu::trace::TRACE_ENV).is_some_and(|v| !v.is_empty())
+}
+
+/// The device basis with each operation waited for and its time added up by name.
+struct Timed<'a> {
+    basis: DeviceBasis<'a>,
+    times: Vec<(&'static str, f64, u64)>,
+}
+
+impl Timed<'_> {
+    fn time<T>(&mut self, what: &'static str, f: impl FnOnce(&mut DeviceBasis) -> Result<T>) -> Result<T> {
+        let start = std::time::Instant::now();
+        let out = f(&mut self.basis)?;
+        self.basis.ctx.synchronize()?;
+        let seconds = start.elapsed().as_secs_f64();
+        match self.times.iter_mut().find(|t| t.0 == what) {
+            Some(t) => (t.1, t.2) = (t.1 + seconds, t.2 + 1),
+            None => self.times.push((what, seconds, 1)),
+        }
+        Ok(out)
+    }
+}
+
+impl Basis for Timed<'_> {
+    fn rows(&self) -> usize {
+        self.basis.rows()
+    }
+    fn apply(&mut self, j: usize) -> Result<()> {
+        self.time("apply", |b| b.apply(j))
+    }
+    fn project_out(&mut self, cols: usize) -> Result<Vec<f64>> {
+        self.time("project_out", |b| b.project_out(cols))
+    }
+    fn norm(&mut self) -> Result<f64> {
+        self.time("norm", |b| b.norm())
+    }
+    fn store(&mut self, j: usize, d: f64) -> Result<()> {
+        self.time("store", |b| b.store(j, d))
+    }
+    fn zero(&mut self, j: usize) -> Result<()> {
+        self.time("zero", |b| b.zero(j))
+    }
+    fn set_w(&mut self, values: &[f64]) -> Result<()> {
+        self.time("set_w", |b| b.set_w(values))
+    }
+    fn restart(&mut self, m: usize, coefs: &[Vec<f64>]) -> Result<()> {
+        self.time("restart", |b| b.restart(m, coefs))
+    }
+    fn combine(&self, m: usize, coefs: &[Vec<f64>]) -> Result<Mat<f64>> {
+        self.basis.combine(m, coefs)
+    }
 }
 
 /// The Lanczos basis (`m + 1` columns, column-major), the work vector and the matrix, on the

@@ -96,6 +96,51 @@ impl DeviceCsr {
         ctx.launch(l, ctx.filling_rows(count), "csr_to_dense")
     }
 
+    /// Int32 row offsets (a CuPy matrix's) widened on the device into the layout's u64.
+    pub fn widen_offsets(ctx: &GpuContext, offsets: &DeviceVec<i32>) -> Result<DeviceVec<u64>> {
+        let out = ctx.alloc::<u64>(offsets.len())?;
+        if !offsets.is_empty() {
+            let f = ctx.function(SRC, "offsets_widen")?;
+            let n = offsets.len() as u64;
+            let mut l = ctx.launcher(&f);
+            l.arg(offsets).arg(&n).arg(&out);
+            ctx.launch(l, ctx.filling_grid(offsets.len()), "offsets_widen")?;
+        }
+        Ok(out)
+    }
+
+    /// The row offsets as int32 (scipy's and cupyx's choice while the values' count fits),
+    /// narrowed on the device; `None` when it does not fit.
+    pub fn narrow_offsets(&self, ctx: &GpuContext) -> Result<Option<DeviceVec<i32>>> {
+        if self.data.len() > i32::MAX as usize {
+            return Ok(None);
+        }
+        let out = ctx.alloc::<i32>(self.indptr.len())?;
+        if !self.indptr.is_empty() {
+            let f = ctx.function(SRC, "offsets_narrow")?;
+            let n = self.indptr.len() as u64;
+            let mut l = ctx.launcher(&f);
+            l.arg(&self.indptr).arg(&n).arg(&out);
+            ctx.launch(l, ctx.filling_grid(self.indptr.len()), "offsets_narrow")?;
+        }
+        Ok(Some(out))
+    }
+
+    /// Whether the row offsets go from 0 to the values' count without going back (the steps
+    /// trust them), checked on the device.
+    pub fn offsets_valid(&self, ctx: &GpuContext) -> Result<bool> {
+        if self.indptr.len() != self.n_rows + 1 {
+            return Ok(false);
+        }
+        let bad = ctx.zeros::<u32>(1)?;
+        let f = ctx.function(SRC, "offsets_bad")?;
+        let (n, nnz) = (self.n_rows as u64, self.data.len() as u64);
+        let mut l = ctx.launcher(&f);
+        l.arg(&self.indptr).arg(&n).arg(&nnz).arg(&bad);
+        ctx.launch(l, ctx.filling_grid(self.n_rows + 1), "offsets_bad")?;
+        Ok(ctx.download(&bad)?[0] == 0)
+    }
+
     /// A deep copy (for `.raw`), from the context's resource.
     pub fn try_clone(&self, ctx: &GpuContext) -> Result<Self> {
         Ok(DeviceCsr {

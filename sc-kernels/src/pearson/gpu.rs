@@ -10,6 +10,7 @@ use crate::gpu::compact::select_rows;
 use crate::gpu::dense_reduce::{chunked_sums, csr_chunked_sums, PARTIAL_BYTES};
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::reduce::{col_moments, Transform};
+use crate::gpu::trace::PhaseTrace;
 use crate::gpu::{grid_for, grid_stride, DeviceCsr, DeviceDense, DeviceVec, GpuContext};
 use crate::normalize::{all_whole_gpu, check_counts_gpu};
 use crate::stats::{mean_var_from_sums, DENSE_CHUNK_ROWS};
@@ -52,12 +53,15 @@ pub fn pearson_residuals_gpu(
         return DeviceDense::upload(ctx, &host);
     }
     let clip = check_params(x.n_rows, p)?;
+    let mut trace = PhaseTrace::new(ctx, "pearson_residuals");
     check_counts(ctx, x)?;
+    trace.mark("counts checked")?;
     let cells = row_sums(ctx, x)?;
     if let Some(i) = ctx.download(&cells)?.iter().position(|&s| s == 0.0) {
         return Err(no_counts("cell", i));
     }
-    if let Some(out) = residuals_of_whole_counts(ctx, x, &cells, p.theta, clip)? {
+    trace.mark("cells' sums")?;
+    if let Some(out) = residuals_of_whole_counts(ctx, x, &cells, p.theta, clip, &mut trace)? {
         return Ok(out);
     }
     let mut out = x.to_dense(ctx)?;
@@ -88,10 +92,12 @@ fn residuals_of_whole_counts(
     cells: &DeviceVec<f64>,
     theta: f64,
     clip: f64,
+    trace: &mut PhaseTrace,
 ) -> Result<Option<DeviceDense>> {
     if !all_whole_gpu(ctx, &x.data)? {
         return Ok(None);
     }
+    trace.mark("whole numbers checked")?;
     let genes = ctx.zeros::<f64>(x.n_cols)?;
     let f = ctx.function(SRC, "pearson_gene_sums_exact")?;
     let nnz = x.nnz() as u64;
@@ -106,6 +112,7 @@ fn residuals_of_whole_counts(
     if !(total < EXACT_BELOW) {
         return Ok(None);
     }
+    trace.mark("genes' sums")?;
     let (n, g) = (x.n_rows as u64, x.n_cols as u64);
     let mut out = ctx.alloc::<f32>(x.n_rows * x.n_cols)?;
     let f = ctx.function(SRC, "pearson_residuals_from_csr")?;
@@ -122,6 +129,7 @@ fn residuals_of_whole_counts(
         .arg(&clip)
         .arg(&mut out);
     ctx.launch(l, ctx.filling_rows(x.n_rows), "pearson_residuals_from_csr")?;
+    trace.mark("residuals")?;
     Ok(Some(DeviceDense {
         n_rows: x.n_rows,
         n_cols: x.n_cols,
