@@ -2296,7 +2296,10 @@ fn aggregate_on_the_gpu_equals_the_host_bit_for_bit() {
         AggFuncs::from_names(&["var", "count_nonzero"]).unwrap(),
     ];
     let same = |a: &Option<Vec<f64>>, b: &Option<Vec<f64>>, what: &str| {
-        let (a, b) = (a.as_ref().map(|v| v.as_slice()), b.as_ref().map(|v| v.as_slice()));
+        let (a, b) = (
+            a.as_ref().map(|v| v.as_slice()),
+            b.as_ref().map(|v| v.as_slice()),
+        );
         assert_eq!(a.is_some(), b.is_some(), "{what}");
         if let (Some(a), Some(b)) = (a, b) {
             assert_eq!(a.len(), b.len(), "{what}");
@@ -2354,10 +2357,7 @@ fn bbknn_on_the_gpu_equals_the_host() {
         return;
     };
     let ctx = context(&d);
-    let cases = [
-        (pbmc_pcs(), 3usize),
-        (clustered_points(41, 20_000, 30), 4),
-    ];
+    let cases = [(pbmc_pcs(), 3usize), (clustered_points(41, 20_000, 30), 4)];
     for (x, n_batches) in &cases {
         let batches: Vec<u32> = (0..x.n_rows)
             .map(|i| ((i * i / 7 + i) % n_batches) as u32)
@@ -2372,7 +2372,10 @@ fn bbknn_on_the_gpu_equals_the_host() {
             let gpu = bbknn_gpu(&ctx, x, &batches, *n_batches, &p).unwrap();
             let what = format!("{} x {}, within {within}", x.n_rows, x.n_cols);
             assert_eq!(gpu.distances, host.distances, "{what}: distances");
-            assert_eq!(gpu.connectivities, host.connectivities, "{what}: connectivities");
+            assert_eq!(
+                gpu.connectivities, host.connectivities,
+                "{what}: connectivities"
+            );
             assert_eq!((gpu.n_neighbors, gpu.trim), (host.n_neighbors, host.trim));
         }
     }
@@ -2399,7 +2402,10 @@ fn row_offsets_are_widened_narrowed_and_checked_on_the_gpu() {
         let mut bad = x.indptr.clone();
         bad[at] = value;
         m.indptr = ctx.upload(&bad).unwrap();
-        assert!(!m.offsets_valid(&ctx).unwrap(), "offset {at} set to {value}");
+        assert!(
+            !m.offsets_valid(&ctx).unwrap(),
+            "offset {at} set to {value}"
+        );
     }
     let negative = ctx.upload(&[0i32, -1, 3]).unwrap();
     let wide = DeviceCsr::widen_offsets(&ctx, &negative).unwrap();

@@ -39,7 +39,11 @@ pub fn aggregate_gpu(
     let plan = Plan::new(x.n_rows, x.n_cols, groups, n_groups, funcs)?;
     trace.mark("groups (host)")?;
     let size = n_groups * x.n_cols;
-    let run = [ctx.zeros::<f64>(size)?, ctx.zeros::<f64>(size)?, ctx.zeros::<f64>(size)?];
+    let run = [
+        ctx.zeros::<f64>(size)?,
+        ctx.zeros::<f64>(size)?,
+        ctx.zeros::<f64>(size)?,
+    ];
     let run_nonzero = ctx.zeros::<u64>(size)?;
     let clash = ctx.zeros::<u32>(1)?;
     let blocks = plan.blocks();
@@ -95,18 +99,32 @@ pub fn aggregate_gpu(
 
             let mut l = ctx.launcher(&gather);
             let start = p0 as u64;
-            l.arg(&x.indptr).arg(&x.indices).arg(&x.data).arg(&order).arg(&start);
+            l.arg(&x.indptr)
+                .arg(&x.indices)
+                .arg(&x.data)
+                .arg(&order)
+                .arg(&start);
             l.arg(&n_rows).arg(&n_cols).arg(&tile).arg(&clash);
             ctx.launch(l, ctx.filling_rows(rows), "aggregate_gather")?;
 
             let mut l = ctx.launcher(&of_blocks);
             l.arg(&tile).arg(&n_cols).arg(&first).arg(&n_blocks);
-            l.arg(&part[0]).arg(&part_nonzero).arg(&part[1]).arg(&part[2]);
+            l.arg(&part[0])
+                .arg(&part_nonzero)
+                .arg(&part[1])
+                .arg(&part[2]);
             ctx.launch(l, grid_for(wave.len() * g), "aggregate_blocks")?;
 
             let mut l = ctx.launcher(&combine);
-            l.arg(&part[0]).arg(&part_nonzero).arg(&part[1]).arg(&part[2]);
-            l.arg(&n_blocks).arg(&n_cols).arg(&group).arg(&before).arg(&counted);
+            l.arg(&part[0])
+                .arg(&part_nonzero)
+                .arg(&part[1])
+                .arg(&part[2]);
+            l.arg(&n_blocks)
+                .arg(&n_cols)
+                .arg(&group)
+                .arg(&before)
+                .arg(&counted);
             l.arg(&run[0]).arg(&run_nonzero).arg(&run[1]).arg(&run[2]);
             ctx.launch(l, grid_for(g), "aggregate_combine")?;
             next = end;
@@ -121,7 +139,11 @@ pub fn aggregate_gpu(
     let take = |on: bool, v: &_| if on { ctx.download(v) } else { Ok(Vec::new()) };
     let running = Running {
         sum: take(m.sum, &run[0])?,
-        nonzero: if m.nonzero { ctx.download(&run_nonzero)? } else { Vec::new() },
+        nonzero: if m.nonzero {
+            ctx.download(&run_nonzero)?
+        } else {
+            Vec::new()
+        },
         mean: take(m.welford, &run[1])?,
         m2: take(m.welford, &run[2])?,
     };

@@ -67,7 +67,11 @@ struct Timed<'a> {
 }
 
 impl Timed<'_> {
-    fn time<T>(&mut self, what: &'static str, f: impl FnOnce(&mut DeviceBasis) -> Result<T>) -> Result<T> {
+    fn time<T>(
+        &mut self,
+        what: &'static str,
+        f: impl FnOnce(&mut DeviceBasis) -> Result<T>,
+    ) -> Result<T> {
         let start = std::time::Instant::now();
         let out = f(&mut self.basis)?;
         self.basis.ctx.synchronize()?;
