@@ -20,7 +20,7 @@ mod tests;
 
 pub use gpu::{diffmap_gpu, KERNELS};
 
-use crate::csr::CsrMatrix;
+use crate::csr::{build_csr, CsrMatrix};
 use crate::eigsh::{eigsh_largest, Eigenpairs};
 use crate::error::{KernelError, Result};
 use rayon::prelude::*;
@@ -37,7 +37,9 @@ pub struct Diffmap {
     pub n_comps: usize,
 }
 
-/// scanpy's `transitions_sym` of the connectivities, in f64.
+/// scanpy's `transitions_sym` of the connectivities, in f64. `K`'s values are recomputed
+/// where needed (the same operations, so the same bits) rather than stored, and each row is
+/// written in place: no allocation a row (0.3 s of a million cells' diffusion map went there).
 pub fn transitions_sym(graph: &CsrMatrix<f32>) -> Result<CsrMatrix<f64>> {
     crate::graph::check_graph(graph, "diffmap")?;
     let degree: Vec<f64> = (0..graph.n_rows)
@@ -49,45 +51,28 @@ pub fn transitions_sym(graph: &CsrMatrix<f32>) -> Result<CsrMatrix<f64>> {
             "diffmap: cell {i} has no neighbours in the graph (its transitions are undefined)"
         )));
     }
-    let k_values: Vec<f64> = (0..graph.n_rows)
-        .into_par_iter()
-        .flat_map_iter(|i| {
-            let (cols, w) = graph.row(i);
-            let (di, degree) = (degree[i], &degree);
-            cols.iter()
-                .zip(w)
-                .map(move |(&j, &w)| w as f64 / (di * degree[j as usize]))
-                .collect::<Vec<_>>()
-        })
-        .collect();
+    // K = D^-1 W D^-1, value by value.
+    let k = |i: usize, j: u32, w: f32| w as f64 / (degree[i] * degree[j as usize]);
     let z: Vec<f64> = (0..graph.n_rows)
         .into_par_iter()
         .map(|i| {
-            let r = graph.row_range(i);
-            k_values[r].iter().sum::<f64>().sqrt()
+            let (cols, w) = graph.row(i);
+            let row = cols.iter().zip(w).map(|(&j, &w)| k(i, j, w));
+            row.sum::<f64>().sqrt()
         })
         .collect();
-    let data: Vec<f64> = (0..graph.n_rows)
-        .into_par_iter()
-        .flat_map_iter(|i| {
-            let r = graph.row_range(i);
-            let cols = &graph.indices[r.clone()];
-            let zi = z[i];
-            let z = &z;
-            k_values[r]
-                .iter()
-                .zip(cols)
-                .map(move |(&k, &j)| k / (zi * z[j as usize]))
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    Ok(CsrMatrix {
-        n_rows: graph.n_rows,
-        n_cols: graph.n_cols,
-        indptr: graph.indptr.clone(),
-        indices: graph.indices.clone(),
-        data,
-    })
+    Ok(build_csr(
+        graph.n_rows,
+        graph.n_cols,
+        |i| graph.row_range(i).len(),
+        |i, idx, values| {
+            let (cols, w) = graph.row(i);
+            idx.copy_from_slice(cols);
+            for ((v, &j), &w) in values.iter_mut().zip(cols).zip(w) {
+                *v = k(i, j, w) / (z[i] * z[j as usize]);
+            }
+        },
+    ))
 }
 
 /// The diffusion map of `graph` (`obsp['connectivities']`) with `n_comps` components (at most
