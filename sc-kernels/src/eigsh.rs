@@ -1,7 +1,7 @@
 //! The eigenpairs of largest magnitude of a large symmetric operator (scipy's `eigsh(which="LM")`,
 //! ARPACK's job): thick-restart Lanczos (Wu and Simon 2000) with full reorthogonalization.
 //!
-//! A basis of `m = max(2k + 1, 20)` vectors (ARPACK's default `ncv`) is grown by the operator,
+//! A basis of `m` vectors ([`basis_len`]: CuPy's default `ncv`, `k + 32`) is grown by the operator,
 //! each new vector orthogonalized twice against all the others (so the projected matrix is
 //! computed, not assumed tridiagonal); its Ritz pairs are tested (residual `|beta u_m|` at most
 //! `tol`); if some of the `k` wanted are not there yet, the basis restarts from the best
@@ -92,9 +92,14 @@ pub fn check_k(n: usize, k: usize) -> Result<()> {
     Ok(())
 }
 
-/// The basis' size `m` for `k` eigenpairs of an `n x n` operator (it holds `m + 1` columns).
+/// The basis' size `m` for `k` eigenpairs of an `n x n` operator (it holds `m + 1` columns):
+/// CuPy's default (`k + 32`, at least `2k`, as rapids-singlecell's diffmap runs it) rather than
+/// ARPACK's (`2k + 1`, at least 20). Clustered cells give many eigenvalues near 1, and a thick
+/// restart that keeps more vectors converges in far fewer products: 12 planted groups of
+/// 10,000 cells, 15 pairs: 178 restarts (1,424 products) in 16.4 s with 31, 41 restarts (656
+/// products) in 9.1 s with 47, on 2 cores.
 pub fn basis_len(n: usize, k: usize) -> usize {
-    (2 * k + 1).max(20).min(n)
+    (2 * k + 1).max(k + 32).max(20).min(n)
 }
 
 /// The iteration on `basis` (of [`basis_len`]` + 1` columns), for `k` eigenpairs ([`check_k`]
