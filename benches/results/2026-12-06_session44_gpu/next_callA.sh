@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prepared for the next session's first device call (session 44 had no device time left):
-# `diffmap_warp_rows.patch` and `pearson_sums.patch` applied to `10946e6`, built here into
+# `diffmap_warp_rows.patch` and `pearson_sums.patch` applied to `ffb2b27` (its basis of k + 32
+# vectors for diffmap, also new), built here into
 # .gpu-d (bin/gpu_kernels.xz, whl/ the rmm_core wheel, data/ with pbmc68k, celltypist and scvi;
 # BUILT_AT says so). Carry .gpu-d and .rsc-bench without the rapids-singlecell wheel and
 # extra/ (then .rsc-bench with the rsc wheel in a second call on the warm machine:
