@@ -563,15 +563,15 @@ def normalize_pearson_residuals(
     target = _parts.target(adata, copy)
     x, what = _parts.matrix_of(target, layer)
     xp = _parts.matrix_part(x, what)
-    if check_values and not _whole_numbers(xp):
+    # The raw-count check runs in the same call, before the residuals (one round trip).
+    params = {"theta": float(theta), "clip": clip, "check_values": bool(check_values)}
+    out = _parts.call("normalize_pearson_residuals", {"X": xp}, params, return_x=True)
+    if check_values and not out["whole_numbers"]:
         warnings.warn(
             "`normalize_pearson_residuals()` expects raw count data, but non-integers were found.",
             UserWarning,
             stacklevel=2,
         )
-    out = _parts.call(
-        "normalize_pearson_residuals", {"X": xp}, {"theta": float(theta), "clip": clip}, return_x=True
-    )
     residuals = _parts.matrix_from(out["X"], like=x)
     record = {"theta": theta, "clip": clip, "computed_on": layer if layer else "adata.X"}
     if not inplace:

@@ -57,7 +57,12 @@ enum Call {
     Hvg(HvgOptions),
     /// The obs columns to regress on.
     RegressOut(Vec<String>),
-    Pearson(PearsonParams),
+    /// The residuals; with `check_values`, whether X held only whole numbers is read first, in
+    /// the same call (scanpy's raw-count warning without a second round trip).
+    Pearson {
+        params: PearsonParams,
+        check_values: bool,
+    },
     /// Whether X holds only whole numbers (the raw-count warnings), read where X lies.
     WholeNumbers,
     Scrublet {
@@ -340,7 +345,7 @@ fn reads_x_on_device(call: &Call) -> bool {
         call,
         Call::Harmony(_)
             | Call::Combat { .. }
-            | Call::Pearson(_)
+            | Call::Pearson { .. }
             | Call::WholeNumbers
             | Call::Scrublet {
                 simulated: Some(_),
@@ -423,7 +428,15 @@ fn run(
             steps::highly_variable_genes(adata, o)?;
         }
         Call::RegressOut(keys) => steps::regress_out(adata, keys)?,
-        Call::Pearson(p) => steps::normalize_pearson_residuals(adata, p)?,
+        Call::Pearson {
+            params,
+            check_values,
+        } => {
+            if *check_values {
+                extra.whole_numbers = Some(steps::x_holds_whole_numbers(adata)?);
+            }
+            steps::normalize_pearson_residuals(adata, params)?
+        }
         Call::WholeNumbers => extra.whole_numbers = Some(steps::x_holds_whole_numbers(adata)?),
         Call::Scrublet {
             options,
@@ -640,10 +653,13 @@ fn parse(step: &str, p: &Bound<'_, PyDict>) -> PyResult<Call> {
         "highly_variable_genes" => Call::Hvg(hvg_options(p)?),
         "regress_out" => Call::RegressOut(req(p, "keys")?),
         "whole_numbers" => Call::WholeNumbers,
-        "normalize_pearson_residuals" => Call::Pearson(PearsonParams {
-            theta: req(p, "theta")?,
-            clip: opt(p, "clip")?,
-        }),
+        "normalize_pearson_residuals" => Call::Pearson {
+            params: PearsonParams {
+                theta: req(p, "theta")?,
+                clip: opt(p, "clip")?,
+            },
+            check_values: opt(p, "check_values")?.unwrap_or(false),
+        },
         "scrublet" => Call::Scrublet {
             options: ScrubletOptions {
                 params: scrublet_params(p)?,
