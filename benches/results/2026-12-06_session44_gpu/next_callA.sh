@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepared for the next session's first device call (session 44 had no device time left):
-# `diffmap_warp_rows.patch` and `pearson_sums.patch` applied (gpu_kernels at `ffb2b27`, with
-# diffmap's basis of k + 32 vectors, also new; the wheel at `e196e67`), built here into .gpu-d (bin/gpu_kernels.xz, whl/ the rmm_core wheel, data/ with pbmc68k, celltypist and scvi;
+# `diffmap_warp_rows.patch` and `pearson_sums.patch` applied (gpu_kernels at `1be8451`, with
+# diffmap's basis of k + 32 vectors, also new; the wheel at `10dcf4b`), built here into .gpu-d (bin/gpu_kernels.xz, whl/ the rmm_core wheel, data/ with pbmc68k, celltypist and scvi;
 # BUILT_AT says so). Carry .gpu-d and .rsc-bench without the rapids-singlecell wheel and
 # extra/ (then .rsc-bench with the rsc wheel in a second call on the warm machine:
 # `tools_side_by_side.sh 1000000 pearson_residuals,diffmap` with the patched wheel in .whl).
