@@ -9,7 +9,7 @@ use crate::eigsh::{basis_len, lanczos, Basis, ROWS};
 use crate::error::Result;
 use crate::gpu::dense_reduce::{chunked_sums, PARTIAL_BYTES};
 use crate::gpu::module_cache::KernelSource;
-use crate::gpu::trace::PhaseTrace;
+use crate::gpu::trace::{tracing, PhaseTrace};
 use crate::gpu::{DeviceVec, GpuContext};
 use faer::Mat;
 use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
@@ -37,7 +37,7 @@ pub fn diffmap_gpu(
     let basis = DeviceBasis::new(ctx, &t, basis_len(t.n_rows, k))?;
     drop(t);
     trace.mark("upload")?;
-    let pairs = if trace_on() {
+    let pairs = if tracing() {
         // Each operation waited for and timed, to see where the iteration's time goes.
         let mut timed = Timed {
             basis,
@@ -54,10 +54,6 @@ pub fn diffmap_gpu(
     };
     trace.mark(&format!("lanczos ({} restarts)", pairs.restarts))?;
     Ok(components(pairs))
-}
-
-fn trace_on() -> bool {
-    std::env::var_os(crate::gpu::trace::TRACE_ENV).is_some_and(|v| !v.is_empty())
 }
 
 /// The device basis with each operation waited for and its time added up by name.

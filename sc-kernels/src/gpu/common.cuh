@@ -8,6 +8,23 @@ typedef unsigned char u8;
 
 #define FULL_MASK 0xffffffffu
 
+// The Euclidean distance of two rows of d floats in f64, dimensions in order, as the CPU's
+// row_distance (the kNN's exact distances).
+__device__ __forceinline__ double exact_distance(const float* xi, const float* __restrict__ xj,
+                                                 u32 d) {
+    double s = 0.0;
+    for (u32 u = 0; u < d; ++u) {
+        double diff = (double)xi[u] - (double)xj[u];
+        s = __dadd_rn(s, __dmul_rn(diff, diff));
+    }
+    return sqrt(s);
+}
+
+// (v, j) ranks before (w, l): nearer, or as near with the smaller index.
+__device__ __forceinline__ bool nearer_first(double v, u32 j, double w, u32 l) {
+    return v < w || (v == w && j < l);
+}
+
 __device__ __forceinline__ double warp_sum_f64(double v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(FULL_MASK, v, o);
     return v;

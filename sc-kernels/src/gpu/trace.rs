@@ -14,6 +14,11 @@ static FIRST: OnceLock<Instant> = OnceLock::new();
 /// The environment variable that turns the phase marks on (any value but empty).
 pub const TRACE_ENV: &str = "SCPIPE_TRACE_PHASES";
 
+/// Whether [`TRACE_ENV`] turns the phase marks on (any value but empty).
+pub fn tracing() -> bool {
+    std::env::var_os(TRACE_ENV).is_some_and(|v| !v.is_empty())
+}
+
 /// The phase marks of one call of a step (`what`, e.g. `pca`).
 pub struct PhaseTrace<'a> {
     on: bool,
@@ -34,7 +39,7 @@ impl<'a> PhaseTrace<'a> {
 
     /// The marks of phases that run on the host (nothing to wait for).
     pub fn on_host(what: &'static str) -> Self {
-        let on = std::env::var_os(TRACE_ENV).is_some_and(|v| !v.is_empty());
+        let on = tracing();
         if on {
             FIRST.get_or_init(Instant::now);
         }

@@ -22,21 +22,6 @@ extern "C" __global__ void knn_reverse_fill(const u32* __restrict__ idx, u64 n, 
     }
 }
 
-__device__ __forceinline__ double descent_dist(const float* xi, const float* __restrict__ xj,
-                                               u32 d) {
-    double s = 0.0;
-    for (u32 u = 0; u < d; ++u) {
-        double diff = (double)xi[u] - (double)xj[u];
-        s = __dadd_rn(s, __dmul_rn(diff, diff));
-    }
-    return sqrt(s);
-}
-
-// (v, j) ranks before (w, l): nearer, or as near with the smaller index.
-__device__ __forceinline__ bool descent_before(double v, u32 j, double w, u32 l) {
-    return v < w || (v == w && j < l);
-}
-
 #define DESCENT_WARPS 4
 
 // One round of the local join, a warp per cell i: the candidates are the rows of its
@@ -67,7 +52,7 @@ knn_descent(const float* __restrict__ x, const u32* __restrict__ idx,
         for (u32 t = lane; t < m; t += 32) {
             u32 j = row[1 + t];
             bool ok = j < n && (u64)j != i;
-            td[t] = ok ? descent_dist(xi, x + (u64)j * d, d) : __longlong_as_double(0x7ff0000000000000ll);
+            td[t] = ok ? exact_distance(xi, x + (u64)j * d, d) : __longlong_as_double(0x7ff0000000000000ll);
             tj[t] = ok ? j : ~0u;
         }
         __syncwarp();
@@ -75,7 +60,7 @@ knn_descent(const float* __restrict__ x, const u32* __restrict__ idx,
             for (u32 a = 1; a < m; ++a) {
                 double v = td[a];
                 u32 j = tj[a], b = a;
-                while (b > 0 && descent_before(v, j, td[b - 1], tj[b - 1])) {
+                while (b > 0 && nearer_first(v, j, td[b - 1], tj[b - 1])) {
                     td[b] = td[b - 1];
                     tj[b] = tj[b - 1];
                     --b;
@@ -98,8 +83,8 @@ knn_descent(const float* __restrict__ x, const u32* __restrict__ idx,
                 bool fresh = z < n && (u64)z != i;
                 for (u32 a = 0; a < m && fresh; ++a) fresh = tj[a] != z;
                 if (fresh) {
-                    v = descent_dist(xi, x + (u64)z * d, d);
-                    pass = descent_before(v, z, td[m - 1], tj[m - 1]);
+                    v = exact_distance(xi, x + (u64)z * d, d);
+                    pass = nearer_first(v, z, td[m - 1], tj[m - 1]);
                 }
             }
             unsigned want = __ballot_sync(0xffffffffu, pass);
@@ -108,12 +93,12 @@ knn_descent(const float* __restrict__ x, const u32* __restrict__ idx,
                 want &= want - 1;
                 const double w = __shfl_sync(0xffffffffu, v, b);
                 const u32 l = __shfl_sync(0xffffffffu, z, b);
-                if (lane == 0 && descent_before(w, l, td[m - 1], tj[m - 1])) {
+                if (lane == 0 && nearer_first(w, l, td[m - 1], tj[m - 1])) {
                     bool dup = false;
                     for (u32 a = 0; a < m && !dup; ++a) dup = tj[a] == l;
                     if (!dup) {
                         u32 p = m - 1;
-                        while (p > 0 && descent_before(w, l, td[p - 1], tj[p - 1])) {
+                        while (p > 0 && nearer_first(w, l, td[p - 1], tj[p - 1])) {
                             td[p] = td[p - 1];
                             tj[p] = tj[p - 1];
                             --p;

@@ -327,14 +327,8 @@ extern "C" __global__ void knn_refine(const float* __restrict__ x, const u32* __
         for (u32 t = 0; t < mc; ++t) {
             u32 j = cand[r * kc + t];
             if (j == ~0u) continue;  // fewer references than kc were scanned
-            const float* xj = x + (u64)j * d;
-            double s = 0.0;
-            for (u32 u = 0; u < d; ++u) {
-                double diff = (double)xi[u] - (double)xj[u];
-                s = __dadd_rn(s, __dmul_rn(diff, diff));
-            }
             has_self |= (j == i);
-            dv[m] = sqrt(s);
+            dv[m] = exact_distance(xi, x + (u64)j * d, d);
             dj[m] = j;
             ++m;
         }
@@ -394,16 +388,10 @@ extern "C" __global__ void knn_refine_among(const float* __restrict__ x,
         for (u32 t = 0; t < kc; ++t) {
             const u32 j = cand[r * kc + t];
             if (j == ~0u) continue;
-            const float* xj = x + (u64)j * d;
-            double s = 0.0;
-            for (u32 u = 0; u < d; ++u) {
-                const double diff = (double)xi[u] - (double)xj[u];
-                s = __dadd_rn(s, __dmul_rn(diff, diff));
-            }
             // Insertion by (distance, index).
-            const double v = sqrt(s);
+            const double v = exact_distance(xi, x + (u64)j * d, d);
             u32 b = m++;
-            while (b > 0 && (v < dv[b - 1] || (v == dv[b - 1] && j < dj[b - 1]))) {
+            while (b > 0 && nearer_first(v, j, dv[b - 1], dj[b - 1])) {
                 dv[b] = dv[b - 1];
                 dj[b] = dj[b - 1];
                 --b;
