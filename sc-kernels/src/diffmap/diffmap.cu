@@ -4,15 +4,24 @@
 // dense_reduce's add_chunks) and every operation rounded as the host rounds it (never fused).
 // The basis is column-major: column j is columns[j * n .. (j + 1) * n].
 
-// w = T x, x the basis' column j; one thread a row, its products in storage order from -0
-// (Rust's f64 sum).
+// w = T x, x the basis' column j; a warp a row: its lanes form 32 products at a time (reads
+// coalesced), then every lane adds them in storage order from -0 (Rust's f64 sum) through
+// shuffles, so the sum is the host's. blockDim.x a multiple of 32.
 extern "C" __global__ void diffmap_apply(const u64* indptr, const u32* indices, const double* data,
                                          u64 n, const double* columns, u64 j, double* w) {
     const double* x = columns + j * n;
-    for (u64 r = (u64)blockIdx.x * blockDim.x + threadIdx.x; r < n; r += (u64)gridDim.x * blockDim.x) {
+    const u32 lane = threadIdx.x & 31;
+    const u64 warps = ((u64)gridDim.x * blockDim.x) >> 5;
+    for (u64 r = ((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; r < n; r += warps) {
+        const u64 p0 = indptr[r], p1 = indptr[r + 1];
         double s = -0.0;
-        for (u64 p = indptr[r]; p < indptr[r + 1]; ++p) s = __dadd_rn(s, __dmul_rn(data[p], x[indices[p]]));
-        w[r] = s;
+        for (u64 base = p0; base < p1; base += 32) {
+            const u64 p = base + lane;
+            const double prod = p < p1 ? __dmul_rn(data[p], x[indices[p]]) : 0.0;
+            const u32 count = (u32)min((u64)32, p1 - base);
+            for (u32 i = 0; i < count; ++i) s = __dadd_rn(s, __shfl_sync(0xffffffffu, prod, i));
+        }
+        if (lane == 0) w[r] = s;
     }
 }
 

@@ -186,7 +186,8 @@ impl Basis for DeviceBasis<'_> {
     fn apply(&mut self, j: usize) -> Result<()> {
         let ctx = self.ctx;
         let f = ctx.function(SRC, "diffmap_apply")?;
-        let cfg = ctx.filling_grid(self.n);
+        // A warp a row.
+        let cfg = ctx.filling_grid(self.n * 32);
         let (n, j) = (self.n as u64, j as u64);
         let mut l = ctx.launcher(&f);
         l.arg(&self.indptr)

@@ -11,10 +11,10 @@ use crate::gpu::dense_reduce::{chunked_sums, csr_chunked_sums, PARTIAL_BYTES};
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::reduce::{col_moments, Transform};
 use crate::gpu::trace::PhaseTrace;
-use crate::gpu::{grid_for, grid_stride, DeviceCsr, DeviceDense, DeviceVec, GpuContext};
+use crate::gpu::{grid_for, DeviceCsr, DeviceDense, DeviceVec, GpuContext};
 use crate::normalize::{all_whole_gpu, check_counts_gpu};
 use crate::stats::{mean_var_from_sums, DENSE_CHUNK_ROWS};
-use rmm_cuda::cudarc::driver::PushKernelArg;
+use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 
 pub(crate) const SRC: KernelSource = KernelSource {
     name: "pearson",
@@ -99,11 +99,26 @@ fn residuals_of_whole_counts(
     }
     trace.mark("whole numbers checked")?;
     let genes = ctx.zeros::<f64>(x.n_cols)?;
-    let f = ctx.function(SRC, "pearson_gene_sums_exact")?;
     let nnz = x.nnz() as u64;
-    let mut l = ctx.launcher(&f);
-    l.arg(&x.indices).arg(&x.data).arg(&nnz).arg(&genes);
-    ctx.launch(l, ctx.filling_grid(x.nnz()), "pearson_gene_sums_exact")?;
+    let shared = x.n_cols * 8;
+    if shared <= ctx.max_shared_per_block() {
+        // A block's partial sums in shared memory, a few blocks an SM.
+        let f = ctx.function_with_shared(SRC, "pearson_gene_sums_exact_shared", shared)?;
+        let g = x.n_cols as u64;
+        let mut l = ctx.launcher(&f);
+        l.arg(&x.indices).arg(&x.data).arg(&nnz).arg(&g).arg(&genes);
+        let cfg = LaunchConfig {
+            grid_dim: (ctx.multiprocessors() * 2, 1, 1),
+            block_dim: (1024, 1, 1),
+            shared_mem_bytes: shared as u32,
+        };
+        ctx.launch(l, cfg, "pearson_gene_sums_exact_shared")?;
+    } else {
+        let f = ctx.function(SRC, "pearson_gene_sums_exact")?;
+        let mut l = ctx.launcher(&f);
+        l.arg(&x.indices).arg(&x.data).arg(&nnz).arg(&genes);
+        ctx.launch(l, ctx.filling_grid(x.nnz()), "pearson_gene_sums_exact")?;
+    }
     let sums = ctx.download(&genes)?;
     if let Some(j) = sums.iter().position(|&s| s == 0.0) {
         return Err(no_counts("gene", j));
@@ -217,7 +232,8 @@ fn row_sums(ctx: &GpuContext, x: &DeviceCsr) -> Result<DeviceVec<f64>> {
     let n = x.n_rows as u64;
     let mut l = ctx.launcher(&f);
     l.arg(&x.indptr).arg(&x.data).arg(&n).arg(&sums);
-    ctx.launch(l, grid_stride(x.n_rows), "pearson_row_sums")?;
+    // A warp a row.
+    ctx.launch(l, ctx.filling_grid(x.n_rows * 32), "pearson_row_sums")?;
     Ok(sums)
 }
 
