@@ -15,12 +15,13 @@
 
 use crate::error::{KernelError, Result};
 use crate::random::SplitMix64;
-use crate::stats::{chunked_sum, DENSE_CHUNK_ROWS};
+use crate::stats::chunked_sum;
 use faer::{Mat, Side};
 use rayon::prelude::*;
 
-/// Rows per block of the dot products.
-pub const ROWS: usize = DENSE_CHUNK_ROWS;
+/// Rows per block of the dot products: short, so that a GPU adds many blocks at once (each
+/// block's sum is a chain of `ROWS` additions in row order).
+pub const ROWS: usize = 512;
 
 /// Restarts before giving up.
 const MAX_RESTARTS: usize = 5000;
@@ -49,6 +50,15 @@ pub trait Basis {
     fn project_out(&mut self, cols: usize) -> Result<Vec<f64>>;
     /// `|w|` (the square root of `w . w`).
     fn norm(&mut self) -> Result<f64>;
+    /// Projects `w` off `column[0..cols]` twice (one pass leaves what rounding let through),
+    /// then measures it: the two `h` added, and `|w|`. A device may fuse the passes; the bits
+    /// are these.
+    fn orthogonalize(&mut self, cols: usize) -> Result<(Vec<f64>, f64)> {
+        let mut h = self.project_out(cols)?;
+        let h2 = self.project_out(cols)?;
+        h.iter_mut().zip(&h2).for_each(|(a, b)| *a += b);
+        Ok((h, self.norm()?))
+    }
     /// `column[j] = w / d`.
     fn store(&mut self, j: usize, d: f64) -> Result<()>;
     /// `column[j] = 0`.
@@ -119,15 +129,12 @@ pub fn lanczos(basis: &mut impl Basis, k: usize, tol: f64, seed: u64) -> Result<
         let mut beta = 0.0;
         for j in kept..m {
             basis.apply(j)?;
-            // Twice: one pass leaves what rounding let through.
-            let mut h = basis.project_out(j + 1)?;
-            let h2 = basis.project_out(j + 1)?;
-            h.iter_mut().zip(&h2).for_each(|(a, b)| *a += b);
+            let h;
+            (h, beta) = basis.orthogonalize(j + 1)?;
             for (i, &v) in h.iter().enumerate() {
                 t[(i, j)] = v;
                 t[(j, i)] = v;
             }
-            beta = basis.norm()?;
             if beta > 1e-12 {
                 basis.store(j + 1, beta)?;
             } else if j + 1 < m {
@@ -135,9 +142,7 @@ pub fn lanczos(basis: &mut impl Basis, k: usize, tol: f64, seed: u64) -> Result<
                 beta = 0.0;
                 let fresh: Vec<f64> = (0..n).map(|_| draws.normal()).collect();
                 basis.set_w(&fresh)?;
-                basis.project_out(j + 1)?;
-                basis.project_out(j + 1)?;
-                let s = basis.norm()?;
+                let (_, s) = basis.orthogonalize(j + 1)?;
                 basis.store(j + 1, s)?;
             } else {
                 // The basis holds an invariant subspace: its Ritz pairs are exact.
@@ -321,16 +326,15 @@ fn dots<'a>(
 /// Each column with its entry of largest magnitude positive (the first such on ties).
 fn signed(mut v: Mat<f64>) -> Mat<f64> {
     for c in 0..v.ncols() {
+        let col = v.col_as_slice_mut(c);
         let mut best = (0.0f64, 0usize);
-        for r in 0..v.nrows() {
-            if v[(r, c)].abs() > best.0 {
-                best = (v[(r, c)].abs(), r);
+        for (r, x) in col.iter().enumerate() {
+            if x.abs() > best.0 {
+                best = (x.abs(), r);
             }
         }
-        if v[(best.1, c)] < 0.0 {
-            for r in 0..v.nrows() {
-                v[(r, c)] = -v[(r, c)];
-            }
+        if col.get(best.1).is_some_and(|&x| x < 0.0) {
+            col.iter_mut().for_each(|x| *x = -*x);
         }
     }
     v

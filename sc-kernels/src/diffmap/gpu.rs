@@ -7,11 +7,11 @@ use super::{components, prepare, Diffmap, TOLERANCE};
 use crate::csr::CsrMatrix;
 use crate::eigsh::{basis_len, lanczos, Basis, ROWS};
 use crate::error::Result;
-use crate::gpu::dense_reduce::{chunked_sums, PARTIAL_BYTES};
+use crate::gpu::dense_reduce::{chunked_sums_into, PARTIAL_BYTES};
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::trace::{tracing, PhaseTrace};
 use crate::gpu::{DeviceVec, GpuContext};
-use faer::Mat;
+use faer::{Mat, MatRef};
 use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 
 pub(crate) const SRC: KernelSource = KernelSource {
@@ -93,6 +93,9 @@ impl Basis for Timed<'_> {
     fn norm(&mut self) -> Result<f64> {
         self.time("norm", |b| b.norm())
     }
+    fn orthogonalize(&mut self, cols: usize) -> Result<(Vec<f64>, f64)> {
+        self.time("orthogonalize", |b| b.orthogonalize(cols))
+    }
     fn store(&mut self, j: usize, d: f64) -> Result<()> {
         self.time("store", |b| b.store(j, d))
     }
@@ -110,13 +113,29 @@ impl Basis for Timed<'_> {
     }
 }
 
-/// The Lanczos basis (`m + 1` columns, column-major), the work vector and the matrix, on the
-/// device.
+/// Rows and columns of `diffmap_project_dots`' tile (`TILE_ROWS`, `TILE_COLS` in `diffmap.cu`).
+const TILE_ROWS: u32 = 128;
+const TILE_COLS: usize = 32;
+/// Chunks a launch lays along the grid's y at most.
+const MAX_GRID_Y: usize = 65_535;
+
+/// What a pass over the rows sums after its subtraction.
+enum Dots {
+    None,
+    /// `column[c] . w` for `c <` this.
+    Columns(usize),
+    /// `w . w`.
+    Own,
+}
+
+/// The Lanczos basis (`m + 1` columns, column-major), the work vector (and a second one that a
+/// projection writes into) and the matrix, on the device.
 struct DeviceBasis<'a> {
     ctx: &'a GpuContext,
     n: usize,
     columns: DeviceVec<f64>,
     w: DeviceVec<f64>,
+    w_alt: DeviceVec<f64>,
     indptr: DeviceVec<u64>,
     indices: DeviceVec<u32>,
     data: DeviceVec<f64>,
@@ -130,29 +149,64 @@ impl<'a> DeviceBasis<'a> {
             n,
             columns: ctx.zeros::<f64>((m + 1) * n)?,
             w: ctx.zeros::<f64>(n)?,
+            w_alt: ctx.zeros::<f64>(n)?,
             indptr: ctx.upload(&t.indptr)?,
             indices: ctx.upload(&t.indices)?,
             data: ctx.upload(&t.data)?,
         })
     }
 
-    /// `column[c] . w` for `c < cols`; with `self_dot`, `w . w` (`cols` 1).
-    fn dots(&self, cols: usize, self_dot: bool) -> Result<Vec<f64>> {
+    /// One pass over the rows (`diffmap_project_dots`): with `sub` (`h`'s device address and
+    /// its length `cols`), `w -= h_c column[c]` for `c < cols` in order (written into the other
+    /// work vector, which becomes `w`); then `dots`' sums, in [`ROWS`]-row chunks as the host
+    /// adds them, queued into the zeros at device address `total`. Nothing is waited for.
+    fn pass(&mut self, sub: Option<(u64, usize)>, dots: Dots, total: u64) -> Result<()> {
         let ctx = self.ctx;
-        let f = ctx.function(SRC, "diffmap_chunk_dots")?;
-        let (n, cols64, rows) = (self.n as u64, cols as u64, ROWS as u64);
-        let columns = if self_dot { &self.w } else { &self.columns };
-        chunked_sums(ctx, self.n, cols, PARTIAL_BYTES, |first, count, out| {
+        let f = ctx.function(SRC, "diffmap_project_dots")?;
+        let (h, sub_cols) = sub.map_or((0, 0), |(h, cols)| (h, cols as u64));
+        let w_out = if sub.is_some() { self.w_alt.ptr() } else { 0 };
+        let (dot_cols, self_dot) = match dots {
+            Dots::None => (0usize, 0i32),
+            Dots::Columns(cols) => (cols, 0),
+            Dots::Own => (1, 1),
+        };
+        let (n, rows, dot_cols64) = (self.n as u64, ROWS as u64, dot_cols as u64);
+        let (columns, w) = (&self.columns, &self.w);
+        let launch = |first: u64, count: u64, partial: u64| {
             let mut l = ctx.launcher(&f);
-            l.arg(columns).arg(&n).arg(&cols64).arg(&self.w);
-            l.arg(&rows).arg(&first).arg(out);
+            l.arg(columns)
+                .arg(&n)
+                .arg(&h)
+                .arg(&sub_cols)
+                .arg(w)
+                .arg(&w_out);
+            l.arg(&dot_cols64)
+                .arg(&self_dot)
+                .arg(&rows)
+                .arg(&first)
+                .arg(&partial);
             let cfg = LaunchConfig {
-                grid_dim: (count as u32, cols.div_ceil(32) as u32, 1),
-                block_dim: (256, 1, 1),
+                grid_dim: (dot_cols.div_ceil(TILE_COLS).max(1) as u32, count as u32, 1),
+                block_dim: (TILE_ROWS, 1, 1),
                 shared_mem_bytes: 0,
             };
-            ctx.launch(l, cfg, "diffmap_chunk_dots")
-        })
+            ctx.launch(l, cfg, "diffmap_project_dots")
+        };
+        if dot_cols == 0 {
+            let chunks = self.n.div_ceil(ROWS);
+            for first in (0..chunks).step_by(MAX_GRID_Y) {
+                launch(first as u64, (chunks - first).min(MAX_GRID_Y) as u64, 0)?;
+            }
+        } else {
+            let shape = (self.n, ROWS, dot_cols);
+            chunked_sums_into(ctx, shape, PARTIAL_BYTES, total, |first, count, out| {
+                launch(first, count, out.ptr())
+            })?;
+        }
+        if sub.is_some() {
+            std::mem::swap(&mut self.w, &mut self.w_alt);
+        }
+        Ok(())
     }
 
     /// `coefs` (each `m` long) on the device, one after another.
@@ -174,7 +228,9 @@ impl<'a> DeviceBasis<'a> {
             .arg(&d)
             .arg(&count)
             .arg(out);
-        ctx.launch(l, ctx.filling_grid(coefs.len() * self.n), "diffmap_combine")
+        // A thread a row and eight outputs (`COMBINE_OUTS` in `diffmap.cu`).
+        let threads = coefs.len().div_ceil(8) * self.n;
+        ctx.launch(l, ctx.filling_grid(threads), "diffmap_combine")
     }
 }
 
@@ -186,8 +242,8 @@ impl Basis for DeviceBasis<'_> {
     fn apply(&mut self, j: usize) -> Result<()> {
         let ctx = self.ctx;
         let f = ctx.function(SRC, "diffmap_apply")?;
-        // A warp a row.
-        let cfg = ctx.filling_grid(self.n * 32);
+        // Eight lanes a row.
+        let cfg = ctx.filling_grid(self.n * 8);
         let (n, j) = (self.n as u64, j as u64);
         let mut l = ctx.launcher(&f);
         l.arg(&self.indptr)
@@ -199,24 +255,33 @@ impl Basis for DeviceBasis<'_> {
     }
 
     fn project_out(&mut self, cols: usize) -> Result<Vec<f64>> {
-        let h = self.dots(cols, false)?;
-        let ctx = self.ctx;
-        let d = ctx.upload(&h)?;
-        let f = ctx.function(SRC, "diffmap_subtract")?;
-        let cfg = ctx.filling_grid(self.n);
-        let (n, cols64) = (self.n as u64, cols as u64);
-        let mut l = ctx.launcher(&f);
-        l.arg(&self.columns)
-            .arg(&n)
-            .arg(&cols64)
-            .arg(&d)
-            .arg(&mut self.w);
-        ctx.launch(l, cfg, "diffmap_subtract")?;
-        Ok(h)
+        let h = self.ctx.zeros::<f64>(cols)?;
+        self.pass(None, Dots::Columns(cols), h.ptr())?;
+        self.pass(Some((h.ptr(), cols)), Dots::None, 0)?;
+        self.ctx.download(&h)
     }
 
     fn norm(&mut self) -> Result<f64> {
-        Ok(self.dots(1, true)?[0].sqrt())
+        let own = self.ctx.zeros::<f64>(1)?;
+        self.pass(None, Dots::Own, own.ptr())?;
+        Ok(self.ctx.download(&own)?[0].sqrt())
+    }
+
+    /// Three passes and one wait: the first projection's dots; its subtraction with the second
+    /// projection's dots; the second's subtraction with `w . w`.
+    fn orthogonalize(&mut self, cols: usize) -> Result<(Vec<f64>, f64)> {
+        // Both projections' `h` and `w . w` side by side, downloaded at once.
+        let sums = self.ctx.zeros::<f64>(2 * cols + 1)?;
+        let at = |i: usize| sums.ptr() + (i * 8) as u64;
+        self.pass(None, Dots::Columns(cols), at(0))?;
+        self.pass(Some((at(0), cols)), Dots::Columns(cols), at(cols))?;
+        self.pass(Some((at(cols), cols)), Dots::Own, at(2 * cols))?;
+        let s = self.ctx.download(&sums)?;
+        let mut h = s[..cols].to_vec();
+        h.iter_mut()
+            .zip(&s[cols..2 * cols])
+            .for_each(|(a, b)| *a += b);
+        Ok((h, s[2 * cols].sqrt()))
     }
 
     fn store(&mut self, j: usize, d: f64) -> Result<()> {
@@ -261,7 +326,7 @@ impl Basis for DeviceBasis<'_> {
         let out = self.ctx.alloc::<f64>(coefs.len() * n)?;
         self.combine_into(m, coefs, &out)?;
         let flat = self.ctx.download(&out)?;
-        Ok(Mat::from_fn(n, coefs.len(), |r, c| flat[c * n + r]))
+        Ok(MatRef::from_column_major_slice(&flat, n, coefs.len()).to_owned())
     }
 }
 

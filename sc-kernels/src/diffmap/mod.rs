@@ -111,11 +111,15 @@ fn prepare(graph: &CsrMatrix<f32>, n_comps: usize) -> Result<(CsrMatrix<f64>, us
 fn components(pairs: Eigenpairs) -> Diffmap {
     let (n, k) = (pairs.vectors.nrows(), pairs.vectors.ncols());
     let mut components = vec![0f32; n * k];
-    for c in 0..k {
-        for r in 0..n {
-            components[r * k + c] = pairs.vectors[(r, c)] as f32;
-        }
-    }
+    let columns: Vec<&[f64]> = (0..k).map(|c| pairs.vectors.col_as_slice(c)).collect();
+    components
+        .par_chunks_mut(k.max(1))
+        .enumerate()
+        .for_each(|(r, row)| {
+            for (x, column) in row.iter_mut().zip(&columns) {
+                *x = column[r] as f32;
+            }
+        });
     Diffmap {
         evals: pairs.values.iter().map(|&v| v as f32).collect(),
         components,

@@ -9,11 +9,29 @@ extern "C" __global__ void dense_first_nonfinite(const float* x, u64 n, u64* fir
     }
 }
 
-// total[p] += partial[c][p] for the n_chunks chunks, in chunk order.
+// The position of the first zero (+0 or -0) of x (first stays u64 max when none).
+extern "C" __global__ void first_zero_f64(const double* x, u64 n, u64* first) {
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        if (x[i] == 0.0) atomicMin(first, i);
+    }
+}
+
+#define ADD_AHEAD 32
+
+// total[p] += partial[c][p] for the n_chunks chunks, in chunk order. ADD_AHEAD partial sums are
+// loaded before they are added, so a long chain of chunks waits for memory once per ADD_AHEAD
+// of them, not once each.
 extern "C" __global__ void add_chunks(const double* partial, u64 n_chunks, u64 len, double* total) {
     for (u64 p = (u64)blockIdx.x * blockDim.x + threadIdx.x; p < len; p += (u64)gridDim.x * blockDim.x) {
         double s = total[p];
-        for (u64 c = 0; c < n_chunks; ++c) s = __dadd_rn(s, partial[c * len + p]);
+        for (u64 c0 = 0; c0 < n_chunks; c0 += ADD_AHEAD) {
+            double v[ADD_AHEAD];
+#pragma unroll
+            for (u32 i = 0; i < ADD_AHEAD; ++i) v[i] = c0 + i < n_chunks ? partial[(c0 + i) * len + p] : 0.0;
+#pragma unroll
+            for (u32 i = 0; i < ADD_AHEAD; ++i)
+                if (c0 + i < n_chunks) s = __dadd_rn(s, v[i]);
+        }
         total[p] = s;
     }
 }

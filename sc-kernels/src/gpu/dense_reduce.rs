@@ -30,10 +30,25 @@ pub fn chunked_sums(
     n_rows: usize,
     len: usize,
     partial_bytes: usize,
-    mut partials: impl FnMut(u64, u64, &DeviceVec<f64>) -> Result<()>,
+    partials: impl FnMut(u64, u64, &DeviceVec<f64>) -> Result<()>,
 ) -> Result<Vec<f64>> {
     let total = ctx.zeros::<f64>(len)?;
-    let n_chunks = n_rows.div_ceil(DENSE_CHUNK_ROWS);
+    let shape = (n_rows, DENSE_CHUNK_ROWS, len);
+    chunked_sums_into(ctx, shape, partial_bytes, total.ptr(), partials)?;
+    ctx.download(&total)
+}
+
+/// [`chunked_sums`] over chunks of `chunk_rows` rows (`shape`: `(n_rows, chunk_rows, len)`),
+/// queued into the `len` zeros at device address `total` and left on the device (nothing waited
+/// for): sums a later kernel reads, or several downloaded at once.
+pub fn chunked_sums_into(
+    ctx: &GpuContext,
+    (n_rows, chunk_rows, len): (usize, usize, usize),
+    partial_bytes: usize,
+    total: u64,
+    mut partials: impl FnMut(u64, u64, &DeviceVec<f64>) -> Result<()>,
+) -> Result<()> {
+    let n_chunks = n_rows.div_ceil(chunk_rows);
     // At most 65,535 chunks a wave: kernels may lay a wave's chunks along the grid's y.
     let wave = (partial_bytes / (len.max(1) * 8)).clamp(1, n_chunks.clamp(1, 65_535));
     let partial = ctx.alloc::<f64>(wave * len)?;
@@ -46,7 +61,7 @@ pub fn chunked_sums(
         l.arg(&partial).arg(&count).arg(&len64).arg(&total);
         ctx.launch(l, ctx.filling_grid(len), "add_chunks")?;
     }
-    ctx.download(&total)
+    Ok(())
 }
 
 /// [`chunked_sums`] over the rows of the CSR `x`, densified a wave of chunks at a time (at most
@@ -96,6 +111,21 @@ pub fn finite_by_sums(ctx: &GpuContext, x: &DeviceDense, plain_sums: &[f64]) -> 
     Err(KernelError::Gpu(
         "a column sum is not finite though every value is".into(),
     ))
+}
+
+/// The position of `x`'s first zero, if any: a check of sums (a cell without counts) that
+/// downloads one number, not the sums.
+pub fn first_zero(ctx: &GpuContext, x: &DeviceVec<f64>) -> Result<Option<usize>> {
+    let first = ctx.upload(&[u64::MAX])?;
+    if !x.is_empty() {
+        let f = ctx.function(SRC, "first_zero_f64")?;
+        let n = x.len() as u64;
+        let mut l = ctx.launcher(&f);
+        l.arg(x).arg(&n).arg(&first);
+        ctx.launch(l, ctx.filling_grid(x.len()), "first_zero_f64")?;
+    }
+    let p = ctx.download(&first)?[0];
+    Ok((p != u64::MAX).then_some(p as usize))
 }
 
 /// Fails on the first NaN or infinite value (in row order), as

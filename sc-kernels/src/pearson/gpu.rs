@@ -7,7 +7,7 @@ use super::hvg::{batch_groups, check_params as check_hvg_params, residual_varian
 use super::{check_params, no_counts, PearsonHvg, PearsonParams};
 use crate::error::Result;
 use crate::gpu::compact::select_rows;
-use crate::gpu::dense_reduce::{chunked_sums, csr_chunked_sums, PARTIAL_BYTES};
+use crate::gpu::dense_reduce::{chunked_sums, csr_chunked_sums, first_zero, PARTIAL_BYTES};
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::reduce::{col_moments, Transform};
 use crate::gpu::trace::PhaseTrace;
@@ -57,7 +57,7 @@ pub fn pearson_residuals_gpu(
     check_counts(ctx, x)?;
     trace.mark("counts checked")?;
     let cells = row_sums(ctx, x)?;
-    if let Some(i) = ctx.download(&cells)?.iter().position(|&s| s == 0.0) {
+    if let Some(i) = first_zero(ctx, &cells)? {
         return Err(no_counts("cell", i));
     }
     trace.mark("cells' sums")?;
@@ -75,7 +75,8 @@ pub fn pearson_residuals_gpu(
     let f = ctx.function(SRC, "pearson_residuals_in_place")?;
     let mut l = ctx.launcher(&f);
     l.arg(&mut out.data).arg(&n).arg(&g).arg(&cells).arg(&genes);
-    l.arg(&total).arg(&p.theta).arg(&clip);
+    let (theta, clip) = (p.theta as f32, clip as f32);
+    l.arg(&total).arg(&theta).arg(&clip);
     ctx.launch(l, ctx.filling_rows(x.n_rows), "pearson_residuals_in_place")?;
     Ok(out)
 }
@@ -130,6 +131,7 @@ fn residuals_of_whole_counts(
     trace.mark("genes' sums")?;
     let (n, g) = (x.n_rows as u64, x.n_cols as u64);
     let mut out = ctx.alloc::<f32>(x.n_rows * x.n_cols)?;
+    let (theta, clip) = (theta as f32, clip as f32);
     let f = ctx.function(SRC, "pearson_residuals_from_csr")?;
     let mut l = ctx.launcher(&f);
     l.arg(&x.indptr)

@@ -9,6 +9,15 @@ __device__ __forceinline__ double pearson_clipped(double v, double mu, double th
     return r < -clip ? -clip : (r > clip ? clip : r);
 }
 
+// mod.rs' residual_f32: mu rounded to f32 once, then f32 arithmetic (what
+// normalize_pearson_residuals writes).
+__device__ __forceinline__ float pearson_residual_f32(float v, double mu, float theta, float clip) {
+    const float m = __double2float_rn(mu);
+    const float var = __fadd_rn(m, __fdiv_rn(__fmul_rn(m, m), theta));
+    const float r = __fdiv_rn(__fsub_rn(v, m), __fsqrt_rn(var));
+    return r < -clip ? -clip : (r > clip ? clip : r);
+}
+
 // Each row's sum of its stored values in storage order (stats::row_sums), a warp a row: the
 // lanes read 32 values at a time (coalesced), then every lane adds them in storage order from
 // 0 through shuffles, so the sum is the host's. blockDim.x a multiple of 32.
@@ -63,16 +72,16 @@ extern "C" __global__ void pearson_chunk_sums(const float* x, u64 row0, u64 n_ro
     partial[c * n_cols + j] = s;
 }
 
-// The dense counts x (n_rows x n_cols) replaced by their clipped residuals, rounded to f32 once
-// (mod.rs: mu = cells[i] / total * genes[j]); one block a row (grid-stride).
+// The dense counts x (n_rows x n_cols) replaced by their clipped residuals (mod.rs: mu =
+// cells[i] / total * genes[j], then pearson_residual_f32); one block a row (grid-stride).
 extern "C" __global__ void pearson_residuals_in_place(float* x, u64 n_rows, u64 n_cols,
                                                       const double* cells, const double* genes,
-                                                      double total, double theta, double clip) {
+                                                      double total, float theta, float clip) {
     for (u64 i = blockIdx.x; i < n_rows; i += gridDim.x) {
         const double scale = __ddiv_rn(cells[i], total);
         float* row = x + i * n_cols;
         for (u64 j = threadIdx.x; j < n_cols; j += blockDim.x)
-            row[j] = (float)pearson_clipped((double)row[j], __dmul_rn(scale, genes[j]), theta, clip);
+            row[j] = pearson_residual_f32(row[j], __dmul_rn(scale, genes[j]), theta, clip);
     }
 }
 
@@ -104,17 +113,17 @@ extern "C" __global__ void pearson_gene_sums_exact_shared(const u32* indices, co
 extern "C" __global__ void pearson_residuals_from_csr(const u64* indptr, const u32* indices,
                                                       const float* data, u64 n_rows, u64 n_cols,
                                                       const double* cells, const double* genes,
-                                                      double total, double theta, double clip,
+                                                      double total, float theta, float clip,
                                                       float* out) {
     for (u64 i = blockIdx.x; i < n_rows; i += gridDim.x) {
         const double scale = __ddiv_rn(cells[i], total);
         float* row = out + i * n_cols;
         for (u64 j = threadIdx.x; j < n_cols; j += blockDim.x)
-            row[j] = (float)pearson_clipped(0.0, __dmul_rn(scale, genes[j]), theta, clip);
+            row[j] = pearson_residual_f32(0.0f, __dmul_rn(scale, genes[j]), theta, clip);
         __syncthreads();
         for (u64 p = indptr[i] + threadIdx.x; p < indptr[i + 1]; p += blockDim.x) {
             const u32 j = indices[p];
-            row[j] = (float)pearson_clipped((double)data[p], __dmul_rn(scale, genes[j]), theta, clip);
+            row[j] = pearson_residual_f32(data[p], __dmul_rn(scale, genes[j]), theta, clip);
         }
         __syncthreads();
     }

@@ -12,11 +12,16 @@ made by `scpipe.get.anndata_to_GPU` before the timers, as rapids-singlecell's).
 Usage: python3 scripts/device/benchmarks/tools_side_by_side.py {scpipe|rsc} N [FUNCS]
 (FUNCS: comma-separated of aggregate, embedding_density, diffmap, louvain, kmeans, tsne,
 score_genes, pearson_residuals, hvg_pearson, bbknn, logreg, draw_graph; default all but tsne and
-draw_graph above 200,000 cells). Prints one line per function.
+draw_graph above 200,000 cells). Prints one line per function. With PROFILE=1 the warm call
+runs under cProfile, and its 15 largest cumulative times follow the function's line (for
+scpipe with `settings.progress` on: the extension's own split of the call, on standard error).
 """
 
 from __future__ import annotations
 
+import cProfile
+import os
+import pstats
 import sys
 import time
 import warnings
@@ -101,13 +106,22 @@ def main() -> int:
         scpipe.get.anndata_to_GPU(ag)
     for f in funcs:
         try:
-            seconds = []
-            for _ in range(2):
+            seconds, profile = [], None
+            for i in range(2):
                 b = ag.copy() if lib == "scpipe" and f in on_gpu else a.copy()
+                if i == 1 and os.environ.get("PROFILE") == "1":
+                    profile = cProfile.Profile()
+                    profile.enable()
+                    if lib == "scpipe":  # the extension's parts in, step, results out
+                        scpipe.settings.progress = True
                 t = time.perf_counter()
                 calls[f](b)
                 seconds.append(time.perf_counter() - t)
+                if profile:
+                    profile.disable()
             print(f"{lib} {f}: first {seconds[0]:.3f} s, warm {seconds[1]:.3f} s", flush=True)
+            if profile:
+                pstats.Stats(profile, stream=sys.stdout).sort_stats("cumulative").print_stats(15)
         except Exception as e:  # a backend rapids-singlecell needs (cuML, cuGraph) may be missing
             print(f"{lib} {f}: not run ({type(e).__name__}: {str(e)[:120]})", flush=True)
     return 0
