@@ -7,6 +7,7 @@ use super::module_cache::KernelSource;
 use super::{grid_for, DeviceCsr, DeviceDense, DeviceVec, GpuContext};
 use crate::error::{KernelError, Result};
 use crate::stats::DENSE_CHUNK_ROWS;
+use bytemuck::Pod;
 use rmm_cuda::cudarc::driver::PushKernelArg;
 
 pub(crate) const SRC: KernelSource = KernelSource {
@@ -116,13 +117,19 @@ pub fn finite_by_sums(ctx: &GpuContext, x: &DeviceDense, plain_sums: &[f64]) -> 
 /// The position of `x`'s first zero, if any: a check of sums (a cell without counts) that
 /// downloads one number, not the sums.
 pub fn first_zero(ctx: &GpuContext, x: &DeviceVec<f64>) -> Result<Option<usize>> {
+    first_where(ctx, "first_zero_f64", x)
+}
+
+/// The first position of `x` that `kernel` (`(x, n, first)`: `atomicMin(first, i)` where the
+/// value fails) reports, if any.
+fn first_where<T: Pod>(ctx: &GpuContext, kernel: &str, x: &DeviceVec<T>) -> Result<Option<usize>> {
     let first = ctx.upload(&[u64::MAX])?;
     if !x.is_empty() {
-        let f = ctx.function(SRC, "first_zero_f64")?;
+        let f = ctx.function(SRC, kernel)?;
         let n = x.len() as u64;
         let mut l = ctx.launcher(&f);
         l.arg(x).arg(&n).arg(&first);
-        ctx.launch(l, ctx.filling_grid(x.len()), "first_zero_f64")?;
+        ctx.launch(l, ctx.filling_grid(x.len()), kernel)?;
     }
     let p = ctx.download(&first)?[0];
     Ok((p != u64::MAX).then_some(p as usize))
@@ -131,19 +138,9 @@ pub fn first_zero(ctx: &GpuContext, x: &DeviceVec<f64>) -> Result<Option<usize>>
 /// Fails on the first NaN or infinite value (in row order), as
 /// [`crate::dense::DenseMatrix::check_finite`] names it.
 pub fn check_finite_dense(ctx: &GpuContext, x: &DeviceDense) -> Result<()> {
-    let first = ctx.upload(&[u64::MAX])?;
-    let len = x.data.len() as u64;
-    if len > 0 {
-        let f = ctx.function(SRC, "dense_first_nonfinite")?;
-        let mut l = ctx.launcher(&f);
-        l.arg(&x.data).arg(&len).arg(&first);
-        ctx.launch(l, ctx.filling_grid(x.data.len()), "dense_first_nonfinite")?;
-    }
-    let p = ctx.download(&first)?[0];
-    if p == u64::MAX {
+    let Some(p) = first_where(ctx, "dense_first_nonfinite", &x.data)? else {
         return Ok(());
-    }
-    let p = p as usize;
+    };
     let d = x.n_cols.max(1);
     Err(KernelError::NonFinite {
         row: p / d,
