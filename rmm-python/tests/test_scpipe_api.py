@@ -524,6 +524,26 @@ def test_aggregate_of_a_gpu_x_is_the_host_ones_bit_for_bit(on_gpu):
     assert type(a.X).__module__.startswith("cupyx") and (a.X != before).nnz == 0
 
 
+def test_a_host_csr_index_out_of_range_is_refused_by_name():
+    """A negative column index or row offset (scipy builds such a matrix without a full check)
+    is refused with a ValueError naming the array and the first bad value, before any work."""
+    a = counts()
+    before = a.X.copy()
+    bad = a.copy()
+    indices = bad.X.indices.copy()
+    indices[[5, 9]] = [-3, -7]
+    bad.X = sp.csr_matrix((bad.X.data, indices, bad.X.indptr), shape=bad.X.shape)
+    with pytest.raises(ValueError, match=r"X\.indices: index -3 is out of range"):
+        scpipe.pp.normalize_total(bad)
+    wide = a.copy()
+    indptr = wide.X.indptr.astype(np.int64)
+    indptr[2] = -1
+    wide.X = sp.csr_matrix((wide.X.data, wide.X.indices, indptr), shape=wide.X.shape)
+    with pytest.raises(ValueError, match=r"X\.indptr: index -1 is out of range"):
+        scpipe.pp.normalize_total(wide)
+    assert (a.X != before).nnz == 0
+
+
 def test_a_malformed_gpu_csr_x_is_refused_by_name(on_gpu):
     """GPU only: row offsets that go back are refused (the extension's check, before any work)
     with a ValueError naming X; int32 and int64 offsets are both taken as they are."""

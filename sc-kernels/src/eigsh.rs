@@ -85,7 +85,7 @@ pub fn eigsh_largest(
 ) -> Result<Eigenpairs> {
     check_k(n, k)?;
     let m = basis_len(n, k);
-    lanczos(&mut HostBasis::new(n, m, apply), k, tol, seed)
+    lanczos(&mut HostBasis::new(n, m, apply)?, k, tol, seed)
 }
 
 /// `k`'s bounds for an `n x n` operator.
@@ -208,14 +208,16 @@ pub struct HostBasis<F> {
 }
 
 impl<F: Fn(&[f64], &mut [f64]) + Sync> HostBasis<F> {
-    /// `m + 1` zero columns of `n` for the operator `apply` (`apply(x, y)`: `y = A x`).
-    pub fn new(n: usize, m: usize, apply: F) -> Self {
-        HostBasis {
+    /// `m + 1` zero columns of `n` for the operator `apply` (`apply(x, y)`: `y = A x`); an
+    /// error naming the size when the host cannot hold them (many eigenpairs of many rows),
+    /// rather than the process aborting.
+    pub fn new(n: usize, m: usize, apply: F) -> Result<Self> {
+        Ok(HostBasis {
             n,
-            columns: vec![0.0; (m + 1) * n],
-            w: vec![0.0; n],
+            columns: zeros((m + 1).saturating_mul(n), "basis")?,
+            w: zeros(n, "work vector")?,
             apply,
-        }
+        })
     }
 
     fn column(&self, j: usize) -> &[f64] {
@@ -308,6 +310,20 @@ impl<F: Fn(&[f64], &mut [f64]) + Sync> Basis for HostBasis<F> {
     }
 }
 
+/// `len` zeros, or an error saying how much the eigensolver's `what` needed.
+fn zeros(len: usize, what: &str) -> Result<Vec<f64>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| {
+        KernelError::Unsupported(format!(
+            "eigsh: the {what} needs {} of host memory, which could not be had (fewer \
+             eigenpairs need a smaller basis)",
+            rmm_core::human_bytes(len.saturating_mul(8))
+        ))
+    })?;
+    v.resize(len, 0.0);
+    Ok(v)
+}
+
 /// `column(c) . w` for `c < cols`, in blocks of [`ROWS`] rows.
 fn dots<'a>(
     n: usize,
@@ -384,6 +400,14 @@ mod tests {
         let again = crate::on_threads(1, || eigsh_largest(n, 6, apply, 1e-12, 3).unwrap());
         assert_eq!(again.values, got.values);
         assert_eq!(again.vectors, got.vectors);
+    }
+
+    #[test]
+    fn a_basis_too_large_for_the_host_is_named() {
+        // 2^50 columns of 2^20 rows: no host holds them; an error, not an abort.
+        let apply = |_: &[f64], _: &mut [f64]| {};
+        let e = HostBasis::new(1 << 20, 1 << 50, apply).err().unwrap();
+        assert!(e.to_string().contains("basis needs"), "{e}");
     }
 
     #[test]

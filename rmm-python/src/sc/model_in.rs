@@ -171,7 +171,7 @@ fn csr(t: &Bound<'_, PyTuple>, what: &str) -> PyResult<CsrMatrix<f32>> {
 
 /// A contiguous int32 or int64 index array (scipy's two index types) as `T`, each value
 /// converted once.
-pub(crate) fn index_array<T: TryFrom<i64> + Send>(
+pub(crate) fn index_array<T: TryFrom<i64> + Default + Send>(
     a: &Bound<'_, PyAny>,
     what: &str,
 ) -> PyResult<Vec<T>> {
@@ -187,15 +187,19 @@ pub(crate) fn index_array<T: TryFrom<i64> + Send>(
 }
 
 /// Index values as `T` (converted on every core), refusing one out of its range (a negative
-/// one, say) by name.
-fn index_values<T: TryFrom<i64> + Send>(
-    values: impl IndexedParallelIterator<Item = i64>,
+/// one, say) by name. The range is checked first, then the values are converted straight into
+/// their vector: rayon's collect into a `Result` cannot write in place and goes through lists of
+/// pieces (a second copy of every index).
+fn index_values<T: TryFrom<i64> + Default + Send>(
+    values: impl IndexedParallelIterator<Item = i64> + Clone,
     what: &str,
 ) -> PyResult<Vec<T>> {
-    values
-        .map(|i| T::try_from(i).map_err(|_| i))
-        .collect::<Result<Vec<T>, i64>>()
-        .map_err(|i| PyValueError::new_err(format!("{what}: index {i} is out of range")))
+    if let Some(i) = values.clone().find_first(|&i| T::try_from(i).is_err()) {
+        return Err(PyValueError::new_err(format!(
+            "{what}: index {i} is out of range"
+        )));
+    }
+    Ok(values.map(|i| T::try_from(i).unwrap_or_default()).collect())
 }
 
 /// The columns of `cols` into `df`.
