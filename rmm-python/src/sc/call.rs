@@ -221,6 +221,15 @@ pub(crate) fn _sc_call<'py>(
         Some(x) => model_in::device_part(&x)?,
         None => false,
     };
+    let passed_obsp: Vec<String> = match parts.get_item("obsp")? {
+        Some(graphs) => graphs
+            .cast::<PyDict>()?
+            .keys()
+            .iter()
+            .map(|k| k.extract())
+            .collect::<PyResult<_>>()?,
+        None => Vec::new(),
+    };
     let lend_x = reads_x_only(&call) || in_place;
     // A step that only reads X, on the GPU: a host X goes straight there (no host copy).
     let upload_x = gpu.is_some() && reads_x_only(&call) && reads_x_on_device(&call);
@@ -270,6 +279,7 @@ pub(crate) fn _sc_call<'py>(
         x: return_x && !in_place,
         x_on_device,
         raw: step == "recipe",
+        passed_obsp,
     };
     let before_out = std::time::Instant::now();
     let out = model_out::parts(py, adata, sections)?;
