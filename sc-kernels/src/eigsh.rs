@@ -19,8 +19,9 @@ use crate::stats::chunked_sum;
 use faer::{Mat, Side};
 use rayon::prelude::*;
 
-/// Rows per block of the dot products: short, so that a GPU adds many blocks at once (each
-/// block's sum is a chain of `ROWS` additions in row order).
+/// Rows per block of the dot products (each block's sum is a chain of `ROWS` additions in row
+/// order). 512 gives a GPU eight times as many blocks to add at once as 4,096; at 1 M cells on an
+/// H100 the two ran at the same speed (session 45, calls C and F).
 pub const ROWS: usize = 512;
 
 /// Restarts before giving up.
