@@ -46,20 +46,13 @@ pub trait Basis {
     fn rows(&self) -> usize;
     /// `w = A column[j]`.
     fn apply(&mut self, j: usize) -> Result<()>;
-    /// Removes from `w` its components along `column[0..cols]` (`w -= h_c column[c]`, `c` in
-    /// order, after all of `h` is computed); returns them (`h`).
-    fn project_out(&mut self, cols: usize) -> Result<Vec<f64>>;
     /// `|w|` (the square root of `w . w`).
     fn norm(&mut self) -> Result<f64>;
     /// Projects `w` off `column[0..cols]` twice (one pass leaves what rounding let through),
-    /// then measures it: the two `h` added, and `|w|`. A device may fuse the passes; the bits
-    /// are these.
-    fn orthogonalize(&mut self, cols: usize) -> Result<(Vec<f64>, f64)> {
-        let mut h = self.project_out(cols)?;
-        let h2 = self.project_out(cols)?;
-        h.iter_mut().zip(&h2).for_each(|(a, b)| *a += b);
-        Ok((h, self.norm()?))
-    }
+    /// then measures it: the two `h` added, and `|w|`, as [`HostBasis`] computes them (each
+    /// projection `w -= h_c column[c]`, `c` in order, after all of `h` is computed). A device
+    /// may fuse the passes; the bits are these.
+    fn orthogonalize(&mut self, cols: usize) -> Result<(Vec<f64>, f64)>;
     /// `column[j] = w / d`.
     fn store(&mut self, j: usize, d: f64) -> Result<()>;
     /// `column[j] = 0`.
@@ -224,6 +217,21 @@ impl<F: Fn(&[f64], &mut [f64]) + Sync> HostBasis<F> {
     fn column(&self, j: usize) -> &[f64] {
         &self.columns[j * self.n..(j + 1) * self.n]
     }
+
+    /// Removes from `w` its components along `column[0..cols]` (`w -= h_c column[c]`, `c` in
+    /// order, after all of `h` is computed); returns them (`h`).
+    fn project_out(&mut self, cols: usize) -> Vec<f64> {
+        let (n, basis, w) = (self.n, &self.columns, &mut self.w);
+        let h = dots(n, cols, |c| &basis[c * n..(c + 1) * n], w);
+        w.par_chunks_mut(ROWS).enumerate().for_each(|(b, chunk)| {
+            let r0 = b * ROWS;
+            for (c, &hc) in h.iter().enumerate() {
+                let v = &basis[c * n + r0..c * n + r0 + chunk.len()];
+                chunk.iter_mut().zip(v).for_each(|(x, &vv)| *x -= hc * vv);
+            }
+        });
+        h
+    }
 }
 
 impl<F: Fn(&[f64], &mut [f64]) + Sync> Basis for HostBasis<F> {
@@ -237,17 +245,11 @@ impl<F: Fn(&[f64], &mut [f64]) + Sync> Basis for HostBasis<F> {
         Ok(())
     }
 
-    fn project_out(&mut self, cols: usize) -> Result<Vec<f64>> {
-        let (n, basis, w) = (self.n, &self.columns, &mut self.w);
-        let h = dots(n, cols, |c| &basis[c * n..(c + 1) * n], w);
-        w.par_chunks_mut(ROWS).enumerate().for_each(|(b, chunk)| {
-            let r0 = b * ROWS;
-            for (c, &hc) in h.iter().enumerate() {
-                let v = &basis[c * n + r0..c * n + r0 + chunk.len()];
-                chunk.iter_mut().zip(v).for_each(|(x, &vv)| *x -= hc * vv);
-            }
-        });
-        Ok(h)
+    fn orthogonalize(&mut self, cols: usize) -> Result<(Vec<f64>, f64)> {
+        let mut h = self.project_out(cols);
+        let h2 = self.project_out(cols);
+        h.iter_mut().zip(&h2).for_each(|(a, b)| *a += b);
+        Ok((h, self.norm()?))
     }
 
     fn norm(&mut self) -> Result<f64> {

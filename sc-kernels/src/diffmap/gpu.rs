@@ -87,9 +87,6 @@ impl Basis for Timed<'_> {
     fn apply(&mut self, j: usize) -> Result<()> {
         self.time("apply", |b| b.apply(j))
     }
-    fn project_out(&mut self, cols: usize) -> Result<Vec<f64>> {
-        self.time("project_out", |b| b.project_out(cols))
-    }
     fn norm(&mut self) -> Result<f64> {
         self.time("norm", |b| b.norm())
     }
@@ -116,12 +113,11 @@ impl Basis for Timed<'_> {
 /// Rows and columns of `diffmap_project_dots`' tile (`TILE_ROWS`, `TILE_COLS` in `diffmap.cu`).
 const TILE_ROWS: u32 = 128;
 const TILE_COLS: usize = 32;
-/// Chunks a launch lays along the grid's y at most.
-const MAX_GRID_Y: usize = 65_535;
+/// Outputs a thread of `diffmap_combine` forms (`COMBINE_OUTS` in `diffmap.cu`).
+const COMBINE_OUTS: usize = 8;
 
 /// What a pass over the rows sums after its subtraction.
 enum Dots {
-    None,
     /// `column[c] . w` for `c <` this.
     Columns(usize),
     /// `w . w`.
@@ -158,21 +154,22 @@ impl<'a> DeviceBasis<'a> {
 
     /// One pass over the rows (`diffmap_project_dots`): with `sub` (`h`'s device address and
     /// its length `cols`), `w -= h_c column[c]` for `c < cols` in order (written into the other
-    /// work vector, which becomes `w`); then `dots`' sums, in [`ROWS`]-row chunks as the host
-    /// adds them, queued into the zeros at device address `total`. Nothing is waited for.
+    /// work vector, which becomes `w`); then `dots`' sums (at least one), in [`ROWS`]-row
+    /// chunks as the host adds them, queued into the zeros at device address `total`. Nothing
+    /// is waited for.
     fn pass(&mut self, sub: Option<(u64, usize)>, dots: Dots, total: u64) -> Result<()> {
         let ctx = self.ctx;
         let f = ctx.function(SRC, "diffmap_project_dots")?;
         let (h, sub_cols) = sub.map_or((0, 0), |(h, cols)| (h, cols as u64));
         let w_out = if sub.is_some() { self.w_alt.ptr() } else { 0 };
         let (dot_cols, self_dot) = match dots {
-            Dots::None => (0usize, 0i32),
-            Dots::Columns(cols) => (cols, 0),
+            Dots::Columns(cols) => (cols, 0i32),
             Dots::Own => (1, 1),
         };
         let (n, rows, dot_cols64) = (self.n as u64, ROWS as u64, dot_cols as u64);
         let (columns, w) = (&self.columns, &self.w);
-        let launch = |first: u64, count: u64, partial: u64| {
+        let shape = (self.n, ROWS, dot_cols);
+        chunked_sums_into(ctx, shape, PARTIAL_BYTES, total, |first, count, partial| {
             let mut l = ctx.launcher(&f);
             l.arg(columns)
                 .arg(&n)
@@ -184,25 +181,14 @@ impl<'a> DeviceBasis<'a> {
                 .arg(&self_dot)
                 .arg(&rows)
                 .arg(&first)
-                .arg(&partial);
+                .arg(partial);
             let cfg = LaunchConfig {
-                grid_dim: (dot_cols.div_ceil(TILE_COLS).max(1) as u32, count as u32, 1),
+                grid_dim: (dot_cols.div_ceil(TILE_COLS) as u32, count as u32, 1),
                 block_dim: (TILE_ROWS, 1, 1),
                 shared_mem_bytes: 0,
             };
             ctx.launch(l, cfg, "diffmap_project_dots")
-        };
-        if dot_cols == 0 {
-            let chunks = self.n.div_ceil(ROWS);
-            for first in (0..chunks).step_by(MAX_GRID_Y) {
-                launch(first as u64, (chunks - first).min(MAX_GRID_Y) as u64, 0)?;
-            }
-        } else {
-            let shape = (self.n, ROWS, dot_cols);
-            chunked_sums_into(ctx, shape, PARTIAL_BYTES, total, |first, count, out| {
-                launch(first, count, out.ptr())
-            })?;
-        }
+        })?;
         if sub.is_some() {
             std::mem::swap(&mut self.w, &mut self.w_alt);
         }
@@ -228,8 +214,7 @@ impl<'a> DeviceBasis<'a> {
             .arg(&d)
             .arg(&count)
             .arg(out);
-        // A thread a row and eight outputs (`COMBINE_OUTS` in `diffmap.cu`).
-        let threads = coefs.len().div_ceil(8) * self.n;
+        let threads = coefs.len().div_ceil(COMBINE_OUTS) * self.n;
         ctx.launch(l, ctx.filling_grid(threads), "diffmap_combine")
     }
 }
@@ -252,13 +237,6 @@ impl Basis for DeviceBasis<'_> {
             .arg(&n);
         l.arg(&self.columns).arg(&j).arg(&mut self.w);
         ctx.launch(l, cfg, "diffmap_apply")
-    }
-
-    fn project_out(&mut self, cols: usize) -> Result<Vec<f64>> {
-        let h = self.ctx.zeros::<f64>(cols)?;
-        self.pass(None, Dots::Columns(cols), h.ptr())?;
-        self.pass(Some((h.ptr(), cols)), Dots::None, 0)?;
-        self.ctx.download(&h)
     }
 
     fn norm(&mut self) -> Result<f64> {
