@@ -6,7 +6,8 @@
 //! computed, not assumed tridiagonal); its Ritz pairs are tested (residual `|beta u_m|` at most
 //! `tol`); if some of the `k` wanted are not there yet, the basis restarts from the best
 //! `(m + k) / 2` Ritz vectors and the residual direction. Every sum is taken over fixed blocks
-//! of [`ROWS`] rows in order, so the result does not depend on the number of threads.
+//! of [`ROWS`] rows in a fixed order ([`block_sum`]), so the result does not depend on the
+//! number of threads.
 //!
 //! The iteration ([`lanczos`]) asks its [`Basis`] for every operation on the long vectors, so
 //! that the same iteration runs where the vectors are: [`HostBasis`] here, a GPU basis in the
@@ -19,10 +20,13 @@ use crate::stats::chunked_sum;
 use faer::{Mat, Side};
 use rayon::prelude::*;
 
-/// Rows per block of the dot products (each block's sum is a chain of `ROWS` additions in row
-/// order). 512 gives a GPU eight times as many blocks to add at once as 4,096; at 1 M cells on an
-/// H100 the two ran at the same speed (session 45, calls C and F).
-pub const ROWS: usize = 512;
+/// Rows per block of the dot products ([`block_sum`]): 32 a lane. On an H100 at 1 M rows, a
+/// GPU step of diffmap's took 0.49 ms with blocks of 1,024 rows, 0.52-0.58 with 512 and
+/// 0.50-0.62 with 2,048 (session 46, `scripts/device/experiments/project_dots_variants.py`).
+pub const ROWS: usize = 1024;
+
+/// Lanes of a block's sum ([`block_sum`]): a GPU warp.
+pub const LANES: usize = 32;
 
 /// Restarts before giving up.
 const MAX_RESTARTS: usize = 5000;
@@ -39,8 +43,8 @@ pub struct Eigenpairs {
 
 /// The long vectors of the iteration: `m + 1` basis columns of length `n` and a work vector
 /// `w`, with the operator. Each method's arithmetic is [`HostBasis`]'s, in its order: a dot
-/// product is `0 + (the sum over each block of [`ROWS`] rows, from -0, of the products in row
-/// order)`, the blocks' sums added in order to 0; nothing fused.
+/// product is `0 + ([`block_sum`] of each block of [`ROWS`] rows' products)`, the blocks' sums
+/// added in order to 0; nothing fused.
 pub trait Basis {
     /// `n`.
     fn rows(&self) -> usize;
@@ -335,11 +339,33 @@ fn dots<'a>(
     w: &[f64],
 ) -> Vec<f64> {
     chunked_sum(n, ROWS, cols, |rows, acc| {
+        let w = &w[rows.clone()];
         for (c, a) in acc.iter_mut().enumerate() {
-            let v = column(c);
-            *a += rows.clone().map(|r| v[r] * w[r]).sum::<f64>();
+            *a += block_sum(&column(c)[rows.clone()], w);
         }
     })
+}
+
+/// The sum of `a[i] * b[i]` over a block (at most [`ROWS`] long) in the order a GPU warp adds
+/// it: product `i` goes to lane `i % LANES`, each lane adds its products in order from -0, then
+/// the lanes are added pairwise (lane `l` += lane `l + h`, `h` = 16, 8, 4, 2, 1) into lane 0.
+/// A chain of `ROWS / LANES` additions a lane where a row-order sum is a chain of `ROWS`, so a
+/// warp sums a block at once (`diffmap.cu`'s `diffmap_project_dots`).
+pub fn block_sum(a: &[f64], b: &[f64]) -> f64 {
+    let mut s = [-0.0f64; LANES];
+    for (a, b) in a.chunks(LANES).zip(b.chunks(LANES)) {
+        s.iter_mut()
+            .zip(a.iter().zip(b))
+            .for_each(|(s, (a, b))| *s += a * b);
+    }
+    let mut h = LANES / 2;
+    while h > 0 {
+        for l in 0..h {
+            s[l] += s[l + h];
+        }
+        h /= 2;
+    }
+    s[0]
 }
 
 /// Each column with its entry of largest magnitude positive (the first such on ties).
@@ -411,6 +437,33 @@ mod tests {
         let apply = |_: &[f64], _: &mut [f64]| {};
         let e = HostBasis::new(1 << 20, 1 << 50, apply).err().unwrap();
         assert!(e.to_string().contains("basis needs"), "{e}");
+    }
+
+    #[test]
+    fn a_block_is_summed_by_lanes_then_pairwise() {
+        // 1 at rows 0 and 1, and 2^53 at row 32 cancelled at row 64: the order decides what
+        // survives. Row order: (2 + 2^53) - 2^53 = 2. Lanes: lane 0 has rows 0, 32 and 64
+        // (1 + 2^53 rounds to 2^53, then 0); lane 1's 1 survives the pairs.
+        let big = 2f64.powi(53);
+        let mut a = vec![0.0; 100];
+        (a[0], a[1], a[32], a[64]) = (1.0, 1.0, big, -big);
+        let ones = vec![1.0; 100];
+        assert_eq!(block_sum(&a, &ones), 1.0);
+        assert_eq!(a.iter().sum::<f64>(), 2.0);
+        // Each lane's chain, then lanes 0..16 += 16..32, 0..8 += 8..16, ... into lane 0.
+        let v: Vec<f64> = (0..ROWS)
+            .map(|i| ((i * 7919) % 1009) as f64 / 1009.0 - 0.5)
+            .collect();
+        let lane = |l: usize| v.iter().skip(l).step_by(LANES).fold(-0.0, |s, x| s + x);
+        let mut s: Vec<f64> = (0..LANES).map(lane).collect();
+        for h in [16, 8, 4, 2, 1] {
+            for l in 0..h {
+                s[l] += s[l + h];
+            }
+        }
+        assert_eq!(block_sum(&v, &vec![1.0; ROWS]).to_bits(), s[0].to_bits());
+        // No rows: -0, as a warp whose rows are all past the end.
+        assert_eq!(block_sum(&[], &[]).to_bits(), (-0.0f64).to_bits());
     }
 
     #[test]

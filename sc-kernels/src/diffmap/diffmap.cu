@@ -1,6 +1,6 @@
 // The Lanczos basis of diffmap's eigensolver on the device (eigsh.rs' Basis), with the host's
 // bits: each sum in the host's order (a row's products in storage order; a dot product per block
-// of chunk_rows rows, the rows one after another from -0, the blocks' sums added in order by
+// of eigsh's ROWS rows as eigsh's block_sum adds it, the blocks' sums added in order by
 // dense_reduce's add_chunks) and every operation rounded as the host rounds it (never fused).
 // The basis is column-major: column j is columns[j * n .. (j + 1) * n].
 
@@ -32,51 +32,86 @@ extern "C" __global__ void diffmap_apply(const u64* indptr, const u32* indices, 
     }
 }
 
-#define TILE_ROWS 128
-#define TILE_COLS 32
+#define LANE_ROWS 32  // rows a lane holds: a block of 32 * LANE_ROWS rows (eigsh's ROWS)
+#define WARPS 4       // warps sharing a block of rows (blockDim.x = 32 * WARPS)
+#define DOT_GROUP 4   // dot products a lane forms at once
 
-// One block (TILE_ROWS threads) per chunk of chunk_rows rows (blockIdx.y: the (first_chunk +
-// blockIdx.y)-th) and group of TILE_COLS columns (blockIdx.x), with each row's
+// One thread block per block of 32 * LANE_ROWS rows (the (first_chunk + blockIdx.x)-th); lane l
+// holds the rows l, l + 32, ... (eigsh's block_sum lanes). Warp v forms, for its lane rows
+// v, v + WARPS, ..., each row's
 //   x = w_in[r] - h[0] columns[0][r] - ... - h[sub_cols - 1] columns[sub_cols - 1][r]
-// (subtracted in order, rounded, never fused; x = w_in[r] when h is null), which the first group's
-// block writes to w_out[r] when w_out is not null (w_out apart from w_in: the other groups still
-// read w_in). Then, for the dot_cols first columns, the dot products with x: partial[blockIdx.y *
-// dot_cols + c] = 0 + (the sum from -0 over the chunk's rows in order of columns[c][r] * x); with
-// self_dot (dot_cols 1), of x * x. A tile's products are formed a row a thread (reads
-// coalesced) into shared memory, then each column's thread adds them in row order.
+// (subtracted in order, rounded, never fused; x = w_in[r] when h is null), into shared memory
+// and into w_out[r] when w_out is not null (apart from w_in). Then for each of the dot_cols
+// first columns (warp v takes groups of DOT_GROUP from v * DOT_GROUP on, every WARPS-th), or for
+// x itself with self_dot (dot_cols 1, the first warp), the products with x added per lane in
+// row order from -0, the lanes added pairwise by warp_sum_f64: partial[blockIdx.x * dot_cols +
+// c] = 0 + that. Each basis value is read once, the reads coalesced across a warp.
 extern "C" __global__ void diffmap_project_dots(const double* columns, u64 n, const double* h,
                                                 u64 sub_cols, const double* w_in, double* w_out,
-                                                u64 dot_cols, int self_dot, u64 chunk_rows,
-                                                u64 first_chunk, double* partial) {
-    __shared__ double prod[TILE_COLS][TILE_ROWS + 1];
-    const u64 r0 = (first_chunk + blockIdx.y) * chunk_rows;
-    const u64 r1 = min(r0 + chunk_rows, n);
-    const u64 c0 = (u64)blockIdx.x * TILE_COLS;
-    const u64 group = dot_cols > c0 ? min((u64)TILE_COLS, dot_cols - c0) : 0;
-    double s = -0.0;
-    for (u64 t0 = r0; t0 < r1; t0 += TILE_ROWS) {
-        const u64 r = t0 + threadIdx.x;
-        if (r < r1) {
-            double x = w_in[r];
-            if (h) {
-#pragma unroll 8
-                for (u64 c = 0; c < sub_cols; ++c) x = __dsub_rn(x, __dmul_rn(h[c], columns[c * n + r]));
-            }
-            if (w_out && blockIdx.x == 0) w_out[r] = x;
-            if (self_dot) {
-                prod[0][threadIdx.x] = __dmul_rn(x, x);
-            } else {
-                for (u64 c = 0; c < group; ++c) prod[c][threadIdx.x] = __dmul_rn(columns[(c0 + c) * n + r], x);
-            }
-        }
-        __syncthreads();
-        if (threadIdx.x < group) {
-            const u32 rows = (u32)min((u64)TILE_ROWS, r1 - t0);
-            for (u32 i = 0; i < rows; ++i) s = __dadd_rn(s, prod[threadIdx.x][i]);
-        }
-        __syncthreads();
+                                                u64 dot_cols, int self_dot, u64 first_chunk,
+                                                double* partial) {
+    __shared__ double xs[LANE_ROWS][32];
+    const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const u64 i = blockIdx.x;
+    const u64 r0 = (first_chunk + i) * (32 * LANE_ROWS) + lane;
+    double x[LANE_ROWS / WARPS];
+#pragma unroll
+    for (u32 k = 0; k < LANE_ROWS / WARPS; ++k) {
+        const u64 r = r0 + 32 * (warp + WARPS * k);
+        x[k] = r < n ? w_in[r] : 0.0;
     }
-    if (threadIdx.x < group) partial[(u64)blockIdx.y * dot_cols + c0 + threadIdx.x] = __dadd_rn(0.0, s);
+    if (h) {
+#pragma unroll 4
+        for (u64 c = 0; c < sub_cols; ++c) {
+            const double hc = h[c];
+            const double* col = columns + c * n;
+#pragma unroll
+            for (u32 k = 0; k < LANE_ROWS / WARPS; ++k) {
+                const u64 r = r0 + 32 * (warp + WARPS * k);
+                if (r < n) x[k] = __dsub_rn(x[k], __dmul_rn(hc, col[r]));
+            }
+        }
+    }
+#pragma unroll
+    for (u32 k = 0; k < LANE_ROWS / WARPS; ++k) {
+        const u32 q = warp + WARPS * k;
+        xs[q][lane] = x[k];
+        if (w_out && r0 + 32 * q < n) w_out[r0 + 32 * q] = x[k];
+    }
+    __syncthreads();
+    if (self_dot) {
+        if (warp == 0) {
+            double s = -0.0;
+#pragma unroll 8
+            for (u32 q = 0; q < LANE_ROWS; ++q)
+                if (r0 + 32 * q < n) s = __dadd_rn(s, __dmul_rn(xs[q][lane], xs[q][lane]));
+            s = warp_sum_f64(s);
+            if (lane == 0) partial[i * dot_cols] = __dadd_rn(0.0, s);
+        }
+        return;
+    }
+    for (u64 c0 = warp * DOT_GROUP; c0 < dot_cols; c0 += WARPS * DOT_GROUP) {
+        double s[DOT_GROUP];
+#pragma unroll
+        for (u32 g = 0; g < DOT_GROUP; ++g) s[g] = -0.0;
+#pragma unroll 4
+        for (u32 q = 0; q < LANE_ROWS; ++q) {
+            const u64 r = r0 + 32 * q;
+            if (r < n) {
+                const double xv = xs[q][lane];
+#pragma unroll
+                for (u32 g = 0; g < DOT_GROUP; ++g)
+                    if (c0 + g < dot_cols) s[g] = __dadd_rn(s[g], __dmul_rn(columns[(c0 + g) * n + r], xv));
+            }
+        }
+#pragma unroll
+        for (u32 g = 0; g < DOT_GROUP; ++g) {
+            if (c0 + g < dot_cols) {  // the same for the whole warp
+                const double t = warp_sum_f64(s[g]);
+                if (lane == 0) partial[i * dot_cols + c0 + g] = __dadd_rn(0.0, t);
+            }
+        }
+    }
 }
 
 // columns[j] = w / d.

@@ -5,7 +5,7 @@
 
 use super::{components, prepare, Diffmap, TOLERANCE};
 use crate::csr::CsrMatrix;
-use crate::eigsh::{basis_len, lanczos, Basis, ROWS};
+use crate::eigsh::{basis_len, lanczos, Basis, LANES, ROWS};
 use crate::error::Result;
 use crate::gpu::dense_reduce::{chunked_sums_into, PARTIAL_BYTES};
 use crate::gpu::module_cache::KernelSource;
@@ -110,9 +110,12 @@ impl Basis for Timed<'_> {
     }
 }
 
-/// Rows and columns of `diffmap_project_dots`' tile (`TILE_ROWS`, `TILE_COLS` in `diffmap.cu`).
-const TILE_ROWS: u32 = 128;
-const TILE_COLS: usize = 32;
+/// Rows a lane of `diffmap_project_dots` holds (`LANE_ROWS` in `diffmap.cu`): a thread block a
+/// block of [`ROWS`] rows.
+const LANE_ROWS: usize = 32;
+const _: () = assert!(LANES * LANE_ROWS == ROWS);
+/// Threads of a `diffmap_project_dots` block (`WARPS` in `diffmap.cu`: four warps).
+const DOTS_THREADS: u32 = 4 * LANES as u32;
 /// Outputs a thread of `diffmap_combine` forms (`COMBINE_OUTS` in `diffmap.cu`).
 const COMBINE_OUTS: usize = 8;
 
@@ -166,7 +169,7 @@ impl<'a> DeviceBasis<'a> {
             Dots::Columns(cols) => (cols, 0i32),
             Dots::Own => (1, 1),
         };
-        let (n, rows, dot_cols64) = (self.n as u64, ROWS as u64, dot_cols as u64);
+        let (n, dot_cols64) = (self.n as u64, dot_cols as u64);
         let (columns, w) = (&self.columns, &self.w);
         let shape = (self.n, ROWS, dot_cols);
         chunked_sums_into(ctx, shape, PARTIAL_BYTES, total, |first, count, partial| {
@@ -177,14 +180,10 @@ impl<'a> DeviceBasis<'a> {
                 .arg(&sub_cols)
                 .arg(w)
                 .arg(&w_out);
-            l.arg(&dot_cols64)
-                .arg(&self_dot)
-                .arg(&rows)
-                .arg(&first)
-                .arg(partial);
+            l.arg(&dot_cols64).arg(&self_dot).arg(&first).arg(partial);
             let cfg = LaunchConfig {
-                grid_dim: (dot_cols.div_ceil(TILE_COLS) as u32, count as u32, 1),
-                block_dim: (TILE_ROWS, 1, 1),
+                grid_dim: (count as u32, 1, 1),
+                block_dim: (DOTS_THREADS, 1, 1),
                 shared_mem_bytes: 0,
             };
             ctx.launch(l, cfg, "diffmap_project_dots")

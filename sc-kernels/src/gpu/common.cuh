@@ -25,6 +25,8 @@ __device__ __forceinline__ bool nearer_first(double v, u32 j, double w, u32 l) {
     return v < w || (v == w && j < l);
 }
 
+// Lane 0 gets the lanes' v added pairwise, lane l += lane l + o for o = 16, 8, 4, 2, 1: the order
+// eigsh's block_sum follows (diffmap's sums are the host's bits through it).
 __device__ __forceinline__ double warp_sum_f64(double v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(FULL_MASK, v, o);
     return v;

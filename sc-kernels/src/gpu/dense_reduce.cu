@@ -36,6 +36,30 @@ extern "C" __global__ void add_chunks(const double* partial, u64 n_chunks, u64 l
     }
 }
 
+// add_chunks with a warp a column, for few columns (too few threads for add_chunks to keep
+// memory busy): the lanes load 32 chunks' sums at once (the next 32 loaded before these are
+// added), and each lane adds them all in chunk order, so the sum is add_chunks'.
+extern "C" __global__ void add_chunks_warp(const double* partial, u64 n_chunks, u64 len,
+                                           double* total) {
+    const u32 lane = threadIdx.x & 31;
+    const u64 warps = ((u64)gridDim.x * blockDim.x) >> 5;
+    for (u64 p = ((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; p < len; p += warps) {
+        double s = total[p];
+        double v = lane < n_chunks ? partial[lane * len + p] : 0.0;
+        for (u64 c0 = 0; c0 < n_chunks; c0 += 32) {
+            const u64 c = c0 + 32 + lane;
+            const double next = c < n_chunks ? partial[c * len + p] : 0.0;
+#pragma unroll
+            for (u32 j = 0; j < 32; ++j) {
+                const double u = __shfl_sync(FULL_MASK, v, j);
+                if (c0 + j < n_chunks) s = __dadd_rn(s, u);
+            }
+            v = next;
+        }
+        if (lane == 0) total[p] = s;
+    }
+}
+
 // Per chunk c (of n_chunks from first_chunk on) and column j, the sums of x and of x * x
 // (rounded to f32, as numpy squares a float32 array) over the chunk's rows:
 // partial[c * 2 * n_cols + j] and partial[c * 2 * n_cols + n_cols + j].
