@@ -544,6 +544,82 @@ def test_a_host_csr_index_out_of_range_is_refused_by_name():
     assert (a.X != before).nnz == 0
 
 
+def with_counts(a):
+    """``a`` without its genes of no counts (the Pearson residuals refuse them)."""
+    return a[:, np.asarray(a.X.sum(axis=0)).ravel() > 0].copy()
+
+
+def split_and_reversed(x, split=True):
+    """``x`` (scipy CSR of whole counts) with each value of 2 or more in its even rows stored as
+    two values in the same column (1 and the rest; not with ``split`` off), and every odd row's
+    values in reverse column order: a valid, non-canonical CSR that scipy reads as ``x``."""
+    indptr, indices, data = [0], [], []
+    for r in range(x.shape[0]):
+        cols = x.indices[x.indptr[r]:x.indptr[r + 1]]
+        vals = x.data[x.indptr[r]:x.indptr[r + 1]]
+        if r % 2:
+            cols, vals = cols[::-1], vals[::-1]
+        for c, v in zip(cols, vals):
+            if split and r % 2 == 0 and v >= 2:
+                indices += [c, c]
+                data += [1.0, v - 1.0]
+            else:
+                indices.append(c)
+                data.append(v)
+        indptr.append(len(indices))
+    m = sp.csr_matrix((np.array(data, np.float32), np.array(indices, np.int32), np.array(indptr, np.int32)), shape=x.shape)
+    assert (m.nnz > x.nnz) == split and (m != x).nnz == 0
+    return m
+
+
+@pytest.mark.parametrize("func", ["pearson", "aggregate", "score_genes"])
+def test_a_host_csr_storing_a_column_twice_is_read_summed_as_scipy_does(func):
+    """A scipy X whose rows store a column twice (and rows out of column order) gives the
+    results of its summed form, as scanpy reads it (the densified rows would keep one value);
+    the user's matrix is left as it is."""
+    a = with_counts(counts())
+    b = a.copy()
+    b.X = split_and_reversed(a.X)
+    arrays = (b.X.data.copy(), b.X.indices.copy(), b.X.indptr.copy())
+    if func == "pearson":
+        got = [scpipe.pp.normalize_pearson_residuals(m, inplace=False)["X"] for m in (a, b)]
+        assert np.array_equal(got[0], got[1])
+    elif func == "aggregate":
+        got = [scpipe.get.aggregate(m, "batch", ["sum", "count_nonzero"]) for m in (a, b)]
+        assert np.array_equal(got[0].layers["sum"], got[1].layers["sum"])
+    else:
+        for m in (a, b):
+            scpipe.tl.score_genes(m, [f"G{i}" for i in range(10, 40)], random_state=0)
+        np.testing.assert_allclose(a.obs["score"], b.obs["score"], rtol=1e-6, atol=1e-7)
+    assert all(np.array_equal(x, y) for x, y in zip(arrays, (b.X.data, b.X.indices, b.X.indptr)))
+
+
+def test_a_gpu_csr_storing_a_column_twice_is_refused_by_name(on_gpu):
+    """GPU only: a CuPy X whose row stores a column twice is refused before any work, naming
+    the row and sum_duplicates; rows out of column order alone are read as they are; a column
+    index past the columns is refused."""
+    import cupyx.scipy.sparse as cusparse
+
+    a = with_counts(counts())
+    ref = scpipe.pp.normalize_pearson_residuals(a.copy(), inplace=False)["X"]
+    x = split_and_reversed(a.X)
+    b = a.copy()
+    b.X = cusparse.csr_matrix(x)
+    with pytest.raises(ValueError, match=r"row \d+ stores a column twice \(call X\.sum_duplicates\(\) first"):
+        scpipe.pp.normalize_pearson_residuals(b)
+    c = a.copy()
+    c.X = cusparse.csr_matrix(split_and_reversed(a.X, split=False))
+    assert not c.X.get().has_sorted_indices
+    got = scpipe.pp.normalize_pearson_residuals(c, inplace=False)["X"]
+    assert np.array_equal(got.get(), ref)
+    past = a.copy()
+    indices = a.X.indices.copy()
+    indices[7] = a.n_vars + 3
+    past.X = cusparse.csr_matrix(sp.csr_matrix((a.X.data, indices, a.X.indptr), shape=a.X.shape))
+    with pytest.raises(ValueError, match=f"has a column index at or past its {a.n_vars} columns"):
+        scpipe.pp.normalize_pearson_residuals(past)
+
+
 def test_a_malformed_gpu_csr_x_is_refused_by_name(on_gpu):
     """GPU only: row offsets that go back are refused (the extension's check, before any work)
     with a ValueError naming X; int32 and int64 offsets are both taken as they are."""

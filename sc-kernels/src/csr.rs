@@ -216,6 +216,48 @@ impl<T: Copy + Send + Sync> CsrMatrix<T> {
     }
 }
 
+impl<T: Copy + Default + std::ops::AddAssign + Send + Sync> CsrMatrix<T> {
+    /// The matrix with each row's values in one column added into one, in storage order, and
+    /// each row's columns increasing: how scipy reads a matrix that stores a column twice
+    /// (`sum_duplicates`), and so scanpy. A densified row would keep one of the values.
+    pub fn with_duplicates_summed(&self) -> Self {
+        let rows: Vec<Vec<(u32, T)>> = (0..self.n_rows)
+            .into_par_iter()
+            .map(|i| {
+                let (c, v) = self.row(i);
+                let mut pairs: Vec<(u32, usize)> = c.iter().copied().zip(0..).collect();
+                pairs.sort_unstable();
+                let mut out: Vec<(u32, T)> = Vec::with_capacity(pairs.len());
+                for (j, at) in pairs {
+                    match out.last_mut() {
+                        Some((last, sum)) if *last == j => *sum += v[at],
+                        _ => out.push((j, v[at])),
+                    }
+                }
+                out
+            })
+            .collect();
+        csr_from_rows(self.n_rows, self.n_cols, &rows)
+    }
+}
+
+/// The first row that stores a column twice, on every core: a row in increasing column order
+/// (the usual) costs a comparison a value, another is sorted on the side. The offsets are
+/// valid ([`validate_parts`]).
+pub fn first_row_with_a_column_twice(indptr: &[u64], indices: &[u32]) -> Option<usize> {
+    (0..indptr.len().saturating_sub(1))
+        .into_par_iter()
+        .find_first(|&r| {
+            let row = &indices[indptr[r] as usize..indptr[r + 1] as usize];
+            if row.windows(2).all(|w| w[0] < w[1]) {
+                return false;
+            }
+            let mut sorted = row.to_vec();
+            sorted.sort_unstable();
+            sorted.windows(2).any(|w| w[0] == w[1])
+        })
+}
+
 impl<T: Real> CsrMatrix<T> {
     /// Fails on the first NaN or infinite stored value.
     pub fn check_finite(&self) -> KResult<()> {
@@ -386,6 +428,42 @@ impl<T: Real> CsrMatrix<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_column_stored_twice_is_found_and_summed_as_scipy_reads_it() {
+        // Row 0 increasing, row 1 out of order without repeats, row 2 with column 3 twice
+        // (apart), row 3 with column 1 twice (side by side).
+        let m = CsrMatrix::new(
+            4,
+            5,
+            vec![0, 3, 5, 9, 11],
+            vec![0, 2, 4, 3, 1, 3, 0, 4, 3, 1, 1],
+            vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0],
+        )
+        .unwrap();
+        assert_eq!(
+            first_row_with_a_column_twice(&m.indptr, &m.indices),
+            Some(2)
+        );
+        let s = m.with_duplicates_summed();
+        assert_eq!(s.indptr, vec![0, 3, 5, 8, 9]);
+        assert_eq!(s.indices, vec![0, 2, 4, 1, 3, 0, 3, 4, 1]);
+        assert_eq!(
+            s.data,
+            vec![1.0, 2.0, 3.0, 5.0, 4.0, 7.0, 6.0 + 9.0, 8.0, 21.0]
+        );
+        assert_eq!(
+            s.to_dense().data.iter().sum::<f32>(),
+            m.data.iter().sum::<f32>()
+        );
+        assert_eq!(first_row_with_a_column_twice(&s.indptr, &s.indices), None);
+        let (none, rows) = (CsrMatrix::<f32>::zeros(3, 2), &m.indptr[..3]);
+        assert_eq!(
+            first_row_with_a_column_twice(&none.indptr, &none.indices),
+            None
+        );
+        assert_eq!(first_row_with_a_column_twice(rows, &m.indices[..5]), None);
+    }
 
     #[test]
     fn a_parallel_clone_is_a_clone() {

@@ -2381,17 +2381,20 @@ fn bbknn_on_the_gpu_equals_the_host() {
     }
 }
 
-/// A CuPy matrix's int32 row offsets widened on the device, and back; the offsets' check
-/// refuses a first offset other than 0, a last other than the values' count, and a step back.
+/// A CuPy matrix's int32 row offsets widened on the device, and back; the structure check
+/// refuses a first offset other than 0, a last other than the values' count, a step back, a
+/// column index past the columns and a column twice in a row (naming the first such row), and
+/// lets rows out of column order through.
 #[test]
 fn row_offsets_are_widened_narrowed_and_checked_on_the_gpu() {
+    use sc_kernels::gpu::StructureProblem;
     let Some(d) = gpu_or_skip("gpu row offsets") else {
         return;
     };
     let ctx = context(&d);
     let x = counts(3, 5_000, 300, 0.05);
     let mut m = DeviceCsr::upload(&ctx, &x).unwrap();
-    assert!(m.offsets_valid(&ctx).unwrap());
+    assert_eq!(m.structure_problem(&ctx).unwrap(), None);
     let narrow = m.narrow_offsets(&ctx).unwrap().unwrap();
     let as_i32: Vec<i32> = x.indptr.iter().map(|&p| p as i32).collect();
     assert_eq!(ctx.download(&narrow).unwrap(), as_i32);
@@ -2402,11 +2405,46 @@ fn row_offsets_are_widened_narrowed_and_checked_on_the_gpu() {
         let mut bad = x.indptr.clone();
         bad[at] = value;
         m.indptr = ctx.upload(&bad).unwrap();
-        assert!(
-            !m.offsets_valid(&ctx).unwrap(),
+        assert_eq!(
+            m.structure_problem(&ctx).unwrap(),
+            Some(StructureProblem::Offsets),
             "offset {at} set to {value}"
         );
     }
+    m.indptr = ctx.upload(&x.indptr).unwrap();
+    // Rows whose values are at least 3 long, to reorder and repeat columns in.
+    let long: Vec<usize> = (0..x.n_rows)
+        .filter(|&r| x.indptr[r + 1] - x.indptr[r] >= 3)
+        .collect();
+    let (r1, r2) = (long[10], long[400]);
+    let at = |r: usize| x.indptr[r] as usize;
+    // Every row reversed: out of order, but no column twice.
+    let mut reversed = x.indices.clone();
+    for r in 0..x.n_rows {
+        reversed[at(r)..at(r + 1)].reverse();
+    }
+    m.indices = ctx.upload(&reversed).unwrap();
+    assert_eq!(m.structure_problem(&ctx).unwrap(), None);
+    // A column twice in rows r1 and r2 (sorted rows elsewhere), and in reversed rows.
+    for base in [&x.indices, &reversed] {
+        let mut twice = base.clone();
+        twice[at(r2) + 2] = twice[at(r2)];
+        twice[at(r1) + 1] = twice[at(r1) + 2];
+        m.indices = ctx.upload(&twice).unwrap();
+        assert_eq!(
+            m.structure_problem(&ctx).unwrap(),
+            Some(StructureProblem::ColumnTwice { row: r1 })
+        );
+    }
+    // A column past the columns, in rows r2 and r1: r1 named.
+    let mut past = x.indices.clone();
+    past[at(r2)] = 300;
+    past[at(r1) + 1] = u32::MAX;
+    m.indices = ctx.upload(&past).unwrap();
+    assert_eq!(
+        m.structure_problem(&ctx).unwrap(),
+        Some(StructureProblem::ColumnPast { row: r1 })
+    );
     let negative = ctx.upload(&[0i32, -1, 3]).unwrap();
     let wide = DeviceCsr::widen_offsets(&ctx, &negative).unwrap();
     assert_eq!(ctx.download(&wide).unwrap()[1], u64::MAX);

@@ -64,7 +64,9 @@ def matrix_part(m: Any, what: str = "X", dense_ok: bool = False) -> tuple:
 def _cuda_part(m: Any, what: str, dense_ok: bool = False) -> tuple:
     """A CuPy matrix as the extension takes it on the GPU, never through the host: float32
     values, int32 column indices and int32 or int64 row offsets (each the user's own array when
-    it is of that type already; else converted by CuPy on the device)."""
+    it is of that type already; else converted by CuPy on the device). The extension checks its
+    structure on the device and names what is wrong (offsets out of order, a column index past
+    the columns, a column stored twice in a row)."""
     import cupy
     import cupyx.scipy.sparse as cusparse
 

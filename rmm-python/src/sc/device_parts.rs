@@ -15,7 +15,9 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 use rmm_core::DeviceVec;
-use sc_kernels::gpu::{DeviceCsr, DeviceDense, GpuContext};
+use sc_kernels::csr::first_row_with_a_column_twice;
+use sc_kernels::gpu::{DeviceCsr, DeviceDense, GpuContext, StructureProblem};
+use sc_kernels::CsrMatrix;
 
 /// A device array as its interface describes it.
 struct Interface {
@@ -147,13 +149,22 @@ pub(crate) fn csr_in(
         indices,
         data,
     };
-    if !m.offsets_valid(ctx).map_err(kernel_err)? {
-        return Err(PyValueError::new_err(format!(
-            "{what} is not a valid CSR matrix: its row offsets are not 0 .. {} in order",
-            m.data.len()
-        )));
-    }
-    Ok(m)
+    let problem = match m.structure_problem(ctx).map_err(kernel_err)? {
+        None => return Ok(m),
+        Some(StructureProblem::Offsets) => {
+            format!("its row offsets are not 0 .. {} in order", m.data.len())
+        }
+        Some(StructureProblem::ColumnPast { row }) => {
+            format!("row {row} has a column index at or past its {n_cols} columns")
+        }
+        Some(StructureProblem::ColumnTwice { row }) => format!(
+            "row {row} stores a column twice (call {what}.sum_duplicates() first, which adds \
+             them as scipy and scanpy do)"
+        ),
+    };
+    Err(PyValueError::new_err(format!(
+        "{what} is not a valid CSR matrix: {problem}"
+    )))
 }
 
 /// `("cuda_dense", array)` (float32, C order) as the step's device matrix (lent as
@@ -305,6 +316,13 @@ pub(crate) fn upload_csr(
     };
     sc_kernels::csr::validate_parts(n_rows, n_cols, &indptr, indices, data.len())
         .map_err(|e| PyValueError::new_err(format!("{what} is not a valid CSR matrix: {e}")))?;
+    if first_row_with_a_column_twice(&indptr, indices).is_some() {
+        // A column stored twice in a row is read as scipy reads it: added, in a copy.
+        let m = CsrMatrix::new(n_rows, n_cols, indptr, indices.to_vec(), data.to_vec())
+            .map_err(|e| PyValueError::new_err(format!("{what}: {e}")))?
+            .with_duplicates_summed();
+        return py.detach(|| DeviceCsr::upload(ctx, &m)).map_err(kernel_err);
+    }
     py.detach(|| -> sc_kernels::Result<DeviceCsr> {
         Ok(DeviceCsr {
             n_rows,

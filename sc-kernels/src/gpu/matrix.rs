@@ -7,12 +7,26 @@ use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
 use rmm_core::DeviceVec;
-use rmm_cuda::cudarc::driver::PushKernelArg;
+use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 
 pub(crate) const SRC: KernelSource = KernelSource {
     name: "matrix",
     source: include_str!("matrix.cu"),
 };
+
+/// Blocks of `csr_duplicates`, each with its own bit map of the columns.
+const DUPLICATE_BLOCKS: usize = 1024;
+
+/// What [`DeviceCsr::structure_problem`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StructureProblem {
+    /// The row offsets do not go from 0 to the values' count in order.
+    Offsets,
+    /// The first row with a column index at or past the columns.
+    ColumnPast { row: usize },
+    /// The first row that holds a column twice.
+    ColumnTwice { row: usize },
+}
 
 /// A CSR matrix on the device (the layout of [`CsrMatrix`]).
 #[derive(Debug)]
@@ -126,19 +140,56 @@ impl DeviceCsr {
         Ok(Some(out))
     }
 
-    /// Whether the row offsets go from 0 to the values' count without going back (the steps
-    /// trust them), checked on the device.
-    pub fn offsets_valid(&self, ctx: &GpuContext) -> Result<bool> {
+    /// What is wrong with the structure the steps trust, checked on the device: row offsets
+    /// that do not go from 0 to the values' count in order, a column index at or past the
+    /// columns, or a column stored twice in a row (scipy adds such values where a densifying
+    /// kernel would keep one). `None` when nothing is. One wait, and a second only for a
+    /// matrix whose rows are not in increasing column order.
+    pub fn structure_problem(&self, ctx: &GpuContext) -> Result<Option<StructureProblem>> {
         if self.indptr.len() != self.n_rows + 1 {
-            return Ok(false);
+            return Ok(Some(StructureProblem::Offsets));
         }
-        let bad = ctx.zeros::<u32>(1)?;
-        let f = ctx.function(SRC, "offsets_bad")?;
-        let (n, nnz) = (self.n_rows as u64, self.data.len() as u64);
+        let found = ctx.zeros::<u64>(4)?;
+        let (n, g, nnz) = (
+            self.n_rows as u64,
+            self.n_cols as u64,
+            self.data.len() as u64,
+        );
+        let f = ctx.function(SRC, "csr_structure")?;
         let mut l = ctx.launcher(&f);
-        l.arg(&self.indptr).arg(&n).arg(&nnz).arg(&bad);
-        ctx.launch(l, ctx.filling_grid(self.n_rows + 1), "offsets_bad")?;
-        Ok(ctx.download(&bad)?[0] == 0)
+        l.arg(&self.indptr).arg(&self.indices).arg(&n).arg(&g);
+        l.arg(&nnz).arg(&found);
+        let cfg = ctx.filling_grid((self.n_rows + 1) * 32);
+        ctx.launch(l, cfg, "csr_structure")?;
+        let got = ctx.download(&found)?;
+        if got[0] != 0 {
+            return Ok(Some(StructureProblem::Offsets));
+        }
+        if got[2] != 0 {
+            return Ok(Some(StructureProblem::ColumnPast {
+                row: !got[2] as usize,
+            }));
+        }
+        if got[1] == 0 {
+            return Ok(None);
+        }
+        // Rows out of column order: look for a column twice.
+        let blocks = self.n_rows.clamp(1, DUPLICATE_BLOCKS);
+        let seen = ctx.zeros::<u32>(blocks * self.n_cols.div_ceil(32))?;
+        let f = ctx.function(SRC, "csr_duplicates")?;
+        let mut l = ctx.launcher(&f);
+        l.arg(&self.indptr).arg(&self.indices).arg(&n).arg(&g);
+        l.arg(&seen).arg(&found);
+        let cfg = LaunchConfig {
+            grid_dim: (blocks as u32, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        ctx.launch(l, cfg, "csr_duplicates")?;
+        let got = ctx.download(&found)?;
+        Ok((got[3] != 0).then(|| StructureProblem::ColumnTwice {
+            row: !got[3] as usize,
+        }))
     }
 
     /// A deep copy (for `.raw`), from the context's resource.

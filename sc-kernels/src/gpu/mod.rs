@@ -36,7 +36,7 @@ pub mod streamed;
 pub mod trace;
 
 pub use context::{blocks_for_rows, grid_for, grid_stride, GpuContext, Transfers};
-pub use matrix::{DeviceCsr, DeviceDense};
+pub use matrix::{DeviceCsr, DeviceDense, StructureProblem};
 pub use nccl_communicator::NcclCommunicator;
 pub use rmm_core::DeviceVec;
 
