@@ -1,14 +1,14 @@
 """diffmap's orthogonalization step at N rows (default 1,000,000) and C basis columns (36),
 variant kernels side by side with CuPy (session 46): the tile kernel of session 45 (rows in
-order), diffmap.cu's (a block of 4 warps a block of 1,024 rows), and blocks of W warps sharing
-a block of 32 LR rows through shared memory (LR 16-64, G dot products at once); then the blocks'
-sums added in order by add_chunks (a thread a column) or add_chunks_warp (a warp a column).
+order), diffmap.cu's (a block of 4 warps a block of 1,024 rows), and diffmap.cu's kernel with
+other shapes (LR rows a lane, 16-64; W warps sharing a block of 32 LR rows through shared memory;
+G dot products at once); then the blocks' sums added in order by add_chunks (a thread a column) or add_chunks_warp (a warp a column).
 Prints ms per step (three passes, each with its adds), checks that every lane-order variant
 gives the bits of a Python reference of eigsh's block_sum at a small size, and times the two
 adds alone over a range of columns and chunks. (A warp a block of 512 rows, x in registers,
 took 1.56 ms a step at 36 columns where the tile kernel took 0.92: too few warps.)
     python3 project_dots_variants.py [N] [C]"""
-import sys, pathlib
+import re, sys, pathlib
 import numpy as np
 import cupy as cp
 
@@ -53,78 +53,16 @@ extern "C" __global__ void pd_old(const double* columns, u64 n, const double* h,
 
 REPO = (ROOT / "sc-kernels/src/diffmap/diffmap.cu").read_text()
 
-SHARED = r"""
-// A block of W warps per block of 32 * LR rows; lane l holds rows l, l + 32, ...; warp w forms
-// x for the lane rows q = w, w + W, ... into shared memory, then takes dot columns in groups of
-// G (w * G, + W * G, ...), each lane adding its rows in order.
-extern "C" __global__ void pd_shared(const double* columns, u64 n, const double* h,
-        u64 sub_cols, const double* w_in, double* w_out, u64 dot_cols, int self_dot,
-        u64 first_chunk, double* partial) {
-    __shared__ double xs[LR][32];
-    const u32 lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const u64 i = blockIdx.x;
-    const u64 r0 = (first_chunk + i) * (32 * LR) + lane;
-    double x[LR / W];
-#pragma unroll
-    for (u32 k = 0; k < LR / W; ++k) {
-        const u64 r = r0 + 32 * (warp + W * k);
-        x[k] = r < n ? w_in[r] : 0.0;
-    }
-    if (h) {
-#pragma unroll 4
-        for (u64 c = 0; c < sub_cols; ++c) {
-            const double hc = h[c];
-            const double* col = columns + c * n;
-#pragma unroll
-            for (u32 k = 0; k < LR / W; ++k) {
-                const u64 r = r0 + 32 * (warp + W * k);
-                if (r < n) x[k] = __dsub_rn(x[k], __dmul_rn(hc, col[r]));
-            }
-        }
-    }
-#pragma unroll
-    for (u32 k = 0; k < LR / W; ++k) {
-        const u32 q = warp + W * k;
-        xs[q][lane] = x[k];
-        if (w_out && r0 + 32 * q < n) w_out[r0 + 32 * q] = x[k];
-    }
-    __syncthreads();
-    if (self_dot) {
-        if (warp == 0) {
-            double s = -0.0;
-#pragma unroll 8
-            for (u32 q = 0; q < LR; ++q)
-                if (r0 + 32 * q < n) s = __dadd_rn(s, __dmul_rn(xs[q][lane], xs[q][lane]));
-            s = warp_sum_f64(s);
-            if (lane == 0) partial[i * dot_cols] = __dadd_rn(0.0, s);
-        }
-        return;
-    }
-    for (u64 c0 = warp * G; c0 < dot_cols; c0 += W * G) {
-        double s[G];
-#pragma unroll
-        for (u32 g = 0; g < G; ++g) s[g] = -0.0;
-#pragma unroll 4
-        for (u32 q = 0; q < LR; ++q) {
-            const u64 r = r0 + 32 * q;
-            if (r < n) {
-                const double xv = xs[q][lane];
-#pragma unroll
-                for (u32 g = 0; g < G; ++g)
-                    if (c0 + g < dot_cols) s[g] = __dadd_rn(s[g], __dmul_rn(columns[(c0 + g) * n + r], xv));
-            }
-        }
-#pragma unroll
-        for (u32 g = 0; g < G; ++g) {
-            if (c0 + g < dot_cols) {
-                const double t = warp_sum_f64(s[g]);
-                if (lane == 0) partial[i * dot_cols + c0 + g] = __dadd_rn(0.0, t);
-            }
-        }
-    }
-}
 
-"""
+
+def shared_variant(lr, w, g):
+    """diffmap.cu with other block shapes: LR rows a lane, W warps, G dots at once."""
+    text = REPO
+    for name, value in (("LANE_ROWS", lr), ("WARPS", w), ("DOT_GROUP", g)):
+        text, count = re.subn(rf"#define {name} \d+", f"#define {name} {value}", text)
+        assert count == 1, name
+    return text
+
 
 def module(src, defines=""):
     return cp.RawModule(code=COMMON + "\n" + defines + "\n" + src, options=("--std=c++17",))
@@ -143,8 +81,7 @@ for lr in (16, 32, 64):
     for w in (4, 8):
         for g in (2, 4):
             if lr % w == 0:
-                mod = module(SHARED, f"#define LR {lr}\n#define W {w}\n#define G {g}")
-                shared[(lr, w, g)] = mod.get_function("pd_shared")
+                shared[(lr, w, g)] = module(shared_variant(lr, w, g)).get_function("diffmap_project_dots")
 
 
 def setup(n, c, seed=0):
