@@ -239,6 +239,15 @@ impl<T: Copy + Default + std::ops::AddAssign + Send + Sync> CsrMatrix<T> {
             .collect();
         csr_from_rows(self.n_rows, self.n_cols, &rows)
     }
+
+    /// `self`, or [`Self::with_duplicates_summed`] when a row stores a column twice (found on
+    /// every core); and whether it was summed.
+    pub fn into_duplicates_summed(self) -> (Self, bool) {
+        match first_row_with_a_column_twice(&self.indptr, &self.indices) {
+            Some(_) => (self.with_duplicates_summed(), true),
+            None => (self, false),
+        }
+    }
 }
 
 /// The first row that stores a column twice, on every core: a row in increasing column order
@@ -457,6 +466,8 @@ mod tests {
             m.data.iter().sum::<f32>()
         );
         assert_eq!(first_row_with_a_column_twice(&s.indptr, &s.indices), None);
+        assert_eq!(m.clone().into_duplicates_summed(), (s.clone(), true));
+        assert_eq!(s.clone().into_duplicates_summed(), (s, false));
         let (none, rows) = (CsrMatrix::<f32>::zeros(3, 2), &m.indptr[..3]);
         assert_eq!(
             first_row_with_a_column_twice(&none.indptr, &none.indices),

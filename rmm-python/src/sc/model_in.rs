@@ -14,7 +14,6 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use rayon::prelude::*;
-use sc_kernels::csr::first_row_with_a_column_twice;
 use sc_kernels::gpu::GpuContext;
 use sc_kernels::{CsrMatrix, DenseMatrix};
 use sc_pipeline::anndata::{
@@ -169,10 +168,7 @@ fn csr(t: &Bound<'_, PyTuple>, what: &str) -> PyResult<CsrMatrix<f32>> {
     let m = CsrMatrix::new(rows, cols, indptr, indices, data)
         .map_err(|e| PyValueError::new_err(format!("{what} is not a valid CSR matrix: {e}")))?;
     // A column stored twice in a row is read as scipy reads it: added (this copy is ours).
-    Ok(match first_row_with_a_column_twice(&m.indptr, &m.indices) {
-        Some(_) => m.with_duplicates_summed(),
-        None => m,
-    })
+    Ok(m.into_duplicates_summed().0)
 }
 
 /// A contiguous int32 or int64 index array (scipy's two index types) as `T`, each value

@@ -1,5 +1,6 @@
-//! What a reader tells the user without failing. One kind so far: matrices stored as float64,
-//! which are read as float32 (scpipe computes in float32).
+//! What a reader tells the user without failing: matrices stored as float64, which are read as
+//! float32 (scpipe computes in float32), and sparse matrices that store a column twice in a
+//! row, whose values are added (as scipy and scanpy read them).
 
 use std::sync::Mutex;
 
@@ -7,6 +8,7 @@ use std::sync::Mutex;
 #[derive(Debug, Default)]
 pub(crate) struct Notices {
     float64: Mutex<Vec<String>>,
+    repeated: Mutex<Vec<String>>,
 }
 
 impl Notices {
@@ -19,18 +21,44 @@ impl Notices {
         }
     }
 
+    /// Records that the sparse `matrix` stores a column twice in a row, and that its values
+    /// there were added.
+    pub fn repeated_columns_added(&self, matrix: &str) {
+        let mut seen = self.repeated.lock().unwrap_or_else(|e| e.into_inner());
+        if !seen.iter().any(|m| m == matrix) {
+            seen.push(matrix.to_string());
+        }
+    }
+
     /// One line per kind of notice, each starting with `notice: `.
     pub fn lines(&self) -> Vec<String> {
-        let seen = self.float64.lock().unwrap_or_else(|e| e.into_inner());
-        let (names, verb) = match seen.as_slice() {
-            [] => return Vec::new(),
-            [one] => (one.clone(), "is"),
-            [first @ .., last] => (format!("{} and {last}", first.join(", ")), "are"),
-        };
-        vec![format!(
-            "notice: {names} {verb} float64 in the file; scpipe computes in float32, so values \
-             that float32 cannot hold exactly are rounded (to about 7 significant digits)"
-        )]
+        let mut lines = Vec::new();
+        let float64 = self.float64.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((names, verb)) = listed(&float64) {
+            lines.push(format!(
+                "notice: {names} {verb} float64 in the file; scpipe computes in float32, so \
+                 values that float32 cannot hold exactly are rounded (to about 7 significant \
+                 digits)"
+            ));
+        }
+        let repeated = self.repeated.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((names, verb)) = listed(&repeated) {
+            let verb = if verb == "is" { "stores" } else { "store" };
+            lines.push(format!(
+                "notice: {names} {verb} a column twice in a row; the values there were added, \
+                 as scipy and scanpy read them"
+            ));
+        }
+        lines
+    }
+}
+
+/// `a`, `a and b`, `a, b and c` with its verb (`is` / `are`); `None` for none.
+fn listed(names: &[String]) -> Option<(String, &'static str)> {
+    match names {
+        [] => None,
+        [one] => Some((one.clone(), "is")),
+        [first @ .., last] => Some((format!("{} and {last}", first.join(", ")), "are")),
     }
 }
 
@@ -49,5 +77,11 @@ mod tests {
         n.float64_read_as_float32("raw/X");
         n.float64_read_as_float32("layers/counts");
         assert!(n.lines()[0].starts_with("notice: X, raw/X and layers/counts are float64"));
+        n.repeated_columns_added("X");
+        n.repeated_columns_added("X");
+        assert_eq!(n.lines().len(), 2);
+        assert!(n.lines()[1].starts_with("notice: X stores a column twice in a row;"));
+        n.repeated_columns_added("obsp/distances");
+        assert!(n.lines()[1].starts_with("notice: X and obsp/distances store a column twice"));
     }
 }

@@ -220,7 +220,7 @@ impl SparseGroup {
             element,
             Some(&mut trace),
         )?;
-        Ok(match self.format {
+        let m = match self.format {
             SparseFormat::Csr => CsrMatrix {
                 n_rows: self.n_rows,
                 n_cols: self.n_cols,
@@ -237,7 +237,15 @@ impl SparseGroup {
                 data,
             }
             .transpose(),
-        })
+        };
+        // A column stored twice in a row: added, as scipy reads the file (the steps' dense
+        // rows would keep one value).
+        let (m, added) = m.into_duplicates_summed();
+        if added {
+            ctx.notices
+                .repeated_columns_added(element.trim_start_matches('/'));
+        }
+        Ok(m)
     }
 }
 

@@ -157,7 +157,17 @@ impl Reader {
             data,
         };
         // CSC arrays are the CSR arrays of the transpose.
-        Ok(if csc { m.transpose() } else { m })
+        let m = if csc { m.transpose() } else { m };
+        // A column stored twice in a row: added, as scipy reads the store (the steps' dense
+        // rows would keep one value).
+        let (m, added) = m.into_duplicates_summed();
+        if added {
+            self.notices.push(format!(
+                "notice: {element} stores a column twice in a row; the values there were \
+                 added, as scipy and scanpy read them"
+            ));
+        }
+        Ok(m)
     }
 
     /// Whether the sparse group `element` is CSC (else CSR), and its shape.
