@@ -1,12 +1,15 @@
 //! A file whose sparse matrix stores a column twice in a row (valid for scipy, which adds the
 //! values, and so for scanpy): read with the values added and a notice naming the matrix, from
-//! h5ad and zarr, X and obsp alike.
+//! h5ad and zarr, X and obsp alike, and X's blocks of rows as streamed runs read them.
 
 mod common;
 
 use sc_kernels::CsrMatrix;
 use sc_pipeline::anndata::Matrix;
-use sc_pipeline::io::{read_h5ad_with_notices, read_zarr_with_notices, write_h5ad, write_zarr};
+use sc_pipeline::io::{
+    read_h5ad_with_notices, read_zarr_with_notices, write_h5ad, write_zarr, H5adRowChunks,
+    RowChunks, ZarrRowChunks,
+};
 use sc_pipeline::synthetic::{generate, SyntheticParams};
 
 /// `x` with each value of 2 or more in its even rows stored as 1 and the rest, in the same
@@ -67,5 +70,22 @@ fn a_column_stored_twice_is_read_added_with_a_notice() {
             "{said}"
         );
         assert!(said.contains("obsp/g"), "{said}");
+        // Read by blocks of rows, as a streamed run reads X: the same sums.
+        let chunks: Box<dyn RowChunks> = if zarr {
+            Box::new(ZarrRowChunks::open(&path).unwrap())
+        } else {
+            Box::new(H5adRowChunks::open(&path).unwrap())
+        };
+        for rows in [0..7, 7..150, 150..300] {
+            let Matrix::Sparse(block) = chunks.read_rows(rows.clone()).unwrap() else {
+                panic!("sparse rows")
+            };
+            let keep: Vec<bool> = (0..300).map(|r| rows.contains(&r)).collect();
+            assert_eq!(
+                block,
+                x.select_rows(&keep).unwrap(),
+                "zarr {zarr}: rows {rows:?}"
+            );
+        }
     }
 }

@@ -84,7 +84,8 @@ pub trait RowChunks: Sync {
     fn stored_bytes(&self, rows: Range<usize>) -> u64 {
         self.stored_values(rows) * self.value_bytes()
     }
-    /// Rows `rows` of X.
+    /// Rows `rows` of X; a column stored twice in a row has its values added, as the whole
+    /// reads add them (and scipy): a block holds whole rows.
     fn read_rows(&self, rows: Range<usize>) -> Result<Matrix> {
         if rows.start > rows.end || rows.end > self.n_obs() {
             return Err(Error::param(
@@ -92,6 +93,9 @@ pub trait RowChunks: Sync {
                 format!("rows {rows:?} outside 0..{}", self.n_obs()),
             ));
         }
-        self.read_checked(rows)
+        Ok(match self.read_checked(rows)? {
+            Matrix::Sparse(m) => Matrix::Sparse(m.into_duplicates_summed().0),
+            other => other,
+        })
     }
 }
