@@ -14,8 +14,11 @@ pub(crate) const SRC: KernelSource = KernelSource {
     source: include_str!("matrix.cu"),
 };
 
-/// Blocks of `csr_duplicates`, each with its own bit map of the columns.
+/// Blocks of `csr_duplicates` at most, each with its own bit map of the columns, and the
+/// device bytes their maps take at most (a matrix of millions of columns gets fewer blocks, each
+/// going over more rows).
 const DUPLICATE_BLOCKS: usize = 1024;
+const DUPLICATE_MAP_BYTES: usize = 64 << 20;
 
 /// What [`DeviceCsr::structure_problem`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,8 +177,13 @@ impl DeviceCsr {
             return Ok(None);
         }
         // Rows out of column order: look for a column twice.
-        let blocks = self.n_rows.clamp(1, DUPLICATE_BLOCKS);
-        let seen = ctx.zeros::<u32>(blocks * self.n_cols.div_ceil(32))?;
+        let words = self.n_cols.div_ceil(32).max(1);
+        let blocks = self
+            .n_rows
+            .min(DUPLICATE_BLOCKS)
+            .min(DUPLICATE_MAP_BYTES / (words * 4))
+            .max(1);
+        let seen = ctx.zeros::<u32>(blocks * words)?;
         let f = ctx.function(SRC, "csr_duplicates")?;
         let mut l = ctx.launcher(&f);
         l.arg(&self.indptr).arg(&self.indices).arg(&n).arg(&g);
