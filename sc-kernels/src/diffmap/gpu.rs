@@ -10,9 +10,9 @@ use crate::error::Result;
 use crate::gpu::dense_reduce::{chunked_sums_into, PARTIAL_BYTES};
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::trace::{tracing, PhaseTrace};
-use crate::gpu::{DeviceVec, GpuContext};
+use crate::gpu::{blocks_for_rows, DeviceVec, GpuContext};
 use faer::{Mat, MatRef};
-use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
+use rmm_cuda::cudarc::driver::PushKernelArg;
 
 pub(crate) const SRC: KernelSource = KernelSource {
     name: "diffmap",
@@ -181,11 +181,8 @@ impl<'a> DeviceBasis<'a> {
                 .arg(w)
                 .arg(&w_out);
             l.arg(&dot_cols64).arg(&self_dot).arg(&first).arg(partial);
-            let cfg = LaunchConfig {
-                grid_dim: (count as u32, 1, 1),
-                block_dim: (DOTS_THREADS, 1, 1),
-                shared_mem_bytes: 0,
-            };
+            // A thread block a block of rows.
+            let cfg = blocks_for_rows(count as usize, DOTS_THREADS);
             ctx.launch(l, cfg, "diffmap_project_dots")
         })?;
         if sub.is_some() {

@@ -2,12 +2,12 @@
 //! and dense row-major f32; their storage is `rmm-core` [`DeviceVec`]s from the context.
 
 use super::module_cache::KernelSource;
-use super::GpuContext;
+use super::{blocks_for_rows, GpuContext};
 use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
 use rmm_core::DeviceVec;
-use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
+use rmm_cuda::cudarc::driver::PushKernelArg;
 
 pub(crate) const SRC: KernelSource = KernelSource {
     name: "matrix",
@@ -188,12 +188,7 @@ impl DeviceCsr {
         let mut l = ctx.launcher(&f);
         l.arg(&self.indptr).arg(&self.indices).arg(&n).arg(&g);
         l.arg(&seen).arg(&found);
-        let cfg = LaunchConfig {
-            grid_dim: (blocks as u32, 1, 1),
-            block_dim: (256, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        ctx.launch(l, cfg, "csr_duplicates")?;
+        ctx.launch(l, blocks_for_rows(blocks, 256), "csr_duplicates")?;
         let got = ctx.download(&found)?;
         Ok((got[3] != 0).then(|| StructureProblem::ColumnTwice {
             row: !got[3] as usize,

@@ -43,14 +43,20 @@ impl Notices {
         }
         let repeated = self.repeated.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((names, verb)) = listed(&repeated) {
-            let verb = if verb == "is" { "stores" } else { "store" };
-            lines.push(format!(
-                "notice: {names} {verb} a column twice in a row; the values there were added, \
-                 as scipy and scanpy read them"
-            ));
+            lines.push(repeated_columns_added(&names, verb == "is"));
         }
         lines
     }
+}
+
+/// The notice that the sparse matrices `names` (one when `one`) store a column twice in a row
+/// and that their values there were added.
+pub(crate) fn repeated_columns_added(names: &str, one: bool) -> String {
+    let verb = if one { "stores" } else { "store" };
+    format!(
+        "notice: {names} {verb} a column twice in a row; the values there were added, as scipy \
+         and scanpy read them"
+    )
 }
 
 /// `a`, `a and b`, `a, b and c` with its verb (`is` / `are`); `None` for none.

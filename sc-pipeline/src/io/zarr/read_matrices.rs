@@ -162,10 +162,8 @@ impl Reader {
         // rows would keep one value).
         let (m, added) = m.into_duplicates_summed();
         if added {
-            self.notices.push(format!(
-                "notice: {element} stores a column twice in a row; the values there were \
-                 added, as scipy and scanpy read them"
-            ));
+            self.notices
+                .push(crate::io::notices::repeated_columns_added(element, true));
         }
         Ok(m)
     }
