@@ -32,6 +32,7 @@ pub fn all_modules() -> Vec<module_cache::KernelSource> {
         crate::leiden::KERNELS,
         crate::rank_genes::KERNELS[0],
         crate::rank_genes::KERNELS[1],
+        crate::rank_genes::KERNELS[2],
         crate::regress::KERNELS,
         crate::tsne::KERNELS[0],
         crate::embedding_density::KERNELS[0],

@@ -847,7 +847,8 @@ fn logreg_markers_run_on_raw_as_the_function_by_hand() {
     let mut by_hand = AnnData::new(raw.x.try_clone().unwrap());
     by_hand.var = raw.var.clone();
     by_hand.obs = a.obs.clone();
-    steps::rank_genes_groups_logreg(&mut by_hand, "leiden", &Default::default(), Some(20)).unwrap();
+    steps::rank_genes_groups_logreg(&mut by_hand, "leiden", &Default::default(), Some(20), None)
+        .unwrap();
     let want = by_hand.uns.get("rank_genes_groups").unwrap();
     for field in ["names", "scores"] {
         assert_eq!(got.get(field), want.get(field), "{field}");

@@ -2449,3 +2449,112 @@ fn row_offsets_are_widened_narrowed_and_checked_on_the_gpu() {
     let wide = DeviceCsr::widen_offsets(&ctx, &negative).unwrap();
     assert_eq!(ctx.download(&wide).unwrap()[1], u64::MAX);
 }
+
+/// logreg's fit in the genes' coordinates, its passes over the cells on the GPU, against the
+/// host's: with scikit-learn's defaults (tol 1e-4 on the mean loss's gradient, 100 iterations)
+/// on groups that are a function of X (clusters: both stop short of a far minimum), the same
+/// top genes and nearly the same coefficients; run to a flat minimum on groups that are not,
+/// within 1e-3 of the largest coefficient (what two fits stopped by scipy's `ftol` share);
+/// multinomial and binary; the same bits twice; fewer cells than genes fitted on the host.
+#[test]
+fn logreg_on_the_gpu_matches_the_host() {
+    use sc_kernels::rank_genes::logreg::{logreg, logreg_gpu, runs_on_gpu, LogregParams};
+    let Some(d) = gpu_or_skip("gpu logreg") else {
+        return;
+    };
+    let ctx = context(&d);
+    let x = counts(11, 3_000, 300, 0.1);
+    // Each cell's group: the block of genes (of `k`) where its counts are largest.
+    let clusters = |k: usize| -> Vec<u32> {
+        (0..x.n_rows)
+            .map(|i| {
+                let (c, v) = x.row(i);
+                let mut s = vec![0.0f64; k];
+                c.iter()
+                    .zip(v)
+                    .for_each(|(&j, &v)| s[j as usize * k / x.n_cols] += v as f64);
+                (0..k)
+                    .max_by(|&a, &b| s[a].total_cmp(&s[b]).then(b.cmp(&a)))
+                    .unwrap() as u32
+            })
+            .collect()
+    };
+    let arbitrary = |k: usize| -> Vec<u32> { (0..x.n_rows).map(|i| (i * 7 % k) as u32).collect() };
+    let far = |a: &[f64], b: &[f64]| {
+        a.iter()
+            .zip(b)
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f64::max)
+    };
+    let top = |v: &[f64], n: usize| -> std::collections::BTreeSet<usize> {
+        let mut o: Vec<usize> = (0..v.len()).collect();
+        o.sort_by(|&a, &b| v[b].total_cmp(&v[a]));
+        o.into_iter().take(n).collect()
+    };
+    let tight = LogregParams {
+        tol: 1e-9,
+        max_iter: 10_000,
+        ..LogregParams::default()
+    };
+    for k in [5, 2] {
+        assert!(runs_on_gpu(x.n_rows, x.n_cols, k));
+        for (what, groups, params, within) in [
+            (
+                "clusters, defaults",
+                clusters(k),
+                LogregParams::default(),
+                1e-2,
+            ),
+            (
+                "arbitrary groups, to the minimum",
+                arbitrary(k),
+                tight,
+                1e-3,
+            ),
+        ] {
+            let host = logreg(&x, &groups, k, &params).unwrap();
+            let gpu = logreg_gpu(&ctx, &x, &groups, k, &params).unwrap();
+            let (dc, di) = (
+                far(&gpu.coef, &host.coef),
+                far(&gpu.intercept, &host.intercept),
+            );
+            let largest = host.coef.iter().fold(0.0f64, |a, v| a.max(v.abs()));
+            let shared: usize = (0..host.rows)
+                .map(|r| {
+                    top(host.row(r), 25)
+                        .intersection(&top(gpu.row(r), 25))
+                        .count()
+                })
+                .sum();
+            eprintln!(
+                "logreg k={k}, {what}: coefficients {dc:.2e} apart (largest {largest:.3}), \
+                 intercepts {di:.2e}; iterations host {} ({}) gpu {} ({}); top 25 shared \
+                 {shared} of {}",
+                host.iterations,
+                host.converged,
+                gpu.iterations,
+                gpu.converged,
+                25 * host.rows
+            );
+            assert_eq!(gpu.rows, host.rows);
+            assert!(
+                dc <= within * largest,
+                "k={k}, {what}: {dc:.2e} of {largest:.2e}"
+            );
+            assert!(shared * 10 >= 25 * host.rows * 9, "k={k}, {what}: {shared}");
+            let again = logreg_gpu(&ctx, &x, &groups, k, &params).unwrap();
+            assert_eq!(again.coef, gpu.coef);
+        }
+    }
+    // Fewer cells than genes: the host's own fit, bit for bit.
+    let wide = counts(12, 200, 400, 0.1);
+    let groups: Vec<u32> = (0..200).map(|i| (i % 3) as u32).collect();
+    assert!(!runs_on_gpu(200, 400, 3));
+    let params = LogregParams::default();
+    assert_eq!(
+        logreg_gpu(&ctx, &wide, &groups, 3, &params).unwrap(),
+        logreg(&wide, &groups, 3, &params).unwrap()
+    );
+    let bad: Vec<u32> = vec![0; 3_000];
+    assert!(logreg_gpu(&ctx, &x, &bad, 2, &params).is_err());
+}

@@ -673,9 +673,11 @@ def rank_genes_groups(
     ``rank_genes_groups``):
     ``t-test`` (the default), ``t-test_overestim_var`` or ``wilcoxon`` (``tie_correct`` off by
     default, as scanpy), or ``logreg``: the coefficients of scikit-learn's
-    ``LogisticRegression`` as scanpy fits it (``C``, ``max_iter``, ``tol`` taken), solved to
-    its minimum (scikit-learn stops a few percent short of it by default), ``names`` and
-    ``scores`` only. ``pts=True`` adds the share of cells expressing each gene in the group
+    ``LogisticRegression`` as scanpy fits it (``C``, ``max_iter``, ``tol`` taken, with
+    scikit-learn's meaning and defaults: L-BFGS until the mean loss's gradient is under
+    ``tol=1e-4``, or ``max_iter=100`` iterations, with scikit-learn's warning when that ends it
+    first; pass a small ``tol`` and a large ``max_iter`` for the minimum itself), ``names`` and
+    ``scores`` only; its passes over the cells run on the GPU with more cells than genes. ``pts=True`` adds the share of cells expressing each gene in the group
     (``pts``) and in the rest (``pts_rest``), as scanpy. Reads ``.raw`` when it exists and ``use_raw`` is not False, else X or
     ``layer``.
 
@@ -774,8 +776,17 @@ def _logreg(target, adata, x, what, genes, labels, groupby, selected, n_genes, p
         "var_names": _parts.names(genes),
         "obs": {groupby: _parts.column_part(labels, f"obs[{groupby!r}]")},
     }
-    params = dict(groupby=groupby, n_genes=n_genes, C=float(kwds.get("C", 1.0)), max_iter=_parts.count(kwds.get("max_iter", 10_000), "max_iter", 1), tol=float(kwds.get("tol", 1e-6)))
+    params = dict(groupby=groupby, n_genes=n_genes, C=float(kwds.get("C", 1.0)), max_iter=_parts.count(kwds.get("max_iter", 100), "max_iter", 1), tol=float(kwds.get("tol", 1e-4)))
     out = _parts.call("rank_genes_groups_logreg", parts, params)
+    if not out["logreg"][1]:  # (iterations, converged, on the GPU)
+        # scikit-learn's ConvergenceWarning, which scanpy's users see from the same fit.
+        warnings.warn(
+            f"rank_genes_groups(method='logreg'): lbfgs stopped at max_iter={params['max_iter']} "
+            f"iterations before the gradient reached tol={params['tol']:g}. Increase max_iter "
+            "(passed to rank_genes_groups as in scanpy) to fit further.",
+            UserWarning,
+            stacklevel=3,
+        )
     _parts.view_to_actual(target)
     result = _parts.value_from(out["uns"]["rank_genes_groups"])
     order = selected if selected is not None else present

@@ -180,6 +180,8 @@ struct Extra {
     norm_factor: Option<Vec<f64>>,
     whole_numbers: Option<bool>,
     aggregates: Option<Aggregates>,
+    /// logreg's iterations and whether `tol` stopped it (Python warns as scikit-learn where not).
+    logreg: Option<steps::LogregOutcome>,
 }
 
 /// Runs `step` with `params` on `parts` (see [`model_in`]), on `device` ("cpu" or "gpu");
@@ -296,6 +298,9 @@ pub(crate) fn _sc_call<'py>(
     }
     if let Some(w) = extra.whole_numbers {
         out.set_item("whole_numbers", w)?;
+    }
+    if let Some(l) = extra.logreg {
+        out.set_item("logreg", (l.iterations, l.converged, l.on_gpu))?;
     }
     Ok(out)
 }
@@ -599,7 +604,15 @@ fn run(
             groupby,
             params,
             n_genes,
-        } => steps::rank_genes_groups_logreg(adata, groupby, params, *n_genes)?,
+        } => {
+            extra.logreg = Some(steps::rank_genes_groups_logreg(
+                adata,
+                groupby,
+                params,
+                *n_genes,
+                ctx.as_deref(),
+            )?);
+        }
         Call::Recipe(config) => {
             let mut observer: Box<dyn sc_pipeline::run::StepObserver> = if progress {
                 Box::new(Progress)

@@ -53,9 +53,9 @@ pub use gene_columns::GeneColumns;
 pub use gene_stats::{group_moments, rank_sums, GroupMoments, RankSums};
 pub use gpu::{group_statistics_gpu, rank_genes_groups_gpu, CHUNK_KEYS};
 
-/// The GPU's kernel modules (compiled at warm-up by runs that rank genes).
-pub const KERNELS: [crate::gpu::module_cache::KernelSource; 2] =
-    [gpu::SRC, crate::gpu::radix_sort::SRC];
+/// The GPU's kernel modules (compiled at warm-up by runs that rank genes; the last, logreg's).
+pub const KERNELS: [crate::gpu::module_cache::KernelSource; 3] =
+    [gpu::SRC, crate::gpu::radix_sort::SRC, logreg::KERNELS[0]];
 
 use crate::csr::CsrMatrix;
 use crate::error::{KernelError, Result};

@@ -118,13 +118,19 @@ pub struct GraphStepArgs {
     /// obs column the marker genes group by (default: leiden's).
     #[arg(long, value_name = "KEY")]
     pub groupby: Option<String>,
-    /// rank_genes_groups(method=...); logreg: a logistic regression on the host (names and
-    /// scores only, as scanpy writes them).
+    /// rank_genes_groups(method=...); logreg: a logistic regression (names and scores only, as
+    /// scanpy writes them; its passes over the cells on the GPU with more cells than genes).
     #[arg(long, default_value = "wilcoxon", value_parser = ["wilcoxon", "t-test", "t-test_overestim_var", "logreg"])]
     pub markers_method: String,
     /// Marker genes kept per group (rank_genes_groups(n_genes=...)).
     #[arg(long, default_value_t = 100)]
     pub markers_n_genes: usize,
+    /// logreg markers: L-BFGS iterations at most (scikit-learn's max_iter, scanpy's default).
+    #[arg(long, default_value_t = 100, value_name = "N")]
+    pub logreg_max_iter: usize,
+    /// logreg markers: the mean loss's gradient at which the fit stops (scikit-learn's tol).
+    #[arg(long, default_value_t = 1e-4, value_name = "TOL")]
+    pub logreg_tol: f64,
     #[arg(
         long,
         help = "Wilcoxon with the tie correction of its variance (rank_genes_groups(tie_correct=True); off by default, as in scanpy)"
@@ -374,6 +380,15 @@ impl GraphStepArgs {
             return Err(Error::param("--markers-n-genes", "must be at least 1"));
         }
         let logreg = self.markers_method == "logreg";
+        if self.logreg_max_iter == 0 {
+            return Err(Error::param("--logreg-max-iter", "must be at least 1"));
+        }
+        if !(self.logreg_tol > 0.0 && self.logreg_tol.is_finite()) {
+            return Err(Error::param(
+                "--logreg-tol",
+                format!("must be > 0, got {}", self.logreg_tol),
+            ));
+        }
         let method: Method = if logreg {
             Method::Wilcoxon // unused: logreg ranks in its place
         } else {
@@ -390,7 +405,11 @@ impl GraphStepArgs {
                 n_genes: Some(self.markers_n_genes),
                 tie_correct: self.tie_correct,
             },
-            logreg: logreg.then(LogregParams::default),
+            logreg: logreg.then_some(LogregParams {
+                max_iter: self.logreg_max_iter,
+                tol: self.logreg_tol,
+                ..LogregParams::default()
+            }),
         }))
     }
 }

@@ -4,24 +4,58 @@
 //! two groups scanpy fits the binary model and reports its one row (the second group's
 //! coefficients) under the first group alone; so does this. The Python front end fits X; the
 //! command's markers row (`--markers-method logreg`) fits `.raw` when the data has one, as its
-//! tests do. Computed on the host.
+//! tests do. With a GPU, the fit's passes over the cells run there (`logreg_gpu`) where the
+//! fit is in the genes' coordinates (more cells than genes or than the cells' form takes). The
+//! fit stops by scikit-learn's rule (`tol`, `max_iter`: 1e-4 and 100 by default, as scanpy's);
+//! the outcome says whether `max_iter` stopped it first, where scikit-learn warns.
 
 use super::{in_category_order, kernel_error, markers_matrix, obs_labels};
 use crate::anndata::{ArrayData, Matrix, Raw, Value};
 use crate::{AnnData, Error, Result};
-use sc_kernels::rank_genes::logreg::{logreg, LogregParams};
+use sc_kernels::gpu::GpuContext;
+use sc_kernels::rank_genes::logreg::{logreg, logreg_gpu, runs_on_gpu, LogregParams};
 
 const STEP: &str = "rank_genes_groups";
 
+/// How a logreg fit ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogregOutcome {
+    /// L-BFGS iterations taken.
+    pub iterations: usize,
+    /// Stopped by `tol` (not by `max_iter`, where scikit-learn warns "lbfgs failed to
+    /// converge").
+    pub converged: bool,
+    /// Whether its passes over the cells ran on the GPU.
+    pub on_gpu: bool,
+}
+
+impl LogregOutcome {
+    /// The words a run's log gives it: the device, and `max_iter` when that stopped it.
+    pub fn describe(&self, params: &LogregParams) -> String {
+        let device = if self.on_gpu { "GPU" } else { "CPU" };
+        if self.converged {
+            format!("on the {device}, {} iterations", self.iterations)
+        } else {
+            format!(
+                "on the {device}; stopped at max_iter = {} before tol = {:e} (as scikit-learn's \
+                 lbfgs would, with its warning)",
+                params.max_iter, params.tol
+            )
+        }
+    }
+}
+
 /// Fits the model of `obs[groupby]`'s groups on X (the categories with cells, in their order)
-/// and writes the top `n_genes` genes of each group (all by default) by decreasing coefficient.
+/// and writes the top `n_genes` genes of each group (all by default) by decreasing coefficient;
+/// on `gpu` when given.
 pub fn rank_genes_groups_logreg(
     adata: &mut AnnData,
     groupby: &str,
     params: &LogregParams,
     n_genes: Option<usize>,
-) -> Result<()> {
-    let value = logreg_record(
+    gpu: Option<&GpuContext>,
+) -> Result<LogregOutcome> {
+    let (value, outcome) = logreg_record(
         adata,
         groupby,
         &adata.x,
@@ -29,27 +63,31 @@ pub fn rank_genes_groups_logreg(
         false,
         params,
         n_genes,
+        gpu,
     )?;
     adata.uns.insert(STEP.into(), value);
-    Ok(())
+    Ok(outcome)
 }
 
 /// The markers row's logreg: on `.raw` (`raw_apart`'s, else the data's) when there is one,
-/// else on X. Says which it fitted.
+/// else on X. Says which it fitted, and how the fit ended.
 pub(crate) fn rank_genes_groups_logreg_in(
     adata: &mut AnnData,
     groupby: &str,
     params: &LogregParams,
     n_genes: Option<usize>,
     raw_apart: Option<&Raw>,
-) -> Result<&'static str> {
+    gpu: Option<&GpuContext>,
+) -> Result<(&'static str, LogregOutcome)> {
     let (x, genes, on, use_raw) = markers_matrix(adata, raw_apart);
-    let value = logreg_record(adata, groupby, x, genes, use_raw, params, n_genes)?;
+    let (value, outcome) = logreg_record(adata, groupby, x, genes, use_raw, params, n_genes, gpu)?;
     adata.uns.insert(STEP.into(), value);
-    Ok(on)
+    Ok((on, outcome))
 }
 
-/// `uns['rank_genes_groups']` of the fit of `obs[groupby]`'s groups on `x` (genes `genes`).
+/// `uns['rank_genes_groups']` of the fit of `obs[groupby]`'s groups on `x` (genes `genes`),
+/// and how the fit ended.
+#[allow(clippy::too_many_arguments)]
 fn logreg_record(
     adata: &AnnData,
     groupby: &str,
@@ -58,11 +96,17 @@ fn logreg_record(
     use_raw: bool,
     params: &LogregParams,
     n_genes: Option<usize>,
-) -> Result<Value> {
+    gpu: Option<&GpuContext>,
+) -> Result<(Value, LogregOutcome)> {
     let (codes, groups) = obs_labels(adata, STEP, "groupby", groupby)?;
     let (codes, groups) = in_category_order(adata, groupby, codes, groups);
     let x = x.to_csr()?;
-    let fit = logreg(x.as_ref(), &codes, groups.len(), params).map_err(|e| match e {
+    let on_gpu = gpu.is_some() && runs_on_gpu(x.n_rows, x.n_cols, groups.len());
+    let fit = match gpu {
+        Some(ctx) => logreg_gpu(ctx, x.as_ref(), &codes, groups.len(), params),
+        None => logreg(x.as_ref(), &codes, groups.len(), params),
+    };
+    let fit = fit.map_err(|e| match e {
         sc_kernels::KernelError::Unsupported(m) => Error::invalid(format!("obs['{groupby}']"), m),
         e => kernel_error(STEP)(e),
     })?;
@@ -83,7 +127,12 @@ fn logreg_record(
             ArrayData::F32(order.iter().map(|&g| coef[g] as f32).collect()),
         ));
     }
-    Ok(Value::dict([
+    let outcome = LogregOutcome {
+        iterations: fit.iterations,
+        converged: fit.converged,
+        on_gpu,
+    };
+    let value = Value::dict([
         (
             "params",
             Value::dict([
@@ -97,7 +146,8 @@ fn logreg_record(
         ),
         ("names", Value::Records(names)),
         ("scores", Value::Records(scores)),
-    ]))
+    ]);
+    Ok((value, outcome))
 }
 
 /// Why the generated demo refuses logreg markers (`run::generated` refuses them before any

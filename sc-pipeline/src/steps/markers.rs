@@ -34,17 +34,21 @@ pub(crate) const ROW: Step = Step {
     enabled: |c| c.markers_groupby().is_some(),
     run: |a, env: &StepEnv<'_>| {
         let (m, groupby) = settings(env);
+        let gpu = env.gpus.first();
         if let Some(lr) = &m.logreg {
-            let on = super::logreg::rank_genes_groups_logreg_in(
+            let (on, outcome) = super::logreg::rank_genes_groups_logreg_in(
                 a,
                 &groupby,
                 lr,
                 m.params.n_genes,
                 env.raw,
+                gpu.map(|g| g.as_ref()),
             )?;
-            return Ok(format!("logreg by '{groupby}', on {on}, on the CPU"));
+            return Ok(format!(
+                "logreg by '{groupby}', on {on}, {}",
+                outcome.describe(lr)
+            ));
         }
-        let gpu = env.gpus.first();
         let r = rank_genes_groups_in(a, &groupby, &m.params, env.raw, gpu)?;
         Ok(format!(
             "{} by '{groupby}' ({} groups vs rest), on {}, on the {}",

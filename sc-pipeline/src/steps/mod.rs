@@ -66,8 +66,8 @@ pub use ingest::{ingest, NewRepresentation, Reference as IngestReference, Refere
 pub use kmeans::kmeans;
 pub use leiden::{leiden, leiden_all, leiden_all_on, leiden_on};
 pub use log1p::log1p;
-pub use logreg::rank_genes_groups_logreg;
 pub(crate) use logreg::GENERATED as LOGREG_ON_GENERATED;
+pub use logreg::{rank_genes_groups_logreg, LogregOutcome};
 pub use louvain::louvain_on;
 pub use markers::{rank_genes_groups, rank_genes_groups_on};
 pub use neighbors::{neighbors, neighbors_on};

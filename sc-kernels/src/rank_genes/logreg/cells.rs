@@ -12,7 +12,7 @@
 //! needed thousands of sparse ones. `W = Xc^T U L^(-1/2) C` gives the coefficients back; the
 //! caller then checks them against the genes' own gradient.
 
-use super::lbfgs::{minimise, Smooth};
+use super::lbfgs::{minimise, Minimised, Smooth};
 use super::{curvature, residual};
 use crate::csr::CsrMatrix;
 use crate::error::Result;
@@ -43,8 +43,8 @@ pub(super) fn applies(n: usize, p: usize) -> bool {
 }
 
 /// The fit of `k` coefficient rows (1: binary) as the genes' coordinates hold it
-/// (`[W (genes x k), b (k)]`), and the iterations it took; stopped where the whitened
-/// gradient's norm is at most `gtol`.
+/// (`[W (genes x k), b (k)]`), and how its minimisation ended: where the whitened gradient's
+/// norm is at most `gtol`, or after `max_iter` iterations.
 pub(super) fn fit(
     x: &CsrMatrix<f32>,
     xt: &CsrMatrix<f32>,
@@ -53,7 +53,7 @@ pub(super) fn fit(
     inverse_c: f64,
     gtol: f64,
     max_iter: usize,
-) -> Result<(Vec<f64>, usize)> {
+) -> Result<(Vec<f64>, Minimised)> {
     let (n, p) = (x.n_rows, x.n_cols);
     let (lambda, u) = centred_gram_eigen(x, xt)?;
     let r = lambda.len();
@@ -73,7 +73,7 @@ pub(super) fn fit(
         inverse_curvature: Mutex::new(None),
     };
     let mut theta = vec![0.0; r * k + k];
-    let iterations = minimise(&objective, &mut theta, gtol, max_iter);
+    let ended = minimise(&objective, &mut theta, gtol, max_iter);
     // Back to the genes: beta = U L^(-1/2) C per cell, W = X^T beta - mean (1^T beta).
     let (c, b) = theta.split_at(r * k);
     let mut beta = vec![0.0; n * k];
@@ -123,7 +123,7 @@ pub(super) fn fit(
     for ((o, &bv), s) in intercept.iter_mut().zip(b).zip(shift) {
         *o = bv - s;
     }
-    Ok((out, iterations))
+    Ok((out, ended))
 }
 
 /// The eigenvalues of the centred cells' Gram matrix `H X X^T H` above [`RANK_CUT`] of the

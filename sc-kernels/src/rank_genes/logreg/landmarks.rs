@@ -94,18 +94,20 @@ impl Landmarks {
         })
     }
 
-    /// Records the curvature at the point just evaluated: `curv` each cell's (`n x k`).
-    pub(super) fn record(&self, curv: &[f64]) {
-        let (k, r, m) = (self.k, self.r, self.cells.len());
-        let share = self.n as f64 / m as f64;
+    /// Records the loss's curvature at the point just evaluated: `at`, each landmark's per
+    /// score (`m x k`, in [`Landmarks::cells`]' order), and `totals`, each score's over all
+    /// cells.
+    pub(super) fn record(&self, at: &[f64], totals: &[f64]) {
+        let (k, r) = (self.k, self.r);
+        let share = self.n as f64 / self.cells.len() as f64;
         let mut inv = vec![0.0; r * k + k];
         inv[..r * k]
             .par_chunks_mut(k)
             .enumerate()
             .for_each(|(j, o)| {
-                for (s, &c) in self.cells.iter().enumerate() {
+                for (s, c) in at.chunks(k).enumerate() {
                     let z = self.z2[(s, j)];
-                    for (ov, &dv) in o.iter_mut().zip(&curv[c * k..(c + 1) * k]) {
+                    for (ov, &dv) in o.iter_mut().zip(c) {
                         *ov += z * dv;
                     }
                 }
@@ -113,8 +115,7 @@ impl Landmarks {
                     *ov = 1.0 / (share * *ov + self.inverse_c);
                 }
             });
-        for l in 0..k {
-            let h: f64 = (0..self.n).map(|i| curv[i * k + l]).sum();
+        for (l, &h) in totals.iter().enumerate() {
             inv[r * k + l] = 1.0 / h.max(f64::MIN_POSITIVE.sqrt());
         }
         *self.inverse.lock().unwrap() = Some(inv);

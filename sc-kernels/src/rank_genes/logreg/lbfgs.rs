@@ -41,10 +41,32 @@ pub(super) fn dot(a: &[f64], b: &[f64]) -> f64 {
     })[0]
 }
 
+/// scipy's L-BFGS-B `ftol` as scikit-learn sets it: the fit has converged when an iteration
+/// lowers the objective by at most this much of it.
+const FTOL: f64 = 64.0 * f64::EPSILON;
+
+/// How a minimisation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Minimised {
+    /// Iterations taken (0 when the start was already stationary).
+    pub iterations: usize,
+    /// Stopped by `gtol` or by `FTOL` (scipy's status 0), not by `max_iter` or a failed line
+    /// search (where scikit-learn warns that lbfgs failed to converge).
+    pub converged: bool,
+}
+
 /// L-BFGS from `theta` until `f.stationarity` of the gradient is at most `gtol` (or the
-/// objective stops decreasing, or `max_iter`); Armijo backtracking from the unit step. Returns
-/// the iterations taken (0 when `theta` is already stationary).
-pub(super) fn minimise<F: Smooth>(f: &F, theta: &mut [f64], gtol: f64, max_iter: usize) -> usize {
+/// objective stops decreasing, or `max_iter`); Armijo backtracking from the unit step.
+pub(super) fn minimise<F: Smooth>(
+    f: &F,
+    theta: &mut [f64],
+    gtol: f64,
+    max_iter: usize,
+) -> Minimised {
+    let stop = |iterations, converged| Minimised {
+        iterations,
+        converged,
+    };
     let m = theta.len();
     let mut grad = vec![0.0; m];
     let mut value = f.eval(theta, &mut grad);
@@ -53,7 +75,7 @@ pub(super) fn minimise<F: Smooth>(f: &F, theta: &mut [f64], gtol: f64, max_iter:
     let (mut next, mut next_grad) = (vec![0.0; m], vec![0.0; m]);
     for iter in 0..max_iter {
         if f.stationarity(&grad) <= gtol {
-            return iter;
+            return stop(iter, true);
         }
         // The two-loop recursion: d = -H grad.
         let mut d: Vec<f64> = grad.iter().map(|g| -g).collect();
@@ -114,7 +136,7 @@ pub(super) fn minimise<F: Smooth>(f: &F, theta: &mut [f64], gtol: f64, max_iter:
             step *= 0.5;
         }
         let Some(new_value) = accepted else {
-            return iter;
+            return stop(iter, false);
         };
         let s: Vec<f64> = next.iter().zip(theta.iter()).map(|(a, b)| a - b).collect();
         let y: Vec<f64> = next_grad.iter().zip(&grad).map(|(a, b)| a - b).collect();
@@ -132,10 +154,12 @@ pub(super) fn minimise<F: Smooth>(f: &F, theta: &mut [f64], gtol: f64, max_iter:
         theta.copy_from_slice(&next);
         grad.copy_from_slice(&next_grad);
         let decrease = value - new_value;
+        let scale = value.abs().max(new_value.abs()).max(1.0);
         value = new_value;
-        if decrease <= 1e-15 * value.abs().max(1.0) {
-            return iter + 1;
+        if decrease <= FTOL * scale {
+            return stop(iter + 1, true);
         }
     }
-    max_iter
+    // The last iteration may have reached `gtol`.
+    stop(max_iter, f.stationarity(&grad) <= gtol)
 }

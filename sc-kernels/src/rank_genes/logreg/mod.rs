@@ -2,49 +2,62 @@
 //! regression of the cells' groups on their genes, as scanpy fits it with scikit-learn's
 //! `LogisticRegression()` (C = 1, an unpenalised intercept): for two groups the binary model
 //! (one coefficient per gene, for the second group), for more the multinomial one (one per
-//! gene and group). The objective, `sum_i loss_i + |W|^2 / (2 C)`, is minimised by L-BFGS
-//! until no entry of its gradient exceeds `tol` (or it stops decreasing in f64).
-//! scikit-learn's `lbfgs` stops when the gradient of the mean loss is under 1e-4, where its
-//! coefficients are still a few percent off the minimum (and, on float32 data, fitted in
-//! float32); this goes on to it in f64. On the real datasets the coefficients are within 5e-4
-//! of the largest of scikit-learn's run to convergence on float64 data; where they differ most
-//! (scvi), this fit has the lower objective and the smaller gradient.
+//! gene and group). The objective, `sum_i loss_i + |W|^2 / (2 C)`, is minimised by L-BFGS with
+//! scikit-learn's stopping rule: until no entry of the gradient of the mean loss (the
+//! objective over the cells) exceeds `tol`, the objective stops decreasing (scipy's `ftol`,
+//! 64 eps), or `max_iter` iterations; its defaults, 1e-4 and 100, are scanpy's.
+//! On clusters (groups that are a function of X: a nearly separable problem) that stops
+//! short of the minimum, as scanpy's does, and the top genes are what the two share; the
+//! minimum itself is reached with a small `tol` and a large `max_iter` (on the real datasets,
+//! within 5e-4 of the largest coefficient of scikit-learn's run to convergence in float64).
 //!
 //! With fewer cells than genes the fit runs first in the cells' whitened coordinates
 //! ([`cells`]: the same minimum, reached in a few hundred small dense iterations), then the
 //! genes' gradient is checked at it, and L-BFGS in the genes' coordinates polishes it if it
 //! must. With more cells, L-BFGS in the genes' coordinates starts each step from
-//! [`landmarks`]' approximate inverse Hessian. The cells' scores and the genes' gradients are computed on every core, each sum in an
-//! order of its own (a gene's cells in order, fixed blocks of cells): the fit does not depend
-//! on the thread count.
+//! [`landmarks`]' approximate inverse Hessian. The cells' scores and the genes' gradients are
+//! computed on every core ([`gpu`]: on the device), each sum in an order of its own (a gene's
+//! cells in order, fixed blocks of cells): the fit does not depend on the thread count.
 
 mod cells;
+mod gpu;
 mod landmarks;
 mod lbfgs;
+
+pub use gpu::{logreg_gpu, runs_on_gpu, KERNELS};
 
 use crate::csr::CsrMatrix;
 use crate::error::{KernelError, Result};
 use crate::stats::chunked_sum;
-use lbfgs::{dot, minimise, Smooth};
+use lbfgs::{dot, minimise, Minimised, Smooth};
 use rayon::prelude::*;
 
-/// scikit-learn's parameters that scanpy passes through (`**kwds`).
+/// scikit-learn's parameters that scanpy passes through (`**kwds`), with their meaning there.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct LogregParams {
     /// Inverse of the penalty's strength.
     pub c: f64,
-    /// The gradient's largest entry at which the fit stops.
+    /// The largest entry of the mean loss's gradient at which the fit stops.
     pub tol: f64,
+    /// L-BFGS iterations at most.
     pub max_iter: usize,
 }
 
 impl Default for LogregParams {
+    /// scikit-learn's, which scanpy keeps.
     fn default() -> Self {
         LogregParams {
             c: 1.0,
-            tol: 1e-6,
-            max_iter: 10_000,
+            tol: 1e-4,
+            max_iter: 100,
         }
+    }
+}
+
+impl LogregParams {
+    /// `tol` for the objective's own gradient (the sum over `n` cells').
+    fn gtol(&self, n: usize) -> f64 {
+        self.tol * n as f64
     }
 }
 
@@ -56,6 +69,9 @@ pub struct LogregFit {
     pub rows: usize,
     pub intercept: Vec<f64>,
     pub iterations: usize,
+    /// Whether it stopped by `tol` (or the objective's floor) rather than by `max_iter`: where
+    /// scikit-learn warns that lbfgs failed to converge.
+    pub converged: bool,
 }
 
 impl LogregFit {
@@ -76,7 +92,58 @@ pub fn logreg(
     n_groups: usize,
     params: &LogregParams,
 ) -> Result<LogregFit> {
+    let k = check(x, groups, n_groups, params)?;
     let (n, p) = (x.n_rows, x.n_cols);
+    let xt = x.transpose();
+    let mut objective = Objective {
+        x,
+        xt: &xt,
+        groups,
+        k,
+        inverse_c: 1.0 / params.c,
+        landmarks: None,
+    };
+    // Fewer cells than genes: the fit in the cells' coordinates first (its gradient's norm at
+    // most `gtol` bounds every gene's entry), then the genes' own gradient checked (and the fit
+    // polished in their coordinates if rounding left an entry above `gtol`).
+    let gtol = params.gtol(n);
+    let (mut theta, first) = if cells::applies(n, p) {
+        cells::fit(
+            x,
+            &xt,
+            groups,
+            k,
+            objective.inverse_c,
+            gtol,
+            params.max_iter,
+        )?
+    } else {
+        // Otherwise from zero in the genes' coordinates, preconditioned by landmark cells.
+        objective.landmarks = Some(landmarks::Landmarks::new(x, &xt, k, objective.inverse_c)?);
+        let start = Minimised {
+            iterations: 0,
+            converged: false,
+        };
+        (vec![0.0; p * k + k], start)
+    };
+    let rest = params.max_iter.saturating_sub(first.iterations);
+    let polish = minimise(&objective, &mut theta, gtol, rest);
+    let ended = Minimised {
+        iterations: first.iterations + polish.iterations,
+        converged: polish.converged,
+    };
+    Ok(fit_from(&theta, p, k, ended))
+}
+
+/// The checks of a fit: labels for every cell, at least two groups and a cell in each,
+/// positive `C` and `tol`, finite values. Returns the coefficient rows, `k` (1: binary).
+fn check(
+    x: &CsrMatrix<f32>,
+    groups: &[u32],
+    n_groups: usize,
+    params: &LogregParams,
+) -> Result<usize> {
+    let n = x.n_rows;
     if groups.len() != n {
         return Err(KernelError::Shape(format!(
             "logreg: {} group labels for {n} cells",
@@ -106,51 +173,23 @@ pub fn logreg(
         }
     }
     x.check_finite()?;
-    let k = if n_groups == 2 { 1 } else { n_groups };
-    let xt = x.transpose();
-    let mut objective = Objective {
-        x,
-        xt: &xt,
-        groups,
-        k,
-        inverse_c: 1.0 / params.c,
-        landmarks: None,
-    };
-    // Fewer cells than genes: the fit in the cells' coordinates first (its gradient's norm at
-    // most `tol` bounds every gene's entry), then the genes' own gradient checked (and the fit
-    // polished in their coordinates if rounding left an entry above `tol`).
-    let (mut theta, mut iterations) = if cells::applies(n, p) {
-        cells::fit(
-            x,
-            &xt,
-            groups,
-            k,
-            objective.inverse_c,
-            params.tol,
-            params.max_iter,
-        )?
-    } else {
-        // Otherwise from zero in the genes' coordinates, preconditioned by landmark cells.
-        objective.landmarks = Some(landmarks::Landmarks::new(x, &xt, k, objective.inverse_c)?);
-        (vec![0.0; p * k + k], 0)
-    };
-    iterations += minimise(
-        &objective,
-        &mut theta,
-        params.tol,
-        params.max_iter.saturating_sub(iterations),
-    );
-    // Gene-major during the fit (a cell's genes touch contiguous groups); row-major out.
+    Ok(if n_groups == 2 { 1 } else { n_groups })
+}
+
+/// The fit from `theta` (`[W (genes x k), b (k)]`, gene-major during the fit: a cell's genes
+/// touch contiguous groups), its coefficients row-major.
+fn fit_from(theta: &[f64], p: usize, k: usize, ended: Minimised) -> LogregFit {
     let coef = (0..k)
         .flat_map(|r| (0..p).map(move |j| (r, j)))
         .map(|(r, j)| theta[j * k + r])
         .collect();
-    Ok(LogregFit {
+    LogregFit {
         coef,
         rows: k,
         intercept: theta[p * k..].to_vec(),
-        iterations,
-    })
+        iterations: ended.iterations,
+        converged: ended.converged,
+    }
 }
 
 /// `sum_i loss_i + |W|^2 / (2 C)` over `theta = [W (genes x k), b (k)]`.
@@ -199,7 +238,15 @@ impl Smooth for Objective<'_> {
             curv.par_chunks_mut(k)
                 .enumerate()
                 .for_each(|(i, c)| curvature(c, self.groups[i] as usize));
-            l.record(&curv);
+            let at: Vec<f64> = l
+                .cells
+                .iter()
+                .flat_map(|&c| curv[c * k..(c + 1) * k].to_vec())
+                .collect();
+            let totals: Vec<f64> = (0..k)
+                .map(|r| (0..x.n_rows).map(|i| curv[i * k + r]).sum())
+                .collect();
+            l.record(&at, &totals);
         }
         // Each gene's gradient: its cells' residuals weighted by its values, plus the penalty's.
         grad[..p * k]
@@ -298,6 +345,13 @@ mod tests {
         (CsrMatrix::from_dense(&m), groups)
     }
 
+    /// A fit run to the minimum: the mean gradient's largest entry at most 1e-9.
+    const CONVERGED: LogregParams = LogregParams {
+        c: 1.0,
+        tol: 1e-9,
+        max_iter: 10_000,
+    };
+
     /// The genes' objective at a fit, with `theta` in its layout.
     fn at_fit(x: &CsrMatrix<f32>, groups: &[u32], fit: &LogregFit) -> (f64, Vec<f64>, Vec<f64>) {
         let xt = x.transpose();
@@ -330,11 +384,13 @@ mod tests {
         for (n, p) in [(300, 12), (60, 200)] {
             for k in [2, 4] {
                 let (x, groups) = data(n, p, k, 1);
-                let fit = logreg(&x, &groups, k, &LogregParams::default()).unwrap();
+                let fit = logreg(&x, &groups, k, &CONVERGED).unwrap();
+                assert!(fit.converged, "{n}x{p} k {k}");
                 assert_eq!(fit.rows, if k == 2 { 1 } else { k });
                 let (at, theta, grad) = at_fit(&x, &groups, &fit);
+                // scipy's `ftol` (64 eps of the objective) may end it before `tol`.
                 assert!(
-                    grad.iter().all(|g| g.abs() <= 1e-6),
+                    grad.iter().all(|g| g.abs() <= 1e-5),
                     "{n}x{p} k {k}: {grad:?}"
                 );
                 // Any small move raises the objective.
@@ -392,7 +448,8 @@ mod tests {
             let xt = x.transpose();
             let rows = if k == 2 { 1 } else { k };
             let tol = 1e-7;
-            let (theta, iters) = cells::fit(&x, &xt, &groups, rows, 1.0, tol, 10_000).unwrap();
+            let (theta, ended) = cells::fit(&x, &xt, &groups, rows, 1.0, tol, 10_000).unwrap();
+            let iters = ended.iterations;
             let genes = Objective {
                 x: &x,
                 xt: &xt,
@@ -409,19 +466,20 @@ mod tests {
                 genes.stationarity(&grad)
             );
             let mut direct = vec![0.0; theta.len()];
-            let direct_iters = minimise(&genes, &mut direct, tol, 100_000);
+            let direct_iters = minimise(&genes, &mut direct, tol, 100_000).iterations;
             assert!(
                 iters * 2 < direct_iters,
                 "k {k}: {iters} against {direct_iters}"
             );
-            // The coefficients (the intercepts of several groups can all move together).
+            // The coefficients (the intercepts of several groups can all move together), as
+            // near as two fits stopped by scipy's `ftol` on a flat minimum come.
             let coef = x.n_cols * rows;
             let top = direct[..coef].iter().fold(0.0f64, |m, v| m.max(v.abs()));
             let worst = theta[..coef]
                 .iter()
                 .zip(&direct[..coef])
                 .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
-            assert!(worst <= 1e-5 * top, "k {k}: {worst} of {top}");
+            assert!(worst <= 1e-3 * top, "k {k}: {worst} of {top}");
         }
     }
 
@@ -448,8 +506,8 @@ mod tests {
         };
         let m = x.n_cols * 4 + 4;
         let (mut a, mut b) = (vec![0.0; m], vec![0.0; m]);
-        let slow = minimise(&plain, &mut a, 1e-9, 100_000);
-        let fast = minimise(&with, &mut b, 1e-9, 100_000);
+        let slow = minimise(&plain, &mut a, 1e-9, 100_000).iterations;
+        let fast = minimise(&with, &mut b, 1e-9, 100_000).iterations;
         assert!(fast * 2 < slow, "{fast} against {slow}");
         // Both stop on the f64 floor of a flat minimum: the landmarks' as low, as stationary.
         let mut g = vec![0.0; m];
@@ -464,6 +522,33 @@ mod tests {
             .zip(&b[..coef])
             .fold(0.0f64, |t, (p, q)| t.max((p - q).abs()));
         assert!(worst <= 1e-3 * top, "{worst} of {top}");
+    }
+
+    /// scikit-learn's stopping rule: `tol` bounds the mean loss's gradient (the objective's,
+    /// over the cells), so the default fit stops where the objective's gradient is at most
+    /// `1e-4 n`; `max_iter` ends it unconverged, and says so.
+    #[test]
+    fn the_fit_stops_by_scikit_learns_rule() {
+        for (n, p) in [(3_000, 40), (60, 200)] {
+            let (x, groups) = data(n, p, 3, 6);
+            let fit = logreg(&x, &groups, 3, &LogregParams::default()).unwrap();
+            let (_, _, grad) = at_fit(&x, &groups, &fit);
+            let largest = grad.iter().fold(0.0f64, |a, g| a.max(g.abs()));
+            assert!(fit.converged && fit.iterations <= 100, "{n}x{p}: {fit:?}");
+            assert!(largest <= 1e-4 * n as f64, "{n}x{p}: {largest}");
+            let tighter = logreg(&x, &groups, 3, &CONVERGED).unwrap();
+            assert!(tighter.iterations > fit.iterations, "{n}x{p}");
+            let short = LogregParams {
+                max_iter: 3,
+                ..CONVERGED
+            };
+            let stopped = logreg(&x, &groups, 3, &short).unwrap();
+            assert_eq!(
+                (stopped.iterations, stopped.converged),
+                (3, false),
+                "{n}x{p}"
+            );
+        }
     }
 
     #[test]
