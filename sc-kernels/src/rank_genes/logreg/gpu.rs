@@ -1,5 +1,5 @@
 //! The GPU twin of [`super::logreg`] for the fit in the genes' coordinates (more cells than the
-//! cells' form takes): the same checks, landmarks and L-BFGS on the host, where the vectors are
+//! cells' form takes): the same checks, landmarks (on the way to the minimum) and L-BFGS on the host, where the vectors are
 //! `genes x groups` long, and the objective's passes over the cells on the device
 //! (`logreg.cu`): the scores and residuals a warp a cell, the genes' gradient a warp a gene over
 //! X's transpose, the intercepts', the loss's and the curvature's sums over fixed chunks of
@@ -51,7 +51,10 @@ pub fn logreg_gpu(
     ctx.bind_to_thread()?;
     let xt = x.transpose();
     let inverse_c = 1.0 / params.c;
-    let landmarks = Landmarks::new(x, &xt, k, inverse_c)?;
+    let landmarks = match params.preconditioned() {
+        true => Some(Landmarks::new(x, &xt, k, inverse_c)?),
+        false => None,
+    };
     let objective = DeviceObjective::new(ctx, x, &xt, groups, k, inverse_c, landmarks)?;
     drop(xt);
     let mut theta = vec![0.0; p * k + k];
@@ -62,19 +65,19 @@ pub fn logreg_gpu(
     Ok(fit_from(&theta, p, k, ended))
 }
 
-/// X and its transpose, the labels and the per-cell work on the device; the landmarks and
-/// the first failure (an evaluation cannot return one: it gives NaN, which stops L-BFGS).
+/// X and its transpose, the labels and the per-cell work on the device; the landmarks (on the
+/// way to the minimum) and the first failure (an evaluation cannot return one: it gives NaN, which stops L-BFGS).
 struct DeviceObjective<'a> {
     ctx: &'a GpuContext,
     x: DeviceCsr,
     xt: DeviceCsr,
     groups: DeviceVec<u32>,
-    landmark_cells: DeviceVec<u64>,
+    landmark_cells: Option<DeviceVec<u64>>,
     resid: DeviceVec<f64>,
     loss: DeviceVec<f64>,
     k: usize,
     inverse_c: f64,
-    landmarks: Landmarks,
+    landmarks: Option<Landmarks>,
     failure: Mutex<Option<KernelError>>,
 }
 
@@ -86,15 +89,21 @@ impl<'a> DeviceObjective<'a> {
         groups: &[u32],
         k: usize,
         inverse_c: f64,
-        landmarks: Landmarks,
+        landmarks: Option<Landmarks>,
     ) -> Result<Self> {
-        let cells: Vec<u64> = landmarks.cells.iter().map(|&c| c as u64).collect();
+        let landmark_cells = match &landmarks {
+            Some(l) => {
+                let cells: Vec<u64> = l.cells.iter().map(|&c| c as u64).collect();
+                Some(ctx.upload(&cells)?)
+            }
+            None => None,
+        };
         Ok(DeviceObjective {
             ctx,
             x: DeviceCsr::upload(ctx, x)?,
             xt: DeviceCsr::upload(ctx, xt)?,
             groups: ctx.upload(groups)?,
-            landmark_cells: ctx.upload(&cells)?,
+            landmark_cells,
             resid: ctx.alloc(x.n_rows * k)?,
             loss: ctx.alloc(x.n_rows)?,
             k,
@@ -104,7 +113,8 @@ impl<'a> DeviceObjective<'a> {
         })
     }
 
-    /// The value at `theta` and its gradient; records the landmarks' curvature.
+    /// The value at `theta` and its gradient; records the landmarks' curvature where there are
+    /// landmarks.
     fn try_eval(&self, theta: &[f64], grad: &mut [f64]) -> Result<f64> {
         let (ctx, k) = (self.ctx, self.k);
         let (n, p) = (self.x.n_rows, self.x.n_cols);
@@ -140,20 +150,19 @@ impl<'a> DeviceObjective<'a> {
                 .arg(out);
             ctx.launch(l, ctx.filling_grid(count as usize * len), "logreg_partials")
         })?;
-        let m = self.landmarks.cells.len();
-        let at_d = ctx.alloc::<f64>(m * k)?;
-        let f = ctx.function(SRC, "logreg_landmark_curvature")?;
-        let mut l = ctx.launcher(&f);
-        let m64 = m as u64;
-        l.arg(&self.resid)
-            .arg(&self.groups)
-            .arg(&self.landmark_cells);
-        l.arg(&m64).arg(&k32).arg(&at_d);
-        ctx.launch(l, ctx.filling_grid(m * k), "logreg_landmark_curvature")?;
+        if let (Some(landmarks), Some(cells)) = (&self.landmarks, &self.landmark_cells) {
+            let m = landmarks.cells.len();
+            let at_d = ctx.alloc::<f64>(m * k)?;
+            let f = ctx.function(SRC, "logreg_landmark_curvature")?;
+            let mut l = ctx.launcher(&f);
+            let m64 = m as u64;
+            l.arg(&self.resid).arg(&self.groups).arg(cells);
+            l.arg(&m64).arg(&k32).arg(&at_d);
+            ctx.launch(l, ctx.filling_grid(m * k), "logreg_landmark_curvature")?;
+            landmarks.record(&ctx.download(&at_d)?, &sums[k + 1..]);
+        }
         ctx.download_into(&grad_d, &mut grad[..p * k])?;
-        let at = ctx.download(&at_d)?;
         grad[p * k..].copy_from_slice(&sums[..k]);
-        self.landmarks.record(&at, &sums[k + 1..]);
         let w = &theta[..p * k];
         Ok(sums[k] + 0.5 * self.inverse_c * super::lbfgs::dot(w, w))
     }
@@ -161,7 +170,7 @@ impl<'a> DeviceObjective<'a> {
 
 impl Smooth for DeviceObjective<'_> {
     fn precondition(&self, v: &mut [f64]) -> bool {
-        self.landmarks.apply(v)
+        self.landmarks.as_ref().is_some_and(|l| l.apply(v))
     }
 
     /// After a failure: NaN and a zero gradient, which ends the minimisation at once.

@@ -59,7 +59,20 @@ impl LogregParams {
     fn gtol(&self, n: usize) -> f64 {
         self.tol * n as f64
     }
+
+    /// Whether the fit in the genes' coordinates is preconditioned by landmark cells: only on
+    /// the way to the minimum itself. To scikit-learn's tolerance, plain L-BFGS (its own) gets
+    /// there sooner and nearer to scikit-learn's point. The celltypist sample x 10 (5,590
+    /// cells, 2 cores), plain against landmarks: tol 1e-4 2.7 s against 5.6 s, the top 25
+    /// genes shared with scanpy's 87% against 68%; 1e-5 5.2 s against 7.2 s; 1e-6 15.0 s
+    /// against 11.4 s; 1e-7 58.7 s against 13.6 s.
+    fn preconditioned(&self) -> bool {
+        self.tol < PRECONDITION_BELOW_TOL
+    }
 }
+
+/// The tolerance below which [`LogregParams::preconditioned`].
+const PRECONDITION_BELOW_TOL: f64 = 1e-5;
 
 /// The fitted model.
 #[derive(Debug, Clone, PartialEq)]
@@ -118,8 +131,11 @@ pub fn logreg(
             params.max_iter,
         )?
     } else {
-        // Otherwise from zero in the genes' coordinates, preconditioned by landmark cells.
-        objective.landmarks = Some(landmarks::Landmarks::new(x, &xt, k, objective.inverse_c)?);
+        // Otherwise from zero in the genes' coordinates, preconditioned by landmark cells on
+        // the way to the minimum.
+        if params.preconditioned() {
+            objective.landmarks = Some(landmarks::Landmarks::new(x, &xt, k, objective.inverse_c)?);
+        }
         let start = Minimised {
             iterations: 0,
             converged: false,
