@@ -2452,8 +2452,9 @@ fn row_offsets_are_widened_narrowed_and_checked_on_the_gpu() {
 
 /// logreg's fit in the genes' coordinates, its passes over the cells on the GPU, against the
 /// host's: with scikit-learn's defaults (tol 1e-4 on the mean loss's gradient, 100 iterations)
-/// on groups that are a function of X (clusters: both stop short of a far minimum), the same
-/// top genes and nearly the same coefficients; run to a flat minimum on groups that are not,
+/// on groups that are a function of X (clusters: both stop at max_iter short of a far minimum,
+/// their paths drifting apart by rounding: 2.2% of the largest coefficient on the H100), the
+/// same top genes and coefficients within 5%; run to a flat minimum on groups that are not,
 /// within 1e-3 of the largest coefficient (what two fits stopped by scipy's `ftol` share);
 /// multinomial and binary; the same bits twice; fewer cells than genes fitted on the host.
 #[test]
@@ -2496,24 +2497,30 @@ fn logreg_on_the_gpu_matches_the_host() {
         max_iter: 10_000,
         ..LogregParams::default()
     };
+    // Log-normalized values, as markers are fitted on: counts reaching 3,000 are too badly
+    // conditioned for either fit to reach tol 1e-9 in 10,000 iterations.
+    let mut logged = x.clone();
+    logged.data.iter_mut().for_each(|v| *v = v.ln_1p());
     for k in [5, 2] {
         assert!(runs_on_gpu(x.n_rows, x.n_cols, k));
-        for (what, groups, params, within) in [
+        for (what, x, groups, params, within) in [
             (
                 "clusters, defaults",
+                &x,
                 clusters(k),
                 LogregParams::default(),
-                1e-2,
+                5e-2,
             ),
             (
                 "arbitrary groups, to the minimum",
+                &logged,
                 arbitrary(k),
                 tight,
                 1e-3,
             ),
         ] {
-            let host = logreg(&x, &groups, k, &params).unwrap();
-            let gpu = logreg_gpu(&ctx, &x, &groups, k, &params).unwrap();
+            let host = logreg(x, &groups, k, &params).unwrap();
+            let gpu = logreg_gpu(&ctx, x, &groups, k, &params).unwrap();
             let (dc, di) = (
                 far(&gpu.coef, &host.coef),
                 far(&gpu.intercept, &host.intercept),
@@ -2542,7 +2549,8 @@ fn logreg_on_the_gpu_matches_the_host() {
                 "k={k}, {what}: {dc:.2e} of {largest:.2e}"
             );
             assert!(shared * 10 >= 25 * host.rows * 9, "k={k}, {what}: {shared}");
-            let again = logreg_gpu(&ctx, &x, &groups, k, &params).unwrap();
+            assert!(host.converged == gpu.converged, "k={k}, {what}");
+            let again = logreg_gpu(&ctx, x, &groups, k, &params).unwrap();
             assert_eq!(again.coef, gpu.coef);
         }
     }
