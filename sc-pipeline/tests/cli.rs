@@ -876,6 +876,34 @@ fn gpu_memory_options_need_the_gpu_and_write_nothing_on_the_cpu() {
     }
 }
 
+/// logreg's stopping options are checked before any work, by name.
+#[test]
+fn logreg_stopping_options_are_checked_by_name() {
+    let out = common::scratch("logreg-options.h5ad");
+    for (option, value) in [("--logreg-tol", "0"), ("--logreg-max-iter", "0")] {
+        let o = scpipe(&[
+            "run",
+            "--demo",
+            "--demo-cells",
+            "300",
+            "--demo-genes",
+            "500",
+            "--device",
+            "cpu",
+            "--markers-method",
+            "logreg",
+            option,
+            value,
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert!(!o.status.success(), "{option} {value} was accepted");
+        let t = text(&o);
+        assert!(t.contains(option), "{option}: {t}");
+        assert!(!out.exists());
+    }
+}
+
 #[test]
 fn plot_draws_the_pictures_beside_the_output_and_names_what_it_skips() {
     let output = common::scratch("plotted.h5ad");

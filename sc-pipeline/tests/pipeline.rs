@@ -819,7 +819,7 @@ fn dpt_row_runs_from_the_named_cell_as_the_step_by_hand() {
 
 /// `--markers-method logreg`: the markers row fits the logistic regression on `.raw`, as the
 /// Python function does on a matrix holding `.raw`'s values; names and scores only, with
-/// scanpy's `params`.
+/// scanpy's `params`; a fit that max_iter ends is said so.
 #[test]
 fn logreg_markers_run_on_raw_as_the_function_by_hand() {
     let mut a = small();
@@ -853,4 +853,18 @@ fn logreg_markers_run_on_raw_as_the_function_by_hand() {
     for field in ["names", "scores"] {
         assert_eq!(got.get(field), want.get(field), "{field}");
     }
+    // max_iter ending the fit first is said in the run's log, as scikit-learn warns.
+    let markers = config.markers.as_mut().unwrap();
+    markers.logreg = Some(sc_kernels::rank_genes::logreg::LogregParams {
+        max_iter: 2,
+        ..Default::default()
+    });
+    let mut b = small();
+    let records = run_pipeline(&mut b, &config, &mut Silent).unwrap();
+    let note = &records
+        .iter()
+        .find(|r| r.step == "rank_genes_groups")
+        .unwrap()
+        .note;
+    assert!(note.contains("stopped at max_iter = 2"), "{note}");
 }
