@@ -108,6 +108,18 @@ def test_two_groups_are_reported_under_the_first_as_scanpy():
     assert overlap >= 0.8, overlap
 
 
+def test_arguments_that_match_the_fit_are_taken():
+    """LogisticRegression's arguments at the values scpipe fits with (and those lbfgs
+    ignores), as scanpy passes them through: the same result as without them."""
+    device_gate()
+    a, key = clustered(DATASETS[2])
+    b = a.copy()
+    scpipe.tl.rank_genes_groups(a, key, method="logreg", n_genes=30)
+    scpipe.tl.rank_genes_groups(b, key, method="logreg", n_genes=30, penalty="l2", solver="lbfgs", fit_intercept=True, class_weight=None, multi_class="multinomial", n_jobs=4, random_state=0, verbose=0)
+    for field in ("names", "scores"):
+        assert a.uns["rank_genes_groups"][field].tolist() == b.uns["rank_genes_groups"][field].tolist()
+
+
 def test_max_iter_ends_the_fit_with_scikit_learns_warning():
     device_gate()
     a, key = clustered(DATASETS[2])
@@ -123,6 +135,13 @@ def test_logreg_refuses_bad_input_by_name():
     a, key = clustered(DATASETS[2])
     with pytest.raises(TypeError, match="penalty"):
         scpipe.tl.rank_genes_groups(a, key, method="logreg", penalty="l1")
+    with pytest.raises(TypeError, match="solver"):
+        scpipe.tl.rank_genes_groups(a, key, method="logreg", solver="saga")
+    with pytest.raises(TypeError, match="nonsense"):
+        scpipe.tl.rank_genes_groups(a, key, method="logreg", nonsense=1)
+    pair = list(a.obs[key].cat.categories[:2])
+    with pytest.raises(TypeError, match="binary"):
+        scpipe.tl.rank_genes_groups(a, key, groups=pair, method="logreg", multi_class="multinomial")
     with pytest.raises(ValueError, match="single cluster"):
         scpipe.tl.rank_genes_groups(a, key, groups=[a.obs[key].cat.categories[0]], method="logreg")
     with pytest.raises(ValueError, match="C"):

@@ -676,7 +676,9 @@ def rank_genes_groups(
     ``LogisticRegression`` as scanpy fits it (``C``, ``max_iter``, ``tol`` taken, with
     scikit-learn's meaning and defaults: L-BFGS until the mean loss's gradient is under
     ``tol=1e-4``, or ``max_iter=100`` iterations, with scikit-learn's warning when that ends it
-    first; pass a small ``tol`` and a large ``max_iter`` for the minimum itself), ``names`` and
+    first; pass a small ``tol`` and a large ``max_iter`` for the minimum itself; its other
+    arguments taken at the values of this fit, ``solver='lbfgs'``, ``penalty='l2'``, ...,
+    and refused by name at others), ``names`` and
     ``scores`` only; its passes over the cells run on the GPU with more cells than genes. ``pts=True`` adds the share of cells expressing each gene in the group
     (``pts``) and in the rest (``pts_rest``), as scanpy. Reads ``.raw`` when it exists and ``use_raw`` is not False, else X or
     ``layer``.
@@ -756,21 +758,46 @@ def _store_markers(target, result: dict, pts, use_raw, layer, corr_method, key_a
 
 
 _LOGREG_ARGS = {"C", "max_iter", "tol"}
+# LogisticRegression's other arguments at the values whose fit scpipe's is (lbfgs, an L2
+# penalty, an unpenalised intercept, no class weights), and those lbfgs itself ignores.
+_LOGREG_AS_FITTED = {
+    "penalty": ("l2",),
+    "solver": ("lbfgs",),
+    "fit_intercept": (True,),
+    "dual": (False,),
+    "class_weight": (None,),
+    "l1_ratio": (None,),
+    "warm_start": (False,),
+    "multi_class": ("auto", "deprecated", "multinomial"),
+}
+_LOGREG_IGNORED = {"n_jobs", "random_state", "verbose", "intercept_scaling"}
+
+
+def _logreg_arguments(kwds: dict) -> None:
+    """Refuses, by name, LogisticRegression's arguments that would fit another model than
+    scpipe's (``penalty='l1'``, ``solver='saga'``, ...); takes those that match its fit."""
+    known = _LOGREG_ARGS | set(_LOGREG_AS_FITTED) | _LOGREG_IGNORED
+    if unknown := set(kwds) - known:
+        raise TypeError(f"rank_genes_groups(method='logreg'): scpipe takes {sorted(_LOGREG_ARGS)} of LogisticRegression's arguments (and {sorted(set(_LOGREG_AS_FITTED))} at the values it fits with), not {sorted(unknown)}")
+    for name, allowed in _LOGREG_AS_FITTED.items():
+        if name in kwds and not any(kwds[name] is a or (a is not None and kwds[name] == a) for a in allowed):
+            raise TypeError(f"rank_genes_groups(method='logreg'): scpipe fits LogisticRegression with {name}={allowed[0]!r} only, not {kwds[name]!r}")
 
 
 def _logreg(target, adata, x, what, genes, labels, groupby, selected, n_genes, pts, use_raw, layer, corr_method, key_added, copy, kwds):
     """``rank_genes_groups(method='logreg')``: as scanpy, the model is fitted on the cells of
     the groups compared (all, or ``groups``), each group's scores its coefficients; for two
     groups the binary model's one row, under the first group alone."""
-    if unknown := set(kwds) - _LOGREG_ARGS:
-        raise TypeError(f"rank_genes_groups(method='logreg'): scpipe takes {sorted(_LOGREG_ARGS)} of LogisticRegression's arguments, not {sorted(unknown)}")
-    x = _parts.host(x)  # fitted on the host
+    _logreg_arguments(kwds)
+    x = _parts.host(x)  # read from the host (the extension sends its passes to the GPU)
     if selected is not None:
         mask = labels.astype(str).isin(selected).to_numpy()
         x, labels = x[mask], labels[mask]
     present = [str(c) for c in labels.cat.categories if (labels == c).any()]
     if len(present) < 2:
         raise ValueError("Cannot perform logistic regression on a single cluster.")
+    if kwds.get("multi_class") == "multinomial" and len(present) == 2:
+        raise TypeError("rank_genes_groups(method='logreg'): scpipe fits two groups with the binary model (multi_class='auto', scanpy's default), not the multinomial one")
     parts = {
         "X": _parts.matrix_part(x, what),
         "var_names": _parts.names(genes),
