@@ -7,6 +7,38 @@
 
 #define HALF 16  // values whose loads are in flight at once
 
+// A warp's walk of one CSR row (stored entries a..e): acc0 += v table[c * k + lane] and acc1 +=
+// v table[c * k + lane + 32] over its stored (c, v) in storage order, for the score rows the
+// lane holds (lane < k, lane + 32 < k). The scores read W's rows (table = theta, a cell's
+// genes); the gradient reads the residuals (table = resid, a gene's cells).
+__device__ __forceinline__ void warp_row_products(const u32* indices, const float* data, u64 a,
+                                                  u64 e, const double* table, u32 k, u32 lane,
+                                                  double& acc0, double& acc1) {
+    const bool own0 = lane < k, own1 = lane + 32 < k;
+    for (u64 q0 = a; q0 < e; q0 += 32) {
+        const u32 count = (u32)min((u64)32, e - q0);
+        const u32 cl = lane < count ? indices[q0 + lane] : 0;
+        const double vl = lane < count ? (double)data[q0 + lane] : 0.0;
+        for (u32 h = 0; h < 32; h += HALF) {
+            double t0[HALF], t1[HALF];
+#pragma unroll
+            for (u32 t = 0; t < HALF; ++t) {
+                const u64 c = __shfl_sync(FULL_MASK, cl, h + t);
+                t0[t] = own0 && h + t < count ? table[c * k + lane] : 0.0;
+                t1[t] = own1 && h + t < count ? table[c * k + lane + 32] : 0.0;
+            }
+#pragma unroll
+            for (u32 t = 0; t < HALF; ++t) {
+                const double v = __shfl_sync(FULL_MASK, vl, h + t);
+                if (h + t < count) {
+                    acc0 = __dadd_rn(acc0, __dmul_rn(v, t0[t]));
+                    acc1 = __dadd_rn(acc1, __dmul_rn(v, t1[t]));
+                }
+            }
+        }
+    }
+}
+
 // Per cell i (a warp each): the scores z = b + sum over its stored (j, v) of v W[j], replaced
 // by the loss's derivative in z (resid[i * k ..]), and the loss (loss[i]): binary, one score
 // for group 1, log(1 + e^z) - [y = 1] z and sigmoid(z) - [y = 1]; multinomial,
@@ -20,29 +52,7 @@ extern "C" __global__ void logreg_scores(const u64* indptr, const u32* indices, 
     const bool own0 = lane < k, own1 = lane + 32 < k;
     for (u64 i = ((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; i < n; i += warps) {
         double z0 = own0 ? b[lane] : 0.0, z1 = own1 ? b[lane + 32] : 0.0;
-        const u64 a = indptr[i], e = indptr[i + 1];
-        for (u64 q0 = a; q0 < e; q0 += 32) {
-            const u32 count = (u32)min((u64)32, e - q0);
-            const u32 jl = lane < count ? indices[q0 + lane] : 0;
-            const double vl = lane < count ? (double)data[q0 + lane] : 0.0;
-            for (u32 h = 0; h < 32; h += HALF) {
-                double w0[HALF], w1[HALF];
-#pragma unroll
-                for (u32 t = 0; t < HALF; ++t) {
-                    const u64 j = __shfl_sync(FULL_MASK, jl, h + t);
-                    w0[t] = own0 && h + t < count ? theta[j * k + lane] : 0.0;
-                    w1[t] = own1 && h + t < count ? theta[j * k + lane + 32] : 0.0;
-                }
-#pragma unroll
-                for (u32 t = 0; t < HALF; ++t) {
-                    const double v = __shfl_sync(FULL_MASK, vl, h + t);
-                    if (h + t < count) {
-                        z0 = __dadd_rn(z0, __dmul_rn(v, w0[t]));
-                        z1 = __dadd_rn(z1, __dmul_rn(v, w1[t]));
-                    }
-                }
-            }
-        }
+        warp_row_products(indices, data, indptr[i], indptr[i + 1], theta, k, lane, z0, z1);
         const u32 y = groups[i];
         if (k == 1) {
             if (lane == 0) {
@@ -82,29 +92,7 @@ extern "C" __global__ void logreg_gene_grad(const u64* indptr, const u32* indice
     const bool own0 = lane < k, own1 = lane + 32 < k;
     for (u64 j = ((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5; j < p; j += warps) {
         double g0 = 0.0, g1 = 0.0;
-        const u64 a = indptr[j], e = indptr[j + 1];
-        for (u64 q0 = a; q0 < e; q0 += 32) {
-            const u32 count = (u32)min((u64)32, e - q0);
-            const u32 il = lane < count ? indices[q0 + lane] : 0;
-            const double vl = lane < count ? (double)data[q0 + lane] : 0.0;
-            for (u32 h = 0; h < 32; h += HALF) {
-                double r0[HALF], r1[HALF];
-#pragma unroll
-                for (u32 t = 0; t < HALF; ++t) {
-                    const u64 i = __shfl_sync(FULL_MASK, il, h + t);
-                    r0[t] = own0 && h + t < count ? resid[i * k + lane] : 0.0;
-                    r1[t] = own1 && h + t < count ? resid[i * k + lane + 32] : 0.0;
-                }
-#pragma unroll
-                for (u32 t = 0; t < HALF; ++t) {
-                    const double v = __shfl_sync(FULL_MASK, vl, h + t);
-                    if (h + t < count) {
-                        g0 = __dadd_rn(g0, __dmul_rn(v, r0[t]));
-                        g1 = __dadd_rn(g1, __dmul_rn(v, r1[t]));
-                    }
-                }
-            }
-        }
+        warp_row_products(indices, data, indptr[j], indptr[j + 1], resid, k, lane, g0, g1);
         if (own0) grad[j * k + lane] = __dadd_rn(g0, __dmul_rn(theta[j * k + lane], inverse_c));
         if (own1) grad[j * k + lane + 32] = __dadd_rn(g1, __dmul_rn(theta[j * k + lane + 32], inverse_c));
     }
