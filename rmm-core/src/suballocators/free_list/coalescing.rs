@@ -41,10 +41,19 @@ fn large_class(size: usize) -> usize {
     (((log2 - LARGE_FIRST_LOG2) as usize) << LARGE_SUB_LOG2) | sub
 }
 
+const _: () = assert!(
+    LARGE_WORDS < 64,
+    "one summary word covers the large classes' words"
+);
+
 /// The large size classes in use, and the first block of each class's list.
 struct LargeClasses {
     heads: Box<[u32]>,
     used: [u64; LARGE_WORDS],
+    /// Bit `w`: `used[w]` is non-zero. A request served by `top` while no large class is in
+    /// use (the common case of a pool carving its portion) then looks at one word, not all
+    /// eleven: 55 instructions a take at workload A's 1 MiB before, by callgrind.
+    summary: u64,
 }
 
 impl LargeClasses {
@@ -52,40 +61,46 @@ impl LargeClasses {
         LargeClasses {
             heads: vec![NIL; LARGE_CLASSES].into_boxed_slice(),
             used: [0; LARGE_WORDS],
+            summary: 0,
         }
     }
 
     /// The first class in use at or above `class`.
     #[inline]
     fn first_from(&self, class: usize) -> Option<usize> {
-        let mut word = class / 64;
-        let mut bits = self.used[word] & (u64::MAX << (class % 64));
-        loop {
-            if bits != 0 {
-                return Some(word * 64 + bits.trailing_zeros() as usize);
-            }
-            word += 1;
-            if word == LARGE_WORDS {
-                return None;
-            }
-            bits = self.used[word];
+        let word = class / 64;
+        let bits = self.used.get(word)? & (u64::MAX << (class % 64));
+        if bits != 0 {
+            return Some(word * 64 + bits.trailing_zeros() as usize);
         }
+        // The next word in use, by the summary.
+        let later = self.summary & (u64::MAX << (word + 1));
+        if later == 0 {
+            return None;
+        }
+        let w = later.trailing_zeros() as usize;
+        Some(w * 64 + self.used[w].trailing_zeros() as usize)
     }
 
     fn set(&mut self, class: usize) {
         self.used[class / 64] |= 1 << (class % 64);
+        self.summary |= 1 << (class / 64);
     }
 
     fn clear_class(&mut self, class: usize) {
-        self.used[class / 64] &= !(1 << (class % 64));
+        let w = class / 64;
+        self.used[w] &= !(1 << (class % 64));
+        if self.used[w] == 0 {
+            self.summary &= !(1 << w);
+        }
     }
 
     /// The highest class in use.
     fn last(&self) -> Option<usize> {
-        (0..LARGE_WORDS)
-            .rev()
-            .find(|&w| self.used[w] != 0)
-            .map(|w| w * 64 + 63 - self.used[w].leading_zeros() as usize)
+        (self.summary != 0).then(|| {
+            let w = 63 - self.summary.leading_zeros() as usize;
+            w * 64 + 63 - self.used[w].leading_zeros() as usize
+        })
     }
 
     fn clear(&mut self) {
@@ -97,6 +112,7 @@ impl LargeClasses {
             }
             *bits = 0;
         }
+        self.summary = 0;
     }
 }
 
@@ -506,6 +522,33 @@ mod tests {
         let mut v: Vec<_> = list.blocks().collect();
         v.sort_unstable();
         v
+    }
+
+    /// The large classes' search through their summary word answers as a scan of every class.
+    #[test]
+    fn large_classes_find_what_a_scan_finds() {
+        let mut c = LargeClasses::new();
+        let mut set = vec![false; LARGE_CLASSES];
+        let scan = |set: &[bool], from: usize| (from..LARGE_CLASSES).find(|&k| set[k]);
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        for step in 0..4_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let k = (x % LARGE_CLASSES as u64) as usize;
+            if set[k] && step % 3 != 0 {
+                set[k] = false;
+                c.clear_class(k);
+            } else if !set[k] {
+                set[k] = true;
+                c.set(k);
+            }
+            let from = ((x >> 20) % (LARGE_CLASSES as u64 + 1)) as usize;
+            assert_eq!(c.first_from(from), scan(&set, from), "from {from}");
+            assert_eq!(c.last(), (0..LARGE_CLASSES).rev().find(|&k| set[k]));
+        }
+        c.clear();
+        assert_eq!((c.first_from(0), c.last()), (None, None));
     }
 
     #[test]
