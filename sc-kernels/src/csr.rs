@@ -258,7 +258,9 @@ pub fn first_row_with_a_column_twice(indptr: &[u64], indices: &[u32]) -> Option<
         .into_par_iter()
         .find_first(|&r| {
             let row = &indices[indptr[r] as usize..indptr[r + 1] as usize];
-            if row.windows(2).all(|w| w[0] < w[1]) {
+            // Without early exit, so that it vectorizes: 28 ms against 47 for 100 M stored
+            // values in sorted rows of 100, on 2 cores (as fast as `validate_parts`' pass).
+            if row.windows(2).fold(true, |ok, w| ok & (w[0] < w[1])) {
                 return false;
             }
             let mut sorted = row.to_vec();
