@@ -5,7 +5,8 @@ largest, so the groups are a function of X as clusters are. One library (and dev
 process: `scpipe-gpu`, `scpipe-cpu` (settings.device), or `scanpy` (scikit-learn's lbfgs, its
 default max_iter 100). Prints the first and the warm (second) call's seconds; for scpipe also
 the fit's agreement with scanpy's when SCANPY_TOP is a file of scanpy's top genes (written by
-the scanpy run as /tmp/logreg_top_N.npy). CALLS=1 times the first call only.
+the scanpy run as /tmp/logreg_top_N.npy). CALLS=1 times the first call only. The cells are
+made once a machine and kept in /tmp/logreg_cells_N.npz for the other libraries' processes.
     python3 scripts/device/benchmarks/logreg_side_by_side.py {scpipe-gpu|scpipe-cpu|scanpy} N"""
 import os, sys, time, warnings
 import numpy as np
@@ -19,13 +20,21 @@ def cells(n):
     import pandas as pd
     import scipy.sparse as sp
 
-    x = sp.random(n, 2000, density=0.05, format="csr", random_state=1, dtype=np.float32)
-    x.data = np.ceil(x.data * 5)
-    block = np.minimum(np.arange(2000) * 12 // 2000, 11)
-    sums = np.zeros((n, 12))
-    rows = np.repeat(np.arange(n), np.diff(x.indptr))
-    np.add.at(sums, (rows, block[x.indices]), x.data)
-    group = sums.argmax(axis=1)
+    # Made once a machine (scipy's draw takes about a minute at 1 M cells), then read back by
+    # every library's process.
+    path = f"/tmp/logreg_cells_{n}.npz"
+    try:
+        x = sp.load_npz(path)
+        group = np.load(path + ".group.npy")
+    except FileNotFoundError:
+        x = sp.random(n, 2000, density=0.05, format="csr", random_state=1, dtype=np.float32)
+        x.data = np.ceil(x.data * 5)
+        block = np.minimum(np.arange(2000) * 12 // 2000, 11)
+        rows = np.repeat(np.arange(n), np.diff(x.indptr))
+        sums = np.bincount(rows * 12 + block[x.indices], weights=x.data, minlength=n * 12)
+        group = sums.reshape(n, 12).argmax(axis=1)
+        sp.save_npz(path, x, compressed=False)
+        np.save(path + ".group.npy", group)
     a = ad.AnnData(x)
     a.obs["group"] = pd.Categorical(group.astype(str))
     return a
