@@ -22,24 +22,30 @@ const STEP: &str = "rank_genes_groups";
 pub struct LogregOutcome {
     /// L-BFGS iterations taken.
     pub iterations: usize,
-    /// Stopped by `tol` (not by `max_iter`, where scikit-learn warns "lbfgs failed to
-    /// converge").
+    /// Stopped by `tol` (not by `max_iter` or a line search that found no lower point, where
+    /// scikit-learn warns "lbfgs failed to converge").
     pub converged: bool,
     /// Whether its passes over the cells ran on the GPU.
     pub on_gpu: bool,
 }
 
 impl LogregOutcome {
-    /// The words a run's log gives it: the device, and `max_iter` when that stopped it.
+    /// The words a run's log gives it: the device, and what stopped it short of `tol`.
     pub fn describe(&self, params: &LogregParams) -> String {
         let device = if self.on_gpu { "GPU" } else { "CPU" };
         if self.converged {
             format!("on the {device}, {} iterations", self.iterations)
-        } else {
+        } else if self.iterations >= params.max_iter {
             format!(
                 "on the {device}; stopped at max_iter = {} before tol = {:e} (as scikit-learn's \
                  lbfgs would, with its warning)",
                 params.max_iter, params.tol
+            )
+        } else {
+            format!(
+                "on the {device}; stopped after {} iterations before tol = {:e}: no lower \
+                 point along the search direction (f64's floor)",
+                self.iterations, params.tol
             )
         }
     }
