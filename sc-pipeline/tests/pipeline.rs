@@ -866,5 +866,5 @@ fn logreg_markers_run_on_raw_as_the_function_by_hand() {
         .find(|r| r.step == "rank_genes_groups")
         .unwrap()
         .note;
-    assert!(note.contains("stopped at max_iter = 2"), "{note}");
+    assert!(note.contains("stopped at max_iter=2 "), "{note}");
 }

@@ -805,20 +805,9 @@ def _logreg(target, adata, x, what, genes, labels, groupby, selected, n_genes, p
     }
     params = dict(groupby=groupby, n_genes=n_genes, C=float(kwds.get("C", 1.0)), max_iter=_parts.count(kwds.get("max_iter", 100), "max_iter", 1), tol=float(kwds.get("tol", 1e-4)))
     out = _parts.call("rank_genes_groups_logreg", parts, params)
-    iterations, converged, _ = out["logreg"]  # and whether its passes ran on the GPU
-    if not converged:
+    if why := out.get("logreg_shortfall"):
         # scikit-learn's ConvergenceWarning, which scanpy's users see from the same fit.
-        why = (
-            f"stopped at max_iter={params['max_iter']} iterations"
-            if iterations >= params["max_iter"]
-            else f"stopped after {iterations} iterations, finding no lower point (f64's floor)"
-        )
-        cure = "Increase max_iter (passed to rank_genes_groups as in scanpy) to fit further." if iterations >= params["max_iter"] else "A larger tol ends the fit by its gradient."
-        warnings.warn(
-            f"rank_genes_groups(method='logreg'): lbfgs {why} before the gradient reached tol={params['tol']:g}. {cure}",
-            UserWarning,
-            stacklevel=3,
-        )
+        warnings.warn(f"rank_genes_groups(method='logreg'): {why}", UserWarning, stacklevel=3)
     _parts.view_to_actual(target)
     result = _parts.value_from(out["uns"]["rank_genes_groups"])
     order = selected if selected is not None else present

@@ -180,8 +180,8 @@ struct Extra {
     norm_factor: Option<Vec<f64>>,
     whole_numbers: Option<bool>,
     aggregates: Option<Aggregates>,
-    /// logreg's iterations and whether `tol` stopped it (Python warns as scikit-learn where not).
-    logreg: Option<steps::LogregOutcome>,
+    /// What ended logreg's fit short of `tol`, which Python gives as scikit-learn's warning.
+    logreg_shortfall: Option<String>,
 }
 
 /// Runs `step` with `params` on `parts` (see [`model_in`]), on `device` ("cpu" or "gpu");
@@ -299,8 +299,8 @@ pub(crate) fn _sc_call<'py>(
     if let Some(w) = extra.whole_numbers {
         out.set_item("whole_numbers", w)?;
     }
-    if let Some(l) = extra.logreg {
-        out.set_item("logreg", (l.iterations, l.converged, l.on_gpu))?;
+    if let Some(why) = extra.logreg_shortfall {
+        out.set_item("logreg_shortfall", why)?;
     }
     Ok(out)
 }
@@ -605,13 +605,9 @@ fn run(
             params,
             n_genes,
         } => {
-            extra.logreg = Some(steps::rank_genes_groups_logreg(
-                adata,
-                groupby,
-                params,
-                *n_genes,
-                ctx.as_deref(),
-            )?);
+            let outcome =
+                steps::rank_genes_groups_logreg(adata, groupby, params, *n_genes, ctx.as_deref())?;
+            extra.logreg_shortfall = outcome.shortfall(params);
         }
         Call::Recipe(config) => {
             let mut observer: Box<dyn sc_pipeline::run::StepObserver> = if progress {

@@ -30,23 +30,33 @@ pub struct LogregOutcome {
 }
 
 impl LogregOutcome {
-    /// The words a run's log gives it: the device, and what stopped it short of `tol`.
-    pub fn describe(&self, params: &LogregParams) -> String {
-        let device = if self.on_gpu { "GPU" } else { "CPU" };
+    /// What ended the fit short of `tol`, in scikit-learn's terms and with its cure (the text
+    /// of its "lbfgs failed to converge" warning, which Python gives); `None` when `tol` did.
+    pub fn shortfall(&self, params: &LogregParams) -> Option<String> {
         if self.converged {
-            format!("on the {device}, {} iterations", self.iterations)
-        } else if self.iterations >= params.max_iter {
+            return None;
+        }
+        Some(if self.iterations >= params.max_iter {
             format!(
-                "on the {device}; stopped at max_iter = {} before tol = {:e} (as scikit-learn's \
-                 lbfgs would, with its warning)",
+                "lbfgs stopped at max_iter={} iterations before the gradient reached tol={:e}. \
+                 Increase max_iter to fit further.",
                 params.max_iter, params.tol
             )
         } else {
             format!(
-                "on the {device}; stopped after {} iterations before tol = {:e}: no lower \
-                 point along the search direction (f64's floor)",
+                "lbfgs stopped after {} iterations before the gradient reached tol={:e}, \
+                 finding no lower point (f64's floor). A larger tol ends the fit by its gradient.",
                 self.iterations, params.tol
             )
+        })
+    }
+
+    /// The words a run's log gives it: the device, and what ended it short of `tol`.
+    pub fn describe(&self, params: &LogregParams) -> String {
+        let device = if self.on_gpu { "GPU" } else { "CPU" };
+        match self.shortfall(params) {
+            None => format!("on the {device}, {} iterations", self.iterations),
+            Some(why) => format!("on the {device}; {why}"),
         }
     }
 }

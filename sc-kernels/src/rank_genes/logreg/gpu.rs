@@ -1,6 +1,7 @@
 //! The GPU twin of [`super::logreg`] for the fit in the genes' coordinates (more cells than the
-//! cells' form takes): the same checks, landmarks (on the way to the minimum) and L-BFGS on the host, where the vectors are
-//! `genes x groups` long, and the objective's passes over the cells on the device
+//! cells' form takes): the same checks, landmarks (on the way to the minimum) and L-BFGS on
+//! the host, where the vectors are `genes x groups` long, and the objective's passes over the
+//! cells on the device
 //! (`logreg.cu`): the scores and residuals a warp a cell, the genes' gradient a warp a gene over
 //! X's transpose, the intercepts', the loss's and the curvature's sums over fixed chunks of
 //! cells. Each sum runs in the host's order, but the exponentials and logarithms are CUDA's: the
@@ -8,7 +9,8 @@
 //! more than 64 groups, are fitted on the host.
 
 use super::lbfgs::{minimise, Smooth};
-use super::{cells, check, fit_from, landmarks::Landmarks, LogregFit, LogregParams};
+use super::{cells, check, fit_from, landmarks_for, score_rows};
+use super::{landmarks::Landmarks, LogregFit, LogregParams};
 use crate::csr::CsrMatrix;
 use crate::error::{KernelError, Result};
 use crate::gpu::dense_reduce::{chunked_sums, PARTIAL_BYTES};
@@ -31,8 +33,7 @@ const MAX_K: usize = 64;
 /// Whether [`logreg_gpu`] runs on the GPU for `n` cells, `p` genes and `n_groups` groups (else
 /// it fits on the host: fewer cells than the cells' form takes, or more than 64 score rows).
 pub fn runs_on_gpu(n: usize, p: usize, n_groups: usize) -> bool {
-    let k = if n_groups == 2 { 1 } else { n_groups };
-    !cells::applies(n, p) && k <= MAX_K
+    !cells::applies(n, p) && score_rows(n_groups) <= MAX_K
 }
 
 /// [`super::logreg`] with the objective's passes over the cells on `ctx`'s GPU.
@@ -50,12 +51,8 @@ pub fn logreg_gpu(
     }
     ctx.bind_to_thread()?;
     let xt = x.transpose();
-    let inverse_c = 1.0 / params.c;
-    let landmarks = match params.preconditioned() {
-        true => Some(Landmarks::new(x, &xt, k, inverse_c)?),
-        false => None,
-    };
-    let objective = DeviceObjective::new(ctx, x, &xt, groups, k, inverse_c, landmarks)?;
+    let landmarks = landmarks_for(params, x, &xt, k)?;
+    let objective = DeviceObjective::new(ctx, x, &xt, groups, k, 1.0 / params.c, landmarks)?;
     drop(xt);
     let mut theta = vec![0.0; p * k + k];
     let ended = minimise(&objective, &mut theta, params.gtol(n), params.max_iter);
@@ -66,18 +63,18 @@ pub fn logreg_gpu(
 }
 
 /// X and its transpose, the labels and the per-cell work on the device; the landmarks (on the
-/// way to the minimum) and the first failure (an evaluation cannot return one: it gives NaN, which stops L-BFGS).
+/// way to the minimum) with their cells on the device; the first failure (an evaluation cannot
+/// return one: it gives NaN, which stops L-BFGS).
 struct DeviceObjective<'a> {
     ctx: &'a GpuContext,
     x: DeviceCsr,
     xt: DeviceCsr,
     groups: DeviceVec<u32>,
-    landmark_cells: Option<DeviceVec<u64>>,
     resid: DeviceVec<f64>,
     loss: DeviceVec<f64>,
     k: usize,
     inverse_c: f64,
-    landmarks: Option<Landmarks>,
+    landmarks: Option<(Landmarks, DeviceVec<u64>)>,
     failure: Mutex<Option<KernelError>>,
 }
 
@@ -91,10 +88,11 @@ impl<'a> DeviceObjective<'a> {
         inverse_c: f64,
         landmarks: Option<Landmarks>,
     ) -> Result<Self> {
-        let landmark_cells = match &landmarks {
+        let landmarks = match landmarks {
             Some(l) => {
                 let cells: Vec<u64> = l.cells.iter().map(|&c| c as u64).collect();
-                Some(ctx.upload(&cells)?)
+                let cells = ctx.upload(&cells)?;
+                Some((l, cells))
             }
             None => None,
         };
@@ -103,7 +101,6 @@ impl<'a> DeviceObjective<'a> {
             x: DeviceCsr::upload(ctx, x)?,
             xt: DeviceCsr::upload(ctx, xt)?,
             groups: ctx.upload(groups)?,
-            landmark_cells,
             resid: ctx.alloc(x.n_rows * k)?,
             loss: ctx.alloc(x.n_rows)?,
             k,
@@ -150,7 +147,7 @@ impl<'a> DeviceObjective<'a> {
                 .arg(out);
             ctx.launch(l, ctx.filling_grid(count as usize * len), "logreg_partials")
         })?;
-        if let (Some(landmarks), Some(cells)) = (&self.landmarks, &self.landmark_cells) {
+        if let Some((landmarks, cells)) = &self.landmarks {
             let m = landmarks.cells.len();
             let at_d = ctx.alloc::<f64>(m * k)?;
             let f = ctx.function(SRC, "logreg_landmark_curvature")?;
@@ -170,7 +167,7 @@ impl<'a> DeviceObjective<'a> {
 
 impl Smooth for DeviceObjective<'_> {
     fn precondition(&self, v: &mut [f64]) -> bool {
-        self.landmarks.as_ref().is_some_and(|l| l.apply(v))
+        self.landmarks.as_ref().is_some_and(|(l, _)| l.apply(v))
     }
 
     /// After a failure: NaN and a zero gradient, which ends the minimisation at once.

@@ -133,9 +133,7 @@ pub fn logreg(
     } else {
         // Otherwise from zero in the genes' coordinates, preconditioned by landmark cells on
         // the way to the minimum.
-        if params.preconditioned() {
-            objective.landmarks = Some(landmarks::Landmarks::new(x, &xt, k, objective.inverse_c)?);
-        }
+        objective.landmarks = landmarks_for(params, x, &xt, k)?;
         let start = Minimised {
             iterations: 0,
             converged: false,
@@ -189,7 +187,31 @@ fn check(
         }
     }
     x.check_finite()?;
-    Ok(if n_groups == 2 { 1 } else { n_groups })
+    Ok(score_rows(n_groups))
+}
+
+/// The model's coefficient rows for `n_groups` groups: 1 for two (the binary model), else one
+/// per group.
+fn score_rows(n_groups: usize) -> usize {
+    if n_groups == 2 {
+        1
+    } else {
+        n_groups
+    }
+}
+
+/// The landmarks that precondition a fit in the genes' coordinates, where `params` ask for
+/// them ([`LogregParams::preconditioned`]).
+fn landmarks_for(
+    params: &LogregParams,
+    x: &CsrMatrix<f32>,
+    xt: &CsrMatrix<f32>,
+    k: usize,
+) -> Result<Option<landmarks::Landmarks>> {
+    match params.preconditioned() {
+        true => Ok(Some(landmarks::Landmarks::new(x, xt, k, 1.0 / params.c)?)),
+        false => Ok(None),
+    }
 }
 
 /// The fit from `theta` (`[W (genes x k), b (k)]`, gene-major during the fit: a cell's genes
