@@ -74,6 +74,21 @@ def test_force_atlas_repeats_itself():
     assert not np.array_equal(b.obsm["X_draw_graph_fa"], d.obsm["X_draw_graph_fa"])
 
 
+def test_the_gpus_layout_is_the_hosts():
+    """On a GPU, ForceAtlas2 gives the host's layout bit for bit (the same tree and sums)."""
+    if device_gate() != "gpu":
+        pytest.skip("no GPU: the host's layout is the only one")
+    a = with_pca(DATASETS[0])
+    gpu = scpipe.tl.draw_graph(a, maxiter=200, copy=True)
+    before = scpipe.settings.device
+    scpipe.settings.device = "cpu"
+    try:
+        host = scpipe.tl.draw_graph(a, maxiter=200, copy=True)
+    finally:
+        scpipe.settings.device = before
+    assert np.array_equal(gpu.obsm["X_draw_graph_fa"], host.obsm["X_draw_graph_fa"])
+
+
 def test_igraphs_layouts_are_scanpys():
     pytest.importorskip("igraph")
     device_gate()

@@ -348,9 +348,9 @@ fn dots<'a>(
 
 /// The sum of `a[i] * b[i]` over a block (at most [`ROWS`] long) in the order a GPU warp adds
 /// it: product `i` goes to lane `i % LANES`, each lane adds its products in order from -0, then
-/// the lanes are added pairwise (lane `l` += lane `l + h`, `h` = 16, 8, 4, 2, 1) into lane 0.
-/// A chain of `ROWS / LANES` additions a lane where a row-order sum is a chain of `ROWS`, so a
-/// warp sums a block at once (`diffmap.cu`'s `diffmap_project_dots`).
+/// the lanes are added pairwise ([`fold_lanes`]). A chain of `ROWS / LANES` additions a lane
+/// where a row-order sum is a chain of `ROWS`, so a warp sums a block at once (`diffmap.cu`'s
+/// `diffmap_project_dots`).
 pub fn block_sum(a: &[f64], b: &[f64]) -> f64 {
     let mut s = [-0.0f64; LANES];
     for (a, b) in a.chunks(LANES).zip(b.chunks(LANES)) {
@@ -358,6 +358,22 @@ pub fn block_sum(a: &[f64], b: &[f64]) -> f64 {
             .zip(a.iter().zip(b))
             .for_each(|(s, (a, b))| *s += a * b);
     }
+    fold_lanes(s)
+}
+
+/// [`block_sum`]'s order for any terms (at most [`ROWS`]): term `k` to lane `k % LANES`, each
+/// lane from -0, then [`fold_lanes`] (`draw_graph.cu`'s speed sums).
+pub fn lane_sum(terms: impl Iterator<Item = f64>) -> f64 {
+    let mut s = [-0.0f64; LANES];
+    for (k, t) in terms.enumerate() {
+        s[k % LANES] += t;
+    }
+    fold_lanes(s)
+}
+
+/// The lanes added pairwise into lane 0 as a warp's shuffles add them: lane `l` += lane
+/// `l + h` for `h` = 16, 8, 4, 2, 1 (`common.cuh`'s `warp_sum_f64`).
+pub fn fold_lanes(mut s: [f64; LANES]) -> f64 {
     let mut h = LANES / 2;
     while h > 0 {
         for l in 0..h {
@@ -462,6 +478,7 @@ mod tests {
             }
         }
         assert_eq!(block_sum(&v, &vec![1.0; ROWS]).to_bits(), s[0].to_bits());
+        assert_eq!(lane_sum(v.iter().copied()).to_bits(), s[0].to_bits());
         // No rows: -0, as a warp whose rows are all past the end.
         assert_eq!(block_sum(&[], &[]).to_bits(), (-0.0f64).to_bits());
     }

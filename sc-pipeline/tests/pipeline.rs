@@ -560,7 +560,14 @@ fn draw_graph_runs_after_umap_as_the_step_by_hand() {
         &mut Silent,
     )
     .unwrap();
-    steps::draw_graph(&mut by_hand, &params, steps::DrawGraphStart::Numpy(0), None).unwrap();
+    steps::draw_graph(
+        &mut by_hand,
+        &params,
+        steps::DrawGraphStart::Numpy(0),
+        None,
+        None,
+    )
+    .unwrap();
     let layout = run.obsm.get("X_draw_graph_fa").unwrap();
     assert_eq!(Some(layout), by_hand.obsm.get("X_draw_graph_fa"));
     assert_eq!(layout.shape, vec![run.n_obs(), 2]);

@@ -2187,6 +2187,106 @@ fn diffmap_on_the_gpu_equals_the_host_bit_for_bit() {
     }
 }
 
+/// ForceAtlas2 on the GPU gives the host's layout bit for bit (the same tree, walk and sums):
+/// kNN graphs of real and clustered points (several chunks of the speed's sums, Barnes-Hut and
+/// every pair), a pair of nodes, identical starts; the same bits twice; refusals worded as the
+/// host's.
+#[test]
+fn force_atlas2_on_the_gpu_equals_the_host_bit_for_bit() {
+    use sc_kernels::draw_graph::{force_atlas2, force_atlas2_gpu, numpy_start, Fa2Params};
+    let Some(d) = gpu_or_skip("gpu draw_graph") else {
+        return;
+    };
+    let ctx = context(&d);
+    let knn = |x: &sc_kernels::DenseMatrix<f32>| {
+        sc_kernels::neighbors::neighbors(x, &Default::default())
+            .unwrap()
+            .connectivities
+    };
+    let pair = CsrMatrix::new(2, 2, vec![0, 1, 2], vec![1, 0], vec![1.0f32, 1.0]).unwrap();
+    let cases = [
+        ("pbmc68k_reduced", knn(&pbmc_pcs()), 1.2, 100),
+        (
+            "clustered 20000",
+            knn(&clustered_points(21, 20_000, 30)),
+            1.2,
+            60,
+        ),
+        (
+            "clustered 3000, every pair",
+            knn(&clustered_points(5, 3_000, 10)),
+            0.0,
+            30,
+        ),
+        ("a pair", pair, 1.2, 50),
+    ];
+    for (name, g, theta, iterations) in &cases {
+        let params = Fa2Params {
+            iterations: *iterations,
+            theta: *theta,
+            ..Fa2Params::default()
+        };
+        let start = numpy_start(g.n_rows, 0);
+        let t = std::time::Instant::now();
+        let host = force_atlas2(g, &start, &params).unwrap();
+        let th = t.elapsed();
+        let t = std::time::Instant::now();
+        let gpu = force_atlas2_gpu(&ctx, g, &start, &params).unwrap();
+        eprintln!("{name}: host {th:.2?}, GPU {:.2?}", t.elapsed());
+        let first = host
+            .iter()
+            .zip(&gpu)
+            .position(|(h, g)| h.to_bits() != g.to_bits());
+        assert!(
+            first.is_none(),
+            "{name}: coordinate {first:?} differs: host {:?}, GPU {:?}",
+            first.map(|i| host[i]),
+            first.map(|i| gpu[i])
+        );
+        let again = force_atlas2_gpu(&ctx, g, &start, &params).unwrap();
+        assert!(
+            again
+                .iter()
+                .zip(&gpu)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "{name}: twice"
+        );
+    }
+    // Every node starting at one point: the tree of identical keys, no division by zero.
+    let (_, g, _, _) = &cases[0];
+    let same = vec![0.5; 2 * g.n_rows];
+    let params = Fa2Params {
+        iterations: 5,
+        ..Fa2Params::default()
+    };
+    let host = force_atlas2(g, &same, &params).unwrap();
+    let gpu = force_atlas2_gpu(&ctx, g, &same, &params).unwrap();
+    assert!(host
+        .iter()
+        .zip(&gpu)
+        .all(|(a, b)| a.to_bits() == b.to_bits()));
+    assert!(gpu.iter().all(|v| v.is_finite()));
+    let bad = Fa2Params {
+        scaling_ratio: 0.0,
+        ..Fa2Params::default()
+    };
+    let start = numpy_start(g.n_rows, 0);
+    assert_eq!(
+        force_atlas2_gpu(&ctx, g, &start, &bad)
+            .unwrap_err()
+            .to_string(),
+        force_atlas2(g, &start, &bad).unwrap_err().to_string()
+    );
+    assert_eq!(
+        force_atlas2_gpu(&ctx, g, &start[1..], &params)
+            .unwrap_err()
+            .to_string(),
+        force_atlas2(g, &start[1..], &params)
+            .unwrap_err()
+            .to_string()
+    );
+}
+
 /// The raw-count check on the device gives the host's answer (whole counts, one fraction, a
 /// NaN, an unaligned start), so the Pearson functions' warnings need no CuPy kernel.
 #[test]

@@ -171,14 +171,15 @@ def draw_graph(
 
     ``layout='fa'`` (the default): ForceAtlas2 (Jacomy et al. 2014) in Rust with the settings
     scanpy gives fa2-modified (scaling 2, gravity 1, Barnes-Hut angle 1.2, jitter tolerance
-    1; ``maxiter`` or ``iterations``: 500), all cells' forces at once on the host's cores; it
+    1; ``maxiter`` or ``iterations``: 500), all cells' forces at once, on the GPU when
+    ``settings.device`` has one (the host's layout bit for bit), else on the host's cores; it
     needs no fa2-modified (scanpy falls back to ``'fr'`` without it). Any other of scanpy's
     layouts runs igraph's as scanpy does (igraph must be installed).
 
     The start: ``init_pos`` naming an ``obsm`` key, ``'paga'`` (or ``True``: around the
     groups' positions of ``uns['paga']['pos']``, which ``sc.pl.paga`` writes), else scanpy's
     ``np.random.seed(random_state); np.random.random((n, 2))`` (drawn here without touching
-    numpy's global state). The same start gives the same layout bit for bit.
+    numpy's global state). The same start gives the same layout bit for bit, on either device.
 
     Writes ``obsm[f'X_draw_graph_{key_added_ext or layout}']`` (float64) and
     ``uns['draw_graph']['params']`` (``layout``, ``random_state``), as scanpy.

@@ -557,7 +557,7 @@ fn run(
                 Some(xy) => steps::DrawGraphStart::Given(xy, *seed),
                 None => steps::DrawGraphStart::Numpy(*seed),
             };
-            steps::draw_graph(adata, params, start, key_ext.as_deref())?;
+            steps::draw_graph(adata, params, start, key_ext.as_deref(), ctx.as_deref())?;
         }
         Call::EmbeddingDensity {
             groups,

@@ -42,7 +42,7 @@ pub struct GraphStepArgs {
     pub tsne_perplexity: f64,
     #[arg(
         long,
-        help = "Run draw_graph on the neighbors graph: obsm['X_draw_graph_fa'], scanpy's tl.draw_graph (ForceAtlas2 from scanpy's start of seed 0; on the CPU)"
+        help = "Run draw_graph on the neighbors graph: obsm['X_draw_graph_fa'], scanpy's tl.draw_graph (ForceAtlas2 from scanpy's start of seed 0; on the GPU when there is one)"
     )]
     pub draw_graph: bool,
     /// draw_graph(maxiter=...): ForceAtlas2's iterations.
