@@ -67,6 +67,24 @@ def test_kmeans_writes_rapids_singlecells_slots_and_repeats_itself():
     assert a.obs["k3"].nunique() == 3 and a.uns["k3"]["params"]["n_init"] == 4
 
 
+def test_kmeans_on_the_gpu_is_the_hosts():
+    """On a GPU, Lloyd's passes give the host's clusters, centres' inertia and iterations bit
+    for bit."""
+    if device_gate() != "gpu":
+        pytest.skip("no GPU: the host's clusters are the only ones")
+    a = with_pca("pbmc68k_reduced.h5ad")
+    gpu = scpipe.tl.kmeans(a, n_clusters=12, n_init=3, copy=True)
+    before = scpipe.settings.device
+    scpipe.settings.device = "cpu"
+    try:
+        host = scpipe.tl.kmeans(a, n_clusters=12, n_init=3, copy=True)
+    finally:
+        scpipe.settings.device = before
+    assert (gpu.obs["kmeans"] == host.obs["kmeans"]).all()
+    assert gpu.uns["kmeans"]["inertia"] == host.uns["kmeans"]["inertia"]
+    assert gpu.uns["kmeans"]["n_iter"] == host.uns["kmeans"]["n_iter"]
+
+
 def test_kmeans_refuses_bad_input_by_name():
     device_gate()
     a = with_pca("pbmc68k_reduced.h5ad")

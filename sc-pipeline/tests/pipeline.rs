@@ -678,7 +678,7 @@ fn diffmap_louvain_and_kmeans_rows_equal_the_steps_by_hand() {
         None,
     )
     .unwrap();
-    steps::kmeans(&mut by_hand, None, None, &kmeans, "kmeans").unwrap();
+    steps::kmeans(&mut by_hand, None, None, &kmeans, "kmeans", None).unwrap();
     assert_eq!(run.obsm.get("X_diffmap"), by_hand.obsm.get("X_diffmap"));
     assert_eq!(
         run.uns.get("diffmap_evals"),

@@ -2287,6 +2287,78 @@ fn force_atlas2_on_the_gpu_equals_the_host_bit_for_bit() {
     );
 }
 
+/// k-means with Lloyd's passes on the GPU gives the host's labels, centres, inertia and
+/// iterations bit for bit: pbmc68k's PCs, clustered points (several chunks, several runs),
+/// 100 centroids (the chunk's sums in shared memory) and 150 (too many: in the partial sums'
+/// buffer), as many clusters as rows; refusals worded as the host's.
+#[test]
+fn kmeans_on_the_gpu_equals_the_host_bit_for_bit() {
+    use sc_kernels::kmeans::{kmeans, kmeans_gpu, KMeansParams};
+    let Some(d) = gpu_or_skip("gpu kmeans") else {
+        return;
+    };
+    let ctx = context(&d);
+    let params = |k: usize, n_init: usize| KMeansParams {
+        n_clusters: k,
+        n_init,
+        ..KMeansParams::default()
+    };
+    let cases = [
+        ("pbmc68k_reduced", pbmc_pcs(), params(8, 1)),
+        (
+            "clustered 30000",
+            clustered_points(3, 30_000, 30),
+            params(12, 2),
+        ),
+        (
+            "clustered 5000, 100 centroids",
+            clustered_points(4, 5_000, 50),
+            params(100, 1),
+        ),
+        (
+            "clustered 3000, 150 centroids",
+            clustered_points(5, 3_000, 50),
+            params(150, 1),
+        ),
+        (
+            "clustered 40, as many clusters",
+            clustered_points(6, 40, 5),
+            params(40, 1),
+        ),
+    ];
+    for (name, x, p) in &cases {
+        let t = std::time::Instant::now();
+        let host = kmeans(&x.data, x.n_rows, x.n_cols, p).unwrap();
+        let th = t.elapsed();
+        let t = std::time::Instant::now();
+        let gpu = kmeans_gpu(&ctx, &x.data, x.n_rows, x.n_cols, p).unwrap();
+        eprintln!(
+            "{name}: host {th:.2?}, GPU {:.2?}, {} iterations",
+            t.elapsed(),
+            host.n_iter
+        );
+        assert_eq!(gpu.labels, host.labels, "{name}: labels");
+        assert!(same_bits(&gpu.centers, &host.centers), "{name}: centres");
+        assert_eq!(
+            gpu.inertia.to_bits(),
+            host.inertia.to_bits(),
+            "{name}: inertia"
+        );
+        assert_eq!(gpu.n_iter, host.n_iter, "{name}: iterations");
+    }
+    let x = &cases[0].1;
+    for bad in [params(0, 1), params(8, 0), params(x.n_rows + 1, 1)] {
+        assert_eq!(
+            kmeans_gpu(&ctx, &x.data, x.n_rows, x.n_cols, &bad)
+                .unwrap_err()
+                .to_string(),
+            kmeans(&x.data, x.n_rows, x.n_cols, &bad)
+                .unwrap_err()
+                .to_string()
+        );
+    }
+}
+
 /// The raw-count check on the device gives the host's answer (whole counts, one fraction, a
 /// NaN, an unaligned start), so the Pearson functions' warnings need no CuPy kernel.
 #[test]

@@ -1009,7 +1009,8 @@ def kmeans(
     Writes ``obs[key_added]`` (categories ``"0"``, ``"1"``, ... in numeric order) and
     ``uns[key_added]`` (``params``, ``inertia``, ``n_iter``). The same ``random_state`` gives
     the same clusters; they are not scikit-learn's or cuML's draws (matched by inertia).
-    Computed on the host in Rust.
+    Lloyd's passes over the cells run on the GPU when ``settings.device`` has one (the host's
+    clusters bit for bit), else on the host in Rust.
     """
     if kwargs:
         raise TypeError(f"kmeans: unsupported arguments {sorted(kwargs)} (scpipe takes max_iter and tol)")

@@ -576,7 +576,7 @@ fn run(
         }
         Call::Diffmap(n_comps, seed) => steps::diffmap(adata, *n_comps, *seed, ctx.as_deref())?,
         Call::KMeans { params, key } => {
-            steps::kmeans(adata, Some("rep"), None, params, key)?;
+            steps::kmeans(adata, Some("rep"), None, params, key, ctx.as_deref())?;
         }
         Call::Ingest(reference) => steps::ingest(adata, reference)?,
         Call::Bbknn {

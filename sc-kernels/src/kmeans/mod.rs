@@ -13,11 +13,14 @@ mod tests;
 use crate::error::{KernelError, Result};
 use crate::random::{mix64, SplitMix64};
 use crate::stats::chunked_sum;
-use faer::{Accum, MatMut, MatRef, Par};
 use rayon::prelude::*;
 
-/// Rows per task of the assignment step.
-const ROWS: usize = 2048;
+mod gpu;
+pub use gpu::{kmeans_gpu, KERNELS};
+
+/// Rows per task of the assignment step, and per chunk of the centroids' sums (the GPU twin's
+/// too).
+pub const ROWS: usize = 2048;
 
 /// scikit-learn's / cuML's parameters and defaults (rapids-singlecell's seed, 42).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -56,6 +59,22 @@ pub struct KMeansResult {
 
 /// k-means of the rows of `x` (`n x d`, row-major).
 pub fn kmeans(x: &[f32], n: usize, d: usize, p: &KMeansParams) -> Result<KMeansResult> {
+    best_of_runs(x, n, d, p, |centers, tol| {
+        let n_iter = lloyd(x, n, d, p.n_clusters, centers, p.max_iter, tol);
+        Ok((n_iter, assign(x, n, d, p.n_clusters, centers)))
+    })
+}
+
+/// The checks, then `n_init` runs from their k-means++ seeds: `run(centers, tol)` moves the
+/// seeds by Lloyd's iterations and returns the iterations and the final assignment (the host's
+/// [`lloyd`] and [`assign`], or the GPU twin's); the run of least inertia is kept.
+pub(crate) fn best_of_runs(
+    x: &[f32],
+    n: usize,
+    d: usize,
+    p: &KMeansParams,
+    mut run: impl FnMut(&mut Vec<f32>, f64) -> Result<(usize, Vec<u32>)>,
+) -> Result<KMeansResult> {
     let k = p.n_clusters;
     if x.len() != n * d {
         return Err(KernelError::Shape(format!(
@@ -90,10 +109,9 @@ pub fn kmeans(x: &[f32], n: usize, d: usize, p: &KMeansParams) -> Result<KMeansR
     }
     let tol = p.tol * mean_column_variance(x, n, d);
     let mut best: Option<KMeansResult> = None;
-    for run in 0..p.n_init {
-        let mut centers = seed_plus_plus(x, n, d, k, mix64(p.random_state ^ mix64(run as u64)));
-        let n_iter = lloyd(x, n, d, k, &mut centers, p.max_iter, tol);
-        let labels = assign(x, n, d, k, &centers);
+    for r in 0..p.n_init {
+        let mut centers = seed_plus_plus(x, n, d, k, mix64(p.random_state ^ mix64(r as u64)));
+        let (n_iter, labels) = run(&mut centers, tol)?;
         let inertia = inertia(x, d, &labels, &centers);
         if best.as_ref().is_none_or(|b| inertia < b.inertia) {
             best = Some(KMeansResult {
@@ -203,34 +221,96 @@ fn draw_by_weight(weights: &[f64], count: usize, draws: &mut SplitMix64) -> Vec<
         .collect()
 }
 
-/// Nearest centroid of each row (`|c|^2 - 2 z.c`, ties to the lower index).
+/// Nearest centroid of each row (`|c|^2 - 2 z.c` in f32, ties to the lower index). Each dot
+/// product and norm is summed over the columns in order, every product and sum rounded (the
+/// GPU twin's `kmeans_assign` gets these bits). The sums advance together in tiles of
+/// [`TILE_ROWS`] rows by [`TILE_CENTROIDS`] centroids (the centroids read transposed), so that
+/// the tile's independent chains of additions keep the core busy.
 pub fn assign(zn: &[f32], n: usize, d: usize, k: usize, centroids: &[f32]) -> Vec<u32> {
-    let norms: Vec<f32> = centroids
-        .chunks_exact(d)
-        .map(|c| c.iter().map(|v| v * v).sum())
-        .collect();
-    let c = MatRef::from_row_major_slice(centroids, k, d);
+    let norms = centroid_norms(centroids, d);
+    // Transposed and padded to whole tiles of centroids: ct[j * kp + c].
+    let kp = k.div_ceil(TILE_CENTROIDS) * TILE_CENTROIDS;
+    let mut ct = vec![0f32; d * kp];
+    for (c, row) in centroids.chunks_exact(d).enumerate() {
+        for (j, &v) in row.iter().enumerate() {
+            ct[j * kp + c] = v;
+        }
+    }
     let mut out = vec![0u32; n];
     out.par_chunks_mut(ROWS).enumerate().for_each(|(t, o)| {
-        let r0 = t * ROWS;
-        let rows = o.len();
-        let z = MatRef::from_row_major_slice(&zn[r0 * d..(r0 + rows) * d], rows, d);
-        let mut dots = vec![0f32; rows * k];
-        let dm = MatMut::from_row_major_slice_mut(&mut dots, rows, k);
-        faer::linalg::matmul::matmul(dm, Accum::Replace, z, c.transpose(), 1.0, Par::Seq);
-        for (i, a) in o.iter_mut().enumerate() {
-            let row = &dots[i * k..(i + 1) * k];
-            let mut best = (f32::INFINITY, 0u32);
-            for (j, (&dot, &nc)) in row.iter().zip(&norms).enumerate() {
-                let v = nc - 2.0 * dot;
-                if v < best.0 {
-                    best = (v, j as u32);
-                }
+        let mut dots = vec![0f32; TILE_ROWS * kp];
+        for (q, labels) in o.chunks_mut(TILE_ROWS).enumerate() {
+            let r0 = t * ROWS + q * TILE_ROWS;
+            let rows = &zn[r0 * d..(r0 + labels.len()) * d];
+            #[cfg(target_arch = "x86_64")]
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU has AVX2 (checked just above).
+                unsafe { tile_dots_avx2(rows, d, &ct, kp, &mut dots) };
+            } else {
+                tile_dots(rows, d, &ct, kp, &mut dots);
             }
-            *a = best.1;
+            #[cfg(not(target_arch = "x86_64"))]
+            tile_dots(rows, d, &ct, kp, &mut dots);
+            for (r, label) in labels.iter_mut().enumerate() {
+                *label = nearest(&dots[r * kp..r * kp + k], &norms);
+            }
         }
     });
     out
+}
+
+/// [`tile_dots`] compiled for AVX2: eight f32 lanes, the same operations in the same order (no
+/// fused multiply-adds), so the same bits.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn tile_dots_avx2(rows: &[f32], d: usize, ct: &[f32], kp: usize, dots: &mut [f32]) {
+    tile_dots(rows, d, ct, kp, dots)
+}
+
+/// The dot products of `rows` (at most [`TILE_ROWS`] of `d`) with every centroid (`ct`: `d x
+/// kp`, transposed) into `dots` (`rows x kp`), each over the columns in order.
+#[inline(always)]
+fn tile_dots(rows: &[f32], d: usize, ct: &[f32], kp: usize, dots: &mut [f32]) {
+    let n_rows = rows.len() / d.max(1);
+    for c0 in (0..kp).step_by(TILE_CENTROIDS) {
+        let mut acc = [[0f32; TILE_CENTROIDS]; TILE_ROWS];
+        for j in 0..d {
+            let cj = &ct[j * kp + c0..j * kp + c0 + TILE_CENTROIDS];
+            for (r, a) in acc.iter_mut().enumerate().take(n_rows) {
+                let z = rows[r * d + j];
+                for (s, &c) in a.iter_mut().zip(cj) {
+                    *s += z * c;
+                }
+            }
+        }
+        for (r, a) in acc.iter().enumerate().take(n_rows) {
+            dots[r * kp + c0..r * kp + c0 + TILE_CENTROIDS].copy_from_slice(a);
+        }
+    }
+}
+
+/// Rows and centroids of a tile of [`assign`]'s sums.
+const TILE_ROWS: usize = 8;
+const TILE_CENTROIDS: usize = 8;
+
+/// Each centroid's squared norm in f32, its columns in order.
+pub(crate) fn centroid_norms(centroids: &[f32], d: usize) -> Vec<f32> {
+    centroids
+        .chunks_exact(d)
+        .map(|c| c.iter().fold(0f32, |s, v| s + v * v))
+        .collect()
+}
+
+/// The centroid `c` of least `norms[c] - 2 dots[c]` (the first on ties).
+fn nearest(dots: &[f32], norms: &[f32]) -> u32 {
+    let mut best = (f32::INFINITY, 0u32);
+    for (j, (&dot, &nc)) in dots.iter().zip(norms).enumerate() {
+        let v = nc - 2.0 * dot;
+        if v < best.0 {
+            best = (v, j as u32);
+        }
+    }
+    best.1
 }
 
 /// Lloyd iterations from `centroids` (updated in place) until no assignment changes, the
@@ -251,7 +331,6 @@ pub fn lloyd(
         if previous.as_ref() == Some(&labels) {
             return it;
         }
-        // Sums (k x d) then counts (k), in f64.
         let acc = chunked_sum(n, ROWS, k * d + k, |range, acc| {
             for i in range {
                 let c = labels[i] as usize;
@@ -263,21 +342,29 @@ pub fn lloyd(
                 acc[k * d + c] += 1.0;
             }
         });
-        let mut shift = 0.0;
-        for c in 0..k {
-            let count = acc[k * d + c];
-            if count > 0.0 {
-                for j in 0..d {
-                    let new = (acc[c * d + j] / count) as f32;
-                    shift += (new as f64 - centroids[c * d + j] as f64).powi(2);
-                    centroids[c * d + j] = new;
-                }
-            }
-        }
+        let shift = move_centroids(&acc, k, d, centroids);
         if tol > 0.0 && shift <= tol {
             return it + 1;
         }
         previous = Some(labels);
     }
     max_iter
+}
+
+/// Each centroid to the mean of its rows, from `acc`: the clusters' column sums (`k x d`) then
+/// their counts (`k`), in f64, summed over chunks of [`ROWS`] rows in order. Returns the
+/// centroids' squared shifts summed.
+pub(crate) fn move_centroids(acc: &[f64], k: usize, d: usize, centroids: &mut [f32]) -> f64 {
+    let mut shift = 0.0;
+    for c in 0..k {
+        let count = acc[k * d + c];
+        if count > 0.0 {
+            for j in 0..d {
+                let new = (acc[c * d + j] / count) as f32;
+                shift += (new as f64 - centroids[c * d + j] as f64).powi(2);
+                centroids[c * d + j] = new;
+            }
+        }
+    }
+    shift
 }

@@ -135,3 +135,36 @@ fn bad_input_is_named() {
     let e = kmeans(&bad, 10, 2, &KMeansParams { n_clusters: 2, ..p }).unwrap_err();
     assert!(e.to_string().contains("row 3, column 1"), "{e}");
 }
+
+/// The tiled assignment is the plain one: each dot product over the columns in order, f32,
+/// `|c|^2 - 2 z.c`, the first centroid on ties (the GPU twin's arithmetic), for row and
+/// centroid counts that fill no tile exactly.
+#[test]
+fn the_tiled_assignment_is_the_plain_sum_in_order() {
+    let mut g = crate::random::SplitMix64::new(9);
+    for (n, d, k) in [(1, 1, 1), (13, 3, 7), (2051, 50, 9), (300, 17, 100)] {
+        let x: Vec<f32> = (0..n * d).map(|_| g.normal() as f32).collect();
+        let mut c: Vec<f32> = (0..k * d).map(|_| g.normal() as f32).collect();
+        if k > 1 {
+            // A centroid repeated: ties go to the first.
+            let first = c[..d].to_vec();
+            c[d..2 * d].copy_from_slice(&first);
+        }
+        let plain: Vec<u32> = (0..n)
+            .map(|i| {
+                let z = &x[i * d..(i + 1) * d];
+                let mut best = (f32::INFINITY, 0u32);
+                for (j, cc) in c.chunks_exact(d).enumerate() {
+                    let norm = cc.iter().fold(0f32, |s, v| s + v * v);
+                    let dot = z.iter().zip(cc).fold(0f32, |s, (a, b)| s + a * b);
+                    let v = norm - 2.0 * dot;
+                    if v < best.0 {
+                        best = (v, j as u32);
+                    }
+                }
+                best.1
+            })
+            .collect();
+        assert_eq!(assign(&x, n, d, k, &c), plain, "n {n} d {d} k {k}");
+    }
+}

@@ -2,16 +2,18 @@
 //! (`sc_kernels::kmeans`), its clusters into `obs[key]` as categories `"0"`, `"1"`, ... (the
 //! clusters that kept cells, numbered in order), and `uns[key]` with the parameters and the
 //! inertia. Its row (`--kmeans N`, off by default) runs after louvain on the representation
-//! neighbors reads (`X_pca`, or harmony's). Computed on the host.
+//! neighbors reads (`X_pca`, or harmony's). Lloyd's passes over the cells on the run's first
+//! GPU when it has one (`kmeans_gpu`: the host's result bit for bit), else on the host.
 
-use super::step::{no_budget_check, no_device_bytes, no_input_check, Phase, Step, StepEnv};
+use super::step::{no_budget_check, no_input_check, Phase, Sizes, Step, StepBytes, StepEnv};
 use super::{first_columns, kernel_error, representation};
 use crate::anndata::Value;
 use crate::steps::PipelineConfig;
 use crate::{AnnData, Result};
-use sc_kernels::kmeans::{kmeans as cluster, KMeansParams, KMeansResult};
+use sc_kernels::gpu::GpuContext;
+use sc_kernels::kmeans::{kmeans as cluster, kmeans_gpu, KMeansParams, KMeansResult};
 
-/// The pipeline's row: on the host.
+/// The pipeline's row: on the first GPU of the run (none: the CPU).
 pub(crate) const ROW: Step = Step {
     name: "kmeans",
     phase: Phase::CellGraph,
@@ -19,29 +21,42 @@ pub(crate) const ROW: Step = Step {
     run: |a, env: &StepEnv<'_>| {
         let params = env.config.kmeans.expect("the row runs only with kmeans");
         let use_rep = env.config.neighbors_use_rep.as_deref();
-        let r = kmeans(a, use_rep, None, &params, "kmeans")?;
+        let gpu = env.gpus.first().map(|g| g.as_ref());
+        let r = kmeans(a, use_rep, None, &params, "kmeans", gpu)?;
+        let on = if gpu.is_some() { "GPU" } else { "CPU" };
         Ok(format!(
-            "{} clusters: inertia {:.6e} after {} iterations on the CPU",
+            "{} clusters: inertia {:.6e} after {} iterations on the {on}",
             params.n_clusters, r.inertia, r.n_iter
         ))
     },
     generated: None,
-    device_bytes: no_device_bytes,
-    kernels: &[],
+    device_bytes,
+    kernels: &sc_kernels::kmeans::KERNELS,
     check_input: no_input_check,
     check_budget: no_budget_check,
     beside: false,
     waits_for_beside: false,
 };
 
+/// The representation (at most 50 f32 a cell), the labels (4 bytes a cell) and the chunks'
+/// sums (a few MB) on the device.
+fn device_bytes(s: &Sizes, _: &PipelineConfig) -> StepBytes {
+    StepBytes {
+        kept: 0,
+        transient: s.n_obs as u64 * (50 * 4 + 4) + (64 << 20),
+    }
+}
+
 /// Clusters `obsm[use_rep]` (see [`representation`]; its first `n_pcs` columns when given)
-/// and writes `obs[key]` and `uns[key]`.
+/// with Lloyd's passes on `gpu` when given (the same result), and writes `obs[key]` and
+/// `uns[key]`.
 pub fn kmeans(
     adata: &mut AnnData,
     use_rep: Option<&str>,
     n_pcs: Option<usize>,
     params: &KMeansParams,
     key: &str,
+    gpu: Option<&GpuContext>,
 ) -> Result<KMeansResult> {
     const STEP: &str = "kmeans";
     let (rep, _) = representation(adata, use_rep, STEP)?;
@@ -56,7 +71,11 @@ pub fn kmeans(
         });
     }
     let x = first_columns(rep, d).map_err(kernel_error(STEP))?;
-    let r = cluster(&x.data, x.n_rows, d, params).map_err(kernel_error(STEP))?;
+    let r = match gpu {
+        Some(ctx) => kmeans_gpu(ctx, &x.data, x.n_rows, d, params),
+        None => cluster(&x.data, x.n_rows, d, params),
+    }
+    .map_err(kernel_error(STEP))?;
     // The clusters that kept rows, numbered in order.
     let mut number = vec![u32::MAX; params.n_clusters];
     r.labels.iter().for_each(|&l| number[l as usize] = 0);
