@@ -1,9 +1,13 @@
-//! The GPU twin of [`super::kmeans`]: the same checks, seeds, centroid moves, stopping tests
-//! and inertia (on the host), and Lloyd's passes over the rows on the device (`kmeans.cu`): the
-//! assignment with the host's dot products and the clusters' sums chunk by chunk in the
-//! host's order. The same labels, centres and inertia, bit for bit.
+//! The GPU twin of [`super::kmeans`]: the same checks, draws, centroid moves, stopping tests
+//! and inertia (on the host), and the passes over the rows on the device (`kmeans.cu`):
+//! k-means++'s distances and potentials, and Lloyd's assignment with the host's dot products
+//! and the clusters' sums chunk by chunk in the host's order. The same labels, centres and
+//! inertia, bit for bit.
 
-use super::{best_of_runs, centroid_norms, move_centroids, KMeansParams, KMeansResult, ROWS};
+use super::{
+    best_of_runs, centroid_norms, check, move_centroids, seed_with, Distances, KMeansParams,
+    KMeansResult, ROWS,
+};
 use crate::error::{KernelError, Result};
 use crate::gpu::dense_reduce::{chunked_sums_into, PARTIAL_BYTES};
 use crate::gpu::module_cache::KernelSource;
@@ -32,16 +36,15 @@ pub fn kmeans_gpu(
     d: usize,
     p: &KMeansParams,
 ) -> Result<KMeansResult> {
-    if n.checked_mul(d).is_none_or(|v| v != x.len()) || u32::try_from(d).is_err() {
-        return super::kmeans(x, n, d, p); // the host's checks name the shape
+    check(x, n, d, p)?;
+    if u32::try_from(d).is_err() {
+        return super::kmeans(x, n, d, p);
     }
     ctx.bind_to_thread()?;
-    let mut rows: Option<DeviceRows> = None;
-    best_of_runs(x, n, d, p, |centers, tol| {
-        if rows.is_none() {
-            rows = Some(DeviceRows::new(ctx, x, n, d, p.n_clusters)?);
-        }
-        let rows = rows.as_ref().expect("made above");
+    let rows = DeviceRows::new(ctx, x, n, d, p.n_clusters)?;
+    let k = p.n_clusters;
+    let seed = |s| seed_with(&rows, x, n, d, k, s);
+    best_of_runs(x, n, d, p, seed, |centers, tol| {
         let n_iter = rows.lloyd(centers, p.max_iter, tol)?;
         let labels = rows.assign(centers)?;
         Ok((n_iter, ctx.download(&labels)?))
@@ -57,6 +60,8 @@ struct DeviceRows<'a> {
     k: usize,
     assign: CudaFunction,
     sums: CudaFunction,
+    distances: CudaFunction,
+    totals: CudaFunction,
 }
 
 impl<'a> DeviceRows<'a> {
@@ -69,6 +74,8 @@ impl<'a> DeviceRows<'a> {
             k,
             assign: ctx.function(SRC, "kmeans_assign")?,
             sums: ctx.function(SRC, "kmeans_chunk_sums")?,
+            distances: ctx.function(SRC, "kmeans_distances")?,
+            totals: ctx.function(SRC, "kmeans_chunk_totals")?,
         })
     }
 
@@ -141,5 +148,46 @@ impl<'a> DeviceRows<'a> {
             }
         }
         Ok(max_iter)
+    }
+}
+
+impl Distances for DeviceRows<'_> {
+    type Closest = DeviceVec<f64>;
+
+    fn distances(
+        &self,
+        centre: &[f32],
+        closest: Option<&DeviceVec<f64>>,
+    ) -> Result<DeviceVec<f64>> {
+        let ctx = self.ctx;
+        let centre = ctx.upload(centre)?;
+        let out = ctx.alloc::<f64>(self.n)?;
+        let (n64, d32) = (self.n as u64, self.d as u32);
+        let none = 0u64;
+        let mut l = ctx.launcher(&self.distances);
+        l.arg(&self.x).arg(&n64).arg(&d32).arg(&centre);
+        match closest {
+            Some(c) => l.arg(c),
+            None => l.arg(&none),
+        };
+        l.arg(&out);
+        ctx.launch(l, grid_for(self.n), "kmeans_distances")?;
+        Ok(out)
+    }
+
+    fn potential(&self, c: &DeviceVec<f64>) -> Result<f64> {
+        let ctx = self.ctx;
+        let chunks = self.n.div_ceil(ROWS);
+        let part = ctx.alloc::<f64>(chunks)?;
+        let n64 = self.n as u64;
+        let mut l = ctx.launcher(&self.totals);
+        l.arg(c).arg(&n64).arg(&part);
+        ctx.launch(l, grid_for(chunks), "kmeans_chunk_totals")?;
+        // The host's chunked sum: each chunk's total added to 0, then the chunks in order.
+        Ok(ctx.download(&part)?.iter().fold(0.0, |t, &s| t + (0.0 + s)))
+    }
+
+    fn on_host(&self, c: &DeviceVec<f64>) -> Result<Vec<f64>> {
+        self.ctx.download(c)
     }
 }

@@ -60,3 +60,30 @@ extern "C" __global__ void kmeans_chunk_sums(const float* x, u64 n, u32 d, u32 k
         for (u64 e = threadIdx.x; e < len; e += blockDim.x) out[e] = acc[e];
     }
 }
+
+// k-means++'s pass for one centre (mod.rs's HostDistances::distances): out[i] = row i's squared
+// distance to centre in f64 (dist2: the columns in order), or the lesser of it and closest[i]
+// when closest is given.
+extern "C" __global__ void kmeans_distances(const float* x, u64 n, u32 d, const float* centre,
+                                            const double* closest, double* out) {
+    u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    const float* z = x + i * d;
+    double s = 0.0;
+    for (u32 j = 0; j < d; ++j) {
+        double t = __dsub_rn((double)z[j], (double)centre[j]);
+        s = __dadd_rn(s, __dmul_rn(t, t));
+    }
+    out[i] = closest ? fmin(closest[i], s) : s;
+}
+
+// part[c] = the sum of v over chunk c of KMEANS_ROWS rows, in order (HostDistances::potential).
+extern "C" __global__ void kmeans_chunk_totals(const double* v, u64 n, double* part) {
+    u64 c = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    u64 start = c * KMEANS_ROWS;
+    if (start >= n) return;
+    u64 end = start + KMEANS_ROWS < n ? start + KMEANS_ROWS : n;
+    double s = -0.0;
+    for (u64 i = start; i < end; ++i) s = __dadd_rn(s, v[i]);
+    part[c] = s;
+}

@@ -59,22 +59,47 @@ pub struct KMeansResult {
 
 /// k-means of the rows of `x` (`n x d`, row-major).
 pub fn kmeans(x: &[f32], n: usize, d: usize, p: &KMeansParams) -> Result<KMeansResult> {
-    best_of_runs(x, n, d, p, |centers, tol| {
+    check(x, n, d, p)?;
+    let k = p.n_clusters;
+    let seed = |s| Ok(seed_plus_plus(x, n, d, k, s));
+    best_of_runs(x, n, d, p, seed, |centers, tol| {
         let n_iter = lloyd(x, n, d, p.n_clusters, centers, p.max_iter, tol);
         Ok((n_iter, assign(x, n, d, p.n_clusters, centers)))
     })
 }
 
-/// The checks, then `n_init` runs from their k-means++ seeds: `run(centers, tol)` moves the
-/// seeds by Lloyd's iterations and returns the iterations and the final assignment (the host's
-/// [`lloyd`] and [`assign`], or the GPU twin's); the run of least inertia is kept.
+/// `n_init` runs (the input [`check`]ed), each from `seed(random state)`'s k-means++ seeds
+/// ([`seed_plus_plus`] or the GPU twin's): `run(centers, tol)` moves the seeds by Lloyd's
+/// iterations and returns the iterations and the final assignment (the host's [`lloyd`] and
+/// [`assign`], or the GPU twin's); the run of least inertia is kept.
 pub(crate) fn best_of_runs(
     x: &[f32],
     n: usize,
     d: usize,
     p: &KMeansParams,
+    mut seed: impl FnMut(u64) -> Result<Vec<f32>>,
     mut run: impl FnMut(&mut Vec<f32>, f64) -> Result<(usize, Vec<u32>)>,
 ) -> Result<KMeansResult> {
+    let tol = p.tol * mean_column_variance(x, n, d);
+    let mut best: Option<KMeansResult> = None;
+    for r in 0..p.n_init {
+        let mut centers = seed(mix64(p.random_state ^ mix64(r as u64)))?;
+        let (n_iter, labels) = run(&mut centers, tol)?;
+        let inertia = inertia(x, d, &labels, &centers);
+        if best.as_ref().is_none_or(|b| inertia < b.inertia) {
+            best = Some(KMeansResult {
+                labels,
+                centers,
+                inertia,
+                n_iter,
+            });
+        }
+    }
+    Ok(best.expect("n_init >= 1"))
+}
+
+/// The refusals of bad input, before any work.
+pub(crate) fn check(x: &[f32], n: usize, d: usize, p: &KMeansParams) -> Result<()> {
     let k = p.n_clusters;
     if x.len() != n * d {
         return Err(KernelError::Shape(format!(
@@ -107,22 +132,7 @@ pub(crate) fn best_of_runs(
             value: x[i] as f64,
         });
     }
-    let tol = p.tol * mean_column_variance(x, n, d);
-    let mut best: Option<KMeansResult> = None;
-    for r in 0..p.n_init {
-        let mut centers = seed_plus_plus(x, n, d, k, mix64(p.random_state ^ mix64(r as u64)));
-        let (n_iter, labels) = run(&mut centers, tol)?;
-        let inertia = inertia(x, d, &labels, &centers);
-        if best.as_ref().is_none_or(|b| inertia < b.inertia) {
-            best = Some(KMeansResult {
-                labels,
-                centers,
-                inertia,
-                n_iter,
-            });
-        }
-    }
-    Ok(best.expect("n_init >= 1"))
+    Ok(())
 }
 
 /// The mean over the columns of their variance (scikit-learn's scale of `tol`).
@@ -164,29 +174,83 @@ pub fn inertia(x: &[f32], d: usize, labels: &[u32], centers: &[f32]) -> f64 {
 /// (the sum of every row's squared distance to its nearest seed) it leaves, of `2 + ln k`
 /// rows drawn with probability proportional to their squared distance to the nearest seed.
 pub fn seed_plus_plus(x: &[f32], n: usize, d: usize, k: usize, seed: u64) -> Vec<f32> {
+    seed_with(&HostDistances { x, d }, x, n, d, k, seed).expect("the host's passes cannot fail")
+}
+
+/// The passes over the rows k-means++ makes, where the rows are: the host's
+/// ([`HostDistances`]) or the GPU twin's, with the same bits.
+pub(crate) trait Distances {
+    /// Each row's squared distance to its nearest seed, where the passes keep it.
+    type Closest;
+    /// Each row's squared distance to `centre` ([`dist2`]), or the lesser of it and its entry
+    /// of `closest`.
+    fn distances(&self, centre: &[f32], closest: Option<&Self::Closest>) -> Result<Self::Closest>;
+    /// The sum of `c` over chunks of [`ROWS`] rows, each chunk's in order, the chunks' in order.
+    fn potential(&self, c: &Self::Closest) -> Result<f64>;
+    /// `c` on the host (the draws' weights).
+    fn on_host(&self, c: &Self::Closest) -> Result<Vec<f64>>;
+}
+
+/// [`Distances`] on the host's cores.
+struct HostDistances<'a> {
+    x: &'a [f32],
+    d: usize,
+}
+
+impl Distances for HostDistances<'_> {
+    type Closest = Vec<f64>;
+
+    fn distances(&self, centre: &[f32], closest: Option<&Vec<f64>>) -> Result<Vec<f64>> {
+        let d = self.d;
+        let row = |i: usize| &self.x[i * d..(i + 1) * d];
+        Ok(match closest {
+            None => (0..self.x.len() / d.max(1))
+                .into_par_iter()
+                .map(|i| dist2(row(i), centre))
+                .collect(),
+            Some(c) => c
+                .par_iter()
+                .enumerate()
+                .map(|(i, &old)| old.min(dist2(row(i), centre)))
+                .collect(),
+        })
+    }
+
+    fn potential(&self, c: &Vec<f64>) -> Result<f64> {
+        Ok(chunked_sum(c.len(), ROWS, 1, |rows, acc| {
+            acc[0] += rows.map(|i| c[i]).sum::<f64>()
+        })[0])
+    }
+
+    fn on_host(&self, c: &Vec<f64>) -> Result<Vec<f64>> {
+        Ok(c.clone())
+    }
+}
+
+/// [`seed_plus_plus`] with its passes over the rows made by `passes`.
+pub(crate) fn seed_with<D: Distances>(
+    passes: &D,
+    x: &[f32],
+    n: usize,
+    d: usize,
+    k: usize,
+    seed: u64,
+) -> Result<Vec<f32>> {
     let row = |i: usize| &x[i * d..(i + 1) * d];
     let mut draws = SplitMix64::new(seed);
     let trials = 2 + (k as f64).ln() as usize;
     let mut centers = Vec::with_capacity(k * d);
     centers.extend_from_slice(row(draws.below(n)));
-    let mut closest: Vec<f64> = (0..n)
-        .into_par_iter()
-        .map(|i| dist2(row(i), &centers))
-        .collect();
+    let mut closest = passes.distances(&centers, None)?;
     for _ in 1..k {
-        let candidates = draw_by_weight(&closest, trials, &mut draws);
+        let weights = passes.on_host(&closest)?;
+        let candidates = draw_by_weight(&weights, trials, &mut draws);
         // Each candidate's closest distances and potential; the lowest potential wins (the
         // first on ties).
-        let mut best: Option<(f64, usize, Vec<f64>)> = None;
+        let mut best: Option<(f64, usize, D::Closest)> = None;
         for c in candidates {
-            let with: Vec<f64> = closest
-                .par_iter()
-                .enumerate()
-                .map(|(i, &old)| old.min(dist2(row(i), row(c))))
-                .collect();
-            let potential = chunked_sum(n, ROWS, 1, |rows, acc| {
-                acc[0] += rows.map(|i| with[i]).sum::<f64>()
-            })[0];
+            let with = passes.distances(row(c), Some(&closest))?;
+            let potential = passes.potential(&with)?;
             if best.as_ref().is_none_or(|b| potential < b.0) {
                 best = Some((potential, c, with));
             }
@@ -195,7 +259,7 @@ pub fn seed_plus_plus(x: &[f32], n: usize, d: usize, k: usize, seed: u64) -> Vec
         centers.extend_from_slice(row(c));
         closest = with;
     }
-    centers
+    Ok(centers)
 }
 
 /// `count` rows drawn with probability proportional to `weights` (uniform when they are all 0:
