@@ -11,6 +11,7 @@ use super::{
 use crate::error::{KernelError, Result};
 use crate::gpu::dense_reduce::{chunked_sums_into, PARTIAL_BYTES};
 use crate::gpu::module_cache::KernelSource;
+use crate::gpu::trace::PhaseTrace;
 use crate::gpu::{grid_for, DeviceVec, GpuContext};
 use rmm_cuda::cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 
@@ -36,19 +37,25 @@ pub fn kmeans_gpu(
     d: usize,
     p: &KMeansParams,
 ) -> Result<KMeansResult> {
+    let mut trace = PhaseTrace::on_host("kmeans");
     check(x, n, d, p)?;
     if u32::try_from(d).is_err() {
         return super::kmeans(x, n, d, p);
     }
+    trace.mark("checks (host)")?;
     ctx.bind_to_thread()?;
+    let mut trace = PhaseTrace::new(ctx, "kmeans");
     let rows = DeviceRows::new(ctx, x, n, d, p.n_clusters)?;
+    trace.mark("upload")?;
     let k = p.n_clusters;
     let seed = |s| seed_with(&rows, x, n, d, k, s);
-    best_of_runs(x, n, d, p, seed, |centers, tol| {
+    let result = best_of_runs(x, n, d, p, seed, |centers, tol| {
         let n_iter = rows.lloyd(centers, p.max_iter, tol)?;
         let labels = rows.assign(centers)?;
         Ok((n_iter, ctx.download(&labels)?))
-    })
+    })?;
+    trace.mark("runs (seeds, Lloyd, inertia)")?;
+    Ok(result)
 }
 
 /// The rows on the device, with what each pass launches.

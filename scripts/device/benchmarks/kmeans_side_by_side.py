@@ -5,7 +5,7 @@ X_pca (centres drawn with standard deviation 1.5, unit noise), made from a fixed
 process. One library (and device) per process: `scpipe-gpu`, `scpipe-cpu` (settings.device),
 or `sklearn` (scikit-learn's KMeans with the same settings, random_state 0, on every core;
 rapids-singlecell's own needs cuML). Prints each call's seconds (CALLS, default 2: the first and
-a warm one), the inertia and the iterations.
+a warm one), the inertia and the iterations; PROFILE=1 adds a call under cProfile.
     python3 scripts/device/benchmarks/kmeans_side_by_side.py {scpipe-gpu|scpipe-cpu|sklearn} N"""
 import os, sys, time, warnings
 import numpy as np
@@ -42,3 +42,8 @@ for _ in range(int(os.environ.get("CALLS", "2"))):
     times.append(time.perf_counter() - t)
 print(f"{lib} {n} cells: " + " / ".join(f"{t:.3f}" for t in times) + f" s, inertia {inertia:.6e}, "
       f"{n_iter} iterations", flush=True)
+if os.environ.get("PROFILE"):  # one more call under cProfile: where the Python side's time goes
+    import cProfile, pstats
+
+    cProfile.run("call()", "/tmp/kmeans.prof")
+    pstats.Stats("/tmp/kmeans.prof").sort_stats("cumulative").print_stats(14)
