@@ -46,6 +46,7 @@ pub fn all_modules() -> Vec<module_cache::KernelSource> {
         crate::scrublet::KERNELS[1],
         crate::gpu::matrix::SRC,
         crate::gpu::dense_reduce::SRC,
+        crate::gpu::bounds::SRC,
     ]
 }
 

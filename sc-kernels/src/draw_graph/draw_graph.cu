@@ -18,32 +18,6 @@ __device__ __forceinline__ double sub(double a, double b) { return __dsub_rn(a, 
 __device__ __forceinline__ double mul(double a, double b) { return __dmul_rn(a, b); }
 __device__ __forceinline__ double norm2(double x, double y) { return add(mul(x, x), mul(y, y)); }
 
-// box = [lo_x, lo_y, hi_x, hi_y] of the n points (one block of 1024 threads).
-extern "C" __global__ void fa2_bounds(const double* pos, u64 n, double* box) {
-    __shared__ double s[4][1024];
-    const double inf = __longlong_as_double((long long)0x7ff0000000000000ull);
-    double b[4] = {inf, inf, -inf, -inf};
-    for (u64 i = threadIdx.x; i < n; i += blockDim.x) {
-        double x = pos[2 * i], y = pos[2 * i + 1];
-        b[0] = fmin(b[0], x);
-        b[1] = fmin(b[1], y);
-        b[2] = fmax(b[2], x);
-        b[3] = fmax(b[3], y);
-    }
-    for (int k = 0; k < 4; ++k) s[k][threadIdx.x] = b[k];
-    __syncthreads();
-    for (u32 h = blockDim.x / 2; h > 0; h >>= 1) {
-        if (threadIdx.x < h) {
-            s[0][threadIdx.x] = fmin(s[0][threadIdx.x], s[0][threadIdx.x + h]);
-            s[1][threadIdx.x] = fmin(s[1][threadIdx.x], s[1][threadIdx.x + h]);
-            s[2][threadIdx.x] = fmax(s[2][threadIdx.x], s[2][threadIdx.x + h]);
-            s[3][threadIdx.x] = fmax(s[3][threadIdx.x], s[3][threadIdx.x + h]);
-        }
-        __syncthreads();
-    }
-    if (threadIdx.x < 4) box[threadIdx.x] = s[threadIdx.x][0];
-}
-
 // The even bits of the result are v's 32 low bits (tree.rs's spread).
 __device__ __forceinline__ u64 spread(u64 v) {
     u64 x = v & 0xffffffffull;
@@ -54,17 +28,17 @@ __device__ __forceinline__ u64 spread(u64 v) {
     return (x | (x << 1)) & 0x5555555555555555ull;
 }
 
-// keys[i] = the Morton code of node i's grid cell above i (tree.rs's key and grid_scale).
-extern "C" __global__ void fa2_keys(const double* pos, u64 n, const double* box, u32 axis_bits,
-                                    u32 index_bits, u64* keys) {
+// keys[i] = the Morton code of node i's grid cell above i (tree.rs's key): the grid from
+// (lo_x, lo_y) at scale cells a unit (tree.rs's grid_scale).
+extern "C" __global__ void fa2_keys(const double* pos, u64 n, double lo_x, double lo_y,
+                                    double scale, u32 axis_bits, u32 index_bits, u64* keys) {
     u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
-    double side = fmax(sub(box[2], box[0]), sub(box[3], box[1]));
     u64 top = (1ull << axis_bits) - 1;
-    double scale = side > 0.0 ? (double)top / side : 0.0;
+    double lo[2] = {lo_x, lo_y};
     u64 q[2];
     for (int d = 0; d < 2; ++d) {
-        double v = mul(sub(pos[2 * i + d], box[d]), scale);
+        double v = mul(sub(pos[2 * i + d], lo[d]), scale);
         u64 c = (u64)v;
         q[d] = c < top ? c : top;
     }

@@ -1,21 +1,22 @@
 //! The GPU twin of [`super::force_atlas2`]: the same checks, masses and speed rule (on the host,
 //! from two totals an iteration), and the tree, forces, totals and moves on the device
 //! (`draw_graph.cu`) with the host's arithmetic: the host's layout, bit for bit. An iteration
-//! builds the tree from scratch (the box, the keys, their radix sort over the code's bits, the
-//! radix tree and its summaries bottom-up), walks it from every node, and waits once, for the
-//! totals.
+//! builds the tree from scratch (the box, waited for, then the keys, their radix sort over the
+//! code's bits, the radix tree and its summaries bottom-up), walks it from every node, and
+//! waits again for the speed's totals.
 
-use super::tree::{axis_bits, index_bits};
+use super::tree::{axis_bits, grid_scale, index_bits};
 use super::{force_atlas2, prepare, Fa2Params, Speed};
 use crate::csr::CsrMatrix;
 use crate::eigsh::ROWS;
 use crate::error::Result;
+use crate::gpu::bounds::Box2d;
 use crate::gpu::dense_reduce::{chunked_sums_into, PARTIAL_BYTES};
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::radix_sort::sort_keys;
 use crate::gpu::trace::PhaseTrace;
 use crate::gpu::{grid_for, GpuContext};
-use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
+use rmm_cuda::cudarc::driver::PushKernelArg;
 
 pub(crate) const SRC: KernelSource = KernelSource {
     name: "draw_graph",
@@ -59,7 +60,7 @@ pub fn force_atlas2_gpu(
     let mut pos = ctx.upload(start)?;
     let (mut force, mut old) = (ctx.zeros::<f64>(2 * n)?, ctx.zeros::<f64>(2 * n)?);
     let mut keys = ctx.alloc::<u64>(n)?;
-    let mut bounds = ctx.alloc::<f64>(4)?;
+    let mut bounds = Box2d::new(ctx, n)?;
     let mut order = ctx.alloc::<u32>(n)?;
     let mut spos = ctx.alloc::<f64>(2 * n)?;
     let mut smass = ctx.alloc::<f64>(n)?;
@@ -71,8 +72,7 @@ pub fn force_atlas2_gpu(
     trace.mark("upload")?;
 
     let f = |name| ctx.function(SRC, name);
-    let (k_bounds, k_keys, k_gather, k_build, k_summarize, k_forces, k_parts, k_move) = (
-        f("fa2_bounds")?,
+    let (k_keys, k_gather, k_build, k_summarize, k_forces, k_parts, k_move) = (
         f("fa2_keys")?,
         f("fa2_gather")?,
         f("fa2_build")?,
@@ -84,19 +84,14 @@ pub fn force_atlas2_gpu(
     let (ab, ib) = (axis_bits(n), index_bits(n));
     let (n64, mask) = (n as u64, (1u64 << ib) - 1);
     let theta2 = params.theta * params.theta;
-    let one_block = LaunchConfig {
-        grid_dim: (1, 1, 1),
-        block_dim: (1024, 1, 1),
-        shared_mem_bytes: 0,
-    };
     let mut speed = Speed::default();
     for _ in 0..params.iterations {
         std::mem::swap(&mut force, &mut old);
-        let mut l = ctx.launcher(&k_bounds);
-        l.arg(&pos).arg(&n64).arg(&mut bounds);
-        ctx.launch(l, one_block, "fa2_bounds")?;
+        let b = bounds.of(ctx, &pos)?;
+        let scale = grid_scale(&b, ab);
         let mut l = ctx.launcher(&k_keys);
-        l.arg(&pos).arg(&n64).arg(&bounds).arg(&ab).arg(&ib);
+        l.arg(&pos).arg(&n64).arg(&b[0]).arg(&b[1]).arg(&scale);
+        l.arg(&ab).arg(&ib);
         l.arg(&mut keys);
         ctx.launch(l, grid_for(n), "fa2_keys")?;
         keys = sort_keys(ctx, keys, ib, ib + 2 * ab)?;

@@ -19,6 +19,7 @@
 //!
 //! Every device allocation of a step comes from the context's resource, on its stream.
 
+pub mod bounds;
 pub mod built_in;
 pub mod compact;
 mod context;

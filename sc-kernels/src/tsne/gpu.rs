@@ -10,6 +10,7 @@ use super::{affinities, check, neighbours_for, pca_start, stages, TsneParams};
 use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
 use crate::error::Result;
+use crate::gpu::bounds::Box2d;
 use crate::gpu::fft::Fft2d;
 use crate::gpu::grid_for;
 use crate::gpu::module_cache::KernelSource;
@@ -224,10 +225,9 @@ fn descend(
     // A fixed grid, so every sum has the same order every run.
     let cfg = ctx.filling_grid(n);
     let blocks = cfg.grid_dim.0 as usize;
-    let mut bound_parts = ctx.alloc::<f64>(4 * blocks)?;
+    let mut bounds = Box2d::new(ctx, n)?;
     let mut zparts = ctx.alloc::<f64>(blocks)?;
     let mut zsum = ctx.alloc::<f64>(1)?;
-    let f_bounds = ctx.function(SRC, "tsne_bounds")?;
     let f_spread = ctx.function(SRC, "tsne_spread")?;
     let f_fill = ctx.function(SRC, "tsne_fill")?;
     let f_multiply = ctx.function(SRC, "tsne_multiply")?;
@@ -240,24 +240,8 @@ fn descend(
         let mut gains = ctx.upload(&vec![1.0f64; 2 * n])?;
         for _ in 0..iterations {
             // Where the cells are: the grid of this iteration.
-            let mut l = ctx.launcher(&f_bounds);
-            l.arg(&y_cur).arg(&n64).arg(&mut bound_parts);
-            ctx.launch(l, cfg, "tsne_bounds")?;
-            let parts = ctx.download(&bound_parts)?;
-            let mut b = [
-                f64::INFINITY,
-                f64::NEG_INFINITY,
-                f64::INFINITY,
-                f64::NEG_INFINITY,
-            ];
-            for q in parts.chunks(4) {
-                b = [
-                    b[0].min(q[0]),
-                    b[1].max(q[1]),
-                    b[2].min(q[2]),
-                    b[3].max(q[3]),
-                ];
-            }
+            let [lo_x, lo_y, hi_x, hi_y] = bounds.of(ctx, &y_cur)?;
+            let b = [lo_x, hi_x, lo_y, hi_y];
             let g = Grid::for_bounds(b);
             if grid.as_ref().is_none_or(|gb| gb.nb != g.nb) {
                 drop(grid.take()); // the old grid's memory back before the new one's

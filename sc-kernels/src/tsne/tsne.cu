@@ -44,33 +44,6 @@ __device__ __forceinline__ TsnePlace tsne_place(const double* __restrict__ y, u6
     return p;
 }
 
-// min x, max x, min y, max y of the block's cells into part[4 blockIdx.x ...].
-extern "C" __global__ void tsne_bounds(const double* __restrict__ y, u64 n,
-                                       double* __restrict__ part) {
-    __shared__ double s[4][256];
-    double b[4] = {1e308, -1e308, 1e308, -1e308};
-    for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < n;
-         i += (u64)gridDim.x * blockDim.x) {
-        double x0 = y[2 * i], x1 = y[2 * i + 1];
-        b[0] = fmin(b[0], x0);
-        b[1] = fmax(b[1], x0);
-        b[2] = fmin(b[2], x1);
-        b[3] = fmax(b[3], x1);
-    }
-    for (int c = 0; c < 4; c++) s[c][threadIdx.x] = b[c];
-    __syncthreads();
-    for (int o = blockDim.x / 2; o > 0; o >>= 1) {
-        if (threadIdx.x < o) {
-            s[0][threadIdx.x] = fmin(s[0][threadIdx.x], s[0][threadIdx.x + o]);
-            s[1][threadIdx.x] = fmax(s[1][threadIdx.x], s[1][threadIdx.x + o]);
-            s[2][threadIdx.x] = fmin(s[2][threadIdx.x], s[2][threadIdx.x + o]);
-            s[3][threadIdx.x] = fmax(s[3][threadIdx.x], s[3][threadIdx.x + o]);
-        }
-        __syncthreads();
-    }
-    if (threadIdx.x < 4) part[4 * blockIdx.x + threadIdx.x] = s[threadIdx.x][0];
-}
-
 // The charges of each cell onto its box's 9 nodes, 4 channels of M x M fixed-point sums
 // (value * scale c, a power of 2, rounded): integer additions, so the atomics' order does not
 // matter.
