@@ -1,7 +1,6 @@
-//! The Barnes-Hut quadtree of a 2-D embedding: each cell's centre of mass and mass, so that the
-//! push of a far cell on a point is computed once for all its points. t-SNE's repulsion (van
-//! der Maaten 2014; every point weighs 1) and ForceAtlas2's (`draw_graph`; a point weighs 1 +
-//! its degree) walk it.
+//! The Barnes-Hut quadtree of a 2-D embedding: each cell's centre of mass and mass (its count
+//! of points), so that the push of a far cell on a point is computed once for all its points.
+//! t-SNE's repulsion on the host (van der Maaten 2014) walks it.
 //!
 //! Built by splitting the points' index list into quadrants, recursively; a cell of one point,
 //! of identical points, or at the depth limit is a leaf and its points are visited one by one.
@@ -26,20 +25,12 @@ struct Cell {
 pub struct QuadTree {
     cells: Vec<Cell>,
     order: Vec<u32>,
-    /// Each point's mass; empty: all 1.
-    masses: Vec<f64>,
 }
 
 impl QuadTree {
     /// The tree of points that weigh 1 each.
     pub fn build(points: &[f64]) -> QuadTree {
-        Self::build_weighted(points, Vec::new())
-    }
-
-    /// The tree of points of the given `masses` (one per point; empty: 1 each).
-    pub fn build_weighted(points: &[f64], masses: Vec<f64>) -> QuadTree {
         let n = points.len() / 2;
-        debug_assert!(masses.is_empty() || masses.len() == n);
         let mut order: Vec<u32> = (0..n as u32).collect();
         let (mut lo, mut hi) = ([f64::INFINITY; 2], [f64::NEG_INFINITY; 2]);
         for p in points.chunks_exact(2) {
@@ -52,7 +43,6 @@ impl QuadTree {
         let mut tree = QuadTree {
             cells: Vec::with_capacity(2 * n + 1),
             order: Vec::new(),
-            masses,
         };
         if n > 0 {
             let mut scratch = vec![0u32; n];
@@ -79,10 +69,10 @@ impl QuadTree {
         let at = |i: u32| [points[2 * i as usize], points[2 * i as usize + 1]];
         let (mut com, mut mass) = ([0.0; 2], 0.0);
         for &i in &order[start..end] {
-            let (p, m) = (at(i), self.mass(i as usize));
-            com[0] += m * p[0];
-            com[1] += m * p[1];
-            mass += m;
+            let p = at(i);
+            com[0] += p[0];
+            com[1] += p[1];
+            mass += 1.0;
         }
         com = [com[0] / mass, com[1] / mass];
         let first = at(order[start]);
@@ -136,11 +126,6 @@ impl QuadTree {
         id
     }
 
-    /// Point `i`'s mass.
-    pub fn mass(&self, i: usize) -> f64 {
-        self.masses.get(i).copied().unwrap_or(1.0)
-    }
-
     /// Walks the tree as seen from point `i`: `visit(y, mass)` for each cell taken whole, at
     /// its centre of mass (those with `width^2 < theta2 d^2`, `d` the distance from `i` to it),
     /// and for each other point of the leaves reached. `stack`: the caller's scratch (one per
@@ -162,7 +147,7 @@ impl QuadTree {
                 for &j in &self.order[s as usize..e as usize] {
                     let j = j as usize;
                     if j != i {
-                        visit([points[2 * j], points[2 * j + 1]], self.mass(j));
+                        visit([points[2 * j], points[2 * j + 1]], 1.0);
                     }
                 }
                 continue;
@@ -201,8 +186,7 @@ mod tests {
     fn theta_zero_visits_every_other_point_and_a_small_theta_is_close() {
         let mut g = SplitMix64::new(1);
         let points: Vec<f64> = (0..1000).map(|_| g.normal() * 5.0).collect();
-        let masses: Vec<f64> = (0..500).map(|i| 1.0 + (i % 7) as f64).collect();
-        let tree = QuadTree::build_weighted(&points, masses.clone());
+        let tree = QuadTree::build(&points);
         for i in [0, 17, 499] {
             let mut f = [0.0; 2];
             for j in (0..500).filter(|&j| j != i) {
@@ -211,8 +195,8 @@ mod tests {
                     points[2 * i + 1] - points[2 * j + 1],
                 ];
                 let d2 = d[0] * d[0] + d[1] * d[1];
-                f[0] += masses[j] * d[0] / d2;
-                f[1] += masses[j] * d[1] / d2;
+                f[0] += d[0] / d2;
+                f[1] += d[1] / d2;
             }
             let scale = f[0].abs() + f[1].abs();
             let exact = push(&tree, &points, i, 0.0);
@@ -225,14 +209,12 @@ mod tests {
 
     #[test]
     fn a_cell_weighs_its_points_and_sits_at_their_centre_of_mass() {
-        // Two points far from the third: taken whole, at their weighted centre.
+        // Two points far from the third: taken whole, at their centre, weighing 2.
         let points = [0.0, 0.0, 1.0, 0.0, 100.0, 0.0];
-        let tree = QuadTree::build_weighted(&points, vec![1.0, 3.0, 2.0]);
+        let tree = QuadTree::build(&points);
         let mut seen = Vec::new();
         tree.walk(&points, 2, 0.25, &mut Vec::new(), |y, m| seen.push((y, m)));
-        assert_eq!(seen, vec![([0.75, 0.0], 4.0)]);
-        assert_eq!(tree.mass(1), 3.0);
-        assert_eq!(QuadTree::build(&points).mass(1), 1.0);
+        assert_eq!(seen, vec![([0.5, 0.0], 2.0)]);
     }
 
     #[test]

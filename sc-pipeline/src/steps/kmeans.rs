@@ -6,7 +6,7 @@
 //! GPU when it has one (`kmeans_gpu`: the host's result bit for bit), else on the host.
 
 use super::step::{no_budget_check, no_input_check, Phase, Sizes, Step, StepBytes, StepEnv};
-use super::{first_columns, kernel_error, representation};
+use super::{first_columns, kernel_error, obsm_f32, representation};
 use crate::anndata::Value;
 use crate::steps::PipelineConfig;
 use crate::{AnnData, Result};
@@ -59,23 +59,34 @@ pub fn kmeans(
     gpu: Option<&GpuContext>,
 ) -> Result<KMeansResult> {
     const STEP: &str = "kmeans";
-    let (rep, _) = representation(adata, use_rep, STEP)?;
-    let d = n_pcs.unwrap_or(rep.n_cols);
-    if d == 0 || d > rep.n_cols {
-        return Err(crate::Error::InvalidParameter {
-            step: STEP,
-            problem: format!(
-                "n_pcs: {d}, but the representation has {} columns",
-                rep.n_cols
-            ),
-        });
-    }
-    let x = first_columns(rep, d).map_err(kernel_error(STEP))?;
-    let r = match gpu {
-        Some(ctx) => kmeans_gpu(ctx, &x.data, x.n_rows, d, params),
-        None => cluster(&x.data, x.n_rows, d, params),
-    }
-    .map_err(kernel_error(STEP))?;
+    let run = |x: &[f32], n: usize, d: usize| {
+        match gpu {
+            Some(ctx) => kmeans_gpu(ctx, x, n, d, params),
+            None => cluster(x, n, d, params),
+        }
+        .map_err(kernel_error(STEP))
+    };
+    // obsm's f32 matrix read whole in place; else the representation made (and cut to n_pcs).
+    let whole = obsm_f32(adata, use_rep.unwrap_or("X_pca"))
+        .filter(|&(_, _, cols)| n_pcs.is_none_or(|d| d == cols));
+    let r = match whole {
+        Some((x, n, d)) => run(x, n, d)?,
+        None => {
+            let (rep, _) = representation(adata, use_rep, STEP)?;
+            let d = n_pcs.unwrap_or(rep.n_cols);
+            if d == 0 || d > rep.n_cols {
+                return Err(crate::Error::InvalidParameter {
+                    step: STEP,
+                    problem: format!(
+                        "n_pcs: {d}, but the representation has {} columns",
+                        rep.n_cols
+                    ),
+                });
+            }
+            let x = first_columns(rep, d).map_err(kernel_error(STEP))?;
+            run(&x.data, x.n_rows, d)?
+        }
+    };
     // The clusters that kept rows, numbered in order.
     let mut number = vec![u32::MAX; params.n_clusters];
     r.labels.iter().for_each(|&l| number[l as usize] = 0);

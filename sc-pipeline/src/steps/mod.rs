@@ -198,6 +198,18 @@ pub(crate) fn first_columns(m: DenseMatrix<f32>, k: usize) -> sc_kernels::Result
     m.select_cols(&(0..m.n_cols).map(|c| c < k).collect::<Vec<_>>())
 }
 
+/// `obsm[key]` borrowed, `(values, rows, columns)`, when it is a 2-D f32 array: a step that
+/// reads it whole needs no copy of it (a million cells' 50 PCs are 200 MB).
+pub(crate) fn obsm_f32<'a>(adata: &'a AnnData, key: &str) -> Option<(&'a [f32], usize, usize)> {
+    match adata.obsm.get(key)? {
+        DenseArray {
+            shape,
+            data: ArrayData::F32(v),
+        } if shape.len() == 2 => Some((v.as_slice(), shape[0], shape[1])),
+        _ => None,
+    }
+}
+
 /// `obsm[key]` as an `f32` matrix (`f64` arrays rounded); `None` when there is no such key.
 pub(crate) fn obsm_matrix(adata: &AnnData, key: &str) -> crate::Result<Option<DenseMatrix<f32>>> {
     let Some(DenseArray { shape, data }) = adata.obsm.get(key) else {
