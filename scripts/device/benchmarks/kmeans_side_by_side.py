@@ -5,7 +5,8 @@ X_pca (centres drawn with standard deviation 1.5, unit noise), made from a fixed
 process. One library (and device) per process: `scpipe-gpu`, `scpipe-cpu` (settings.device),
 or `sklearn` (scikit-learn's KMeans with the same settings, random_state 0, on every core;
 rapids-singlecell's own needs cuML). Prints each call's seconds (CALLS, default 2: the first and
-a warm one), the inertia and the iterations; PROFILE=1 adds a call under cProfile.
+a warm one), the inertia and the iterations; PROFILE=1 adds a call under cProfile, PROGRESS=1
+prints scpipe's own split of each call.
     python3 scripts/device/benchmarks/kmeans_side_by_side.py {scpipe-gpu|scpipe-cpu|sklearn} N"""
 import os, sys, time, warnings
 import numpy as np
@@ -22,6 +23,7 @@ if lib.startswith("scpipe"):
     import scpipe
 
     scpipe.settings.device = lib.split("-")[1]
+    scpipe.settings.progress = bool(os.environ.get("PROGRESS"))  # each call's in / step / out seconds
     a = ad.AnnData(sp.csr_matrix((n, 1), dtype=np.float32))
     a.obsm["X_pca"] = x
 
