@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Session 48's fifth device call. Carry .whl and .rsc-bench. kmeans at 1,000,000 cells after
-# the step reads obsm in place and checks it on every core (e9ff648): scpipe GPU and host with
+# the step reads obsm in place and checks it on every core (0b00c38): scpipe GPU and host with
 # their phases (SCPIPE_TRACE_PHASES) and scpipe's split of each call (PROGRESS), and
 # scikit-learn beside them.
 set -uo pipefail
