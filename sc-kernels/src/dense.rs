@@ -108,14 +108,20 @@ impl<T: Copy + Default> DenseMatrix<T> {
 impl<T: Real> DenseMatrix<T> {
     /// Fails on the first NaN or infinite value (in row order), found on every core.
     pub fn check_finite(&self) -> Result<()> {
-        let d = self.n_cols.max(1);
-        match crate::first_match::par_position_first(&self.data, |v| !v.is_finite()) {
-            Some(p) => Err(KernelError::NonFinite {
-                row: p / d,
-                col: p % d,
-                value: self.data[p].to_f64(),
-            }),
-            None => Ok(()),
-        }
+        check_finite_rows(&self.data, self.n_cols)
+    }
+}
+
+/// [`DenseMatrix::check_finite`] of row-major `values` in rows of `n_cols`, for a step that
+/// holds them as a slice: the first NaN or infinite value named by row and column.
+pub fn check_finite_rows<T: Real>(values: &[T], n_cols: usize) -> Result<()> {
+    let d = n_cols.max(1);
+    match crate::first_match::par_position_first(values, |v| !v.is_finite()) {
+        Some(p) => Err(KernelError::NonFinite {
+            row: p / d,
+            col: p % d,
+            value: values[p].to_f64(),
+        }),
+        None => Ok(()),
     }
 }

@@ -42,13 +42,7 @@ fn by_group(
         )));
     }
     check_labels(groups, n_groups, "groupby")?;
-    if let Some(i) = xy.iter().position(|v| !v.is_finite()) {
-        return Err(KernelError::NonFinite {
-            row: i / 2,
-            col: i % 2,
-            value: xy[i],
-        });
-    }
+    crate::dense::check_finite_rows(xy, 2)?;
     let (order, starts) = group_members(groups, n_groups);
     let mut out = vec![0.0; n];
     for g in 0..n_groups {

@@ -243,13 +243,7 @@ impl Setup {
                 "harmony: {n} cells exceed the 2^31 - 1 this implementation indexes"
             )));
         }
-        if let Some(p) = crate::first_match::par_position_first(&z.data, |v| !v.is_finite()) {
-            return Err(KernelError::NonFinite {
-                row: p / d,
-                col: p % d,
-                value: z.data[p] as f64,
-            });
-        }
+        z.check_finite()?;
         if let Some((i, &c)) = batches
             .iter()
             .enumerate()

@@ -125,14 +125,7 @@ pub(crate) fn check(x: &[f32], n: usize, d: usize, p: &KMeansParams) -> Result<(
             format!("must be >= 0, got {}", p.tol),
         ));
     }
-    if let Some(i) = crate::first_match::par_position_first(x, |v| !v.is_finite()) {
-        return Err(KernelError::NonFinite {
-            row: i / d.max(1),
-            col: i % d.max(1),
-            value: x[i] as f64,
-        });
-    }
-    Ok(())
+    crate::dense::check_finite_rows(x, d)
 }
 
 /// The mean over the columns of their variance (scikit-learn's scale of `tol`).
