@@ -107,12 +107,12 @@ pub fn force_atlas2(graph: &CsrMatrix<f32>, start: &[f64], params: &Fa2Params) -
         std::mem::swap(&mut force, &mut old);
         forces(graph, &pos, &mass, params, &mut force);
         let totals = chunked_sum(n, ROWS, 2, |rows, acc| {
-            let terms = |i: usize| {
-                let at = |v: &[f64]| [v[2 * i], v[2 * i + 1]];
-                swing_and_traction(at(&old), at(&force), mass[i])
-            };
-            acc[0] += lane_sum(rows.clone().map(|i| terms(i)[0]));
-            acc[1] += lane_sum(rows.map(|i| terms(i)[1]));
+            let at = |v: &[f64], i: usize| [v[2 * i], v[2 * i + 1]];
+            let terms: Vec<[f64; 2]> = rows
+                .map(|i| swing_and_traction(at(&old, i), at(&force, i), mass[i]))
+                .collect();
+            acc[0] += lane_sum(terms.iter().map(|t| t[0]));
+            acc[1] += lane_sum(terms.iter().map(|t| t[1]));
         });
         let step = speed.adjust(totals[0], totals[1], n, params.jitter_tolerance);
         pos.par_chunks_mut(2)
