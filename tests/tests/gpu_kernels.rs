@@ -2738,3 +2738,97 @@ fn logreg_on_the_gpu_matches_the_host() {
     let bad: Vec<u32> = vec![0; 3_000];
     assert!(logreg_gpu(&ctx, &x, &bad, 2, &params).is_err());
 }
+
+/// ingest on the GPU: the projection on the reference's axes bit for bit (centred and not, a
+/// gene no cell expresses), the neighbour search among the reference as the host's (identical
+/// distances, neighbours up to ties), and the UMAP transform from the same neighbours bit for
+/// bit (2 and 3 coordinates, 30 and 100 epochs); refusals worded as the host's.
+#[test]
+fn ingest_on_the_gpu_equals_the_host() {
+    use sc_kernels::ingest::{
+        project_pca, project_pca_gpu, umap_transform, umap_transform_gpu, TransformParams, Values,
+    };
+    use sc_kernels::neighbors::exact::knn_query_gpu;
+    use sc_kernels::neighbors::knn_query;
+    let Some(d) = gpu_or_skip("gpu ingest") else {
+        return;
+    };
+    let ctx = context(&d);
+    // Projection: random counts over 300 genes onto 40 axes.
+    let x = counts(11, 7_000, 300, 0.08);
+    let axes = clustered_points(12, 300, 40);
+    let mean: Vec<f64> = (0..300).map(|j| (j % 17) as f64 * 0.03).collect();
+    for given in [Some(mean.as_slice()), None] {
+        let host = project_pca(Values::Sparse(&x), &axes, given).unwrap();
+        let gpu = project_pca_gpu(&ctx, &x, &axes, given).unwrap();
+        assert!(
+            same_bits(&gpu.data, &host.data),
+            "projection, centred {}",
+            given.is_some()
+        );
+    }
+    let wrong = clustered_points(12, 299, 40);
+    assert_eq!(
+        project_pca_gpu(&ctx, &x, &wrong, None)
+            .unwrap_err()
+            .to_string(),
+        project_pca(Values::Sparse(&x), &wrong, None)
+            .unwrap_err()
+            .to_string()
+    );
+    // The search: pbmc68k's cells split in two; clustered points, new among old.
+    let pcs = pbmc_pcs();
+    let split = |m: &sc_kernels::DenseMatrix<f32>, at: usize| {
+        let (a, b) = m.data.split_at(at * m.n_cols);
+        (
+            sc_kernels::DenseMatrix::new(at, m.n_cols, a.to_vec()).unwrap(),
+            sc_kernels::DenseMatrix::new(m.n_rows - at, m.n_cols, b.to_vec()).unwrap(),
+        )
+    };
+    for (name, all, at, k) in [
+        ("pbmc68k_reduced", pcs, 450, 15),
+        (
+            "clustered 40000",
+            clustered_points(13, 40_000, 30),
+            25_000,
+            10,
+        ),
+    ] {
+        let (reference, new) = split(&all, at);
+        let t = std::time::Instant::now();
+        let host = knn_query(&new, &reference, k).unwrap();
+        let th = t.elapsed();
+        let t = std::time::Instant::now();
+        let gpu = knn_query_gpu(&ctx, &new, &reference, k).unwrap();
+        eprintln!("{name} search: host {th:.2?}, GPU {:.2?}", t.elapsed());
+        same_neighbours_up_to_ties(name, &host, &gpu);
+        // The transform from the host's neighbours, on a layout of the reference.
+        for (dim, n_epochs) in [(2, None), (3, Some(100))] {
+            let layout = clustered_points(14, reference.n_rows, dim);
+            let params = TransformParams {
+                n_epochs,
+                ..TransformParams::new(1.577, 0.895, 42)
+            };
+            let t = std::time::Instant::now();
+            let want = umap_transform(&layout, &host, &params).unwrap();
+            let th = t.elapsed();
+            let t = std::time::Instant::now();
+            let got = umap_transform_gpu(&ctx, &layout, &host, &params).unwrap();
+            eprintln!(
+                "{name} transform ({dim}-d): host {th:.2?}, GPU {:.2?}",
+                t.elapsed()
+            );
+            assert!(
+                same_bits(&got.data, &want.data),
+                "{name}: {dim}-d transform"
+            );
+        }
+    }
+    let (reference, new) = split(&clustered_points(15, 100, 5), 60);
+    assert_eq!(
+        knn_query_gpu(&ctx, &new, &reference, 61)
+            .unwrap_err()
+            .to_string(),
+        knn_query(&new, &reference, 61).unwrap_err().to_string()
+    );
+}

@@ -578,7 +578,7 @@ fn run(
         Call::KMeans { params, key } => {
             steps::kmeans(adata, Some("rep"), None, params, key, ctx.as_deref())?;
         }
-        Call::Ingest(reference) => steps::ingest(adata, reference)?,
+        Call::Ingest(reference) => steps::ingest(adata, reference, ctx.as_deref())?,
         Call::Bbknn {
             groups,
             n_groups,

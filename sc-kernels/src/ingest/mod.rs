@@ -13,8 +13,11 @@
 //!   cells at a quarter of the learning rate. The new cells do not move each other, so each
 //!   one's epochs run on their own (in parallel); the negative samples are our own draws.
 
+mod gpu;
 #[cfg(test)]
 mod tests;
+
+pub use gpu::{project_pca_gpu, umap_transform_gpu, KERNELS};
 
 use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
@@ -50,25 +53,8 @@ pub fn project_pca(
     mean: Option<&[f64]>,
 ) -> Result<DenseMatrix<f32>> {
     let (n, g) = x.shape();
-    if basis.n_rows != g {
-        return Err(KernelError::Shape(format!(
-            "the new cells have {g} genes, the reference's principal axes {}",
-            basis.n_rows
-        )));
-    }
-    if let Some(m) = mean.filter(|m| m.len() != g) {
-        return Err(KernelError::Shape(format!(
-            "{} reference means for the principal axes' {g} genes",
-            m.len()
-        )));
-    }
+    let shift = centring_shift(g, basis, mean)?;
     let k = basis.n_cols;
-    let zeros = vec![0.0; g];
-    let mean = mean.unwrap_or(&zeros);
-    // Centring subtracts the means' projection from every row (sparse rows stay sparse).
-    let shift: Vec<f64> = (0..k)
-        .map(|c| (0..g).map(|j| mean[j] * basis.data[j * k + c] as f64).sum())
-        .collect();
     let mut out = DenseMatrix::zeros(n, k);
     out.data
         .par_chunks_mut(k.max(1))
@@ -99,6 +85,31 @@ pub fn project_pca(
             }
         });
     Ok(out)
+}
+
+/// What centring by `mean` subtracts from every projected row (sparse rows stay sparse): the
+/// means' projection on each axis (zeros without means), after checking that the values'
+/// `g` genes, `basis`' rows and the means agree.
+fn centring_shift(g: usize, basis: &DenseMatrix<f32>, mean: Option<&[f64]>) -> Result<Vec<f64>> {
+    if basis.n_rows != g {
+        return Err(KernelError::Shape(format!(
+            "the new cells have {g} genes, the reference's principal axes {}",
+            basis.n_rows
+        )));
+    }
+    if let Some(m) = mean.filter(|m| m.len() != g) {
+        return Err(KernelError::Shape(format!(
+            "{} reference means for the principal axes' {g} genes",
+            m.len()
+        )));
+    }
+    let k = basis.n_cols;
+    Ok(match mean {
+        Some(mean) => (0..k)
+            .map(|c| (0..g).map(|j| mean[j] * basis.data[j * k + c] as f64).sum())
+            .collect(),
+        None => vec![0.0; k],
+    })
 }
 
 /// Each new cell's label: the most common code among its neighbours' (`knn`'s rows of the
@@ -176,48 +187,12 @@ pub fn umap_transform(
     knn: &Knn,
     params: &TransformParams,
 ) -> Result<DenseMatrix<f32>> {
-    check_neighbours(knn, layout.n_rows)?;
-    if !(params.a > 0.0 && params.b > 0.0) {
-        return Err(KernelError::param(
-            "umap params",
-            format!(
-                "a and b must be positive, got {} and {}",
-                params.a, params.b
-            ),
-        ));
-    }
-    let (n, k, dim) = (knn.n_obs, knn.k, layout.n_cols);
-    let (indices, distances) = (&knn.indices, &knn.distances);
-    let (sigmas, rhos) = smooth_knn_dist(knn, 0.0, 1.0);
-    let weights: Vec<f32> = distances
-        .iter()
-        .enumerate()
-        .map(|(e, &d)| {
-            let (sigma, rho) = (sigmas[e / k], rhos[e / k]);
-            if d - rho <= 0.0 || sigma == 0.0 {
-                1.0
-            } else {
-                (-((d - rho) / sigma)).exp()
-            }
-        })
-        .collect();
-    let n_epochs = params
-        .n_epochs
-        .unwrap_or(if n <= 10_000 { 100 } else { 30 })
-        .max(1);
-    // umap-learn drops the edges below the heaviest's share of one epoch.
-    let max = weights.iter().copied().fold(0f32, f32::max);
-    let floor = max / n_epochs as f32;
-    let gradient = Gradient {
-        a: params.a as f32,
-        b: params.b as f32,
-        gamma: params.repulsion_strength as f32,
-        negative_samples: params.negative_sample_rate > 0,
-        seed: params.random_state,
-    };
-    let alpha0 = params.learning_rate / 4.0;
-    let rate = params.negative_sample_rate.max(1) as f64;
-    let mut out = DenseMatrix::zeros(n, dim);
+    let t = Transform::new(layout, knn, params)?;
+    let (k, dim) = (knn.k, layout.n_cols);
+    let (indices, weights) = (&knn.indices, &t.weights);
+    let (n_epochs, max, floor, gradient) = (t.n_epochs, t.max, t.floor, t.gradient);
+    let (alpha0, rate) = (t.alpha0, t.rate);
+    let mut out = DenseMatrix::zeros(knn.n_obs, dim);
     out.data
         .par_chunks_mut(dim.max(1))
         .enumerate()
@@ -277,6 +252,72 @@ pub fn umap_transform(
             }
         });
     Ok(out)
+}
+
+/// What the transform's epochs start from on either device: the neighbours' memberships, the
+/// epochs, the heaviest membership and the floor below which an edge is dropped, the gradient,
+/// the learning rate and the negative samples an edge.
+pub(crate) struct Transform {
+    pub weights: Vec<f32>,
+    pub n_epochs: usize,
+    pub max: f32,
+    pub floor: f32,
+    pub gradient: Gradient,
+    pub alpha0: f64,
+    pub rate: f64,
+}
+
+impl Transform {
+    fn new(layout: &DenseMatrix<f32>, knn: &Knn, params: &TransformParams) -> Result<Self> {
+        check_neighbours(knn, layout.n_rows)?;
+        if !(params.a > 0.0 && params.b > 0.0) {
+            return Err(KernelError::param(
+                "umap params",
+                format!(
+                    "a and b must be positive, got {} and {}",
+                    params.a, params.b
+                ),
+            ));
+        }
+        let (n, k) = (knn.n_obs, knn.k);
+        let (sigmas, rhos) = smooth_knn_dist(knn, 0.0, 1.0);
+        let weights: Vec<f32> = knn
+            .distances
+            .par_iter()
+            .enumerate()
+            .map(|(e, &d)| {
+                let (sigma, rho) = (sigmas[e / k], rhos[e / k]);
+                if d - rho <= 0.0 || sigma == 0.0 {
+                    1.0
+                } else {
+                    (-((d - rho) / sigma)).exp()
+                }
+            })
+            .collect();
+        let n_epochs = params
+            .n_epochs
+            .unwrap_or(if n <= 10_000 { 100 } else { 30 })
+            .max(1);
+        // umap-learn drops the edges below the heaviest's share of one epoch.
+        let max = weights.iter().copied().fold(0f32, f32::max);
+        let floor = max / n_epochs as f32;
+        let gradient = Gradient {
+            a: params.a as f32,
+            b: params.b as f32,
+            gamma: params.repulsion_strength as f32,
+            negative_samples: params.negative_sample_rate > 0,
+            seed: params.random_state,
+        };
+        Ok(Transform {
+            weights,
+            n_epochs,
+            max,
+            floor,
+            gradient,
+            alpha0: params.learning_rate / 4.0,
+            rate: params.negative_sample_rate.max(1) as f64,
+        })
+    }
 }
 
 /// Refuses a kNN whose arrays are not `n_obs x k` or that names a row beyond `n_reference`.

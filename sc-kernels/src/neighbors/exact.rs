@@ -9,7 +9,9 @@ use crate::gpu::{DeviceVec, GpuContext};
 use crate::neighbors::knn::{check_k, Knn, EXTRA};
 use crate::neighbors::pruned;
 use crate::neighbors::result::Scan;
-use crate::neighbors::scan::device::{f32_scan, refine, MAX_DIMS, MAX_K};
+use crate::neighbors::scan::device::{
+    f32_scan, refine, refine_among, scan_table, RefTable, MAX_DIMS, MAX_K,
+};
 use crate::neighbors::scan::host::{distance, exact_best, products_into, row_distance, Candidates};
 use crate::neighbors::scan::tensor;
 use crate::real::Real;
@@ -82,6 +84,31 @@ pub fn knn_query<T: Real>(
     reference: &DenseMatrix<T>,
     k: usize,
 ) -> Result<Knn> {
+    check_query(queries, reference, k)?;
+    let d = queries.n_cols;
+    let xq: Vec<f32> = queries.data.iter().map(|v| v.to_f64() as f32).collect();
+    let xr: Vec<f32> = reference.data.iter().map(|v| v.to_f64() as f32).collect();
+    let n = queries.n_rows;
+    let (indices, distances) = scan(&xq, n, d, &xr, None, k, |q, cand, oi, od| {
+        let qv = &xq[q * d..(q + 1) * d];
+        let row = |j: u32| &xr[j as usize * d..(j as usize + 1) * d];
+        nearest_first(cand.map(|j| (row_distance(qv, row(j)), j)), oi, od)
+    });
+    Ok(Knn {
+        n_obs: n,
+        k,
+        indices,
+        distances,
+    })
+}
+
+/// [`knn_query`]'s checks: the same dimensions, `1 ..= reference rows` neighbours, finite
+/// values.
+fn check_query<T: Real>(
+    queries: &DenseMatrix<T>,
+    reference: &DenseMatrix<T>,
+    k: usize,
+) -> Result<()> {
     let d = queries.n_cols;
     if reference.n_cols != d {
         return Err(KernelError::Shape(format!(
@@ -96,17 +123,59 @@ pub fn knn_query<T: Real>(
         ));
     }
     queries.check_finite()?;
-    reference.check_finite()?;
-    let xq: Vec<f32> = queries.data.iter().map(|v| v.to_f64() as f32).collect();
-    let xr: Vec<f32> = reference.data.iter().map(|v| v.to_f64() as f32).collect();
-    let n = queries.n_rows;
-    let (indices, distances) = scan(&xq, n, d, &xr, None, k, |q, cand, oi, od| {
-        let qv = &xq[q * d..(q + 1) * d];
-        let row = |j: u32| &xr[j as usize * d..(j as usize + 1) * d];
-        nearest_first(cand.map(|j| (row_distance(qv, row(j)), j)), oi, od)
-    });
+    reference.check_finite()
+}
+
+/// [`knn_query`] on `ctx`'s GPU: the f32 scan of the queries against the reference's table
+/// (`k + 8` candidates each), their distances then recomputed in f64 and ordered as the host
+/// orders them: the host's neighbours and distances wherever the candidates hold them (as
+/// bbknn's search). Beyond the GPU scan's limits (dimensions, neighbours) the host searches.
+pub fn knn_query_gpu(
+    ctx: &GpuContext,
+    queries: &DenseMatrix<f32>,
+    reference: &DenseMatrix<f32>,
+    k: usize,
+) -> Result<Knn> {
+    check_query(queries, reference, k)?;
+    let (nq, nr, d) = (queries.n_rows, reference.n_rows, queries.n_cols);
+    if d == 0 || d > MAX_DIMS || k + EXTRA > MAX_K || u32::try_from(nq + nr).is_err() {
+        return knn_query(queries, reference, k);
+    }
+    ctx.bind_to_thread()?;
+    // The queries then the reference in one matrix: the refine reads query `r` at row `r`
+    // and candidate `j` at row `j`, so the table names the reference's rows from `nq`.
+    let split = nq * d;
+    let (mut from_queries, mut from_reference) = (
+        crate::gpu::staging::fill_from(&queries.data),
+        crate::gpu::staging::fill_from(&reference.data),
+    );
+    let both = ctx.upload_with((nq + nr) * d, |first, dst| {
+        let head = split.saturating_sub(first).min(dst.len());
+        let (q, r) = dst.split_at_mut(head);
+        if !q.is_empty() {
+            from_queries(first, q)?;
+        }
+        if !r.is_empty() {
+            from_reference(first + head - split, r)?;
+        }
+        Ok(())
+    })?;
+    let table = RefTable::new(ctx, &ctx.upload(&reference.data)?, nr, d, 0)?;
+    let ids = ctx.upload(&(nq as u32..(nq + nr) as u32).collect::<Vec<_>>())?;
+    let kc = (k + EXTRA).min(nr);
+    let cand = ctx.alloc::<u32>(nq.max(1) * kc)?;
+    if nq > 0 {
+        scan_table(ctx, &table, Some(&ids), &both, kc, 0..nq, None, 1, &cand)?;
+    }
+    drop((table, ids));
+    let (idx, dist) = refine_among(ctx, &both, &cand, nq, d, kc, k)?;
+    let mut indices = ctx.download(&idx)?;
+    indices.truncate(nq * k);
+    indices.iter_mut().for_each(|j| *j -= nq as u32);
+    let mut distances = ctx.download(&dist)?;
+    distances.truncate(nq * k);
     Ok(Knn {
-        n_obs: n,
+        n_obs: nq,
         k,
         indices,
         distances,

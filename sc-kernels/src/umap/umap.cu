@@ -74,6 +74,21 @@ __device__ __forceinline__ void umap_load(float* to, const float* from, int dim)
     }
 }
 
+// Gradient::attraction: d2^(b-1) as d2^b / d2.
+__device__ __forceinline__ float umap_attraction(float d2, float a, float b) {
+    if (!(d2 > 0.0f)) return 0.0f;
+    float p = pow_f32(d2, b);
+    return __fdiv_rn(__fmul_rn(__fmul_rn(-2.0f * a, b), p),
+                     __fmul_rn(d2, __fadd_rn(__fmul_rn(a, p), 1.0f)));
+}
+
+// Gradient::repulsion.
+__device__ __forceinline__ float umap_repulsion(float r2, float a, float b, float gamma) {
+    if (!(r2 > 0.0f)) return 0.0f;
+    return __fdiv_rn(__fmul_rn(2.0f * gamma, b),
+                     __fmul_rn(__fadd_rn(0.001f, r2), __fadd_rn(__fmul_rn(a, pow_f32(r2, b)), 1.0f)));
+}
+
 // Cell j's epoch (DIM: the coordinates known at compile time, 0: `dim` of them).
 template <int DIM>
 __device__ __forceinline__ void umap_cell(
@@ -90,16 +105,8 @@ __device__ __forceinline__ void umap_cell(
         const double ns = next_sample[e];
         if (ns > e_now) continue;
         umap_load<DIM>(o, prev + (u64)indices[e] * dim, dim);
-        for (int pull = 0; pull < 2; ++pull) {
-            // Gradient::attraction: d2^(b-1) as d2^b / d2.
-            float d2 = umap_d2<DIM>(cur, o, dim), coeff = 0.0f;
-            if (d2 > 0.0f) {
-                float p = pow_f32(d2, b);
-                coeff = __fdiv_rn(__fmul_rn(__fmul_rn(-2.0f * a, b), p),
-                                  __fmul_rn(d2, __fadd_rn(__fmul_rn(a, p), 1.0f)));
-            }
-            umap_move<DIM>(cur, o, dim, coeff, alpha);
-        }
+        for (int pull = 0; pull < 2; ++pull)
+            umap_move<DIM>(cur, o, dim, umap_attraction(umap_d2<DIM>(cur, o, dim), a, b), alpha);
         next_sample[e] = __dadd_rn(ns, epochs_per_sample[e]);
         if (!negative_samples) continue;
         const double per_negative = epochs_per_negative[e], nn = next_negative[e];
@@ -112,12 +119,7 @@ __device__ __forceinline__ void umap_cell(
             u64 s = ((h >> 32) * n) >> 32;
             if (s == j) continue;
             umap_load<DIM>(o, prev + s * dim, dim);
-            // Gradient::repulsion.
-            float r2 = umap_d2<DIM>(cur, o, dim);
-            if (!(r2 > 0.0f)) continue;
-            float rc = __fdiv_rn(__fmul_rn(2.0f * gamma, b),
-                                 __fmul_rn(__fadd_rn(0.001f, r2),
-                                           __fadd_rn(__fmul_rn(a, pow_f32(r2, b)), 1.0f)));
+            float rc = umap_repulsion(umap_d2<DIM>(cur, o, dim), a, b, gamma);
             if (rc > 0.0f) umap_move<DIM>(cur, o, dim, rc, alpha);
         }
     }
@@ -162,4 +164,66 @@ extern "C" __global__ void umap_periods(const float* __restrict__ w, u64 nnz, do
         per_negative[e] = q;
         next_negative[e] = q;
     }
+}
+
+// umap-learn's `transform` (ingest.rs `umap_transform`), a thread per new cell i: its start,
+// its neighbours' layout weighted by their memberships `w` (k a cell, l1-normalized), then
+// `n_epochs` of attraction to its neighbours and repulsion from reference cells drawn as the
+// host draws them, the reference's `layout` fixed. The same operations in the same order as
+// the host's: the same bits. `per_sample`, `next_sample` and `next_negative`: k a cell.
+extern "C" __global__ void umap_transform(
+    const float* __restrict__ layout, u64 n_ref, const u32* __restrict__ nbrs,
+    const float* __restrict__ w, u64 n, u32 k, int dim, u64 n_epochs, float max_weight,
+    float floor, double alpha0, double rate, float a, float b, float gamma,
+    int negative_samples, u64 seed, double* __restrict__ per_sample,
+    double* __restrict__ next_sample, double* __restrict__ next_negative,
+    float* __restrict__ out) {
+    const u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n || dim > UMAP_MAX_DIMS) return;
+    float cur[UMAP_MAX_DIMS], o[UMAP_MAX_DIMS];
+    const u32* nb = nbrs + i * k;
+    const float* wi = w + i * k;
+    double* ps = per_sample + i * k;
+    double* next = next_sample + i * k;
+    double* next_neg = next_negative + i * k;
+    float total = 0.0f;
+    for (u32 j = 0; j < k; ++j) total = __fadd_rn(total, wi[j]);
+    for (int d = 0; d < dim; ++d) cur[d] = 0.0f;
+    const double e = (double)n_epochs;
+    for (u32 j = 0; j < k; ++j) {
+        const float share = total > 0.0f ? __fdiv_rn(wi[j], total) : 0.0f;
+        const float* y = layout + (u64)nb[j] * dim;
+        for (int d = 0; d < dim; ++d) cur[d] = __fadd_rn(cur[d], __fmul_rn(share, y[d]));
+        // sample_period, or dropped (-1).
+        const double p = (wi[j] >= floor && wi[j] > 0.0f)
+                             ? __ddiv_rn(e, __dmul_rn(e, __ddiv_rn((double)wi[j], (double)max_weight)))
+                             : -1.0;
+        ps[j] = p;
+        next[j] = p;
+        next_neg[j] = __ddiv_rn(p, rate);
+    }
+    for (u64 epoch = 0; epoch < n_epochs; ++epoch) {
+        const float alpha = (float)__dmul_rn(alpha0, __dsub_rn(1.0, __ddiv_rn((double)epoch, e)));
+        const double now = (double)epoch;
+        for (u32 j = 0; j < k; ++j) {
+            const double p = ps[j];
+            if (p < 0.0 || next[j] > now) continue;
+            umap_load<0>(o, layout + (u64)nb[j] * dim, dim);
+            umap_move<0>(cur, o, dim, umap_attraction(umap_d2<0>(cur, o, dim), a, b), alpha);
+            next[j] = __dadd_rn(next[j], p);
+            if (!negative_samples) continue;
+            const double per_negative = __ddiv_rn(p, rate), nn = next_neg[j];
+            const double c = __ddiv_rn(__dsub_rn(now, nn), per_negative);
+            const u64 count = c > 0.0 ? (u64)c : 0;
+            const u64 key = hash3(seed, epoch, i * k + j);  // negative_key
+            for (u64 q = 0; q < count; ++q) {
+                const u64 h = mix64(key + q * 0x9e3779b97f4a7c15ull);
+                umap_load<0>(o, layout + (((h >> 32) * n_ref) >> 32) * dim, dim);
+                const float rc = umap_repulsion(umap_d2<0>(cur, o, dim), a, b, gamma);
+                if (rc > 0.0f) umap_move<0>(cur, o, dim, rc, alpha);
+            }
+            next_neg[j] = __dadd_rn(nn, __dmul_rn((double)count, per_negative));
+        }
+    }
+    for (int d = 0; d < dim; ++d) out[i * dim + d] = cur[d];
 }

@@ -2,13 +2,19 @@
 //! UMAP and labels (`sc_kernels::ingest`). Not a row of a run (it needs a second, annotated
 //! dataset): `scpipe.tl.ingest` gathers the reference's parts ([`Reference`]) and calls
 //! [`ingest`], which writes `obsm['X_pca']` and `obsm['X_umap']` (float32) and, for each label,
-//! `obs[label]` as codes into the reference's categories (-1: none), on the host.
+//! `obs[label]` as codes into the reference's categories (-1: none). With a GPU, the
+//! projection, the neighbour search and the UMAP transform run there (the host's values; the
+//! neighbours the host's wherever the scan's candidates hold them), the vote on the host.
 
 use super::{kernel_error, obsm_matrix};
 use crate::anndata::{ArrayData, DenseArray};
 use crate::{AnnData, Error, Result};
 use sc_kernels::dense::DenseMatrix;
-use sc_kernels::ingest::{project_pca, umap_transform, vote, TransformParams, Values};
+use sc_kernels::gpu::GpuContext;
+use sc_kernels::ingest::{
+    project_pca, project_pca_gpu, umap_transform, umap_transform_gpu, vote, TransformParams, Values,
+};
+use sc_kernels::neighbors::exact::knn_query_gpu;
 use sc_kernels::neighbors::knn_query;
 
 const STEP: &str = "ingest";
@@ -47,12 +53,12 @@ pub struct Reference {
     pub labels: Vec<(String, Vec<i32>, usize)>,
 }
 
-/// Maps `adata`'s cells (X over the reference's genes) onto `reference`.
-pub fn ingest(adata: &mut AnnData, reference: &Reference) -> Result<()> {
+/// Maps `adata`'s cells (X over the reference's genes) onto `reference`, on `gpu` when given.
+pub fn ingest(adata: &mut AnnData, reference: &Reference, gpu: Option<&GpuContext>) -> Result<()> {
     // Every component at once: the first n of them are the projection on n.
     let projection = match (&reference.representation, reference.map_pca) {
         (NewRepresentation::Given, false) => None,
-        _ => Some(project(adata, reference)?),
+        _ => Some(project(adata, reference, gpu)?),
     };
     let rep = match (&reference.representation, &projection) {
         (NewRepresentation::Pca(n), Some(y)) => {
@@ -78,9 +84,17 @@ pub fn ingest(adata: &mut AnnData, reference: &Reference) -> Result<()> {
     }
     // The neighbours, for the UMAP and the labels.
     if reference.umap.is_some() || !reference.labels.is_empty() {
-        let knn = knn_query(&rep, &reference.cells, reference.k).map_err(kernel_error(STEP))?;
+        let knn = match gpu {
+            Some(ctx) => knn_query_gpu(ctx, &rep, &reference.cells, reference.k),
+            None => knn_query(&rep, &reference.cells, reference.k),
+        }
+        .map_err(kernel_error(STEP))?;
         if let Some((layout, params)) = &reference.umap {
-            let y = umap_transform(layout, &knn, params).map_err(kernel_error(STEP))?;
+            let y = match gpu {
+                Some(ctx) => umap_transform_gpu(ctx, layout, &knn, params),
+                None => umap_transform(layout, &knn, params),
+            }
+            .map_err(kernel_error(STEP))?;
             adata.obsm.insert(
                 "X_umap".into(),
                 DenseArray::matrix_f32(y.n_rows, y.n_cols, y.data)?,
@@ -96,7 +110,11 @@ pub fn ingest(adata: &mut AnnData, reference: &Reference) -> Result<()> {
 }
 
 /// X (over the reference's PCA genes) projected on all of the reference's principal axes.
-fn project(adata: &AnnData, reference: &Reference) -> Result<DenseMatrix<f32>> {
+fn project(
+    adata: &AnnData,
+    reference: &Reference,
+    gpu: Option<&GpuContext>,
+) -> Result<DenseMatrix<f32>> {
     let pca = reference.pca.as_ref().ok_or_else(|| {
         Error::param(
             STEP,
@@ -108,5 +126,10 @@ fn project(adata: &AnnData, reference: &Reference) -> Result<DenseMatrix<f32>> {
         Some(mask) => std::borrow::Cow::Owned(x.select_cols(mask).map_err(kernel_error(STEP))?),
         None => x,
     };
-    project_pca(Values::Sparse(&x), &pca.basis, pca.mean.as_deref()).map_err(kernel_error(STEP))
+    let mean = pca.mean.as_deref();
+    match gpu {
+        Some(ctx) => project_pca_gpu(ctx, &x, &pca.basis, mean),
+        None => project_pca(Values::Sparse(&x), &pca.basis, mean),
+    }
+    .map_err(kernel_error(STEP))
 }
