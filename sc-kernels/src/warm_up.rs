@@ -41,6 +41,7 @@ pub fn all_modules() -> Vec<module_cache::KernelSource> {
         crate::draw_graph::KERNELS[0],
         crate::kmeans::KERNELS[0],
         crate::ingest::KERNELS[0],
+        crate::combat::KERNELS[0],
         crate::score_genes::KERNELS[0],
         crate::aggregate::KERNELS[0],
         crate::scrublet::KERNELS[0],

@@ -516,7 +516,7 @@ fn run(
             groups,
             n_groups,
             covariates,
-        } => steps::combat(adata, groups, *n_groups, covariates)?,
+        } => steps::combat(adata, groups, *n_groups, covariates, ctx.as_deref())?,
         Call::Scale(p) => steps::scale(adata, p)?,
         Call::Pca(n) => {
             steps::pca(adata, *n)?;

@@ -12,11 +12,21 @@
 //!   iteration when a gene's gamma is 0, a gene of zero variance: scanpy's criterion is NaN
 //!   then, which ends its loop);
 //! - the adjusted values `(s - gamma*) / sqrt(delta*) * sqrt(v) + m`.
+//!
+//! Every sum over cells is taken batch by batch over the batch's cells in order, in chunks of
+//! [`CHUNK`] cells (each summed in order, the chunks' totals then in order; sums over all cells
+//! add the batches' totals in order), and the standardized values are made again from X in
+//! each pass instead of being kept (a pass reads X once; no n x genes f64 copies). The GPU twin
+//! ([`combat_gpu`], `combat.cu`) makes the same passes with the same operations: the host's
+//! values bit for bit.
 
+mod gpu;
 #[cfg(test)]
 mod tests;
 
-use crate::dense::DenseMatrix;
+pub use gpu::{combat_gpu, KERNELS};
+
+use crate::dense::{check_finite_rows, DenseMatrix};
 use crate::error::{KernelError, Result};
 use crate::real::Real;
 use rayon::prelude::*;
@@ -27,6 +37,9 @@ pub const CONVERGENCE: f64 = 1e-4;
 /// Iterations of the fixed point before giving up.
 const MAX_ITER: usize = 10_000;
 
+/// Cells of a chunk of a batch's sums (the GPU twin is given the same chunks).
+pub(crate) const CHUNK: usize = 1024;
+
 /// The batch-corrected matrix (cells x genes) of `x`; `batches`: each cell's batch
 /// (`< n_batches`, each with at least 2 cells); `covariates`: numeric covariates, one column
 /// of `n` values each.
@@ -36,151 +49,356 @@ pub fn combat<T: Real>(
     n_batches: usize,
     covariates: &[Vec<f64>],
 ) -> Result<DenseMatrix<f64>> {
+    let design = Design::new(x.n_rows, x.n_cols, batches, n_batches, covariates)?;
+    check_finite_rows(&x.data, x.n_cols)?;
+    let cells = HostCells { x, design: &design };
+    let fit = fit(&cells, &design)?;
     let (n, g) = (x.n_rows, x.n_cols);
-    if batches.len() != n || covariates.iter().any(|c| c.len() != n) {
-        return Err(KernelError::Shape(format!(
-            "combat: {} batch labels and covariates of {:?} values for {n} cells",
-            batches.len(),
-            covariates.iter().map(Vec::len).collect::<Vec<_>>()
-        )));
-    }
-    let mut sizes = vec![0usize; n_batches];
-    for &b in batches {
-        let b = b as usize;
-        if b >= n_batches {
+    let mut out = DenseMatrix::<f64>::zeros(n, g);
+    out.data
+        .par_chunks_mut(g.max(1))
+        .enumerate()
+        .for_each(|(j, row)| {
+            let b = batches[j] as usize;
+            for (c, o) in row.iter_mut().enumerate() {
+                *o = fit.adjusted(&design, x.data[j * g + c].to_f64(), j, b, c);
+            }
+        });
+    Ok(out)
+}
+
+/// The cells' batches, in groups, and the numeric covariates: what the model is fitted on.
+pub(crate) struct Design<'a> {
+    pub n: usize,
+    pub g: usize,
+    pub batches: &'a [u32],
+    pub n_batches: usize,
+    pub covariates: &'a [Vec<f64>],
+    /// The cells grouped by batch (each batch's in order), and where each batch starts.
+    pub members: Vec<u32>,
+    pub starts: Vec<usize>,
+}
+
+impl<'a> Design<'a> {
+    /// Checks the labels and covariates (not X) and groups the cells.
+    fn new(
+        n: usize,
+        g: usize,
+        batches: &'a [u32],
+        n_batches: usize,
+        covariates: &'a [Vec<f64>],
+    ) -> Result<Self> {
+        if batches.len() != n || covariates.iter().any(|c| c.len() != n) {
+            return Err(KernelError::Shape(format!(
+                "combat: {} batch labels and covariates of {:?} values for {n} cells",
+                batches.len(),
+                covariates.iter().map(Vec::len).collect::<Vec<_>>()
+            )));
+        }
+        let mut sizes = vec![0usize; n_batches];
+        for &b in batches {
+            let b = b as usize;
+            if b >= n_batches {
+                return Err(KernelError::param(
+                    "key",
+                    format!("batch {b} of {n_batches}"),
+                ));
+            }
+            sizes[b] += 1;
+        }
+        if let Some(b) = sizes.iter().position(|&s| s < 2) {
+            return Err(KernelError::Unsupported(format!(
+                "combat: batch {b} has fewer than 2 cells; ComBat needs 2 or more per batch"
+            )));
+        }
+        if let Some(c) = covariates
+            .iter()
+            .position(|c| c.iter().any(|v| !v.is_finite()))
+        {
             return Err(KernelError::param(
-                "key",
-                format!("batch {b} of {n_batches}"),
+                "covariates",
+                format!("covariate {c} holds a NaN or infinite value"),
             ));
         }
-        sizes[b] += 1;
+        let (members, starts) = crate::group_by::group_members(batches, n_batches);
+        Ok(Design {
+            n,
+            g,
+            batches,
+            n_batches,
+            covariates,
+            members,
+            starts,
+        })
     }
-    if let Some(b) = sizes.iter().position(|&s| s < 2) {
-        return Err(KernelError::Unsupported(format!(
-            "combat: batch {b} has fewer than 2 cells; ComBat needs 2 or more per batch"
-        )));
+
+    fn size(&self, b: usize) -> usize {
+        self.starts[b + 1] - self.starts[b]
     }
-    x.check_finite()?;
-    if let Some(c) = covariates
-        .iter()
-        .position(|c| c.iter().any(|v| !v.is_finite()))
-    {
-        return Err(KernelError::param(
-            "covariates",
-            format!("covariate {c} holds a NaN or infinite value"),
-        ));
+
+    /// Columns of the design: the batches' one-hot, then the covariates.
+    fn p(&self) -> usize {
+        self.n_batches + self.covariates.len()
     }
-    // The design: batch one-hot, then the covariates; its normal equations' inverse.
-    let p = n_batches + covariates.len();
-    let design = |j: usize, c: usize| -> f64 {
-        if c < n_batches {
-            (batches[j] as usize == c) as u8 as f64
+
+    /// The chunks of every batch's cells: `(first member, count, batch)`, batch by batch.
+    pub(crate) fn chunks(&self) -> Vec<(usize, usize, usize)> {
+        (0..self.n_batches)
+            .flat_map(|b| {
+                let (s, e) = (self.starts[b], self.starts[b + 1]);
+                (s..e).step_by(CHUNK).map(move |c| (c, CHUNK.min(e - c), b))
+            })
+            .collect()
+    }
+}
+
+/// The linear model of every gene: its coefficients (`p x g`, the batches' rows then the
+/// covariates'), the batches' weighted mean, the pooled variance and its root.
+pub(crate) struct Model {
+    pub beta: Vec<f64>,
+    pub grand: Vec<f64>,
+    pub var: Vec<f64>,
+    pub sd: Vec<f64>,
+}
+
+impl Model {
+    /// Cell `j`'s covariates times gene `c`'s coefficients.
+    fn covariate_part(&self, d: &Design<'_>, j: usize, c: usize) -> f64 {
+        let mut t = 0.0;
+        for (m, cov) in d.covariates.iter().enumerate() {
+            t += cov[j] * self.beta[(d.n_batches + m) * d.g + c];
+        }
+        t
+    }
+
+    /// Cell `j`'s (of batch `b`) residual of value `y` of gene `c`.
+    fn residual(&self, d: &Design<'_>, y: f64, j: usize, b: usize, c: usize) -> f64 {
+        y - (self.beta[b * d.g + c] + self.covariate_part(d, j, c))
+    }
+
+    /// Cell `j`'s standardized value `y` of gene `c` (0 for a gene of zero variance).
+    fn standard(&self, d: &Design<'_>, y: f64, j: usize, c: usize) -> f64 {
+        if self.var[c] == 0.0 {
+            0.0
         } else {
-            covariates[c - n_batches][j]
+            (y - (self.grand[c] + self.covariate_part(d, j, c))) / self.sd[c]
+        }
+    }
+}
+
+/// What a pass sums over a batch's cells, gene by gene (`COMBAT_*` in `combat.cu`).
+#[derive(Clone, Copy)]
+pub(crate) enum Term<'a> {
+    /// The value times covariate `m` (`None`: times 1).
+    Weighted(Option<usize>),
+    /// The model's residual squared.
+    Residual(&'a Model),
+    /// The standardized value.
+    Standard(&'a Model),
+    /// The standardized value less `centre[b * g + c]`, squared.
+    Squared(&'a Model, &'a [f64]),
+}
+
+impl Term<'_> {
+    /// The term of cell `j` (batch `b`), gene `c`, value `y`.
+    fn of(&self, d: &Design<'_>, y: f64, j: usize, b: usize, c: usize) -> f64 {
+        match *self {
+            Term::Weighted(None) => y,
+            Term::Weighted(Some(m)) => d.covariates[m][j] * y,
+            Term::Residual(model) => {
+                let r = model.residual(d, y, j, b, c);
+                r * r
+            }
+            Term::Standard(model) => model.standard(d, y, j, c),
+            Term::Squared(model, centre) => {
+                let t = model.standard(d, y, j, c) - centre[b * d.g + c];
+                t * t
+            }
+        }
+    }
+}
+
+/// The passes over the cells the fit makes: on the host ([`HostCells`]) or the GPU.
+pub(crate) trait Passes {
+    /// Each batch's sum of `term` over its cells, gene by gene (`n_batches x g`), in chunks
+    /// of [`CHUNK`]; with `only`, that batch's alone (the other rows 0).
+    fn sums(&self, term: Term<'_>, only: Option<usize>) -> Result<Vec<f64>>;
+}
+
+struct HostCells<'a, T> {
+    x: &'a DenseMatrix<T>,
+    design: &'a Design<'a>,
+}
+
+impl<T: Real> Passes for HostCells<'_, T> {
+    fn sums(&self, term: Term<'_>, only: Option<usize>) -> Result<Vec<f64>> {
+        let d = self.design;
+        let g = d.g;
+        let chunks: Vec<(usize, usize, usize)> = d
+            .chunks()
+            .into_iter()
+            .filter(|c| only.is_none_or(|b| c.2 == b))
+            .collect();
+        let partial: Vec<Vec<f64>> = chunks
+            .par_iter()
+            .map(|&(first, count, b)| {
+                let mut acc = vec![0.0; g];
+                for &j in &d.members[first..first + count] {
+                    let j = j as usize;
+                    let row = &self.x.data[j * g..(j + 1) * g];
+                    for (c, (a, y)) in acc.iter_mut().zip(row).enumerate() {
+                        *a += term.of(d, y.to_f64(), j, b, c);
+                    }
+                }
+                acc
+            })
+            .collect();
+        Ok(fold_chunks(&chunks, &partial, d.n_batches, g))
+    }
+}
+
+/// The chunks' totals (`partial[t]`, chunk `t` of `chunks`) added in order into their batch's
+/// row (`n_batches x g`).
+fn fold_chunks(
+    chunks: &[(usize, usize, usize)],
+    partial: &[Vec<f64>],
+    n_batches: usize,
+    g: usize,
+) -> Vec<f64> {
+    let mut out = vec![0.0; n_batches * g];
+    for (&(_, _, b), p) in chunks.iter().zip(partial) {
+        for (o, v) in out[b * g..(b + 1) * g].iter_mut().zip(p) {
+            *o += v;
+        }
+    }
+    out
+}
+
+/// Gene `c`'s sum over all cells: its batches' totals in order.
+fn over_batches(sums: &[f64], n_batches: usize, g: usize, c: usize) -> f64 {
+    let mut t = 0.0;
+    for b in 0..n_batches {
+        t += sums[b * g + c];
+    }
+    t
+}
+
+/// The fitted model and every batch's posterior gamma and delta (`n_batches x g`).
+pub(crate) struct Fit {
+    pub model: Model,
+    pub gamma_star: Vec<f64>,
+    pub delta_star: Vec<f64>,
+}
+
+impl Fit {
+    /// Cell `j`'s (of batch `b`) adjusted value `y` of gene `c`.
+    pub(crate) fn adjusted(&self, d: &Design<'_>, y: f64, j: usize, b: usize, c: usize) -> f64 {
+        let m = &self.model;
+        let s = m.standard(d, y, j, c);
+        let i = b * d.g + c;
+        (s - self.gamma_star[i]) / self.delta_star[i].sqrt() * m.sd[c]
+            + (m.grand[c] + m.covariate_part(d, j, c))
+    }
+}
+
+/// The model, the batches' gamma and delta and their posterior means, from `cells`' passes.
+pub(crate) fn fit(cells: &impl Passes, d: &Design<'_>) -> Result<Fit> {
+    let (n, g, nb, p) = (d.n, d.g, d.n_batches, d.p());
+    // The design's normal equations and their inverse.
+    let column = |j: usize, a: usize| -> f64 {
+        if a < nb {
+            (d.batches[j] as usize == a) as u8 as f64
+        } else {
+            d.covariates[a - nb][j]
         }
     };
     let mut dtd = faer::Mat::<f64>::zeros(p, p);
     for j in 0..n {
         for a in 0..p {
             for b in 0..p {
-                dtd[(a, b)] += design(j, a) * design(j, b);
+                dtd[(a, b)] += column(j, a) * column(j, b);
             }
         }
     }
     let inverse = inverse(dtd)?;
-    // Gene-major copy of the data.
-    let genes: Vec<Vec<f64>> = (0..g)
-        .into_par_iter()
-        .map(|c| (0..n).map(|j| x.data[j * g + c].to_f64()).collect())
-        .collect();
-    let weights: Vec<f64> = sizes.iter().map(|&s| s as f64 / n as f64).collect();
-    let standard: Vec<Standardized> = genes
-        .par_iter()
-        .map(|y| {
-            let dty: Vec<f64> = (0..p)
-                .map(|c| (0..n).map(|j| design(j, c) * y[j]).sum())
-                .collect();
-            let beta: Vec<f64> = (0..p)
-                .map(|a| (0..p).map(|b| inverse[(a, b)] * dty[b]).sum())
-                .collect();
-            let grand: f64 = (0..n_batches).map(|i| weights[i] * beta[i]).sum();
-            let mut var = 0.0;
-            let mut mean = vec![0.0; n];
-            for j in 0..n {
-                let covariate_part: f64 = (n_batches..p).map(|c| design(j, c) * beta[c]).sum();
-                let fitted = beta[batches[j] as usize] + covariate_part;
-                var += (y[j] - fitted).powi(2);
-                mean[j] = grand + covariate_part;
-            }
-            var /= n as f64;
-            let sd = var.sqrt();
-            let s = (0..n)
-                .map(|j| {
-                    if var == 0.0 {
-                        0.0
-                    } else {
-                        (y[j] - mean[j]) / sd
-                    }
-                })
-                .collect();
-            Standardized { s, mean, sd }
-        })
-        .collect();
-    drop(genes);
-    // Per batch: gamma and delta per gene, their priors, the posterior means.
-    let members: Vec<Vec<usize>> = (0..n_batches)
-        .map(|i| (0..n).filter(|&j| batches[j] as usize == i).collect())
-        .collect();
-    let mut gamma_star = vec![vec![0.0; g]; n_batches];
-    let mut delta_star = vec![vec![0.0; g]; n_batches];
-    for i in 0..n_batches {
-        let cells = &members[i];
-        let k = cells.len() as f64;
-        let (gamma_hat, delta_hat): (Vec<f64>, Vec<f64>) = standard
-            .par_iter()
-            .map(|st| {
-                let m = cells.iter().map(|&j| st.s[j]).sum::<f64>() / k;
-                let v = cells.iter().map(|&j| (st.s[j] - m).powi(2)).sum::<f64>() / (k - 1.0);
-                (m, v)
-            })
-            .unzip();
-        let gamma_bar = mean(&gamma_hat);
-        let t2 = variance(&gamma_hat, 0.0);
-        let (m, s2) = (mean(&delta_hat), variance(&delta_hat, 1.0));
-        let a = (2.0 * s2 + m * m) / s2;
-        let b = (m * s2 + m * m * m) / s2;
-        let (gs, ds) = posterior(
-            &standard, cells, &gamma_hat, &delta_hat, gamma_bar, t2, a, b,
-        )?;
-        gamma_star[i] = gs;
-        delta_star[i] = ds;
+    // The design's columns times each gene's values: the batches' sums, the covariates'.
+    let batch_sums = cells.sums(Term::Weighted(None), None)?;
+    let mut dty = vec![0.0; p * g];
+    dty[..nb * g].copy_from_slice(&batch_sums);
+    for m in 0..d.covariates.len() {
+        let s = cells.sums(Term::Weighted(Some(m)), None)?;
+        for c in 0..g {
+            dty[(nb + m) * g + c] = over_batches(&s, nb, g, c);
+        }
     }
-    let mut out = DenseMatrix::<f64>::zeros(n, g);
-    let columns: Vec<Vec<f64>> = standard
-        .par_iter()
-        .enumerate()
-        .map(|(c, st)| {
-            (0..n)
-                .map(|j| {
-                    let i = batches[j] as usize;
-                    (st.s[j] - gamma_star[i][c]) / delta_star[i][c].sqrt() * st.sd + st.mean[j]
-                })
-                .collect()
+    let mut beta = vec![0.0; p * g];
+    for c in 0..g {
+        for a in 0..p {
+            let mut t = 0.0;
+            for b in 0..p {
+                t += inverse[(a, b)] * dty[b * g + c];
+            }
+            beta[a * g + c] = t;
+        }
+    }
+    let weights: Vec<f64> = (0..nb).map(|b| d.size(b) as f64 / n as f64).collect();
+    let grand: Vec<f64> = (0..g)
+        .map(|c| {
+            let mut t = 0.0;
+            for (b, w) in weights.iter().enumerate() {
+                t += w * beta[b * g + c];
+            }
+            t
         })
         .collect();
-    out.data.par_chunks_mut(g).enumerate().for_each(|(j, row)| {
-        row.iter_mut()
-            .enumerate()
-            .for_each(|(c, v)| *v = columns[c][j])
-    });
-    Ok(out)
-}
-
-/// A gene's standardized values, its model's mean per cell and its pooled standard deviation.
-struct Standardized {
-    s: Vec<f64>,
-    mean: Vec<f64>,
-    sd: f64,
+    let mut model = Model {
+        beta,
+        grand,
+        var: vec![0.0; g],
+        sd: vec![0.0; g],
+    };
+    let residuals = cells.sums(Term::Residual(&model), None)?;
+    model.var = (0..g)
+        .map(|c| over_batches(&residuals, nb, g, c) / n as f64)
+        .collect();
+    model.sd = model.var.iter().map(|v| v.sqrt()).collect();
+    // Per batch: gamma and delta per gene, their priors, the posterior means.
+    let sizes: Vec<f64> = (0..nb).map(|b| d.size(b) as f64).collect();
+    let mut gamma_hat = cells.sums(Term::Standard(&model), None)?;
+    for (b, k) in sizes.iter().enumerate() {
+        gamma_hat[b * g..(b + 1) * g]
+            .iter_mut()
+            .for_each(|v| *v /= k);
+    }
+    let mut delta_hat = cells.sums(Term::Squared(&model, &gamma_hat), None)?;
+    for (b, k) in sizes.iter().enumerate() {
+        delta_hat[b * g..(b + 1) * g]
+            .iter_mut()
+            .for_each(|v| *v /= k - 1.0);
+    }
+    let mut gamma_star = vec![0.0; nb * g];
+    let mut delta_star = vec![0.0; nb * g];
+    for b in 0..nb {
+        let rows = b * g..(b + 1) * g;
+        let (gh, dh) = (&gamma_hat[rows.clone()], &delta_hat[rows.clone()]);
+        let gamma_bar = mean(gh);
+        let t2 = variance(gh, 0.0);
+        let (m, s2) = (mean(dh), variance(dh, 1.0));
+        let prior = Prior {
+            gamma_bar,
+            t2,
+            a: (2.0 * s2 + m * m) / s2,
+            b: (m * s2 + m * m * m) / s2,
+        };
+        let (gs, ds) = posterior(cells, &model, b, sizes[b], gh, dh, &prior)?;
+        gamma_star[rows.clone()].copy_from_slice(&gs);
+        delta_star[rows].copy_from_slice(&ds);
+    }
+    Ok(Fit {
+        model,
+        gamma_star,
+        delta_star,
+    })
 }
 
 fn mean(v: &[f64]) -> f64 {
@@ -193,31 +411,45 @@ fn variance(v: &[f64], ddof: f64) -> f64 {
     v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (v.len() as f64 - ddof)
 }
 
-/// scanpy's `_it_sol` over all genes of one batch: gamma and delta's posterior means.
-#[allow(clippy::too_many_arguments)]
-fn posterior(
-    standard: &[Standardized],
-    cells: &[usize],
-    gamma_hat: &[f64],
-    delta_hat: &[f64],
+/// A batch's priors: gamma's mean and variance across genes, delta's inverse-gamma `a`, `b`.
+struct Prior {
     gamma_bar: f64,
     t2: f64,
     a: f64,
     b: f64,
+}
+
+/// scanpy's `_it_sol` over all genes of batch `b` (`k` cells): gamma and delta's posterior
+/// means, each iteration's sums a pass over the batch's cells.
+fn posterior(
+    cells: &impl Passes,
+    model: &Model,
+    b: usize,
+    k: f64,
+    gamma_hat: &[f64],
+    delta_hat: &[f64],
+    prior: &Prior,
 ) -> Result<(Vec<f64>, Vec<f64>)> {
-    let k = cells.len() as f64;
+    let g = gamma_hat.len();
+    let Prior {
+        gamma_bar,
+        t2,
+        a,
+        b: beta,
+    } = *prior;
     let mut g_old = gamma_hat.to_vec();
     let mut d_old = delta_hat.to_vec();
+    let mut centre = vec![0.0; (b + 1) * g];
     for _ in 0..MAX_ITER {
-        let (g_new, d_new): (Vec<f64>, Vec<f64>) = standard
-            .par_iter()
-            .enumerate()
-            .map(|(c, st)| {
-                let gn = (t2 * k * gamma_hat[c] + d_old[c] * gamma_bar) / (t2 * k + d_old[c]);
-                let sum2: f64 = cells.iter().map(|&j| (st.s[j] - gn).powi(2)).sum();
-                (gn, (0.5 * sum2 + b) / (k / 2.0 + a - 1.0))
-            })
-            .unzip();
+        let g_new: Vec<f64> = (0..g)
+            .map(|c| (t2 * k * gamma_hat[c] + d_old[c] * gamma_bar) / (t2 * k + d_old[c]))
+            .collect();
+        centre[b * g..].copy_from_slice(&g_new);
+        let sum2 = cells.sums(Term::Squared(model, &centre), Some(b))?;
+        let d_new: Vec<f64> = sum2[b * g..(b + 1) * g]
+            .iter()
+            .map(|s| (0.5 * s + beta) / (k / 2.0 + a - 1.0))
+            .collect();
         let c = python_max(
             relative_change(&g_new, &g_old),
             relative_change(&d_new, &d_old),

@@ -1,34 +1,41 @@
 //! `combat` (scanpy's `pp.combat`): X corrected for batch effects (`sc_kernels::combat`),
 //! dense. The Python front end turns the batch column into codes and passes the numeric
-//! covariates. Not a row of the command's step table. Computed on the host, in f64; X is
-//! stored back in f32 (scanpy's is float64).
+//! covariates. Not a row of the command's step table. Computed in f64 on the run's GPU when
+//! it has one (`combat_gpu`: the host's values), else on the host; X is stored back in f32
+//! (scanpy's is float64).
 
 use super::kernel_error;
 use crate::anndata::Matrix;
 use crate::{AnnData, Result};
+use sc_kernels::gpu::GpuContext;
 use sc_kernels::DenseMatrix;
 
 /// Replaces X by its ComBat correction for `batches` (one per cell, `< n_batches`) with the
-/// numeric `covariates` (a column of values per cell each).
+/// numeric `covariates` (a column of values per cell each), on `gpu` when given.
 pub fn combat(
     adata: &mut AnnData,
     batches: &[u32],
     n_batches: usize,
     covariates: &[Vec<f64>],
+    gpu: Option<&GpuContext>,
 ) -> Result<()> {
     const STEP: &str = "combat";
-    let err = kernel_error(STEP);
-    let corrected = match adata.x.host_copy()? {
-        Matrix::Dense(d) => sc_kernels::combat::combat(&d, batches, n_batches, covariates),
-        Matrix::Sparse(s) => {
-            sc_kernels::combat::combat(&s.to_dense(), batches, n_batches, covariates)
-        }
+    let x = match adata.x.host_copy()? {
+        Matrix::Dense(d) => d,
+        Matrix::Sparse(s) => s.to_dense(),
         Matrix::Device(_) => unreachable!("a host copy"),
+    };
+    let corrected = match gpu {
+        Some(ctx) => sc_kernels::combat::combat_gpu(ctx, &x, batches, n_batches, covariates),
+        None => sc_kernels::combat::combat(&x, batches, n_batches, covariates).and_then(|c| {
+            DenseMatrix::new(
+                c.n_rows,
+                c.n_cols,
+                c.data.iter().map(|&v| v as f32).collect(),
+            )
+        }),
     }
-    .map_err(err)?;
-    let data = corrected.data.iter().map(|&v| v as f32).collect();
-    adata.x = Matrix::Dense(
-        DenseMatrix::new(corrected.n_rows, corrected.n_cols, data).map_err(kernel_error(STEP))?,
-    );
+    .map_err(kernel_error(STEP))?;
+    adata.x = Matrix::Dense(corrected);
     Ok(())
 }
