@@ -42,6 +42,8 @@ pub fn all_modules() -> Vec<module_cache::KernelSource> {
         crate::kmeans::KERNELS[0],
         crate::ingest::KERNELS[0],
         crate::combat::KERNELS[0],
+        crate::paga::KERNELS[0],
+        crate::dpt::KERNELS[0],
         crate::score_genes::KERNELS[0],
         crate::aggregate::KERNELS[0],
         crate::scrublet::KERNELS[0],

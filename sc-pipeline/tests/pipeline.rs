@@ -603,7 +603,7 @@ fn paga_runs_after_the_clusterings_and_survives_the_file() {
         &mut Silent,
     )
     .unwrap();
-    let n_groups = steps::paga_of(&mut by_hand, "leiden").unwrap();
+    let n_groups = steps::paga_of(&mut by_hand, "leiden", None).unwrap();
     assert!(n_groups >= 2, "{n_groups} groups");
     for key in ["paga", "leiden_sizes"] {
         assert_eq!(run.uns.get(key), by_hand.uns.get(key), "{key}");
@@ -790,7 +790,7 @@ fn dpt_row_runs_from_the_named_cell_as_the_step_by_hand() {
         &mut Silent,
     )
     .unwrap();
-    let (i, segments) = steps::dpt_from(&mut by_hand, &root, 0).unwrap();
+    let (i, segments) = steps::dpt_from(&mut by_hand, &root, 0, None).unwrap();
     assert_eq!(segments, None);
     assert_eq!(
         run.obs.column("dpt_pseudotime"),
@@ -810,7 +810,7 @@ fn dpt_row_runs_from_the_named_cell_as_the_step_by_hand() {
     let records = run_pipeline(&mut branched, &config, &mut Silent).unwrap();
     let note = &records.iter().find(|r| r.step == "dpt").unwrap().note;
     assert!(note.contains("1 branchings"), "{note}");
-    let (_, segments) = steps::dpt_from(&mut by_hand, &root, 1).unwrap();
+    let (_, segments) = steps::dpt_from(&mut by_hand, &root, 1, None).unwrap();
     assert!(
         note.contains(&format!("{} segments", segments.unwrap())),
         "{note}"

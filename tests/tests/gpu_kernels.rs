@@ -2886,3 +2886,61 @@ fn combat_on_the_gpu_equals_the_host_bit_for_bit() {
         );
     }
 }
+
+/// PAGA's edge counts on the GPU are the host's (shared-memory counts for 11 groups, global
+/// ones for 150), and dpt's pseudotime from the GPU's distances is the host's bit for bit on
+/// pbmc68k's and clustered cells' diffusion maps, from three roots each; refusals worded as
+/// the host's.
+#[test]
+fn paga_counts_and_dpt_on_the_gpu_equal_the_host() {
+    use sc_kernels::dpt::{pseudotime, pseudotime_gpu};
+    use sc_kernels::graph::connected_components;
+    use sc_kernels::paga::{group_edge_counts, group_edge_counts_gpu};
+    let Some(d) = gpu_or_skip("gpu paga and dpt") else {
+        return;
+    };
+    let ctx = context(&d);
+    let neighbors = |x: &sc_kernels::DenseMatrix<f32>| {
+        sc_kernels::neighbors::neighbors(x, &Default::default()).unwrap()
+    };
+    for (name, x) in [
+        ("pbmc68k_reduced", pbmc_pcs()),
+        ("clustered 30000", clustered_points(31, 30_000, 30)),
+    ] {
+        let nb = neighbors(&x);
+        let n = x.n_rows;
+        for n_groups in [11usize, 150] {
+            let groups: Vec<u32> = (0..n)
+                .map(|i| ((i * 31 + i / 7) % n_groups) as u32)
+                .collect();
+            let host = group_edge_counts(&nb.distances, &groups, n_groups).unwrap();
+            let gpu = group_edge_counts_gpu(&ctx, &nb.distances, &groups, n_groups).unwrap();
+            assert_eq!(gpu, host, "{name}: {n_groups} groups");
+        }
+        let bad = vec![0u32; n - 1];
+        assert_eq!(
+            group_edge_counts_gpu(&ctx, &nb.distances, &bad, 3)
+                .unwrap_err()
+                .to_string(),
+            group_edge_counts(&nb.distances, &bad, 3)
+                .unwrap_err()
+                .to_string()
+        );
+        let map = sc_kernels::diffmap::diffmap(&nb.connectivities, 10, 0).unwrap();
+        let basis = sc_kernels::DenseMatrix::new(n, 10, map.components.clone()).unwrap();
+        let (component, _) = connected_components(&nb.connectivities);
+        for root in [0, n / 2, n - 1] {
+            let host = pseudotime(&basis, &map.evals, root, &component).unwrap();
+            let gpu = pseudotime_gpu(&ctx, &basis, &map.evals, root, &component).unwrap();
+            assert!(same_bits(&gpu, &host), "{name}: root {root}");
+        }
+        assert_eq!(
+            pseudotime_gpu(&ctx, &basis, &map.evals, n, &component)
+                .unwrap_err()
+                .to_string(),
+            pseudotime(&basis, &map.evals, n, &component)
+                .unwrap_err()
+                .to_string()
+        );
+    }
+}

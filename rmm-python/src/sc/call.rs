@@ -565,14 +565,21 @@ fn run(
             key,
         } => steps::embedding_density(adata, "xy", groups, *n_groups, key, ctx.as_deref())?,
         Call::Paga { groups, n_groups } => {
-            steps::paga(adata, "distances", groups, *n_groups)?;
+            steps::paga(adata, "distances", groups, *n_groups, ctx.as_deref())?;
         }
         Call::Dpt {
             evals,
             root,
             branching,
         } => {
-            steps::dpt(adata, "X_diffmap", evals, *root, branching.as_ref())?;
+            steps::dpt(
+                adata,
+                "X_diffmap",
+                evals,
+                *root,
+                branching.as_ref(),
+                ctx.as_deref(),
+            )?;
         }
         Call::Diffmap(n_comps, seed) => steps::diffmap(adata, *n_comps, *seed, ctx.as_deref())?,
         Call::KMeans { params, key } => {

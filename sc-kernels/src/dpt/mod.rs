@@ -6,13 +6,17 @@
 //!   (the stationary ones, unscaled: scanpy's historical definition);
 //! - cells in another connected component than the root: infinite;
 //! - divided by the largest finite distance.
+//!
+//! [`pseudotime_gpu`] computes the distances on a GPU, with the same bits.
 
 use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
 use rayon::prelude::*;
 
 mod branchings;
+mod gpu;
 pub use branchings::{branchings, BranchingParams, Branchings};
+pub use gpu::{pseudotime_gpu, KERNELS};
 
 /// Eigenvalues from which a component counts as stationary (scanpy's f32 precision guard).
 pub const STATIONARY: f32 = 0.9994;
@@ -25,6 +29,17 @@ pub fn pseudotime(
     root: usize,
     component: &[u32],
 ) -> Result<Vec<f32>> {
+    check_pseudotime(basis, evals, root, component)?;
+    Ok(scaled(distance_row(basis, evals, root, component)))
+}
+
+/// Refuses eigenvalues or component labels that do not fit the basis, or a root beyond it.
+fn check_pseudotime(
+    basis: &DenseMatrix<f32>,
+    evals: &[f32],
+    root: usize,
+    component: &[u32],
+) -> Result<()> {
     let (n, k) = (basis.n_rows, basis.n_cols);
     if evals.len() != k || component.len() != n {
         return Err(KernelError::Shape(format!(
@@ -39,16 +54,20 @@ pub fn pseudotime(
             format!("root cell {root} does not exist ({n} cells)"),
         ));
     }
-    let distance = distance_row(basis, evals, root, component);
+    Ok(())
+}
+
+/// The distances divided by the largest finite one (as they are when it is 0).
+fn scaled(distance: Vec<f32>) -> Vec<f32> {
     let largest = distance
         .iter()
         .copied()
         .filter(|d| d.is_finite())
         .fold(0f32, f32::max);
-    Ok(distance
+    distance
         .into_iter()
         .map(|d| if largest > 0.0 { d / largest } else { d })
-        .collect())
+        .collect()
 }
 
 /// Every cell's DPT distance from cell `from` (unscaled), in scanpy's f32 order: its two sums

@@ -4,10 +4,13 @@
 //! [`group_edge_counts`]; [`connectivities`] turns them into scanpy's confidence: the edges
 //! between two groups (both ways) over those a random graph with the same out-degrees would
 //! put there, at most 1. [`spanning_tree`] keeps the strongest of them that join every group
-//! (scanpy's `connectivities_tree`).
+//! (scanpy's `connectivities_tree`). [`group_edge_counts_gpu`] counts on a GPU: the same counts.
 
+mod gpu;
 #[cfg(test)]
 mod tests;
+
+pub use gpu::{group_edge_counts_gpu, KERNELS};
 
 use crate::csr::CsrMatrix;
 use crate::error::{KernelError, Result};
@@ -26,21 +29,8 @@ pub fn group_edge_counts<T>(
 where
     T: Sync,
 {
+    check_counts(graph, groups, n_groups)?;
     let n = graph.n_rows;
-    if groups.len() != n || graph.n_cols != n {
-        return Err(KernelError::Shape(format!(
-            "paga: {} group labels for a {} x {} graph",
-            groups.len(),
-            n,
-            graph.n_cols
-        )));
-    }
-    if let Some(&g) = groups.iter().find(|&&g| g as usize >= n_groups) {
-        return Err(KernelError::param(
-            "groups",
-            format!("group {g} of {n_groups} groups"),
-        ));
-    }
     let blocks: Vec<Vec<u64>> = (0..n.div_ceil(ROWS))
         .into_par_iter()
         .map(|b| {
@@ -59,6 +49,27 @@ where
         total.iter_mut().zip(b).for_each(|(t, v)| *t += v);
     }
     Ok(total)
+}
+
+/// Refuses group labels that are not one a row of a square graph, or a group beyond
+/// `n_groups`.
+fn check_counts<T>(graph: &CsrMatrix<T>, groups: &[u32], n_groups: usize) -> Result<()> {
+    let n = graph.n_rows;
+    if groups.len() != n || graph.n_cols != n {
+        return Err(KernelError::Shape(format!(
+            "paga: {} group labels for a {} x {} graph",
+            groups.len(),
+            n,
+            graph.n_cols
+        )));
+    }
+    if let Some(&g) = groups.iter().find(|&&g| g as usize >= n_groups) {
+        return Err(KernelError::param(
+            "groups",
+            format!("group {g} of {n_groups} groups"),
+        ));
+    }
+    Ok(())
 }
 
 /// scanpy's v1.2 connectivities from the counts and the group sizes (`n_groups x n_groups`,

@@ -4,7 +4,8 @@
 //! segments (`obs['dpt_groups']`, `dpt_order`, `dpt_order_indices`, `uns['dpt_changepoints']`,
 //! `uns['dpt_grouptips']`). Its row (`--dpt-root CELL`, off by default) runs after diffmap from
 //! the root cell named, with scanpy's 10 components (and `--dpt-branchings N` of its segments),
-//! and records `uns['iroot']`. Computed on the host.
+//! and records `uns['iroot']`. The pseudotime's distances run on the run's GPU when it has
+//! one (the host's values), the branchings on the host.
 
 use super::step::{no_budget_check, no_device_bytes, Phase, Step, StepEnv};
 use super::{connectivities, first_columns, kernel_error, obsm_matrix};
@@ -12,6 +13,7 @@ use crate::anndata::{ArrayData, DenseArray, Value};
 use crate::steps::PipelineConfig;
 use crate::{AnnData, Error, Result};
 use sc_kernels::dpt::BranchingParams;
+use sc_kernels::gpu::GpuContext;
 use sc_kernels::graph::connected_components;
 
 /// scanpy's `tl.dpt(n_dcs=10)`.
@@ -29,18 +31,20 @@ pub(crate) const ROW: Step = Step {
             .as_deref()
             .expect("the row runs only with a root");
         let branchings = env.config.dpt_branchings;
-        let (root, n_segments) = dpt_from(a, name, branchings)?;
+        let gpu = env.gpus.first().map(|g| g.as_ref());
+        let (root, n_segments) = dpt_from(a, name, branchings, gpu)?;
         let segments = match n_segments {
             Some(s) => format!(", {branchings} branchings: {s} segments"),
             None => String::new(),
         };
         Ok(format!(
-            "from cell '{name}' (index {root}), {N_DCS} diffusion components{segments} on the CPU"
+            "from cell '{name}' (index {root}), {N_DCS} diffusion components{segments}, on the {}",
+            if gpu.is_some() { "GPU" } else { "CPU" }
         ))
     },
     generated: None,
     device_bytes: no_device_bytes,
-    kernels: &[],
+    kernels: &sc_kernels::dpt::KERNELS,
     check_input,
     check_budget: no_budget_check,
     beside: false,
@@ -61,11 +65,13 @@ fn check_input(adata: &AnnData, config: &PipelineConfig) -> Result<()> {
 /// scanpy's `adata.uns['iroot'] = <the cell named root>; tl.dpt(adata, n_branchings=...)`: the
 /// pseudotime from the cell `root` (an obs name) over `X_diffmap`'s first [`N_DCS`] components
 /// and `uns['diffmap_evals']`, and `n_branchings` of scanpy's segments (its other defaults);
-/// returns the root's index and how many segments there are (with branchings).
+/// returns the root's index and how many segments there are (with branchings). The
+/// pseudotime's distances on `gpu` when given.
 pub fn dpt_from(
     adata: &mut AnnData,
     root: &str,
     n_branchings: usize,
+    gpu: Option<&GpuContext>,
 ) -> Result<(usize, Option<usize>)> {
     const STEP: &str = "dpt";
     let i = adata
@@ -108,6 +114,7 @@ pub fn dpt_from(
         &evals,
         Some(i),
         (n_branchings > 0).then_some(&branching),
+        gpu,
     )?;
     adata.uns.insert("iroot".into(), Value::int(i as i64));
     Ok((i, segments))
@@ -115,13 +122,14 @@ pub fn dpt_from(
 
 /// Writes `obs['dpt_pseudotime']` from `obsm[basis]` (its first `evals.len()` columns) and the
 /// eigenvalues `evals`, root `root` (none: no pseudotime, as scanpy); with `branching`, the
-/// segments too, and returns how many.
+/// segments too, and returns how many. The pseudotime's distances on `gpu` when given.
 pub fn dpt(
     adata: &mut AnnData,
     basis: &str,
     evals: &[f32],
     root: Option<usize>,
     branching: Option<&BranchingParams>,
+    gpu: Option<&GpuContext>,
 ) -> Result<Option<usize>> {
     const STEP: &str = "dpt";
     let x = obsm_matrix(adata, basis)?.ok_or_else(|| Error::Missing {
@@ -138,7 +146,10 @@ pub fn dpt(
     let first = first_columns(x, k).map_err(kernel_error(STEP))?;
     let (component, _) = connected_components(connectivities(adata, STEP)?);
     let t = root
-        .map(|r| sc_kernels::dpt::pseudotime(&first, evals, r, &component))
+        .map(|r| match gpu {
+            Some(ctx) => sc_kernels::dpt::pseudotime_gpu(ctx, &first, evals, r, &component),
+            None => sc_kernels::dpt::pseudotime(&first, evals, r, &component),
+        })
         .transpose()
         .map_err(kernel_error(STEP))?;
     let segments = branching

@@ -3,14 +3,16 @@
 //! tree (`sc_kernels::paga`). [`paga`] leaves both dense (groups x groups f64) in
 //! `uns['paga']` with the group sizes, for the Python front end, which stores them as scanpy
 //! does; the row (`--paga`, off by default, after the clusterings) stores them as the file
-//! keeps them ([`paga_of`]). Computed on the host.
+//! keeps them ([`paga_of`]). The edges are counted on the run's GPU when it has one (the same
+//! counts), else on the host; the rest is the groups' square, on the host.
 
 use super::step::{no_budget_check, no_device_bytes, Phase, Step, StepEnv};
 use super::{check_groups_column, kernel_error, obs_column};
 use crate::anndata::{ArrayData, Column, DenseArray, Value};
 use crate::steps::PipelineConfig;
 use crate::{AnnData, Error, Result};
-use sc_kernels::paga::{connectivities, group_edge_counts, spanning_tree};
+use sc_kernels::gpu::GpuContext;
+use sc_kernels::paga::{connectivities, group_edge_counts, group_edge_counts_gpu, spanning_tree};
 use sc_kernels::{CsrMatrix, DenseMatrix};
 
 const STEP: &str = "paga";
@@ -27,12 +29,16 @@ pub(crate) const ROW: Step = Step {
             .config
             .paga_groups()
             .expect("the row runs only with paga");
-        let n_groups = paga_of(a, &key)?;
-        Ok(format!("{n_groups} '{key}' groups on the CPU"))
+        let gpu = env.gpus.first().map(|g| g.as_ref());
+        let n_groups = paga_of(a, &key, gpu)?;
+        let on = if gpu.is_some() { "GPU" } else { "CPU" };
+        Ok(format!(
+            "{n_groups} '{key}' groups, edges counted on the {on}"
+        ))
     },
     generated: None,
     device_bytes: no_device_bytes,
-    kernels: &[],
+    kernels: &sc_kernels::paga::KERNELS,
     check_input,
     check_budget: no_budget_check,
     beside: false,
@@ -50,9 +56,15 @@ fn check_input(adata: &AnnData, config: &PipelineConfig) -> Result<()> {
 
 /// The PAGA connectivities of `groups` (one per cell, `< n_groups`) over `obsp[graph]`:
 /// `uns['paga']` with `connectivities` and `connectivities_tree` (dense `n_groups x n_groups`
-/// f64) and `sizes`.
-pub fn paga(adata: &mut AnnData, graph: &str, groups: &[u32], n_groups: usize) -> Result<()> {
-    let Paga { conn, tree, sizes } = compute(adata, graph, groups, n_groups)?;
+/// f64) and `sizes`; the edges counted on `gpu` when given.
+pub fn paga(
+    adata: &mut AnnData,
+    graph: &str,
+    groups: &[u32],
+    n_groups: usize,
+    gpu: Option<&GpuContext>,
+) -> Result<()> {
+    let Paga { conn, tree, sizes } = compute(adata, graph, groups, n_groups, gpu)?;
     let square = |v: Vec<f64>| -> Result<Value> {
         Ok(Value::Array(DenseArray::new(
             vec![n_groups, n_groups],
@@ -74,9 +86,9 @@ pub fn paga(adata: &mut AnnData, graph: &str, groups: &[u32], n_groups: usize) -
 /// groups in their order) as the file keeps it: `uns['paga']` with `connectivities` and
 /// `connectivities_tree` as sparse matrices (f32: the model's sparse values; scanpy's are
 /// f64) and `groups` (the key), and `uns[f'{key}_sizes']`. Returns the number of groups.
-pub fn paga_of(adata: &mut AnnData, key: &str) -> Result<usize> {
+pub fn paga_of(adata: &mut AnnData, key: &str, gpu: Option<&GpuContext>) -> Result<usize> {
     let (codes, n_groups) = category_codes(adata, key)?;
-    let Paga { conn, tree, sizes } = compute(adata, "distances", &codes, n_groups)?;
+    let Paga { conn, tree, sizes } = compute(adata, "distances", &codes, n_groups, gpu)?;
     let sparse = |v: Vec<f64>| -> Result<Value> {
         let dense = DenseMatrix::new(n_groups, n_groups, v.iter().map(|&w| w as f32).collect())
             .map_err(kernel_error(STEP))?;
@@ -101,12 +113,22 @@ struct Paga {
     sizes: Value,
 }
 
-fn compute(adata: &AnnData, graph: &str, groups: &[u32], n_groups: usize) -> Result<Paga> {
+fn compute(
+    adata: &AnnData,
+    graph: &str,
+    groups: &[u32],
+    n_groups: usize,
+    gpu: Option<&GpuContext>,
+) -> Result<Paga> {
     let g = adata.obsp.get(graph).ok_or_else(|| Error::Missing {
         step: STEP,
         problem: format!("obsp has no '{graph}': run neighbors first"),
     })?;
-    let counts = group_edge_counts(g, groups, n_groups).map_err(kernel_error(STEP))?;
+    let counts = match gpu {
+        Some(ctx) => group_edge_counts_gpu(ctx, g, groups, n_groups),
+        None => group_edge_counts(g, groups, n_groups),
+    }
+    .map_err(kernel_error(STEP))?;
     let mut sizes = vec![0u64; n_groups];
     groups.iter().for_each(|&c| sizes[c as usize] += 1);
     let conn = connectivities(&counts, &sizes);
