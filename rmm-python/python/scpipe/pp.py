@@ -775,7 +775,8 @@ def combat(adata, key: str = "batch", *, covariates: Sequence[str] | None = None
     linear model on the batches (``obs[key]``) and the ``covariates``, the values
     standardized, each batch's location and scale shrunk across genes by empirical Bayes, and
     removed. X becomes dense (float32; scanpy's is float64), or the corrected matrix is
-    returned with ``inplace=False``. Computed on the host in Rust (f64).
+    returned with ``inplace=False``. Computed in f64 on the GPU when ``settings.device`` is
+    one (the host's values, bit for bit), else on the host in Rust.
 
     A numeric covariate is one column of the model; a categorical one (or strings) one column
     per level but its first, as R's ``model.matrix`` and sva's ComBat code it. scanpy's patsy

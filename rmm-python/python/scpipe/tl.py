@@ -1054,7 +1054,9 @@ def ingest(
     Writes ``adata.obsm['X_pca']`` / ``['X_umap']`` (for ``embedding_method``) and
     ``adata.obs[label]`` (categorical, the reference's categories); with ``inplace=False``, on a
     copy that is returned. ``adata`` and ``adata_ref`` must have the same genes
-    (``var_names``). Computed on the host.
+    (``var_names``). The projection, the neighbour search and the UMAP's epochs run on the GPU
+    when ``settings.device`` is one (the host's values; the neighbours the host's wherever the
+    GPU's f32 scan kept them among its candidates), the vote on the host.
 
     Differences from scanpy: the neighbours are exact (scanpy queries pynndescent's approximate
     index; ``kwargs``' ``k`` is honoured, its search settings ``queue_size``, ``epsilon`` and
