@@ -89,6 +89,20 @@ def prepare(func, n):
     return (a,)
 
 
+def search_forest_of_pynndescent_06():
+    """scanpy 1.12's ingest rebuilds pynndescent's search forest with the index's
+    `n_search_trees`, which pynndescent 0.7 leaves None (a TypeError inside `make_forest`; 0.6
+    defaulted it to 1): None means 1 again, as test_scpipe_ingest.py does it."""
+    import pynndescent.rp_trees as rp
+
+    make_forest = rp.make_forest
+
+    def with_a_tree_count(data, n_neighbors, n_trees, *args, **kw):
+        return make_forest(data, n_neighbors, 1 if n_trees is None else n_trees, *args, **kw)
+
+    rp.make_forest = with_a_tree_count
+
+
 def run(lib, n, func):
     parts = prepare(func, n)
     if lib.startswith("scpipe"):
@@ -100,6 +114,8 @@ def run(lib, n, func):
         import scanpy as m
 
         pp, tl = m.pp, m.tl
+    if lib == "scanpy" and func == "ingest":
+        search_forest_of_pynndescent_06()
     if func == "combat":
         call = lambda p: pp.combat(p[0], key="batch")
     elif func == "ingest":
