@@ -20,14 +20,22 @@ pub fn combat(
     gpu: Option<&GpuContext>,
 ) -> Result<()> {
     const STEP: &str = "combat";
-    let x = match adata.x.host_copy()? {
+    // A dense X is read in place (X is replaced only once the correction is made).
+    let made;
+    let x = match &adata.x {
         Matrix::Dense(d) => d,
-        Matrix::Sparse(s) => s.to_dense(),
-        Matrix::Device(_) => unreachable!("a host copy"),
+        other => {
+            made = match other.host_copy()? {
+                Matrix::Dense(d) => d,
+                Matrix::Sparse(s) => s.to_dense(),
+                Matrix::Device(_) => unreachable!("a host copy"),
+            };
+            &made
+        }
     };
     let corrected = match gpu {
-        Some(ctx) => sc_kernels::combat::combat_gpu(ctx, &x, batches, n_batches, covariates),
-        None => sc_kernels::combat::combat(&x, batches, n_batches, covariates).and_then(|c| {
+        Some(ctx) => sc_kernels::combat::combat_gpu(ctx, x, batches, n_batches, covariates),
+        None => sc_kernels::combat::combat(x, batches, n_batches, covariates).and_then(|c| {
             DenseMatrix::new(
                 c.n_rows,
                 c.n_cols,
