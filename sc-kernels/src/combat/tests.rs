@@ -107,3 +107,34 @@ fn a_gene_of_zero_variance_ends_the_fixed_point_as_scanpys() {
     assert!((0..150).all(|j| (y.get(j, 3) - 2.5).abs() < 1e-12));
     assert!(y.data.iter().all(|v| v.is_finite()));
 }
+
+/// The passes' sums over batches of several chunks: each batch's row the plain sum of its cells'
+/// values (to rounding), one batch's pass alone the same row bit for bit and zeros elsewhere
+/// (what the GPU twin's chunk tables and folds mirror).
+#[test]
+fn chunked_sums_are_each_batchs_sums() {
+    let (x, b) = batched(1500, 6);
+    let design = Design::new(x.n_rows, x.n_cols, &b, 3, &[]).unwrap();
+    assert_eq!(design.chunks().len(), 6, "two chunks a batch");
+    let cells = HostCells {
+        x: &x,
+        design: &design,
+    };
+    let all = cells.sums(Term::Weighted(None), None).unwrap();
+    for k in 0..3 {
+        for c in 0..30 {
+            let plain: f64 = (0..x.n_rows)
+                .filter(|&j| b[j] == k as u32)
+                .map(|j| x.data[j * 30 + c] as f64)
+                .sum();
+            let got = all[k * 30 + c];
+            assert!(
+                (got - plain).abs() <= 1e-12 * plain.abs().max(1.0),
+                "{got} vs {plain}"
+            );
+        }
+    }
+    let one = cells.sums(Term::Weighted(None), Some(1)).unwrap();
+    assert_eq!(&one[30..60], &all[30..60]);
+    assert!(one[..30].iter().chain(&one[60..]).all(|&v| v == 0.0));
+}
