@@ -3,10 +3,11 @@
 //! and their folding in the host's order, then the adjusted values written over X's copy on
 //! the device. The host's values (rounded to f32), bit for bit.
 
-use super::{fit, Design, Fit, Passes, Term};
+use super::{fit, Counted, Design, Fit, Passes, Term};
 use crate::dense::{check_finite_rows, DenseMatrix};
 use crate::error::{KernelError, Result};
 use crate::gpu::module_cache::KernelSource;
+use crate::gpu::trace::PhaseTrace;
 use crate::gpu::{grid_stride, DeviceVec, GpuContext};
 use rmm_cuda::cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 
@@ -30,8 +31,10 @@ pub fn combat_gpu(
     n_batches: usize,
     covariates: &[Vec<f64>],
 ) -> Result<DenseMatrix<f32>> {
+    let mut host_trace = PhaseTrace::on_host("combat");
     let design = Design::new(x.n_rows, x.n_cols, batches, n_batches, covariates)?;
     check_finite_rows(&x.data, x.n_cols)?;
+    host_trace.mark("checks (host)")?;
     let (n, g) = (x.n_rows, x.n_cols);
     if n == 0 || g == 0 {
         return Ok(DenseMatrix::zeros(n, g));
@@ -42,10 +45,16 @@ pub fn combat_gpu(
         )));
     }
     ctx.bind_to_thread()?;
-    let cells = DeviceCells::new(ctx, x, &design)?;
+    let mut trace = PhaseTrace::new(ctx, "combat");
+    let cells = Counted::new(DeviceCells::new(ctx, x, &design)?);
+    trace.mark("upload")?;
     let fit = fit(&cells, &design)?;
-    cells.adjust(&fit)?;
-    DenseMatrix::new(n, g, ctx.download(&cells.x)?)
+    trace.mark(&format!("fit ({} passes over the cells)", cells.passes()))?;
+    cells.inner().adjust(&fit)?;
+    trace.mark("adjust")?;
+    let out = DenseMatrix::new(n, g, ctx.download(&cells.inner().x)?);
+    trace.mark("download")?;
+    out
 }
 
 /// X, its cells by batch and the chunks' tables on the device.

@@ -28,6 +28,7 @@ pub use gpu::{combat_gpu, KERNELS};
 
 use crate::dense::{check_finite_rows, DenseMatrix};
 use crate::error::{KernelError, Result};
+use crate::gpu::trace::PhaseTrace;
 use crate::real::Real;
 use rayon::prelude::*;
 
@@ -49,10 +50,13 @@ pub fn combat<T: Real>(
     n_batches: usize,
     covariates: &[Vec<f64>],
 ) -> Result<DenseMatrix<f64>> {
+    let mut trace = PhaseTrace::on_host("combat");
     let design = Design::new(x.n_rows, x.n_cols, batches, n_batches, covariates)?;
     check_finite_rows(&x.data, x.n_cols)?;
-    let cells = HostCells { x, design: &design };
+    trace.mark("checks")?;
+    let cells = Counted::new(HostCells { x, design: &design });
     let fit = fit(&cells, &design)?;
+    trace.mark(&format!("fit ({} passes over the cells)", cells.passes()))?;
     let (n, g) = (x.n_rows, x.n_cols);
     let mut out = DenseMatrix::<f64>::zeros(n, g);
     out.data
@@ -64,6 +68,7 @@ pub fn combat<T: Real>(
                 *o = fit.adjusted(&design, x.data[j * g + c].to_f64(), j, b, c);
             }
         });
+    trace.mark("adjust")?;
     Ok(out)
 }
 
@@ -223,6 +228,36 @@ pub(crate) trait Passes {
     /// Each batch's sum of `term` over its cells, gene by gene (`n_batches x g`), in chunks
     /// of [`CHUNK`]; with `only`, that batch's alone (the other rows 0).
     fn sums(&self, term: Term<'_>, only: Option<usize>) -> Result<Vec<f64>>;
+}
+
+/// Passes that count themselves (for the phase marks).
+pub(crate) struct Counted<P> {
+    inner: P,
+    count: std::cell::Cell<usize>,
+}
+
+impl<P: Passes> Counted<P> {
+    pub(crate) fn new(inner: P) -> Self {
+        Counted {
+            inner,
+            count: std::cell::Cell::new(0),
+        }
+    }
+
+    pub(crate) fn passes(&self) -> usize {
+        self.count.get()
+    }
+
+    pub(crate) fn inner(&self) -> &P {
+        &self.inner
+    }
+}
+
+impl<P: Passes> Passes for Counted<P> {
+    fn sums(&self, term: Term<'_>, only: Option<usize>) -> Result<Vec<f64>> {
+        self.count.set(self.count.get() + 1);
+        self.inner.sums(term, only)
+    }
 }
 
 struct HostCells<'a, T> {
