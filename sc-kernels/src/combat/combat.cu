@@ -1,7 +1,7 @@
-// ComBat's passes over the cells (combat/mod.rs `Passes`, `Term`, `Fit::adjusted`): a thread a
-// gene of a chunk of a batch's cells, each term made from X as the host makes it (f64, every
-// operation rounded on its own), the chunk summed in order; the chunks' totals then added in
-// order per batch. The host's sums, bit for bit.
+// ComBat's passes over the cells (combat/mod.rs `Passes`, `Term::add_row`,
+// `Fit::adjusted_row`): a thread a gene of a chunk of a batch's cells, each term made from X as
+// the host makes it (f64, every operation rounded on its own), the chunk summed in order; the
+// chunks' totals then added in order per batch. The host's sums, bit for bit.
 
 #define COMBAT_WEIGHTED 0
 #define COMBAT_RESIDUAL 1
@@ -16,7 +16,7 @@ struct CombatModel {
     const double *beta, *grand, *var, *sd;  // p x g, g, g, g
 };
 
-// Model::covariate_part.
+// Model::covariate_parts (one gene).
 __device__ __forceinline__ double combat_cov_part(const CombatModel& m, u64 j, u64 c) {
     double t = 0.0;
     for (u32 k = 0; k < m.n_cov; ++k)
@@ -24,13 +24,13 @@ __device__ __forceinline__ double combat_cov_part(const CombatModel& m, u64 j, u
     return t;
 }
 
-// Model::standard.
+// standard.
 __device__ __forceinline__ double combat_standard(const CombatModel& m, double y, u64 j, u64 c) {
     if (m.var[c] == 0.0) return 0.0;
     return __ddiv_rn(__dsub_rn(y, __dadd_rn(m.grand[c], combat_cov_part(m, j, c))), m.sd[c]);
 }
 
-// Term::of.
+// Term::add_row (one value).
 __device__ __forceinline__ double combat_term(const CombatModel& m, int term, int weight,
                                               const double* centre, double y, u64 j, u32 b,
                                               u64 c) {
@@ -86,7 +86,7 @@ extern "C" __global__ void combat_fold(const double* __restrict__ partial,
     out[(u64)b * g + c] = acc;
 }
 
-// Fit::adjusted of every value, in place (X's f32 values replaced by the adjusted f64 ones,
+// Fit::adjusted_row of every value, in place (X's f32 values replaced by the adjusted f64 ones,
 // rounded to f32).
 extern "C" __global__ void combat_adjust(
     float* __restrict__ x, const u32* __restrict__ batches, const double* __restrict__ cov,

@@ -201,7 +201,7 @@ impl Passes for DeviceCells<'_> {
 }
 
 impl DeviceCells<'_> {
-    /// [`Fit::adjusted`] of every value, over X's copy.
+    /// `Fit::adjusted_row` of every cell, over X's copy.
     fn adjust(&self, fit: &Fit) -> Result<()> {
         let (ctx, d) = (self.ctx, self.design);
         let m = &fit.model;

@@ -59,15 +59,13 @@ pub fn combat<T: Real>(
     trace.mark(&format!("fit ({} passes over the cells)", cells.passes()))?;
     let (n, g) = (x.n_rows, x.n_cols);
     let mut out = DenseMatrix::<f64>::zeros(n, g);
-    out.data
-        .par_chunks_mut(g.max(1))
-        .enumerate()
-        .for_each(|(j, row)| {
-            let b = batches[j] as usize;
-            for (c, o) in row.iter_mut().enumerate() {
-                *o = fit.adjusted(&design, x.data[j * g + c].to_f64(), j, b, c);
-            }
-        });
+    out.data.par_chunks_mut(g.max(1)).enumerate().for_each_init(
+        || vec![0.0; g],
+        |cp, (j, out)| {
+            let row = &x.data[j * g..(j + 1) * g];
+            fit.adjusted_row(&design, j, batches[j] as usize, row, cp, out);
+        },
+    );
     trace.mark("adjust")?;
     Ok(out)
 }
@@ -167,27 +165,27 @@ pub(crate) struct Model {
 }
 
 impl Model {
-    /// Cell `j`'s covariates times gene `c`'s coefficients.
-    fn covariate_part(&self, d: &Design<'_>, j: usize, c: usize) -> f64 {
-        let mut t = 0.0;
+    /// Cell `j`'s covariates times each gene's coefficients, into `cp` (`g` values): each
+    /// covariate's product added to 0 in order.
+    fn covariate_parts(&self, d: &Design<'_>, j: usize, cp: &mut [f64]) {
+        cp.iter_mut().for_each(|v| *v = 0.0);
         for (m, cov) in d.covariates.iter().enumerate() {
-            t += cov[j] * self.beta[(d.n_batches + m) * d.g + c];
+            let (w, row) = (cov[j], (d.n_batches + m) * d.g);
+            for (v, &b) in cp.iter_mut().zip(&self.beta[row..row + d.g]) {
+                *v += w * b;
+            }
         }
-        t
     }
+}
 
-    /// Cell `j`'s (of batch `b`) residual of value `y` of gene `c`.
-    fn residual(&self, d: &Design<'_>, y: f64, j: usize, b: usize, c: usize) -> f64 {
-        y - (self.beta[b * d.g + c] + self.covariate_part(d, j, c))
-    }
-
-    /// Cell `j`'s standardized value `y` of gene `c` (0 for a gene of zero variance).
-    fn standard(&self, d: &Design<'_>, y: f64, j: usize, c: usize) -> f64 {
-        if self.var[c] == 0.0 {
-            0.0
-        } else {
-            (y - (self.grand[c] + self.covariate_part(d, j, c))) / self.sd[c]
-        }
+/// A standardized value: `y` less the model's mean (`grand + cp`) over the standard deviation;
+/// 0 for a gene of zero variance.
+#[inline]
+fn standard(y: f64, var: f64, grand: f64, cp: f64, sd: f64) -> f64 {
+    if var == 0.0 {
+        0.0
+    } else {
+        (y - (grand + cp)) / sd
     }
 }
 
@@ -205,19 +203,45 @@ pub(crate) enum Term<'a> {
 }
 
 impl Term<'_> {
-    /// The term of cell `j` (batch `b`), gene `c`, value `y`.
-    fn of(&self, d: &Design<'_>, y: f64, j: usize, b: usize, c: usize) -> f64 {
+    /// Adds the term of cell `j` (batch `b`, values `row`) of every gene to `acc`; `cp` is room
+    /// for the cell's covariate parts (`g` values). The match is outside the genes' loop, so
+    /// each arm's loop vectorizes.
+    fn add_row<T: Real>(
+        &self,
+        d: &Design<'_>,
+        j: usize,
+        b: usize,
+        row: &[T],
+        cp: &mut [f64],
+        acc: &mut [f64],
+    ) {
+        let g = d.g;
+        if let Term::Residual(m) | Term::Standard(m) | Term::Squared(m, _) = *self {
+            m.covariate_parts(d, j, cp);
+        }
+        let cells = acc.iter_mut().zip(row).zip(cp.iter()).enumerate();
         match *self {
-            Term::Weighted(None) => y,
-            Term::Weighted(Some(m)) => d.covariates[m][j] * y,
-            Term::Residual(model) => {
-                let r = model.residual(d, y, j, b, c);
-                r * r
+            Term::Weighted(None) => cells.for_each(|(_, ((a, y), _))| *a += y.to_f64()),
+            Term::Weighted(Some(m)) => {
+                let w = d.covariates[m][j];
+                cells.for_each(|(_, ((a, y), _))| *a += w * y.to_f64())
             }
-            Term::Standard(model) => model.standard(d, y, j, c),
-            Term::Squared(model, centre) => {
-                let t = model.standard(d, y, j, c) - centre[b * d.g + c];
-                t * t
+            Term::Residual(m) => {
+                let beta = &m.beta[b * g..(b + 1) * g];
+                cells.for_each(|(c, ((a, y), &cp))| {
+                    let r = y.to_f64() - (beta[c] + cp);
+                    *a += r * r
+                })
+            }
+            Term::Standard(m) => cells.for_each(|(c, ((a, y), &cp))| {
+                *a += standard(y.to_f64(), m.var[c], m.grand[c], cp, m.sd[c])
+            }),
+            Term::Squared(m, centre) => {
+                let centre = &centre[b * g..(b + 1) * g];
+                cells.for_each(|(c, ((a, y), &cp))| {
+                    let t = standard(y.to_f64(), m.var[c], m.grand[c], cp, m.sd[c]) - centre[c];
+                    *a += t * t
+                })
             }
         }
     }
@@ -277,13 +301,11 @@ impl<T: Real> Passes for HostCells<'_, T> {
         let partial: Vec<Vec<f64>> = chunks
             .par_iter()
             .map(|&(first, count, b)| {
-                let mut acc = vec![0.0; g];
+                let (mut acc, mut cp) = (vec![0.0; g], vec![0.0; g]);
                 for &j in &d.members[first..first + count] {
                     let j = j as usize;
                     let row = &self.x.data[j * g..(j + 1) * g];
-                    for (c, (a, y)) in acc.iter_mut().zip(row).enumerate() {
-                        *a += term.of(d, y.to_f64(), j, b, c);
-                    }
+                    term.add_row(d, j, b, row, &mut cp, &mut acc);
                 }
                 acc
             })
@@ -326,13 +348,27 @@ pub(crate) struct Fit {
 }
 
 impl Fit {
-    /// Cell `j`'s (of batch `b`) adjusted value `y` of gene `c`.
-    pub(crate) fn adjusted(&self, d: &Design<'_>, y: f64, j: usize, b: usize, c: usize) -> f64 {
-        let m = &self.model;
-        let s = m.standard(d, y, j, c);
-        let i = b * d.g + c;
-        (s - self.gamma_star[i]) / self.delta_star[i].sqrt() * m.sd[c]
-            + (m.grand[c] + m.covariate_part(d, j, c))
+    /// Cell `j`'s (of batch `b`, values `row`) adjusted values into `out`; `cp` is room for its
+    /// covariate parts (`g` values each).
+    fn adjusted_row<T: Real>(
+        &self,
+        d: &Design<'_>,
+        j: usize,
+        b: usize,
+        row: &[T],
+        cp: &mut [f64],
+        out: &mut [f64],
+    ) {
+        let (m, g) = (&self.model, d.g);
+        m.covariate_parts(d, j, cp);
+        let (gs, ds) = (
+            &self.gamma_star[b * g..(b + 1) * g],
+            &self.delta_star[b * g..(b + 1) * g],
+        );
+        for (c, (o, y)) in out.iter_mut().zip(row).enumerate() {
+            let s = standard(y.to_f64(), m.var[c], m.grand[c], cp[c], m.sd[c]);
+            *o = (s - gs[c]) / ds[c].sqrt() * m.sd[c] + (m.grand[c] + cp[c]);
+        }
     }
 }
 
