@@ -6,9 +6,9 @@
 //! (`trim` defaults to 10 times the neighbours a cell; 0 keeps every edge).
 
 use super::connectivities::{distance_matrix, umap_connectivities};
-use super::exact::knn_among;
+use super::exact::{knn_among, knn_of_first_rows_gpu};
 use super::knn::{Knn, EXTRA};
-use super::scan::device::{refine_among, scan_table, RefTable, MAX_DIMS, MAX_K};
+use super::scan::device::{MAX_DIMS, MAX_K};
 use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
@@ -87,20 +87,14 @@ fn knn_among_gpu(
     refs: &[u32],
     k: usize,
 ) -> Result<(Vec<u32>, Vec<f32>)> {
-    let (n, d) = (x.n_rows, x.n_cols);
-    let rows: Vec<f32> = refs
-        .iter()
-        .flat_map(|&r| x.row(r as usize).iter().copied())
-        .collect();
-    let table = RefTable::new(ctx, &ctx.upload(&rows)?, refs.len(), d, 0)?;
-    drop(rows);
-    let ids = ctx.upload(refs)?;
-    let kc = (k + EXTRA).min(refs.len());
-    let cand = ctx.alloc::<u32>(n * kc)?;
-    scan_table(ctx, &table, Some(&ids), xd, kc, 0..n, None, 1, &cand)?;
-    drop(table);
-    let (idx, dist) = refine_among(ctx, xd, &cand, n, d, kc, k)?;
-    Ok((ctx.download(&idx)?, ctx.download(&dist)?))
+    let rows = {
+        let rows: Vec<f32> = refs
+            .iter()
+            .flat_map(|&r| x.row(r as usize).iter().copied())
+            .collect();
+        ctx.upload(&rows)?
+    };
+    knn_of_first_rows_gpu(ctx, xd, x.n_rows, x.n_cols, rows, refs, k)
 }
 
 /// The batch-balanced graph, each batch's `within` nearest rows of every row found by

@@ -160,26 +160,46 @@ pub fn knn_query_gpu(
         }
         Ok(())
     })?;
-    let table = RefTable::new(ctx, &ctx.upload(&reference.data)?, nr, d, 0)?;
-    let ids = ctx.upload(&(nq as u32..(nq + nr) as u32).collect::<Vec<_>>())?;
-    let kc = (k + EXTRA).min(nr);
-    let cand = ctx.alloc::<u32>(nq.max(1) * kc)?;
-    if nq > 0 {
-        scan_table(ctx, &table, Some(&ids), &both, kc, 0..nq, None, 1, &cand)?;
-    }
-    drop((table, ids));
-    let (idx, dist) = refine_among(ctx, &both, &cand, nq, d, kc, k)?;
-    let mut indices = ctx.download(&idx)?;
-    indices.truncate(nq * k);
+    let ids: Vec<u32> = (nq as u32..(nq + nr) as u32).collect();
+    let refs = ctx.upload(&reference.data)?;
+    let (mut indices, distances) = knn_of_first_rows_gpu(ctx, &both, nq, d, refs, &ids, k)?;
     indices.iter_mut().for_each(|j| *j -= nq as u32);
-    let mut distances = ctx.download(&dist)?;
-    distances.truncate(nq * k);
     Ok(Knn {
         n_obs: nq,
         k,
         indices,
         distances,
     })
+}
+
+/// The `k` nearest of the rows `ids` of `x` (`d` columns; `refs` holds those rows' values, in
+/// `ids`' order) of each of `x`'s first `q` rows: the f32 scan's `k + 8` candidates against
+/// `refs`' table, their distances recomputed in f64 and ordered as the host orders them (ties:
+/// the smaller index). Rows of `x` and distances, `q * k` each ([`knn_query_gpu`]'s search
+/// and bbknn's within a batch).
+pub(crate) fn knn_of_first_rows_gpu(
+    ctx: &GpuContext,
+    x: &DeviceVec<f32>,
+    q: usize,
+    d: usize,
+    refs: DeviceVec<f32>,
+    ids: &[u32],
+    k: usize,
+) -> Result<(Vec<u32>, Vec<f32>)> {
+    let table = RefTable::new(ctx, &refs, ids.len(), d, 0)?;
+    drop(refs);
+    let ids = ctx.upload(ids)?;
+    let kc = (k + EXTRA).min(ids.len());
+    let cand = ctx.alloc::<u32>(q.max(1) * kc)?;
+    if q > 0 {
+        scan_table(ctx, &table, Some(&ids), x, kc, 0..q, None, 1, &cand)?;
+    }
+    drop((table, ids));
+    let (idx, dist) = refine_among(ctx, x, &cand, q, d, kc, k)?;
+    let (mut indices, mut distances) = (ctx.download(&idx)?, ctx.download(&dist)?);
+    indices.truncate(q * k);
+    distances.truncate(q * k);
+    Ok((indices, distances))
 }
 
 /// The scan both share: each query row of `xf` (`n x d`) against the reference rows `xr`
