@@ -1654,13 +1654,17 @@ fn leiden_hand_over_on_a_file() {
     }
 }
 
-/// regress_out on the GPU (after the device's own densification) equals the CPU bit for bit:
-/// continuous covariates, a singular design (collinear covariates: the minimum-norm fit and
-/// constant genes kept), one category with cells outside every category (few categories and
-/// many); the chunks' sums added in one wave and in several. A NaN is refused, named as the CPU names it, X untouched.
+/// regress_out on the GPU equals the CPU bit for bit, on a dense device X (after the device's
+/// own densification) and on a CSR one written dense with its residuals: continuous
+/// covariates, a singular design (collinear covariates: the minimum-norm fit and constant
+/// genes kept), one category with cells outside every category (few categories and many); the
+/// chunks' sums added in one wave and in several (the CSR's rows densified a chunk at a time).
+/// A NaN is refused, named as the CPU names it, X untouched.
 #[test]
 fn regress_out_equals_the_cpu_bit_for_bit() {
-    use sc_kernels::regress::{regress_out, regress_out_gpu_in_waves, Covariates};
+    use sc_kernels::regress::{
+        regress_out, regress_out_csr_gpu_in_waves, regress_out_gpu_in_waves, Covariates,
+    };
     let Some(d) = gpu_or_skip("gpu regress_out") else {
         return;
     };
@@ -1706,6 +1710,21 @@ fn regress_out_equals_the_cpu_bit_for_bit() {
                     x.n_cols
                 );
             }
+            // The CSR path: waves of 1 GiB (one) and of one chunk's rows each.
+            let dcsr = DeviceCsr::upload(&ctx, &x).unwrap();
+            for wave_bytes in [1 << 30, 1] {
+                let g = regress_out_csr_gpu_in_waves(&ctx, &dcsr, &cov, wave_bytes)
+                    .unwrap()
+                    .download(&ctx)
+                    .unwrap();
+                assert!(
+                    same_bits(&g.data, &cpu.data),
+                    "{cov:?} ({n} x {}), CSR, waves of {wave_bytes} bytes: the GPU's residuals \
+                     differ from the CPU's",
+                    x.n_cols
+                );
+            }
+            assert_eq!(dcsr.download(&ctx).unwrap(), x, "the CSR input changed");
         }
         if n * x.n_cols > 0 {
             let mut host = x.to_dense();
@@ -1722,6 +1741,20 @@ fn regress_out_equals_the_cpu_bit_for_bit() {
             assert_eq!(got, want);
             let after = dx.download(&ctx).unwrap();
             assert!(same_bits(&after.data, &host.data));
+            // A stored NaN of a CSR X, named alike.
+            let mut bad = x.clone();
+            if !bad.data.is_empty() {
+                let k = bad.data.len() / 2;
+                bad.data[k] = f32::NAN;
+                let want = regress_out(&mut bad.to_dense(), &cov)
+                    .unwrap_err()
+                    .to_string();
+                let dbad = DeviceCsr::upload(&ctx, &bad).unwrap();
+                let got = regress_out_csr_gpu_in_waves(&ctx, &dbad, &cov, 1)
+                    .unwrap_err()
+                    .to_string();
+                assert_eq!(got, want);
+            }
         }
     };
     on_random_and_real(1..9000, 1..40, check);

@@ -84,10 +84,21 @@ pub fn csr_chunked_sums(
     ctx: &GpuContext,
     x: &DeviceCsr,
     len: usize,
+    partials: impl FnMut(&DeviceVec<f32>, usize, u64, u64, &DeviceVec<f64>) -> Result<()>,
+) -> Result<Vec<f64>> {
+    csr_chunked_sums_in_waves(ctx, x, len, WAVE_BYTES, partials)
+}
+
+/// [`csr_chunked_sums`] with waves of at most `wave_bytes` (at least one chunk's rows).
+pub fn csr_chunked_sums_in_waves(
+    ctx: &GpuContext,
+    x: &DeviceCsr,
+    len: usize,
+    wave_bytes: usize,
     mut partials: impl FnMut(&DeviceVec<f32>, usize, u64, u64, &DeviceVec<f64>) -> Result<()>,
 ) -> Result<Vec<f64>> {
     let (n, g) = (x.n_rows, x.n_cols);
-    let wave_chunks = (WAVE_BYTES / (DENSE_CHUNK_ROWS * g.max(1) * 4)).max(1);
+    let wave_chunks = (wave_bytes / (DENSE_CHUNK_ROWS * g.max(1) * 4)).max(1);
     let mut wave = ctx.alloc::<f32>((wave_chunks * DENSE_CHUNK_ROWS).min(n) * g)?;
     chunked_sums(ctx, n, len, wave_chunks * len * 8, |first, count, out| {
         let row0 = first as usize * DENSE_CHUNK_ROWS;

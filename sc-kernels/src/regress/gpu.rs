@@ -1,12 +1,15 @@
-//! The GPU twin of [`super::regress_out`] on a dense device X: the same sums in the same order
-//! (so the same bits), the small solves on the host with the CPU's own code.
+//! The GPU twin of [`super::regress_out`] on a dense device X, or on a CSR one written dense
+//! with its residuals: the same sums in the same order (so the same bits), the small solves on
+//! the host with the CPU's own code.
 
 use super::{bucket_counts, buckets, category_fit, check_covariates, continuous_coef, Covariates};
 use crate::error::Result;
-use crate::gpu::dense_reduce::{chunked_sums, finite_by_sums, PARTIAL_BYTES};
+use crate::gpu::dense_reduce::{
+    chunked_sums, csr_chunked_sums_in_waves, finite_by_sums, PARTIAL_BYTES, WAVE_BYTES,
+};
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::trace::PhaseTrace;
-use crate::gpu::{DeviceDense, DeviceVec, GpuContext};
+use crate::gpu::{DeviceCsr, DeviceDense, DeviceVec, GpuContext};
 use crate::stats::DENSE_CHUNK_ROWS;
 use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
 
@@ -37,31 +40,166 @@ pub fn regress_out_gpu_in_waves(
 ) -> Result<()> {
     check_covariates(x.n_rows, covariates)?;
     let mut trace = PhaseTrace::new(ctx, "regress_out");
+    let fit = fit(ctx, Rows::Dense(x, partial_bytes), covariates, &mut trace)?;
+    let (n, g) = (x.n_rows as u64, x.n_cols as u64);
+    let rows = ctx.filling_rows(x.n_rows);
+    match &fit {
+        DeviceFit::Continuous {
+            design,
+            q,
+            coef,
+            keep,
+        } => {
+            let f = ctx.function(SRC, "regress_subtract_fit")?;
+            let mut l = ctx.launcher(&f);
+            l.arg(&x.data).arg(&n).arg(&g).arg(design).arg(q);
+            l.arg(coef).arg(keep);
+            ctx.launch(l, rows, "regress_subtract_fit")?;
+        }
+        DeviceFit::Category {
+            bucket,
+            means,
+            b0,
+            b1,
+            keep,
+        } => {
+            let f = ctx.function(SRC, "regress_subtract_category_fit")?;
+            let mut l = ctx.launcher(&f);
+            l.arg(&x.data).arg(&n).arg(&g).arg(bucket).arg(means);
+            l.arg(b0).arg(b1).arg(keep);
+            ctx.launch(l, rows, "regress_subtract_category_fit")?;
+        }
+    }
+    trace.mark("residuals")
+}
+
+/// The residuals of a CSR device X on `covariates`, dense: [`regress_out_gpu`]'s result on
+/// `x.to_dense()`, bit for bit, without the dense copy of X's values. The sums read X
+/// densified a wave of chunks at a time (at most [`WAVE_BYTES`] on the device), and the
+/// residuals are written straight from the CSR values (one pass writing the result, none
+/// reading a dense X). `x` is left as it is.
+pub fn regress_out_csr_gpu(
+    ctx: &GpuContext,
+    x: &DeviceCsr,
+    covariates: &Covariates,
+) -> Result<DeviceDense> {
+    regress_out_csr_gpu_in_waves(ctx, x, covariates, WAVE_BYTES)
+}
+
+/// [`regress_out_csr_gpu`] with the device bytes a wave of densified rows may take (the tests
+/// make it small: several waves, each at least one chunk of rows).
+pub fn regress_out_csr_gpu_in_waves(
+    ctx: &GpuContext,
+    x: &DeviceCsr,
+    covariates: &Covariates,
+    wave_bytes: usize,
+) -> Result<DeviceDense> {
+    check_covariates(x.n_rows, covariates)?;
+    let mut trace = PhaseTrace::new(ctx, "regress_out");
+    let fit = fit(ctx, Rows::Csr(x, wave_bytes), covariates, &mut trace)?;
+    let out = ctx.alloc::<f32>(x.n_rows * x.n_cols)?;
+    let (n, g) = (x.n_rows as u64, x.n_cols as u64);
+    let rows = ctx.filling_rows(x.n_rows);
+    match &fit {
+        DeviceFit::Continuous {
+            design,
+            q,
+            coef,
+            keep,
+        } => {
+            let f = ctx.function(SRC, "regress_csr_subtract_fit")?;
+            let mut l = ctx.launcher(&f);
+            l.arg(&x.indptr)
+                .arg(&x.indices)
+                .arg(&x.data)
+                .arg(&n)
+                .arg(&g);
+            l.arg(design).arg(q).arg(coef).arg(keep).arg(&out);
+            ctx.launch(l, rows, "regress_csr_subtract_fit")?;
+        }
+        DeviceFit::Category {
+            bucket,
+            means,
+            b0,
+            b1,
+            keep,
+        } => {
+            let f = ctx.function(SRC, "regress_csr_subtract_category_fit")?;
+            let mut l = ctx.launcher(&f);
+            l.arg(&x.indptr)
+                .arg(&x.indices)
+                .arg(&x.data)
+                .arg(&n)
+                .arg(&g);
+            l.arg(bucket).arg(means).arg(b0).arg(b1).arg(keep).arg(&out);
+            ctx.launch(l, rows, "regress_csr_subtract_category_fit")?;
+        }
+    }
+    trace.mark("residuals")?;
+    Ok(DeviceDense {
+        n_rows: x.n_rows,
+        n_cols: x.n_cols,
+        data: out,
+    })
+}
+
+/// X as the sums read it: a dense device X (with the partial sums' device bytes), or a CSR one
+/// densified a wave of chunks at a time (with the wave's device bytes).
+enum Rows<'a> {
+    Dense(&'a DeviceDense, usize),
+    Csr(&'a DeviceCsr, usize),
+}
+
+/// What the residual pass subtracts, on the device.
+enum DeviceFit {
+    /// `design` (`q x n`) times `coef` (`q x n_cols`), for the genes `keep` leaves alone.
+    Continuous {
+        design: DeviceVec<f64>,
+        q: u32,
+        coef: DeviceVec<f64>,
+        keep: DeviceVec<u32>,
+    },
+    /// `b0 + b1 * means[bucket]`, gene by gene, for the genes `keep` leaves alone.
+    Category {
+        bucket: DeviceVec<u32>,
+        means: DeviceVec<f32>,
+        b0: DeviceVec<f64>,
+        b1: DeviceVec<f64>,
+        keep: DeviceVec<u32>,
+    },
+}
+
+/// The fit of every gene on `covariates`: the sums over X's rows on the device (X's values
+/// checked by them), the small solves on the host with the CPU's own code.
+fn fit(
+    ctx: &GpuContext,
+    x: Rows<'_>,
+    covariates: &Covariates,
+    trace: &mut PhaseTrace,
+) -> Result<DeviceFit> {
+    let (n_rows, n_cols) = match x {
+        Rows::Dense(d, _) => (d.n_rows, d.n_cols),
+        Rows::Csr(c, _) => (c.n_rows, c.n_cols),
+    };
     match covariates {
         Covariates::Continuous(columns) => {
             let q = columns.len() + 1;
-            let design = upload_design(ctx, columns, x.n_rows)?;
+            let design = upload_design(ctx, columns, n_rows)?;
             trace.mark("design")?;
-            let (ax, differs) =
-                chunk_sums(ctx, x, Weights::Design(&design, q as u32), partial_bytes)?;
+            let (ax, differs) = chunk_sums(ctx, &x, Weights::Design(&design, q as u32))?;
             // The intercept's row of Aᵀx is X's plain column sums.
-            finite_by_sums(ctx, x, &ax[..x.n_cols])?;
+            check_finite(ctx, &x, &ax[..n_cols])?;
             trace.mark("sums")?;
-            let (coef, singular) = continuous_coef(columns, x.n_rows, &ax, x.n_cols)?;
+            let (coef, singular) = continuous_coef(columns, n_rows, &ax, n_cols)?;
             let keep = kept_genes(ctx, &differs, singular)?;
             let coef = ctx.upload(&coef)?;
             trace.mark("solve")?;
-            let f = ctx.function(SRC, "regress_subtract_fit")?;
-            let mut l = ctx.launcher(&f);
-            let (n, g, q32) = (x.n_rows as u64, x.n_cols as u64, q as u32);
-            l.arg(&x.data)
-                .arg(&n)
-                .arg(&g)
-                .arg(&design)
-                .arg(&q32)
-                .arg(&coef)
-                .arg(&keep);
-            ctx.launch(l, ctx.filling_rows(x.n_rows), "regress_subtract_fit")?;
+            Ok(DeviceFit::Continuous {
+                design,
+                q: q as u32,
+                coef,
+                keep,
+            })
         }
         Covariates::Categorical {
             codes,
@@ -71,39 +209,34 @@ pub fn regress_out_gpu_in_waves(
             let bucket = buckets(codes, *n_categories);
             let counts = bucket_counts(&bucket, n_buckets);
             let bucket = ctx.upload(&bucket)?;
-            let (sums, differs) = chunk_sums(
-                ctx,
-                x,
-                Weights::Buckets(&bucket, n_buckets as u32),
-                partial_bytes,
-            )?;
-            finite_by_sums(ctx, x, &sums)?;
+            let (sums, differs) = chunk_sums(ctx, &x, Weights::Buckets(&bucket, n_buckets as u32))?;
+            check_finite(ctx, &x, &sums)?;
             trace.mark("sums")?;
-            let fit = category_fit(&sums, &counts, x.n_cols);
+            let fit = category_fit(&sums, &counts, n_cols);
             let keep = kept_genes(ctx, &differs, true)?;
             let means = ctx.upload(&fit.means)?;
             let b0 = ctx.upload(&fit.coef.iter().map(|c| c.0).collect::<Vec<_>>())?;
             let b1 = ctx.upload(&fit.coef.iter().map(|c| c.1).collect::<Vec<_>>())?;
             trace.mark("solve")?;
-            let f = ctx.function(SRC, "regress_subtract_category_fit")?;
-            let mut l = ctx.launcher(&f);
-            let (n, g) = (x.n_rows as u64, x.n_cols as u64);
-            l.arg(&x.data)
-                .arg(&n)
-                .arg(&g)
-                .arg(&bucket)
-                .arg(&means)
-                .arg(&b0)
-                .arg(&b1)
-                .arg(&keep);
-            ctx.launch(
-                l,
-                ctx.filling_rows(x.n_rows),
-                "regress_subtract_category_fit",
-            )?;
+            Ok(DeviceFit::Category {
+                bucket,
+                means,
+                b0,
+                b1,
+                keep,
+            })
         }
     }
-    trace.mark("residuals")
+}
+
+/// Fails, naming the first NaN or infinite value as the host does, when the plain sums (each
+/// value in one of them) are not all finite. A CSR X is densified for the naming only.
+fn check_finite(ctx: &GpuContext, x: &Rows<'_>, plain_sums: &[f64]) -> Result<()> {
+    match x {
+        Rows::Dense(d, _) => finite_by_sums(ctx, d, plain_sums),
+        Rows::Csr(_, _) if plain_sums.iter().all(|s| s.is_finite()) => Ok(()),
+        Rows::Csr(c, _) => finite_by_sums(ctx, &c.to_dense(ctx)?, plain_sums),
+    }
 }
 
 /// The design `[1, covariates...]` on the device, its columns one after another (`q x n`),
@@ -139,21 +272,31 @@ enum Weights<'a> {
 /// a value other than their first row's (found in the same pass).
 fn chunk_sums(
     ctx: &GpuContext,
-    x: &DeviceDense,
+    x: &Rows<'_>,
     weights: Weights<'_>,
-    partial_bytes: usize,
 ) -> Result<(Vec<f64>, DeviceVec<u32>)> {
     let (kernel, len_per_row) = match weights {
         Weights::Design(_, q) => ("regress_chunk_sums", q),
         Weights::Buckets(_, nb) => ("regress_chunk_bucket_sums", nb),
     };
     let f = ctx.function(SRC, kernel)?;
-    let (n, g, rows) = (x.n_rows as u64, x.n_cols as u64, DENSE_CHUNK_ROWS as u64);
-    let len = len_per_row as usize * x.n_cols;
-    let differs = ctx.zeros::<u32>(x.n_cols.max(1))?;
-    let sums = chunked_sums(ctx, x.n_rows, len, partial_bytes, |first, count, out| {
+    let (n_rows, n_cols) = match x {
+        Rows::Dense(d, _) => (d.n_rows, d.n_cols),
+        Rows::Csr(c, _) => (c.n_rows, c.n_cols),
+    };
+    let (n, g, rows) = (n_rows as u64, n_cols as u64, DENSE_CHUNK_ROWS as u64);
+    let len = len_per_row as usize * n_cols;
+    let differs = ctx.zeros::<u32>(n_cols.max(1))?;
+    // The chunks of rows `first .. first + count`, whose rows from `row0` on `wave` holds.
+    let partials = |wave: &DeviceVec<f32>,
+                    row0: usize,
+                    first_row: &DeviceVec<f32>,
+                    first: u64,
+                    count: u64,
+                    out: &DeviceVec<f64>| {
         let mut l = ctx.launcher(&f);
-        l.arg(&x.data).arg(&n).arg(&g);
+        let row0 = row0 as u64;
+        l.arg(wave).arg(&row0).arg(&n).arg(&g).arg(first_row);
         match &weights {
             Weights::Design(d, q) => l.arg(*d).arg(q),
             Weights::Buckets(b, nb) => l.arg(*b).arg(nb),
@@ -161,12 +304,26 @@ fn chunk_sums(
         l.arg(&rows).arg(&first).arg(&count).arg(out).arg(&differs);
         // Blocks over the genes (x) and the wave's chunks (y).
         let cfg = LaunchConfig {
-            grid_dim: (x.n_cols.div_ceil(256).max(1) as u32, count as u32, 1),
+            grid_dim: (n_cols.div_ceil(256).max(1) as u32, count as u32, 1),
             block_dim: (256, 1, 1),
             shared_mem_bytes: 0,
         };
         ctx.launch(l, cfg, kernel)
-    })?;
+    };
+    let sums = match x {
+        Rows::Dense(d, partial_bytes) => {
+            chunked_sums(ctx, n_rows, len, *partial_bytes, |first, count, out| {
+                partials(&d.data, 0, &d.data, first, count, out)
+            })?
+        }
+        Rows::Csr(c, wave_bytes) => {
+            let mut first_row = ctx.alloc::<f32>(n_cols.max(1))?;
+            c.rows_to_dense_into(ctx, 0, n_rows.min(1), &mut first_row)?;
+            csr_chunked_sums_in_waves(ctx, c, len, *wave_bytes, |wave, row0, first, count, out| {
+                partials(wave, row0, &first_row, first, count, out)
+            })?
+        }
+    };
     Ok((sums, differs))
 }
 

@@ -21,7 +21,9 @@ pub(crate) mod gpu;
 
 /// The step's kernel module, for the warm-up ([`crate::warm_up`]).
 pub const KERNELS: crate::gpu::module_cache::KernelSource = gpu::SRC;
-pub use gpu::{regress_out_gpu, regress_out_gpu_in_waves};
+pub use gpu::{
+    regress_out_csr_gpu, regress_out_csr_gpu_in_waves, regress_out_gpu, regress_out_gpu_in_waves,
+};
 
 /// What the genes are regressed on.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,6 +1,9 @@
-// regress_out on a dense row-major X. Every sum repeats the CPU reference's order bit for bit:
-// per chunk of `chunk_rows` rows the rows are added one after another (rounded products and
-// sums, never fused); gpu/dense_reduce.cu adds the chunks' sums in chunk order.
+// regress_out on a dense row-major X, or on a CSR X written dense with its residuals in one
+// pass. Every sum repeats the CPU reference's order bit for bit: per chunk of `chunk_rows` rows
+// the rows are added one after another (rounded products and sums, never fused);
+// gpu/dense_reduce.cu adds the chunks' sums in chunk order. The chunk kernels read `x` from row
+// `x_row0` on (0 for a whole dense X, the wave's first row for a CSR X densified a wave of chunks
+// at a time) and compare each value with `first_row`, X's row 0.
 
 // Per chunk c (of n_chunks from first_chunk on) and gene j, the sums over the chunk's rows of
 // design[k][i] * x[i][j] for each of the q design columns: partial[(c * q + k) * n_cols + j];
@@ -12,7 +15,8 @@
 #define REGRESS_KB 8
 #define REGRESS_TILE 256
 template <int Q>
-__device__ void regress_chunk_sums_of(const float* __restrict__ x, u64 n_rows, u64 n_cols,
+__device__ void regress_chunk_sums_of(const float* __restrict__ x, u64 x_row0, u64 n_rows,
+                                      u64 n_cols, const float* __restrict__ first_row,
                                       const double* __restrict__ design, u32 q, u32 k0, u64 c,
                                       u64 j, u64 r0, u64 r1, double* __restrict__ partial,
                                       double* sd, bool* differ) {
@@ -20,7 +24,7 @@ __device__ void regress_chunk_sums_of(const float* __restrict__ x, u64 n_rows, u
     double acc[Q];
 #pragma unroll
     for (int k = 0; k < Q; ++k) acc[k] = 0.0;
-    const float first = active ? x[j] : 0.0f;
+    const float first = active ? first_row[j] : 0.0f;
     const double* d = design + (u64)k0 * n_rows;
     bool diff = false;
     for (u64 t0 = r0; t0 < r1; t0 += REGRESS_TILE) {
@@ -32,7 +36,7 @@ __device__ void regress_chunk_sums_of(const float* __restrict__ x, u64 n_rows, u
         }
         __syncthreads();
         if (active) {
-            const float* xp = x + t0 * n_cols + j;
+            const float* xp = x + (t0 - x_row0) * n_cols + j;
 #pragma unroll 4
             for (u32 r = 0; r < tn; ++r) {
                 const float xv = *xp;
@@ -52,7 +56,8 @@ __device__ void regress_chunk_sums_of(const float* __restrict__ x, u64 n_rows, u
     *differ |= diff;
 }
 
-extern "C" __global__ void regress_chunk_sums(const float* __restrict__ x, u64 n_rows, u64 n_cols,
+extern "C" __global__ void regress_chunk_sums(const float* __restrict__ x, u64 x_row0, u64 n_rows,
+                                              u64 n_cols, const float* __restrict__ first_row,
                                               const double* __restrict__ design, u32 q,
                                               u64 chunk_rows, u64 first_chunk, u64 n_chunks,
                                               double* __restrict__ partial,
@@ -65,7 +70,7 @@ extern "C" __global__ void regress_chunk_sums(const float* __restrict__ x, u64 n
     bool differ = false;
     for (u32 k0 = 0; k0 < q; k0 += REGRESS_KB) {
 #define REGRESS_GROUP(Q) \
-    case Q: regress_chunk_sums_of<Q>(x, n_rows, n_cols, design, q, k0, c, j, r0, r1, partial, sd, &differ); break;
+    case Q: regress_chunk_sums_of<Q>(x, x_row0, n_rows, n_cols, first_row, design, q, k0, c, j, r0, r1, partial, sd, &differ); break;
         switch (min((u32)REGRESS_KB, q - k0)) {
             REGRESS_GROUP(1) REGRESS_GROUP(2) REGRESS_GROUP(3) REGRESS_GROUP(4)
             REGRESS_GROUP(5) REGRESS_GROUP(6) REGRESS_GROUP(7) REGRESS_GROUP(8)
@@ -77,8 +82,10 @@ extern "C" __global__ void regress_chunk_sums(const float* __restrict__ x, u64 n
 
 // Per chunk c and gene j, the sums of x[i][j] over the chunk's rows of each bucket:
 // partial[(c * n_buckets + b) * n_cols + j] (each thread writes all of its own).
-extern "C" __global__ void regress_chunk_bucket_sums(const float* __restrict__ x, u64 n_rows,
-                                                     u64 n_cols, const u32* __restrict__ bucket,
+extern "C" __global__ void regress_chunk_bucket_sums(const float* __restrict__ x, u64 x_row0,
+                                                     u64 n_rows, u64 n_cols,
+                                                     const float* __restrict__ first_row,
+                                                     const u32* __restrict__ bucket,
                                                      u32 n_buckets, u64 chunk_rows,
                                                      u64 first_chunk, u64 n_chunks,
                                                      double* __restrict__ partial,
@@ -89,7 +96,7 @@ extern "C" __global__ void regress_chunk_bucket_sums(const float* __restrict__ x
     const u64 r0 = (first_chunk + c) * chunk_rows;
     const u64 r1 = min(r0 + chunk_rows, n_rows);
     double* out = partial + c * n_buckets * n_cols + j;
-    const float first = x[j];
+    const float first = first_row[j];
     bool differ = false;
     if (n_buckets <= REGRESS_KB) {
         // Few buckets: the sums in registers, each row added to its own bucket's only.
@@ -97,7 +104,7 @@ extern "C" __global__ void regress_chunk_bucket_sums(const float* __restrict__ x
 #pragma unroll
         for (u32 b = 0; b < REGRESS_KB; ++b) acc[b] = 0.0;
         for (u64 i = r0; i < r1; ++i) {
-            const float v = x[i * n_cols + j];
+            const float v = x[(i - x_row0) * n_cols + j];
             differ |= v != first;
             const u32 bk = bucket[i];
 #pragma unroll
@@ -110,7 +117,7 @@ extern "C" __global__ void regress_chunk_bucket_sums(const float* __restrict__ x
     } else {
         for (u32 b = 0; b < n_buckets; ++b) out[(u64)b * n_cols] = 0.0;
         for (u64 i = r0; i < r1; ++i) {
-            const float v = x[i * n_cols + j];
+            const float v = x[(i - x_row0) * n_cols + j];
             differ |= v != first;
             double* s = out + (u64)bucket[i] * n_cols;
             *s = __dadd_rn(*s, (double)v);
@@ -181,5 +188,102 @@ extern "C" __global__ void regress_subtract_category_fit(float* __restrict__ x, 
             const u64 e = i * n_cols + j;
             x[e] = __double2float_rn(__dsub_rn((double)x[e], fit));
         }
+    }
+}
+
+// The same residuals as regress_subtract_fit, of a CSR X written into the dense row-major `out`
+// in one pass: each row's genes first as 0 less their fit (or 0 where kept), then its stored
+// values less their fit over them (rows hold each column once: the device's CSR checks refuse a
+// repeated one).
+__device__ __forceinline__ double regress_fit_at(const double* d, u32 q, const double* coef,
+                                                  u64 n_cols, u64 j) {
+    double fit = 0.0;
+    for (u32 k = 0; k < q; ++k) fit = __dadd_rn(fit, __dmul_rn(d[k], coef[(u64)k * n_cols + j]));
+    return fit;
+}
+
+template <int Q>
+__device__ void regress_csr_subtract_fit_of(const u64* __restrict__ indptr,
+                                            const u32* __restrict__ indices,
+                                            const float* __restrict__ data, u64 n_rows,
+                                            u64 n_cols, const double* __restrict__ design,
+                                            const double* __restrict__ coef,
+                                            const u32* __restrict__ keep,
+                                            float* __restrict__ out) {
+    ROWS_LOOP {
+        double d[Q];
+#pragma unroll
+        for (int k = 0; k < Q; ++k) d[k] = design[(u64)k * n_rows + i];
+        float* row = out + i * n_cols;
+        for (u64 j = threadIdx.x; j < n_cols; j += blockDim.x)
+            row[j] = keep[j] ? 0.0f : __double2float_rn(__dsub_rn(0.0, regress_fit_at(d, Q, coef, n_cols, j)));
+        __syncthreads();
+        for (u64 p = indptr[i] + threadIdx.x; p < indptr[i + 1]; p += blockDim.x) {
+            const u32 j = indices[p];
+            const float v = data[p];
+            row[j] = keep[j] ? v : __double2float_rn(__dsub_rn((double)v, regress_fit_at(d, Q, coef, n_cols, j)));
+        }
+        __syncthreads();
+    }
+}
+
+extern "C" __global__ void regress_csr_subtract_fit(const u64* __restrict__ indptr,
+                                                    const u32* __restrict__ indices,
+                                                    const float* __restrict__ data, u64 n_rows,
+                                                    u64 n_cols, const double* __restrict__ design,
+                                                    u32 q, const double* __restrict__ coef,
+                                                    const u32* __restrict__ keep,
+                                                    float* __restrict__ out) {
+    switch (q) {
+#define REGRESS_CSR_FIT(Q) \
+    case Q: regress_csr_subtract_fit_of<Q>(indptr, indices, data, n_rows, n_cols, design, coef, keep, out); return;
+        REGRESS_CSR_FIT(1) REGRESS_CSR_FIT(2) REGRESS_CSR_FIT(3) REGRESS_CSR_FIT(4)
+        REGRESS_CSR_FIT(5) REGRESS_CSR_FIT(6) REGRESS_CSR_FIT(7) REGRESS_CSR_FIT(8)
+#undef REGRESS_CSR_FIT
+    }
+    ROWS_LOOP {
+        float* row = out + i * n_cols;
+        const double* d = design + i;  // column k at d[k * n_rows]
+        for (u64 j = threadIdx.x; j < n_cols; j += blockDim.x) {
+            if (keep[j]) { row[j] = 0.0f; continue; }
+            double fit = 0.0;
+            for (u32 k = 0; k < q; ++k) fit = __dadd_rn(fit, __dmul_rn(d[(u64)k * n_rows], coef[(u64)k * n_cols + j]));
+            row[j] = __double2float_rn(__dsub_rn(0.0, fit));
+        }
+        __syncthreads();
+        for (u64 p = indptr[i] + threadIdx.x; p < indptr[i + 1]; p += blockDim.x) {
+            const u32 j = indices[p];
+            const float v = data[p];
+            if (keep[j]) { row[j] = v; continue; }
+            double fit = 0.0;
+            for (u32 k = 0; k < q; ++k) fit = __dadd_rn(fit, __dmul_rn(d[(u64)k * n_rows], coef[(u64)k * n_cols + j]));
+            row[j] = __double2float_rn(__dsub_rn((double)v, fit));
+        }
+        __syncthreads();
+    }
+}
+
+// The same residuals as regress_subtract_category_fit, of a CSR X written into `out` in one
+// pass (as regress_csr_subtract_fit).
+extern "C" __global__ void regress_csr_subtract_category_fit(
+    const u64* __restrict__ indptr, const u32* __restrict__ indices,
+    const float* __restrict__ data, u64 n_rows, u64 n_cols, const u32* __restrict__ bucket,
+    const float* __restrict__ means, const double* __restrict__ b0,
+    const double* __restrict__ b1, const u32* __restrict__ keep, float* __restrict__ out) {
+    ROWS_LOOP {
+        const float* row_means = means + (u64)bucket[i] * n_cols;
+        float* row = out + i * n_cols;
+        for (u64 j = threadIdx.x; j < n_cols; j += blockDim.x) {
+            const double fit = __dadd_rn(b0[j], __dmul_rn(b1[j], (double)row_means[j]));
+            row[j] = keep[j] ? 0.0f : __double2float_rn(__dsub_rn(0.0, fit));
+        }
+        __syncthreads();
+        for (u64 p = indptr[i] + threadIdx.x; p < indptr[i + 1]; p += blockDim.x) {
+            const u32 j = indices[p];
+            const float v = data[p];
+            const double fit = __dadd_rn(b0[j], __dmul_rn(b1[j], (double)row_means[j]));
+            row[j] = keep[j] ? v : __double2float_rn(__dsub_rn((double)v, fit));
+        }
+        __syncthreads();
     }
 }

@@ -1,8 +1,9 @@
 //! `regress_out` (scanpy's `pp.regress_out`): each gene's residuals on obs covariates, either
 //! continuous columns (with an intercept) or one categorical column (each gene's mean within
-//! the cell's category). X becomes dense float32. A GPU X is densified and regressed on its
-//! GPU (the same bits as the host); one streamed from host memory is regressed on the host and
-//! put back on its GPU, dense. A run makes it with `--regress-out KEYS`.
+//! the cell's category). X becomes dense float32. A GPU X is regressed on its GPU (the same
+//! bits as the host; a CSR one is written dense with its residuals in one pass); one streamed
+//! from host memory is regressed on the host and put back on its GPU, dense. A run makes it
+//! with `--regress-out KEYS`.
 
 use super::kernel_error;
 use super::step::{no_budget_check, OnGenerated, Phase, Sizes, Step, StepBytes, StepEnv};
@@ -10,7 +11,7 @@ use crate::anndata::{Column, DeviceData, DeviceMatrix, Matrix};
 use crate::steps::PipelineConfig;
 use crate::{AnnData, Error, Result};
 use sc_kernels::dense::DenseMatrix;
-use sc_kernels::regress::{regress_out_gpu, Covariates};
+use sc_kernels::regress::{regress_out_csr_gpu, regress_out_gpu, Covariates};
 
 /// The pipeline's row: `regress_out(keys=--regress-out)` after the highly variable subset and
 /// before scale, as scanpy's older tutorial runs it (off by default, as there).
@@ -113,8 +114,8 @@ pub fn regress_out(adata: &mut AnnData, keys: &[String]) -> Result<()> {
             ctx,
             data: DeviceData::Csr(m),
         }) => {
-            let mut dense = m.to_dense(ctx).map_err(kernel_error(STEP))?;
-            regress_out_gpu(ctx, &mut dense, &covariates).map_err(kernel_error(STEP))?;
+            // Written dense with its residuals in one pass (no dense copy of X to read back).
+            let dense = regress_out_csr_gpu(ctx, m, &covariates).map_err(kernel_error(STEP))?;
             Some((ctx.clone(), dense))
         }
         _ => None,
