@@ -498,7 +498,8 @@ def regress_out(
         Return a new AnnData instead of changing this one.
 
     X (or the layer) becomes dense float32 (scanpy returns float64 for a categorical key). A
-    GPU X is densified and regressed on the GPU, with the host's results bit for bit.
+    GPU X is regressed on the GPU, with the host's results bit for bit (a CSR one is written
+    dense with its residuals in one pass, without a dense copy of its values first).
     """
     del n_jobs
     target = _parts.target(adata, copy)
