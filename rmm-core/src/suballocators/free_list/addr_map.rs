@@ -112,6 +112,8 @@ impl AddrMap {
         self.keys.len()
     }
 
+    /// Number of entries (those out of date included).
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.len
     }
