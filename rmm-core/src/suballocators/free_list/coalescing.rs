@@ -3,12 +3,7 @@
 //! Free blocks are indexed three ways, so that linking, unlinking and merging are O(1) and a search
 //! looks through two size classes at most:
 //! - by start and by end address (hash maps): a freed block finds the free blocks touching it on
-//!   either side in O(1) and merges with them (RMM scans an address-sorted list for this). An
-//!   entry is never removed when its block is taken, merged or moved: a lookup checks that the
-//!   node it names is still a free block starting (ending) there, since the entry of an
-//!   address is always the last block to start (end) there. Removing cost a probe and a
-//!   backward shift, 81 instructions of the pool's 642 a pair (callgrind, 46th session); the
-//!   entries left behind are swept when a map fills up (`make_room`);
+//!   either side in O(1) and merges with them (RMM scans an address-sorted list for this);
 //! - by size: blocks up to 4 MiB sit in exact-size bins (one per 256-byte step) found through a
 //!   two-level bitmap, so "the smallest block that fits" costs a few word operations; larger blocks
 //!   sit in size classes, 16 per power of two (TLSF's second level), each an unsorted list, with a
@@ -152,7 +147,6 @@ fn remove_from(nodes: &mut [Node], head: &mut u32, i: u32) -> bool {
 #[derive(Debug, Clone, Copy)]
 struct Node {
     addr: u64,
-    /// 0 for a vacant node (one no block uses).
     size: usize,
     /// Neighbours in the size bin or large class.
     prev: u32,
@@ -182,7 +176,7 @@ pub(crate) struct CoalescingFreeList {
 impl std::fmt::Debug for CoalescingFreeList {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CoalescingFreeList")
-            .field("blocks", &self.len())
+            .field("blocks", &self.by_start.len())
             .field("free_bytes", &self.free_bytes)
             .field("largest", &self.largest())
             .finish()
@@ -223,84 +217,35 @@ impl CoalescingFreeList {
 
     /// Number of free blocks.
     pub(crate) fn len(&self) -> usize {
-        self.nodes.len() - self.vacant.len()
+        self.by_start.len()
     }
 
     /// The free blocks, in no particular order.
     pub(crate) fn blocks(&self) -> impl Iterator<Item = (u64, usize)> + '_ {
-        self.nodes
-            .iter()
-            .filter(|n| n.size != 0)
-            .map(|n| (n.addr, n.size))
+        self.by_start
+            .values()
+            .map(|i| (self.nodes[i as usize].addr, self.nodes[i as usize].size))
     }
 
     /// The free block that ends at `end`, as (address, size).
     pub(crate) fn block_ending_at(&self, end: u64) -> Option<(u64, usize)> {
-        self.ending_at(end)
+        self.by_end
+            .get(end)
             .map(|i| (self.nodes[i as usize].addr, self.nodes[i as usize].size))
     }
 
     /// Removes the free block `[addr, addr + size)` if exactly that block is free here.
     pub(crate) fn remove_exact(&mut self, addr: u64, size: usize) -> bool {
-        match self.starting_at(addr) {
+        match self.by_start.get(addr) {
             Some(i) if self.nodes[i as usize].size == size => {
                 self.unlink(i);
+                self.by_start.remove(addr);
+                self.by_end.remove(addr + size as u64);
                 self.release_node(i);
                 self.free_bytes -= size;
                 true
             }
             _ => false,
-        }
-    }
-
-    /// The free block starting at `addr`, if any: `by_start`'s entry when the node it names
-    /// still starts there (a node whose block was taken, merged or moved is vacant or starts
-    /// elsewhere).
-    #[inline(always)]
-    fn starting_at(&self, addr: u64) -> Option<u32> {
-        let i = self.by_start.get(addr)?;
-        let n = &self.nodes[i as usize];
-        (n.size != 0 && n.addr == addr).then_some(i)
-    }
-
-    /// The free block ending at `end`, if any (as [`Self::starting_at`]).
-    #[inline(always)]
-    fn ending_at(&self, end: u64) -> Option<u32> {
-        let i = self.by_end.get(end)?;
-        let n = &self.nodes[i as usize];
-        (n.size != 0 && n.addr + n.size as u64 == end).then_some(i)
-    }
-
-    /// Room for two more entries in each address map: when one is full, the entries left
-    /// behind by taken, merged and moved blocks are swept (the maps emptied in place and the
-    /// free blocks' entries set again), or, when the free blocks themselves would fill more
-    /// than an eighth of the maps, new maps twice their number are made. A map of capacity C
-    /// is then swept every C/8 entries left behind or more, for the price of clearing C keys
-    /// and setting at most 2 x C/8 entries: a few instructions an entry, where removing one
-    /// cost a probe and a backward shift.
-    #[inline(always)]
-    fn make_room(&mut self) {
-        if self.by_start.is_full() || self.by_end.is_full() {
-            self.sweep();
-        }
-    }
-
-    #[cold]
-    fn sweep(&mut self) {
-        let live = self.len();
-        if (live + 2) * 8 > self.by_start.capacity().min(self.by_end.capacity()) {
-            // Room for twice the blocks, and the next sweep at least `live` entries away.
-            self.by_start = AddrMap::for_entries(2 * (live + 2));
-            self.by_end = AddrMap::for_entries(2 * (live + 2));
-        } else {
-            self.by_start.clear();
-            self.by_end.clear();
-        }
-        for (i, n) in self.nodes.iter().enumerate() {
-            if n.size != 0 {
-                self.by_start.insert(n.addr, i as u32);
-                self.by_end.insert(n.addr + n.size as u64, i as u32);
-            }
         }
     }
 
@@ -336,7 +281,6 @@ impl CoalescingFreeList {
 
     #[inline]
     fn release_node(&mut self, i: u32) {
-        self.nodes[i as usize].size = 0;
         self.vacant.push(i);
     }
 
@@ -449,17 +393,16 @@ impl FreeStore for CoalescingFreeList {
         let Node {
             addr, size: have, ..
         } = self.nodes[i as usize];
-        // The entries of `addr` (and, taken whole, of its end) are left behind: they no
-        // longer match the node.
+        self.by_start.remove(addr);
         if have > size {
             // Hand out the front; the rest keeps its end (and its `by_end` entry).
             let rest = addr + size as u64;
             self.nodes[i as usize].addr = rest;
             self.nodes[i as usize].size = have - size;
-            self.make_room();
             self.by_start.insert(rest, i);
             self.link(i);
         } else {
+            self.by_end.remove(addr + size as u64);
             self.release_node(i);
         }
         self.free_bytes -= size;
@@ -470,25 +413,25 @@ impl FreeStore for CoalescingFreeList {
     fn give(&mut self, addr: u64, size: usize) {
         debug_assert!(size > 0 && size % ALIGNMENT == 0);
         self.refresh_barriers();
-        self.make_room();
         let end = addr + size as u64;
         let before = if self.is_barrier(addr) {
             None
         } else {
-            self.ending_at(addr)
+            self.by_end.get(addr)
         };
         let after = if self.is_barrier(end) {
             None
         } else {
-            self.starting_at(end)
+            self.by_start.get(end)
         };
-        // The entries that stop matching (`addr` as an end, `end` as a start) are left behind.
         match (before, after) {
             (Some(p), Some(n)) => {
                 self.unlink(p);
                 self.unlink(n);
                 let n_node = self.nodes[n as usize];
                 let n_end = n_node.addr + n_node.size as u64;
+                self.by_end.remove(addr);
+                self.by_start.remove(end);
                 self.by_end.insert(n_end, p);
                 self.nodes[p as usize].size += size + n_node.size;
                 self.release_node(n);
@@ -496,12 +439,14 @@ impl FreeStore for CoalescingFreeList {
             }
             (Some(p), None) => {
                 self.unlink(p);
+                self.by_end.remove(addr);
                 self.by_end.insert(end, p);
                 self.nodes[p as usize].size += size;
                 self.link(p);
             }
             (None, Some(n)) => {
                 self.unlink(n);
+                self.by_start.remove(end);
                 self.by_start.insert(addr, n);
                 self.nodes[n as usize].addr = addr;
                 self.nodes[n as usize].size += size;
@@ -683,8 +628,8 @@ mod tests {
     }
 
     /// Random takes and frees against a model of the free bytes: the blocks are always the
-    /// model's maximal free runs (every neighbour merged, none left apart), whatever entries
-    /// the address maps hold from blocks taken, merged and moved, and through their sweeps.
+    /// model's maximal free runs (every neighbour merged, none left apart), each found by its
+    /// end as by its start.
     #[test]
     fn blocks_are_the_free_runs_under_random_takes_and_frees() {
         use std::collections::BTreeSet;
@@ -695,9 +640,7 @@ mod tests {
         l.give(base, (UNITS * 256) as usize);
         let mut free: BTreeSet<u64> = (0..UNITS).collect();
         let mut live: Vec<(u64, usize)> = Vec::new();
-        let mut sweeps_seen = 0;
         for step in 0..60_000 {
-            let entries = l.by_start.len() + l.by_end.len();
             if rng.below(2) == 0 || live.is_empty() {
                 let size = (rng.below(if step % 7 == 0 { 600 } else { 24 }) as usize + 1) * 256;
                 if let Some(a) = l.take(size) {
@@ -712,9 +655,6 @@ mod tests {
                 l.give(a, size);
                 let first = (a - base) / 256;
                 free.extend(first..first + size as u64 / 256);
-            }
-            if l.by_start.len() + l.by_end.len() < entries {
-                sweeps_seen += 1;
             }
             // The model's maximal runs.
             let mut runs = Vec::new();
@@ -732,10 +672,8 @@ mod tests {
             assert_eq!(l.free_bytes(), free.len() * 256);
             for &(a, n) in &runs {
                 assert_eq!(l.block_ending_at(a + n as u64), Some((a, n)));
-                assert_eq!(l.starting_at(a), l.ending_at(a + n as u64));
             }
         }
-        assert!(sweeps_seen > 0, "the maps were never swept");
     }
 
     #[test]
