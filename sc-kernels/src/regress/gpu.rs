@@ -11,7 +11,7 @@ use crate::gpu::module_cache::KernelSource;
 use crate::gpu::trace::PhaseTrace;
 use crate::gpu::{DeviceCsr, DeviceDense, DeviceVec, GpuContext};
 use crate::stats::DENSE_CHUNK_ROWS;
-use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
+use rmm_cuda::cudarc::driver::{LaunchArgs, LaunchConfig, PushKernelArg};
 
 pub(crate) const SRC: KernelSource = KernelSource {
     name: "regress",
@@ -42,34 +42,12 @@ pub fn regress_out_gpu_in_waves(
     let mut trace = PhaseTrace::new(ctx, "regress_out");
     let fit = fit(ctx, Rows::Dense(x, partial_bytes), covariates, &mut trace)?;
     let (n, g) = (x.n_rows as u64, x.n_cols as u64);
-    let rows = ctx.filling_rows(x.n_rows);
-    match &fit {
-        DeviceFit::Continuous {
-            design,
-            q,
-            coef,
-            keep,
-        } => {
-            let f = ctx.function(SRC, "regress_subtract_fit")?;
-            let mut l = ctx.launcher(&f);
-            l.arg(&x.data).arg(&n).arg(&g).arg(design).arg(q);
-            l.arg(coef).arg(keep);
-            ctx.launch(l, rows, "regress_subtract_fit")?;
-        }
-        DeviceFit::Category {
-            bucket,
-            means,
-            b0,
-            b1,
-            keep,
-        } => {
-            let f = ctx.function(SRC, "regress_subtract_category_fit")?;
-            let mut l = ctx.launcher(&f);
-            l.arg(&x.data).arg(&n).arg(&g).arg(bucket).arg(means);
-            l.arg(b0).arg(b1).arg(keep);
-            ctx.launch(l, rows, "regress_subtract_category_fit")?;
-        }
-    }
+    let name = fit.kernel(false);
+    let f = ctx.function(SRC, name)?;
+    let mut l = ctx.launcher(&f);
+    l.arg(&x.data).arg(&n).arg(&g);
+    fit.push_args(&mut l);
+    ctx.launch(l, ctx.filling_rows(x.n_rows), name)?;
     trace.mark("residuals")
 }
 
@@ -99,42 +77,17 @@ pub fn regress_out_csr_gpu_in_waves(
     let fit = fit(ctx, Rows::Csr(x, wave_bytes), covariates, &mut trace)?;
     let out = ctx.alloc::<f32>(x.n_rows * x.n_cols)?;
     let (n, g) = (x.n_rows as u64, x.n_cols as u64);
-    let rows = ctx.filling_rows(x.n_rows);
-    match &fit {
-        DeviceFit::Continuous {
-            design,
-            q,
-            coef,
-            keep,
-        } => {
-            let f = ctx.function(SRC, "regress_csr_subtract_fit")?;
-            let mut l = ctx.launcher(&f);
-            l.arg(&x.indptr)
-                .arg(&x.indices)
-                .arg(&x.data)
-                .arg(&n)
-                .arg(&g);
-            l.arg(design).arg(q).arg(coef).arg(keep).arg(&out);
-            ctx.launch(l, rows, "regress_csr_subtract_fit")?;
-        }
-        DeviceFit::Category {
-            bucket,
-            means,
-            b0,
-            b1,
-            keep,
-        } => {
-            let f = ctx.function(SRC, "regress_csr_subtract_category_fit")?;
-            let mut l = ctx.launcher(&f);
-            l.arg(&x.indptr)
-                .arg(&x.indices)
-                .arg(&x.data)
-                .arg(&n)
-                .arg(&g);
-            l.arg(bucket).arg(means).arg(b0).arg(b1).arg(keep).arg(&out);
-            ctx.launch(l, rows, "regress_csr_subtract_category_fit")?;
-        }
-    }
+    let name = fit.kernel(true);
+    let f = ctx.function(SRC, name)?;
+    let mut l = ctx.launcher(&f);
+    l.arg(&x.indptr)
+        .arg(&x.indices)
+        .arg(&x.data)
+        .arg(&n)
+        .arg(&g);
+    fit.push_args(&mut l);
+    l.arg(&out);
+    ctx.launch(l, ctx.filling_rows(x.n_rows), name)?;
     trace.mark("residuals")?;
     Ok(DeviceDense {
         n_rows: x.n_rows,
@@ -167,6 +120,37 @@ enum DeviceFit {
         b1: DeviceVec<f64>,
         keep: DeviceVec<u32>,
     },
+}
+
+impl DeviceFit {
+    /// The residual kernel of this fit, on a dense X or (`csr`) written from a CSR one.
+    fn kernel(&self, csr: bool) -> &'static str {
+        match (self, csr) {
+            (DeviceFit::Continuous { .. }, false) => "regress_subtract_fit",
+            (DeviceFit::Category { .. }, false) => "regress_subtract_category_fit",
+            (DeviceFit::Continuous { .. }, true) => "regress_csr_subtract_fit",
+            (DeviceFit::Category { .. }, true) => "regress_csr_subtract_category_fit",
+        }
+    }
+
+    /// The fit's arguments of the residual kernels, after X's.
+    fn push_args<'a>(&'a self, l: &mut LaunchArgs<'a>) {
+        match self {
+            DeviceFit::Continuous {
+                design,
+                q,
+                coef,
+                keep,
+            } => l.arg(design).arg(q).arg(coef).arg(keep),
+            DeviceFit::Category {
+                bucket,
+                means,
+                b0,
+                b1,
+                keep,
+            } => l.arg(bucket).arg(means).arg(b0).arg(b1).arg(keep),
+        };
+    }
 }
 
 /// The fit of every gene on `covariates`: the sums over X's rows on the device (X's values
