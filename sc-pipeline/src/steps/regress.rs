@@ -89,11 +89,14 @@ fn run_step(a: &mut AnnData, env: &StepEnv<'_>) -> Result<String> {
 }
 
 /// X becomes dense float32 (cells x the genes kept), kept for the rest of the run; the chunks'
-/// partial sums take at most `PARTIAL_BYTES` meanwhile.
+/// partial sums take at most `PARTIAL_BYTES` meanwhile, and a CSR X's rows densified a wave at
+/// a time for the sums at most `WAVE_BYTES`.
 fn device_bytes(s: &Sizes, config: &PipelineConfig) -> StepBytes {
+    use sc_kernels::gpu::dense_reduce::{PARTIAL_BYTES, WAVE_BYTES};
+    let kept = s.n_obs as u64 * config.genes_after_subset(s.n_vars) as u64 * 4;
     StepBytes {
-        kept: s.n_obs as u64 * config.genes_after_subset(s.n_vars) as u64 * 4,
-        transient: sc_kernels::gpu::dense_reduce::PARTIAL_BYTES as u64,
+        kept,
+        transient: PARTIAL_BYTES as u64 + kept.min(WAVE_BYTES as u64),
     }
 }
 
