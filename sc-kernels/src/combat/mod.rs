@@ -50,6 +50,17 @@ pub fn combat<T: Real>(
     n_batches: usize,
     covariates: &[Vec<f64>],
 ) -> Result<DenseMatrix<f64>> {
+    combat_as(x, batches, n_batches, covariates)
+}
+
+/// [`combat`] with each corrected value rounded to `O` as it is made: the step's f32 X
+/// without an f64 copy of it first (the same values as `combat`'s, rounded).
+pub fn combat_as<T: Real, O: Real>(
+    x: &DenseMatrix<T>,
+    batches: &[u32],
+    n_batches: usize,
+    covariates: &[Vec<f64>],
+) -> Result<DenseMatrix<O>> {
     let mut trace = PhaseTrace::on_host("combat");
     let design = Design::new(x.n_rows, x.n_cols, batches, n_batches, covariates)?;
     check_finite_rows(&x.data, x.n_cols)?;
@@ -58,7 +69,7 @@ pub fn combat<T: Real>(
     let fit = fit(&cells, &design)?;
     trace.mark(&format!("fit ({} passes over the cells)", cells.passes()))?;
     let (n, g) = (x.n_rows, x.n_cols);
-    let mut out = DenseMatrix::<f64>::zeros(n, g);
+    let mut out = DenseMatrix::<O>::zeros(n, g);
     out.data.par_chunks_mut(g.max(1)).enumerate().for_each_init(
         || vec![0.0; g],
         |cp, (j, out)| {
@@ -350,14 +361,14 @@ pub(crate) struct Fit {
 impl Fit {
     /// Cell `j`'s (of batch `b`, values `row`) adjusted values into `out`; `cp` is room for its
     /// covariate parts (`g` values each).
-    fn adjusted_row<T: Real>(
+    fn adjusted_row<T: Real, O: Real>(
         &self,
         d: &Design<'_>,
         j: usize,
         b: usize,
         row: &[T],
         cp: &mut [f64],
-        out: &mut [f64],
+        out: &mut [O],
     ) {
         let (m, g) = (&self.model, d.g);
         m.covariate_parts(d, j, cp);
@@ -367,7 +378,7 @@ impl Fit {
         );
         for (c, (o, y)) in out.iter_mut().zip(row).enumerate() {
             let s = standard(y.to_f64(), m.var[c], m.grand[c], cp[c], m.sd[c]);
-            *o = (s - gs[c]) / ds[c].sqrt() * m.sd[c] + (m.grand[c] + cp[c]);
+            *o = O::from_f64((s - gs[c]) / ds[c].sqrt() * m.sd[c] + (m.grand[c] + cp[c]));
         }
     }
 }

@@ -138,3 +138,21 @@ fn chunked_sums_are_each_batchs_sums() {
     assert_eq!(&one[30..60], &all[30..60]);
     assert!(one[..30].iter().chain(&one[60..]).all(|&v| v == 0.0));
 }
+
+/// `combat_as::<_, f32>` (the step's, without an f64 copy) gives `combat`'s values rounded to
+/// f32, bit for bit, with and without a covariate.
+#[test]
+fn f32_output_is_the_f64_output_rounded() {
+    let (x, b) = batched(120, 5);
+    let cov: Vec<f64> = (0..360).map(|j| (j % 7) as f64 * 0.3).collect();
+    for covariates in [vec![], vec![cov]] {
+        let wide = combat(&x, &b, 3, &covariates).unwrap();
+        let narrow = combat_as::<_, f32>(&x, &b, 3, &covariates).unwrap();
+        assert_eq!((narrow.n_rows, narrow.n_cols), (wide.n_rows, wide.n_cols));
+        assert!(wide
+            .data
+            .iter()
+            .zip(&narrow.data)
+            .all(|(&w, &n)| (w as f32).to_bits() == n.to_bits()));
+    }
+}

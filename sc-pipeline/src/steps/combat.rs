@@ -8,7 +8,6 @@ use super::kernel_error;
 use crate::anndata::Matrix;
 use crate::{AnnData, Result};
 use sc_kernels::gpu::GpuContext;
-use sc_kernels::DenseMatrix;
 
 /// Replaces X by its ComBat correction for `batches` (one per cell, `< n_batches`) with the
 /// numeric `covariates` (a column of values per cell each), on `gpu` when given.
@@ -35,13 +34,7 @@ pub fn combat(
     };
     let corrected = match gpu {
         Some(ctx) => sc_kernels::combat::combat_gpu(ctx, x, batches, n_batches, covariates),
-        None => sc_kernels::combat::combat(x, batches, n_batches, covariates).and_then(|c| {
-            DenseMatrix::new(
-                c.n_rows,
-                c.n_cols,
-                c.data.iter().map(|&v| v as f32).collect(),
-            )
-        }),
+        None => sc_kernels::combat::combat_as::<_, f32>(x, batches, n_batches, covariates),
     }
     .map_err(kernel_error(STEP))?;
     adata.x = Matrix::Dense(corrected);
