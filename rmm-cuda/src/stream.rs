@@ -53,6 +53,10 @@ enum Inner {
 pub struct Stream {
     device: Device,
     inner: Inner,
+    /// `inner`'s identity, read once: [`Stream::id`] is on every allocation's path (the
+    /// resources key their per-stream state by it), and a CUDA stream's handle would otherwise
+    /// be asked of cudarc each time.
+    id: StreamId,
     /// Another library's stream (see [`Stream::borrowed`]): never destroyed by us, never taken
     /// for gone.
     borrowed: bool,
@@ -72,16 +76,25 @@ impl PartialEq for Stream {
 impl Eq for Stream {}
 
 impl Stream {
+    fn of(device: &Device, inner: Inner, borrowed: bool) -> Stream {
+        let id = match &inner {
+            Inner::Cuda(s) => StreamId(s.cu_stream() as u64),
+            Inner::Sim(id) => StreamId(**id),
+        };
+        Stream {
+            device: device.clone(),
+            inner,
+            id,
+            borrowed,
+        }
+    }
+
     pub(crate) fn default_of(device: &Device) -> Stream {
         let inner = match &*device.inner {
             Backend::Cuda(ctx) => Inner::Cuda(ctx.default_stream()),
             Backend::Sim(_) => Inner::Sim(Arc::new(StreamId::LEGACY_DEFAULT.0)),
         };
-        Stream {
-            device: device.clone(),
-            inner,
-            borrowed: false,
-        }
+        Stream::of(device, inner, false)
     }
 
     pub(crate) fn per_thread_of(device: &Device) -> Stream {
@@ -89,11 +102,7 @@ impl Stream {
             Backend::Cuda(ctx) => Inner::Cuda(ctx.per_thread_stream()),
             Backend::Sim(_) => Inner::Sim(Arc::new(StreamId::PER_THREAD_DEFAULT.0)),
         };
-        Stream {
-            device: device.clone(),
-            inner,
-            borrowed: false,
-        }
+        Stream::of(device, inner, false)
     }
 
     pub(crate) fn new_on(device: &Device) -> Result<Stream> {
@@ -101,21 +110,15 @@ impl Stream {
             Backend::Cuda(ctx) => Inner::Cuda(ctx.new_stream().checked("cuStreamCreate")?),
             Backend::Sim(sim) => Inner::Sim(Arc::new(sim.next_id())),
         };
-        Ok(Stream {
-            device: device.clone(),
-            inner,
-            borrowed: false,
-        })
+        Ok(Stream::of(device, inner, false))
     }
 
     /// Wraps a cudarc stream (e.g. one a library created) so our resources can order on it.
     pub fn from_cuda(device: &Device, stream: Arc<CudaStream>) -> Result<Stream> {
         match &*device.inner {
-            Backend::Cuda(ctx) if Arc::ptr_eq(ctx, stream.context()) => Ok(Stream {
-                device: device.clone(),
-                inner: Inner::Cuda(stream),
-                borrowed: false,
-            }),
+            Backend::Cuda(ctx) if Arc::ptr_eq(ctx, stream.context()) => {
+                Ok(Stream::of(device, Inner::Cuda(stream), false))
+            }
             _ => Err(CudaError::invalid(
                 "Stream::from_cuda",
                 "the stream belongs to another device",
@@ -156,12 +159,12 @@ impl Stream {
             return Ok(Stream::per_thread_of(device));
         }
         match &*device.inner {
-            Backend::Cuda(ctx) => Ok(Stream {
-                device: device.clone(),
+            Backend::Cuda(ctx) => Ok(Stream::of(
+                device,
                 // SAFETY: the caller promises a live stream of this context.
-                inner: Inner::Cuda(unsafe { ctx.wrap_borrowed_stream(raw as sys::CUstream) }),
-                borrowed: true,
-            }),
+                Inner::Cuda(unsafe { ctx.wrap_borrowed_stream(raw as sys::CUstream) }),
+                true,
+            )),
             Backend::Sim(_) => Err(CudaError::invalid(
                 "Stream::borrowed",
                 format!(
@@ -173,11 +176,9 @@ impl Stream {
     }
 
     /// This stream's identity (the same for every clone).
+    #[inline]
     pub fn id(&self) -> StreamId {
-        match &self.inner {
-            Inner::Cuda(s) => StreamId(s.cu_stream() as u64),
-            Inner::Sim(id) => StreamId(**id),
-        }
+        self.id
     }
 
     /// Whether this is the legacy or the per-thread default stream: a handle that names the
