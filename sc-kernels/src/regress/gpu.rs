@@ -103,6 +103,16 @@ enum Rows<'a> {
     Csr(&'a DeviceCsr, usize),
 }
 
+impl Rows<'_> {
+    /// (rows, columns).
+    fn shape(&self) -> (usize, usize) {
+        match self {
+            Rows::Dense(d, _) => (d.n_rows, d.n_cols),
+            Rows::Csr(c, _) => (c.n_rows, c.n_cols),
+        }
+    }
+}
+
 /// What the residual pass subtracts, on the device.
 enum DeviceFit {
     /// `design` (`q x n`) times `coef` (`q x n_cols`), for the genes `keep` leaves alone.
@@ -161,10 +171,7 @@ fn fit(
     covariates: &Covariates,
     trace: &mut PhaseTrace,
 ) -> Result<DeviceFit> {
-    let (n_rows, n_cols) = match x {
-        Rows::Dense(d, _) => (d.n_rows, d.n_cols),
-        Rows::Csr(c, _) => (c.n_rows, c.n_cols),
-    };
+    let (n_rows, n_cols) = x.shape();
     match covariates {
         Covariates::Continuous(columns) => {
             let q = columns.len() + 1;
@@ -264,10 +271,7 @@ fn chunk_sums(
         Weights::Buckets(_, nb) => ("regress_chunk_bucket_sums", nb),
     };
     let f = ctx.function(SRC, kernel)?;
-    let (n_rows, n_cols) = match x {
-        Rows::Dense(d, _) => (d.n_rows, d.n_cols),
-        Rows::Csr(c, _) => (c.n_rows, c.n_cols),
-    };
+    let (n_rows, n_cols) = x.shape();
     let (n, g, rows) = (n_rows as u64, n_cols as u64, DENSE_CHUNK_ROWS as u64);
     let len = len_per_row as usize * n_cols;
     let differs = ctx.zeros::<u32>(n_cols.max(1))?;

@@ -129,9 +129,31 @@ extern "C" __global__ void regress_chunk_bucket_sums(const float* __restrict__ x
 // The row-wise kernels: blocks over rows, a block's threads over the row's genes.
 #define ROWS_LOOP for (u64 i = blockIdx.x; i < n_rows; i += gridDim.x)
 
+// Gene j's fit of a cell whose q design values are d[0], d[stride], ...: each product with the
+// gene's coefficient added to 0 in k order.
+__device__ __forceinline__ double regress_fit_at(const double* d, u64 stride, u32 q,
+                                                  const double* coef, u64 n_cols, u64 j) {
+    double fit = 0.0;
+    for (u32 k = 0; k < q; ++k)
+        fit = __dadd_rn(fit, __dmul_rn(d[(u64)k * stride], coef[(u64)k * n_cols + j]));
+    return fit;
+}
+
+// Gene j's category fit b0 + b1 * the cell's category mean.
+__device__ __forceinline__ double regress_category_fit_at(const double* b0, const double* b1,
+                                                           const float* row_means, u64 j) {
+    return __dadd_rn(b0[j], __dmul_rn(b1[j], (double)row_means[j]));
+}
+
+// A value less its fit, rounded to f32.
+__device__ __forceinline__ float regress_residual(float v, double fit) {
+    return __double2float_rn(__dsub_rn((double)v, fit));
+}
+
 // x[i][j] -= sum_k design[k][i] * coef[k][j] (summed in k order) for the genes not kept; the
 // row's Q design values are read once, into registers (Q known to the compiler for q up to
-// REGRESS_KB; a loop beyond).
+// REGRESS_KB; a loop beyond). Its own loop, not regress_fit_at: the kernel measured by ncu
+// (session 33) keeps the code it was tuned with.
 template <int Q>
 __device__ void regress_subtract_fit_of(float* __restrict__ x, u64 n_rows, u64 n_cols,
                                         const double* __restrict__ design,
@@ -182,11 +204,10 @@ extern "C" __global__ void regress_subtract_category_fit(float* __restrict__ x, 
                                                          const u32* __restrict__ keep) {
     ROWS_LOOP {
         const float* row_means = means + (u64)bucket[i] * n_cols;
+        float* row = x + i * n_cols;
         for (u64 j = threadIdx.x; j < n_cols; j += blockDim.x) {
             if (keep[j]) continue;
-            const double fit = __dadd_rn(b0[j], __dmul_rn(b1[j], (double)row_means[j]));
-            const u64 e = i * n_cols + j;
-            x[e] = __double2float_rn(__dsub_rn((double)x[e], fit));
+            row[j] = regress_residual(row[j], regress_category_fit_at(b0, b1, row_means, j));
         }
     }
 }
@@ -194,34 +215,31 @@ extern "C" __global__ void regress_subtract_category_fit(float* __restrict__ x, 
 // The same residuals as regress_subtract_fit, of a CSR X written into the dense row-major `out`
 // in one pass: each row's genes first as 0 less their fit (or 0 where kept), then its stored
 // values less their fit over them (rows hold each column once: the device's CSR checks refuse a
-// repeated one).
-__device__ __forceinline__ double regress_fit_at(const double* d, u32 q, const double* coef,
-                                                  u64 n_cols, u64 j) {
-    double fit = 0.0;
-    for (u32 k = 0; k < q; ++k) fit = __dadd_rn(fit, __dmul_rn(d[k], coef[(u64)k * n_cols + j]));
-    return fit;
-}
-
+// repeated one). Q > 0: the row's Q design values read once, into registers (q up to
+// REGRESS_KB); Q = 0: the q values read in place.
 template <int Q>
 __device__ void regress_csr_subtract_fit_of(const u64* __restrict__ indptr,
                                             const u32* __restrict__ indices,
                                             const float* __restrict__ data, u64 n_rows,
-                                            u64 n_cols, const double* __restrict__ design,
+                                            u64 n_cols, const double* __restrict__ design, u32 q,
                                             const double* __restrict__ coef,
                                             const u32* __restrict__ keep,
                                             float* __restrict__ out) {
     ROWS_LOOP {
-        double d[Q];
+        double dr[Q > 0 ? Q : 1];
 #pragma unroll
-        for (int k = 0; k < Q; ++k) d[k] = design[(u64)k * n_rows + i];
+        for (int k = 0; k < Q; ++k) dr[k] = design[(u64)k * n_rows + i];
+        const double* d = Q > 0 ? dr : design + i;
+        const u64 stride = Q > 0 ? 1 : n_rows;
+        const u32 nq = Q > 0 ? Q : q;
         float* row = out + i * n_cols;
         for (u64 j = threadIdx.x; j < n_cols; j += blockDim.x)
-            row[j] = keep[j] ? 0.0f : __double2float_rn(__dsub_rn(0.0, regress_fit_at(d, Q, coef, n_cols, j)));
+            row[j] = keep[j] ? 0.0f : regress_residual(0.0f, regress_fit_at(d, stride, nq, coef, n_cols, j));
         __syncthreads();
         for (u64 p = indptr[i] + threadIdx.x; p < indptr[i + 1]; p += blockDim.x) {
             const u32 j = indices[p];
             const float v = data[p];
-            row[j] = keep[j] ? v : __double2float_rn(__dsub_rn((double)v, regress_fit_at(d, Q, coef, n_cols, j)));
+            row[j] = keep[j] ? v : regress_residual(v, regress_fit_at(d, stride, nq, coef, n_cols, j));
         }
         __syncthreads();
     }
@@ -236,30 +254,11 @@ extern "C" __global__ void regress_csr_subtract_fit(const u64* __restrict__ indp
                                                     float* __restrict__ out) {
     switch (q) {
 #define REGRESS_CSR_FIT(Q) \
-    case Q: regress_csr_subtract_fit_of<Q>(indptr, indices, data, n_rows, n_cols, design, coef, keep, out); return;
+    case Q: regress_csr_subtract_fit_of<Q>(indptr, indices, data, n_rows, n_cols, design, q, coef, keep, out); return;
         REGRESS_CSR_FIT(1) REGRESS_CSR_FIT(2) REGRESS_CSR_FIT(3) REGRESS_CSR_FIT(4)
         REGRESS_CSR_FIT(5) REGRESS_CSR_FIT(6) REGRESS_CSR_FIT(7) REGRESS_CSR_FIT(8)
 #undef REGRESS_CSR_FIT
-    }
-    ROWS_LOOP {
-        float* row = out + i * n_cols;
-        const double* d = design + i;  // column k at d[k * n_rows]
-        for (u64 j = threadIdx.x; j < n_cols; j += blockDim.x) {
-            if (keep[j]) { row[j] = 0.0f; continue; }
-            double fit = 0.0;
-            for (u32 k = 0; k < q; ++k) fit = __dadd_rn(fit, __dmul_rn(d[(u64)k * n_rows], coef[(u64)k * n_cols + j]));
-            row[j] = __double2float_rn(__dsub_rn(0.0, fit));
-        }
-        __syncthreads();
-        for (u64 p = indptr[i] + threadIdx.x; p < indptr[i + 1]; p += blockDim.x) {
-            const u32 j = indices[p];
-            const float v = data[p];
-            if (keep[j]) { row[j] = v; continue; }
-            double fit = 0.0;
-            for (u32 k = 0; k < q; ++k) fit = __dadd_rn(fit, __dmul_rn(d[(u64)k * n_rows], coef[(u64)k * n_cols + j]));
-            row[j] = __double2float_rn(__dsub_rn((double)v, fit));
-        }
-        __syncthreads();
+    default: regress_csr_subtract_fit_of<0>(indptr, indices, data, n_rows, n_cols, design, q, coef, keep, out);
     }
 }
 
@@ -273,16 +272,13 @@ extern "C" __global__ void regress_csr_subtract_category_fit(
     ROWS_LOOP {
         const float* row_means = means + (u64)bucket[i] * n_cols;
         float* row = out + i * n_cols;
-        for (u64 j = threadIdx.x; j < n_cols; j += blockDim.x) {
-            const double fit = __dadd_rn(b0[j], __dmul_rn(b1[j], (double)row_means[j]));
-            row[j] = keep[j] ? 0.0f : __double2float_rn(__dsub_rn(0.0, fit));
-        }
+        for (u64 j = threadIdx.x; j < n_cols; j += blockDim.x)
+            row[j] = keep[j] ? 0.0f : regress_residual(0.0f, regress_category_fit_at(b0, b1, row_means, j));
         __syncthreads();
         for (u64 p = indptr[i] + threadIdx.x; p < indptr[i + 1]; p += blockDim.x) {
             const u32 j = indices[p];
             const float v = data[p];
-            const double fit = __dadd_rn(b0[j], __dmul_rn(b1[j], (double)row_means[j]));
-            row[j] = keep[j] ? v : __double2float_rn(__dsub_rn((double)v, fit));
+            row[j] = keep[j] ? v : regress_residual(v, regress_category_fit_at(b0, b1, row_means, j));
         }
         __syncthreads();
     }
