@@ -53,9 +53,9 @@ enum Inner {
 pub struct Stream {
     device: Device,
     inner: Inner,
-    /// `inner`'s identity, read once: [`Stream::id`] is on every allocation's path (the
-    /// resources key their per-stream state by it), and a CUDA stream's handle would otherwise
-    /// be asked of cudarc each time.
+    /// `inner`'s identity (a CUDA stream's handle), read once: [`Stream::id`] is on every
+    /// allocation's path (the resources key their per-stream state by it), and the handle
+    /// would otherwise be asked of cudarc each time.
     id: StreamId,
     /// Another library's stream (see [`Stream::borrowed`]): never destroyed by us, never taken
     /// for gone.
@@ -245,10 +245,7 @@ impl Stream {
     }
 
     pub(crate) fn raw(&self) -> sys::CUstream {
-        match &self.inner {
-            Inner::Cuda(s) => s.cu_stream(),
-            Inner::Sim(id) => **id as sys::CUstream,
-        }
+        self.id.0 as sys::CUstream
     }
 
     /// Blocks the host until all work queued on this stream is done (and clears the upper
