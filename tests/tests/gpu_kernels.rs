@@ -1658,7 +1658,8 @@ fn leiden_hand_over_on_a_file() {
 /// own densification) and on a CSR one written dense with its residuals: continuous
 /// covariates, a singular design (collinear covariates: the minimum-norm fit and constant
 /// genes kept), one category with cells outside every category (few categories and many); the
-/// chunks' sums added in one wave and in several (the CSR's rows densified a chunk at a time).
+/// chunks' sums added in one wave and in several (the CSR's rows densified a chunk at a time, or
+/// read in place on continuous keys); more design columns than the kernels' registers hold.
 /// A NaN is refused, named as the CPU names it, X untouched.
 #[test]
 fn regress_out_equals_the_cpu_bit_for_bit() {
@@ -1684,6 +1685,16 @@ fn regress_out_equals_the_cpu_bit_for_bit() {
             Covariates::Continuous(vec![totals.clone()]),
             Covariates::Continuous(vec![totals.clone(), genes.clone()]),
             Covariates::Continuous(vec![totals.clone(), doubled]),
+            // More design columns than the kernels keep in registers (two groups of sums).
+            Covariates::Continuous(
+                (0..9)
+                    .map(|k| {
+                        (0..n)
+                            .map(|i| ((i * (k + 3)) % (17 + k)) as f64 + totals[i] * k as f64)
+                            .collect()
+                    })
+                    .collect(),
+            ),
             Covariates::Categorical {
                 codes: codes.clone(),
                 n_categories: 3,

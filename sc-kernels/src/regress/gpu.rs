@@ -52,10 +52,12 @@ pub fn regress_out_gpu_in_waves(
 }
 
 /// The residuals of a CSR device X on `covariates`, dense: [`regress_out_gpu`]'s result on
-/// `x.to_dense()`, bit for bit, without the dense copy of X's values. The sums read X
-/// densified a wave of chunks at a time (at most [`WAVE_BYTES`] on the device), and the
-/// residuals are written straight from the CSR values (one pass writing the result, none
-/// reading a dense X). `x` is left as it is.
+/// `x.to_dense()`, bit for bit, without the dense copy of X's values. On continuous keys the
+/// sums read the CSR values in place (each block writes a few of its rows at a time into a
+/// dense tile of shared memory); on a category they read X densified a wave of chunks at a time
+/// (at most [`WAVE_BYTES`] on the device). The residuals are written straight from the CSR
+/// values (one pass writing the result, each value once, none reading a dense X). `x` is left
+/// as it is.
 pub fn regress_out_csr_gpu(
     ctx: &GpuContext,
     x: &DeviceCsr,
@@ -64,8 +66,9 @@ pub fn regress_out_csr_gpu(
     regress_out_csr_gpu_in_waves(ctx, x, covariates, WAVE_BYTES)
 }
 
-/// [`regress_out_csr_gpu`] with the device bytes a wave of densified rows may take (the tests
-/// make it small: several waves, each at least one chunk of rows).
+/// [`regress_out_csr_gpu`] with the device bytes a wave may take: of densified rows (a category),
+/// of the chunks' partial sums (continuous keys, at most [`PARTIAL_BYTES`]). The tests make it
+/// small: several waves, each at least one chunk.
 pub fn regress_out_csr_gpu_in_waves(
     ctx: &GpuContext,
     x: &DeviceCsr,
@@ -79,15 +82,23 @@ pub fn regress_out_csr_gpu_in_waves(
     let (n, g) = (x.n_rows as u64, x.n_cols as u64);
     let name = fit.kernel(true);
     let f = ctx.function(SRC, name)?;
+    // A row's values go through shared memory a window of columns at a time (within the 48 KiB
+    // a block has without asking).
+    let win = x.n_cols.clamp(1, RESIDUAL_WINDOW) as u32;
     let mut l = ctx.launcher(&f);
     l.arg(&x.indptr)
         .arg(&x.indices)
         .arg(&x.data)
         .arg(&n)
-        .arg(&g);
+        .arg(&g)
+        .arg(&win);
     fit.push_args(&mut l);
     l.arg(&out);
-    ctx.launch(l, ctx.filling_rows(x.n_rows), name)?;
+    let cfg = LaunchConfig {
+        shared_mem_bytes: win * 4,
+        ..ctx.filling_rows(x.n_rows)
+    };
+    ctx.launch(l, cfg, name)?;
     trace.mark("residuals")?;
     Ok(DeviceDense {
         n_rows: x.n_rows,
@@ -95,6 +106,9 @@ pub fn regress_out_csr_gpu_in_waves(
         data: out,
     })
 }
+
+/// Columns of a CSR row the residual kernels hold in shared memory at once (48 KiB of f32).
+const RESIDUAL_WINDOW: usize = 12 * 1024;
 
 /// X as the sums read it: a dense device X (with the partial sums' device bytes), or a CSR one
 /// densified a wave of chunks at a time (with the wave's device bytes).
@@ -304,15 +318,75 @@ fn chunk_sums(
                 partials(&d.data, 0, &d.data, first, count, out)
             })?
         }
-        Rows::Csr(c, wave_bytes) => {
+        Rows::Csr(c, bytes) => {
             let mut first_row = ctx.alloc::<f32>(n_cols.max(1))?;
             c.rows_to_dense_into(ctx, 0, n_rows.min(1), &mut first_row)?;
-            csr_chunked_sums_in_waves(ctx, c, len, *wave_bytes, |wave, row0, first, count, out| {
-                partials(wave, row0, &first_row, first, count, out)
-            })?
+            match &weights {
+                Weights::Design(design, q) => {
+                    let x = (*c, &first_row, &differs);
+                    csr_design_sums(ctx, x, design, *q, (*bytes).min(PARTIAL_BYTES))?
+                }
+                Weights::Buckets(..) => csr_chunked_sums_in_waves(
+                    ctx,
+                    c,
+                    len,
+                    *bytes,
+                    |wave, row0, first, count, out| {
+                        partials(wave, row0, &first_row, first, count, out)
+                    },
+                )?,
+            }
         }
     };
     Ok((sums, differs))
+}
+
+/// Rows of a CSR X that [`csr_design_sums`] writes into dense tiles of shared memory at a time:
+/// as many as fit, up to the kernel's 16.
+fn csr_tile_rows(ctx: &GpuContext, window: usize) -> usize {
+    (ctx.max_shared_per_block() / (window.max(1) * 4)).clamp(1, CSR_TILE_MAX)
+}
+
+/// Genes a block of `regress_csr_chunk_sums` adds (`REGRESS_CSR_WINDOW`), its threads, and the
+/// most rows of its tile (`REGRESS_CSR_TILE_MAX`).
+const CSR_WINDOW: usize = 2048;
+const CSR_THREADS: u32 = 512;
+const CSR_TILE_MAX: usize = 16;
+
+/// `regress_chunk_sums`'s sums (`Aᵀx` by chunks, and `differs`) over a CSR X (`x`: the matrix,
+/// its row 0 dense, `differs`), read once in place: each block writes its chunk's rows into a
+/// dense tile of shared memory a few rows at a time, so no dense copy of X is made. The
+/// partial sums take at most `partial_bytes` at once.
+fn csr_design_sums(
+    ctx: &GpuContext,
+    (x, first_row, differs): (&DeviceCsr, &DeviceVec<f32>, &DeviceVec<u32>),
+    design: &DeviceVec<f64>,
+    q: u32,
+    partial_bytes: usize,
+) -> Result<Vec<f64>> {
+    let (n_rows, n_cols) = (x.n_rows, x.n_cols);
+    let window = n_cols.min(CSR_WINDOW);
+    let tile_rows = csr_tile_rows(ctx, window);
+    let shared = tile_rows * window.max(1) * 4;
+    let name = "regress_csr_chunk_sums";
+    let f = ctx.function_with_shared(SRC, name, shared)?;
+    let (n, g, rows) = (n_rows as u64, n_cols as u64, DENSE_CHUNK_ROWS as u64);
+    let tile_rows = tile_rows as u32;
+    let len = q as usize * n_cols;
+    chunked_sums(ctx, n_rows, len, partial_bytes, |first, count, out| {
+        let mut l = ctx.launcher(&f);
+        l.arg(&x.indptr).arg(&x.indices).arg(&x.data);
+        l.arg(&n).arg(&g).arg(first_row).arg(design).arg(&q);
+        l.arg(&rows).arg(&first).arg(&count).arg(&tile_rows);
+        l.arg(out).arg(differs);
+        // Blocks over the windows of genes (x) and the wave's chunks (y).
+        let cfg = LaunchConfig {
+            grid_dim: (n_cols.div_ceil(CSR_WINDOW).max(1) as u32, count as u32, 1),
+            block_dim: (CSR_THREADS, 1, 1),
+            shared_mem_bytes: shared as u32,
+        };
+        ctx.launch(l, cfg, name)
+    })
 }
 
 /// Which genes the residuals leave alone: none, or (`constant`) those whose values are all

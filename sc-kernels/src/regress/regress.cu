@@ -3,7 +3,8 @@
 // the rows are added one after another (rounded products and sums, never fused);
 // gpu/dense_reduce.cu adds the chunks' sums in chunk order. The chunk kernels read `x` from row
 // `x_row0` on (0 for a whole dense X, the wave's first row for a CSR X densified a wave of chunks
-// at a time) and compare each value with `first_row`, X's row 0.
+// at a time) and compare each value with `first_row`, X's row 0; regress_csr_chunk_sums reads
+// a CSR X in place, a few rows at a time written into a dense tile of shared memory.
 
 // Per chunk c (of n_chunks from first_chunk on) and gene j, the sums over the chunk's rows of
 // design[k][i] * x[i][j] for each of the q design columns: partial[(c * q + k) * n_cols + j];
@@ -126,6 +127,109 @@ extern "C" __global__ void regress_chunk_bucket_sums(const float* __restrict__ x
     if (differ) differs[j] = 1u;
 }
 
+// regress_chunk_sums over a CSR X, without a dense copy of it: per chunk c (blockIdx.y) and
+// window of REGRESS_CSR_WINDOW genes (blockIdx.x), the chunk's rows `tile_rows` at a time are
+// written into a dense tile in shared memory (unstored values 0, as in X.toarray()), then each
+// thread adds its genes' column of the tile row after row, exactly as regress_chunk_sums adds a
+// dense X's (the same bits), putting back the zeros as it reads. Rows hold each column once (the
+// device's CSR checks refuse a repeated one). Launched with REGRESS_CSR_THREADS threads and
+// tile_rows * min(n_cols, REGRESS_CSR_WINDOW) floats of dynamic shared memory.
+#define REGRESS_CSR_THREADS 512
+#define REGRESS_CSR_GENES 4
+#define REGRESS_CSR_WINDOW (REGRESS_CSR_THREADS * REGRESS_CSR_GENES)
+#define REGRESS_CSR_TILE_MAX 16
+template <int Q>
+__device__ void regress_csr_chunk_sums_of(const u64* __restrict__ indptr,
+                                          const u32* __restrict__ indices,
+                                          const float* __restrict__ data, u64 n_rows, u64 n_cols,
+                                          const float* __restrict__ first_row,
+                                          const double* __restrict__ design, u32 q, u32 k0,
+                                          u64 c, u64 j0, u32 w, u64 r0, u64 r1, u32 tile_rows,
+                                          double* __restrict__ partial, float* tile, double* sd,
+                                          u64* sp, u32* __restrict__ differs) {
+    double acc[REGRESS_CSR_GENES][Q];
+    float first[REGRESS_CSR_GENES];
+    bool diff[REGRESS_CSR_GENES];
+#pragma unroll
+    for (int m = 0; m < REGRESS_CSR_GENES; ++m) {
+        const u32 jl = threadIdx.x + m * REGRESS_CSR_THREADS;
+        first[m] = jl < w ? first_row[j0 + jl] : 0.0f;
+        diff[m] = false;
+#pragma unroll
+        for (int k = 0; k < Q; ++k) acc[m][k] = 0.0;
+    }
+    const double* d = design + (u64)k0 * n_rows;
+    for (u64 t0 = r0; t0 < r1; t0 += tile_rows) {
+        const u32 tn = (u32)min((u64)tile_rows, r1 - t0);
+        __syncthreads();  // the block is done with the previous tile
+        if (threadIdx.x <= tn) sp[threadIdx.x] = indptr[t0 + threadIdx.x];
+        for (u32 e = threadIdx.x; e < Q * tn; e += REGRESS_CSR_THREADS) {
+            const u32 k = e / tn, r = e - k * tn;
+            sd[k * REGRESS_CSR_TILE_MAX + r] = d[(u64)k * n_rows + t0 + r];
+        }
+        __syncthreads();
+        const u64 p1 = sp[tn];
+#pragma unroll 4
+        for (u64 p = sp[0] + threadIdx.x; p < p1; p += REGRESS_CSR_THREADS) {
+            const u64 jl = (u64)indices[p] - j0;  // past the window (or before it: wrapped)
+            if (jl < w) {
+                u32 r = 0;
+                while (p >= sp[r + 1]) ++r;
+                tile[r * w + jl] = data[p];
+            }
+        }
+        __syncthreads();
+#pragma unroll
+        for (int m = 0; m < REGRESS_CSR_GENES; ++m) {
+            const u32 jl = threadIdx.x + m * REGRESS_CSR_THREADS;
+            if (jl >= w) continue;
+            for (u32 r = 0; r < tn; ++r) {
+                const float xv = tile[r * w + jl];
+                tile[r * w + jl] = 0.0f;
+                diff[m] |= xv != first[m];
+                const double v = (double)xv;
+#pragma unroll
+                for (int k = 0; k < Q; ++k)
+                    acc[m][k] = __dadd_rn(acc[m][k], __dmul_rn(sd[k * REGRESS_CSR_TILE_MAX + r], v));
+            }
+        }
+    }
+#pragma unroll
+    for (int m = 0; m < REGRESS_CSR_GENES; ++m) {
+        const u32 jl = threadIdx.x + m * REGRESS_CSR_THREADS;
+        if (jl >= w) continue;
+#pragma unroll
+        for (int k = 0; k < Q; ++k) partial[(c * q + k0 + k) * n_cols + j0 + jl] = acc[m][k];
+        if (diff[m]) differs[j0 + jl] = 1u;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(REGRESS_CSR_THREADS)
+regress_csr_chunk_sums(const u64* __restrict__ indptr, const u32* __restrict__ indices,
+                       const float* __restrict__ data, u64 n_rows, u64 n_cols,
+                       const float* __restrict__ first_row, const double* __restrict__ design,
+                       u32 q, u64 chunk_rows, u64 first_chunk, u64 n_chunks, u32 tile_rows,
+                       double* __restrict__ partial, u32* __restrict__ differs) {
+    extern __shared__ float tile[];
+    __shared__ double sd[REGRESS_KB * REGRESS_CSR_TILE_MAX];
+    __shared__ u64 sp[REGRESS_CSR_TILE_MAX + 1];
+    const u64 c = blockIdx.y;
+    const u64 j0 = (u64)blockIdx.x * REGRESS_CSR_WINDOW;
+    const u32 w = (u32)min((u64)REGRESS_CSR_WINDOW, n_cols - j0);
+    const u64 r0 = (first_chunk + c) * chunk_rows;
+    const u64 r1 = min(r0 + chunk_rows, n_rows);
+    for (u32 e = threadIdx.x; e < tile_rows * w; e += REGRESS_CSR_THREADS) tile[e] = 0.0f;
+    for (u32 k0 = 0; k0 < q; k0 += REGRESS_KB) {
+#define REGRESS_CSR_GROUP(Q) \
+    case Q: regress_csr_chunk_sums_of<Q>(indptr, indices, data, n_rows, n_cols, first_row, design, q, k0, c, j0, w, r0, r1, tile_rows, partial, tile, sd, sp, differs); break;
+        switch (min((u32)REGRESS_KB, q - k0)) {
+            REGRESS_CSR_GROUP(1) REGRESS_CSR_GROUP(2) REGRESS_CSR_GROUP(3) REGRESS_CSR_GROUP(4)
+            REGRESS_CSR_GROUP(5) REGRESS_CSR_GROUP(6) REGRESS_CSR_GROUP(7) REGRESS_CSR_GROUP(8)
+        }
+#undef REGRESS_CSR_GROUP
+    }
+}
+
 // The row-wise kernels: blocks over rows, a block's threads over the row's genes.
 #define ROWS_LOOP for (u64 i = blockIdx.x; i < n_rows; i += gridDim.x)
 
@@ -212,74 +316,106 @@ extern "C" __global__ void regress_subtract_category_fit(float* __restrict__ x, 
     }
 }
 
-// The same residuals as regress_subtract_fit, of a CSR X written into the dense row-major `out`
-// in one pass: each row's genes first as 0 less their fit (or 0 where kept), then its stored
-// values less their fit over them (rows hold each column once: the device's CSR checks refuse a
-// repeated one). Q > 0: the row's Q design values read once, into registers (q up to
-// REGRESS_KB); Q = 0: the q values read in place.
-template <int Q>
-__device__ void regress_csr_subtract_fit_of(const u64* __restrict__ indptr,
-                                            const u32* __restrict__ indices,
-                                            const float* __restrict__ data, u64 n_rows,
-                                            u64 n_cols, const double* __restrict__ design, u32 q,
-                                            const double* __restrict__ coef,
-                                            const u32* __restrict__ keep,
-                                            float* __restrict__ out) {
+// Writes each row of a CSR X into the dense row-major `out`, each value (0 where unstored) less
+// its fit (`fit.at(j)` after `fit.start(i)`), or as it is for the genes kept. The row's stored
+// values are put into shared memory (`srow`, `win` floats, zero between rows) a window of `win`
+// columns at a time, so that each value of `out` is written once, coalesced. Rows hold each
+// column once (the device's CSR checks refuse a repeated one).
+template <class Fit>
+__device__ void regress_csr_rows_out(const u64* __restrict__ indptr,
+                                     const u32* __restrict__ indices,
+                                     const float* __restrict__ data, u64 n_rows, u64 n_cols,
+                                     u32 win, Fit& fit, const u32* __restrict__ keep,
+                                     float* __restrict__ out, float* srow) {
+    for (u32 e = threadIdx.x; e < win; e += blockDim.x) srow[e] = 0.0f;
+    __syncthreads();
     ROWS_LOOP {
-        double dr[Q > 0 ? Q : 1];
-#pragma unroll
-        for (int k = 0; k < Q; ++k) dr[k] = design[(u64)k * n_rows + i];
-        const double* d = Q > 0 ? dr : design + i;
-        const u64 stride = Q > 0 ? 1 : n_rows;
-        const u32 nq = Q > 0 ? Q : q;
+        fit.start(i);
         float* row = out + i * n_cols;
-        for (u64 j = threadIdx.x; j < n_cols; j += blockDim.x)
-            row[j] = keep[j] ? 0.0f : regress_residual(0.0f, regress_fit_at(d, stride, nq, coef, n_cols, j));
-        __syncthreads();
-        for (u64 p = indptr[i] + threadIdx.x; p < indptr[i + 1]; p += blockDim.x) {
-            const u32 j = indices[p];
-            const float v = data[p];
-            row[j] = keep[j] ? v : regress_residual(v, regress_fit_at(d, stride, nq, coef, n_cols, j));
+        const u64 p0 = indptr[i], p1 = indptr[i + 1];
+        for (u64 j0 = 0; j0 < n_cols; j0 += win) {
+            const u64 w = min((u64)win, n_cols - j0);
+            for (u64 p = p0 + threadIdx.x; p < p1; p += blockDim.x) {
+                const u64 jl = (u64)indices[p] - j0;  // past the window (or before it: wrapped)
+                if (jl < w) srow[jl] = data[p];
+            }
+            __syncthreads();
+            for (u64 jl = threadIdx.x; jl < w; jl += blockDim.x) {
+                const u64 j = j0 + jl;
+                const float v = srow[jl];
+                srow[jl] = 0.0f;
+                row[j] = keep[j] ? v : regress_residual(v, fit.at(j));
+            }
+            __syncthreads();
         }
-        __syncthreads();
     }
 }
 
+// The continuous fit of regress_subtract_fit: Q > 0, the row's Q design values read once, into
+// registers (q up to REGRESS_KB); Q = 0, the q values read in place.
+template <int Q>
+struct RegressDesignFit {
+    const double* design;
+    u64 n_rows;
+    u32 q;
+    const double* coef;
+    u64 n_cols;
+    u64 i;
+    double dr[Q > 0 ? Q : 1];
+    __device__ void start(u64 row) {
+        i = row;
+#pragma unroll
+        for (int k = 0; k < Q; ++k) dr[k] = design[(u64)k * n_rows + row];
+    }
+    __device__ double at(u64 j) const {
+        return Q > 0 ? regress_fit_at(dr, 1, Q, coef, n_cols, j)
+                     : regress_fit_at(design + i, n_rows, q, coef, n_cols, j);
+    }
+};
+
+// The category fit of regress_subtract_category_fit.
+struct RegressCategoryFit {
+    const u32* bucket;
+    const float* means;
+    const double* b0;
+    const double* b1;
+    u64 n_cols;
+    const float* row_means;
+    __device__ void start(u64 i) { row_means = means + (u64)bucket[i] * n_cols; }
+    __device__ double at(u64 j) const { return regress_category_fit_at(b0, b1, row_means, j); }
+};
+
+// The residuals of regress_subtract_fit, of a CSR X written into `out` (regress_csr_rows_out;
+// `win` floats of dynamic shared memory).
 extern "C" __global__ void regress_csr_subtract_fit(const u64* __restrict__ indptr,
                                                     const u32* __restrict__ indices,
                                                     const float* __restrict__ data, u64 n_rows,
-                                                    u64 n_cols, const double* __restrict__ design,
-                                                    u32 q, const double* __restrict__ coef,
+                                                    u64 n_cols, u32 win,
+                                                    const double* __restrict__ design, u32 q,
+                                                    const double* __restrict__ coef,
                                                     const u32* __restrict__ keep,
                                                     float* __restrict__ out) {
+    extern __shared__ float srow[];
     switch (q) {
 #define REGRESS_CSR_FIT(Q) \
-    case Q: regress_csr_subtract_fit_of<Q>(indptr, indices, data, n_rows, n_cols, design, q, coef, keep, out); return;
+    case Q: { RegressDesignFit<Q> fit{design, n_rows, q, coef, n_cols}; regress_csr_rows_out(indptr, indices, data, n_rows, n_cols, win, fit, keep, out, srow); return; }
         REGRESS_CSR_FIT(1) REGRESS_CSR_FIT(2) REGRESS_CSR_FIT(3) REGRESS_CSR_FIT(4)
         REGRESS_CSR_FIT(5) REGRESS_CSR_FIT(6) REGRESS_CSR_FIT(7) REGRESS_CSR_FIT(8)
 #undef REGRESS_CSR_FIT
-    default: regress_csr_subtract_fit_of<0>(indptr, indices, data, n_rows, n_cols, design, q, coef, keep, out);
     }
+    RegressDesignFit<0> fit{design, n_rows, q, coef, n_cols};
+    regress_csr_rows_out(indptr, indices, data, n_rows, n_cols, win, fit, keep, out, srow);
 }
 
-// The same residuals as regress_subtract_category_fit, of a CSR X written into `out` in one
-// pass (as regress_csr_subtract_fit).
+// The residuals of regress_subtract_category_fit, of a CSR X written into `out` (as
+// regress_csr_subtract_fit).
 extern "C" __global__ void regress_csr_subtract_category_fit(
     const u64* __restrict__ indptr, const u32* __restrict__ indices,
-    const float* __restrict__ data, u64 n_rows, u64 n_cols, const u32* __restrict__ bucket,
-    const float* __restrict__ means, const double* __restrict__ b0,
-    const double* __restrict__ b1, const u32* __restrict__ keep, float* __restrict__ out) {
-    ROWS_LOOP {
-        const float* row_means = means + (u64)bucket[i] * n_cols;
-        float* row = out + i * n_cols;
-        for (u64 j = threadIdx.x; j < n_cols; j += blockDim.x)
-            row[j] = keep[j] ? 0.0f : regress_residual(0.0f, regress_category_fit_at(b0, b1, row_means, j));
-        __syncthreads();
-        for (u64 p = indptr[i] + threadIdx.x; p < indptr[i + 1]; p += blockDim.x) {
-            const u32 j = indices[p];
-            const float v = data[p];
-            row[j] = keep[j] ? v : regress_residual(v, regress_category_fit_at(b0, b1, row_means, j));
-        }
-        __syncthreads();
-    }
+    const float* __restrict__ data, u64 n_rows, u64 n_cols, u32 win,
+    const u32* __restrict__ bucket, const float* __restrict__ means,
+    const double* __restrict__ b0, const double* __restrict__ b1, const u32* __restrict__ keep,
+    float* __restrict__ out) {
+    extern __shared__ float srow[];
+    RegressCategoryFit fit{bucket, means, b0, b1, n_cols};
+    regress_csr_rows_out(indptr, indices, data, n_rows, n_cols, win, fit, keep, out, srow);
 }
