@@ -131,7 +131,7 @@ impl<U: MemoryResource> ArenaResource<U> {
             stream,
             superblock,
             global: Mutex::new(global),
-            arenas: StreamLists::new(CoalescingFreeList::new),
+            arenas: StreamLists::new(|| CoalescingFreeList::new().with_quick_bins()),
             dump_path: options.dump_on_failure,
             defrag: Mutex::new(()),
         })

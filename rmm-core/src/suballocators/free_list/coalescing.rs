@@ -19,6 +19,7 @@
 use super::addr_map::AddrMap;
 use super::bitmap::{BinBitmap, BINS};
 use super::boundaries::ChunkBoundaries;
+use super::quick::{QuickBins, QUICK_MAX};
 use super::FreeStore;
 use rmm_cuda::ALIGNMENT;
 use std::sync::Arc;
@@ -171,12 +172,15 @@ pub(crate) struct CoalescingFreeList {
     boundaries: Option<Arc<ChunkBoundaries>>,
     barrier_copy: Vec<u64>,
     barrier_generation: u64,
+    /// Small blocks freed lately, not yet coalesced ([`CoalescingFreeList::with_quick_bins`]);
+    /// their bytes are in `free_bytes`.
+    quick: Option<QuickBins>,
 }
 
 impl std::fmt::Debug for CoalescingFreeList {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CoalescingFreeList")
-            .field("blocks", &self.by_start.len())
+            .field("blocks", &self.len())
             .field("free_bytes", &self.free_bytes)
             .field("largest", &self.largest())
             .finish()
@@ -204,6 +208,17 @@ impl CoalescingFreeList {
             boundaries: None,
             barrier_copy: Vec::new(),
             barrier_generation: u64::MAX,
+            quick: None,
+        }
+    }
+
+    /// This list with a front of quick bins (`super::quick`): small blocks freed here are kept
+    /// by exact size, uncoalesced, until a request finds no block in the coalesced part. For
+    /// the lists of streams, where a program frees and allocates the same sizes again and again.
+    pub(crate) fn with_quick_bins(self) -> Self {
+        CoalescingFreeList {
+            quick: Some(QuickBins::default()),
+            ..self
         }
     }
 
@@ -217,14 +232,16 @@ impl CoalescingFreeList {
 
     /// Number of free blocks.
     pub(crate) fn len(&self) -> usize {
-        self.by_start.len()
+        self.by_start.len() + self.quick.as_ref().map_or(0, QuickBins::len)
     }
 
     /// The free blocks, in no particular order.
     pub(crate) fn blocks(&self) -> impl Iterator<Item = (u64, usize)> + '_ {
-        self.by_start
+        let coalesced = self
+            .by_start
             .values()
-            .map(|i| (self.nodes[i as usize].addr, self.nodes[i as usize].size))
+            .map(|i| (self.nodes[i as usize].addr, self.nodes[i as usize].size));
+        coalesced.chain(self.quick.iter().flat_map(QuickBins::blocks))
     }
 
     /// The free block that ends at `end`, as (address, size).
@@ -232,10 +249,18 @@ impl CoalescingFreeList {
         self.by_end
             .get(end)
             .map(|i| (self.nodes[i as usize].addr, self.nodes[i as usize].size))
+            .or_else(|| {
+                let mut quick = self.quick.iter().flat_map(QuickBins::blocks);
+                quick.find(|&(a, s)| a + s as u64 == end)
+            })
     }
 
     /// Removes the free block `[addr, addr + size)` if exactly that block is free here.
     pub(crate) fn remove_exact(&mut self, addr: u64, size: usize) -> bool {
+        if self.quick.as_mut().is_some_and(|q| q.remove(addr, size)) {
+            self.free_bytes -= size;
+            return true;
+        }
         match self.by_start.get(addr) {
             Some(i) if self.nodes[i as usize].size == size => {
                 self.unlink(i);
@@ -384,11 +409,26 @@ impl CoalescingFreeList {
     }
 }
 
-impl FreeStore for CoalescingFreeList {
+impl CoalescingFreeList {
+    /// Coalesces the quick bins' blocks into the list; false when they held none.
+    #[cold]
+    fn flush_quick(&mut self) -> bool {
+        let Some(mut quick) = self.quick.take() else {
+            return false;
+        };
+        let any = quick.len() > 0;
+        for (addr, size) in quick.blocks() {
+            self.free_bytes -= size;
+            self.give_coalescing(addr, size);
+        }
+        quick.clear();
+        self.quick = Some(quick);
+        any
+    }
+
+    /// Takes `size` bytes from the front of node `i`'s block (at least that large).
     #[inline]
-    fn take(&mut self, size: usize) -> Option<u64> {
-        debug_assert!(size > 0 && size % ALIGNMENT == 0);
-        let i = self.best_fit(size)?;
+    fn take_from(&mut self, i: u32, size: usize) -> u64 {
         self.unlink(i);
         let Node {
             addr, size: have, ..
@@ -406,12 +446,12 @@ impl FreeStore for CoalescingFreeList {
             self.release_node(i);
         }
         self.free_bytes -= size;
-        Some(addr)
+        addr
     }
 
+    /// Puts back a block, merged with the free blocks touching it.
     #[inline]
-    fn give(&mut self, addr: u64, size: usize) {
-        debug_assert!(size > 0 && size % ALIGNMENT == 0);
+    fn give_coalescing(&mut self, addr: u64, size: usize) {
         self.refresh_barriers();
         let end = addr + size as u64;
         let before = if self.is_barrier(addr) {
@@ -462,31 +502,8 @@ impl FreeStore for CoalescingFreeList {
         self.free_bytes += size;
     }
 
-    fn drain_into(&mut self, out: &mut Vec<(u64, usize)>) {
-        let first = out.len();
-        out.extend(self.blocks());
-        // Empty only the bins in use: cheaper than wiping all of them when a list is stolen.
-        for &(_, size) in &out[first..] {
-            if size <= SMALL_MAX {
-                self.heads[bin_of(size)] = NIL;
-                self.bitmap.clear(bin_of(size));
-            }
-        }
-        self.nodes.clear();
-        self.vacant.clear();
-        self.by_start.clear();
-        self.by_end.clear();
-        self.large.clear();
-        self.top = NIL;
-        self.free_bytes = 0;
-    }
-
-    #[inline]
-    fn free_bytes(&self) -> usize {
-        self.free_bytes
-    }
-
-    fn largest(&self) -> usize {
+    /// The largest block of the coalesced part.
+    fn coalesced_largest(&self) -> usize {
         let top = if self.top == NIL {
             0
         } else {
@@ -505,6 +522,77 @@ impl FreeStore for CoalescingFreeList {
             return top.max(tree);
         }
         self.bitmap.last().map_or(0, |bin| (bin + 1) * ALIGNMENT)
+    }
+}
+
+impl FreeStore for CoalescingFreeList {
+    #[inline]
+    fn take(&mut self, size: usize) -> Option<u64> {
+        debug_assert!(size > 0 && size % ALIGNMENT == 0);
+        if let Some(q) = &mut self.quick {
+            if size <= QUICK_MAX {
+                if let Some(addr) = q.pop(size) {
+                    self.free_bytes -= size;
+                    return Some(addr);
+                }
+            } else {
+                q.pause();
+                if q.len() > 0 {
+                    // A larger request first merges the small blocks back (glibc consolidates
+                    // its fast bins so): kept apart, they would cut the large blocks it needs.
+                    self.flush_quick();
+                }
+            }
+        }
+        let i = match self.best_fit(size) {
+            Some(i) => i,
+            // The quick blocks, coalesced, may make one that fits.
+            None if self.flush_quick() => self.best_fit(size)?,
+            None => return None,
+        };
+        Some(self.take_from(i, size))
+    }
+
+    #[inline]
+    fn give(&mut self, addr: u64, size: usize) {
+        debug_assert!(size > 0 && size % ALIGNMENT == 0);
+        if self.quick.as_mut().is_some_and(|q| q.push(addr, size)) {
+            self.free_bytes += size;
+            return;
+        }
+        self.give_coalescing(addr, size);
+    }
+
+    fn drain_into(&mut self, out: &mut Vec<(u64, usize)>) {
+        let first = out.len();
+        out.extend(self.blocks());
+        // Empty only the bins in use: cheaper than wiping all of them when a list is stolen.
+        for &(_, size) in &out[first..] {
+            if size <= SMALL_MAX {
+                self.heads[bin_of(size)] = NIL;
+                self.bitmap.clear(bin_of(size));
+            }
+        }
+        self.nodes.clear();
+        self.vacant.clear();
+        self.by_start.clear();
+        self.by_end.clear();
+        self.large.clear();
+        self.top = NIL;
+        self.free_bytes = 0;
+        if let Some(q) = &mut self.quick {
+            q.clear();
+        }
+    }
+
+    #[inline]
+    fn free_bytes(&self) -> usize {
+        self.free_bytes
+    }
+
+    fn largest(&self) -> usize {
+        let quick = self.quick.as_ref().map_or(0, QuickBins::largest);
+        self.coalesced_largest().max(quick)
     }
 
     fn block_count(&self) -> usize {
@@ -674,6 +762,79 @@ mod tests {
                 assert_eq!(l.block_ending_at(a + n as u64), Some((a, n)));
             }
         }
+    }
+
+    /// With quick bins: random takes and frees of small and larger sizes never hand out a byte
+    /// twice, keep the free bytes and block counts true, and fail only when no block fits even
+    /// after the quick blocks are coalesced (then the blocks are the maximal free runs).
+    #[test]
+    fn quick_bins_lose_nothing_and_never_fail_a_request_that_fits() {
+        use std::collections::BTreeSet;
+        const UNITS: u64 = 2048;
+        let base = 1u64 << 32;
+        let mut rng = crate::testing::SplitMix64::new(5);
+        let mut l = CoalescingFreeList::new().with_quick_bins();
+        l.give(base, (UNITS * 256) as usize);
+        let mut free: BTreeSet<u64> = (0..UNITS).collect();
+        let mut live: Vec<(u64, usize)> = Vec::new();
+        let mut failures = 0;
+        for step in 0..40_000 {
+            if rng.below(2) == 0 || live.is_empty() {
+                let units = if step % 5 == 0 { 40 } else { 20 };
+                let size = (rng.below(units) as usize + 1) * 256;
+                match l.take(size) {
+                    Some(a) => {
+                        let first = (a - base) / 256;
+                        for u in first..first + size as u64 / 256 {
+                            assert!(free.remove(&u), "take({size}) gave {a:#x}, not free");
+                        }
+                        live.push((a, size));
+                    }
+                    None => {
+                        failures += 1;
+                        // Nothing held apart: the blocks are the free runs, none of them enough.
+                        let mut runs = 0;
+                        let mut longest = 0;
+                        let mut it = free.iter().copied().peekable();
+                        while let Some(s0) = it.next() {
+                            let mut e = s0 + 1;
+                            while it.peek() == Some(&e) {
+                                it.next();
+                                e += 1;
+                            }
+                            runs += 1;
+                            longest = longest.max((e - s0) as usize * 256);
+                        }
+                        assert!(
+                            longest < size,
+                            "take({size}) failed with {longest} free in a run"
+                        );
+                        assert_eq!(l.len(), runs, "step {step}: quick blocks left after a miss");
+                    }
+                }
+            } else {
+                let (a, size) = live.swap_remove(rng.below(live.len() as u64) as usize);
+                l.give(a, size);
+                let first = (a - base) / 256;
+                free.extend(first..first + size as u64 / 256);
+            }
+            assert_eq!(l.free_bytes(), free.len() * 256, "step {step}");
+            let mut blocks: Vec<_> = l.blocks().collect();
+            assert_eq!(blocks.len(), l.len());
+            blocks.sort_unstable();
+            let held: u64 = blocks.iter().map(|b| b.1 as u64 / 256).sum();
+            assert_eq!(held as usize, free.len());
+            assert!(blocks.windows(2).all(|w| w[0].0 + w[0].1 as u64 <= w[1].0));
+            assert!(l.largest() >= blocks.iter().map(|b| b.1).max().unwrap_or(0));
+        }
+        assert!(
+            failures > 0,
+            "the region never filled: the test did not reach the flush"
+        );
+        let mut out = Vec::new();
+        l.drain_into(&mut out);
+        assert_eq!(out.iter().map(|b| b.1).sum::<usize>(), free.len() * 256);
+        assert_eq!((l.len(), l.free_bytes(), l.largest()), (0, 0, 0));
     }
 
     #[test]

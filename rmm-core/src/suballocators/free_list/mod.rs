@@ -7,6 +7,7 @@ mod bitmap;
 mod boundaries;
 mod coalescing;
 mod fixed;
+mod quick;
 
 pub(crate) use boundaries::{touching_points, ChunkBoundaries};
 pub(crate) use coalescing::CoalescingFreeList;

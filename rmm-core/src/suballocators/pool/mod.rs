@@ -201,7 +201,8 @@ impl<U: MemoryResource> PoolResource<U> {
             device,
             maximum,
             reservoir: Mutex::new(list()),
-            lists: StreamLists::new(list),
+            // Streams' lists keep small frees apart a while (quick bins); the reservoir does not.
+            lists: StreamLists::new(move || list().with_quick_bins()),
             chunks: Mutex::new(Chunks::new(boundaries)),
             pool_size: AtomicUsize::new(0),
             growth: Mutex::new(()),

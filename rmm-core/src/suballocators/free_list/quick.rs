@@ -1,0 +1,194 @@
+//! Recently freed small blocks kept apart by exact size, not yet coalesced: the front of a
+//! stream's [`super::CoalescingFreeList`] (glibc's tcache and dlmalloc's fast bins are the
+//! model).
+//!
+//! A program that frees and allocates blocks of a few sizes over and over (RMM's
+//! `random_allocations` at 1 KiB: four sizes) pays for coalescing on every free and for
+//! splitting on every allocation, to end with the same blocks. Here a freed block of at most
+//! [`QUICK_MAX`] bytes goes onto its size's stack (at most [`QUICK_CAP`] blocks), and an
+//! allocation of that size pops it: a few instructions, no address map touched. The list flushes
+//! the stacks into its coalescing part (every block merged with its free neighbours) whenever a
+//! request finds no block there, before it says it has none, so a quick block never makes an
+//! allocation fail or grow the pool; and before any request larger than `QUICK_MAX`, so that
+//! small blocks kept apart never cut the large free blocks such requests need (the pipeline's
+//! allocation logs fragment no more than without them). After such a request the next
+//! [`PAUSE`] small frees skip the stacks: where sizes mix, blocks would only go round through
+//! them. The stacks hold at most `QUICK_CAP` blocks of each size (544 KiB at most over all).
+
+use rmm_cuda::ALIGNMENT;
+
+/// Largest block kept here (bins of 256, 512, ... bytes).
+pub(crate) const QUICK_MAX: usize = 4096;
+const QUICK_BINS: usize = QUICK_MAX / ALIGNMENT;
+/// Blocks of one size kept at most.
+pub(crate) const QUICK_CAP: usize = 16;
+
+const _: () = assert!(QUICK_BINS <= 64, "one word says which bins hold blocks");
+
+/// Stacks of free block addresses, one per size up to [`QUICK_MAX`].
+pub(crate) struct QuickBins {
+    addrs: Box<[[u64; QUICK_CAP]; QUICK_BINS]>,
+    lens: [u8; QUICK_BINS],
+    /// Bit `b`: bin `b` holds a block.
+    used: u64,
+    count: usize,
+    /// Small frees still to go to the coalescing part after a larger request
+    /// ([`QuickBins::pause`]).
+    paused: u32,
+}
+
+/// Small frees that skip the stacks after each larger request.
+const PAUSE: u32 = 64;
+
+impl Default for QuickBins {
+    fn default() -> Self {
+        QuickBins {
+            addrs: Box::new([[0; QUICK_CAP]; QUICK_BINS]),
+            lens: [0; QUICK_BINS],
+            used: 0,
+            count: 0,
+            paused: 0,
+        }
+    }
+}
+
+#[inline(always)]
+fn bin_of(size: usize) -> usize {
+    size / ALIGNMENT - 1
+}
+
+impl QuickBins {
+    /// Keeps the block `[addr, addr + size)` when its size is kept here and its stack has room.
+    #[inline(always)]
+    pub(crate) fn push(&mut self, addr: u64, size: usize) -> bool {
+        if size > QUICK_MAX {
+            return false;
+        }
+        if self.paused > 0 {
+            self.paused -= 1;
+            return false;
+        }
+        let b = bin_of(size);
+        let n = self.lens[b] as usize;
+        if n == QUICK_CAP {
+            return false;
+        }
+        self.addrs[b][n] = addr;
+        self.lens[b] = n as u8 + 1;
+        self.used |= 1 << b;
+        self.count += 1;
+        true
+    }
+
+    /// The block of exactly `size` bytes freed last, if any.
+    #[inline(always)]
+    pub(crate) fn pop(&mut self, size: usize) -> Option<u64> {
+        if size > QUICK_MAX {
+            return None;
+        }
+        let b = bin_of(size);
+        let n = self.lens[b] as usize;
+        if n == 0 {
+            return None;
+        }
+        self.lens[b] = n as u8 - 1;
+        if n == 1 {
+            self.used &= !(1 << b);
+        }
+        self.count -= 1;
+        Some(self.addrs[b][n - 1])
+    }
+
+    /// A request larger than [`QUICK_MAX`] came: the next small frees go to the coalescing part
+    /// (where such requests find them merged), so that a program mixing sizes pays for no
+    /// flushes.
+    #[inline]
+    pub(crate) fn pause(&mut self) {
+        self.paused = PAUSE;
+    }
+
+    /// Number of blocks held.
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Size of the largest block held (0 when empty).
+    pub(crate) fn largest(&self) -> usize {
+        if self.used == 0 {
+            0
+        } else {
+            (64 - self.used.leading_zeros() as usize) * ALIGNMENT
+        }
+    }
+
+    /// The blocks held, as (address, size).
+    pub(crate) fn blocks(&self) -> impl Iterator<Item = (u64, usize)> + '_ {
+        self.lens.iter().enumerate().flat_map(move |(b, &n)| {
+            self.addrs[b][..n as usize]
+                .iter()
+                .map(move |&a| (a, (b + 1) * ALIGNMENT))
+        })
+    }
+
+    /// Takes out the block `[addr, addr + size)` if it is held.
+    pub(crate) fn remove(&mut self, addr: u64, size: usize) -> bool {
+        if size > QUICK_MAX {
+            return false;
+        }
+        let b = bin_of(size);
+        let n = self.lens[b] as usize;
+        let Some(k) = self.addrs[b][..n].iter().position(|&a| a == addr) else {
+            return false;
+        };
+        self.addrs[b].copy_within(k + 1..n, k);
+        self.lens[b] = n as u8 - 1;
+        if n == 1 {
+            self.used &= !(1 << b);
+        }
+        self.count -= 1;
+        true
+    }
+
+    /// Forgets every block held.
+    pub(crate) fn clear(&mut self) {
+        self.lens = [0; QUICK_BINS];
+        self.used = 0;
+        self.count = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stacks_by_size_last_in_first_out_bounded() {
+        let mut q = QuickBins::default();
+        assert!(q.push(0x1000, 256));
+        assert!(q.push(0x2000, 256));
+        assert!(q.push(0x3000, 1024));
+        assert!(!q.push(0x9000, QUICK_MAX + 256), "too large to keep");
+        assert_eq!((q.len(), q.largest()), (3, 1024));
+        assert_eq!(q.pop(512), None);
+        assert_eq!(q.pop(256), Some(0x2000));
+        assert!(q.remove(0x1000, 256));
+        assert!(!q.remove(0x1000, 256));
+        assert_eq!(q.pop(256), None);
+        for k in 0..QUICK_CAP as u64 {
+            assert!(q.push(0x10_0000 + k * 4096, 4096));
+        }
+        assert!(!q.push(0x20_0000, 4096), "the stack is full");
+        assert_eq!(q.largest(), 4096);
+        let blocks: Vec<_> = q.blocks().collect();
+        assert_eq!(blocks.len(), 1 + QUICK_CAP);
+        assert_eq!(blocks[0], (0x3000, 1024));
+        q.clear();
+        assert_eq!((q.len(), q.largest(), q.blocks().count()), (0, 0, 0));
+        q.pause();
+        for _ in 0..PAUSE {
+            assert!(!q.push(0x1000, 256), "paused after a larger request");
+        }
+        assert!(q.push(0x1000, 256));
+    }
+}
