@@ -342,10 +342,15 @@ fn chunk_sums(
 }
 
 /// Rows of a CSR X that [`csr_design_sums`] writes into dense tiles of shared memory at a time:
-/// as many as fit, up to the kernel's 16.
+/// as many as 64 KiB hold (two blocks an SM on an H100, so a chunk a block runs in one wave at
+/// a million cells), up to the kernel's 16.
 fn csr_tile_rows(ctx: &GpuContext, window: usize) -> usize {
-    (ctx.max_shared_per_block() / (window.max(1) * 4)).clamp(1, CSR_TILE_MAX)
+    let bytes = ctx.max_shared_per_block().min(CSR_TILE_BYTES);
+    (bytes / (window.max(1) * 4)).clamp(1, CSR_TILE_MAX)
 }
+
+/// Shared memory a block of `regress_csr_chunk_sums` takes for its tile at most.
+const CSR_TILE_BYTES: usize = 64 << 10;
 
 /// Genes a block of `regress_csr_chunk_sums` adds (`REGRESS_CSR_WINDOW`), its threads, and the
 /// most rows of its tile (`REGRESS_CSR_TILE_MAX`).

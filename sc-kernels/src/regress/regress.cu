@@ -204,7 +204,7 @@ __device__ void regress_csr_chunk_sums_of(const u64* __restrict__ indptr,
     }
 }
 
-extern "C" __global__ void __launch_bounds__(REGRESS_CSR_THREADS)
+extern "C" __global__ void __launch_bounds__(REGRESS_CSR_THREADS, 2)
 regress_csr_chunk_sums(const u64* __restrict__ indptr, const u32* __restrict__ indices,
                        const float* __restrict__ data, u64 n_rows, u64 n_cols,
                        const float* __restrict__ first_row, const double* __restrict__ design,
