@@ -316,106 +316,74 @@ extern "C" __global__ void regress_subtract_category_fit(float* __restrict__ x, 
     }
 }
 
-// Writes each row of a CSR X into the dense row-major `out`, each value (0 where unstored) less
-// its fit (`fit.at(j)` after `fit.start(i)`), or as it is for the genes kept. The row's stored
-// values are put into shared memory (`srow`, `win` floats, zero between rows) a window of `win`
-// columns at a time, so that each value of `out` is written once, coalesced. Rows hold each
-// column once (the device's CSR checks refuse a repeated one).
-template <class Fit>
-__device__ void regress_csr_rows_out(const u64* __restrict__ indptr,
-                                     const u32* __restrict__ indices,
-                                     const float* __restrict__ data, u64 n_rows, u64 n_cols,
-                                     u32 win, Fit& fit, const u32* __restrict__ keep,
-                                     float* __restrict__ out, float* srow) {
-    for (u32 e = threadIdx.x; e < win; e += blockDim.x) srow[e] = 0.0f;
-    __syncthreads();
+// The same residuals as regress_subtract_fit, of a CSR X written into the dense row-major `out`
+// in one pass: each row's genes first as 0 less their fit (or 0 where kept), then its stored
+// values less their fit over them (rows hold each column once: the device's CSR checks refuse a
+// repeated one). Q > 0: the row's Q design values read once, into registers (q up to
+// REGRESS_KB); Q = 0: the q values read in place.
+template <int Q>
+__device__ void regress_csr_subtract_fit_of(const u64* __restrict__ indptr,
+                                            const u32* __restrict__ indices,
+                                            const float* __restrict__ data, u64 n_rows,
+                                            u64 n_cols, const double* __restrict__ design, u32 q,
+                                            const double* __restrict__ coef,
+                                            const u32* __restrict__ keep,
+                                            float* __restrict__ out) {
     ROWS_LOOP {
-        fit.start(i);
+        double dr[Q > 0 ? Q : 1];
+#pragma unroll
+        for (int k = 0; k < Q; ++k) dr[k] = design[(u64)k * n_rows + i];
+        const double* d = Q > 0 ? dr : design + i;
+        const u64 stride = Q > 0 ? 1 : n_rows;
+        const u32 nq = Q > 0 ? Q : q;
         float* row = out + i * n_cols;
-        const u64 p0 = indptr[i], p1 = indptr[i + 1];
-        for (u64 j0 = 0; j0 < n_cols; j0 += win) {
-            const u64 w = min((u64)win, n_cols - j0);
-            for (u64 p = p0 + threadIdx.x; p < p1; p += blockDim.x) {
-                const u64 jl = (u64)indices[p] - j0;  // past the window (or before it: wrapped)
-                if (jl < w) srow[jl] = data[p];
-            }
-            __syncthreads();
-            for (u64 jl = threadIdx.x; jl < w; jl += blockDim.x) {
-                const u64 j = j0 + jl;
-                const float v = srow[jl];
-                srow[jl] = 0.0f;
-                row[j] = keep[j] ? v : regress_residual(v, fit.at(j));
-            }
-            __syncthreads();
+        for (u64 j = threadIdx.x; j < n_cols; j += blockDim.x)
+            row[j] = keep[j] ? 0.0f : regress_residual(0.0f, regress_fit_at(d, stride, nq, coef, n_cols, j));
+        __syncthreads();
+        for (u64 p = indptr[i] + threadIdx.x; p < indptr[i + 1]; p += blockDim.x) {
+            const u32 j = indices[p];
+            const float v = data[p];
+            row[j] = keep[j] ? v : regress_residual(v, regress_fit_at(d, stride, nq, coef, n_cols, j));
         }
+        __syncthreads();
     }
 }
 
-// The continuous fit of regress_subtract_fit: Q > 0, the row's Q design values read once, into
-// registers (q up to REGRESS_KB); Q = 0, the q values read in place.
-template <int Q>
-struct RegressDesignFit {
-    const double* design;
-    u64 n_rows;
-    u32 q;
-    const double* coef;
-    u64 n_cols;
-    u64 i;
-    double dr[Q > 0 ? Q : 1];
-    __device__ void start(u64 row) {
-        i = row;
-#pragma unroll
-        for (int k = 0; k < Q; ++k) dr[k] = design[(u64)k * n_rows + row];
-    }
-    __device__ double at(u64 j) const {
-        return Q > 0 ? regress_fit_at(dr, 1, Q, coef, n_cols, j)
-                     : regress_fit_at(design + i, n_rows, q, coef, n_cols, j);
-    }
-};
-
-// The category fit of regress_subtract_category_fit.
-struct RegressCategoryFit {
-    const u32* bucket;
-    const float* means;
-    const double* b0;
-    const double* b1;
-    u64 n_cols;
-    const float* row_means;
-    __device__ void start(u64 i) { row_means = means + (u64)bucket[i] * n_cols; }
-    __device__ double at(u64 j) const { return regress_category_fit_at(b0, b1, row_means, j); }
-};
-
-// The residuals of regress_subtract_fit, of a CSR X written into `out` (regress_csr_rows_out;
-// `win` floats of dynamic shared memory).
 extern "C" __global__ void regress_csr_subtract_fit(const u64* __restrict__ indptr,
                                                     const u32* __restrict__ indices,
                                                     const float* __restrict__ data, u64 n_rows,
-                                                    u64 n_cols, u32 win,
-                                                    const double* __restrict__ design, u32 q,
-                                                    const double* __restrict__ coef,
+                                                    u64 n_cols, const double* __restrict__ design,
+                                                    u32 q, const double* __restrict__ coef,
                                                     const u32* __restrict__ keep,
                                                     float* __restrict__ out) {
-    extern __shared__ float srow[];
     switch (q) {
 #define REGRESS_CSR_FIT(Q) \
-    case Q: { RegressDesignFit<Q> fit{design, n_rows, q, coef, n_cols}; regress_csr_rows_out(indptr, indices, data, n_rows, n_cols, win, fit, keep, out, srow); return; }
+    case Q: regress_csr_subtract_fit_of<Q>(indptr, indices, data, n_rows, n_cols, design, q, coef, keep, out); return;
         REGRESS_CSR_FIT(1) REGRESS_CSR_FIT(2) REGRESS_CSR_FIT(3) REGRESS_CSR_FIT(4)
         REGRESS_CSR_FIT(5) REGRESS_CSR_FIT(6) REGRESS_CSR_FIT(7) REGRESS_CSR_FIT(8)
 #undef REGRESS_CSR_FIT
+    default: regress_csr_subtract_fit_of<0>(indptr, indices, data, n_rows, n_cols, design, q, coef, keep, out);
     }
-    RegressDesignFit<0> fit{design, n_rows, q, coef, n_cols};
-    regress_csr_rows_out(indptr, indices, data, n_rows, n_cols, win, fit, keep, out, srow);
 }
 
-// The residuals of regress_subtract_category_fit, of a CSR X written into `out` (as
-// regress_csr_subtract_fit).
+// The same residuals as regress_subtract_category_fit, of a CSR X written into `out` in one
+// pass (as regress_csr_subtract_fit).
 extern "C" __global__ void regress_csr_subtract_category_fit(
     const u64* __restrict__ indptr, const u32* __restrict__ indices,
-    const float* __restrict__ data, u64 n_rows, u64 n_cols, u32 win,
-    const u32* __restrict__ bucket, const float* __restrict__ means,
-    const double* __restrict__ b0, const double* __restrict__ b1, const u32* __restrict__ keep,
-    float* __restrict__ out) {
-    extern __shared__ float srow[];
-    RegressCategoryFit fit{bucket, means, b0, b1, n_cols};
-    regress_csr_rows_out(indptr, indices, data, n_rows, n_cols, win, fit, keep, out, srow);
+    const float* __restrict__ data, u64 n_rows, u64 n_cols, const u32* __restrict__ bucket,
+    const float* __restrict__ means, const double* __restrict__ b0,
+    const double* __restrict__ b1, const u32* __restrict__ keep, float* __restrict__ out) {
+    ROWS_LOOP {
+        const float* row_means = means + (u64)bucket[i] * n_cols;
+        float* row = out + i * n_cols;
+        for (u64 j = threadIdx.x; j < n_cols; j += blockDim.x)
+            row[j] = keep[j] ? 0.0f : regress_residual(0.0f, regress_category_fit_at(b0, b1, row_means, j));
+        __syncthreads();
+        for (u64 p = indptr[i] + threadIdx.x; p < indptr[i + 1]; p += blockDim.x) {
+            const u32 j = indices[p];
+            const float v = data[p];
+            row[j] = keep[j] ? v : regress_residual(v, regress_category_fit_at(b0, b1, row_means, j));
+        }
+        __syncthreads();
+    }
 }
