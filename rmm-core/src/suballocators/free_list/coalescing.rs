@@ -410,24 +410,29 @@ impl CoalescingFreeList {
 }
 
 impl CoalescingFreeList {
-    /// Coalesces the quick bins' blocks into the list; false when they held none.
+    /// True when the quick bins hold a block.
+    #[inline(always)]
+    fn holds_quick(&self) -> bool {
+        self.quick.as_ref().is_some_and(|q| q.len() > 0)
+    }
+
+    /// Coalesces the quick bins' blocks into the list.
     #[cold]
-    fn flush_quick(&mut self) -> bool {
+    #[inline(never)]
+    fn flush_quick(&mut self) {
         let Some(mut quick) = self.quick.take() else {
-            return false;
+            return;
         };
-        let any = quick.len() > 0;
         for (addr, size) in quick.blocks() {
             self.free_bytes -= size;
             self.give_coalescing(addr, size);
         }
         quick.clear();
         self.quick = Some(quick);
-        any
     }
 
     /// Takes `size` bytes from the front of node `i`'s block (at least that large).
-    #[inline]
+    #[inline(always)]
     fn take_from(&mut self, i: u32, size: usize) -> u64 {
         self.unlink(i);
         let Node {
@@ -450,7 +455,7 @@ impl CoalescingFreeList {
     }
 
     /// Puts back a block, merged with the free blocks touching it.
-    #[inline]
+    #[inline(always)]
     fn give_coalescing(&mut self, addr: u64, size: usize) {
         self.refresh_barriers();
         let end = addr + size as u64;
@@ -547,7 +552,10 @@ impl FreeStore for CoalescingFreeList {
         let i = match self.best_fit(size) {
             Some(i) => i,
             // The quick blocks, coalesced, may make one that fits.
-            None if self.flush_quick() => self.best_fit(size)?,
+            None if self.holds_quick() => {
+                self.flush_quick();
+                self.best_fit(size)?
+            }
             None => return None,
         };
         Some(self.take_from(i, size))
@@ -563,15 +571,28 @@ impl FreeStore for CoalescingFreeList {
         self.give_coalescing(addr, size);
     }
 
+    #[inline]
+    fn give_moved(&mut self, addr: u64, size: usize) {
+        debug_assert!(size > 0 && size % ALIGNMENT == 0);
+        self.give_coalescing(addr, size);
+    }
+
     fn drain_into(&mut self, out: &mut Vec<(u64, usize)>) {
         let first = out.len();
-        out.extend(self.blocks());
+        out.extend(
+            self.by_start
+                .values()
+                .map(|i| (self.nodes[i as usize].addr, self.nodes[i as usize].size)),
+        );
         // Empty only the bins in use: cheaper than wiping all of them when a list is stolen.
         for &(_, size) in &out[first..] {
             if size <= SMALL_MAX {
                 self.heads[bin_of(size)] = NIL;
                 self.bitmap.clear(bin_of(size));
             }
+        }
+        if let Some(q) = self.quick.as_ref().filter(|q| q.len() > 0) {
+            out.extend(q.blocks());
         }
         self.nodes.clear();
         self.vacant.clear();
@@ -582,6 +603,7 @@ impl FreeStore for CoalescingFreeList {
         self.free_bytes = 0;
         if let Some(q) = &mut self.quick {
             q.clear();
+            q.disarm();
         }
     }
 

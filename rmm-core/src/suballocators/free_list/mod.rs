@@ -17,8 +17,14 @@ pub(crate) use fixed::FixedBlocks;
 pub(crate) trait FreeStore: Send + 'static {
     /// Takes a block of at least `size` bytes, of which the caller owns exactly `size`.
     fn take(&mut self, size: usize) -> Option<u64>;
-    /// Puts back a block of `size` bytes.
+    /// Puts back a block of `size` bytes that a caller freed.
     fn give(&mut self, addr: u64, size: usize);
+    /// Puts back a block moved here from elsewhere (fresh memory, another stream's list): as
+    /// [`FreeStore::give`], except that a store keeping its own recent frees apart (the quick
+    /// bins of [`CoalescingFreeList`]) merges such a block at once.
+    fn give_moved(&mut self, addr: u64, size: usize) {
+        self.give(addr, size);
+    }
     /// Moves every block into `out` as (address, size), leaving the store empty.
     fn drain_into(&mut self, out: &mut Vec<(u64, usize)>);
     /// Bytes held.

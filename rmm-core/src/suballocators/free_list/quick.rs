@@ -13,7 +13,9 @@
 //! small blocks kept apart never cut the large free blocks such requests need (the pipeline's
 //! allocation logs fragment no more than without them). After such a request the next
 //! [`PAUSE`] small frees skip the stacks: where sizes mix, blocks would only go round through
-//! them. The stacks hold at most `QUICK_CAP` blocks of each size (544 KiB at most over all).
+//! them. The stacks hold at most `QUICK_CAP` blocks of each size (544 KiB at most over all),
+//! and only while the list serves small requests: a stream that only frees (its blocks stolen
+//! by another) keeps them coalesced, as they move better so.
 
 use rmm_cuda::ALIGNMENT;
 
@@ -35,6 +37,10 @@ pub(crate) struct QuickBins {
     /// Small frees still to go to the coalescing part after a larger request
     /// ([`QuickBins::pause`]).
     paused: u32,
+    /// The list served a small request since it was last emptied ([`QuickBins::arm`]): frees
+    /// are kept here only then, so a stream that frees but never allocates (its blocks taken by
+    /// another stream) keeps them coalesced.
+    armed: bool,
 }
 
 /// Small frees that skip the stacks after each larger request.
@@ -48,6 +54,7 @@ impl Default for QuickBins {
             used: 0,
             count: 0,
             paused: 0,
+            armed: false,
         }
     }
 }
@@ -62,6 +69,9 @@ impl QuickBins {
     #[inline(always)]
     pub(crate) fn push(&mut self, addr: u64, size: usize) -> bool {
         if size > QUICK_MAX {
+            return false;
+        }
+        if !self.armed {
             return false;
         }
         if self.paused > 0 {
@@ -80,12 +90,13 @@ impl QuickBins {
         true
     }
 
-    /// The block of exactly `size` bytes freed last, if any.
+    /// The block of exactly `size` bytes freed last, if any. Arms the stacks.
     #[inline(always)]
     pub(crate) fn pop(&mut self, size: usize) -> Option<u64> {
         if size > QUICK_MAX {
             return None;
         }
+        self.armed = true;
         let b = bin_of(size);
         let n = self.lens[b] as usize;
         if n == 0 {
@@ -156,6 +167,11 @@ impl QuickBins {
         self.used = 0;
         self.count = 0;
     }
+
+    /// Keeps no frees until the next small request (the list was emptied: stolen, gathered).
+    pub(crate) fn disarm(&mut self) {
+        self.armed = false;
+    }
 }
 
 #[cfg(test)]
@@ -165,6 +181,11 @@ mod tests {
     #[test]
     fn stacks_by_size_last_in_first_out_bounded() {
         let mut q = QuickBins::default();
+        assert!(
+            !q.push(0x1000, 256),
+            "kept only once the list served a small request"
+        );
+        assert_eq!(q.pop(256), None);
         assert!(q.push(0x1000, 256));
         assert!(q.push(0x2000, 256));
         assert!(q.push(0x3000, 1024));

@@ -162,7 +162,7 @@ impl<F: FreeStore> StreamList<F> {
     /// Memory no work has used yet (fresh from upstream or from a reservoir that only holds such
     /// memory): usable by this stream without any ordering.
     pub(crate) fn give_fresh(&self, addr: u64, size: usize) {
-        self.state.lock().free.give(addr, size);
+        self.state.lock().free.give_moved(addr, size);
     }
 
     /// Several blocks of fresh memory at once (see [`StreamList::give_fresh`]); also puts back
@@ -170,7 +170,7 @@ impl<F: FreeStore> StreamList<F> {
     pub(crate) fn give_fresh_many(&self, blocks: &[(u64, usize)]) {
         let mut st = self.state.lock();
         for &(a, s) in blocks {
-            st.free.give(a, s);
+            st.free.give_moved(a, s);
         }
     }
 
@@ -183,7 +183,7 @@ impl<F: FreeStore> StreamList<F> {
     ) -> Option<u64> {
         let mut st = self.state.lock();
         for &(a, s) in blocks {
-            st.free.give(a, s);
+            st.free.give_moved(a, s);
         }
         st.free.take(size)
     }
@@ -198,7 +198,7 @@ impl<F: FreeStore> StreamList<F> {
     ) -> Result<Option<u64>> {
         let mut st = self.state.lock();
         for &(a, s) in blocks {
-            st.free.give(a, s);
+            st.free.give_moved(a, s);
         }
         if st.per_thread && !blocks.is_empty() {
             // A later thief waits on this event only: it must cover the wait just made too.
