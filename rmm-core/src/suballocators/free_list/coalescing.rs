@@ -628,6 +628,20 @@ mod tests {
 
     const K: usize = 1024;
 
+    /// The maximal runs of consecutive units of a model's free set, as (first, end).
+    fn free_runs(free: &std::collections::BTreeSet<u64>) -> impl Iterator<Item = (u64, u64)> + '_ {
+        let mut it = free.iter().copied().peekable();
+        std::iter::from_fn(move || {
+            let s0 = it.next()?;
+            let mut e = s0 + 1;
+            while it.peek() == Some(&e) {
+                it.next();
+                e += 1;
+            }
+            Some((s0, e))
+        })
+    }
+
     fn sorted(list: &CoalescingFreeList) -> Vec<(u64, usize)> {
         let mut v: Vec<_> = list.blocks().collect();
         v.sort_unstable();
@@ -766,17 +780,9 @@ mod tests {
                 let first = (a - base) / 256;
                 free.extend(first..first + size as u64 / 256);
             }
-            // The model's maximal runs.
-            let mut runs = Vec::new();
-            let mut it = free.iter().copied().peekable();
-            while let Some(s0) = it.next() {
-                let mut e = s0 + 1;
-                while it.peek() == Some(&e) {
-                    it.next();
-                    e += 1;
-                }
-                runs.push((base + s0 * 256, ((e - s0) * 256) as usize));
-            }
+            let runs: Vec<_> = free_runs(&free)
+                .map(|(s0, e)| (base + s0 * 256, ((e - s0) * 256) as usize))
+                .collect();
             assert_eq!(sorted(&l), runs, "step {step}");
             assert_eq!(l.len(), runs.len());
             assert_eq!(l.free_bytes(), free.len() * 256);
@@ -815,18 +821,11 @@ mod tests {
                     None => {
                         failures += 1;
                         // Nothing held apart: the blocks are the free runs, none of them enough.
-                        let mut runs = 0;
-                        let mut longest = 0;
-                        let mut it = free.iter().copied().peekable();
-                        while let Some(s0) = it.next() {
-                            let mut e = s0 + 1;
-                            while it.peek() == Some(&e) {
-                                it.next();
-                                e += 1;
-                            }
-                            runs += 1;
-                            longest = longest.max((e - s0) as usize * 256);
-                        }
+                        let runs = free_runs(&free).count();
+                        let longest = free_runs(&free)
+                            .map(|(s0, e)| (e - s0) as usize * 256)
+                            .max()
+                            .unwrap_or(0);
                         assert!(
                             longest < size,
                             "take({size}) failed with {longest} free in a run"
