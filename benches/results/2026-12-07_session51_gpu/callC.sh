@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Session 51's allocator call (issue 55): RMM 26.10 and ours side by side, both pinned to core 3
 # (rmm_sub_allocators.sh, NOGRID=1: workload A's one-thread cells, one stream and across two),
-# then ours from before the quick bins (2639dd6's parent) on the same cells, pinned. Carry
+# then ours from before the quick bins (b2495a6's parent) on the same cells, pinned. Carry
 # .rmm-bench (fetch.sh, benches/rmm/rmm_ra.cu, ours/ and ours_base/
 # bench-random_allocations.xz).
 set -uo pipefail
