@@ -9,7 +9,8 @@
 //!   the pool within 1 MiB .. 1 GiB, at least what it asked), so streams rarely come back for more.
 //!
 //! An allocation looks in its stream's list (the only step on the common path: one uncontended
-//! lock, a bitmap search, two hash-map updates); then carves a portion from the reservoir; then
+//! lock, a bitmap search, two hash-map updates; for a small size freed there lately, a pop from
+//! its quick bin, see `free_list::quick`); then carves a portion from the reservoir; then
 //! steals the list of another stream that has a large enough block (one event record and wait);
 //! when none has, takes every list and the reservoir's fragments so they coalesce. Then, one thread
 //! at a time and while no blocks are on their way between lists, it gathers every free block of
