@@ -4,6 +4,12 @@
 
 /// Number of bins the bitmap covers (one per 256-byte size step up to 4 MiB).
 pub(crate) const BINS: usize = 1 << 14;
+
+/// The exact-size bin of `size` (a non-zero multiple of 256 bytes): bin 0 holds 256 bytes.
+#[inline(always)]
+pub(crate) fn bin_of(size: usize) -> usize {
+    size / rmm_cuda::ALIGNMENT - 1
+}
 const WORDS: usize = BINS / 64;
 const SUMMARY: usize = WORDS / 64;
 

@@ -17,7 +17,7 @@
 //! the lowest address.
 
 use super::addr_map::AddrMap;
-use super::bitmap::{BinBitmap, BINS};
+use super::bitmap::{bin_of, BinBitmap, BINS};
 use super::boundaries::ChunkBoundaries;
 use super::quick::{QuickBins, QUICK_MAX};
 use super::FreeStore;
@@ -187,11 +187,6 @@ impl std::fmt::Debug for CoalescingFreeList {
     }
 }
 
-#[inline]
-fn bin_of(size: usize) -> usize {
-    size / ALIGNMENT - 1
-}
-
 impl CoalescingFreeList {
     /// An empty list whose blocks may coalesce anywhere (one upstream allocation).
     pub(crate) fn new() -> Self {
@@ -237,11 +232,15 @@ impl CoalescingFreeList {
 
     /// The free blocks, in no particular order.
     pub(crate) fn blocks(&self) -> impl Iterator<Item = (u64, usize)> + '_ {
-        let coalesced = self
-            .by_start
+        let quick = self.quick.iter().flat_map(QuickBins::blocks);
+        self.coalesced_blocks().chain(quick)
+    }
+
+    /// The blocks of the coalesced part (not the quick bins'), in no particular order.
+    fn coalesced_blocks(&self) -> impl Iterator<Item = (u64, usize)> + '_ {
+        self.by_start
             .values()
-            .map(|i| (self.nodes[i as usize].addr, self.nodes[i as usize].size));
-        coalesced.chain(self.quick.iter().flat_map(QuickBins::blocks))
+            .map(|i| (self.nodes[i as usize].addr, self.nodes[i as usize].size))
     }
 
     /// The free block that ends at `end`, as (address, size).
@@ -579,11 +578,7 @@ impl FreeStore for CoalescingFreeList {
 
     fn drain_into(&mut self, out: &mut Vec<(u64, usize)>) {
         let first = out.len();
-        out.extend(
-            self.by_start
-                .values()
-                .map(|i| (self.nodes[i as usize].addr, self.nodes[i as usize].size)),
-        );
+        out.extend(self.coalesced_blocks());
         // Empty only the bins in use: cheaper than wiping all of them when a list is stolen.
         for &(_, size) in &out[first..] {
             if size <= SMALL_MAX {

@@ -17,6 +17,7 @@
 //! and only while the list serves small requests: a stream that only frees (its blocks stolen
 //! by another) keeps them coalesced, as they move better so.
 
+use super::bitmap::bin_of;
 use rmm_cuda::ALIGNMENT;
 
 /// Largest block kept here (bins of 256, 512, ... bytes).
@@ -25,19 +26,16 @@ const QUICK_BINS: usize = QUICK_MAX / ALIGNMENT;
 /// Blocks of one size kept at most.
 pub(crate) const QUICK_CAP: usize = 16;
 
-const _: () = assert!(QUICK_BINS <= 64, "one word says which bins hold blocks");
-
 /// Stacks of free block addresses, one per size up to [`QUICK_MAX`].
+#[derive(Default)]
 pub(crate) struct QuickBins {
     addrs: Box<[[u64; QUICK_CAP]; QUICK_BINS]>,
     lens: [u8; QUICK_BINS],
-    /// Bit `b`: bin `b` holds a block.
-    used: u64,
     count: usize,
     /// Small frees still to go to the coalescing part after a larger request
     /// ([`QuickBins::pause`]).
     paused: u32,
-    /// The list served a small request since it was last emptied ([`QuickBins::arm`]): frees
+    /// The list served a small request since it was last emptied ([`QuickBins::pop`]): frees
     /// are kept here only then, so a stream that frees but never allocates (its blocks taken by
     /// another stream) keeps them coalesced.
     armed: bool,
@@ -45,24 +43,6 @@ pub(crate) struct QuickBins {
 
 /// Small frees that skip the stacks after each larger request.
 const PAUSE: u32 = 64;
-
-impl Default for QuickBins {
-    fn default() -> Self {
-        QuickBins {
-            addrs: Box::new([[0; QUICK_CAP]; QUICK_BINS]),
-            lens: [0; QUICK_BINS],
-            used: 0,
-            count: 0,
-            paused: 0,
-            armed: false,
-        }
-    }
-}
-
-#[inline(always)]
-fn bin_of(size: usize) -> usize {
-    size / ALIGNMENT - 1
-}
 
 impl QuickBins {
     /// Keeps the block `[addr, addr + size)` when its size is kept here and its stack has room.
@@ -85,7 +65,6 @@ impl QuickBins {
         }
         self.addrs[b][n] = addr;
         self.lens[b] = n as u8 + 1;
-        self.used |= 1 << b;
         self.count += 1;
         true
     }
@@ -102,11 +81,7 @@ impl QuickBins {
         if n == 0 {
             return None;
         }
-        self.lens[b] = n as u8 - 1;
-        if n == 1 {
-            self.used &= !(1 << b);
-        }
-        self.count -= 1;
+        self.shrink(b);
         Some(self.addrs[b][n - 1])
     }
 
@@ -126,11 +101,10 @@ impl QuickBins {
 
     /// Size of the largest block held (0 when empty).
     pub(crate) fn largest(&self) -> usize {
-        if self.used == 0 {
-            0
-        } else {
-            (64 - self.used.leading_zeros() as usize) * ALIGNMENT
-        }
+        self.lens
+            .iter()
+            .rposition(|&n| n > 0)
+            .map_or(0, |b| (b + 1) * ALIGNMENT)
     }
 
     /// The blocks held, as (address, size).
@@ -153,18 +127,20 @@ impl QuickBins {
             return false;
         };
         self.addrs[b].copy_within(k + 1..n, k);
-        self.lens[b] = n as u8 - 1;
-        if n == 1 {
-            self.used &= !(1 << b);
-        }
-        self.count -= 1;
+        self.shrink(b);
         true
+    }
+
+    /// Bin `b` (not empty) holds one block fewer: its last.
+    #[inline(always)]
+    fn shrink(&mut self, b: usize) {
+        self.lens[b] -= 1;
+        self.count -= 1;
     }
 
     /// Forgets every block held.
     pub(crate) fn clear(&mut self) {
         self.lens = [0; QUICK_BINS];
-        self.used = 0;
         self.count = 0;
     }
 
