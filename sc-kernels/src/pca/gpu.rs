@@ -1,7 +1,8 @@
 //! The GPU twin of [`super::pca_dense`] for a dense device matrix (the pipeline's scaled
-//! cells x genes matrix): the column sums (`pca.cu`), the Gram matrix `X^T X` (cuBLAS `ssyrk`
-//! over blocks of rows, each block's f32 product added into an f64 total on the device, as the
-//! CPU accumulates), the top of the symmetric eigendecomposition (cuSOLVER `dsyevdx`, f64) and the scores
+//! cells x genes matrix): the column sums (`pca.cu`), the Gram matrix `X^T X` (cuBLAS
+//! `GemmEx` on TF32 tensor cores over blocks of rows, each block split in two TF32 parts for
+//! f32's accuracy, each block's f32 product added into an f64 total on the device, as the CPU
+//! accumulates), the top of the symmetric eigendecomposition (cuSOLVER `dsyevdx`, f64) and the scores
 //! `X V - mu V` (`project_rows` in `pca.cu`) run on the device; the covariance, the sign rule
 //! and the variances are the CPU's shared host code on the `g x g` and `g x k` matrices.
 //!
@@ -32,7 +33,7 @@ pub(crate) const SRC: KernelSource = KernelSource {
     source: include_str!("pca.cu"),
 };
 
-/// Rows per `ssyrk` block of the Gram matrix: f32 sums over at most this many rows, then f64
+/// Rows per block of the Gram matrix: f32 sums over at most this many rows, then f64
 /// (the CPU's `BLOCK_F32`).
 const GRAM_ROWS: usize = super::BLOCK_F32;
 
@@ -115,7 +116,7 @@ fn pca_on_device(
     // The trace, summed in the CPU's order.
     let total: f64 = ctx.download(&diag)?.iter().sum();
     trace.mark("covariance")?;
-    drop(gram.part);
+    drop((gram.part, gram.split, gram.pointers));
     let eig = top_eigen_on_device(ctx, gram.acc, g, k)?;
     trace.mark("eigenvectors")?;
     let out = super::finish_eigen(n, k, zero_center, eig, total, mean, sums, &sq, |v, m| {
@@ -175,65 +176,150 @@ fn col_sums(ctx: &GpuContext, x: &DeviceDense) -> Result<Vec<f64>> {
 }
 
 /// The lower triangle of `X^T X` (f64, the upper triangle zero).
-///
-/// Per block of `b` rows starting at row `s`: `ssyrk(uplo = lower, trans = N, n = g, k = b,
-/// A = X + s g, lda = g, C = part, ldc = g)`, i.e. `part = A A^T` with `A` the column-major
-/// `g x b` view of the block (`X_block^T`), so `part = X_block^T X_block`; then `add_lower`.
 fn gram(ctx: &GpuContext, x: &DeviceDense) -> Result<Mat<f64>> {
     let mut acc = GramAccumulator::new(ctx, x.n_cols)?;
     acc.add(ctx, x)?;
     acc.finish(ctx)
 }
 
-/// The f64 Gram total on the device and the f32 scratch of one `ssyrk` block.
+/// The tiles of the Gram matrix's lower triangle: `t` tile rows of `size` genes each (a
+/// multiple of 64 near 1,024), the genes padded with zeros to `t * size`, so that every tile is
+/// the same product and one batched call makes all `t (t + 1) / 2` of them (at 5,000 genes: 15
+/// tiles of 1,024, 63% of the square; one product a strip of the triangle left most of the
+/// GPU idle, and the whole square is 3 x 5,000^2 products a row).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct GramTiles {
+    t: usize,
+    size: usize,
+}
+
+impl GramTiles {
+    fn of(g: usize) -> Self {
+        let t = g.div_ceil(1024).max(1);
+        GramTiles {
+            t,
+            size: g.div_ceil(t).next_multiple_of(64),
+        }
+    }
+
+    /// The padded number of genes (the leading dimension of the split block and the product).
+    fn padded(&self) -> usize {
+        self.t * self.size
+    }
+
+    /// The tiles (first row, first column) with row >= column, in tile-row order.
+    fn lower(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        (0..self.t).flat_map(move |i| (0..=i).map(move |j| (i * self.size, j * self.size)))
+    }
+}
+
+/// Device bytes of [`GramAccumulator`] for `g` genes: the f64 total, the f32 block product
+/// (padded) and the split block (four chunks of [`GRAM_ROWS`] x padded genes).
+pub fn gram_bytes(g: usize) -> u64 {
+    let p = GramTiles::of(g).padded() as u64;
+    8 * (g as u64).pow(2) + 4 * p * p + 16 * GRAM_ROWS as u64 * p
+}
+
+/// The f64 Gram total on the device, the f32 product of one block of [`GRAM_ROWS`] rows and
+/// that block split for TF32 tensor cores (`split_tf32` in `pca.cu`), the genes padded to
+/// whole [`GramTiles`].
 struct GramAccumulator {
     g: usize,
+    tiles: GramTiles,
     acc: DeviceVec<f64>,
     part: DeviceVec<f32>,
+    split: Option<DeviceVec<f32>>,
+    /// The batched call's pointers (A, then B, then C, a tile each) for blocks of `.0` rows.
+    pointers: Option<(usize, DeviceVec<u64>)>,
 }
 
 impl GramAccumulator {
     fn new(ctx: &GpuContext, g: usize) -> Result<Self> {
+        let tiles = GramTiles::of(g);
         Ok(GramAccumulator {
             g,
+            tiles,
             acc: ctx.zeros::<f64>(g * g)?,
-            part: ctx.alloc::<f32>(g * g)?,
+            part: ctx.alloc::<f32>(tiles.padded().pow(2))?,
+            split: None,
+            pointers: None,
         })
     }
 
     /// Adds `x^T x` of the rows of `x`, [`GRAM_ROWS`] at a time (rows streamed in blocks that
-    /// are multiples of it give the in-memory sums exactly).
+    /// are multiples of it give the in-memory sums exactly). Each block's product is three
+    /// TF32 products on tensor cores summed in f32 (`split_tf32`: f32's accuracy), the lower
+    /// triangle's tiles in one batched call, then added to the f64 total.
     fn add(&mut self, ctx: &GpuContext, x: &DeviceDense) -> Result<()> {
-        let (n, g) = (x.n_rows, self.g);
+        let (n, g, p) = (x.n_rows, self.g, self.tiles.padded());
+        if n == 0 {
+            return Ok(());
+        }
+        let rows = n.min(GRAM_ROWS);
+        if self.split.as_ref().is_none_or(|s| s.len() < 4 * rows * p) {
+            self.split = None;
+            self.split = Some(ctx.alloc::<f32>(4 * rows * p)?);
+        }
         let handle = *ctx.blas()?.handle();
-        let add = ctx.function(SRC, "add_lower")?;
-        let g64 = g as u64;
+        let (split_f, add) = (
+            ctx.function(SRC, "split_tf32")?,
+            ctx.function(SRC, "add_lower")?,
+        );
+        let (g64, p64) = (g as u64, p as u64);
         let (one, zero) = (1.0f32, 0.0f32);
+        let size = self.tiles.size as i32;
+        let count = self.tiles.lower().count();
         for s in (0..n).step_by(GRAM_ROWS) {
             let b = (n - s).min(GRAM_ROWS);
-            let a = (x.data.ptr() + (s * g * 4) as u64) as *const f32;
-            // SAFETY: `a` points at rows s..s+b of X (b*g values, lda g), `part` holds g*g
-            // values; alpha and beta are host values (the handle's default pointer mode).
+            let split = self.split.as_ref().expect("allocated above");
+            let (offset, b64) = ((s * g) as u64, b as u64);
+            let mut l = ctx.launcher(&split_f);
+            l.arg(&x.data)
+                .arg(&offset)
+                .arg(&b64)
+                .arg(&g64)
+                .arg(&p64)
+                .arg(split);
+            ctx.launch(l, rows_of(b), "split_tf32")?;
+            if self.pointers.as_ref().is_none_or(|(rows, _)| *rows != b) {
+                let ptrs = tile_pointers(&self.tiles, b, split.ptr(), self.part.ptr());
+                self.pointers = Some((b, ctx.upload(&ptrs)?));
+            }
+            let ptrs = self.pointers.as_ref().expect("uploaded above").1.ptr();
+            let at = |i: usize| (ptrs + (i * count * 8) as u64) as *const *const std::ffi::c_void;
+            // SAFETY: every tile's A reads `size` rows (genes) of the p x 3b view of the split
+            // block (lda p), its B `size` rows of the chunks after it (ldb p), its C writes a
+            // size x size block of the p x p `part` (ldc p): all inside their buffers
+            // (`tile_pointers`). alpha and beta are host values (the default pointer mode).
             unsafe {
-                cublas::cublasSsyrk_v2(
+                cublas::cublasGemmBatchedEx(
                     handle,
-                    cublas::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER,
                     cublas::cublasOperation_t::CUBLAS_OP_N,
-                    g as i32,
-                    b as i32,
-                    &one,
-                    a,
-                    g as i32,
-                    &zero,
-                    self.part.ptr() as *mut f32,
-                    g as i32,
+                    cublas::cublasOperation_t::CUBLAS_OP_T,
+                    size,
+                    size,
+                    (3 * b) as i32,
+                    (&one as *const f32).cast(),
+                    at(0),
+                    cublas::cudaDataType::CUDA_R_32F,
+                    p as i32,
+                    at(1),
+                    cublas::cudaDataType::CUDA_R_32F,
+                    p as i32,
+                    (&zero as *const f32).cast(),
+                    at(2) as *const *mut std::ffi::c_void,
+                    cublas::cudaDataType::CUDA_R_32F,
+                    p as i32,
+                    count as i32,
+                    cublas::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+                    cublas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
                 )
             }
             .result()
-            .map_err(|e| KernelError::Gpu(format!("cublasSsyrk_v2 (Gram matrix): {e:?}")))?;
+            .map_err(|e| KernelError::Gpu(format!("cublasGemmBatchedEx (Gram matrix): {e:?}")))?;
             let mut l = ctx.launcher(&add);
-            l.arg(&self.part).arg(&g64).arg(&self.acc);
-            ctx.launch(l, grid_stride(g * g), "add_lower")?;
+            l.arg(&self.part).arg(&p64).arg(&g64).arg(&self.acc);
+            ctx.launch(l, rows_of(g), "add_lower")?;
         }
         Ok(())
     }
@@ -241,6 +327,29 @@ impl GramAccumulator {
     fn finish(self, ctx: &GpuContext) -> Result<Mat<f64>> {
         Ok(lower_from_col_major(&ctx.download(&self.acc)?, self.g))
     }
+}
+
+/// A block of [`BLOCK`] threads a row (at most 2^16 blocks: the kernels loop over the rest).
+fn rows_of(rows: usize) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (rows.clamp(1, 1 << 16) as u32, 1, 1),
+        block_dim: (BLOCK, 1, 1),
+        shared_mem_bytes: 0,
+    }
+}
+
+/// The batched call's device pointers for a block of `b` rows, as `u64`s: every lower tile's
+/// A (rows `i0..` of chunks 0-2 of the split block, `[l h h]`), then every B (rows `j0..` of
+/// chunks 1-3, `[h h l]`), then every C (the tile at (i0, j0) of the padded product).
+fn tile_pointers(tiles: &GramTiles, b: usize, split: u64, part: u64) -> Vec<u64> {
+    let p = tiles.padded() as u64;
+    let chunk = b as u64 * p * 4;
+    let a = tiles.lower().map(|(i0, _)| split + i0 as u64 * 4);
+    let bt = tiles.lower().map(|(_, j0)| split + chunk + j0 as u64 * 4);
+    let c = tiles
+        .lower()
+        .map(|(i0, j0)| part + (j0 as u64 * p + i0 as u64) * 4);
+    a.chain(bt).chain(c).collect()
 }
 
 /// [`pca_dense_gpu`] of a host matrix streamed through the device in row blocks of at most
@@ -280,6 +389,7 @@ where
     let k = n_comps(params, n, g)?;
     check_sizes(n, g)?;
     ctx.bind_to_thread()?;
+    let mut trace = PhaseTrace::new(ctx, "pca");
     let mut sums = vec![0.0; g];
     let mut rows = 0;
     let mut gm = GramAccumulator::new(ctx, g)?;
@@ -295,14 +405,20 @@ where
         )));
     }
     let gm = gm.finish(ctx)?;
-    finish_covariance(
+    trace.mark("first pass: blocks, column sums and Gram matrix")?;
+    let trace = std::cell::RefCell::new(trace);
+    let result = finish_covariance(
         n,
         g,
         k,
         params.zero_center,
         gm,
         sums,
-        |c, k| top_eigen(ctx, c, k),
+        |c, k| {
+            let eig = top_eigen(ctx, c, k);
+            trace.borrow_mut().mark("covariance and eigenvectors")?;
+            eig
+        },
         |v, mean| {
             let mut scores = Vec::with_capacity(n * v.ncols());
             for_each_block(ctx, n_blocks, &make, |block, _| {
@@ -318,7 +434,9 @@ where
             }
             Ok(scores)
         },
-    )
+    )?;
+    trace.into_inner().mark("second pass: blocks and scores")?;
+    Ok(result)
 }
 
 fn check_block(block: &DeviceDense, g: usize) -> Result<()> {
@@ -490,7 +608,7 @@ const PROJECT_COLS: usize = 64;
 
 /// The warm-up's rehearsal of the library calls of [`pca_dense_gpu`] for `g` genes (see
 /// `warm_up::rehearse_libraries`): cuBLAS's Gram matrix of `2 g` uniform rows, so CUDA loads
-/// the `ssyrk` kernels before the pipeline's PCA needs them.
+/// the Gram matrix's GEMM kernels before the pipeline's PCA needs them.
 pub fn rehearse_gram(ctx: &GpuContext, g: usize) -> Result<()> {
     let x = uniform_matrix(ctx, (2 * g).max(1024), g, 0x9e37)?;
     let mut gram = GramAccumulator::new(ctx, g)?;
@@ -538,21 +656,107 @@ mod tests {
         c
     }
 
+    /// `cvt.rna.tf32.f32` on a finite value: to nearest (ties away from zero), 10 fraction bits.
+    fn round_tf32(x: f32) -> f32 {
+        f32::from_bits((x.to_bits() + 0x1000) & !0x1fff)
+    }
+
     #[test]
-    fn blas_conventions_give_the_gram_matrix_of_row_major_x() {
-        let (n, g) = (7, 4);
-        let x: Vec<f32> = (0..n * g).map(|t| ((t * 37 % 11) as f32) - 5.0).collect();
-        // ssyrk(N, n = g, k = rows, lda = g) is gemm(N, T) of the g x rows view with itself.
-        let (s, b) = (2, 4);
-        let blk = &x[s * g..(s + b) * g];
-        let part = gemm_cm(false, true, g, g, b, blk, g, blk, g, g);
-        let lower = lower_from_col_major(&part.iter().map(|&p| p as f64).collect::<Vec<_>>(), g);
-        for i in 0..g {
-            for j in 0..=i {
-                let want: f32 = (s..s + b).map(|r| x[r * g + i] * x[r * g + j]).sum();
-                assert_eq!(lower[(i, j)], want as f64);
+    fn tf32_rounding_to_nearest() {
+        assert_eq!(round_tf32(1.0), 1.0);
+        let ulp = 2f32.powi(-10);
+        assert_eq!(round_tf32(1.0 + ulp * 0.49), 1.0);
+        assert_eq!(round_tf32(1.0 + ulp * 0.5), 1.0 + ulp);
+        assert_eq!(round_tf32(-(1.0 + ulp * 0.51)), -(1.0 + ulp));
+        assert_eq!(round_tf32(3.0e-3).to_bits() & 0x1fff, 0);
+    }
+
+    #[test]
+    fn gram_tiles_cover_the_genes_in_equal_tiles() {
+        for (g, t, size) in [
+            (1, 1, 64),
+            (96, 1, 128),
+            (300, 1, 320),
+            (1024, 1, 1024),
+            (1025, 2, 576),
+            (2000, 2, 1024),
+            (5000, 5, 1024),
+            (32_000, 32, 1024),
+        ] {
+            let tiles = GramTiles::of(g);
+            assert_eq!(tiles, GramTiles { t, size }, "{g} genes");
+            assert!(tiles.padded() >= g && tiles.padded() - g < tiles.size);
+            assert_eq!(tiles.lower().count(), t * (t + 1) / 2);
+        }
+    }
+
+    /// `add`'s calls on the host: the split of `split_tf32` (genes padded with zeros), then
+    /// each tile's gemm(N, T) of the chunks [l h h] with [h h l] at the pointers
+    /// `tile_pointers` gives the batched call. Every entry of the lower triangle is written,
+    /// and it is `x^T x` to f32's accuracy where one TF32 product is about 2^-11 off.
+    #[test]
+    fn tiles_of_split_blocks_give_the_gram_matrix_of_row_major_x() {
+        let (b, g) = (7, 11);
+        let tiles = GramTiles { t: 3, size: 4 };
+        let p = tiles.padded();
+        let x: Vec<f32> = (0..b * g)
+            .map(|t| ((t * 37 % 101) as f32 - 50.0) * 0.012_345_7)
+            .collect();
+        let len = b * p;
+        let mut chunks = vec![0.0f32; 4 * len];
+        for r in 0..b {
+            for j in 0..g {
+                let (v, i) = (x[r * g + j], r * p + j);
+                let h = round_tf32(v);
+                let l = round_tf32(v - h);
+                (chunks[i], chunks[len + i]) = (l, h);
+                (chunks[2 * len + i], chunks[3 * len + i]) = (h, l);
             }
         }
+        let ptrs = tile_pointers(&tiles, b, 0, 0);
+        let count = tiles.lower().count();
+        assert_eq!(ptrs.len(), 3 * count);
+        let mut part = vec![f32::NAN; p * p];
+        for k in 0..count {
+            let [a, bt, c] = [0, 1, 2].map(|w| ptrs[w * count + k] as usize / 4);
+            let s = tiles.size;
+            let tile = gemm_cm(
+                false,
+                true,
+                s,
+                s,
+                3 * b,
+                &chunks[a..],
+                p,
+                &chunks[bt..],
+                p,
+                p,
+            );
+            for j in 0..s {
+                part[c + j * p..c + j * p + s].copy_from_slice(&tile[j * p..j * p + s]);
+            }
+        }
+        let (mut worst, mut worst_tf32) = (0.0f64, 0.0f64);
+        for i in 0..g {
+            for j in 0..=i {
+                let got = part[j * p + i] as f64;
+                assert!(got.is_finite(), "({i}, {j}) not written");
+                let (mut want, mut scale, mut one) = (0.0, 0.0, 0.0);
+                for r in 0..b {
+                    let (u, v) = (x[r * g + i] as f64, x[r * g + j] as f64);
+                    want += u * v;
+                    scale += (u * v).abs();
+                    one += round_tf32(u as f32) as f64 * round_tf32(v as f32) as f64;
+                }
+                worst = worst.max((got - want).abs() / scale);
+                worst_tf32 = worst_tf32.max((one - want).abs() / scale);
+            }
+        }
+        assert!(worst < 1e-6, "split products off by {worst:e} of the sums");
+        assert!(
+            worst_tf32 > 1e-5,
+            "one TF32 product off by only {worst_tf32:e}"
+        );
     }
 
     #[test]

@@ -20,7 +20,9 @@ pub(crate) mod gpu;
 
 /// The step's kernel module, for the warm-up ([`crate::warm_up`]).
 pub const KERNELS: crate::gpu::module_cache::KernelSource = gpu::SRC;
-pub use gpu::{pca_dense_blocks, pca_dense_gpu, pca_dense_gpu_across, pca_dense_streamed};
+pub use gpu::{
+    gram_bytes, pca_dense_blocks, pca_dense_gpu, pca_dense_gpu_across, pca_dense_streamed,
+};
 
 use crate::comm::{sum_count, Communicator, SingleRank};
 use crate::csr::CsrMatrix;

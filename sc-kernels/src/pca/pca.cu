@@ -25,16 +25,42 @@ extern "C" __global__ void sum_slices(const double* partial, u64 slices, u64 g, 
     }
 }
 
-// acc += part on the lower triangle (row >= col) of two column-major g x g matrices: the f64
-// total of the f32 Gram matrices of blocks of rows (cuBLAS ssyrk writes only that triangle).
-extern "C" __global__ void add_lower(const float* part, u64 g, double* acc) {
-    u64 total = g * g;
-    u64 stride = (u64)gridDim.x * blockDim.x;
-    for (u64 idx = (u64)blockIdx.x * blockDim.x + threadIdx.x; idx < total; idx += stride) {
-        u64 col = idx / g;
-        u64 row = idx - col * g;
-        if (row >= col) acc[idx] += (double)part[idx];
+// A block of b rows x g genes (row-major, from x[offset]) split for the Gram matrix on TF32
+// tensor cores: h = x rounded to TF32 (to nearest), l = x - h (exact in f32) rounded to TF32,
+// written as the four chunks [l | h | h | l], each the column-major p x b matrix (genes padded
+// to p with zeros). The product of chunks 0-2 with chunks 1-3 then sums l h' + h h' + h l',
+// x x' up to the dropped l l' (about 2^-22 of it): f32's accuracy from three TF32 products
+// (the "3xTF32" split), where one TF32 product would round every value, and a gene's many
+// equal values (its zero counts) the same way, to 11 significant bits.
+__device__ __forceinline__ float round_tf32(float x) {
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return __uint_as_float(r);
+}
+extern "C" __global__ void split_tf32(const float* x, u64 offset, u64 b, u64 g, u64 p,
+                                      float* chunks) {
+    const u64 len = b * p;
+    for (u64 r = blockIdx.x; r < b; r += gridDim.x) {
+        for (u64 j = threadIdx.x; j < p; j += blockDim.x) {
+            float v = j < g ? x[offset + r * g + j] : 0.0f;
+            float h = round_tf32(v);
+            float l = round_tf32(v - h);
+            u64 i = r * p + j;
+            chunks[i] = l;
+            chunks[len + i] = h;
+            chunks[2 * len + i] = h;
+            chunks[3 * len + i] = l;
+        }
     }
+}
+
+// acc += part on the lower triangle (row >= col) of the column-major g x g `acc` from the
+// column-major p x p `part` (p >= g: the padded product): the f64 total of the f32 Gram
+// matrices of blocks of rows (the products fill that triangle).
+extern "C" __global__ void add_lower(const float* part, u64 p, u64 g, double* acc) {
+    for (u64 col = blockIdx.x; col < g; col += gridDim.x)
+        for (u64 row = col + threadIdx.x; row < g; row += blockDim.x)
+            acc[col * g + row] += (double)part[col * p + row];
 }
 
 // The covariance from the f64 Gram matrix in place, on its lower triangle (column-major g x g):

@@ -252,7 +252,8 @@ mod tests {
         };
         assert_eq!(block_bytes(0, 100, &no_pca), 1 << 20);
         assert_eq!(block_bytes(128 << 20, 100, &no_pca), 24 << 20);
-        // PCA of 500 genes keeps 13 MB out of the blocks' share.
+        // PCA of 500 genes keeps its 47 MB out of the blocks' share (most of it the Gram
+        // matrix's split block: 4,096 rows of 512 padded genes, four times).
         assert_eq!(
             block_bytes(
                 128 << 20,
@@ -265,8 +266,9 @@ mod tests {
                     ..PipelineConfig::default()
                 }
             ),
-            ((96 << 20) - 13_000_000) / 4
+            ((96 << 20) - 46_603_008) / 4
         );
+        assert_eq!(pca_bytes(500), 46_603_008);
         assert_eq!(block_bytes(1 << 40, 100, &no_pca), 2 << 30);
     }
 

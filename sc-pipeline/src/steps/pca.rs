@@ -37,11 +37,12 @@ fn n_comps(env: &StepEnv<'_>) -> usize {
     env.config.n_comps.expect("the row runs only with n_comps")
 }
 
-/// Device bytes PCA of `genes` genes needs besides its input: the f64 Gram matrix and its f32
-/// block (12 g^2), the covariance handed to the eigensolver (8 g^2) and cuSOLVER's workspace
-/// (about 4 g^2 doubles, 32 g^2).
+/// Device bytes PCA of `genes` genes needs besides its input: the Gram matrix's accumulator
+/// (`gram_bytes`: the f64 total, its f32 block product, the block split for tensor cores), the
+/// covariance handed to the eigensolver (8 g^2) and cuSOLVER's workspace (about 4 g^2 doubles,
+/// 32 g^2).
 pub fn pca_bytes(genes: usize) -> u64 {
-    52 * (genes as u64).pow(2)
+    sc_kernels::pca::gram_bytes(genes) + 40 * (genes as u64).pow(2)
 }
 
 fn device_bytes(s: &Sizes, config: &PipelineConfig) -> StepBytes {
