@@ -3,33 +3,41 @@
 // the start equals the host's bit for bit. Vectors are columns of `n` doubles; sums run in
 // blocks of `rows` and start from -0.0 as Rust's `f64::sum` does.
 
-// y = D^-1/2 A D^-1/2 x: per row, each entry's w x[u] / sqrt_d[u] summed in entry order, then
-// divided by the row's sqrt_d.
+// z = x / sqrt_d, the vector the product gathers.
+extern "C" __global__ void spectral_divide(const double* x, const double* sqrt_d, double* z,
+                                           u64 n) {
+    u64 r = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r < n) z[r] = __ddiv_rn(x[r], sqrt_d[r]);
+}
+
+// y = D^-1/2 A D^-1/2 x from z = D^-1/2 x: per row, each entry's w z[u] summed in entry order,
+// then divided by the row's sqrt_d.
 extern "C" __global__ void spectral_apply(const u64* indptr, const u32* indices, const float* w,
-                                          const double* sqrt_d, const double* x, double* y,
+                                          const double* sqrt_d, const double* z, double* y,
                                           u64 n) {
     u64 v = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (v >= n) return;
     double s = -0.0;
-    for (u64 p = indptr[v]; p < indptr[v + 1]; ++p) {
-        u32 u = indices[p];
-        s = __dadd_rn(s, __ddiv_rn(__dmul_rn((double)w[p], x[u]), sqrt_d[u]));
-    }
+    for (u64 p = indptr[v]; p < indptr[v + 1]; ++p)
+        s = __dadd_rn(s, __dmul_rn((double)w[p], z[indices[p]]));
     y[v] = __ddiv_rn(s, sqrt_d[v]);
 }
 
-// partial[b * n_blocks + c] = sum over block c of q_b[r] x[r], for b < k (one thread each).
+// partial[b * n_blocks + c] = sum over block c of q_b[r] x[r], for b < k: a warp each, lane l
+// adding rows l, l + 32, ... of the block, then the lanes in halves (spectral.rs `lane_sum`).
 extern "C" __global__ void spectral_block_dots(const double* q, u64 k, const double* x, u64 n,
                                                u64 rows, double* partial) {
     u64 n_blocks = (n + rows - 1) / rows;
-    u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= k * n_blocks) return;
+    u64 t = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane = threadIdx.x % 32;
+    if (t >= k * n_blocks) return;  // the whole warp: blockDim.x is a multiple of 32
     u64 b = t / n_blocks, c = t % n_blocks;
     const double* qb = q + b * n;
     u64 end = min(n, (c + 1) * rows);
     double s = -0.0;
-    for (u64 r = c * rows; r < end; ++r) s = __dadd_rn(s, __dmul_rn(qb[r], x[r]));
-    partial[t] = s;
+    for (u64 r = c * rows + lane; r < end; r += 32) s = __dadd_rn(s, __dmul_rn(qb[r], x[r]));
+    for (int h = 16; h > 0; h >>= 1) s = __dadd_rn(s, __shfl_xor_sync(0xffffffffu, s, h));
+    if (lane == 0) partial[t] = s;
 }
 
 // coeffs[b] = the blocks' sums of vector b added in block order (one thread each).

@@ -344,7 +344,8 @@ fn eigen_layout(
 pub(crate) trait Space {
     /// `q_len = v * scale`.
     fn push(&mut self, v: &[f64], scale: f64) -> Result<()>;
-    /// `w = M q_j`.
+    /// `w = M q_j`: `z = q_j / sqrt(d)` first, then each row's `w_uv z_u` summed in entry
+    /// order and divided by the row's `sqrt(d)` (one gathered value an edge, no division).
     fn apply(&mut self, j: usize) -> Result<()>;
     /// `w . q_j`.
     fn dot_w(&mut self, j: usize) -> Result<f64>;
@@ -392,13 +393,16 @@ impl Space for HostSpace {
     }
 
     fn apply(&mut self, j: usize) -> Result<()> {
-        let (graph, sqrt_d, x) = (&self.graph, &self.sqrt_d, self.q.col(j));
+        let (graph, sqrt_d) = (&self.graph, &self.sqrt_d);
+        let z: Vec<f64> = (self.q.col(j).par_iter().zip(sqrt_d))
+            .map(|(x, d)| x / d)
+            .collect();
         self.w.par_iter_mut().enumerate().for_each(|(v, yv)| {
             let (idx, w) = graph.row(v);
             let s: f64 = idx
                 .iter()
                 .zip(w)
-                .map(|(&u, &w)| w as f64 * x[u as usize] / sqrt_d[u as usize])
+                .map(|(&u, &w)| w as f64 * z[u as usize])
                 .sum();
             *yv = s / sqrt_d[v];
         });
@@ -474,10 +478,31 @@ impl Basis {
 }
 
 /// Rows per block of the projections and dot products: fixed, so the sums do not depend on the
-/// thread count (nor on the device: the GPU sums the same blocks in the same order, a thread a
-/// block, so short blocks keep its latency low: 16,384 rows took 2.2 s at a million cells where
-/// the whole Lanczos run should take a few tenths).
+/// thread count (nor on the device: the GPU sums the same blocks in the same order).
 pub(crate) const ROWS: usize = 1 << 10;
+
+/// The lanes a block's sum is split into (a warp on the GPU): lane `l` adds the terms of rows
+/// `l, l + 32, ...` of the block in order from -0.0, then the lanes are added in halves
+/// (`s[l] + s[l + h]` for h = 16, 8, 4, 2, 1), as the GPU's warp adds them with shuffles.
+/// The GPU's warp reads the block's rows side by side (a thread a block read 8 KB apart, and
+/// took most of the start's time at 11.4 M cells).
+const LANES: usize = 32;
+
+/// The sum of `term(i)` over a block's rows `i < len`, in [`LANES`]' order.
+fn lane_sum(len: usize, term: impl Fn(usize) -> f64) -> f64 {
+    let mut s = [-0.0f64; LANES];
+    for i in 0..len {
+        s[i % LANES] += term(i);
+    }
+    let mut h = LANES / 2;
+    while h > 0 {
+        for l in 0..h {
+            s[l] += s[l + h];
+        }
+        h /= 2;
+    }
+    s[0]
+}
 
 /// `x` less its projections on the orthonormal vectors of `q` (classical Gram-Schmidt), each
 /// block of rows reading every vector once.
@@ -490,9 +515,11 @@ fn project_out(x: &mut [f64], q: &Basis) {
         .par_chunks(ROWS)
         .enumerate()
         .map(|(c, xc)| {
-            let r = c * ROWS..c * ROWS + xc.len();
             (0..k)
-                .map(|b| q.col(b)[r.clone()].iter().zip(xc).map(|(a, x)| a * x).sum())
+                .map(|b| {
+                    let qb = &q.col(b)[c * ROWS..c * ROWS + xc.len()];
+                    lane_sum(xc.len(), |i| qb[i] * xc[i])
+                })
                 .collect()
         })
         .collect();
@@ -514,30 +541,42 @@ fn project_out(x: &mut [f64], q: &Basis) {
 fn lanczos(s: &mut dyn Space, start: &[f64], m: usize) -> Result<(Vec<f64>, Vec<f64>)> {
     s.push(start, 1.0 / dot(start, start).sqrt())?;
     let (mut alpha, mut beta) = (Vec::with_capacity(m), Vec::with_capacity(m));
+    // Where the steps' time goes (`SCPIPE_TRACE_PHASES`): the products with M, and the
+    // orthogonalization; each phase ends in a value read back, so the clock covers its work.
+    let trace = crate::gpu::trace::PhaseTrace::on_host("umap start");
+    let (mut in_apply, mut in_orth, mut twice) = (0.0, 0.0, 0);
     for j in 0..m {
+        let t = std::time::Instant::now();
         s.apply(j)?;
         alpha.push(s.dot_w(j)?);
         let before = s.norm_w()?;
+        in_apply += t.elapsed().as_secs_f64();
+        let t = std::time::Instant::now();
         s.orthogonalize_w()?;
         let mut b = s.norm_w()?;
         if b < std::f64::consts::FRAC_1_SQRT_2 * before {
             s.orthogonalize_w()?;
             b = s.norm_w()?;
+            twice += 1;
         }
+        in_orth += t.elapsed().as_secs_f64();
         if j + 1 == m || b < 1e-10 {
             break;
         }
         beta.push(b);
         s.push_w(1.0 / b)?;
     }
+    trace.part(&format!("{} products with M", alpha.len()), in_apply);
+    trace.part(&format!("orthogonalization, {twice} steps twice"), in_orth);
     Ok((alpha, beta))
 }
 
-/// `a . b`, summed in blocks of [`ROWS`] and the blocks' sums in order.
+/// `a . b`, summed in blocks of [`ROWS`] (each in [`LANES`]' order) and the blocks' sums in
+/// order.
 pub(crate) fn dot(a: &[f64], b: &[f64]) -> f64 {
     a.par_chunks(ROWS)
         .zip(b.par_chunks(ROWS))
-        .map(|(a, b)| a.iter().zip(b).map(|(x, y)| x * y).sum::<f64>())
+        .map(|(a, b)| lane_sum(a.len(), |i| a[i] * b[i]))
         .collect::<Vec<f64>>()
         .iter()
         .sum()

@@ -46,6 +46,7 @@ pub(crate) fn gpu_space<'a>(
         q: ctx.alloc::<f64>(n * (m + 1))?,
         len: 0,
         w: ctx.zeros::<f64>(n)?,
+        z: ctx.alloc::<f64>(n)?,
         partial: ctx.alloc::<f64>(n_blocks * (m + 1))?,
         coeffs: ctx.alloc::<f64>(m + 1)?,
     }))
@@ -61,6 +62,8 @@ struct GpuSpace<'a> {
     q: DeviceVec<f64>,
     len: usize,
     w: DeviceVec<f64>,
+    /// The product's gathered vector, `q_j / sqrt(d)`.
+    z: DeviceVec<f64>,
     partial: DeviceVec<f64>,
     coeffs: DeviceVec<f64>,
 }
@@ -72,7 +75,7 @@ impl GpuSpace<'_> {
     }
 
     /// The dot products of the vector at `x` with the `k` columns from `q` (block sums into
-    /// `partial`, then in block order into `coeffs`).
+    /// `partial`, a warp a block, then in block order into `coeffs`).
     fn dots(&self, q: u64, k: usize, x: u64) -> Result<()> {
         let (n, rows, k64) = (self.n as u64, ROWS as u64, k as u64);
         let n_blocks = self.n.div_ceil(ROWS);
@@ -86,7 +89,7 @@ impl GpuSpace<'_> {
             .arg(&rows)
             .arg(&self.partial);
         self.ctx
-            .launch(l, grid_for(k * n_blocks), "spectral_block_dots")?;
+            .launch(l, grid_for(k * n_blocks * 32), "spectral_block_dots")?;
         let f = self.ctx.function(SRC, "spectral_block_sums")?;
         let mut l = self.ctx.launcher(&f);
         l.arg(&self.partial).arg(&k64).arg(&nb).arg(&self.coeffs);
@@ -134,13 +137,17 @@ impl Space for GpuSpace<'_> {
     fn apply(&mut self, j: usize) -> Result<()> {
         let n = self.n as u64;
         let x = self.col(j);
+        let f = self.ctx.function(SRC, "spectral_divide")?;
+        let mut l = self.ctx.launcher(&f);
+        l.arg(&x).arg(&self.sqrt_d).arg(&mut self.z).arg(&n);
+        self.ctx.launch(l, grid_for(self.n), "spectral_divide")?;
         let f = self.ctx.function(SRC, "spectral_apply")?;
         let mut l = self.ctx.launcher(&f);
         l.arg(&self.graph.indptr)
             .arg(&self.graph.indices)
             .arg(&self.graph.data)
             .arg(&self.sqrt_d)
-            .arg(&x)
+            .arg(&self.z)
             .arg(&mut self.w)
             .arg(&n);
         self.ctx.launch(l, grid_for(self.n), "spectral_apply")

@@ -48,7 +48,7 @@ fn device_bytes(s: &Sizes, config: &PipelineConfig) -> StepBytes {
     let (n, k) = (s.n_obs as u64, config.n_neighbors.unwrap_or(15) as u64);
     let dim = config.umap.map_or(2, |u| u.n_components) as u64;
     let epochs = 2 * k * n * (4 + 4 * 8) + (n + 1) * 8 + 2 * n * dim * 4;
-    let start = 2 * k * n * 8 + (n + 1) * 8 + (101 + 4 + dim) * n * 8;
+    let start = 2 * k * n * 8 + (n + 1) * 8 + (101 + 5 + dim) * n * 8;
     StepBytes {
         kept: 0,
         transient: epochs.max(start),
