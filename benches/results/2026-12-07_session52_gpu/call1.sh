@@ -15,7 +15,7 @@ for t in pca ${TESTS:-}; do
   REQUIRE_GPU=1 timeout 200 $B/gpu_kernels $t --nocapture 2>&1 | grep -E "^test |test result|panicked|assert" | tee -a "$S"
 done
 for t in pca_matches ${MEMCHECK:-}; do
-  timeout 200 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 1 env REQUIRE_GPU=1 $B/gpu_kernels $t 2>&1 \
+  timeout 150 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 1 env REQUIRE_GPU=1 $B/gpu_kernels $t 2>&1 \
     | grep -E "ERROR SUMMARY|LEAK SUMMARY|test result|Invalid|panicked" | head -6 | tee -a "$S"
 done
 ATLAS="--demo --demo-on-gpu --demo-cells 11400000 --demo-genes 45854 --n-top-genes 5000 --n-comps 100 --device gpu --gpus 1 --no-neighbors"

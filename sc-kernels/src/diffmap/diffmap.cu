@@ -4,32 +4,12 @@
 // dense_reduce's add_chunks) and every operation rounded as the host rounds it (never fused).
 // The basis is column-major: column j is columns[j * n .. (j + 1) * n].
 
-// w = T x, x the basis' column j; four rows a warp, eight lanes a row (a transition matrix
-// row holds a few tens of values): a row's lanes form 8 products at a time (reads coalesced),
-// then each adds them in storage order from -0 (Rust's f64 sum) through shuffles, so the sum is
-// the host's. The warp steps to the longest of its four rows. blockDim.x a multiple of 32.
+// w = T x, x the basis' column j: each row's products summed in storage order (common.cuh's
+// csr_row_sums: four rows a warp, eight lanes a row; a transition matrix row holds a few tens
+// of values), so the sum is the host's. blockDim.x a multiple of 32.
 extern "C" __global__ void diffmap_apply(const u64* indptr, const u32* indices, const double* data,
                                          u64 n, const double* columns, u64 j, double* w) {
-    const double* x = columns + j * n;
-    const u32 lane = threadIdx.x & 31, sub = lane & 7, first_lane = lane & ~7u;
-    const u64 warps = ((u64)gridDim.x * blockDim.x) >> 5;
-    for (u64 r0 = (((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * 4; r0 < n; r0 += warps * 4) {
-        const u64 r = r0 + (lane >> 3);
-        const u64 p0 = r < n ? indptr[r] : 0;
-        const u32 len = r < n ? (u32)(indptr[r + 1] - p0) : 0;
-        const u32 longest = __reduce_max_sync(0xffffffffu, len);
-        double s = -0.0;
-        for (u32 b = 0; b < longest; b += 8) {
-            const double prod = b + sub < len ? __dmul_rn(data[p0 + b + sub], x[indices[p0 + b + sub]]) : 0.0;
-            const u32 count = len > b ? min(8u, len - b) : 0u;
-#pragma unroll
-            for (u32 i = 0; i < 8; ++i) {
-                const double v = __shfl_sync(0xffffffffu, prod, first_lane + i);
-                if (i < count) s = __dadd_rn(s, v);
-            }
-        }
-        if (sub == 0 && r < n) w[r] = s;
-    }
+    csr_row_sums(indptr, indices, data, columns + j * n, n, [&](u64 r, double s) { w[r] = s; });
 }
 
 #define LANE_ROWS 32  // rows a lane holds: a block of 32 * LANE_ROWS rows (eigsh's ROWS)

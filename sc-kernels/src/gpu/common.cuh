@@ -32,6 +32,38 @@ __device__ __forceinline__ double warp_sum_f64(double v) {
     return v;
 }
 
+// Each row r < n of a CSR matrix: done(r, s) on one lane, s the row's data[p] x[indices[p]]
+// summed in storage order from -0 (Rust's f64 sum), every product and sum rounded once. Four
+// rows a warp, eight lanes a row: a row's lanes form 8 products at a time (reads coalesced,
+// eight gathers in flight), then each adds them in order through shuffles, so the sum is the
+// host's row-order sum. The warp steps to the longest of its four rows; a grid-stride loop over
+// the warps (8 threads a row fill the grid); blockDim.x a multiple of 32.
+template <typename T, typename Done>
+__device__ __forceinline__ void csr_row_sums(const u64* indptr, const u32* indices, const T* data,
+                                             const double* x, u64 n, Done done) {
+    const u32 lane = threadIdx.x & 31, sub = lane & 7, first_lane = lane & ~7u;
+    const u64 warps = ((u64)gridDim.x * blockDim.x) >> 5;
+    for (u64 r0 = (((u64)blockIdx.x * blockDim.x + threadIdx.x) >> 5) * 4; r0 < n;
+         r0 += warps * 4) {
+        const u64 r = r0 + (lane >> 3);
+        const u64 p0 = r < n ? indptr[r] : 0;
+        const u32 len = r < n ? (u32)(indptr[r + 1] - p0) : 0;
+        const u32 longest = __reduce_max_sync(0xffffffffu, len);
+        double s = -0.0;
+        for (u32 b = 0; b < longest; b += 8) {
+            const u64 p = p0 + b + sub;
+            const double prod = b + sub < len ? __dmul_rn((double)data[p], x[indices[p]]) : 0.0;
+            const u32 count = len > b ? min(8u, len - b) : 0u;
+#pragma unroll
+            for (u32 i = 0; i < 8; ++i) {
+                const double v = __shfl_sync(0xffffffffu, prod, first_lane + i);
+                if (i < count) s = __dadd_rn(s, v);
+            }
+        }
+        if (sub == 0 && r < n) done(r, s);
+    }
+}
+
 __device__ __forceinline__ u64 warp_sum_u64(u64 v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(FULL_MASK, v, o);
     return v;

@@ -10,21 +10,17 @@ extern "C" __global__ void spectral_divide(const double* x, const double* sqrt_d
     if (r < n) z[r] = __ddiv_rn(x[r], sqrt_d[r]);
 }
 
-// y = D^-1/2 A D^-1/2 x from z = D^-1/2 x: per row, each entry's w z[u] summed in entry order,
-// then divided by the row's sqrt_d.
+// y = D^-1/2 A D^-1/2 x from z = D^-1/2 x: per row, each entry's w z[u] summed in entry order
+// (common.cuh's csr_row_sums, four rows a warp), then divided by the row's sqrt_d.
 extern "C" __global__ void spectral_apply(const u64* indptr, const u32* indices, const float* w,
                                           const double* sqrt_d, const double* z, double* y,
                                           u64 n) {
-    u64 v = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (v >= n) return;
-    double s = -0.0;
-    for (u64 p = indptr[v]; p < indptr[v + 1]; ++p)
-        s = __dadd_rn(s, __dmul_rn((double)w[p], z[indices[p]]));
-    y[v] = __ddiv_rn(s, sqrt_d[v]);
+    csr_row_sums(indptr, indices, w, z, n,
+                 [&](u64 r, double s) { y[r] = __ddiv_rn(s, sqrt_d[r]); });
 }
 
 // partial[b * n_blocks + c] = sum over block c of q_b[r] x[r], for b < k: a warp each, lane l
-// adding rows l, l + 32, ... of the block, then the lanes in halves (spectral.rs `lane_sum`).
+// adding rows l, l + 32, ... of the block, then the lanes in halves (eigsh.rs `block_sum`).
 extern "C" __global__ void spectral_block_dots(const double* q, u64 k, const double* x, u64 n,
                                                u64 rows, double* partial) {
     u64 n_blocks = (n + rows - 1) / rows;
@@ -36,7 +32,7 @@ extern "C" __global__ void spectral_block_dots(const double* q, u64 k, const dou
     u64 end = min(n, (c + 1) * rows);
     double s = -0.0;
     for (u64 r = c * rows + lane; r < end; r += 32) s = __dadd_rn(s, __dmul_rn(qb[r], x[r]));
-    for (int h = 16; h > 0; h >>= 1) s = __dadd_rn(s, __shfl_xor_sync(0xffffffffu, s, h));
+    s = warp_sum_f64(s);
     if (lane == 0) partial[t] = s;
 }
 

@@ -17,6 +17,7 @@
 use super::{Init, UmapParams};
 use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
+use crate::eigsh::block_sum;
 use crate::error::Result;
 use crate::random::SplitMix64;
 use faer::Mat;
@@ -478,31 +479,9 @@ impl Basis {
 }
 
 /// Rows per block of the projections and dot products: fixed, so the sums do not depend on the
-/// thread count (nor on the device: the GPU sums the same blocks in the same order).
-pub(crate) const ROWS: usize = 1 << 10;
-
-/// The lanes a block's sum is split into (a warp on the GPU): lane `l` adds the terms of rows
-/// `l, l + 32, ...` of the block in order from -0.0, then the lanes are added in halves
-/// (`s[l] + s[l + h]` for h = 16, 8, 4, 2, 1), as the GPU's warp adds them with shuffles.
-/// The GPU's warp reads the block's rows side by side (a thread a block read 8 KB apart, and
-/// took most of the start's time at 11.4 M cells).
-const LANES: usize = 32;
-
-/// The sum of `term(i)` over a block's rows `i < len`, in [`LANES`]' order.
-fn lane_sum(len: usize, term: impl Fn(usize) -> f64) -> f64 {
-    let mut s = [-0.0f64; LANES];
-    for i in 0..len {
-        s[i % LANES] += term(i);
-    }
-    let mut h = LANES / 2;
-    while h > 0 {
-        for l in 0..h {
-            s[l] += s[l + h];
-        }
-        h /= 2;
-    }
-    s[0]
-}
+/// thread count (nor on the device: the GPU sums the same blocks in the same order, each in
+/// [`block_sum`]'s lanes, a warp a block).
+pub(crate) use crate::eigsh::ROWS;
 
 /// `x` less its projections on the orthonormal vectors of `q` (classical Gram-Schmidt), each
 /// block of rows reading every vector once.
@@ -516,10 +495,7 @@ fn project_out(x: &mut [f64], q: &Basis) {
         .enumerate()
         .map(|(c, xc)| {
             (0..k)
-                .map(|b| {
-                    let qb = &q.col(b)[c * ROWS..c * ROWS + xc.len()];
-                    lane_sum(xc.len(), |i| qb[i] * xc[i])
-                })
+                .map(|b| block_sum(&q.col(b)[c * ROWS..c * ROWS + xc.len()], xc))
                 .collect()
         })
         .collect();
@@ -571,12 +547,11 @@ fn lanczos(s: &mut dyn Space, start: &[f64], m: usize) -> Result<(Vec<f64>, Vec<
     Ok((alpha, beta))
 }
 
-/// `a . b`, summed in blocks of [`ROWS`] (each in [`LANES`]' order) and the blocks' sums in
-/// order.
+/// `a . b`, summed in blocks of [`ROWS`] ([`block_sum`]) and the blocks' sums in order.
 pub(crate) fn dot(a: &[f64], b: &[f64]) -> f64 {
     a.par_chunks(ROWS)
         .zip(b.par_chunks(ROWS))
-        .map(|(a, b)| lane_sum(a.len(), |i| a[i] * b[i]))
+        .map(|(a, b)| block_sum(a, b))
         .collect::<Vec<f64>>()
         .iter()
         .sum()

@@ -150,7 +150,8 @@ impl Space for GpuSpace<'_> {
             .arg(&self.z)
             .arg(&mut self.w)
             .arg(&n);
-        self.ctx.launch(l, grid_for(self.n), "spectral_apply")
+        let cfg = self.ctx.filling_grid(self.n * 8);
+        self.ctx.launch(l, cfg, "spectral_apply")
     }
 
     fn dot_w(&mut self, j: usize) -> Result<f64> {
