@@ -256,6 +256,24 @@ where
     })
 }
 
+/// [`filter_cells`] from the number of genes with a positive count in each cell, already
+/// counted over the same matrix (`calculate_qc_metrics`' `n_genes_by_counts` of counts that
+/// are never negative): the same result without a pass over the cells. `None` for a bound on
+/// the counts, which needs their sums.
+pub fn filter_cells_by_genes(filter: CellFilter, genes: &[i32]) -> Option<Result<FilterResult>> {
+    let rule = filter.rule();
+    if matches!(rule, Rule::Sums { .. }) {
+        return None;
+    }
+    Some(from_stats::<f32, _, _>(
+        rule,
+        Stats {
+            sums: || unreachable!("a bound on genes reads no sums"),
+            positive: || Ok(genes.iter().map(|&n| n as i64).collect()),
+        },
+    ))
+}
+
 /// Which cells pass `filter`. Rejects NaN and infinite values.
 pub fn filter_cells<T: Real>(x: &CsrMatrix<T>, filter: CellFilter) -> Result<FilterResult> {
     x.check_finite()?;
@@ -327,6 +345,18 @@ mod tests {
             filter_cells(&x(), CellFilter::MaxGenes(2)).unwrap().keep,
             [true, true, false]
         );
+    }
+
+    #[test]
+    fn cells_by_genes_already_counted_equal_a_pass() {
+        let genes = [2, 0, 3];
+        for f in [CellFilter::MinGenes(2), CellFilter::MaxGenes(2)] {
+            let got = filter_cells_by_genes(f, &genes).unwrap().unwrap();
+            assert_eq!(got, filter_cells(&x(), f).unwrap(), "{f:?}");
+        }
+        for f in [CellFilter::MinCounts(4.0), CellFilter::MaxCounts(4.0)] {
+            assert!(filter_cells_by_genes(f, &genes).is_none(), "{f:?}");
+        }
     }
 
     #[test]

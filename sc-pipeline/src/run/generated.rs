@@ -181,6 +181,7 @@ fn run_blocks(
         cells: &cells,
         chain: Chain::default(),
         scaler: None,
+        genes_per_cell: None,
     };
     let gpus = [ctx.clone()];
     let env = StepEnv {

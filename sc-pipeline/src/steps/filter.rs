@@ -100,16 +100,30 @@ fn generated_filter_cells(
 ) -> Result<String> {
     let min_genes = min_genes(env);
     keep_before_filter(a, env);
-    let result = sc_kernels::filter::filter_cells_blocks(
-        &pass.ctx,
-        &pass.rows(),
-        CellFilter::MinGenes(min_genes),
-    )
+    let filter = CellFilter::MinGenes(min_genes);
+    // calculate_qc_metrics counted the same genes on the same counts: no pass of its own.
+    let counted = match pass.genes_per_cell.take() {
+        Some(genes) if pass.chain.is_identity() && genes.len() == a.n_obs() => {
+            sc_kernels::filter::filter_cells_by_genes(filter, &genes)
+        }
+        _ => None,
+    };
+    let how = if counted.is_some() {
+        " (from calculate_qc_metrics' n_genes_by_counts)"
+    } else {
+        ""
+    };
+    let result = match counted {
+        Some(r) => r,
+        None => sc_kernels::filter::filter_cells_blocks(&pass.ctx, &pass.rows(), filter),
+    }
     .map_err(kernel_error("filter_cells"))?;
     let keep = result.keep.clone();
     let removed = keep_cells(a, result)?;
     pass.chain.keep_cells = Some(keep);
-    Ok(format!("min_genes={min_genes}: {removed} cells removed"))
+    Ok(format!(
+        "min_genes={min_genes}: {removed} cells removed{how}"
+    ))
 }
 
 fn generated_filter_genes(

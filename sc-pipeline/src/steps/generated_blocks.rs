@@ -29,6 +29,17 @@ pub struct Chain {
     pub keep_hvg: Option<Vec<bool>>,
 }
 
+impl Chain {
+    /// Whether the blocks are the source's counts as they are.
+    pub fn is_identity(&self) -> bool {
+        self.keep_cells.is_none()
+            && self.keep_genes.is_none()
+            && self.normalize.is_none()
+            && !self.log1p
+            && self.keep_hvg.is_none()
+    }
+}
+
 /// Where a run made block by block gets its cells' counts, for every pass over them.
 pub trait CellSource: Sync {
     fn n_genes(&self) -> usize;
@@ -46,6 +57,12 @@ pub trait CellSource: Sync {
 
     /// How a block is made again, for the markers' note.
     fn again(&self) -> &'static str;
+
+    /// Whether every count is at least zero, so that a cell's stored non-zero values are its
+    /// genes with a positive count (filter_cells then reads QC's `n_genes_by_counts`).
+    fn non_negative(&self) -> bool {
+        false
+    }
 }
 
 /// The demo's cells generated on the GPU, each holding at most `per_cell` values.
@@ -70,6 +87,11 @@ impl CellSource for DemoCells {
 
     fn again(&self) -> &'static str {
         "generated again"
+    }
+
+    /// The demo's counts are drawn, never negative.
+    fn non_negative(&self) -> bool {
+        true
     }
 }
 
@@ -105,6 +127,10 @@ pub struct GeneratedPass<'a> {
     pub chain: Chain,
     /// scale's statistics, which PCA applies to each block as it is generated.
     pub scaler: Option<DenseScaler>,
+    /// The genes with a positive count in each cell, as calculate_qc_metrics counted them on
+    /// the source's counts (when they are never negative), for filter_cells to read instead of
+    /// a pass of its own.
+    pub genes_per_cell: Option<Vec<i32>>,
 }
 
 impl GeneratedPass<'_> {

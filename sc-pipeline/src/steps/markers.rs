@@ -316,6 +316,7 @@ fn markers_on_subset(
             ..pass.chain.clone()
         },
         scaler: None,
+        genes_per_cell: None,
     };
     let rows = raw.rows();
     let n = rows.n_rows();

@@ -73,6 +73,13 @@ fn run_generated(
     };
     let metrics = sc_kernels::qc::calculate_qc_metrics_blocks(&pass.ctx, &pass.rows(), &params)
         .map_err(kernel_error("calculate_qc_metrics"))?;
+    if pass.source.non_negative() && pass.chain.is_identity() {
+        if let Some(sc_kernels::columns::Column::I32(genes)) =
+            metrics.obs_column("n_genes_by_counts")
+        {
+            pass.genes_per_cell = Some(genes.clone());
+        }
+    }
     store_qc_metrics(a, metrics)?;
     Ok(mito_qc_note(n_mt, prefix, a.n_vars()))
 }
