@@ -14,6 +14,7 @@ export SCPIPE_DATA=$PWD/$B/data
 for t in pca ${TESTS:-}; do
   REQUIRE_GPU=1 timeout 200 $B/gpu_kernels $t --nocapture 2>&1 | grep -E "^test |test result|panicked|assert" | tee -a "$S"
 done
+[ -x $B/gpu_generated ] && REQUIRE_GPU=1 timeout 200 $B/gpu_generated 2>&1 | grep -E "^test |test result|panicked|assert" | tee -a "$S"
 for t in pca_matches ${MEMCHECK:-}; do
   timeout 150 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 1 env REQUIRE_GPU=1 $B/gpu_kernels $t 2>&1 \
     | grep -E "ERROR SUMMARY|LEAK SUMMARY|test result|Invalid|panicked" | head -6 | tee -a "$S"
