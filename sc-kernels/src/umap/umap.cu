@@ -127,68 +127,6 @@ __device__ __forceinline__ void umap_cell(
     for (int d = 0; d < dims; d++) out[j * dim + d] = cur[d];
 }
 
-// Negative samples whose positions `umap_cell2` loads together.
-#define NEG_BATCH 8
-
-// umap_cell<2> with its loads issued early: a due edge's other cell and its first NEG_BATCH
-// negative samples are read before any of their moves (they read the previous epoch's
-// positions, which no move changes), so a thread waits for one batch of loads where it waited
-// for each in turn. The same moves in the same order as umap_cell: the same bits.
-__device__ __forceinline__ void umap_cell2(
-    const u64* __restrict__ indptr, const u32* __restrict__ indices,
-    const double* __restrict__ epochs_per_sample, const double* __restrict__ epochs_per_negative,
-    double* __restrict__ next_sample, double* __restrict__ next_negative,
-    const float* __restrict__ prev, float* __restrict__ out, u64 n, u64 epoch, float alpha,
-    float a, float b, float gamma, int negative_samples, u64 seed, u64 j) {
-    const float2* __restrict__ prev2 = reinterpret_cast<const float2*>(prev);
-    const float2 start = prev2[j];
-    float cur[2] = {start.x, start.y}, o[2];
-    const double e_now = (double)epoch;
-    const u64 row1 = indptr[j + 1];
-    for (u64 e = indptr[j]; e < row1; ++e) {
-        const double ns = next_sample[e];
-        if (ns > e_now) continue;
-        const float2 other = prev2[indices[e]];
-        u64 count = 0, key = 0;
-        if (negative_samples) {
-            const double per_negative = epochs_per_negative[e], nn = next_negative[e];
-            double c = __ddiv_rn(__dsub_rn(e_now, nn), per_negative);
-            count = c > 0.0 ? (u64)c : 0;
-            next_negative[e] = __dadd_rn(nn, __dmul_rn((double)count, per_negative));
-            key = hash3(seed, epoch, e);  // negative_key
-        }
-        next_sample[e] = __dadd_rn(ns, epochs_per_sample[e]);
-        float2 batch[NEG_BATCH];
-        bool skip[NEG_BATCH];
-        for (u64 p0 = 0; p0 == 0 || p0 < count; p0 += NEG_BATCH) {
-#pragma unroll
-            for (int i = 0; i < NEG_BATCH; ++i) {
-                skip[i] = p0 + i >= count;
-                if (skip[i]) continue;
-                u64 h = mix64(key + (p0 + i) * 0x9e3779b97f4a7c15ull);
-                u64 s = ((h >> 32) * n) >> 32;
-                skip[i] = s == j;
-                if (!skip[i]) batch[i] = prev2[s];
-            }
-            if (p0 == 0) {
-                o[0] = other.x;
-                o[1] = other.y;
-                for (int pull = 0; pull < 2; ++pull)
-                    umap_move<2>(cur, o, 2, umap_attraction(umap_d2<2>(cur, o, 2), a, b), alpha);
-            }
-#pragma unroll
-            for (int i = 0; i < NEG_BATCH; ++i) {
-                if (skip[i]) continue;
-                o[0] = batch[i].x;
-                o[1] = batch[i].y;
-                float rc = umap_repulsion(umap_d2<2>(cur, o, 2), a, b, gamma);
-                if (rc > 0.0f) umap_move<2>(cur, o, 2, rc, alpha);
-            }
-        }
-    }
-    reinterpret_cast<float2*>(out)[j] = make_float2(cur[0], cur[1]);
-}
-
 // One epoch, a thread per cell.
 extern "C" __global__ void umap_epoch(
     const u64* __restrict__ indptr, const u32* __restrict__ indices,
@@ -200,9 +138,9 @@ extern "C" __global__ void umap_epoch(
     const u64 j = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= n) return;
     if (dim == 2)
-        umap_cell2(indptr, indices, epochs_per_sample, epochs_per_negative, next_sample,
-                   next_negative, prev, out, n, epoch, alpha, a, b, gamma, negative_samples,
-                   seed, j);
+        umap_cell<2>(indptr, indices, epochs_per_sample, epochs_per_negative, next_sample,
+                     next_negative, prev, out, n, dim, epoch, alpha, a, b, gamma,
+                     negative_samples, seed, j);
     else
         umap_cell<0>(indptr, indices, epochs_per_sample, epochs_per_negative, next_sample,
                      next_negative, prev, out, n, dim, epoch, alpha, a, b, gamma,
