@@ -257,7 +257,8 @@ impl GramAccumulator {
         }
         let rows = n.min(GRAM_ROWS);
         if self.split.as_ref().is_none_or(|s| s.len() < 4 * rows * p) {
-            self.split = None;
+            // The pointers address the split block: made again with it.
+            (self.split, self.pointers) = (None, None);
             self.split = Some(ctx.alloc::<f32>(4 * rows * p)?);
         }
         let handle = *ctx.blas()?.handle();
