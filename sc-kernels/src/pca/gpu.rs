@@ -21,7 +21,7 @@ use crate::error::{KernelError, Result};
 use crate::gpu::module_cache::KernelSource;
 use crate::gpu::streamed::{dense_blocks, for_each_block};
 use crate::gpu::trace::PhaseTrace;
-use crate::gpu::{grid_stride, DeviceDense, DeviceVec, GpuContext, BLOCK};
+use crate::gpu::{blocks_for_rows, grid_stride, DeviceDense, DeviceVec, GpuContext, BLOCK};
 use crate::stats::add_into;
 use faer::Mat;
 use rmm_cuda::cudarc::cublas::sys as cublas;
@@ -281,7 +281,7 @@ impl GramAccumulator {
                 .arg(&g64)
                 .arg(&p64)
                 .arg(split);
-            ctx.launch(l, rows_of(b), "split_tf32")?;
+            ctx.launch(l, blocks_for_rows(b, BLOCK), "split_tf32")?;
             if self.pointers.as_ref().is_none_or(|(rows, _)| *rows != b) {
                 let ptrs = tile_pointers(&self.tiles, b, split.ptr(), self.part.ptr());
                 self.pointers = Some((b, ctx.upload(&ptrs)?));
@@ -320,22 +320,13 @@ impl GramAccumulator {
             .map_err(|e| KernelError::Gpu(format!("cublasGemmBatchedEx (Gram matrix): {e:?}")))?;
             let mut l = ctx.launcher(&add);
             l.arg(&self.part).arg(&p64).arg(&g64).arg(&self.acc);
-            ctx.launch(l, rows_of(g), "add_lower")?;
+            ctx.launch(l, blocks_for_rows(g, BLOCK), "add_lower")?;
         }
         Ok(())
     }
 
     fn finish(self, ctx: &GpuContext) -> Result<Mat<f64>> {
         Ok(lower_from_col_major(&ctx.download(&self.acc)?, self.g))
-    }
-}
-
-/// A block of [`BLOCK`] threads a row (at most 2^16 blocks: the kernels loop over the rest).
-fn rows_of(rows: usize) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (rows.clamp(1, 1 << 16) as u32, 1, 1),
-        block_dim: (BLOCK, 1, 1),
-        shared_mem_bytes: 0,
     }
 }
 
@@ -407,7 +398,6 @@ where
     }
     let gm = gm.finish(ctx)?;
     trace.mark("first pass: blocks, column sums and Gram matrix")?;
-    let trace = std::cell::RefCell::new(trace);
     let result = finish_covariance(
         n,
         g,
@@ -417,7 +407,7 @@ where
         sums,
         |c, k| {
             let eig = top_eigen(ctx, c, k);
-            trace.borrow_mut().mark("covariance and eigenvectors")?;
+            trace.mark("covariance and eigenvectors")?;
             eig
         },
         |v, mean| {
@@ -436,7 +426,7 @@ where
             Ok(scores)
         },
     )?;
-    trace.into_inner().mark("second pass: blocks and scores")?;
+    trace.mark("second pass: blocks and scores")?;
     Ok(result)
 }
 

@@ -108,16 +108,14 @@ fn generated_filter_cells(
         }
         _ => None,
     };
-    let how = if counted.is_some() {
-        " (from calculate_qc_metrics' n_genes_by_counts)"
-    } else {
-        ""
+    let (result, how) = match counted {
+        Some(r) => (r, " (from calculate_qc_metrics' n_genes_by_counts)"),
+        None => (
+            sc_kernels::filter::filter_cells_blocks(&pass.ctx, &pass.rows(), filter),
+            "",
+        ),
     };
-    let result = match counted {
-        Some(r) => r,
-        None => sc_kernels::filter::filter_cells_blocks(&pass.ctx, &pass.rows(), filter),
-    }
-    .map_err(kernel_error("filter_cells"))?;
+    let result = result.map_err(kernel_error("filter_cells"))?;
     let keep = result.keep.clone();
     let removed = keep_cells(a, result)?;
     pass.chain.keep_cells = Some(keep);
