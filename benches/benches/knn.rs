@@ -13,8 +13,8 @@
 //!     compared with the first: the f32 scan, as the pipeline runs it, tensor cores over all
 //!     pairs, tensor cores within pruned lists with the default or the given lists and pass-1
 //!     probes, all pairs scanned above SHARE of them kept; default f32,auto)]
-//!     [--ivf default,1000/50,1000/r0.9,... (n_lists/n_probes, or the probes chosen for a
-//!     recall; default: the pipeline's)]
+//!     [--ivf default,1000/50,1000/r0.9,default+b16,... (n_lists/n_probes, or the probes chosen
+//!     for a recall; default: the pipeline's; +bN: the tensor scan's pass 1 over N lists)]
 //!     [--gpus 1,2,4 (each --ivf shape split across that many GPUs of this host, each count
 //!     timed once after a warm-up; without the exact kNN, the recall sampled)]
 //!     [--compare-f32 (with --gpus: first the f32 and the tensor scan on one GPU, compared)]
@@ -85,20 +85,28 @@ fn data_sets(args: &[String]) -> Result<Vec<(String, DenseMatrix<f32>)>, String>
 
 /// `--ivf default,1000/50,1000/r0.9,...`: (name, parameters) per shape: `default`, or
 /// LISTS/PROBES where PROBES may be `rT` (the fewest reaching recall T on the sample) and
-/// LISTS `default`.
+/// LISTS `default`; either may end in `+bN` (the tensor scan's pass 1 over N lists).
 fn ivf_specs(args: &[String]) -> Result<Vec<(String, IvfParams)>, String> {
     let Some(list) = benches::flag_value(args, "--ivf") else {
         return Ok(vec![]);
     };
     list.split(',')
-        .map(|s| {
+        .map(|spec| {
+            let bad = |e: &dyn std::fmt::Display| format!("--ivf {spec}: {e}");
+            let (s, bound_probes) = match spec.split_once("+b") {
+                Some((s, b)) => (s, Some(b.parse::<usize>().map_err(|e| bad(&e))?)),
+                None => (spec, None),
+            };
             if s == "default" {
-                return Ok((s.to_string(), IvfParams::default()));
+                let params = IvfParams {
+                    bound_probes,
+                    ..IvfParams::default()
+                };
+                return Ok((spec.to_string(), params));
             }
             let (l, p) = s
                 .split_once('/')
-                .ok_or(format!("--ivf {s}: LISTS/PROBES"))?;
-            let bad = |e: &dyn std::fmt::Display| format!("--ivf {s}: {e}");
+                .ok_or(format!("--ivf {spec}: LISTS/PROBES"))?;
             let n_lists = match l {
                 "default" => None,
                 l => Some(l.parse::<usize>().map_err(|e| bad(&e))?),
@@ -112,8 +120,9 @@ fn ivf_specs(args: &[String]) -> Result<Vec<(String, IvfParams)>, String> {
                 n_probes,
                 target_recall,
                 descent_rounds: None,
+                bound_probes,
             };
-            Ok((s.to_string(), params))
+            Ok((spec.to_string(), params))
         })
         .collect()
 }
@@ -220,13 +229,14 @@ fn across_gpus(
             let base = *one.get_or_insert(secs);
             let recall = s.recall.map_or(f64::NAN, |r| r.value);
             println!(
-                "{name}, k {k}: ivf {spec} on {g} GPU(s): {secs:.3} s ({:.2}x one GPU); {} lists, {} probes, {:.0} refs per cell, recall@{k} {recall:.4} sampled",
-                base / secs, s.n_lists, s.n_probes, s.refs_per_cell
+                "{name}, k {k}: ivf {spec} on {g} GPU(s): {secs:.3} s ({:.2}x one GPU); {} lists, {} probes (pass 1 over {:?}), {:.0} refs per cell, f32 re-scans {:?}, recall@{k} {recall:.4} sampled",
+                base / secs, s.n_lists, s.n_probes, s.bound_probes, s.refs_per_cell, s.f32_queries
             );
             out.push(
                 json!({"data": name, "n": x.n_rows, "d": x.n_cols, "k": k, "ivf": spec,
                 "gpus": g, "seconds": secs, "speedup": base / secs, "n_lists": s.n_lists,
-                "n_probes": s.n_probes, "refs_per_cell": s.refs_per_cell,
+                "n_probes": s.n_probes, "bound_probes": s.bound_probes,
+                "refs_per_cell": s.refs_per_cell, "f32_queries": s.f32_queries,
                 "recall_sampled": recall}),
             );
         }

@@ -800,7 +800,8 @@ fn isotropic_points(seed: u64, n: usize, dims: usize) -> sc_kernels::DenseMatrix
 
 /// The inverted file's tensor-core scan against its f32 scan on the same index: the same
 /// neighbours (ties aside) and distances, with few lists probed and with all, in one part and
-/// in several, the uncertified queries' f32 re-scan included.
+/// in several, pass 1 over the default or the fewest lists, the uncertified queries' f32
+/// re-scan included.
 #[test]
 fn ivf_tensor_scan_equals_the_f32_scan() {
     use sc_kernels::neighbors::ivf::{join_parts, knn_ivf_gpu_with, IvfParams};
@@ -819,12 +820,19 @@ fn ivf_tensor_scan_equals_the_f32_scan() {
     ] {
         let xd = ctx.upload(&x.data).unwrap();
         let lists = (x.n_rows as f64).sqrt() as usize;
-        for (probes, parts) in [(3, 1), (3, 2), (lists, 1)] {
+        // The last bounds from each list's own cells only: a looser bound, more candidates.
+        for (probes, parts, bound) in [
+            (3, 1, None),
+            (3, 2, None),
+            (lists, 1, None),
+            (lists, 1, Some(1)),
+        ] {
             let p = IvfParams {
                 n_lists: Some(lists),
                 n_probes: Some(probes),
                 target_recall: None,
                 descent_rounds: Some(0),
+                bound_probes: bound,
             };
             let run = |products| {
                 let rows = (0..parts)
@@ -839,7 +847,7 @@ fn ivf_tensor_scan_equals_the_f32_scan() {
                 Some(q) => uncertified += q,
                 None => assert!(!tensor_cores, "{what}: f32 on a GPU with tensor cores"),
             }
-            let what = format!("{what}, {probes} probes, {parts} parts");
+            let what = format!("{what}, {probes} probes, {parts} parts, bound from {bound:?}");
             same_neighbours_up_to_ties(&what, &f32_knn, &tc_knn);
             println!(
                 "{what}: {:?} cells scanned again in f32",
@@ -877,6 +885,7 @@ fn ivf_knn_on_the_gpu_is_exact_where_it_probes() {
             n_probes: Some(probes),
             target_recall: None,
             descent_rounds: Some(0),
+            bound_probes: None,
         };
         let rows = (0..parts)
             .map(|r| knn_ivf_gpu(&ctx, x, &xd, k, &p, (r, parts)).unwrap())
@@ -913,6 +922,7 @@ fn ivf_knn_on_the_gpu_is_exact_where_it_probes() {
             n_probes: Some(3),
             target_recall: None,
             descent_rounds: Some(0),
+            bound_probes: None,
         };
         let rows = knn_ivf_gpu(&ctx, &x, &xd, k, &p, (0, 1)).unwrap();
         let one = finish_gpu(&ctx, &xd, x.n_cols, k, &p, vec![rows]).unwrap();
@@ -932,6 +942,7 @@ fn ivf_knn_on_the_gpu_is_exact_where_it_probes() {
             n_probes: None,
             target_recall: Some(0.9),
             descent_rounds: Some(0),
+            bound_probes: None,
         };
         let part = knn_ivf_gpu(&ctx, &x, &xd, k, &p, (0, 1)).unwrap();
         let (chosen, s) = join_parts(x.n_rows, k, vec![part]).unwrap();
@@ -954,6 +965,7 @@ fn ivf_knn_on_the_gpu_is_exact_where_it_probes() {
                 n_probes: Some(3),
                 target_recall: None,
                 descent_rounds: Some(0),
+                bound_probes: None,
             },
         )
         .unwrap();
@@ -1017,6 +1029,7 @@ fn nn_descent_on_the_gpu_equals_its_cpu_twin() {
             n_probes: Some(2),
             target_recall: None,
             descent_rounds: Some(2),
+            bound_probes: None,
         };
         let scan = || {
             let rows = knn_ivf_gpu(&ctx, &x, &xd, k, &p, (0, 1)).unwrap();

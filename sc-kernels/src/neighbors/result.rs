@@ -75,6 +75,9 @@ pub struct IvfStats {
     /// `Some(q)`: the probed lists were scanned on tensor cores, and `q` cells, not certified
     /// by the FP16 bound, scanned again in f32; `None`: in f32 (or on the CPU).
     pub f32_queries: Option<usize>,
+    /// Lists (each list's nearest probes) the tensor scan's first pass bounded from; `None`:
+    /// no tensor scan.
+    pub bound_probes: Option<usize>,
     /// Rounds of the local join run after the scan.
     pub descent_rounds: usize,
     /// The scan's recall (before the local join; `recall` is the result's).

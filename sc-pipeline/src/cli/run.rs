@@ -302,6 +302,7 @@ impl RunArgs {
             n_probes: self.n_probes,
             target_recall: self.target_recall,
             descent_rounds: self.descent_rounds,
+            bound_probes: None,
         };
         Ok(match self.neighbors_method {
             KnnChoice::Exact => KnnMethod::Exact,

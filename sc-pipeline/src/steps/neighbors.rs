@@ -179,11 +179,16 @@ fn ivf_note(s: &IvfStats) -> String {
         Some(t) => format!(" (the fewest for recall {t} on the sample)"),
         None => String::new(),
     };
+    let bound = match s.bound_probes {
+        Some(b) if b < s.n_probes => format!(", bounds from the nearest {b}"),
+        _ => String::new(),
+    };
     let tensor = match s.f32_queries {
         None => String::new(),
-        Some(0) => ", on tensor cores".into(),
+        Some(0) => format!(", on tensor cores{bound}"),
         Some(q) => format!(
-            ", on tensor cores ({q} cells not certified by the FP16 bound, scanned again in f32)"
+            ", on tensor cores{bound} ({q} cells not certified by the FP16 bound, scanned again \
+             in f32)"
         ),
     };
     format!(

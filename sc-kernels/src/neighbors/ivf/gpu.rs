@@ -15,7 +15,7 @@ use crate::neighbors::ivf::recall::{
 use crate::neighbors::ivf::{IvfParams, IvfStats};
 use crate::neighbors::knn::{Knn, EXTRA};
 use crate::neighbors::lists::gpu::centroids_gpu;
-use crate::neighbors::lists::packed;
+use crate::neighbors::lists::{self, packed};
 use crate::neighbors::scan::device::{refine, DK, RT, SRC, THREADS};
 use rayon::prelude::*;
 use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
@@ -107,19 +107,31 @@ fn search_index(
                 host_ptr: &index.probe_ptr,
                 host_probes: &index.probes,
             };
+            // Pass 1 bounds from each list's nearest probes only (a valid bound from any
+            // subset: see `IvfParams::bound_probes`).
+            let kc = (k + EXTRA).min(n);
+            let (bptr, bprobes) = lists::probe_prefix(
+                (&index.probe_ptr, &index.probes),
+                &index.lists.sizes,
+                index.bound_probes,
+                kc,
+            );
+            let bound = (ctx.upload(&bptr)?, ctx.upload(&bprobes)?);
             let (cells, f32_queries) = tensor_search::search(
                 ctx,
                 xd,
                 (n, d, k),
                 &slots,
                 &layout,
-                &probes,
+                (&probes, (&bound.0, &bound.1)),
                 part,
                 plan,
                 (&out_idx, &out_dist),
+                &mut trace,
             )?;
-            trace.mark("tensor scan, refine")?;
+            trace.mark("tensor pass 2, refine")?;
             stats.f32_queries = Some(f32_queries);
+            stats.bound_probes = Some(index.bound_probes);
             (cells, (out_idx, out_dist))
         }
         None => f32_search(ctx, xd, &index, (d, k), part, out, &mut trace)?,

@@ -6,7 +6,7 @@ use crate::gpu::trace::PhaseTrace;
 use crate::gpu::{DeviceVec, GpuContext};
 use crate::neighbors::ivf::probes::{settle_probes, target_of};
 use crate::neighbors::ivf::recall::{exact_sample_gpu, recall_cells, SampleKnn};
-use crate::neighbors::ivf::{IvfParams, IvfShape, IvfStats};
+use crate::neighbors::ivf::{default_bound_probes, IvfParams, IvfShape, IvfStats};
 use crate::neighbors::knn::{check_k, EXTRA};
 use crate::neighbors::lists::gpu::{centroids_gpu, ListLayout};
 use crate::neighbors::lists::{probe_table, refs_per_cell, Lists};
@@ -23,6 +23,8 @@ pub(crate) struct GpuIndex {
     pub(crate) stats: IvfStats,
     pub(crate) probe_ptr: Vec<u32>,
     pub(crate) probes: Vec<u32>,
+    /// Lists the tensor scan's first pass bounds from (see [`IvfParams::bound_probes`]).
+    pub(crate) bound_probes: usize,
 }
 
 /// The index's shape for `k` neighbours of the cells of `x`, after the checks every GPU
@@ -96,6 +98,7 @@ impl GpuIndex {
             refs_per_cell: refs_per_cell(&lists.sizes, &probe_ptr, &probes, n),
             recall: None,
             f32_queries: None,
+            bound_probes: None,
             descent_rounds: 0,
             scan_recall: None,
             descent_replaced: 0,
@@ -110,6 +113,9 @@ impl GpuIndex {
             stats,
             probe_ptr,
             probes,
+            bound_probes: shape
+                .bound_probes
+                .map_or_else(|| default_bound_probes(n_probes), |b| b.min(n_probes)),
         })
     }
 }

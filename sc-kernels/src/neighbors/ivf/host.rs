@@ -100,6 +100,7 @@ pub fn knn_ivf<T: crate::real::Real>(
         refs_per_cell: refs_per_cell(&lists.sizes, &probe_ptr, &probes, n),
         recall: Some(recall(&sample, &knn)),
         f32_queries: None,
+        bound_probes: None,
         descent_rounds: done.rounds,
         scan_recall: Some(scan_recall),
         descent_replaced: done.replaced,

@@ -58,6 +58,16 @@ pub const MAX_DESCENT_ROUNDS: usize = 8;
 /// The rise of the sample's recall@k for which a round of the local join runs.
 pub const DESCENT_MIN_GAIN: f64 = 0.01;
 
+/// Lists the tensor scan's first pass bounds from where [`IvfParams::bound_probes`] is not
+/// given: the nearer half of the `n_probes`, and at least 32 (all where fewer). On the atlas's
+/// PCs (3,369 lists, 138 probes, H100, session 53): pass 1 over all took 15.2 s and pass 2
+/// 14.4 s; over 64, 7.8 and 15.6 s (437 cells scanned again in f32); over 32, 4.4 and 17.2 s
+/// (91,638); over 16, 2.5 and 24.9 s (741,028): past half, the looser bound's f32 re-scans
+/// cost more than pass 1 saves.
+pub fn default_bound_probes(n_probes: usize) -> usize {
+    n_probes.div_ceil(2).max(n_probes.min(32))
+}
+
 /// recall@k that the probes are chosen to reach when no probe count is given.
 pub const DEFAULT_TARGET_RECALL: f64 = 0.95;
 
@@ -74,6 +84,11 @@ pub struct IvfParams {
     /// Rounds of NN-descent's local join after the scan ([`super::descent`]); `None`:
     /// [`DEFAULT_ROUNDS`], 0: the scan's result as it is.
     pub descent_rounds: Option<usize>,
+    /// Lists (the nearest of each list's probes) over which the tensor scan's first pass
+    /// bounds each cell's `k`-th distance; `None`: [`default_bound_probes`]. Any subset gives
+    /// a valid bound, so the result does not change; fewer lists make pass 1 cheaper and the
+    /// bound looser (more candidates, more cells the f32 scan takes).
+    pub bound_probes: Option<usize>,
 }
 
 /// How many lists are probed: a given count, or the fewest that reach a recall on the sample.
@@ -89,6 +104,8 @@ pub struct IvfShape {
     pub n_lists: usize,
     pub probes: Probes,
     pub descent_rounds: usize,
+    /// See [`IvfParams::bound_probes`] (more than the probes: all of them).
+    pub bound_probes: Option<usize>,
 }
 
 impl IvfParams {
@@ -134,10 +151,17 @@ impl IvfParams {
                 format!("must be at most {MAX_DESCENT_ROUNDS}, got {descent_rounds}"),
             ));
         }
+        if self.bound_probes == Some(0) {
+            return Err(KernelError::param(
+                "bound_probes",
+                "must be at least 1, got 0",
+            ));
+        }
         Ok(IvfShape {
             n_lists,
             probes,
             descent_rounds,
+            bound_probes: self.bound_probes,
         })
     }
 }

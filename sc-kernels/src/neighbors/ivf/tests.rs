@@ -7,7 +7,8 @@ use crate::neighbors::ivf::host::knn_ivf;
 use crate::neighbors::ivf::recall::{exact_sample_host, join_samples, recall, SampleKnn};
 use crate::neighbors::knn_exact;
 use crate::neighbors::lists::{
-    nearest_host, probe_table, refs_per_cell, row_norms_host, train, Lists, SEED, TRAIN_ITERS,
+    nearest_host, probe_prefix, probe_table, refs_per_cell, row_norms_host, train, Lists, SEED,
+    TRAIN_ITERS,
 };
 use crate::random::SplitMix64;
 
@@ -88,6 +89,7 @@ pub(crate) fn part(n: usize, k: usize, cells: &[u32], tag: u32) -> IvfRows {
             refs_per_cell: 1.0,
             recall: None,
             f32_queries: Some(tag as usize),
+            bound_probes: None,
             descent_rounds: 0,
             scan_recall: None,
             descent_replaced: 0,
@@ -194,12 +196,49 @@ fn probes_start_with_the_own_list_and_hold_enough_cells() {
 }
 
 #[test]
+fn pass_one_bounds_from_the_nearer_half_and_at_least_32_lists() {
+    assert_eq!(default_bound_probes(1), 1);
+    assert_eq!(default_bound_probes(20), 20);
+    assert_eq!(default_bound_probes(40), 32);
+    assert_eq!(default_bound_probes(64), 32);
+    assert_eq!(default_bound_probes(138), 69);
+    let zero = IvfParams {
+        bound_probes: Some(0),
+        ..IvfParams::default()
+    };
+    assert!(zero
+        .settle(1000)
+        .unwrap_err()
+        .to_string()
+        .contains("bound_probes"));
+}
+
+#[test]
+fn a_probe_prefix_is_the_table_of_fewer_probes() {
+    let mut rng = SplitMix64::new(11);
+    let (n_lists, d) = (40, 3);
+    let c: Vec<f32> = (0..n_lists * d).map(|_| rng.next_f64() as f32).collect();
+    let sizes: Vec<u32> = (0..n_lists)
+        .map(|_| 1 + (rng.next_u64() % 9) as u32)
+        .collect();
+    let full = probe_table(&c, d, &sizes, 30, 20);
+    for (b, min_refs) in [(1, 20), (5, 20), (12, 1), (30, 20), (35, 20)] {
+        assert_eq!(
+            probe_prefix((&full.0, &full.1), &sizes, b, min_refs),
+            probe_table(&c, d, &sizes, b.min(30), min_refs),
+            "{b} probes, {min_refs} cells"
+        );
+    }
+}
+
+#[test]
 fn bad_shapes_are_named() {
     let p = |l, q| IvfParams {
         n_lists: l,
         n_probes: q,
         target_recall: None,
         descent_rounds: Some(0),
+        bound_probes: None,
     };
     assert_eq!(
         p(None, None).settle(1_000_000).unwrap(),
@@ -207,6 +246,7 @@ fn bad_shapes_are_named() {
             n_lists: 1000,
             probes: Probes::Target(DEFAULT_TARGET_RECALL),
             descent_rounds: 0,
+            bound_probes: None,
         }
     );
     assert_eq!(
@@ -223,6 +263,7 @@ fn bad_shapes_are_named() {
         n_probes,
         target_recall: Some(t),
         descent_rounds: Some(0),
+        bound_probes: None,
     };
     for bad in [0.0, -0.5, 1.01, f64::NAN] {
         assert!(
@@ -247,6 +288,7 @@ fn the_probes_chosen_for_a_recall_reach_it_on_the_sample() {
             n_probes: Some(p),
             target_recall: None,
             descent_rounds: Some(0),
+            bound_probes: None,
         };
         knn_ivf(&x, k, &params).unwrap().1
     };
@@ -256,6 +298,7 @@ fn the_probes_chosen_for_a_recall_reach_it_on_the_sample() {
             n_probes: None,
             target_recall: Some(target),
             descent_rounds: Some(0),
+            bound_probes: None,
         };
         let (_, s) = knn_ivf(&x, k, &params).unwrap();
         let got = s.recall.unwrap().value;
@@ -283,6 +326,7 @@ fn all_lists_probed_is_the_exact_knn() {
         n_probes: Some(6),
         target_recall: None,
         descent_rounds: Some(0),
+        bound_probes: None,
     };
     let (knn, stats) = knn_ivf(&x, 10, &params).unwrap();
     assert_eq!(knn, knn_exact(&x, 10).unwrap());
@@ -303,6 +347,7 @@ fn few_probes_find_most_neighbours_and_say_how_many() {
             n_probes: Some(6),
             target_recall: None,
             descent_rounds: Some(0),
+            bound_probes: None,
         },
     )
     .unwrap();
@@ -366,6 +411,7 @@ fn the_local_join_raises_the_recall_and_says_so() {
             n_probes: Some(2),
             target_recall: None,
             descent_rounds: rounds,
+            bound_probes: None,
         };
         knn_ivf(&x, k, &p).unwrap()
     };
@@ -390,6 +436,7 @@ fn the_local_join_raises_the_recall_and_says_so() {
     assert_eq!((s.descent_rounds, s.descent_declined), (0, Some(0.0)));
     let bad = IvfParams {
         descent_rounds: Some(MAX_DESCENT_ROUNDS + 1),
+        bound_probes: None,
         ..IvfParams::default()
     };
     assert!(bad
@@ -435,6 +482,7 @@ fn training_is_seeded() {
         n_probes: Some(3),
         target_recall: None,
         descent_rounds: Some(0),
+        bound_probes: None,
     };
     assert_eq!(knn_ivf(&x, 8, &p).unwrap(), knn_ivf(&x, 8, &p).unwrap());
 }

@@ -108,26 +108,56 @@ pub(crate) fn probe_table(
 ) -> (Vec<u32>, Vec<u32>) {
     let rows: Vec<Vec<u32>> = (0..sizes.len())
         .into_par_iter()
-        .map(|l| {
-            let mut row = Vec::with_capacity(n_probes);
-            let mut refs = 0usize;
-            for m in probe_order(centroids, d, l) {
-                if row.len() >= n_probes && refs >= min_refs {
-                    break;
-                }
-                row.push(m);
-                refs += sizes[m as usize] as usize;
-            }
-            row
-        })
+        .map(|l| leading(probe_order(centroids, d, l), sizes, n_probes, min_refs))
         .collect();
-    let mut ptr = vec![0u32];
-    let mut probes = Vec::new();
-    for r in rows {
-        probes.extend(r);
-        ptr.push(probes.len() as u32);
+    csr(rows)
+}
+
+/// The first `n_probes` of each row of a probe table (`ptr`, `probes`, as [`probe_table`]'s),
+/// and on until they hold `min_refs` cells or the row ends: the table of `n_probes` where the
+/// rows are [`probe_table`]'s, without ordering the lists again.
+pub(crate) fn probe_prefix(
+    (ptr, probes): (&[u32], &[u32]),
+    sizes: &[u32],
+    n_probes: usize,
+    min_refs: usize,
+) -> (Vec<u32>, Vec<u32>) {
+    let rows = ptr.windows(2).map(|w| {
+        let row = probes[w[0] as usize..w[1] as usize].iter().copied();
+        leading(row, sizes, n_probes, min_refs)
+    });
+    csr(rows.collect())
+}
+
+/// The lists of `order` that a list's cells probe: the first `n_probes`, and on until they
+/// hold `min_refs` cells.
+fn leading(
+    order: impl IntoIterator<Item = u32>,
+    sizes: &[u32],
+    n_probes: usize,
+    min_refs: usize,
+) -> Vec<u32> {
+    let mut row = Vec::with_capacity(n_probes);
+    let mut refs = 0usize;
+    for m in order {
+        if row.len() >= n_probes && refs >= min_refs {
+            break;
+        }
+        row.push(m);
+        refs += sizes[m as usize] as usize;
     }
-    (ptr, probes)
+    row
+}
+
+/// Rows as CSR: (`ptr`, the rows one after another).
+fn csr(rows: Vec<Vec<u32>>) -> (Vec<u32>, Vec<u32>) {
+    let mut ptr = vec![0u32];
+    let mut flat = Vec::new();
+    for r in rows {
+        flat.extend(r);
+        ptr.push(flat.len() as u32);
+    }
+    (ptr, flat)
 }
 
 /// References scanned per cell, on average.

@@ -406,14 +406,14 @@ pub fn to_f16(v: f32) -> f32 {
 
 /// The tensor scan on the CPU, for tests: FP16 inputs, products summed in f32 (in reverse
 /// order, truncating when `truncate`, to stand for any accumulation the tensor cores use), the
-/// same bounds and the same two passes. Returns, per query (all rows), its candidates (in
-/// reference order) and whether it has at most [`width`] of them.
+/// same bounds and the same two passes, pass 1 over the first `bound_refs` references only (at
+/// least `k`; the inverted file's pass 1 reads the nearest lists only). Returns, per query (all
+/// rows), its candidates (in reference order) and whether it has at most [`width`] of them.
 pub fn candidates_host(
     x: &[f32],
-    n: usize,
-    d: usize,
-    k: usize,
+    (n, d, k): (usize, usize, usize),
     truncate: bool,
+    bound_refs: usize,
 ) -> Vec<(Vec<u32>, bool)> {
     let bound = TensorBound::for_dims(d);
     let width = width(k, n);
@@ -460,7 +460,7 @@ pub fn candidates_host(
                 })
                 .collect();
             // Pass 1: the k-th smallest upper bound (without qc), plus 2 qc.
-            let mut upper: Vec<f32> = (0..n)
+            let mut upper: Vec<f32> = (0..bound_refs.clamp(k, n))
                 .map(|r| nrm[r].mul_add(qk, (-2.0f32).mul_add(dots[r], norm2[r] + b[r])))
                 .collect();
             upper.sort_by(f32::total_cmp);
@@ -526,15 +526,18 @@ mod tests {
 
     #[test]
     fn certified_queries_hold_their_exact_nearest() {
-        for (seed, n, d, k, truncate) in [
-            (1u64, 300usize, 50usize, 15usize, false),
-            (2, 300, 50, 15, true),
-            (3, 200, 7, 5, true),
-            (4, 250, 100, 30, true),
-            (5, 40, 3, 20, false),
+        // The last two bound from a part of the references (a looser bound, still valid).
+        for (seed, n, d, k, truncate, bound_refs) in [
+            (1u64, 300usize, 50usize, 15usize, false, 300usize),
+            (2, 300, 50, 15, true, 300),
+            (3, 200, 7, 5, true, 200),
+            (4, 250, 100, 30, true, 250),
+            (5, 40, 3, 20, false, 40),
+            (6, 300, 50, 15, true, 100),
+            (7, 200, 7, 5, false, 60),
         ] {
             let x = points(seed, n, d);
-            let got = candidates_host(&x, n, d, k, truncate);
+            let got = candidates_host(&x, (n, d, k), truncate, bound_refs);
             let mut certified = 0;
             for (q, (kept, sure)) in got.iter().enumerate() {
                 if !sure {
