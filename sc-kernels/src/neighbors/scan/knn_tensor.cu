@@ -104,13 +104,15 @@ extern "C" __global__ void tc_row_terms(const float* __restrict__ x, const float
     }
 }
 
+// c += a b for the A fragment a = (a0, a1, a2, a3) in order (see tc_stream: the queries' words
+// are put in this order once a block has loaded them) and the B fragment b = (b0, b1).
 __device__ __forceinline__ void mma_f16(float* c, float4 a, float2 b) {
 #if __CUDA_ARCH__ >= 800
     asm volatile(
         "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
         "{%8,%9}, {%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(__float_as_uint(a.x)), "r"(__float_as_uint(a.z)), "r"(__float_as_uint(a.y)),
+        : "r"(__float_as_uint(a.x)), "r"(__float_as_uint(a.y)), "r"(__float_as_uint(a.z)),
           "r"(__float_as_uint(a.w)), "r"(__float_as_uint(b.x)), "r"(__float_as_uint(b.y)));
 #endif
 }
@@ -152,31 +154,61 @@ __device__ __forceinline__ void tc_load_chunk(const float* __restrict__ refs,
         if (t < 32) cp_async16(rbs + t * 4, rb + r0 + t * 4);
         else if (t < 64) cp_async16(rms + (t - 32) * 4, nrm + r0 + (t - 32) * 4);
     } else {
+        // Past n: NaN bounds, which no threshold passes (as a padding slot's).
         for (u32 t = threadIdx.x; t < KT_R; t += KT_THREADS) {
             bool in = r0 + t < n;
-            rbs[t] = in ? rb[r0 + t] : 0.0f;
+            rbs[t] = in ? rb[r0 + t] : __int_as_float(0x7fc00000);
             rms[t] = in ? nrm[r0 + t] : 0.0f;
         }
     }
     cp_async_commit();
 }
 
-// The products of warp `warp`'s 16 queries (as, packed) with a chunk of 128 references (bs,
-// packed): acc[t][e] for reference 8 t + 2 tg + (e & 1), query row g (e < 2) or g + 8.
+// The products of warp `warp`'s 16 queries (as, packed, each A fragment in order) with a chunk
+// of 128 references (bs, packed): acc[t][e] for reference 8 t + 2 tg + (e & 1), query row g
+// (e < 2) or g + 8. The addresses step from two bases, so the loads take constant offsets.
 __device__ __forceinline__ void tc_products(float (*acc)[4], const float* as, const float* bs,
                                             u32 ks, u32 warp, u32 lane) {
 #pragma unroll
     for (int t = 0; t < 16; ++t)
 #pragma unroll
         for (int e = 0; e < 4; ++e) acc[t][e] = 0.0f;
-    for (u32 s = 0; s < ks; ++s) {
-        float4 a = *(const float4*)(as + ((s * 8 + warp) * 32 + lane) * 4);
+    const float4* ap = (const float4*)as + warp * 32 + lane;
+    const float4* bp = (const float4*)bs + lane;
+    for (u32 s = 0; s < ks; ++s, ap += 256, bp += 256) {
+        const float4 a = *ap;
 #pragma unroll
         for (int t2 = 0; t2 < 8; ++t2) {
-            float4 b = *(const float4*)(bs + ((s * 8 + t2) * 32 + lane) * 4);
+            const float4 b = bp[t2 * 32];
             mma_f16(acc[2 * t2], a, make_float2(b.x, b.y));
             mma_f16(acc[2 * t2 + 1], a, make_float2(b.z, b.w));
         }
+    }
+}
+
+// The products acc (tc_products) turned in place into bounds, rb[j] - 2 q.r + sign ka |q| |r_j|
+// (sign +1: upper bounds of pass 1, -1: lower bounds of pass 2; qk_a, qk_b = ka |q| of the
+// rows g and g + 8), with the least of each row's: (lo_a, lo_b). NaN bounds (padding) never
+// count as least.
+template <int SIGN>
+__device__ __forceinline__ void tc_bounds(float (*acc)[4], const float* rbs, const float* rms,
+                                          u32 tg, float qk_a, float qk_b, float& lo_a,
+                                          float& lo_b) {
+    lo_a = __int_as_float(0x7f800000);
+    lo_b = lo_a;
+    const float2* rb2 = (const float2*)rbs + tg;
+    const float2* rm2 = (const float2*)rms + tg;
+#pragma unroll
+    for (int t = 0; t < 16; ++t) {
+        const float2 rb = rb2[t * 4];
+        const float2 rm = rm2[t * 4];
+        const float ma = SIGN > 0 ? rm.x : -rm.x, mb = SIGN > 0 ? rm.y : -rm.y;
+        acc[t][0] = __fmaf_rn(ma, qk_a, __fmaf_rn(-2.0f, acc[t][0], rb.x));
+        acc[t][1] = __fmaf_rn(mb, qk_a, __fmaf_rn(-2.0f, acc[t][1], rb.y));
+        acc[t][2] = __fmaf_rn(ma, qk_b, __fmaf_rn(-2.0f, acc[t][2], rb.x));
+        acc[t][3] = __fmaf_rn(mb, qk_b, __fmaf_rn(-2.0f, acc[t][3], rb.y));
+        lo_a = fminf(lo_a, fminf(acc[t][0], acc[t][1]));
+        lo_b = fminf(lo_b, fminf(acc[t][2], acc[t][3]));
     }
 }
 
@@ -232,7 +264,8 @@ struct TcProbedChunks {
 
 // Streams the chunks of `seq` through shared memory and calls epi(c, bs, rbs, rms) with chunk
 // c in place (all threads; the epilogue may synchronise its warp only). The block's queries
-// (`qpacked`, one packed chunk) are loaded first (their cp.async group is the oldest).
+// (`qpacked`, one packed chunk) are loaded first, and their words put in the A fragment's
+// order.
 template <typename Seq, typename Epi>
 __device__ __forceinline__ void tc_stream(const float* __restrict__ refs, const float* __restrict__ rb,
                                           const float* __restrict__ nrm, u64 n, u32 ks,
@@ -241,6 +274,17 @@ __device__ __forceinline__ void tc_stream(const float* __restrict__ refs, const 
     const u32 per_chunk = ks * 1024;
     for (u32 t = threadIdx.x; t < per_chunk / 4; t += KT_THREADS) cp_async16(sh.as + t * 4, qpacked + t * 4);
     cp_async_commit();
+    // The queries serve only as A: their words (a0, a2, a1, a3) in the packed order are put in
+    // the fragment's order once, so every product reads them as they lie.
+    cp_async_wait_all();
+    __syncthreads();
+    for (u32 t = threadIdx.x; t < per_chunk / 4; t += KT_THREADS) {
+        float4* w = (float4*)sh.as + t;
+        const float y = w->y;
+        w->y = w->z;
+        w->z = y;
+    }
+    __syncthreads();
     u64 cur = 0;
     bool has = seq.next(cur);
     if (nbuf == 2 && has) tc_load_chunk(refs, rb, nrm, n, ks, cur, sh.bsb, sh.rbsb, sh.rmsb);
@@ -305,7 +349,11 @@ __device__ __forceinline__ void tc_bound_block(
               [&](u64 c, const float* bs, const float* rbs, const float* rms) {
         float acc[16][4];
         tc_products(acc, sh.as, bs, ks, warp, lane);
-        const u64 r0 = c * KT_R;
+        float lo_a, lo_b;
+        tc_bounds<1>(acc, rbs, rms, tg, qa_k, qb_k, lo_a, lo_b);
+        // Past the first chunks few upper bounds fall below a query's k-th: most warps have
+        // none to merge.
+        if (!__any_sync(FULL_MASK, lo_a < thr[qa_row] || lo_b < thr[qb_row])) return;
         // Upper bounds below a query's k-th go to its buffer, CAP at a time: values that did
         // not fit are offered again once the merge has lowered the threshold.
         unsigned long long pushed = 0;
@@ -315,12 +363,10 @@ __device__ __forceinline__ void tc_bound_block(
             for (int t = 0; t < 16; ++t) {
 #pragma unroll
                 for (int e = 0; e < 4; ++e) {
-                    u32 j = t * 8 + tg * 2 + (e & 1);
                     u32 qr = (e < 2) ? qa_row : qb_row;
-                    float v = __fmaf_rn(rms[j], (e < 2) ? qa_k : qb_k,
-                                        __fmaf_rn(-2.0f, acc[t][e], rbs[j]));
+                    float v = acc[t][e];
                     unsigned long long bit = 1ull << (t * 4 + e);
-                    if (!(pushed & bit) && v < ((e < 2) ? ta : tb) && r0 + j < n) {
+                    if (!(pushed & bit) && v < ((e < 2) ? ta : tb)) {
                         u32 p = atomicAdd(&cnt[qr], 1u);
                         if (p < KT_CAP) {
                             bv[qr * KT_CAP + p] = v;
@@ -399,15 +445,17 @@ __device__ __forceinline__ void tc_collect_block(
               [&](u64 c, const float* bs, const float* rbs, const float* rms) {
         float acc[16][4];
         tc_products(acc, sh.as, bs, ks, warp, lane);
+        float lo_a, lo_b;
+        tc_bounds<-1>(acc, rbs, rms, tg, qa_k, qb_k, lo_a, lo_b);
+        // Few references are candidates: most threads have none in a chunk.
+        if (!(lo_a <= ta || lo_b <= tb)) return;
         const u64 r0 = c * KT_R;
 #pragma unroll
         for (int t = 0; t < 16; ++t) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 u32 j = t * 8 + tg * 2 + (e & 1);
-                float v = __fmaf_rn(-rms[j], (e < 2) ? qa_k : qb_k,
-                                    __fmaf_rn(-2.0f, acc[t][e], rbs[j]));
-                if (v <= ((e < 2) ? ta : tb) && r0 + j < n) {
+                if (acc[t][e] <= ((e < 2) ? ta : tb)) {
                     u32 qr = (e < 2) ? qa_row : qb_row;
                     u32 p = atomicAdd(&cnt[qr], 1u);
                     if (p < width) cand[(u64)qr * width + p] = ids ? ids[r0 + j] : (u32)(r0 + j);
