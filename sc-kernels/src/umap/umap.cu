@@ -74,22 +74,95 @@ __device__ __forceinline__ void umap_load(float* to, const float* from, int dim)
     }
 }
 
-// Gradient::attraction: d2^(b-1) as d2^b / d2.
-__device__ __forceinline__ float umap_attraction(float d2, float a, float b) {
+// Gradient::attraction (a pull: d2^(b-1) as d2^b / d2) or Gradient::repulsion (a push). The
+// power is formed for either kind, so that a warp's threads take the series together.
+__device__ __forceinline__ float umap_coefficient(bool pull, float d2, float a, float b,
+                                                  float gamma) {
+    const float p = pow_f32(d2, b);
     if (!(d2 > 0.0f)) return 0.0f;
-    float p = pow_f32(d2, b);
-    return __fdiv_rn(__fmul_rn(__fmul_rn(-2.0f * a, b), p),
-                     __fmul_rn(d2, __fadd_rn(__fmul_rn(a, p), 1.0f)));
+    return __fdiv_rn(pull ? __fmul_rn(__fmul_rn(-2.0f * a, b), p) : __fmul_rn(2.0f * gamma, b),
+                     __fmul_rn(pull ? d2 : __fadd_rn(0.001f, d2),
+                               __fadd_rn(__fmul_rn(a, p), 1.0f)));
 }
 
-// Gradient::repulsion.
-__device__ __forceinline__ float umap_repulsion(float r2, float a, float b, float gamma) {
-    if (!(r2 > 0.0f)) return 0.0f;
-    return __fdiv_rn(__fmul_rn(2.0f * gamma, b),
-                     __fmul_rn(__fadd_rn(0.001f, r2), __fadd_rn(__fmul_rn(a, pow_f32(r2, b)), 1.0f)));
+// Edges whose next samples a cell reads at once when it looks for its next edge sampled now
+// (fewer reads waited for one after another).
+#define UMAP_SCAN 4
+
+// Where a cell's epoch stands: its edge cursor, the pulls left toward the edge's other end `k`,
+// and the edge's negative samples (`key`, the next index `p` of `count`).
+struct UmapWalk {
+    u64 e, row1, key, p, count;
+    u32 k;
+    int pulls;
+};
+
+// The cell's next move, as `move_cell` orders them: two pulls toward each edge sampled now, then
+// the pushes of its negative samples that are not the cell itself. False when the epoch is done.
+// Each edge's state is advanced when the edge is reached (its values do not depend on the moves).
+__device__ __forceinline__ bool umap_next_move(
+    UmapWalk& w, const u32* __restrict__ indices, const double* __restrict__ epochs_per_sample,
+    const double* __restrict__ epochs_per_negative, double* __restrict__ next_sample,
+    double* __restrict__ next_negative, u64 n, u64 epoch, int negative_samples, u64 seed, u64 j,
+    u64* other, bool* pull) {
+    if (w.pulls > 0) {
+        --w.pulls;
+        *other = w.k;
+        *pull = true;
+        return true;
+    }
+    *pull = false;
+    const double e_now = (double)epoch;
+    while (w.p < w.count) {
+        const u64 h = mix64(w.key + w.p * 0x9e3779b97f4a7c15ull);
+        ++w.p;
+        const u64 s = ((h >> 32) * n) >> 32;
+        if (s != j) {
+            *other = s;
+            return true;
+        }
+    }
+    // The next edge sampled now (next sample not after this epoch), UMAP_SCAN edges at a time.
+    double ns = 0.0;
+    for (;;) {
+        if (w.e >= w.row1) return false;
+        double v[UMAP_SCAN];
+#pragma unroll
+        for (int i = 0; i < UMAP_SCAN; i++)
+            v[i] = w.e + i < w.row1 ? next_sample[w.e + i]
+                                    : __longlong_as_double(0x7ff0000000000000ll);  // +inf
+        int first = UMAP_SCAN;
+#pragma unroll
+        for (int i = UMAP_SCAN - 1; i >= 0; i--)
+            if (!(v[i] > e_now)) {
+                first = i;
+                ns = v[i];
+            }
+        w.e += first;
+        if (first < UMAP_SCAN) break;
+    }
+    const u64 e = w.e++;
+    next_sample[e] = __dadd_rn(ns, epochs_per_sample[e]);
+    w.k = indices[e];
+    w.pulls = 1;
+    w.p = w.count = 0;
+    if (negative_samples) {
+        const double per_negative = epochs_per_negative[e], nn = next_negative[e];
+        const double c = __ddiv_rn(__dsub_rn(e_now, nn), per_negative);
+        w.count = c > 0.0 ? (u64)c : 0;
+        next_negative[e] = __dadd_rn(nn, __dmul_rn((double)w.count, per_negative));
+        w.key = hash3(seed, epoch, e);  // negative_key
+    }
+    *other = w.k;
+    *pull = true;
+    return true;
 }
 
-// Cell j's epoch (DIM: the coordinates known at compile time, 0: `dim` of them).
+// Cell j's epoch (DIM: the coordinates known at compile time, 0: `dim` of them). One move a
+// turn of the loop, whichever kind: the threads of a warp reach the gradient's arithmetic (the
+// f64 power series) together, however their cells' edges and samples fall. The next move's other
+// cell is read before this move's arithmetic, so that the read's latency is not on the path of
+// a cell's moves one after another (a hub's path is the epoch's shortest possible time).
 template <int DIM>
 __device__ __forceinline__ void umap_cell(
     const u64* __restrict__ indptr, const u32* __restrict__ indices,
@@ -98,45 +171,40 @@ __device__ __forceinline__ void umap_cell(
     const float* __restrict__ prev, float* __restrict__ out, u64 n, int dim, u64 epoch,
     float alpha, float a, float b, float gamma, int negative_samples, u64 seed, u64 j) {
     float cur[DIM > 0 ? DIM : UMAP_MAX_DIMS], o[DIM > 0 ? DIM : UMAP_MAX_DIMS];
+    float ahead[DIM > 0 ? DIM : UMAP_MAX_DIMS];
     umap_load<DIM>(cur, prev + j * dim, dim);
-    const double e_now = (double)epoch;
-    const u64 row1 = indptr[j + 1];
-    for (u64 e = indptr[j]; e < row1; ++e) {
-        const double ns = next_sample[e];
-        if (ns > e_now) continue;
-        umap_load<DIM>(o, prev + (u64)indices[e] * dim, dim);
-        for (int pull = 0; pull < 2; ++pull)
-            umap_move<DIM>(cur, o, dim, umap_attraction(umap_d2<DIM>(cur, o, dim), a, b), alpha);
-        next_sample[e] = __dadd_rn(ns, epochs_per_sample[e]);
-        if (!negative_samples) continue;
-        const double per_negative = epochs_per_negative[e], nn = next_negative[e];
-        double c = __ddiv_rn(__dsub_rn(e_now, nn), per_negative);
-        u64 count = c > 0.0 ? (u64)c : 0;
-        next_negative[e] = __dadd_rn(nn, __dmul_rn((double)count, per_negative));
-        const u64 key = hash3(seed, epoch, e);  // negative_key
-        for (u64 p = 0; p < count; ++p) {
-            u64 h = mix64(key + p * 0x9e3779b97f4a7c15ull);
-            u64 s = ((h >> 32) * n) >> 32;
-            if (s == j) continue;
-            umap_load<DIM>(o, prev + s * dim, dim);
-            float rc = umap_repulsion(umap_d2<DIM>(cur, o, dim), a, b, gamma);
-            if (rc > 0.0f) umap_move<DIM>(cur, o, dim, rc, alpha);
-        }
+    UmapWalk w = {indptr[j], indptr[j + 1], 0, 0, 0, 0, 0};
+    u64 other;
+    bool pull;
+    bool more = umap_next_move(w, indices, epochs_per_sample, epochs_per_negative, next_sample,
+                               next_negative, n, epoch, negative_samples, seed, j, &other, &pull);
+    if (more) umap_load<DIM>(ahead, prev + other * dim, dim);
+    while (more) {
+        const bool this_pull = pull;
+        umap_load<DIM>(o, ahead, dim);
+        more = umap_next_move(w, indices, epochs_per_sample, epochs_per_negative, next_sample,
+                              next_negative, n, epoch, negative_samples, seed, j, &other, &pull);
+        if (more) umap_load<DIM>(ahead, prev + other * dim, dim);
+        const float coeff = umap_coefficient(this_pull, umap_d2<DIM>(cur, o, dim), a, b, gamma);
+        // A pull always moves (by zero when d2 is); a push only with a positive coefficient.
+        if (this_pull || coeff > 0.0f) umap_move<DIM>(cur, o, dim, coeff, alpha);
     }
     const int dims = DIM > 0 ? DIM : dim;
     for (int d = 0; d < dims; d++) out[j * dim + d] = cur[d];
 }
 
-// One epoch, a thread per cell.
+// One epoch, a thread per cell, the cells taken in `order` (most work first: a warp's cells end
+// together).
 extern "C" __global__ void umap_epoch(
     const u64* __restrict__ indptr, const u32* __restrict__ indices,
     const double* __restrict__ epochs_per_sample, const double* __restrict__ epochs_per_negative,
     double* __restrict__ next_sample, double* __restrict__ next_negative,
-    const float* __restrict__ prev, float* __restrict__ out,
+    const float* __restrict__ prev, float* __restrict__ out, const u32* __restrict__ order,
     u64 n, int dim, u64 epoch, float alpha, float a, float b, float gamma,
     int negative_samples, u64 seed) {
-    const u64 j = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= n) return;
+    const u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n) return;
+    const u64 j = order[t];
     if (dim == 2)
         umap_cell<2>(indptr, indices, epochs_per_sample, epochs_per_negative, next_sample,
                      next_negative, prev, out, n, dim, epoch, alpha, a, b, gamma,
@@ -209,7 +277,8 @@ extern "C" __global__ void umap_transform(
             const double p = ps[j];
             if (p < 0.0 || next[j] > now) continue;
             umap_load<0>(o, layout + (u64)nb[j] * dim, dim);
-            umap_move<0>(cur, o, dim, umap_attraction(umap_d2<0>(cur, o, dim), a, b), alpha);
+            umap_move<0>(cur, o, dim, umap_coefficient(true, umap_d2<0>(cur, o, dim), a, b, gamma),
+                         alpha);
             next[j] = __dadd_rn(next[j], p);
             if (!negative_samples) continue;
             const double per_negative = __ddiv_rn(p, rate), nn = next_neg[j];
@@ -219,7 +288,7 @@ extern "C" __global__ void umap_transform(
             for (u64 q = 0; q < count; ++q) {
                 const u64 h = mix64(key + q * 0x9e3779b97f4a7c15ull);
                 umap_load<0>(o, layout + (((h >> 32) * n_ref) >> 32) * dim, dim);
-                const float rc = umap_repulsion(umap_d2<0>(cur, o, dim), a, b, gamma);
+                const float rc = umap_coefficient(false, umap_d2<0>(cur, o, dim), a, b, gamma);
                 if (rc > 0.0f) umap_move<0>(cur, o, dim, rc, alpha);
             }
             next_neg[j] = __dadd_rn(nn, __dmul_rn((double)count, per_negative));
