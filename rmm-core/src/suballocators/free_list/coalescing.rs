@@ -415,6 +415,19 @@ impl CoalescingFreeList {
         self.quick.as_ref().is_some_and(|q| q.len() > 0)
     }
 
+    /// `size` bytes from the front of the smallest larger block the quick bins hold, the rest
+    /// given back coalescing ([`super::quick::QuickBins::pop_at_least`]).
+    #[inline(never)]
+    fn cut_quick(&mut self, size: usize) -> Option<u64> {
+        if size > QUICK_MAX {
+            return None;
+        }
+        let (addr, held) = self.quick.as_mut()?.pop_at_least(size)?;
+        self.free_bytes -= held;
+        self.give_coalescing(addr + size as u64, held - size);
+        Some(addr)
+    }
+
     /// Coalesces the quick bins' blocks into the list.
     #[cold]
     #[inline(never)]
@@ -550,8 +563,12 @@ impl FreeStore for CoalescingFreeList {
         }
         let i = match self.best_fit(size) {
             Some(i) => i,
-            // The quick blocks, coalesced, may make one that fits.
+            // A larger quick block cut to size (the rest coalesced), else the quick blocks
+            // coalesced may make one that fits.
             None if self.holds_quick() => {
+                if let Some(addr) = self.cut_quick(size) {
+                    return Some(addr);
+                }
                 self.flush_quick();
                 self.best_fit(size)?
             }

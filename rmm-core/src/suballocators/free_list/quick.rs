@@ -38,6 +38,8 @@ pub(crate) const QUICK_BYTES: usize = 64 << 20;
 pub(crate) struct QuickBins {
     addrs: Box<[[u64; QUICK_CAP]; QUICK_BINS]>,
     lens: [u8; QUICK_BINS],
+    /// Bit `b % 64` of word `b / 64`: stack `b` holds a block ([`QuickBins::pop_at_least`]).
+    held: [u64; QUICK_BINS / 64],
     count: usize,
     /// Bytes held, at most [`QUICK_BYTES`].
     bytes: usize,
@@ -58,6 +60,7 @@ impl Default for QuickBins {
                 .try_into()
                 .expect("QUICK_BINS stacks"),
             lens: [0; QUICK_BINS],
+            held: [0; QUICK_BINS / 64],
             count: 0,
             bytes: 0,
             paused: 0,
@@ -90,6 +93,7 @@ impl QuickBins {
         }
         self.addrs[b][n] = addr;
         self.lens[b] = n as u8 + 1;
+        self.held[b / 64] |= 1 << (b % 64);
         self.count += 1;
         self.bytes += size;
         true
@@ -109,6 +113,30 @@ impl QuickBins {
         }
         self.shrink(b);
         Some(self.addrs[b][n - 1])
+    }
+
+    /// The last block freed of the smallest size held above `size` (at most [`QUICK_MAX`]), as
+    /// (address, size): a request that finds no block of its own size in the list cuts it from
+    /// such a block instead of flushing every stack (the arena's streams, which hold a few
+    /// superblocks, missed often and flushed thousands of blocks each time).
+    pub(crate) fn pop_at_least(&mut self, size: usize) -> Option<(u64, usize)> {
+        let from = bin_of(size) + 1;
+        if from >= QUICK_BINS {
+            return None;
+        }
+        let mut w = from / 64;
+        let mut bits = self.held[w] & (!0u64 << (from % 64));
+        while bits == 0 {
+            w += 1;
+            if w == self.held.len() {
+                return None;
+            }
+            bits = self.held[w];
+        }
+        let b = w * 64 + bits.trailing_zeros() as usize;
+        let n = self.lens[b] as usize;
+        self.shrink(b);
+        Some((self.addrs[b][n - 1], (b + 1) * ALIGNMENT))
     }
 
     /// A request larger than [`QUICK_MAX`] came: the next small frees go to the coalescing part
@@ -161,6 +189,9 @@ impl QuickBins {
     #[inline(always)]
     fn shrink(&mut self, b: usize) {
         self.lens[b] -= 1;
+        if self.lens[b] == 0 {
+            self.held[b / 64] &= !(1 << (b % 64));
+        }
         self.count -= 1;
         self.bytes -= (b + 1) * ALIGNMENT;
     }
@@ -168,6 +199,7 @@ impl QuickBins {
     /// Forgets every block held.
     pub(crate) fn clear(&mut self) {
         self.lens = [0; QUICK_BINS];
+        self.held = [0; QUICK_BINS / 64];
         self.count = 0;
         self.bytes = 0;
     }
@@ -241,5 +273,38 @@ mod tests {
             assert!(!q.push(0x1000, 256), "paused after a larger request");
         }
         assert!(q.push(0x1000, 256));
+    }
+
+    #[test]
+    fn pop_at_least_gives_the_smallest_larger_size_held() {
+        let mut q = QuickBins::default();
+        assert_eq!(q.pop(256), None); // arms the stacks
+        assert_eq!(q.pop_at_least(256), None, "nothing held");
+        assert!(q.push(0x1000, 1024));
+        assert!(q.push(0x2000, 1024));
+        assert!(q.push(0x8000, 40 * 1024)); // past the first word of the bitmap
+        assert!(q.push(0x3000, QUICK_MAX));
+        assert_eq!(
+            q.pop_at_least(1024),
+            Some((0x8000, 40 * 1024)),
+            "strictly larger"
+        );
+        assert_eq!(
+            q.pop_at_least(256),
+            Some((0x2000, 1024)),
+            "the last freed first"
+        );
+        assert_eq!(q.pop_at_least(256), Some((0x1000, 1024)));
+        assert_eq!(q.pop_at_least(512), Some((0x3000, QUICK_MAX)));
+        assert_eq!(q.pop_at_least(256), None, "all taken");
+        assert_eq!(
+            q.pop_at_least(QUICK_MAX),
+            None,
+            "none is larger than the largest kept"
+        );
+        assert_eq!((q.len(), q.blocks().count()), (0, 0));
+        assert!(q.push(0x4000, 2048));
+        q.clear();
+        assert_eq!(q.pop_at_least(256), None, "cleared");
     }
 }
