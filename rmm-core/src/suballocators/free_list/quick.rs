@@ -6,12 +6,14 @@
 //! `random_allocations` at 1 KiB: four sizes) pays for coalescing on every free and for
 //! splitting on every allocation, to end with the same blocks. Here a freed block of at most
 //! [`QUICK_MAX`] bytes goes onto its size's stack (at most [`QUICK_CAP`] blocks), and an
-//! allocation of that size pops it: a few instructions, no address map touched. The list flushes
-//! the stacks into its coalescing part (every block merged with its free neighbours) whenever a
-//! request finds no block there, before it says it has none, so a quick block never makes an
-//! allocation fail or grow the pool; and before any request larger than `QUICK_MAX`, so that
-//! small blocks kept apart never cut the large free blocks such requests need (the pipeline's
-//! allocation logs fragment no more than without them). After such a request the next
+//! allocation of that size pops it: a few instructions, no address map touched. A request that
+//! finds no block of its size, here or in the coalescing part, is cut from the smallest larger
+//! block held here ([`QuickBins::pop_at_least`]). Only when none is held does the list flush the
+//! stacks into its coalescing part (every block merged with its free neighbours), before it says
+//! it has no block, so a quick block never makes an allocation fail or grow the pool. It also
+//! flushes them before any request larger than `QUICK_MAX`, so that small blocks kept apart never
+//! cut the large free blocks such requests need (the pipeline's allocation logs fragment no more
+//! than without them). After such a request the next
 //! [`PAUSE`] small frees skip the stacks: where sizes mix, blocks would only go round through
 //! them. The stacks hold at most `QUICK_CAP` blocks of each size and [`QUICK_BYTES`] over all,
 //! and only while the list serves small requests: a stream that only frees (its blocks stolen
