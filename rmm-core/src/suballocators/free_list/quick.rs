@@ -19,7 +19,7 @@
 //! and only while the list serves small requests: a stream that only frees (its blocks stolen
 //! by another) keeps them coalesced, as they move better so.
 
-use super::bitmap::bin_of;
+use super::bitmap::{bin_of, BinBitmap};
 use rmm_cuda::ALIGNMENT;
 
 /// Largest block kept here (bins of 256, 512, ... bytes). RMM's `random_allocations` draws
@@ -40,8 +40,9 @@ pub(crate) const QUICK_BYTES: usize = 64 << 20;
 pub(crate) struct QuickBins {
     addrs: Box<[[u64; QUICK_CAP]; QUICK_BINS]>,
     lens: [u8; QUICK_BINS],
-    /// Bit `b % 64` of word `b / 64`: stack `b` holds a block ([`QuickBins::pop_at_least`]).
-    held: [u64; QUICK_BINS / 64],
+    /// The stacks that hold a block (the coalescing part's bitmap type, only its first
+    /// `QUICK_BINS` bins used): [`QuickBins::pop_at_least`] and [`QuickBins::largest`].
+    held: BinBitmap,
     count: usize,
     /// Bytes held, at most [`QUICK_BYTES`].
     bytes: usize,
@@ -62,7 +63,7 @@ impl Default for QuickBins {
                 .try_into()
                 .expect("QUICK_BINS stacks"),
             lens: [0; QUICK_BINS],
-            held: [0; QUICK_BINS / 64],
+            held: BinBitmap::new(),
             count: 0,
             bytes: 0,
             paused: 0,
@@ -95,7 +96,7 @@ impl QuickBins {
         }
         self.addrs[b][n] = addr;
         self.lens[b] = n as u8 + 1;
-        self.held[b / 64] |= 1 << (b % 64);
+        self.held.set(b);
         self.count += 1;
         self.bytes += size;
         true
@@ -122,20 +123,7 @@ impl QuickBins {
     /// such a block instead of flushing every stack (the arena's streams, which hold a few
     /// superblocks, missed often and flushed thousands of blocks each time).
     pub(crate) fn pop_at_least(&mut self, size: usize) -> Option<(u64, usize)> {
-        let from = bin_of(size) + 1;
-        if from >= QUICK_BINS {
-            return None;
-        }
-        let mut w = from / 64;
-        let mut bits = self.held[w] & (!0u64 << (from % 64));
-        while bits == 0 {
-            w += 1;
-            if w == self.held.len() {
-                return None;
-            }
-            bits = self.held[w];
-        }
-        let b = w * 64 + bits.trailing_zeros() as usize;
+        let b = self.held.first_from(bin_of(size) + 1)?;
         let n = self.lens[b] as usize;
         self.shrink(b);
         Some((self.addrs[b][n - 1], (b + 1) * ALIGNMENT))
@@ -157,10 +145,7 @@ impl QuickBins {
 
     /// Size of the largest block held (0 when empty).
     pub(crate) fn largest(&self) -> usize {
-        self.lens
-            .iter()
-            .rposition(|&n| n > 0)
-            .map_or(0, |b| (b + 1) * ALIGNMENT)
+        self.held.last().map_or(0, |b| (b + 1) * ALIGNMENT)
     }
 
     /// The blocks held, as (address, size).
@@ -192,7 +177,7 @@ impl QuickBins {
     fn shrink(&mut self, b: usize) {
         self.lens[b] -= 1;
         if self.lens[b] == 0 {
-            self.held[b / 64] &= !(1 << (b % 64));
+            self.held.clear(b);
         }
         self.count -= 1;
         self.bytes -= (b + 1) * ALIGNMENT;
@@ -201,7 +186,9 @@ impl QuickBins {
     /// Forgets every block held.
     pub(crate) fn clear(&mut self) {
         self.lens = [0; QUICK_BINS];
-        self.held = [0; QUICK_BINS / 64];
+        while let Some(b) = self.held.first_from(0) {
+            self.held.clear(b);
+        }
         self.count = 0;
         self.bytes = 0;
     }
