@@ -35,32 +35,21 @@ const WORK_LEVELS: usize = 4096;
 /// The cells in the order `umap_epoch`'s threads take them: by the moves expected of them an
 /// epoch, most first (an edge of weight w is sampled in w / max of the epochs, with two pulls and
 /// `rate` pushes), in index order among equals. A warp's 32 cells then end their epoch together,
-/// where in index order a cell of many edges holds 31 idle threads. A counting sort: O(cells +
-/// edges).
+/// where in index order a cell of many edges holds 31 idle threads. A counting sort
+/// ([`crate::group_by::group_by_key`]): O(cells + edges).
 fn work_order(graph: &CsrMatrix<f32>, max_weight: f32, rate: usize) -> Vec<u32> {
     use rayon::prelude::*;
     let per_weight = (2 + rate) as f64 / max_weight as f64;
-    let level: Vec<u16> = (0..graph.n_rows)
+    // Keyed by the levels from the top, so that the stable grouping puts the busiest first.
+    let keys: Vec<u32> = (0..graph.n_rows)
         .into_par_iter()
         .map(|j| {
             let w: f64 = graph.row(j).1.iter().map(|&w| w as f64).sum();
-            ((w * per_weight).round() as usize).min(WORK_LEVELS - 1) as u16
+            let level = ((w * per_weight).round() as usize).min(WORK_LEVELS - 1);
+            (WORK_LEVELS - 1 - level) as u32
         })
         .collect();
-    let mut start = vec![0usize; WORK_LEVELS + 1];
-    for &l in &level {
-        start[WORK_LEVELS - 1 - l as usize + 1] += 1;
-    }
-    for i in 0..WORK_LEVELS {
-        start[i + 1] += start[i];
-    }
-    let mut order = vec![0u32; graph.n_rows];
-    for (j, &l) in level.iter().enumerate() {
-        let slot = &mut start[WORK_LEVELS - 1 - l as usize];
-        order[*slot] = j as u32;
-        *slot += 1;
-    }
-    order
+    crate::group_by::group_by_key(&keys, WORK_LEVELS).0
 }
 
 /// [`super::umap`] with the epochs on the GPU.

@@ -85,6 +85,21 @@ __device__ __forceinline__ float umap_coefficient(bool pull, float d2, float a, 
                                __fadd_rn(__fmul_rn(a, p), 1.0f)));
 }
 
+// mod.rs `negative_sample`: the negative sample `p` of the edge whose key is `key`, among n cells.
+__device__ __forceinline__ u64 umap_negative_sample(u64 key, u64 p, u64 n) {
+    const u64 h = mix64(key + p * 0x9e3779b97f4a7c15ull);
+    return ((h >> 32) * n) >> 32;
+}
+
+// An edge's negative samples due at epoch `now` (the CPU's count), its next negative epoch `nn`
+// moved past them.
+__device__ __forceinline__ u64 umap_negatives_due(double now, double* nn, double per_negative) {
+    const double c = __ddiv_rn(__dsub_rn(now, *nn), per_negative);
+    const u64 count = c > 0.0 ? (u64)c : 0;
+    *nn = __dadd_rn(*nn, __dmul_rn((double)count, per_negative));
+    return count;
+}
+
 // Edges whose next samples a cell reads at once when it looks for its next edge sampled now
 // (fewer reads waited for one after another).
 #define UMAP_SCAN 4
@@ -114,9 +129,7 @@ __device__ __forceinline__ bool umap_next_move(
     *pull = false;
     const double e_now = (double)epoch;
     while (w.p < w.count) {
-        const u64 h = mix64(w.key + w.p * 0x9e3779b97f4a7c15ull);
-        ++w.p;
-        const u64 s = ((h >> 32) * n) >> 32;
+        const u64 s = umap_negative_sample(w.key, w.p++, n);
         if (s != j) {
             *other = s;
             return true;
@@ -147,10 +160,9 @@ __device__ __forceinline__ bool umap_next_move(
     w.pulls = 1;
     w.p = w.count = 0;
     if (negative_samples) {
-        const double per_negative = epochs_per_negative[e], nn = next_negative[e];
-        const double c = __ddiv_rn(__dsub_rn(e_now, nn), per_negative);
-        w.count = c > 0.0 ? (u64)c : 0;
-        next_negative[e] = __dadd_rn(nn, __dmul_rn((double)w.count, per_negative));
+        double nn = next_negative[e];
+        w.count = umap_negatives_due(e_now, &nn, epochs_per_negative[e]);
+        next_negative[e] = nn;
         w.key = hash3(seed, epoch, e);  // negative_key
     }
     *other = w.k;
@@ -281,17 +293,13 @@ extern "C" __global__ void umap_transform(
                          alpha);
             next[j] = __dadd_rn(next[j], p);
             if (!negative_samples) continue;
-            const double per_negative = __ddiv_rn(p, rate), nn = next_neg[j];
-            const double c = __ddiv_rn(__dsub_rn(now, nn), per_negative);
-            const u64 count = c > 0.0 ? (u64)c : 0;
+            const u64 count = umap_negatives_due(now, &next_neg[j], __ddiv_rn(p, rate));
             const u64 key = hash3(seed, epoch, i * k + j);  // negative_key
             for (u64 q = 0; q < count; ++q) {
-                const u64 h = mix64(key + q * 0x9e3779b97f4a7c15ull);
-                umap_load<0>(o, layout + (((h >> 32) * n_ref) >> 32) * dim, dim);
+                umap_load<0>(o, layout + umap_negative_sample(key, q, n_ref) * dim, dim);
                 const float rc = umap_coefficient(false, umap_d2<0>(cur, o, dim), a, b, gamma);
                 if (rc > 0.0f) umap_move<0>(cur, o, dim, rc, alpha);
             }
-            next_neg[j] = __dadd_rn(nn, __dmul_rn((double)count, per_negative));
         }
     }
     for (int d = 0; d < dim; ++d) out[i * dim + d] = cur[d];
