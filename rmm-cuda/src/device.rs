@@ -278,13 +278,6 @@ impl Device {
         Stream::new_on(self)
     }
 
-    /// A new stream like [`Device::new_stream`] whose kernels' blocks the GPU schedules before
-    /// those of streams made otherwise (CUDA's greatest stream priority; the others have the
-    /// least), for the work that a longer job beside it must not hold up.
-    pub fn new_urgent_stream(&self) -> Result<Stream> {
-        Stream::new_urgent_on(self)
-    }
-
     /// A new event (timing disabled, for ordering).
     pub fn new_event(&self) -> Result<Event> {
         Event::new_on(self)

@@ -113,23 +113,6 @@ impl Stream {
         Ok(Stream::of(device, inner, false))
     }
 
-    pub(crate) fn new_urgent_on(device: &Device) -> Result<Stream> {
-        let inner = match &*device.inner {
-            Backend::Cuda(ctx) => {
-                ctx.bind_to_thread().checked("cuCtxSetCurrent")?;
-                let (_least, greatest) =
-                    result::stream::get_priority_range().checked("cuCtxGetStreamPriorityRange")?;
-                Inner::Cuda(
-                    ctx.new_stream_with_priority(greatest)
-                        .checked("cuStreamCreateWithPriority")?,
-                )
-            }
-            // The simulated device runs no kernels: a stream like any other.
-            Backend::Sim(sim) => Inner::Sim(Arc::new(sim.next_id())),
-        };
-        Ok(Stream::of(device, inner, false))
-    }
-
     /// Wraps a cudarc stream (e.g. one a library created) so our resources can order on it.
     pub fn from_cuda(device: &Device, stream: Arc<CudaStream>) -> Result<Stream> {
         match &*device.inner {

@@ -84,8 +84,7 @@ fn simulated_peer_copies_check_both_ranges() {
 #[test]
 fn simulated_events_record_and_wait_are_logged() {
     let d = Device::simulated(1 << 20);
-    // An urgent stream is a stream like the others on the simulated device.
-    let (a, b) = (d.new_urgent_stream().unwrap(), d.new_stream().unwrap());
+    let (a, b) = (d.new_stream().unwrap(), d.new_stream().unwrap());
     assert_ne!(a.id(), b.id());
     let e = d.new_event().unwrap();
     b.wait_for(&a, &e).unwrap();

@@ -167,11 +167,8 @@ impl GpuRun {
             resource = t.clone();
             recorders.timeline = Some(t);
         }
-        // The steps in order take the GPU first: a step beside them (UMAP's epochs, on the
-        // step lane) fills what they leave, instead of queueing Leiden's short kernels behind
-        // its own (the atlas: Leiden 17.6 s beside UMAP, against 8.8).
         let stream = device
-            .new_urgent_stream()
+            .new_stream()
             .map_err(|e| Error::Device(format!("creating a stream on GPU {ordinal}: {e}")))?;
         let mut run =
             GpuRun::new(&device, &stream, resource)?.with_memory(budget, options.execution);
