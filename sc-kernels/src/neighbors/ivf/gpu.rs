@@ -93,7 +93,7 @@ fn search_index(
             let starts = ctx.upload(&index.lists.starts)?;
             let sizes = ctx.upload(&index.lists.sizes)?;
             let ptr = ctx.upload(&index.probe_ptr)?;
-            let probes = ctx.upload(&index.probes)?;
+            let probes_d = ctx.upload(&index.probes)?;
             let layout = packed::F32Layout {
                 xp: &index.xp,
                 table: &index.table,
@@ -103,27 +103,33 @@ fn search_index(
             };
             let probes = packed::DeviceProbes {
                 ptr: &ptr,
-                probes: &probes,
+                probes: &probes_d,
                 host_ptr: &index.probe_ptr,
                 host_probes: &index.probes,
             };
             // Pass 1 bounds from each list's nearest probes only (a valid bound from any
-            // subset: see `IvfParams::bound_probes`).
-            let kc = (k + EXTRA).min(n);
+            // subset: see `IvfParams::bound_probes`). Rows of the prefix are prefixes of the
+            // table's: where every row is whole (few probes), the table itself serves.
             let (bptr, bprobes) = lists::probe_prefix(
                 (&index.probe_ptr, &index.probes),
                 &index.lists.sizes,
                 index.bound_probes,
-                kc,
+                index.kc,
             );
-            let bound = (ctx.upload(&bptr)?, ctx.upload(&bprobes)?);
+            let prefix;
+            let bound = if bptr == index.probe_ptr {
+                (&ptr, &probes_d)
+            } else {
+                prefix = (ctx.upload(&bptr)?, ctx.upload(&bprobes)?);
+                (&prefix.0, &prefix.1)
+            };
             let (cells, f32_queries) = tensor_search::search(
                 ctx,
                 xd,
                 (n, d, k),
                 &slots,
                 &layout,
-                (&probes, (&bound.0, &bound.1)),
+                (&probes, bound),
                 part,
                 plan,
                 (&out_idx, &out_dist),
@@ -167,10 +173,10 @@ fn f32_search(
         table,
         probe_ptr,
         probes,
+        kc,
         ..
     } = index;
-    let n = xd.len() / d;
-    let kc = (k + EXTRA).min(n);
+    let kc = *kc;
     let positions = lists.perm.len();
     let d32 = d as u32;
 

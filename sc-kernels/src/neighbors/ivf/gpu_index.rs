@@ -23,6 +23,9 @@ pub(crate) struct GpuIndex {
     pub(crate) stats: IvfStats,
     pub(crate) probe_ptr: Vec<u32>,
     pub(crate) probes: Vec<u32>,
+    /// Candidates a cell keeps (`k + EXTRA`, at most the cells): each row of the probe table
+    /// reaches at least this many cells.
+    pub(crate) kc: usize,
     /// Lists the tensor scan's first pass bounds from (see [`IvfParams::bound_probes`]).
     pub(crate) bound_probes: usize,
 }
@@ -113,6 +116,7 @@ impl GpuIndex {
             stats,
             probe_ptr,
             probes,
+            kc,
             bound_probes: shape
                 .bound_probes
                 .map_or_else(|| default_bound_probes(n_probes), |b| b.min(n_probes)),
