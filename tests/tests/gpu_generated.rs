@@ -88,7 +88,7 @@ fn generated_run_matches_the_in_memory_run_on_the_same_cells() {
     let small = GpuRun::new(&d, &stream, resource.clone())
         .unwrap()
         .with_memory(48 << 20, Default::default());
-    let (got, records) = run_generated(&p, &config, &small, &mut Silent).unwrap();
+    let (got, records) = run_generated(&p, &config, &small, None, &mut Silent).unwrap();
     let mut want = generate_cell_by_cell(&p).unwrap();
     let full = GpuRun::new(&d, &stream, resource).unwrap();
     run_pipeline_on(&mut want, &config, Some(&full), &mut Silent).unwrap();
@@ -136,7 +136,7 @@ fn run_from_the_file_matches_the_in_memory_run() {
         let small = GpuRun::new(&d, &stream, resource.clone())
             .unwrap()
             .with_memory(48 << 20, Default::default());
-        let (got, records) = run_from_file(&path, &config, &small, &mut Silent).unwrap();
+        let (got, records) = run_from_file(&path, &config, &small, None, &mut Silent).unwrap();
         match format {
             "h5ad" => std::fs::remove_file(&path).unwrap(),
             _ => std::fs::remove_dir_all(&path).unwrap(),

@@ -22,7 +22,7 @@ pub use h5ad::read::h5ad_x_size;
 pub use h5ad::read::{read_h5ad, read_h5ad_with_notices};
 pub use h5ad::stream_write::H5adStreamWriter;
 pub use h5ad::write::{
-    create_h5ad, write_h5ad, write_h5ad_staged, write_h5ad_staged_without_x, H5adWrite,
+    create_h5ad, write_h5ad, write_h5ad_staged, write_h5ad_staged_without_x, H5adWrite, RowNames,
 };
 pub use open_rows::{open_row_chunks, row_chunks_extent};
 pub use output_file::{write_output_staged, OutputFormat, OutputWrite};

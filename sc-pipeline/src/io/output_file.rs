@@ -2,7 +2,9 @@
 //! written whole or in the two parts [`OutputWrite`] takes from two threads.
 
 use super::file_space::staged_file::StagedFile;
-use super::h5ad::write::{create_h5ad, write_h5ad_staged, write_h5ad_staged_without_x, H5adWrite};
+use super::h5ad::write::{
+    create_h5ad, write_h5ad_staged, write_h5ad_staged_without_x, H5adWrite, RowNames,
+};
 use super::zarr::store::ZarrCompression;
 use super::zarr::write::{write_zarr_staged, ZarrWrite};
 use crate::anndata::{AnnData, Matrix, Raw};
@@ -35,8 +37,8 @@ impl OutputFormat {
     }
 }
 
-/// An output written in two parts, possibly at once from two threads: X and `.raw`, and the
-/// rest (see [`H5adWrite`] and [`ZarrWrite`]).
+/// An output written in parts, possibly at once from several threads: X and `.raw`, the cell
+/// names (h5ad only), and the rest (see [`H5adWrite`] and [`ZarrWrite`]).
 pub enum OutputWrite {
     H5ad(H5adWrite),
     Zarr(ZarrWrite),
@@ -60,6 +62,15 @@ impl OutputWrite {
         match self {
             OutputWrite::H5ad(w) => w.write_x_and_raw(x, raw),
             OutputWrite::Zarr(w) => w.write_x_and_raw(x, raw),
+        }
+    }
+
+    /// The cell names ahead of the rest ([`H5adWrite::write_obs_names`]); a zarr store writes
+    /// them with the rest.
+    pub fn write_obs_names(&self, names: RowNames) -> Result<()> {
+        match self {
+            OutputWrite::H5ad(w) => w.write_obs_names(names),
+            OutputWrite::Zarr(_) => Ok(()),
         }
     }
 

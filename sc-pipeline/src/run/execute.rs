@@ -11,6 +11,7 @@ use super::output::{self, CellGraph, Finished};
 use super::plan::{Input, RunPlan, Target};
 use super::recorders::MemoryRecorders;
 use super::split::{graph_group, run_split_checked, Rank};
+use crate::io::OutputWrite;
 use crate::report::{RunReport, StepRecord, StepTimer, XPlacement};
 use crate::run::memory_plan::Placement;
 use crate::{AnnData, Error, Result};
@@ -250,6 +251,10 @@ fn run_without_x(
     let g = g
         .first()
         .expect("one GPU (generated_on_gpu and read_from_disk checked)");
+    // Created first: the cell names go into it while the cell-graph steps run.
+    let output = (plan.outputs.h5ad.as_path(), plan.outputs.format);
+    let file = OutputWrite::create(output.0, output.1)?;
+    let early = Some(&file);
     let (adata, records) = match &plan.input {
         Input::Demo { params: demo, .. } => {
             report.input = format!(
@@ -260,7 +265,7 @@ fn run_without_x(
                 "nowhere: generated on the GPU block by block for every pass",
                 note,
             ));
-            super::generated::run_generated(demo, &plan.config, g, observer)?
+            super::generated::run_generated(demo, &plan.config, g, early, observer)?
         }
         Input::File { path, .. } => {
             report.input = format!("{}, read for every pass", path.display());
@@ -268,13 +273,12 @@ fn run_without_x(
                 "on the disk: read from the file block by block for every pass",
                 note,
             ));
-            super::generated::run_from_file(path, &plan.config, g, observer)?
+            super::generated::run_from_file(path, &plan.config, g, early, observer)?
         }
     };
     report.steps.extend(records);
     report.gpu = Some(g.totals());
-    let output = (plan.outputs.h5ad.as_path(), plan.outputs.format);
-    let written = output::write_step(&adata, output, false, observer, &mut report)?;
+    let written = output::write_rest_step(file, &adata, output, observer, &mut report)?;
     output::finish(plan, &adata, report, start, written, &recorders)
         .map(|f| Outcome::Written(Box::new(f)))
 }

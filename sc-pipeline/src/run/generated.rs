@@ -22,6 +22,7 @@ use super::observer::StepObserver;
 use super::runner::Runner;
 use super::{table, PipelineConfig};
 use crate::anndata::Matrix;
+use crate::io::{OutputWrite, RowNames};
 use crate::report::StepRecord;
 use crate::steps::generated_blocks::{
     blocks_of_values, CellSource, Chain, DemoCells, GeneratedPass,
@@ -74,25 +75,28 @@ fn cells_per_block(
 
 /// The pipeline of `config` on the dataset of `p`, generated on `gpu` block by block (see the
 /// module documentation). The result's X is an empty placeholder of the right shape: write it
-/// with [`crate::io::write_h5ad_staged_without_x`].
+/// with [`crate::io::write_h5ad_staged_without_x`], or into `output` (created before the run:
+/// the cell names go in while the cell-graph steps run) with [`OutputWrite::write_rest`].
 pub fn run_generated(
     p: &SyntheticParams,
     config: &PipelineConfig,
     gpu: &GpuRun,
+    output: Option<&OutputWrite>,
     observer: &mut dyn StepObserver,
 ) -> Result<(AnnData, Vec<StepRecord>)> {
-    run_blocks(Made::Demo(p), config, gpu, observer)
+    run_blocks(Made::Demo(p), config, gpu, output, observer)
 }
 
 /// The pipeline of `config` on the h5ad file `path`, its X read block by block for every pass
-/// onto `gpu` (see the module documentation); the result as [`run_generated`]'s.
+/// onto `gpu` (see the module documentation); the result and `output` as [`run_generated`]'s.
 pub fn run_from_file(
     path: &Path,
     config: &PipelineConfig,
     gpu: &GpuRun,
+    output: Option<&OutputWrite>,
     observer: &mut dyn StepObserver,
 ) -> Result<(AnnData, Vec<StepRecord>)> {
-    run_blocks(Made::File(path), config, gpu, observer)
+    run_blocks(Made::File(path), config, gpu, output, observer)
 }
 
 /// Where the blocks come from.
@@ -145,6 +149,7 @@ fn run_blocks(
     made: Made<'_>,
     config: &PipelineConfig,
     gpu: &GpuRun,
+    output: Option<&OutputWrite>,
     observer: &mut dyn StepObserver,
 ) -> Result<(AnnData, Vec<StepRecord>)> {
     check_config(config)?;
@@ -202,13 +207,25 @@ fn run_blocks(
     // values, which this run never holds whole) comes after the others, which read obsm.
     let (own, on_obsm): (Vec<&'static Step>, Vec<&'static Step>) =
         table::enabled(config, Phase::CellGraph).partition(|s| s.generated.is_some());
-    r.run_steps(&mut adata, &env, Phase::CellGraph, &on_obsm)?;
-    for step in own {
-        let on = step.generated.expect("the steps with a generated form");
-        r.step_on(on.name, true, &mut adata, |a| {
-            (on.run)(a, &env, &mut pass).map(|note| ((), note + &source.reads_note()))
-        })?;
-    }
+    // The cell names are final: into the output while the cell-graph steps run (HDF5 takes
+    // seconds for ten million of them).
+    let names = output.map(|file| (file, RowNames::of(&adata.obs)));
+    std::thread::scope(|s| {
+        let naming = names.map(|(file, names)| s.spawn(move || file.write_obs_names(names)));
+        let steps = || {
+            r.run_steps(&mut adata, &env, Phase::CellGraph, &on_obsm)?;
+            for step in own {
+                let on = step.generated.expect("the steps with a generated form");
+                r.step_on(on.name, true, &mut adata, |a| {
+                    (on.run)(a, &env, &mut pass).map(|note| ((), note + &source.reads_note()))
+                })?;
+            }
+            Ok::<_, Error>(())
+        };
+        let ran = steps();
+        let named = naming.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+        ran.and(named.unwrap_or(Ok(())))
+    })?;
     Ok((adata, r.records))
 }
 

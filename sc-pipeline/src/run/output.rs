@@ -1,5 +1,5 @@
-//! A run's output: the h5ad written while the cell-graph steps run (X and `.raw`, final by
-//! then, on a thread of their own), or after the steps; then the pictures of the data
+//! A run's output: the h5ad written while the cell-graph steps run (X, `.raw` and the cell
+//! names, final by then, on a thread of their own), or after the steps; then the pictures of the data
 //! (`--plot`), the memory pictures, logs and the report, moved into place with the output only
 //! when everything succeeded.
 
@@ -10,7 +10,7 @@ use super::plan::{Input, Outputs, RunPlan};
 use super::recorders::MemoryRecorders;
 use super::PipelineConfig;
 use crate::anndata::Matrix;
-use crate::io::{OutputFormat, OutputWrite, StagedFile};
+use crate::io::{OutputFormat, OutputWrite, RowNames, StagedFile};
 use crate::report::{RunReport, StepTimer};
 use crate::{memory_timeline, AnnData, Error, Result};
 use sc_kernels::gpu::GpuContext;
@@ -83,8 +83,11 @@ impl CellGraph<'_> {
         // The steps read obsm and obs only; X is an empty stand-in of the same shape meanwhile.
         let x = std::mem::replace(&mut adata.x, Matrix::Sparse(CsrMatrix::zeros(n, g)));
         let raw = adata.raw.take();
+        let names = RowNames::of(&adata.obs);
         let (bulk, records, rest, destroying) = std::thread::scope(|s| {
             let writing = s.spawn(|| {
+                // The cell names first: short beside X, and the rest needs them.
+                file.write_obs_names(names)?;
                 let timer = StepTimer::start(&format!("write {}: X and .raw", format.name()));
                 let mut note = "while the cell-graph steps ran".to_string();
                 if file.reserves() {
@@ -188,16 +191,47 @@ pub(crate) fn write_step(
     observer: &mut dyn StepObserver,
     report: &mut RunReport,
 ) -> Result<StagedFile> {
-    let name = format!("write {}", format.name());
-    observer.started(&name);
-    let timer = StepTimer::start(&name);
-    let written = crate::io::write_output_staged(adata, output, format, with_x);
-    observer.stopped();
-    let written = written?;
     let note = match with_x {
         true => output.display().to_string(),
         false => format!("{} (no X)", output.display()),
     };
+    timed_write(adata, format, note, observer, report, || {
+        crate::io::write_output_staged(adata, output, format, with_x)
+    })
+}
+
+/// Writes everything of `adata` but X (a run without X: the generated demo's result) into
+/// `file`, created before the run (the cell names may be in it already), and closes it; timed
+/// as [`write_step`] is.
+pub(crate) fn write_rest_step(
+    file: OutputWrite,
+    adata: &AnnData,
+    (output, format): (&Path, OutputFormat),
+    observer: &mut dyn StepObserver,
+    report: &mut RunReport,
+) -> Result<StagedFile> {
+    let note = format!("{} (no X)", output.display());
+    timed_write(adata, format, note, observer, report, || {
+        file.write_rest(adata)?;
+        file.close()
+    })
+}
+
+/// Runs `write` as the "write h5ad" (or zarr) step of `report`, its record's note `note`.
+fn timed_write(
+    adata: &AnnData,
+    format: OutputFormat,
+    note: String,
+    observer: &mut dyn StepObserver,
+    report: &mut RunReport,
+    write: impl FnOnce() -> Result<StagedFile>,
+) -> Result<StagedFile> {
+    let name = format!("write {}", format.name());
+    observer.started(&name);
+    let timer = StepTimer::start(&name);
+    let written = write();
+    observer.stopped();
+    let written = written?;
     report
         .steps
         .push(timer.finish(adata.n_obs(), adata.n_vars(), note));

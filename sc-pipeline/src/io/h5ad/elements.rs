@@ -326,15 +326,52 @@ pub(crate) fn write_dataframe(
     name: &str,
     df: &DataFrame,
 ) -> Result<()> {
-    let element = element_path(parent, name);
     let g = new_group(ctx, parent, name, "dataframe", "0.2.0")?;
-    let index_name = encoding::index_name(df);
-    write_string_attr(ctx, &g, "_index", index_name, &element)?;
+    write_strings(ctx, &g, encoding::index_name(df), &[df.n_rows()], &df.index)?;
+    write_dataframe_columns(ctx, &g, df)
+}
+
+/// A dataframe group holding only its index, the row names `names` as the dataset
+/// `index_name`: [`write_dataframe_columns`] completes it. The names go in slices of
+/// [`INDEX_SLICE`], so that other threads get HDF5 (whose calls are serialised) between them:
+/// variable-length strings cost HDF5 about 0.3 us each (its global heap), seconds for ten
+/// million cell names.
+pub(crate) fn write_index_only(
+    ctx: &H5Ctx,
+    parent: &Group,
+    name: &str,
+    index_name: &str,
+    names: &[String],
+) -> Result<Group> {
+    let g = new_group(ctx, parent, name, "dataframe", "0.2.0")?;
+    let element = element_path(&g, index_name);
+    let s = to_varlen(names).map_err(|p| ctx.format(&element, p))?;
+    let ds = g
+        .new_dataset::<VarLenUnicode>()
+        .shape([s.len()])
+        .create(index_name)
+        .map_err(ctx.h5(&element))?;
+    for start in (0..s.len()).step_by(INDEX_SLICE) {
+        let end = (start + INDEX_SLICE).min(s.len());
+        ds.write_slice(&s[start..end], start..end)
+            .map_err(ctx.h5(&element))?;
+    }
+    set_encoding(ctx, &ds, "string-array", "0.2.0", &element)?;
+    Ok(g)
+}
+
+/// Row names per write of [`write_index_only`].
+const INDEX_SLICE: usize = 1 << 18;
+
+/// The rest of a dataframe group whose index is written: the `_index` and `column-order`
+/// attributes and the columns.
+pub(crate) fn write_dataframe_columns(ctx: &H5Ctx, g: &Group, df: &DataFrame) -> Result<()> {
+    let element = g.name();
+    write_string_attr(ctx, g, "_index", encoding::index_name(df), &element)?;
     let order: Vec<String> = df.column_names().map(str::to_string).collect();
-    write_string_list_attr(ctx, &g, "column-order", &order, &element)?;
-    write_strings(ctx, &g, index_name, &[df.n_rows()], &df.index)?;
+    write_string_list_attr(ctx, g, "column-order", &order, &element)?;
     for (col_name, col) in df.columns() {
-        write_column(ctx, &g, col_name, col)?;
+        write_column(ctx, g, col_name, col)?;
     }
     Ok(())
 }

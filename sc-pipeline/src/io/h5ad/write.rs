@@ -4,14 +4,18 @@
 use super::device_write::write_matrix;
 use super::elements::write_sparse_dict;
 use super::elements::{create_file, new_group, write_dataframe, write_dense_dict, write_dict};
+use super::elements::{write_dataframe_columns, write_index_only};
 use super::hdf5_access::H5Ctx;
-use crate::anndata::{AnnData, Matrix, Raw};
+use crate::anndata::{AnnData, DataFrame, Matrix, Raw};
+use crate::io::encoding;
 use crate::io::file_space::reserve_ahead::ReservedAhead;
 use crate::io::file_space::staged_file::StagedFile;
 use crate::io::file_space::system;
 use crate::{Error, Result};
 use hdf5::File;
+use rayon::prelude::*;
 use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
 
 /// Writes `adata` to `path`, replacing any existing file. The file is written under a
 /// temporary name and renamed at the end, so a failed write never leaves a truncated h5ad.
@@ -39,9 +43,10 @@ pub fn write_h5ad_staged_without_x(adata: &AnnData, path: impl AsRef<Path>) -> R
     Ok(staged)
 }
 
-/// An h5ad file written in two parts that may be written at once, from two threads, so that its
+/// An h5ad file written in parts that may be written at once, from several threads, so that its
 /// bulk is written while the steps after PCA run: [`H5adWrite::write_x_and_raw`] (X and `.raw`,
-/// final once PCA has run: harmony and neighbors add to obsm, obsp and uns only) and
+/// final once PCA has run: harmony and neighbors add to obsm, obsp and uns only),
+/// [`H5adWrite::write_obs_names`] (the cell names, final by then too) and
 /// [`H5adWrite::write_rest`] (everything else, as soon as those steps end: on several GPUs
 /// neighbors ends well before X and `.raw` are in the file). HDF5's calls are serialised by the
 /// hdf5 crate; the large datasets' bytes are copied outside them (`parallel_fill`).
@@ -51,7 +56,42 @@ pub struct H5adWrite {
     file: File,
     staged: StagedFile,
     /// Each part waits for the reservation to end before it writes (see [`create_h5ad`]).
-    ahead: std::sync::Mutex<Option<ReservedAhead>>,
+    ahead: Mutex<Option<ReservedAhead>>,
+    obs_names: Mutex<ObsNamesWritten>,
+}
+
+/// The row names of a table and the name of their dataset, as they were when taken: what
+/// [`H5adWrite::write_obs_names`] writes while the table itself goes on changing.
+pub struct RowNames {
+    index_name: String,
+    names: Vec<String>,
+}
+
+impl RowNames {
+    /// A copy of `df`'s row names (copied on rayon's threads: ten million cell names).
+    pub fn of(df: &DataFrame) -> RowNames {
+        RowNames {
+            index_name: encoding::index_name(df).to_string(),
+            names: df.index.par_iter().cloned().collect(),
+        }
+    }
+
+    /// Whether `df` still has these names.
+    fn same_as(&self, df: &DataFrame) -> bool {
+        self.index_name == encoding::index_name(df)
+            && self.names.len() == df.index.len()
+            && self.names.par_iter().zip(&df.index).all(|(a, b)| a == b)
+    }
+}
+
+/// Whether the obs names went into the file before the rest.
+enum ObsNamesWritten {
+    /// No: the rest writes them.
+    No,
+    /// Yes, these (the rest checks that obs still has them).
+    Yes(RowNames),
+    /// The rest has begun: names come no more.
+    Closed,
 }
 
 /// Creates the h5ad for `path` (under a temporary name, see [`write_h5ad_staged`]) and starts
@@ -79,14 +119,19 @@ pub fn create_h5ad(
         ctx,
         file,
         staged,
-        ahead: std::sync::Mutex::new(ahead),
+        ahead: Mutex::new(ahead),
+        obs_names: Mutex::new(ObsNamesWritten::No),
     })
 }
 
 impl H5adWrite {
     /// The reservation ahead, if any (a poisoned lock still holds it).
-    fn ahead(&self) -> std::sync::MutexGuard<'_, Option<ReservedAhead>> {
+    fn ahead(&self) -> MutexGuard<'_, Option<ReservedAhead>> {
         self.ahead.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn obs_names(&self) -> MutexGuard<'_, ObsNamesWritten> {
+        self.obs_names.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Whether pages are being reserved (or were) for this file.
@@ -116,12 +161,40 @@ impl H5adWrite {
         Ok(())
     }
 
+    /// Writes the cell names (obs's index) ahead of the rest of obs, from a thread of their own
+    /// while the steps that add to obs run: as HDF5's variable-length strings they take seconds
+    /// for ten million cells. Nothing happens once the rest has begun (it writes them then), or
+    /// for a table without names. [`H5adWrite::write_rest`] writes them again if obs no longer
+    /// has them (the space they took stays in the file).
+    pub fn write_obs_names(&self, names: RowNames) -> Result<()> {
+        let mut written = self.obs_names();
+        if !matches!(*written, ObsNamesWritten::No) || names.names.is_empty() {
+            return Ok(());
+        }
+        self.wait_for_reservation();
+        system::traced(
+            || "write obs names".into(),
+            || {
+                write_index_only(
+                    &self.ctx,
+                    &self.file,
+                    "obs",
+                    &names.index_name,
+                    &names.names,
+                )
+            },
+        )?;
+        *written = ObsNamesWritten::Yes(names);
+        Ok(())
+    }
+
     /// Writes everything of `adata` but X and `.raw` (which are [`H5adWrite::write_x_and_raw`]'s:
     /// `adata`'s X need only have the real X's shape).
     pub fn write_rest(&self, adata: &AnnData) -> Result<()> {
         adata.validate()?;
         self.wait_for_reservation();
-        write_rest(&self.ctx, &self.file, adata)
+        let names = std::mem::replace(&mut *self.obs_names(), ObsNamesWritten::Closed);
+        write_rest(&self.ctx, &self.file, adata, names)
     }
 
     /// Closes the file, still under its temporary name, and gives back what was reserved ahead
@@ -132,6 +205,7 @@ impl H5adWrite {
             file,
             staged,
             ahead,
+            obs_names: _,
         } = self;
         system::traced(|| "close".into(), || file.close()).map_err(ctx.h5("/"))?;
         if let Some(ahead) = ahead.into_inner().unwrap_or_else(|p| p.into_inner()) {
@@ -153,7 +227,7 @@ fn write_to(adata: &AnnData, path: &Path, with_x: bool) -> Result<()> {
             write_raw(&ctx, &file, raw)?;
         }
     }
-    write_rest(&ctx, &file, adata)?;
+    write_rest(&ctx, &file, adata, ObsNamesWritten::No)?;
     file.close().map_err(ctx.h5("/"))?;
     Ok(())
 }
@@ -166,12 +240,12 @@ fn write_raw(ctx: &H5Ctx, file: &File, raw: &Raw) -> Result<()> {
     write_dense_dict(ctx, &g, "varm", &raw.varm)
 }
 
-/// Everything but X and `.raw`.
-fn write_rest(ctx: &H5Ctx, file: &File, adata: &AnnData) -> Result<()> {
+/// Everything but X and `.raw` (obs's names may be in the file already).
+fn write_rest(ctx: &H5Ctx, file: &File, adata: &AnnData, names: ObsNamesWritten) -> Result<()> {
     let timed = |part: &str, write: &dyn Fn() -> Result<()>| {
         system::traced(|| format!("write {part}"), write)
     };
-    timed("obs", &|| write_dataframe(ctx, file, "obs", &adata.obs))?;
+    timed("obs", &|| write_obs(ctx, file, &adata.obs, &names))?;
     timed("var", &|| write_dataframe(ctx, file, "var", &adata.var))?;
     timed("obsm", &|| write_dense_dict(ctx, file, "obsm", &adata.obsm))?;
     timed("varm", &|| write_dense_dict(ctx, file, "varm", &adata.varm))?;
@@ -191,10 +265,23 @@ fn write_rest(ctx: &H5Ctx, file: &File, adata: &AnnData) -> Result<()> {
     timed("uns", &|| write_dict(ctx, file, "uns", &adata.uns))
 }
 
+/// obs, completing the group of its names written ahead when it still has those names.
+fn write_obs(ctx: &H5Ctx, file: &File, obs: &DataFrame, names: &ObsNamesWritten) -> Result<()> {
+    if let ObsNamesWritten::Yes(written) = names {
+        if written.same_as(obs) {
+            let g = file.group("obs").map_err(ctx.h5("/obs"))?;
+            return write_dataframe_columns(ctx, &g, obs);
+        }
+        // Names changed after they were written (no run does this): written again.
+        file.unlink("obs").map_err(ctx.h5("/obs"))?;
+    }
+    write_dataframe(ctx, file, "obs", obs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::anndata::DenseArray;
+    use crate::anndata::{ArrayData, DenseArray};
     use crate::io::file_space::parallel_fill;
     use sc_kernels::CsrMatrix;
     use std::collections::BTreeMap;
@@ -303,6 +390,58 @@ mod tests {
         );
         std::fs::remove_dir_all(&dir).unwrap();
         std::fs::remove_dir_all(&ahead_dir).unwrap();
+    }
+
+    /// The cell names written ahead of the rest (from another thread, in slices), then the
+    /// rest: the file reads back as written in one go; names changed after they were written
+    /// are written again; names offered once the rest has begun are not written twice.
+    #[test]
+    fn obs_names_written_ahead_complete_the_rest() {
+        let n = 600_000; // past one slice of names
+        let x = CsrMatrix::new(n, 1, vec![0; n + 1], vec![], vec![]).unwrap();
+        let mut a = AnnData::new(Matrix::Sparse(x));
+        a.obs = DataFrame::with_index((0..n).map(|i| format!("cell-{i}")).collect());
+        let dir = std::env::temp_dir().join(format!("scpipe-names-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let read = |path: &std::path::Path| crate::io::read_h5ad(path).unwrap();
+        let (ahead, changed, late) = (
+            dir.join("ahead.h5ad"),
+            dir.join("changed.h5ad"),
+            dir.join("late.h5ad"),
+        );
+        let file = create_h5ad(&ahead, 0, None).unwrap();
+        let names = RowNames::of(&a.obs);
+        std::thread::scope(|s| s.spawn(|| file.write_obs_names(names)).join())
+            .unwrap()
+            .unwrap();
+        // What the steps add to obs while the names are written.
+        a.obs
+            .set_values("leiden_size", ArrayData::F64(vec![1.0; n]))
+            .unwrap();
+        file.write_x_and_raw(&a.x, None).unwrap();
+        file.write_rest(&a).unwrap();
+        file.close().unwrap().commit().unwrap();
+        let b = read(&ahead);
+        assert_eq!(b.obs, a.obs);
+
+        let file = create_h5ad(&changed, 0, None).unwrap();
+        file.write_obs_names(RowNames::of(&a.obs)).unwrap();
+        let mut renamed = a.obs.clone();
+        renamed.index[7] = "renamed".into();
+        let before = std::mem::replace(&mut a.obs, renamed);
+        file.write_x_and_raw(&a.x, None).unwrap();
+        file.write_rest(&a).unwrap();
+        file.close().unwrap().commit().unwrap();
+        assert_eq!(read(&changed).obs.index[7], "renamed");
+        a.obs = before;
+
+        let file = create_h5ad(&late, 0, None).unwrap();
+        file.write_x_and_raw(&a.x, None).unwrap();
+        file.write_rest(&a).unwrap();
+        file.write_obs_names(RowNames::of(&a.obs)).unwrap();
+        file.close().unwrap().commit().unwrap();
+        assert_eq!(read(&late).obs, a.obs);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
