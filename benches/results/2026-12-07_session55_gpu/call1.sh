@@ -1,6 +1,7 @@
 #!/bin/bash
-# Session 55, call 1 (carry .gpu-v built from e8700ac: scpipe, test-gpu_kernels, bench-knn,
-# scpipe_new = + the cell names written while the cell-graph steps run,
+# Session 55, call 1 (carry .gpu-v built from e8700ac: scpipe, bench-knn,
+# scpipe_new and test-gpu_kernels = + the cell names written while the cell-graph steps run
+# (ceefe72) + the spectral start's dot products reading x once (uncommitted at the call),
 # rmm/ = rmm-core's 18 test binaries, rmm-bench.tar.xz = .rmm-bench with ours/ from e8700ac,
 # data/pbmc68k_reduced.h5ad). Session 54's call 6 (8a2edee: UMAP's epochs queued at most 4
 # ahead) plus the checks of 0fc1f29/765dcf3/96fdc08:
@@ -17,9 +18,10 @@ tar -C . -xJf $B/rmm-bench.tar.xz
 REQUIRE_GPU=1 timeout 60 $B/test-gpu_kernels umap_equals > $L/t_umap.log 2>&1; say "gpu_kernels umap_equals rc=$? $(grep -E 'test result' $L/t_umap.log)"
 REQUIRE_GPU=1 timeout 200 $B/test-gpu_kernels ivf tensor neighbors > $L/t_ivf.log 2>&1; say "gpu_kernels ivf tensor neighbors rc=$? $(grep -E 'test result' $L/t_ivf.log)"
 grep -E "panicked|FAILED" $L/t_ivf.log | head -5 >> "$S"
+timeout 200 compute-sanitizer --tool memcheck --error-exitcode 1 env REQUIRE_GPU=1 $B/test-gpu_kernels umap_equals > $L/memcheck.log 2>&1; say "memcheck umap rc=$? $(grep -E 'ERROR SUMMARY|test result' $L/memcheck.log | tr '\n' ' ')"
 for b in scpipe scpipe_new; do
   SCPIPE_TRACE_WRITE=1 SCPIPE_TRACE_PHASES=1 timeout 60 $B/$b run --demo --demo-on-gpu --demo-cells 1000000 --device gpu --gpus 1 -o /dev/shm/d.h5ad > $L/d1m_$b.log 2>&1 || say "FAILED (1M $b)"
-  say "1M default $b: $(grep -E 'umap epochs epochs' $L/d1m_$b.log | sed 's/ (at.*//') | $(grep -E '^(umap|leiden|rank_genes_groups|write|total) ' $L/d1m_$b.log | awk '{printf "%s %s %s; ", $1, $2, $3}')"
+  say "1M default $b: $(grep -E 'umap epochs epochs|umap start \(' $L/d1m_$b.log | sed 's/ (at.*//' | tr '\n' ' ') | $(grep -E '^(umap|leiden|rank_genes_groups|write|total) ' $L/d1m_$b.log | awk '{printf "%s %s %s; ", $1, $2, $3}')"
 done
 python3 -c "import anndata as ad; a=ad.read_h5ad('/dev/shm/d.h5ad'); print('anndata reads the new 1M output:', a.shape, a.obs_names[:2].tolist(), list(a.obs.columns)[-3:])" 2>&1 | tail -1 | tee -a "$S"
 mkdir -p $B/new && ln -sf ../scpipe_new $B/new/scpipe

@@ -19,31 +19,59 @@ extern "C" __global__ void spectral_apply(const u64* indptr, const u32* indices,
                  [&](u64 r, double s) { y[r] = __ddiv_rn(s, sqrt_d[r]); });
 }
 
-// partial[b * n_blocks + c] = sum over block c of q_b[r] x[r], for b < k: a warp each, lane l
-// adding rows l, l + 32, ... of the block, then the lanes in halves (eigsh.rs `block_sum`).
+// Rows of a block of `rows` = 1024 (eigsh.rs ROWS; the host checks) that one lane holds.
+#define LANE_ROWS 32
+
+// partial[b * n_blocks + c] = sum over block c of q_b[r] x[r], for b < k: a warp a block, its
+// rows of x read once into registers (lane l holding rows l, l + 32, ...), then for each b
+// lane l adds its rows in order and the lanes add in halves (eigsh.rs `block_sum`). The
+// block's 32 reads of q_b are independent: all in flight at once.
 extern "C" __global__ void spectral_block_dots(const double* q, u64 k, const double* x, u64 n,
                                                u64 rows, double* partial) {
     u64 n_blocks = (n + rows - 1) / rows;
-    u64 t = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    u64 c = ((u64)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane = threadIdx.x % 32;
-    if (t >= k * n_blocks) return;  // the whole warp: blockDim.x is a multiple of 32
-    u64 b = t / n_blocks, c = t % n_blocks;
-    const double* qb = q + b * n;
-    u64 end = min(n, (c + 1) * rows);
-    double s = -0.0;
-    for (u64 r = c * rows + lane; r < end; r += 32) s = __dadd_rn(s, __dmul_rn(qb[r], x[r]));
-    s = warp_sum_f64(s);
-    if (lane == 0) partial[t] = s;
+    if (c >= n_blocks) return;  // the whole warp: blockDim.x is a multiple of 32
+    const u64 first = c * rows + lane, end = min(n, (c + 1) * rows);
+    double xv[LANE_ROWS];
+#pragma unroll
+    for (int i = 0; i < LANE_ROWS; ++i) {
+        u64 r = first + 32 * (u64)i;
+        xv[i] = r < end ? x[r] : 0.0;
+    }
+    for (u64 b = 0; b < k; ++b) {
+        const double* qb = q + b * n;
+        double s = -0.0;
+#pragma unroll
+        for (int i = 0; i < LANE_ROWS; ++i) {
+            u64 r = first + 32 * (u64)i;
+            if (r < end) s = __dadd_rn(s, __dmul_rn(qb[r], xv[i]));
+        }
+        s = warp_sum_f64(s);
+        if (lane == 0) partial[b * n_blocks + c] = s;
+    }
 }
 
-// coeffs[b] = the blocks' sums of vector b added in block order (one thread each).
+// coeffs[b] = the blocks' sums of vector b added in block order: a thread block a vector, its
+// threads reading the partial sums a tile at a time (coalesced, all in flight) into shared
+// memory, thread 0 adding them in order.
+#define SUM_TILE 256
 extern "C" __global__ void spectral_block_sums(const double* partial, u64 k, u64 n_blocks,
                                                double* coeffs) {
-    u64 b = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    __shared__ double tile[SUM_TILE];
+    u64 b = blockIdx.x;
     if (b >= k) return;
+    const double* p = partial + b * n_blocks;
     double s = -0.0;
-    for (u64 c = 0; c < n_blocks; ++c) s = __dadd_rn(s, partial[b * n_blocks + c]);
-    coeffs[b] = s;
+    for (u64 c0 = 0; c0 < n_blocks; c0 += SUM_TILE) {
+        u64 len = min((u64)SUM_TILE, n_blocks - c0);
+        for (u64 i = threadIdx.x; i < len; i += blockDim.x) tile[i] = p[c0 + i];
+        __syncthreads();
+        if (threadIdx.x == 0)
+            for (u64 i = 0; i < len; ++i) s = __dadd_rn(s, tile[i]);
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) coeffs[b] = s;
 }
 
 // x[r] -= coeffs[b] q_b[r] for b = 0 .. k in order.

@@ -8,8 +8,11 @@ use super::spectral::{host_space, Space, ROWS};
 use crate::csr::CsrMatrix;
 use crate::error::Result;
 use crate::gpu::module_cache::KernelSource;
-use crate::gpu::{grid_for, DeviceCsr, DeviceVec, GpuContext};
-use rmm_cuda::cudarc::driver::PushKernelArg;
+use crate::gpu::{grid_for, DeviceCsr, DeviceVec, GpuContext, BLOCK};
+use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
+
+// `spectral_block_dots` holds a block's rows in registers, 32 a lane (`LANE_ROWS`).
+const _: () = assert!(ROWS == 32 * 32);
 
 /// The Lanczos kernels (`spectral.cu`).
 pub(crate) const SRC: KernelSource = KernelSource {
@@ -89,11 +92,16 @@ impl GpuSpace<'_> {
             .arg(&rows)
             .arg(&self.partial);
         self.ctx
-            .launch(l, grid_for(k * n_blocks * 32), "spectral_block_dots")?;
+            .launch(l, grid_for(n_blocks * 32), "spectral_block_dots")?;
         let f = self.ctx.function(SRC, "spectral_block_sums")?;
         let mut l = self.ctx.launcher(&f);
         l.arg(&self.partial).arg(&k64).arg(&nb).arg(&self.coeffs);
-        self.ctx.launch(l, grid_for(k), "spectral_block_sums")
+        let one_block_each = LaunchConfig {
+            grid_dim: (k as u32, 1, 1),
+            block_dim: (BLOCK, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        self.ctx.launch(l, one_block_each, "spectral_block_sums")
     }
 
     /// The first coefficient.
