@@ -372,6 +372,32 @@ fn pca_matches_the_cpu_up_to_sign() {
             }
         }
         check_scores(&dense, &gpu);
+        // In blocks, with scale's bound known: the Gram matrix on FP16 tensor cores.
+        let rows = 8192;
+        let make = |lane: &GpuContext, k: usize| {
+            let r = k * rows..((k + 1) * rows).min(n);
+            sc_kernels::gpu::DeviceDense::upload_rows(lane, &dense, r)
+        };
+        let bounded = sc_kernels::pca::pca_dense_blocks(
+            &ctx,
+            n,
+            g,
+            n.div_ceil(rows),
+            make,
+            Some(10.0),
+            &params,
+        )
+        .unwrap();
+        for c in 0..30 {
+            let rel = (bounded.variance[c] - cpu.variance[c]).abs() / cpu.variance[c];
+            assert!(rel < 1e-4, "FP16 Gram, variance {c}: {rel:e} off");
+            let tf32 = (gpu.variance[c] - cpu.variance[c]).abs() / cpu.variance[c];
+            assert!(
+                rel <= 4.0 * tf32 + 1e-6,
+                "FP16 Gram, variance {c}: {rel:e} off, TF32's {tf32:e}"
+            );
+        }
+        check_scores(&dense, &bounded);
         // More components than `project_rows` makes in one block (64): two column tiles.
         let more = PcaParams {
             n_comps: 70,

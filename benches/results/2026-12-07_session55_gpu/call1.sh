@@ -1,21 +1,23 @@
 #!/bin/bash
-# Session 55, call 1 (carry .gpu-v built from e8700ac: scpipe, bench-knn,
-# scpipe_new and test-gpu_kernels = + the cell names written while the cell-graph steps run
-# (ceefe72) + the spectral start's dot products reading x once (uncommitted at the call),
-# rmm/ = rmm-core's 18 test binaries, rmm-bench.tar.xz = .rmm-bench with ours/ from e8700ac,
-# data/pbmc68k_reduced.h5ad). Session 54's call 6 (8a2edee: UMAP's epochs queued at most 4
-# ahead) plus the checks of 0fc1f29/765dcf3/96fdc08:
-# 1. gpu_kernels umap_equals (bits), ivf/tensor/neighbors (96fdc08);
-# 2. the 1 M default flow, old and new; the atlas workflow (PARTS=e2e) with the new build,
-#    the write's parts traced;
+# Session 55, call 1. Carry .gpu-v: scpipe (e8700ac, session 54's end), scpipe_new and
+# test-gpu_kernels (+ the cell names written while the cell-graph steps run, ceefe72; + the
+# spectral start's dot products reading x once, fe85b01; + the Gram matrix of scaled blocks on
+# FP16 tensor cores, uncommitted at the call), rmm/ = rmm-core's 18 test binaries,
+# rmm-bench.tar.xz = .rmm-bench with ours/ from e8700ac, data/pbmc68k_reduced.h5ad.
+# 1. gpu_kernels umap_equals (bits), pca (FP16 Gram), ivf/tensor/neighbors (96fdc08); memcheck;
+# 2. the 1 M default flow, base and new; the atlas workflow (PARTS=e2e) with the new build,
+#    the write's parts traced: session 54's call 6 (8a2edee:
+#    UMAP's epochs queued at most 4 ahead) and this session's changes;
 # 3. rmm-core's 18 test binaries with REQUIRE_GPU=1;
-# 4. issue 55 beside RMM, pinned to core 3 (PIN=3 NOGRID=1 ROUNDS=1).
+# 4. issue 55 beside RMM, pinned to core 3 (PIN=3 NOGRID=1 ROUNDS=1): 0fc1f29, 765dcf3.
 set -u
 B=.gpu-v
 source scripts/device/call_preamble.sh
 for f in $B/rmm/*.xz; do xz -dkf "$f"; chmod +x "${f%.xz}"; done
 tar -C . -xJf $B/rmm-bench.tar.xz
 REQUIRE_GPU=1 timeout 60 $B/test-gpu_kernels umap_equals > $L/t_umap.log 2>&1; say "gpu_kernels umap_equals rc=$? $(grep -E 'test result' $L/t_umap.log)"
+REQUIRE_GPU=1 timeout 60 $B/test-gpu_kernels pca > $L/t_pca.log 2>&1; PCA_RC=$?; say "gpu_kernels pca rc=$PCA_RC $(grep -E 'test result' $L/t_pca.log)"
+grep -E "panicked|off" $L/t_pca.log | head -5 >> "$S"
 REQUIRE_GPU=1 timeout 200 $B/test-gpu_kernels ivf tensor neighbors > $L/t_ivf.log 2>&1; say "gpu_kernels ivf tensor neighbors rc=$? $(grep -E 'test result' $L/t_ivf.log)"
 grep -E "panicked|FAILED" $L/t_ivf.log | head -5 >> "$S"
 timeout 200 compute-sanitizer --tool memcheck --error-exitcode 1 env REQUIRE_GPU=1 $B/test-gpu_kernels umap_equals > $L/memcheck.log 2>&1; say "memcheck umap rc=$? $(grep -E 'ERROR SUMMARY|test result' $L/memcheck.log | tr '\n' ' ')"

@@ -27,6 +27,7 @@ use faer::Mat;
 use rmm_cuda::cudarc::cublas::sys as cublas;
 use rmm_cuda::cudarc::cusolver::sys as cusolver;
 use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
+use std::ffi::c_void;
 
 pub(crate) const SRC: KernelSource = KernelSource {
     name: "pca",
@@ -95,7 +96,7 @@ fn pca_on_device(
     let mut trace = PhaseTrace::new(ctx, "pca");
     let sums = col_sums(ctx, x)?;
     trace.mark("column sums")?;
-    let mut gram = GramAccumulator::new(ctx, g)?;
+    let mut gram = GramAccumulator::new(ctx, g, None)?;
     gram.add(ctx, x)?;
     trace.mark("gram")?;
     let mean = super::column_means(n, zero_center, &sums);
@@ -177,7 +178,7 @@ fn col_sums(ctx: &GpuContext, x: &DeviceDense) -> Result<Vec<f64>> {
 
 /// The lower triangle of `X^T X` (f64, the upper triangle zero).
 fn gram(ctx: &GpuContext, x: &DeviceDense) -> Result<Mat<f64>> {
-    let mut acc = GramAccumulator::new(ctx, x.n_cols)?;
+    let mut acc = GramAccumulator::new(ctx, x.n_cols, None)?;
     acc.add(ctx, x)?;
     acc.finish(ctx)
 }
@@ -220,25 +221,79 @@ pub fn gram_bytes(g: usize) -> u64 {
     8 * (g as u64).pow(2) + 4 * p * p + 16 * GRAM_ROWS as u64 * p
 }
 
+/// How a block of rows is split for the tensor cores (`pca.cu`): three TF32 products
+/// (`split_tf32`), or, where a bound on the values' magnitude is known, three FP16 products of
+/// the values times `scale` (`split_f16`: the same 22 bits of each value, at twice TF32's rate).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Split {
+    Tf32,
+    F16 { scale: f32 },
+}
+
+/// Where `split_f16` takes the bound: below 2^14, half of FP16's range (its largest finite
+/// value is 65,504).
+const F16_TOP: f32 = 16384.0;
+
+impl Split {
+    /// FP16 for values known to be at most `max_abs` in magnitude (finite, positive), scaled by
+    /// the power of two that takes it to just below [`F16_TOP`] (at most 2^40, so the product's
+    /// factor scale^-2 stays a normal f32); TF32 without a bound.
+    fn for_bound(max_abs: Option<f32>) -> Split {
+        match max_abs {
+            Some(m) if m.is_finite() && m > 0.0 => {
+                let mut e = (F16_TOP / m).log2().floor().min(40.0);
+                if m * 2f32.powf(e) >= F16_TOP {
+                    e -= 1.0;
+                }
+                Split::F16 {
+                    scale: 2f32.powf(e),
+                }
+            }
+            _ => Split::Tf32,
+        }
+    }
+
+    /// Bytes of an element of the split block.
+    fn elem(self) -> usize {
+        match self {
+            Split::Tf32 => 4,
+            Split::F16 { .. } => 2,
+        }
+    }
+
+    /// Bytes a value takes in the split block: TF32's chunks `[l h h l]`, FP16's `[l h l]`.
+    fn chunk_bytes(self) -> usize {
+        match self {
+            Split::Tf32 => 4 * self.elem(),
+            Split::F16 { .. } => 3 * self.elem(),
+        }
+    }
+}
+
 /// The f64 Gram total on the device, the f32 product of one block of [`GRAM_ROWS`] rows and
-/// that block split for TF32 tensor cores (`split_tf32` in `pca.cu`), the genes padded to
-/// whole [`GramTiles`].
+/// that block split for the tensor cores ([`Split`]), the genes padded to whole [`GramTiles`].
 struct GramAccumulator {
     g: usize,
     tiles: GramTiles,
+    split_as: Split,
     acc: DeviceVec<f64>,
     part: DeviceVec<f32>,
+    /// The split block, in f32 words (FP16 chunks use its bytes as halves).
     split: Option<DeviceVec<f32>>,
-    /// The batched call's pointers (A, then B, then C, a tile each) for blocks of `.0` rows.
+    /// The batched calls' pointers (A, then B, then C, a tile each; FP16: those of h h', then
+    /// those of the cross terms) for blocks of `.0` rows.
     pointers: Option<(usize, DeviceVec<u64>)>,
 }
 
 impl GramAccumulator {
-    fn new(ctx: &GpuContext, g: usize) -> Result<Self> {
+    /// For `g` genes whose values are at most `max_abs` in magnitude, where that is known
+    /// (it picks the [`Split`]).
+    fn new(ctx: &GpuContext, g: usize, max_abs: Option<f32>) -> Result<Self> {
         let tiles = GramTiles::of(g);
         Ok(GramAccumulator {
             g,
             tiles,
+            split_as: Split::for_bound(max_abs),
             acc: ctx.zeros::<f64>(g * g)?,
             part: ctx.alloc::<f32>(tiles.padded().pow(2))?,
             split: None,
@@ -248,76 +303,82 @@ impl GramAccumulator {
 
     /// Adds `x^T x` of the rows of `x`, [`GRAM_ROWS`] at a time (rows streamed in blocks that
     /// are multiples of it give the in-memory sums exactly). Each block's product is three
-    /// TF32 products on tensor cores summed in f32 (`split_tf32`: f32's accuracy), the lower
-    /// triangle's tiles in one batched call, then added to the f64 total.
+    /// products on tensor cores summed in f32 ([`Split`]: f32's accuracy), the lower
+    /// triangle's tiles in batched calls, then added to the f64 total.
     fn add(&mut self, ctx: &GpuContext, x: &DeviceDense) -> Result<()> {
         let (n, g, p) = (x.n_rows, self.g, self.tiles.padded());
         if n == 0 {
             return Ok(());
         }
         let rows = n.min(GRAM_ROWS);
-        if self.split.as_ref().is_none_or(|s| s.len() < 4 * rows * p) {
+        let words = (self.split_as.chunk_bytes() * rows * p).div_ceil(4);
+        if self.split.as_ref().is_none_or(|s| s.len() < words) {
             // The pointers address the split block: made again with it.
             (self.split, self.pointers) = (None, None);
-            self.split = Some(ctx.alloc::<f32>(4 * rows * p)?);
+            self.split = Some(ctx.alloc::<f32>(words)?);
         }
-        let handle = *ctx.blas()?.handle();
-        let (split_f, add) = (
-            ctx.function(SRC, "split_tf32")?,
-            ctx.function(SRC, "add_lower")?,
-        );
+        let kernel = match self.split_as {
+            Split::Tf32 => "split_tf32",
+            Split::F16 { .. } => "split_f16",
+        };
+        let (split_f, add) = (ctx.function(SRC, kernel)?, ctx.function(SRC, "add_lower")?);
         let (g64, p64) = (g as u64, p as u64);
-        let (one, zero) = (1.0f32, 0.0f32);
-        let size = self.tiles.size as i32;
         let count = self.tiles.lower().count();
         for s in (0..n).step_by(GRAM_ROWS) {
             let b = (n - s).min(GRAM_ROWS);
             let split = self.split.as_ref().expect("allocated above");
             let (offset, b64) = ((s * g) as u64, b as u64);
             let mut l = ctx.launcher(&split_f);
-            l.arg(&x.data)
-                .arg(&offset)
-                .arg(&b64)
-                .arg(&g64)
-                .arg(&p64)
-                .arg(split);
-            ctx.launch(l, blocks_for_rows(b, BLOCK), "split_tf32")?;
+            l.arg(&x.data).arg(&offset).arg(&b64).arg(&g64).arg(&p64);
+            let scale = match self.split_as {
+                Split::F16 { scale } => scale,
+                Split::Tf32 => 1.0,
+            };
+            if let Split::F16 { .. } = self.split_as {
+                l.arg(&scale);
+            }
+            l.arg(split);
+            ctx.launch(l, blocks_for_rows(b, BLOCK), kernel)?;
             if self.pointers.as_ref().is_none_or(|(rows, _)| *rows != b) {
-                let ptrs = tile_pointers(&self.tiles, b, split.ptr(), self.part.ptr());
+                let (at, part, t) = (split.ptr(), self.part.ptr(), &self.tiles);
+                let ptrs = match self.split_as {
+                    Split::Tf32 => tile_pointers(t, 4, (at, at + (b * p * 4) as u64), part),
+                    Split::F16 { .. } => {
+                        let chunk = (b * p * 2) as u64;
+                        let mut v = tile_pointers(t, 2, (at + chunk, at + chunk), part);
+                        v.extend(tile_pointers(t, 2, (at, at + chunk), part));
+                        v
+                    }
+                };
                 self.pointers = Some((b, ctx.upload(&ptrs)?));
             }
             let ptrs = self.pointers.as_ref().expect("uploaded above").1.ptr();
-            let at = |i: usize| (ptrs + (i * count * 8) as u64) as *const *const std::ffi::c_void;
-            // SAFETY: every tile's A reads `size` rows (genes) of the p x 3b view of the split
-            // block (lda p), its B `size` rows of the chunks after it (ldb p), its C writes a
-            // size x size block of the p x p `part` (ldc p): all inside their buffers
-            // (`tile_pointers`). alpha and beta are host values (the default pointer mode).
-            unsafe {
-                cublas::cublasGemmBatchedEx(
-                    handle,
-                    cublas::cublasOperation_t::CUBLAS_OP_N,
-                    cublas::cublasOperation_t::CUBLAS_OP_T,
-                    size,
-                    size,
-                    (3 * b) as i32,
-                    (&one as *const f32).cast(),
-                    at(0),
-                    cublas::cudaDataType::CUDA_R_32F,
-                    p as i32,
-                    at(1),
-                    cublas::cudaDataType::CUDA_R_32F,
-                    p as i32,
-                    (&zero as *const f32).cast(),
-                    at(2) as *const *mut std::ffi::c_void,
-                    cublas::cudaDataType::CUDA_R_32F,
-                    p as i32,
-                    count as i32,
-                    cublas::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
-                    cublas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
-                )
+            let call = |first: usize, k: usize, alpha: f32, beta: f32, input, compute| {
+                let at = |i: usize| (ptrs + ((first + i) * count * 8) as u64) as *const _;
+                let tiles = TileProduct {
+                    size: self.tiles.size as i32,
+                    k: k as i32,
+                    ld: p as i32,
+                    count: count as i32,
+                };
+                // SAFETY: `tile_pointers` keeps every tile's reads inside the split block and
+                // its writes inside `part` (see there); alpha and beta are host values.
+                unsafe { tiles.gemm(ctx, (at(0), at(1), at(2)), (alpha, beta), input, compute) }
+            };
+            use cublas::cublasComputeType_t::{CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_TF32};
+            use cublas::cudaDataType::{CUDA_R_16F, CUDA_R_32F};
+            match self.split_as {
+                // [l h h] x [h h l]': l h' + h h' + h l'.
+                Split::Tf32 => call(0, 3 * b, 1.0, 0.0, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32)?,
+                // h h', then ([l h] x [h l]') 2^-11 (the low parts carry a factor 2^11), both
+                // of the values times `scale`.
+                Split::F16 { scale } => {
+                    let unscale = (scale * scale).recip();
+                    call(0, b, unscale, 0.0, CUDA_R_16F, CUBLAS_COMPUTE_32F)?;
+                    let cross = unscale / F16_LOW_SCALE;
+                    call(3, 2 * b, cross, 1.0, CUDA_R_16F, CUBLAS_COMPUTE_32F)?;
+                }
             }
-            .result()
-            .map_err(|e| KernelError::Gpu(format!("cublasGemmBatchedEx (Gram matrix): {e:?}")))?;
             let mut l = ctx.launcher(&add);
             l.arg(&self.part).arg(&p64).arg(&g64).arg(&self.acc);
             ctx.launch(l, blocks_for_rows(g, BLOCK), "add_lower")?;
@@ -330,18 +391,78 @@ impl GramAccumulator {
     }
 }
 
-/// The batched call's device pointers for a block of `b` rows, as `u64`s: every lower tile's
-/// A (rows `i0..` of chunks 0-2 of the split block, `[l h h]`), then every B (rows `j0..` of
-/// chunks 1-3, `[h h l]`), then every C (the tile at (i0, j0) of the padded product).
-fn tile_pointers(tiles: &GramTiles, b: usize, split: u64, part: u64) -> Vec<u64> {
+/// The factor `split_f16` gives the low parts (2^11: their 11 bits stay clear of FP16's
+/// subnormals).
+const F16_LOW_SCALE: f32 = 2048.0;
+
+/// One batched call of the lower triangle's tiles: each `size x size` tile of C (ldc `ld`) is
+/// A B' over `k` columns, A and B `size` rows of the split block's `ld x k` views.
+struct TileProduct {
+    size: i32,
+    k: i32,
+    ld: i32,
+    count: i32,
+}
+
+impl TileProduct {
+    /// # Safety
+    /// The device arrays of pointers `a`, `b`, `c` (`count` each) must address `size x k`
+    /// views of A and B (lda = ldb = `ld`) and `size x size` blocks of C (ldc = `ld`) inside
+    /// their buffers, with elements of `input` (A, B) and f32 (C).
+    unsafe fn gemm(
+        &self,
+        ctx: &GpuContext,
+        (a, b, c): (
+            *const *const c_void,
+            *const *const c_void,
+            *const *const c_void,
+        ),
+        (alpha, beta): (f32, f32),
+        input: cublas::cudaDataType,
+        compute: cublas::cublasComputeType_t,
+    ) -> Result<()> {
+        let handle = *ctx.blas()?.handle();
+        cublas::cublasGemmBatchedEx(
+            handle,
+            cublas::cublasOperation_t::CUBLAS_OP_N,
+            cublas::cublasOperation_t::CUBLAS_OP_T,
+            self.size,
+            self.size,
+            self.k,
+            (&alpha as *const f32).cast(),
+            a,
+            input,
+            self.ld,
+            b,
+            input,
+            self.ld,
+            (&beta as *const f32).cast(),
+            c as *const *mut c_void,
+            cublas::cudaDataType::CUDA_R_32F,
+            self.ld,
+            self.count,
+            compute,
+            cublas::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+        )
+        .result()
+        .map_err(|e| KernelError::Gpu(format!("cublasGemmBatchedEx (Gram matrix): {e:?}")))
+    }
+}
+
+/// A batched call's device pointers, as `u64`s: every lower tile's A (rows `i0..` of the
+/// `p x k` view of the split block that starts at `a`), then every B (rows `j0..` of the view at
+/// `b`), then every C (the tile at (i0, j0) of the padded f32 product at `part`), for elements
+/// of `elem` bytes. The chunks of a block are `p x rows` matrices one after the other: TF32's A
+/// is chunks 0-2 `[l h h]` and its B chunks 1-3 `[h h l]`; FP16's A and B are chunk 1 (h h'),
+/// then A chunks 0-1 `[l h]` and B chunks 1-2 `[h l]`.
+fn tile_pointers(tiles: &GramTiles, elem: u64, (a, b): (u64, u64), part: u64) -> Vec<u64> {
     let p = tiles.padded() as u64;
-    let chunk = b as u64 * p * 4;
-    let a = tiles.lower().map(|(i0, _)| split + i0 as u64 * 4);
-    let bt = tiles.lower().map(|(_, j0)| split + chunk + j0 as u64 * 4);
+    let at = tiles.lower().map(|(i0, _)| a + i0 as u64 * elem);
+    let bt = tiles.lower().map(|(_, j0)| b + j0 as u64 * elem);
     let c = tiles
         .lower()
         .map(|(i0, j0)| part + (j0 as u64 * p + i0 as u64) * 4);
-    a.chain(bt).chain(c).collect()
+    at.chain(bt).chain(c).collect()
 }
 
 /// [`pca_dense_gpu`] of a host matrix streamed through the device in row blocks of at most
@@ -360,19 +481,23 @@ pub fn pca_dense_streamed(
     }
     let blocks = dense_blocks(n, g, block_bytes, GRAM_ROWS);
     let upload = |lane: &GpuContext, k: usize| DeviceDense::upload_rows(lane, x, blocks[k].clone());
-    pca_dense_blocks(ctx, n, g, blocks.len(), upload, params)
+    pca_dense_blocks(ctx, n, g, blocks.len(), upload, None, params)
 }
 
 /// [`pca_dense_gpu`] of an `n x g` dense matrix made on the device block by block:
 /// `make(lane, k)` gives block `k` (rows in order; any number of rows each) on the copy lane,
 /// twice: one pass for the column sums and the Gram matrix, one for the scores. For matrices
-/// that never exist whole (rows generated and scaled on the fly).
+/// that never exist whole (rows generated and scaled on the fly). `max_abs`: a bound on the
+/// values' magnitude known ahead (scale's `max_value`), which lets the Gram matrix run on FP16
+/// tensor cores ([`Split`]); a value beyond it gives a wrong Gram matrix, so `None` where
+/// there is no such bound.
 pub fn pca_dense_blocks<M>(
     ctx: &GpuContext,
     n: usize,
     g: usize,
     n_blocks: usize,
     make: M,
+    max_abs: Option<f32>,
     params: &PcaParams,
 ) -> Result<PcaResult>
 where
@@ -384,7 +509,7 @@ where
     let mut trace = PhaseTrace::new(ctx, "pca");
     let mut sums = vec![0.0; g];
     let mut rows = 0;
-    let mut gm = GramAccumulator::new(ctx, g)?;
+    let mut gm = GramAccumulator::new(ctx, g, max_abs)?;
     for_each_block(ctx, n_blocks, &make, |block, _| {
         check_block(&block, g)?;
         rows += block.n_rows;
@@ -602,8 +727,11 @@ const PROJECT_COLS: usize = 64;
 /// the Gram matrix's GEMM kernels before the pipeline's PCA needs them.
 pub fn rehearse_gram(ctx: &GpuContext, g: usize) -> Result<()> {
     let x = uniform_matrix(ctx, (2 * g).max(1024), g, 0x9e37)?;
-    let mut gram = GramAccumulator::new(ctx, g)?;
-    gram.add(ctx, &x)?;
+    // Both splits: the pipeline's scaled blocks take FP16's.
+    for bound in [None, Some(1.0)] {
+        let mut gram = GramAccumulator::new(ctx, g, bound)?;
+        gram.add(ctx, &x)?;
+    }
     ctx.synchronize()
 }
 
@@ -681,57 +809,111 @@ mod tests {
         }
     }
 
-    /// `add`'s calls on the host: the split of `split_tf32` (genes padded with zeros), then
-    /// each tile's gemm(N, T) of the chunks [l h h] with [h h l] at the pointers
-    /// `tile_pointers` gives the batched call. Every entry of the lower triangle is written,
-    /// and it is `x^T x` to f32's accuracy where one TF32 product is about 2^-11 off.
-    #[test]
-    fn tiles_of_split_blocks_give_the_gram_matrix_of_row_major_x() {
-        let (b, g) = (7, 11);
-        let tiles = GramTiles { t: 3, size: 4 };
+    /// `add`'s calls on the host for a split ([`Split`]): the chunks as `split_tf32` or
+    /// `split_f16` write them (genes padded with zeros; FP16 values held as f32), then each
+    /// call's gemm(N, T) of every tile at the pointers `tile_pointers` gives it. Returns the
+    /// padded product and the rows' x^T x in f64 with its scale, entry by entry (lower triangle).
+    fn host_gram(split: Split, x: &[f32], b: usize, g: usize, tiles: GramTiles) -> f64 {
         let p = tiles.padded();
-        let x: Vec<f32> = (0..b * g)
-            .map(|t| ((t * 37 % 101) as f32 - 50.0) * 0.012_345_7)
-            .collect();
         let len = b * p;
         let mut chunks = vec![0.0f32; 4 * len];
         for r in 0..b {
             for j in 0..g {
                 let (v, i) = (x[r * g + j], r * p + j);
-                let h = round_tf32(v);
-                let l = round_tf32(v - h);
-                (chunks[i], chunks[len + i]) = (l, h);
-                (chunks[2 * len + i], chunks[3 * len + i]) = (h, l);
+                match split {
+                    Split::Tf32 => {
+                        let h = round_tf32(v);
+                        let l = round_tf32(v - h);
+                        (chunks[i], chunks[len + i]) = (l, h);
+                        (chunks[2 * len + i], chunks[3 * len + i]) = (h, l);
+                    }
+                    Split::F16 { scale } => {
+                        let h = half::f16::from_f32(v * scale).to_f32();
+                        let l = half::f16::from_f32((v * scale - h) * F16_LOW_SCALE).to_f32();
+                        (chunks[i], chunks[len + i], chunks[2 * len + i]) = (l, h, l);
+                    }
+                }
             }
         }
-        let ptrs = tile_pointers(&tiles, b, 0, 0);
+        let elem = split.elem() as u64;
+        let (at, chunk) = (0u64, (len as u64) * elem);
+        // (first pointer set, k, alpha, beta) of each call, as `add` makes them.
+        let (ptrs, calls) = match split {
+            Split::Tf32 => (
+                tile_pointers(&tiles, 4, (at, at + chunk), 0),
+                vec![(0, 3 * b, 1.0f32, 0.0f32)],
+            ),
+            Split::F16 { scale } => {
+                let mut v = tile_pointers(&tiles, 2, (at + chunk, at + chunk), 0);
+                v.extend(tile_pointers(&tiles, 2, (at, at + chunk), 0));
+                let unscale = (scale * scale).recip();
+                let cross = (3, 2 * b, unscale / F16_LOW_SCALE, 1.0);
+                (v, vec![(0, b, unscale, 0.0), cross])
+            }
+        };
         let count = tiles.lower().count();
-        assert_eq!(ptrs.len(), 3 * count);
+        assert_eq!(ptrs.len(), 3 * count * calls.len());
         let mut part = vec![f32::NAN; p * p];
-        for k in 0..count {
-            let [a, bt, c] = [0, 1, 2].map(|w| ptrs[w * count + k] as usize / 4);
-            let s = tiles.size;
-            let tile = gemm_cm(
-                false,
-                true,
-                s,
-                s,
-                3 * b,
-                &chunks[a..],
-                p,
-                &chunks[bt..],
-                p,
-                p,
-            );
-            for j in 0..s {
-                part[c + j * p..c + j * p + s].copy_from_slice(&tile[j * p..j * p + s]);
+        for (first, k, alpha, beta) in calls {
+            for t in 0..count {
+                let [a, bt] = [0, 1].map(|w| (ptrs[(first + w) * count + t] / elem) as usize);
+                let c = ptrs[(first + 2) * count + t] as usize / 4;
+                let s = tiles.size;
+                let tile = gemm_cm(false, true, s, s, k, &chunks[a..], p, &chunks[bt..], p, p);
+                for j in 0..s {
+                    for i in 0..s {
+                        let old = if beta == 0.0 {
+                            0.0
+                        } else {
+                            beta * part[c + j * p + i]
+                        };
+                        part[c + j * p + i] = alpha * tile[j * p + i] + old;
+                    }
+                }
             }
         }
-        let (mut worst, mut worst_tf32) = (0.0f64, 0.0f64);
+        let mut worst = 0.0f64;
         for i in 0..g {
             for j in 0..=i {
                 let got = part[j * p + i] as f64;
                 assert!(got.is_finite(), "({i}, {j}) not written");
+                let (mut want, mut scale) = (0.0, 0.0);
+                for r in 0..b {
+                    let (u, v) = (x[r * g + i] as f64, x[r * g + j] as f64);
+                    want += u * v;
+                    scale += (u * v).abs();
+                }
+                worst = worst.max((got - want).abs() / scale);
+            }
+        }
+        worst
+    }
+
+    /// Every entry of the lower triangle is written, and it is `x^T x` to f32's accuracy with
+    /// either split, where one TF32 product is about 2^-11 off; FP16's split keeps that
+    /// accuracy for values down in its subnormals.
+    #[test]
+    fn tiles_of_split_blocks_give_the_gram_matrix_of_row_major_x() {
+        let (b, g) = (7, 11);
+        let tiles = GramTiles { t: 3, size: 4 };
+        let x: Vec<f32> = (0..b * g)
+            .map(|t| ((t * 37 % 101) as f32 - 50.0) * 0.012_345_7)
+            .collect();
+        let bound = x.iter().fold(0f32, |m, v| m.max(v.abs()));
+        for split in [Split::Tf32, Split::for_bound(Some(bound))] {
+            let worst = host_gram(split, &x, b, g, tiles);
+            assert!(worst < 1e-6, "{split:?}: off by {worst:e} of the sums");
+        }
+        // Values far below the bound (FP16's subnormals, were they not scaled), and at it.
+        let small: Vec<f32> = x.iter().map(|v| v * 1e-5).collect();
+        let worst = host_gram(Split::for_bound(Some(10.0)), &small, b, g, tiles);
+        assert!(worst < 1e-6, "FP16 split of small values: off by {worst:e}");
+        let at_bound: Vec<f32> = x.iter().map(|v| v / bound * 30_000.0).collect();
+        let worst = host_gram(Split::for_bound(Some(30_000.0)), &at_bound, b, g, tiles);
+        assert!(worst < 1e-6, "FP16 split at the bound: off by {worst:e}");
+        let mut worst_tf32 = 0.0f64;
+        for i in 0..g {
+            for j in 0..=i {
                 let (mut want, mut scale, mut one) = (0.0, 0.0, 0.0);
                 for r in 0..b {
                     let (u, v) = (x[r * g + i] as f64, x[r * g + j] as f64);
@@ -739,15 +921,42 @@ mod tests {
                     scale += (u * v).abs();
                     one += round_tf32(u as f32) as f64 * round_tf32(v as f32) as f64;
                 }
-                worst = worst.max((got - want).abs() / scale);
                 worst_tf32 = worst_tf32.max((one - want).abs() / scale);
             }
         }
-        assert!(worst < 1e-6, "split products off by {worst:e} of the sums");
         assert!(
             worst_tf32 > 1e-5,
             "one TF32 product off by only {worst_tf32:e}"
         );
+    }
+
+    #[test]
+    fn fp16_for_a_known_bound_scaled_below_its_top() {
+        assert_eq!(Split::for_bound(None), Split::Tf32);
+        // scale's max_value 10: 1,024 takes it to 10,240.
+        assert_eq!(Split::for_bound(Some(10.0)), Split::F16 { scale: 1024.0 });
+        assert_eq!(Split::for_bound(Some(16384.0)), Split::F16 { scale: 0.5 });
+        assert_eq!(
+            Split::for_bound(Some(1e9)),
+            Split::F16 {
+                scale: 2f32.powi(-16)
+            }
+        );
+        assert_eq!(
+            Split::for_bound(Some(1e-30)),
+            Split::F16 {
+                scale: 2f32.powi(40)
+            }
+        );
+        for bad in [0.0, -1.0, f32::NAN, f32::INFINITY] {
+            assert_eq!(Split::for_bound(Some(bad)), Split::Tf32, "{bad}");
+        }
+        for m in [0.1f32, 3.0, 10.0, 1000.0, 3e4, 1e7] {
+            let Split::F16 { scale } = Split::for_bound(Some(m)) else {
+                panic!("{m}")
+            };
+            assert!(m * scale < F16_TOP && m * scale >= F16_TOP / 2.0, "{m}");
+        }
     }
 
     #[test]

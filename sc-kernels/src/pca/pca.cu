@@ -54,6 +54,40 @@ extern "C" __global__ void split_tf32(const float* x, u64 offset, u64 b, u64 g, 
     }
 }
 
+// The block split for FP16 tensor cores, for values whose magnitude the host knows a bound of:
+// y = x scale (a power of two that takes the bound near 2^14: FP16's largest value is 65,504,
+// and small values stay clear of its subnormals), h = y rounded to FP16 (to nearest),
+// l = (y - h) 2^11 rounded to FP16 (y - h is exact in f32; the factor keeps l's 11 bits clear of
+// the subnormals too), as three chunks [l | h | l] of column-major p x b halves. Chunk 1 with
+// itself gives h h', chunks 0-1 with chunks 1-2 give (l h' + h l') 2^11: with alpha scale^-2
+// and scale^-2 2^-11 they sum to x x' up to about 2^-22 of it, as split_tf32's three TF32
+// products do, at twice TF32's rate.
+__device__ __forceinline__ unsigned short to_f16(float x) {
+    unsigned short r;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(x));
+    return r;
+}
+__device__ __forceinline__ float from_f16(unsigned short h) {
+    float r;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(h));
+    return r;
+}
+extern "C" __global__ void split_f16(const float* x, u64 offset, u64 b, u64 g, u64 p,
+                                     float scale, unsigned short* chunks) {
+    const u64 len = b * p;
+    for (u64 r = blockIdx.x; r < b; r += gridDim.x) {
+        for (u64 j = threadIdx.x; j < p; j += blockDim.x) {
+            float v = j < g ? __fmul_rn(x[offset + r * g + j], scale) : 0.0f;
+            unsigned short h = to_f16(v);
+            unsigned short l = to_f16(__fmul_rn(__fsub_rn(v, from_f16(h)), 2048.0f));
+            u64 i = r * p + j;
+            chunks[i] = l;
+            chunks[len + i] = h;
+            chunks[2 * len + i] = l;
+        }
+    }
+}
+
 // acc += part on the lower triangle (row >= col) of the column-major g x g `acc` from the
 // column-major p x p `part` (p >= g: the padded product): the f64 total of the f32 Gram
 // matrices of blocks of rows (the products fill that triangle).

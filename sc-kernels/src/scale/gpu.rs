@@ -206,6 +206,12 @@ impl DenseScaler {
         })
     }
 
+    /// A bound on the scaled values' magnitude: `max_value` where they are clipped (zero-centred
+    /// scaling clips on both sides).
+    pub fn max_abs(&self) -> Option<f32> {
+        self.params.max_value.map(|m| m as f32)
+    }
+
     /// The dense scaled copy of `x` (its columns those of the statistics), on `ctx`'s stream.
     pub fn apply(&self, ctx: &GpuContext, x: &DeviceCsr) -> Result<DeviceDense> {
         if x.n_cols != self.constants.n_cols {

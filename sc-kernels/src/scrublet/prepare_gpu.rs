@@ -112,6 +112,7 @@ fn embed_gpu(
         g,
         n.div_ceil(rows),
         make,
+        None,
         &PcaParams {
             n_comps: params.n_prin_comps,
             zero_center: params.prep.mean_center,

@@ -76,6 +76,7 @@ fn run_generated(
         src.n_cols(),
         pass.cells.len(),
         make,
+        scaler.max_abs(),
         &params,
     )
     .map_err(kernel_error("pca"))?;
