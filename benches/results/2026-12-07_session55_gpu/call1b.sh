@@ -3,7 +3,7 @@
 # device time ran short: rmm-core's 18 test binaries with REQUIRE_GPU=1, then the one-thread
 # cells beside RMM, pinned to core 3 (0fc1f29: a miss cuts a larger quick block; 765dcf3).
 set -u
-B=.gpu-v
+B=${B:-.gpu-v}
 source scripts/device/call_preamble.sh
 for f in $B/rmm/*.xz; do xz -dkf "$f"; chmod +x "${f%.xz}"; done
 tar -C . -xJf $B/rmm-bench.tar.xz

@@ -212,17 +212,20 @@ fn run_blocks(
     let names = output.map(|file| (file, RowNames::of(&adata.obs)));
     std::thread::scope(|s| {
         let naming = names.map(|(file, names)| s.spawn(move || file.write_obs_names(names)));
-        let steps = || {
-            r.run_steps(&mut adata, &env, Phase::CellGraph, &on_obsm)?;
-            for step in own {
+        // The marker genes run beside UMAP too, once Leiden has given the groups.
+        let ran = r.run_steps_then(
+            &mut adata,
+            &env,
+            Phase::CellGraph,
+            &on_obsm,
+            &own,
+            |r, step, a| {
                 let on = step.generated.expect("the steps with a generated form");
-                r.step_on(on.name, true, &mut adata, |a| {
+                r.step_on(on.name, true, a, |a| {
                     (on.run)(a, &env, &mut pass).map(|note| ((), note + &source.reads_note()))
-                })?;
-            }
-            Ok::<_, Error>(())
-        };
-        let ran = steps();
+                })
+            },
+        );
         let named = naming.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
         ran.and(named.unwrap_or(Ok(())))
     })?;

@@ -50,10 +50,30 @@ impl<'a> Runner<'a> {
         phase: Phase,
         steps: &[&'static Step],
     ) -> Result<()> {
+        self.run_steps_then(adata, env, phase, steps, &[], |_, _, _| {
+            unreachable!("no steps of a form of their own")
+        })
+    }
+
+    /// [`Runner::run_steps`] of `steps`, then of `own`, enabled steps of `phase` after them
+    /// that a run without X runs in a form of its own (`run_own`: the marker genes of the
+    /// generated demo): a step running beside (UMAP) runs beside those too.
+    pub(crate) fn run_steps_then(
+        &mut self,
+        adata: &mut AnnData,
+        env: &StepEnv<'_>,
+        phase: Phase,
+        steps: &[&'static Step],
+        own: &[&'static Step],
+        mut run_own: impl FnMut(&mut Self, &'static Step, &mut AnnData) -> Result<()>,
+    ) -> Result<()> {
         let on_gpu = match phase {
             Phase::PerCell => matches!(adata.x, Matrix::Device(_)),
             Phase::CellGraph => !env.gpus.is_empty(),
         };
+        let steps: Vec<&'static Step> = steps.iter().chain(own).copied().collect();
+        let own_from = steps.len() - own.len();
+        let steps = &steps[..];
         std::thread::scope(|scope| {
             let mut running = None;
             for (i, step) in steps.iter().enumerate() {
@@ -68,6 +88,10 @@ impl<'a> Runner<'a> {
                     if let Some((r, beside_of)) = running.take() {
                         self.finish_beside(r, adata, env, beside_of)?;
                     }
+                }
+                if i >= own_from {
+                    run_own(self, step, adata)?;
+                    continue;
                 }
                 let mut why_in_order = None;
                 if running.is_none() {
