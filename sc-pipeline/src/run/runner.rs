@@ -201,3 +201,70 @@ fn with_reason(note: String, why: Option<String>) -> String {
         None => note,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::{run_pipeline, PipelineConfig, Silent};
+    use crate::synthetic::{generate, SyntheticParams};
+
+    /// Steps of a form of their own (`run_steps_then`, the generated run's marker genes) run
+    /// after the phase's others and inside their scope: UMAP, started beside the steps after it
+    /// (on a CPU thread here), has not joined the data when they run; Leiden's labels have.
+    /// Every step is recorded, in the table's order.
+    #[test]
+    fn own_steps_run_beside_the_step_running_beside() {
+        let mut a = generate(&SyntheticParams::new(600, 3000, 5)).unwrap();
+        let full = PipelineConfig::default();
+        let up_to_neighbors = PipelineConfig {
+            umap: None,
+            leiden: None,
+            markers: None,
+            ..full.clone()
+        };
+        run_pipeline(&mut a, &up_to_neighbors, &mut Silent).unwrap();
+        let (own, others): (Vec<&'static Step>, Vec<&'static Step>) =
+            table::enabled(&full, Phase::CellGraph)
+                .filter(|s| ["umap", "leiden", "rank_genes_groups"].contains(&s.name))
+                .partition(|s| s.name == "rank_genes_groups");
+        assert_eq!(
+            others.iter().map(|s| s.name).collect::<Vec<_>>(),
+            ["umap", "leiden"]
+        );
+        assert_eq!(own.len(), 1);
+        let env = StepEnv {
+            config: &full,
+            gpus: &[],
+            group: &[],
+            raw: None,
+        };
+        let mut observer = Silent;
+        let mut r = Runner::new(&mut observer, None);
+        let mut seen = Vec::new();
+        r.run_steps_then(
+            &mut a,
+            &env,
+            Phase::CellGraph,
+            &others,
+            &own,
+            |r, step, a| {
+                seen.push((
+                    a.obsm.contains_key("X_umap"),
+                    a.obs.column("leiden").is_some(),
+                ));
+                r.step_on(step.name, false, a, |a| {
+                    (step.run)(a, &env).map(|n| ((), n))
+                })
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            seen,
+            [(false, true)],
+            "(UMAP joined, Leiden's labels) at the markers"
+        );
+        assert!(a.obsm.contains_key("X_umap") && a.uns.contains_key("rank_genes_groups"));
+        let names: Vec<&str> = r.records.iter().map(|s| s.step.as_str()).collect();
+        assert_eq!(names, ["umap", "leiden", "rank_genes_groups"]);
+    }
+}
