@@ -3,7 +3,7 @@
 # test-gpu_kernels (+ the cell names written while the cell-graph steps run, ceefe72; + the
 # spectral start's dot products reading x once, fe85b01; + the Gram matrix of scaled blocks on
 # FP16 tensor cores, 69a408a), data/pbmc68k_reduced.h5ad. Ordered by what matters most, as
-# device time was short: five tries started no machine.
+# device time was short: tries that started no machine had taken 1,126 s of the 1,800.
 # 1. gpu_kernels umap_equals (bits), pca (FP16 Gram), ivf/tensor/neighbors (96fdc08);
 # 2. the atlas workflow (PARTS=e2e) with the new build, the write's parts traced: session 54's
 #    call 6 (8a2edee: UMAP's epochs queued at most 4 ahead) and this session's changes;
