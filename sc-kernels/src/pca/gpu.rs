@@ -263,11 +263,71 @@ impl Split {
 
     /// Bytes a value takes in the split block: TF32's chunks `[l h h l]`, FP16's `[l h l]`.
     fn chunk_bytes(self) -> usize {
+        let chunks = match self {
+            Split::Tf32 => 4,
+            Split::F16 { .. } => 3,
+        };
+        chunks * self.elem()
+    }
+
+    /// The batched calls' pointers for a block of `b` rows split at `at` (chunks of `p x b`
+    /// elements, `p` the padded genes) into the product at `part` ([`tile_pointers`]: TF32's
+    /// one set, FP16's two).
+    fn pointers(self, tiles: &GramTiles, b: usize, at: u64, part: u64) -> Vec<u64> {
+        let elem = self.elem() as u64;
+        let chunk = (b * tiles.padded()) as u64 * elem;
         match self {
-            Split::Tf32 => 4 * self.elem(),
-            Split::F16 { .. } => 3 * self.elem(),
+            Split::Tf32 => tile_pointers(tiles, elem, (at, at + chunk), part),
+            Split::F16 { .. } => {
+                let mut v = tile_pointers(tiles, elem, (at + chunk, at + chunk), part);
+                v.extend(tile_pointers(tiles, elem, (at, at + chunk), part));
+                v
+            }
         }
     }
+
+    /// The calls that make a block's product of `b` rows from [`Split::pointers`].
+    fn calls(self, b: usize) -> Vec<BlockCall> {
+        match self {
+            // [l h h] x [h h l]': l h' + h h' + h l'.
+            Split::Tf32 => vec![BlockCall {
+                first: 0,
+                k: 3 * b,
+                alpha: 1.0,
+                beta: 0.0,
+            }],
+            // h h', then ([l h] x [h l]') 2^-11 (the low parts carry a factor 2^11), both of
+            // the values times `scale`.
+            Split::F16 { scale } => {
+                let unscale = (scale * scale).recip();
+                vec![
+                    BlockCall {
+                        first: 0,
+                        k: b,
+                        alpha: unscale,
+                        beta: 0.0,
+                    },
+                    BlockCall {
+                        first: 3,
+                        k: 2 * b,
+                        alpha: unscale / F16_LOW_SCALE,
+                        beta: 1.0,
+                    },
+                ]
+            }
+        }
+    }
+}
+
+/// One batched call of a block's product: its pointers (the set of A's among
+/// [`Split::pointers`]' sets; B's and C's follow), the columns `k` it sums over, and
+/// C = alpha A B' + beta C.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct BlockCall {
+    first: usize,
+    k: usize,
+    alpha: f32,
+    beta: f32,
 }
 
 /// The f64 Gram total on the device, the f32 product of one block of [`GRAM_ROWS`] rows and
@@ -330,54 +390,36 @@ impl GramAccumulator {
             let (offset, b64) = ((s * g) as u64, b as u64);
             let mut l = ctx.launcher(&split_f);
             l.arg(&x.data).arg(&offset).arg(&b64).arg(&g64).arg(&p64);
-            let scale = match self.split_as {
-                Split::F16 { scale } => scale,
-                Split::Tf32 => 1.0,
-            };
-            if let Split::F16 { .. } = self.split_as {
-                l.arg(&scale);
+            if let Split::F16 { scale } = &self.split_as {
+                l.arg(scale);
             }
             l.arg(split);
             ctx.launch(l, blocks_for_rows(b, BLOCK), kernel)?;
             if self.pointers.as_ref().is_none_or(|(rows, _)| *rows != b) {
-                let (at, part, t) = (split.ptr(), self.part.ptr(), &self.tiles);
-                let ptrs = match self.split_as {
-                    Split::Tf32 => tile_pointers(t, 4, (at, at + (b * p * 4) as u64), part),
-                    Split::F16 { .. } => {
-                        let chunk = (b * p * 2) as u64;
-                        let mut v = tile_pointers(t, 2, (at + chunk, at + chunk), part);
-                        v.extend(tile_pointers(t, 2, (at, at + chunk), part));
-                        v
-                    }
-                };
+                let ptrs = self
+                    .split_as
+                    .pointers(&self.tiles, b, split.ptr(), self.part.ptr());
                 self.pointers = Some((b, ctx.upload(&ptrs)?));
             }
             let ptrs = self.pointers.as_ref().expect("uploaded above").1.ptr();
-            let call = |first: usize, k: usize, alpha: f32, beta: f32, input, compute| {
-                let at = |i: usize| (ptrs + ((first + i) * count * 8) as u64) as *const _;
+            use cublas::cublasComputeType_t::{CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_TF32};
+            use cublas::cudaDataType::{CUDA_R_16F, CUDA_R_32F};
+            let (input, compute) = match self.split_as {
+                Split::Tf32 => (CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32),
+                Split::F16 { .. } => (CUDA_R_16F, CUBLAS_COMPUTE_32F),
+            };
+            for call in self.split_as.calls(b) {
+                let at = |i: usize| (ptrs + ((call.first + i) * count * 8) as u64) as *const _;
                 let tiles = TileProduct {
                     size: self.tiles.size as i32,
-                    k: k as i32,
+                    k: call.k as i32,
                     ld: p as i32,
                     count: count as i32,
                 };
+                let factors = (call.alpha, call.beta);
                 // SAFETY: `tile_pointers` keeps every tile's reads inside the split block and
                 // its writes inside `part` (see there); alpha and beta are host values.
-                unsafe { tiles.gemm(ctx, (at(0), at(1), at(2)), (alpha, beta), input, compute) }
-            };
-            use cublas::cublasComputeType_t::{CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_TF32};
-            use cublas::cudaDataType::{CUDA_R_16F, CUDA_R_32F};
-            match self.split_as {
-                // [l h h] x [h h l]': l h' + h h' + h l'.
-                Split::Tf32 => call(0, 3 * b, 1.0, 0.0, CUDA_R_32F, CUBLAS_COMPUTE_32F_FAST_TF32)?,
-                // h h', then ([l h] x [h l]') 2^-11 (the low parts carry a factor 2^11), both
-                // of the values times `scale`.
-                Split::F16 { scale } => {
-                    let unscale = (scale * scale).recip();
-                    call(0, b, unscale, 0.0, CUDA_R_16F, CUBLAS_COMPUTE_32F)?;
-                    let cross = unscale / F16_LOW_SCALE;
-                    call(3, 2 * b, cross, 1.0, CUDA_R_16F, CUBLAS_COMPUTE_32F)?;
-                }
+                unsafe { tiles.gemm(ctx, (at(0), at(1), at(2)), factors, input, compute)? };
             }
             let mut l = ctx.launcher(&add);
             l.arg(&self.part).arg(&p64).arg(&g64).arg(&self.acc);
@@ -810,9 +852,10 @@ mod tests {
     }
 
     /// `add`'s calls on the host for a split ([`Split`]): the chunks as `split_tf32` or
-    /// `split_f16` write them (genes padded with zeros; FP16 values held as f32), then each
-    /// call's gemm(N, T) of every tile at the pointers `tile_pointers` gives it. Returns the
-    /// padded product and the rows' x^T x in f64 with its scale, entry by entry (lower triangle).
+    /// `split_f16` write them (genes padded with zeros; FP16 values held as f32), then each of
+    /// [`Split::calls`]' gemm(N, T) of every tile at [`Split::pointers`]. Returns the largest
+    /// error of the lower triangle's entries against `x^T x` in f64, relative to the sum of
+    /// the products' magnitudes.
     fn host_gram(split: Split, x: &[f32], b: usize, g: usize, tiles: GramTiles) -> f64 {
         let p = tiles.padded();
         let len = b * p;
@@ -836,25 +879,17 @@ mod tests {
             }
         }
         let elem = split.elem() as u64;
-        let (at, chunk) = (0u64, (len as u64) * elem);
-        // (first pointer set, k, alpha, beta) of each call, as `add` makes them.
-        let (ptrs, calls) = match split {
-            Split::Tf32 => (
-                tile_pointers(&tiles, 4, (at, at + chunk), 0),
-                vec![(0, 3 * b, 1.0f32, 0.0f32)],
-            ),
-            Split::F16 { scale } => {
-                let mut v = tile_pointers(&tiles, 2, (at + chunk, at + chunk), 0);
-                v.extend(tile_pointers(&tiles, 2, (at, at + chunk), 0));
-                let unscale = (scale * scale).recip();
-                let cross = (3, 2 * b, unscale / F16_LOW_SCALE, 1.0);
-                (v, vec![(0, b, unscale, 0.0), cross])
-            }
-        };
+        let (ptrs, calls) = (split.pointers(&tiles, b, 0, 0), split.calls(b));
         let count = tiles.lower().count();
         assert_eq!(ptrs.len(), 3 * count * calls.len());
         let mut part = vec![f32::NAN; p * p];
-        for (first, k, alpha, beta) in calls {
+        for BlockCall {
+            first,
+            k,
+            alpha,
+            beta,
+        } in calls
+        {
             for t in 0..count {
                 let [a, bt] = [0, 1].map(|w| (ptrs[(first + w) * count + t] / elem) as usize);
                 let c = ptrs[(first + 2) * count + t] as usize / 4;

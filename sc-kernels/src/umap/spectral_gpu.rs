@@ -8,8 +8,8 @@ use super::spectral::{host_space, Space, ROWS};
 use crate::csr::CsrMatrix;
 use crate::error::Result;
 use crate::gpu::module_cache::KernelSource;
-use crate::gpu::{grid_for, DeviceCsr, DeviceVec, GpuContext, BLOCK};
-use rmm_cuda::cudarc::driver::{LaunchConfig, PushKernelArg};
+use crate::gpu::{blocks_for_rows, grid_for, DeviceCsr, DeviceVec, GpuContext, BLOCK};
+use rmm_cuda::cudarc::driver::PushKernelArg;
 
 // `spectral_block_dots` holds a block's rows in registers, 32 a lane (`LANE_ROWS`).
 const _: () = assert!(ROWS == 32 * 32);
@@ -96,12 +96,8 @@ impl GpuSpace<'_> {
         let f = self.ctx.function(SRC, "spectral_block_sums")?;
         let mut l = self.ctx.launcher(&f);
         l.arg(&self.partial).arg(&k64).arg(&nb).arg(&self.coeffs);
-        let one_block_each = LaunchConfig {
-            grid_dim: (k as u32, 1, 1),
-            block_dim: (BLOCK, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        self.ctx.launch(l, one_block_each, "spectral_block_sums")
+        self.ctx
+            .launch(l, blocks_for_rows(k, BLOCK), "spectral_block_sums")
     }
 
     /// The first coefficient.

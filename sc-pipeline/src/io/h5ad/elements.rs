@@ -163,13 +163,34 @@ fn write_strings(
 ) -> Result<()> {
     let element = element_path(parent, name);
     let s = to_varlen(values).map_err(|p| ctx.format(&element, p))?;
-    let ds = write_plain(ctx, parent, name, shape, &s)?;
+    let ds = match shape {
+        // In slices of [`STRING_SLICE`], so that other threads get HDF5 (whose calls are
+        // serialised) between them: variable-length strings cost HDF5 about 0.3 us each (its
+        // global heap), seconds for ten million cell names.
+        [n] if *n == s.len() && !s.is_empty() => {
+            let ds = parent
+                .new_dataset::<VarLenUnicode>()
+                .shape([*n])
+                .create(name)
+                .map_err(ctx.h5(&element))?;
+            for start in (0..*n).step_by(STRING_SLICE) {
+                let end = (start + STRING_SLICE).min(*n);
+                ds.write_slice(&s[start..end], start..end)
+                    .map_err(ctx.h5(&element))?;
+            }
+            ds
+        }
+        _ => write_plain(ctx, parent, name, shape, &s)?,
+    };
     let kind = match shape.is_empty() {
         true => "string",
         false => "string-array",
     };
     set_encoding(ctx, &ds, kind, "0.2.0", &element)
 }
+
+/// Strings per write of a 1-D [`write_strings`].
+const STRING_SLICE: usize = 1 << 18;
 
 /// [`write_plain`] of numbers: a large dataset gets its place in the file from HDF5 (allocated
 /// at creation, never filled) and is copied there by several threads ([`parallel_fill`]).
@@ -333,10 +354,7 @@ pub(crate) fn write_dataframe(
 }
 
 /// A dataframe group holding only its index, the row names `names` as the dataset
-/// `index_name`: [`write_dataframe_columns`] completes it. The names go in slices of
-/// [`INDEX_SLICE`], so that other threads get HDF5 (whose calls are serialised) between them:
-/// variable-length strings cost HDF5 about 0.3 us each (its global heap), seconds for ten
-/// million cell names.
+/// `index_name`: [`write_dataframe_columns`] completes it.
 pub(crate) fn write_index_only(
     ctx: &H5Ctx,
     parent: &Group,
@@ -345,24 +363,9 @@ pub(crate) fn write_index_only(
     names: &[String],
 ) -> Result<Group> {
     let g = new_group(ctx, parent, name, "dataframe", "0.2.0")?;
-    let element = element_path(&g, index_name);
-    let s = to_varlen(names).map_err(|p| ctx.format(&element, p))?;
-    let ds = g
-        .new_dataset::<VarLenUnicode>()
-        .shape([s.len()])
-        .create(index_name)
-        .map_err(ctx.h5(&element))?;
-    for start in (0..s.len()).step_by(INDEX_SLICE) {
-        let end = (start + INDEX_SLICE).min(s.len());
-        ds.write_slice(&s[start..end], start..end)
-            .map_err(ctx.h5(&element))?;
-    }
-    set_encoding(ctx, &ds, "string-array", "0.2.0", &element)?;
+    write_strings(ctx, &g, index_name, &[names.len()], names)?;
     Ok(g)
 }
-
-/// Row names per write of [`write_index_only`].
-const INDEX_SLICE: usize = 1 << 18;
 
 /// The rest of a dataframe group whose index is written: the `_index` and `column-order`
 /// attributes and the columns.
