@@ -1,7 +1,7 @@
 #!/bin/bash
 # Session 55, call 2 (carry .gpu-w: scpipe and test-gpu_generated built with the marker genes of
 # the generated run beside UMAP and the h5ad's numeric arrays filled in parallel (uncommitted
-# at the call, on 69a408a; committed as 928b18e), scpipe_base (69a408a, call 1's build), rmm/
+# at the call, on 69a408a; committed as e02f245), scpipe_base (69a408a, call 1's build), rmm/
 # and rmm-bench.tar.xz as for call1b.sh):
 # 1. gpu_generated (the generated run against the in-memory one, markers included);
 # 2. the atlas workflow (PARTS=e2e), the write's parts traced, new then base;
