@@ -49,34 +49,68 @@ pub fn filter_genes_gpu_across(
     )
 }
 
-/// Row statistics (sums, values above zero) of a matrix made on the device block by block, or
-/// column statistics (`columns`).
-fn block_stats(
-    ctx: &GpuContext,
-    src: &dyn RowBlocks,
+/// The statistics a filter reads (sums, values above zero), gathered one row block at a time:
+/// per row (the blocks' rows follow one another) or per column (added up over the blocks).
+#[derive(Debug, Clone)]
+pub struct FilterStats {
     columns: bool,
-) -> Result<(Vec<f64>, Vec<i64>)> {
-    let (mut sums, mut positive) = if columns {
-        (vec![0.0; src.n_cols()], vec![0; src.n_cols()])
-    } else {
-        (
-            Vec::with_capacity(src.n_rows()),
-            Vec::with_capacity(src.n_rows()),
-        )
-    };
-    for_each_row_block(ctx, src, |block, _| {
-        if columns {
-            let (s, p) = reduce::col_stats(ctx, &block)?;
-            crate::stats::add_into(&mut sums, &s);
-            crate::stats::add_into(&mut positive, &p);
+    sums: Vec<f64>,
+    positive: Vec<i64>,
+}
+
+impl FilterStats {
+    /// For a cell filter: the rows' statistics.
+    pub fn of_rows() -> Self {
+        FilterStats {
+            columns: false,
+            sums: Vec::new(),
+            positive: Vec::new(),
+        }
+    }
+
+    /// For a gene filter: the statistics of `n_cols` columns.
+    pub fn of_columns(n_cols: usize) -> Self {
+        FilterStats {
+            columns: true,
+            sums: vec![0.0; n_cols],
+            positive: vec![0; n_cols],
+        }
+    }
+
+    /// Takes the statistics of the rows after those so far.
+    pub fn add(&mut self, ctx: &GpuContext, block: &DeviceCsr) -> Result<()> {
+        if self.columns {
+            let (s, p) = reduce::col_stats(ctx, block)?;
+            crate::stats::add_into(&mut self.sums, &s);
+            crate::stats::add_into(&mut self.positive, &p);
         } else {
-            let (s, p) = reduce::row_stats(ctx, &block)?;
-            sums.extend(s);
-            positive.extend(p);
+            let (s, p) = reduce::row_stats(ctx, block)?;
+            self.sums.extend(s);
+            self.positive.extend(p);
         }
         Ok(())
-    })?;
-    Ok((sums, positive))
+    }
+
+    /// Which rows pass `filter`.
+    pub fn cells(self, filter: CellFilter) -> Result<FilterResult> {
+        self.result(filter.rule())
+    }
+
+    /// Which columns pass `filter`.
+    pub fn genes(self, filter: GeneFilter) -> Result<FilterResult> {
+        self.result(filter.rule())
+    }
+
+    fn result(self, rule: super::Rule) -> Result<FilterResult> {
+        let FilterStats { sums, positive, .. } = self;
+        from_stats::<f32, _, _>(
+            rule,
+            Stats {
+                sums: || Ok(sums),
+                positive: || Ok(positive),
+            },
+        )
+    }
 }
 
 fn from_block_stats(
@@ -85,15 +119,12 @@ fn from_block_stats(
     src: &dyn RowBlocks,
     columns: bool,
 ) -> Result<FilterResult> {
-    // The rule reads one of the two statistics.
-    let stats = || block_stats(ctx, src, columns);
-    from_stats::<f32, _, _>(
-        rule,
-        Stats {
-            sums: || Ok(stats()?.0),
-            positive: || Ok(stats()?.1),
-        },
-    )
+    let mut stats = match columns {
+        true => FilterStats::of_columns(src.n_cols()),
+        false => FilterStats::of_rows(),
+    };
+    for_each_row_block(ctx, src, |block, _| stats.add(ctx, &block))?;
+    stats.result(rule)
 }
 
 /// Which cells of a host matrix pass `filter`, its statistics streamed through the device in

@@ -14,7 +14,7 @@ use rayon::prelude::*;
 mod gpu;
 pub use gpu::{
     filter_cells_blocks, filter_cells_gpu, filter_cells_streamed, filter_genes_blocks,
-    filter_genes_gpu, filter_genes_gpu_across, filter_genes_streamed,
+    filter_genes_gpu, filter_genes_gpu_across, filter_genes_streamed, FilterStats,
 };
 
 /// Which bound to filter on; the numbers are inclusive bounds as in scanpy.

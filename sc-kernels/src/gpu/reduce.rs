@@ -50,10 +50,41 @@ pub enum Transform {
 
 /// Column sums, sums of squares and counts of values above zero, each `n_batches x n_cols`
 /// (row-major) when `batches` gives each row's batch code, else `n_cols`.
+#[derive(Debug, Clone, PartialEq)]
 pub struct ColumnMoments {
     pub sums: Vec<f64>,
     pub sq: Vec<f64>,
     pub positive: Vec<i64>,
+}
+
+impl ColumnMoments {
+    /// The moments of no row, over `n_cols` columns.
+    pub fn zeros(n_cols: usize) -> Self {
+        ColumnMoments {
+            sums: vec![0.0; n_cols],
+            sq: vec![0.0; n_cols],
+            positive: vec![0; n_cols],
+        }
+    }
+
+    /// Adds the moments of more rows (of the same columns).
+    pub fn add(&mut self, more: &ColumnMoments) {
+        crate::stats::add_into(&mut self.sums, &more.sums);
+        crate::stats::add_into(&mut self.sq, &more.sq);
+        crate::stats::add_into(&mut self.positive, &more.positive);
+    }
+
+    /// The moments of the columns `keep` marks.
+    pub fn select(&self, keep: &[bool]) -> ColumnMoments {
+        fn pick<T: Copy>(v: &[T], keep: &[bool]) -> Vec<T> {
+            v.iter().zip(keep).filter(|p| *p.1).map(|p| *p.0).collect()
+        }
+        ColumnMoments {
+            sums: pick(&self.sums, keep),
+            sq: pick(&self.sq, keep),
+            positive: pick(&self.positive, keep),
+        }
+    }
 }
 
 /// The moments of `transform(x)`'s columns, optionally per batch (`(codes, n_batches)`, codes

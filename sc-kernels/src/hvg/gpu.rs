@@ -7,7 +7,7 @@ use crate::comm::{Communicator, SingleRank};
 use crate::csr::CsrMatrix;
 use crate::error::{KernelError, Result};
 use crate::gpu::module_cache::KernelSource;
-use crate::gpu::reduce::{self, warps_for_rows, Transform};
+use crate::gpu::reduce::{self, warps_for_rows, ColumnMoments, Transform};
 use crate::gpu::streamed::{for_each_row_block, HostRows, RowBlocks};
 use crate::gpu::{DeviceCsr, DeviceVec, GpuContext};
 use crate::stats::add_into;
@@ -138,6 +138,8 @@ struct StreamedPasses<'a> {
     ctx: &'a GpuContext,
     src: &'a dyn RowBlocks,
     codes: Option<(&'a [u32], usize)>,
+    /// A pass over all rows already taken: answered without going over the blocks.
+    known: Option<&'a KnownMoments>,
 }
 
 impl StreamedPasses<'_> {
@@ -178,6 +180,11 @@ impl ColumnPasses for StreamedPasses<'_> {
     }
 
     fn moments(&self, t: Transform, per_group: bool) -> Result<Vec<Moments>> {
+        if let Some(k) = self.known.filter(|k| k.transform == t) {
+            if !per_group || self.codes.is_none() {
+                return Ok(vec![k.moments.clone()]);
+            }
+        }
         let groups = if per_group {
             self.codes.map_or(1, |c| c.1)
         } else {
@@ -189,9 +196,7 @@ impl ColumnPasses for StreamedPasses<'_> {
             |p| p.moments(t, per_group),
             |acc, part| {
                 for (a, b) in acc.iter_mut().zip(part) {
-                    add_into(&mut a.sums, &b.sums);
-                    add_into(&mut a.sq, &b.sq);
-                    add_into(&mut a.positive, &b.positive);
+                    a.add(&b);
                 }
             },
         )
@@ -221,23 +226,56 @@ pub fn highly_variable_genes_streamed(
     block_bytes: usize,
 ) -> Result<HvgResult> {
     let src = HostRows::new(x, block_bytes);
-    highly_variable_genes_blocks(ctx, &src, params, batches, gene_names)
+    highly_variable_genes_blocks(ctx, &src, params, batches, gene_names, None)
 }
 
 /// [`highly_variable_genes_gpu`] of a matrix made on the device block by block (`batches`
-/// holds a code per row of the whole matrix): each column pass goes over the blocks once.
+/// holds a code per row of the whole matrix): each column pass goes over the blocks once, but
+/// for the pass `known` already holds (taken with [`single_pass`]'s transform over the same
+/// rows and columns, in a pass of the caller's over the blocks).
 pub fn highly_variable_genes_blocks(
     ctx: &GpuContext,
     src: &dyn RowBlocks,
     params: &HvgParams,
     batches: Option<&Batches>,
     gene_names: Option<&[String]>,
+    known: Option<&KnownMoments>,
 ) -> Result<HvgResult> {
     check_inputs(src.n_rows(), src.n_cols(), params, batches, gene_names)?;
+    if let Some(k) = known {
+        if k.moments.sums.len() != src.n_cols() {
+            return Err(KernelError::Shape(format!(
+                "moments of {} columns for a matrix of {}",
+                k.moments.sums.len(),
+                src.n_cols()
+            )));
+        }
+    }
     let passes = StreamedPasses {
         ctx,
         src,
         codes: batches.map(|b| (&b.codes[..], b.categories.len())),
+        known,
     };
     run(&passes, params, batches, gene_names)
+}
+
+/// The one column pass `highly_variable_genes` takes for `params` without batches, where its
+/// flavour takes one (the dispersion flavours: seurat_v3 takes two, over the counts): the
+/// transform of its moments.
+pub fn single_pass(params: &HvgParams) -> Option<Transform> {
+    match params.flavor {
+        super::Flavor::Seurat | super::Flavor::CellRanger => {
+            Some(super::dispersion_transform(params))
+        }
+        _ => None,
+    }
+}
+
+/// The column moments of every row of a matrix, of `transform(x)`, taken before
+/// [`highly_variable_genes_blocks`] runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KnownMoments {
+    pub transform: Transform,
+    pub moments: ColumnMoments,
 }

@@ -30,7 +30,7 @@ pub(crate) mod gpu;
 pub const KERNELS: crate::gpu::module_cache::KernelSource = gpu::SRC;
 pub use gpu::{
     highly_variable_genes_blocks, highly_variable_genes_gpu, highly_variable_genes_gpu_across,
-    highly_variable_genes_streamed,
+    highly_variable_genes_streamed, single_pass, KnownMoments,
 };
 
 use crate::columns::{Column, NamedColumns};

@@ -87,23 +87,8 @@ pub(crate) fn clipped_pass<T: Real>(
 }
 
 /// Column sums of `transform(x)`, sums of its squares and counts of values above zero (of `x`)
-/// over one group of cells.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Moments {
-    pub sums: Vec<f64>,
-    pub sq: Vec<f64>,
-    pub positive: Vec<i64>,
-}
-
-impl Moments {
-    pub(crate) fn zeros(n_cols: usize) -> Self {
-        Moments {
-            sums: vec![0.0; n_cols],
-            sq: vec![0.0; n_cols],
-            positive: vec![0; n_cols],
-        }
-    }
-}
+/// over one group of cells: the device's column moments, taken on the host alike.
+pub(crate) use crate::gpu::reduce::ColumnMoments as Moments;
 
 /// The passes over the matrix that `highly_variable_genes` needs; everything else (binning,
 /// loess, selection, batch merge) is shared host code. Implemented over a host matrix

@@ -10,6 +10,7 @@ use crate::gpu::streamed::{for_each_row_block, HostRows, RowBlocks};
 use crate::gpu::trace::PhaseTrace;
 use crate::gpu::{grid_stride, DeviceCsr, DeviceVec, GpuContext};
 use rmm_cuda::cudarc::driver::PushKernelArg;
+use std::ops::Range;
 
 pub(crate) const SRC: KernelSource = KernelSource {
     name: "qc",
@@ -153,11 +154,44 @@ pub fn calculate_qc_metrics_blocks(
     src: &dyn RowBlocks,
     params: &QcParams,
 ) -> Result<QcMetrics> {
-    let ns = check_params(src.n_cols(), params)?;
-    let mut sums = QcSums::empty(params.qc_vars.len(), ns.len(), src.n_cols());
-    for_each_row_block(ctx, src, |block, _| {
-        sums.append(qc_sums_gpu(ctx, &block, params, &ns)?);
-        Ok(())
-    })?;
-    Ok(assemble::<f32>(&sums, params, &ns, src.n_rows()))
+    let mut qc = QcBlocks::new(src.n_cols(), params)?;
+    for_each_row_block(ctx, src, |block, _| qc.add(ctx, &block).map(|_| ()))?;
+    Ok(qc.finish())
+}
+
+/// [`calculate_qc_metrics_blocks`] one block at a time, for a pass over the blocks that does
+/// more with each: the blocks are the cells in order.
+pub struct QcBlocks<'a> {
+    params: &'a QcParams,
+    /// `percent_top` ascending.
+    ns: Vec<usize>,
+    sums: QcSums,
+}
+
+impl<'a> QcBlocks<'a> {
+    /// The metrics of no cell yet, of `n_cols` genes.
+    pub fn new(n_cols: usize, params: &'a QcParams) -> Result<Self> {
+        let ns = check_params(n_cols, params)?;
+        let sums = QcSums::empty(params.qc_vars.len(), ns.len(), n_cols);
+        Ok(QcBlocks { params, ns, sums })
+    }
+
+    /// Takes the sums of the cells after those so far; returns their positions.
+    pub fn add(&mut self, ctx: &GpuContext, block: &DeviceCsr) -> Result<Range<usize>> {
+        let sums = qc_sums_gpu(ctx, block, self.params, &self.ns)?;
+        let start = self.sums.n_genes.len();
+        self.sums.append(sums);
+        Ok(start..self.sums.n_genes.len())
+    }
+
+    /// The stored non-zero values of each cell so far.
+    pub fn n_genes(&self) -> &[i32] {
+        &self.sums.n_genes
+    }
+
+    /// The metrics of all cells added.
+    pub fn finish(self) -> QcMetrics {
+        let n = self.sums.n_genes.len();
+        assemble::<f32>(&self.sums, self.params, &self.ns, n)
+    }
 }

@@ -25,7 +25,7 @@ pub(crate) mod gpu;
 pub const KERNELS: crate::gpu::module_cache::KernelSource = gpu::SRC;
 pub use gpu::{
     calculate_qc_metrics_blocks, calculate_qc_metrics_gpu, calculate_qc_metrics_streamed,
-    qc_sums_gpu, qc_sums_gpu_in_launches,
+    qc_sums_gpu, qc_sums_gpu_in_launches, QcBlocks,
 };
 
 /// Parameters of [`calculate_qc_metrics`].

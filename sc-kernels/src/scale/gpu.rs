@@ -2,17 +2,16 @@
 //! [`crate::gpu::reduce::col_moments`], the per-column constants by the CPU's code, the dense
 //! output written on the device; and of [`super::scale_dense`] on a dense device matrix.
 
-use super::{check, clip, stats_across, stats_of, ScaleParams, ScaleStats};
+use super::{check, clip, stats_across, ScaleParams, ScaleStats};
 use crate::comm::{Communicator, SingleRank};
 use crate::csr::CsrMatrix;
 use crate::dense::DenseMatrix;
 use crate::error::{KernelError, Result};
 use crate::gpu::dense_reduce::{dense_col_moments, finite_by_sums};
 use crate::gpu::module_cache::KernelSource;
-use crate::gpu::reduce::{col_moments, Transform};
+use crate::gpu::reduce::{col_moments, ColumnMoments, Transform};
 use crate::gpu::streamed::{csr_blocks_with_output, for_each_row_block, HostRows, RowBlocks};
 use crate::gpu::{blocks_for_rows, DeviceCsr, DeviceDense, DeviceVec, GpuContext};
-use crate::stats::add_into;
 use rmm_cuda::cudarc::driver::PushKernelArg;
 
 pub(crate) const SRC: KernelSource = KernelSource {
@@ -177,15 +176,12 @@ pub fn scale_csr_to_dense_streamed(
 
 /// The column means and deviations `scale` uses, over the rows of every block of `src`.
 pub fn scale_stats_blocks(ctx: &GpuContext, src: &dyn RowBlocks) -> Result<ScaleStats> {
-    let g = src.n_cols();
-    let (mut sums, mut sq) = (vec![0.0; g], vec![0.0; g]);
+    let mut m = ColumnMoments::zeros(src.n_cols());
     for_each_row_block(ctx, src, |block, _| {
-        let m = col_moments(ctx, &block, Transform::Identity, None)?;
-        add_into(&mut sums, &m.sums);
-        add_into(&mut sq, &m.sq);
+        m.add(&col_moments(ctx, &block, Transform::Identity, None)?);
         Ok(())
     })?;
-    Ok(stats_of(&sums, &sq, src.n_rows()))
+    Ok(super::stats_of_moments(&m, src.n_rows()))
 }
 
 /// Zero-centred scaling with fixed statistics, for rows made one block at a time (on any

@@ -101,6 +101,13 @@ pub(crate) fn stats_of(sums: &[f64], sq: &[f64], n: usize) -> ScaleStats {
     }
 }
 
+/// The statistics of a matrix of `n` rows from its columns' moments (of the values themselves),
+/// taken in a pass over its row blocks: [`gpu::scale_stats_blocks`]'s, or a pass of the
+/// caller's.
+pub fn stats_of_moments(m: &crate::gpu::reduce::ColumnMoments, n: usize) -> ScaleStats {
+    stats_of(&m.sums, &m.sq, n)
+}
+
 /// [`stats_of`] the sums over `n` rows of this rank added to the other ranks' sums.
 pub(crate) fn stats_across(
     mut sums: Vec<f64>,

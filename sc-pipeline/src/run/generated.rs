@@ -8,9 +8,11 @@
 //! Each step runs its `*_blocks` kernel over a `GeneratedRows` source: a block is generated,
 //! then the steps already run are applied to it as it is made (cells and genes that failed the
 //! filters dropped, normalize_total with a fixed target, log1p, the highly variable genes kept,
-//! scaled to a dense block for PCA). QC, the filters, HVG and scale's statistics take one pass
-//! each; PCA two (Gram matrix, then scores). Per-gene sums are combined over the blocks as over
-//! the row blocks of a streamed run.
+//! scaled to a dense block for PCA). QC's pass also takes what filter_genes, HVG and scale read
+//! ([`crate::steps::generated_ahead`]; each of them makes a pass of its own where that does not
+//! hold, e.g. after filter_genes removed genes); filter_cells reads QC's counts; PCA takes two
+//! (Gram matrix, then scores). Per-gene sums are combined over the blocks as over the row blocks
+//! of a streamed run.
 //!
 //! What differs from a run that holds X: the result holds no X (and no `.raw`); anndata reads
 //! the written file with `X = None`. normalize_total needs a fixed target (the median of all
@@ -187,6 +189,7 @@ fn run_blocks(
         chain: Chain::default(),
         scaler: None,
         genes_per_cell: None,
+        ahead: None,
     };
     let gpus = [ctx.clone()];
     let env = StepEnv {

@@ -7,7 +7,7 @@ use super::kernel_error;
 use super::step::{
     no_budget_check, no_device_bytes, no_input_check, OnGenerated, Phase, Step, StepEnv,
 };
-use crate::steps::GeneratedPass;
+use crate::steps::{GeneratedPass, PipelineConfig};
 use crate::{AnnData, Error, Result};
 use sc_kernels::filter::{CellFilter, FilterResult, GeneFilter};
 
@@ -51,6 +51,11 @@ fn min_genes(env: &StepEnv<'_>) -> u64 {
     env.config
         .min_genes
         .expect("the row runs only with min_genes")
+}
+
+/// filter_cells' filter on a run whose X is never held (`None`: the step does not run).
+pub(crate) fn generated_cell_filter(config: &PipelineConfig) -> Option<CellFilter> {
+    config.min_genes.map(CellFilter::MinGenes)
 }
 
 fn min_cells(env: &StepEnv<'_>) -> u64 {
@@ -100,7 +105,7 @@ fn generated_filter_cells(
 ) -> Result<String> {
     let min_genes = min_genes(env);
     keep_before_filter(a, env);
-    let filter = CellFilter::MinGenes(min_genes);
+    let filter = generated_cell_filter(env.config).expect("the row runs only with min_genes");
     // calculate_qc_metrics counted the same genes on the same counts: no pass of its own.
     let counted = match pass.genes_per_cell.take() {
         Some(genes) if pass.chain.is_identity() && genes.len() == a.n_obs() => {
@@ -130,16 +135,22 @@ fn generated_filter_genes(
     pass: &mut GeneratedPass<'_>,
 ) -> Result<String> {
     let min_cells = min_cells(env);
-    let result = sc_kernels::filter::filter_genes_blocks(
-        &pass.ctx,
-        &pass.rows(),
-        GeneFilter::MinCells(min_cells),
-    )
-    .map_err(kernel_error("filter_genes"))?;
+    let filter = GeneFilter::MinCells(min_cells);
+    let taken = (pass.ahead.as_mut()).and_then(|ahead| ahead.gene_filter(&pass.chain, filter));
+    let how = match taken {
+        Some(_) => " (counted in calculate_qc_metrics' pass)",
+        None => "",
+    };
+    let result = taken
+        .unwrap_or_else(|| sc_kernels::filter::filter_genes_blocks(&pass.ctx, &pass.rows(), filter))
+        .map_err(kernel_error("filter_genes"))?;
     let keep = result.keep.clone();
     let removed = keep_genes(a, result)?;
-    pass.chain.keep_genes = Some(keep);
-    Ok(format!("min_cells={min_cells}: {removed} genes removed"))
+    // Every gene kept: no selection left for the blocks to make.
+    pass.chain.keep_genes = (removed > 0).then_some(keep);
+    Ok(format!(
+        "min_cells={min_cells}: {removed} genes removed{how}"
+    ))
 }
 
 /// Keeps aside, for every cell, the `obs` columns the run asks for

@@ -17,7 +17,7 @@ use std::ops::Range;
 use std::sync::Arc;
 
 /// What every block goes through after it is generated, in this order.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Chain {
     /// Over all generated cells.
     pub keep_cells: Option<Vec<bool>>,
@@ -37,6 +37,24 @@ impl Chain {
             && self.normalize.is_none()
             && !self.log1p
             && self.keep_hvg.is_none()
+    }
+
+    /// The block `x` of the cells `keep_cells` kept, through the rest of the chain.
+    pub fn of_kept_cells(&self, lane: &GpuContext, x: DeviceCsr) -> sc_kernels::Result<DeviceCsr> {
+        let mut x = x;
+        if let Some(keep) = &self.keep_genes {
+            x = select_cols(lane, &x, keep)?;
+        }
+        if let Some(p) = &self.normalize {
+            sc_kernels::normalize::normalize_total_gpu(lane, &mut x, p)?;
+        }
+        if self.log1p {
+            sc_kernels::log1p::log1p_gpu(lane, &mut x, None)?;
+        }
+        if let Some(keep) = &self.keep_hvg {
+            x = select_cols(lane, &x, keep)?;
+        }
+        Ok(x)
     }
 }
 
@@ -131,6 +149,8 @@ pub struct GeneratedPass<'a> {
     /// the source's counts (when they are never negative), for filter_cells to read instead of
     /// a pass of its own.
     pub genes_per_cell: Option<Vec<i32>>,
+    /// The statistics of filter_genes, HVG and scale, taken in calculate_qc_metrics' pass.
+    pub ahead: Option<super::generated_ahead::Ahead>,
 }
 
 impl GeneratedPass<'_> {
@@ -196,19 +216,7 @@ impl RowBlocks for GeneratedRows<'_> {
         if let Some(keep) = &c.keep_cells {
             x = select_rows(lane, &x, &keep[cells])?;
         }
-        if let Some(keep) = &c.keep_genes {
-            x = select_cols(lane, &x, keep)?;
-        }
-        if let Some(p) = &c.normalize {
-            sc_kernels::normalize::normalize_total_gpu(lane, &mut x, p)?;
-        }
-        if c.log1p {
-            sc_kernels::log1p::log1p_gpu(lane, &mut x, None)?;
-        }
-        if let Some(keep) = &c.keep_hvg {
-            x = select_cols(lane, &x, keep)?;
-        }
-        Ok(x)
+        c.of_kept_cells(lane, x)
     }
 }
 

@@ -93,16 +93,40 @@ fn run_generated(
     let h = options(env);
     let batches = hvg_batches(a, h)?;
     let params = hvg_params(a, h);
+    let known = sc_kernels::hvg::single_pass(&params)
+        .and_then(|t| pass.ahead.as_ref()?.moments(&pass.chain, t));
     let result = sc_kernels::hvg::highly_variable_genes_blocks(
         &pass.ctx,
         &pass.rows(),
         &params,
         batches.as_ref(),
         Some(&a.var.index),
+        known.as_ref(),
     )
     .map_err(kernel_error("highly_variable_genes"))?;
     let n = store_hvg(a, result, h)?;
-    Ok(format!("flavor={}: {n} genes selected", h.flavor.name()))
+    let how = match (&known, &batches) {
+        (Some(_), None) => " (moments taken in calculate_qc_metrics' pass)",
+        _ => "",
+    };
+    Ok(format!(
+        "flavor={}: {n} genes selected{how}",
+        h.flavor.name()
+    ))
+}
+
+/// The transform of the one column pass highly_variable_genes takes on a run whose X is never
+/// held, on `a` as QC sees it (`None`: the step does not run on log-normalized values, takes
+/// batches, or its flavour takes more than one pass).
+pub(crate) fn generated_pass(
+    config: &PipelineConfig,
+    a: &AnnData,
+) -> Option<sc_kernels::gpu::reduce::Transform> {
+    let h = config.hvg.as_ref()?;
+    if h.needs_counts() || h.batch_key.is_some() {
+        return None;
+    }
+    sc_kernels::hvg::single_pass(&hvg_params(a, h))
 }
 
 fn run_subset(a: &mut AnnData, _: &StepEnv<'_>) -> Result<String> {

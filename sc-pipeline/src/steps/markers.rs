@@ -317,6 +317,7 @@ fn markers_on_subset(
         },
         scaler: None,
         genes_per_cell: None,
+        ahead: None,
     };
     let rows = raw.rows();
     let n = rows.n_rows();

@@ -18,6 +18,7 @@ mod dpt;
 mod draw_graph;
 mod embedding_density;
 mod filter;
+pub mod generated_ahead;
 pub mod generated_blocks;
 mod harmony;
 mod hvg;

@@ -5,7 +5,7 @@ use super::step::{
     no_budget_check, no_device_bytes, no_input_check, OnGenerated, Phase, Step, StepEnv,
 };
 use super::{kernel_error, x_csr_mut};
-use crate::steps::GeneratedPass;
+use crate::steps::{GeneratedPass, PipelineConfig};
 use crate::{AnnData, Result};
 use sc_kernels::normalize::{NormalizeParams, NormalizeResult};
 
@@ -55,14 +55,20 @@ fn run_generated(
     pass: &mut GeneratedPass<'_>,
 ) -> Result<String> {
     let target = target_sum(env).expect("the generated run refuses the median target");
-    pass.chain.normalize = Some(NormalizeParams {
-        target_sum: Some(target),
-        per_cell: false,
-        ..Default::default()
-    });
+    pass.chain.normalize = generated_params(env.config);
     Ok(format!(
         "target_sum={target}: lazy, applied to each block as it is generated"
     ))
+}
+
+/// What normalize_total applies to each block on a run whose X is never held (`None`: the
+/// step does not run, or would take the median, which such a run refuses).
+pub(crate) fn generated_params(config: &PipelineConfig) -> Option<NormalizeParams> {
+    Some(NormalizeParams {
+        target_sum: Some(config.target_sum??),
+        per_cell: false,
+        ..Default::default()
+    })
 }
 
 /// Normalizes X; returns what the kernel used (the target sum and per-cell totals).

@@ -71,7 +71,8 @@ fn run_generated(
         percent_top: default_percent_top(a.n_vars()),
         log1p: true,
     };
-    let metrics = sc_kernels::qc::calculate_qc_metrics_blocks(&pass.ctx, &pass.rows(), &params)
+    let plan = super::generated_ahead::plan(env.config, a);
+    let (metrics, ahead) = super::generated_ahead::qc_pass(pass, &params, plan.as_ref())
         .map_err(kernel_error("calculate_qc_metrics"))?;
     if pass.source.non_negative() && pass.chain.is_identity() {
         if let Some(sc_kernels::columns::Column::I32(genes)) =
@@ -81,7 +82,12 @@ fn run_generated(
         }
     }
     store_qc_metrics(a, metrics)?;
-    Ok(mito_qc_note(n_mt, prefix, a.n_vars()))
+    let ahead_note = match &ahead {
+        Some(_) => "; in the same pass, what filter_genes, HVG and scale read",
+        None => "",
+    };
+    pass.ahead = ahead;
+    Ok(mito_qc_note(n_mt, prefix, a.n_vars()) + ahead_note)
 }
 
 /// Adds the boolean `var[name]`: genes whose name starts with `prefix` (scanpy's recipe

@@ -9,6 +9,8 @@ use super::step::{
 use crate::anndata::{ArrayData, DeviceData, DeviceMatrix, Matrix};
 use crate::steps::{GeneratedPass, PipelineConfig};
 use crate::{AnnData, Result};
+use sc_kernels::gpu::reduce::Transform;
+use sc_kernels::gpu::streamed::RowBlocks;
 use sc_kernels::scale::{DenseScaler, ScaleParams};
 
 /// The pipeline's row: `scale(max_value=...)`, zero-centred (X becomes dense).
@@ -65,14 +67,24 @@ fn run_generated(
     pass: &mut GeneratedPass<'_>,
 ) -> Result<String> {
     let p = params(env);
-    let st = sc_kernels::scale::scale_stats_blocks(&pass.ctx, &pass.rows())
-        .map_err(kernel_error("scale"))?;
+    let known =
+        (pass.ahead.take()).and_then(|ahead| ahead.moments(&pass.chain, Transform::Identity));
+    let rows = pass.rows();
+    let st = match &known {
+        Some(k) => sc_kernels::scale::stats_of_moments(&k.moments, rows.n_rows()),
+        None => sc_kernels::scale::scale_stats_blocks(&pass.ctx, &rows)
+            .map_err(kernel_error("scale"))?,
+    };
     let scaler = DenseScaler::new(&pass.ctx, &st, &p).map_err(kernel_error("scale"))?;
     a.var.set_values("mean", ArrayData::F64(st.mean))?;
     a.var.set_values("std", ArrayData::F64(st.std))?;
     pass.scaler = Some(scaler);
+    let how = match known {
+        Some(_) => "taken in calculate_qc_metrics' pass",
+        None => "now",
+    };
     Ok(format!(
-        "{}; statistics now, each block scaled as it is generated for PCA",
+        "{}; statistics {how}, each block scaled as it is generated for PCA",
         clipping(&p)
     ))
 }
