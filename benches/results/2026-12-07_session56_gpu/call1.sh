@@ -26,3 +26,9 @@ for v in new base; do
   mv "$OUT"/atlas "$OUT"/a_all.txt $L/$v/ 2>/dev/null
   pack_logs
 done
+# 3. Issue 55 (rmm/ and rmm-bench.tar.xz as for session 55's call1b.sh: rmm-core's 18 test
+# binaries, the one-thread cells beside RMM, pinned), when the call has the time left.
+if [ $SECONDS -lt 330 ]; then
+  L=/tmp/logs/issue55 B=.gpu-w bash benches/results/2026-12-07_session55_gpu/call1b.sh > /dev/null 2>&1
+  L=/tmp/logs; pack_logs
+else say "issue 55 part skipped at ${SECONDS}s"; fi
