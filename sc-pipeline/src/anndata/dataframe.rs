@@ -328,6 +328,7 @@ impl DataFrame {
         use rayon::prelude::*;
         assert_eq!(keep.len(), self.n_rows(), "row mask length");
         // On every core, the columns side by side (11.4 M cells: tens of millions of values).
+        let (unnamed_rows, columns) = self.kept_columns(keep);
         DataFrame {
             index_name: self.index_name.clone(),
             index: self
@@ -337,16 +338,37 @@ impl DataFrame {
                 .filter(|(_, &k)| k)
                 .map(|(s, _)| s.clone())
                 .collect(),
-            unnamed_rows: match self.unnamed_rows {
-                0 => 0,
-                _ => keep.iter().filter(|&&k| k).count(),
-            },
-            columns: self
-                .columns
-                .par_iter()
-                .map(|(n, c)| (n.clone(), c.select(keep)))
-                .collect(),
+            unnamed_rows,
+            columns,
         }
+    }
+
+    /// [`Self::select_rows`] in place: the kept rows' names move instead of being copied, and
+    /// the others' are freed on every core (11.4 M cells: copying the names and freeing the old
+    /// ones on one thread took most of a second).
+    pub fn retain_rows(&mut self, keep: &[bool]) {
+        use rayon::prelude::*;
+        assert_eq!(keep.len(), self.n_rows(), "row mask length");
+        let (unnamed_rows, columns) = self.kept_columns(keep);
+        let index = std::mem::take(&mut self.index);
+        self.index = (index.into_par_iter().zip(keep))
+            .filter_map(|(s, &k)| k.then_some(s))
+            .collect();
+        self.unnamed_rows = unnamed_rows;
+        self.columns = columns;
+    }
+
+    /// The row count of unnamed rows and the columns, of the rows `keep` picks.
+    fn kept_columns(&self, keep: &[bool]) -> (usize, Vec<(String, Column)>) {
+        use rayon::prelude::*;
+        let unnamed_rows = match self.unnamed_rows {
+            0 => 0,
+            _ => keep.iter().filter(|&&k| k).count(),
+        };
+        let columns = (self.columns.par_iter())
+            .map(|(n, c)| (n.clone(), c.select(keep)))
+            .collect();
+        (unnamed_rows, columns)
     }
 
     /// Checks that every column has one value per row and category codes are in range.
@@ -411,6 +433,28 @@ mod tests {
             (named.n_rows(), named.index.clone()),
             (1, vec!["1".to_string()])
         );
+    }
+
+    #[test]
+    fn retaining_rows_in_place_is_selecting_them() {
+        let mut named = DataFrame::with_default_index(5);
+        named
+            .set_values("v", ArrayData::I64(vec![1, 2, 3, 4, 5]))
+            .unwrap();
+        named
+            .set_values("s", strings(&["a", "b", "c", "d", "e"]))
+            .unwrap();
+        let mut unnamed = DataFrame::with_unnamed_rows(5);
+        unnamed
+            .set_values("v", ArrayData::F64(vec![0.5; 5]))
+            .unwrap();
+        let keep = [false, true, true, false, true];
+        for mut t in [named, unnamed] {
+            let selected = t.select_rows(&keep);
+            t.retain_rows(&keep);
+            assert_eq!(t, selected);
+            assert_eq!(t.n_rows(), 3);
+        }
     }
 
     #[test]

@@ -14,7 +14,7 @@ impl AnnData {
             return Ok(());
         }
         self.x = self.x.select_rows(keep)?;
-        self.obs = self.obs.select_rows(keep);
+        self.obs.retain_rows(keep);
         self.obsm = select_dense(&self.obsm, keep);
         self.obsp = select_square(&self.obsp, keep)?;
         for layer in self.layers.values_mut() {
