@@ -184,7 +184,7 @@ const TABLES: &[Layers] = &[
                 true,
             ),
             (&["step"], false),
-            (&["config", "generated_blocks"], false),
+            (&["config", "generated_blocks", "generated_ahead"], false),
         ],
     },
 ];

@@ -58,6 +58,11 @@ pub(crate) fn generated_cell_filter(config: &PipelineConfig) -> Option<CellFilte
     config.min_genes.map(CellFilter::MinGenes)
 }
 
+/// filter_genes' filter on a run whose X is never held (`None`: the step does not run).
+pub(crate) fn generated_gene_filter(config: &PipelineConfig) -> Option<GeneFilter> {
+    config.min_cells.map(GeneFilter::MinCells)
+}
+
 fn min_cells(env: &StepEnv<'_>) -> u64 {
     env.config
         .min_cells
@@ -135,7 +140,7 @@ fn generated_filter_genes(
     pass: &mut GeneratedPass<'_>,
 ) -> Result<String> {
     let min_cells = min_cells(env);
-    let filter = GeneFilter::MinCells(min_cells);
+    let filter = generated_gene_filter(env.config).expect("the row runs only with min_cells");
     let taken = (pass.ahead.as_mut()).and_then(|ahead| ahead.gene_filter(&pass.chain, filter));
     let how = match taken {
         Some(_) => " (counted in calculate_qc_metrics' pass)",

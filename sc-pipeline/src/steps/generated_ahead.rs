@@ -10,8 +10,6 @@
 //! one pass instead of four, on the 11.4 M-cell atlas about 2 s each.
 
 use super::generated_blocks::{Chain, GeneratedPass};
-use crate::steps::PipelineConfig;
-use crate::AnnData;
 use sc_kernels::filter::{
     filter_cells_by_genes, CellFilter, FilterResult, FilterStats, GeneFilter,
 };
@@ -19,9 +17,11 @@ use sc_kernels::gpu::compact::select_rows;
 use sc_kernels::gpu::reduce::{col_moments, ColumnMoments, Transform};
 use sc_kernels::gpu::streamed::{for_each_row_block, RowBlocks};
 use sc_kernels::hvg::KnownMoments;
+use sc_kernels::normalize::NormalizeParams;
 use sc_kernels::qc::{QcBlocks, QcMetrics, QcParams};
 
-/// What QC's pass takes ahead, from the run's settings.
+/// What QC's pass takes ahead, from the settings of the steps after it
+/// (`steps::generated_ahead_plan`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
     /// filter_cells' filter: the cells the blocks keep.
@@ -34,28 +34,34 @@ pub struct Plan {
     transforms: Vec<Transform>,
 }
 
-/// What QC's pass takes for the steps after it on `a` with `config`; `None` where they read
-/// nothing it could take.
-pub fn plan(config: &PipelineConfig, a: &AnnData) -> Option<Plan> {
-    let mut transforms = Vec::new();
-    transforms.extend(super::hvg::generated_pass(config, a));
-    if config.scale_max_value.is_some() && !transforms.contains(&Transform::Identity) {
-        transforms.push(Transform::Identity);
+impl Plan {
+    /// What QC's pass takes: the cells `cells` keeps (all without), filter_genes' statistics
+    /// of their counts where `genes`, and the moments of each of `transforms` after
+    /// `normalize` and `log1p` over every gene; `None` where no later step would read any.
+    pub fn new(
+        cells: Option<CellFilter>,
+        genes: bool,
+        normalize: Option<NormalizeParams>,
+        log1p: bool,
+        transforms: impl IntoIterator<Item = Transform>,
+    ) -> Option<Plan> {
+        let mut distinct: Vec<Transform> = Vec::new();
+        for t in transforms {
+            if !distinct.contains(&t) {
+                distinct.push(t);
+            }
+        }
+        (genes || !distinct.is_empty()).then(|| Plan {
+            cells,
+            genes,
+            values: Chain {
+                normalize,
+                log1p,
+                ..Chain::default()
+            },
+            transforms: distinct,
+        })
     }
-    let genes = config.min_cells.is_some();
-    if transforms.is_empty() && !genes {
-        return None;
-    }
-    Some(Plan {
-        cells: super::filter::generated_cell_filter(config),
-        genes,
-        values: Chain {
-            normalize: super::normalize::generated_params(config),
-            log1p: config.log1p,
-            ..Chain::default()
-        },
-        transforms,
-    })
 }
 
 /// The statistics QC's pass took for later steps.
@@ -261,6 +267,16 @@ mod tests {
         ] {
             assert!(ahead.moments(&other, Transform::Identity).is_none());
         }
+    }
+
+    #[test]
+    fn a_plan_takes_each_transform_once_and_only_what_a_step_reads() {
+        let p = Plan::new(None, false, None, true, [Transform::Identity; 2]).unwrap();
+        assert_eq!(p.transforms, vec![Transform::Identity]);
+        assert!(p.values.log1p && p.values.normalize.is_none());
+        assert!(Plan::new(Some(CellFilter::MinGenes(200)), false, None, true, []).is_none());
+        let genes_only = Plan::new(None, true, None, false, []).unwrap();
+        assert!(genes_only.genes && genes_only.transforms.is_empty());
     }
 
     #[test]

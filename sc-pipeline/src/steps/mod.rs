@@ -93,6 +93,26 @@ pub use umap::{umap, umap_on};
 
 pub(crate) use generated_blocks::GeneratedPass;
 
+/// What calculate_qc_metrics' pass over the cells of a run whose X is never held takes for the
+/// steps after it ([`generated_ahead`]), each part from its step's settings.
+pub(crate) fn generated_ahead_plan(
+    config: &PipelineConfig,
+    a: &AnnData,
+) -> Option<generated_ahead::Plan> {
+    generated_ahead::Plan::new(
+        filter::generated_cell_filter(config),
+        filter::generated_gene_filter(config).is_some(),
+        normalize::generated_params(config),
+        config.log1p,
+        [
+            hvg::generated_pass(config, a),
+            scale::generated_pass(config),
+        ]
+        .into_iter()
+        .flatten(),
+    )
+}
+
 /// The pipeline's rows of the step table (the runner lists them in their order), one per step (HVG has two: before
 /// normalize_total for the flavours that read counts, after log1p for the others).
 pub(crate) mod rows {

@@ -71,7 +71,7 @@ fn run_generated(
         percent_top: default_percent_top(a.n_vars()),
         log1p: true,
     };
-    let plan = super::generated_ahead::plan(env.config, a);
+    let plan = super::generated_ahead_plan(env.config, a);
     let (metrics, ahead) = super::generated_ahead::qc_pass(pass, &params, plan.as_ref())
         .map_err(kernel_error("calculate_qc_metrics"))?;
     if pass.source.non_negative() && pass.chain.is_identity() {

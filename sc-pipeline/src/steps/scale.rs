@@ -60,6 +60,11 @@ fn device_bytes(s: &Sizes, config: &PipelineConfig) -> StepBytes {
     }
 }
 
+/// The moments scale reads on a run whose X is never held (`None`: the step does not run).
+pub(crate) fn generated_pass(config: &PipelineConfig) -> Option<Transform> {
+    config.scale_max_value.map(|_| Transform::Identity)
+}
+
 /// On the generated demo: the statistics now, each block scaled as PCA generates it.
 fn run_generated(
     a: &mut AnnData,
