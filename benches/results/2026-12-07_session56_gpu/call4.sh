@@ -3,21 +3,21 @@
 # run's marker genes made from their subset's cells alone (commit
 # d0689f9)):
 # 1. gpu_generated (the generator's named cells against its blocks; the generated and file
-#    runs against the in-memory run), and memcheck of the generator's test;
-# 2. the atlas workflow with the default target recall (0.95), then with --target-recall 0.96
-#    (call 3: 0.96 passes the 1 M quality gates that 0.95 misses by a hair on modularity).
+#    runs against the in-memory run);
+# 2. the atlas workflow with --target-recall 0.96 (call 3: 0.96 passes the 1 M quality gates
+#    that 0.95 misses by a hair on modularity).
+# Cut to these when 280 s of device time were left (planned: memcheck of the generator's test,
+# and the atlas at 0.95 too).
 set -u
 B=.gpu-w
 source scripts/device/call_preamble.sh
 REQUIRE_GPU=1 timeout 150 $B/test-gpu_generated > $L/t_gen.log 2>&1; say "gpu_generated rc=$? $(grep -E 'test result' $L/t_gen.log)"
 grep -E "panicked|FAILED" -A3 $L/t_gen.log | head -12 >> "$S"
-timeout 120 compute-sanitizer --tool memcheck --error-exitcode 3 env REQUIRE_GPU=1 $B/test-gpu_generated device_generator \
-  > $L/memcheck.log 2>&1; say "memcheck rc=$? $(grep -E 'ERROR SUMMARY|test result' $L/memcheck.log | tr '\n' ' ')"
 ATLAS="--demo --demo-on-gpu --demo-cells 11400000 --demo-genes 45854 --n-top-genes 5000 --n-comps 100 --device gpu"
 timeout 60 $B/scpipe run --demo --demo-on-gpu --demo-cells 50000 --device gpu --gpus 1 --neighbors-method ivf \
   -o /dev/shm/warm.h5ad > $L/warm.log 2>&1; say "warm-up rc=$?"
 pack_logs
-for v in "r95" "r96 --target-recall 0.96"; do
+for v in "r96 --target-recall 0.96"; do
   set -- $v; name=$1; shift
   SCPIPE_TRACE_PHASES=1 /usr/bin/time -v timeout 150 $B/scpipe run $ATLAS --gpus 1 --neighbors-method ivf "$@" \
     -o /dev/shm/atlas.h5ad --report $L/atlas_$name.json > $L/atlas_$name.log 2>&1; say "== atlas $name $* rc=$?"
