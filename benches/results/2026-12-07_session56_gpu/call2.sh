@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 56, call 2 (carry .gpu-w: scpipe built from 722d17c: call 1's new build with
+# Session 56, call 2 (carry .gpu-w: scpipe built from bf114e6: call 1's new build with
 # filter_cells keeping obs in place):
 # 1. the atlas workflow twice with the same seed, outputs kept and compared dataset by dataset
 #    (issue 54's gate: the same seed twice, the same result bit for bit), each run timed;

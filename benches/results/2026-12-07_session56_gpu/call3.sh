@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 56, call 3 (carry .gpu-w as for call 2, build 722d17c): issue 54's quality gate at
+# Session 56, call 3 (carry .gpu-w as for call 2, build bf114e6): issue 54's quality gate at
 # 1 M cells, which call 2's default inverted file missed on modularity (0.9090 against the exact
 # runs' 0.9140 - 0.005), against three variants over seeds 0 1 2: --target-recall 0.96 and 0.97,
 # and one round of NN-descent's local join (--descent-rounds 1).

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Session 56, call 4 (carry .gpu-w: scpipe and test-gpu_generated built with the generated
 # run's marker genes made from their subset's cells alone (commit
-# d0689f9)):
+# 1579e36)):
 # 1. gpu_generated (the generator's named cells against its blocks; the generated and file
 #    runs against the in-memory run);
 # 2. the atlas workflow with --target-recall 0.96 (call 3: 0.96 passes the 1 M quality gates
