@@ -91,6 +91,12 @@ impl FilterStats {
         Ok(())
     }
 
+    /// The statistics with those of every block of `src` taken.
+    pub fn over_blocks(mut self, ctx: &GpuContext, src: &dyn RowBlocks) -> Result<Self> {
+        for_each_row_block(ctx, src, |block, _| self.add(ctx, &block))?;
+        Ok(self)
+    }
+
     /// Which rows pass `filter`.
     pub fn cells(self, filter: CellFilter) -> Result<FilterResult> {
         self.result(filter.rule())
@@ -113,20 +119,6 @@ impl FilterStats {
     }
 }
 
-fn from_block_stats(
-    rule: super::Rule,
-    ctx: &GpuContext,
-    src: &dyn RowBlocks,
-    columns: bool,
-) -> Result<FilterResult> {
-    let mut stats = match columns {
-        true => FilterStats::of_columns(src.n_cols()),
-        false => FilterStats::of_rows(),
-    };
-    for_each_row_block(ctx, src, |block, _| stats.add(ctx, &block))?;
-    stats.result(rule)
-}
-
 /// Which cells of a host matrix pass `filter`, its statistics streamed through the device in
 /// row blocks of at most `block_bytes`.
 pub fn filter_cells_streamed(
@@ -145,7 +137,7 @@ pub fn filter_cells_blocks(
     src: &dyn RowBlocks,
     filter: CellFilter,
 ) -> Result<FilterResult> {
-    from_block_stats(filter.rule(), ctx, src, false)
+    FilterStats::of_rows().over_blocks(ctx, src)?.cells(filter)
 }
 
 /// Which genes of a host matrix pass `filter`, as [`filter_cells_streamed`].
@@ -165,5 +157,7 @@ pub fn filter_genes_blocks(
     src: &dyn RowBlocks,
     filter: GeneFilter,
 ) -> Result<FilterResult> {
-    from_block_stats(filter.rule(), ctx, src, true)
+    FilterStats::of_columns(src.n_cols())
+        .over_blocks(ctx, src)?
+        .genes(filter)
 }
