@@ -72,11 +72,15 @@ fn release_gives_back_the_free_end_and_live_blocks_stay() {
 }
 
 #[test]
-fn fragments_at_most_half_as_much_as_the_pool_on_the_pipeline_logs() {
+fn fragments_less_than_the_pool_and_no_more_than_recorded_on_the_pipeline_logs() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../benches/results");
-    for log in [
-        "pipeline-200k-allocation-log.csv",
-        "pipeline-200k-streamed-1GiB-allocation-log.csv",
+    // The expandable pool's figures when recorded (issue 55: no worse): fragmentation at the
+    // peak and MiB held. They were also at most half the coalescing pool's, until the quick
+    // bins' size classes (57th session) took the pool's own on the streamed log from 0.556 to
+    // 0.325.
+    for (log, recorded, held) in [
+        ("pipeline-200k-allocation-log.csv", 0.053, 6080),
+        ("pipeline-200k-streamed-1GiB-allocation-log.csv", 0.240, 320),
     ] {
         let file = std::fs::File::open(dir.join(log)).unwrap();
         let records = parse_log(std::io::BufReader::new(file)).unwrap();
@@ -97,6 +101,11 @@ fn fragments_at_most_half_as_much_as_the_pool_on_the_pipeline_logs() {
             e.at_peak,
             e.pool_size / MIB
         );
-        assert!(e.at_peak <= p.at_peak / 2.0, "{log}: {e:?} vs {p:?}");
+        assert!(e.at_peak < p.at_peak, "{log}: {e:?} vs {p:?}");
+        assert!(e.pool_size < p.pool_size, "{log}: {e:?} vs {p:?}");
+        assert!(
+            e.at_peak <= recorded + 0.0005 && e.pool_size <= held * MIB,
+            "{log}: {e:?}, recorded {recorded} with {held} MiB held"
+        );
     }
 }

@@ -154,3 +154,46 @@ rmm_core::conformance_tests!(
         ConformanceConfig::default()
     ))
 );
+
+/// From 256 KiB to 4 MiB a block takes its request's size class (at most 1/32 more); a request
+/// whose class finds no room, in a pool or an arena of exactly its size, takes its exact size
+/// instead of failing, and its free gives all of it back.
+#[test]
+fn a_request_whose_class_does_not_fit_takes_its_exact_size() {
+    let bytes = 1_000_192; // a multiple of 256; its class holds 1,015,808 bytes
+    let device = sim();
+    let s = device.new_stream().unwrap();
+    let pool = PoolResource::new(cuda(&device), PoolOptions::sized(bytes, Some(bytes))).unwrap();
+    let arena = ArenaResource::new(
+        cuda(&device),
+        ArenaOptions {
+            arena_size: Some(bytes),
+            superblock_size: 512 << 10,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    for (name, r, free) in [
+        ("pool", &pool as &dyn MemoryResource, &|| pool.free_bytes()),
+        ("arena", &arena as &dyn MemoryResource, &|| {
+            arena.free_bytes()
+        }),
+    ] as [(&str, &dyn MemoryResource, &dyn Fn() -> usize); 2]
+    {
+        for _ in 0..3 {
+            let p = r
+                .allocate(bytes, &s)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(free(), 0, "{name}: the whole of it");
+            assert!(r.allocate(256, &s).is_err(), "{name}: nothing left");
+            // SAFETY: allocated above with this size, unused.
+            unsafe { r.deallocate(p, bytes, &s) }.unwrap();
+            assert_eq!(free(), bytes, "{name}: all of it back");
+            // A smaller request, whose class fits, is served from the same memory.
+            let q = r.allocate(bytes - 4096, &s).unwrap();
+            // SAFETY: allocated above with this size, unused.
+            unsafe { r.deallocate(q, bytes - 4096, &s) }.unwrap();
+        }
+    }
+    assert_eq!(pool.pool_size(), bytes, "the pool never grew");
+}

@@ -17,7 +17,9 @@ mod dump;
 
 use crate::error::{human_bytes, MemoryError, OutOfMemory, Result};
 use crate::resource::{aligned_size, check_stream, MemoryKind, MemoryResource, SharedResource};
-use crate::suballocators::free_list::{CoalescingFreeList, FreeStore};
+use crate::suballocators::free_list::{
+    block_size, exact_fallback, CoalescingFreeList, ExactBlocks, FreeStore,
+};
 use crate::suballocators::stream_ordered::{Entry, StreamList, StreamLists};
 use parking_lot::Mutex;
 use rmm_cuda::{Device, Stream, ALIGNMENT};
@@ -81,6 +83,8 @@ pub struct ArenaResource<U: MemoryResource = SharedResource> {
     dump_path: Option<PathBuf>,
     /// Serialises defragmentation (one at a time is enough for everyone waiting).
     defrag: Mutex<()>,
+    /// Live blocks of their exact size where their class found no room.
+    exact: ExactBlocks,
 }
 
 impl<U: MemoryResource> fmt::Debug for ArenaResource<U> {
@@ -134,6 +138,7 @@ impl<U: MemoryResource> ArenaResource<U> {
             arenas: StreamLists::new(|| CoalescingFreeList::new().with_quick_bins()),
             dump_path: options.dump_on_failure,
             defrag: Mutex::new(()),
+            exact: ExactBlocks::default(),
         })
     }
 
@@ -235,6 +240,16 @@ impl<U: MemoryResource> ArenaResource<U> {
         {
             return Ok(p);
         }
+        // The exact size, where smaller than the class, rather than failing.
+        if let Some(exact) = exact_fallback(bytes, size) {
+            if let Some(p) = arena
+                .take(exact)
+                .or_else(|| self.take_from_global(exact, arena))
+            {
+                self.exact.insert(p);
+                return Ok(p);
+            }
+        }
         let mut detail = "no room in the arena after defragmentation".to_string();
         if let Some(path) = &self.dump_path {
             let report = format!(
@@ -274,7 +289,7 @@ impl<U: MemoryResource> MemoryResource for ArenaResource<U> {
                 .detail("larger than the whole arena")
                 .into());
         }
-        let size = aligned_size(bytes);
+        let size = block_size(bytes);
         let arena = self.arena(stream)?;
         match arena.take(size) {
             Some(p) => Ok(p),
@@ -288,12 +303,13 @@ impl<U: MemoryResource> MemoryResource for ArenaResource<U> {
             return Ok(());
         }
         check_stream(self, stream)?;
-        let size = aligned_size(bytes);
+        let size = self.exact.size_of(ptr, bytes);
         if ptr < self.base || ptr + size as u64 > self.base + self.size as u64 {
             return Err(MemoryError::InvalidDeallocation(format!(
                 "{ptr:#x} ({bytes} bytes) is outside this arena"
             )));
         }
+        self.exact.freed(ptr, bytes, size);
         self.arena(stream)?.give(ptr, size)
     }
 

@@ -8,10 +8,12 @@ mod boundaries;
 mod coalescing;
 mod fixed;
 mod quick;
+mod size_class;
 
 pub(crate) use boundaries::{touching_points, ChunkBoundaries};
 pub(crate) use coalescing::CoalescingFreeList;
 pub(crate) use fixed::FixedBlocks;
+pub(crate) use size_class::{block_size, exact_fallback, ExactBlocks};
 
 /// A set of free blocks. Sizes are multiples of 256 bytes and non-zero.
 pub(crate) trait FreeStore: Send + 'static {

@@ -1,17 +1,18 @@
-//! Recently freed small blocks kept apart by exact size, not yet coalesced: the front of a
-//! stream's [`super::CoalescingFreeList`] (glibc's tcache and dlmalloc's fast bins are the
-//! model).
+//! Recently freed blocks kept apart by size, not yet coalesced: the front of a stream's
+//! [`super::CoalescingFreeList`] (glibc's tcache and dlmalloc's fast bins are the model).
 //!
 //! A program that frees and allocates blocks of a few sizes over and over (RMM's
 //! `random_allocations` at 1 KiB: four sizes) pays for coalescing on every free and for
 //! splitting on every allocation, to end with the same blocks. Here a freed block of at most
 //! [`QUICK_MAX`] bytes goes onto its size's stack (at most [`QUICK_CAP`] blocks), and an
-//! allocation of that size pops it: a few instructions, no address map touched. A request that
+//! allocation of that size pops it: a few instructions, no address map touched. Up to
+//! [`EXACT_MAX`] a stack holds one exact size, above it one size class (`super::size_class`),
+//! so that random sizes find a block again. A request that
 //! finds no block of its size, here or in the coalescing part, is cut from the smallest larger
 //! block held here ([`QuickBins::pop_at_least`]). Only when none is held does the list flush the
 //! stacks into its coalescing part (every block merged with its free neighbours), before it says
 //! it has no block, so a quick block never makes an allocation fail or grow the pool. It also
-//! flushes them before any request larger than `QUICK_MAX`, so that small blocks kept apart never
+//! flushes them before any request larger than `QUICK_MAX`, so that blocks kept apart never
 //! cut the large free blocks such requests need (the pipeline's allocation logs fragment no more
 //! than without them). After such a request the next
 //! [`PAUSE`] small frees skip the stacks: where sizes mix, blocks would only go round through
@@ -19,22 +20,55 @@
 //! and only while the list serves small requests: a stream that only frees (its blocks stolen
 //! by another) keeps them coalesced, as they move better so.
 
-use super::bitmap::{bin_of, BinBitmap};
+use super::bitmap::BinBitmap;
+use super::size_class::{block_size, log2_below, CLASSED_MAX, CLASSES, EXACT_MAX};
 use rmm_cuda::ALIGNMENT;
 
-/// Largest block kept here (bins of 256, 512, ... bytes). RMM's `random_allocations` draws
-/// sizes up to 64 KiB from 256 sizes, and most of them come back: with 4 KiB here, a pair on
-/// the pool's path took 37.5 ns an event on the simulated device (this CPU, pinned), with 64 KiB
-/// 14.2-14.6 ns (the arena's 35.4 -> 27.5); the pipeline's logs fragment as before
-/// (`fragments_at_most_half_as_much_as_the_pool_on_the_pipeline_logs`: the same figures).
-pub(crate) const QUICK_MAX: usize = 65536;
-const QUICK_BINS: usize = QUICK_MAX / ALIGNMENT;
+/// Largest block kept here: the largest of the size classes.
+pub(crate) const QUICK_MAX: usize = CLASSED_MAX;
+const EXACT_BINS: usize = EXACT_MAX / ALIGNMENT;
+const QUICK_BINS: usize =
+    EXACT_BINS + (QUICK_MAX.trailing_zeros() - EXACT_MAX.trailing_zeros()) as usize * CLASSES;
+
+/// The stack of a block of `size` bytes (at most [`QUICK_MAX`], a [`block_size`]).
+#[inline(always)]
+fn quick_bin(size: usize) -> usize {
+    if size <= EXACT_MAX {
+        return size / ALIGNMENT - 1;
+    }
+    let k = log2_below(size);
+    let first = EXACT_MAX.trailing_zeros();
+    EXACT_BINS + (k - first) as usize * CLASSES + (size >> (k - CLASSES.trailing_zeros()))
+        - CLASSES
+        - 1
+}
+
+/// The size of the blocks of stack `b`.
+#[inline(always)]
+fn bin_size(b: usize) -> usize {
+    if b < EXACT_BINS {
+        return (b + 1) * ALIGNMENT;
+    }
+    let (doubling, class) = ((b - EXACT_BINS) / CLASSES, (b - EXACT_BINS) % CLASSES);
+    let k = EXACT_MAX.trailing_zeros() as usize + doubling;
+    (CLASSES + 1 + class) << (k - CLASSES.trailing_zeros() as usize)
+}
+
+/// True for the sizes the stacks keep: a [`block_size`] of at most [`QUICK_MAX`] (a block cut
+/// to another size, by a stream taking a superblock's rest for instance, is coalesced).
+#[inline(always)]
+fn kept_size(size: usize) -> bool {
+    size <= EXACT_MAX || (size <= QUICK_MAX && block_size(size) == size)
+}
+
 /// Blocks of one size kept at most.
 pub(crate) const QUICK_CAP: usize = 16;
-/// Bytes kept at most over all sizes (16 blocks of each size up to 64 KiB would be 128.5 MiB):
-/// still the pool's free memory, flushed before any larger request, any request that finds no
-/// block and any growth. 16 MiB cost the 64 KiB workload a third of the gain, 64 MiB a tenth.
-pub(crate) const QUICK_BYTES: usize = 64 << 20;
+/// Bytes kept at most over all sizes: still the pool's free memory, flushed before any larger
+/// request, any request that finds no block and any growth. With stacks up to 64 KiB, 16 MiB
+/// cost the 64 KiB workload a third of the gain, 64 MiB a tenth; with the size classes up to
+/// 4 MiB, 64 MiB kept too few blocks of 1 to 4 MiB (pool, 4 MiB workload, simulated device,
+/// this CPU pinned: about 45 ns an event), 256 MiB 32-47 ns, 512 MiB 21-31 ns.
+pub(crate) const QUICK_BYTES: usize = 512 << 20;
 
 /// Stacks of free block addresses, one per size up to [`QUICK_MAX`].
 pub(crate) struct QuickBins {
@@ -79,7 +113,7 @@ impl QuickBins {
     /// Keeps the block `[addr, addr + size)` when its size is kept here and its stack has room.
     #[inline(always)]
     pub(crate) fn push(&mut self, addr: u64, size: usize) -> bool {
-        if size > QUICK_MAX {
+        if !kept_size(size) {
             return false;
         }
         if !self.armed {
@@ -89,7 +123,7 @@ impl QuickBins {
             self.paused -= 1;
             return false;
         }
-        let b = bin_of(size);
+        let b = quick_bin(size);
         let n = self.lens[b] as usize;
         if n == QUICK_CAP || self.bytes + size > QUICK_BYTES {
             return false;
@@ -105,11 +139,11 @@ impl QuickBins {
     /// The block of exactly `size` bytes freed last, if any. Arms the stacks.
     #[inline(always)]
     pub(crate) fn pop(&mut self, size: usize) -> Option<u64> {
-        if size > QUICK_MAX {
+        if !kept_size(size) {
             return None;
         }
         self.armed = true;
-        let b = bin_of(size);
+        let b = quick_bin(size);
         let n = self.lens[b] as usize;
         if n == 0 {
             return None;
@@ -123,10 +157,10 @@ impl QuickBins {
     /// such a block instead of flushing every stack (the arena's streams, which hold a few
     /// superblocks, missed often and flushed thousands of blocks each time).
     pub(crate) fn pop_at_least(&mut self, size: usize) -> Option<(u64, usize)> {
-        let b = self.held.first_from(bin_of(size) + 1)?;
+        let b = self.held.first_from(quick_bin(block_size(size)) + 1)?;
         let n = self.lens[b] as usize;
         self.shrink(b);
-        Some((self.addrs[b][n - 1], (b + 1) * ALIGNMENT))
+        Some((self.addrs[b][n - 1], bin_size(b)))
     }
 
     /// A request larger than [`QUICK_MAX`] came: the next small frees go to the coalescing part
@@ -145,7 +179,7 @@ impl QuickBins {
 
     /// Size of the largest block held (0 when empty).
     pub(crate) fn largest(&self) -> usize {
-        self.held.last().map_or(0, |b| (b + 1) * ALIGNMENT)
+        self.held.last().map_or(0, bin_size)
     }
 
     /// The blocks held, as (address, size).
@@ -153,16 +187,16 @@ impl QuickBins {
         self.lens.iter().enumerate().flat_map(move |(b, &n)| {
             self.addrs[b][..n as usize]
                 .iter()
-                .map(move |&a| (a, (b + 1) * ALIGNMENT))
+                .map(move |&a| (a, bin_size(b)))
         })
     }
 
     /// Takes out the block `[addr, addr + size)` if it is held.
     pub(crate) fn remove(&mut self, addr: u64, size: usize) -> bool {
-        if size > QUICK_MAX {
+        if !kept_size(size) {
             return false;
         }
-        let b = bin_of(size);
+        let b = quick_bin(size);
         let n = self.lens[b] as usize;
         let Some(k) = self.addrs[b][..n].iter().position(|&a| a == addr) else {
             return false;
@@ -180,7 +214,7 @@ impl QuickBins {
             self.held.clear(b);
         }
         self.count -= 1;
-        self.bytes -= (b + 1) * ALIGNMENT;
+        self.bytes -= bin_size(b);
     }
 
     /// Forgets every block held.
@@ -208,7 +242,7 @@ mod tests {
         let mut q = QuickBins::default();
         assert_eq!(q.pop(QUICK_MAX), None); // arms the stacks
         let (mut kept, mut addr) = (0usize, 0u64);
-        'fill: for size in (ALIGNMENT..=QUICK_MAX).rev().step_by(ALIGNMENT) {
+        'fill: for size in (0..QUICK_BINS).rev().map(bin_size) {
             for _ in 0..QUICK_CAP {
                 addr += size as u64;
                 if !q.push(addr, size) {
@@ -227,6 +261,28 @@ mod tests {
         assert!(q.push(top, QUICK_MAX));
         q.clear();
         assert!(q.push(1, QUICK_MAX), "emptied: room again");
+    }
+
+    #[test]
+    fn a_stack_per_exact_size_then_per_class() {
+        let mut last_bin = 0;
+        for bytes in (1..=QUICK_MAX + 8192).step_by(37) {
+            let size = block_size(bytes);
+            if size <= QUICK_MAX {
+                let b = quick_bin(size);
+                assert!(b < QUICK_BINS && b >= last_bin, "{size}: stack {b}");
+                assert_eq!(bin_size(b), size, "stack {b}");
+                assert!(kept_size(size));
+                last_bin = b;
+            } else {
+                assert!(!kept_size(size));
+            }
+        }
+        assert_eq!(last_bin, QUICK_BINS - 1);
+        assert!(
+            !kept_size(EXACT_MAX + 256),
+            "not a class size: coalesced, never stacked"
+        );
     }
 
     #[test]

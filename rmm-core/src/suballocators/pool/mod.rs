@@ -28,7 +28,9 @@ mod live;
 
 use crate::error::{human_bytes, MemoryError, OutOfMemory, Result};
 use crate::resource::{aligned_size, check_stream, MemoryKind, MemoryResource, SharedResource};
-use crate::suballocators::free_list::{ChunkBoundaries, CoalescingFreeList, FreeStore};
+use crate::suballocators::free_list::{
+    block_size, exact_fallback, ChunkBoundaries, CoalescingFreeList, ExactBlocks, FreeStore,
+};
 use crate::suballocators::stream_ordered::{Entry, StreamList, StreamLists};
 use chunks::{Chunk, Chunks};
 use live::LiveBlocks;
@@ -54,7 +56,8 @@ pub struct PoolOptions {
     /// The pool never holds more than this. `None`: no maximum.
     pub maximum_pool_size: Option<usize>,
     /// The checked mode: keep a map of live blocks so that a double free, a pointer this pool did
-    /// not hand out, or a free with another size (after rounding to 256 bytes) is refused with
+    /// not hand out, or a free with another block size (256-byte steps; size classes from 256 KiB
+    /// to 4 MiB, `free_list::size_class`) is refused with
     /// [`MemoryError::InvalidDeallocation`] and changes nothing, instead of corrupting the free
     /// lists. Without it the pool trusts [`MemoryResource::deallocate`]'s contract, as RMM does.
     ///
@@ -133,6 +136,8 @@ pub struct PoolResource<U: MemoryResource = SharedResource> {
     growth: Mutex<()>,
     /// The checked mode's live blocks ([`PoolOptions::validate_deallocations`]).
     live: Option<LiveBlocks>,
+    /// Live blocks of their exact size where their class found no room.
+    exact: ExactBlocks,
     /// The upstream's growth unit when it grows one address range
     /// ([`MemoryResource::contiguous_growth_unit`]): the pool is then *expandable*.
     contiguous: Option<usize>,
@@ -208,6 +213,7 @@ impl<U: MemoryResource> PoolResource<U> {
             pool_size: AtomicUsize::new(0),
             growth: Mutex::new(()),
             live: options.validate_deallocations.then(LiveBlocks::new),
+            exact: ExactBlocks::default(),
             contiguous,
         };
         if initial > 0 {
@@ -469,6 +475,9 @@ impl<U: MemoryResource> PoolResource<U> {
         if let Some(ptr) = self.gather(size, list, stream)? {
             return Ok(ptr);
         }
+        if let Some(ptr) = self.take_exact(bytes, size, list) {
+            return Ok(ptr);
+        }
         let refusal = match self.grow(size, list, stream) {
             Ok(ptr) => return Ok(ptr),
             Err(Refused::Upstream(e)) => return Err(e),
@@ -477,7 +486,23 @@ impl<U: MemoryResource> PoolResource<U> {
         if let Some(ptr) = self.gather(size, list, stream)? {
             return Ok(ptr);
         }
+        if let Some(ptr) = self.take_exact(bytes, size, list) {
+            return Ok(ptr);
+        }
         Err(self.out_of_memory(bytes, &refusal))
+    }
+
+    /// After every free block was gathered into `list` in vain for the class size `size`: the
+    /// exact size of `bytes`, where smaller, rather than growing or failing.
+    fn take_exact(
+        &self,
+        bytes: usize,
+        size: usize,
+        list: &StreamList<CoalescingFreeList>,
+    ) -> Option<u64> {
+        let ptr = list.take(exact_fallback(bytes, size)?)?;
+        self.exact.insert(ptr);
+        Some(ptr)
     }
 
     /// Adds a chunk of at least `size` bytes and takes `size` bytes from its start for the
@@ -631,14 +656,14 @@ impl<U: MemoryResource> MemoryResource for PoolResource<U> {
         if bytes > isize::MAX as usize {
             return Err(self.out_of_memory(bytes, "larger than any device memory"));
         }
-        let size = aligned_size(bytes);
+        let size = block_size(bytes);
         let list = self.list(stream)?;
         let ptr = match list.take(size) {
             Some(p) => p,
             None => self.allocate_slow(bytes, size, &list, stream)?,
         };
         if let Some(live) = &self.live {
-            live.insert(ptr, size);
+            live.insert(ptr, self.exact.size_of(ptr, bytes));
         }
         Ok(ptr)
     }
@@ -649,10 +674,11 @@ impl<U: MemoryResource> MemoryResource for PoolResource<U> {
             return Ok(());
         }
         check_stream(self, stream)?;
-        let size = aligned_size(bytes);
+        let size = self.exact.size_of(ptr, bytes);
         if let Some(live) = &self.live {
             live.remove(ptr, bytes, size)?;
         }
+        self.exact.freed(ptr, bytes, size);
         self.list(stream)?.give(ptr, size)
     }
 
