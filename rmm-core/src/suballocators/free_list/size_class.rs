@@ -72,8 +72,11 @@ impl ExactBlocks {
     /// The bytes the live block `ptr`, allocated as `bytes`, holds.
     #[inline(always)]
     pub(crate) fn size_of(&self, ptr: u64, bytes: usize) -> usize {
+        if bytes <= EXACT_MAX || bytes > CLASSED_MAX {
+            return aligned_size(bytes);
+        }
         let size = block_size(bytes);
-        if self.count.load(Ordering::Acquire) == 0 || size == aligned_size(bytes) {
+        if size == aligned_size(bytes) || self.count.load(Ordering::Acquire) == 0 {
             return size;
         }
         self.lookup(ptr, bytes, size)
@@ -92,7 +95,7 @@ impl ExactBlocks {
     /// freed: forgets it if it is one of these.
     #[inline(always)]
     pub(crate) fn freed(&self, ptr: u64, bytes: usize, size: usize) {
-        if size != block_size(bytes) && self.addrs.lock().remove(&ptr) {
+        if bytes > EXACT_MAX && size != block_size(bytes) && self.addrs.lock().remove(&ptr) {
             self.count.fetch_sub(1, Ordering::Release);
         }
     }
@@ -107,7 +110,10 @@ mod tests {
     fn classes_round_up_by_at_most_a_step() {
         for bytes in (1..=CLASSED_MAX + 8192).step_by(37) {
             let size = block_size(bytes);
-            assert!(size >= bytes && size.is_multiple_of(ALIGNMENT), "{bytes} -> {size}");
+            assert!(
+                size >= bytes && size.is_multiple_of(ALIGNMENT),
+                "{bytes} -> {size}"
+            );
             assert!(
                 size - bytes < ALIGNMENT.max(bytes / CLASSES),
                 "{bytes} -> {size}"
