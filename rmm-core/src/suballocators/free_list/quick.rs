@@ -21,14 +21,13 @@
 //! by another) keeps them coalesced, as they move better so.
 
 use super::bitmap::BinBitmap;
-use super::size_class::{block_size, log2_below, CLASSED_MAX, CLASSES, EXACT_MAX};
+use super::size_class::{block_size, class_index, class_size, CLASSED_MAX, CLASS_COUNT, EXACT_MAX};
 use rmm_cuda::ALIGNMENT;
 
 /// Largest block kept here: the largest of the size classes.
 pub(crate) const QUICK_MAX: usize = CLASSED_MAX;
 const EXACT_BINS: usize = EXACT_MAX / ALIGNMENT;
-const QUICK_BINS: usize =
-    EXACT_BINS + (QUICK_MAX.trailing_zeros() - EXACT_MAX.trailing_zeros()) as usize * CLASSES;
+const QUICK_BINS: usize = EXACT_BINS + CLASS_COUNT;
 
 /// The stack of a block of `size` bytes (at most [`QUICK_MAX`], a [`block_size`]).
 #[inline(always)]
@@ -36,11 +35,7 @@ fn quick_bin(size: usize) -> usize {
     if size <= EXACT_MAX {
         return size / ALIGNMENT - 1;
     }
-    let k = log2_below(size);
-    let first = EXACT_MAX.trailing_zeros();
-    EXACT_BINS + (k - first) as usize * CLASSES + (size >> (k - CLASSES.trailing_zeros()))
-        - CLASSES
-        - 1
+    EXACT_BINS + class_index(size)
 }
 
 /// The size of the blocks of stack `b`.
@@ -49,9 +44,7 @@ fn bin_size(b: usize) -> usize {
     if b < EXACT_BINS {
         return (b + 1) * ALIGNMENT;
     }
-    let (doubling, class) = ((b - EXACT_BINS) / CLASSES, (b - EXACT_BINS) % CLASSES);
-    let k = EXACT_MAX.trailing_zeros() as usize + doubling;
-    (CLASSES + 1 + class) << (k - CLASSES.trailing_zeros() as usize)
+    class_size(b - EXACT_BINS)
 }
 
 /// True for the sizes the stacks keep: a [`block_size`] of at most [`QUICK_MAX`] (a block cut
@@ -70,7 +63,8 @@ pub(crate) const QUICK_CAP: usize = 16;
 /// this CPU pinned: about 45 ns an event), 256 MiB 32-47 ns, 512 MiB 21-31 ns.
 pub(crate) const QUICK_BYTES: usize = 512 << 20;
 
-/// Stacks of free block addresses, one per size up to [`QUICK_MAX`].
+/// Stacks of free block addresses, one per exact size up to [`EXACT_MAX`] and one per size class
+/// above it, to [`QUICK_MAX`].
 pub(crate) struct QuickBins {
     addrs: Box<[[u64; QUICK_CAP]; QUICK_BINS]>,
     lens: [u8; QUICK_BINS],

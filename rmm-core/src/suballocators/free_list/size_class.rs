@@ -25,7 +25,11 @@ pub(crate) const CLASSED_MAX: usize = 4 << 20;
 /// Size classes per power of two: a block is at most 1/32 larger than asked (with 16, the
 /// in-memory pipeline log's expandable pool fragmented a little more at its peak: 0.055
 /// against 0.053).
-pub(crate) const CLASSES: usize = 32;
+const CLASSES: usize = 32;
+const CLASS_BITS: u32 = CLASSES.trailing_zeros();
+/// Number of classes, between [`EXACT_MAX`] and [`CLASSED_MAX`].
+pub(crate) const CLASS_COUNT: usize =
+    (CLASSED_MAX.trailing_zeros() - EXACT_MAX.trailing_zeros()) as usize * CLASSES;
 
 /// The bytes a pool or arena block of `bytes` takes, unless [`ExactBlocks`] says otherwise.
 #[inline(always)]
@@ -33,14 +37,29 @@ pub(crate) fn block_size(bytes: usize) -> usize {
     if bytes <= EXACT_MAX || bytes > CLASSED_MAX {
         return aligned_size(bytes);
     }
-    let step = 1usize << (log2_below(bytes) - CLASSES.trailing_zeros());
+    let step = 1usize << (log2_below(bytes) - CLASS_BITS);
     (bytes + step - 1) & !(step - 1)
 }
 
 /// `k` with `2^k < bytes <= 2^(k + 1)` (`bytes > 1`).
 #[inline(always)]
-pub(crate) fn log2_below(bytes: usize) -> u32 {
+fn log2_below(bytes: usize) -> u32 {
     usize::BITS - 1 - (bytes - 1).leading_zeros()
+}
+
+/// The index of the class of `size` bytes (a [`block_size`] above [`EXACT_MAX`], at most
+/// [`CLASSED_MAX`]), from 0 for the smallest to `CLASS_COUNT - 1`.
+#[inline(always)]
+pub(crate) fn class_index(size: usize) -> usize {
+    let k = log2_below(size);
+    (k - EXACT_MAX.trailing_zeros()) as usize * CLASSES + (size >> (k - CLASS_BITS)) - CLASSES - 1
+}
+
+/// The size of class `i` ([`class_index`]'s inverse).
+#[inline(always)]
+pub(crate) fn class_size(i: usize) -> usize {
+    let k = EXACT_MAX.trailing_zeros() + (i / CLASSES) as u32;
+    (CLASSES + 1 + i % CLASSES) << (k - CLASS_BITS)
 }
 
 /// The size to try when the class of `bytes` (`size`) found no room: its exact size, where that
