@@ -197,3 +197,46 @@ fn a_request_whose_class_does_not_fit_takes_its_exact_size() {
     }
     assert_eq!(pool.pool_size(), bytes, "the pool never grew");
 }
+
+/// A stream's arena takes a superblock at a time from a small global arena and 1/256 of a large
+/// one (at most 64 MiB: the arena's unit test), so that busy streams of a large arena seldom come back to its lock; a
+/// request of a superblock or more that the stream's arena cannot serve takes exactly its size
+/// from the global arena.
+#[test]
+fn a_streams_arena_takes_a_portion_that_grows_with_the_arena() {
+    const MIB: usize = 1 << 20;
+    let device = Device::simulated(8 << 30);
+    let s = device.new_stream().unwrap();
+    for (arena_size, portion) in [(48 * MIB, MIB), (1 << 30, 4 * MIB), (4 << 30, 16 * MIB)] {
+        let arena = ArenaResource::new(
+            cuda(&device),
+            ArenaOptions {
+                arena_size: Some(arena_size),
+                superblock_size: MIB,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let small = arena.allocate(1000, &s).unwrap();
+        assert_eq!(
+            arena.global_free_bytes(),
+            arena_size - portion,
+            "arena of {arena_size} bytes: one portion taken"
+        );
+        assert_eq!(arena.free_bytes(), arena_size - 1024);
+        // More than the stream's arena holds: exactly that, from the global arena.
+        let large = arena.allocate(portion, &s).unwrap();
+        assert_eq!(
+            arena.global_free_bytes(),
+            arena_size - 2 * portion,
+            "a request of a superblock or more takes exactly its size"
+        );
+        assert!(arena.state_report().contains("portions of"));
+        // SAFETY: allocated above with these sizes, unused.
+        unsafe {
+            arena.deallocate(small, 1000, &s).unwrap();
+            arena.deallocate(large, portion, &s).unwrap();
+        }
+        assert_eq!(arena.free_bytes(), arena_size);
+    }
+}

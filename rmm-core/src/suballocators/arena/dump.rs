@@ -21,6 +21,7 @@ pub(super) fn report(
     base: u64,
     size: usize,
     superblock: usize,
+    portion: usize,
     global: &CoalescingFreeList,
     arenas: &[ListSummary],
 ) -> String {
@@ -28,10 +29,11 @@ pub(super) fn report(
     let arena_free: usize = arenas.iter().map(|a| a.free_bytes).sum();
     let _ = writeln!(
         out,
-        "arena [{base:#x}, {:#x}): {}, superblocks of {}",
+        "arena [{base:#x}, {:#x}): {}, superblocks of {}, portions of {}",
         base + size as u64,
         human_bytes(size),
-        human_bytes(superblock)
+        human_bytes(superblock),
+        human_bytes(portion)
     );
     let _ = writeln!(
         out,

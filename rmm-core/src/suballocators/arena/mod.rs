@@ -1,10 +1,14 @@
 //! The arena (RMM's `arena_memory_resource`): one global arena taken from the upstream once, and
-//! per-stream arenas (per-thread ones for the per-thread default stream) that take superblocks
-//! from it and serve small requests without touching the global lock.
+//! per-stream arenas (per-thread ones for the per-thread default stream) that take portions of
+//! it and serve small requests without touching the global lock.
 //!
 //! - A request looks in its stream's arena first (best fit, coalescing: the free list of the pool,
-//!   [`crate::suballocators::free_list`]); then takes a superblock from the global arena, or, for
-//!   a request of a superblock or more, exactly the request.
+//!   [`crate::suballocators::free_list`]); then takes a portion from the global arena, or, for
+//!   a request of a superblock or more, exactly the request. A portion is a superblock in a small
+//!   arena and 1/256 of a large one, at most 64 MiB: with 1 MiB portions a stream serving random
+//!   sizes up to 64 KiB ran out of room every few hundred requests and coalesced its recently
+//!   freed blocks each time (RMM's `random_allocations` at 64 KiB, simulated device: 30-32 ns an
+//!   event; 64 MiB portions: 17-19, about the pool's, whose portions are larger still).
 //! - Freed memory goes to the arena of the stream it is freed on and is reused there at once; it
 //!   reaches other streams only through defragmentation, which waits on the host for the streams
 //!   of all arenas and returns all their free memory to the global arena, where it coalesces.
@@ -41,8 +45,9 @@ use std::path::PathBuf;
 pub struct ArenaOptions {
     /// Bytes of the global arena. `None`: half of the device's free memory (as in RMM).
     pub arena_size: Option<usize>,
-    /// Bytes a per-stream arena takes from the global one at a time; requests of this size or
-    /// more are served by the global arena directly. RMM's minimum superblock is 1 MiB.
+    /// Requests of this size or more are served by the global arena directly; smaller ones by
+    /// the stream's arena, which takes at least this much from the global one at a time (more
+    /// in a large arena: 1/256 of it, up to 64 MiB). RMM's minimum superblock is 1 MiB.
     pub superblock_size: usize,
     /// On failure, write the arena's state to this file (RMM writes `rmm_arena_memory_dump.log`).
     pub dump_on_failure: Option<PathBuf>,
@@ -78,6 +83,8 @@ pub struct ArenaResource<U: MemoryResource = SharedResource> {
     size: usize,
     stream: Stream,
     superblock: usize,
+    /// Bytes a stream's arena takes from the global one at a time ([`portion_size`]).
+    portion: usize,
     global: Mutex<CoalescingFreeList>,
     arenas: StreamLists<CoalescingFreeList>,
     dump_path: Option<PathBuf>,
@@ -134,6 +141,7 @@ impl<U: MemoryResource> ArenaResource<U> {
             size,
             stream,
             superblock,
+            portion: portion_size(size, superblock),
             global: Mutex::new(global),
             arenas: StreamLists::new(|| CoalescingFreeList::new().with_quick_bins()),
             dump_path: options.dump_on_failure,
@@ -193,6 +201,7 @@ impl<U: MemoryResource> ArenaResource<U> {
             self.base,
             self.size,
             self.superblock,
+            self.portion,
             &global,
             &self.arenas.summaries(),
         )
@@ -211,12 +220,12 @@ impl<U: MemoryResource> ArenaResource<U> {
     }
 
     /// `size` bytes from the global arena: exactly that for large requests, else cut from a
-    /// superblock whose rest goes to `arena`.
+    /// portion whose rest goes to `arena`.
     fn take_from_global(&self, size: usize, arena: &StreamList<CoalescingFreeList>) -> Option<u64> {
         if size >= self.superblock {
             return self.global.lock().take(size);
         }
-        let (addr, len) = self.global.lock().take_between(size, self.superblock)?;
+        let (addr, len) = self.global.lock().take_between(size, self.portion)?;
         if len > size {
             arena.give_fresh(addr + size as u64, len - size);
         }
@@ -273,6 +282,16 @@ impl<U: MemoryResource> ArenaResource<U> {
             .detail(detail)
             .into())
     }
+}
+
+/// Largest portion a stream's arena takes from the global one at a time.
+const MAX_PORTION: usize = 64 << 20;
+
+/// Bytes a stream's arena takes from a global arena of `size` bytes at a time: a superblock, or
+/// 1/256 of the arena where that is more (at most [`MAX_PORTION`]), so that streams of a large
+/// arena seldom come back to its lock while a small one is shared out as finely as RMM's.
+fn portion_size(size: usize, superblock: usize) -> usize {
+    (size / 256).min(MAX_PORTION).max(superblock) / ALIGNMENT * ALIGNMENT
 }
 
 impl<U: MemoryResource> MemoryResource for ArenaResource<U> {
@@ -335,5 +354,25 @@ impl<U: MemoryResource> Drop for ArenaResource<U> {
         if let Err(e) = unsafe { self.upstream.deallocate(self.base, self.size, &self.stream) } {
             eprintln!("rmm-core: arena drop: returning the global arena failed: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_portion_is_a_superblock_or_a_256th_of_the_arena_up_to_64_mib() {
+        const MIB: usize = 1 << 20;
+        assert_eq!(portion_size(48 * MIB, MIB), MIB);
+        assert_eq!(portion_size(1 << 30, MIB), 4 * MIB);
+        assert_eq!(portion_size(16 << 30, MIB), 64 * MIB);
+        assert_eq!(portion_size(80 << 30, MIB), 64 * MIB, "at most 64 MiB");
+        assert_eq!(
+            portion_size(80 << 30, 128 * MIB),
+            128 * MIB,
+            "never below a superblock"
+        );
+        assert_eq!(portion_size(1_000_000_000, MIB) % ALIGNMENT, 0);
     }
 }
