@@ -167,6 +167,12 @@ pub(crate) struct CoalescingFreeList {
     /// One large block kept outside `large` (dlmalloc's "top chunk"): typically the rest of the
     /// portion being carved up, which then shrinks without any tree update.
     top: u32,
+    /// The key `top` is filed under in `by_start`: its start when it became top, left behind as
+    /// requests carve its front (each carve would otherwise remove and insert a key: 45
+    /// instructions of a request that a stream only carving, its frees made on another stream,
+    /// makes every time). [`CoalescingFreeList::settle_top`] files it under its start again
+    /// before anything else reads or changes `by_start`.
+    top_key: u64,
     free_bytes: usize,
     /// Chunk boundaries of the owning resource, and this list's copy of them.
     boundaries: Option<Arc<ChunkBoundaries>>,
@@ -199,6 +205,7 @@ impl CoalescingFreeList {
             bitmap: BinBitmap::new(),
             large: LargeClasses::new(),
             top: NIL,
+            top_key: 0,
             free_bytes: 0,
             boundaries: None,
             barrier_copy: Vec::new(),
@@ -260,6 +267,7 @@ impl CoalescingFreeList {
             self.free_bytes -= size;
             return true;
         }
+        self.settle_top();
         match self.by_start.get(addr) {
             Some(i) if self.nodes[i as usize].size == size => {
                 self.unlink(i);
@@ -319,6 +327,7 @@ impl CoalescingFreeList {
             }
         } else if self.top == NIL {
             self.top = i;
+            self.top_key = self.nodes[i as usize].addr;
         } else {
             let class = large_class(size);
             if push_front(&mut self.nodes, &mut self.large.heads[class], i) {
@@ -443,9 +452,34 @@ impl CoalescingFreeList {
         self.quick = Some(quick);
     }
 
+    /// Files `top` in `by_start` under its start again (see `top_key`).
+    #[inline(always)]
+    fn settle_top(&mut self) {
+        if self.top != NIL {
+            let start = self.nodes[self.top as usize].addr;
+            if self.top_key != start {
+                self.by_start.remove(self.top_key);
+                self.by_start.insert(start, self.top);
+                self.top_key = start;
+            }
+        }
+    }
+
     /// Takes `size` bytes from the front of node `i`'s block (at least that large).
     #[inline(always)]
     fn take_from(&mut self, i: u32, size: usize) -> u64 {
+        if i == self.top {
+            let node = &mut self.nodes[i as usize];
+            if node.size - size > SMALL_MAX {
+                // Still the top block: only its start moves (its `by_start` key stays behind).
+                let addr = node.addr;
+                node.addr += size as u64;
+                node.size -= size;
+                self.free_bytes -= size;
+                return addr;
+            }
+            self.settle_top();
+        }
         self.unlink(i);
         let Node {
             addr, size: have, ..
@@ -470,6 +504,7 @@ impl CoalescingFreeList {
     #[inline(always)]
     fn give_coalescing(&mut self, addr: u64, size: usize) {
         self.refresh_barriers();
+        self.settle_top();
         let end = addr + size as u64;
         let before = if self.is_barrier(addr) {
             None
@@ -768,20 +803,42 @@ mod tests {
     /// end as by its start.
     #[test]
     fn blocks_are_the_free_runs_under_random_takes_and_frees() {
+        // A region of 4,096 units of 256 bytes: every block in the exact-size bins.
+        free_runs_under_random_takes_and_frees(256, 4096, 60_000);
+        // 1,024 units of 64 KiB: a top block carved from its front (its key left behind) while
+        // blocks are freed next to it and taken out exactly.
+        free_runs_under_random_takes_and_frees(64 << 10, 1024, 20_000);
+    }
+
+    fn free_runs_under_random_takes_and_frees(unit: u64, units: u64, steps: usize) {
         use std::collections::BTreeSet;
-        const UNITS: u64 = 4096; // a region of 4,096 units of 256 bytes
         let base = 1u64 << 32;
         let mut rng = crate::testing::SplitMix64::new(11);
         let mut l = CoalescingFreeList::new();
-        l.give(base, (UNITS * 256) as usize);
-        let mut free: BTreeSet<u64> = (0..UNITS).collect();
+        l.give(base, (units * unit) as usize);
+        let mut free: BTreeSet<u64> = (0..units).collect();
         let mut live: Vec<(u64, usize)> = Vec::new();
-        for step in 0..60_000 {
+        let runs_of = |free: &BTreeSet<u64>| -> Vec<(u64, usize)> {
+            free_runs(free)
+                .map(|(s0, e)| (base + s0 * unit, ((e - s0) * unit) as usize))
+                .collect()
+        };
+        for step in 0..steps {
+            if step % 97 == 0 {
+                // A whole free run taken out by its address and size, then given back.
+                let runs = runs_of(&free);
+                if let Some(&(a, n)) = runs.get(rng.below(runs.len() as u64 + 1) as usize) {
+                    assert!(l.remove_exact(a, n), "step {step}: run {a:#x} +{n}");
+                    assert!(!l.remove_exact(a, n));
+                    l.give(a, n);
+                }
+            }
             if rng.below(2) == 0 || live.is_empty() {
-                let size = (rng.below(if step % 7 == 0 { 600 } else { 24 }) as usize + 1) * 256;
+                let units = rng.below(if step % 7 == 0 { 600 } else { 24 }) + 1;
+                let size = (units * unit) as usize;
                 if let Some(a) = l.take(size) {
-                    let first = (a - base) / 256;
-                    for u in first..first + size as u64 / 256 {
+                    let first = (a - base) / unit;
+                    for u in first..first + units {
                         assert!(free.remove(&u), "take({size}) gave {a:#x}, not free");
                     }
                     live.push((a, size));
@@ -789,15 +846,14 @@ mod tests {
             } else {
                 let (a, size) = live.swap_remove(rng.below(live.len() as u64) as usize);
                 l.give(a, size);
-                let first = (a - base) / 256;
-                free.extend(first..first + size as u64 / 256);
+                let first = (a - base) / unit;
+                free.extend(first..first + size as u64 / unit);
             }
-            let runs: Vec<_> = free_runs(&free)
-                .map(|(s0, e)| (base + s0 * 256, ((e - s0) * 256) as usize))
-                .collect();
+            let runs = runs_of(&free);
             assert_eq!(sorted(&l), runs, "step {step}");
             assert_eq!(l.len(), runs.len());
-            assert_eq!(l.free_bytes(), free.len() * 256);
+            assert_eq!(l.free_bytes(), free.len() * unit as usize);
+            assert_eq!(l.largest(), runs.iter().map(|r| r.1).max().unwrap_or(0));
             for &(a, n) in &runs {
                 assert_eq!(l.block_ending_at(a + n as u64), Some((a, n)));
             }
