@@ -560,6 +560,37 @@ impl CoalescingFreeList {
         self.free_bytes += size;
     }
 
+    /// A request the quick bins did not serve: a larger one first merges them back, then the
+    /// best fit of the coalesced part; failing that a larger quick block cut to size, else the
+    /// quick blocks merged. Kept out of `take`, so that the quick bins' path inlines small.
+    #[inline(never)]
+    fn take_coalesced(&mut self, size: usize) -> Option<u64> {
+        if size > QUICK_MAX {
+            if let Some(q) = &mut self.quick {
+                q.pause();
+                if q.len() > 0 {
+                    // A larger request first merges the small blocks back (glibc consolidates
+                    // its fast bins so): kept apart, they would cut the large blocks it needs.
+                    self.flush_quick();
+                }
+            }
+        }
+        let i = match self.best_fit(size) {
+            Some(i) => i,
+            // A larger quick block cut to size (the rest coalesced), else the quick blocks
+            // coalesced may make one that fits.
+            None if self.holds_quick() => {
+                if let Some(addr) = self.cut_quick(size) {
+                    return Some(addr);
+                }
+                self.flush_quick();
+                self.best_fit(size)?
+            }
+            None => return None,
+        };
+        Some(self.take_from(i, size))
+    }
+
     /// The largest block of the coalesced part.
     fn coalesced_largest(&self) -> usize {
         let top = if self.top == NIL {
@@ -587,35 +618,13 @@ impl FreeStore for CoalescingFreeList {
     #[inline]
     fn take(&mut self, size: usize) -> Option<u64> {
         debug_assert!(size > 0 && size % ALIGNMENT == 0);
-        if let Some(q) = &mut self.quick {
-            if size <= QUICK_MAX {
-                if let Some(addr) = q.pop(size) {
-                    self.free_bytes -= size;
-                    return Some(addr);
-                }
-            } else {
-                q.pause();
-                if q.len() > 0 {
-                    // A larger request first merges the small blocks back (glibc consolidates
-                    // its fast bins so): kept apart, they would cut the large blocks it needs.
-                    self.flush_quick();
-                }
+        if size <= QUICK_MAX {
+            if let Some(addr) = self.quick.as_mut().and_then(|q| q.pop(size)) {
+                self.free_bytes -= size;
+                return Some(addr);
             }
         }
-        let i = match self.best_fit(size) {
-            Some(i) => i,
-            // A larger quick block cut to size (the rest coalesced), else the quick blocks
-            // coalesced may make one that fits.
-            None if self.holds_quick() => {
-                if let Some(addr) = self.cut_quick(size) {
-                    return Some(addr);
-                }
-                self.flush_quick();
-                self.best_fit(size)?
-            }
-            None => return None,
-        };
-        Some(self.take_from(i, size))
+        self.take_coalesced(size)
     }
 
     #[inline]
