@@ -10,7 +10,7 @@
 //! - `pool/`: [`PoolResource`], coalescing best-fit blocks of chunks that grow on demand;
 //! - `fixed_size.rs`: [`FixedSizeResource`], blocks of one size from a stack;
 //! - `binning.rs`: [`BinningResource`], requests sent by size to bins (fixed-size by default);
-//! - `arena/`: [`ArenaResource`], per-stream arenas taking superblocks from one global arena;
+//! - `arena/`: [`ArenaResource`], per-stream arenas taking portions of one global arena;
 //! - `free_list/`: the free-block stores (the coalescing list of the pool and the arena, the
 //!   fixed-size blocks' stack);
 //! - `stream_ordered/`: the per-stream free lists over those stores, and the event waits by

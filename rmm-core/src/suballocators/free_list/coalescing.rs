@@ -5,7 +5,7 @@
 //! - by start and by end address (hash maps): a freed block finds the free blocks touching it on
 //!   either side in O(1) and merges with them (RMM scans an address-sorted list for this);
 //! - by size: blocks up to 4 MiB sit in exact-size bins (one per 256-byte step) found through a
-//!   two-level bitmap, so "the smallest block that fits" costs a few word operations; larger blocks
+//!   three-level bitmap, so "the smallest block that fits" costs a few word operations; larger blocks
 //!   sit in size classes, 16 per power of two (TLSF's second level), each an unsorted list, with a
 //!   bitmap of the classes in use: linking and unlinking a large block is O(1) (an ordered tree
 //!   made every split and merge of large blocks cost several O(log n) updates), and the search

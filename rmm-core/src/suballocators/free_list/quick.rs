@@ -48,7 +48,7 @@ fn bin_size(b: usize) -> usize {
 }
 
 /// True for the sizes the stacks keep: a [`block_size`] of at most [`QUICK_MAX`] (a block cut
-/// to another size, by a stream taking a superblock's rest for instance, is coalesced).
+/// to another size, by a stream taking a portion's rest for instance, is coalesced).
 #[inline(always)]
 fn kept_size(size: usize) -> bool {
     size <= EXACT_MAX || (size <= QUICK_MAX && block_size(size) == size)
@@ -148,8 +148,8 @@ impl QuickBins {
 
     /// The last block freed of the smallest size held above `size` (at most [`QUICK_MAX`]), as
     /// (address, size): a request that finds no block of its own size in the list cuts it from
-    /// such a block instead of flushing every stack (the arena's streams, which hold a few
-    /// superblocks, missed often and flushed thousands of blocks each time).
+    /// such a block instead of flushing every stack (the arena's streams, which then held a few
+    /// 1 MiB superblocks, missed often and flushed thousands of blocks each time).
     pub(crate) fn pop_at_least(&mut self, size: usize) -> Option<(u64, usize)> {
         let b = self.held.first_from(quick_bin(block_size(size)) + 1)?;
         let n = self.lens[b] as usize;

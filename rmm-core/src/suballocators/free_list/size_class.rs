@@ -111,10 +111,17 @@ impl ExactBlocks {
     }
 
     /// The block `ptr` of `size` bytes ([`ExactBlocks::size_of`]), allocated as `bytes`, is
-    /// freed: forgets it if it is one of these.
+    /// freed: forgets it if it is one of these (only they, among classed sizes, hold exactly
+    /// `aligned_size(bytes)`; a size that is its own class is looked up only while some are
+    /// live), without working the class out again.
     #[inline(always)]
     pub(crate) fn freed(&self, ptr: u64, bytes: usize, size: usize) {
-        if bytes > EXACT_MAX && size != block_size(bytes) && self.addrs.lock().remove(&ptr) {
+        if bytes > EXACT_MAX
+            && bytes <= CLASSED_MAX
+            && size == aligned_size(bytes)
+            && self.count.load(Ordering::Acquire) > 0
+            && self.addrs.lock().remove(&ptr)
+        {
             self.count.fetch_sub(1, Ordering::Release);
         }
     }
