@@ -198,16 +198,16 @@ fn a_request_whose_class_does_not_fit_takes_its_exact_size() {
     assert_eq!(pool.pool_size(), bytes, "the pool never grew");
 }
 
-/// A stream's arena takes a superblock at a time from a small global arena and 1/256 of a large
-/// one (at most 64 MiB: the arena's unit test), so that busy streams of a large arena seldom come back to its lock; a
-/// request of a superblock or more that the stream's arena cannot serve takes exactly its size
-/// from the global arena.
+/// A stream's arena takes a superblock at a time from a small global arena and 1/64 of a large
+/// one (at most 256 MiB: the arena's unit test), so that busy streams of a large arena seldom
+/// come back to its lock; a request of a superblock or more that the stream's arena cannot
+/// serve takes exactly its size from the global arena.
 #[test]
 fn a_streams_arena_takes_a_portion_that_grows_with_the_arena() {
     const MIB: usize = 1 << 20;
     let device = Device::simulated(8 << 30);
     let s = device.new_stream().unwrap();
-    for (arena_size, portion) in [(48 * MIB, MIB), (1 << 30, 4 * MIB), (4 << 30, 16 * MIB)] {
+    for (arena_size, portion) in [(48 * MIB, MIB), (1 << 30, 16 * MIB), (4 << 30, 64 * MIB)] {
         let arena = ArenaResource::new(
             cuda(&device),
             ArenaOptions {

@@ -5,10 +5,12 @@
 //! - A request looks in its stream's arena first (best fit, coalescing: the free list of the pool,
 //!   [`crate::suballocators::free_list`]); then takes a portion from the global arena, or, for
 //!   a request of a superblock or more, exactly the request. A portion is a superblock in a small
-//!   arena and 1/256 of a large one, at most 64 MiB: with 1 MiB portions a stream serving random
+//!   arena and 1/64 of a large one, at most 256 MiB: with 1 MiB portions a stream serving random
 //!   sizes up to 64 KiB ran out of room every few hundred requests and coalesced its recently
 //!   freed blocks each time (RMM's `random_allocations` at 64 KiB, simulated device: 30-32 ns an
-//!   event; 64 MiB portions: 17-19, about the pool's, whose portions are larger still).
+//!   event; 64 MiB portions: 17-19, about the pool's); at sizes up to 1 MiB, 64 MiB portions
+//!   still cost 516 instructions an allocate + free pair (cutting and merging quick blocks),
+//!   256 MiB ones 335, the pool's count (whose portions are 1/16 of it, up to 1 GiB).
 //! - Freed memory goes to the arena of the stream it is freed on and is reused there at once; it
 //!   reaches other streams only through defragmentation, which waits on the host for the streams
 //!   of all arenas and returns all their free memory to the global arena, where it coalesces.
@@ -47,7 +49,7 @@ pub struct ArenaOptions {
     pub arena_size: Option<usize>,
     /// Requests of this size or more are served by the global arena directly; smaller ones by
     /// the stream's arena, which takes at least this much from the global one at a time (more
-    /// in a large arena: 1/256 of it, up to 64 MiB). RMM's minimum superblock is 1 MiB.
+    /// in a large arena: 1/64 of it, up to 256 MiB). RMM's minimum superblock is 1 MiB.
     pub superblock_size: usize,
     /// On failure, write the arena's state to this file (RMM writes `rmm_arena_memory_dump.log`).
     pub dump_on_failure: Option<PathBuf>,
@@ -285,13 +287,13 @@ impl<U: MemoryResource> ArenaResource<U> {
 }
 
 /// Largest portion a stream's arena takes from the global one at a time.
-const MAX_PORTION: usize = 64 << 20;
+const MAX_PORTION: usize = 256 << 20;
 
 /// Bytes a stream's arena takes from a global arena of `size` bytes at a time: a superblock, or
-/// 1/256 of the arena where that is more (at most [`MAX_PORTION`]), so that streams of a large
+/// 1/64 of the arena where that is more (at most [`MAX_PORTION`]), so that streams of a large
 /// arena seldom come back to its lock while a small one is shared out as finely as RMM's.
 fn portion_size(size: usize, superblock: usize) -> usize {
-    (size / 256).min(MAX_PORTION).max(superblock) / ALIGNMENT * ALIGNMENT
+    (size / 64).min(MAX_PORTION).max(superblock) / ALIGNMENT * ALIGNMENT
 }
 
 impl<U: MemoryResource> MemoryResource for ArenaResource<U> {
@@ -362,15 +364,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_portion_is_a_superblock_or_a_256th_of_the_arena_up_to_64_mib() {
+    fn a_portion_is_a_superblock_or_a_64th_of_the_arena_up_to_256_mib() {
         const MIB: usize = 1 << 20;
         assert_eq!(portion_size(48 * MIB, MIB), MIB);
-        assert_eq!(portion_size(1 << 30, MIB), 4 * MIB);
-        assert_eq!(portion_size(16 << 30, MIB), 64 * MIB);
-        assert_eq!(portion_size(80 << 30, MIB), 64 * MIB, "at most 64 MiB");
+        assert_eq!(portion_size(1 << 30, MIB), 16 * MIB);
+        assert_eq!(portion_size(16 << 30, MIB), 256 * MIB);
+        assert_eq!(portion_size(80 << 30, MIB), 256 * MIB, "at most 256 MiB");
         assert_eq!(
-            portion_size(80 << 30, 128 * MIB),
-            128 * MIB,
+            portion_size(80 << 30, 512 * MIB),
+            512 * MIB,
             "never below a superblock"
         );
         assert_eq!(portion_size(1_000_000_000, MIB) % ALIGNMENT, 0);
