@@ -1,9 +1,9 @@
 #!/bin/bash
 # Session 58, call 1, not run (no device was lent). Carry .gpu-w: scpipe and the GPU tests
-# built at main 6779c5c (size classes, arena portions, the thief's carve) with
+# built at main 5f7b4a8 (size classes, arena portions, the thief's carve, the split take) with
 # ../2026-12-07_session57_gpu/next-gpu.patch applied (the generated markers' subset made alone,
 # a file run's filter_cells reading QC's row statistics); rmm-bench.tar.xz: RMM 26.10's
-# build, ours/bench-random_allocations at 6779c5c, ours/bench-base at 8c43766):
+# build, ours/bench-random_allocations at 5f7b4a8, ours/bench-base at 8c43766):
 # 1. gpu_suballocators, gpu_resources; 2. the atlas with --target-recall 0.96 after a warm-up;
 # then gpu_generated (gpu_streamed left out: device time);
 # 3. issue 55: the one-thread cells beside RMM, pinned (one stream, across streams), then the
