@@ -31,12 +31,26 @@ const CLASS_BITS: u32 = CLASSES.trailing_zeros();
 pub(crate) const CLASS_COUNT: usize =
     (CLASSED_MAX.trailing_zeros() - EXACT_MAX.trailing_zeros()) as usize * CLASSES;
 
+/// True for the request sizes that take a size class: above [`EXACT_MAX`], at most
+/// [`CLASSED_MAX`].
+#[inline(always)]
+fn classed(bytes: usize) -> bool {
+    bytes > EXACT_MAX && bytes <= CLASSED_MAX
+}
+
 /// The bytes a pool or arena block of `bytes` takes, unless [`ExactBlocks`] says otherwise.
 #[inline(always)]
 pub(crate) fn block_size(bytes: usize) -> usize {
-    if bytes <= EXACT_MAX || bytes > CLASSED_MAX {
-        return aligned_size(bytes);
+    if classed(bytes) {
+        class_of(bytes)
+    } else {
+        aligned_size(bytes)
     }
+}
+
+/// The size of the class `bytes` ([`classed`]) falls in.
+#[inline(always)]
+fn class_of(bytes: usize) -> usize {
     let step = 1usize << (log2_below(bytes) - CLASS_BITS);
     (bytes + step - 1) & !(step - 1)
 }
@@ -91,10 +105,10 @@ impl ExactBlocks {
     /// The bytes the live block `ptr`, allocated as `bytes`, holds.
     #[inline(always)]
     pub(crate) fn size_of(&self, ptr: u64, bytes: usize) -> usize {
-        if bytes <= EXACT_MAX || bytes > CLASSED_MAX {
+        if !classed(bytes) {
             return aligned_size(bytes);
         }
-        let size = block_size(bytes);
+        let size = class_of(bytes);
         if size == aligned_size(bytes) || self.count.load(Ordering::Acquire) == 0 {
             return size;
         }
@@ -116,8 +130,7 @@ impl ExactBlocks {
     /// live), without working the class out again.
     #[inline(always)]
     pub(crate) fn freed(&self, ptr: u64, bytes: usize, size: usize) {
-        if bytes > EXACT_MAX
-            && bytes <= CLASSED_MAX
+        if classed(bytes)
             && size == aligned_size(bytes)
             && self.count.load(Ordering::Acquire) > 0
             && self.addrs.lock().remove(&ptr)
@@ -145,7 +158,7 @@ mod tests {
                 "{bytes} -> {size}"
             );
             assert_eq!(block_size(size), size, "a block size is its own class");
-            if bytes <= EXACT_MAX || bytes > CLASSED_MAX {
+            if !classed(bytes) {
                 assert_eq!(size, aligned_size(bytes));
             }
         }
