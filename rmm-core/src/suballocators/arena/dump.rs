@@ -22,7 +22,7 @@ pub(super) fn report(
     size: usize,
     superblock: usize,
     portion: usize,
-    global: &CoalescingFreeList,
+    global: &mut CoalescingFreeList,
     arenas: &[ListSummary],
 ) -> String {
     let mut out = String::new();

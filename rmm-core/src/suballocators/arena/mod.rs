@@ -198,13 +198,13 @@ impl<U: MemoryResource> ArenaResource<U> {
 
     /// A readable report of the arena's state (what `dump_on_failure` writes).
     pub fn state_report(&self) -> String {
-        let global = self.global.lock();
+        let mut global = self.global.lock();
         dump::report(
             self.base,
             self.size,
             self.superblock,
             self.portion,
-            &global,
+            &mut global,
             &self.arenas.summaries(),
         )
     }

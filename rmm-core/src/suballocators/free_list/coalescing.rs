@@ -11,6 +11,10 @@
 //!   made every split and merge of large blocks cost several O(log n) updates), and the search
 //!   looks through the request's class and, if none there fits, the next class in use.
 //!
+//! Two fronts keep frees apart for a while: the quick bins (`super::quick`) for a stream that
+//! frees and allocates the same sizes, and a pending batch (`super::pending`) for a stream that
+//! only frees (its blocks allocated on another stream).
+//!
 //! The fit is exact best fit: the smallest free block that is large enough. Among blocks of that
 //! size a bin hands out the one freed last (its memory is the most likely to be in use by work
 //! already ordered on the stream, and the choice costs nothing); among large blocks of one size
@@ -19,6 +23,7 @@
 use super::addr_map::AddrMap;
 use super::bitmap::{bin_of, BinBitmap, BINS};
 use super::boundaries::ChunkBoundaries;
+use super::pending::{merge_runs, sort_by_address};
 use super::quick::{QuickBins, QUICK_MAX};
 use super::FreeStore;
 use rmm_cuda::ALIGNMENT;
@@ -181,14 +186,28 @@ pub(crate) struct CoalescingFreeList {
     /// Small blocks freed lately, not yet coalesced ([`CoalescingFreeList::with_quick_bins`]);
     /// their bytes are in `free_bytes`.
     quick: Option<QuickBins>,
+    /// Blocks freed while the quick bins keep none (a stream that only frees, its blocks taken by
+    /// another stream), not yet coalesced: sorted and merged [`PENDING_CAP`] at a time
+    /// ([`CoalescingFreeList::settle_pending`]), or as soon as anything reads the coalesced part.
+    /// Their bytes are in `free_bytes`.
+    pending: Vec<(u64, usize)>,
+    /// Working space of the pending frees' sort.
+    pending_scratch: Vec<(u64, usize)>,
+    /// The list served a request since it was last emptied: its frees are then coalesced (or
+    /// kept by the quick bins) at once, never left pending.
+    served: bool,
 }
+
+/// Frees kept in `pending` at most: sorted and merged together, most of a batch's blocks meet
+/// their neighbours there, so only the merged runs pay for the address maps.
+const PENDING_CAP: usize = 1024;
 
 impl std::fmt::Debug for CoalescingFreeList {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CoalescingFreeList")
             .field("blocks", &self.len())
             .field("free_bytes", &self.free_bytes)
-            .field("largest", &self.largest())
+            .field("pending", &self.pending.len())
             .finish()
     }
 }
@@ -211,6 +230,9 @@ impl CoalescingFreeList {
             barrier_copy: Vec::new(),
             barrier_generation: u64::MAX,
             quick: None,
+            pending: Vec::new(),
+            pending_scratch: Vec::new(),
+            served: false,
         }
     }
 
@@ -234,13 +256,15 @@ impl CoalescingFreeList {
 
     /// Number of free blocks.
     pub(crate) fn len(&self) -> usize {
-        self.by_start.len() + self.quick.as_ref().map_or(0, QuickBins::len)
+        self.by_start.len() + self.quick.as_ref().map_or(0, QuickBins::len) + self.pending.len()
     }
 
     /// The free blocks, in no particular order.
     pub(crate) fn blocks(&self) -> impl Iterator<Item = (u64, usize)> + '_ {
         let quick = self.quick.iter().flat_map(QuickBins::blocks);
-        self.coalesced_blocks().chain(quick)
+        self.coalesced_blocks()
+            .chain(quick)
+            .chain(self.pending.iter().copied())
     }
 
     /// The blocks of the coalesced part (not the quick bins'), in no particular order.
@@ -256,13 +280,18 @@ impl CoalescingFreeList {
             .get(end)
             .map(|i| (self.nodes[i as usize].addr, self.nodes[i as usize].size))
             .or_else(|| {
-                let mut quick = self.quick.iter().flat_map(QuickBins::blocks);
-                quick.find(|&(a, s)| a + s as u64 == end)
+                let mut apart = self
+                    .quick
+                    .iter()
+                    .flat_map(QuickBins::blocks)
+                    .chain(self.pending.iter().copied());
+                apart.find(|&(a, s)| a + s as u64 == end)
             })
     }
 
     /// Removes the free block `[addr, addr + size)` if exactly that block is free here.
     pub(crate) fn remove_exact(&mut self, addr: u64, size: usize) -> bool {
+        self.settle_pending();
         if self.quick.as_mut().is_some_and(|q| q.remove(addr, size)) {
             self.free_bytes -= size;
             return true;
@@ -458,6 +487,30 @@ impl CoalescingFreeList {
         self.quick = Some(quick);
     }
 
+    /// Coalesces the pending frees (see `pending`): sorted by address, each run of touching
+    /// blocks merged first, then each run given to the list.
+    #[inline(always)]
+    fn settle_pending(&mut self) {
+        if !self.pending.is_empty() {
+            self.merge_pending();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn merge_pending(&mut self) {
+        let mut pending = std::mem::take(&mut self.pending);
+        sort_by_address(&mut pending, &mut self.pending_scratch);
+        self.refresh_barriers();
+        merge_runs(&mut pending, |a| !self.is_barrier(a));
+        for &(addr, size) in &pending {
+            self.free_bytes -= size;
+            self.give_coalescing(addr, size);
+        }
+        pending.clear();
+        self.pending = pending;
+    }
+
     /// Files `top` in `by_start` under its start again (see `top_key`).
     #[inline(always)]
     fn settle_top(&mut self) {
@@ -565,6 +618,7 @@ impl CoalescingFreeList {
     /// quick blocks merged. Kept out of `take`, so that the quick bins' path inlines small.
     #[inline(never)]
     fn take_coalesced(&mut self, size: usize) -> Option<u64> {
+        self.settle_pending();
         if size > QUICK_MAX {
             if let Some(q) = &mut self.quick {
                 q.pause();
@@ -618,6 +672,7 @@ impl FreeStore for CoalescingFreeList {
     #[inline]
     fn take(&mut self, size: usize) -> Option<u64> {
         debug_assert!(size > 0 && size % ALIGNMENT == 0);
+        self.served = true;
         if size <= QUICK_MAX {
             if let Some(addr) = self.quick.as_mut().and_then(|q| q.pop(size)) {
                 self.free_bytes -= size;
@@ -630,9 +685,19 @@ impl FreeStore for CoalescingFreeList {
     #[inline]
     fn give(&mut self, addr: u64, size: usize) {
         debug_assert!(size > 0 && size % ALIGNMENT == 0);
-        if self.quick.as_mut().is_some_and(|q| q.push(addr, size)) {
-            self.free_bytes += size;
-            return;
+        if let Some(q) = &mut self.quick {
+            if q.push(addr, size) {
+                self.free_bytes += size;
+                return;
+            }
+            if !self.served {
+                self.pending.push((addr, size));
+                self.free_bytes += size;
+                if self.pending.len() == PENDING_CAP {
+                    self.merge_pending();
+                }
+                return;
+            }
         }
         self.give_coalescing(addr, size);
     }
@@ -656,6 +721,7 @@ impl FreeStore for CoalescingFreeList {
         if let Some(q) = self.quick.as_ref().filter(|q| q.len() > 0) {
             out.extend(q.blocks());
         }
+        out.append(&mut self.pending);
         self.nodes.clear();
         self.vacant.clear();
         self.by_start.clear();
@@ -667,6 +733,7 @@ impl FreeStore for CoalescingFreeList {
             q.clear();
             q.disarm();
         }
+        self.served = false;
     }
 
     #[inline]
@@ -674,7 +741,8 @@ impl FreeStore for CoalescingFreeList {
         self.free_bytes
     }
 
-    fn largest(&self) -> usize {
+    fn largest(&mut self) -> usize {
+        self.settle_pending();
         let quick = self.quick.as_ref().map_or(0, QuickBins::largest);
         self.coalesced_largest().max(quick)
     }
@@ -796,6 +864,60 @@ mod tests {
             Some((0x10_0000 + 16 * K as u64, 48 * K))
         );
         assert_eq!(l.take_between(K, 16 * K), None);
+    }
+
+    /// A list that only receives frees (its stream's blocks allocated on another stream) keeps
+    /// them pending and merges them a batch at a time; every read sees them, merged.
+    #[test]
+    fn frees_of_a_list_that_serves_nothing_are_merged_a_batch_at_a_time() {
+        const UNITS: u64 = 3 * PENDING_CAP as u64 + 17;
+        let base = 1u64 << 32;
+        let mut order: Vec<u64> = (0..UNITS).collect();
+        let mut rng = crate::testing::SplitMix64::new(11);
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        let mut l = CoalescingFreeList::new().with_quick_bins();
+        for (n, &u) in order.iter().enumerate() {
+            l.give(base + u * 256, 256);
+            assert_eq!(l.free_bytes(), (n + 1) * 256);
+            assert!(l.pending.len() < PENDING_CAP, "merged when full");
+        }
+        assert!(!l.pending.is_empty(), "the last frees wait");
+        let last = order[UNITS as usize - 1];
+        assert_eq!(
+            l.block_ending_at(base + (last + 1) * 256)
+                .map(|b| b.1 >= 256),
+            Some(true),
+            "a pending block is found by its end"
+        );
+        let mut blocks: Vec<_> = l.blocks().collect();
+        blocks.sort_unstable();
+        assert_eq!(
+            blocks.iter().map(|b| b.1).sum::<usize>(),
+            UNITS as usize * 256
+        );
+        assert!(blocks.windows(2).all(|w| w[0].0 + w[0].1 as u64 <= w[1].0));
+        assert_eq!(l.len(), blocks.len());
+        // Reading the largest block merges what waits: one run over everything.
+        assert_eq!(l.largest(), UNITS as usize * 256);
+        assert_eq!(l.len(), 1);
+        // Once the list serves a request, its frees no longer wait (here: a quick stack's).
+        assert_eq!(l.take(512), Some(base));
+        l.give(base, 512);
+        assert!(l.pending.is_empty());
+        assert_eq!(l.free_bytes(), UNITS as usize * 256);
+        // Emptied (stolen), it keeps frees pending again, and a drain hands them on.
+        let mut out = Vec::new();
+        l.drain_into(&mut out);
+        l.give(base + 0x10_0000, 256);
+        l.give(base, 256);
+        assert_eq!(l.pending.len(), 2);
+        out.clear();
+        l.drain_into(&mut out);
+        out.sort_unstable();
+        assert_eq!(out, [(base, 256), (base + 0x10_0000, 256)]);
+        assert_eq!((l.len(), l.free_bytes()), (0, 0));
     }
 
     #[test]

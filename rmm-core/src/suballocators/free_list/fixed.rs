@@ -46,7 +46,7 @@ impl FreeStore for FixedBlocks {
         self.blocks.len() * self.block_size
     }
 
-    fn largest(&self) -> usize {
+    fn largest(&mut self) -> usize {
         if self.blocks.is_empty() {
             0
         } else {

@@ -7,6 +7,7 @@ mod bitmap;
 mod boundaries;
 mod coalescing;
 mod fixed;
+mod pending;
 mod quick;
 mod size_class;
 
@@ -31,8 +32,8 @@ pub(crate) trait FreeStore: Send + 'static {
     fn drain_into(&mut self, out: &mut Vec<(u64, usize)>);
     /// Bytes held.
     fn free_bytes(&self) -> usize;
-    /// Size of the largest block (0 when empty).
-    fn largest(&self) -> usize;
+    /// Size of the largest block (0 when empty); a store that defers coalescing does it first.
+    fn largest(&mut self) -> usize;
     /// Number of blocks.
     fn block_count(&self) -> usize;
 }

@@ -18,7 +18,7 @@
 //! [`PAUSE`] small frees skip the stacks: where sizes mix, blocks would only go round through
 //! them. The stacks hold at most `QUICK_CAP` blocks of each size and [`QUICK_BYTES`] over all,
 //! and only while the list serves small requests: a stream that only frees (its blocks stolen
-//! by another) keeps them coalesced, as they move better so.
+//! by another) keeps its frees in a batch instead, merged as a whole (`super::pending`).
 
 use super::bitmap::BinBitmap;
 use super::size_class::{block_size, class_index, class_size, CLASSED_MAX, CLASS_COUNT, EXACT_MAX};

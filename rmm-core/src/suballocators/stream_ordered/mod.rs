@@ -539,7 +539,7 @@ impl<F: FreeStore> StreamLists<F> {
         self.lists()
             .iter()
             .filter_map(|l| {
-                let st = l.state.lock();
+                let mut st = l.state.lock();
                 Some(ListSummary {
                     stream: st.stream.clone()?,
                     free_bytes: st.free.free_bytes(),
