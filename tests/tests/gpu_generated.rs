@@ -31,7 +31,11 @@ fn device_generator_matches_its_cpu_twin() {
         let (model, _) = count_model(&SyntheticParams::new(cells, genes, 9)).unwrap();
         let (want, _) = model.generate(range.clone()).unwrap();
         let dm = DeviceCountModel::upload(&ctx, &model).unwrap();
-        let got = dm.generate(&ctx, range).unwrap().download(&ctx).unwrap();
+        let got = dm
+            .generate(&ctx, range.clone())
+            .unwrap()
+            .download(&ctx)
+            .unwrap();
         assert_eq!(got.indptr, want.indptr, "{genes} genes: row offsets");
         assert_eq!(got.indices, want.indices, "{genes} genes: gene sets");
         let differ = got
@@ -46,6 +50,25 @@ fn device_generator_matches_its_cpu_twin() {
             "{genes} genes: {differ} of {} counts differ",
             want.nnz()
         );
+        // Cells named one by one: the same rows, without the cells between them.
+        let picked: Vec<u64> = range.clone().step_by(97).collect();
+        let alone = dm
+            .generate_cells(&ctx, &picked)
+            .unwrap()
+            .download(&ctx)
+            .unwrap();
+        let rows: Vec<usize> = picked.iter().map(|&c| (c - range.start) as usize).collect();
+        assert_eq!(alone.n_rows, rows.len());
+        for (i, &r) in rows.iter().enumerate() {
+            let (a, b) = (alone.indptr[i] as usize, alone.indptr[i + 1] as usize);
+            let (c, d) = (got.indptr[r] as usize, got.indptr[r + 1] as usize);
+            assert_eq!(
+                alone.indices[a..b],
+                got.indices[c..d],
+                "{genes} genes: cell {r}"
+            );
+            assert_eq!(alone.data[a..b], got.data[c..d], "{genes} genes: cell {r}");
+        }
     }
 }
 

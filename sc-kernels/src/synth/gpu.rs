@@ -16,6 +16,12 @@ pub(crate) const SRC: KernelSource = KernelSource {
 
 const THREADS: u32 = 256;
 
+/// Which cells a launch makes: consecutive ones from a first, or those of a list on the device.
+enum Cells<'a> {
+    From(u64),
+    Listed(&'a DeviceVec<u64>),
+}
+
 /// A [`CountModel`] with its tables in device memory.
 pub struct DeviceCountModel {
     model: CountModel,
@@ -49,13 +55,24 @@ impl DeviceCountModel {
     /// type are [`CountModel::cell`]'s.
     pub fn generate(&self, ctx: &GpuContext, cells: Range<u64>) -> Result<DeviceCsr> {
         let n = (cells.end - cells.start) as usize;
+        self.generate_rows(ctx, Cells::From(cells.start), n)
+    }
+
+    /// The cells `cells` names (in that order), each the same row as [`Self::generate`] makes
+    /// of it: a subset of cells without making the cells between them.
+    pub fn generate_cells(&self, ctx: &GpuContext, cells: &[u64]) -> Result<DeviceCsr> {
+        let list = ctx.upload(if cells.is_empty() { &[0u64][..] } else { cells })?;
+        self.generate_rows(ctx, Cells::Listed(&list), cells.len())
+    }
+
+    fn generate_rows(&self, ctx: &GpuContext, cells: Cells<'_>, n: usize) -> Result<DeviceCsr> {
         if n > i32::MAX as usize {
             return Err(KernelError::Unsupported(format!(
                 "{n} cells in one generated block (at most 2^31 - 1)"
             )));
         }
         let mut lengths = ctx.alloc::<u64>(n.max(1))?;
-        self.launch(ctx, cells.start, n, &lengths, None)?;
+        self.launch(ctx, &cells, n, &lengths, None)?;
         lengths.resize(n)?;
         let (indptr, nnz) = scan::exclusive_scan(ctx, &lengths)?;
         drop(lengths);
@@ -66,16 +83,16 @@ impl DeviceCountModel {
             indices: ctx.alloc::<u32>(nnz as usize)?,
             data: ctx.alloc::<f32>(nnz as usize)?,
         };
-        self.launch(ctx, cells.start, n, &x.indptr, Some(&x))?;
+        self.launch(ctx, &cells, n, &x.indptr, Some(&x))?;
         Ok(x)
     }
 
-    /// One launch over `n` cells from `first`: row lengths into `target` when `fill` is
-    /// `None`, else the rows at the offsets `target` into `fill`'s matrix.
+    /// One launch over `n` cells: row lengths into `target` when `fill` is `None`, else the
+    /// rows at the offsets `target` into `fill`'s matrix.
     fn launch(
         &self,
         ctx: &GpuContext,
-        first: u64,
+        cells: &Cells<'_>,
         n: usize,
         target: &DeviceVec<u64>,
         fill: Option<&DeviceCsr>,
@@ -90,6 +107,10 @@ impl DeviceCountModel {
         let (glo, ghi) = (u(m.genes_per_cell.0), u(m.genes_per_cell.1));
         let (llo, lhi) = (u(m.low_quality_genes.0), u(m.low_quality_genes.1));
         let null: u64 = 0;
+        let first = match cells {
+            Cells::From(first) => *first,
+            Cells::Listed(_) => 0,
+        };
         let f = ctx.function(SRC, "synth_cells")?;
         let mut l = ctx.launcher(&f);
         l.arg(&seed)
@@ -110,6 +131,10 @@ impl DeviceCountModel {
             .arg(&self.prob)
             .arg(&self.alias)
             .arg(&self.relative);
+        match cells {
+            Cells::From(_) => l.arg(&null),
+            Cells::Listed(list) => l.arg(*list),
+        };
         match fill {
             None => l.arg(target).arg(&null).arg(&null).arg(&null),
             Some(x) => l.arg(&null).arg(target).arg(&x.indices).arg(&x.data),

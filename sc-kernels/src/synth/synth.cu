@@ -44,7 +44,8 @@ extern "C" __global__ void synth_cells(u64 seed, u64 first_cell, u64 n_cells, u3
                                        double density, double library_sigma, double mean_extra,
                                        const float* __restrict__ prob,
                                        const u32* __restrict__ alias,
-                                       const double* __restrict__ relative, u64* row_lengths,
+                                       const double* __restrict__ relative,
+                                       const u64* __restrict__ cell_list, u64* row_lengths,
                                        const u64* indptr, u32* indices, float* data) {
     const SynthParams p = {seed,    first_cell, n_cells,     n_genes,       n_batches,
                            n_types, gpc_lo,     gpc_hi,      lq_lo,         lq_hi,
@@ -54,7 +55,8 @@ extern "C" __global__ void synth_cells(u64 seed, u64 first_cell, u64 n_cells, u3
     __shared__ u64 warp_tot[32];
     u64 local = blockIdx.x;
     if (local >= p.n_cells) return;
-    u64 cell = p.first_cell + local;
+    // Consecutive cells from first_cell, or the cells cell_list names.
+    u64 cell = cell_list ? cell_list[local] : p.first_cell + local;
     u64 key = cell_key(p.seed, cell);
     u32 batch = (u32)below(rnd(key, C_BATCH), p.n_batches);
     u32 type = (u32)below(rnd(key, C_TYPE), p.n_types);

@@ -73,6 +73,17 @@ pub trait CellSource: Sync {
         String::new()
     }
 
+    /// The counts of the cells of `cells` that `pick` marks (a flag per cell), in order: by
+    /// default the cells made whole and the rows picked.
+    fn picked(
+        &self,
+        lane: &GpuContext,
+        cells: Range<usize>,
+        pick: &[bool],
+    ) -> sc_kernels::Result<DeviceCsr> {
+        select_rows(lane, &self.block(lane, cells)?, pick)
+    }
+
     /// How a block is made again, for the markers' note.
     fn again(&self) -> &'static str;
 
@@ -101,6 +112,20 @@ impl CellSource for DemoCells {
     fn block(&self, lane: &GpuContext, cells: Range<usize>) -> sc_kernels::Result<DeviceCsr> {
         self.model
             .generate(lane, cells.start as u64..cells.end as u64)
+    }
+
+    /// Only the cells picked are generated (each cell's counts come from its own index).
+    fn picked(
+        &self,
+        lane: &GpuContext,
+        cells: Range<usize>,
+        pick: &[bool],
+    ) -> sc_kernels::Result<DeviceCsr> {
+        let list: Vec<u64> = (cells.zip(pick))
+            .filter(|p| *p.1)
+            .map(|p| p.0 as u64)
+            .collect();
+        self.model.generate_cells(lane, &list)
     }
 
     fn again(&self) -> &'static str {
@@ -193,6 +218,39 @@ impl<'a> GeneratedRows<'a> {
             n_cols: kept(&chain.keep_hvg, genes),
             chain,
         }
+    }
+}
+
+impl GeneratedRows<'_> {
+    /// The rows of block `k` that `pick` marks (a flag per row [`RowBlocks::make`] gives),
+    /// without making the others where the source can ([`CellSource::picked`]): every step of
+    /// the chain after the cell filter works row by row.
+    pub fn make_picked(
+        &self,
+        lane: &GpuContext,
+        k: usize,
+        pick: &[bool],
+    ) -> sc_kernels::Result<DeviceCsr> {
+        if pick.len() != self.ranges[k].len() {
+            return Err(sc_kernels::KernelError::Shape(format!(
+                "{} flags for a block of {} rows",
+                pick.len(),
+                self.ranges[k].len()
+            )));
+        }
+        let cells = self.cells[k].clone();
+        let wanted: Vec<bool> = match &self.chain.keep_cells {
+            // A cell the filter removed takes no flag.
+            Some(keep) => {
+                let mut flags = pick.iter();
+                (keep[cells.clone()].iter())
+                    .map(|&kept| kept && *flags.next().expect("a flag per kept cell"))
+                    .collect()
+            }
+            None => pick.to_vec(),
+        };
+        let x = self.source.picked(lane, cells, &wanted)?;
+        self.chain.of_kept_cells(lane, x)
     }
 }
 

@@ -329,8 +329,7 @@ fn markers_on_subset(
         if !block_keep.contains(&true) {
             continue;
         }
-        let x = rows.make(ctx, b).map_err(gpu_error)?;
-        let x = sc_kernels::gpu::compact::select_rows(ctx, &x, block_keep).map_err(gpu_error)?;
+        let x = rows.make_picked(ctx, b, block_keep).map_err(gpu_error)?;
         parts.push(Matrix::Sparse(x.download(ctx).map_err(gpu_error)?));
     }
     let x = Matrix::stack_rows(&parts.iter().collect::<Vec<_>>())?;
