@@ -68,6 +68,16 @@ impl FilterStats {
         }
     }
 
+    /// For a cell filter: rows' statistics already counted (each row's sum and values above
+    /// zero).
+    pub fn of_counted_rows(sums: Vec<f64>, positive: Vec<i64>) -> Self {
+        FilterStats {
+            columns: false,
+            sums,
+            positive,
+        }
+    }
+
     /// For a gene filter: the statistics of `n_cols` columns.
     pub fn of_columns(n_cols: usize) -> Self {
         FilterStats {
@@ -100,6 +110,16 @@ impl FilterStats {
     /// Which rows pass `filter`.
     pub fn cells(self, filter: CellFilter) -> Result<FilterResult> {
         self.result(filter.rule())
+    }
+
+    /// Which of the rows from `start` on (the last blocks added) pass `filter`.
+    pub fn cells_from(&self, filter: CellFilter, start: usize) -> Result<Vec<bool>> {
+        let part = FilterStats {
+            columns: false,
+            sums: self.sums[start..].to_vec(),
+            positive: self.positive[start..].to_vec(),
+        };
+        Ok(part.cells(filter)?.keep)
     }
 
     /// Which columns pass `filter`.

@@ -118,9 +118,14 @@ fn generated_filter_cells(
         }
         _ => None,
     };
-    let (result, how) = match counted {
-        Some(r) => (r, " (from calculate_qc_metrics' n_genes_by_counts)"),
-        None => (
+    let taken = match counted {
+        Some(_) => None,
+        None => (pass.ahead.as_mut()).and_then(|ahead| ahead.cell_filter(&pass.chain, filter)),
+    };
+    let (result, how) = match (counted, taken) {
+        (Some(r), _) => (r, " (from calculate_qc_metrics' n_genes_by_counts)"),
+        (None, Some(r)) => (r, " (counted in calculate_qc_metrics' pass)"),
+        (None, None) => (
             sc_kernels::filter::filter_cells_blocks(&pass.ctx, &pass.rows(), filter),
             "",
         ),

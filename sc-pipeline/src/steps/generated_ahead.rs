@@ -70,12 +70,28 @@ pub struct Ahead {
     /// What the blocks of `moments` went through: the cells filter_cells keeps, every gene,
     /// normalize_total and log1p.
     chain: Chain,
+    /// filter_cells' statistics, over every cell, where QC's counts of genes could not serve
+    /// (counts not known to be never negative).
+    cells: Option<FilterStats>,
     /// filter_genes' statistics, over the counts of the cells kept.
     genes: Option<FilterStats>,
     moments: Vec<KnownMoments>,
 }
 
 impl Ahead {
+    /// filter_cells' `filter` on the chain's blocks, when they are the source's counts (these
+    /// statistics' blocks before any cell was removed).
+    pub fn cell_filter(
+        &mut self,
+        chain: &Chain,
+        filter: CellFilter,
+    ) -> Option<sc_kernels::Result<FilterResult>> {
+        (chain.is_identity())
+            .then(|| self.cells.take())
+            .flatten()
+            .map(|c| c.cells(filter))
+    }
+
     /// filter_genes' `filter` on the chain's blocks, when they are the counts of the cells these
     /// statistics kept.
     pub fn gene_filter(
@@ -130,6 +146,14 @@ pub fn qc_pass(
         return Ok((qc.finish(), None));
     };
     let mut keep_cells = plan.cells.map(|_| Vec::with_capacity(rows.n_rows()));
+    // The rows' statistics, where QC's counts of genes do not decide the cells as filter_cells
+    // will (counts that may be negative, or a bound on the counts).
+    let by_genes = pass.source.non_negative()
+        && matches!(
+            plan.cells,
+            Some(CellFilter::MinGenes(_) | CellFilter::MaxGenes(_))
+        );
+    let mut cells = (plan.cells.is_some() && !by_genes).then(FilterStats::of_rows);
     let mut genes = plan.genes.then(|| FilterStats::of_columns(n_cols));
     let mut moments: Vec<KnownMoments> = (plan.transforms.iter())
         .map(|&transform| KnownMoments {
@@ -141,7 +165,13 @@ pub fn qc_pass(
         let added = qc.add(ctx, &block)?;
         let block = match (plan.cells, &mut keep_cells) {
             (Some(filter), Some(kept)) => {
-                let keep = kept_cells(pass, filter, &qc.n_genes()[added], &block)?;
+                let keep = match &mut cells {
+                    Some(stats) => {
+                        stats.add(ctx, &block)?;
+                        stats.cells_from(filter, added.start)?
+                    }
+                    None => kept_cells(filter, &qc.n_genes()[added])?,
+                };
                 let x = select_rows(ctx, &block, &keep)?;
                 kept.extend(keep);
                 x
@@ -164,29 +194,22 @@ pub fn qc_pass(
             keep_cells,
             ..plan.values.clone()
         },
+        cells,
         genes,
         moments,
     };
     Ok((qc.finish(), Some(ahead)))
 }
 
-/// Which cells of `block` filter_cells will keep, decided as it will decide: from QC's counts
-/// of genes (`n_genes`, the block's) where the source's counts are never negative, else from
-/// the block's values above zero.
-fn kept_cells(
-    pass: &GeneratedPass<'_>,
-    filter: CellFilter,
-    n_genes: &[i32],
-    block: &sc_kernels::gpu::DeviceCsr,
-) -> sc_kernels::Result<Vec<bool>> {
-    if pass.source.non_negative() {
-        if let Some(r) = filter_cells_by_genes(filter, n_genes) {
-            return Ok(r?.keep);
-        }
+/// Which cells of a block filter_cells will keep, decided as it will decide where the source's
+/// counts are never negative: from QC's counts of genes (`n_genes`, the block's).
+fn kept_cells(filter: CellFilter, n_genes: &[i32]) -> sc_kernels::Result<Vec<bool>> {
+    match filter_cells_by_genes(filter, n_genes) {
+        Some(r) => Ok(r?.keep),
+        None => Err(sc_kernels::KernelError::Unsupported(format!(
+            "{filter:?} from the counts of genes alone"
+        ))),
     }
-    let mut stats = FilterStats::of_rows();
-    stats.add(&pass.ctx, block)?;
-    Ok(stats.cells(filter)?.keep)
 }
 
 #[cfg(test)]
@@ -214,6 +237,10 @@ mod tests {
                 log1p: true,
                 ..Chain::default()
             },
+            cells: Some(FilterStats::of_counted_rows(
+                vec![500.0, 20.0, 900.0],
+                vec![300, 10, 250],
+            )),
             genes: Some(FilterStats::of_columns(4)),
             moments: vec![
                 KnownMoments {
@@ -277,6 +304,25 @@ mod tests {
         assert!(Plan::new(Some(CellFilter::MinGenes(200)), false, None, true, []).is_none());
         let genes_only = Plan::new(None, true, None, false, []).unwrap();
         assert!(genes_only.genes && genes_only.transforms.is_empty());
+    }
+
+    #[test]
+    fn the_cell_filter_reads_the_source_counts_once() {
+        let mut ahead = taken();
+        let filter = CellFilter::MinGenes(200);
+        assert!(ahead.cell_filter(&ahead.chain.clone(), filter).is_none());
+        let r = ahead
+            .cell_filter(&Chain::default(), filter)
+            .unwrap()
+            .unwrap();
+        assert_eq!(r.keep, vec![true, false, true]);
+        assert!(ahead.cell_filter(&Chain::default(), filter).is_none());
+        // The flags of the last block added, as the pass decides them.
+        let stats = FilterStats::of_counted_rows(vec![1.0; 5], vec![250, 199, 200, 10, 400]);
+        assert_eq!(
+            stats.cells_from(filter, 2).unwrap(),
+            vec![true, false, true]
+        );
     }
 
     #[test]
