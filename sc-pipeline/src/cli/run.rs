@@ -201,7 +201,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "N")]
     pub n_probes: Option<usize>,
     /// recall@k the probes are chosen to reach, measured on a sample of 2,048 cells against
-    /// their exact kNN (ivf and auto, without --n-probes; default 0.95).
+    /// their exact kNN (ivf and auto, without --n-probes; default 0.96).
     #[arg(long, value_name = "R")]
     pub target_recall: Option<f64>,
     /// Rounds of NN-descent's local join after the inverted file's scan (ivf and auto; default
