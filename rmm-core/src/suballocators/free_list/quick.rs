@@ -124,7 +124,10 @@ impl QuickBins {
         }
         self.addrs[b][n] = addr;
         self.lens[b] = n as u8 + 1;
-        self.held.set(b);
+        if n == 0 {
+            // (Its bit is set already otherwise: three words' read-modify-write saved.)
+            self.held.set(b);
+        }
         self.count += 1;
         self.bytes += size;
         true
