@@ -10,24 +10,24 @@
 set -u
 B=.gpu-w
 source scripts/device/call_preamble.sh
-REQUIRE_GPU=1 timeout 100 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 \
+REQUIRE_GPU=1 timeout 60 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 9 \
   $B/test-gpu_suballocators > $L/memcheck_gpu_suballocators.log 2>&1
 say "memcheck gpu_suballocators rc=$? $(grep -E 'ERROR SUMMARY|test result' $L/memcheck_gpu_suballocators.log | tr '\n' ' ')"
 tar -C . -xJf $B/rmm-bench.tar.xz
-PIN=3 NOGRID=1 ROUNDS=1 timeout 150 bash scripts/device/benchmarks/rmm_sub_allocators.sh > $L/sub.log 2>&1 || say "FAILED (sub)"
+PIN=3 NOGRID=1 ROUNDS=1 timeout 90 bash scripts/device/benchmarks/rmm_sub_allocators.sh > $L/sub.log 2>&1 || say "FAILED (sub)"
 grep -v "^grid" "$OUT"/sub_allocators_pinned.txt >> "$S"; mv "$OUT"/ours_*json "$OUT"/sub_allocators_pinned.txt $L/ 2>/dev/null
 say "cells done at ${SECONDS}s"; pack_logs
 for dev in gpu sim; do
   for round in 1 2; do
     for b in bench-52aac91 bench-e8700ac bench-random_allocations; do
-      timeout 60 taskset -c 3 .rmm-bench/ours/$b --device $dev --only pool,arena --threads 1 2>&1 | grep " x1:" \
+      timeout 20 taskset -c 3 .rmm-bench/ours/$b --device $dev --only pool,arena --threads 1 2>&1 | grep " x1:" \
         | awk -v t="$dev r$round $b" '{print t": "$1" "$2" "$3" "$5}' >> "$S"
     done
   done
 done
 say "builds done at ${SECONDS}s"; pack_logs
 cd .rmm-bench
-echo "== RMM, grid" > $L/grid.txt; timeout 200 taskset -c 3 ./rmm_ra 0 one grid noasync >> $L/grid.txt 2>&1
+echo "== RMM, grid" > $L/grid.txt; timeout 80 taskset -c 3 ./rmm_ra 0 one grid noasync >> $L/grid.txt 2>&1
 echo "== ours, grid" >> $L/grid.txt
-timeout 120 taskset -c 3 ./ours/bench-random_allocations --grid --only pool,arena,binning --json $L/ours_grid.json >> $L/grid.txt 2>&1
+timeout 50 taskset -c 3 ./ours/bench-random_allocations --grid --only pool,arena,binning --json $L/ours_grid.json >> $L/grid.txt 2>&1
 cd ..; cat $L/grid.txt >> "$S"; say "grid done at ${SECONDS}s"; pack_logs
