@@ -4,13 +4,18 @@
 //! touch each other.
 //!
 //! The batch is sorted by address with a radix sort of the addresses' offsets from the batch's
-//! lowest, in 256-byte units, 8 bits a pass: a batch from one portion spans a few MiB (two or
-//! three passes), where `sort_unstable` cost 120 instructions a block.
+//! lowest, in 256-byte units, [`DIGIT_BITS`] bits a pass: a batch from one portion spans a few
+//! MiB (one or two passes), where `sort_unstable` cost 120 instructions a block.
 
 use rmm_cuda::ALIGNMENT;
 
-/// Radix passes at most; a batch spanning more than 2^(8 * this) units is sorted by comparison.
-const MAX_PASSES: u32 = 4;
+/// Bits of the offset sorted a pass at most (shared evenly by the passes a batch's span needs):
+/// workload A's 64 KiB batches take two passes, where 8 bits took three.
+const DIGIT_BITS: u32 = 11;
+const DIGITS: usize = 1 << DIGIT_BITS;
+/// Radix passes at most; a batch spanning more units than that many digits cover is sorted by
+/// comparison.
+const MAX_PASSES: u32 = 3;
 
 /// Sorts `blocks` (address, size) by address; `scratch` is working space, kept between calls.
 pub(crate) fn sort_by_address(blocks: &mut [(u64, usize)], scratch: &mut Vec<(u64, usize)>) {
@@ -20,29 +25,35 @@ pub(crate) fn sort_by_address(blocks: &mut [(u64, usize)], scratch: &mut Vec<(u6
     let high = blocks.iter().map(|b| b.0).max().unwrap_or(low);
     let unit = ALIGNMENT.trailing_zeros();
     let span = (high - low) >> unit;
-    let passes = (u64::BITS - span.leading_zeros()).div_ceil(8);
+    let span_bits = u64::BITS - span.leading_zeros();
+    let passes = span_bits.div_ceil(DIGIT_BITS);
     if passes > MAX_PASSES {
         blocks.sort_unstable_by_key(|b| b.0);
         return;
     }
+    // The passes share the bits evenly, so none counts into more buckets than it needs.
+    let bits = span_bits.div_ceil(passes.max(1));
+    let buckets = 1usize << bits;
     if scratch.len() < blocks.len() {
         scratch.resize(blocks.len(), (0, 0));
     }
     let other = &mut scratch[..blocks.len()];
+    let mut at = [0u32; DIGITS];
     for pass in 0..passes {
         let (from, to): (&[(u64, usize)], &mut [(u64, usize)]) = if pass % 2 == 0 {
             (blocks, other)
         } else {
             (other, blocks)
         };
-        let shift = unit + 8 * pass;
-        let digit = |a: u64| (((a - low) >> shift) & 0xff) as usize;
-        let mut at = [0u32; 256];
+        let shift = unit + bits * pass;
+        // (Masked with `DIGITS - 1` too, so the compiler sees every index in bounds.)
+        let digit = |a: u64| (((a - low) >> shift) as usize) & (buckets - 1) & (DIGITS - 1);
+        at[..buckets].fill(0);
         for b in from.iter() {
             at[digit(b.0)] += 1;
         }
         let mut sum = 0;
-        for slot in at.iter_mut() {
+        for slot in at[..buckets].iter_mut() {
             (*slot, sum) = (sum, sum + *slot);
         }
         for &b in from.iter() {
