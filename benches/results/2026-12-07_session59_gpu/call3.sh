@@ -1,7 +1,7 @@
 #!/bin/bash
-# Session 59, call 3, run from the repository root with .gpu-w carried: test-gpu_suballocators and
-# rmm-bench.tar.xz's ours/bench-random_allocations rebuilt at 788e8f5, with ours/bench-52aac91 and
-# ours/bench-e8700ac beside it (the builds sessions 54 and 56 measured beside RMM). In order of
+# Session 59, call 3, run from the repository root with .gpu-w carried: test-gpu_suballocators
+# built at 788e8f5, rmm-bench.tar.xz's ours/bench-random_allocations at 0581a4b, with
+# ours/bench-52aac91 and ours/bench-e8700ac beside it (the builds sessions 54 and 56 measured beside RMM). In order of
 # need: 1. compute-sanitizer memcheck of gpu_suballocators without the API errors of the
 # out-of-memory tests; 2. issue 55's one-thread cells beside RMM 26.10 (pinned to core 3);
 # 3. one stream, the three builds in turns, two rounds, on the device and on the simulated device:
