@@ -9,6 +9,9 @@
 
 use rmm_cuda::ALIGNMENT;
 
+/// A free block: (address, size).
+type Block = (u64, usize);
+
 /// Bits of the offset sorted a pass at most (shared evenly by the passes a batch's span needs):
 /// workload A's 64 KiB batches take two passes, where 8 bits took three.
 const DIGIT_BITS: u32 = 11;
@@ -18,7 +21,7 @@ const DIGITS: usize = 1 << DIGIT_BITS;
 const MAX_PASSES: u32 = 3;
 
 /// Sorts `blocks` (address, size) by address; `scratch` is working space, kept between calls.
-pub(crate) fn sort_by_address(blocks: &mut [(u64, usize)], scratch: &mut Vec<(u64, usize)>) {
+pub(crate) fn sort_by_address(blocks: &mut [Block], scratch: &mut Vec<Block>) {
     let Some(low) = blocks.iter().map(|b| b.0).min() else {
         return;
     };
@@ -40,7 +43,7 @@ pub(crate) fn sort_by_address(blocks: &mut [(u64, usize)], scratch: &mut Vec<(u6
     let other = &mut scratch[..blocks.len()];
     let mut at = [0u32; DIGITS];
     for pass in 0..passes {
-        let (from, to): (&[(u64, usize)], &mut [(u64, usize)]) = if pass % 2 == 0 {
+        let (from, to): (&[Block], &mut [Block]) = if pass % 2 == 0 {
             (blocks, other)
         } else {
             (other, blocks)
@@ -69,7 +72,7 @@ pub(crate) fn sort_by_address(blocks: &mut [(u64, usize)], scratch: &mut Vec<(u6
 
 /// Merges the touching blocks of `sorted` (sorted by address, none overlapping) into runs, in
 /// place; `joins(addr)` says whether blocks may merge at `addr` (not at a chunk's boundary).
-pub(crate) fn merge_runs(sorted: &mut Vec<(u64, usize)>, joins: impl Fn(u64) -> bool) {
+pub(crate) fn merge_runs(sorted: &mut Vec<Block>, joins: impl Fn(u64) -> bool) {
     let mut kept = 0;
     for i in 0..sorted.len() {
         let (a, s) = sorted[i];
