@@ -219,9 +219,7 @@ impl<'a> GeneratedRows<'a> {
             chain,
         }
     }
-}
 
-impl GeneratedRows<'_> {
     /// The rows of block `k` that `pick` marks (a flag per row [`RowBlocks::make`] gives),
     /// without making the others where the source can ([`CellSource::picked`]): every step of
     /// the chain after the cell filter works row by row.
