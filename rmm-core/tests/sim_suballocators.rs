@@ -240,3 +240,31 @@ fn a_streams_arena_takes_a_portion_that_grows_with_the_arena() {
         assert_eq!(arena.free_bytes(), arena_size);
     }
 }
+
+/// The quick paths find a stream's list among the first 64 only: the lists of streams beyond
+/// them (all alive at once) go the general way, with the same results, for every resource.
+#[test]
+fn streams_beyond_the_first_64_reuse_their_frees_as_the_first_ones_do() {
+    let device = sim();
+    let arena_options = ArenaOptions {
+        arena_size: Some(256 << 20),
+        ..Default::default()
+    };
+    let resources: Vec<SharedResource> = vec![
+        pool(&device),
+        Arc::new(ArenaResource::new(cuda(&device), arena_options).unwrap()),
+        Arc::new(FixedSizeResource::new(cuda(&device), 1 << 20, 16).unwrap()),
+    ];
+    for r in resources {
+        let streams: Vec<Stream> = (0..80).map(|_| device.new_stream().unwrap()).collect();
+        for (i, s) in streams.iter().enumerate() {
+            let a = r.allocate(4096, s).unwrap();
+            // SAFETY: allocated just above with this size on this stream, unused.
+            unsafe { r.deallocate(a, 4096, s).unwrap() };
+            let b = r.allocate(4096, s).unwrap();
+            assert_eq!(a, b, "stream {i} of {}: its own free comes back", r.name());
+            // SAFETY: as above.
+            unsafe { r.deallocate(b, 4096, s).unwrap() };
+        }
+    }
+}

@@ -197,6 +197,48 @@ impl<U: MemoryResource> FixedSizeResource<U> {
     /// (stolen); then, holding `growth`, every free block gathered (no move between lists under
     /// way, so none is missed); only then a new chunk; when the upstream refuses, every free block
     /// once more (some may have been freed meanwhile) before out-of-memory.
+    /// Every allocation the quick path ([`MemoryResource::allocate`]) did not serve.
+    #[inline(never)]
+    fn allocate_general(&self, bytes: usize, stream: &Stream) -> Result<u64> {
+        if bytes == 0 {
+            return Ok(0);
+        }
+        if bytes > self.block_size {
+            return Err(self.out_of_memory(
+                bytes,
+                format!(
+                    "larger than the block size {}: a fixed-size resource serves blocks of one size",
+                    human_bytes(self.block_size)
+                ),
+            ));
+        }
+        check_stream(self, stream)?;
+        let list = self.list(stream)?;
+        match list.take(self.block_size) {
+            Some(p) => Ok(p),
+            None => self.allocate_slow(bytes, &list, stream),
+        }
+    }
+
+    /// Every free the quick path ([`MemoryResource::deallocate`]) did not take.
+    ///
+    /// # Safety
+    /// As [`MemoryResource::deallocate`].
+    #[inline(never)]
+    unsafe fn deallocate_general(&self, ptr: u64, bytes: usize, stream: &Stream) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        if bytes > self.block_size {
+            return Err(MemoryError::InvalidDeallocation(format!(
+                "{bytes} bytes at {ptr:#x} cannot come from a resource of {} blocks",
+                human_bytes(self.block_size)
+            )));
+        }
+        check_stream(self, stream)?;
+        self.list(stream)?.give(ptr, self.block_size)
+    }
+
     #[cold]
     fn allocate_slow(
         &self,
@@ -232,39 +274,26 @@ impl<U: MemoryResource> FixedSizeResource<U> {
 impl<U: MemoryResource> MemoryResource for FixedSizeResource<U> {
     #[inline]
     fn allocate(&self, bytes: usize, stream: &Stream) -> Result<u64> {
-        if bytes == 0 {
-            return Ok(0);
+        // The quick path (`StreamLists::take_quick`); anything else goes the general way.
+        if bytes.wrapping_sub(1) < self.block_size && *stream.device() == self.device {
+            if let Some(p) = self.lists.take_quick(stream, self.block_size) {
+                return Ok(p);
+            }
         }
-        if bytes > self.block_size {
-            return Err(self.out_of_memory(
-                bytes,
-                format!(
-                    "larger than the block size {}: a fixed-size resource serves blocks of one size",
-                    human_bytes(self.block_size)
-                ),
-            ));
-        }
-        check_stream(self, stream)?;
-        let list = self.list(stream)?;
-        match list.take(self.block_size) {
-            Some(p) => Ok(p),
-            None => self.allocate_slow(bytes, &list, stream),
-        }
+        self.allocate_general(bytes, stream)
     }
 
     #[inline]
     unsafe fn deallocate(&self, ptr: u64, bytes: usize, stream: &Stream) -> Result<()> {
-        if bytes == 0 {
+        // The quick path: onto the stream's stack while it has room, calling nothing.
+        if bytes.wrapping_sub(1) < self.block_size
+            && *stream.device() == self.device
+            && self.lists.give_quick(stream, ptr, self.block_size)
+        {
             return Ok(());
         }
-        if bytes > self.block_size {
-            return Err(MemoryError::InvalidDeallocation(format!(
-                "{bytes} bytes at {ptr:#x} cannot come from a resource of {} blocks",
-                human_bytes(self.block_size)
-            )));
-        }
-        check_stream(self, stream)?;
-        self.list(stream)?.give(ptr, self.block_size)
+        // SAFETY: as this function's.
+        unsafe { self.deallocate_general(ptr, bytes, stream) }
     }
 
     fn device(&self) -> &Device {

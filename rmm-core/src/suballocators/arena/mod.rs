@@ -24,7 +24,7 @@ mod dump;
 use crate::error::{human_bytes, MemoryError, OutOfMemory, Result};
 use crate::resource::{aligned_size, check_stream, MemoryKind, MemoryResource, SharedResource};
 use crate::suballocators::free_list::{
-    block_size, exact_fallback, CoalescingFreeList, ExactBlocks, FreeStore,
+    block_size, exact_fallback, CoalescingFreeList, ExactBlocks, FreeStore, QUICK_MAX,
 };
 use crate::suballocators::stream_ordered::{Entry, StreamList, StreamLists};
 use parking_lot::Mutex;
@@ -234,6 +234,54 @@ impl<U: MemoryResource> ArenaResource<U> {
         Some(addr)
     }
 
+    /// Every allocation the quick path ([`MemoryResource::allocate`]) did not serve.
+    #[inline(never)]
+    fn allocate_general(&self, bytes: usize, stream: &Stream) -> Result<u64> {
+        if bytes == 0 {
+            return Ok(0);
+        }
+        check_stream(self, stream)?;
+        if bytes > self.size {
+            return Err(OutOfMemory::new("arena", bytes)
+                .held(self.size)
+                .maximum(self.size)
+                .detail("larger than the whole arena")
+                .into());
+        }
+        let size = block_size(bytes);
+        let arena = self.arena(stream)?;
+        match arena.take(size) {
+            Some(p) => Ok(p),
+            None => self.allocate_slow(bytes, size, &arena),
+        }
+    }
+
+    /// Every free the quick path ([`MemoryResource::deallocate`]) did not take.
+    ///
+    /// # Safety
+    /// As [`MemoryResource::deallocate`].
+    #[inline(never)]
+    unsafe fn deallocate_general(&self, ptr: u64, bytes: usize, stream: &Stream) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        check_stream(self, stream)?;
+        let size = self.exact.size_of(ptr, bytes);
+        if !self.holds(ptr, size) {
+            return Err(MemoryError::InvalidDeallocation(format!(
+                "{ptr:#x} ({bytes} bytes) is outside this arena"
+            )));
+        }
+        self.exact.freed(ptr, bytes, size);
+        self.arena(stream)?.give(ptr, size)
+    }
+
+    /// `[ptr, ptr + size)` lies in the global arena.
+    #[inline(always)]
+    fn holds(&self, ptr: u64, size: usize) -> bool {
+        ptr >= self.base && ptr + size as u64 <= self.base + self.size as u64
+    }
+
     #[cold]
     fn allocate_slow(
         &self,
@@ -297,41 +345,32 @@ fn portion_size(size: usize, superblock: usize) -> usize {
 }
 
 impl<U: MemoryResource> MemoryResource for ArenaResource<U> {
+    /// The quick path: a block from the stream's own list, found without a lock on the streams'
+    /// map and the list's lock taken only when free ([`StreamLists::take_quick`]); anything
+    /// else goes the general way.
     #[inline]
     fn allocate(&self, bytes: usize, stream: &Stream) -> Result<u64> {
-        if bytes == 0 {
-            return Ok(0);
+        if bytes.wrapping_sub(1) < QUICK_MAX && *stream.device() == self.device {
+            if let Some(p) = self.arenas.take_quick(stream, block_size(bytes)) {
+                return Ok(p);
+            }
         }
-        check_stream(self, stream)?;
-        if bytes > self.size {
-            return Err(OutOfMemory::new("arena", bytes)
-                .held(self.size)
-                .maximum(self.size)
-                .detail("larger than the whole arena")
-                .into());
-        }
-        let size = block_size(bytes);
-        let arena = self.arena(stream)?;
-        match arena.take(size) {
-            Some(p) => Ok(p),
-            None => self.allocate_slow(bytes, size, &arena),
-        }
+        self.allocate_general(bytes, stream)
     }
 
+    /// The quick path: the block onto the stream's quick stack (or its pending batch), calling
+    /// nothing ([`StreamLists::give_quick`]); anything else goes the general way.
     #[inline]
     unsafe fn deallocate(&self, ptr: u64, bytes: usize, stream: &Stream) -> Result<()> {
-        if bytes == 0 {
-            return Ok(());
+        if bytes.wrapping_sub(1) < QUICK_MAX && *stream.device() == self.device {
+            if let Some(size) = self.exact.plain_size(bytes) {
+                if self.holds(ptr, size) && self.arenas.give_quick(stream, ptr, size) {
+                    return Ok(());
+                }
+            }
         }
-        check_stream(self, stream)?;
-        let size = self.exact.size_of(ptr, bytes);
-        if ptr < self.base || ptr + size as u64 > self.base + self.size as u64 {
-            return Err(MemoryError::InvalidDeallocation(format!(
-                "{ptr:#x} ({bytes} bytes) is outside this arena"
-            )));
-        }
-        self.exact.freed(ptr, bytes, size);
-        self.arena(stream)?.give(ptr, size)
+        // SAFETY: as this function's.
+        unsafe { self.deallocate_general(ptr, bytes, stream) }
     }
 
     fn device(&self) -> &Device {

@@ -1,6 +1,6 @@
 //! The free store of the fixed-size resource: a stack of equal blocks, O(1) both ways.
 
-use super::FreeStore;
+use super::{push_within_capacity, FreeStore};
 
 /// Free blocks of one size. The most recently freed block is handed out first.
 #[derive(Debug)]
@@ -35,6 +35,11 @@ impl FreeStore for FixedBlocks {
     #[inline]
     fn give(&mut self, addr: u64, _size: usize) {
         self.blocks.push(addr);
+    }
+
+    #[inline(always)]
+    fn give_quick(&mut self, addr: u64, _size: usize) -> bool {
+        push_within_capacity(&mut self.blocks, addr)
     }
 
     fn drain_into(&mut self, out: &mut Vec<(u64, usize)>) {

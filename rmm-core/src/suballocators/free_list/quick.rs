@@ -71,8 +71,7 @@ pub(crate) struct QuickBins {
     /// The stacks that hold a block (the coalescing part's bitmap type, only its first
     /// `QUICK_BINS` bins used): [`QuickBins::pop_at_least`] and [`QuickBins::largest`].
     held: BinBitmap,
-    count: usize,
-    /// Bytes held, at most [`QUICK_BYTES`].
+    /// Bytes held, at most [`QUICK_BYTES`] (0 exactly when no block is: sizes are not 0).
     bytes: usize,
     /// Small frees still to go to the coalescing part after a larger request
     /// ([`QuickBins::pause`]).
@@ -92,7 +91,6 @@ impl Default for QuickBins {
                 .expect("QUICK_BINS stacks"),
             lens: [0; QUICK_BINS],
             held: BinBitmap::new(),
-            count: 0,
             bytes: 0,
             paused: 0,
             armed: false,
@@ -128,7 +126,6 @@ impl QuickBins {
             // (Its bit is set already otherwise: three words' read-modify-write saved.)
             self.held.set(b);
         }
-        self.count += 1;
         self.bytes += size;
         true
     }
@@ -145,7 +142,7 @@ impl QuickBins {
         if n == 0 {
             return None;
         }
-        self.shrink(b);
+        self.shrink(b, size);
         Some(self.addrs[b][n - 1])
     }
 
@@ -155,9 +152,9 @@ impl QuickBins {
     /// 1 MiB superblocks, missed often and flushed thousands of blocks each time).
     pub(crate) fn pop_at_least(&mut self, size: usize) -> Option<(u64, usize)> {
         let b = self.held.first_from(quick_bin(block_size(size)) + 1)?;
-        let n = self.lens[b] as usize;
-        self.shrink(b);
-        Some((self.addrs[b][n - 1], bin_size(b)))
+        let (n, size) = (self.lens[b] as usize, bin_size(b));
+        self.shrink(b, size);
+        Some((self.addrs[b][n - 1], size))
     }
 
     /// A request larger than [`QUICK_MAX`] came: the next small frees go to the coalescing part
@@ -168,10 +165,15 @@ impl QuickBins {
         self.paused = PAUSE;
     }
 
-    /// Number of blocks held.
+    /// True when no block is held.
     #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.bytes == 0
+    }
+
+    /// Number of blocks held (a sum over the stacks: for statistics).
     pub(crate) fn len(&self) -> usize {
-        self.count
+        self.lens.iter().map(|&n| n as usize).sum()
     }
 
     /// Size of the largest block held (0 when empty).
@@ -199,19 +201,18 @@ impl QuickBins {
             return false;
         };
         self.addrs[b].copy_within(k + 1..n, k);
-        self.shrink(b);
+        self.shrink(b, size);
         true
     }
 
-    /// Bin `b` (not empty) holds one block fewer: its last.
+    /// Bin `b` (not empty) of blocks of `size` bytes holds one block fewer: its last.
     #[inline(always)]
-    fn shrink(&mut self, b: usize) {
+    fn shrink(&mut self, b: usize, size: usize) {
         self.lens[b] -= 1;
         if self.lens[b] == 0 {
             self.held.clear(b);
         }
-        self.count -= 1;
-        self.bytes -= bin_size(b);
+        self.bytes -= size;
     }
 
     /// Forgets every block held.
@@ -220,7 +221,6 @@ impl QuickBins {
         while let Some(b) = self.held.first_from(0) {
             self.held.clear(b);
         }
-        self.count = 0;
         self.bytes = 0;
     }
 

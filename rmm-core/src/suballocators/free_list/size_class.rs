@@ -115,6 +115,20 @@ impl ExactBlocks {
         self.lookup(ptr, bytes, size)
     }
 
+    /// The bytes a live block allocated as `bytes` holds when that needs no lookup and its free
+    /// has nothing to forget (the quick paths): `None` for a classed size while blocks of exact
+    /// size are live.
+    #[inline(always)]
+    pub(crate) fn plain_size(&self, bytes: usize) -> Option<usize> {
+        if !classed(bytes) {
+            Some(aligned_size(bytes))
+        } else if self.count.load(Ordering::Acquire) == 0 {
+            Some(class_of(bytes))
+        } else {
+            None
+        }
+    }
+
     #[cold]
     fn lookup(&self, ptr: u64, bytes: usize, size: usize) -> usize {
         if self.addrs.lock().contains(&ptr) {

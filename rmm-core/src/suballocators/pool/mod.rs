@@ -30,6 +30,7 @@ use crate::error::{human_bytes, MemoryError, OutOfMemory, Result};
 use crate::resource::{aligned_size, check_stream, MemoryKind, MemoryResource, SharedResource};
 use crate::suballocators::free_list::{
     block_size, exact_fallback, ChunkBoundaries, CoalescingFreeList, ExactBlocks, FreeStore,
+    QUICK_MAX,
 };
 use crate::suballocators::stream_ordered::{Entry, StreamList, StreamLists};
 use chunks::{Chunk, Chunks};
@@ -449,6 +450,46 @@ impl<U: MemoryResource> PoolResource<U> {
     /// block of the pool gathered (no move between lists under way, so none is missed); only then
     /// a new chunk; when the upstream refuses, every free block once more (some may have been
     /// freed meanwhile) before out-of-memory.
+    /// Every allocation the quick path ([`MemoryResource::allocate`]) did not serve.
+    #[inline(never)]
+    fn allocate_general(&self, bytes: usize, stream: &Stream) -> Result<u64> {
+        if bytes == 0 {
+            return Ok(0);
+        }
+        check_stream(self, stream)?;
+        if bytes > isize::MAX as usize {
+            return Err(self.out_of_memory(bytes, "larger than any device memory"));
+        }
+        let size = block_size(bytes);
+        let list = self.list(stream)?;
+        let ptr = match list.take(size) {
+            Some(p) => p,
+            None => self.allocate_slow(bytes, size, &list, stream)?,
+        };
+        if let Some(live) = &self.live {
+            live.insert(ptr, self.exact.size_of(ptr, bytes));
+        }
+        Ok(ptr)
+    }
+
+    /// Every free the quick path ([`MemoryResource::deallocate`]) did not take.
+    ///
+    /// # Safety
+    /// As [`MemoryResource::deallocate`].
+    #[inline(never)]
+    unsafe fn deallocate_general(&self, ptr: u64, bytes: usize, stream: &Stream) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        check_stream(self, stream)?;
+        let size = self.exact.size_of(ptr, bytes);
+        if let Some(live) = &self.live {
+            live.remove(ptr, bytes, size)?;
+        }
+        self.exact.freed(ptr, bytes, size);
+        self.list(stream)?.give(ptr, size)
+    }
+
     #[cold]
     fn allocate_slow(
         &self,
@@ -647,39 +688,38 @@ impl PoolResource<crate::ExpandableResource> {
 }
 
 impl<U: MemoryResource> MemoryResource for PoolResource<U> {
+    /// The quick path: a block from the stream's own list, found without a lock on the streams'
+    /// map and the list's lock taken only when free ([`StreamLists::take_quick`]); anything
+    /// else (live-block checks included) goes the general way.
     #[inline]
     fn allocate(&self, bytes: usize, stream: &Stream) -> Result<u64> {
-        if bytes == 0 {
-            return Ok(0);
+        if bytes.wrapping_sub(1) < QUICK_MAX
+            && *stream.device() == self.device
+            && self.live.is_none()
+        {
+            if let Some(p) = self.lists.take_quick(stream, block_size(bytes)) {
+                return Ok(p);
+            }
         }
-        check_stream(self, stream)?;
-        if bytes > isize::MAX as usize {
-            return Err(self.out_of_memory(bytes, "larger than any device memory"));
-        }
-        let size = block_size(bytes);
-        let list = self.list(stream)?;
-        let ptr = match list.take(size) {
-            Some(p) => p,
-            None => self.allocate_slow(bytes, size, &list, stream)?,
-        };
-        if let Some(live) = &self.live {
-            live.insert(ptr, self.exact.size_of(ptr, bytes));
-        }
-        Ok(ptr)
+        self.allocate_general(bytes, stream)
     }
 
+    /// The quick path: the block onto the stream's quick stack (or its pending batch), calling
+    /// nothing ([`StreamLists::give_quick`]); anything else goes the general way.
     #[inline]
     unsafe fn deallocate(&self, ptr: u64, bytes: usize, stream: &Stream) -> Result<()> {
-        if bytes == 0 {
-            return Ok(());
+        if bytes.wrapping_sub(1) < QUICK_MAX
+            && *stream.device() == self.device
+            && self.live.is_none()
+        {
+            if let Some(size) = self.exact.plain_size(bytes) {
+                if self.lists.give_quick(stream, ptr, size) {
+                    return Ok(());
+                }
+            }
         }
-        check_stream(self, stream)?;
-        let size = self.exact.size_of(ptr, bytes);
-        if let Some(live) = &self.live {
-            live.remove(ptr, bytes, size)?;
-        }
-        self.exact.freed(ptr, bytes, size);
-        self.list(stream)?.give(ptr, size)
+        // SAFETY: as this function's.
+        unsafe { self.deallocate_general(ptr, bytes, stream) }
     }
 
     fn device(&self) -> &Device {

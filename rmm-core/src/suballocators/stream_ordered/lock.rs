@@ -37,6 +37,16 @@ impl<T> ListLock<T> {
         ListGuard { lock: self }
     }
 
+    /// The lock if it is free now, without waiting (the quick paths, which must call nothing).
+    #[inline(always)]
+    pub(crate) fn try_lock(&self) -> Option<ListGuard<'_, T>> {
+        if self.locked.swap(true, Ordering::Acquire) {
+            None
+        } else {
+            Some(ListGuard { lock: self })
+        }
+    }
+
     #[cold]
     fn lock_contended(&self) {
         let mut spins = 0u32;

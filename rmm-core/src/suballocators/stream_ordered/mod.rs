@@ -41,7 +41,7 @@ use key::is_per_thread;
 use lock::ListLock;
 use once_cell::sync::OnceCell;
 use parking_lot::{RwLock, RwLockReadGuard};
-use rmm_cuda::{Event, Stream};
+use rmm_cuda::{Event, Stream, StreamId};
 use slots::{Slots, Writer};
 use std::sync::Arc;
 
@@ -138,9 +138,25 @@ impl<F: FreeStore> StreamList<F> {
     }
 
     /// A block of `size` bytes from this stream's own free blocks.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn take(&self, size: usize) -> Option<u64> {
         self.state.lock().free.take(size)
+    }
+
+    /// [`StreamList::take`] when the lock is free now (no wait).
+    #[inline(always)]
+    fn try_take(&self, size: usize) -> Option<u64> {
+        self.state.try_lock()?.free.take(size)
+    }
+
+    /// [`FreeStore::give_quick`] under this list's lock when it is free now; never for a
+    /// per-thread default stream (its free records an event: [`StreamList::give`]).
+    #[inline(always)]
+    fn try_give_quick(&self, addr: u64, size: usize) -> bool {
+        let Some(mut st) = self.state.try_lock() else {
+            return false;
+        };
+        !st.per_thread && st.free.give_quick(addr, size)
     }
 
     /// Runs `f` on this stream's free blocks (read only).
@@ -149,7 +165,7 @@ impl<F: FreeStore> StreamList<F> {
     }
 
     /// A block freed by work on this stream.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn give(&self, addr: u64, size: usize) -> Result<()> {
         let mut st = self.state.lock();
         st.free.give(addr, size);
@@ -309,6 +325,33 @@ impl<F: FreeStore> StreamLists<F> {
             Some(found) => Ok(found),
             None => self.insert(key, stream),
         }
+    }
+
+    /// A block of `size` bytes from `stream`'s own list, the quick way: a lookup of the array
+    /// part only, the lock only when free now, so that a resource's allocate inlines it whole.
+    /// `None` says only "not that way" (a per-thread default stream, a list not in the array
+    /// part, its lock held, no block in the list): the caller then goes the general way
+    /// ([`StreamLists::get`], [`StreamList::take`], then stealing or growing).
+    #[inline(always)]
+    pub(crate) fn take_quick(&self, stream: &Stream, size: usize) -> Option<u64> {
+        let key = stream.id();
+        if key == StreamId::PER_THREAD_DEFAULT {
+            return None;
+        }
+        self.slots.get_in_array(key.0)?.try_take(size)
+    }
+
+    /// A block freed on `stream` kept the quick way ([`StreamLists::take_quick`],
+    /// [`FreeStore::give_quick`]); false: nothing was done, [`StreamList::give`] must take it.
+    #[inline(always)]
+    pub(crate) fn give_quick(&self, stream: &Stream, addr: u64, size: usize) -> bool {
+        let key = stream.id();
+        if key == StreamId::PER_THREAD_DEFAULT {
+            return false;
+        }
+        self.slots
+            .get_in_array(key.0)
+            .is_some_and(|list| list.try_give_quick(addr, size))
     }
 
     /// A stream's first use: retires the lists of streams that are gone (so a program using a

@@ -83,6 +83,16 @@ impl<T> Slots<T> {
         None
     }
 
+    /// The value of `key` if it is in the array part: no lock, no call (the quick paths).
+    #[inline(always)]
+    pub(crate) fn get_in_array(&self, key: u64) -> Option<&T> {
+        let n = self.len.load(Ordering::Acquire).min(FAST);
+        let i = self.keys[..n]
+            .iter()
+            .position(|k| k.load(Ordering::Acquire) == key)?;
+        self.values[i].get().map(|v| &**v)
+    }
+
     #[cold]
     fn find_overflow(&self, key: u64) -> Option<Entry<'_, T>> {
         self.overflow.lock().get(&key).cloned().map(Entry::Overflow)
