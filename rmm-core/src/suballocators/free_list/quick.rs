@@ -116,12 +116,16 @@ impl QuickBins {
             return false;
         }
         let b = quick_bin(size);
-        let n = self.lens[b] as usize;
+        debug_assert!(b < QUICK_BINS);
+        // SAFETY: `quick_bin` of a kept size is below QUICK_BINS (the unit tests walk every one).
+        let len = unsafe { self.lens.get_unchecked_mut(b) };
+        let n = *len as usize;
         if n == QUICK_CAP || self.bytes + size > QUICK_BYTES {
             return false;
         }
-        self.addrs[b][n] = addr;
-        self.lens[b] = n as u8 + 1;
+        *len = n as u8 + 1;
+        // SAFETY: b as above; n < QUICK_CAP just checked.
+        unsafe { *self.addrs.get_unchecked_mut(b).get_unchecked_mut(n) = addr };
         if n == 0 {
             // (Its bit is set already otherwise: three words' read-modify-write saved.)
             self.held.set(b);
@@ -138,12 +142,15 @@ impl QuickBins {
         }
         self.armed = true;
         let b = quick_bin(size);
-        let n = self.lens[b] as usize;
+        debug_assert!(b < QUICK_BINS);
+        // SAFETY: `quick_bin` of a kept size is below QUICK_BINS.
+        let n = unsafe { *self.lens.get_unchecked(b) } as usize;
         if n == 0 {
             return None;
         }
         self.shrink(b, size);
-        Some(self.addrs[b][n - 1])
+        // SAFETY: b as above; 0 < n <= QUICK_CAP, the stack's length.
+        Some(unsafe { *self.addrs.get_unchecked(b).get_unchecked(n - 1) })
     }
 
     /// The last block freed of the smallest size held above `size` (at most [`QUICK_MAX`]), as
