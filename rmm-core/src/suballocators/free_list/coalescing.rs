@@ -711,10 +711,12 @@ impl FreeStore for CoalescingFreeList {
         self.give_coalescing_outlined(addr, size);
     }
 
-    /// Onto a quick stack, or into the pending batch while it has room short of its merge.
+    /// Onto a quick stack, or into the pending batch while it has room short of its merge. Not
+    /// while the stacks pause: `give` counts such a free off the pause, once (a failed push
+    /// here would count it, and `give` again after it).
     #[inline(always)]
     fn give_quick(&mut self, addr: u64, size: usize) -> bool {
-        let Some(q) = &mut self.quick else {
+        let Some(q) = self.quick.as_mut().filter(|q| !q.pausing()) else {
             return false;
         };
         let kept = q.push(addr, size)
@@ -943,6 +945,33 @@ mod tests {
         out.sort_unstable();
         assert_eq!(out, [(base, 256), (base + 0x10_0000, 256)]);
         assert_eq!((l.len(), l.free_bytes()), (0, 0));
+    }
+
+    /// After a request larger than the stacks keep, the next `PAUSE` small frees skip them,
+    /// whether a resource tried the quick way first or not.
+    #[test]
+    fn a_pause_counts_each_free_once_through_the_quick_way() {
+        use super::super::quick::PAUSE;
+        let base = 1u64 << 32;
+        let mut l = CoalescingFreeList::new().with_quick_bins();
+        l.give_moved(base, 256 << 20);
+        assert!(l.take(256).is_some(), "a small request arms the stacks");
+        let large = l.take(QUICK_MAX + 256).expect("room for a larger request");
+        assert!(large > base);
+        let small = (0..PAUSE as u64 + 1)
+            .map(|_| l.take(256).expect("room"))
+            .collect::<Vec<_>>();
+        for &a in &small[..PAUSE as usize] {
+            // A resource's quick path first, then its general one.
+            assert!(!l.give_quick(a, 256), "paused: not the quick way");
+            l.give(a, 256);
+            assert!(l.quick.as_ref().is_some_and(|q| q.is_empty()));
+        }
+        assert!(
+            l.give_quick(small[PAUSE as usize], 256),
+            "the pause is over"
+        );
+        assert!(!l.quick.as_ref().is_some_and(|q| q.is_empty()));
     }
 
     #[test]

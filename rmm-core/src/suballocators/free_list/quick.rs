@@ -104,7 +104,7 @@ impl Default for QuickBins {
 }
 
 /// Small frees that skip the stacks after each larger request.
-const PAUSE: u32 = 64;
+pub(super) const PAUSE: u32 = 64;
 
 impl QuickBins {
     /// Keeps the block `[addr, addr + size)` when its size is kept here and its stack has room.
@@ -181,6 +181,13 @@ impl QuickBins {
     #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         self.bytes == 0
+    }
+
+    /// True while small frees skip the stacks after a larger request ([`QuickBins::pause`]):
+    /// each such free that reaches [`QuickBins::push`] counts one off.
+    #[inline(always)]
+    pub(crate) fn pausing(&self) -> bool {
+        self.paused > 0
     }
 
     /// Number of blocks held (a sum over the stacks: for statistics).
