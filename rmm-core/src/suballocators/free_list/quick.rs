@@ -219,7 +219,7 @@ impl QuickBins {
         let Some(k) = self.stack(b)[..n].iter().position(|&a| a == addr) else {
             return false;
         };
-        self.addrs[b * QUICK_CAP..(b + 1) * QUICK_CAP].copy_within(k + 1..n, k);
+        self.stack_mut(b).copy_within(k + 1..n, k);
         self.shrink(b, size);
         true
     }
@@ -228,6 +228,12 @@ impl QuickBins {
     #[inline]
     fn stack(&self, b: usize) -> &[u64] {
         &self.addrs[b * QUICK_CAP..(b + 1) * QUICK_CAP]
+    }
+
+    /// Stack `b`'s room, to change.
+    #[inline]
+    fn stack_mut(&mut self, b: usize) -> &mut [u64] {
+        &mut self.addrs[b * QUICK_CAP..(b + 1) * QUICK_CAP]
     }
 
     /// Bin `b` (not empty) of blocks of `size` bytes holds one block fewer: its last.

@@ -334,24 +334,26 @@ impl<F: FreeStore> StreamLists<F> {
     /// ([`StreamLists::get`], [`StreamList::take`], then stealing or growing).
     #[inline(always)]
     pub(crate) fn take_quick(&self, stream: &Stream, size: usize) -> Option<u64> {
-        let key = stream.id();
-        if key == StreamId::PER_THREAD_DEFAULT {
-            return None;
-        }
-        self.slots.get_in_array(key.0)?.try_take(size)
+        self.list_in_array(stream)?.try_take(size)
     }
 
     /// A block freed on `stream` kept the quick way ([`StreamLists::take_quick`],
     /// [`FreeStore::give_quick`]); false: nothing was done, [`StreamList::give`] must take it.
     #[inline(always)]
     pub(crate) fn give_quick(&self, stream: &Stream, addr: u64, size: usize) -> bool {
-        let key = stream.id();
-        if key == StreamId::PER_THREAD_DEFAULT {
-            return false;
-        }
-        self.slots
-            .get_in_array(key.0)
+        self.list_in_array(stream)
             .is_some_and(|list| list.try_give_quick(addr, size))
+    }
+
+    /// `stream`'s list where the quick paths find it: in the slot map's array part, and never a
+    /// per-thread default stream's (whose key needs the thread's index: [`stream_key`]).
+    #[inline(always)]
+    fn list_in_array(&self, stream: &Stream) -> Option<&StreamList<F>> {
+        let id = stream.id();
+        if id == StreamId::PER_THREAD_DEFAULT {
+            return None;
+        }
+        self.slots.get_in_array(id.0)
     }
 
     /// A stream's first use: retires the lists of streams that are gone (so a program using a

@@ -70,27 +70,30 @@ pub(crate) struct Writer<'a, T> {
 impl<T> Slots<T> {
     #[inline(always)]
     fn find(&self, key: u64) -> Option<Entry<'_, T>> {
-        // Acquire: the value of an entry is in place before its key is published (Release).
-        let n = self.len.load(Ordering::Acquire);
-        for i in 0..n {
-            if self.keys[i].load(Ordering::Acquire) == key {
-                return self.values[i].get().map(Entry::Slot);
-            }
+        if let Some(value) = self.find_in_array(key) {
+            return Some(Entry::Slot(value));
         }
-        if n == FAST {
+        if self.len.load(Ordering::Acquire) == FAST {
             return self.find_overflow(key);
         }
         None
     }
 
-    /// The value of `key` if it is in the array part: no lock, no call (the quick paths).
+    /// The value of `key` in the array part: no lock, no call.
     #[inline(always)]
-    pub(crate) fn get_in_array(&self, key: u64) -> Option<&T> {
+    fn find_in_array(&self, key: u64) -> Option<&Arc<T>> {
+        // Acquire: the value of an entry is in place before its key is published (Release).
         let n = self.len.load(Ordering::Acquire).min(FAST);
         let i = self.keys[..n]
             .iter()
             .position(|k| k.load(Ordering::Acquire) == key)?;
-        self.values[i].get().map(|v| &**v)
+        self.values[i].get()
+    }
+
+    /// The value of `key` if it is in the array part: no lock, no call (the quick paths).
+    #[inline(always)]
+    pub(crate) fn get_in_array(&self, key: u64) -> Option<&T> {
+        self.find_in_array(key).map(|v| &**v)
     }
 
     #[cold]
